@@ -1,0 +1,128 @@
+/* module.h -- the module tree: torch.nn.Sequential semantics and naming.
+ *
+ * Building and initializing are separate steps.  Builders make modules whose
+ * parameters are meta tensors (shape and dtype, no storage): building a 7B
+ * model costs a few kilobytes.  A parameter's initial values depend only on
+ * (seed, its full state-dict name, element index) -- see rng.h -- so the
+ * caller materializes the ROOT once the whole tree is assembled (names are
+ * known only then): directly after building for a normal model, or at
+ * fabric.setup for one created on the meta device.  Both give bitwise the
+ * same values.
+ *
+ * State-dict keys (docs/runtime.md has the full scheme):
+ *   - a child of a Sequential (a model body) is keyed by its name if it was
+ *     assigned (`fc1 = Linear(..)` -> `fc1.`) else by its index among all
+ *     children of that sequence (`0.`, `2.`);
+ *   - a Residual is a Sequential child like any other; its body's layers are
+ *     keyed by their index in the body: residual at index 0 whose body is
+ *     (LayerNorm, CausalSelfAttention) gives `0.0.weight`, `0.1.c_attn.weight`;
+ *   - Repeat(N, body) holds N deep copies keyed `0.` .. `N-1.`, so a named
+ *     repeat gives `h.0.` .. and an anonymous one at index 2 gives `2.0.` ..;
+ *     a body that is a Sequential of one anonymous layer is that layer
+ *     (`h.0.ln.weight`, not `h.0.0.ln.weight`);
+ *   - leaves: Linear `weight` [out,in], `bias` [out]; Embedding `weight`
+ *     [num,dim]; PositionalEmbedding `weight` [context,dim]; LayerNorm
+ *     `weight`, `bias` [dim]; CausalSelfAttention has child Linears `c_attn`
+ *     (dim -> 3*dim) and `c_proj` (dim -> dim).
+ *
+ * Ownership: modules are reference counted like tensors; a parent owns one
+ * reference to each child; fsM_append takes over the caller's reference. */
+#ifndef FS_MODULE_H
+#define FS_MODULE_H
+
+#include "tensor.h"
+
+typedef enum fsM_kind {
+  FSM_SEQUENTIAL, FSM_RESIDUAL, FSM_REPEAT,
+  FSM_LINEAR, FSM_EMBEDDING, FSM_POSEMB, FSM_LAYERNORM,
+  FSM_RELU, FSM_GELU, FSM_TANH, FSM_SIGMOID, FSM_SILU,
+  FSM_DROPOUT, FSM_FLATTEN, FSM_ATTENTION,
+  FSM__COUNT
+} fsM_kind;
+
+#define FSM_MAX_PARAMS 2
+
+typedef struct fs_module fs_module;
+struct fs_module {
+  int refcount;
+  fsM_kind kind;
+  char *key;                 /* key in the parent ("fc1", "0"); NULL at the root */
+  fs_module **kids; int nkids, capkids;
+  fs_tensor *params[FSM_MAX_PARAMS]; int nparams;  /* own parameters only */
+  int64_t in, out;           /* Linear in/out; Embedding num/dim; LayerNorm dim;
+                                PosEmb context/dim; Attention dim/heads; Repeat n */
+  double p;                  /* LayerNorm eps; Dropout p */
+  bool bias;                 /* Linear, Attention */
+  bool tanh_approx;          /* GELU(approximate="tanh") */
+  bool training;             /* train()/eval(); modules start in training mode */
+  uint64_t calls;            /* Dropout: forward calls so far (mask counter) */
+  uint64_t seed;             /* seed given at materialization (Dropout masks) */
+};
+
+/* Builders (NULL + fsT_error on a bad argument such as Linear(0, 3)). */
+fs_module *fsM_sequential(void);
+fs_module *fsM_residual(void);              /* children appended like a sequence */
+fs_module *fsM_repeat(int64_t n, fs_module *body); /* takes body; deep copies */
+fs_module *fsM_linear(int64_t in, int64_t out, bool bias);
+fs_module *fsM_embedding(int64_t num, int64_t dim);
+fs_module *fsM_posemb(int64_t context, int64_t dim);
+fs_module *fsM_layernorm(int64_t dim, double eps);
+fs_module *fsM_activation(fsM_kind kind);   /* RELU, TANH, SIGMOID, SILU, FLATTEN */
+fs_module *fsM_gelu(bool tanh_approx);
+fs_module *fsM_dropout(double p);           /* 0 <= p <= 1 */
+fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias); /* dim % heads == 0 */
+/* Appends child to a Sequential or Residual; key NULL means anonymous (keyed
+ * by its index).  Takes the caller's reference to child.  -1 on a duplicate
+ * name (fsT_error "duplicate layer name 'fc1'"); child is released then. */
+int fsM_append(fs_module *seq, const char *key, fs_module *child);
+fs_module *fsM_clone(const fs_module *m);   /* deep copy (values too) */
+fs_module *fsM_retain(fs_module *m);
+void fsM_release(fs_module *m);
+
+const char *fsM_kind_name(fsM_kind kind);   /* "Linear", "Sequential", ... */
+
+/* Parameters in state-dict order (PyTorch's parameters() order). */
+typedef struct fsM_param {
+  char *name;          /* full state-dict key, "h.0.0.1.c_attn.weight" */
+  fs_tensor *t;        /* borrowed from the module */
+  fs_module *owner;    /* the leaf that owns it */
+  int index;           /* index in owner->params */
+} fsM_param;
+/* *out gets a malloc'd array (free with fsM_params_free); returns the count,
+ * or -1 on out of memory. */
+int64_t fsM_parameters(fs_module *m, fsM_param **out);
+void fsM_params_free(fsM_param *ps, int64_t n);
+int64_t fsM_num_parameters(const fs_module *m);  /* total elements */
+
+/* Static shape inference: out = shape of m(x) for x of shape in.  A dim of -1
+ * is unknown (e.g. the batch) and propagates.  On a mismatch returns -1,
+ * points *bad at the offending leaf and writes PyTorch's message to err, e.g.
+ * "mat1 and mat2 shapes cannot be multiplied (?x256 and 128x10)". */
+int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
+                  int *out_rank, int64_t *out, const fs_module **bad,
+                  char *err, size_t errlen);
+
+void fsM_train(fs_module *m, bool training);     /* recursive, as torch */
+
+/* Gives every meta parameter storage on dev and initializes it by running
+ * each module's own reset_parameters.  Parameters already holding storage
+ * are left as they are.  -1 + fsT_error on failure. */
+int fsM_materialize(fs_module *m, fs_device dev, uint64_t seed);
+/* to_empty: storage on dev, values uninitialized; existing values are lost. */
+int fsM_to_empty(fs_module *m, fs_device dev);
+/* Re-runs every module's reset_parameters (parameters must have storage). */
+int fsM_reset_parameters(fs_module *m, uint64_t seed);
+/* One parameter's initial values [offset, offset + n) into dst (cpu floats):
+ * the per-module reset_parameters rule (Linear U(-1/sqrt(in), 1/sqrt(in)),
+ * Embedding and PositionalEmbedding N(0,1), LayerNorm weight 1 bias 0),
+ * keyed by the full state-dict name.  This is what an FSDP rank calls for
+ * its shard. */
+void fsM_init_param(const fs_module *owner, int index, const char *name,
+                    uint64_t seed, float *dst, size_t offset, size_t n);
+
+/* model(x): runs the forward pass, recording on the autograd tape unless
+ * fsG_no_grad is on.  Returns a new reference, or NULL + fsT_error (shape
+ * mismatch, parameters still on meta, ...). */
+fs_tensor *fsM_forward(fs_module *m, fs_tensor *x);
+
+#endif

@@ -1,0 +1,79 @@
+/* tensor.h -- the one tensor struct (ggml-style): dtype, device, shape, data.
+ *
+ * Tensors are contiguous row-major and reference counted: every function that
+ * returns an fs_tensor * hands the caller one reference, which it gives back
+ * with fsT_release.  Holders that keep a tensor (modules, optimizers, the
+ * autograd tape) take their own reference with fsT_retain.  A meta tensor has
+ * shape and dtype but data == NULL; nothing is allocated for it.
+ *
+ * Runtime errors: functions that can fail return NULL or -1 and leave a
+ * message in fsT_error() (per thread), e.g. "mat1 and mat2 shapes cannot be
+ * multiplied (64x256 and 128x10)". */
+#ifndef FS_TENSOR_H
+#define FS_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum fs_dtype { FS_F32, FS_BF16, FS_I64 } fs_dtype;
+typedef enum fs_device { FS_DEV_META, FS_DEV_CPU, FS_DEV_CUDA, FS_DEV__COUNT } fs_device;
+
+#define FS_MAX_RANK 8
+
+typedef struct fsG_node fsG_node; /* autograd.h */
+
+typedef struct fs_tensor {
+  int refcount;
+  fs_dtype dtype;
+  fs_device device;
+  int rank;                     /* 0 = scalar */
+  int64_t shape[FS_MAX_RANK];
+  int64_t numel;
+  void *data;                   /* numel elements on `device`; NULL on meta */
+  bool requires_grad;           /* a parameter, or computed from one on the tape */
+  struct fs_tensor *grad;       /* f32, same shape; accumulated by backward */
+  fsG_node *node;               /* op that produced it; NULL for leaves */
+} fs_tensor;
+
+/* Uninitialized storage on `dev` (none on meta). NULL + fsT_error on a bad
+ * shape (negative dim, rank > FS_MAX_RANK, overflow) or out of memory. */
+fs_tensor *fsT_new(fs_dtype dt, fs_device dev, int rank, const int64_t *shape);
+fs_tensor *fsT_zeros(fs_dtype dt, fs_device dev, int rank, const int64_t *shape);
+fs_tensor *fsT_zeros_like(const fs_tensor *t); /* f32 on t's device */
+fs_tensor *fsT_scalar(float v);                /* rank-0 f32 on cpu */
+fs_tensor *fsT_retain(fs_tensor *t);
+void fsT_release(fs_tensor *t);                /* NULL is a no-op */
+
+/* Allocates storage for a meta tensor in place (uninitialized), so holders of
+ * the tensor see it materialize. -1 + fsT_error on failure. */
+int fsT_alloc_storage(fs_tensor *t, fs_device dev);
+
+size_t fsT_dtype_size(fs_dtype dt);
+size_t fsT_nbytes(const fs_tensor *t);
+const char *fsT_dtype_name(fs_dtype dt);   /* "float32", "bfloat16", "int64" */
+const char *fsT_device_name(fs_device d);  /* "meta", "cpu", "cuda" */
+bool fsT_same_shape(const fs_tensor *a, const fs_tensor *b);
+/* "[64, 784]" into buf; returns buf. */
+char *fsT_shape_str(const fs_tensor *t, char *buf, size_t len);
+char *fsT_dims_str(int rank, const int64_t *shape, char *buf, size_t len);
+
+static inline float *fsT_f32(const fs_tensor *t) { return (float *)t->data; }
+static inline int64_t *fsT_i64(const fs_tensor *t) { return (int64_t *)t->data; }
+
+/* Element i as a double, whatever the dtype (cpu only). */
+double fsT_get(const fs_tensor *t, int64_t i);
+/* A new tensor of dtype dt with the same values (`.float()`); a new
+ * reference to t itself when it already has that dtype. */
+fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt);
+/* Deep copy of the values (no grad, no tape). */
+fs_tensor *fsT_copy(const fs_tensor *t);
+
+/* bfloat16 <-> float32: round to nearest even; NaN stays NaN (quiet). */
+uint16_t fsT_f32_to_bf16(float f);
+float fsT_bf16_to_f32(uint16_t h);
+
+void fsT_seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *fsT_error(void);
+
+#endif
