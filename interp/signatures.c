@@ -1,0 +1,365 @@
+/* signatures.c -- the builtin signature table and the argument binder. */
+#include "signatures.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Short names for the masks, local to this table. */
+#define ANY FSSIG_T_ANY
+#define INT FSSIG_T_INT
+#define NUM FSSIG_T_NUM
+#define BOOL FSSIG_T_BOOL
+#define STR FSSIG_T_STR
+#define DICT FSSIG_T_DICT
+#define SEQ FSSIG_T_SEQ
+#define OBJ FSSIG_T_OBJ
+#define NUMB (FSSIG_T_NUM | FSSIG_T_BOOL)
+#define OPTNUM (FSSIG_T_NUM | FSSIG_T_NONE)
+
+#define P(n, t, d) {n, t, d, 0}
+#define PT(n, t, d, f) {n, t, d, f}
+#define KW(n, t, d) {n, t, d, FSSIG_KWONLY}
+#define PO(n, t, d) {n, t, d, FSSIG_POSONLY}
+#define VARARGS(n) {n, FSSIG_T_ANY, NULL, FSSIG_VARARGS}
+#define VARKW(n) {n, FSSIG_T_ANY, NULL, FSSIG_VARKW}
+
+#define PARAMS(id, ...) static const fsSig_param id[] = {__VA_ARGS__};
+
+/* functions */
+PARAMS(p_print, VARARGS("args"), KW("sep", STR, "' '"), KW("end", STR, "'\\n'"))
+PARAMS(p_param, P("name", STR, NULL), P("default", ANY, NULL))
+PARAMS(p_range, PO("start", INT, NULL), PO("stop", INT, "None"), PO("step", INT, "None"))
+PARAMS(p_obj, PO("obj", ANY, NULL))
+PARAMS(p_minmax, VARARGS("args"))
+PARAMS(p_int, PT("x", FSSIG_T_NUM | FSSIG_T_BOOL | FSSIG_T_STR, "0", FSSIG_POSONLY))
+PARAMS(p_float, PT("x", FSSIG_T_NUM | FSSIG_T_BOOL | FSSIG_T_STR, "0.0", FSSIG_POSONLY))
+PARAMS(p_str, PO("object", ANY, "''"))
+PARAMS(p_bool, PO("x", ANY, "False"))
+PARAMS(p_iter, PO("iterable", ANY, "()"))
+PARAMS(p_dict, PO("iterable", ANY, "None"), VARKW("kwargs"))
+PARAMS(p_enumerate, P("iterable", ANY, NULL), P("start", INT, "0"))
+PARAMS(p_zip, VARARGS("iterables"))
+PARAMS(p_sum, PO("iterable", ANY, NULL), P("start", ANY, "0"))
+PARAMS(p_round, P("number", NUMB, NULL), P("ndigits", FSSIG_T_INT | FSSIG_T_NONE, "None"))
+PARAMS(p_sorted, PO("iterable", ANY, NULL), KW("key", ANY, "None"), KW("reverse", BOOL, "False"))
+PARAMS(p_device, PO("type", STR, NULL))
+PARAMS(p_loss, P("input", OBJ, NULL), P("target", OBJ, NULL))
+
+/* classes */
+PARAMS(p_fabric, P("accelerator", ANY, "'auto'"), P("strategy", ANY, "'auto'"),
+       PT("devices", FSSIG_T_INT | FSSIG_T_STR | FSSIG_T_SEQ, "'auto'", 0),
+       PT("num_nodes", FSSIG_T_INT | FSSIG_T_STR, "1", 0),
+       PT("precision", FSSIG_T_INT | FSSIG_T_STR | FSSIG_T_NONE, "None", 0),
+       P("plugins", ANY, "None"), P("callbacks", ANY, "None"), P("loggers", ANY, "None"))
+PARAMS(p_fsdp, KW("auto_wrap_policy", ANY, "None"), KW("activation_checkpointing_policy", ANY, "None"),
+       KW("cpu_offload", ANY, "None"), KW("mixed_precision", ANY, "None"),
+       KW("sharding_strategy", STR, "'FULL_SHARD'"), KW("state_dict_type", STR, "'sharded'"),
+       KW("use_orig_params", BOOL, "True"), VARKW("kwargs"))
+PARAMS(p_ddp, KW("find_unused_parameters", BOOL, "False"), KW("static_graph", BOOL, "False"),
+       KW("process_group_backend", FSSIG_T_STR | FSSIG_T_NONE, "None"),
+       KW("start_method", STR, "'popen'"), VARKW("kwargs"))
+PARAMS(p_deepspeed, KW("zero_optimization", BOOL, "True"), KW("stage", INT, "2"),
+       KW("offload_optimizer", BOOL, "False"), KW("offload_parameters", BOOL, "False"),
+       KW("config", ANY, "None"), VARKW("kwargs"))
+PARAMS(p_sgd, P("params", ANY, NULL), P("lr", NUM, NULL), P("momentum", NUM, "0"),
+       P("dampening", NUM, "0"), P("weight_decay", NUM, "0"), P("nesterov", BOOL, "False"))
+PARAMS(p_adam, P("params", ANY, NULL), P("lr", NUM, "0.001"), P("betas", SEQ, "(0.9, 0.999)"),
+       P("eps", NUM, "1e-08"), P("weight_decay", NUM, "0"))
+PARAMS(p_adamw, P("params", ANY, NULL), P("lr", NUM, "0.001"), P("betas", SEQ, "(0.9, 0.999)"),
+       P("eps", NUM, "1e-08"), P("weight_decay", NUM, "0.01"))
+PARAMS(p_fashion, P("train", BOOL, "True"), PT("root", FSSIG_T_STR | FSSIG_T_NONE, "None", 0))
+PARAMS(p_mnist, P("root", STR, NULL), P("train", BOOL, "True"))
+PARAMS(p_textds, P("path", STR, NULL), P("context", INT, NULL))
+PARAMS(p_randomds, P("n", INT, NULL), PT("shape", FSSIG_T_INT | FSSIG_T_SEQ, NULL, 0),
+       P("classes", INT, "10"), P("seed", INT, "0"))
+PARAMS(p_loader, P("dataset", OBJ, NULL), P("batch_size", INT, "1"), P("shuffle", BOOL, "False"),
+       P("drop_last", BOOL, "False"))
+
+/* layers */
+PARAMS(p_linear, P("in_features", INT, NULL), P("out_features", INT, NULL), P("bias", BOOL, "True"))
+PARAMS(p_embedding, P("num_embeddings", INT, NULL), P("embedding_dim", INT, NULL))
+PARAMS(p_posemb, P("context", INT, NULL), P("dim", INT, NULL))
+PARAMS(p_layernorm, P("normalized_shape", INT, NULL), P("eps", NUM, "1e-05"))
+PARAMS(p_gelu, P("approximate", STR, "'none'"))
+PARAMS(p_dropout, P("p", NUM, "0.5"))
+PARAMS(p_flatten, P("start_dim", INT, "1"), P("end_dim", INT, "-1"))
+PARAMS(p_attention, P("dim", INT, NULL), P("heads", INT, NULL), P("bias", BOOL, "True"))
+
+/* Fabric methods */
+PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
+PARAMS(p_seed, PT("seed", FSSIG_T_INT | FSSIG_T_NONE, "None", 0),
+       PT("workers", FSSIG_T_BOOL | FSSIG_T_NONE, "None", 0))
+PARAMS(p_init_module, PT("empty_init", FSSIG_T_BOOL | FSSIG_T_NONE, "None", 0))
+PARAMS(p_setup, P("module", OBJ, NULL), VARARGS("optimizers"), KW("move_to_device", BOOL, "True"))
+PARAMS(p_setup_module, P("module", OBJ, NULL), P("move_to_device", BOOL, "True"))
+PARAMS(p_setup_optimizers, VARARGS("optimizers"))
+PARAMS(p_setup_loaders, VARARGS("dataloaders"), KW("use_distributed_sampler", BOOL, "True"),
+       KW("move_to_device", BOOL, "True"))
+PARAMS(p_backward, P("tensor", OBJ, NULL), VARARGS("args"), KW("model", ANY, "None"), VARKW("kwargs"))
+PARAMS(p_clip, P("module", OBJ, NULL), P("optimizer", OBJ, NULL), P("clip_val", OPTNUM, "None"),
+       P("max_norm", OPTNUM, "None"), P("norm_type", NUM, "2.0"), P("error_if_nonfinite", BOOL, "True"))
+PARAMS(p_save, P("path", STR, NULL), P("state", DICT, NULL), P("filter", ANY, "None"))
+PARAMS(p_load, P("path", STR, NULL), PT("state", FSSIG_T_DICT | FSSIG_T_NONE, "None", 0),
+       P("strict", BOOL, "True"))
+PARAMS(p_load_raw, P("path", STR, NULL), P("obj", OBJ, NULL), P("strict", BOOL, "True"))
+PARAMS(p_barrier, PT("name", FSSIG_T_STR | FSSIG_T_NONE, "None", 0))
+PARAMS(p_all_reduce, P("data", ANY, NULL), P("group", ANY, "None"), P("reduce_op", STR, "'mean'"))
+PARAMS(p_all_gather, P("data", ANY, NULL), P("group", ANY, "None"), P("sync_grads", BOOL, "False"))
+PARAMS(p_broadcast, P("obj", ANY, NULL), P("src", INT, "0"))
+PARAMS(p_log, P("name", STR, NULL), P("value", ANY, NULL), PT("step", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_log_dict, P("metrics", DICT, NULL), PT("step", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_no_sync, P("module", OBJ, NULL), P("enabled", BOOL, "True"))
+PARAMS(p_to_device, P("obj", ANY, NULL))
+
+/* Module, Optimizer, Tensor, container methods */
+PARAMS(p_forward, VARARGS("args"))
+PARAMS(p_recurse, P("recurse", BOOL, "True"))
+PARAMS(p_named, P("prefix", STR, "''"), P("recurse", BOOL, "True"))
+PARAMS(p_train, P("mode", BOOL, "True"))
+PARAMS(p_to_empty, KW("device", ANY, NULL))
+PARAMS(p_set_to_none, P("set_to_none", BOOL, "True"))
+PARAMS(p_step, P("closure", ANY, "None"))
+PARAMS(p_load_sd, P("state_dict", DICT, NULL), P("strict", BOOL, "True"))
+PARAMS(p_dim, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("keepdim", BOOL, "False"))
+PARAMS(p_size, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_append, PO("object", ANY, NULL))
+PARAMS(p_get, PO("key", ANY, NULL), PO("default", ANY, "None"))
+PARAMS(p_join, PO("iterable", ANY, NULL))
+PARAMS(p_split, P("sep", FSSIG_T_STR | FSSIG_T_NONE, "None"), P("maxsplit", INT, "-1"))
+
+#define N(a) a, sizeof a / sizeof a[0]
+#define FN(name, p, ret) {name, FSSIG_FUNC, N(p), ret, 0}
+#define FN0(name, ret, fl) {name, FSSIG_FUNC, NULL, 0, ret, fl}
+#define CLS(name, p, ret) {name, FSSIG_CLASS, N(p), ret, 0}
+#define LAYER(name, p) {name, FSSIG_LAYER, N(p), "Module", 0}
+#define LAYER0(name) {name, FSSIG_LAYER, NULL, 0, "Module", 0}
+#define M(name, p, ret) {name, FSSIG_METHOD, N(p), ret, 0}
+#define M0(name, ret) {name, FSSIG_METHOD, NULL, 0, ret, 0}
+#define ATTR(name, ret, fl) {name, FSSIG_ATTR, NULL, 0, ret, fl}
+
+static const fsSig table[] = {
+  FN("print", p_print, "None"),
+  FN("param", p_param, "any"),
+  FN("range", p_range, "range"),
+  FN("len", p_obj, "int"),
+  FN("min", p_minmax, "any"),
+  FN("max", p_minmax, "any"),
+  FN("abs", p_obj, "any"),
+  FN("int", p_int, "int"),
+  FN("float", p_float, "float"),
+  FN("str", p_str, "str"),
+  FN("bool", p_bool, "bool"),
+  FN("list", p_iter, "list"),
+  FN("tuple", p_iter, "tuple"),
+  FN("dict", p_dict, "dict"),
+  FN("enumerate", p_enumerate, "list"),
+  FN("zip", p_zip, "list"),
+  FN("sum", p_sum, "any"),
+  FN("round", p_round, "any"),
+  FN("sorted", p_sorted, "list"),
+  FN("device", p_device, "device"),
+  FN0("no_grad", "context", FSSIG_CONTEXT),
+  FN("cross_entropy", p_loss, "Tensor"),
+  FN("mse_loss", p_loss, "Tensor"),
+
+  CLS("Fabric", p_fabric, "Fabric"),
+  CLS("FSDPStrategy", p_fsdp, "Strategy"),
+  CLS("DDPStrategy", p_ddp, "Strategy"),
+  CLS("DeepSpeedStrategy", p_deepspeed, "Strategy"),
+  CLS("SGD", p_sgd, "Optimizer"),
+  CLS("Adam", p_adam, "Optimizer"),
+  CLS("AdamW", p_adamw, "Optimizer"),
+  CLS("FashionMNIST", p_fashion, "Dataset"),
+  CLS("MNIST", p_mnist, "Dataset"),
+  CLS("TextDataset", p_textds, "Dataset"),
+  CLS("RandomDataset", p_randomds, "Dataset"),
+  CLS("DataLoader", p_loader, "DataLoader"),
+
+  LAYER("Linear", p_linear),
+  LAYER("Embedding", p_embedding),
+  LAYER("PositionalEmbedding", p_posemb),
+  LAYER("LayerNorm", p_layernorm),
+  LAYER0("ReLU"),
+  LAYER("GELU", p_gelu),
+  LAYER0("Tanh"),
+  LAYER0("Sigmoid"),
+  LAYER0("SiLU"),
+  LAYER("Dropout", p_dropout),
+  LAYER("Flatten", p_flatten),
+  LAYER("CausalSelfAttention", p_attention),
+
+  M("Fabric.launch", p_launch, "any"),
+  M("Fabric.seed_everything", p_seed, "int"),
+  {"Fabric.init_module", FSSIG_METHOD, N(p_init_module), "context", FSSIG_CONTEXT},
+  M("Fabric.setup", p_setup, "any"),
+  M("Fabric.setup_module", p_setup_module, "Module"),
+  M("Fabric.setup_optimizers", p_setup_optimizers, "any"),
+  M("Fabric.setup_dataloaders", p_setup_loaders, "any"),
+  M("Fabric.backward", p_backward, "None"),
+  M("Fabric.clip_gradients", p_clip, "Tensor"),
+  M("Fabric.save", p_save, "None"),
+  M("Fabric.load", p_load, "dict"),
+  M("Fabric.load_raw", p_load_raw, "None"),
+  M("Fabric.barrier", p_barrier, "None"),
+  M("Fabric.all_reduce", p_all_reduce, "any"),
+  M("Fabric.all_gather", p_all_gather, "any"),
+  M("Fabric.broadcast", p_broadcast, "any"),
+  M("Fabric.print", p_print, "None"),
+  M("Fabric.log", p_log, "None"),
+  M("Fabric.log_dict", p_log_dict, "None"),
+  {"Fabric.no_backward_sync", FSSIG_METHOD, N(p_no_sync), "context", FSSIG_CONTEXT},
+  M("Fabric.to_device", p_to_device, "any"),
+  ATTR("Fabric.global_rank", "int", 0),
+  ATTR("Fabric.local_rank", "int", 0),
+  ATTR("Fabric.node_rank", "int", 0),
+  ATTR("Fabric.world_size", "int", 0),
+  ATTR("Fabric.device", "device", 0),
+  ATTR("Fabric.is_global_zero", "bool", 0),
+
+  M("Module.forward", p_forward, "Tensor"),
+  M("Module.parameters", p_recurse, "list"),
+  M("Module.named_parameters", p_named, "list"),
+  M0("Module.num_parameters", "int"),
+  M("Module.train", p_train, "Module"),
+  M0("Module.eval", "Module"),
+  M("Module.to_empty", p_to_empty, "Module"),
+  M0("Module.reset_parameters", "None"),
+  M("Module.zero_grad", p_set_to_none, "None"),
+  M0("Module.state_dict", "dict"),
+  M("Module.load_state_dict", p_load_sd, "None"),
+  ATTR("Module.training", "bool", 0),
+
+  M("Optimizer.step", p_step, "None"),
+  M("Optimizer.zero_grad", p_set_to_none, "None"),
+  M0("Optimizer.state_dict", "dict"),
+  M("Optimizer.load_state_dict", p_load_sd, "None"),
+  ATTR("Optimizer.lr", "float", FSSIG_SETTABLE),
+
+  M0("Tensor.item", "any"),
+  M("Tensor.argmax", p_dim, "Tensor"),
+  M("Tensor.sum", p_dim, "Tensor"),
+  M("Tensor.mean", p_dim, "Tensor"),
+  M0("Tensor.float", "Tensor"),
+  M0("Tensor.backward", "None"),
+  M("Tensor.size", p_size, "any"),
+  M0("Tensor.numel", "int"),
+  M0("Tensor.detach", "Tensor"),
+  M0("Tensor.tolist", "any"),
+  ATTR("Tensor.shape", "tuple", 0),
+  ATTR("Tensor.device", "device", 0),
+  ATTR("Tensor.dtype", "str", 0),
+
+  M("list.append", p_append, "None"),
+  M0("dict.items", "list"),
+  M0("dict.keys", "list"),
+  M0("dict.values", "list"),
+  M("dict.get", p_get, "any"),
+  M("str.join", p_join, "str"),
+  M("str.split", p_split, "list"),
+  M0("str.upper", "str"),
+  M0("str.lower", "str"),
+};
+
+const fsSig *fsSig_all(size_t *n) {
+  *n = sizeof table / sizeof table[0];
+  return table;
+}
+
+const fsSig *fsSig_find(const char *name) {
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (table[i].kind <= FSSIG_LAYER && strcmp(table[i].name, name) == 0)
+      return &table[i];
+  return NULL;
+}
+
+const fsSig *fsSig_member(const char *type, const char *member) {
+  size_t tl = strlen(type);
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    const char *s = table[i].name;
+    if (table[i].kind >= FSSIG_METHOD && strncmp(s, type, tl) == 0 && s[tl] == '.' &&
+        strcmp(s + tl + 1, member) == 0)
+      return &table[i];
+  }
+  return NULL;
+}
+
+int fsSig_param_index(const fsSig *sig, const char *name) {
+  for (size_t i = 0; i < sig->nparams; i++)
+    if (!(sig->params[i].flags & (FSSIG_VARARGS | FSSIG_VARKW)) &&
+        strcmp(sig->params[i].name, name) == 0)
+      return (int)i;
+  return -1;
+}
+
+static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(char **err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  *err = malloc((size_t)n + 1);
+  if (!*err) return -2;
+  va_start(ap, fmt);
+  vsnprintf(*err, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int fsSig_bind(const fsSig *sig, size_t npos, const char *const *kw, size_t nkw,
+               int *pos_slot, int *kw_slot, char **err) {
+  *err = NULL;
+  int varargs = -1, varkw = -1;
+  size_t maxpos = 0, reqpos = 0; /* positional-capable parameters before * */
+  for (size_t i = 0; i < sig->nparams; i++) {
+    unsigned f = sig->params[i].flags;
+    if (f & FSSIG_VARARGS) varargs = (int)i;
+    else if (f & FSSIG_VARKW) varkw = (int)i;
+    else if (!(f & FSSIG_KWONLY) && varargs < 0) {
+      maxpos++;
+      if (!sig->params[i].def) reqpos = maxpos;
+    }
+  }
+  if (npos > maxpos && varargs < 0) {
+    if (maxpos == 0)
+      return fail(err, "%s() takes no positional arguments (%zu given)", sig->name, npos);
+    return fail(err, "%s() takes %s%zu positional argument%s (%zu given)", sig->name,
+                reqpos < maxpos ? "at most " : "", maxpos, maxpos == 1 ? "" : "s", npos);
+  }
+  /* filled[i]: parameter i already has a value */
+  unsigned char filled[64] = {0};
+  if (sig->nparams > sizeof filled) return fail(err, "%s() has more than %zu parameters", sig->name, sizeof filled);
+  for (size_t i = 0; i < npos; i++) {
+    int slot = i < maxpos ? (int)i : varargs;
+    pos_slot[i] = slot;
+    filled[slot] = 1;
+  }
+  for (size_t j = 0; j < nkw; j++) {
+    for (size_t k = 0; k < j; k++)
+      if (strcmp(kw[k], kw[j]) == 0)
+        return fail(err, "%s() got multiple values for keyword argument '%s'", sig->name, kw[j]);
+    int slot = fsSig_param_index(sig, kw[j]);
+    if (slot >= 0 && (sig->params[slot].flags & FSSIG_POSONLY)) {
+      if (varkw < 0)
+        return fail(err, "%s() got some positional-only arguments passed as keyword arguments: '%s'",
+                    sig->name, kw[j]);
+      slot = -1;
+    }
+    if (slot < 0) {
+      if (varkw < 0)
+        return fail(err, "%s() got an unexpected keyword argument '%s'", sig->name, kw[j]);
+      slot = varkw;
+    } else if (filled[slot]) {
+      return fail(err, "%s() got multiple values for argument '%s'", sig->name, kw[j]);
+    }
+    kw_slot[j] = slot;
+    if (slot != varkw) filled[slot] = 1;
+  }
+  for (size_t i = 0; i < sig->nparams; i++) {
+    const fsSig_param *p = &sig->params[i];
+    if (!filled[i] && !p->def && !(p->flags & (FSSIG_VARARGS | FSSIG_VARKW)))
+      return fail(err, "%s() missing required argument '%s'", sig->name, p->name);
+  }
+  return 0;
+}
