@@ -1,0 +1,104 @@
+/* ast.h -- the syntax tree: one generic node, kinds documented below.
+ * Locations are byte offsets into the source text; fs_source maps them to
+ * 1-based line and code-point column for diagnostics. */
+#ifndef FS_AST_H
+#define FS_AST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fs_loc {
+  uint32_t start, end; /* [start, end) byte offsets */
+} fs_loc;
+
+/* A loaded script: the text (NUL-terminated copy) and its line index. */
+typedef struct fs_source {
+  char *path;           /* as given on the command line, or "<stdin>" */
+  char *text;           /* len bytes plus a terminating NUL */
+  size_t len;
+  uint32_t *line_starts; /* byte offset of each line start */
+  size_t nlines;
+} fs_source;
+
+fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len);
+fs_source *fsA_source_from_file(const char *path); /* NULL + errno on I/O error */
+void fsA_source_free(fs_source *src);
+/* 1-based line and code-point column of a byte offset. */
+void fsA_source_position(const fs_source *src, uint32_t offset,
+                         uint32_t *line, uint32_t *column);
+
+typedef enum fs_node_kind {
+  /* expressions */
+  FS_N_NAME,    /* str */
+  FS_N_INT,     /* ival */
+  FS_N_FLOAT,   /* fval */
+  FS_N_STR,     /* str (decoded), slen bytes */
+  FS_N_FSTR,    /* kids: FS_N_STR literal pieces and FS_N_FMT fields in order */
+  FS_N_FMT,     /* kids[0] expression; str = format spec after ':' or NULL */
+  FS_N_TRUE, FS_N_FALSE, FS_N_NONE,
+  FS_N_LIST,    /* kids: elements */
+  FS_N_TUPLE,   /* kids: elements (also bare `a, b` targets and values) */
+  FS_N_DICT,    /* kids: key0, value0, key1, value1, ... */
+  FS_N_UNARY,   /* op (FS_OP_NEG, FS_OP_POS, FS_OP_NOT), kids[0] */
+  FS_N_BINARY,  /* op, kids[0] op kids[1]; also and/or, comparisons, in */
+  FS_N_COND,    /* kids[0] cond, kids[1] then-value, kids[2] else-value */
+  FS_N_CALL,    /* kids[0] callee, kids[1..] args: expressions, then FS_N_KWARG */
+  FS_N_KWARG,   /* str = keyword, kids[0] value; name_loc = keyword span */
+  FS_N_ATTR,    /* kids[0] object, str = attribute; name_loc = attribute span */
+  FS_N_INDEX,   /* kids[0] object, kids[1] index (may be FS_N_SLICE) */
+  FS_N_SLICE,   /* kids[0..2] lower, upper, step; each may be NULL */
+  /* statements */
+  FS_N_BLOCK,   /* kids: statements */
+  FS_N_EXPR,    /* kids[0] */
+  FS_N_ASSIGN,  /* kids[0] target (NAME, TUPLE, LIST, ATTR, INDEX), kids[1] value */
+  FS_N_AUGASSIGN, /* op, kids[0] target, kids[1] value */
+  FS_N_IF,      /* kids[0] cond, kids[1] BLOCK, kids[2] else BLOCK (an elif is a BLOCK holding one IF) or NULL */
+  FS_N_FOR,     /* kids[0] target, kids[1] iterable, kids[2] BLOCK */
+  FS_N_WITH,    /* kids[0] context expr, kids[1] NAME target or NULL, kids[2] BLOCK */
+  FS_N_DEF,     /* str name, name_loc; kids[0] BLOCK of FS_N_PARAM, kids[1] BLOCK */
+  FS_N_PARAM,   /* str name, kids[0] default or NULL */
+  FS_N_RETURN,  /* kids[0] value or NULL */
+  FS_N_BREAK, FS_N_CONTINUE, FS_N_PASS,
+  FS_N_ASSERT,  /* kids[0] cond, kids[1] message or NULL */
+  FS_N_MODEL,   /* str name, name_loc; kids[0] BLOCK of FS_N_PARAM, kids[1] BLOCK of layer stmts */
+  /* layer statements inside a model body: FS_N_EXPR (anonymous layer call),
+   * FS_N_ASSIGN (NAME = layer call), FS_N_REPEAT, FS_N_RESIDUAL, FS_N_PASS */
+  FS_N_REPEAT,  /* str name or NULL (`h = repeat n:`), kids[0] count, kids[1] BLOCK */
+  FS_N_RESIDUAL,/* str name or NULL, kids[0] BLOCK */
+  FS_N_ERROR,   /* placeholder after a syntax error (recovery) */
+  FS_N__COUNT
+} fs_node_kind;
+
+typedef enum fs_op {
+  FS_OP_NONE,
+  FS_OP_ADD, FS_OP_SUB, FS_OP_MUL, FS_OP_DIV, FS_OP_FDIV, FS_OP_MOD, FS_OP_POW,
+  FS_OP_EQ, FS_OP_NE, FS_OP_LT, FS_OP_LE, FS_OP_GT, FS_OP_GE,
+  FS_OP_IN, FS_OP_NOT_IN, FS_OP_AND, FS_OP_OR,
+  FS_OP_NEG, FS_OP_POS, FS_OP_NOT
+} fs_op;
+
+typedef struct fs_node fs_node;
+struct fs_node {
+  fs_node_kind kind;
+  fs_op op;
+  fs_loc loc;       /* whole construct */
+  fs_loc name_loc;  /* DEF/MODEL/KWARG/ATTR/PARAM name; else equal to loc */
+  int64_t ival;
+  double fval;
+  char *str;        /* owned, NUL-terminated */
+  size_t slen;      /* byte length of str (strings may hold any byte but NUL) */
+  fs_node **kids;   /* owned; entries may be NULL where documented */
+  uint32_t nkids;
+  uint32_t depth;   /* 1 + deepest kid; the parser bounds it (FS_MAX_DEPTH) */
+};
+
+/* Every tree walker may recurse this deep and no deeper. */
+#define FS_MAX_DEPTH 200
+
+fs_node *fsA_new(fs_node_kind kind, fs_loc loc);
+void fsA_push(fs_node *parent, fs_node *kid); /* append; kid may be NULL */
+void fsA_free(fs_node *node);                  /* recursive */
+const char *fsA_kind_name(fs_node_kind kind);
+const char *fsA_op_text(fs_op op);              /* "+", "not in", ... */
+
+#endif

@@ -1,0 +1,166 @@
+/* main.c -- the `fabricscript` command: option parsing and the pipeline
+ * source -> tokens -> AST -> check -> run. Exit status: 0 success, 1 the
+ * script has errors, 2 bad invocation, 3 system failure. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ast.h"
+#include "diag.h"
+#include "lex.h"
+
+enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2, EXIT_SYSTEM = 3 };
+
+typedef struct fs_cli {
+  fs_render_opts render;
+  const char **defines; size_t ndefines; /* -D name=value, in order */
+  int write; /* fix --write */
+} fs_cli;
+
+static const char usage_text[] =
+  "Usage: fabricscript FILE [OPTIONS]        check, then run\n"
+  "       fabricscript check FILE... [OPTIONS] static checks only; nothing is executed\n"
+  "       fabricscript fix FILE [--write]     apply the fix-its of the diagnostics\n"
+  "       fabricscript test PATH...           run annotated regression scripts\n"
+  "\n"
+  "Options:\n"
+  "  -D NAME=VALUE                 set the script parameter NAME (see param())\n"
+  "  --diagnostics-format=text|json\n"
+  "                                how diagnostics are written to stderr\n"
+  "  --color=auto|always|never     colour in text diagnostics (default auto)\n"
+  "  --write                       with fix: rewrite FILE instead of printing a diff\n"
+  "  -h, --help                    show this help and exit\n"
+  "  --version                     show the version and the backends compiled in\n"
+  "\n"
+  "Exit status: 0 success, 1 the script has errors, 2 bad invocation,\n"
+  "3 system failure (I/O, out of memory).\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fputs("fabricscript: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputs("\nTry 'fabricscript --help' for more information.\n", stderr);
+  return EXIT_USAGE;
+}
+
+static const char *backends(void) {
+#ifdef FS_HAVE_CUDA
+  return "cpu cuda";
+#else
+  return "cpu";
+#endif
+}
+
+/* Loads and parses one script; syntax errors land in diags. NULL on I/O error. */
+static fs_source *load(const char *path, fs_node **ast, fs_diags *diags, int *nerrors) {
+  fs_source *src = fsA_source_from_file(path);
+  if (!src) {
+    fsD_add(diags, FS_SEV_ERROR, "io", NULL, (fs_loc){0, 0}, "%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  *ast = fsP_parse(src, diags, nerrors);
+  return src;
+}
+
+/* check and run share the front half of the pipeline. */
+static int check_files(fs_cli *cli, char **paths, int npaths) {
+  int status = 0;
+  for (int i = 0; i < npaths; i++) {
+    fs_diags diags;
+    fsD_init(&diags);
+    fs_node *ast = NULL;
+    int nerrors = 0;
+    fs_source *src = load(paths[i], &ast, &diags, &nerrors);
+    fsD_sort(&diags);
+    fsD_render_all(stderr, &diags, &cli->render);
+    if (!src) status = EXIT_SYSTEM;
+    else if (fsD_has_errors(&diags) && status == 0) status = EXIT_SCRIPT;
+    fsA_free(ast);
+    fsD_free(&diags);
+    fsA_source_free(src);
+  }
+  return status;
+}
+
+static int run_file(fs_cli *cli, const char *path) {
+  char *paths[] = {(char *)path};
+  int status = check_files(cli, paths, 1);
+  if (status) return status;
+  fs_diags diags;
+  fsD_init(&diags);
+  fsD_add(&diags, FS_SEV_ERROR, "runtime", NULL, (fs_loc){0, 0},
+          "%s: running scripts is not available in this build yet (the evaluator is not linked in); "
+          "`fabricscript check %s` checks it", path, path);
+  fsD_render_all(stderr, &diags, &cli->render);
+  fsD_free(&diags);
+  return EXIT_SCRIPT;
+}
+
+int main(int argc, char **argv) {
+  enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE };
+  static const struct option longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"diagnostics-format", required_argument, NULL, OPT_FORMAT},
+    {"color", required_argument, NULL, OPT_COLOR},
+    {"write", no_argument, NULL, OPT_WRITE},
+    {NULL, 0, NULL, 0},
+  };
+  fs_cli cli = {0};
+  const char *color = "auto";
+  int status = 0;
+  cli.defines = calloc((size_t)argc, sizeof *cli.defines);
+  if (!cli.defines) return EXIT_SYSTEM;
+  int c;
+  while ((c = getopt_long(argc, argv, "hD:", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'h': fputs(usage_text, stdout); goto done;
+    case OPT_VERSION:
+      printf("fabricscript %s\nbackends: %s\n", PACKAGE_VERSION, backends());
+      goto done;
+    case 'D':
+      if (!strchr(optarg, '=') || optarg[0] == '=') {
+        status = usage_error("-D expects NAME=VALUE, got '%s'", optarg);
+        goto done;
+      }
+      cli.defines[cli.ndefines++] = optarg;
+      break;
+    case OPT_FORMAT:
+      if (strcmp(optarg, "text") == 0) cli.render.format = FS_DIAG_TEXT;
+      else if (strcmp(optarg, "json") == 0) cli.render.format = FS_DIAG_JSON;
+      else { status = usage_error("--diagnostics-format must be text or json, not '%s'", optarg); goto done; }
+      break;
+    case OPT_COLOR:
+      if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never")) {
+        status = usage_error("--color must be auto, always or never, not '%s'", optarg);
+        goto done;
+      }
+      color = optarg;
+      break;
+    case OPT_WRITE: cli.write = 1; break;
+    default: status = EXIT_USAGE; goto done; /* getopt said why */
+    }
+  }
+  cli.render.color = strcmp(color, "always") == 0 ||
+                     (strcmp(color, "auto") == 0 && isatty(STDERR_FILENO) && getenv("NO_COLOR") == NULL);
+  int nargs = argc - optind;
+  char **args = argv + optind;
+  if (nargs == 0) {
+    status = usage_error("%s", "no script given (the interactive REPL is not available in this build yet)");
+  } else if (strcmp(args[0], "check") == 0) {
+    status = nargs < 2 ? usage_error("%s", "check: no script given") : check_files(&cli, args + 1, nargs - 1);
+  } else if (strcmp(args[0], "test") == 0 || strcmp(args[0], "fix") == 0 || strcmp(args[0], "plan") == 0) {
+    status = usage_error("'%s' is not available in this build yet", args[0]);
+  } else if (nargs > 1) {
+    status = usage_error("unexpected argument '%s' after the script", args[1]);
+  } else {
+    status = run_file(&cli, args[0]);
+  }
+done:
+  free(cli.defines);
+  return status;
+}
