@@ -1,0 +1,467 @@
+/* value.c -- construction, reference counting, containers, repr. */
+#include "value.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char errbuf[512];
+
+void fsV_seterr(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+  va_end(ap);
+}
+const char *fsV_error(void) { return errbuf; }
+void fsV_clearerr(void) { errbuf[0] = '\0'; }
+
+static fs_value v_none = {-1, FSV_NONE, {0}};
+static fs_value v_true = {-1, FSV_BOOL, {.b = true}};
+static fs_value v_false = {-1, FSV_BOOL, {.b = false}};
+
+fs_value *fsV_none(void) { return &v_none; }
+fs_value *fsV_bool(bool b) { return b ? &v_true : &v_false; }
+
+static fs_value *alloc(fs_vtype t) {
+  fs_value *v = calloc(1, sizeof *v);
+  if (!v) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  v->refcount = 1;
+  v->type = t;
+  return v;
+}
+
+fs_value *fsV_int(int64_t i) {
+  fs_value *v = alloc(FSV_INT);
+  if (v) v->u.i = i;
+  return v;
+}
+
+fs_value *fsV_float(double f) {
+  fs_value *v = alloc(FSV_FLOAT);
+  if (v) v->u.f = f;
+  return v;
+}
+
+fs_value *fsV_str_own(char *s, size_t len) {
+  fs_value *v = alloc(FSV_STR);
+  if (!v) {
+    free(s);
+    return NULL;
+  }
+  v->u.str.s = s;
+  v->u.str.len = len;
+  return v;
+}
+
+fs_value *fsV_str(const char *s, size_t len) {
+  char *c = malloc(len + 1);
+  if (!c) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  memcpy(c, s, len);
+  c[len] = '\0';
+  return fsV_str_own(c, len);
+}
+
+fs_value *fsV_cstr(const char *s) { return fsV_str(s, strlen(s)); }
+
+fs_value *fsV_list(size_t cap) {
+  fs_value *v = alloc(FSV_LIST);
+  if (v && cap && !(v->u.seq.items = malloc(cap * sizeof(fs_value *)))) {
+    free(v);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  if (v) v->u.seq.cap = cap;
+  return v;
+}
+
+fs_value *fsV_tuple(size_t n) {
+  fs_value *v = alloc(FSV_TUPLE);
+  if (v && n && !(v->u.seq.items = calloc(n, sizeof(fs_value *)))) {
+    free(v);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  if (v) v->u.seq.n = v->u.seq.cap = n;
+  return v;
+}
+
+fs_value *fsV_dict(void) { return alloc(FSV_DICT); }
+
+fs_value *fsV_range(int64_t start, int64_t stop, int64_t step) {
+  fs_value *v = alloc(FSV_RANGE);
+  if (v) {
+    v->u.range.start = start;
+    v->u.range.stop = stop;
+    v->u.range.step = step;
+  }
+  return v;
+}
+
+fs_value *fsV_obj(const fsV_class *cls, void *data) {
+  fs_value *v = alloc(FSV_OBJ);
+  if (!v) {
+    if (cls->free) cls->free(data);
+    return NULL;
+  }
+  v->u.obj.cls = cls;
+  v->u.obj.data = data;
+  return v;
+}
+
+void *fsV_objdata(const fs_value *v, const fsV_class *cls) {
+  return v && v->type == FSV_OBJ && v->u.obj.cls == cls ? v->u.obj.data : NULL;
+}
+
+fs_value *fsV_retain(fs_value *v) {
+  if (v && v->refcount >= 0) v->refcount++;
+  return v;
+}
+
+void fsV_release(fs_value *v) {
+  if (!v || v->refcount < 0 || --v->refcount > 0) return;
+  switch (v->type) {
+  case FSV_STR: free(v->u.str.s); break;
+  case FSV_LIST:
+  case FSV_TUPLE:
+    for (size_t i = 0; i < v->u.seq.n; i++) fsV_release(v->u.seq.items[i]);
+    free(v->u.seq.items);
+    break;
+  case FSV_DICT:
+    for (size_t i = 0; i < v->u.dict.n; i++) {
+      fsV_release(v->u.dict.keys[i]);
+      fsV_release(v->u.dict.vals[i]);
+    }
+    free(v->u.dict.keys);
+    free(v->u.dict.vals);
+    break;
+  case FSV_OBJ:
+    if (v->u.obj.cls->free) v->u.obj.cls->free(v->u.obj.data);
+    break;
+  default: break;
+  }
+  free(v);
+}
+
+int fsV_list_append(fs_value *list, fs_value *v) {
+  if (list->u.seq.n == list->u.seq.cap) {
+    size_t cap = list->u.seq.cap ? 2 * list->u.seq.cap : 4;
+    fs_value **items = realloc(list->u.seq.items, cap * sizeof *items);
+    if (!items) {
+      fsV_release(v);
+      fsV_seterr("out of memory");
+      return -1;
+    }
+    list->u.seq.items = items;
+    list->u.seq.cap = cap;
+  }
+  list->u.seq.items[list->u.seq.n++] = v;
+  return 0;
+}
+
+void fsV_seq_set(fs_value *seq, size_t i, fs_value *v) { seq->u.seq.items[i] = v; }
+
+static bool hashable(const fs_value *k) {
+  switch (k->type) {
+  case FSV_LIST: case FSV_DICT: return false;
+  case FSV_TUPLE:
+    for (size_t i = 0; i < k->u.seq.n; i++)
+      if (!hashable(k->u.seq.items[i])) return false;
+    return true;
+  default: return true;
+  }
+}
+
+static ptrdiff_t dict_find(const fs_value *d, const fs_value *key) {
+  for (size_t i = 0; i < d->u.dict.n; i++)
+    if (fsV_equal(d->u.dict.keys[i], key)) return (ptrdiff_t)i;
+  return -1;
+}
+
+int fsV_dict_set(fs_value *d, fs_value *key, fs_value *v) {
+  if (!hashable(key)) {
+    fsV_seterr("unhashable type: '%s'", fsV_type_name(key));
+    fsV_release(v);
+    return -1;
+  }
+  ptrdiff_t i = dict_find(d, key);
+  if (i >= 0) {
+    fsV_release(d->u.dict.vals[i]);
+    d->u.dict.vals[i] = v;
+    return 0;
+  }
+  if (d->u.dict.n == d->u.dict.cap) {
+    size_t cap = d->u.dict.cap ? 2 * d->u.dict.cap : 4;
+    fs_value **k = realloc(d->u.dict.keys, cap * sizeof *k);
+    if (k) d->u.dict.keys = k;
+    fs_value **vs = k ? realloc(d->u.dict.vals, cap * sizeof *vs) : NULL;
+    if (!vs) {
+      fsV_release(v);
+      fsV_seterr("out of memory");
+      return -1;
+    }
+    d->u.dict.vals = vs;
+    d->u.dict.cap = cap;
+  }
+  d->u.dict.keys[d->u.dict.n] = fsV_retain(key);
+  d->u.dict.vals[d->u.dict.n++] = v;
+  return 0;
+}
+
+fs_value *fsV_dict_get(const fs_value *d, const fs_value *key) {
+  ptrdiff_t i = hashable(key) ? dict_find(d, key) : -1;
+  return i >= 0 ? d->u.dict.vals[i] : NULL;
+}
+
+fs_value *fsV_dict_getstr(const fs_value *d, const char *key) {
+  for (size_t i = 0; i < d->u.dict.n; i++) {
+    const fs_value *k = d->u.dict.keys[i];
+    if (k->type == FSV_STR && strcmp(k->u.str.s, key) == 0) return d->u.dict.vals[i];
+  }
+  return NULL;
+}
+
+int64_t fsV_range_len(const fs_value *r) {
+  int64_t lo = r->u.range.start, hi = r->u.range.stop, st = r->u.range.step;
+  /* unsigned arithmetic: the span of two int64 values fits in uint64 */
+  if (st > 0 && lo < hi) return (int64_t)(((uint64_t)hi - (uint64_t)lo - 1) / (uint64_t)st + 1);
+  if (st < 0 && lo > hi)
+    return (int64_t)(((uint64_t)lo - (uint64_t)hi - 1) / (0 - (uint64_t)st) + 1);
+  return 0;
+}
+
+int64_t fsV_range_at(const fs_value *r, int64_t i) {
+  return (int64_t)((uint64_t)r->u.range.start + (uint64_t)i * (uint64_t)r->u.range.step);
+}
+
+const char *fsV_type_name(const fs_value *v) {
+  static const char *names[] = {"NoneType", "bool", "int", "float", "str",
+                                "list", "tuple", "dict", "range"};
+  return v->type == FSV_OBJ ? v->u.obj.cls->name : names[v->type];
+}
+
+bool fsV_truthy(const fs_value *v) {
+  switch (v->type) {
+  case FSV_NONE: return false;
+  case FSV_BOOL: return v->u.b;
+  case FSV_INT: return v->u.i != 0;
+  case FSV_FLOAT: return v->u.f != 0.0;
+  case FSV_STR: return v->u.str.len != 0;
+  case FSV_LIST: case FSV_TUPLE: return v->u.seq.n != 0;
+  case FSV_DICT: return v->u.dict.n != 0;
+  case FSV_RANGE: return fsV_range_len(v) != 0;
+  default: return true;
+  }
+}
+
+bool fsV_is_number(const fs_value *v) {
+  return v->type == FSV_BOOL || v->type == FSV_INT || v->type == FSV_FLOAT;
+}
+
+double fsV_to_double(const fs_value *v) {
+  return v->type == FSV_FLOAT ? v->u.f : v->type == FSV_INT ? (double)v->u.i : (double)v->u.b;
+}
+
+/* ---- repr ---------------------------------------------------------------- */
+
+void fsV_buf_put(fsV_buf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 32;
+    while (cap < b->n + n + 1) cap *= 2;
+    char *ns = realloc(b->s, cap);
+    if (!ns) {
+      b->oom = true;
+      return;
+    }
+    b->s = ns;
+    b->cap = cap;
+  }
+  memcpy(b->s + b->n, s, n);
+  b->n += n;
+  b->s[b->n] = '\0';
+}
+
+void fsV_buf_puts(fsV_buf *b, const char *s) { fsV_buf_put(b, s, strlen(s)); }
+
+void fsV_buf_printf(fsV_buf *b, const char *fmt, ...) {
+  char small[128];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof small) {
+    fsV_buf_put(b, small, (size_t)n);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  if (!big) {
+    b->oom = true;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  fsV_buf_put(b, big, (size_t)n);
+  free(big);
+}
+
+char *fsV_buf_take(fsV_buf *b) {
+  if (!b->oom && !b->s) fsV_buf_put(b, "", 0);
+  if (b->oom) {
+    free(b->s);
+    b->s = NULL;
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  char *s = b->s;
+  b->s = NULL;
+  b->n = b->cap = 0;
+  return s;
+}
+
+void fsV_float_repr(double f, char *buf, size_t len) {
+  if (isnan(f)) {
+    snprintf(buf, len, "nan");
+    return;
+  }
+  if (isinf(f)) {
+    snprintf(buf, len, f < 0 ? "-inf" : "inf");
+    return;
+  }
+  char tmp[40];
+  for (int p = 1; p <= 17; p++) {
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, f);
+    if (strtod(tmp, NULL) == f) break;
+  }
+  /* tmp is [-]d[.ddd]e(+|-)XX: split it into sign, digits and exponent */
+  const char *s = tmp;
+  bool neg = *s == '-';
+  if (neg) s++;
+  char digits[24];
+  int nd = 0;
+  for (; *s != 'e'; s++)
+    if (*s != '.') digits[nd++] = *s;
+  int exp = atoi(s + 1);
+  while (nd > 1 && digits[nd - 1] == '0') nd--;
+  digits[nd] = '\0';
+  char out[64];
+  int o = 0;
+  if (neg) out[o++] = '-';
+  if (exp >= -4 && exp < 16) { /* fixed notation, as Python's repr */
+    if (exp >= 0) {
+      for (int i = 0; i <= exp; i++) out[o++] = i < nd ? digits[i] : '0';
+      out[o++] = '.';
+      if (nd > exp + 1)
+        for (int i = exp + 1; i < nd; i++) out[o++] = digits[i];
+      else
+        out[o++] = '0';
+    } else {
+      out[o++] = '0';
+      out[o++] = '.';
+      for (int i = 0; i < -exp - 1; i++) out[o++] = '0';
+      for (int i = 0; i < nd; i++) out[o++] = digits[i];
+    }
+    out[o] = '\0';
+  } else {
+    out[o++] = digits[0];
+    if (nd > 1) {
+      out[o++] = '.';
+      for (int i = 1; i < nd; i++) out[o++] = digits[i];
+    }
+    snprintf(out + o, sizeof out - (size_t)o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+  }
+  snprintf(buf, len, "%s", out);
+}
+
+static void repr_str(fsV_buf *b, const char *s, size_t n) {
+  bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
+  char q = sq && !dq ? '"' : '\'';
+  fsV_buf_put(b, &q, 1);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '\\' || c == (unsigned char)q) {
+      char e[2] = {'\\', (char)c};
+      fsV_buf_put(b, e, 2);
+    } else if (c == '\n') fsV_buf_puts(b, "\\n");
+    else if (c == '\t') fsV_buf_puts(b, "\\t");
+    else if (c == '\r') fsV_buf_puts(b, "\\r");
+    else if (c < 0x20 || c == 0x7f) fsV_buf_printf(b, "\\x%02x", c);
+    else fsV_buf_put(b, (const char *)&c, 1);
+  }
+  fsV_buf_put(b, &q, 1);
+}
+
+void fsV_buf_repr(fsV_buf *b, const fs_value *v) {
+  char num[40];
+  switch (v->type) {
+  case FSV_NONE: fsV_buf_puts(b, "None"); break;
+  case FSV_BOOL: fsV_buf_puts(b, v->u.b ? "True" : "False"); break;
+  case FSV_INT: fsV_buf_printf(b, "%lld", (long long)v->u.i); break;
+  case FSV_FLOAT:
+    fsV_float_repr(v->u.f, num, sizeof num);
+    fsV_buf_puts(b, num);
+    break;
+  case FSV_STR: repr_str(b, v->u.str.s, v->u.str.len); break;
+  case FSV_LIST:
+  case FSV_TUPLE:
+    fsV_buf_puts(b, v->type == FSV_LIST ? "[" : "(");
+    for (size_t i = 0; i < v->u.seq.n; i++) {
+      if (i) fsV_buf_puts(b, ", ");
+      fsV_buf_repr(b, v->u.seq.items[i]);
+    }
+    if (v->type == FSV_TUPLE && v->u.seq.n == 1) fsV_buf_puts(b, ",");
+    fsV_buf_puts(b, v->type == FSV_LIST ? "]" : ")");
+    break;
+  case FSV_DICT:
+    fsV_buf_puts(b, "{");
+    for (size_t i = 0; i < v->u.dict.n; i++) {
+      if (i) fsV_buf_puts(b, ", ");
+      fsV_buf_repr(b, v->u.dict.keys[i]);
+      fsV_buf_puts(b, ": ");
+      fsV_buf_repr(b, v->u.dict.vals[i]);
+    }
+    fsV_buf_puts(b, "}");
+    break;
+  case FSV_RANGE:
+    fsV_buf_printf(b, "range(%lld, %lld", (long long)v->u.range.start, (long long)v->u.range.stop);
+    if (v->u.range.step != 1) fsV_buf_printf(b, ", %lld", (long long)v->u.range.step);
+    fsV_buf_puts(b, ")");
+    break;
+  case FSV_OBJ: {
+    char *r = v->u.obj.cls->repr ? v->u.obj.cls->repr((fs_value *)v) : NULL;
+    if (r) fsV_buf_puts(b, r);
+    else fsV_buf_printf(b, "<%s object>", v->u.obj.cls->name);
+    free(r);
+    break;
+  }
+  }
+}
+
+char *fsV_repr(const fs_value *v) {
+  fsV_buf b = {0};
+  fsV_buf_repr(&b, v);
+  return fsV_buf_take(&b);
+}
+
+char *fsV_tostr(const fs_value *v) {
+  if (v->type == FSV_STR) {
+    char *s = malloc(v->u.str.len + 1);
+    if (!s) {
+      fsV_seterr("out of memory");
+      return NULL;
+    }
+    memcpy(s, v->u.str.s, v->u.str.len + 1);
+    return s;
+  }
+  return fsV_repr(v);
+}

@@ -1,0 +1,267 @@
+/* test_value.c -- values: repr, operators, indexing, literals, -D typing, format.
+ * Expected texts were produced by CPython 3. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "format.h"
+#include "value.h"
+
+static void check_repr(fs_value *v, const char *want) {
+  assert_non_null(v);
+  char *r = fsV_repr(v);
+  assert_string_equal(r, want);
+  free(r);
+  fsV_release(v);
+}
+
+static fs_value *lit(const char *text) {
+  fs_value *v = fsV_literal(text);
+  if (!v) fail_msg("literal %s: %s", text, fsV_error());
+  return v;
+}
+
+/* repr(a op b) for literals a and b, or "error: message". */
+static void check_op(const char *a, fs_op op, const char *b, const char *want) {
+  fs_value *x = lit(a), *y = lit(b);
+  fs_value *r = fsV_binop(NULL, op, x, y);
+  if (r) {
+    check_repr(r, want);
+  } else {
+    char msg[600];
+    snprintf(msg, sizeof msg, "error: %s", fsV_error());
+    assert_string_equal(msg, want);
+  }
+  fsV_release(x);
+  fsV_release(y);
+}
+
+static void test_float_repr(void **st) {
+  (void)st;
+  const char *cases[][2] = {
+    {"0.1", "0.1"}, {"1.0", "1.0"}, {"1e-05", "1e-05"}, {"1e16", "1e+16"},
+    {"1e15", "1000000000000000.0"}, {"123456789.123", "123456789.123"}, {"-0.0", "-0.0"},
+    {"2.5e-7", "2.5e-07"}, {"0.0001", "0.0001"}, {"1e22", "1e+22"}, {"5e-324", "5e-324"},
+    {"1.7976931348623157e308", "1.7976931348623157e+308"}, {"3", "3"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_repr(lit(cases[i][0]), cases[i][1]);
+  check_repr(fsV_float(1.0 / 3.0), "0.3333333333333333");
+  check_repr(fsV_float(1.0 / 0.0), "inf");
+  check_repr(fsV_float(-1.0 / 0.0), "-inf");
+}
+
+static void test_container_repr(void **st) {
+  (void)st;
+  check_repr(lit("[1, 'a', (2,), (), None, True]"), "[1, 'a', (2,), (), None, True]");
+  check_repr(lit("\"it's\""), "\"it's\"");
+  check_repr(lit("'say \"hi\"\\n'"), "'say \"hi\"\\n'");
+  check_repr(lit("(1)"), "1");
+  fs_value *d = fsV_dict();
+  fs_value *k = fsV_cstr("lr");
+  assert_int_equal(fsV_dict_set(d, k, fsV_float(0.1)), 0);
+  fs_value *k2 = fsV_int(1);
+  assert_int_equal(fsV_dict_set(d, k2, fsV_none()), 0);
+  fs_value *k3 = fsV_float(1.0); /* 1.0 == 1: the same key, as Python */
+  assert_int_equal(fsV_dict_set(d, k3, fsV_int(5)), 0);
+  fs_value *l = fsV_list(0);
+  assert_int_equal(fsV_dict_set(d, l, fsV_int(1)), -1);
+  assert_string_equal(fsV_error(), "unhashable type: 'list'");
+  check_repr(fsV_retain(d), "{'lr': 0.1, 1: 5}");
+  fs_value *r = fsV_index(NULL, d, k);
+  check_repr(r, "0.1");
+  fs_value *missing = fsV_cstr("x");
+  assert_null(fsV_index(NULL, d, missing));
+  assert_string_equal(fsV_error(), "KeyError: 'x'");
+  fsV_release(missing);
+  fsV_release(k);
+  fsV_release(k2);
+  fsV_release(k3);
+  fsV_release(l);
+  fsV_release(d);
+  check_repr(fsV_range(0, 5, 1), "range(0, 5)");
+  check_repr(fsV_range(10, 0, -2), "range(10, 0, -2)");
+}
+
+static void test_arith(void **st) {
+  (void)st;
+  check_op("-7", FS_OP_FDIV, "2", "-4");
+  check_op("-7", FS_OP_MOD, "2", "1");
+  check_op("7", FS_OP_FDIV, "-2", "-4");
+  check_op("7", FS_OP_MOD, "-2", "-1");
+  check_op("-7.5", FS_OP_FDIV, "2", "-4.0");
+  check_op("-7.5", FS_OP_MOD, "2", "0.5");
+  check_op("7.5", FS_OP_MOD, "-2", "-0.5");
+  check_op("5.0", FS_OP_FDIV, "0.3", "16.0");
+  check_op("-0.0", FS_OP_MOD, "5", "0.0");
+  check_op("7", FS_OP_DIV, "2", "3.5");
+  check_op("6", FS_OP_DIV, "3", "2.0");
+  check_op("2", FS_OP_POW, "-1", "0.5");
+  check_op("2", FS_OP_POW, "62", "4611686018427387904");
+  check_op("2", FS_OP_POW, "63", "error: integer overflow: the result does not fit in 64 bits");
+  check_op("9223372036854775807", FS_OP_ADD, "1", "error: integer overflow: the result does not fit in 64 bits");
+  check_op("1", FS_OP_DIV, "0", "error: division by zero");
+  check_op("1", FS_OP_FDIV, "0", "error: integer division or modulo by zero");
+  check_op("1", FS_OP_MOD, "0", "error: integer modulo by zero");
+  check_op("1.0", FS_OP_DIV, "0", "error: float division by zero");
+  check_op("0", FS_OP_POW, "-1", "error: 0.0 cannot be raised to a negative power");
+  check_op("True", FS_OP_ADD, "1", "2");
+  check_op("1", FS_OP_ADD, "0.5", "1.5");
+  check_op("1", FS_OP_ADD, "'a'", "error: unsupported operand type(s) for +: 'int' and 'str'");
+  check_op("'ab'", FS_OP_MUL, "3", "'ababab'");
+  check_op("2", FS_OP_MUL, "[0]", "[0, 0]");
+  check_op("[1]", FS_OP_ADD, "[2, 3]", "[1, 2, 3]");
+  check_op("(1,)", FS_OP_ADD, "(2,)", "(1, 2)");
+  check_op("[1]", FS_OP_ADD, "(2,)", "error: unsupported operand type(s) for +: 'list' and 'tuple'");
+}
+
+static void test_compare(void **st) {
+  (void)st;
+  check_op("1", FS_OP_EQ, "1.0", "True");
+  check_op("True", FS_OP_EQ, "1", "True");
+  check_op("[1, 2]", FS_OP_LT, "[1, 3]", "True");
+  check_op("(1, 2)", FS_OP_EQ, "[1, 2]", "False");
+  check_op("'abc'", FS_OP_LT, "'abd'", "True");
+  check_op("'ab'", FS_OP_LT, "'abc'", "True");
+  check_op("1", FS_OP_LT, "'a'", "error: '<' not supported between instances of 'int' and 'str'");
+  check_op("9007199254740993", FS_OP_GT, "9007199254740992.0", "True"); /* exact, not via double */
+  check_op("None", FS_OP_EQ, "None", "True");
+  check_op("None", FS_OP_EQ, "0", "False");
+  check_op("2", FS_OP_IN, "[1, 2]", "True");
+  check_op("'b'", FS_OP_IN, "'abc'", "True");
+  check_op("'x'", FS_OP_NOT_IN, "'abc'", "True");
+  check_op("1", FS_OP_IN, "'abc'", "error: 'in <string>' requires string as left operand, not int");
+  fs_value *r = fsV_range(0, 10, 3), *three = fsV_int(3), *four = fsV_int(4);
+  check_repr(fsV_binop(NULL, FS_OP_IN, three, r), "True");
+  check_repr(fsV_binop(NULL, FS_OP_IN, four, r), "False");
+  fsV_release(r);
+  fsV_release(three);
+  fsV_release(four);
+}
+
+static void test_index_slice(void **st) {
+  (void)st;
+  fs_value *l = lit("[10, 20, 30, 40, 50]"), *s = lit("'héllo'");
+  fs_value *m1 = fsV_int(-1), *five = fsV_int(5), *one = fsV_int(1), *m2 = fsV_int(-2);
+  check_repr(fsV_index(NULL, l, m1), "50");
+  assert_null(fsV_index(NULL, l, five));
+  assert_string_equal(fsV_error(), "list index out of range");
+  check_repr(fsV_index(NULL, s, one), "'é'");
+  assert_int_equal(fsV_len(NULL, s), 5);
+  check_repr(fsV_slice(l, one, m1, NULL), "[20, 30, 40]");
+  check_repr(fsV_slice(l, NULL, NULL, m1), "[50, 40, 30, 20, 10]");
+  check_repr(fsV_slice(l, NULL, NULL, m2), "[50, 30, 10]");
+  check_repr(fsV_slice(s, one, NULL, NULL), "'éllo'");
+  check_repr(fsV_slice(s, NULL, NULL, m1), "'olléh'");
+  fs_value *r = fsV_range(0, 10, 1);
+  check_repr(fsV_slice(r, one, NULL, m2), "range(1, -1, -2)");
+  check_repr(fsV_index(NULL, r, m1), "9");
+  fs_value *zero = fsV_int(0);
+  assert_null(fsV_slice(l, NULL, NULL, zero));
+  assert_string_equal(fsV_error(), "slice step cannot be zero");
+  fs_value *i = fsV_int(3);
+  assert_null(fsV_index(NULL, i, zero));
+  assert_string_equal(fsV_error(), "'int' object is not subscriptable");
+  fs_value *vals[] = {l, s, m1, five, one, m2, r, zero, i};
+  for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) fsV_release(vals[k]);
+}
+
+static void test_literal(void **st) {
+  (void)st;
+  check_repr(lit("50_304"), "50304");
+  check_repr(lit("-3"), "-3");
+  check_repr(lit("1e-3"), "0.001");
+  check_repr(lit(".5"), "0.5");
+  check_repr(lit("(0.9, 0.999)"), "(0.9, 0.999)");
+  const char *bad[] = {"abc", "1.2.3", "007", "(1, 2", "'x", "1_", "Truex", "99999999999999999999"};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) assert_null(fsV_literal(bad[k]));
+}
+
+static void check_param(const char *text, const char *def, const char *want) {
+  fs_value *d = lit(def), *out;
+  char *err;
+  int rc = fsV_parse_param(text, d, &out, &err);
+  if (rc == 0) {
+    assert_null(err);
+    check_repr(out, want);
+  } else {
+    assert_null(out);
+    assert_string_equal(err, want);
+    free(err);
+  }
+  fsV_release(d);
+}
+
+static void test_param(void **st) {
+  (void)st;
+  check_param("0.1", "1e-3", "0.1");
+  check_param("3", "1e-3", "3.0");
+  check_param("abc", "1e-3", "expected a float, got 'abc'");
+  check_param("5", "2", "5");
+  check_param("5.0", "2", "expected an int, got '5.0'");
+  check_param("true", "False", "True");
+  check_param("0", "True", "False");
+  check_param("yes", "True", "expected a bool (True, False, true, false, 1 or 0), got 'yes'");
+  check_param("fsdp", "'auto'", "'fsdp'");
+  check_param("1 2", "'x'", "'1 2'");
+  check_param("4", "None", "4");
+  check_param("ddp", "None", "'ddp'");
+}
+
+static void check_fmt(fs_value *v, const char *spec, const char *want) {
+  char *s = fsV_format(v, spec);
+  if (s) {
+    assert_string_equal(s, want);
+    free(s);
+  } else {
+    assert_string_equal(fsV_error(), want);
+  }
+  fsV_release(v);
+}
+
+static void test_format(void **st) {
+  (void)st;
+  check_fmt(fsV_float(0.123456), ".4f", "0.1235");
+  check_fmt(fsV_int(1234567), ",", "1,234,567");
+  check_fmt(fsV_float(0.8567), ".2%", "85.67%");
+  check_fmt(fsV_float(3.14159), ">8.3f", "   3.142");
+  check_fmt(fsV_int(42), "5d", "   42");
+  check_fmt(fsV_int(42), "<5", "42   ");
+  check_fmt(fsV_cstr("ab"), "^6", "  ab  ");
+  check_fmt(fsV_cstr("ab"), "*>5", "***ab");
+  check_fmt(fsV_int(-3), "05d", "-0003");
+  check_fmt(fsV_float(1234.5), ",.2f", "1,234.50");
+  check_fmt(fsV_float(1e-7), "e", "1.000000e-07");
+  check_fmt(fsV_float(123456789.0), "g", "1.23457e+08");
+  check_fmt(fsV_float(1.0), ".3", "1.0");
+  check_fmt(fsV_float(1234.5), ".3", "1.23e+03");
+  check_fmt(fsV_int(7), "+d", "+7");
+  check_fmt(fsV_float(2.5), ".0f", "2");
+  check_fmt(fsV_float(1.0 / 0.0), ".2f", "inf");
+  check_fmt(fsV_bool(true), "d", "1");
+  check_fmt(fsV_bool(true), "", "True");
+  check_fmt(fsV_cstr("abcdef"), ".3", "abc");
+  check_fmt(fsV_float(1e-5), "g", "1e-05");
+  check_fmt(fsV_int(100), "e", "1.000000e+02");
+  check_fmt(fsV_int(-7), "x^+7", "xx-7xxx");
+  check_fmt(fsV_float(0.1), "", "0.1");
+  check_fmt(fsV_float(1.5), "d", "Unknown format code 'd' for object of type 'float'");
+  check_fmt(fsV_cstr("a"), "d", "Unknown format code 'd' for object of type 'str'");
+  check_fmt(fsV_int(1), ".2d", "Precision not allowed in integer format specifier");
+  check_fmt(fsV_int(1), "5q", "Invalid format specifier '5q' for object of type 'int'");
+  check_fmt(fsV_none(), ">4", "unsupported format string passed to NoneType.__format__");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_float_repr),  cmocka_unit_test(test_container_repr),
+    cmocka_unit_test(test_arith),       cmocka_unit_test(test_compare),
+    cmocka_unit_test(test_index_slice), cmocka_unit_test(test_literal),
+    cmocka_unit_test(test_param),       cmocka_unit_test(test_format),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
