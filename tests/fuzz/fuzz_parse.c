@@ -1,0 +1,29 @@
+/* fuzz_parse.c -- libFuzzer harness: any bytes through the scanner, the
+ * parser and the diagnostics renderer must end in diagnostics, never in a
+ * crash, a hang or a leak. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ast.h"
+#include "diag.h"
+#include "lex.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static FILE *sink;
+  if (!sink) sink = fopen("/dev/null", "w");
+  fs_source *src = fsA_source_from_buffer("fuzz.fab", (const char *)data, size);
+  fs_diags diags;
+  fsD_init(&diags);
+  int nerrors = 0;
+  fs_node *ast = fsP_parse(src, &diags, &nerrors);
+  fsD_sort(&diags);
+  fs_render_opts text = {FS_DIAG_TEXT, 1}, json = {FS_DIAG_JSON, 0};
+  fsD_render_all(sink, &diags, &text);
+  fsD_render_all(sink, &diags, &json);
+  fsA_free(ast);
+  fsD_free(&diags);
+  fsA_source_free(src);
+  return 0;
+}
