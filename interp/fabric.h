@@ -1,0 +1,277 @@
+/* fabric.h -- Lightning Fabric's semantics in one place: resolving
+ * `Fabric(...)` against a machine model, the state of every object Fabric
+ * hands out, and one validation per API, in Fabric's order of checks and with
+ * Fabric's exact messages (fabric-rules.md). The checker calls it with
+ * abstract states built from the script's literals, the runtime with the
+ * states of real objects, so a rule cannot drift between the two. Nothing here
+ * allocates tensors, touches files or starts processes. */
+#ifndef FS_FABRIC_H
+#define FS_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "diag.h"
+
+/* ---- issues: what a validation reports --------------------------------- */
+
+typedef struct fsF_issue {
+  const char *rule;   /* "R36", "W9", ... (static) */
+  fs_severity severity;
+  char *message;      /* Fabric's text, placeholders filled (owned) */
+  const char *help;   /* the fix, in words (static); may be NULL */
+} fsF_issue;
+
+typedef struct fsF_issues {
+  fsF_issue *items; size_t n, cap;
+} fsF_issues;
+
+void fsF_issues_init(fsF_issues *iss);
+void fsF_issues_free(fsF_issues *iss);
+void fsF_issues_clear(fsF_issues *iss);
+/* The error a failed validation ended with (the last issue), or NULL. */
+const fsF_issue *fsF_error(const fsF_issues *iss);
+
+/* ---- values: what a `Fabric(...)` argument can be ----------------------- */
+
+typedef enum fsF_vkind {
+  FSF_UNSET,     /* not passed: Fabric's default */
+  FSF_NONE, FSF_BOOL, FSF_INT, FSF_FLOAT, FSF_STR,
+  FSF_INTLIST,   /* list or tuple of ints (devices=[0, 1]) */
+  FSF_LIST,      /* list or tuple with a non-int element */
+  FSF_STRATEGY,  /* a strategy object: FSDPStrategy(...), ... */
+  FSF_OTHER      /* anything else */
+} fsF_vkind;
+
+typedef enum fsF_cls {
+  FSF_SINGLE, FSF_DP, FSF_DDP, FSF_FSDP, FSF_DEEPSPEED, FSF_MP,
+  FSF_XLA, FSF_SINGLE_XLA, FSF_XLA_FSDP, FSF_CLS__COUNT
+} fsF_cls;
+
+/* Start method of a DDP strategy: popen re-runs the script per rank. */
+typedef enum fsF_start { FSF_START_POPEN, FSF_START_SPAWN, FSF_START_FORK } fsF_start;
+
+/* The rule-relevant keyword arguments of a strategy object; -1 = not given. */
+typedef struct fsF_strategy_obj {
+  fsF_cls cls;               /* FSDP, DDP, DEEPSPEED or MP */
+  int use_orig_params;       /* FSDPStrategy */
+  int state_dict_full;       /* FSDPStrategy(state_dict_type="full") */
+  int cpu_offload;           /* FSDPStrategy */
+  int auto_wrap_policy;      /* FSDPStrategy: a policy was given */
+  int stage;                 /* DeepSpeedStrategy(stage=) */
+  fsF_start start_method;    /* DDPStrategy(start_method=) */
+  int save_distributed;      /* ModelParallelStrategy(save_distributed_checkpoint=) */
+} fsF_strategy_obj;
+
+typedef struct fsF_value {
+  fsF_vkind kind;
+  int64_t i;                 /* INT, BOOL */
+  double f;                  /* FLOAT */
+  const char *s;             /* STR text; LIST/OTHER: Python repr (borrowed) */
+  const char *tname;         /* LIST: type of the first non-int element; OTHER: type name */
+  const int64_t *ints;       /* INTLIST (borrowed) */
+  size_t nints;
+  fsF_strategy_obj strategy; /* STRATEGY */
+} fsF_value;
+
+/* Python's repr() / str() of a value; the result is malloc'ed. */
+char *fsF_value_repr(const fsF_value *v);
+char *fsF_value_str(const fsF_value *v);
+/* Python's repr() of a string. */
+char *fsF_repr_str(const char *s);
+
+/* ---- the machine and the command line ---------------------------------- */
+
+#define FSF_MAX_GPUS 64
+
+typedef struct fsF_machine {
+  int cuda_gpus;          /* visible CUDA devices, 0..FSF_MAX_GPUS */
+  int mps, xla, deepspeed, transformer_engine; /* available? */
+  int tpus;               /* XLA devices when xla is available */
+  int has_fork;           /* the platform can fork (Linux: yes) */
+  int under_cli;          /* LT_CLI_USED=1: processes already created */
+  int interactive;        /* a notebook: never, for a script */
+} fsF_machine;
+
+/* This machine, found cheaply: /proc/driver/nvidia/gpus entries filtered by
+ * CUDA_VISIBLE_DEVICES (CUDA is never initialised), LT_CLI_USED. */
+void fsF_machine_detect(fsF_machine *m);
+
+/* `fabric run`'s options; NULL where not given. Strings are borrowed. */
+typedef struct fsF_overrides {
+  const char *accelerator, *strategy, *devices, *num_nodes, *precision;
+} fsF_overrides;
+
+/* Parses one command-line argument of ours: --accelerator= --strategy=
+ * --devices= --num-nodes= --precision= (the value may also be the next
+ * argument), --gpus=N (check as if N GPUs were visible) and
+ * --assume=deepspeed,xla,mps,transformer-engine,cli,no-fork (check as if the
+ * machine had them). Returns the arguments consumed (1 or 2), 0 when the
+ * argument is not ours, -1 on a bad value (with *err set to a static text). */
+int fsF_parse_arg(fsF_overrides *o, fsF_machine *m, const char *arg,
+                  const char *next, const char **err);
+
+/* ---- the resolved configuration ---------------------------------------- */
+
+typedef enum fsF_accel { FSF_CPU, FSF_CUDA, FSF_MPS, FSF_TPU } fsF_accel;
+
+typedef enum fsF_prec {
+  FSF_P32, FSF_P16_TRUE, FSF_PBF16_TRUE, FSF_P16_MIXED, FSF_PBF16_MIXED,
+  FSF_P64, FSF_PTE, FSF_PTE16
+} fsF_prec;
+
+typedef enum fsF_launcher {
+  FSF_LAUNCH_NONE, FSF_LAUNCH_POPEN, FSF_LAUNCH_SPAWN, FSF_LAUNCH_FORK, FSF_LAUNCH_XLA
+} fsF_launcher;
+
+typedef enum fsF_nbs { FSF_NBS_NOOP, FSF_NBS_SKIP, FSF_NBS_WARN } fsF_nbs;
+
+typedef struct fsF_config {
+  fsF_cls cls;
+  const char *strategy_name;   /* registry name after fallbacks ("ddp", "fsdp", ...) or "auto" */
+  fsF_accel accel;
+  fsF_prec precision;          /* after alias conversion and the CPU fallback (W8) */
+  fsF_launcher launcher;
+  int devices;                 /* devices per node */
+  int device_ids[FSF_MAX_GPUS];/* CUDA ids (first `devices`), else 0..devices-1 */
+  int num_nodes, world_size;
+  /* traits (fabric-rules.md 1.1) */
+  int launch_required;         /* R16 */
+  int launch_needs_fn;         /* R17 */
+  int setup_optimizers_allowed;/* else R25 */
+  int fabric_backward_required;/* R42: loss.backward() is an error */
+  fsF_nbs no_backward_sync;
+  int use_orig_params;         /* fsdp */
+  int state_dict_sharded;      /* fsdp: "sharded" (default) or "full" */
+  int cpu_offload;             /* fsdp_cpu_offload, ZeRO offload */
+  int auto_wrap_policy;        /* fsdp */
+  int zero_stage;              /* deepspeed: 1, 2 or 3; else 0 */
+  int save_distributed;        /* mp */
+  int under_cli;               /* launched from the start (machine) */
+} fsF_config;
+
+/* The arguments of `Fabric(...)`; FSF_UNSET where the script passed none. */
+typedef struct fsF_args {
+  fsF_value accelerator, strategy, devices, num_nodes, precision;
+} fsF_args;
+
+/* Resolves as Fabric's connector does (fabric-rules.md 1.1, 1.3). Returns 0
+ * with *cfg filled (warnings W7, W8, W9 in iss), or -1 with the first error
+ * last in iss. */
+int fsF_resolve(const fsF_args *a, const fsF_overrides *o, const fsF_machine *m,
+                fsF_config *cfg, fsF_issues *iss);
+
+const char *fsF_cls_name(fsF_cls c);      /* "FSDPStrategy", ... */
+const char *fsF_prec_name(fsF_prec p);    /* "bf16-mixed", ... */
+const char *fsF_accel_name(fsF_accel a);  /* "cuda", ... */
+
+/* ---- object states ------------------------------------------------------ */
+
+typedef struct fsF_fabric {
+  const fsF_config *cfg;
+  int launched;       /* a launch() call happened (or under the CLI) */
+  int models_setup;   /* completed setup/setup_module calls (R39, R40) */
+} fsF_fabric;
+
+void fsF_fabric_init(fsF_fabric *f, const fsF_config *cfg);
+
+typedef struct fsF_model {
+  const char *class_name;  /* "Linear", "MLP", ... */
+  int is_module;           /* an nn.Module at all (else class_name is the type) */
+  int wrapped;             /* a _FabricModule (returned by setup) */
+  int meta;                /* has parameters on the meta device */
+  int fsdp_root;           /* wrapped under fsdp with the root in FSDP */
+  int has_fsdp_submodules; /* contains FSDP-wrapped submodules (W1/W2) */
+  const char *no_reset;    /* mp: classes lacking reset_parameters(), or NULL */
+  unsigned generation;     /* bumped when materialization replaces the parameters */
+} fsF_model;
+
+typedef struct fsF_optim {
+  int wrapped;       /* a _FabricOptimizer */
+  int meta_params;   /* references meta-device Parameters */
+  int fsdp_flat;     /* references FSDP-flattened parameters */
+  int xla_sharded;   /* references XLA-FSDP sharded parameters */
+} fsF_optim;
+
+typedef struct fsF_loader {
+  int wrapped;        /* a _FabricDataLoader */
+  int is_dataloader;  /* a DataLoader at all */
+} fsF_loader;
+
+/* The state of an optimizer built now over `model`'s parameters. */
+fsF_optim fsF_optim_over(const fsF_fabric *f, const fsF_model *m);
+
+/* What `init_module(empty_init=...)` does to parameters created in it. */
+typedef enum fsF_init { FSF_INIT_NORMAL, FSF_INIT_META, FSF_INIT_EMPTY, FSF_INIT_PARTITIONED } fsF_init;
+/* empty_init: -1 None/unset, 0 False, 1 truthy */
+fsF_init fsF_init_module_effect(const fsF_config *cfg, int empty_init);
+
+/* ---- validations: 0 = passes (warnings may be added), -1 = error -------- */
+/* Each runs the checks of its API in Fabric's order and, on success, does not
+ * change the states: fsF_setup_done applies what a successful setup does. */
+
+int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
+                    const fsF_optim *const *opts, size_t nopts, fsF_issues *iss);
+int fsF_check_setup_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss);
+int fsF_check_setup_optimizers(const fsF_fabric *f, const fsF_optim *const *opts,
+                               size_t nopts, fsF_issues *iss);
+int fsF_check_setup_dataloaders(const fsF_fabric *f, const fsF_loader *const *dls,
+                                size_t n, fsF_issues *iss);
+/* After a successful setup/setup_module: the model becomes a _FabricModule
+ * (materialized where the strategy does so) and the fabric counts it. */
+void fsF_setup_done(fsF_fabric *f, fsF_model *m);
+/* After a successful setup/setup_optimizers of an optimizer. */
+void fsF_setup_optim_done(fsF_optim *o);
+
+/* backward(loss, model=m): m NULL when not given. */
+int fsF_check_backward(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss);
+/* loss.backward() on a tensor computed by a set-up model (R42). */
+int fsF_check_tensor_backward(const fsF_fabric *f, fsF_issues *iss);
+int fsF_check_clip_gradients(const fsF_fabric *f, const fsF_model *m,
+                             int has_clip_val, int has_max_norm, fsF_issues *iss);
+int fsF_check_no_backward_sync(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss);
+
+typedef enum fsF_fn { FSF_FN_NONE, FSF_FN_NOT_CALLABLE, FSF_FN_CALLABLE } fsF_fn;
+/* launch(fn): kind of fn; str_of = str(fn) when not callable; fn_name and
+ * fn_nparams when callable. On success the fabric is launched. */
+int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
+                     const char *fn_name, int fn_nparams, fsF_issues *iss);
+int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss);
+/* barrier, broadcast, all_gather, all_reduce */
+int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss);
+
+/* A checkpoint state entry. */
+typedef enum fsF_skind { FSF_S_MODEL, FSF_S_OPTIM, FSF_S_OTHER } fsF_skind;
+typedef struct fsF_entry {
+  const char *key;
+  fsF_skind kind;
+  const fsF_model *model;    /* FSF_S_MODEL */
+  const fsF_optim *optim;    /* FSF_S_OPTIM */
+} fsF_entry;
+
+/* save(path, state, filter=...): filter_kind as fsF_vkind of the filter
+ * (FSF_UNSET/FSF_NONE: no filter; FSF_OTHER with filter_repr: not a dict;
+ * a dict is FSF_LIST with filter_keys and filter_callable[i] per key,
+ * filter_vrepr[i] the repr of a non-callable value). */
+typedef struct fsF_filter {
+  fsF_vkind kind;            /* FSF_UNSET (no filter), FSF_OTHER (not a dict), FSF_LIST (a dict) */
+  const char *repr;          /* FSF_OTHER */
+  const char *const *keys;   /* FSF_LIST */
+  const int *callable;
+  const char *const *vrepr;
+  size_t n;
+} fsF_filter;
+
+int fsF_check_save(const fsF_fabric *f, const fsF_entry *state, size_t n,
+                   const fsF_filter *filter, fsF_issues *iss);
+/* load(path, state): state NULL for None (or omitted), n == 0 for {} */
+int fsF_check_load(const fsF_fabric *f, const fsF_entry *state, size_t n,
+                   int state_is_none, fsF_issues *iss);
+int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *iss);
+
+/* fm.mark_forward_method(x): x_kind FSF_STR with name, else its type name in
+ * type_name; has_method: the original module has a method `name`. */
+int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
+                                  const char *name, const char *type_name,
+                                  int has_method, fsF_issues *iss);
+
+#endif
