@@ -13,6 +13,7 @@
 #include "ast.h"
 #include "diag.h"
 #include "lex.h"
+#include "repl.h"
 
 enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2, EXIT_SYSTEM = 3 };
 
@@ -100,6 +101,20 @@ static int run_file(fs_cli *cli, const char *path) {
   return EXIT_SCRIPT;
 }
 
+static int repl_exec(void *ud, const fs_source *src, fs_node *const *stmts, size_t n, fs_diags *diags) {
+  (void)ud;
+  if (n == 0) return 0;
+  fsD_add(diags, FS_SEV_ERROR, "runtime", src, stmts[0]->loc,
+          "running statements is not available in this build yet (the evaluator is not linked in)");
+  return 1;
+}
+
+static int repl(fs_cli *cli) {
+  fsRP_engine engine = {.ud = cli, .check = NULL, .exec = repl_exec};
+  fsRP_options opt = {.render = cli->render, .engine = &engine, .history_path = getenv("FABRICSCRIPT_HISTORY")};
+  return fsRP_main(&opt);
+}
+
 int main(int argc, char **argv) {
   enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE };
   static const struct option longopts[] = {
@@ -150,7 +165,7 @@ int main(int argc, char **argv) {
   int nargs = argc - optind;
   char **args = argv + optind;
   if (nargs == 0) {
-    status = usage_error("%s", "no script given (the interactive REPL is not available in this build yet)");
+    status = isatty(STDIN_FILENO) ? repl(&cli) : run_file(&cli, "-");
   } else if (strcmp(args[0], "check") == 0) {
     status = nargs < 2 ? usage_error("%s", "check: no script given") : check_files(&cli, args + 1, nargs - 1);
   } else if (strcmp(args[0], "test") == 0 || strcmp(args[0], "fix") == 0 || strcmp(args[0], "plan") == 0) {

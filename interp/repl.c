@@ -1,0 +1,437 @@
+/* repl.c -- the interactive session. The session is the text of every
+ * accepted entry; a new entry is parsed and checked as the continuation of
+ * that text (so its diagnostics are those `fabricscript check` gives the
+ * saved session), and only then run. libedit's callback interface lets a
+ * select() loop see Ctrl-C at the prompt, as Python's REPL does. */
+#define _POSIX_C_SOURCE 200809L
+#include "repl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include <editline/readline.h>
+
+#include "config.h"
+#include "lex.h"
+#include "signatures.h"
+
+volatile int fsRP_interrupted;
+
+static void on_sigint(int sig) {
+  (void)sig;
+  fsRP_interrupted = 1;
+}
+
+/* --- growable text ------------------------------------------------------- */
+
+typedef struct buf { char *s; size_t n, cap; } buf;
+
+static void buf_add(buf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + n + 1) cap *= 2;
+    char *p = realloc(b->s, cap);
+    if (!p) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    b->s = p;
+    b->cap = cap;
+  }
+  memcpy(b->s + b->n, s, n);
+  b->n += n;
+  b->s[b->n] = '\0';
+}
+
+/* --- entry completeness --------------------------------------------------- */
+
+int fsRP_needs_more(const char *text, int last_line_blank) {
+  int depth = 0, backslash = 0;
+  char quote = 0;
+  const char *first_line_end = strchr(text, '\n');
+  int header = 0; /* does the first line end with ':' (a block header)? */
+  char last = 0;
+  for (const char *p = text; *p; p++) {
+    char c = *p;
+    if (quote) {
+      if (c == '\\' && p[1]) { p++; continue; }
+      if (c == quote || c == '\n') quote = 0;
+      continue;
+    }
+    if (c == '#') { while (p[1] && p[1] != '\n') p++; continue; }
+    if (c == '"' || c == '\'') { quote = c; last = c; continue; }
+    if (c == '(' || c == '[' || c == '{') depth++;
+    else if ((c == ')' || c == ']' || c == '}') && depth > 0) depth--;
+    if (c == '\n') {
+      if (p == first_line_end || !first_line_end) header = last == ':' && depth == 0;
+      backslash = last == '\\';
+      last = 0;
+      continue;
+    }
+    if (!isspace((unsigned char)c)) last = c;
+  }
+  if (depth > 0 || backslash) return 1;
+  return header && !last_line_blank;
+}
+
+/* --- the session ---------------------------------------------------------- */
+
+typedef struct entry { fs_source *src; fs_node *ast; } entry;
+
+typedef struct session {
+  const fsRP_options *opt;
+  buf text;           /* every accepted entry */
+  entry *kept; size_t nkept, capkept; /* sources and trees that run code may point into */
+  buf pending;        /* the entry being typed */
+  int quit;
+} session;
+
+static void keep(session *S, fs_source *src, fs_node *ast) {
+  if (S->nkept == S->capkept) {
+    S->capkept = S->capkept ? 2 * S->capkept : 16;
+    entry *k = realloc(S->kept, S->capkept * sizeof *k);
+    if (!k) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    S->kept = k;
+  }
+  S->kept[S->nkept++] = (entry){src, ast};
+}
+
+/* Moves the diagnostics located at or after `from` into `out`. */
+static void select_new(const fs_diags *all, uint32_t from, fs_diags *out) {
+  for (size_t i = 0; i < all->n; i++) {
+    const fs_diag *g = &all->items[i];
+    if (g->src && g->loc.start < from) continue;
+    fs_diag *c = fsD_add(out, g->severity, g->rule, g->src, g->loc, "%s", g->message);
+    for (size_t j = 0; j < g->nnotes; j++)
+      fsD_note(c, g->notes[j].src, g->notes[j].loc, "%s", g->notes[j].message);
+    if (g->help) fsD_help(c, "%s", g->help);
+  }
+}
+
+/* Checks `text` as the continuation of the session and, when clean, runs it.
+ * Returns 1 if the entry was accepted. */
+static int submit(session *S, const char *text, size_t len) {
+  const fsRP_engine *E = S->opt->engine;
+  uint32_t base = (uint32_t)S->text.n;
+  buf cand = {0};
+  if (S->text.n) buf_add(&cand, S->text.s, S->text.n);
+  buf_add(&cand, text, len);
+  if (len == 0 || text[len - 1] != '\n') buf_add(&cand, "\n", 1);
+  fs_source *src = fsA_source_from_buffer("<stdin>", cand.s, cand.n);
+  free(cand.s);
+  fs_diags all, shown;
+  fsD_init(&all);
+  fsD_init(&shown);
+  int nerrors = 0;
+  fs_node *ast = fsP_parse(src, &all, &nerrors);
+  if (!nerrors && E && E->check) E->check(E->ud, src, ast, &all);
+  select_new(&all, base, &shown);
+  fsD_sort(&shown);
+  fsD_render_all(stderr, &shown, &S->opt->render);
+  int ok = !fsD_has_errors(&shown) && !nerrors;
+  if (ok && E && E->exec) {
+    size_t first = 0;
+    while (first < ast->nkids && ast->kids[first]->loc.start < base) first++;
+    fs_diags run;
+    fsD_init(&run);
+    fsRP_interrupted = 0;
+    if (E->exec(E->ud, src, ast->kids + first, ast->nkids - first, &run) != 0) ok = 0;
+    fsD_render_all(stderr, &run, &S->opt->render);
+    fsD_free(&run);
+  }
+  fsD_free(&all);
+  fsD_free(&shown);
+  if (!ok) {
+    fsA_free(ast);
+    fsA_source_free(src);
+    return 0;
+  }
+  S->text.n = 0;
+  buf_add(&S->text, src->text, src->len);
+  keep(S, src, ast);
+  return 1;
+}
+
+/* --- commands ------------------------------------------------------------- */
+
+static const char help_text[] =
+  "Statements are checked against everything entered before them, then run.\n"
+  "A block (model, def, for, if, with) ends with a blank line.\n"
+  "  :help        this text\n"
+  "  :check       check the whole session again\n"
+  "  :plan        the per-rank memory plan of the session (when available)\n"
+  "  :save FILE   write the accepted statements as a script\n"
+  "  :load FILE   check and run a script as one entry\n"
+  "  :quit        leave (also Ctrl-D); Ctrl-C interrupts a running statement\n";
+
+static int save_session(session *S, const char *path) {
+  size_t n = strlen(path) + 16;
+  char *tmp = malloc(n);
+  if (!tmp) return -1;
+  snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  int ok = f && fwrite(S->text.s ? S->text.s : "", 1, S->text.n, f) == S->text.n;
+  if (f && fclose(f) != 0) ok = 0;
+  if (ok && rename(tmp, path) != 0) ok = 0;
+  if (!ok) { fprintf(stderr, "fabricscript: cannot write %s: %s\n", path, strerror(errno)); remove(tmp); }
+  free(tmp);
+  return ok ? 0 : -1;
+}
+
+static void command(session *S, char *line) {
+  char *arg = line + 1;
+  while (*arg && !isspace((unsigned char)*arg)) arg++;
+  if (*arg) *arg++ = '\0';
+  while (isspace((unsigned char)*arg)) arg++;
+  char *end = arg + strlen(arg);
+  while (end > arg && isspace((unsigned char)end[-1])) *--end = '\0';
+  const char *cmd = line + 1;
+  if (strcmp(cmd, "help") == 0) fputs(help_text, stdout);
+  else if (strcmp(cmd, "quit") == 0 || strcmp(cmd, "q") == 0) S->quit = 1;
+  else if (strcmp(cmd, "check") == 0) {
+    fs_source *src = fsA_source_from_buffer("<stdin>", S->text.s ? S->text.s : "", S->text.n);
+    fs_diags d;
+    fsD_init(&d);
+    int ne = 0;
+    fs_node *ast = fsP_parse(src, &d, &ne);
+    const fsRP_engine *E = S->opt->engine;
+    if (!ne && E && E->check) E->check(E->ud, src, ast, &d);
+    fsD_sort(&d);
+    fsD_render_all(stderr, &d, &S->opt->render);
+    if (!fsD_has_errors(&d)) printf("session checks clean (%zu lines)\n", src->nlines - (src->len > 0));
+    fsD_free(&d);
+    fsA_free(ast);
+    fsA_source_free(src);
+  } else if (strcmp(cmd, "plan") == 0) {
+    fputs("fabricscript: :plan is not available in this build yet\n", stderr);
+  } else if (strcmp(cmd, "save") == 0) {
+    if (!*arg) fputs("usage: :save FILE\n", stderr);
+    else if (save_session(S, arg) == 0) printf("saved %zu bytes to %s\n", S->text.n, arg);
+  } else if (strcmp(cmd, "load") == 0) {
+    fs_source *file = *arg ? fsA_source_from_file(arg) : NULL;
+    if (!*arg) fputs("usage: :load FILE\n", stderr);
+    else if (!file) fprintf(stderr, "fabricscript: %s: %s\n", arg, strerror(errno));
+    else submit(S, file->text, file->len);
+    fsA_source_free(file);
+  } else {
+    fprintf(stderr, "unknown command ':%s' (:help lists them)\n", cmd);
+  }
+}
+
+/* --- completion ----------------------------------------------------------- */
+
+static session *completing; /* libedit's completion callbacks take no user data */
+
+static const char *const keywords[] = {
+  "def", "return", "if", "elif", "else", "for", "in", "with", "as", "and", "or",
+  "not", "True", "False", "None", "pass", "break", "continue", "assert", "model",
+  "repeat", "residual",
+};
+
+typedef struct names { char **v; size_t n, cap; } names;
+
+static void names_add(names *N, const char *s, size_t len) {
+  for (size_t i = 0; i < N->n; i++)
+    if (strlen(N->v[i]) == len && strncmp(N->v[i], s, len) == 0) return;
+  if (N->n == N->cap) {
+    N->cap = N->cap ? 2 * N->cap : 64;
+    char **v = realloc(N->v, N->cap * sizeof *v);
+    if (!v) return;
+    N->v = v;
+  }
+  char *c = strndup(s, len);
+  if (c) N->v[N->n++] = c;
+}
+
+static void names_free(names *N) {
+  for (size_t i = 0; i < N->n; i++) free(N->v[i]);
+  free(N->v);
+}
+
+/* The builtin type a statement's value has, when syntax alone tells. */
+static const char *value_type(const fs_node *v, const fs_node *const *stmts, size_t nstmts);
+
+static const char *type_of_name(const char *name, const fs_node *const *stmts, size_t n) {
+  for (size_t i = n; i-- > 0;) { /* the last binding wins */
+    const fs_node *s = stmts[i];
+    if (s->kind == FS_N_MODEL && strcmp(s->str, name) == 0) return "ModelClass";
+    if (s->kind != FS_N_ASSIGN) continue;
+    const fs_node *t = s->kids[0], *v = s->kids[1];
+    if (t->kind == FS_N_NAME && strcmp(t->str, name) == 0) return value_type(v, stmts, i);
+    if (t->kind == FS_N_TUPLE && v->kind == FS_N_CALL)
+      for (uint32_t k = 0; k < t->nkids; k++)
+        if (t->kids[k]->kind == FS_N_NAME && strcmp(t->kids[k]->str, name) == 0)
+          return k == 0 ? "Module" : "Optimizer"; /* model, optimizer = fabric.setup(...) */
+  }
+  return NULL;
+}
+
+static const char *value_type(const fs_node *v, const fs_node *const *stmts, size_t nstmts) {
+  if (v->kind == FS_N_STR || v->kind == FS_N_FSTR) return "str";
+  if (v->kind == FS_N_LIST) return "list";
+  if (v->kind == FS_N_DICT) return "dict";
+  if (v->kind != FS_N_CALL) return NULL;
+  const fs_node *callee = v->kids[0];
+  if (callee->kind == FS_N_NAME) {
+    const fsSig *sig = fsSig_find(callee->str);
+    if (sig) return sig->kind == FSSIG_LAYER ? "Module" : sig->returns;
+    return type_of_name(callee->str, stmts, nstmts) ? "Module" : NULL; /* a declared model */
+  }
+  if (callee->kind == FS_N_ATTR && callee->kids[0]->kind == FS_N_NAME) {
+    const char *recv = type_of_name(callee->kids[0]->str, stmts, nstmts);
+    const fsSig *sig = recv ? fsSig_member(recv, callee->str) : NULL;
+    return sig ? sig->returns : NULL;
+  }
+  return NULL;
+}
+
+static names candidates;
+static size_t candidate_next;
+
+static char *next_candidate(const char *text, int state) {
+  if (state == 0) candidate_next = 0;
+  size_t len = strlen(text);
+  while (candidate_next < candidates.n) {
+    const char *c = candidates.v[candidate_next++];
+    if (strncmp(c, text, len) == 0) return strdup(c);
+  }
+  return NULL;
+}
+
+/* Fills `candidates` for the word that ends at `start` in the line. */
+static void collect(session *S, const char *line, int start) {
+  for (size_t i = 0; i < candidates.n; i++) free(candidates.v[i]);
+  candidates.n = 0;
+  size_t nstmts = 0;
+  for (size_t i = 0; i < S->nkept; i++) nstmts += S->kept[i].ast->nkids;
+  const fs_node **stmts = malloc((nstmts ? nstmts : 1) * sizeof *stmts);
+  if (!stmts) return;
+  nstmts = 0;
+  for (size_t i = 0; i < S->nkept; i++)
+    for (uint32_t k = 0; k < S->kept[i].ast->nkids; k++) {
+      const fs_node *s = S->kept[i].ast->kids[k];
+      if (s->loc.start >= (i ? S->kept[i - 1].src->len : 0)) stmts[nstmts++] = s;
+    }
+  size_t nsig;
+  const fsSig *all = fsSig_all(&nsig);
+  if (start > 0 && line[start - 1] == '.') {
+    int b = start - 1;
+    while (b > 0 && (isalnum((unsigned char)line[b - 1]) || line[b - 1] == '_')) b--;
+    char *recv_name = strndup(line + b, (size_t)(start - 1 - b));
+    const char *type = recv_name ? type_of_name(recv_name, stmts, nstmts) : NULL;
+    free(recv_name);
+    size_t tl = type ? strlen(type) : 0;
+    for (size_t i = 0; type && i < nsig; i++)
+      if (strncmp(all[i].name, type, tl) == 0 && all[i].name[tl] == '.')
+        names_add(&candidates, all[i].name + tl + 1, strlen(all[i].name + tl + 1));
+  } else {
+    for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+      names_add(&candidates, keywords[i], strlen(keywords[i]));
+    for (size_t i = 0; i < nsig; i++)
+      if (all[i].kind != FSSIG_METHOD && all[i].kind != FSSIG_ATTR)
+        names_add(&candidates, all[i].name, strlen(all[i].name));
+    for (size_t i = 0; i < nstmts; i++) {
+      const fs_node *s = stmts[i];
+      if ((s->kind == FS_N_MODEL || s->kind == FS_N_DEF) && s->str) names_add(&candidates, s->str, strlen(s->str));
+      const fs_node *t = s->kind == FS_N_ASSIGN ? s->kids[0] : s->kind == FS_N_FOR ? s->kids[0] : NULL;
+      if (t && t->kind == FS_N_NAME) names_add(&candidates, t->str, strlen(t->str));
+      if (t && t->kind == FS_N_TUPLE)
+        for (uint32_t k = 0; k < t->nkids; k++)
+          if (t->kids[k]->kind == FS_N_NAME) names_add(&candidates, t->kids[k]->str, strlen(t->kids[k]->str));
+    }
+  }
+  free(stmts);
+}
+
+static char **complete(const char *text, int start, int end) {
+  (void)end;
+  collect(completing, rl_line_buffer, start);
+  rl_attempted_completion_over = 1; /* never fall back to file names */
+  return rl_completion_matches(text, next_candidate);
+}
+
+/* --- the loop ------------------------------------------------------------- */
+
+static session *active; /* libedit's line callback takes no user data */
+
+static void on_line(char *line) {
+  session *S = active;
+  rl_callback_handler_remove();
+  if (!line) { /* Ctrl-D */
+    if (S->pending.n) { submit(S, S->pending.s, S->pending.n); S->pending.n = 0; }
+    putchar('\n');
+    S->quit = 1;
+    return;
+  }
+  int blank = line[strspn(line, " \t")] == '\0';
+  if (S->pending.n == 0 && line[0] == ':') {
+    add_history(line);
+    command(S, line);
+  } else if (!(S->pending.n == 0 && blank)) {
+    if (!blank) add_history(line);
+    buf_add(&S->pending, line, strlen(line));
+    buf_add(&S->pending, "\n", 1);
+    if (!fsRP_needs_more(S->pending.s, blank)) {
+      submit(S, S->pending.s, S->pending.n);
+      S->pending.n = 0;
+    }
+  }
+  free(line);
+  fflush(stdout);
+  if (!S->quit) rl_callback_handler_install(S->pending.n ? "... " : ">>> ", on_line);
+}
+
+int fsRP_main(const fsRP_options *opt) {
+  session S = {0};
+  S.opt = opt;
+  active = completing = &S;
+  char *history = NULL;
+  if (opt->history_path) history = strdup(opt->history_path);
+  else if (getenv("HOME")) {
+    size_t n = strlen(getenv("HOME")) + 32;
+    history = malloc(n);
+    if (history) snprintf(history, n, "%s/.fabricscript_history", getenv("HOME"));
+  }
+  using_history();
+  if (history) read_history(history);
+  rl_attempted_completion_function = complete;
+  rl_completer_word_break_characters = " \t\n()[]{},.=+-*/%<>:";
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint; /* no SA_RESTART: select() must return EINTR */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old);
+  printf("fabricscript %s -- :help for commands, Ctrl-D to leave\n", PACKAGE_VERSION);
+  rl_callback_handler_install(">>> ", on_line);
+  while (!S.quit) {
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(STDIN_FILENO, &in);
+    int r = select(STDIN_FILENO + 1, &in, NULL, NULL, NULL);
+    if (r < 0 && errno == EINTR) {
+      if (!fsRP_interrupted) continue;
+      fsRP_interrupted = 0;
+      rl_callback_handler_remove();
+      S.pending.n = 0;
+      fputs("\nKeyboardInterrupt\n", stdout);
+      rl_callback_handler_install(">>> ", on_line);
+      continue;
+    }
+    if (r < 0) break;
+    rl_callback_read_char();
+  }
+  rl_callback_handler_remove();
+  sigaction(SIGINT, &old, NULL);
+  if (history) write_history(history);
+  free(history);
+  for (size_t i = 0; i < S.nkept; i++) { fsA_free(S.kept[i].ast); fsA_source_free(S.kept[i].src); }
+  free(S.kept);
+  free(S.text.s);
+  free(S.pending.s);
+  names_free(&candidates);
+  candidates = (names){0};
+  return 0;
+}
