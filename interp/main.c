@@ -12,6 +12,7 @@
 #include "config.h"
 #include "ast.h"
 #include "diag.h"
+#include "fabric.h"
 #include "lex.h"
 #include "repl.h"
 
@@ -21,6 +22,8 @@ typedef struct fs_cli {
   fs_render_opts render;
   const char **defines; size_t ndefines; /* -D name=value, in order */
   int write; /* fix --write */
+  fsF_overrides overrides; /* --strategy ... as `fabric run`'s */
+  fsF_machine machine;     /* this machine, or the target given by --gpus/--assume */
 } fs_cli;
 
 static const char usage_text[] =
@@ -31,6 +34,12 @@ static const char usage_text[] =
   "\n"
   "Options:\n"
   "  -D NAME=VALUE                 set the script parameter NAME (see param())\n"
+  "  --accelerator=A --strategy=S --devices=D --num-nodes=N --precision=P\n"
+  "                                as `fabric run`'s: fill in what the script leaves\n"
+  "                                at its default; a conflicting value is an error\n"
+  "  --gpus=N                      check as if the machine had N visible CUDA GPUs\n"
+  "  --assume=LIST                 check as if the machine had these (comma-separated):\n"
+  "                                deepspeed, xla, mps, transformer-engine, cli, no-fork\n"
   "  --diagnostics-format=text|json\n"
   "                                how diagnostics are written to stderr\n"
   "  --color=auto|always|never     colour in text diagnostics (default auto)\n"
@@ -130,6 +139,23 @@ int main(int argc, char **argv) {
   int status = 0;
   cli.defines = calloc((size_t)argc, sizeof *cli.defines);
   if (!cli.defines) return EXIT_SYSTEM;
+  fsF_machine_detect(&cli.machine);
+  /* Fabric's options first, so getopt sees only ours; `-D X` keeps its X. */
+  int kept = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *err = NULL;
+    int used = strcmp(argv[i], "-D") == 0 ? 0
+             : fsF_parse_arg(&cli.overrides, &cli.machine, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &err);
+    if (used < 0) { status = usage_error("%s", err); goto done; }
+    if (used == 0) {
+      argv[kept++] = argv[i];
+      if (strcmp(argv[i], "-D") == 0 && i + 1 < argc) argv[kept++] = argv[++i];
+      continue;
+    }
+    i += used - 1;
+  }
+  argc = kept;
+  argv[argc] = NULL;
   int c;
   while ((c = getopt_long(argc, argv, "hD:", longopts, NULL)) != -1) {
     switch (c) {
