@@ -47,6 +47,7 @@ struct fs_module {
   int refcount;
   fsM_kind kind;
   char *key;                 /* key in the parent ("fc1", "0"); NULL at the root */
+  bool named;                /* key was given by the script, not an index */
   fs_module **kids; int nkids, capkids;
   fs_tensor *params[FSM_MAX_PARAMS]; int nparams;  /* own parameters only */
   int64_t in, out;           /* Linear in/out; Embedding num/dim; LayerNorm dim;
@@ -56,7 +57,8 @@ struct fs_module {
   bool tanh_approx;          /* GELU(approximate="tanh") */
   bool training;             /* train()/eval(); modules start in training mode */
   uint64_t calls;            /* Dropout: forward calls so far (mask counter) */
-  uint64_t seed;             /* seed given at materialization (Dropout masks) */
+  uint64_t seed;             /* Dropout: rng key of (seed, its full name), set by
+                                fsM_materialize; masks use (key, calls) */
 };
 
 /* Builders (NULL + fsT_error on a bad argument such as Linear(0, 3)). */

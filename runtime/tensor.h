@@ -34,6 +34,7 @@ typedef struct fs_tensor {
   bool requires_grad;           /* a parameter, or computed from one on the tape */
   struct fs_tensor *grad;       /* f32, same shape; accumulated by backward */
   fsG_node *node;               /* op that produced it; NULL for leaves */
+  struct fs_tensor *base;       /* a view: data lies in base's storage (held) */
 } fs_tensor;
 
 /* Uninitialized storage on `dev` (none on meta). NULL + fsT_error on a bad
@@ -44,6 +45,10 @@ fs_tensor *fsT_zeros_like(const fs_tensor *t); /* f32 on t's device */
 fs_tensor *fsT_scalar(float v);                /* rank-0 f32 on cpu */
 fs_tensor *fsT_retain(fs_tensor *t);
 void fsT_release(fs_tensor *t);                /* NULL is a no-op */
+
+/* A tensor of another shape with the same numel sharing t's storage
+ * (reshape/flatten of contiguous data); NULL + fsT_error on a numel mismatch. */
+fs_tensor *fsT_view(fs_tensor *t, int rank, const int64_t *shape);
 
 /* Allocates storage for a meta tensor in place (uninitialized), so holders of
  * the tensor see it materialize. -1 + fsT_error on failure. */

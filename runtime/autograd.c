@@ -1,0 +1,725 @@
+/* autograd.c -- the tape and the differentiable ops (see autograd.h). */
+#include "autograd.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*backward_fn)(fsG_node *n, fs_tensor *out);
+
+struct fsG_node {
+  backward_fn backward;
+  fs_tensor *in[3];     /* held; NULL where absent */
+  fs_tensor *saved[2];  /* op-specific buffers (layernorm mean/rstd, attention probs) */
+  double s;             /* op-specific scalar (eps, p) */
+  int64_t k;            /* op-specific integer (heads, binop) */
+  uint64_t key;         /* dropout mask key */
+  unsigned mark;        /* topological sort visit stamp */
+};
+
+static _Thread_local bool grad_enabled = true;
+
+bool fsG_set_grad_enabled(bool enabled) {
+  bool old = grad_enabled;
+  grad_enabled = enabled;
+  return old;
+}
+
+bool fsG_grad_enabled(void) { return grad_enabled; }
+
+void fsG_detach(fs_tensor *t) {
+  fsG_node *n = t->node;
+  if (!n) return;
+  t->node = NULL;
+  for (int i = 0; i < 3; i++) fsT_release(n->in[i]);
+  for (int i = 0; i < 2; i++) fsT_release(n->saved[i]);
+  free(n);
+}
+
+/* ---- helpers ---- */
+
+/* Every input present must hold f32 data on one device. */
+static const fsB_backend *check_inputs(const char *op, int n, fs_tensor *const *ts) {
+  for (int i = 0; i < n; i++) {
+    if (!ts[i]) continue;
+    if (!ts[i]->data) {
+      fsT_seterr("%s: tensor is on the meta device (no data); materialize it first", op);
+      return NULL;
+    }
+    if (ts[i]->device != ts[0]->device) {
+      fsT_seterr("Expected all tensors to be on the same device, but found at least two devices, %s and %s!",
+                 fsT_device_name(ts[0]->device), fsT_device_name(ts[i]->device));
+      return NULL;
+    }
+  }
+  return fsB_of(ts[0]);
+}
+
+static bool needs_grad(int n, fs_tensor *const *ts) {
+  if (!grad_enabled) return false;
+  for (int i = 0; i < n; i++)
+    if (ts[i] && ts[i]->requires_grad) return true;
+  return false;
+}
+
+/* Records a node on out when any input requires grad; takes over saved
+ * buffers either way.  Returns out, or NULL (out released) on OOM. */
+static fs_tensor *record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *ins,
+                         fs_tensor *saved0, fs_tensor *saved1, double s, int64_t k) {
+  if (!needs_grad(n, ins)) {
+    fsT_release(saved0);
+    fsT_release(saved1);
+    return out;
+  }
+  fsG_node *node = calloc(1, sizeof *node);
+  if (!node) {
+    fsT_release(saved0);
+    fsT_release(saved1);
+    fsT_release(out);
+    fsT_seterr("out of memory");
+    return NULL;
+  }
+  node->backward = fn;
+  for (int i = 0; i < n; i++) node->in[i] = fsT_retain(ins[i]);
+  node->saved[0] = saved0;
+  node->saved[1] = saved1;
+  node->s = s;
+  node->k = k;
+  out->node = node;
+  out->requires_grad = true;
+  return out;
+}
+
+/* t's gradient buffer, allocated zeroed on first use; *g = NULL when t does
+ * not require grad.  -1 on OOM. */
+static int grad_buf(fs_tensor *t, float **g) {
+  *g = NULL;
+  if (!t || !t->requires_grad) return 0;
+  if (!t->grad && !(t->grad = fsT_zeros_like(t))) return -1;
+  *g = fsT_f32(t->grad);
+  return 0;
+}
+
+static fs_tensor *new_f32(const fs_tensor *like, int rank, const int64_t *shape) {
+  return fsT_new(FS_F32, like->device, rank, shape);
+}
+
+static int64_t rows_of(const fs_tensor *t) { /* product of all dims but the last */
+  return t->rank ? t->numel / (t->shape[t->rank - 1] ? t->shape[t->rank - 1] : 1) : 1;
+}
+
+static bool want_f32(const char *op, const fs_tensor *t) {
+  if (t->dtype == FS_F32) return true;
+  fsT_seterr("%s: expected a float32 tensor, got %s", op, fsT_dtype_name(t->dtype));
+  return false;
+}
+
+/* ---- linear ---- */
+
+static int linear_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+  float *dx, *dW, *db;
+  if (grad_buf(x, &dx) || grad_buf(W, &dW) || grad_buf(b, &db)) return -1;
+  return fsB_of(x)->nn->linear_backward(dx, dW, db, fsT_f32(out->grad), fsT_f32(x),
+                                        fsT_f32(W), rows_of(x), W->shape[1], W->shape[0]);
+}
+
+fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  fs_tensor *ins[3] = {x, W, b};
+  const fsB_backend *be = check_inputs("linear", 3, ins);
+  if (!be || !want_f32("linear", x)) return NULL;
+  int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
+  if (x->rank == 0 || C != W->shape[1]) {
+    fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+               (long long)rows_of(x), (long long)C, (long long)W->shape[1], (long long)W->shape[0]);
+    return NULL;
+  }
+  int64_t shape[FS_MAX_RANK];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[x->rank - 1] = W->shape[0];
+  fs_tensor *out = new_f32(x, x->rank, shape);
+  if (!out) return NULL;
+  if (be->nn->linear_forward(fsT_f32(out), fsT_f32(x), fsT_f32(W), b ? fsT_f32(b) : NULL,
+                             rows_of(x), C, W->shape[0]) < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return record(out, linear_bw, 3, ins, NULL, NULL, 0, 0);
+}
+
+/* ---- embedding and positional embedding ---- */
+
+static int embedding_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *idx = n->in[0], *W = n->in[1];
+  float *dW;
+  if (grad_buf(W, &dW)) return -1;
+  if (dW) fsB_of(W)->nn->embedding_backward(dW, fsT_f32(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
+  return 0;
+}
+
+fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
+  fs_tensor *ins[2] = {idx, W};
+  const fsB_backend *be = check_inputs("embedding", 2, ins);
+  if (!be) return NULL;
+  if (idx->dtype != FS_I64) {
+    fsT_seterr("Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got %s instead (while checking arguments for embedding)",
+               fsT_dtype_name(idx->dtype));
+    return NULL;
+  }
+  if (idx->rank >= FS_MAX_RANK) {
+    fsT_seterr("embedding: input has too many dimensions");
+    return NULL;
+  }
+  for (int64_t i = 0; i < idx->numel; i++)
+    if (fsT_i64(idx)[i] < 0 || fsT_i64(idx)[i] >= W->shape[0]) {
+      fsT_seterr("index out of range in self (index %lld, embedding size %lld)",
+                 (long long)fsT_i64(idx)[i], (long long)W->shape[0]);
+      return NULL;
+    }
+  int64_t shape[FS_MAX_RANK];
+  memcpy(shape, idx->shape, sizeof shape);
+  shape[idx->rank] = W->shape[1];
+  fs_tensor *out = new_f32(W, idx->rank + 1, shape);
+  if (!out) return NULL;
+  be->nn->embedding_forward(fsT_f32(out), fsT_i64(idx), fsT_f32(W), idx->numel, W->shape[1]);
+  return record(out, embedding_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
+static int posemb_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1];
+  float *dx, *dW;
+  if (grad_buf(x, &dx) || grad_buf(W, &dW)) return -1;
+  int64_t D = x->shape[x->rank - 1], T = x->shape[x->rank - 2];
+  fsB_of(x)->nn->posemb_backward(dx, dW, fsT_f32(out->grad), x->numel / (T * D > 0 ? T * D : 1), T, D);
+  return 0;
+}
+
+fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
+  fs_tensor *ins[2] = {x, W};
+  const fsB_backend *be = check_inputs("positional embedding", 2, ins);
+  if (!be || !want_f32("positional embedding", x)) return NULL;
+  char s[96];
+  if (x->rank < 2 || x->shape[x->rank - 1] != W->shape[1]) {
+    fsT_seterr("PositionalEmbedding(%lld, %lld): expected input [..., T, %lld], got %s",
+               (long long)W->shape[0], (long long)W->shape[1], (long long)W->shape[1],
+               fsT_shape_str(x, s, sizeof s));
+    return NULL;
+  }
+  int64_t T = x->shape[x->rank - 2], D = W->shape[1];
+  if (T > W->shape[0]) {
+    fsT_seterr("PositionalEmbedding: sequence length %lld exceeds the context %lld",
+               (long long)T, (long long)W->shape[0]);
+    return NULL;
+  }
+  fs_tensor *out = new_f32(x, x->rank, x->shape);
+  if (!out) return NULL;
+  be->nn->posemb_forward(fsT_f32(out), fsT_f32(x), fsT_f32(W), x->numel / (T * D > 0 ? T * D : 1), T, D);
+  return record(out, posemb_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
+/* ---- layernorm ---- */
+
+static int layernorm_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+  float *dx, *dw, *db;
+  if (grad_buf(x, &dx) || grad_buf(w, &dw) || grad_buf(b, &db)) return -1;
+  fsB_of(x)->nn->layernorm_backward(dx, dw, db, fsT_f32(out->grad), fsT_f32(x), fsT_f32(w),
+                                    fsT_f32(n->saved[0]), fsT_f32(n->saved[1]), rows_of(x),
+                                    w->numel);
+  return 0;
+}
+
+fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  fs_tensor *ins[3] = {x, w, b};
+  const fsB_backend *be = check_inputs("layer_norm", 3, ins);
+  if (!be || !want_f32("layer_norm", x)) return NULL;
+  if (x->rank == 0 || x->shape[x->rank - 1] != w->numel) {
+    char s[96];
+    fsT_seterr("Given normalized_shape=[%lld], expected input with shape [*, %lld], but got input of size%s",
+               (long long)w->numel, (long long)w->numel, fsT_shape_str(x, s, sizeof s));
+    return NULL;
+  }
+  int64_t N = rows_of(x);
+  fs_tensor *out = new_f32(x, x->rank, x->shape);
+  fs_tensor *mean = new_f32(x, 1, &N), *rstd = new_f32(x, 1, &N);
+  if (!out || !mean || !rstd) {
+    fsT_release(out);
+    fsT_release(mean);
+    fsT_release(rstd);
+    return NULL;
+  }
+  be->nn->layernorm_forward(fsT_f32(out), fsT_f32(mean), fsT_f32(rstd), fsT_f32(x),
+                            fsT_f32(w), fsT_f32(b), N, w->numel, (float)eps);
+  return record(out, layernorm_bw, 3, ins, mean, rstd, eps, 0);
+}
+
+/* ---- activations, dropout ---- */
+
+/* The output is saved (a view of out, not a copy) for tanh/sigmoid. */
+static int act_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  if (grad_buf(x, &dx)) return -1;
+  fsB_of(x)->nn->act_backward((fsN_act)n->k, dx, fsT_f32(out->grad), fsT_f32(x), fsT_f32(out),
+                              (size_t)x->numel);
+  return 0;
+}
+
+fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
+  const fsB_backend *be = check_inputs("activation", 1, &x);
+  if (!be || !want_f32("activation", x)) return NULL;
+  fs_tensor *out = new_f32(x, x->rank, x->shape);
+  if (!out) return NULL;
+  be->nn->act_forward(act, fsT_f32(out), fsT_f32(x), (size_t)x->numel);
+  return record(out, act_bw, 1, &x, NULL, NULL, 0, act);
+}
+
+static int dropout_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  if (grad_buf(x, &dx)) return -1;
+  fsB_of(x)->nn->dropout_backward(dx, fsT_f32(out->grad), (size_t)x->numel, (float)n->s, n->key);
+  return 0;
+}
+
+fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key) {
+  const fsB_backend *be = check_inputs("dropout", 1, &x);
+  if (!be || !want_f32("dropout", x)) return NULL;
+  fs_tensor *out = new_f32(x, x->rank, x->shape);
+  if (!out) return NULL;
+  be->nn->dropout_forward(fsT_f32(out), fsT_f32(x), (size_t)x->numel, (float)p, key);
+  out = record(out, dropout_bw, 1, &x, NULL, NULL, p, 0);
+  if (out && out->node) out->node->key = key;
+  return out;
+}
+
+/* ---- attention ---- */
+
+static int attention_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  if (grad_buf(x, &dx)) return -1;
+  if (!dx) return 0;
+  return fsB_of(x)->nn->attention_backward(dx, fsT_f32(out->grad), fsT_f32(x),
+                                           fsT_f32(n->saved[0]), x->shape[0], x->shape[1],
+                                           x->shape[2] / 3, n->k);
+}
+
+fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
+  const fsB_backend *be = check_inputs("attention", 1, &qkv);
+  if (!be || !want_f32("attention", qkv)) return NULL;
+  if (qkv->rank != 3 || qkv->shape[2] % 3 || heads <= 0 || (qkv->shape[2] / 3) % heads) {
+    char s[96];
+    fsT_seterr("attention: expected input [B, T, 3*C] with C divisible by %lld heads, got %s",
+               (long long)heads, fsT_shape_str(qkv, s, sizeof s));
+    return NULL;
+  }
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
+  int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
+  fs_tensor *out = new_f32(qkv, 3, oshape), *att = new_f32(qkv, 4, ashape);
+  if (!out || !att) {
+    fsT_release(out);
+    fsT_release(att);
+    return NULL;
+  }
+  be->nn->attention_forward(fsT_f32(out), fsT_f32(att), fsT_f32(qkv), B, T, C, heads);
+  return record(out, attention_bw, 1, &qkv, att, NULL, 0, heads);
+}
+
+/* ---- reshape ---- */
+
+static int reshape_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  if (grad_buf(x, &dx)) return -1;
+  fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
+  return 0;
+}
+
+fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape) {
+  fs_tensor *out = fsT_view(x, rank, shape);
+  return out ? record(out, reshape_bw, 1, &x, NULL, NULL, 0, 0) : NULL;
+}
+
+/* ---- arithmetic ---- */
+
+/* The broadcast result shape of a and b, or -1 + torch's message. */
+static const fs_tensor *broadcast_shape(const fs_tensor *a, const fs_tensor *b) {
+  if (fsT_same_shape(a, b)) return a;
+  if (b->numel == 1 && (a->numel != 1 || a->rank >= b->rank)) return a;
+  if (a->numel == 1) return b;
+  int i = a->rank - 1, j = b->rank - 1;
+  for (; i >= 0 && j >= 0; i--, j--)
+    if (a->shape[i] != b->shape[j]) break;
+  fsT_seterr("The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton dimension %d",
+             (long long)(i >= 0 ? a->shape[i] : 1), (long long)(j >= 0 ? b->shape[j] : 1),
+             i >= 0 ? i : j);
+  return NULL;
+}
+
+/* d(a op b) into the gradient of one side: the full-size contribution g
+ * (already scaled) is summed when that side is a broadcast scalar. */
+static void accumulate(const fsB_backend *be, float *d, const fs_tensor *side, const float *g, size_t n) {
+  if ((size_t)side->numel == n) be->axpy(n, 1.0f, g, d);
+  else d[0] += (float)be->sum(n, g);
+}
+
+static int binary_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *a = n->in[0], *b = n->in[1];
+  const fsB_backend *be = fsB_of(out);
+  size_t N = (size_t)out->numel, sa = a->numel == out->numel, sb = b->numel == out->numel;
+  const float *g = fsT_f32(out->grad), *av = fsT_f32(a), *bv = fsT_f32(b);
+  float *da, *db;
+  if (grad_buf(a, &da) || grad_buf(b, &db)) return -1;
+  float *tmp = be->alloc(N * sizeof *tmp + 1);
+  if (!tmp) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  switch ((fsB_binop)n->k) {
+  case FSB_ADD:
+  case FSB_SUB:
+    if (da) accumulate(be, da, a, g, N);
+    if (db) {
+      be->copy(tmp, g, N * sizeof *tmp);
+      if (n->k == FSB_SUB) be->scale(N, -1.0f, tmp);
+      accumulate(be, db, b, tmp, N);
+    }
+    break;
+  case FSB_MUL: /* da = g b, db = g a */
+    if (da) { be->binary(FSB_MUL, N, g, 1, bv, sb, tmp); accumulate(be, da, a, tmp, N); }
+    if (db) { be->binary(FSB_MUL, N, g, 1, av, sa, tmp); accumulate(be, db, b, tmp, N); }
+    break;
+  case FSB_DIV: /* da = g / b, db = -g a / b^2 = -(g / b) * out */
+    be->binary(FSB_DIV, N, g, 1, bv, sb, tmp);
+    if (da) accumulate(be, da, a, tmp, N);
+    if (db) {
+      be->binary(FSB_MUL, N, tmp, 1, fsT_f32(out), 1, tmp);
+      be->scale(N, -1.0f, tmp);
+      accumulate(be, db, b, tmp, N);
+    }
+    break;
+  }
+  be->free(tmp, N * sizeof *tmp + 1);
+  return 0;
+}
+
+static fs_tensor *binary_i64(fsB_binop op, const fs_tensor *a, const fs_tensor *b, const fs_tensor *shape) {
+  fs_tensor *out = fsT_new(FS_I64, shape->device, shape->rank, shape->shape);
+  if (!out) return NULL;
+  size_t sa = a->numel == out->numel, sb = b->numel == out->numel;
+  for (int64_t i = 0; i < out->numel; i++) {
+    /* unsigned: wraps on overflow as torch does, without UB */
+    uint64_t x = (uint64_t)fsT_i64(a)[i * sa], y = (uint64_t)fsT_i64(b)[i * sb];
+    fsT_i64(out)[i] = (int64_t)(op == FSB_ADD ? x + y : op == FSB_SUB ? x - y : x * y);
+  }
+  return out;
+}
+
+fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
+  fs_tensor *ins[2] = {a, b};
+  const fsB_backend *be = check_inputs("arithmetic", 2, ins);
+  const fs_tensor *shape = be ? broadcast_shape(a, b) : NULL;
+  if (!shape) return NULL;
+  if (a->dtype == FS_I64 && b->dtype == FS_I64 && op != FSB_DIV) return binary_i64(op, a, b, shape);
+  fs_tensor *fa = fsT_to_dtype(a, FS_F32), *fb = fa ? fsT_to_dtype(b, FS_F32) : NULL;
+  fs_tensor *out = fb ? fsT_new(FS_F32, shape->device, shape->rank, shape->shape) : NULL;
+  if (out) {
+    size_t n = (size_t)out->numel;
+    be->binary(op, n, fsT_f32(fa), fa->numel == out->numel, fsT_f32(fb), fb->numel == out->numel,
+               fsT_f32(out));
+    fs_tensor *fins[2] = {fa, fb};
+    out = record(out, binary_bw, 2, fins, NULL, NULL, 0, op);
+  }
+  fsT_release(fa);
+  fsT_release(fb);
+  return out;
+}
+
+fs_tensor *fsG_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool s_is_int, bool scalar_first) {
+  fs_tensor *st = fsT_new(s_is_int ? FS_I64 : FS_F32, a->device, 0, NULL);
+  if (!st) return NULL;
+  if (s_is_int) fsT_i64(st)[0] = (int64_t)s;
+  else fsT_f32(st)[0] = (float)s;
+  fs_tensor *out = scalar_first ? fsG_binary(op, st, a) : fsG_binary(op, a, st);
+  fsT_release(st);
+  return out;
+}
+
+fs_tensor *fsG_neg(fs_tensor *x) {
+  return fsG_binary_scalar(FSB_MUL, x, -1, x->dtype == FS_I64, false);
+}
+
+/* ---- reductions ---- */
+
+static int sum_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  if (grad_buf(x, &dx)) return -1;
+  float g = fsT_f32(out->grad)[0] * (float)n->s; /* s = 1 for sum, 1/N for mean */
+  for (int64_t i = 0; i < x->numel; i++) dx[i] += g;
+  return 0;
+}
+
+static fs_tensor *reduce(fs_tensor *x, bool mean) {
+  const fsB_backend *be = check_inputs(mean ? "mean" : "sum", 1, &x);
+  if (!be) return NULL;
+  if (x->dtype == FS_I64) {
+    if (mean) {
+      fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long");
+      return NULL;
+    }
+    fs_tensor *out = fsT_new(FS_I64, x->device, 0, NULL);
+    if (!out) return NULL;
+    uint64_t s = 0;
+    for (int64_t i = 0; i < x->numel; i++) s += (uint64_t)fsT_i64(x)[i];
+    fsT_i64(out)[0] = (int64_t)s;
+    return out;
+  }
+  fs_tensor *fx = fsT_to_dtype(x, FS_F32);
+  fs_tensor *out = fx ? fsT_new(FS_F32, x->device, 0, NULL) : NULL;
+  if (out) {
+    double s = be->sum((size_t)fx->numel, fsT_f32(fx));
+    fsT_f32(out)[0] = (float)(mean ? s / (double)fx->numel : s);
+    out = record(out, sum_bw, 1, &fx, NULL, NULL, mean ? 1.0 / (double)fx->numel : 1.0, 0);
+  }
+  fsT_release(fx);
+  return out;
+}
+
+fs_tensor *fsG_sum(fs_tensor *x) { return reduce(x, false); }
+fs_tensor *fsG_mean(fs_tensor *x) { return reduce(x, true); }
+
+/* ---- losses ---- */
+
+static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *logits = n->in[0], *targets = n->in[1];
+  float *dl;
+  if (grad_buf(logits, &dl)) return -1;
+  int64_t C = logits->shape[logits->rank - 1];
+  fsB_of(logits)->nn->cross_entropy_backward(dl, fsT_f32(logits), fsT_i64(targets), targets->numel,
+                                             C, fsT_f32(out->grad)[0]);
+  return 0;
+}
+
+fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
+  fs_tensor *ins[2] = {logits, targets};
+  const fsB_backend *be = check_inputs("cross_entropy", 2, ins);
+  if (!be || !want_f32("cross_entropy", logits)) return NULL;
+  char a[96], b[96];
+  if (targets->dtype != FS_I64) {
+    fsT_seterr("expected scalar type Long but found %s (cross_entropy targets are class indices)",
+               fsT_dtype_name(targets->dtype));
+    return NULL;
+  }
+  if (logits->rank < 2 || targets->rank != logits->rank - 1 ||
+      memcmp(logits->shape, targets->shape, (size_t)targets->rank * sizeof targets->shape[0])) {
+    fsT_seterr("cross_entropy: logits %s do not match targets %s (expected [N, C] with [N], or [B, T, C] with [B, T])",
+               fsT_shape_str(logits, a, sizeof a), fsT_shape_str(targets, b, sizeof b));
+    return NULL;
+  }
+  int64_t C = logits->shape[logits->rank - 1];
+  for (int64_t i = 0; i < targets->numel; i++)
+    if (fsT_i64(targets)[i] < 0 || fsT_i64(targets)[i] >= C) {
+      fsT_seterr("Target %lld is out of bounds.", (long long)fsT_i64(targets)[i]);
+      return NULL;
+    }
+  fs_tensor *out = fsT_new(FS_F32, logits->device, 0, NULL);
+  if (!out) return NULL;
+  fsT_f32(out)[0] = (float)be->nn->cross_entropy_forward(fsT_f32(logits), fsT_i64(targets),
+                                                         targets->numel, C);
+  return record(out, cross_entropy_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
+static int mse_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *p = n->in[0], *t = n->in[1];
+  float *dp, *dt;
+  if (grad_buf(p, &dp) || grad_buf(t, &dt)) return -1;
+  fsB_of(p)->nn->mse_backward(dp, dt, fsT_f32(p), fsT_f32(t), (size_t)p->numel, fsT_f32(out->grad)[0]);
+  return 0;
+}
+
+fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
+  fs_tensor *ins[2] = {pred, target};
+  const fsB_backend *be = check_inputs("mse_loss", 2, ins);
+  if (!be || !want_f32("mse_loss", pred) || !want_f32("mse_loss", target)) return NULL;
+  if (!fsT_same_shape(pred, target)) {
+    char a[96], b[96];
+    fsT_seterr("mse_loss: input %s and target %s must have the same shape",
+               fsT_shape_str(pred, a, sizeof a), fsT_shape_str(target, b, sizeof b));
+    return NULL;
+  }
+  fs_tensor *out = fsT_new(FS_F32, pred->device, 0, NULL);
+  if (!out) return NULL;
+  fsT_f32(out)[0] = (float)be->nn->mse_forward(fsT_f32(pred), fsT_f32(target), (size_t)pred->numel);
+  return record(out, mse_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
+/* ---- not differentiable ---- */
+
+static bool cmp(fsG_cmp op, double x, double y) {
+  switch (op) {
+  case FSG_EQ: return x == y;
+  case FSG_NE: return x != y;
+  case FSG_LT: return x < y;
+  case FSG_LE: return x <= y;
+  case FSG_GT: return x > y;
+  case FSG_GE: return x >= y;
+  }
+  return false;
+}
+
+fs_tensor *fsG_compare(fsG_cmp op, fs_tensor *a, fs_tensor *b) {
+  fs_tensor *ins[2] = {a, b};
+  const fs_tensor *shape = check_inputs("comparison", 2, ins) ? broadcast_shape(a, b) : NULL;
+  if (!shape) return NULL;
+  fs_tensor *out = fsT_new(FS_I64, shape->device, shape->rank, shape->shape);
+  if (!out) return NULL;
+  int64_t sa = a->numel == out->numel, sb = b->numel == out->numel;
+  for (int64_t i = 0; i < out->numel; i++)
+    fsT_i64(out)[i] = cmp(op, fsT_get(a, i * sa), fsT_get(b, i * sb));
+  return out;
+}
+
+fs_tensor *fsG_compare_scalar(fsG_cmp op, fs_tensor *a, double s, bool scalar_first) {
+  if (!check_inputs("comparison", 1, &a)) return NULL;
+  fs_tensor *out = fsT_new(FS_I64, a->device, a->rank, a->shape);
+  if (!out) return NULL;
+  for (int64_t i = 0; i < a->numel; i++) {
+    double v = fsT_get(a, i);
+    fsT_i64(out)[i] = scalar_first ? cmp(op, s, v) : cmp(op, v, s);
+  }
+  return out;
+}
+
+fs_tensor *fsG_argmax(fs_tensor *x, int dim) {
+  if (!check_inputs("argmax", 1, &x)) return NULL;
+  int r = x->rank ? x->rank : 1;
+  if (dim < -r || dim >= r) {
+    fsT_seterr("Dimension out of range (expected to be in range of [%d, %d], but got %d)", -r, r - 1, dim);
+    return NULL;
+  }
+  if (dim < 0) dim += r;
+  int64_t len = x->rank ? x->shape[dim] : 1;
+  if (len == 0) {
+    fsT_seterr("argmax(): Expected reduction dim %d to have non-zero size.", dim);
+    return NULL;
+  }
+  int64_t outer = 1, inner = 1, shape[FS_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) {
+    if (i < dim) outer *= x->shape[i];
+    if (i > dim) inner *= x->shape[i];
+    if (i != dim) shape[i - (i > dim)] = x->shape[i];
+  }
+  fs_tensor *out = fsT_new(FS_I64, x->device, x->rank ? x->rank - 1 : 0, shape);
+  if (!out) return NULL;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t best = 0;
+      double bv = fsT_get(x, o * len * inner + in);
+      for (int64_t k = 1; k < len; k++) {
+        double v = fsT_get(x, (o * len + k) * inner + in);
+        if (v > bv || (isnan(v) && !isnan(bv))) { /* first maximum; nan wins, as torch */
+          bv = v;
+          best = k;
+        }
+      }
+      fsT_i64(out)[o * inner + in] = best;
+    }
+  return out;
+}
+
+int fsG_item(const fs_tensor *t, double *out) {
+  if (t->numel != 1) {
+    fsT_seterr("a Tensor with %lld elements cannot be converted to Scalar", (long long)t->numel);
+    return -1;
+  }
+  if (!t->data) {
+    fsT_seterr("Tensor.item() cannot be called on meta tensors");
+    return -1;
+  }
+  *out = fsT_get(t, 0);
+  return 0;
+}
+
+/* ---- backward ---- */
+
+typedef struct { fs_tensor **v; size_t n, cap; } tlist;
+
+static int push(tlist *l, fs_tensor *t) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 64;
+    fs_tensor **v = realloc(l->v, cap * sizeof *v);
+    if (!v) return -1;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = t;
+  return 0;
+}
+
+/* Post-order DFS with an explicit stack: a deep network must not overflow
+ * the C stack.  Each tensor with a node enters `order` once, after all the
+ * tensors it was computed from. */
+static int topo(fs_tensor *root, unsigned mark, tlist *order) {
+  tlist stack = {0};
+  int rc = 0;
+  root->node->mark = mark;
+  if (push(&stack, root)) rc = -1;
+  while (!rc && stack.n) {
+    fs_tensor *t = stack.v[stack.n - 1];
+    bool pushed = false;
+    for (int i = 0; i < 3 && !pushed; i++) {
+      fs_tensor *in = t->node->in[i];
+      if (in && in->node && in->node->mark != mark) {
+        in->node->mark = mark;
+        if (push(&stack, in)) rc = -1;
+        pushed = true;
+      }
+    }
+    if (!pushed) {
+      stack.n--;
+      if (push(order, fsT_retain(t))) {
+        fsT_release(t);
+        rc = -1;
+      }
+    }
+  }
+  free(stack.v);
+  if (rc) fsT_seterr("out of memory");
+  return rc;
+}
+
+int fsG_backward(fs_tensor *loss) {
+  if (!loss->requires_grad) {
+    fsT_seterr("element 0 of tensors does not require grad and does not have a grad_fn");
+    return -1;
+  }
+  if (loss->numel != 1) {
+    fsT_seterr("grad can be implicitly created only for scalar outputs");
+    return -1;
+  }
+  float *g;
+  if (grad_buf(loss, &g)) return -1;
+  g[0] += 1.0f;
+  if (!loss->node) return 0; /* a leaf: its grad is the answer */
+  static _Thread_local unsigned stamp;
+  tlist order = {0};
+  int rc = topo(loss, ++stamp, &order);
+  for (size_t i = order.n; !rc && i-- > 0;) {
+    fs_tensor *t = order.v[i];
+    if (t->grad) rc = t->node->backward(t->node, t);
+    fsT_release(t->grad); /* intermediates keep no grad, as torch */
+    t->grad = NULL;
+  }
+  for (size_t i = 0; i < order.n; i++) {
+    fs_tensor *t = order.v[i];
+    fsT_release(t->grad);
+    t->grad = NULL;
+    fsG_detach(t);
+    t->requires_grad = false;
+  }
+  for (size_t i = 0; i < order.n; i++) fsT_release(order.v[i]);
+  free(order.v);
+  return rc;
+}

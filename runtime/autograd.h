@@ -1,0 +1,62 @@
+/* autograd.h -- a small tape: every op on tensors that require grad records a
+ * node (its backward function, inputs, saved buffers) in its output, so the
+ * graph hangs off the loss.  fsG_backward walks it in reverse topological
+ * order, accumulating (+=) into the .grad of leaves that require grad (the
+ * parameters), then frees it (torch's retain_graph=False): the intermediates'
+ * grads and nodes go, and those tensors no longer require grad.
+ *
+ * Ops return a new reference or NULL + fsT_error (torch's message where
+ * torch has one).  Inputs must have data (not meta) on one device.  Scalars
+ * (numel 1) broadcast against any shape; other shapes must match exactly.
+ * Comparisons give int64 0/1 tensors (there is no bool dtype), so
+ * `(pred == y).sum().item()` counts. */
+#ifndef FS_AUTOGRAD_H
+#define FS_AUTOGRAD_H
+
+#include "backend.h"
+#include "nn.h"
+#include "tensor.h"
+
+/* no_grad: returns the previous setting so scopes nest. */
+bool fsG_set_grad_enabled(bool enabled);
+bool fsG_grad_enabled(void);
+
+/* loss.backward(): loss must have one element and require grad. */
+int fsG_backward(fs_tensor *loss);
+/* Drops t's node (and with it the references the node holds). */
+void fsG_detach(fs_tensor *t);
+
+/* ---- layers ---- x[..., C] etc.; see nn.h for the kernels */
+fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b);       /* b may be NULL */
+fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W);                /* idx int64 */
+fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W);                     /* x[B,T,D] */
+fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps);
+fs_tensor *fsG_act(fsN_act act, fs_tensor *x);
+fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key);          /* training mode */
+fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads);               /* [B,T,3C] -> [B,T,C] */
+fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape);  /* a view */
+
+/* ---- arithmetic ---- int64 op int64 stays int64 except `/`; else float32 */
+fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
+/* a op s, or s op a when scalar_first; s is an int64 scalar when s_is_int */
+fs_tensor *fsG_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool s_is_int, bool scalar_first);
+fs_tensor *fsG_neg(fs_tensor *x);
+fs_tensor *fsG_sum(fs_tensor *x);   /* all elements -> rank 0; int64 stays int64 */
+fs_tensor *fsG_mean(fs_tensor *x);  /* float only, as torch */
+
+/* ---- losses ---- */
+/* logits [N,C] with targets [N], or [B,T,C] with [B,T]; mean over rows */
+fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets);
+fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target);           /* mean */
+
+/* ---- not differentiable ---- */
+typedef enum fsG_cmp { FSG_EQ, FSG_NE, FSG_LT, FSG_LE, FSG_GT, FSG_GE } fsG_cmp;
+fs_tensor *fsG_compare(fsG_cmp op, fs_tensor *a, fs_tensor *b);
+fs_tensor *fsG_compare_scalar(fsG_cmp op, fs_tensor *a, double s, bool scalar_first);
+/* argmax over dim (negative counts from the end), removing it; int64 */
+fs_tensor *fsG_argmax(fs_tensor *x, int dim);
+/* .item(): -1 + fsT_error unless exactly one element; an int64 tensor's
+ * item is a Python int */
+int fsG_item(const fs_tensor *t, double *out);
+
+#endif

@@ -1,0 +1,60 @@
+/* backend.h -- what a device must provide, as one function table (ggml-style).
+ *
+ * Tensors reach their device's table with fsB_of(t); layers, autograd and
+ * optimizers call only through it, so a CUDA backend (or a sharded-parameter
+ * one) is a new table, not new layer code.  All float pointers are device
+ * pointers of that backend; sizes are element counts unless named nbytes. */
+#ifndef FS_BACKEND_H
+#define FS_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "tensor.h"
+
+typedef struct fsN_kernels fsN_kernels; /* nn.h: layer forward/backward pairs */
+
+typedef enum fsB_binop { FSB_ADD, FSB_SUB, FSB_MUL, FSB_DIV } fsB_binop;
+
+typedef struct fsB_backend {
+  const char *name;
+  void *(*alloc)(size_t nbytes);               /* uninitialized; NULL on OOM */
+  void (*free)(void *p, size_t nbytes);
+  void (*zero)(void *p, size_t nbytes);
+  void (*copy)(void *dst, const void *src, size_t nbytes);
+  void (*fill)(float *dst, size_t n, float v);
+  /* stream elements [offset, offset + n) of rng key `key` (rng.h) */
+  void (*fill_uniform)(float *dst, size_t n, uint64_t key, size_t offset, float lo, float hi);
+  void (*fill_normal)(float *dst, size_t n, uint64_t key, size_t offset, float mean, float std);
+  /* row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C; -1 + fsT_error
+   * when the BLAS cannot be loaded */
+  int (*gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, const float *B, int64_t ldb,
+              float beta, float *C, int64_t ldc);
+  /* out[i] = a[i*sa] op b[i*sb]; strides 0 or 1 (0 broadcasts a scalar) */
+  void (*binary)(fsB_binop op, size_t n, const float *a, size_t sa,
+                 const float *b, size_t sb, float *out);
+  void (*axpy)(size_t n, float alpha, const float *x, float *y); /* y += alpha x */
+  void (*scale)(size_t n, float alpha, float *x);                /* x *= alpha */
+  void (*clamp)(size_t n, float lo, float hi, float *x);
+  double (*sum)(size_t n, const float *x);
+  double (*sumsq)(size_t n, const float *x);
+  float (*absmax)(size_t n, const float *x);
+  /* optimizer updates (optim.h documents the rules); hyperparameters are
+   * doubles, rounded to float where torch rounds its Python scalars */
+  void (*sgd_update)(size_t n, float *p, const float *g, float *buf, bool first,
+                     double lr, double momentum, double dampening, double wd, bool nesterov);
+  void (*adam_update)(size_t n, float *p, const float *g, float *m, float *v,
+                      double lr, double beta1, double beta2, double eps, double wd,
+                      bool decoupled, int64_t step);
+  const fsN_kernels *nn;
+} fsB_backend;
+
+extern const fsB_backend fsB_cpu;
+
+/* The table of a device: NULL for meta (no compute) and for cuda when no CUDA
+ * backend is built (fsT_error says so). */
+const fsB_backend *fsB_get(fs_device dev);
+static inline const fsB_backend *fsB_of(const fs_tensor *t) { return fsB_get(t->device); }
+
+#endif

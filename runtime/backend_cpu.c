@@ -1,0 +1,131 @@
+/* backend_cpu.c -- the cpu function table: malloc'ed memory, OpenBLAS GEMM,
+ * plain loops the compiler vectorizes. */
+#define _GNU_SOURCE /* posix_memalign, MADV_HUGEPAGE */
+#include "backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "blas.h"
+#include "nn.h"
+#include "rng.h"
+
+/* Large buffers get 2 MiB alignment and transparent huge pages: first-touch
+ * page faults dominate materialization otherwise (4 KiB faults ~13 us each). */
+#define HUGE_BYTES (4u << 20)
+
+static void *cpu_alloc(size_t nbytes) {
+  void *p = NULL;
+  size_t align = nbytes >= HUGE_BYTES ? (2u << 20) : 64;
+  if (posix_memalign(&p, align, nbytes)) return NULL;
+#ifdef MADV_HUGEPAGE
+  if (nbytes >= HUGE_BYTES) madvise(p, nbytes, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+static void cpu_free(void *p, size_t nbytes) { free(p); }
+static void cpu_zero(void *p, size_t nbytes) { memset(p, 0, nbytes); }
+static void cpu_copy(void *dst, const void *src, size_t nbytes) { memmove(dst, src, nbytes); }
+
+static void cpu_fill(float *dst, size_t n, float v) {
+  for (size_t i = 0; i < n; i++) dst[i] = v;
+}
+
+static void cpu_binary(fsB_binop op, size_t n, const float *a, size_t sa,
+                       const float *b, size_t sb, float *out) {
+  switch (op) {
+  case FSB_ADD: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] + b[i * sb]; break;
+  case FSB_SUB: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] - b[i * sb]; break;
+  case FSB_MUL: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] * b[i * sb]; break;
+  case FSB_DIV: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] / b[i * sb]; break;
+  }
+}
+
+static void cpu_axpy(size_t n, float alpha, const float *x, float *y) {
+  for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
+}
+
+static void cpu_scale(size_t n, float alpha, float *x) {
+  for (size_t i = 0; i < n; i++) x[i] *= alpha;
+}
+
+static void cpu_clamp(size_t n, float lo, float hi, float *x) {
+  for (size_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+}
+
+static double cpu_sum(size_t n, const float *x) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+
+static double cpu_sumsq(size_t n, const float *x) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+  return s;
+}
+
+static float cpu_absmax(size_t n, const float *x) {
+  float m = 0;
+  for (size_t i = 0; i < n; i++) {
+    float a = fabsf(x[i]);
+    if (a > m || isnan(a)) m = a;
+  }
+  return m;
+}
+
+/* torch 1.13 sgd (_single_tensor_sgd): d = g + wd p; buf = d on the first
+ * step, else buf = momentum buf + (1 - dampening) d; d = nesterov ? d +
+ * momentum buf : buf; p -= lr d. */
+static void cpu_sgd_update(size_t n, float *p, const float *g, float *buf, bool first,
+                           double lr, double momentum, double dampening, double wd, bool nesterov) {
+  float flr = (float)-lr, fmom = (float)momentum, fdamp = (float)(1 - dampening), fwd = (float)wd;
+  for (size_t i = 0; i < n; i++) {
+    float d = wd != 0 ? g[i] + fwd * p[i] : g[i];
+    if (momentum != 0) {
+      buf[i] = first ? d : buf[i] * fmom + fdamp * d;
+      d = nesterov ? d + fmom * buf[i] : buf[i];
+    }
+    p[i] += flr * d;
+  }
+}
+
+/* torch 1.13 adam/adamw (_single_tensor_adam[w]): AdamW first decays
+ * p *= 1 - lr wd, Adam adds wd p to the gradient; then m = b1 m + (1-b1) g,
+ * v = b2 v + (1-b2) g^2, p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps). */
+static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v,
+                            double lr, double beta1, double beta2, double eps, double wd,
+                            bool decoupled, int64_t step) {
+  double bc1 = 1 - pow(beta1, (double)step), bc2 = 1 - pow(beta2, (double)step);
+  float neg_step = (float)(-lr / bc1), bc2_sqrt = (float)sqrt(bc2), feps = (float)eps;
+  float decay = (float)(1 - lr * wd), fwd = (float)wd;
+  float b1 = (float)beta1, b2 = (float)beta2, c1 = (float)(1 - beta1), c2 = (float)(1 - beta2);
+  for (size_t i = 0; i < n; i++) {
+    float gi = g[i];
+    if (decoupled) p[i] *= decay;
+    else if (wd != 0) gi += fwd * p[i];
+    m[i] = m[i] * b1 + c1 * gi;
+    v[i] = v[i] * b2 + c2 * (gi * gi);
+    p[i] += neg_step * (m[i] / (sqrtf(v[i]) / bc2_sqrt + feps));
+  }
+}
+
+const fsB_backend fsB_cpu = {
+  .name = "cpu",
+  .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .copy = cpu_copy,
+  .fill = cpu_fill, .fill_uniform = fsR_uniform_key, .fill_normal = fsR_normal_key,
+  .gemm = fsB_sgemm, .binary = cpu_binary, .axpy = cpu_axpy, .scale = cpu_scale,
+  .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = cpu_sumsq, .absmax = cpu_absmax,
+  .sgd_update = cpu_sgd_update, .adam_update = cpu_adam_update,
+  .nn = &fsN_cpu,
+};
+
+const fsB_backend *fsB_get(fs_device dev) {
+  switch (dev) {
+  case FS_DEV_CPU: return &fsB_cpu;
+  case FS_DEV_META: fsT_seterr("tensors on the meta device have no data"); return NULL;
+  default: fsT_seterr("no %s backend in this build", fsT_device_name(dev)); return NULL;
+  }
+}

@@ -1,0 +1,50 @@
+/* blas.c -- lazy OpenBLAS (see blas.h). */
+#include "blas.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <pthread.h>
+#include "tensor.h"
+
+/* cblas_sgemm's ABI with cblas.h's enum values (RowMajor 101, NoTrans 111,
+ * Trans 112), so the header and the library are not needed at link time. */
+typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K,
+                         float alpha, const float *A, int lda, const float *B,
+                         int ldb, float beta, float *C, int ldc);
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static sgemm_fn sgemm;
+static char load_error[256];
+
+static void load(void) {
+  void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(load_error, sizeof load_error, "cannot load OpenBLAS (libopenblas.so.0): %s", dlerror());
+    return;
+  }
+  sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
+  if (!sgemm)
+    snprintf(load_error, sizeof load_error, "OpenBLAS has no cblas_sgemm: %s", dlerror());
+}
+
+bool fsB_blas_loaded(void) { return sgemm != NULL; }
+
+int fsB_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, const float *B, int64_t ldb,
+              float beta, float *C, int64_t ldc) {
+  pthread_once(&once, load);
+  if (!sgemm) {
+    fsT_seterr("%s", load_error);
+    return -1;
+  }
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX ||
+      ldb > INT32_MAX || ldc > INT32_MAX) {
+    fsT_seterr("matrix too large for 32-bit BLAS (%lldx%lldx%lld)",
+               (long long)M, (long long)N, (long long)K);
+    return -1;
+  }
+  if (M == 0 || N == 0) return 0;
+  sgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)M, (int)N, (int)K, alpha,
+        A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+  return 0;
+}

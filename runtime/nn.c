@@ -1,0 +1,261 @@
+/* nn.c -- cpu layer kernels (see nn.h for shapes and conventions). */
+#include "nn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "blas.h"
+#include "loss.h"
+#include "rng.h"
+#include "tensor.h"
+
+int fsN_linear_forward(float *out, const float *inp, const float *W, const float *b,
+                       int64_t N, int64_t C, int64_t OC) {
+  if (b)
+    for (int64_t n = 0; n < N; n++) memcpy(out + n * OC, b, (size_t)OC * sizeof *b);
+  return fsB_sgemm(false, true, N, OC, C, 1.0f, inp, C, W, C, b ? 1.0f : 0.0f, out, OC);
+}
+
+int fsN_linear_backward(float *dinp, float *dW, float *db, const float *dout,
+                        const float *inp, const float *W, int64_t N, int64_t C, int64_t OC) {
+  if (dinp && fsB_sgemm(false, false, N, C, OC, 1.0f, dout, OC, W, C, 1.0f, dinp, C) < 0)
+    return -1;
+  if (dW && fsB_sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dW, C) < 0)
+    return -1;
+  if (db)
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t o = 0; o < OC; o++) db[o] += dout[n * OC + o];
+  return 0;
+}
+
+void fsN_embedding_forward(float *out, const int64_t *idx, const float *W, int64_t N, int64_t D) {
+  for (int64_t n = 0; n < N; n++) memcpy(out + n * D, W + idx[n] * D, (size_t)D * sizeof *W);
+}
+
+void fsN_embedding_backward(float *dW, const float *dout, const int64_t *idx, int64_t N, int64_t D) {
+  for (int64_t n = 0; n < N; n++) {
+    float *row = dW + idx[n] * D;
+    for (int64_t d = 0; d < D; d++) row[d] += dout[n * D + d];
+  }
+}
+
+void fsN_posemb_forward(float *out, const float *inp, const float *W, int64_t B, int64_t T, int64_t D) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < T * D; i++) out[b * T * D + i] = inp[b * T * D + i] + W[i];
+}
+
+void fsN_posemb_backward(float *dinp, float *dW, const float *dout, int64_t B, int64_t T, int64_t D) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < T * D; i++) {
+      float g = dout[b * T * D + i];
+      if (dinp) dinp[b * T * D + i] += g;
+      if (dW) dW[i] += g;
+    }
+}
+
+void fsN_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *w, const float *b, int64_t N, int64_t C, float eps) {
+  for (int64_t n = 0; n < N; n++) {
+    const float *x = inp + n * C;
+    float *y = out + n * C;
+    float m = 0, v = 0;
+    for (int64_t c = 0; c < C; c++) m += x[c];
+    m /= (float)C;
+    for (int64_t c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+    float s = 1.0f / sqrtf(v / (float)C + eps); /* biased variance, as torch */
+    for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void fsN_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean,
+                            const float *rstd, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; n++) {
+    const float *x = inp + n * C, *dy = dout + n * C;
+    float m = mean[n], s = rstd[n];
+    float dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int64_t c = 0; c < C; c++) {
+      float norm = (x[c] - m) * s, dnorm = w[c] * dy[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean /= (float)C;
+    dnorm_norm_mean /= (float)C;
+    for (int64_t c = 0; c < C; c++) {
+      float norm = (x[c] - m) * s;
+      if (db) db[c] += dy[c];
+      if (dw) dw[c] += norm * dy[c];
+      if (dinp) dinp[n * C + c] += (w[c] * dy[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+    }
+  }
+}
+
+#define SQRT_2_OVER_PI 0.7978845608028654f
+#define INV_SQRT_2 0.7071067811865476f
+#define INV_SQRT_2PI 0.3989422804014327f
+
+void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n) {
+  switch (act) {
+  case FSN_RELU:
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0 ? inp[i] : 0;
+    break;
+  case FSN_GELU:
+    for (size_t i = 0; i < n; i++) out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * INV_SQRT_2));
+    break;
+  case FSN_GELU_TANH:
+    for (size_t i = 0; i < n; i++) {
+      float x = inp[i];
+      out[i] = 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
+    }
+    break;
+  case FSN_TANH:
+    for (size_t i = 0; i < n; i++) out[i] = tanhf(inp[i]);
+    break;
+  case FSN_SIGMOID:
+    for (size_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-inp[i]));
+    break;
+  case FSN_SILU:
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1.0f + expf(-inp[i]));
+    break;
+  }
+}
+
+void fsN_act_backward(fsN_act act, float *dinp, const float *dout, const float *inp,
+                      const float *out, size_t n) {
+  switch (act) {
+  case FSN_RELU:
+    for (size_t i = 0; i < n; i++) dinp[i] += inp[i] > 0 ? dout[i] : 0;
+    break;
+  case FSN_GELU:
+    for (size_t i = 0; i < n; i++) {
+      float x = inp[i];
+      float cdf = 0.5f * (1.0f + erff(x * INV_SQRT_2));
+      dinp[i] += dout[i] * (cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x));
+    }
+    break;
+  case FSN_GELU_TANH:
+    for (size_t i = 0; i < n; i++) {
+      float x = inp[i];
+      float u = SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+      float t = tanhf(u), sech2 = 1.0f - t * t;
+      float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
+      dinp[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * x * sech2 * du);
+    }
+    break;
+  case FSN_TANH:
+    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * (1.0f - out[i] * out[i]);
+    break;
+  case FSN_SIGMOID:
+    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * out[i] * (1.0f - out[i]);
+    break;
+  case FSN_SILU:
+    for (size_t i = 0; i < n; i++) {
+      float s = 1.0f / (1.0f + expf(-inp[i]));
+      dinp[i] += dout[i] * s * (1.0f + inp[i] * (1.0f - s));
+    }
+    break;
+  }
+}
+
+/* p == 1 drops everything (torch returns zeros, not nan). */
+static float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+
+void fsN_dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t key) {
+  float s = dropout_scale(p);
+  for (size_t i = 0; i < n; i++) out[i] = fsR_u01(key, i) >= p ? inp[i] * s : 0.0f;
+}
+
+void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uint64_t key) {
+  float s = dropout_scale(p);
+  for (size_t i = 0; i < n; i++)
+    if (fsR_u01(key, i) >= p) dinp[i] += dout[i] * s;
+}
+
+void fsN_attention_forward(float *out, float *att, const float *inp,
+                           int64_t B, int64_t T, int64_t C, int64_t NH) {
+  int64_t hs = C / NH, C3 = 3 * C;
+  float scale = 1.0f / sqrtf((float)hs);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t h = 0; h < NH; h++) {
+        const float *q = inp + (b * T + t) * C3 + h * hs;
+        float *a = att + ((b * NH + h) * T + t) * T;
+        float mx = -INFINITY;
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          const float *k = inp + (b * T + t2) * C3 + C + h * hs;
+          float dot = 0;
+          for (int64_t i = 0; i < hs; i++) dot += q[i] * k[i];
+          a[t2] = dot * scale;
+          mx = a[t2] > mx ? a[t2] : mx;
+        }
+        float sum = 0;
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          a[t2] = expf(a[t2] - mx);
+          sum += a[t2];
+        }
+        for (int64_t t2 = 0; t2 <= t; t2++) a[t2] /= sum;
+        for (int64_t t2 = t + 1; t2 < T; t2++) a[t2] = 0;
+        float *o = out + (b * T + t) * C + h * hs;
+        memset(o, 0, (size_t)hs * sizeof *o);
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          const float *v = inp + (b * T + t2) * C3 + 2 * C + h * hs;
+          for (int64_t i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+        }
+      }
+}
+
+int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
+                           int64_t B, int64_t T, int64_t C, int64_t NH) {
+  int64_t hs = C / NH, C3 = 3 * C;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *datt = malloc((size_t)(T ? T : 1) * sizeof *datt); /* one row of d(att) */
+  if (!datt) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t h = 0; h < NH; h++) {
+        const float *a = att + ((b * NH + h) * T + t) * T;
+        const float *dy = dout + (b * T + t) * C + h * hs;
+        const float *q = inp + (b * T + t) * C3 + h * hs;
+        float *dq = dinp + (b * T + t) * C3 + h * hs;
+        float dot_sum = 0;
+        for (int64_t t2 = 0; t2 <= t; t2++) { /* out = att @ v */
+          const float *v = inp + (b * T + t2) * C3 + 2 * C + h * hs;
+          float *dv = dinp + (b * T + t2) * C3 + 2 * C + h * hs;
+          float d = 0;
+          for (int64_t i = 0; i < hs; i++) {
+            d += v[i] * dy[i];
+            dv[i] += a[t2] * dy[i];
+          }
+          datt[t2] = d;
+          dot_sum += a[t2] * d;
+        }
+        for (int64_t t2 = 0; t2 <= t; t2++) { /* softmax, then q.k * scale */
+          float dpre = a[t2] * (datt[t2] - dot_sum) * scale;
+          const float *k = inp + (b * T + t2) * C3 + C + h * hs;
+          float *dk = dinp + (b * T + t2) * C3 + C + h * hs;
+          for (int64_t i = 0; i < hs; i++) {
+            dq[i] += dpre * k[i];
+            dk[i] += dpre * q[i];
+          }
+        }
+      }
+  free(datt);
+  return 0;
+}
+
+const fsN_kernels fsN_cpu = {
+  fsN_linear_forward, fsN_linear_backward,
+  fsN_embedding_forward, fsN_embedding_backward,
+  fsN_posemb_forward, fsN_posemb_backward,
+  fsN_layernorm_forward, fsN_layernorm_backward,
+  fsN_act_forward, fsN_act_backward,
+  fsN_dropout_forward, fsN_dropout_backward,
+  fsN_attention_forward, fsN_attention_backward,
+  fsN_cross_entropy_forward, fsN_cross_entropy_backward,
+  fsN_mse_forward, fsN_mse_backward,
+};

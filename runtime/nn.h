@@ -1,0 +1,84 @@
+/* nn.h -- layer kernels: each layer's forward and backward as a pair of plain
+ * functions on contiguous float arrays (llm.c style), shapes in the comments.
+ * Backward functions ACCUMULATE (+=) into every gradient they are given, as
+ * PyTorch's do; a NULL gradient pointer means "not needed".  Functions that
+ * can fail (GEMM loading, scratch memory) return 0 or -1 + fsT_error.
+ * Backends reach them through fsN_kernels so another device swaps the table. */
+#ifndef FS_NN_H
+#define FS_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum fsN_act { FSN_RELU, FSN_GELU, FSN_GELU_TANH, FSN_TANH, FSN_SIGMOID, FSN_SILU } fsN_act;
+
+/* out[N,OC] = inp[N,C] @ W[OC,C]^T + b[OC]   (b may be NULL) */
+int fsN_linear_forward(float *out, const float *inp, const float *W, const float *b,
+                       int64_t N, int64_t C, int64_t OC);
+/* dinp[N,C] += dout[N,OC] @ W;  dW[OC,C] += dout^T @ inp;  db[OC] += sum_n dout */
+int fsN_linear_backward(float *dinp, float *dW, float *db, const float *dout,
+                        const float *inp, const float *W, int64_t N, int64_t C, int64_t OC);
+
+/* out[N,D] = W[idx[n], :]   (idx already checked to lie in [0, V)) */
+void fsN_embedding_forward(float *out, const int64_t *idx, const float *W, int64_t N, int64_t D);
+/* dW[idx[n], :] += dout[n, :] */
+void fsN_embedding_backward(float *dW, const float *dout, const int64_t *idx, int64_t N, int64_t D);
+
+/* out[B,T,D] = inp[B,T,D] + W[t,D]  (rows 0..T-1 of the position table) */
+void fsN_posemb_forward(float *out, const float *inp, const float *W, int64_t B, int64_t T, int64_t D);
+/* dinp += dout;  dW[t] += sum_b dout[b,t] */
+void fsN_posemb_backward(float *dinp, float *dW, const float *dout, int64_t B, int64_t T, int64_t D);
+
+/* Over the last dim: out[N,C] = (inp - mean) * rstd * w + b; mean[N], rstd[N] saved */
+void fsN_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *w, const float *b, int64_t N, int64_t C, float eps);
+void fsN_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean,
+                            const float *rstd, int64_t N, int64_t C);
+
+/* out[n] = act(inp[n]);  dinp[n] += dout[n] * act'(inp[n]) (out is act(inp)) */
+void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n);
+void fsN_act_backward(fsN_act act, float *dinp, const float *dout, const float *inp,
+                      const float *out, size_t n);
+
+/* Inverted dropout: element i kept iff u(key, i) >= p, scaled by 1/(1-p);
+ * the mask is recomputed from key in backward rather than stored. */
+void fsN_dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t key);
+void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uint64_t key);
+
+/* Causal self-attention core: inp[B,T,3C] holds q, k, v (head h in columns
+ * [h*hs, (h+1)*hs) of each), att[B,NH,T,T] the softmax probabilities (upper
+ * triangle 0), out[B,T,C]; scale 1/sqrt(hs), hs = C/NH. */
+void fsN_attention_forward(float *out, float *att, const float *inp,
+                           int64_t B, int64_t T, int64_t C, int64_t NH);
+int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
+                           int64_t B, int64_t T, int64_t C, int64_t NH);
+
+typedef struct fsN_kernels {
+  int (*linear_forward)(float *, const float *, const float *, const float *, int64_t, int64_t, int64_t);
+  int (*linear_backward)(float *, float *, float *, const float *, const float *, const float *,
+                         int64_t, int64_t, int64_t);
+  void (*embedding_forward)(float *, const int64_t *, const float *, int64_t, int64_t);
+  void (*embedding_backward)(float *, const float *, const int64_t *, int64_t, int64_t);
+  void (*posemb_forward)(float *, const float *, const float *, int64_t, int64_t, int64_t);
+  void (*posemb_backward)(float *, float *, const float *, int64_t, int64_t, int64_t);
+  void (*layernorm_forward)(float *, float *, float *, const float *, const float *,
+                            const float *, int64_t, int64_t, float);
+  void (*layernorm_backward)(float *, float *, float *, const float *, const float *,
+                             const float *, const float *, const float *, int64_t, int64_t);
+  void (*act_forward)(fsN_act, float *, const float *, size_t);
+  void (*act_backward)(fsN_act, float *, const float *, const float *, const float *, size_t);
+  void (*dropout_forward)(float *, const float *, size_t, float, uint64_t);
+  void (*dropout_backward)(float *, const float *, size_t, float, uint64_t);
+  void (*attention_forward)(float *, float *, const float *, int64_t, int64_t, int64_t, int64_t);
+  int (*attention_backward)(float *, const float *, const float *, const float *,
+                            int64_t, int64_t, int64_t, int64_t);
+  double (*cross_entropy_forward)(const float *, const int64_t *, int64_t, int64_t);
+  void (*cross_entropy_backward)(float *, const float *, const int64_t *, int64_t, int64_t, float);
+  double (*mse_forward)(const float *, const float *, size_t);
+  void (*mse_backward)(float *, float *, const float *, const float *, size_t, float);
+} fsN_kernels;
+
+extern const fsN_kernels fsN_cpu;
+
+#endif

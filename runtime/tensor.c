@@ -1,0 +1,205 @@
+/* tensor.c -- tensor lifetime, shapes, dtype conversion, runtime errors. */
+#include "tensor.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "autograd.h"
+#include "backend.h"
+
+static _Thread_local char errbuf[512];
+
+void fsT_seterr(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+  va_end(ap);
+}
+
+const char *fsT_error(void) { return errbuf; }
+
+size_t fsT_dtype_size(fs_dtype dt) { return dt == FS_I64 ? 8 : dt == FS_BF16 ? 2 : 4; }
+size_t fsT_nbytes(const fs_tensor *t) { return (size_t)t->numel * fsT_dtype_size(t->dtype); }
+
+const char *fsT_dtype_name(fs_dtype dt) {
+  static const char *const names[] = {"float32", "bfloat16", "int64"};
+  return names[dt];
+}
+
+const char *fsT_device_name(fs_device d) {
+  static const char *const names[] = {"meta", "cpu", "cuda"};
+  return d < FS_DEV__COUNT ? names[d] : "?";
+}
+
+static fs_tensor *header(fs_dtype dt, fs_device dev, int rank, const int64_t *shape) {
+  if (rank < 0 || rank > FS_MAX_RANK) {
+    fsT_seterr("tensor rank %d is out of range (at most %d dimensions)", rank, FS_MAX_RANK);
+    return NULL;
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0) {
+      fsT_seterr("negative dimension %lld", (long long)shape[i]);
+      return NULL;
+    }
+    if (shape[i] && numel > (INT64_MAX / 8) / shape[i]) {
+      fsT_seterr("tensor too large");
+      return NULL;
+    }
+    numel *= shape[i];
+  }
+  fs_tensor *t = calloc(1, sizeof *t);
+  if (!t) {
+    fsT_seterr("out of memory");
+    return NULL;
+  }
+  t->refcount = 1;
+  t->dtype = dt;
+  t->device = dev;
+  t->rank = rank;
+  if (rank) memcpy(t->shape, shape, (size_t)rank * sizeof *shape);
+  t->numel = numel;
+  return t;
+}
+
+int fsT_alloc_storage(fs_tensor *t, fs_device dev) {
+  if (dev == FS_DEV_META) {
+    t->device = dev;
+    return 0;
+  }
+  const fsB_backend *be = fsB_get(dev);
+  if (!be) return -1;
+  size_t nb = fsT_nbytes(t);
+  void *p = be->alloc(nb ? nb : 1);
+  if (!p) {
+    fsT_seterr("out of memory allocating %zu bytes on %s", nb, fsT_device_name(dev));
+    return -1;
+  }
+  t->data = p;
+  t->device = dev;
+  return 0;
+}
+
+fs_tensor *fsT_new(fs_dtype dt, fs_device dev, int rank, const int64_t *shape) {
+  fs_tensor *t = header(dt, dev, rank, shape);
+  if (t && dev != FS_DEV_META && fsT_alloc_storage(t, dev) < 0) {
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+fs_tensor *fsT_zeros(fs_dtype dt, fs_device dev, int rank, const int64_t *shape) {
+  fs_tensor *t = fsT_new(dt, dev, rank, shape);
+  if (t && t->data) fsB_get(dev)->zero(t->data, fsT_nbytes(t));
+  return t;
+}
+
+fs_tensor *fsT_zeros_like(const fs_tensor *t) {
+  return fsT_zeros(FS_F32, t->device, t->rank, t->shape);
+}
+
+fs_tensor *fsT_scalar(float v) {
+  fs_tensor *t = fsT_new(FS_F32, FS_DEV_CPU, 0, NULL);
+  if (t) fsT_f32(t)[0] = v;
+  return t;
+}
+
+fs_tensor *fsT_view(fs_tensor *t, int rank, const int64_t *shape) {
+  fs_tensor *v = header(t->dtype, t->device, rank, shape);
+  if (!v) return NULL;
+  if (v->numel != t->numel) {
+    char a[96], b[96];
+    fsT_seterr("shape %s is invalid for input of shape %s",
+               fsT_dims_str(rank, shape, a, sizeof a), fsT_shape_str(t, b, sizeof b));
+    free(v);
+    return NULL;
+  }
+  v->base = fsT_retain(t->base ? t->base : t);
+  v->data = t->data;
+  return v;
+}
+
+fs_tensor *fsT_retain(fs_tensor *t) {
+  if (t) t->refcount++;
+  return t;
+}
+
+void fsT_release(fs_tensor *t) {
+  if (!t || --t->refcount > 0) return;
+  fsG_detach(t);
+  fsT_release(t->grad);
+  if (t->base) fsT_release(t->base);
+  else if (t->data) fsB_get(t->device)->free(t->data, fsT_nbytes(t));
+  free(t);
+}
+
+bool fsT_same_shape(const fs_tensor *a, const fs_tensor *b) {
+  return a->rank == b->rank && !memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]);
+}
+
+char *fsT_dims_str(int rank, const int64_t *shape, char *buf, size_t len) {
+  size_t k = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < rank && k < len; i++) {
+    if (shape[i] < 0) k += (size_t)snprintf(buf + k, len - k, "%s?", i ? ", " : "");
+    else k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  }
+  if (k < len) snprintf(buf + k, len - k, "]");
+  return buf;
+}
+
+char *fsT_shape_str(const fs_tensor *t, char *buf, size_t len) {
+  return fsT_dims_str(t->rank, t->shape, buf, len);
+}
+
+double fsT_get(const fs_tensor *t, int64_t i) {
+  switch (t->dtype) {
+  case FS_F32: return fsT_f32(t)[i];
+  case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)t->data)[i]);
+  case FS_I64: return (double)fsT_i64(t)[i];
+  }
+  return 0;
+}
+
+fs_tensor *fsT_copy(const fs_tensor *t) {
+  fs_tensor *c = fsT_new(t->dtype, t->device, t->rank, t->shape);
+  if (c && t->data) fsB_get(t->device)->copy(c->data, t->data, fsT_nbytes(t));
+  return c;
+}
+
+fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt) {
+  if (t->dtype == dt) return fsT_retain(t);
+  if (t->device != FS_DEV_CPU) {
+    fsT_seterr("dtype conversion needs a cpu tensor, got %s", fsT_device_name(t->device));
+    return NULL;
+  }
+  fs_tensor *c = fsT_new(dt, t->device, t->rank, t->shape);
+  if (!c) return NULL;
+  for (int64_t i = 0; i < t->numel; i++) {
+    double v = fsT_get(t, i);
+    switch (dt) {
+    case FS_F32: fsT_f32(c)[i] = (float)v; break;
+    case FS_BF16: ((uint16_t *)c->data)[i] = fsT_f32_to_bf16((float)v); break;
+    case FS_I64: /* truncation toward zero, as torch; out of range (and NaN) -> INT64_MIN */
+      fsT_i64(c)[i] = v > -9.2e18 && v < 9.2e18 ? (int64_t)v : INT64_MIN;
+      break;
+    }
+  }
+  return c;
+}
+
+uint16_t fsT_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u); /* round half to even */
+  return (uint16_t)(u >> 16);
+}
+
+float fsT_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}

@@ -1,0 +1,133 @@
+/* test_rt_core.c -- tensors (lifetime, views, dtypes, errors), bfloat16
+ * rounding, the counter-based rng's slice property, lazy OpenBLAS. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend.h"
+#include "blas.h"
+#include "rt_testutil.h"
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+static void test_rng_slices(void **state) {
+  enum { N = 10007 };
+  float *full = malloc(N * sizeof *full), *parts = malloc(N * sizeof *parts);
+  for (int normal = 0; normal < 2; normal++) {
+    void (*fill)(float *, size_t, uint64_t, const char *, size_t, float, float) =
+      normal ? fsR_fill_normal : fsR_fill_uniform;
+    fill(full, N, 5, "h.0.0.1.c_attn.weight", 0, normal ? 0 : -0.5f, normal ? 1 : 0.5f);
+    /* uneven slices, odd offsets (normal pairs split) */
+    size_t cuts[] = {0, 1, 4, 999, 5000, 5001, N};
+    for (size_t c = 0; c + 1 < sizeof cuts / sizeof *cuts; c++)
+      fill(parts + cuts[c], cuts[c + 1] - cuts[c], 5, "h.0.0.1.c_attn.weight", cuts[c],
+           normal ? 0 : -0.5f, normal ? 1 : 0.5f);
+    assert_true(fnv(full, N * sizeof *full, 7) == fnv(parts, N * sizeof *parts, 7));
+    for (int i = 0; !normal && i < N; i++) assert_true(full[i] >= -0.5f && full[i] < 0.5f);
+    double mean = 0, var = 0;
+    for (int i = 0; i < N; i++) mean += full[i];
+    mean /= N;
+    for (int i = 0; i < N; i++) var += (full[i] - mean) * (full[i] - mean);
+    var /= N - 1;
+    assert_true(fabs(mean) < 0.03);
+    assert_true(fabs(var - (normal ? 1.0 : 1.0 / 12)) < (normal ? 0.05 : 0.005));
+    /* another name or seed gives another stream */
+    fill(parts, N, 5, "h.0.0.1.c_attn.bias", 0, 0, 1);
+    assert_memory_not_equal(full, parts, 64);
+    fill(parts, N, 6, "h.0.0.1.c_attn.weight", 0, 0, 1);
+    assert_memory_not_equal(full, parts, 64);
+  }
+  free(full);
+  free(parts);
+}
+
+static void test_bf16(void **state) {
+  assert_int_equal(fsT_f32_to_bf16(1.0f), 0x3f80);
+  float f;
+  uint32_t u = 0x3f808000; /* exactly halfway between 0x3f80 and 0x3f81: to even */
+  memcpy(&f, &u, 4);
+  assert_int_equal(fsT_f32_to_bf16(f), 0x3f80);
+  u = 0x3f818000; /* halfway, odd below: rounds up to even */
+  memcpy(&f, &u, 4);
+  assert_int_equal(fsT_f32_to_bf16(f), 0x3f82);
+  u = 0x3f808001; /* just above halfway */
+  memcpy(&f, &u, 4);
+  assert_int_equal(fsT_f32_to_bf16(f), 0x3f81);
+  assert_true(isnan(fsT_bf16_to_f32(fsT_f32_to_bf16(NAN))));
+  assert_true(isinf(fsT_bf16_to_f32(fsT_f32_to_bf16(INFINITY))));
+  assert_float_equal(fsT_bf16_to_f32(fsT_f32_to_bf16(3.14159f)), 3.140625f, 0);
+  int64_t s[1] = {3};
+  fs_tensor *t = rt_rand("t", -2, 2, 1, s), *b = rt_ok(fsT_to_dtype(t, FS_BF16));
+  assert_int_equal(b->dtype, FS_BF16);
+  assert_int_equal(fsT_nbytes(b), 6);
+  for (int i = 0; i < 3; i++) assert_float_equal(fsT_get(b, i), fsT_f32(t)[i], 1e-2);
+  fsT_release(b);
+  fsT_release(t);
+}
+
+static void test_tensor_lifetime(void **state) {
+  int64_t s[3] = {2, 3, 4};
+  fs_tensor *t = rt_ok(fsT_zeros(FS_F32, FS_DEV_CPU, 3, s));
+  assert_int_equal(t->numel, 24);
+  fsT_f32(t)[5] = 7;
+  int64_t vs[2] = {6, 4};
+  fs_tensor *v = rt_ok(fsT_view(t, 2, vs));
+  assert_ptr_equal(v->data, t->data);
+  fsT_release(t); /* the view keeps the storage */
+  assert_float_equal(fsT_f32(v)[5], 7, 0);
+  int64_t bad[1] = {5};
+  assert_null(fsT_view(v, 1, bad));
+  assert_string_equal(fsT_error(), "shape [5] is invalid for input of shape [6, 4]");
+  char buf[64];
+  assert_string_equal(fsT_shape_str(v, buf, sizeof buf), "[6, 4]");
+  fsT_release(v);
+  int64_t neg[1] = {-2};
+  assert_null(fsT_new(FS_F32, FS_DEV_CPU, 1, neg));
+  assert_null(fsT_new(FS_F32, FS_DEV_CPU, FS_MAX_RANK + 1, s));
+  int64_t huge[2] = {INT64_MAX / 4, 4};
+  assert_null(fsT_new(FS_F32, FS_DEV_META, 2, huge));
+  assert_null(fsT_new(FS_F32, FS_DEV_CUDA, 1, s));
+  assert_string_equal(fsT_error(), "no cuda backend in this build");
+  fs_tensor *m = rt_ok(fsT_new(FS_F32, FS_DEV_META, 3, s));
+  assert_null(m->data);
+  assert_int_equal(fsT_alloc_storage(m, FS_DEV_CPU), 0);
+  assert_non_null(m->data);
+  fsT_release(m);
+  int64_t two[1] = {2};
+  fs_tensor *i = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, 1, two));
+  fsT_i64(i)[0] = -3;
+  fsT_i64(i)[1] = 9;
+  fs_tensor *f = rt_ok(fsT_to_dtype(i, FS_F32));
+  assert_true(fsT_f32(f)[0] == -3.0f && fsT_f32(f)[1] == 9.0f);
+  fs_tensor *same = fsT_to_dtype(f, FS_F32);
+  assert_ptr_equal(same, f);
+  fsT_release(same);
+  fsT_release(f);
+  fsT_release(i);
+}
+
+static void test_blas_lazy(void **state) {
+  assert_false(fsB_blas_loaded()); /* nothing so far needed a GEMM */
+  float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4];
+  /* [2x3] @ [3x2] */
+  assert_int_equal(fsB_sgemm(false, false, 2, 2, 3, 1, A, 3, B, 2, 0, C, 2), 0);
+  assert_true(fsB_blas_loaded());
+  float want[4] = {4, 5, 10, 11};
+  assert_memory_equal(C, want, sizeof want);
+  assert_int_equal(fsB_sgemm(true, false, 3, 2, 2, 1, A, 3, C, 2, 0, B, 2), 0); /* A^T C */
+  assert_float_equal(B[0], 1 * 4 + 4 * 10, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_blas_lazy), /* first: checks nothing loaded BLAS before */
+    cmocka_unit_test(test_rng_slices),
+    cmocka_unit_test(test_bf16),
+    cmocka_unit_test(test_tensor_lifetime),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,370 @@
+/* test_rt_grad.c -- every layer's and loss's backward against central finite
+ * differences through the autograd tape, plus tape semantics: accumulation,
+ * no_grad, graph freeing, scalar arithmetic, comparisons. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rt_testutil.h"
+
+#define MAXIN 3
+
+/* The function under test: builds an output from inputs on the tape. */
+typedef fs_tensor *(*fn_t)(fs_tensor **in, const void *ctx);
+
+/* loss = sum(f(in) * R) for a fixed random R, so every output element
+ * weighs in differently. */
+static double weighted_loss(fn_t f, fs_tensor **in, const void *ctx, fs_tensor *R, fs_tensor **keep) {
+  fs_tensor *out = rt_ok(f(in, ctx));
+  fs_tensor *prod = rt_ok(fsG_binary(FSB_MUL, out, R));
+  fs_tensor *loss = rt_ok(fsG_sum(prod));
+  double v;
+  assert_int_equal(fsG_item(loss, &v), 0);
+  fsT_release(out);
+  fsT_release(prod);
+  if (keep) *keep = loss;
+  else fsT_release(loss);
+  return v;
+}
+
+/* Checks d loss / d in[k] for every float input with requires_grad. */
+static void gradcheck(fn_t f, fs_tensor **in, int nin, const void *ctx, double h, double tol) {
+  fs_tensor *probe = rt_ok(f(in, ctx));
+  fs_tensor *R = rt_rand("R", -1, 1, probe->rank, probe->shape);
+  fsT_release(probe);
+  fs_tensor *loss;
+  weighted_loss(f, in, ctx, R, &loss);
+  assert_int_equal(fsG_backward(loss), 0);
+  fsT_release(loss);
+  bool old = fsG_set_grad_enabled(false);
+  for (int k = 0; k < nin; k++) {
+    fs_tensor *x = in[k];
+    if (!x || !x->requires_grad) continue;
+    assert_non_null(x->grad);
+    float *xv = fsT_f32(x);
+    for (int64_t i = 0; i < x->numel; i++) {
+      float save = xv[i];
+      xv[i] = save + (float)h;
+      double lp = weighted_loss(f, in, ctx, R, NULL);
+      xv[i] = save - (float)h;
+      double lm = weighted_loss(f, in, ctx, R, NULL);
+      xv[i] = save;
+      double num = (lp - lm) / (2 * h), ana = fsT_f32(x->grad)[i];
+      if (fabs(num - ana) > tol * (1 + fabs(num)))
+        fail_msg("input %d element %lld: analytic %.6g vs numeric %.6g", k, (long long)i, ana, num);
+    }
+  }
+  fsG_set_grad_enabled(old);
+  fsT_release(R);
+}
+
+static fs_tensor *param(const char *name, int rank, const int64_t *shape) {
+  fs_tensor *t = rt_rand(name, -1, 1, rank, shape);
+  t->requires_grad = true;
+  return t;
+}
+
+static void release_all(fs_tensor **in, int n) {
+  for (int i = 0; i < n; i++) fsT_release(in[i]);
+}
+
+/* ---- layers ---- */
+
+static fs_tensor *f_linear(fs_tensor **in, const void *ctx) { return fsG_linear(in[0], in[1], in[2]); }
+
+static void test_linear(void **state) {
+  int64_t xs[3] = {2, 3, 5}, ws[2] = {4, 5}, bs[1] = {4};
+  fs_tensor *in[3] = {param("x", 3, xs), param("W", 2, ws), param("b", 1, bs)};
+  gradcheck(f_linear, in, 3, NULL, 1e-2, 2e-3);
+  release_all(in, 3);
+  /* without bias */
+  fs_tensor *in2[3] = {param("x", 3, xs), param("W", 2, ws), NULL};
+  gradcheck(f_linear, in2, 3, NULL, 1e-2, 2e-3);
+  release_all(in2, 3);
+}
+
+static void test_linear_shape_error(void **state) {
+  int64_t xs[2] = {64, 256}, ws[2] = {10, 128};
+  fs_tensor *x = param("x", 2, xs), *W = param("W", 2, ws);
+  assert_null(fsG_linear(x, W, NULL));
+  assert_string_equal(fsT_error(), "mat1 and mat2 shapes cannot be multiplied (64x256 and 128x10)");
+  fsT_release(x);
+  fsT_release(W);
+}
+
+static fs_tensor *f_embedding(fs_tensor **in, const void *ctx) { return fsG_embedding((fs_tensor *)ctx, in[0]); }
+
+static void test_embedding(void **state) {
+  int64_t ws[2] = {5, 3}, is[2] = {2, 3};
+  fs_tensor *idx = fsT_new(FS_I64, FS_DEV_CPU, 2, is);
+  int64_t v[6] = {0, 4, 2, 4, 4, 1}; /* repeated rows accumulate */
+  memcpy(idx->data, v, sizeof v);
+  fs_tensor *in[1] = {param("W", 2, ws)};
+  gradcheck(f_embedding, in, 1, idx, 1e-2, 2e-3);
+  fsT_i64(idx)[2] = 5;
+  assert_null(fsG_embedding(idx, in[0]));
+  assert_non_null(strstr(fsT_error(), "index out of range in self"));
+  release_all(in, 1);
+  fsT_release(idx);
+}
+
+static fs_tensor *f_posemb(fs_tensor **in, const void *ctx) { return fsG_posemb(in[0], in[1]); }
+
+static void test_posemb(void **state) {
+  int64_t xs[3] = {2, 3, 4}, ws[2] = {5, 4}; /* T = 3 of context 5 */
+  fs_tensor *in[2] = {param("x", 3, xs), param("W", 2, ws)};
+  gradcheck(f_posemb, in, 2, NULL, 1e-2, 2e-3);
+  for (int64_t i = 12; i < 20; i++) assert_true(fsT_f32(in[1]->grad)[i] == 0); /* unused rows */
+  release_all(in, 2);
+}
+
+static fs_tensor *f_layernorm(fs_tensor **in, const void *ctx) {
+  return fsG_layernorm(in[0], in[1], in[2], 1e-5);
+}
+
+static void test_layernorm(void **state) {
+  int64_t xs[2] = {3, 6}, ws[1] = {6};
+  fs_tensor *in[3] = {param("x", 2, xs), param("w", 1, ws), param("b", 1, ws)};
+  gradcheck(f_layernorm, in, 3, NULL, 1e-2, 5e-3);
+  release_all(in, 3);
+}
+
+static fs_tensor *f_act(fs_tensor **in, const void *ctx) { return fsG_act(*(const fsN_act *)ctx, in[0]); }
+
+static void test_activations(void **state) {
+  int64_t xs[2] = {4, 5};
+  for (fsN_act a = FSN_GELU; a <= FSN_SILU; a++) {
+    fs_tensor *in[1] = {rt_rand("x", -3, 3, 2, xs)};
+    in[0]->requires_grad = true;
+    gradcheck(f_act, in, 1, &a, 1e-2, 2e-3);
+    release_all(in, 1);
+  }
+  /* relu: keep inputs away from the kink */
+  fs_tensor *in[1] = {rt_rand("x", 0.1f, 2, 2, xs)};
+  for (int i = 0; i < 10; i++) fsT_f32(in[0])[i] = -fsT_f32(in[0])[i];
+  in[0]->requires_grad = true;
+  fsN_act relu = FSN_RELU;
+  gradcheck(f_act, in, 1, &relu, 1e-2, 2e-3);
+  release_all(in, 1);
+}
+
+static void test_gelu_values(void **state) {
+  /* torch.nn.functional.gelu(torch.tensor([-1., 0.5, 2.]), approximate=...) */
+  float x[3] = {-1.0f, 0.5f, 2.0f}, y[3];
+  const float exact[3] = {-0.15865529f, 0.34573123f, 1.95449972f};
+  const float tanh_[3] = {-0.15880796f, 0.34571401f, 1.95459771f};
+  fsN_act_forward(FSN_GELU, y, x, 3);
+  for (int i = 0; i < 3; i++) assert_float_equal(y[i], exact[i], 1e-6);
+  fsN_act_forward(FSN_GELU_TANH, y, x, 3);
+  for (int i = 0; i < 3; i++) assert_float_equal(y[i], tanh_[i], 1e-6);
+}
+
+static fs_tensor *f_attention(fs_tensor **in, const void *ctx) { return fsG_attention(in[0], 2); }
+
+static void test_attention(void **state) {
+  int64_t xs[3] = {2, 4, 3 * 6}; /* B 2, T 4, C 6, 2 heads */
+  fs_tensor *in[1] = {param("qkv", 3, xs)};
+  gradcheck(f_attention, in, 1, NULL, 1e-2, 3e-3);
+  release_all(in, 1);
+}
+
+static void test_attention_causal(void **state) {
+  /* Changing the last position's k/v must not change earlier outputs. */
+  int64_t xs[3] = {1, 3, 6};
+  fs_tensor *a = rt_rand("qkv", -1, 1, 3, xs), *b = fsT_copy(a);
+  for (int i = 2 * 6; i < 3 * 6; i++) fsT_f32(b)[i] += 1.0f;
+  fs_tensor *ya = rt_ok(fsG_attention(a, 1)), *yb = rt_ok(fsG_attention(b, 1));
+  for (int i = 0; i < 2 * 2; i++) assert_true(fsT_f32(ya)[i] == fsT_f32(yb)[i]);
+  assert_true(fsT_f32(ya)[4] != fsT_f32(yb)[4]);
+  /* the first position attends only to itself: its output is its v */
+  for (int i = 0; i < 2; i++) assert_float_equal(fsT_f32(ya)[i], fsT_f32(a)[4 + i], 1e-6);
+  fsT_release(a); fsT_release(b); fsT_release(ya); fsT_release(yb);
+}
+
+static fs_tensor *f_dropout(fs_tensor **in, const void *ctx) { return fsG_dropout(in[0], 0.3, 77); }
+
+static void test_dropout(void **state) {
+  int64_t xs[1] = {4000};
+  fs_tensor *in[1] = {param("x", 1, xs)};
+  gradcheck(f_dropout, in, 1, NULL, 1e-2, 2e-3);
+  fs_tensor *y = rt_ok(fsG_dropout(in[0], 0.3, 77));
+  int zeros = 0;
+  for (int i = 0; i < 4000; i++) {
+    float v = fsT_f32(y)[i];
+    if (v == 0) zeros++;
+    else assert_float_equal(v, fsT_f32(in[0])[i] / 0.7f, 1e-5);
+  }
+  assert_in_range(zeros, 1000, 1400); /* ~1200 expected */
+  fsT_release(y);
+  release_all(in, 1);
+}
+
+/* ---- losses ---- */
+
+static fs_tensor *f_ce(fs_tensor **in, const void *ctx) { return fsG_cross_entropy(in[0], (fs_tensor *)ctx); }
+
+static void test_cross_entropy(void **state) {
+  int64_t ls[3] = {2, 3, 5}, ts[2] = {2, 3};
+  fs_tensor *t = fsT_new(FS_I64, FS_DEV_CPU, 2, ts);
+  int64_t v[6] = {0, 4, 2, 1, 3, 3};
+  memcpy(t->data, v, sizeof v);
+  fs_tensor *in[1] = {param("logits", 3, ls)};
+  gradcheck(f_ce, in, 1, t, 1e-2, 2e-3);
+  release_all(in, 1);
+  /* value: uniform logits give log(C) */
+  int64_t ls2[2] = {2, 4}, ts2[1] = {2};
+  fs_tensor *z = fsT_zeros(FS_F32, FS_DEV_CPU, 2, ls2), *t2 = fsT_zeros(FS_I64, FS_DEV_CPU, 1, ts2);
+  fs_tensor *loss = rt_ok(fsG_cross_entropy(z, t2));
+  assert_float_equal(fsT_f32(loss)[0], logf(4), 1e-6);
+  fsT_i64(t2)[1] = 4;
+  assert_null(fsG_cross_entropy(z, t2));
+  assert_string_equal(fsT_error(), "Target 4 is out of bounds.");
+  fsT_release(loss); fsT_release(z); fsT_release(t2); fsT_release(t);
+}
+
+static fs_tensor *f_mse(fs_tensor **in, const void *ctx) { return fsG_mse_loss(in[0], in[1]); }
+
+static void test_mse(void **state) {
+  int64_t s[2] = {3, 4};
+  fs_tensor *in[2] = {param("p", 2, s), param("t", 2, s)};
+  gradcheck(f_mse, in, 2, NULL, 1e-2, 2e-3);
+  release_all(in, 2);
+}
+
+/* ---- tape semantics ---- */
+
+static fs_tensor *f_arith(fs_tensor **in, const void *ctx) {
+  /* (a * b - a / b) + 0.5 * a, with a scalar tensor c broadcast: ... * c */
+  fs_tensor *ab = fsG_binary(FSB_MUL, in[0], in[1]);
+  fs_tensor *q = fsG_binary(FSB_DIV, in[0], in[1]);
+  fs_tensor *d = fsG_binary(FSB_SUB, ab, q);
+  fs_tensor *h = fsG_binary_scalar(FSB_MUL, in[0], 0.5, false, true);
+  fs_tensor *s = fsG_binary(FSB_ADD, d, h);
+  fs_tensor *out = fsG_binary(FSB_MUL, s, in[2]);
+  fsT_release(ab); fsT_release(q); fsT_release(d); fsT_release(h); fsT_release(s);
+  return out;
+}
+
+static void test_arithmetic(void **state) {
+  int64_t s[2] = {2, 3};
+  fs_tensor *in[3] = {param("a", 2, s), rt_rand("b", 0.5f, 2, 2, s), param("c", 0, NULL)};
+  in[1]->requires_grad = true;
+  gradcheck(f_arith, in, 3, NULL, 1e-2, 2e-3);
+  release_all(in, 3);
+}
+
+static void test_accumulate_and_free(void **state) {
+  int64_t xs[2] = {2, 3}, ws[2] = {2, 3};
+  fs_tensor *x = rt_rand("x", -1, 1, 2, xs), *W = param("W", 2, ws);
+  float first[6];
+  for (int pass = 0; pass < 2; pass++) {
+    fs_tensor *y = rt_ok(fsG_linear(x, W, NULL));
+    fs_tensor *l = rt_ok(fsG_mean(y));
+    fs_tensor *l2 = rt_ok(fsG_binary_scalar(FSB_MUL, l, 0.5, false, false)); /* loss * 0.5 + loss */
+    fs_tensor *l3 = rt_ok(fsG_binary(FSB_ADD, l2, l));
+    assert_int_equal(fsG_backward(l3), 0);
+    assert_null(l3->node); /* graph freed */
+    assert_int_equal(fsG_backward(l3), -1);
+    if (pass == 0) memcpy(first, W->grad->data, sizeof first);
+    else
+      for (int i = 0; i < 6; i++) assert_float_equal(fsT_f32(W->grad)[i], 2 * first[i], 1e-6);
+    fsT_release(y); fsT_release(l); fsT_release(l2); fsT_release(l3);
+  }
+  /* d/dW of 1.5 * mean(x W^T): column j of row o is 1.5 * x[n, j] / 4 summed over n */
+  for (int o = 0; o < 2; o++)
+    for (int j = 0; j < 3; j++) {
+      float want = 1.5f * (fsT_f32(x)[j] + fsT_f32(x)[3 + j]) / 4;
+      assert_float_equal(fsT_f32(W->grad)[o * 3 + j], 2 * want, 1e-5);
+    }
+  assert_null(x->grad); /* an input that does not require grad gets none */
+  fsT_release(x);
+  fsT_release(W);
+}
+
+static void test_no_grad(void **state) {
+  int64_t s[1] = {3};
+  fs_tensor *w = param("w", 1, s);
+  bool old = fsG_set_grad_enabled(false);
+  fs_tensor *y = rt_ok(fsG_sum(w));
+  assert_false(y->requires_grad);
+  assert_null(y->node);
+  assert_int_equal(fsG_backward(y), -1);
+  assert_string_equal(fsT_error(), "element 0 of tensors does not require grad and does not have a grad_fn");
+  fsG_set_grad_enabled(old);
+  assert_true(fsG_grad_enabled());
+  fsT_release(y);
+  fsT_release(w);
+}
+
+static void test_compare_and_item(void **state) {
+  int64_t s[2] = {3, 4}, ts[1] = {3};
+  fs_tensor *logits = rt_rand("l", -1, 1, 2, s), *y = fsT_new(FS_I64, FS_DEV_CPU, 1, ts);
+  float *l = fsT_f32(logits);
+  l[2] = 5; l[4 + 1] = 5; l[8 + 3] = 5;   /* argmax 2, 1, 3 */
+  int64_t yv[3] = {2, 0, 3};
+  memcpy(y->data, yv, sizeof yv);
+  fs_tensor *pred = rt_ok(fsG_argmax(logits, 1));
+  assert_int_equal(pred->dtype, FS_I64);
+  assert_int_equal(pred->rank, 1);
+  fs_tensor *eq = rt_ok(fsG_compare(FSG_EQ, pred, y));
+  fs_tensor *cnt = rt_ok(fsG_sum(eq));
+  double v;
+  assert_int_equal(fsG_item(cnt, &v), 0);
+  assert_int_equal(cnt->dtype, FS_I64);
+  assert_true(v == 2);
+  fs_tensor *f = rt_ok(fsT_to_dtype(cnt, FS_F32));
+  fs_tensor *r = rt_ok(fsG_binary_scalar(FSB_DIV, f, 4, true, false));
+  assert_int_equal(fsG_item(r, &v), 0);
+  assert_float_equal(v, 0.5, 1e-7);
+  assert_int_equal(fsG_item(logits, &v), -1);
+  assert_string_equal(fsT_error(), "a Tensor with 12 elements cannot be converted to Scalar");
+  fs_tensor *gt = rt_ok(fsG_compare_scalar(FSG_GT, logits, 4.0, false));
+  fs_tensor *ngt = rt_ok(fsG_sum(gt));
+  assert_int_equal(fsT_i64(ngt)[0], 3);
+  int64_t bad[1] = {4};
+  fs_tensor *z = fsT_zeros(FS_I64, FS_DEV_CPU, 1, bad);
+  assert_null(fsG_compare(FSG_EQ, pred, z));
+  assert_string_equal(fsT_error(), "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0");
+  assert_null(fsG_mean(eq));
+  fs_tensor *tensors[] = {logits, y, pred, eq, cnt, f, r, gt, ngt, z};
+  for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) fsT_release(tensors[i]);
+}
+
+static void test_meta_rejected(void **state) {
+  int64_t s[2] = {2, 2};
+  fs_tensor *m = fsT_new(FS_F32, FS_DEV_META, 2, s), *x = rt_rand("x", -1, 1, 2, s);
+  assert_null(m->data);
+  assert_null(fsG_linear(x, m, NULL));
+  assert_non_null(strstr(fsT_error(), "meta"));
+  fsT_release(m);
+  fsT_release(x);
+}
+
+/* A failed check longjmps out of gradcheck with grad mode off. */
+static int reset_grad_mode(void **state) {
+  fsG_set_grad_enabled(true);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup(test_linear, reset_grad_mode),
+    cmocka_unit_test_setup(test_linear_shape_error, reset_grad_mode),
+    cmocka_unit_test_setup(test_embedding, reset_grad_mode),
+    cmocka_unit_test_setup(test_posemb, reset_grad_mode),
+    cmocka_unit_test_setup(test_layernorm, reset_grad_mode),
+    cmocka_unit_test_setup(test_activations, reset_grad_mode),
+    cmocka_unit_test_setup(test_gelu_values, reset_grad_mode),
+    cmocka_unit_test_setup(test_attention, reset_grad_mode),
+    cmocka_unit_test_setup(test_attention_causal, reset_grad_mode),
+    cmocka_unit_test_setup(test_dropout, reset_grad_mode),
+    cmocka_unit_test_setup(test_cross_entropy, reset_grad_mode),
+    cmocka_unit_test_setup(test_mse, reset_grad_mode),
+    cmocka_unit_test_setup(test_arithmetic, reset_grad_mode),
+    cmocka_unit_test_setup(test_accumulate_and_free, reset_grad_mode),
+    cmocka_unit_test_setup(test_no_grad, reset_grad_mode),
+    cmocka_unit_test_setup(test_compare_and_item, reset_grad_mode),
+    cmocka_unit_test_setup(test_meta_rejected, reset_grad_mode),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
