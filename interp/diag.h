@@ -1,0 +1,86 @@
+/* diag.h -- every diagnostic (syntax, check, run time) goes through here.
+ * A diagnostic has a severity, an optional rule id ("R36", "W4", "E-syntax",
+ * ...), a primary span with its message, secondary spans rendered as `note:`,
+ * a `help:` text, and an optional mechanical fix (byte-range edits) that
+ * `fabricscript fix` applies. Rendering is text (GCC/Clang shape, optional
+ * colour) or JSON lines. */
+#ifndef FS_DIAG_H
+#define FS_DIAG_H
+
+#include <stdio.h>
+#include "ast.h"
+
+typedef enum fs_severity { FS_SEV_NOTE, FS_SEV_WARNING, FS_SEV_ERROR } fs_severity;
+
+typedef struct fs_note {
+  const fs_source *src; /* may differ from the diagnostic's (never NULL) */
+  fs_loc loc;
+  char *message;
+} fs_note;
+
+typedef struct fs_edit {
+  fs_loc loc;      /* bytes replaced in the diagnostic's source */
+  char *text;      /* replacement */
+} fs_edit;
+
+typedef struct fs_diag {
+  fs_severity severity;
+  char *rule;               /* "R36", "W4", "syntax", "name", ... never NULL */
+  const fs_source *src;     /* NULL for diagnostics without a location */
+  fs_loc loc;
+  char *message;
+  fs_note *notes; size_t nnotes;
+  char *help;               /* may be NULL; may span lines */
+  fs_edit *edits; size_t nedits; /* the mechanical fix, if any */
+} fs_diag;
+
+typedef enum fs_diag_format { FS_DIAG_TEXT, FS_DIAG_JSON } fs_diag_format;
+
+typedef struct fs_diags {
+  fs_diag *items; size_t n, cap;
+  size_t nerrors, nwarnings;
+} fs_diags;
+
+void fsD_init(fs_diags *d);
+void fsD_free(fs_diags *d);
+/* Adds a diagnostic and returns it for notes/help/edits; message is printf-style.
+ * The pointer is valid until the next fsD_add on d. Out of memory exits 3. */
+fs_diag *fsD_add(fs_diags *d, fs_severity sev, const char *rule,
+                 const fs_source *src, fs_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+void fsD_note(fs_diag *g, const fs_source *src, fs_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void fsD_help(fs_diag *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fsD_edit(fs_diag *g, fs_loc loc, const char *text);
+/* Stable sort by (source order of primary location); keeps insertion order on ties. */
+void fsD_sort(fs_diags *d);
+
+typedef struct fs_render_opts {
+  fs_diag_format format;
+  int color; /* 0/1, already resolved from --color=auto|always|never */
+} fs_render_opts;
+
+void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt);
+void fsD_render_all(FILE *out, const fs_diags *d, const fs_render_opts *opt);
+
+int fsD_has_errors(const fs_diags *d);
+/* Decodes the code point at s (n > 0 bytes left) and returns its length in
+ * bytes. An invalid, overlong or truncated sequence decodes as one byte of
+ * U+FFFD, so that each bad byte is one column. */
+size_t fsD_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* 1-based line and code-point column of a byte offset, as diagnostics show
+ * it: an invalid UTF-8 byte is one column. */
+void fsD_position(const fs_source *src, uint32_t offset, uint32_t *line, uint32_t *column);
+
+/* src's text with the edits of every diagnostic on src applied (`fix`).
+ * Edits are taken in diagnostic order; one that is out of range or overlaps
+ * one already taken (intersecting ranges, an insertion inside a replaced
+ * range, two insertions at one offset) is skipped. Returns a malloc'd
+ * NUL-terminated buffer of *out_len bytes. */
+char *fsD_apply_fixes(const fs_source *src, const fs_diags *d, size_t *out_len);
+/* `diff -u`-shaped line diff (Myers, 3 lines of context) with `--- a/PATH`
+ * and `+++ b/PATH` headers; prints nothing when the texts are equal. */
+void fsD_print_unified_diff(FILE *out, const char *path, const char *old, size_t old_len,
+                            const char *new_, size_t new_len);
+
+#endif

@@ -1,0 +1,605 @@
+/* testrun.c -- `fabricscript test`: reads each script's annotations, runs
+ * the interpreter on it as a child process and compares what it did. */
+#define _POSIX_C_SOURCE 200809L
+#include "testrun.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Output past this is a runaway script: kill it rather than fill memory. */
+#define OUTPUT_LIMIT ((size_t)64 << 20)
+
+static _Noreturn void oom(void) {
+  fputs("fabricscript: out of memory\n", stderr);
+  exit(3);
+}
+
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) oom();
+  return q;
+}
+
+static char *xstrndup(const char *s, size_t n) {
+  char *d = xrealloc(NULL, n + 1);
+  memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+/* A growable array of strings. */
+typedef struct strv { char **v; size_t n, cap; } strv;
+
+static void strv_push(strv *a, char *s) {
+  if (a->n == a->cap) a->v = xrealloc(a->v, (a->cap = a->cap ? 2 * a->cap : 8) * sizeof *a->v);
+  a->v[a->n++] = s;
+}
+
+static void strv_free(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+/* ---- annotations --------------------------------------------------------- */
+
+static int is_blank(char c) { return c == ' ' || c == '\t'; }
+
+/* Offset of the comment's `#` in line[0, n), or n: quotes open strings
+ * (with backslash escapes) that end at their quote or at the end of line. */
+static size_t comment_start(const char *line, size_t n) {
+  char quote = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (quote) {
+      if (line[i] == '\\') i++;
+      else if (line[i] == quote) quote = 0;
+    } else if (line[i] == '"' || line[i] == '\'') {
+      quote = line[i];
+    } else if (line[i] == '#') {
+      return i;
+    }
+  }
+  return n;
+}
+
+/* Splits s[0, n) on blanks into spec->args; '...' and "..." group (no
+ * escapes inside). Returns -1 on an unterminated quote. */
+static int split_args(const char *s, size_t n, strv *args) {
+  size_t i = 0;
+  while (i < n) {
+    while (i < n && is_blank(s[i])) i++;
+    if (i == n) break;
+    char *tok = xrealloc(NULL, n - i + 1);
+    size_t t = 0;
+    while (i < n && !is_blank(s[i])) {
+      if (s[i] == '"' || s[i] == '\'') {
+        const char *close = memchr(s + i + 1, s[i], n - i - 1);
+        if (!close) { free(tok); return -1; }
+        memcpy(tok + t, s + i + 1, (size_t)(close - s - i - 1));
+        t += (size_t)(close - s - i - 1);
+        i = (size_t)(close - s) + 1;
+      } else {
+        tok[t++] = s[i++];
+      }
+    }
+    tok[t] = '\0';
+    strv_push(args, tok);
+  }
+  return 0;
+}
+
+static const char *keyword_after(const char *c, const char *end, const char *kw) {
+  size_t n = strlen(kw);
+  return (size_t)(end - c) >= n && memcmp(c, kw, n) == 0 ? c + n : NULL;
+}
+
+static void trim(const char **b, const char **e) {
+  while (*b < *e && is_blank(**b)) (*b)++;
+  while (*e > *b && is_blank((*e)[-1])) (*e)--;
+}
+
+static char *fail_line(uint32_t line, const char *what) {
+  int n = snprintf(NULL, 0, "line %u: %s", line, what);
+  char *s = xrealloc(NULL, (size_t)n + 1);
+  snprintf(s, (size_t)n + 1, "line %u: %s", line, what);
+  return s;
+}
+
+/* One line's annotation; returns -1 with spec->error set if malformed. */
+static int parse_line(fsX_spec *spec, strv *out, strv *args, uint32_t lineno,
+                      const char *line, size_t n) {
+  size_t h = comment_start(line, n);
+  if (h == n) return 0;
+  int whole = 1;
+  for (size_t i = 0; i < h; i++) whole &= is_blank(line[i]);
+  const char *c = line + h + 1, *end = line + n, *rest;
+  while (c < end && is_blank(*c)) c++;
+  fs_severity sev = FS_SEV_WARNING;
+  if ((rest = keyword_after(c, end, "error:")) != NULL) sev = FS_SEV_ERROR;
+  else rest = keyword_after(c, end, "warning:");
+  if (rest) {
+    trim(&rest, &end);
+    if (rest == end) {
+      spec->error = fail_line(lineno, "an error or warning annotation needs the message text");
+      return -1;
+    }
+    spec->expects = xrealloc(spec->expects, (spec->nexpects + 1) * sizeof *spec->expects);
+    spec->expects[spec->nexpects++] =
+        (fsX_expect){ sev, lineno, xstrndup(rest, (size_t)(end - rest)) };
+    return 0;
+  }
+  int kind = (rest = keyword_after(c, end, "out:")) ? 'o'
+             : (rest = keyword_after(c, end, "args:")) ? 'a'
+             : (rest = keyword_after(c, end, "mode:")) ? 'm' : 0;
+  if (!kind) return 0;
+  if (!whole) {
+    spec->error = fail_line(lineno, "`# out:`, `# args:` and `# mode:` must be whole-line comments");
+    return -1;
+  }
+  if (kind == 'o') {
+    if (rest < end && *rest == ' ') rest++;
+    strv_push(out, xstrndup(rest, (size_t)(end - rest)));
+  } else if (kind == 'a') {
+    if (split_args(rest, (size_t)(end - rest), args) < 0) {
+      spec->error = fail_line(lineno, "unterminated quote in `# args:`");
+      return -1;
+    }
+  } else {
+    trim(&rest, &end);
+    if ((size_t)(end - rest) == 5 && memcmp(rest, "check", 5) == 0) spec->check_mode = 1;
+    else if ((size_t)(end - rest) == 3 && memcmp(rest, "run", 3) == 0) spec->check_mode = 0;
+    else {
+      spec->error = fail_line(lineno, "`# mode:` is `check` or `run`");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int fsX_parse_spec(const char *text, size_t len, fsX_spec *spec) {
+  memset(spec, 0, sizeof *spec);
+  strv out = { 0 }, args = { 0 };
+  int rc = 0;
+  uint32_t lineno = 1;
+  for (size_t i = 0; i < len && rc == 0; lineno++) {
+    const char *nl = memchr(text + i, '\n', len - i);
+    size_t n = nl ? (size_t)(nl - text) - i : len - i;
+    size_t m = n > 0 && text[i + n - 1] == '\r' ? n - 1 : n;
+    rc = parse_line(spec, &out, &args, lineno, text + i, m);
+    i += n + 1;
+  }
+  spec->out = out.v; spec->nout = out.n;
+  spec->args = args.v; spec->nargs = args.n;
+  return rc;
+}
+
+void fsX_spec_free(fsX_spec *spec) {
+  for (size_t i = 0; i < spec->nexpects; i++) free(spec->expects[i].text);
+  free(spec->expects);
+  strv_free(spec->out, spec->nout);
+  strv_free(spec->args, spec->nargs);
+  free(spec->error);
+  memset(spec, 0, sizeof *spec);
+}
+
+/* ---- running ----------------------------------------------------------- */
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void close_pair(int p[2]) {
+  if (p[0] >= 0) close(p[0]);
+  if (p[1] >= 0) close(p[1]);
+}
+
+static int cloexec_pipe(int p[2]) {
+  if (pipe(p) < 0) { p[0] = p[1] = -1; return -1; }
+  fcntl(p[0], F_SETFD, FD_CLOEXEC);
+  fcntl(p[1], F_SETFD, FD_CLOEXEC);
+  return 0;
+}
+
+/* In the child: wire the pipes and exec; an error goes back through report
+ * as errno (its close on exec tells the parent that exec worked). */
+static void exec_child(char *const argv[], int out, int err, int report) {
+  setpgid(0, 0);
+  int nul = open("/dev/null", O_RDONLY);
+  if (nul >= 0 && dup2(nul, 0) >= 0 && dup2(out, 1) >= 0 && dup2(err, 2) >= 0)
+    execv(argv[0], argv);
+  int e = errno;
+  if (write(report, &e, sizeof e) < 0) _exit(126);
+  _exit(127);
+}
+
+typedef struct capture { int fd; char **buf; size_t *len, cap; } capture;
+
+/* Reads what fd has; 0 at end of file or error, 1 to keep reading. */
+static int drain(capture *c) {
+  if (c->cap - *c->len < 65536) *c->buf = xrealloc(*c->buf, (c->cap = 2 * c->cap + 65536) + 1);
+  ssize_t n = read(c->fd, *c->buf + *c->len, c->cap - *c->len);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 1;
+  if (n <= 0) return 0;
+  *c->len += (size_t)n;
+  (*c->buf)[*c->len] = '\0';
+  return 1;
+}
+
+/* Collects the child's output until both pipes close, the deadline passes
+ * or the output grows past OUTPUT_LIMIT. */
+static void collect(fsX_result *r, int out, int err, double deadline) {
+  capture cap[2] = { { out, &r->out, &r->out_len, 0 }, { err, &r->err, &r->err_len, 0 } };
+  struct pollfd fds[2] = { { out, POLLIN, 0 }, { err, POLLIN, 0 } };
+  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+    double left = deadline - now();
+    if (left <= 0) { r->timed_out = 1; return; }
+    int k = poll(fds, 2, left > 3600 ? 3600000 : (int)ceil(left * 1000));
+    if (k < 0 && errno != EINTR) { r->timed_out = 1; return; }
+    for (int i = 0; k > 0 && i < 2; i++)
+      if (fds[i].fd >= 0 && fds[i].revents && !drain(&cap[i])) fds[i].fd = -1;
+    if (r->out_len + r->err_len > OUTPUT_LIMIT) { r->overflowed = 1; return; }
+  }
+}
+
+/* Waits for pid until the deadline, then kills its process group. */
+static int reap(pid_t pid, fsX_result *r, double deadline) {
+  int st = 0;
+  pid_t w = 0;
+  while (!r->timed_out && !r->overflowed && (w = waitpid(pid, &st, WNOHANG)) == 0) {
+    if (now() >= deadline) { r->timed_out = 1; break; }
+    nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+  }
+  if (r->timed_out || r->overflowed) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
+  }
+  if (w < 0) return -1;
+  if (WIFEXITED(st)) r->status = WEXITSTATUS(st);
+  else { r->status = -1; r->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0; }
+  return 0;
+}
+
+int fsX_spawn(char *const argv[], double timeout, fsX_result *r) {
+  memset(r, 0, sizeof *r);
+  r->out = xstrndup("", 0);
+  r->err = xstrndup("", 0);
+  int po[2], pe[2], px[2], e;
+  cloexec_pipe(po);
+  cloexec_pipe(pe);
+  cloexec_pipe(px);
+  pid_t pid = po[0] < 0 || pe[0] < 0 || px[0] < 0 ? -1 : fork();
+  if (pid == 0) exec_child(argv, po[1], pe[1], px[1]);
+  e = errno;
+  close(po[1]); close(pe[1]); close(px[1]);
+  po[1] = pe[1] = px[1] = -1;
+  if (pid < 0) goto fail;
+  setpgid(pid, pid); /* also here, so that the group exists before any kill */
+  ssize_t n;
+  while ((n = read(px[0], &e, sizeof e)) < 0 && errno == EINTR) {}
+  if (n == (ssize_t)sizeof e) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    goto fail;
+  }
+  double deadline = now() + timeout;
+  collect(r, po[0], pe[0], deadline);
+  close_pair(po); close_pair(pe); close_pair(px);
+  return reap(pid, r, deadline);
+fail:
+  close_pair(po); close_pair(pe); close_pair(px);
+  errno = e;
+  return -1;
+}
+
+void fsX_parse_stderr(fsX_result *r) {
+  static const char *const sev[] = { "note", "warning", "error" };
+  for (size_t i = 0; i < r->err_len;) {
+    const char *nl = memchr(r->err + i, '\n', r->err_len - i);
+    size_t n = nl ? (size_t)(nl - r->err) - i : r->err_len - i;
+    const char *line = r->err + i;
+    i += n + 1;
+    if (n == 0) continue;
+    json_t *j = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
+    const char *s = json_string_value(json_object_get(j, "severity"));
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    json_t *ln = json_object_get(j, "line");
+    int k = 0;
+    while (s && k < 3 && strcmp(s, sev[k]) != 0) k++;
+    if (!msg || k == 3 || !s || !(json_is_null(ln) || json_integer_value(ln) > 0)) {
+      if (!r->bad_stderr) r->bad_stderr = xstrndup(line, n);
+    } else {
+      r->diags = xrealloc(r->diags, (r->ndiags + 1) * sizeof *r->diags);
+      r->diags[r->ndiags++] = (fsX_reported){
+        (fs_severity)k, json_is_integer(ln) ? (uint32_t)json_integer_value(ln) : 0,
+        xstrndup(msg, strlen(msg)) };
+    }
+    json_decref(j);
+  }
+}
+
+void fsX_result_free(fsX_result *r) {
+  for (size_t i = 0; i < r->ndiags; i++) free(r->diags[i].message);
+  free(r->diags);
+  free(r->out);
+  free(r->err);
+  free(r->bad_stderr);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- comparing ----------------------------------------------------------- */
+
+/* Writes s[0, n) quoted: escapes for quotes, backslashes, control
+ * characters and invalid UTF-8, so that a reason is one printable line. */
+static void put_quoted(FILE *f, const char *s, size_t n) {
+  fputc('"', f);
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    size_t k = fsD_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c == '\n') fputs("\\n", f);
+    else if (c == '\t') fputs("\\t", f);
+    else if (c < 0x20 || c == 0x7F || (cp == 0xFFFD && k == 1 && c >= 0x80)) fprintf(f, "\\x%02x", c);
+    else fwrite(s + i, 1, k, f);
+    i += k;
+  }
+  fputc('"', f);
+}
+
+static void put_cstr(FILE *f, const char *s) { put_quoted(f, s, strlen(s)); }
+
+/* Starts the next reason in the list. */
+static void sep(FILE *f) {
+  if (ftell(f) > 0) fputs("; ", f);
+}
+
+static const char *sev_name(fs_severity s) {
+  return s == FS_SEV_ERROR ? "error" : s == FS_SEV_WARNING ? "warning" : "note";
+}
+
+static void compare_diags(FILE *f, const fsX_spec *spec, const fsX_result *r) {
+  char *used = memset(xrealloc(NULL, r->ndiags + 1), 0, r->ndiags + 1);
+  for (size_t i = 0; i < spec->nexpects; i++) {
+    const fsX_expect *x = &spec->expects[i];
+    size_t j = 0, near = r->ndiags;
+    for (; j < r->ndiags; j++) {
+      const fsX_reported *g = &r->diags[j];
+      if (used[j] || g->severity != x->severity || g->line != x->line) continue;
+      if (strstr(g->message, x->text)) break;
+      if (near == r->ndiags) near = j;
+    }
+    if (j < r->ndiags) { used[j] = 1; continue; }
+    sep(f);
+    fprintf(f, "missing %s at line %u: ", sev_name(x->severity), x->line);
+    put_cstr(f, x->text);
+    if (near < r->ndiags) {
+      fputs(" (reported there: ", f);
+      put_cstr(f, r->diags[near].message);
+      fputc(')', f);
+    }
+  }
+  for (size_t j = 0; j < r->ndiags; j++) {
+    if (used[j] || r->diags[j].severity != FS_SEV_ERROR) continue;
+    sep(f);
+    fputs("unexpected error", f);
+    if (r->diags[j].line) fprintf(f, " at line %u", r->diags[j].line);
+    fputs(": ", f);
+    put_cstr(f, r->diags[j].message);
+  }
+  free(used);
+}
+
+/* The first line where stdout differs from the expected lines. */
+static void compare_out(FILE *f, const fsX_spec *spec, const fsX_result *r) {
+  size_t at = 0, line = 0;
+  for (; line < spec->nout && at < r->out_len; line++) {
+    const char *nl = memchr(r->out + at, '\n', r->out_len - at);
+    size_t n = nl ? (size_t)(nl - r->out) - at : r->out_len - at;
+    if (n != strlen(spec->out[line]) || memcmp(r->out + at, spec->out[line], n) != 0) {
+      sep(f);
+      fprintf(f, "stdout line %zu: expected ", line + 1);
+      put_cstr(f, spec->out[line]);
+      fputs(", got ", f);
+      put_quoted(f, r->out + at, n);
+      return;
+    }
+    at += n + 1;
+  }
+  if (line < spec->nout) {
+    sep(f);
+    fprintf(f, "stdout line %zu: expected ", line + 1);
+    put_cstr(f, spec->out[line]);
+    fputs(", got end of output", f);
+  } else if (at < r->out_len) {
+    const char *nl = memchr(r->out + at, '\n', r->out_len - at);
+    sep(f);
+    fprintf(f, "stdout line %zu: expected end of output, got ", line + 1);
+    put_quoted(f, r->out + at, nl ? (size_t)(nl - r->out) - at : r->out_len - at);
+  }
+}
+
+char *fsX_compare(const fsX_spec *spec, const fsX_result *r) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) oom();
+  if (r->timed_out) fputs("timed out", f);
+  else if (r->overflowed) fprintf(f, "output exceeded %zu MiB", OUTPUT_LIMIT >> 20);
+  else if (r->status < 0) fprintf(f, "killed by signal %d (%s)", r->signal, strsignal(r->signal));
+  else {
+    int want_errors = 0;
+    for (size_t i = 0; i < spec->nexpects; i++) want_errors |= spec->expects[i].severity == FS_SEV_ERROR;
+    if (r->bad_stderr) {
+      fputs("stderr line is not a diagnostic: ", f);
+      put_cstr(f, r->bad_stderr);
+    }
+    compare_diags(f, spec, r);
+    if (r->status != want_errors) {
+      sep(f);
+      fprintf(f, "exit status %d, expected %d", r->status, want_errors);
+    }
+    if (spec->nout) compare_out(f, spec, r);
+  }
+  fclose(f);
+  if (len == 0) { free(buf); return NULL; }
+  return buf;
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+static int is_script(const char *name) {
+  size_t n = strlen(name);
+  return n > 4 && strcmp(name + n - 4, ".fab") == 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *join(const char *dir, const char *name) {
+  size_t d = strlen(dir), n = strlen(name);
+  int slash = d > 0 && dir[d - 1] != '/';
+  char *p = xrealloc(NULL, d + slash + n + 1);
+  memcpy(p, dir, d);
+  if (slash) p[d] = '/';
+  memcpy(p + d + slash, name, n + 1);
+  return p;
+}
+
+/* Appends the scripts under dir; symbolic links to directories are not
+ * followed, so a link cycle cannot recurse forever. */
+static void find_scripts(const char *dir, strv *found) {
+  DIR *dp = opendir(dir);
+  if (!dp) return;
+  struct dirent *de;
+  while ((de = readdir(dp))) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    char *p = join(dir, de->d_name);
+    struct stat st, lst;
+    if (lstat(p, &lst) == 0 && S_ISDIR(lst.st_mode)) {
+      find_scripts(p, found);
+      free(p);
+    } else if (is_script(de->d_name) && stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+      strv_push(found, p);
+    } else {
+      free(p);
+    }
+  }
+  closedir(dp);
+}
+
+static char *read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0, k;
+  do {
+    if (cap - n < 65536) buf = xrealloc(buf, (cap = 2 * cap + 65536) + 1);
+    k = fread(buf + n, 1, cap - n, f);
+    n += k;
+  } while (k > 0);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) { free(buf); errno = EIO; return NULL; }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/* Runs one script; returns a malloc'd failure reason or NULL. */
+static char *run_script(const char *path, const char *exe, double timeout) {
+  size_t len;
+  char *text = read_all(path, &len);
+  if (!text) {
+    const char *why = strerror(errno);
+    return xstrndup(why, strlen(why));
+  }
+  fsX_spec spec;
+  int bad = fsX_parse_spec(text, len, &spec);
+  free(text);
+  if (bad) {
+    char *why = spec.error;
+    spec.error = NULL;
+    fsX_spec_free(&spec);
+    return why;
+  }
+  char **argv = xrealloc(NULL, (spec.nargs + 5) * sizeof *argv);
+  size_t n = 0;
+  argv[n++] = (char *)exe;
+  if (spec.check_mode) argv[n++] = "check", argv[n++] = "--diagnostics-format=json";
+  for (size_t i = 0; i < spec.nargs; i++) argv[n++] = spec.args[i];
+  if (!spec.check_mode) argv[n++] = "--diagnostics-format=json";
+  argv[n++] = (char *)path;
+  argv[n] = NULL;
+  fsX_result r;
+  char *why;
+  if (fsX_spawn(argv, timeout, &r) < 0) {
+    const char *e = strerror(errno);
+    why = xrealloc(NULL, strlen(exe) + strlen(e) + 16);
+    sprintf(why, "cannot run %s: %s", exe, e);
+  } else {
+    fsX_parse_stderr(&r);
+    why = fsX_compare(&spec, &r);
+  }
+  fsX_result_free(&r);
+  free(argv);
+  fsX_spec_free(&spec);
+  return why;
+}
+
+int fsX_run_paths(FILE *out, char **paths, size_t npaths, const char *exe, double timeout) {
+  size_t passed = 0, failed = 0;
+  for (size_t i = 0; i < npaths; i++) {
+    strv scripts = { 0 };
+    struct stat st;
+    if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+      find_scripts(paths[i], &scripts);
+      if (scripts.n) qsort(scripts.v, scripts.n, sizeof *scripts.v, cmp_str);
+    } else {
+      strv_push(&scripts, xstrndup(paths[i], strlen(paths[i])));
+    }
+    for (size_t k = 0; k < scripts.n; k++) {
+      char *why = run_script(scripts.v[k], exe, timeout);
+      if (why) fprintf(out, "FAIL %s: %s\n", scripts.v[k], why), failed++;
+      else fprintf(out, "PASS %s\n", scripts.v[k]), passed++;
+      fflush(out);
+      free(why);
+    }
+    strv_free(scripts.v, scripts.n);
+  }
+  fprintf(out, "%zu passed, %zu failed\n", passed, failed);
+  fflush(out);
+  return failed > 0;
+}
+
+int fsX_main(int argc, char **argv, const char *self_exe) {
+  if (argc < 1) {
+    fputs("fabricscript test: no scripts given (usage: fabricscript test PATH...)\n", stderr);
+    return 2;
+  }
+  double timeout = 120;
+  const char *env = getenv("FABRICSCRIPT_TEST_TIMEOUT");
+  if (env && *env) {
+    char *end;
+    timeout = strtod(env, &end);
+    if (*end || !(timeout > 0) || !isfinite(timeout)) {
+      fprintf(stderr, "fabricscript test: FABRICSCRIPT_TEST_TIMEOUT must be a positive number "
+                      "of seconds, not '%s'\n", env);
+      return 2;
+    }
+  }
+  return fsX_run_paths(stdout, argv, (size_t)argc, self_exe, timeout);
+}
