@@ -1,0 +1,152 @@
+/* dataio.c -- shared helpers of the data and checkpoint modules. */
+#define _DEFAULT_SOURCE /* madvise */
+#include "dataio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *vformat(const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) return NULL;
+  char *s = malloc((size_t)n + 1);
+  if (s) vsnprintf(s, (size_t)n + 1, fmt, ap);
+  return s;
+}
+
+char *fsIO_errf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = vformat(fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+int fsIO_fail(char **err, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    *err = vformat(fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+ssize_t fsIO_pread_full(int fd, void *buf, size_t n, uint64_t off) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    done += (size_t)r;
+  }
+  return (ssize_t)done;
+}
+
+ssize_t fsIO_pwrite_full(int fd, const void *buf, size_t n, uint64_t off) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = pwrite(fd, (const char *)buf + done, n - done, (off_t)(off + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    done += (size_t)r;
+  }
+  return (ssize_t)done;
+}
+
+void *fsIO_alloc_big(size_t n) {
+  void *p;
+  if (posix_memalign(&p, (size_t)1 << 21, n ? n : 1) != 0) return NULL;
+  (void)madvise(p, n, MADV_HUGEPAGE); /* advice only: ignore when unsupported */
+  return p;
+}
+
+int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fsIO_fail(err, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return fsIO_fail(err, "%s: cannot stat: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fsIO_fail(err, "%s: not a regular file", path);
+  }
+  size_t n = (size_t)st.st_size;
+  uint8_t *buf = fsIO_alloc_big(n + 1);
+  if (!buf) {
+    close(fd);
+    return fsIO_fail(err, "%s: out of memory reading %zu bytes", path, n);
+  }
+  ssize_t got = fsIO_pread_full(fd, buf, n, 0);
+  int e = errno;
+  close(fd);
+  if (got != (ssize_t)n) {
+    free(buf);
+    return got < 0 ? fsIO_fail(err, "%s: read error: %s", path, strerror(e))
+                   : fsIO_fail(err, "%s: file shrank while reading it", path);
+  }
+  buf[n] = 0;
+  *data = buf;
+  *len = n;
+  return 0;
+}
+
+size_t fsIO_dtype_size(fs_dtype dt) {
+  switch (dt) {
+  case FS_F32: return 4;
+  case FS_BF16: return 2;
+  case FS_I64: return 8;
+  }
+  return 0;
+}
+
+static const char *const tags[] = {[FS_F32] = "F32", [FS_BF16] = "BF16", [FS_I64] = "I64"};
+
+const char *fsIO_dtype_tag(fs_dtype dt) { return tags[dt]; }
+
+int fsIO_dtype_parse(const char *tag, fs_dtype *dt) {
+  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+    if (strcmp(tag, tags[i]) == 0) {
+      *dt = (fs_dtype)i;
+      return 0;
+    }
+  return -1;
+}
+
+int fsIO_numel(int ndim, const int64_t *shape, size_t elem_size, uint64_t *numel) {
+  uint64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return -1;
+    if (shape[i] && n > UINT64_MAX / (uint64_t)shape[i]) return -1;
+    n *= (uint64_t)shape[i];
+  }
+  if (elem_size && n > (uint64_t)INT64_MAX / elem_size) return -1;
+  *numel = n;
+  return 0;
+}
+
+char *fsIO_shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
+  size_t at = 0;
+  int n = snprintf(buf, len, "[");
+  for (int i = 0; i < ndim && n >= 0; i++) {
+    at += (size_t)n;
+    if (at >= len) break;
+    n = snprintf(buf + at, len - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  }
+  if (n >= 0) at += (size_t)n;
+  if (at < len) snprintf(buf + at, len - at, "]");
+  return buf;
+}
