@@ -215,11 +215,11 @@ static int cloexec_pipe(int p[2]) {
 
 /* In the child: wire the pipes and exec; an error goes back through report
  * as errno (its close on exec tells the parent that exec worked). */
-static void exec_child(char *const argv[], int out, int err, int report) {
+static void exec_child(const char *exe, char *const argv[], int out, int err, int report) {
   setpgid(0, 0);
   int nul = open("/dev/null", O_RDONLY);
   if (nul >= 0 && dup2(nul, 0) >= 0 && dup2(out, 1) >= 0 && dup2(err, 2) >= 0)
-    execv(argv[0], argv);
+    execv(exe, argv);
   int e = errno;
   if (write(report, &e, sizeof e) < 0) _exit(126);
   _exit(127);
@@ -273,7 +273,7 @@ static int reap(pid_t pid, fsX_result *r, double deadline) {
   return 0;
 }
 
-int fsX_spawn(char *const argv[], double timeout, fsX_result *r) {
+int fsX_spawn(const char *exe, char *const argv[], double timeout, fsX_result *r) {
   memset(r, 0, sizeof *r);
   r->out = xstrndup("", 0);
   r->err = xstrndup("", 0);
@@ -282,7 +282,7 @@ int fsX_spawn(char *const argv[], double timeout, fsX_result *r) {
   cloexec_pipe(pe);
   cloexec_pipe(px);
   pid_t pid = po[0] < 0 || pe[0] < 0 || px[0] < 0 ? -1 : fork();
-  if (pid == 0) exec_child(argv, po[1], pe[1], px[1]);
+  if (pid == 0) exec_child(exe, argv, po[1], pe[1], px[1]);
   e = errno;
   close(po[1]); close(pe[1]); close(px[1]);
   po[1] = pe[1] = px[1] = -1;
@@ -538,7 +538,7 @@ static char *run_script(const char *path, const char *exe, double timeout) {
   }
   char **argv = xrealloc(NULL, (spec.nargs + 5) * sizeof *argv);
   size_t n = 0;
-  argv[n++] = (char *)exe;
+  argv[n++] = "fabricscript"; /* what its messages call it */
   if (spec.check_mode) argv[n++] = "check", argv[n++] = "--diagnostics-format=json";
   for (size_t i = 0; i < spec.nargs; i++) argv[n++] = spec.args[i];
   if (!spec.check_mode) argv[n++] = "--diagnostics-format=json";
@@ -546,7 +546,7 @@ static char *run_script(const char *path, const char *exe, double timeout) {
   argv[n] = NULL;
   fsX_result r;
   char *why;
-  if (fsX_spawn(argv, timeout, &r) < 0) {
+  if (fsX_spawn(exe, argv, timeout, &r) < 0) {
     const char *e = strerror(errno);
     why = xrealloc(NULL, strlen(exe) + strlen(e) + 16);
     sprintf(why, "cannot run %s: %s", exe, e);

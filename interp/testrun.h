@@ -61,11 +61,11 @@ typedef struct fsX_result {
   char *bad_stderr;          /* the first stderr line that is not a diagnostic */
 } fsX_result;
 
-/* Runs argv[0] with argv (NULL-terminated) and stdin from /dev/null,
+/* Runs exe with argv (NULL-terminated) and stdin from /dev/null,
  * capturing both output streams, for at most timeout seconds; the child and
  * its process group are killed when it runs over. Returns -1 (errno set) if
  * the child could not be started. */
-int fsX_spawn(char *const argv[], double timeout, fsX_result *r);
+int fsX_spawn(const char *exe, char *const argv[], double timeout, fsX_result *r);
 /* r is filled in, and must be freed, whether or not the child started. */
 /* Parses r->err into r->diags and r->bad_stderr. */
 void fsX_parse_stderr(fsX_result *r);

@@ -220,7 +220,7 @@ static void test_parse_stderr(void **st) {
 
 static int sh(const char *script, double timeout, fsX_result *r) {
   char *argv[] = { "/bin/sh", "-c", (char *)script, NULL };
-  return fsX_spawn(argv, timeout, r);
+  return fsX_spawn("/bin/sh", argv, timeout, r);
 }
 
 static void test_spawn(void **st) {
@@ -248,7 +248,7 @@ static void test_spawn(void **st) {
   assert_int_equal(r.signal, SIGSEGV);
   fsX_result_free(&r);
   char *missing[] = { "/nonexistent/fabricscript", NULL };
-  assert_int_equal(fsX_spawn(missing, 60, &r), -1);
+  assert_int_equal(fsX_spawn(missing[0], missing, 60, &r), -1);
   assert_int_equal(errno, ENOENT);
   fsX_result_free(&r);
 }
