@@ -438,6 +438,60 @@ static void test_diff_random(void **st) {
   }
 }
 
+/* Whether s is valid UTF-8 with no control character but newline. */
+static int clean_text(const char *s) {
+  size_t n = strlen(s);
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    size_t k = fsD_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+    if ((cp == 0xFFFD && k == 1) || (cp < 0x20 && cp != '\n' && cp != '\t') || (cp >= 0x7F && cp < 0xA0))
+      return 0;
+    i += k;
+  }
+  return 1;
+}
+
+/* Random bytes as source, message, help and note, at random spans: the text
+ * rendering stays printable UTF-8, the JSON parses, nothing crashes. */
+static void test_render_random(void **st) {
+  (void)st;
+  uint64_t seed = 7;
+  for (int round = 0; round < 500; round++) {
+    char text[64], msg[16];
+    size_t n = 0;
+    seed = seed * 6364136223846793005u + 1442695040888963407u;
+    size_t len = (seed >> 33) % sizeof text;
+    for (; n < len; n++) {
+      seed = seed * 6364136223846793005u + 1442695040888963407u;
+      uint8_t b = (uint8_t)(seed >> 40);
+      text[n] = (char)(b % 5 == 0 ? '\n' : b % 7 == 0 ? '\t' : b == 0 ? 1 : b);
+    }
+    for (size_t i = 0; i + 1 < sizeof msg; i++) msg[i] = (char)(text[i % (len + 1)] | 1);
+    msg[sizeof msg - 1] = '\0';
+    fs_source *src = fsA_source_from_buffer("r\33.fab", text, n);
+    fs_diags d;
+    fsD_init(&d);
+    uint32_t a = (uint32_t)(seed >> 20) % (n + 3), b = (uint32_t)(seed >> 10) % (n + 3);
+    fs_diag *g = fsD_add(&d, (fs_severity)(round % 3), msg, src, (fs_loc){ a, b }, "%s", msg);
+    fsD_note(g, src, (fs_loc){ b, a }, "%s", msg);
+    fsD_help(g, "%s", msg);
+    fsD_edit(g, (fs_loc){ a, b }, msg);
+    char *t = render(&d, FS_DIAG_TEXT, 0);
+    assert_true(clean_text(t));
+    free(t);
+    char *j = render(&d, FS_DIAG_JSON, 0);
+    json_t *o = json_loads(j, 0, NULL);
+    assert_non_null(o);
+    assert_true(json_is_integer(json_object_get(o, "line")));
+    json_decref(o);
+    free(j);
+    size_t flen;
+    free(fsD_apply_fixes(src, &d, &flen));
+    fsD_free(&d);
+    fsA_source_free(src);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_spec_example), cmocka_unit_test(test_color),
@@ -446,7 +500,7 @@ int main(void) {
     cmocka_unit_test(test_invalid_bytes), cmocka_unit_test(test_span_shapes),
     cmocka_unit_test(test_json),         cmocka_unit_test(test_sort),
     cmocka_unit_test(test_apply_fixes),  cmocka_unit_test(test_diff_shapes),
-    cmocka_unit_test(test_diff_random),
+    cmocka_unit_test(test_diff_random),  cmocka_unit_test(test_render_random),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
