@@ -104,28 +104,6 @@ int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
   return 0;
 }
 
-size_t fsIO_dtype_size(fs_dtype dt) {
-  switch (dt) {
-  case FS_F32: return 4;
-  case FS_BF16: return 2;
-  case FS_I64: return 8;
-  }
-  return 0;
-}
-
-static const char *const tags[] = {[FS_F32] = "F32", [FS_BF16] = "BF16", [FS_I64] = "I64"};
-
-const char *fsIO_dtype_tag(fs_dtype dt) { return tags[dt]; }
-
-int fsIO_dtype_parse(const char *tag, fs_dtype *dt) {
-  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
-    if (strcmp(tag, tags[i]) == 0) {
-      *dt = (fs_dtype)i;
-      return 0;
-    }
-  return -1;
-}
-
 int fsIO_numel(int ndim, const int64_t *shape, size_t elem_size, uint64_t *numel) {
   uint64_t n = 1;
   for (int i = 0; i < ndim; i++) {
@@ -136,17 +114,4 @@ int fsIO_numel(int ndim, const int64_t *shape, size_t elem_size, uint64_t *numel
   if (elem_size && n > (uint64_t)INT64_MAX / elem_size) return -1;
   *numel = n;
   return 0;
-}
-
-char *fsIO_shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
-  size_t at = 0;
-  int n = snprintf(buf, len, "[");
-  for (int i = 0; i < ndim && n >= 0; i++) {
-    at += (size_t)n;
-    if (at >= len) break;
-    n = snprintf(buf + at, len - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  }
-  if (n >= 0) at += (size_t)n;
-  if (at < len) snprintf(buf + at, len - at, "]");
-  return buf;
 }

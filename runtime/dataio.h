@@ -1,5 +1,6 @@
 /* dataio.h -- what the data and checkpoint modules share: malloc'd error
- * strings, I/O loops that finish short reads and writes, dtype sizes.
+ * strings, I/O loops that finish short reads and writes, whole-file reads,
+ * large buffers, element counts.
  *
  * Error convention of idx/dataset/loader/safetensors: a function that can
  * fail returns -1 (or NULL) and stores in *err one malloc'd message that
@@ -11,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "tensor.h"
 
 /* A malloc'd printf-formatted string; NULL only when out of memory. */
 char *fsIO_errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -33,16 +33,8 @@ void *fsIO_alloc_big(size_t n);
  * does not count). -1 + *err on failure. */
 int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err);
 
-size_t fsIO_dtype_size(fs_dtype dt);
-/* Safetensors spelling: "F32", "BF16", "I64". */
-const char *fsIO_dtype_tag(fs_dtype dt);
-/* Inverse of fsIO_dtype_tag; -1 for an unknown tag. */
-int fsIO_dtype_parse(const char *tag, fs_dtype *dt);
-
 /* Product of shape[0..ndim) into *numel; -1 on a negative dim or overflow
  * of elem_size * numel bytes (elem_size 1 checks the count alone). */
 int fsIO_numel(int ndim, const int64_t *shape, size_t elem_size, uint64_t *numel);
-/* "[64, 784]" into buf (truncated to len); returns buf. */
-char *fsIO_shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
 
 #endif

@@ -17,7 +17,7 @@ static void layout(fsS_layout *l, fs_dtype dt, int ndim, const int64_t *shape) {
   l->dtype = dt;
   l->ndim = ndim;
   for (int i = 0; i < ndim; i++) n *= (uint64_t)(l->shape[i] = shape[i]);
-  l->bytes = (size_t)n * fsIO_dtype_size(dt);
+  l->bytes = (size_t)n * fsT_dtype_size(dt);
 }
 
 /* root/split-kind if it exists, else root/split-kind.gz (whose open error is
@@ -96,8 +96,8 @@ int fsS_random(fsS_dataset *ds, int64_t n, int ndim, const int64_t *shape, int64
     return fsIO_fail(err, "RandomDataset: shape has %d dimensions, at most %d are supported", ndim,
                      FS_MAX_RANK - 1);
   if (fsIO_numel(ndim, shape, 4, &numel) != 0 || numel > ((uint64_t)1 << 40))
-    return fsIO_fail(err, "RandomDataset: invalid item shape %s",
-                     fsIO_shape_str(ndim, shape, sh, sizeof sh));
+    return fsIO_fail(err, "RandomDataset: invalid item shape %s (negative or too large)",
+                     fsT_dims_str(ndim, shape, sh, sizeof sh));
   ds->kind = FSS_RANDOM;
   ds->len = (size_t)n;
   ds->seed = seed;

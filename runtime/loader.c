@@ -99,6 +99,8 @@ size_t fsDL_index(const fsDL_loader *L, size_t k) {
   return L->shuffle ? L->perm[at] : at;
 }
 
+void fsDL_iter(fsDL_loader *L) { fsDL_start(L, L->passes++); }
+
 bool fsDL_next(fsDL_loader *L) {
   size_t left = L->num_samples - L->pos;
   size_t count = left < L->batch_size ? left : L->batch_size;

@@ -38,6 +38,7 @@ typedef struct fsDL_loader {
   size_t num_samples;    /* indices per epoch on this rank */
   size_t *perm;          /* ds->len entries once shuffling was asked for */
   size_t pos;            /* next sample of the epoch */
+  uint64_t passes;       /* fsDL_iter calls so far */
   fsDL_batch x, y;
 } fsDL_loader;
 
@@ -53,6 +54,10 @@ void fsDL_free(fsDL_loader *L);
 size_t fsDL_len(const fsDL_loader *L);
 /* Starts an epoch: draws its order (seed + epoch) and rewinds. */
 void fsDL_start(fsDL_loader *L, uint64_t epoch);
+/* Starts the next pass over the loader (`for batch in loader`): pass k is
+ * epoch k, as a PyTorch DataLoader reshuffles on every iteration and
+ * Fabric's wrapper calls sampler.set_epoch with its iteration count. */
+void fsDL_iter(fsDL_loader *L);
 /* The data set index of sample k < num_samples of the current epoch. */
 size_t fsDL_index(const fsDL_loader *L, size_t k);
 /* Fills L->x and L->y with the next batch; false when the epoch is done. */

@@ -21,6 +21,20 @@
 
 /* ------------------------------------------------------------------ common */
 
+/* Safetensors spelling of the dtypes. */
+static const char *const tags[] = {[FS_F32] = "F32", [FS_BF16] = "BF16", [FS_I64] = "I64"};
+
+static const char *dtype_tag(fs_dtype dt) { return tags[dt]; }
+
+static int dtype_parse(const char *tag, fs_dtype *dt) {
+  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+    if (strcmp(tag, tags[i]) == 0) {
+      *dt = (fs_dtype)i;
+      return 0;
+    }
+  return -1;
+}
+
 static void free_infos(fsK_info *t, size_t n) {
   for (size_t i = 0; i < n; i++) free(t[i].name);
   free(t);
@@ -51,7 +65,7 @@ static int by_offset(const void *a, const void *b) {
 /* The reference writer's data order: larger elements first, then by name. */
 static int by_layout(const void *a, const void *b) {
   const fsK_info *x = a, *y = b;
-  size_t sx = fsIO_dtype_size(x->dtype), sy = fsIO_dtype_size(y->dtype);
+  size_t sx = fsT_dtype_size(x->dtype), sy = fsT_dtype_size(y->dtype);
   if (sx != sy) return sx > sy ? -1 : 1;
   return strcmp(x->name, y->name);
 }
@@ -86,7 +100,7 @@ static char *header_json(const fsK_file *f, size_t *len) {
     json_t *shape = json_array();
     for (int d = 0; shape && d < t->ndim; d++)
       if (json_array_append_new(shape, json_integer(t->shape[d])) != 0) break;
-    json_t *e = json_pack("{s:s, s:o?, s:[I, I]}", "dtype", fsIO_dtype_tag(t->dtype), "shape",
+    json_t *e = json_pack("{s:s, s:o?, s:[I, I]}", "dtype", dtype_tag(t->dtype), "shape",
                           shape, "data_offsets", (json_int_t)t->begin, (json_int_t)t->end);
     bad = !shape || !e || json_object_set_new(root, t->name, e) != 0;
   }
@@ -130,7 +144,7 @@ static int parse_info(const char *path, const char *name, json_t *e, fsK_info *t
   if (!json_is_object(e) || !json_is_string(dt) || !json_is_array(shape) || !json_is_array(off))
     return fsIO_fail(err, "%s: corrupt header: tensor \"%s\" needs dtype, shape and data_offsets",
                      path, name);
-  if (fsIO_dtype_parse(json_string_value(dt), &t->dtype) != 0)
+  if (dtype_parse(json_string_value(dt), &t->dtype) != 0)
     return fsIO_fail(err, "%s: tensor \"%s\" has dtype %s; supported are F32, BF16 and I64", path,
                      name, json_string_value(dt));
   if (json_array_size(shape) > FS_MAX_RANK)
@@ -141,7 +155,7 @@ static int parse_info(const char *path, const char *name, json_t *e, fsK_info *t
     json_t *v = json_array_get(shape, (size_t)d);
     t->shape[d] = json_is_integer(v) ? json_integer_value(v) : -1;
   }
-  size_t es = fsIO_dtype_size(t->dtype);
+  size_t es = fsT_dtype_size(t->dtype);
   json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
   if (fsIO_numel(t->ndim, t->shape, es, &t->numel) != 0)
     return fsIO_fail(err, "%s: corrupt header: tensor \"%s\" has an invalid shape", path, name);
@@ -154,7 +168,7 @@ static int parse_info(const char *path, const char *name, json_t *e, fsK_info *t
     char sh[160];
     return fsIO_fail(err, "%s: corrupt header: tensor \"%s\" (%s %s) needs %llu bytes but its "
                      "data_offsets span %llu", path, name, json_string_value(dt),
-                     fsIO_shape_str(t->ndim, t->shape, sh, sizeof sh),
+                     fsT_dims_str(t->ndim, t->shape, sh, sizeof sh),
                      (unsigned long long)(t->numel * es),
                      (unsigned long long)(t->end - t->begin));
   }
@@ -259,9 +273,9 @@ static int fill_layout(fsK_file *f, const char *path, const fsK_entry *ts, size_
       return fsIO_fail(err, "%s: cannot save a tensor named %s", path,
                        e->name ? "\"__metadata__\"" : "NULL");
     if (e->ndim < 0 || e->ndim > FS_MAX_RANK ||
-        fsIO_numel(e->ndim, e->shape, fsIO_dtype_size(e->dtype), &t->numel) != 0)
+        fsIO_numel(e->ndim, e->shape, fsT_dtype_size(e->dtype), &t->numel) != 0)
       return fsIO_fail(err, "%s: tensor \"%s\" has an invalid shape %s", path, e->name,
-                       fsIO_shape_str(e->ndim < 0 ? 0 : e->ndim, e->shape, sh, sizeof sh));
+                       fsT_dims_str(e->ndim < 0 ? 0 : e->ndim, e->shape, sh, sizeof sh));
     if (!(t->name = strdup(e->name))) return fsIO_fail(err, "%s: out of memory", path);
     t->dtype = e->dtype;
     t->ndim = e->ndim;
@@ -271,7 +285,7 @@ static int fill_layout(fsK_file *f, const char *path, const fsK_entry *ts, size_
   uint64_t at = 0;
   for (size_t i = 0; i < n; i++) {
     f->t[i].begin = at;
-    at = f->t[i].end = at + f->t[i].numel * fsIO_dtype_size(f->t[i].dtype);
+    at = f->t[i].end = at + f->t[i].numel * fsT_dtype_size(f->t[i].dtype);
   }
   return 0;
 }
@@ -346,7 +360,7 @@ int fsK_write(fsK_writer *w, const char *name, uint64_t first, uint64_t count, c
     return fsIO_fail(err, "%s: elements [%llu, %llu) are outside tensor \"%s\" of %llu", f->path,
                      (unsigned long long)first, (unsigned long long)(first + count), name,
                      (unsigned long long)t->numel);
-  size_t es = fsIO_dtype_size(t->dtype), nb = (size_t)count * es;
+  size_t es = fsT_dtype_size(t->dtype), nb = (size_t)count * es;
   if (fsIO_pwrite_full(f->fd, src, nb, f->data_start + t->begin + first * es) != (ssize_t)nb)
     return fsIO_fail(err, "%s: cannot write tensor \"%s\": %s", f->path, name, strerror(errno));
   return 0;
@@ -411,23 +425,10 @@ void fsK_close(fsK_file *f) {
   free_file(f);
 }
 
-static uint16_t to_bf16(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40); /* quiet NaN */
-  u += 0x7fffu + (u >> 16 & 1);
-  return (uint16_t)(u >> 16);
-}
-
 static double load_elem(fs_dtype dt, const void *p, size_t i) {
   switch (dt) {
   case FS_F32: return ((const float *)p)[i];
-  case FS_BF16: {
-    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-  }
+  case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)p)[i]);
   case FS_I64: return (double)((const int64_t *)p)[i];
   }
   return 0;
@@ -436,7 +437,7 @@ static double load_elem(fs_dtype dt, const void *p, size_t i) {
 static void store_elem(fs_dtype dt, void *p, size_t i, double v) {
   switch (dt) {
   case FS_F32: ((float *)p)[i] = (float)v; break;
-  case FS_BF16: ((uint16_t *)p)[i] = to_bf16((float)v); break;
+  case FS_BF16: ((uint16_t *)p)[i] = fsT_f32_to_bf16((float)v); break;
   case FS_I64: /* truncation toward zero; NaN and out-of-range saturate like x86 */
     ((int64_t *)p)[i] = v > -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
     break;
@@ -449,7 +450,7 @@ int fsK_read(const fsK_file *f, const fsK_info *t, uint64_t first, uint64_t coun
     return fsIO_fail(err, "%s: elements [%llu, %llu) are outside tensor \"%s\" of %llu", f->path,
                      (unsigned long long)first, (unsigned long long)(first + count), t->name,
                      (unsigned long long)t->numel);
-  size_t es = fsIO_dtype_size(t->dtype), ds = fsIO_dtype_size(dt);
+  size_t es = fsT_dtype_size(t->dtype), ds = fsT_dtype_size(dt);
   uint64_t off = f->data_start + t->begin + first * es;
   if (dt == t->dtype) {
     ssize_t got = fsIO_pread_full(f->fd, dst, (size_t)count * es, off);
@@ -521,8 +522,8 @@ char *fsK_match(const fsK_file *f, const fsK_entry *want, size_t n, const char *
       const fsK_info *t = fsK_find(f, e->name);
       char a[160], b[160];
       fprintf(m, "%ssize mismatch for \"%s\": shape %s in the checkpoint, %s expected",
-              first_part ? "" : "; ", e->name, fsIO_shape_str(t->ndim, t->shape, a, sizeof a),
-              fsIO_shape_str(e->ndim, e->shape, b, sizeof b));
+              first_part ? "" : "; ", e->name, fsT_dims_str(t->ndim, t->shape, a, sizeof a),
+              fsT_dims_str(e->ndim, e->shape, b, sizeof b));
       first_part = 0;
     }
     if (fclose(m) != 0) goto oom;
@@ -556,7 +557,7 @@ int fsK_load(const fsK_file *f, const fsK_entry *want, size_t n, const char *pre
   }
   for (size_t i = 0; rc == 0 && i < n; i++) {
     if (!found[i]) continue;
-    size_t nb = (size_t)found[i]->numel * fsIO_dtype_size(want[i].dtype);
+    size_t nb = (size_t)found[i]->numel * fsT_dtype_size(want[i].dtype);
     if (!(bufs[i] = malloc(nb ? nb : 1))) rc = fsIO_fail(err, "%s: out of memory", f->path);
     else rc = fsK_read(f, found[i], 0, found[i]->numel, want[i].dtype, bufs[i], err);
   }

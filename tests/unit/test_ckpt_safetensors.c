@@ -166,7 +166,7 @@ static void test_save_rejects_bad_entries(void **state) {
   free(err);
   fsK_entry bad[1] = {{"x", FS_F32, 1, neg, w}};
   assert_int_equal(fsK_save(p, bad, 1, NULL, 0, &err), -1);
-  assert_non_null(strstr(err, "tensor \"x\" has an invalid shape [-1]"));
+  assert_non_null(strstr(err, "tensor \"x\" has an invalid shape [?]"));
   free(err);
   fsK_entry reserved[1] = {{"__metadata__", FS_F32, 1, b_shape, w}};
   assert_int_equal(fsK_save(p, reserved, 1, NULL, 0, &err), -1);

@@ -96,7 +96,7 @@ static void test_truncated_gzip_stream(void **state) {
 }
 
 static void test_trailing_data(void **state) {
-  uint8_t px[25];
+  uint8_t px[25] = {0};
   images(px, 3);
   char *p = dt_path(dir, "long");
   dt_write_idx(p, 0, 3, (unsigned[]){3, 2, 4}, px, sizeof px);

@@ -99,6 +99,14 @@ static void test_shuffle_is_seeded_per_epoch(void **state) {
   int64_t y;
   fsS_get(&ds, e0[3], x, &y);
   assert_memory_equal((float *)a.x.data + 18, x, sizeof x);
+  /* Pass k is epoch k: b's (seed 1235) passes 0 and 1 are a's epochs 1 and 2. */
+  size_t pass[50], want[50];
+  for (uint64_t k = 0; k < 2; k++) {
+    fsDL_iter(&b);
+    for (size_t i = 0; i < 50; i++) pass[i] = fsDL_index(&b, i);
+    epoch_order(&a, k + 1, want);
+    assert_memory_equal(pass, want, sizeof pass);
+  }
   fsDL_free(&a);
   fsDL_free(&b);
 }

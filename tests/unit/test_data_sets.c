@@ -127,7 +127,7 @@ static void test_random_errors(void **state) {
   char *err = NULL;
   int64_t shape[2] = {3, -1};
   assert_int_equal(fsS_random(&ds, 10, 2, shape, 2, 0, &err), -1);
-  assert_string_equal(err, "RandomDataset: invalid item shape [3, -1]");
+  assert_string_equal(err, "RandomDataset: invalid item shape [3, ?] (negative or too large)");
   free(err);
   assert_int_equal(fsS_random(&ds, 10, 1, shape, 0, 0, &err), -1);
   assert_string_equal(err, "RandomDataset: classes must be >= 1, not 0");
