@@ -2,6 +2,7 @@
  * JSON lines. Source text is untrusted: whatever bytes a script holds are
  * shown as printable UTF-8 (U+FFFD for invalid bytes and control
  * characters), so a diagnostic can never drive the terminal. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "diag.h"
 
 #include <jansson.h>
@@ -9,9 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+static _Noreturn void oom(void) {
+  fputs("fabricscript: out of memory\n", stderr);
+  exit(3);
+}
+
 static void *xrealloc(void *p, size_t n) {
   void *q = realloc(p, n ? n : 1);
-  if (!q) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  if (!q) oom();
   return q;
 }
 
@@ -377,14 +383,23 @@ static void render_json(FILE *out, const fs_diag *g) {
   json_object_set_new(o, "fix", fix);
   char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
-  if (!s) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  if (!s) oom();
   fprintf(out, "%s\n", s);
   free(s);
 }
 
+/* One write per diagnostic: the ranks of a run share stderr, and a pipe
+ * keeps a write of up to PIPE_BUF bytes whole. */
 void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt) {
-  if (opt->format == FS_DIAG_JSON) render_json(out, g);
-  else render_text(out, g, opt->color);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) oom();
+  if (opt->format == FS_DIAG_JSON) render_json(m, g);
+  else render_text(m, g, opt->color);
+  if (fclose(m) != 0) oom();
+  fwrite(buf, 1, len, out);
+  free(buf);
 }
 
 void fsD_render_all(FILE *out, const fs_diags *d, const fs_render_opts *opt) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local char errbuf[512];
+static _Thread_local char errbuf[2048];
 
 void fsV_seterr(const char *fmt, ...) {
   va_list ap;

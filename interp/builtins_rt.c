@@ -1,0 +1,1118 @@
+/* builtins_rt.c -- values over the runtime: modules and model bodies,
+ * tensors, losses, optimizers, data sets and loaders, device()/no_grad(),
+ * and the Fabric object. Every Fabric method first runs its validation
+ * from fabric.h on the objects' states, so check and run share one rule. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "dataset.h"
+#include "eval_impl.h"
+#include "fabric.h"
+#include "loader.h"
+#include "optim.h"
+
+#define NATIVE(f) static fs_value *f(fsE_ctx *E, fs_value *self, fs_value **s, const fsV_args *a)
+
+static fs_value *rt_fail(void) {
+  fsV_seterr("%s", fsT_error()[0] ? fsT_error() : "runtime error");
+  return NULL;
+}
+
+static int64_t ival(const fs_value *v) { return v->type == FSV_INT ? v->u.i : v->u.b; }
+
+static fs_value *err_own(char *err) {
+  fsV_seterr("%s", err ? err : "out of memory");
+  free(err);
+  return NULL;
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+static const fsV_class tensor_class;
+
+static fs_value *tensor_value(fs_tensor *t) { /* takes t */
+  if (!t) return rt_fail();
+  return fsV_obj(&tensor_class, t);
+}
+
+static void tensor_free(void *p) { fsT_release(p); }
+
+static fs_tensor *as_tensor(const fs_value *v) { return fsV_objdata(v, &tensor_class); }
+
+static fs_value *shape_tuple(const fs_tensor *t) {
+  fs_value *tu = fsV_tuple((size_t)t->rank);
+  for (int i = 0; tu && i < t->rank; i++) {
+    fs_value *d = fsV_int(t->shape[i]);
+    if (!d) {
+      tu->u.seq.n = (size_t)i;
+      fsV_release(tu);
+      return NULL;
+    }
+    fsV_seq_set(tu, (size_t)i, d);
+  }
+  return tu;
+}
+
+static fs_value *item_value(const fs_tensor *t) {
+  double d;
+  if (fsG_item(t, &d) < 0) return rt_fail();
+  return t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
+}
+
+static char *tensor_repr(fs_value *v) {
+  fs_tensor *t = v->u.obj.data;
+  fsV_buf b = {0};
+  double d;
+  char num[40];
+  if (t->numel == 1 && t->data && t->device == FS_DEV_CPU && fsG_item(t, &d) == 0) {
+    if (t->dtype == FS_I64) fsV_buf_printf(&b, "tensor(%lld)", (long long)d);
+    else fsV_buf_printf(&b, "tensor(%.4f)", d);
+  } else {
+    fsV_buf_printf(&b, "tensor(shape=%s, dtype=%s, device=%s)",
+                   fsT_shape_str(t, num, sizeof num), fsT_dtype_name(t->dtype),
+                   fsT_device_name(t->device));
+  }
+  return fsV_buf_take(&b);
+}
+
+static fs_value *tensor_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
+  fs_tensor *ta = as_tensor(a), *tb = as_tensor(b);
+  bool first = ta == NULL; /* the scalar comes first */
+  fs_tensor *t = ta ? ta : tb;
+  const fs_value *other = ta ? b : a;
+  static const fsG_cmp cmps[] = {FSG_EQ, FSG_NE, FSG_LT, FSG_LE, FSG_GT, FSG_GE};
+  static const fsB_binop ar[] = {FSB_ADD, FSB_SUB, FSB_MUL, FSB_DIV};
+  if (!t || (!as_tensor(other) && !fsV_is_number(other))) return NULL;
+  if (op >= FS_OP_EQ && op <= FS_OP_GE) {
+    fsG_cmp c = cmps[op - FS_OP_EQ];
+    if (first) c = c == FSG_LT ? FSG_GT : c == FSG_GT ? FSG_LT : c == FSG_LE ? FSG_GE : c == FSG_GE ? FSG_LE : c;
+    return tensor_value(ta && tb ? fsG_compare(c, ta, tb) : fsG_compare_scalar(c, t, fsV_to_double(other), false));
+  }
+  if (op < FS_OP_ADD || op > FS_OP_DIV) return NULL;
+  if (ta && tb) return tensor_value(fsG_binary(ar[op - FS_OP_ADD], ta, tb));
+  return tensor_value(fsG_binary_scalar(ar[op - FS_OP_ADD], t, fsV_to_double(other),
+                                        other->type != FSV_FLOAT, first));
+}
+
+static fs_value *tensor_unop(fsE_ctx *E, fs_op op, fs_value *v) {
+  if (op == FS_OP_POS) return fsV_retain(v);
+  return tensor_value(fsG_neg(v->u.obj.data));
+}
+
+static fs_value *tensor_getattr(fsE_ctx *E, fs_value *v, const char *name) {
+  fs_tensor *t = v->u.obj.data;
+  if (strcmp(name, "shape") == 0) return shape_tuple(t);
+  if (strcmp(name, "dtype") == 0) return fsV_cstr(fsT_dtype_name(t->dtype));
+  if (strcmp(name, "device") == 0) return fsV_cstr(fsT_device_name(t->device));
+  if (strcmp(name, "requires_grad") == 0) return fsV_bool(t->requires_grad);
+  if (strcmp(name, "grad") == 0) return t->grad ? tensor_value(fsT_retain(t->grad)) : fsV_none();
+  return NULL;
+}
+
+static int64_t tensor_len(fsE_ctx *E, fs_value *v) {
+  fs_tensor *t = v->u.obj.data;
+  if (t->rank == 0) {
+    fsV_seterr("len() of a 0-d tensor");
+    return -1;
+  }
+  return t->shape[0];
+}
+
+static fsF_fabric *current_fabric(fsE_ctx *E);
+
+static fs_value *tensor_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
+  const fsSig *sig = fsSig_member("Tensor", name);
+  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
+  fs_value *s[4];
+  if (fsE_bind(E, sig, a, s) < 0) return NULL;
+  fs_tensor *t = v->u.obj.data;
+  fs_value *r = NULL;
+  if (strcmp(name, "item") == 0) r = item_value(t);
+  else if (strcmp(name, "argmax") == 0) {
+    if (s[0]->type == FSV_NONE) {
+      int64_t flat[1] = {t->numel};
+      fs_tensor *f = fsT_view(t, 1, flat);
+      r = f ? tensor_value(fsG_argmax(f, 0)) : rt_fail();
+      fsT_release(f);
+    } else {
+      r = tensor_value(fsG_argmax(t, (int)ival(s[0])));
+    }
+  } else if (strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0) {
+    if (s[0]->type != FSV_NONE) fsV_seterr("%s(dim=...) is not supported; only the total", name);
+    else r = tensor_value(name[0] == 's' ? fsG_sum(t) : fsG_mean(t));
+  } else if (strcmp(name, "float") == 0) r = tensor_value(fsT_to_dtype(t, FS_F32));
+  else if (strcmp(name, "backward") == 0) {
+    fsF_fabric *f = current_fabric(E);
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    if (f && fsF_check_tensor_backward(f, &iss) < 0) fsV_seterr("%s", fsF_error(&iss)->message);
+    else r = fsG_backward(t) < 0 ? rt_fail() : fsV_none();
+    fsF_issues_free(&iss);
+  } else if (strcmp(name, "size") == 0) {
+    if (s[0]->type == FSV_NONE) r = shape_tuple(t);
+    else {
+      int64_t d = ival(s[0]);
+      if (d < 0) d += t->rank;
+      if (d < 0 || d >= t->rank) fsV_seterr("Dimension out of range (got %lld)", (long long)ival(s[0]));
+      else r = fsV_int(t->shape[d]);
+    }
+  } else if (strcmp(name, "numel") == 0) r = fsV_int(t->numel);
+  else if (strcmp(name, "detach") == 0) {
+    fs_tensor *c = fsT_copy(t);
+    r = tensor_value(c);
+  } else if (strcmp(name, "tolist") == 0) {
+    if (t->rank == 0) r = item_value(t);
+    else if (t->rank == 1 && t->data && t->device == FS_DEV_CPU) {
+      r = fsV_list((size_t)t->numel);
+      for (int64_t i = 0; r && i < t->numel; i++) {
+        double d = fsT_get(t, i);
+        fs_value *x = t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
+        if (!x) {
+          fsV_release(r);
+          r = NULL;
+        } else fsV_list_append(r, x);
+      }
+    } else fsV_seterr("tolist() of a tensor of rank > 1 is not supported");
+  }
+  fsE_unbind(sig, s);
+  return r;
+}
+
+static const fsV_class tensor_class = {
+  .name = "Tensor", .getattr = tensor_getattr, .call_method = tensor_method,
+  .binop = tensor_binop, .unop = tensor_unop, .len = tensor_len, .repr = tensor_repr,
+  .free = tensor_free,
+};
+
+static fs_tensor *need_tensor(const fs_value *v, const char *fn, const char *arg) {
+  fs_tensor *t = as_tensor(v);
+  if (!t) fsV_seterr("%s(): argument '%s' must be a Tensor, not %s", fn, arg, fsV_type_name(v));
+  return t;
+}
+
+NATIVE(b_cross_entropy) {
+  fs_tensor *x = need_tensor(s[0], "cross_entropy", "input"), *y = x ? need_tensor(s[1], "cross_entropy", "target") : NULL;
+  return y ? tensor_value(fsG_cross_entropy(x, y)) : NULL;
+}
+
+NATIVE(b_mse_loss) {
+  fs_tensor *x = need_tensor(s[0], "mse_loss", "input"), *y = x ? need_tensor(s[1], "mse_loss", "target") : NULL;
+  return y ? tensor_value(fsG_mse_loss(x, y)) : NULL;
+}
+
+/* ---- context managers: device(...), no_grad() ----------------------------- */
+
+typedef struct ctxv {
+  int kind;          /* 0 device, 1 no_grad, 2 init_module */
+  fs_device dev, saved_dev;
+  bool saved_grad;
+} ctxv;
+
+static const fsV_class ctx_class;
+
+static fs_value *ctx_enter(fsE_ctx *E, fs_value *v) {
+  ctxv *c = v->u.obj.data;
+  if (c->kind == 1) {
+    c->saved_grad = fsG_set_grad_enabled(false);
+  } else {
+    c->saved_dev = E->device;
+    E->device = c->dev;
+  }
+  return fsV_retain(v);
+}
+
+static int ctx_exit(fsE_ctx *E, fs_value *v) {
+  ctxv *c = v->u.obj.data;
+  if (c->kind == 1) fsG_set_grad_enabled(c->saved_grad);
+  else E->device = c->saved_dev;
+  return 0;
+}
+
+static char *ctx_repr(fs_value *v) {
+  ctxv *c = v->u.obj.data;
+  fsV_buf b = {0};
+  if (c->kind == 0) fsV_buf_printf(&b, "device(type='%s')", fsT_device_name(c->dev));
+  else fsV_buf_puts(&b, c->kind == 1 ? "<no_grad>" : "<init_module>");
+  return fsV_buf_take(&b);
+}
+
+static void ctx_free(void *p) { free(p); }
+
+static const fsV_class ctx_class = {
+  .name = "context", .enter = ctx_enter, .exit = ctx_exit, .repr = ctx_repr, .free = ctx_free,
+};
+
+static fs_value *make_ctx(int kind, fs_device dev) {
+  ctxv *c = calloc(1, sizeof *c);
+  if (!c) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  c->kind = kind;
+  c->dev = dev;
+  return fsV_obj(&ctx_class, c);
+}
+
+NATIVE(b_device) {
+  const char *t = s[0]->u.str.s;
+  for (int d = 0; d < FS_DEV__COUNT; d++)
+    if (strcmp(t, fsT_device_name((fs_device)d)) == 0 ||
+        (d == FS_DEV_CUDA && strncmp(t, "cuda:", 5) == 0))
+      return make_ctx(0, (fs_device)d);
+  fsV_seterr("Expected one of cpu, cuda, meta device type at start of device string: %s", t);
+  return NULL;
+}
+
+NATIVE(b_no_grad) { return make_ctx(1, FS_DEV_CPU); }
+
+/* ---- modules -------------------------------------------------------------- */
+
+typedef struct modv {
+  fs_module *m;
+  char *cls;      /* "Linear", "MLP" */
+  fsF_model st;   /* what Fabric's rules see */
+} modv;
+
+static const fsV_class module_class;
+
+static void modv_free(void *p) {
+  modv *mv = p;
+  fsM_release(mv->m);
+  free(mv->cls);
+  free(mv);
+}
+
+static bool has_meta(fs_module *m) {
+  fsM_param *ps;
+  int64_t n = fsM_parameters(m, &ps);
+  bool meta = false;
+  for (int64_t i = 0; i < n; i++) meta |= ps[i].t->device == FS_DEV_META;
+  if (n >= 0) fsM_params_free(ps, n);
+  return meta;
+}
+
+/* A Module value for m (taken). Built outside a model body, it is complete:
+ * it gets its initial values now unless parameters go to the meta device. */
+static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
+  if (!m) return rt_fail();
+  modv *mv = calloc(1, sizeof *mv);
+  if (!mv || !(mv->cls = strdup(cls))) {
+    free(mv);
+    fsM_release(m);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  mv->m = m;
+  if (!E->building && E->device != FS_DEV_META && fsM_materialize(m, E->device, E->seed) < 0) {
+    modv_free(mv);
+    return rt_fail();
+  }
+  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = has_meta(m)};
+  return fsV_obj(&module_class, mv);
+}
+
+int fsE_append_layer(fsE_ctx *E, const char *key, fs_value *layer) {
+  modv *mv = fsV_objdata(layer, &module_class);
+  if (!mv) return 0;
+  if (mv->m->refcount > 1) {
+    fsV_seterr("this %s is already part of a model; create a new one for each use", mv->cls);
+    return -1;
+  }
+  if (fsM_append(E->building, key, fsM_retain(mv->m)) < 0) {
+    rt_fail();
+    return -1;
+  }
+  return 1;
+}
+
+static fs_module *build_raw(fsE_ctx *E, const fs_node *body, fsM_kind kind) {
+  fs_module *seq = kind == FSM_RESIDUAL ? fsM_residual() : fsM_sequential(), *saved = E->building;
+  if (!seq) {
+    rt_fail();
+    return NULL;
+  }
+  E->building = seq;
+  fsE_flow fl = fsE_exec_block(E, body);
+  E->building = saved;
+  if (fl == FSE_ERROR || fl == FSE_RETURN) {
+    if (fl == FSE_RETURN) {
+      fsV_release(E->retval);
+      E->retval = NULL;
+      fsV_seterr("'return' is not allowed in a model body");
+    }
+    fsM_release(seq);
+    return NULL;
+  }
+  return seq;
+}
+
+fs_value *fsE_build_sequence(fsE_ctx *E, const fs_node *body, fsM_kind kind, const char *cls) {
+  fs_module *m = build_raw(E, body, kind);
+  return m ? module_value(E, m, cls ? cls : fsM_kind_name(kind)) : NULL;
+}
+
+fs_value *fsE_build_repeat(fsE_ctx *E, int64_t n, const fs_node *body) {
+  fs_module *b = build_raw(E, body, FSM_SEQUENTIAL);
+  return b ? module_value(E, fsM_repeat(n, b), "Repeat") : NULL;
+}
+
+NATIVE(l_linear) { return module_value(E, fsM_linear(ival(s[0]), ival(s[1]), fsV_truthy(s[2])), "Linear"); }
+NATIVE(l_embedding) { return module_value(E, fsM_embedding(ival(s[0]), ival(s[1])), "Embedding"); }
+NATIVE(l_posemb) { return module_value(E, fsM_posemb(ival(s[0]), ival(s[1])), "PositionalEmbedding"); }
+NATIVE(l_layernorm) { return module_value(E, fsM_layernorm(ival(s[0]), fsV_to_double(s[1])), "LayerNorm"); }
+NATIVE(l_relu) { return module_value(E, fsM_activation(FSM_RELU), "ReLU"); }
+NATIVE(l_tanh) { return module_value(E, fsM_activation(FSM_TANH), "Tanh"); }
+NATIVE(l_sigmoid) { return module_value(E, fsM_activation(FSM_SIGMOID), "Sigmoid"); }
+NATIVE(l_silu) { return module_value(E, fsM_activation(FSM_SILU), "SiLU"); }
+NATIVE(l_dropout) { return module_value(E, fsM_dropout(fsV_to_double(s[0])), "Dropout"); }
+NATIVE(l_attention) {
+  return module_value(E, fsM_attention(ival(s[0]), ival(s[1]), fsV_truthy(s[2])), "CausalSelfAttention");
+}
+
+NATIVE(l_gelu) {
+  const char *ap = s[0]->u.str.s;
+  if (strcmp(ap, "none") && strcmp(ap, "tanh")) {
+    fsV_seterr("GELU(): approximate must be 'none' or 'tanh', not '%s'", ap);
+    return NULL;
+  }
+  return module_value(E, fsM_gelu(ap[0] == 't'), "GELU");
+}
+
+NATIVE(l_flatten) {
+  if (ival(s[0]) != 1 || ival(s[1]) != -1) {
+    fsV_seterr("Flatten(): only start_dim=1, end_dim=-1 is supported");
+    return NULL;
+  }
+  return module_value(E, fsM_activation(FSM_FLATTEN), "Flatten");
+}
+
+static char *module_repr(fs_value *v) {
+  modv *mv = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "%s(%lld parameters%s)", mv->cls, (long long)fsM_num_parameters(mv->m),
+                 has_meta(mv->m) ? ", on meta" : "");
+  return fsV_buf_take(&b);
+}
+
+static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+  modv *mv = v->u.obj.data;
+  if (a->npos != 1 || a->nkw) {
+    fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
+    return NULL;
+  }
+  fs_tensor *x = need_tensor(a->pos[0], "forward", "input");
+  return x ? tensor_value(fsM_forward(mv->m, x)) : NULL;
+}
+
+static fs_value *params_list(modv *mv, bool named) {
+  fsM_param *ps;
+  int64_t n = fsM_parameters(mv->m, &ps);
+  if (n < 0) return rt_fail();
+  fs_value *l = fsV_list((size_t)n);
+  for (int64_t i = 0; l && i < n; i++) {
+    fs_value *t = tensor_value(fsT_retain(ps[i].t)), *item = t;
+    if (t && named) {
+      fs_value *k = fsV_cstr(ps[i].name);
+      item = k ? fsV_tuple(2) : NULL;
+      if (item) {
+        fsV_seq_set(item, 0, k);
+        fsV_seq_set(item, 1, t);
+      } else {
+        fsV_release(k);
+        fsV_release(t);
+      }
+    }
+    if (!item) {
+      fsV_release(l);
+      l = NULL;
+    } else {
+      fsV_list_append(l, item);
+    }
+  }
+  fsM_params_free(ps, n);
+  return l;
+}
+
+static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
+  const fsSig *sig = fsSig_member("Module", name);
+  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
+  modv *mv = v->u.obj.data;
+  if (strcmp(name, "forward") == 0) return module_call(E, v, a);
+  fs_value *s[4];
+  if (fsE_bind(E, sig, a, s) < 0) return NULL;
+  fs_value *r = NULL;
+  if (strcmp(name, "parameters") == 0) r = params_list(mv, false);
+  else if (strcmp(name, "named_parameters") == 0) r = params_list(mv, true);
+  else if (strcmp(name, "num_parameters") == 0) r = fsV_int(fsM_num_parameters(mv->m));
+  else if (strcmp(name, "train") == 0 || strcmp(name, "eval") == 0) {
+    fsM_train(mv->m, name[0] == 't' && fsV_truthy(s[0]));
+    r = fsV_retain(v);
+  } else if (strcmp(name, "to_empty") == 0) {
+    ctxv *d = fsV_objdata(s[0], &ctx_class);
+    if (!d || d->kind != 0) fsV_seterr("to_empty(): device must be a device(...), not %s", fsV_type_name(s[0]));
+    else if (fsM_to_empty(mv->m, d->dev) < 0) rt_fail();
+    else {
+      mv->st.meta = has_meta(mv->m);
+      mv->st.generation++;
+      r = fsV_retain(v);
+    }
+  } else if (strcmp(name, "reset_parameters") == 0) {
+    r = fsM_reset_parameters(mv->m, E->seed) < 0 ? rt_fail() : fsV_none();
+  } else if (strcmp(name, "zero_grad") == 0) {
+    fsM_param *ps;
+    int64_t n = fsM_parameters(mv->m, &ps);
+    for (int64_t i = 0; i < n; i++) {
+      fsT_release(ps[i].t->grad);
+      ps[i].t->grad = NULL;
+    }
+    if (n >= 0) fsM_params_free(ps, n);
+    r = n < 0 ? rt_fail() : fsV_none();
+  } else {
+    fsV_seterr("Module.%s() is not available yet in this build", name);
+  }
+  fsE_unbind(sig, s);
+  return r;
+}
+
+static fs_value *module_getattr(fsE_ctx *E, fs_value *v, const char *name) {
+  modv *mv = v->u.obj.data;
+  if (strcmp(name, "training") == 0) return fsV_bool(mv->m->training);
+  return NULL;
+}
+
+static const fsV_class module_class = {
+  .name = "Module", .getattr = module_getattr, .call = module_call, .call_method = module_method,
+  .repr = module_repr, .free = modv_free,
+};
+
+/* ---- optimizers ------------------------------------------------------------------ */
+
+typedef struct optv {
+  fs_optim *o;
+  const char *cls;
+  fsF_optim st;
+} optv;
+
+static const fsV_class optim_class;
+
+static void optv_free(void *p) {
+  optv *ov = p;
+  fsO_release(ov->o);
+  free(ov);
+}
+
+/* The tensors of a parameters argument (any iterable of tensors). */
+static fs_tensor **param_array(fsE_ctx *E, fs_value *params, int64_t *n, bool *meta) {
+  fsE_iter it;
+  fs_value *l = fsV_list(0), *x;
+  int st = l && fsE_iter_begin(E, params, &it) == 0 ? 1 : -1;
+  while (st == 1 && (st = fsE_iter_next(E, &it, &x)) == 1) fsV_list_append(l, x);
+  fsE_iter_end(&it);
+  if (st < 0) {
+    fsV_release(l);
+    return NULL;
+  }
+  if (!l) return NULL;
+  fs_tensor **ts = malloc((l->u.seq.n + 1) * sizeof *ts);
+  *n = 0;
+  *meta = false;
+  for (size_t i = 0; ts && i < l->u.seq.n; i++) {
+    fs_tensor *t = as_tensor(l->u.seq.items[i]);
+    if (!t) {
+      fsV_seterr("optimizer got a %s where a parameter tensor was expected", fsV_type_name(l->u.seq.items[i]));
+      free(ts);
+      ts = NULL;
+      break;
+    }
+    *meta |= t->device == FS_DEV_META;
+    ts[(*n)++] = t;
+  }
+  if (ts && *n == 0) {
+    fsV_seterr("optimizer got an empty parameter list");
+    free(ts);
+    ts = NULL;
+  }
+  fsV_release(l);
+  return ts;
+}
+
+static fs_value *optim_value(fs_optim *o, const char *cls, bool meta) {
+  if (!o) return rt_fail();
+  optv *ov = calloc(1, sizeof *ov);
+  if (!ov) {
+    fsO_release(o);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  ov->o = o;
+  ov->cls = cls;
+  ov->st.meta_params = meta;
+  return fsV_obj(&optim_class, ov);
+}
+
+static int betas(const fs_value *v, double *b1, double *b2) {
+  if (v->u.seq.n != 2 || !fsV_is_number(v->u.seq.items[0]) || !fsV_is_number(v->u.seq.items[1])) {
+    fsV_seterr("betas must be a pair of numbers");
+    return -1;
+  }
+  *b1 = fsV_to_double(v->u.seq.items[0]);
+  *b2 = fsV_to_double(v->u.seq.items[1]);
+  return 0;
+}
+
+NATIVE(o_sgd) {
+  int64_t n;
+  bool meta;
+  fs_tensor **ps = param_array(E, s[0], &n, &meta);
+  if (!ps) return NULL;
+  fs_optim *o = fsO_sgd(ps, n, fsV_to_double(s[1]), fsV_to_double(s[2]), fsV_to_double(s[3]),
+                        fsV_to_double(s[4]), fsV_truthy(s[5]));
+  free(ps);
+  return optim_value(o, "SGD", meta);
+}
+
+static fs_value *adam(fsE_ctx *E, fs_value **s, bool decoupled) {
+  int64_t n;
+  bool meta;
+  double b1, b2;
+  if (betas(s[2], &b1, &b2) < 0) return NULL;
+  fs_tensor **ps = param_array(E, s[0], &n, &meta);
+  if (!ps) return NULL;
+  fs_optim *o = fsO_adam(ps, n, decoupled, fsV_to_double(s[1]), b1, b2, fsV_to_double(s[3]),
+                         fsV_to_double(s[4]));
+  free(ps);
+  return optim_value(o, decoupled ? "AdamW" : "Adam", meta);
+}
+
+NATIVE(o_adam) { return adam(E, s, false); }
+NATIVE(o_adamw) { return adam(E, s, true); }
+
+static fs_value *optim_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
+  const fsSig *sig = fsSig_member("Optimizer", name);
+  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
+  optv *ov = v->u.obj.data;
+  fs_value *s[2];
+  if (fsE_bind(E, sig, a, s) < 0) return NULL;
+  fs_value *r = NULL;
+  if (strcmp(name, "step") == 0) r = fsO_step(ov->o) < 0 ? rt_fail() : fsV_none();
+  else if (strcmp(name, "zero_grad") == 0) {
+    fsO_zero_grad(ov->o);
+    r = fsV_none();
+  } else fsV_seterr("%s.%s() is not available yet in this build", ov->cls, name);
+  fsE_unbind(sig, s);
+  return r;
+}
+
+static fs_value *optim_getattr(fsE_ctx *E, fs_value *v, const char *name) {
+  optv *ov = v->u.obj.data;
+  return strcmp(name, "lr") == 0 ? fsV_float(ov->o->lr) : NULL;
+}
+
+static int optim_setattr(fsE_ctx *E, fs_value *v, const char *name, fs_value *x) {
+  optv *ov = v->u.obj.data;
+  if (strcmp(name, "lr") != 0) {
+    fsV_seterr("'%s' object attribute '%s' cannot be set", ov->cls, name);
+    return -1;
+  }
+  if (!fsV_is_number(x) || fsV_to_double(x) < 0) {
+    fsV_seterr("optimizer.lr must be a non-negative number");
+    return -1;
+  }
+  ov->o->lr = fsV_to_double(x);
+  return 0;
+}
+
+static char *optim_repr(fs_value *v) {
+  optv *ov = v->u.obj.data;
+  fsV_buf b = {0};
+  char lr[40];
+  fsV_float_repr(ov->o->lr, lr, sizeof lr);
+  fsV_buf_printf(&b, "%s(lr=%s)", ov->cls, lr);
+  return fsV_buf_take(&b);
+}
+
+static const fsV_class optim_class = {
+  .name = "Optimizer", .getattr = optim_getattr, .setattr = optim_setattr,
+  .call_method = optim_method, .repr = optim_repr, .free = optv_free,
+};
+
+/* ---- data sets and loaders ------------------------------------------------------------ */
+
+typedef struct dsv { fsS_dataset ds; } dsv;
+static const fsV_class dataset_class;
+
+static void dsv_free(void *p) {
+  fsS_free(&((dsv *)p)->ds);
+  free(p);
+}
+
+static int64_t dataset_len(fsE_ctx *E, fs_value *v) { return (int64_t)((dsv *)v->u.obj.data)->ds.len; }
+
+static fs_tensor *layout_tensor(const fsS_layout *l, int64_t batch, const void *data) {
+  int64_t shape[FS_MAX_RANK];
+  int r = 0;
+  if (batch >= 0) shape[r++] = batch;
+  for (int i = 0; i < l->ndim; i++) shape[r++] = l->shape[i];
+  fs_tensor *t = fsT_new(l->dtype, FS_DEV_CPU, r, shape);
+  if (t) memcpy(t->data, data, fsT_nbytes(t));
+  return t;
+}
+
+static fs_value *pair(fs_tensor *x, fs_tensor *y) {
+  fs_value *vx = tensor_value(x), *vy = vx ? tensor_value(y) : (fsT_release(y), NULL);
+  fs_value *p = vy ? fsV_tuple(2) : NULL;
+  if (!p) {
+    fsV_release(vx);
+    fsV_release(vy);
+    return NULL;
+  }
+  fsV_seq_set(p, 0, vx);
+  fsV_seq_set(p, 1, vy);
+  return p;
+}
+
+static fs_value *dataset_index(fsE_ctx *E, fs_value *v, fs_value *key) {
+  fsS_dataset *ds = &((dsv *)v->u.obj.data)->ds;
+  if (key->type != FSV_INT) {
+    fsV_seterr("dataset indices must be integers, not %s", fsV_type_name(key));
+    return NULL;
+  }
+  int64_t i = key->u.i < 0 ? key->u.i + (int64_t)ds->len : key->u.i;
+  if (i < 0 || i >= (int64_t)ds->len) {
+    fsV_seterr("dataset index out of range");
+    return NULL;
+  }
+  void *x = malloc(ds->x.bytes + ds->y.bytes);
+  if (!x) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  fsS_get(ds, (size_t)i, x, (char *)x + ds->x.bytes);
+  fs_tensor *tx = layout_tensor(&ds->x, -1, x), *ty = tx ? layout_tensor(&ds->y, -1, (char *)x + ds->x.bytes) : NULL;
+  free(x);
+  if (!ty) {
+    fsT_release(tx);
+    return rt_fail();
+  }
+  return pair(tx, ty);
+}
+
+static const fsV_class dataset_class = {
+  .name = "Dataset", .index = dataset_index, .len = dataset_len, .free = dsv_free,
+};
+
+static fs_value *dataset_value(dsv *d, int rc, char *err) {
+  if (rc < 0) {
+    free(d);
+    return err_own(err);
+  }
+  return fsV_obj(&dataset_class, d);
+}
+
+#define NEW_DS(d) dsv *d = calloc(1, sizeof *d); if (!d) { fsV_seterr("out of memory"); return NULL; } char *err = NULL
+
+NATIVE(d_fashion) {
+  NEW_DS(d);
+  const char *root = s[1]->type == FSV_STR ? s[1]->u.str.s : FSS_FASHION_MNIST_ROOT;
+  return dataset_value(d, fsS_mnist(&d->ds, root, fsV_truthy(s[0]), &err), err);
+}
+
+NATIVE(d_mnist) {
+  NEW_DS(d);
+  return dataset_value(d, fsS_mnist(&d->ds, s[0]->u.str.s, fsV_truthy(s[1]), &err), err);
+}
+
+NATIVE(d_text) {
+  NEW_DS(d);
+  return dataset_value(d, fsS_text(&d->ds, s[0]->u.str.s, ival(s[1]), &err), err);
+}
+
+NATIVE(d_random) {
+  int64_t shape[FS_MAX_RANK];
+  int nd = 0;
+  if (s[1]->type == FSV_INT) shape[nd++] = s[1]->u.i;
+  else
+    for (size_t i = 0; i < s[1]->u.seq.n; i++) {
+      fs_value *x = s[1]->u.seq.items[i];
+      if (x->type != FSV_INT || nd >= FS_MAX_RANK - 1) {
+        fsV_seterr("RandomDataset(): shape must be an int or a short tuple of ints");
+        return NULL;
+      }
+      shape[nd++] = x->u.i;
+    }
+  NEW_DS(d);
+  return dataset_value(d, fsS_random(&d->ds, ival(s[0]), nd, shape, ival(s[2]), (uint64_t)ival(s[3]), &err), err);
+}
+
+typedef struct loaderv {
+  fsDL_loader L;
+  fs_value *dataset; /* held: the loader borrows its fsS_dataset */
+  uint64_t epoch;
+  fsF_loader st;
+} loaderv;
+
+static const fsV_class loader_class, loader_iter_class;
+
+static void loaderv_free(void *p) {
+  loaderv *lv = p;
+  fsDL_free(&lv->L);
+  fsV_release(lv->dataset);
+  free(lv);
+}
+
+NATIVE(d_loader) {
+  dsv *d = fsV_objdata(s[0], &dataset_class);
+  if (!d) {
+    fsV_seterr("DataLoader(): dataset must be a data set, not %s", fsV_type_name(s[0]));
+    return NULL;
+  }
+  loaderv *lv = calloc(1, sizeof *lv);
+  char *err = NULL;
+  if (!lv) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  if (fsDL_init(&lv->L, &d->ds, ival(s[1]), fsV_truthy(s[2]), fsV_truthy(s[3]), E->seed, &err) < 0) {
+    free(lv);
+    return err_own(err);
+  }
+  lv->dataset = fsV_retain(s[0]);
+  lv->st.is_dataloader = 1;
+  return fsV_obj(&loader_class, lv);
+}
+
+static int64_t loader_len(fsE_ctx *E, fs_value *v) { return (int64_t)fsDL_len(&((loaderv *)v->u.obj.data)->L); }
+
+/* One pass at a time: the iterator holds the loader, whose batch buffers it fills. */
+static fs_value *loader_iter(fsE_ctx *E, fs_value *v) {
+  loaderv *lv = v->u.obj.data;
+  fsDL_start(&lv->L, lv->epoch++);
+  return fsV_obj(&loader_iter_class, fsV_retain(v));
+}
+
+static int loader_next(fsE_ctx *E, fs_value *it, fs_value **out) {
+  loaderv *lv = ((fs_value *)it->u.obj.data)->u.obj.data;
+  if (!fsDL_next(&lv->L)) return 0;
+  fsDL_batch *bx = &lv->L.x, *by = &lv->L.y;
+  fs_tensor *x = fsT_new(bx->dtype, FS_DEV_CPU, bx->ndim, bx->shape);
+  fs_tensor *y = x ? fsT_new(by->dtype, FS_DEV_CPU, by->ndim, by->shape) : NULL;
+  if (!y) {
+    fsT_release(x);
+    rt_fail();
+    return -1;
+  }
+  memcpy(x->data, bx->data, fsT_nbytes(x));
+  memcpy(y->data, by->data, fsT_nbytes(y));
+  *out = pair(x, y);
+  return *out ? 1 : -1;
+}
+
+static void loader_iter_free(void *p) { fsV_release(p); }
+
+static const fsV_class loader_class = {
+  .name = "DataLoader", .iter = loader_iter, .len = loader_len, .free = loaderv_free,
+};
+static const fsV_class loader_iter_class = {
+  .name = "DataLoader_iterator", .next = loader_next, .free = loader_iter_free,
+};
+
+/* ---- Fabric ---------------------------------------------------------------------------- */
+
+typedef struct fabv {
+  fsF_config cfg;
+  fsF_fabric f;
+} fabv;
+
+static const fsV_class fabric_class;
+
+static fsF_fabric *current_fabric(fsE_ctx *E) {
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fabric_class) : NULL;
+  return fv ? &fv->f : NULL;
+}
+
+static void fabv_free(void *p) { free(p); }
+
+/* Reports the issues of a validation: warnings as diagnostics, the error via fsV_error. */
+static int issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc) {
+  for (size_t i = 0; i < iss->n; i++)
+    if (iss->items[i].severity != FS_SEV_ERROR) {
+      fs_diag *g = fsD_add(E->diags, iss->items[i].severity, iss->items[i].rule, E->src, a->loc, "%s",
+                           iss->items[i].message);
+      if (iss->items[i].help) fsD_help(g, "%s", iss->items[i].help);
+    }
+  if (rc < 0) {
+    const fsF_issue *e = fsF_error(iss);
+    fsV_seterr("%s", e ? e->message : "Fabric rejected the call");
+    fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, e ? e->rule : "runtime", E->src, a->loc, "%s",
+                         e ? e->message : "Fabric rejected the call");
+    if (e && e->help) fsD_help(g, "%s", e->help);
+    E->reported = true;
+    if (!E->status) E->status = 1;
+  }
+  fsF_issues_free(iss);
+  return rc;
+}
+
+/* An fs_value as fabric.h sees a Fabric(...) argument. */
+static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **repr) {
+  fsF_value f = {.kind = FSF_OTHER, .tname = fsV_type_name(v)};
+  switch (v->type) {
+  case FSV_NONE: f.kind = FSF_NONE; break;
+  case FSV_BOOL: f.kind = FSF_BOOL; f.i = v->u.b; break;
+  case FSV_INT: f.kind = FSF_INT; f.i = v->u.i; break;
+  case FSV_FLOAT: f.kind = FSF_FLOAT; f.f = v->u.f; break;
+  case FSV_STR: f.kind = FSF_STR; f.s = v->u.str.s; break;
+  case FSV_LIST:
+  case FSV_TUPLE:
+    f.kind = FSF_INTLIST;
+    for (size_t i = 0; i < v->u.seq.n; i++) {
+      const fs_value *x = v->u.seq.items[i];
+      if (x->type != FSV_INT || i >= cap) {
+        f.kind = FSF_LIST;
+        f.tname = fsV_type_name(x);
+        break;
+      }
+      ints[i] = x->u.i;
+    }
+    f.ints = ints;
+    f.nints = v->u.seq.n;
+    break;
+  default: break;
+  }
+  if (f.kind == FSF_LIST || f.kind == FSF_OTHER) f.s = *repr = fsV_repr(v);
+  return f;
+}
+
+NATIVE(f_fabric) {
+  const fsE_options *o = E->opt;
+  fsF_overrides ov = {o->accelerator, o->strategy, o->devices, o->num_nodes, o->precision};
+  fsF_machine m;
+  fsF_machine_detect(&m);
+  fs_value *const *slot[5] = {&s[0], &s[1], &s[2], &s[3], &s[4]};
+  fsF_args fa;
+  fsF_value *dst[5] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
+  int64_t ints[5][FSF_MAX_GPUS];
+  char *reprs[5] = {0};
+  for (int i = 0; i < 5; i++) {
+    *dst[i] = fvalue(*slot[i], ints[i], FSF_MAX_GPUS, &reprs[i]);
+    /* an argument left at its default is "not passed", as the CLI rules need */
+    bool given = false;
+    for (size_t k = 0; k < a->nkw; k++) given |= fsSig_param_index(fsSig_find("Fabric"), a->kwnames[k]) == i;
+    if (!given && (size_t)i >= a->npos) dst[i]->kind = FSF_UNSET;
+  }
+  if (s[1]->type == FSV_OBJ) { /* a strategy object */
+    fsV_seterr("strategy objects are not supported at run time in this build; pass the strategy name");
+    for (int i = 0; i < 5; i++) free(reprs[i]);
+    return NULL;
+  }
+  fabv *fv = calloc(1, sizeof *fv);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int rc = fv ? fsF_resolve(&fa, &ov, &m, &fv->cfg, &iss) : -1;
+  for (int i = 0; i < 5; i++) free(reprs[i]);
+  if (!fv) {
+    fsF_issues_free(&iss);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  if (issues(E, a, &iss, rc) < 0) {
+    free(fv);
+    return NULL;
+  }
+  if (fv->cfg.cls != FSF_SINGLE || fv->cfg.accel != FSF_CPU) {
+    fsV_seterr("this build runs only the single-device CPU strategy; the script resolves to %s on %s "
+               "(`fabricscript check` checks it)", fsF_cls_name(fv->cfg.cls), fsF_accel_name(fv->cfg.accel));
+    free(fv);
+    return NULL;
+  }
+  fsF_fabric_init(&fv->f, &fv->cfg);
+  fs_value *r = fsV_obj(&fabric_class, fv);
+  if (r) {
+    fsV_release(E->fabric);
+    E->fabric = fsV_retain(r);
+  }
+  return r;
+}
+
+/* Tuples of the arguments Fabric returns: one value alone, several as a tuple. */
+static fs_value *one_or_tuple(fs_value *first, fs_value *rest) {
+  size_t n = (first ? 1 : 0) + rest->u.seq.n;
+  if (n == 1) return fsV_retain(first ? first : rest->u.seq.items[0]);
+  fs_value *t = fsV_tuple(n);
+  for (size_t i = 0; t && i < n; i++)
+    fsV_seq_set(t, i, fsV_retain(first ? (i ? rest->u.seq.items[i - 1] : first) : rest->u.seq.items[i]));
+  return t;
+}
+
+static modv *need_module(const fs_value *v, const char *fn) {
+  modv *mv = fsV_objdata(v, &module_class);
+  if (!mv) fsV_seterr("%s(): expected a module, got %s", fn, fsV_type_name(v));
+  return mv;
+}
+
+static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim **st, optv **ov) {
+  for (size_t i = 0; i < opts->u.seq.n; i++) {
+    if (!(ov[i] = fsV_objdata(opts->u.seq.items[i], &optim_class))) {
+      fsV_seterr("%s(): expected an optimizer, got %s", fn, fsV_type_name(opts->u.seq.items[i]));
+      return -1;
+    }
+    st[i] = &ov[i]->st;
+  }
+  return 0;
+}
+
+/* What a successful setup of a module does: materialize it, mark it set up. */
+static int setup_module_done(fsE_ctx *E, fabv *fv, modv *mv) {
+  if (mv->st.meta && fsM_materialize(mv->m, FS_DEV_CPU, E->seed) < 0) return rt_fail(), -1;
+  fsF_setup_done(&fv->f, &mv->st);
+  mv->st.meta = has_meta(mv->m);
+  return 0;
+}
+
+static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
+  const fsSig *sig = fsSig_member("Fabric", name);
+  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
+  fabv *fv = v->u.obj.data;
+  fsF_fabric *f = &fv->f;
+  fs_value *s[8];
+  if (fsE_bind(E, sig, a, s) < 0) return NULL;
+  fs_value *r = NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (strcmp(name, "launch") == 0) {
+    if (s[0]->type != FSV_NONE) fsV_seterr("launch(function) is not supported in this build");
+    else if (issues(E, a, &iss, fsF_check_launch(f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0) r = fsV_none();
+  } else if (strcmp(name, "seed_everything") == 0) {
+    int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
+    E->seed = (uint64_t)seed;
+    r = fsV_int(seed);
+  } else if (strcmp(name, "init_module") == 0) {
+    int ei = s[0]->type == FSV_NONE ? -1 : fsV_truthy(s[0]);
+    if (issues(E, a, &iss, fsF_check_init_module(f, ei, &iss)) == 0)
+      r = make_ctx(2, fsF_init_module_effect(&fv->cfg, ei) == FSF_INIT_META ? FS_DEV_META : FS_DEV_CPU);
+  } else if (strcmp(name, "setup_module") == 0 || strcmp(name, "setup") == 0) {
+    bool joint = name[5] == '\0';
+    modv *mv = need_module(s[0], joint ? "setup" : "setup_module");
+    fs_value *opts = joint ? s[1] : NULL;
+    size_t no = opts ? opts->u.seq.n : 0;
+    const fsF_optim **st = calloc(no + 1, sizeof *st);
+    optv **ov = calloc(no + 1, sizeof *ov);
+    if (!st || !ov) fsV_seterr("out of memory");
+    else if (mv && gather_optims(opts ? opts : s[1], name, st, ov) == 0 &&
+             issues(E, a, &iss, joint ? fsF_check_setup(f, &mv->st, st, no, &iss)
+                                      : fsF_check_setup_module(f, &mv->st, &iss)) == 0 &&
+             setup_module_done(E, fv, mv) == 0) {
+      for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
+      r = joint ? one_or_tuple(s[0], opts) : fsV_retain(s[0]);
+    }
+    free(st);
+    free(ov);
+  } else if (strcmp(name, "setup_optimizers") == 0) {
+    size_t no = s[0]->u.seq.n;
+    const fsF_optim **st = calloc(no + 1, sizeof *st);
+    optv **ov = calloc(no + 1, sizeof *ov);
+    if (!st || !ov) fsV_seterr("out of memory");
+    else if (gather_optims(s[0], name, st, ov) == 0 &&
+             issues(E, a, &iss, fsF_check_setup_optimizers(f, st, no, &iss)) == 0) {
+      for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
+      r = no ? one_or_tuple(NULL, s[0]) : fsV_none();
+    }
+    free(st);
+    free(ov);
+  } else if (strcmp(name, "setup_dataloaders") == 0) {
+    size_t n = s[0]->u.seq.n;
+    fsF_loader *sts = calloc(n + 1, sizeof *sts);
+    const fsF_loader **p = calloc(n + 1, sizeof *p);
+    if (!sts || !p) fsV_seterr("out of memory");
+    else {
+      for (size_t i = 0; i < n; i++) {
+        loaderv *lv = fsV_objdata(s[0]->u.seq.items[i], &loader_class);
+        sts[i] = lv ? lv->st : (fsF_loader){0};
+        p[i] = &sts[i];
+      }
+      if (issues(E, a, &iss, fsF_check_setup_dataloaders(f, p, n, &iss)) == 0) {
+        for (size_t i = 0; i < n; i++)
+          ((loaderv *)s[0]->u.seq.items[i]->u.obj.data)->st.wrapped = 1;
+        r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
+      }
+    }
+    free(sts);
+    free(p);
+  } else if (strcmp(name, "backward") == 0) {
+    fs_tensor *t = need_tensor(s[0], "backward", "tensor");
+    modv *mv = s[2]->type == FSV_NONE ? NULL : need_module(s[2], "backward");
+    if (t && (mv || s[2]->type == FSV_NONE) &&
+        issues(E, a, &iss, fsF_check_backward(f, mv ? &mv->st : NULL, &iss)) == 0)
+      r = fsG_backward(t) < 0 ? rt_fail() : fsV_none();
+  } else if (strcmp(name, "clip_gradients") == 0) {
+    modv *mv = need_module(s[0], name);
+    optv *ov = mv ? fsV_objdata(s[1], &optim_class) : NULL;
+    if (mv && !ov) fsV_seterr("clip_gradients(): expected an optimizer, got %s", fsV_type_name(s[1]));
+    else if (ov && issues(E, a, &iss, fsF_check_clip_gradients(f, &mv->st, s[2]->type != FSV_NONE,
+                                                              s[3]->type != FSV_NONE, &iss)) == 0) {
+      if (s[2]->type != FSV_NONE) {
+        fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2]));
+        r = fsV_none();
+      } else {
+        double total;
+        if (fsO_clip_grad_norm(ov->o->params, ov->o->nparams, fsV_to_double(s[3]), fsV_to_double(s[4]), &total) < 0)
+          rt_fail();
+        else
+          r = tensor_value(fsT_scalar((float)total));
+      }
+    }
+  } else if (strcmp(name, "print") == 0) {
+    r = fsE_print(E, s); /* one process: local rank 0 */
+  } else if (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0) {
+    r = fsV_none(); /* no loggers configured: Fabric's log is a no-op then */
+  } else if (strcmp(name, "barrier") == 0 || strcmp(name, "all_reduce") == 0 ||
+             strcmp(name, "all_gather") == 0 || strcmp(name, "broadcast") == 0) {
+    if (issues(E, a, &iss, fsF_check_collective(f, &iss)) == 0)
+      r = name[0] == 'b' && name[1] == 'a' ? fsV_none() : fsV_retain(s[0]); /* one rank: identity */
+  } else {
+    fsV_seterr("Fabric.%s() is not available yet in this build", name);
+  }
+  fsF_issues_free(&iss);
+  fsE_unbind(sig, s);
+  return r;
+}
+
+static fs_value *fabric_getattr(fsE_ctx *E, fs_value *v, const char *name) {
+  static const char *zero[] = {"global_rank", "local_rank", "node_rank"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(name, zero[i]) == 0) return fsV_int(0);
+  if (strcmp(name, "world_size") == 0) return fsV_int(1);
+  if (strcmp(name, "is_global_zero") == 0) return fsV_bool(true);
+  if (strcmp(name, "device") == 0) return make_ctx(0, FS_DEV_CPU);
+  return NULL;
+}
+
+static char *fabric_repr(fs_value *v) {
+  fabv *fv = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "<Fabric %s on %s, precision %s>", fsF_cls_name(fv->cfg.cls),
+                 fsF_accel_name(fv->cfg.accel), fsF_prec_name(fv->cfg.precision));
+  return fsV_buf_take(&b);
+}
+
+static const fsV_class fabric_class = {
+  .name = "Fabric", .getattr = fabric_getattr, .call_method = fabric_method,
+  .repr = fabric_repr, .free = fabv_free,
+};
+
+const fsE_builtin fsE_rt_builtins[] = {
+  {"cross_entropy", b_cross_entropy}, {"mse_loss", b_mse_loss},
+  {"device", b_device}, {"no_grad", b_no_grad},
+  {"Linear", l_linear}, {"Embedding", l_embedding}, {"PositionalEmbedding", l_posemb},
+  {"LayerNorm", l_layernorm}, {"ReLU", l_relu}, {"GELU", l_gelu}, {"Tanh", l_tanh},
+  {"Sigmoid", l_sigmoid}, {"SiLU", l_silu}, {"Dropout", l_dropout}, {"Flatten", l_flatten},
+  {"CausalSelfAttention", l_attention},
+  {"SGD", o_sgd}, {"Adam", o_adam}, {"AdamW", o_adamw},
+  {"FashionMNIST", d_fashion}, {"MNIST", d_mnist}, {"TextDataset", d_text},
+  {"RandomDataset", d_random}, {"DataLoader", d_loader},
+  {"Fabric", f_fabric},
+  {NULL, NULL},
+};

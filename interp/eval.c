@@ -1,0 +1,921 @@
+/* eval.c -- the tree walker: expressions, statements, calls, scopes.
+ * Names resolve in the function's locals, then the globals, then the
+ * builtins (fsSig); a def sees the globals, not an enclosing def's locals. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "eval_impl.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+
+fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...) {
+  if (E->reported) return NULL;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, "runtime", E->src, loc, "%s", msg);
+  for (size_t i = E->depth; i-- > 0;)
+    fsD_note(g, E->src, E->call_sites[i], "in the call of `%s` from here", E->stack[i]->str);
+  E->reported = true;
+  if (!E->status) E->status = strcmp(msg, "out of memory") == 0 ? 3 : 1;
+  return NULL;
+}
+
+/* A NULL from a value operation: report its fsV_error at loc. */
+static fs_value *failed(fsE_ctx *E, fs_loc loc) {
+  return fsE_error(E, loc, "%s", fsV_error()[0] ? fsV_error() : "internal error: no message");
+}
+
+FILE *fsE_out(fsE_ctx *E) { return E->out; }
+
+/* ---- builtin callables ----------------------------------------------------- */
+
+typedef struct native {
+  const fsSig *sig;
+  fsE_native fn; /* NULL: needs the runtime, which does not provide it */
+  fs_value *self;
+  char *member;  /* method name when bound */
+} native;
+
+static void native_free(void *p) {
+  native *n = p;
+  fsV_release(n->self);
+  free(n->member);
+  free(n);
+}
+
+static fs_value *native_call(fsE_ctx *E, fs_value *v, const fsV_args *a);
+
+static char *native_repr(fs_value *v) {
+  native *n = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, n->self ? "<built-in method %s>" : "<built-in function %s>",
+                 n->member ? n->member : n->sig->name);
+  return fsV_buf_take(&b);
+}
+
+static const fsV_class native_class = {
+  .name = "builtin_function_or_method", .call = native_call, .repr = native_repr,
+  .free = native_free,
+};
+
+static fsE_native find_native(const char *name) {
+  const fsE_builtin *tables[] = {fsE_core_builtins, fsE_rt_builtins};
+  for (int t = 0; t < 2; t++)
+    for (const fsE_builtin *b = tables[t]; b->name; b++)
+      if (strcmp(b->name, name) == 0) return b->fn;
+  return NULL;
+}
+
+static fs_value *native_value(const fsSig *sig, fs_value *self, const char *member) {
+  native *n = calloc(1, sizeof *n);
+  if (!n || (member && !(n->member = strdup(member)))) {
+    free(n);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  n->sig = sig;
+  n->fn = find_native(sig->name);
+  n->self = fsV_retain(self);
+  return fsV_obj(&native_class, n);
+}
+
+static const char *mask_name(unsigned m, char *buf, size_t len) {
+  static const char *names[] = {"None", "bool", "int", "float", "str", "list",
+                                "tuple", "dict", "function", "object"};
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < 10; i++)
+    if (m & (1u << i)) o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? " or " : "", names[i]);
+  return buf;
+}
+
+static const fsV_class fn_class;
+
+static unsigned type_bit(const fs_value *v) {
+  switch (v->type) {
+  case FSV_NONE: return FSSIG_T_NONE;
+  case FSV_BOOL: return FSSIG_T_BOOL;
+  case FSV_INT: return FSSIG_T_INT;
+  case FSV_FLOAT: return FSSIG_T_FLOAT;
+  case FSV_STR: return FSSIG_T_STR;
+  case FSV_LIST: return FSSIG_T_LIST;
+  case FSV_TUPLE: return FSSIG_T_TUPLE;
+  case FSV_DICT: return FSSIG_T_DICT;
+  default: return v->type == FSV_OBJ && v->u.obj.cls == &fn_class ? FSSIG_T_FUNC : FSSIG_T_OBJ;
+  }
+}
+
+void fsE_unbind(const fsSig *sig, fs_value **slots) {
+  for (size_t i = 0; i < sig->nparams; i++) {
+    fsV_release(slots[i]);
+    slots[i] = NULL;
+  }
+}
+
+/* Binds a onto sig; defaults come from `defaults` (a def's values) when
+ * given, else from the signature's literal text. */
+static int bind(fsE_ctx *E, const fsSig *sig, fs_value *const *defaults, const fsV_args *a,
+                fs_value **slots) {
+  size_t np = sig->nparams;
+  memset(slots, 0, np * sizeof *slots);
+  int *pos = malloc((a->npos + a->nkw + 1) * sizeof *pos), *kw = pos + a->npos;
+  char *err = NULL;
+  if (!pos) {
+    fsV_seterr("out of memory");
+    return -1;
+  }
+  if (fsSig_bind(sig, a->npos, a->kwnames, a->nkw, pos, kw, &err) != 0) {
+    fsV_seterr("%s", err ? err : "out of memory");
+    free(err);
+    free(pos);
+    return -1;
+  }
+  for (size_t i = 0; i < np; i++) {
+    unsigned f = sig->params[i].flags;
+    if ((f & FSSIG_VARARGS) && !(slots[i] = fsV_list(0))) goto fail;
+    if ((f & FSSIG_VARKW) && !(slots[i] = fsV_dict())) goto fail;
+  }
+  for (size_t i = 0; i < a->npos + a->nkw; i++) {
+    fs_value *v = i < a->npos ? a->pos[i] : a->kw[i - a->npos];
+    int s = pos[i];
+    const fsSig_param *p = &sig->params[s];
+    if (!(p->types & type_bit(v)) && !((p->types & FSSIG_T_INT) && v->type == FSV_BOOL)) {
+      char want[96];
+      fsV_seterr("%s() argument '%s' must be %s, not %s", sig->name, p->name,
+                 mask_name(p->types, want, sizeof want), fsV_type_name(v));
+      goto fail;
+    }
+    if (p->flags & FSSIG_VARARGS) {
+      if (fsV_list_append(slots[s], fsV_retain(v)) < 0) goto fail;
+    } else if (p->flags & FSSIG_VARKW) {
+      fs_value *k = fsV_cstr(a->kwnames[i - a->npos]);
+      int rc = k ? fsV_dict_set(slots[s], k, fsV_retain(v)) : -1;
+      fsV_release(k);
+      if (rc < 0) goto fail;
+    } else {
+      slots[s] = fsV_retain(v);
+    }
+  }
+  for (size_t i = 0; i < np; i++) {
+    if (sig->params[i].flags & FSSIG_VARARGS) slots[i]->type = FSV_TUPLE; /* same layout */
+    if (slots[i]) continue;
+    slots[i] = defaults ? fsV_retain(defaults[i]) : fsV_literal(sig->params[i].def);
+    if (!slots[i]) goto fail;
+  }
+  free(pos);
+  return 0;
+fail:
+  free(pos);
+  fsE_unbind(sig, slots);
+  return -1;
+}
+
+int fsE_bind(fsE_ctx *E, const fsSig *sig, const fsV_args *a, fs_value **slots) {
+  return bind(E, sig, NULL, a, slots);
+}
+
+static fs_value *run_native(fsE_ctx *E, const fsSig *sig, fsE_native fn, fs_value *self,
+                            const fsV_args *a) {
+  if (!fn) {
+    fsV_seterr("fabricscript: `%s` is not available yet: the runtime is not implemented in this build",
+               sig->name);
+    return NULL;
+  }
+  fs_value *small[16], **slots = sig->nparams <= 16 ? small : malloc(sig->nparams * sizeof *slots);
+  if (!slots) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  fs_value *r = NULL;
+  if (bind(E, sig, NULL, a, slots) == 0) {
+    fsV_clearerr();
+    r = fn(E, self, slots, a);
+    fsE_unbind(sig, slots);
+  }
+  if (slots != small) free(slots);
+  return r;
+}
+
+static fs_value *native_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+  native *n = v->u.obj.data;
+  if (n->self && n->member) return fsE_call_method(E, n->self, n->member, a);
+  return run_native(E, n->sig, n->fn, n->self, a);
+}
+
+/* ---- def functions and model classes ---------------------------------------- */
+
+typedef struct func {
+  const fs_node *node; /* FS_N_DEF or FS_N_MODEL */
+  fsSig sig;
+  fsSig_param *params;
+  fs_value **defaults; /* per parameter; NULL when required */
+} func;
+
+static void func_free(void *p) {
+  func *f = p;
+  for (size_t i = 0; i < f->sig.nparams; i++) fsV_release(f->defaults[i]);
+  free(f->defaults);
+  free(f->params);
+  free(f);
+}
+
+static char *func_repr(fs_value *v) {
+  func *f = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, f->node->kind == FS_N_MODEL ? "<model %s>" : "<function %s>", f->node->str);
+  return fsV_buf_take(&b);
+}
+
+static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a);
+
+static const fsV_class fn_class = {
+  .name = "function", .call = func_call, .repr = func_repr, .free = func_free,
+};
+
+static fs_value *eval(fsE_ctx *E, const fs_node *n);
+
+static fs_value *make_func(fsE_ctx *E, const fs_node *n) {
+  const fs_node *params = n->kids[0];
+  func *f = calloc(1, sizeof *f);
+  size_t np = params->nkids;
+  if (!f || (np && (!(f->params = calloc(np, sizeof *f->params)) ||
+                    !(f->defaults = calloc(np, sizeof *f->defaults))))) {
+    if (f) {
+      free(f->params);
+      free(f);
+    }
+    return fsE_error(E, n->loc, "out of memory");
+  }
+  f->node = n;
+  f->sig = (fsSig){n->str, FSSIG_FUNC, f->params, np, "any", 0};
+  for (size_t i = 0; i < np; i++) {
+    const fs_node *p = params->kids[i];
+    f->params[i] = (fsSig_param){p->str, FSSIG_T_ANY, p->nkids && p->kids[0] ? "" : NULL, 0};
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(f->params[j].name, p->str) == 0) {
+        f->sig.nparams = i;
+        func_free(f);
+        return fsE_error(E, p->loc, "duplicate argument '%s' in function definition", p->str);
+      }
+    if (f->params[i].def && !(f->defaults[i] = eval(E, p->kids[0]))) {
+      f->sig.nparams = i;
+      func_free(f);
+      return NULL;
+    }
+  }
+  fs_value *v = fsV_obj(&fn_class, f);
+  return v ? v : failed(E, n->loc);
+}
+
+static fs_value *set_name(fsE_ctx *E, const char *name, fs_value *v);
+
+static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+  func *f = v->u.obj.data;
+  for (size_t i = 0; i < E->depth; i++)
+    if (E->stack[i] == f->node) {
+      uint32_t line, col;
+      fsA_source_position(E->src, f->node->loc.start, &line, &col);
+      fsV_seterr("recursion is not allowed: `%s` (line %u) is already running", f->node->str, line);
+      return NULL;
+    }
+  if (E->depth == E->cap) {
+    size_t cap = E->cap ? 2 * E->cap : 16;
+    const fs_node **st = realloc(E->stack, cap * sizeof *st);
+    if (st) E->stack = st;
+    fs_loc *cs = st ? realloc(E->call_sites, cap * sizeof *cs) : NULL;
+    if (!cs) {
+      fsV_seterr("out of memory");
+      return NULL;
+    }
+    E->call_sites = cs;
+    E->cap = cap;
+  }
+  size_t np = f->sig.nparams;
+  fs_value **slots = malloc((np + 1) * sizeof *slots), *locals = fsV_dict();
+  if (!slots || !locals || bind(E, &f->sig, f->defaults, a, slots) < 0) {
+    if (!slots || !locals) fsV_seterr("out of memory");
+    free(slots);
+    fsV_release(locals);
+    return NULL;
+  }
+  fs_value *saved = E->locals;
+  E->locals = locals;
+  bool ok = true;
+  for (size_t i = 0; i < np && ok; i++) ok = set_name(E, f->params[i].name, slots[i]) != NULL;
+  fsE_unbind(&f->sig, slots);
+  free(slots);
+  fs_value *r = NULL;
+  if (ok) {
+    E->stack[E->depth] = f->node;
+    E->call_sites[E->depth++] = a->loc;
+    if (f->node->kind == FS_N_MODEL) {
+      r = fsE_build_sequence(E, f->node->kids[1], FSM_SEQUENTIAL, f->node->str);
+    } else {
+      fsE_flow fl = fsE_exec_block(E, f->node->kids[1]);
+      r = fl == FSE_ERROR ? NULL : E->retval ? E->retval : fsV_none();
+      if (fl == FSE_ERROR) fsV_release(E->retval);
+      E->retval = NULL;
+    }
+    E->depth--;
+  } else {
+    failed(E, a->loc);
+  }
+  E->locals = saved;
+  fsV_release(locals);
+  return r;
+}
+
+/* ---- names, attributes, calls -------------------------------------------------- */
+
+static fs_value *set_name(fsE_ctx *E, const char *name, fs_value *v) {
+  fs_value *k = fsV_cstr(name);
+  int rc = k ? fsV_dict_set(E->locals ? E->locals : E->globals, k, fsV_retain(v)) : -1;
+  fsV_release(k);
+  return rc < 0 ? NULL : v;
+}
+
+static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
+  fs_value *v = E->locals ? fsV_dict_getstr(E->locals, n->str) : NULL;
+  if (!v) v = fsV_dict_getstr(E->globals, n->str);
+  if (!v) v = fsV_dict_getstr(E->builtins, n->str);
+  if (v) return fsV_retain(v);
+  const fsSig *sig = fsSig_find(n->str);
+  if (!sig) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
+  fs_value *b = native_value(sig, NULL, NULL), *k = b ? fsV_cstr(n->str) : NULL;
+  if (!k || fsV_dict_set(E->builtins, k, fsV_retain(b)) < 0) {
+    fsV_release(k);
+    fsV_release(b);
+    return failed(E, n->loc);
+  }
+  fsV_release(k);
+  return b;
+}
+
+fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name) {
+  const fsSig *sig = fsSig_member(fsV_type_name(self), name);
+  if (!sig || sig->kind != FSSIG_METHOD) {
+    fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), name);
+    return NULL;
+  }
+  /* an object's own methods go through its call_method; builtin types' through the table */
+  return native_value(sig, self, self->type == FSV_OBJ ? name : NULL);
+}
+
+static fs_value *getattr(fsE_ctx *E, fs_value *obj, const char *name) {
+  if (obj->type == FSV_OBJ && obj->u.obj.cls->getattr) {
+    fsV_clearerr();
+    fs_value *r = obj->u.obj.cls->getattr(E, obj, name);
+    if (r || fsV_error()[0]) return r;
+  }
+  return fsE_method_value(E, obj, name);
+}
+
+fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a) {
+  if (callee->type == FSV_OBJ && callee->u.obj.cls->call) return callee->u.obj.cls->call(E, callee, a);
+  fsV_seterr("'%s' object is not callable", fsV_type_name(callee));
+  return NULL;
+}
+
+fs_value *fsE_call_method(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a) {
+  if (self->type != FSV_OBJ) {
+    const fsSig *sig = fsSig_member(fsV_type_name(self), name);
+    if (sig && sig->kind == FSSIG_METHOD) return run_native(E, sig, find_native(sig->name), self, a);
+    fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), name);
+    return NULL;
+  }
+  const fsV_class *c = self->u.obj.cls;
+  fsV_clearerr();
+  fs_value *r = c->call_method ? c->call_method(E, self, name, a) : NULL;
+  if (r || fsV_error()[0] || E->reported) return r;
+  /* not a method: an attribute holding a callable */
+  fs_value *m = c->getattr ? c->getattr(E, self, name) : NULL;
+  if (!m) {
+    if (!fsV_error()[0]) fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), name);
+    return NULL;
+  }
+  r = fsE_call(E, m, a);
+  fsV_release(m);
+  return r;
+}
+
+/* ---- iteration ------------------------------------------------------------------ */
+
+int fsE_iter_begin(fsE_ctx *E, fs_value *v, fsE_iter *it) {
+  it->src = fsV_retain(v);
+  it->it = NULL;
+  it->i = 0;
+  if (v->type == FSV_OBJ) {
+    if (!v->u.obj.cls->iter) {
+      fsV_seterr("'%s' object is not iterable", fsV_type_name(v));
+      return -1;
+    }
+    if (!(it->it = v->u.obj.cls->iter(E, v))) return -1;
+    return 0;
+  }
+  if (v->type <= FSV_FLOAT) {
+    fsV_seterr("'%s' object is not iterable", fsV_type_name(v));
+    return -1;
+  }
+  return 0;
+}
+
+int fsE_iter_next(fsE_ctx *E, fsE_iter *it, fs_value **out) {
+  fs_value *s = it->src;
+  if (it->it) return it->it->u.obj.cls->next(E, it->it, out);
+  int64_t n = s->type == FSV_DICT ? (int64_t)s->u.dict.n : fsV_len(E, s);
+  if (it->i >= n) return 0;
+  if (s->type == FSV_DICT) {
+    *out = fsV_retain(s->u.dict.keys[it->i++]);
+    return 1;
+  }
+  fs_value *idx = fsV_int(it->i++);
+  *out = idx ? fsV_index(E, s, idx) : NULL;
+  fsV_release(idx);
+  return *out ? 1 : -1;
+}
+
+void fsE_iter_end(fsE_iter *it) {
+  fsV_release(it->src);
+  fsV_release(it->it);
+  it->src = it->it = NULL;
+}
+
+/* ---- expressions ------------------------------------------------------------------ */
+
+static fs_value *eval_fstr(fsE_ctx *E, const fs_node *n) {
+  fsV_buf b = {0};
+  fsV_buf_put(&b, "", 0);
+  for (uint32_t i = 0; i < n->nkids; i++) {
+    const fs_node *k = n->kids[i];
+    if (k->kind == FS_N_STR) {
+      fsV_buf_put(&b, k->str, k->slen);
+      continue;
+    }
+    fs_value *v = eval(E, k->kids[0]);
+    if (v && v->type == FSV_OBJ && k->str && *k->str) { /* a tensor formats as its item() */
+      fsV_args none = {.loc = k->loc};
+      fs_value *item = fsE_call_method(E, v, "item", &none);
+      fsV_release(v);
+      v = item ? item : failed(E, k->loc);
+    }
+    char *s = v ? fsV_format(v, k->str) : NULL;
+    fsV_release(v);
+    if (!s) {
+      free(b.s);
+      return failed(E, k->loc);
+    }
+    fsV_buf_puts(&b, s);
+    free(s);
+  }
+  size_t len = b.n;
+  char *s = fsV_buf_take(&b);
+  fs_value *r = s ? fsV_str_own(s, len) : NULL;
+  return r ? r : failed(E, n->loc);
+}
+
+static fs_value *eval_call(fsE_ctx *E, const fs_node *n) {
+  const fs_node *callee = n->kids[0];
+  size_t nargs = n->nkids - 1, npos = 0;
+  fs_value **vals = calloc(nargs + 1, sizeof *vals);
+  const char **names = calloc(nargs + 1, sizeof *names);
+  fs_value *self = NULL, *fn = NULL, *r = NULL;
+  if (!vals || !names) {
+    fsE_error(E, n->loc, "out of memory");
+    goto done;
+  }
+  if (callee->kind == FS_N_ATTR) self = eval(E, callee->kids[0]);
+  else fn = eval(E, callee);
+  if (!self && !fn) goto done;
+  /* positionals first, then keywords, in source order within each */
+  for (size_t pass = 0, o = 0; pass < 2; pass++)
+    for (size_t i = 0; i < nargs; i++) {
+      const fs_node *k = n->kids[i + 1];
+      if ((k->kind == FS_N_KWARG) != (pass == 1)) continue;
+      if (pass == 1) names[o - npos] = k->str;
+      if (!(vals[o++] = eval(E, pass ? k->kids[0] : k))) goto done;
+      if (pass == 0) npos++;
+    }
+  fsV_args a = {vals, npos, names, vals + npos, nargs - npos, n->loc};
+  r = self ? fsE_call_method(E, self, callee->str, &a) : fsE_call(E, fn, &a);
+  if (!r) failed(E, self ? callee->name_loc : n->loc);
+done:
+  for (size_t i = 0; vals && i < nargs; i++) fsV_release(vals[i]);
+  free(vals);
+  free(names);
+  fsV_release(self);
+  fsV_release(fn);
+  return r;
+}
+
+static fs_value *eval_seq(fsE_ctx *E, const fs_node *n) {
+  bool list = n->kind == FS_N_LIST;
+  fs_value *r = list ? fsV_list(n->nkids) : fsV_tuple(n->nkids);
+  if (!r) return failed(E, n->loc);
+  for (uint32_t i = 0; i < n->nkids; i++) {
+    fs_value *v = eval(E, n->kids[i]);
+    if (!v) {
+      fsV_release(r);
+      return NULL;
+    }
+    if (list) fsV_list_append(r, v); /* capacity reserved */
+    else fsV_seq_set(r, i, v);
+  }
+  return r;
+}
+
+static fs_value *eval_dict(fsE_ctx *E, const fs_node *n) {
+  fs_value *d = fsV_dict();
+  if (!d) return failed(E, n->loc);
+  for (uint32_t i = 0; i + 1 < n->nkids; i += 2) {
+    fs_value *k = eval(E, n->kids[i]), *v = k ? eval(E, n->kids[i + 1]) : NULL;
+    int rc = v ? fsV_dict_set(d, k, v) : -1;
+    fsV_release(k);
+    if (rc < 0) {
+      fsV_release(d);
+      return v ? failed(E, n->kids[i]->loc) : NULL;
+    }
+  }
+  return d;
+}
+
+static fs_value *eval_index(fsE_ctx *E, const fs_node *n) {
+  fs_value *obj = eval(E, n->kids[0]), *r = NULL;
+  if (!obj) return NULL;
+  const fs_node *ix = n->kids[1];
+  if (ix->kind == FS_N_SLICE) {
+    fs_value *b[3] = {NULL, NULL, NULL};
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; i++)
+      if (i < (int)ix->nkids && ix->kids[i]) ok = (b[i] = eval(E, ix->kids[i])) != NULL;
+    if (ok && !(r = fsV_slice(obj, b[0], b[1], b[2]))) failed(E, n->loc);
+    for (int i = 0; i < 3; i++) fsV_release(b[i]);
+  } else {
+    fs_value *k = eval(E, ix);
+    if (k && !(r = fsV_index(E, obj, k))) failed(E, n->loc);
+    fsV_release(k);
+  }
+  fsV_release(obj);
+  return r;
+}
+
+static fs_value *eval(fsE_ctx *E, const fs_node *n) {
+  fs_value *r = NULL;
+  switch (n->kind) {
+  case FS_N_NAME: return lookup(E, n);
+  case FS_N_INT: r = fsV_int(n->ival); break;
+  case FS_N_FLOAT: r = fsV_float(n->fval); break;
+  case FS_N_STR: r = fsV_str(n->str, n->slen); break;
+  case FS_N_TRUE: return fsV_bool(true);
+  case FS_N_FALSE: return fsV_bool(false);
+  case FS_N_NONE: return fsV_none();
+  case FS_N_FSTR: return eval_fstr(E, n);
+  case FS_N_LIST: case FS_N_TUPLE: return eval_seq(E, n);
+  case FS_N_DICT: return eval_dict(E, n);
+  case FS_N_CALL: return eval_call(E, n);
+  case FS_N_INDEX: return eval_index(E, n);
+  case FS_N_UNARY: {
+    fs_value *v = eval(E, n->kids[0]);
+    if (!v) return NULL;
+    r = fsV_unop(E, n->op, v);
+    fsV_release(v);
+    break;
+  }
+  case FS_N_BINARY: {
+    fs_value *a = eval(E, n->kids[0]);
+    if (!a) return NULL;
+    if (n->op == FS_OP_AND || n->op == FS_OP_OR) {
+      if (fsV_truthy(a) == (n->op == FS_OP_OR)) return a;
+      fsV_release(a);
+      return eval(E, n->kids[1]);
+    }
+    fs_value *b = eval(E, n->kids[1]);
+    if (b) r = fsV_binop(E, n->op, a, b);
+    fsV_release(a);
+    if (!b) return NULL;
+    fsV_release(b);
+    break;
+  }
+  case FS_N_COND: {
+    fs_value *c = eval(E, n->kids[0]);
+    if (!c) return NULL;
+    bool t = fsV_truthy(c);
+    fsV_release(c);
+    return eval(E, n->kids[t ? 1 : 2]);
+  }
+  case FS_N_ATTR: {
+    fs_value *o = eval(E, n->kids[0]);
+    if (!o) return NULL;
+    r = getattr(E, o, n->str);
+    fsV_release(o);
+    return r ? r : failed(E, n->name_loc);
+  }
+  default:
+    return fsE_error(E, n->loc, "%s cannot be evaluated here", fsA_kind_name(n->kind));
+  }
+  return r ? r : failed(E, n->loc);
+}
+
+/* ---- statements -------------------------------------------------------------- */
+
+static int assign(fsE_ctx *E, const fs_node *t, fs_value *v);
+
+static int unpack(fsE_ctx *E, const fs_node *t, fs_value *v) {
+  fsE_iter it;
+  fs_value **items = calloc(t->nkids + 1, sizeof *items);
+  size_t got = 0;
+  int rc = -1;
+  if (!items) {
+    fsE_error(E, t->loc, "out of memory");
+    return -1;
+  }
+  if (fsE_iter_begin(E, v, &it) < 0) {
+    fsE_iter_end(&it);
+    fsE_error(E, t->loc, "cannot unpack non-iterable %s object", fsV_type_name(v));
+    free(items);
+    return -1;
+  }
+  fs_value *extra = NULL;
+  int st;
+  while (got < t->nkids && (st = fsE_iter_next(E, &it, &items[got])) == 1) got++;
+  if (got == t->nkids && (st = fsE_iter_next(E, &it, &extra)) == 1)
+    fsE_error(E, t->loc, "too many values to unpack (expected %u)", t->nkids);
+  else if (st < 0)
+    failed(E, t->loc);
+  else if (got < t->nkids)
+    fsE_error(E, t->loc, "not enough values to unpack (expected %u, got %zu)", t->nkids, got);
+  else
+    rc = 0;
+  for (size_t i = 0; rc == 0 && i < got; i++) rc = assign(E, t->kids[i], items[i]);
+  for (size_t i = 0; i < got; i++) fsV_release(items[i]);
+  fsV_release(extra);
+  fsE_iter_end(&it);
+  free(items);
+  return rc;
+}
+
+static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
+  switch (t->kind) {
+  case FS_N_NAME:
+    return set_name(E, t->str, v) ? 0 : (failed(E, t->loc), -1);
+  case FS_N_TUPLE:
+  case FS_N_LIST: return unpack(E, t, v);
+  case FS_N_ATTR: {
+    fs_value *o = eval(E, t->kids[0]);
+    if (!o) return -1;
+    int rc = -1;
+    if (o->type == FSV_OBJ && o->u.obj.cls->setattr) {
+      fsV_clearerr();
+      rc = o->u.obj.cls->setattr(E, o, t->str, v);
+      if (rc < 0) failed(E, t->name_loc);
+    } else {
+      fsE_error(E, t->name_loc, "'%s' object attribute '%s' cannot be set", fsV_type_name(o), t->str);
+    }
+    fsV_release(o);
+    return rc;
+  }
+  case FS_N_INDEX: {
+    fs_value *o = eval(E, t->kids[0]), *k = o ? eval(E, t->kids[1]) : NULL;
+    int rc = -1;
+    if (!k) {
+    } else if (o->type == FSV_DICT) {
+      if ((rc = fsV_dict_set(o, k, fsV_retain(v))) < 0) failed(E, t->loc);
+    } else if (o->type == FSV_LIST) {
+      int64_t n = (int64_t)o->u.seq.n, i = k->type == FSV_INT ? k->u.i : k->type == FSV_BOOL ? k->u.b : 0;
+      if (k->type != FSV_INT && k->type != FSV_BOOL)
+        fsE_error(E, t->loc, "list indices must be integers, not %s", fsV_type_name(k));
+      else if ((i < 0 ? i + n : i) < 0 || (i < 0 ? i + n : i) >= n)
+        fsE_error(E, t->loc, "list assignment index out of range");
+      else {
+        i = i < 0 ? i + n : i;
+        fsV_release(o->u.seq.items[i]);
+        o->u.seq.items[i] = fsV_retain(v);
+        rc = 0;
+      }
+    } else {
+      fsE_error(E, t->loc, "'%s' object does not support item assignment", fsV_type_name(o));
+    }
+    fsV_release(o);
+    fsV_release(k);
+    return rc;
+  }
+  default:
+    fsE_error(E, t->loc, "cannot assign to %s", fsA_kind_name(t->kind));
+    return -1;
+  }
+}
+
+static fsE_flow exec(fsE_ctx *E, const fs_node *s);
+
+static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
+  fs_value *src = eval(E, s->kids[1]);
+  if (!src) return FSE_ERROR;
+  fsE_iter it;
+  fsE_flow fl = FSE_OK;
+  if (fsE_iter_begin(E, src, &it) < 0) {
+    failed(E, s->kids[1]->loc);
+    fl = FSE_ERROR;
+  }
+  fs_value *item;
+  int st;
+  while (fl == FSE_OK && (st = fsE_iter_next(E, &it, &item)) != 0) {
+    if (st < 0) {
+      failed(E, s->kids[1]->loc);
+      fl = FSE_ERROR;
+      break;
+    }
+    int rc = assign(E, s->kids[0], item);
+    fsV_release(item);
+    fl = rc < 0 ? FSE_ERROR : fsE_exec_block(E, s->kids[2]);
+    if (fl == FSE_CONTINUE) fl = FSE_OK;
+  }
+  if (fl == FSE_BREAK) fl = FSE_OK;
+  fsE_iter_end(&it);
+  fsV_release(src);
+  return fl;
+}
+
+static fsE_flow exec_with(fsE_ctx *E, const fs_node *s) {
+  fs_value *ctx = eval(E, s->kids[0]);
+  if (!ctx) return FSE_ERROR;
+  const fsV_class *c = ctx->type == FSV_OBJ ? ctx->u.obj.cls : NULL;
+  if (!c || !c->enter || !c->exit) {
+    fsE_error(E, s->kids[0]->loc, "'%s' object does not support the context manager protocol",
+              fsV_type_name(ctx));
+    fsV_release(ctx);
+    return FSE_ERROR;
+  }
+  fsV_clearerr();
+  fs_value *as = c->enter(E, ctx);
+  fsE_flow fl = FSE_ERROR;
+  if (!as) failed(E, s->kids[0]->loc);
+  else if (!s->kids[1] || assign(E, s->kids[1], as) == 0) fl = fsE_exec_block(E, s->kids[2]);
+  fsV_release(as);
+  /* exit restores what enter changed, even when the body failed */
+  if (as && c->exit(E, ctx) < 0 && fl != FSE_ERROR) {
+    failed(E, s->kids[0]->loc);
+    fl = FSE_ERROR;
+  }
+  fsV_release(ctx);
+  return fl;
+}
+
+static fsE_flow exec_assert(fsE_ctx *E, const fs_node *s) {
+  fs_value *c = eval(E, s->kids[0]);
+  if (!c) return FSE_ERROR;
+  bool ok = fsV_truthy(c);
+  fsV_release(c);
+  if (ok) return FSE_OK;
+  if (s->nkids < 2 || !s->kids[1]) return fsE_error(E, s->loc, "AssertionError"), FSE_ERROR;
+  fs_value *m = eval(E, s->kids[1]);
+  char *t = m ? fsV_tostr(m) : NULL;
+  if (m && !t) failed(E, s->loc);
+  if (t) fsE_error(E, s->loc, "AssertionError: %s", t);
+  free(t);
+  fsV_release(m);
+  return FSE_ERROR;
+}
+
+/* Binds a def or model declaration's name. */
+static fsE_flow exec_def(fsE_ctx *E, const fs_node *s) {
+  fs_value *f = make_func(E, s);
+  if (!f) return FSE_ERROR;
+  fs_value *ok = set_name(E, s->str, f);
+  fsV_release(f);
+  return ok ? FSE_OK : (failed(E, s->name_loc), FSE_ERROR);
+}
+
+/* A layer block outside a model body, or a statement that produced a layer. */
+static fsE_flow exec_layer_block(fsE_ctx *E, const fs_node *s) {
+  if (!E->building)
+    return fsE_error(E, s->loc, "`%s` is only allowed in a model body",
+                     s->kind == FS_N_REPEAT ? "repeat" : "residual"), FSE_ERROR;
+  fs_value *m;
+  if (s->kind == FS_N_REPEAT) {
+    fs_value *n = eval(E, s->kids[0]);
+    if (!n) return FSE_ERROR;
+    if (n->type != FSV_INT) {
+      fsE_error(E, s->kids[0]->loc, "repeat count must be an int, not %s", fsV_type_name(n));
+      fsV_release(n);
+      return FSE_ERROR;
+    }
+    m = fsE_build_repeat(E, n->u.i, s->kids[1]);
+    fsV_release(n);
+  } else {
+    m = fsE_build_sequence(E, s->kids[0], FSM_RESIDUAL, NULL);
+  }
+  if (!m) return FSE_ERROR;
+  int rc = fsE_append_layer(E, s->str, m);
+  fsV_release(m);
+  return rc > 0 ? FSE_OK : (failed(E, s->loc), FSE_ERROR);
+}
+
+static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
+  switch (s->kind) {
+  case FS_N_EXPR: {
+    fs_value *v = eval(E, s->kids[0]);
+    if (!v) return FSE_ERROR;
+    int rc = E->building ? fsE_append_layer(E, NULL, v) : 0;
+    fsV_release(v);
+    return rc < 0 ? (failed(E, s->loc), FSE_ERROR) : FSE_OK;
+  }
+  case FS_N_ASSIGN: {
+    fs_value *v = eval(E, s->kids[1]);
+    if (!v) return FSE_ERROR;
+    int rc = 0;
+    if (E->building && s->kids[0]->kind == FS_N_NAME) rc = fsE_append_layer(E, s->kids[0]->str, v);
+    if (rc < 0) failed(E, s->loc);
+    else if (rc == 0) rc = assign(E, s->kids[0], v); /* not a layer: a local of the body */
+    fsV_release(v);
+    return rc < 0 ? FSE_ERROR : FSE_OK;
+  }
+  case FS_N_AUGASSIGN: {
+    const fs_node *t = s->kids[0];
+    if (t->kind != FS_N_NAME && t->kind != FS_N_ATTR && t->kind != FS_N_INDEX)
+      return fsE_error(E, t->loc, "illegal expression for augmented assignment"), FSE_ERROR;
+    fs_value *cur = eval(E, t), *rhs = cur ? eval(E, s->kids[1]) : NULL, *r = NULL;
+    if (rhs && !(r = fsV_binop(E, s->op, cur, rhs))) failed(E, s->loc);
+    int rc = r ? assign(E, t, r) : -1;
+    fsV_release(cur);
+    fsV_release(rhs);
+    fsV_release(r);
+    return rc < 0 ? FSE_ERROR : FSE_OK;
+  }
+  case FS_N_IF: {
+    fs_value *c = eval(E, s->kids[0]);
+    if (!c) return FSE_ERROR;
+    bool t = fsV_truthy(c);
+    fsV_release(c);
+    if (t) return fsE_exec_block(E, s->kids[1]);
+    return s->kids[2] ? exec(E, s->kids[2]) : FSE_OK;
+  }
+  case FS_N_BLOCK: return fsE_exec_block(E, s);
+  case FS_N_FOR: return exec_for(E, s);
+  case FS_N_WITH: return exec_with(E, s);
+  case FS_N_DEF:
+  case FS_N_MODEL: return exec_def(E, s);
+  case FS_N_RETURN:
+    if (!E->depth) return fsE_error(E, s->loc, "'return' outside function"), FSE_ERROR;
+    E->retval = s->nkids && s->kids[0] ? eval(E, s->kids[0]) : fsV_none();
+    return E->retval ? FSE_RETURN : FSE_ERROR;
+  case FS_N_BREAK: return FSE_BREAK;
+  case FS_N_CONTINUE: return FSE_CONTINUE;
+  case FS_N_PASS: return FSE_OK;
+  case FS_N_ASSERT: return exec_assert(E, s);
+  case FS_N_REPEAT:
+  case FS_N_RESIDUAL: return exec_layer_block(E, s);
+  default:
+    return fsE_error(E, s->loc, "%s cannot be executed", fsA_kind_name(s->kind)), FSE_ERROR;
+  }
+}
+
+fsE_flow fsE_exec_block(fsE_ctx *E, const fs_node *b) {
+  for (uint32_t i = 0; i < b->nkids; i++) {
+    fsE_flow f = exec(E, b->kids[i]);
+    if (f != FSE_OK) return f;
+  }
+  return FSE_OK;
+}
+
+/* ---- entry point --------------------------------------------------------------- */
+
+int fsE_run(const fs_source *src, const fs_node *ast, const fsE_options *opt, fs_diags *diags) {
+  fsE_ctx E = {.src = src, .diags = diags, .opt = opt, .out = opt->out ? opt->out : stdout,
+               .device = FS_DEV_CPU};
+  E.globals = fsV_dict();
+  E.builtins = fsV_dict();
+  E.defines = calloc(opt->ndefines + 1, sizeof *E.defines);
+  if (!E.globals || !E.builtins || !E.defines) {
+    fsD_add(diags, FS_SEV_ERROR, "runtime", NULL, (fs_loc){0, 0}, "out of memory");
+    E.status = 3;
+    goto done;
+  }
+  for (size_t i = 0; i < opt->ndefines; i++) {
+    const char *d = opt->defines[i], *eq = strchr(d, '=');
+    E.defines[i] = (fsE_define){d, eq ? (size_t)(eq - d) : strlen(d), eq ? eq + 1 : "", false};
+  }
+  E.ndefines = opt->ndefines;
+  fsE_flow fl = fsE_exec_block(&E, ast);
+  if (fl == FSE_BREAK || fl == FSE_CONTINUE)
+    fsE_error(&E, ast->loc, "'break' or 'continue' outside a loop");
+  if (!E.status)
+    for (size_t i = 0; i < E.ndefines; i++)
+      if (!E.defines[i].used)
+        fsD_add(diags, FS_SEV_WARNING, "param", NULL, (fs_loc){0, 0},
+                "-D %.*s: the script has no param(\"%.*s\")", (int)E.defines[i].nlen,
+                E.defines[i].name, (int)E.defines[i].nlen, E.defines[i].name);
+done:
+  fsV_release(E.retval);
+  fsV_release(E.fabric);
+  fsV_release(E.globals);
+  fsV_release(E.builtins);
+  free(E.defines);
+  free(E.stack);
+  free(E.call_sites);
+  fflush(E.out);
+  return E.status;
+}

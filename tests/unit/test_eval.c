@@ -1,0 +1,196 @@
+/* test_eval.c -- the evaluator on small scripts: output, errors with their
+ * locations, -D parameters, model state-dict names, Fabric rules at run time. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eval.h"
+#include "lex.h"
+
+typedef struct result {
+  int status;
+  char *out;   /* stdout */
+  char *diags; /* "LINE:COL: severity: message\n" per diagnostic */
+} result;
+
+static result run(const char *text, const char *const *defines, size_t ndefines) {
+  result r = {0};
+  fs_source *src = fsA_source_from_buffer("t.fab", text, strlen(text));
+  fs_diags d;
+  fsD_init(&d);
+  int nerr = 0;
+  fs_node *ast = fsP_parse(src, &d, &nerr);
+  assert_int_equal(nerr, 0);
+  size_t olen, dlen;
+  FILE *out = open_memstream(&r.out, &olen), *dg = open_memstream(&r.diags, &dlen);
+  fsE_options o = {.defines = defines, .ndefines = ndefines, .out = out};
+  r.status = fsE_run(src, ast, &o, &d);
+  for (size_t i = 0; i < d.n; i++) {
+    uint32_t line = 0, col = 0;
+    if (d.items[i].src) fsA_source_position(src, d.items[i].loc.start, &line, &col);
+    fprintf(dg, "%u:%u: %s: %s\n", line, col,
+            d.items[i].severity == FS_SEV_ERROR ? "error" : "warning", d.items[i].message);
+  }
+  fclose(out);
+  fclose(dg);
+  fsA_free(ast);
+  fsD_free(&d);
+  fsA_source_free(src);
+  return r;
+}
+
+static void expect(const char *text, int status, const char *out, const char *diags) {
+  result r = run(text, NULL, 0);
+  assert_string_equal(r.out, out);
+  assert_string_equal(r.diags, diags);
+  assert_int_equal(r.status, status);
+  free(r.out);
+  free(r.diags);
+}
+
+static void test_statements(void **st) {
+  (void)st;
+  expect("x = 0\n"
+         "for i in range(10):\n"
+         "    if i % 2 == 0:\n"
+         "        continue\n"
+         "    elif i > 7:\n"
+         "        break\n"
+         "    x += i\n"
+         "print(x, i)\n"
+         "a, (b, c) = 1, [2, 3]\n"
+         "print(a + b + c, sep='', end='!\\n')\n"
+         "d = {}\n"
+         "d['k'] = [1]\n"
+         "d['k'][0] = 5\n"
+         "print(d, len(d))\n",
+         0, "16 9\n6!\n{'k': [5]} 1\n", "");
+}
+
+static void test_functions(void **st) {
+  (void)st;
+  expect("def add(a, b=10):\n"
+         "    return a + b\n"
+         "def noret():\n"
+         "    pass\n"
+         "print(add(1), add(1, 2), add(b=1, a=5), noret())\n",
+         0, "11 3 6 None\n", "");
+  expect("def f(n):\n"
+         "    return f(n - 1)\n"
+         "f(3)\n",
+         1, "", "2:12: error: recursion is not allowed: `f` (line 1) is already running\n");
+  expect("def f(a):\n"
+         "    return a\n"
+         "f(1, 2)\n",
+         1, "", "3:1: error: f() takes 1 positional argument (2 given)\n");
+  expect("print(1, x=2)\n", 1, "", "1:1: error: print() got an unexpected keyword argument 'x'\n");
+  expect("SGD([], momentum=0.9)\n", 1, "", "1:1: error: SGD() missing required argument 'lr'\n");
+  expect("Linear('784', 10)\n", 1, "",
+         "1:1: error: Linear() argument 'in_features' must be int, not str\n");
+}
+
+static void test_errors(void **st) {
+  (void)st;
+  expect("print(1)\ny = x + 1\n", 1, "1\n", "2:5: error: name 'x' is not defined\n");
+  expect("x = 1 / 0\n", 1, "", "1:5: error: division by zero\n");
+  expect("a, b = 1, 2, 3\n", 1, "", "1:1: error: too many values to unpack (expected 2)\n");
+  expect("a, b = 5\n", 1, "", "1:1: error: cannot unpack non-iterable int object\n");
+  expect("assert 1 == 2, 'one is not two'\n", 1, "", "1:1: error: AssertionError: one is not two\n");
+  expect("x = 9223372036854775807\nx += 1\n", 1, "",
+         "2:1: error: integer overflow: the result does not fit in 64 bits\n");
+  expect("with 3:\n    pass\n", 1, "",
+         "1:6: error: 'int' object does not support the context manager protocol\n");
+  expect("[1].nope()\n", 1, "", "1:5: error: 'list' object has no attribute 'nope'\n");
+  expect("x = 3\nx.lr = 1\n", 1, "", "2:3: error: 'int' object attribute 'lr' cannot be set\n");
+}
+
+static void test_params(void **st) {
+  (void)st;
+  const char *defs[] = {"lr=0.5", "epochs=3", "unused=1"};
+  result r = run("lr = param('lr', 1e-3)\nn = param('epochs', 1)\nname = param('name', 'x')\n"
+                 "print(lr, n, name)\n",
+                 defs, 3);
+  assert_string_equal(r.out, "0.5 3 x\n");
+  assert_string_equal(r.diags, "0:0: warning: -D unused: the script has no param(\"unused\")\n");
+  assert_int_equal(r.status, 0);
+  free(r.out);
+  free(r.diags);
+  const char *bad[] = {"epochs=three"};
+  r = run("n = param('epochs', 1)\n", bad, 1);
+  assert_int_equal(r.status, 2);
+  assert_string_equal(r.diags, "1:5: error: -D epochs=three: expected an int, got 'three'\n");
+  free(r.out);
+  free(r.diags);
+}
+
+static void test_fstrings(void **st) {
+  (void)st;
+  expect("loss = 0.123456\nn = 60000\nacc = 0.8567\n"
+         "print(f'loss {loss:.4f} n={n:,} acc={acc:.2%} [{3.14159:>8.3f}]')\n",
+         0, "loss 0.1235 n=60,000 acc=85.67% [   3.142]\n", "");
+  expect("print(f'{1.5:d}')\n", 1, "", "1:9: error: Unknown format code 'd' for object of type 'float'\n");
+}
+
+static void test_model_names(void **st) {
+  (void)st;
+  expect("model Block(dim):\n"
+         "    residual:\n"
+         "        LayerNorm(dim)\n"
+         "        Linear(dim, dim)\n"
+         "model Net(dim=4, layers=2):\n"
+         "    wte = Embedding(10, dim)\n"
+         "    h = repeat layers:\n"
+         "        Block(dim)\n"
+         "    Linear(dim, 3, bias=False)\n"
+         "net = Net()\n"
+         "for name, p in net.named_parameters():\n"
+         "    print(name, p.shape)\n"
+         "print(net.num_parameters(), len(net.parameters()))\n",
+         0,
+         "wte.weight (10, 4)\n"
+         "h.0.0.0.weight (4,)\nh.0.0.0.bias (4,)\nh.0.0.1.weight (4, 4)\nh.0.0.1.bias (4,)\n"
+         "h.1.0.0.weight (4,)\nh.1.0.0.bias (4,)\nh.1.0.1.weight (4, 4)\nh.1.0.1.bias (4,)\n"
+         "2.weight (3, 4)\n"
+         "108 10\n",
+         "");
+  expect("lin = Linear(2, 2)\n"
+         "model M():\n"
+         "    lin\n"
+         "    lin\n"
+         "M()\n",
+         1, "", "4:5: error: this Linear is already part of a model; create a new one for each use\n");
+  expect("repeat 2:\n    ReLU()\n", 1, "", "1:1: error: `repeat` is only allowed in a model body\n");
+}
+
+static void test_meta_and_fabric(void **st) {
+  (void)st;
+  /* parameters made under device("meta") have no storage until to_empty */
+  expect("with device('meta'):\n"
+         "    m = Linear(3, 2)\n"
+         "print(m)\n"
+         "m.to_empty(device=device('cpu'))\n"
+         "print(m)\n",
+         0, "Linear(8 parameters, on meta)\nLinear(8 parameters)\n", "");
+  /* the runtime Fabric object runs fabric.h's validations (R26) */
+  expect("fabric = Fabric(accelerator='cpu', devices=1)\n"
+         "print(fabric.world_size, fabric.is_global_zero)\n"
+         "fabric.setup_optimizers()\n",
+         1, "1 True\n",
+         "3:1: error: `setup_optimizers` requires at least one optimizer as input.\n");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_statements), cmocka_unit_test(test_functions),
+    cmocka_unit_test(test_errors),     cmocka_unit_test(test_params),
+    cmocka_unit_test(test_fstrings),   cmocka_unit_test(test_model_names),
+    cmocka_unit_test(test_meta_and_fabric),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
