@@ -275,6 +275,7 @@ static int reap(pid_t pid, fsX_result *r, double deadline) {
 
 int fsX_spawn(const char *exe, char *const argv[], double timeout, fsX_result *r) {
   memset(r, 0, sizeof *r);
+  r->timeout = timeout;
   r->out = xstrndup("", 0);
   r->err = xstrndup("", 0);
   int po[2], pe[2], px[2], e;
@@ -436,7 +437,7 @@ char *fsX_compare(const fsX_spec *spec, const fsX_result *r) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) oom();
-  if (r->timed_out) fputs("timed out", f);
+  if (r->timed_out) fprintf(f, "timed out after %g s", r->timeout);
   else if (r->overflowed) fprintf(f, "output exceeded %zu MiB", OUTPUT_LIMIT >> 20);
   else if (r->status < 0) fprintf(f, "killed by signal %d (%s)", r->signal, strsignal(r->signal));
   else {

@@ -55,6 +55,7 @@ typedef struct fsX_result {
   int status;                /* exit status, or -1 when killed by a signal */
   int signal;                /* the signal when status is -1 */
   int timed_out, overflowed; /* killed by the runner: too slow, too much output */
+  double timeout;            /* the limit it ran under, in seconds */
   char *out; size_t out_len; /* captured stdout */
   char *err; size_t err_len; /* captured stderr */
   fsX_reported *diags; size_t ndiags;

@@ -175,8 +175,9 @@ static void test_compare_abnormal(void **st) {
   (void)st;
   fsX_result r = result(-1, "", 0, NULL);
   r.timed_out = 1;
+  r.timeout = 120;
   r.signal = SIGKILL;
-  expect_verdict("x = 1\n", r, "timed out");
+  expect_verdict("x = 1\n", r, "timed out after 120 s");
   r = result(-1, "", 0, NULL);
   r.signal = SIGSEGV;
   char want[128];
