@@ -15,6 +15,7 @@
 #include "fabric.h"
 #include "lex.h"
 #include "repl.h"
+#include "testrun.h"
 
 enum { EXIT_SCRIPT = 1, EXIT_USAGE = 2, EXIT_SYSTEM = 3 };
 
@@ -194,7 +195,10 @@ int main(int argc, char **argv) {
     status = isatty(STDIN_FILENO) ? repl(&cli) : run_file(&cli, "-");
   } else if (strcmp(args[0], "check") == 0) {
     status = nargs < 2 ? usage_error("%s", "check: no script given") : check_files(&cli, args + 1, nargs - 1);
-  } else if (strcmp(args[0], "test") == 0 || strcmp(args[0], "fix") == 0 || strcmp(args[0], "plan") == 0) {
+  } else if (strcmp(args[0], "test") == 0) {
+    status = nargs < 2 ? usage_error("%s", "test: no script or directory given")
+                       : fsX_main(nargs - 1, args + 1, "/proc/self/exe");
+  } else if (strcmp(args[0], "fix") == 0 || strcmp(args[0], "plan") == 0) {
     status = usage_error("'%s' is not available in this build yet", args[0]);
   } else if (nargs > 1) {
     status = usage_error("unexpected argument '%s' after the script", args[1]);
