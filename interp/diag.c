@@ -215,6 +215,8 @@ static void put_printable(FILE *out, const char *s, size_t n) {
   free(p);
 }
 
+/* The line comes from the line map; the column is counted here, by the same
+ * decoder that draws the caret. */
 void fsD_position(const fs_source *src, uint32_t offset, uint32_t *line, uint32_t *column) {
   if (offset > src->len) offset = (uint32_t)src->len;
   uint32_t col;
@@ -278,7 +280,7 @@ static void put_excerpt(FILE *out, int color, const fs_source *src, fs_loc loc) 
   for (size_t i = b; i < e;) {
     uint32_t cp;
     size_t n = fsD_utf8_decode((const unsigned char *)src->text + i, e - i, &cp);
-    unsigned w = 1;
+    unsigned w;
     cp = printable(cp);
     if (cp == '\t') {
       w = TABSTOP - cells % TABSTOP;

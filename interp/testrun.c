@@ -73,7 +73,7 @@ static size_t comment_start(const char *line, size_t n) {
   return n;
 }
 
-/* Splits s[0, n) on blanks into spec->args; '...' and "..." group (no
+/* Splits s[0, n) on blanks into args; '...' and "..." group (no
  * escapes inside). Returns -1 on an unterminated quote. */
 static int split_args(const char *s, size_t n, strv *args) {
   size_t i = 0;
