@@ -305,6 +305,14 @@ fail:
   return -1;
 }
 
+/* A sanitizer report opens with a rule of `=`: the first line with words
+ * in it says more. */
+static int has_letter(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z') return 1;
+  return 0;
+}
+
 void fsX_parse_stderr(fsX_result *r) {
   static const char *const sev[] = { "note", "warning", "error" };
   for (size_t i = 0; i < r->err_len;) {
@@ -320,7 +328,10 @@ void fsX_parse_stderr(fsX_result *r) {
     int k = 0;
     while (s && k < 3 && strcmp(s, sev[k]) != 0) k++;
     if (!msg || k == 3 || !s || !(json_is_null(ln) || json_integer_value(ln) > 0)) {
-      if (!r->bad_stderr) r->bad_stderr = xstrndup(line, n);
+      if (!r->bad_stderr || (!has_letter(r->bad_stderr, strlen(r->bad_stderr)) && has_letter(line, n))) {
+        free(r->bad_stderr);
+        r->bad_stderr = xstrndup(line, n);
+      }
     } else {
       r->diags = xrealloc(r->diags, (r->ndiags + 1) * sizeof *r->diags);
       r->diags[r->ndiags++] = (fsX_reported){

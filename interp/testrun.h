@@ -59,7 +59,8 @@ typedef struct fsX_result {
   char *out; size_t out_len; /* captured stdout */
   char *err; size_t err_len; /* captured stderr */
   fsX_reported *diags; size_t ndiags;
-  char *bad_stderr;          /* the first stderr line that is not a diagnostic */
+  char *bad_stderr;          /* the first stderr line that is not a diagnostic
+                                (and has a letter in it, if one does) */
 } fsX_result;
 
 /* Runs exe with argv (NULL-terminated) and stdin from /dev/null,

@@ -204,7 +204,9 @@ static void test_parse_stderr(void **st) {
       "\n"
       "{\"file\":null,\"line\":null,\"severity\":\"warning\",\"message\":\"w\"}\n"
       "{\"line\":2,\"severity\":\"fatal\",\"message\":\"x\"}\n"
+      "=====\n"
       "plain text\n"
+      "more text\n"
       "{\"line\":1,\"severity\":\"note\",\"message\":\"n\"}");
   r.err_len = strlen(r.err);
   fsX_parse_stderr(&r);
@@ -216,6 +218,20 @@ static void test_parse_stderr(void **st) {
   assert_int_equal(r.diags[1].line, 0);
   assert_int_equal(r.diags[2].severity, FS_SEV_NOTE);
   assert_string_equal(r.bad_stderr, "{\"line\":2,\"severity\":\"fatal\",\"message\":\"x\"}");
+  fsX_result_free(&r);
+  /* a sanitizer report is named by its first line with words */
+  memset(&r, 0, sizeof r);
+  r.err = strdup("=====\n==12==ERROR: AddressSanitizer: heap-use-after-free\nmore\n");
+  r.err_len = strlen(r.err);
+  fsX_parse_stderr(&r);
+  assert_int_equal(r.ndiags, 0);
+  assert_string_equal(r.bad_stderr, "==12==ERROR: AddressSanitizer: heap-use-after-free");
+  fsX_result_free(&r);
+  memset(&r, 0, sizeof r);
+  r.err = strdup("=====\n");
+  r.err_len = strlen(r.err);
+  fsX_parse_stderr(&r);
+  assert_string_equal(r.bad_stderr, "=====");
   fsX_result_free(&r);
 }
 
