@@ -193,6 +193,11 @@ NATIVE(b_str) {
   return t ? fsV_str_own(t, strlen(t)) : NULL;
 }
 
+NATIVE(b_repr) {
+  char *t = fsV_repr(s[0]);
+  return t ? fsV_str_own(t, strlen(t)) : NULL;
+}
+
 NATIVE(b_bool) { return fsV_bool(fsV_truthy(s[0])); }
 NATIVE(b_list) { return collect(E, s[0]); }
 
@@ -483,7 +488,7 @@ NATIVE(m_lower) { return recase(self, tolower); }
 const fsE_builtin fsE_core_builtins[] = {
   {"print", b_print}, {"param", b_param}, {"range", b_range}, {"len", b_len},
   {"min", b_min}, {"max", b_max}, {"abs", b_abs}, {"int", b_int}, {"float", b_float},
-  {"str", b_str}, {"bool", b_bool}, {"list", b_list}, {"tuple", b_tuple}, {"dict", b_dict},
+  {"str", b_str}, {"repr", b_repr}, {"bool", b_bool}, {"list", b_list}, {"tuple", b_tuple}, {"dict", b_dict},
   {"enumerate", b_enumerate}, {"zip", b_zip}, {"sum", b_sum}, {"round", b_round},
   {"sorted", b_sorted},
   {"list.append", m_append}, {"dict.keys", m_keys}, {"dict.values", m_values},

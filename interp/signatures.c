@@ -150,6 +150,7 @@ static const fsSig table[] = {
   FN("int", p_int, "int"),
   FN("float", p_float, "float"),
   FN("str", p_str, "str"),
+  FN("repr", p_obj, "str"),
   FN("bool", p_bool, "bool"),
   FN("list", p_iter, "list"),
   FN("tuple", p_iter, "tuple"),
