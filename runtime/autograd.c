@@ -322,7 +322,11 @@ fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
     fsT_release(att);
     return NULL;
   }
-  be->nn->attention_forward(fsT_f32(out), fsT_f32(att), fsT_f32(qkv), B, T, C, heads);
+  if (be->nn->attention_forward(fsT_f32(out), fsT_f32(att), fsT_f32(qkv), B, T, C, heads) < 0) {
+    fsT_release(out);
+    fsT_release(att);
+    return NULL;
+  }
   return record(out, attention_bw, 1, &qkv, att, NULL, 0, heads);
 }
 
@@ -359,9 +363,10 @@ static const fs_tensor *broadcast_shape(const fs_tensor *a, const fs_tensor *b) 
 
 /* d(a op b) into the gradient of one side: the full-size contribution g
  * (already scaled) is summed when that side is a broadcast scalar. */
-static void accumulate(const fsB_backend *be, float *d, const fs_tensor *side, const float *g, size_t n) {
-  if ((size_t)side->numel == n) be->axpy(n, 1.0f, g, d);
-  else d[0] += (float)be->sum(n, g);
+static void accumulate(const fsB_backend *be, float *d, const fs_tensor *side, const float *g,
+                       size_t n, float sign) {
+  if ((size_t)side->numel == n) be->axpy(n, sign, g, d);
+  else d[0] += sign * (float)be->sum(n, g);
 }
 
 static int binary_bw(fsG_node *n, fs_tensor *out) {
@@ -371,34 +376,26 @@ static int binary_bw(fsG_node *n, fs_tensor *out) {
   const float *g = fsT_f32(out->grad), *av = fsT_f32(a), *bv = fsT_f32(b);
   float *da, *db;
   if (grad_buf(a, &da) || grad_buf(b, &db)) return -1;
+  if (n->k == FSB_ADD || n->k == FSB_SUB) {
+    if (da) accumulate(be, da, a, g, N, 1.0f);
+    if (db) accumulate(be, db, b, g, N, n->k == FSB_SUB ? -1.0f : 1.0f);
+    return 0;
+  }
   float *tmp = be->alloc(N * sizeof *tmp + 1);
   if (!tmp) {
     fsT_seterr("out of memory");
     return -1;
   }
-  switch ((fsB_binop)n->k) {
-  case FSB_ADD:
-  case FSB_SUB:
-    if (da) accumulate(be, da, a, g, N);
-    if (db) {
-      be->copy(tmp, g, N * sizeof *tmp);
-      if (n->k == FSB_SUB) be->scale(N, -1.0f, tmp);
-      accumulate(be, db, b, tmp, N);
-    }
-    break;
-  case FSB_MUL: /* da = g b, db = g a */
-    if (da) { be->binary(FSB_MUL, N, g, 1, bv, sb, tmp); accumulate(be, da, a, tmp, N); }
-    if (db) { be->binary(FSB_MUL, N, g, 1, av, sa, tmp); accumulate(be, db, b, tmp, N); }
-    break;
-  case FSB_DIV: /* da = g / b, db = -g a / b^2 = -(g / b) * out */
+  if (n->k == FSB_MUL) { /* da = g b, db = g a */
+    if (da) { be->binary(FSB_MUL, N, g, 1, bv, sb, tmp); accumulate(be, da, a, tmp, N, 1.0f); }
+    if (db) { be->binary(FSB_MUL, N, g, 1, av, sa, tmp); accumulate(be, db, b, tmp, N, 1.0f); }
+  } else { /* FSB_DIV: da = g / b, db = -g a / b^2 = -(g / b) * out */
     be->binary(FSB_DIV, N, g, 1, bv, sb, tmp);
-    if (da) accumulate(be, da, a, tmp, N);
+    if (da) accumulate(be, da, a, tmp, N, 1.0f);
     if (db) {
       be->binary(FSB_MUL, N, tmp, 1, fsT_f32(out), 1, tmp);
-      be->scale(N, -1.0f, tmp);
-      accumulate(be, db, b, tmp, N);
+      accumulate(be, db, b, tmp, N, -1.0f);
     }
-    break;
   }
   be->free(tmp, N * sizeof *tmp + 1);
   return 0;

@@ -4,6 +4,7 @@
 #include "backend.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,8 +16,54 @@
  * page faults dominate materialization otherwise (4 KiB faults ~13 us each). */
 #define HUGE_BYTES (4u << 20)
 
-static void *cpu_alloc(size_t nbytes) {
+/* Freed blocks of CACHE_MIN bytes and more are kept for reuse by exact size:
+ * a training step frees and reallocates the same activation and gradient
+ * sizes every step, and memory handed back to the kernel would fault again
+ * page by page. */
+#define CACHE_MIN (64u << 10)
+#define CACHE_SLOTS 512
+#define CACHE_MAX_BYTES ((size_t)1 << 30)
+
+static struct { void *p; size_t n; } cache[CACHE_SLOTS];
+static size_t ncache, cached_bytes;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *cache_take(size_t nbytes) {
   void *p = NULL;
+  pthread_mutex_lock(&cache_lock);
+  for (size_t i = ncache; i-- > 0;)
+    if (cache[i].n == nbytes) {
+      p = cache[i].p;
+      cached_bytes -= nbytes;
+      cache[i] = cache[--ncache];
+      break;
+    }
+  pthread_mutex_unlock(&cache_lock);
+  return p;
+}
+
+static bool cache_put(void *p, size_t nbytes) {
+  bool kept = false;
+  pthread_mutex_lock(&cache_lock);
+  if (ncache < CACHE_SLOTS && cached_bytes + nbytes <= CACHE_MAX_BYTES) {
+    cache[ncache].p = p;
+    cache[ncache++].n = nbytes;
+    cached_bytes += nbytes;
+    kept = true;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  return kept;
+}
+
+/* At exit, so leak checkers see every block returned. */
+__attribute__((destructor)) static void cache_drain(void) {
+  for (size_t i = 0; i < ncache; i++) free(cache[i].p);
+  ncache = cached_bytes = 0;
+}
+
+static void *cpu_alloc(size_t nbytes) {
+  void *p = nbytes >= CACHE_MIN ? cache_take(nbytes) : NULL;
+  if (p) return p;
   size_t align = nbytes >= HUGE_BYTES ? (2u << 20) : 64;
   if (posix_memalign(&p, align, nbytes)) return NULL;
 #ifdef MADV_HUGEPAGE
@@ -25,7 +72,10 @@ static void *cpu_alloc(size_t nbytes) {
   return p;
 }
 
-static void cpu_free(void *p, size_t nbytes) { free(p); }
+static void cpu_free(void *p, size_t nbytes) {
+  if (nbytes < CACHE_MIN || !cache_put(p, nbytes)) free(p);
+}
+
 static void cpu_zero(void *p, size_t nbytes) { memset(p, 0, nbytes); }
 static void cpu_copy(void *dst, const void *src, size_t nbytes) { memmove(dst, src, nbytes); }
 

@@ -173,79 +173,60 @@ void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uin
     if (fsR_u01(key, i) >= p) dinp[i] += dout[i] * s;
 }
 
-void fsN_attention_forward(float *out, float *att, const float *inp,
-                           int64_t B, int64_t T, int64_t C, int64_t NH) {
+int fsN_attention_forward(float *out, float *att, const float *inp,
+                          int64_t B, int64_t T, int64_t C, int64_t NH) {
   int64_t hs = C / NH, C3 = 3 * C;
   float scale = 1.0f / sqrtf((float)hs);
   for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < T; t++)
-      for (int64_t h = 0; h < NH; h++) {
-        const float *q = inp + (b * T + t) * C3 + h * hs;
-        float *a = att + ((b * NH + h) * T + t) * T;
-        float mx = -INFINITY;
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          const float *k = inp + (b * T + t2) * C3 + C + h * hs;
-          float dot = 0;
-          for (int64_t i = 0; i < hs; i++) dot += q[i] * k[i];
-          a[t2] = dot * scale;
-          mx = a[t2] > mx ? a[t2] : mx;
-        }
-        float sum = 0;
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          a[t2] = expf(a[t2] - mx);
-          sum += a[t2];
-        }
-        for (int64_t t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-        for (int64_t t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-        float *o = out + (b * T + t) * C + h * hs;
-        memset(o, 0, (size_t)hs * sizeof *o);
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          const float *v = inp + (b * T + t2) * C3 + 2 * C + h * hs;
-          for (int64_t i = 0; i < hs; i++) o[i] += a[t2] * v[i];
-        }
+    for (int64_t h = 0; h < NH; h++) {
+      const float *q = inp + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+      float *P = att + (b * NH + h) * T * T;
+      if (fsB_sgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0f, P, T) < 0) return -1;
+      for (int64_t t = 0; t < T; t++) { /* causal softmax of row t over t2 <= t */
+        float *row = P + t * T, mx = row[0], sum = 0;
+        for (int64_t t2 = 1; t2 <= t; t2++) mx = row[t2] > mx ? row[t2] : mx;
+        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = expf(row[t2] - mx);
+        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] /= sum;
+        for (int64_t t2 = t + 1; t2 < T; t2++) row[t2] = 0;
       }
+      if (fsB_sgemm(false, false, T, hs, T, 1.0f, P, T, v, C3, 0.0f, out + b * T * C + h * hs, C) < 0)
+        return -1;
+    }
+  return 0;
 }
 
 int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                            int64_t B, int64_t T, int64_t C, int64_t NH) {
   int64_t hs = C / NH, C3 = 3 * C;
   float scale = 1.0f / sqrtf((float)hs);
-  float *datt = malloc((size_t)(T ? T : 1) * sizeof *datt); /* one row of d(att) */
-  if (!datt) {
+  float *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS); /* dP, then dS in place */
+  if (!dS) {
     fsT_seterr("out of memory");
     return -1;
   }
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < T; t++)
-      for (int64_t h = 0; h < NH; h++) {
-        const float *a = att + ((b * NH + h) * T + t) * T;
-        const float *dy = dout + (b * T + t) * C + h * hs;
-        const float *q = inp + (b * T + t) * C3 + h * hs;
-        float *dq = dinp + (b * T + t) * C3 + h * hs;
-        float dot_sum = 0;
-        for (int64_t t2 = 0; t2 <= t; t2++) { /* out = att @ v */
-          const float *v = inp + (b * T + t2) * C3 + 2 * C + h * hs;
-          float *dv = dinp + (b * T + t2) * C3 + 2 * C + h * hs;
-          float d = 0;
-          for (int64_t i = 0; i < hs; i++) {
-            d += v[i] * dy[i];
-            dv[i] += a[t2] * dy[i];
-          }
-          datt[t2] = d;
-          dot_sum += a[t2] * d;
-        }
-        for (int64_t t2 = 0; t2 <= t; t2++) { /* softmax, then q.k * scale */
-          float dpre = a[t2] * (datt[t2] - dot_sum) * scale;
-          const float *k = inp + (b * T + t2) * C3 + C + h * hs;
-          float *dk = dinp + (b * T + t2) * C3 + C + h * hs;
-          for (int64_t i = 0; i < hs; i++) {
-            dq[i] += dpre * k[i];
-            dk[i] += dpre * q[i];
-          }
-        }
+  int rc = 0;
+  for (int64_t b = 0; !rc && b < B; b++)
+    for (int64_t h = 0; !rc && h < NH; h++) {
+      const float *q = inp + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+      float *dq = dinp + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+      const float *P = att + (b * NH + h) * T * T, *dy = dout + b * T * C + h * hs;
+      if (fsB_sgemm(false, true, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, dS, T) < 0 ||
+          fsB_sgemm(true, false, T, hs, T, 1.0f, P, T, dy, C, 1.0f, dv, C3) < 0) {
+        rc = -1;
+        break;
       }
-  free(datt);
-  return 0;
+      for (int64_t t = 0; t < T; t++) { /* softmax backward; P is 0 above the diagonal */
+        const float *p = P + t * T;
+        float *d = dS + t * T, dot = 0;
+        for (int64_t t2 = 0; t2 <= t; t2++) dot += p[t2] * d[t2];
+        for (int64_t t2 = 0; t2 < T; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
+      }
+      if (fsB_sgemm(false, false, T, hs, T, 1.0f, dS, T, k, C3, 1.0f, dq, C3) < 0 ||
+          fsB_sgemm(true, false, T, hs, T, 1.0f, dS, T, q, C3, 1.0f, dk, C3) < 0)
+        rc = -1;
+    }
+  free(dS);
+  return rc;
 }
 
 const fsN_kernels fsN_cpu = {

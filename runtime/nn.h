@@ -48,9 +48,12 @@ void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uin
 
 /* Causal self-attention core: inp[B,T,3C] holds q, k, v (head h in columns
  * [h*hs, (h+1)*hs) of each), att[B,NH,T,T] the softmax probabilities (upper
- * triangle 0), out[B,T,C]; scale 1/sqrt(hs), hs = C/NH. */
-void fsN_attention_forward(float *out, float *att, const float *inp,
-                           int64_t B, int64_t T, int64_t C, int64_t NH);
+ * triangle 0), out[B,T,C]; scale 1/sqrt(hs), hs = C/NH.  Per (batch, head)
+ * the products are strided GEMMs: S = q k^T, out = P v; backward
+ * dP = dout v^T, dv += P^T dout, dS = P (dP - rowsum(P dP)) scale,
+ * dq += dS k, dk += dS^T q. */
+int fsN_attention_forward(float *out, float *att, const float *inp,
+                          int64_t B, int64_t T, int64_t C, int64_t NH);
 int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                            int64_t B, int64_t T, int64_t C, int64_t NH);
 
@@ -70,7 +73,7 @@ typedef struct fsN_kernels {
   void (*act_backward)(fsN_act, float *, const float *, const float *, const float *, size_t);
   void (*dropout_forward)(float *, const float *, size_t, float, uint64_t);
   void (*dropout_backward)(float *, const float *, size_t, float, uint64_t);
-  void (*attention_forward)(float *, float *, const float *, int64_t, int64_t, int64_t, int64_t);
+  int (*attention_forward)(float *, float *, const float *, int64_t, int64_t, int64_t, int64_t);
   int (*attention_backward)(float *, const float *, const float *, const float *,
                             int64_t, int64_t, int64_t, int64_t);
   double (*cross_entropy_forward)(const float *, const int64_t *, int64_t, int64_t);
