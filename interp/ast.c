@@ -13,6 +13,27 @@ static void *xrealloc(void *p, size_t n) {
   return q;
 }
 
+size_t fsA_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+  uint32_t v, min;
+  size_t len;
+  if (s[0] < 0x80) { *cp = s[0]; return 1; }
+  if ((s[0] & 0xE0) == 0xC0) { len = 2; v = s[0] & 0x1Fu; min = 0x80; }
+  else if ((s[0] & 0xF0) == 0xE0) { len = 3; v = s[0] & 0x0Fu; min = 0x800; }
+  else if ((s[0] & 0xF8) == 0xF0) { len = 4; v = s[0] & 0x07u; min = 0x10000; }
+  else goto bad;
+  if (len > n) goto bad;
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80) goto bad;
+    v = v << 6 | (s[i] & 0x3Fu);
+  }
+  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) goto bad;
+  *cp = v;
+  return len;
+bad:
+  *cp = 0xFFFD;
+  return 1;
+}
+
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len) {
   fs_source *src = xrealloc(NULL, sizeof *src);
   src->path = strdup(path);
@@ -80,10 +101,12 @@ void fsA_source_position(const fs_source *src, uint32_t offset,
     size_t mid = (lo + hi) / 2;
     if (src->line_starts[mid] <= offset) lo = mid; else hi = mid;
   }
+  /* Columns count code points; an invalid byte is one column, as drawn. */
   uint32_t col = 1;
-  /* Columns count code points: skip UTF-8 continuation bytes. */
-  for (uint32_t i = src->line_starts[lo]; i < offset; i++)
-    if (((unsigned char)src->text[i] & 0xC0) != 0x80) col++;
+  for (size_t i = src->line_starts[lo]; i < offset; col++) {
+    uint32_t cp;
+    i += fsA_utf8_decode((const unsigned char *)src->text + i, offset - i, &cp);
+  }
   *line = (uint32_t)lo + 1;
   *column = col;
 }

@@ -23,7 +23,11 @@ typedef struct fs_source {
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len);
 fs_source *fsA_source_from_file(const char *path); /* NULL + errno on I/O error */
 void fsA_source_free(fs_source *src);
-/* 1-based line and code-point column of a byte offset. */
+/* Decodes one code point of s[0..n) (n >= 1): its length in bytes, with
+ * *cp = U+FFFD and length 1 for an invalid or truncated sequence. */
+size_t fsA_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* 1-based line and code-point column of a byte offset (an invalid byte is
+ * one column). */
 void fsA_source_position(const fs_source *src, uint32_t offset,
                          uint32_t *line, uint32_t *column);
 

@@ -134,27 +134,6 @@ void fsD_sort(fs_diags *d) {
 
 /* ---- UTF-8 -------------------------------------------------------------- */
 
-size_t fsD_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-  uint32_t v, min;
-  size_t len;
-  if (s[0] < 0x80) { *cp = s[0]; return 1; }
-  if ((s[0] & 0xE0) == 0xC0) { len = 2; v = s[0] & 0x1Fu; min = 0x80; }
-  else if ((s[0] & 0xF0) == 0xE0) { len = 3; v = s[0] & 0x0Fu; min = 0x800; }
-  else if ((s[0] & 0xF8) == 0xF0) { len = 4; v = s[0] & 0x07u; min = 0x10000; }
-  else goto bad;
-  if (len > n) goto bad;
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xC0) != 0x80) goto bad;
-    v = v << 6 | (s[i] & 0x3Fu);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) goto bad;
-  *cp = v;
-  return len;
-bad:
-  *cp = 0xFFFD;
-  return 1;
-}
-
 /* What a terminal may be shown for cp: controls (C0 but tab and newline,
  * DEL, C1) and bidirectional overrides (which reorder what the reader sees)
  * become U+FFFD. */
@@ -202,7 +181,7 @@ static char *printable_copy(const char *s, size_t n) {
   char *out = xrealloc(NULL, 3 * n + 1), *o = out; /* a bad byte grows to 3 */
   for (size_t i = 0; i < n;) {
     uint32_t cp;
-    i += fsD_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+    i += fsA_utf8_decode((const unsigned char *)s + i, n - i, &cp);
     o += utf8_encode(printable(cp), o);
   }
   *o = '\0';
@@ -215,18 +194,9 @@ static void put_printable(FILE *out, const char *s, size_t n) {
   free(p);
 }
 
-/* The line comes from the line map; the column is counted here, by the same
- * decoder that draws the caret. */
+/* One position function for every consumer: the line map's. */
 void fsD_position(const fs_source *src, uint32_t offset, uint32_t *line, uint32_t *column) {
-  if (offset > src->len) offset = (uint32_t)src->len;
-  uint32_t col;
-  fsA_source_position(src, offset, line, &col);
-  size_t i = src->line_starts[*line - 1];
-  for (col = 1; i < offset; col++) {
-    uint32_t cp;
-    i += fsD_utf8_decode((const unsigned char *)src->text + i, offset - i, &cp);
-  }
-  *column = col;
+  fsA_source_position(src, offset, line, column);
 }
 
 /* ---- text ---------------------------------------------------------------- */
@@ -279,7 +249,7 @@ static void put_excerpt(FILE *out, int color, const fs_source *src, fs_loc loc) 
   unsigned cells = 0, c0 = 0, c1 = 0;
   for (size_t i = b; i < e;) {
     uint32_t cp;
-    size_t n = fsD_utf8_decode((const unsigned char *)src->text + i, e - i, &cp);
+    size_t n = fsA_utf8_decode((const unsigned char *)src->text + i, e - i, &cp);
     unsigned w;
     cp = printable(cp);
     if (cp == '\t') {

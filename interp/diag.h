@@ -64,10 +64,6 @@ void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt);
 void fsD_render_all(FILE *out, const fs_diags *d, const fs_render_opts *opt);
 
 int fsD_has_errors(const fs_diags *d);
-/* Decodes the code point at s (n > 0 bytes left) and returns its length in
- * bytes. An invalid, overlong or truncated sequence decodes as one byte of
- * U+FFFD, so that each bad byte is one column. */
-size_t fsD_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 /* 1-based line and code-point column of a byte offset, as diagnostics show
  * it: an invalid UTF-8 byte is one column. */
 void fsD_position(const fs_source *src, uint32_t offset, uint32_t *line, uint32_t *column);

@@ -359,7 +359,7 @@ static void put_quoted(FILE *f, const char *s, size_t n) {
   fputc('"', f);
   for (size_t i = 0; i < n;) {
     uint32_t cp;
-    size_t k = fsD_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+    size_t k = fsA_utf8_decode((const unsigned char *)s + i, n - i, &cp);
     unsigned char c = (unsigned char)s[i];
     if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
     else if (c == '\n') fputs("\\n", f);

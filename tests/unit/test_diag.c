@@ -443,7 +443,7 @@ static int clean_text(const char *s) {
   size_t n = strlen(s);
   for (size_t i = 0; i < n;) {
     uint32_t cp;
-    size_t k = fsD_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+    size_t k = fsA_utf8_decode((const unsigned char *)s + i, n - i, &cp);
     if ((cp == 0xFFFD && k == 1) || (cp < 0x20 && cp != '\n' && cp != '\t') || (cp >= 0x7F && cp < 0xA0))
       return 0;
     i += k;
