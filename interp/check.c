@@ -1,0 +1,992 @@
+/* check.c -- the checker's core: abstract values and state, the undo trail
+ * that analyses both arms of an `if` and joins them, statements and
+ * expressions. Fabric's semantics are in fabric.c (reached via check_api.c);
+ * nothing here runs anything. */
+#include "check_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- memory ------------------------------------------------------------ */
+
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  return q;
+}
+
+#define GROW(arr, n, cap) do { if ((n) == (cap)) { (cap) = (cap) ? 2 * (cap) : 64; \
+  (arr) = xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
+
+struct arena { struct arena *next; size_t used, cap; _Alignas(16) unsigned char mem[]; };
+
+void *fsC_alloc(C *c, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  struct arena *a = c->arena;
+  if (!a || a->used + n > a->cap) {
+    size_t cap = n > 65536 ? n : 65536;
+    struct arena *b = xrealloc(NULL, sizeof *b + cap);
+    b->next = a; b->used = 0; b->cap = cap;
+    c->arena = a = b;
+  }
+  void *p = a->mem + a->used;
+  a->used += n;
+  return p;
+}
+
+char *fsC_text(C *c, fs_loc loc) {
+  size_t n = loc.end > loc.start ? loc.end - loc.start : 0;
+  char *s = fsC_alloc(c, n + 1);
+  memcpy(s, c->src->text + loc.start, n);
+  s[n] = 0;
+  return s;
+}
+
+/* ---- values ------------------------------------------------------------ */
+
+cv fsC_unknown(void) { return (cv){.k = CV_UNKNOWN}; }
+cv fsC_obj(uint32_t id) { return (cv){.k = CV_OBJ, .id = id}; }
+
+cv fsC_const(C *c, fs_value *v) {
+  if (!v) return fsC_unknown();
+  GROW(c->consts, c->nconsts, c->capconsts);
+  c->consts[c->nconsts++] = v;
+  return (cv){.k = CV_CONST, .p = v};
+}
+
+static cv seq(C *c, const cv *items, size_t n, int tuple) {
+  cv *a = fsC_alloc(c, (n ? n : 1) * sizeof *a);
+  if (n) memcpy(a, items, n * sizeof *a);
+  return (cv){.k = CV_SEQ, .sub = (uint8_t)tuple, .n = (uint32_t)n, .p = a};
+}
+
+static int cv_eq(const cv *a, const cv *b) {
+  if (a->k != b->k) return 0;
+  switch (a->k) {
+  case CV_UNDEF: case CV_UNKNOWN: return 1;
+  case CV_CONST: return a->p == b->p || fsV_equal(a->p, b->p);
+  case CV_OBJ: case CV_TENSOR: return a->id == b->id;
+  default: return a->p == b->p && a->n == b->n && a->id == b->id && a->sub == b->sub;
+  }
+}
+
+/* The value on either of two paths; `why` names the branch. */
+static cv cv_join(C *c, const cv *a, const cv *b, uint32_t why) {
+  if (cv_eq(a, b)) return *a;
+  cv alts[2 * MAXALT];
+  size_t n = 0;
+  const cv *two[2] = {a, b};
+  for (int s = 0; s < 2; s++) {
+    const cv *v = two[s];
+    size_t k = v->k == CV_PHI ? v->n : 1;
+    const cv *items = v->k == CV_PHI ? v->p : v;
+    for (size_t i = 0; i < k; i++) {
+      size_t j = 0;
+      while (j < n && !cv_eq(&alts[j], &items[i])) j++;
+      if (j == n) {
+        if (n == MAXALT) return fsC_unknown();
+        alts[n++] = items[i];
+      }
+    }
+  }
+  cv r = seq(c, alts, n, 0);
+  r.k = CV_PHI;
+  r.id = why;
+  return r;
+}
+
+static mbit mb_join(mbit a, mbit b, uint32_t ra, uint32_t rb) {
+  mbit r = {(uint8_t)(a.m | b.m), a.why ? a.why : b.why};
+  if ((a.m & MB_T) && !(b.m & MB_T)) r.why = ra;
+  else if ((b.m & MB_T) && !(a.m & MB_T)) r.why = rb;
+  return r;
+}
+
+static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
+  cobj r = *a;
+  r.meta = mb_join(a->meta, b->meta, ra, rb);
+  r.empty = mb_join(a->empty, b->empty, ra, rb);
+  r.launched = mb_join(a->launched, b->launched, ra, rb);
+  r.setups_lo = a->setups_lo < b->setups_lo ? a->setups_lo : b->setups_lo;
+  r.setups_hi = a->setups_hi > b->setups_hi ? a->setups_hi : b->setups_hi;
+  return r;
+}
+
+static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
+  GROW(c->reasons, c->nreasons, c->capreasons);
+  c->reasons[c->nreasons] = (reason){loc, (uint8_t)loop, (uint8_t)side};
+  return (uint32_t)c->nreasons++;
+}
+
+void fsC_note_why(C *c, fs_diag *g, uint32_t why) {
+  if (!why || !g) return;
+  const reason *r = &c->reasons[why];
+  fsD_note(g, c->src, r->loc, "%s",
+           r->loop ? (r->side == 1 ? "on the paths where this loop has run at least once"
+                                   : "on the paths where this loop has not run")
+                   : (r->side == 1 ? "on the paths where this condition is true"
+                                   : "on the paths where this condition is false"));
+}
+
+/* ---- objects and variables, with the undo trail ------------------------- */
+
+enum { TR_SLOT, TR_OBJ };
+
+static void log_old(C *c, int type, uint32_t idx) {
+  if (!c->marks) return;
+  GROW(c->trail, c->ntrail, c->captrail);
+  trail_ent *t = &c->trail[c->ntrail++];
+  t->type = (uint8_t)type;
+  t->idx = idx;
+  if (type == TR_SLOT) t->old.v = c->slots[idx];
+  else t->old.o = c->objs[idx];
+}
+
+uint32_t fsC_new_obj(C *c, obk kind, fs_loc loc) {
+  GROW(c->objs, c->nobjs, c->capobjs);
+  cobj *o = &c->objs[c->nobjs];
+  memset(o, 0, sizeof *o);
+  o->kind = (uint8_t)kind;
+  o->loc = loc;
+  o->stmt = c->stmt;
+  o->meta = o->empty = o->launched = o->pmeta = (mbit){MB_F, 0};
+  o->cfg = -1;
+  return (uint32_t)c->nobjs++;
+}
+
+cobj *fsC_o(C *c, uint32_t id) { return &c->objs[id]; }
+
+cobj *fsC_ow(C *c, uint32_t id) {
+  log_old(c, TR_OBJ, id);
+  return &c->objs[id];
+}
+
+const fsF_config *fsC_cfg(C *c, uint32_t fabric) {
+  int i = c->objs[fabric].cfg;
+  return i < 0 ? NULL : &c->cfgs[i];
+}
+
+int fsC_is(const cv *v, obk kind, C *c) { return v->k == CV_OBJ && c->objs[v->id].kind == kind; }
+
+typedef struct nm_ent { const char *name; uint32_t hash, slot; } nm_ent;
+
+static uint32_t hash_str(const char *s) {
+  uint32_t h = 2166136261u;
+  while (*s) h = (h ^ (unsigned char)*s++) * 16777619u;
+  return h;
+}
+
+static uint32_t *nm_find(name_map *m, const char *name, int create, C *c) {
+  if (create && (m->n + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 16;
+    nm_ent *e = calloc(cap, sizeof *e);
+    if (!e) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->e[i].name) continue;
+      size_t j = m->e[i].hash & (cap - 1);
+      while (e[j].name) j = (j + 1) & (cap - 1);
+      e[j] = m->e[i];
+    }
+    free(m->e);
+    m->e = e;
+    m->cap = cap;
+  }
+  if (!m->cap) return NULL;
+  uint32_t h = hash_str(name);
+  size_t j = h & (m->cap - 1);
+  while (m->e[j].name) {
+    if (m->e[j].hash == h && !strcmp(m->e[j].name, name)) return &m->e[j].slot;
+    j = (j + 1) & (m->cap - 1);
+  }
+  if (!create) return NULL;
+  GROW(c->slots, c->nslots, c->capslots);
+  c->slots[c->nslots] = (cv){.k = CV_UNDEF};
+  m->e[j] = (nm_ent){name, h, (uint32_t)c->nslots++};
+  m->n++;
+  return &m->e[j].slot;
+}
+
+static cv getvar(C *c, const char *name) {
+  uint32_t *s = c->nframes ? nm_find(&c->frames[c->nframes - 1]->locals, name, 0, c) : NULL;
+  if (!s) s = nm_find(&c->globals, name, 0, c);
+  return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
+}
+
+void fsC_setvar(C *c, const char *name, cv v) {
+  name_map *m = c->nframes ? &c->frames[c->nframes - 1]->locals : &c->globals;
+  uint32_t s = *nm_find(m, name, 1, c);
+  log_old(c, TR_SLOT, s);
+  c->slots[s] = v;
+}
+
+/* A region whose writes can be captured and undone. */
+typedef struct chg { uint8_t type; uint32_t idx; union { cv v; cobj o; } val; } chg;
+typedef struct chgset { chg *a; size_t n; uint32_t epoch; } chgset;
+
+static size_t mark(C *c) { c->marks++; return c->ntrail; }
+
+static void stamps(C *c) {
+  if (c->capstamp_s < c->nslots) {
+    size_t n = c->capslots;
+    c->stamp_s = xrealloc(c->stamp_s, n * sizeof *c->stamp_s);
+    c->pos_s = xrealloc(c->pos_s, n * sizeof *c->pos_s);
+    memset(c->stamp_s + c->capstamp_s, 0, (n - c->capstamp_s) * sizeof *c->stamp_s);
+    c->capstamp_s = n;
+  }
+  if (c->capstamp_o < c->nobjs) {
+    size_t n = c->capobjs;
+    c->stamp_o = xrealloc(c->stamp_o, n * sizeof *c->stamp_o);
+    c->pos_o = xrealloc(c->pos_o, n * sizeof *c->pos_o);
+    memset(c->stamp_o + c->capstamp_o, 0, (n - c->capstamp_o) * sizeof *c->stamp_o);
+    c->capstamp_o = n;
+  }
+}
+
+/* Records the current value of everything written since m, then undoes the
+ * writes: the state is back to what it was at the mark. */
+static void capture(C *c, size_t m, chgset *out) {
+  stamps(c);
+  out->epoch = ++c->epoch;
+  out->n = 0;
+  out->a = c->ntrail > m ? xrealloc(NULL, (c->ntrail - m) * sizeof *out->a) : NULL;
+  for (size_t i = m; i < c->ntrail; i++) {
+    trail_ent *t = &c->trail[i];
+    uint32_t *st = t->type == TR_SLOT ? c->stamp_s : c->stamp_o;
+    uint32_t *pos = t->type == TR_SLOT ? c->pos_s : c->pos_o;
+    if (st[t->idx] == out->epoch) continue;
+    st[t->idx] = out->epoch;
+    pos[t->idx] = (uint32_t)out->n;
+    chg *g = &out->a[out->n++];
+    g->type = t->type;
+    g->idx = t->idx;
+    if (t->type == TR_SLOT) g->val.v = c->slots[t->idx];
+    else g->val.o = c->objs[t->idx];
+  }
+  for (size_t i = c->ntrail; i-- > m;) {
+    trail_ent *t = &c->trail[i];
+    if (t->type == TR_SLOT) c->slots[t->idx] = t->old.v;
+    else c->objs[t->idx] = t->old.o;
+  }
+  c->ntrail = m;
+}
+
+static void write_chg(C *c, const chg *g) {
+  log_old(c, g->type, g->idx);
+  if (g->type == TR_SLOT) c->slots[g->idx] = g->val.v;
+  else c->objs[g->idx] = g->val.o;
+}
+
+/* After both paths were captured (and undone): writes the join. A dead
+ * path (it returned or broke out) contributes nothing. */
+static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_t ra, uint32_t rb) {
+  c->marks--;
+  if (deadA && deadB) c->dead = 1;
+  else if (deadA || deadB) {
+    chgset *live = deadA ? B : A;
+    for (size_t i = 0; i < live->n; i++) write_chg(c, &live->a[i]);
+  } else {
+    for (int s = 0; s < 2; s++) {
+      chgset *X = s ? B : A, *Y = s ? A : B;
+      for (size_t i = 0; i < X->n; i++) {
+        chg *g = &X->a[i], r = *g;
+        uint32_t *st = g->type == TR_SLOT ? c->stamp_s : c->stamp_o;
+        uint32_t *pos = g->type == TR_SLOT ? c->pos_s : c->pos_o;
+        int inY = st[g->idx] == Y->epoch;
+        if (s && inY) continue; /* joined in the first pass */
+        const chg *y = inY ? &Y->a[pos[g->idx]] : NULL;
+        const cv *va = &g->val.v;
+        const cobj *oa = &g->val.o;
+        const cv *vb = y ? &y->val.v : &c->slots[g->idx];
+        const cobj *ob = y ? &y->val.o : &c->objs[g->idx];
+        if (s) { const cv *tv = va; va = vb; vb = tv; const cobj *to = oa; oa = ob; ob = to; }
+        if (g->type == TR_SLOT) r.val.v = cv_join(c, va, vb, ra);
+        else r.val.o = cobj_join(oa, ob, ra, rb);
+        write_chg(c, &r);
+      }
+    }
+  }
+  free(A->a);
+  free(B->a);
+}
+
+/* ---- diagnostics -------------------------------------------------------- */
+
+static int seen_before(C *c, const char *rule, fs_loc loc) {
+  uint64_t key = ((uint64_t)hash_str(rule) << 32 ^ (uint64_t)loc.start * 2654435761u ^ loc.end) | 1;
+  if ((c->nseen + 1) * 2 > c->capseen) {
+    size_t cap = c->capseen ? 2 * c->capseen : 64;
+    uint64_t *t = calloc(cap, sizeof *t);
+    if (!t) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    for (size_t i = 0; i < c->capseen; i++) {
+      if (!c->seen[i]) continue;
+      size_t j = (size_t)(c->seen[i] * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = c->seen[i];
+    }
+    free(c->seen);
+    c->seen = t;
+    c->capseen = cap;
+  }
+  size_t j = (size_t)(key * 0x9E3779B97F4A7C15ull >> 20) & (c->capseen - 1);
+  while (c->seen[j]) {
+    if (c->seen[j] == key) return 1;
+    j = (j + 1) & (c->capseen - 1);
+  }
+  c->seen[j] = key;
+  c->nseen++;
+  return 0;
+}
+
+fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const char *fmt, ...) {
+  if (seen_before(c, rule, loc)) return NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *msg = xrealloc(NULL, (size_t)(n < 0 ? 0 : n) + 1);
+  va_start(ap, fmt);
+  vsnprintf(msg, (size_t)(n < 0 ? 0 : n) + 1, fmt, ap);
+  va_end(ap);
+  fs_diag *g = fsD_add(c->d, sev, rule, c->src, loc, "%s", msg);
+  free(msg);
+  if (sev == FS_SEV_ERROR) c->nerrors++;
+  return g;
+}
+
+/* ---- types -------------------------------------------------------------- */
+
+const char *fsC_type_name(C *c, const cv *v) {
+  switch (v->k) {
+  case CV_CONST: return fsV_type_name(v->p);
+  case CV_SEQ: return v->sub ? "tuple" : "list";
+  case CV_DICT: return "dict";
+  case CV_TENSOR: return "Tensor";
+  case CV_FUNC: return "function";
+  case CV_OBJ:
+    switch (c->objs[v->id].kind) {
+    case OB_FABRIC: return "Fabric";
+    case OB_MODEL: return "Module";
+    case OB_OPTIM: return "Optimizer";
+    case OB_LOADER: return "DataLoader";
+    case OB_DATASET: return "Dataset";
+    case OB_PARAMS: return "list";
+    default: return NULL;
+    }
+  case CV_PHI: {
+    const cv *a = v->p;
+    const char *t = fsC_type_name(c, &a[0]);
+    for (uint32_t i = 1; i < v->n && t; i++) {
+      const char *u = fsC_type_name(c, &a[i]);
+      if (!u || strcmp(t, u)) t = NULL;
+    }
+    return t;
+  }
+  default: return NULL;
+  }
+}
+
+/* The name Python prints for the type in attribute errors. */
+static const char *display_type(C *c, const cv *v) {
+  const cv *x = v->k == CV_PHI ? &((const cv *)v->p)[0] : v;
+  if (x->k == CV_OBJ && c->objs[x->id].kind == OB_MODEL) {
+    const cobj *o = &c->objs[x->id];
+    return o->wrapped ? c->objs[o->inner].cls : o->cls;
+  }
+  return fsC_type_name(c, v);
+}
+
+static int has_members(const char *t) {
+  static const char *const types[] = {"Fabric", "Module", "Optimizer", "Tensor", "DataLoader",
+                                      "Dataset", "list", "dict", "str"};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (t && !strcmp(t, types[i])) return 1;
+  return 0;
+}
+
+static unsigned type_bit(C *c, const cv *v) {
+  switch (v->k) {
+  case CV_CONST:
+    switch (((const fs_value *)v->p)->type) {
+    case FSV_NONE: return FSSIG_T_NONE;
+    case FSV_BOOL: return FSSIG_T_BOOL;
+    case FSV_INT: return FSSIG_T_INT;
+    case FSV_FLOAT: return FSSIG_T_FLOAT;
+    case FSV_STR: return FSSIG_T_STR;
+    default: return FSSIG_T_OBJ;
+    }
+  case CV_SEQ: return v->sub ? FSSIG_T_TUPLE : FSSIG_T_LIST;
+  case CV_DICT: return FSSIG_T_DICT;
+  case CV_FUNC: return FSSIG_T_FUNC;
+  default: (void)c; return 0;
+  }
+}
+
+static void types_text(unsigned mask, char *buf, size_t len) {
+  static const char *const names[] = {"None", "bool", "int", "float", "str", "list", "tuple",
+                                      "dict", "function", "object"};
+  size_t k = 0;
+  buf[0] = 0;
+  int count = 0;
+  for (int i = 0; i < 10; i++) count += (mask >> i) & 1;
+  for (int i = 0, j = 0; i < 10; i++) {
+    if (!((mask >> i) & 1)) continue;
+    j++;
+    k += (size_t)snprintf(buf + k, k < len ? len - k : 0, "%s%s",
+                          j == 1 ? "" : j == count ? " or " : ", ", names[i]);
+  }
+}
+
+/* Binds a call's arguments to sig: arity, keywords, literal types. */
+int fsC_bind(C *c, const fsSig *sig, const char *what, const fs_node *call, int *pos_slot,
+             int *kw_slot) {
+  size_t npos = 0, nkw = 0;
+  const char *kw[64];
+  for (uint32_t i = 1; i < call->nkids; i++) {
+    const fs_node *a = call->kids[i];
+    if (a->kind == FS_N_KWARG) { if (nkw < 64) kw[nkw++] = a->str; }
+    else npos++;
+  }
+  char *err = NULL;
+  if (nkw >= 64 || fsSig_bind(sig, npos, kw, nkw, pos_slot, kw_slot, &err)) {
+    fsC_report(c, FS_SEV_ERROR, "call", call->loc, "%s", err ? err : "too many arguments");
+    free(err);
+    return -1;
+  }
+  (void)what;
+  return 0;
+}
+
+/* Literal arguments against the parameter types. */
+static void check_types(C *c, const fsSig *sig, const fs_node *call, const cv *pos, size_t npos,
+                        const cv *kwv, size_t nkw, const int *pos_slot, const int *kw_slot) {
+  const char *base = strchr(sig->name, '.') ? strchr(sig->name, '.') + 1 : sig->name;
+  for (size_t i = 0; i < npos + nkw; i++) {
+    const cv *v = i < npos ? &pos[i] : &kwv[i - npos];
+    int slot = i < npos ? pos_slot[i] : kw_slot[i - npos];
+    const fsSig_param *p = &sig->params[slot];
+    if (p->flags & (FSSIG_VARARGS | FSSIG_VARKW)) continue;
+    unsigned bit = type_bit(c, v), mask = p->types;
+    if (!bit || mask == FSSIG_T_ANY) continue;
+    if (bit == FSSIG_T_BOOL && (mask & FSSIG_T_INT)) continue;   /* bool is an int */
+    if (bit == FSSIG_T_INT && (mask & FSSIG_T_FLOAT)) continue;  /* an int is accepted for a float */
+    if (bit & mask) continue;
+    char want[160];
+    types_text(mask, want, sizeof want);
+    const fs_node *arg = NULL;
+    for (uint32_t k = 1, np = 0, nk = 0; k < call->nkids; k++) {
+      int kwa = call->kids[k]->kind == FS_N_KWARG;
+      if ((kwa && i >= npos && nk++ == i - npos) || (!kwa && i < npos && np++ == i)) {
+        arg = kwa ? call->kids[k]->kids[0] : call->kids[k];
+        break;
+      }
+    }
+    fsC_report(c, FS_SEV_ERROR, "type", arg ? arg->loc : call->loc,
+               "%s() argument '%s' must be %s, not %s", base, p->name, want, fsC_type_name(c, v));
+  }
+}
+
+/* ---- expressions -------------------------------------------------------- */
+
+static cv ev(C *c, const fs_node *n);
+static void block(C *c, const fs_node *b);
+static void st(C *c, const fs_node *s);
+
+/* 1 true, 0 false, -1 not known */
+static int truth(const cv *v) {
+  switch (v->k) {
+  case CV_CONST: return fsV_truthy(v->p);
+  case CV_SEQ: case CV_DICT: return v->n > 0;
+  case CV_OBJ: case CV_FUNC: case CV_CLASS: return 1;
+  default: return -1;
+  }
+}
+
+static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
+  if (a.k == CV_CONST && b.k == CV_CONST) {
+    fsV_clearerr();
+    fs_value *r = fsV_binop(NULL, op, (fs_value *)a.p, (fs_value *)b.p);
+    if (!r && fsV_error()[0])
+      fsC_report(c, FS_SEV_ERROR, "type", n->loc, "%s", fsV_error());
+    return fsC_const(c, r);
+  }
+  if (a.k == CV_TENSOR || b.k == CV_TENSOR) {
+    cv t = {.k = CV_TENSOR};
+    t.id = a.k == CV_TENSOR && a.id ? a.id : b.k == CV_TENSOR ? b.id : 0;
+    return t;
+  }
+  int aseq = a.k == CV_SEQ || fsC_is(&a, OB_PARAMS, c), bseq = b.k == CV_SEQ || fsC_is(&b, OB_PARAMS, c);
+  if (op == FS_OP_ADD && aseq && bseq) {
+    /* list + list: keep the parameter references for an optimizer */
+    cv two[2] = {a, b};
+    cv items[64];
+    size_t k = 0;
+    for (int s = 0; s < 2; s++) {
+      if (two[s].k == CV_SEQ)
+        for (uint32_t i = 0; i < two[s].n && k < 64; i++) items[k++] = ((const cv *)two[s].p)[i];
+      else if (k < 64) items[k++] = two[s];
+    }
+    return seq(c, items, k, 0);
+  }
+  return fsC_unknown();
+}
+
+static cv ev_name(C *c, const fs_node *n) {
+  cv v = getvar(c, n->str);
+  if (v.k != CV_UNDEF) return v;
+  const fsSig *sig = fsSig_find(n->str);
+  if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
+  fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
+  return fsC_unknown();
+}
+
+static cv ev_attr(C *c, const fs_node *n) {
+  cv r = ev(c, n->kids[0]);
+  const char *t = fsC_type_name(c, &r);
+  if (!has_members(t)) return fsC_unknown();
+  const fsSig *sig = fsSig_member(t, n->str);
+  if (!sig) {
+    fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
+               display_type(c, &r), n->str);
+    return fsC_unknown();
+  }
+  if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC &&
+      !strcmp(n->str, "world_size")) {
+    const fsF_config *cfg = fsC_cfg(c, r.id);
+    if (cfg) return fsC_const(c, fsV_int(cfg->world_size));
+  }
+  if (sig->kind == FSSIG_ATTR && !strcmp(sig->returns, "Tensor")) return (cv){.k = CV_TENSOR};
+  return fsC_unknown();
+}
+
+static cv ev_index(C *c, const fs_node *n) {
+  cv o = ev(c, n->kids[0]);
+  const fs_node *ix = n->kids[1];
+  if (ix->kind == FS_N_SLICE) {
+    for (uint32_t i = 0; i < 3; i++) if (fsC_kid(ix, i)) ev(c, ix->kids[i]);
+    return o.k == CV_TENSOR ? o : fsC_unknown();
+  }
+  cv k = ev(c, ix);
+  if (o.k == CV_TENSOR) return o;
+  if (o.k == CV_SEQ && k.k == CV_CONST && ((const fs_value *)k.p)->type == FSV_INT) {
+    int64_t i = ((const fs_value *)k.p)->u.i;
+    if (i < 0) i += o.n;
+    if (i < 0 || i >= (int64_t)o.n) {
+      fsC_report(c, FS_SEV_ERROR, "index", n->loc, "%s index out of range", o.sub ? "tuple" : "list");
+      return fsC_unknown();
+    }
+    return ((const cv *)o.p)[i];
+  }
+  if (o.k == CV_DICT && k.k == CV_CONST) {
+    const cv *kv = o.p;
+    for (uint32_t i = 0; i < o.n; i++)
+      if (kv[i].k == CV_CONST && fsV_equal(kv[i].p, k.p)) return kv[o.n + i];
+    return fsC_unknown();
+  }
+  if (o.k == CV_CONST && k.k == CV_CONST) {
+    fsV_clearerr();
+    fs_value *r = fsV_index(NULL, (fs_value *)o.p, (fs_value *)k.p);
+    if (!r && fsV_error()[0]) fsC_report(c, FS_SEV_ERROR, "index", n->loc, "%s", fsV_error());
+    return fsC_const(c, r);
+  }
+  return fsC_unknown();
+}
+
+/* Calls: builtins through signatures.h, defs inlined, models forwarded. */
+static cv ev_call(C *c, const fs_node *n) {
+  const fs_node *callee = n->kids[0];
+  size_t npos = 0, nkw = 0;
+  for (uint32_t i = 1; i < n->nkids; i++) if (n->kids[i]->kind == FS_N_KWARG) nkw++; else npos++;
+  cv *pos = fsC_alloc(c, (npos + 1) * sizeof *pos), *kwv = fsC_alloc(c, (nkw + 1) * sizeof *kwv);
+  const char **kw = fsC_alloc(c, (nkw + 1) * sizeof *kw);
+  int *pos_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
+  cv recv = fsC_unknown(), fn;
+  const char *mname = NULL;
+  if (callee->kind == FS_N_ATTR) {
+    recv = ev(c, callee->kids[0]);
+    mname = callee->str;
+  } else {
+    fn = ev(c, callee);
+  }
+  for (uint32_t i = 1, p = 0, k = 0; i < n->nkids; i++) {
+    const fs_node *a = n->kids[i];
+    if (a->kind == FS_N_KWARG) { kw[k] = a->str; kwv[k++] = ev(c, a->kids[0]); }
+    else pos[p++] = ev(c, a);
+  }
+  if (mname) {
+    const char *t = fsC_type_name(c, &recv);
+    if (!has_members(t)) return fsC_unknown();
+    const fsSig *sig = fsSig_member(t, mname);
+    if (!sig || sig->kind != FSSIG_METHOD) {
+      fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
+                 sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
+                 display_type(c, &recv), mname);
+      return fsC_unknown();
+    }
+    if (fsC_bind(c, sig, mname, n, pos_slot, kw_slot)) return fsC_unknown();
+    check_types(c, sig, n, pos, npos, kwv, nkw, pos_slot, kw_slot);
+    cargs a = {n, sig, pos, npos, kw, kwv, nkw, pos_slot, kw_slot};
+    cv out;
+    if (fsC_api_method(c, &a, &recv, &out)) return out;
+    if (!strcmp(sig->returns, "Tensor")) return recv.k == CV_TENSOR ? recv : (cv){.k = CV_TENSOR};
+    if (!strcmp(sig->returns, "Module")) return recv;
+    if (!strcmp(sig->returns, "None")) return fsC_const(c, fsV_none());
+    return fsC_unknown();
+  }
+  if (fn.k == CV_CLASS && fn.sub == CLS_SIG) {
+    const fsSig *sig = fn.p;
+    if (sig->kind == FSSIG_FUNC && !sig->params && (npos || nkw)) {
+      fsC_report(c, FS_SEV_ERROR, "call", n->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
+      return fsC_unknown();
+    }
+    if (sig->params && fsC_bind(c, sig, sig->name, n, pos_slot, kw_slot)) return fsC_unknown();
+    if (!sig->params && (npos || nkw)) {
+      fsC_report(c, FS_SEV_ERROR, "call", n->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
+      return fsC_unknown();
+    }
+    if (sig->params) check_types(c, sig, n, pos, npos, kwv, nkw, pos_slot, kw_slot);
+    cargs a = {n, sig, pos, npos, kw, kwv, nkw, pos_slot, kw_slot};
+    cv out;
+    if (fsC_api_builtin(c, &a, &out)) return out;
+    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, NULL, n->loc);
+    if (!strcmp(sig->returns, "None")) return fsC_const(c, fsV_none());
+    return fsC_unknown();
+  }
+  if (fn.k == CV_CLASS && fn.sub == CLS_MODEL) {
+    const fs_node *decl = fn.p;
+    fsC_shape_model(c, decl, n, pos, npos, kw, kwv, nkw);
+    return fsC_new_model(c, decl->str, decl, n->loc);
+  }
+  if (fn.k == CV_FUNC) return fsC_call_def(c, fn.p, n, pos, npos, kw, kwv, nkw);
+  if (fn.k == CV_OBJ || fn.k == CV_PHI) {
+    const char *t = fsC_type_name(c, &fn);
+    if (t && !strcmp(t, "Module")) return fsC_forward(c, &fn, n->loc);
+  }
+  if (fn.k == CV_CONST || fn.k == CV_SEQ || fn.k == CV_DICT)
+    fsC_report(c, FS_SEV_ERROR, "type", n->loc, "'%s' object is not callable", fsC_type_name(c, &fn));
+  return fsC_unknown();
+}
+
+cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
+
+static cv ev(C *c, const fs_node *n) {
+  switch (n->kind) {
+  case FS_N_NAME: return ev_name(c, n);
+  case FS_N_INT: return fsC_const(c, fsV_int(n->ival));
+  case FS_N_FLOAT: return fsC_const(c, fsV_float(n->fval));
+  case FS_N_STR: return fsC_const(c, fsV_str(n->str, n->slen));
+  case FS_N_TRUE: return fsC_const(c, fsV_bool(1));
+  case FS_N_FALSE: return fsC_const(c, fsV_bool(0));
+  case FS_N_NONE: return fsC_const(c, fsV_none());
+  case FS_N_FSTR:
+    for (uint32_t i = 0; i < n->nkids; i++)
+      if (n->kids[i] && n->kids[i]->kind == FS_N_FMT) ev(c, n->kids[i]->kids[0]);
+    return fsC_unknown();
+  case FS_N_LIST: case FS_N_TUPLE: case FS_N_DICT: {
+    cv *items = fsC_alloc(c, (n->nkids + 1) * sizeof *items);
+    for (uint32_t i = 0; i < n->nkids; i++) items[i] = ev(c, n->kids[i]);
+    if (n->kind != FS_N_DICT) return seq(c, items, n->nkids, n->kind == FS_N_TUPLE);
+    /* keys first, then values */
+    uint32_t m = n->nkids / 2;
+    cv *kv = fsC_alloc(c, (n->nkids + 1) * sizeof *kv);
+    for (uint32_t i = 0; i < m; i++) { kv[i] = items[2 * i]; kv[m + i] = items[2 * i + 1]; }
+    return (cv){.k = CV_DICT, .n = m, .p = kv};
+  }
+  case FS_N_UNARY: {
+    cv a = ev(c, n->kids[0]);
+    if (a.k == CV_CONST) {
+      fsV_clearerr();
+      fs_value *r = fsV_unop(NULL, n->op, (fs_value *)a.p);
+      if (!r && fsV_error()[0]) fsC_report(c, FS_SEV_ERROR, "type", n->loc, "%s", fsV_error());
+      return fsC_const(c, r);
+    }
+    if (n->op == FS_OP_NOT) {
+      int t = truth(&a);
+      return t < 0 ? fsC_unknown() : fsC_const(c, fsV_bool(!t));
+    }
+    return a.k == CV_TENSOR ? a : fsC_unknown();
+  }
+  case FS_N_BINARY: {
+    cv a = ev(c, n->kids[0]);
+    if (n->op == FS_OP_AND || n->op == FS_OP_OR) {
+      int t = truth(&a);
+      if (t == (n->op == FS_OP_OR)) return a;
+      cv b = ev(c, n->kids[1]);
+      return t < 0 ? fsC_unknown() : b;
+    }
+    cv b = ev(c, n->kids[1]);
+    return binop(c, n, n->op, a, b);
+  }
+  case FS_N_COND: {
+    cv k = ev(c, n->kids[0]);
+    int t = truth(&k);
+    if (t >= 0) return ev(c, n->kids[t ? 1 : 2]);
+    cv a = ev(c, n->kids[1]), b = ev(c, n->kids[2]);
+    return cv_join(c, &a, &b, new_reason(c, n->kids[0]->loc, 0, 1));
+  }
+  case FS_N_CALL: return ev_call(c, n);
+  case FS_N_ATTR: return ev_attr(c, n);
+  case FS_N_INDEX: return ev_index(c, n);
+  default: return fsC_unknown();
+  }
+}
+
+/* ---- statements --------------------------------------------------------- */
+
+static void assign(C *c, const fs_node *t, cv v) {
+  switch (t->kind) {
+  case FS_N_NAME: fsC_setvar(c, t->str, v); break;
+  case FS_N_TUPLE: case FS_N_LIST: {
+    if (v.k == CV_SEQ && v.n != t->nkids) {
+      if (v.n > t->nkids)
+        fsC_report(c, FS_SEV_ERROR, "value", t->loc, "too many values to unpack (expected %u)", t->nkids);
+      else
+        fsC_report(c, FS_SEV_ERROR, "value", t->loc, "not enough values to unpack (expected %u, got %u)",
+                   t->nkids, v.n);
+      v = fsC_unknown();
+    }
+    for (uint32_t i = 0; i < t->nkids; i++) {
+      cv item = fsC_unknown();
+      if (v.k == CV_SEQ) item = ((const cv *)v.p)[i];
+      else if (v.k == CV_PHI) {
+        /* unpack each path's tuple, then join per element */
+        const cv *alts = v.p;
+        int ok = 1;
+        for (uint32_t a = 0; a < v.n; a++) ok &= alts[a].k == CV_SEQ && alts[a].n == t->nkids;
+        if (ok) {
+          item = ((const cv *)alts[0].p)[i];
+          for (uint32_t a = 1; a < v.n; a++) item = cv_join(c, &item, &((const cv *)alts[a].p)[i], v.id);
+        }
+      }
+      assign(c, t->kids[i], item);
+    }
+    break;
+  }
+  case FS_N_ATTR: {
+    cv o = ev(c, t->kids[0]);
+    const char *ty = fsC_type_name(c, &o);
+    if (!has_members(ty)) break;
+    const fsSig *sig = fsSig_member(ty, t->str);
+    if (!sig)
+      fsC_report(c, FS_SEV_ERROR, "attr", t->name_loc, "'%s' object has no attribute '%s'",
+                 display_type(c, &o), t->str);
+    else if (!(sig->flags & FSSIG_SETTABLE))
+      fsC_report(c, FS_SEV_ERROR, "attr", t->name_loc, "can't set attribute '%s' of '%s' object",
+                 t->str, display_type(c, &o));
+    break;
+  }
+  case FS_N_INDEX:
+    ev(c, t->kids[0]);
+    if (t->kids[1]->kind != FS_N_SLICE) ev(c, t->kids[1]);
+    break;
+  default: break;
+  }
+}
+
+static int64_t known_len(const cv *v) {
+  if (v->k == CV_SEQ || v->k == CV_DICT) return v->n;
+  if (v->k == CV_CONST) {
+    const fs_value *x = v->p;
+    if (x->type == FSV_RANGE) return fsV_range_len(x);
+    if (x->type == FSV_STR) return (int64_t)x->u.str.len;
+  }
+  return -1;
+}
+
+static void st_for(C *c, const fs_node *s) {
+  cv it = ev(c, s->kids[1]);
+  int64_t count = known_len(&it);
+  if (count == 0) return;
+  size_t m = count < 0 ? mark(c) : 0;
+  int iters = count == 1 ? 1 : 2, dead0 = c->dead;
+  for (int i = 0; i < iters && !c->dead; i++) {
+    cv item = fsC_unknown();
+    if (it.k == CV_SEQ) item = ((const cv *)it.p)[i];
+    else if (it.k == CV_CONST && ((const fs_value *)it.p)->type == FSV_RANGE)
+      item = fsC_const(c, fsV_int(fsV_range_at(it.p, i)));
+    assign(c, s->kids[0], item);
+    c->loop_iter++;
+    block(c, s->kids[2]);
+    c->loop_iter--;
+    c->dead = dead0;
+  }
+  if (count < 0) {
+    chgset A, B;
+    capture(c, m, &A);
+    capture(c, m, &B);
+    fs_loc head = {s->loc.start, s->kids[1]->loc.end};
+    join_paths(c, &A, 0, &B, 0, new_reason(c, head, 1, 1), new_reason(c, head, 1, 2));
+  }
+}
+
+static void st_if(C *c, const fs_node *s) {
+  cv k = ev(c, s->kids[0]);
+  int t = truth(&k);
+  const fs_node *els = fsC_kid(s, 2);
+  if (t == 1) { block(c, s->kids[1]); return; }
+  if (t == 0) { if (els) (els->kind == FS_N_IF ? st : block)(c, els); return; }
+  int dead0 = c->dead;
+  size_t m = mark(c);
+  block(c, s->kids[1]);
+  int dA = c->dead;
+  c->dead = dead0;
+  chgset A, B;
+  capture(c, m, &A);
+  if (els) (els->kind == FS_N_IF ? st : block)(c, els);
+  int dB = c->dead;
+  c->dead = dead0;
+  capture(c, m, &B);
+  join_paths(c, &A, dA, &B, dB, new_reason(c, s->kids[0]->loc, 0, 1), new_reason(c, s->kids[0]->loc, 0, 2));
+}
+
+static void st_with(C *c, const fs_node *s) {
+  cv v = ev(c, s->kids[0]);
+  int pushed = 0;
+  if (fsC_is(&v, OB_CTX, c) && c->nctx < 64) { c->ctxs[c->nctx++] = v.id; pushed = 1; }
+  if (fsC_kid(s, 1)) assign(c, s->kids[1], fsC_unknown());
+  block(c, s->kids[2]);
+  if (pushed) c->nctx--;
+}
+
+static void st(C *c, const fs_node *s) {
+  const fs_node *prev = c->stmt;
+  c->stmt = s;
+  switch (s->kind) {
+  case FS_N_EXPR: ev(c, s->kids[0]); break;
+  case FS_N_ASSIGN: { cv v = ev(c, s->kids[1]); assign(c, s->kids[0], v); break; }
+  case FS_N_AUGASSIGN: {
+    cv a = ev(c, s->kids[0]), b = ev(c, s->kids[1]);
+    assign(c, s->kids[0], binop(c, s, s->op, a, b));
+    break;
+  }
+  case FS_N_IF: st_if(c, s); break;
+  case FS_N_FOR: st_for(c, s); break;
+  case FS_N_WITH: st_with(c, s); break;
+  case FS_N_DEF:
+    fsC_setvar(c, s->str, (cv){.k = CV_FUNC, .p = s});
+    GROW(c->defs, c->ndefs, c->capdefs);
+    c->defs[c->ndefs++] = (struct defrec){s, 0};
+    break;
+  case FS_N_MODEL:
+    fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_MODEL, .p = s});
+    fsC_declare_model(c, s);
+    break;
+  case FS_N_RETURN: {
+    cv v = fsC_kid(s, 0) ? ev(c, s->kids[0]) : fsC_const(c, fsV_none());
+    if (!c->nframes) {
+      fsC_report(c, FS_SEV_ERROR, "syntax", s->loc, "'return' outside function");
+      break;
+    }
+    frame *f = c->frames[c->nframes - 1];
+    f->ret = f->has_ret ? cv_join(c, &f->ret, &v, 0) : v;
+    f->has_ret = 1;
+    c->dead = 1;
+    break;
+  }
+  case FS_N_BREAK: case FS_N_CONTINUE: c->dead = 1; break;
+  case FS_N_ASSERT: {
+    cv k = ev(c, s->kids[0]);
+    cv msg = fsC_kid(s, 1) ? ev(c, s->kids[1]) : fsC_unknown();
+    if (truth(&k) == 0) {
+      char *text = msg.k == CV_CONST ? fsV_tostr(msg.p) : NULL;
+      fsC_report(c, FS_SEV_ERROR, "assert", s->loc, "AssertionError%s%s", text ? ": " : "", text ? text : "");
+      free(text);
+    }
+    break;
+  }
+  default: break;
+  }
+  c->stmt = prev;
+}
+
+static void block(C *c, const fs_node *b) {
+  if (!b) return;
+  if (b->kind != FS_N_BLOCK) { st(c, b); return; }
+  for (uint32_t i = 0; i < b->nkids && !c->dead; i++) st(c, b->kids[i]);
+}
+
+/* ---- def calls: analysed at each call site with the argument values ------ */
+
+cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
+                const char *const *kw, const cv *kwv, size_t nkw) {
+  for (int i = 0; i < c->nframes; i++)
+    if (c->frames[i]->fn == def) {
+      fsC_report(c, FS_SEV_ERROR, "recursion", call ? call->loc : def->name_loc,
+                 "recursion is not supported: `%s` calls itself", def->str);
+      return fsC_unknown();
+    }
+  if (c->nframes == 32) return fsC_unknown();
+  const fs_node *params = def->kids[0];
+  fsSig_param *ps = fsC_alloc(c, (params->nkids + 1) * sizeof *ps);
+  for (uint32_t i = 0; i < params->nkids; i++)
+    ps[i] = (fsSig_param){params->kids[i]->str, FSSIG_T_ANY, fsC_kid(params->kids[i], 0) ? "" : NULL, 0};
+  fsSig sig = {def->str, FSSIG_FUNC, ps, params->nkids, "any", 0};
+  int *pos_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
+  char *err = NULL;
+  if (fsSig_bind(&sig, npos, kw, nkw, pos_slot, kw_slot, &err)) {
+    fsC_report(c, FS_SEV_ERROR, "call", call ? call->loc : def->name_loc, "%s", err ? err : "bad call");
+    free(err);
+    return fsC_unknown();
+  }
+  cv *vals = fsC_alloc(c, (params->nkids + 1) * sizeof *vals);
+  unsigned char *got = fsC_alloc(c, params->nkids + 1);
+  memset(got, 0, params->nkids + 1);
+  for (size_t i = 0; i < npos; i++) { vals[pos_slot[i]] = pos[i]; got[pos_slot[i]] = 1; }
+  for (size_t j = 0; j < nkw; j++) { vals[kw_slot[j]] = kwv[j]; got[kw_slot[j]] = 1; }
+  for (uint32_t i = 0; i < params->nkids; i++)
+    if (!got[i]) vals[i] = fsC_kid(params->kids[i], 0) ? ev(c, fsC_kid(params->kids[i], 0)) : fsC_unknown();
+  for (size_t i = 0; i < c->ndefs; i++) if (c->defs[i].def == def) c->defs[i].called = 1;
+  frame f = {.fn = def};
+  c->frames[c->nframes++] = &f;
+  for (uint32_t i = 0; i < params->nkids; i++) fsC_setvar(c, params->kids[i]->str, vals[i]);
+  int dead0 = c->dead;
+  c->dead = 0;
+  block(c, def->kids[1]);
+  c->dead = dead0;
+  c->nframes--;
+  free(f.locals.e);
+  return f.has_ret ? f.ret : fsC_const(c, fsV_none());
+}
+
+/* ---- entry -------------------------------------------------------------- */
+
+void fsC_options_init(fsC_options *o) {
+  memset(o, 0, sizeof *o);
+  fsF_machine_detect(&o->machine);
+}
+
+int fsC_parse_arg(fsC_options *o, const char *arg, const char *next, const char **err) {
+  return fsF_parse_arg(&o->overrides, &o->machine, arg, next, err);
+}
+
+int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs_diags *d) {
+  C c = {.src = src, .o = o, .d = d};
+  GROW(c.reasons, c.nreasons, c.capreasons);
+  c.nreasons = 1; /* 0 is "no reason" */
+  c.define_used = calloc(o->ndefines + 1, 1);
+  if (!c.define_used) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  block(&c, ast);
+  /* defs never called: analysed once with unknown arguments */
+  c.dead = 0;
+  for (size_t i = 0; i < c.ndefs; i++) {
+    if (c.defs[i].called) continue;
+    const fs_node *def = c.defs[i].def;
+    size_t n = def->kids[0]->nkids;
+    cv *args = fsC_alloc(&c, (n + 1) * sizeof *args);
+    for (size_t k = 0; k < n; k++) args[k] = fsC_unknown();
+    fsC_call_def(&c, def, NULL, args, n, NULL, NULL, 0);
+  }
+  for (size_t i = 0; i < o->ndefines; i++) {
+    if (c.define_used[i]) continue;
+    size_t k = strcspn(o->defines[i], "=");
+    fsD_add(d, FS_SEV_WARNING, "param", NULL, (fs_loc){0, 0},
+            "-D %.*s is not used by any param() call", (int)k, o->defines[i]);
+  }
+  for (size_t i = 0; i < c.nconsts; i++) fsV_release(c.consts[i]);
+  while (c.arena) { struct arena *a = c.arena; c.arena = a->next; free(a); }
+  free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
+  free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o); free(c.globals.e);
+  free(c.seen); free(c.define_used); free(c.defs);
+  return c.nerrors;
+}

@@ -1,0 +1,168 @@
+/* check_int.h -- the checker's abstract machine, shared by its files:
+ * check.c (values, state, statements, expressions), check_api.c (Fabric,
+ * module and optimizer methods over fabric.h) and check_shape.c (model
+ * declarations).
+ *
+ * State is variables (slots) and objects; both live in growing tables whose
+ * entries are never reused, so an `if` can be analysed branch by branch with
+ * an undo trail: each write records the old value while a mark is active,
+ * the branch's changes are captured and undone, and the joins of the changed
+ * entries are written back. Cost follows the writes, not the state size. */
+#ifndef FS_CHECK_INT_H
+#define FS_CHECK_INT_H
+
+#include <stdint.h>
+#include "check.h"
+#include "signatures.h"
+#include "value.h"
+
+/* A fact that may differ per path: MB_F may be false, MB_T may be true;
+ * why names the branch that made it true on some paths only (0: none). */
+#define MB_F 1
+#define MB_T 2
+typedef struct mbit { uint8_t m; uint32_t why; } mbit;
+
+typedef enum cvk {
+  CV_UNDEF,   /* unbound name */
+  CV_UNKNOWN, /* not known statically */
+  CV_CONST,   /* p: fs_value (None, bool, int, float, str, range) */
+  CV_OBJ,     /* id: object */
+  CV_SEQ,     /* p: n items; sub 1 for a tuple */
+  CV_DICT,    /* p: n keys then n values */
+  CV_TENSOR,  /* id: fabric object + 1 when computed by a set-up model, else 0 */
+  CV_FUNC,    /* p: FS_N_DEF */
+  CV_CLASS,   /* sub CLS_SIG: p fsSig; sub CLS_MODEL: p FS_N_MODEL */
+  CV_PHI      /* p: n alternatives (one per path); id: reason */
+} cvk;
+
+enum { CLS_SIG, CLS_MODEL };
+
+#define MAXALT 8 /* alternatives a value keeps over paths; more is CV_UNKNOWN */
+
+/* Child i of n, or NULL where the parser left it out. */
+static inline const fs_node *fsC_kid(const fs_node *n, uint32_t i) { return i < n->nkids ? n->kids[i] : NULL; }
+
+typedef struct cv {
+  uint8_t k, sub;
+  uint32_t n, id;
+  const void *p;
+} cv;
+
+typedef enum obk {
+  OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX
+} obk;
+
+enum { CTX_OTHER, CTX_INIT, CTX_META, CTX_DEVICE }; /* OB_CTX kinds */
+enum { WHY_INIT = 1, WHY_DEVICE, WHY_TO_EMPTY };     /* how a model became meta/uninitialized */
+
+typedef struct cobj {
+  uint8_t kind;
+  uint8_t wrapped;      /* model/optimizer/loader returned by a setup */
+  uint8_t ctx, effect;  /* OB_CTX: CTX_*, fsF_init */
+  mbit meta, empty;     /* model (raw): parameters on meta; uninitialized memory */
+  mbit launched;        /* fabric */
+  uint16_t setups_lo, setups_hi; /* fabric: completed setup calls, over paths */
+  int32_t cfg;          /* fabric: index in the configs, -1 when not known */
+  uint32_t inner;       /* wrapper: the raw object */
+  uint32_t fabric;      /* wrapper, ctx: its fabric */
+  uint32_t model;       /* params, optimizer: the model the parameters came from */
+  mbit pmeta;           /* params, optimizer: references meta parameters */
+  uint8_t fsdp_flat, xla_sharded, fsdp_root, why_kind;
+  fs_loc loc;           /* the call that created it */
+  fs_loc why_loc;       /* model: what made it meta/uninitialized; optimizer: its params */
+  const char *cls;      /* model class name */
+  const fs_node *decl;  /* model declaration, or NULL for a builtin layer */
+  const fs_node *stmt;  /* the statement that created it */
+  fsF_strategy_obj strat;
+} cobj;
+
+typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
+
+typedef struct name_map { struct nm_ent *e; size_t n, cap; } name_map;
+
+typedef struct trail_ent { uint8_t type; uint32_t idx; union { cv v; cobj o; } old; } trail_ent;
+
+typedef struct frame {
+  name_map locals;
+  const fs_node *fn;
+  cv ret; int has_ret;
+} frame;
+
+typedef struct C {
+  const fs_source *src;
+  const fsC_options *o;
+  fs_diags *d;
+  int nerrors;
+  cv *slots; size_t nslots, capslots;
+  cobj *objs; size_t nobjs, capobjs;
+  fsF_config *cfgs; size_t ncfgs, capcfgs;
+  reason *reasons; size_t nreasons, capreasons;
+  trail_ent *trail; size_t ntrail, captrail;
+  int marks;            /* active trail marks */
+  uint32_t *stamp_s, *pos_s, *stamp_o, *pos_o; size_t capstamp_s, capstamp_o;
+  uint32_t epoch;
+  name_map globals;
+  frame *frames[32]; int nframes;
+  uint32_t ctxs[64]; int nctx;
+  int dead;             /* the rest of the block is unreachable (return/break/continue) */
+  int loop_iter;        /* > 0 inside a loop body being re-analysed */
+  struct arena *arena;
+  fs_value **consts; size_t nconsts, capconsts;
+  uint64_t *seen; size_t capseen, nseen; /* reported (rule, loc) pairs */
+  unsigned char *define_used;
+  struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;
+  const fs_node *stmt;  /* the statement being analysed */
+} C;
+
+/* A call's arguments after binding to its signature. */
+typedef struct cargs {
+  const fs_node *call;
+  const fsSig *sig;
+  const cv *pos; size_t npos;
+  const char *const *kw; const cv *kwv; size_t nkw;
+  const int *pos_slot, *kw_slot;
+} cargs;
+
+/* check.c */
+void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker */
+char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
+cv fsC_const(C *c, fs_value *v);            /* takes v */
+cv fsC_eval(C *c, const fs_node *n);        /* an expression's value (reports its errors) */
+cv fsC_obj(uint32_t id);
+cv fsC_unknown(void);
+uint32_t fsC_new_obj(C *c, obk kind, fs_loc loc);
+cobj *fsC_o(C *c, uint32_t id);             /* read */
+cobj *fsC_ow(C *c, uint32_t id);            /* write: logged on the trail */
+const fsF_config *fsC_cfg(C *c, uint32_t fabric);
+int fsC_is(const cv *v, obk kind, C *c);    /* a (non-phi) object of that kind */
+const char *fsC_type_name(C *c, const cv *v);
+/* Adds a diagnostic once per (rule, location); NULL when already reported. */
+fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void fsC_note_why(C *c, fs_diag *g, uint32_t why);
+void fsC_setvar(C *c, const char *name, cv v);
+/* A def analysed at this call (call NULL: not called anywhere). */
+cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
+                const char *const *kw, const cv *kwv, size_t nkw);
+int fsC_bind(C *c, const fsSig *sig, const char *what, const fs_node *call,
+             int *pos_slot, int *kw_slot);
+
+/* The argument bound to parameter pname, or NULL; *node gets its expression. */
+const cv *fsC_arg(const cargs *a, const char *pname, const fs_node **node);
+
+/* check_api.c: obj.method(...) and the builtin classes. Returns 1 and *out
+ * when handled. */
+int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out);
+int fsC_api_builtin(C *c, const cargs *a, cv *out);
+/* A new model object created now (under the active contexts). */
+cv fsC_new_model(C *c, const char *cls, const fs_node *decl, fs_loc loc);
+/* model(x): the forward call. */
+cv fsC_forward(C *c, const cv *model, fs_loc loc);
+
+/* check_shape.c: the feature sizes through a model declaration instantiated
+ * with these argument values. */
+void fsC_shape_model(C *c, const fs_node *decl, const fs_node *call, const cv *pos, size_t npos,
+                     const char *const *kw, const cv *kwv, size_t nkw);
+void fsC_declare_model(C *c, const fs_node *decl);
+
+#endif

@@ -1,0 +1,169 @@
+/* check_shape.c -- model declarations: every layer names a layer class with
+ * a valid call, and the feature size flows from layer to layer (Linear(784,
+ * 256) followed by Linear(128, 10) is an error at the second). Sizes are
+ * computed from the layer arguments with the declaration's parameters bound;
+ * -1 is "not known" (an input of unknown shape, a Flatten) and checks nothing. */
+#include "check_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct prev { fs_loc loc; int64_t d; } prev;
+
+static int64_t int_arg(const cargs *a, const char *name) {
+  const cv *v = fsC_arg(a, name, NULL);
+  const fs_value *x = v && v->k == CV_CONST ? v->p : NULL;
+  return x && x->type == FSV_INT ? x->u.i : -1;
+}
+
+static void mismatch(C *c, const fs_node *call, const char *what, int64_t want, const prev *p) {
+  fs_diag *g = fsC_report(c, FS_SEV_ERROR, "shape", call->loc,
+                          "`%s` expects %lld input features, but the layer before it gives %lld",
+                          what, (long long)want, (long long)p->d);
+  if (g) fsD_note(g, c->src, p->loc, "`%s` gives %lld features", fsC_text(c, p->loc), (long long)p->d);
+}
+
+static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p);
+
+/* Binds a model's parameters to the call's arguments in a new frame. */
+static int push_model(C *c, const fs_node *decl, const fs_node *call, const cv *pos, size_t npos,
+                      const char *const *kw, const cv *kwv, size_t nkw, frame *f) {
+  const fs_node *params = decl->kids[0];
+  fsSig_param *ps = fsC_alloc(c, (params->nkids + 1) * sizeof *ps);
+  for (uint32_t i = 0; i < params->nkids; i++)
+    ps[i] = (fsSig_param){params->kids[i]->str, FSSIG_T_ANY, fsC_kid(params->kids[i], 0) ? "" : NULL, 0};
+  fsSig sig = {decl->str, FSSIG_CLASS, ps, params->nkids, "Module", 0};
+  int *ps_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
+  if (call && fsC_bind(c, &sig, decl->str, call, ps_slot, kw_slot)) return -1;
+  if (c->nframes == 32) return -1;
+  cv *vals = fsC_alloc(c, (params->nkids + 1) * sizeof *vals);
+  unsigned char *got = fsC_alloc(c, params->nkids + 1);
+  memset(got, 0, params->nkids + 1);
+  for (size_t i = 0; call && i < npos; i++) { vals[ps_slot[i]] = pos[i]; got[ps_slot[i]] = 1; }
+  for (size_t j = 0; call && j < nkw; j++) { vals[kw_slot[j]] = kwv[j]; got[kw_slot[j]] = 1; }
+  for (uint32_t i = 0; i < params->nkids; i++)
+    if (!got[i]) vals[i] = fsC_kid(params->kids[i], 0) ? fsC_eval(c, fsC_kid(params->kids[i], 0)) : fsC_unknown();
+  memset(f, 0, sizeof *f);
+  f->fn = decl;
+  c->frames[c->nframes++] = f;
+  for (uint32_t i = 0; i < params->nkids; i++) fsC_setvar(c, params->kids[i]->str, vals[i]);
+  return 0;
+}
+
+static void pop_model(C *c, frame *f) {
+  c->nframes--;
+  free(f->locals.e);
+}
+
+/* One layer call: checks it and returns the feature size after it. */
+static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
+  if (call->kind != FS_N_CALL || call->kids[0]->kind != FS_N_NAME) {
+    fsC_report(c, FS_SEV_ERROR, "layer", call->loc, "a model body holds layer calls such as `Linear(8, 8)`");
+    return -1;
+  }
+  cv cls = fsC_eval(c, call->kids[0]);
+  size_t npos = 0, nkw = 0;
+  for (uint32_t i = 1; i < call->nkids; i++) if (call->kids[i]->kind == FS_N_KWARG) nkw++; else npos++;
+  cv *pos = fsC_alloc(c, (npos + 1) * sizeof *pos), *kwv = fsC_alloc(c, (nkw + 1) * sizeof *kwv);
+  const char **kw = fsC_alloc(c, (nkw + 1) * sizeof *kw);
+  for (uint32_t i = 1, a = 0, k = 0; i < call->nkids; i++) {
+    const fs_node *x = call->kids[i];
+    if (x->kind == FS_N_KWARG) { kw[k] = x->str; kwv[k++] = fsC_eval(c, x->kids[0]); }
+    else pos[a++] = fsC_eval(c, x);
+  }
+  if (cls.k == CV_CLASS && cls.sub == CLS_MODEL) {
+    const fs_node *decl = cls.p;
+    for (int i = 0; i < c->nframes; i++)
+      if (c->frames[i]->fn == decl) {
+        fsC_report(c, FS_SEV_ERROR, "recursion", call->loc, "model `%s` contains itself", decl->str);
+        return -1;
+      }
+    frame f;
+    if (push_model(c, decl, call, pos, npos, kw, kwv, nkw, &f)) return -1;
+    d = body_dim(c, decl->kids[1], d, p);
+    pop_model(c, &f);
+    return d;
+  }
+  if (cls.k != CV_CLASS || cls.sub != CLS_SIG || ((const fsSig *)cls.p)->kind != FSSIG_LAYER) {
+    if (cls.k != CV_UNKNOWN)
+      fsC_report(c, FS_SEV_ERROR, "layer", call->kids[0]->loc, "`%s` is not a layer", call->kids[0]->str);
+    return -1;
+  }
+  const fsSig *sig = cls.p;
+  int *ps = fsC_alloc(c, (npos + 1) * sizeof(int)), *ks = fsC_alloc(c, (nkw + 1) * sizeof(int));
+  if (sig->params && fsC_bind(c, sig, sig->name, call, ps, ks)) return -1;
+  if (!sig->params && (npos || nkw)) {
+    fsC_report(c, FS_SEV_ERROR, "call", call->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
+    return -1;
+  }
+  cargs a = {call, sig, pos, npos, kw, kwv, nkw, ps, ks};
+  const char *n = sig->name;
+  int64_t in = -1, out = d;
+  if (!strcmp(n, "Linear")) { in = int_arg(&a, "in_features"); out = int_arg(&a, "out_features"); }
+  else if (!strcmp(n, "Embedding")) out = int_arg(&a, "embedding_dim");
+  else if (!strcmp(n, "PositionalEmbedding")) in = out = int_arg(&a, "dim");
+  else if (!strcmp(n, "LayerNorm")) in = out = int_arg(&a, "normalized_shape");
+  else if (!strcmp(n, "Flatten")) out = -1;
+  else if (!strcmp(n, "CausalSelfAttention")) {
+    in = out = int_arg(&a, "dim");
+    int64_t heads = int_arg(&a, "heads");
+    if (in > 0 && heads > 0 && in % heads)
+      fsC_report(c, FS_SEV_ERROR, "shape", call->loc,
+                 "`CausalSelfAttention`: dim %lld is not divisible by heads %lld",
+                 (long long)in, (long long)heads);
+  }
+  if (in >= 0 && d >= 0 && in != d) mismatch(c, call, n, in, p);
+  if (out != d || in >= 0) { p->loc = call->loc; p->d = out; }
+  return out;
+}
+
+static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p) {
+  for (uint32_t i = 0; body && i < body->nkids; i++) {
+    const fs_node *s = body->kids[i];
+    switch (s->kind) {
+    case FS_N_EXPR: d = layer_dim(c, s->kids[0], d, p); break;
+    case FS_N_ASSIGN:
+      if (s->kids[0]->kind != FS_N_NAME) {
+        fsC_report(c, FS_SEV_ERROR, "layer", s->kids[0]->loc, "a layer is named by a plain name: `fc1 = Linear(8, 8)`");
+        break;
+      }
+      d = layer_dim(c, s->kids[1], d, p);
+      break;
+    case FS_N_REPEAT: {
+      cv n = fsC_eval(c, s->kids[0]);
+      const fs_value *x = n.k == CV_CONST ? n.p : NULL;
+      int64_t d1 = body_dim(c, s->kids[1], d, p);
+      if (x && x->type == FSV_INT && x->u.i >= 2 && d1 != d) d1 = body_dim(c, s->kids[1], d1, p);
+      d = d1;
+      break;
+    }
+    case FS_N_RESIDUAL: {
+      prev q = *p;
+      int64_t d1 = body_dim(c, s->kids[0], d, &q);
+      if (d >= 0 && d1 >= 0 && d1 != d)
+        fsC_report(c, FS_SEV_ERROR, "shape", s->loc,
+                   "the residual body turns %lld features into %lld, but `x + body(x)` needs the same size",
+                   (long long)d, (long long)d1);
+      break;
+    }
+    case FS_N_PASS: break;
+    default:
+      fsC_report(c, FS_SEV_ERROR, "layer", s->loc, "only layers, `repeat` and `residual` can appear in a model body");
+      break;
+    }
+  }
+  return d;
+}
+
+void fsC_shape_model(C *c, const fs_node *decl, const fs_node *call, const cv *pos, size_t npos,
+                     const char *const *kw, const cv *kwv, size_t nkw) {
+  frame f;
+  if (push_model(c, decl, call, pos, npos, kw, kwv, nkw, &f)) return;
+  prev p = {decl->name_loc, -1};
+  body_dim(c, decl->kids[1], -1, &p);
+  pop_model(c, &f);
+}
+
+void fsC_declare_model(C *c, const fs_node *decl) {
+  fsC_shape_model(c, decl, NULL, NULL, 0, NULL, NULL, 0);
+}

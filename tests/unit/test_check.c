@@ -1,0 +1,277 @@
+/* test_check.c -- the checker on small scripts: Fabric's rules along paths
+ * (branches, loops, def calls), the seed's diagnostic exactly as
+ * language.md section 8 shows it, its fix-it, and the non-Fabric checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "check.h"
+#include "lex.h"
+
+typedef struct run {
+  fs_source *src;
+  fs_node *ast;
+  fs_diags d;
+} run;
+
+/* Checks text as if the target had `gpus` GPUs, with extra options. */
+static void check_text(run *r, const char *text, int gpus, const char *const *args, size_t nargs) {
+  fsC_options o;
+  fsC_options_init(&o);
+  o.machine.cuda_gpus = gpus;
+  const char *defs[8];
+  size_t nd = 0;
+  for (size_t i = 0; i < nargs; i++) {
+    const char *err = NULL;
+    if (!strncmp(args[i], "-D", 2)) { defs[nd++] = args[i] + 2; continue; }
+    assert_int_equal(fsC_parse_arg(&o, args[i], NULL, &err), 1);
+  }
+  o.defines = defs;
+  o.ndefines = nd;
+  r->src = fsA_source_from_buffer("t.fab", text, strlen(text));
+  fsD_init(&r->d);
+  int nerr = 0;
+  r->ast = fsP_parse(r->src, &r->d, &nerr);
+  assert_int_equal(nerr, 0);
+  fsC_check(r->src, r->ast, &o, &r->d);
+  fsD_sort(&r->d);
+}
+
+static void run_free(run *r) {
+  fsA_free(r->ast);
+  fsD_free(&r->d);
+  fsA_source_free(r->src);
+}
+
+/* The i-th diagnostic has this rule, position and message start. */
+static const fs_diag *expect(run *r, size_t i, const char *rule, uint32_t line, uint32_t col,
+                             const char *msg) {
+  assert_true(i < r->d.n);
+  const fs_diag *g = &r->d.items[i];
+  uint32_t l, c;
+  fsA_source_position(r->src, g->loc.start, &l, &c);
+  assert_string_equal(g->rule, rule);
+  assert_int_equal(l, line);
+  assert_int_equal(c, col);
+  assert_true(strncmp(g->message, msg, strlen(msg)) == 0);
+  return g;
+}
+
+
+
+static const char seed_before[] =
+  "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\n"
+  "fabric.launch()\n"
+  "\n"
+  "\n"
+  "\n"
+  "with fabric.init_module(empty_init=True):\n"
+  "    model = Linear(8, 8)            # meta\n"
+  "optimizer = Adam(model.parameters())\n"
+  "model, optimizer = fabric.setup(model, optimizer)  # the joint setup\n"
+  "fabric.backward(model(1).sum())\n";
+
+static void test_seed_diagnostic(void **state) {
+  run r;
+  check_text(&r, seed_before, 1, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  const fs_diag *g = expect(&r, 0, "R36", 9, 20,
+    "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`.");
+  assert_int_equal(g->severity, FS_SEV_ERROR);
+  assert_int_equal(g->nnotes, 2);
+  uint32_t l, c;
+  fsA_source_position(r.src, g->notes[0].loc.start, &l, &c);
+  assert_int_equal(l, 8); assert_int_equal(c, 13);
+  assert_string_equal(g->notes[0].message, "`optimizer` was created over `model.parameters()` while they were on the meta device");
+  fsA_source_position(r.src, g->notes[1].loc.start, &l, &c);
+  assert_int_equal(l, 6); assert_int_equal(c, 6);
+  assert_string_equal(g->notes[1].message,
+    "parameters are on the meta device because `model` was created under `fabric.init_module(empty_init=True)` with strategy \"fsdp\"");
+  assert_string_equal(g->help, "set up the model first, then create the optimizer:\n"
+                               "    model = fabric.setup_module(model)\n"
+                               "    optimizer = fabric.setup_optimizers(Adam(model.parameters()))");
+  /* the fix-it: apply the edits (they are in source order) and check again */
+  assert_int_equal(g->nedits, 2);
+  char fixed[1024];
+  size_t n = 0, at = 0;
+  for (size_t i = 0; i < g->nedits; i++) {
+    memcpy(fixed + n, seed_before + at, g->edits[i].loc.start - at);
+    n += g->edits[i].loc.start - at;
+    n += (size_t)sprintf(fixed + n, "%s", g->edits[i].text);
+    at = g->edits[i].loc.end;
+  }
+  strcpy(fixed + n, seed_before + at);
+  assert_non_null(strstr(fixed,
+    "    model = Linear(8, 8)            # meta\n"
+    "model = fabric.setup_module(model)\n"
+    "optimizer = Adam(model.parameters())\n"
+    "optimizer = fabric.setup_optimizers(optimizer)  # the joint setup\n"));
+  run r2;
+  check_text(&r2, fixed, 1, NULL, 0);
+  assert_int_equal(r2.d.n, 0);
+  run_free(&r2);
+  run_free(&r);
+  (void)state;
+}
+
+static void test_seed_near_misses(void **state) {
+  static const char *const clean[] = {
+    /* no empty_init: parameters are real under FSDP */
+    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+    "with fabric.init_module():\n    model = Linear(8, 8)\n"
+    "optimizer = Adam(model.parameters())\nmodel, optimizer = fabric.setup(model, optimizer)\n",
+    /* empty_init=True under DDP is not meta */
+    "fabric = Fabric(strategy=\"ddp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
+    "optimizer = Adam(model.parameters())\nmodel, optimizer = fabric.setup(model, optimizer)\n",
+    /* the documented order */
+    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
+    "model = fabric.setup_module(model)\noptimizer = fabric.setup_optimizers(Adam(model.parameters()))\n",
+  };
+  for (size_t i = 0; i < sizeof clean / sizeof clean[0]; i++) {
+    run r;
+    check_text(&r, clean[i], 1, NULL, 0);
+    assert_int_equal(r.d.n, 0);
+    run_free(&r);
+  }
+  (void)state;
+}
+
+static void test_r37_keeps_old_parameters(void **state) {
+  run r;
+  check_text(&r,
+    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
+    "optimizer = Adam(model.parameters())\n"
+    "model = fabric.setup_module(model)\n"
+    "optimizer = fabric.setup_optimizers(optimizer)\n", 1, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  const fs_diag *g = expect(&r, 0, "R37", 7, 13, "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported. Create");
+  assert_int_equal(g->nnotes, 2);
+  run_free(&r);
+  (void)state;
+}
+
+static void test_paths(void **state) {
+  run r;
+  /* one branch sets up: the second setup fails on that path, with a note */
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\")\nmodel = Linear(4, 2)\n"
+    "if fabric.global_rank == 0:\n    model = fabric.setup(model)\n"
+    "model = fabric.setup(model)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  const fs_diag *g = expect(&r, 0, "R22", 5, 9, "A model should be passed only once to the `setup` method.");
+  assert_string_equal(g->notes[0].message, "on the paths where this condition is true");
+  run_free(&r);
+  /* a known condition takes one branch only */
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\")\nmodel = Linear(4, 2)\n"
+    "if param(\"twice\", False):\n    model = fabric.setup(model)\n"
+    "model = fabric.setup(model)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 0);
+  run_free(&r);
+  static const char *const twice[] = {"-Dtwice=true"};
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\")\nmodel = Linear(4, 2)\n"
+    "if param(\"twice\", False):\n    model = fabric.setup(model)\n"
+    "model = fabric.setup(model)\n", 0, twice, 1);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R22", 5, 9, "A model should be passed only once");
+  run_free(&r);
+  /* setting up inside a loop: the second iteration sees the set-up model */
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\")\nopt = SGD(Linear(2, 2).parameters(), lr=0.1)\n"
+    "for epoch in range(3):\n    opt = fabric.setup_optimizers(opt)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R27", 4, 11, "An optimizer should be passed only once to the `setup_optimizers` method.");
+  run_free(&r);
+  /* a def is analysed at its call: launch(train) runs train launched */
+  check_text(&r,
+    "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
+    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
+    "fabric.launch(train)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 0);
+  run_free(&r);
+  check_text(&r,
+    "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
+    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
+    "train(fabric)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R16", 2, 13, "To use Fabric with more than one device");
+  run_free(&r);
+  (void)state;
+}
+
+static void test_configuration(void **state) {
+  run r;
+  static const char *const cli[] = {"--strategy=fsdp"};
+  check_text(&r, "fabric = Fabric(strategy=\"ddp\")\n", 0, cli, 1);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R68", 1, 10, "Your code has `Fabric(strategy='ddp', ...)` but it conflicts with the value `--strategy=fsdp` set through the CLI.  Remove it");
+  run_free(&r);
+  check_text(&r, "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\")\n", 0, NULL, 0);
+  expect(&r, 0, "R7", 1, 10, "`CUDAAccelerator` can not run on your system");
+  run_free(&r);
+  /* param() feeds the configuration */
+  static const char *const ds[] = {"-Dstrategy=dp"};
+  check_text(&r, "fabric = Fabric(accelerator=\"cpu\", strategy=param(\"strategy\", \"auto\"))\n", 0, ds, 1);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "W7", 1, 10, "'dp' is not supported on CPUs, hence setting `strategy='ddp'`.");
+  assert_int_equal(r.d.items[0].severity, FS_SEV_WARNING);
+  run_free(&r);
+  (void)state;
+}
+
+static void test_other_checks(void **state) {
+  run r;
+  check_text(&r,
+    "model MLP(hidden=256, classes=10):\n    Flatten()\n    fc1 = Linear(28 * 28, hidden)\n"
+    "    ReLU()\n    fc2 = Linear(128, classes)\n"
+    "net = MLP()\nopt = SGD(net.parameters(), lr=0.1, momentm=0.9)\n"
+    "x = missing + 1\nLinear(\"a\", 3)\nnet.frobnicate()\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 5);
+  const fs_diag *g = expect(&r, 0, "shape", 5, 11, "`Linear` expects 128 input features, but the layer before it gives 256");
+  assert_string_equal(g->notes[0].message, "`Linear(28 * 28, hidden)` gives 256 features");
+  expect(&r, 1, "call", 7, 7, "SGD() got an unexpected keyword argument 'momentm'");
+  expect(&r, 2, "name", 8, 5, "name 'missing' is not defined");
+  expect(&r, 3, "type", 9, 8, "Linear() argument 'in_features' must be int, not str");
+  expect(&r, 4, "attr", 10, 5, "'MLP' object has no attribute 'frobnicate'");
+  run_free(&r);
+  /* the sizes follow the instantiation's arguments */
+  check_text(&r,
+    "model MLP(hidden=128):\n    Linear(784, hidden)\n    Linear(128, 10)\n"
+    "net = MLP()\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 0);
+  run_free(&r);
+  check_text(&r,
+    "m = Linear(3, 3)\nm.to_empty(device=\"cpu\")\ny = m(1)\n"
+    "k = Linear(3, 3)\nk.to_empty(device=\"cpu\")\nk.reset_parameters()\ny = k(1)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "uninit", 3, 5, "the model runs on uninitialized parameters");
+  run_free(&r);
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\", precision=\"bf16-mixed\")\n"
+    "model = fabric.setup(Linear(4, 2))\nloss = model(1).sum()\nloss.backward()\n"
+    "raw = Linear(4, 2)\nraw(1).sum().backward()\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R42", 4, 1, "The current strategy and precision selection requires you to call `fabric.backward(loss)`");
+  run_free(&r);
+  (void)state;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_seed_diagnostic),
+    cmocka_unit_test(test_seed_near_misses),
+    cmocka_unit_test(test_r37_keeps_old_parameters),
+    cmocka_unit_test(test_paths),
+    cmocka_unit_test(test_configuration),
+    cmocka_unit_test(test_other_checks),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
