@@ -4,6 +4,8 @@
  * from fabric.h on the objects' states, so check and run share one rule. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +15,7 @@
 #include "fabric.h"
 #include "loader.h"
 #include "optim.h"
+#include "safetensors.h"
 
 #define NATIVE(f) static fs_value *f(fsE_ctx *E, fs_value *self, fs_value **s, const fsV_args *a)
 
@@ -972,6 +975,346 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, modv *mv) {
   return 0;
 }
 
+/* ---- checkpoints: fabric.save / fabric.load ----------------------------------------
+ * One safetensors file. A module under key K stores each parameter as
+ * "K.<state-dict name>"; an optimizer under K stores metadata "K.lr" and
+ * "K.state.<i>.step" and its buffers as "K.state.<i>.<torch's name>"
+ * (momentum_buffer; exp_avg, exp_avg_sq); any other entry is metadata
+ * "K" holding its repr, read back as a Python literal. */
+
+typedef struct ckpt {
+  fsK_entry *t; size_t nt, capt;
+  fsK_meta *m; size_t nm, capm;
+  char **owned; size_t nowned, capowned; /* names and texts to free */
+} ckpt;
+
+static char *ck_own(ckpt *c, char *s) {
+  if (!s) return NULL;
+  if (c->nowned == c->capowned) {
+    size_t cap = c->capowned ? 2 * c->capowned : 16;
+    char **o = realloc(c->owned, cap * sizeof *o);
+    if (!o) {
+      free(s);
+      return NULL;
+    }
+    c->owned = o;
+    c->capowned = cap;
+  }
+  return c->owned[c->nowned++] = s;
+}
+
+static char *ck_fmt(ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *ck_fmt(ckpt *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[1024];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return ck_own(c, strdup(buf));
+}
+
+static int ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
+  if (!name) return -1;
+  if (!t->data || t->device != FS_DEV_CPU) {
+    fsV_seterr("cannot save '%s': the tensor is on the %s device", name, fsT_device_name(t->device));
+    return -1;
+  }
+  if (c->nt == c->capt) {
+    size_t cap = c->capt ? 2 * c->capt : 16;
+    fsK_entry *e = realloc(c->t, cap * sizeof *e);
+    if (!e) return -1;
+    c->t = e;
+    c->capt = cap;
+  }
+  c->t[c->nt++] = (fsK_entry){name, t->dtype, t->rank, t->shape, t->data};
+  return 0;
+}
+
+static int ck_meta(ckpt *c, const char *key, const char *value) {
+  if (!key || !value) return -1;
+  if (c->nm == c->capm) {
+    size_t cap = c->capm ? 2 * c->capm : 16;
+    fsK_meta *m = realloc(c->m, cap * sizeof *m);
+    if (!m) return -1;
+    c->m = m;
+    c->capm = cap;
+  }
+  c->m[c->nm++] = (fsK_meta){key, value};
+  return 0;
+}
+
+static void ck_free(ckpt *c) {
+  for (size_t i = 0; i < c->nowned; i++) free(c->owned[i]);
+  free(c->owned);
+  free(c->t);
+  free(c->m);
+}
+
+static const char *buf_name(const optv *ov, int which) {
+  if (ov->o->kind == FSO_SGD) return which ? NULL : "momentum_buffer";
+  return which ? "exp_avg_sq" : "exp_avg";
+}
+
+/* filter[key](name, value) decides whether a module parameter is saved */
+static int keep(fsE_ctx *E, fs_value *filter, fs_value *key, const char *name, fs_tensor *t, bool *yes) {
+  fs_value *fn = filter->type == FSV_DICT ? fsV_dict_get(filter, key) : NULL;
+  *yes = true;
+  if (!fn) return 0;
+  fs_value *args[2] = {fsV_cstr(name), tensor_value(fsT_retain(t))};
+  fsV_args fa = {args, 2, NULL, NULL, 0, {0, 0}};
+  fs_value *r = args[0] && args[1] ? fsE_call(E, fn, &fa) : NULL;
+  fsV_release(args[0]);
+  fsV_release(args[1]);
+  if (!r) return -1;
+  *yes = fsV_truthy(r);
+  fsV_release(r);
+  return 0;
+}
+
+static int ck_add(fsE_ctx *E, ckpt *c, fs_value *key, fs_value *v, fs_value *filter) {
+  const char *k = key->u.str.s;
+  modv *mv = fsV_objdata(v, &module_class);
+  optv *ov = fsV_objdata(v, &optim_class);
+  if (mv) {
+    fsM_param *ps;
+    int64_t n = fsM_parameters(mv->m, &ps);
+    int rc = n < 0 ? (rt_fail(), -1) : 0;
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+      bool yes;
+      rc = keep(E, filter, key, ps[i].name, ps[i].t, &yes);
+      if (rc == 0 && yes) rc = ck_tensor(c, ck_fmt(c, "%s.%s", k, ps[i].name), ps[i].t);
+    }
+    if (n >= 0) fsM_params_free(ps, n);
+    return rc;
+  }
+  if (ov) {
+    char lr[40];
+    fsV_float_repr(ov->o->lr, lr, sizeof lr);
+    if (ck_meta(c, ck_fmt(c, "%s.lr", k), ck_own(c, strdup(lr))) < 0) return -1;
+    for (int64_t i = 0; i < ov->o->nparams; i++) {
+      if (ck_meta(c, ck_fmt(c, "%s.state.%lld.step", k, (long long)i),
+                  ck_fmt(c, "%lld", (long long)ov->o->steps[i])) < 0)
+        return -1;
+      fs_tensor *b[2] = {ov->o->buf0[i], ov->o->buf1[i]};
+      for (int w = 0; w < 2; w++)
+        if (b[w] && ck_tensor(c, ck_fmt(c, "%s.state.%lld.%s", k, (long long)i, buf_name(ov, w)), b[w]) < 0)
+          return -1;
+    }
+    return 0;
+  }
+  if (v->type == FSV_OBJ) {
+    fsV_seterr("cannot save state entry '%s': a %s is not serializable", k, fsV_type_name(v));
+    return -1;
+  }
+  return ck_meta(c, k, ck_own(c, fsV_repr(v)));
+}
+
+/* The fabric.h view of a checkpoint state; *n entries, or NULL + error. */
+static fsF_entry *state_entries(const fs_value *state, size_t *n) {
+  *n = state->u.dict.n;
+  fsF_entry *es = calloc(*n + 1, sizeof *es);
+  if (!es) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < *n; i++) {
+    const fs_value *k = state->u.dict.keys[i], *v = state->u.dict.vals[i];
+    if (k->type != FSV_STR) {
+      fsV_seterr("state keys must be strings, not %s", fsV_type_name(k));
+      free(es);
+      return NULL;
+    }
+    modv *mv = fsV_objdata(v, &module_class);
+    optv *ov = fsV_objdata(v, &optim_class);
+    es[i] = (fsF_entry){k->u.str.s, mv ? FSF_S_MODEL : ov ? FSF_S_OPTIM : FSF_S_OTHER,
+                        mv ? &mv->st : NULL, ov ? &ov->st : NULL};
+  }
+  return es;
+}
+
+static fs_value *fabric_save(fsE_ctx *E, fsF_fabric *f, fs_value **s, const fsV_args *a) {
+  size_t n;
+  fsF_entry *es = state_entries(s[1], &n);
+  if (!es) return NULL;
+  fs_value *filter = s[2];
+  fsF_filter fl = {.kind = filter->type == FSV_NONE ? FSF_UNSET : filter->type == FSV_DICT ? FSF_LIST : FSF_OTHER};
+  char *frepr = fl.kind == FSF_OTHER ? fsV_repr(filter) : NULL;
+  size_t nf = filter->type == FSV_DICT ? filter->u.dict.n : 0;
+  const char **keys = calloc(nf + 1, sizeof *keys), **vrepr = calloc(nf + 1, sizeof *vrepr);
+  int *callable = calloc(nf + 1, sizeof *callable);
+  fs_value *r = NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (!keys || !vrepr || !callable) {
+    fsV_seterr("out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < nf; i++) {
+    const fs_value *k = filter->u.dict.keys[i], *v = filter->u.dict.vals[i];
+    keys[i] = k->type == FSV_STR ? k->u.str.s : "?";
+    callable[i] = v->type == FSV_OBJ && v->u.obj.cls->call != NULL;
+    if (!callable[i]) vrepr[i] = fsV_repr(v);
+  }
+  fl.repr = frepr;
+  fl.keys = keys;
+  fl.callable = callable;
+  fl.vrepr = vrepr;
+  fl.n = nf;
+  if (issues(E, a, &iss, fsF_check_save(f, es, n, &fl, &iss)) < 0) goto done;
+  ckpt c = {0};
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    rc = ck_add(E, &c, s[1]->u.dict.keys[i], s[1]->u.dict.vals[i], filter);
+    if (rc < 0 && !fsV_error()[0]) fsV_seterr("out of memory");
+  }
+  char *err = NULL;
+  if (rc == 0 && fsK_save(s[0]->u.str.s, c.t, c.nt, c.m, c.nm, &err) < 0) err_own(err);
+  else if (rc == 0) r = fsV_none();
+  ck_free(&c);
+done:
+  for (size_t i = 0; vrepr && i < nf; i++) free((char *)vrepr[i]);
+  free(keys);
+  free(vrepr);
+  free(callable);
+  free(frepr);
+  free(es);
+  return r;
+}
+
+/* Reads names[0..n) (with shapes of ts) into ts' storage. strict: the
+ * tensors under prefix must be exactly these; else missing ones are skipped. */
+static int ck_read(const fsK_file *kf, fs_tensor *const *ts, const char *const *names, size_t n,
+                   const char *prefix, bool strict) {
+  fsK_entry *want = calloc(n + 1, sizeof *want);
+  void **bufs = calloc(n + 1, sizeof *bufs);
+  char *err = NULL;
+  int rc = -1;
+  if (!want || !bufs) fsV_seterr("out of memory");
+  else {
+    for (size_t i = 0; i < n; i++) want[i] = (fsK_entry){names[i], ts[i]->dtype, ts[i]->rank, ts[i]->shape, NULL};
+    if (fsK_load(kf, want, n, prefix, strict, bufs, NULL, &err) < 0) err_own(err);
+    else rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+      if (!bufs[i]) {
+        continue;
+      } else if (!ts[i]->data && fsT_alloc_storage(ts[i], FS_DEV_CPU) < 0) {
+        rt_fail();
+        rc = -1;
+      } else {
+        memcpy(ts[i]->data, bufs[i], fsT_nbytes(ts[i]));
+      }
+    }
+  }
+  for (size_t i = 0; bufs && i < n; i++) free(bufs[i]);
+  free(bufs);
+  free(want);
+  return rc;
+}
+
+static int load_module(const fsK_file *kf, const char *key, modv *mv, bool strict) {
+  fsM_param *ps;
+  int64_t n = fsM_parameters(mv->m, &ps);
+  if (n < 0) return rt_fail(), -1;
+  fs_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+  char **names = calloc((size_t)n + 1, sizeof *names);
+  int rc = ts && names ? 0 : -1;
+  for (int64_t i = 0; rc == 0 && i < n; i++) {
+    ts[i] = ps[i].t;
+    size_t len = strlen(key) + strlen(ps[i].name) + 2;
+    if (!(names[i] = malloc(len))) rc = -1;
+    else snprintf(names[i], len, "%s.%s", key, ps[i].name);
+  }
+  if (rc < 0) fsV_seterr("out of memory");
+  else {
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "%s.", key);
+    rc = ck_read(kf, ts, (const char *const *)names, (size_t)n, prefix, strict);
+  }
+  if (rc == 0) mv->st.meta = has_meta(mv->m);
+  for (int64_t i = 0; names && i < n; i++) free(names[i]);
+  free(names);
+  free(ts);
+  fsM_params_free(ps, n);
+  return rc;
+}
+
+static int load_optim(const fsK_file *kf, const char *key, optv *ov) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.lr", key);
+  const char *lr = fsK_meta_get(kf, name);
+  if (lr) ov->o->lr = strtod(lr, NULL);
+  for (int64_t i = 0; i < ov->o->nparams; i++) {
+    snprintf(name, sizeof name, "%s.state.%lld.step", key, (long long)i);
+    const char *st = fsK_meta_get(kf, name);
+    ov->o->steps[i] = st ? strtoll(st, NULL, 10) : 0;
+    fs_tensor **slot[2] = {&ov->o->buf0[i], &ov->o->buf1[i]};
+    for (int w = 0; w < 2; w++) {
+      const char *bn = buf_name(ov, w);
+      if (!bn) continue;
+      snprintf(name, sizeof name, "%s.state.%lld.%s", key, (long long)i, bn);
+      if (!fsK_find(kf, name)) continue;
+      if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[i]))) return rt_fail(), -1;
+      const char *nm = name;
+      if (ck_read(kf, slot[w], &nm, 1, NULL, false) < 0) return -1;
+    }
+  }
+  return 0;
+}
+
+static fs_value *fabric_load(fsE_ctx *E, fsF_fabric *f, fs_value **s, const fsV_args *a) {
+  fs_value *state = s[1];
+  size_t n = 0;
+  fsF_entry *es = state->type == FSV_DICT ? state_entries(state, &n) : calloc(1, sizeof *es);
+  if (!es) return NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsK_file kf;
+  char *err = NULL;
+  if (issues(E, a, &iss, fsF_check_load(f, es, n, state->type == FSV_NONE, &iss)) < 0) {
+    free(es);
+    return NULL;
+  }
+  free(es);
+  if (fsK_open(&kf, s[0]->u.str.s, &err) < 0) return err_own(err);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    fs_value *k = state->u.dict.keys[i], *v = state->u.dict.vals[i];
+    modv *mv = fsV_objdata(v, &module_class);
+    optv *ov = fsV_objdata(v, &optim_class);
+    if (mv) rc = load_module(&kf, k->u.str.s, mv, fsV_truthy(s[2]));
+    else if (ov) rc = load_optim(&kf, k->u.str.s, ov);
+    else if (fsK_meta_get(&kf, k->u.str.s)) {
+      fs_value *x = fsV_literal(fsK_meta_get(&kf, k->u.str.s));
+      rc = x ? fsV_dict_set(state, k, x) : -1;
+    }
+  }
+  /* what the state did not consume: plain entries of the checkpoint */
+  fs_value *rest = rc == 0 ? fsV_dict() : NULL;
+  for (size_t i = 0; rest && i < kf.nmeta; i++) {
+    const char *key = kf.meta[i].key;
+    bool used = false;
+    for (size_t j = 0; state->type == FSV_DICT && j < state->u.dict.n && !used; j++) {
+      const char *sk = state->u.dict.keys[j]->u.str.s;
+      size_t l = strlen(sk);
+      used = strncmp(key, sk, l) == 0 && (key[l] == '\0' || key[l] == '.');
+    }
+    if (used || strchr(key, '.') || strcmp(key, "format") == 0) continue;
+    fs_value *x = fsV_literal(kf.meta[i].value);
+    if (!x) continue; /* not an entry this module wrote */
+    fs_value *kv = fsV_cstr(key);
+    bool ok = kv && fsV_dict_set(rest, kv, x) == 0;
+    if (!kv) fsV_release(x);
+    fsV_release(kv);
+    if (!ok) {
+      fsV_release(rest);
+      rest = NULL;
+    }
+  }
+  fsK_close(&kf);
+  if (!rest && !fsV_error()[0]) fsV_seterr("out of memory");
+  return rest;
+}
+
 static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
   const fsSig *sig = fsSig_member("Fabric", name);
   if (!sig || sig->kind != FSSIG_METHOD) return NULL;
@@ -1066,6 +1409,10 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
     }
   } else if (strcmp(name, "print") == 0) {
     r = fsE_print(E, s); /* one process: local rank 0 */
+  } else if (strcmp(name, "save") == 0) {
+    r = fabric_save(E, f, s, a);
+  } else if (strcmp(name, "load") == 0) {
+    r = fabric_load(E, f, s, a);
   } else if (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0) {
     r = fsV_none(); /* no loggers configured: Fabric's log is a no-op then */
   } else if (strcmp(name, "barrier") == 0 || strcmp(name, "all_reduce") == 0 ||
