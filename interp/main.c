@@ -11,7 +11,9 @@
 
 #include "config.h"
 #include "ast.h"
+#include "check.h"
 #include "diag.h"
+#include "eval.h"
 #include "fabric.h"
 #include "lex.h"
 #include "repl.h"
@@ -77,19 +79,40 @@ static fs_source *load(const char *path, fs_node **ast, fs_diags *diags, int *ne
   return src;
 }
 
-/* check and run share the front half of the pipeline. */
+static void checker_options(const fs_cli *cli, fsC_options *o) {
+  fsC_options_init(o);
+  o->machine = cli->machine;
+  o->overrides = cli->overrides;
+  o->defines = cli->defines;
+  o->ndefines = cli->ndefines;
+}
+
+/* The front half of the pipeline, shared by check, run and fix: load, parse,
+ * check. Returns the exit status so far; *src and *ast stay for the caller. */
+static int front(const fs_cli *cli, const char *path, fs_source **src, fs_node **ast, fs_diags *diags) {
+  int nerrors = 0;
+  *ast = NULL;
+  *src = load(path, ast, diags, &nerrors);
+  if (!*src) return EXIT_SYSTEM;
+  if (nerrors == 0) {
+    fsC_options o;
+    checker_options(cli, &o);
+    fsC_check(*src, *ast, &o, diags);
+  }
+  fsD_sort(diags);
+  return fsD_has_errors(diags) ? EXIT_SCRIPT : 0;
+}
+
 static int check_files(fs_cli *cli, char **paths, int npaths) {
   int status = 0;
   for (int i = 0; i < npaths; i++) {
     fs_diags diags;
     fsD_init(&diags);
-    fs_node *ast = NULL;
-    int nerrors = 0;
-    fs_source *src = load(paths[i], &ast, &diags, &nerrors);
-    fsD_sort(&diags);
+    fs_source *src;
+    fs_node *ast;
+    int s = front(cli, paths[i], &src, &ast, &diags);
     fsD_render_all(stderr, &diags, &cli->render);
-    if (!src) status = EXIT_SYSTEM;
-    else if (fsD_has_errors(&diags) && status == 0) status = EXIT_SCRIPT;
+    if (s > status) status = s;
     fsA_free(ast);
     fsD_free(&diags);
     fsA_source_free(src);
@@ -98,17 +121,83 @@ static int check_files(fs_cli *cli, char **paths, int npaths) {
 }
 
 static int run_file(fs_cli *cli, const char *path) {
-  char *paths[] = {(char *)path};
-  int status = check_files(cli, paths, 1);
-  if (status) return status;
   fs_diags diags;
   fsD_init(&diags);
-  fsD_add(&diags, FS_SEV_ERROR, "runtime", NULL, (fs_loc){0, 0},
-          "%s: running scripts is not available in this build yet (the evaluator is not linked in); "
-          "`fabricscript check %s` checks it", path, path);
+  fs_source *src;
+  fs_node *ast;
+  int status = front(cli, path, &src, &ast, &diags);
   fsD_render_all(stderr, &diags, &cli->render);
+  if (status == 0) {
+    fs_diags run;
+    fsD_init(&run);
+    fsE_options eo = {
+      .defines = cli->defines, .ndefines = cli->ndefines,
+      .accelerator = cli->overrides.accelerator, .strategy = cli->overrides.strategy,
+      .devices = cli->overrides.devices, .num_nodes = cli->overrides.num_nodes,
+      .precision = cli->overrides.precision, .out = stdout,
+    };
+    status = fsE_run(src, ast, &eo, &run);
+    fflush(stdout);
+    fsD_render_all(stderr, &run, &cli->render);
+    fsD_free(&run);
+  }
+  fsA_free(ast);
   fsD_free(&diags);
-  return EXIT_SCRIPT;
+  fsA_source_free(src);
+  return status;
+}
+
+/* Writes `text` to `path` atomically: a temporary file beside it, fsync, rename. */
+static int write_atomically(const char *path, const char *text, size_t len) {
+  size_t n = strlen(path) + 32;
+  char *tmp = malloc(n);
+  if (!tmp) return -1;
+  snprintf(tmp, n, "%s.fix-%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  int ok = f && fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (f && fclose(f) != 0) ok = 0;
+  if (ok && rename(tmp, path) != 0) ok = 0;
+  if (!ok) { int e = errno; remove(tmp); errno = e; }
+  free(tmp);
+  return ok ? 0 : -1;
+}
+
+/* fix: apply every mechanical fix; print a unified diff, or rewrite the file. */
+static int fix_file(fs_cli *cli, const char *path) {
+  fs_diags diags;
+  fsD_init(&diags);
+  fs_source *src;
+  fs_node *ast;
+  int status = front(cli, path, &src, &ast, &diags);
+  if (status == EXIT_SYSTEM) {
+    fsD_render_all(stderr, &diags, &cli->render);
+    fsD_free(&diags);
+    return status;
+  }
+  size_t nedits = 0;
+  for (size_t i = 0; i < diags.n; i++) nedits += diags.items[i].nedits;
+  size_t len = 0;
+  char *fixed = nedits ? fsD_apply_fixes(src, &diags, &len) : NULL;
+  if (nedits && !fixed) status = EXIT_SYSTEM;
+  else if (!nedits) {
+    fsD_render_all(stderr, &diags, &cli->render); /* nothing mechanical: say what is wrong */
+  } else if (cli->write) {
+    if (write_atomically(path, fixed, len) != 0) {
+      fprintf(stderr, "fabricscript: cannot write %s: %s\n", path, strerror(errno));
+      status = EXIT_SYSTEM;
+    } else {
+      fprintf(stderr, "fabricscript: %s: applied %zu fix%s\n", path, nedits, nedits == 1 ? "" : "es");
+      status = 0;
+    }
+  } else {
+    fsD_print_unified_diff(stdout, path, src->text, src->len, fixed, len);
+    status = 0;
+  }
+  free(fixed);
+  fsA_free(ast);
+  fsD_free(&diags);
+  fsA_source_free(src);
+  return status;
 }
 
 static int repl_exec(void *ud, const fs_source *src, fs_node *const *stmts, size_t n, fs_diags *diags) {
@@ -119,8 +208,14 @@ static int repl_exec(void *ud, const fs_source *src, fs_node *const *stmts, size
   return 1;
 }
 
+static void repl_check(void *ud, const fs_source *src, const fs_node *ast, fs_diags *diags) {
+  fsC_options o;
+  checker_options(ud, &o);
+  fsC_check(src, ast, &o, diags);
+}
+
 static int repl(fs_cli *cli) {
-  fsRP_engine engine = {.ud = cli, .check = NULL, .exec = repl_exec};
+  fsRP_engine engine = {.ud = cli, .check = repl_check, .exec = repl_exec};
   fsRP_options opt = {.render = cli->render, .engine = &engine, .history_path = getenv("FABRICSCRIPT_HISTORY")};
   return fsRP_main(&opt);
 }
@@ -198,7 +293,9 @@ int main(int argc, char **argv) {
   } else if (strcmp(args[0], "test") == 0) {
     status = nargs < 2 ? usage_error("%s", "test: no script or directory given")
                        : fsX_main(nargs - 1, args + 1, "/proc/self/exe");
-  } else if (strcmp(args[0], "fix") == 0 || strcmp(args[0], "plan") == 0) {
+  } else if (strcmp(args[0], "fix") == 0) {
+    status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
+  } else if (strcmp(args[0], "plan") == 0) {
     status = usage_error("'%s' is not available in this build yet", args[0]);
   } else if (nargs > 1) {
     status = usage_error("unexpected argument '%s' after the script", args[1]);
