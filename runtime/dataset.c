@@ -11,6 +11,8 @@
 
 /* MNIST and Fashion-MNIST both label 10 classes. */
 #define IDX_CLASSES 10
+/* Elements of one RandomDataset item (1 GiB of float32): larger is a typo. */
+#define MAX_RANDOM_ITEM ((uint64_t)1 << 28)
 
 static void layout(fsS_layout *l, fs_dtype dt, int ndim, const int64_t *shape) {
   uint64_t n = 1;
@@ -95,7 +97,7 @@ int fsS_random(fsS_dataset *ds, int64_t n, int ndim, const int64_t *shape, int64
   if (ndim < 0 || ndim >= FS_MAX_RANK)
     return fsIO_fail(err, "RandomDataset: shape has %d dimensions, at most %d are supported", ndim,
                      FS_MAX_RANK - 1);
-  if (fsIO_numel(ndim, shape, 4, &numel) != 0 || numel > ((uint64_t)1 << 40))
+  if (fsIO_numel(ndim, shape, 4, &numel) != 0 || numel > MAX_RANDOM_ITEM)
     return fsIO_fail(err, "RandomDataset: invalid item shape %s (negative or too large)",
                      fsT_dims_str(ndim, shape, sh, sizeof sh));
   ds->kind = FSS_RANDOM;

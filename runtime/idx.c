@@ -3,9 +3,12 @@
 #include "idx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "dataio.h"
@@ -42,10 +45,22 @@ static uint32_t be32(const uint8_t *p) {
 
 int fsI_read(const char *path, int ndim, const char *what, fsI_array *out, char **err) {
   memset(out, 0, sizeof *out);
-  errno = 0;
-  gzFile f = gzopen(path, "rb");
-  if (!f)
-    return fsIO_fail(err, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return fsIO_fail(err, "%s: cannot open: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fsIO_fail(err, "%s: not a regular file", path);
+  }
+  gzFile f = gzdopen(fd, "rb"); /* owns fd from here */
+  if (!f) {
+    close(fd);
+    return fsIO_fail(err, "%s: cannot open: out of memory", path);
+  }
   gzbuffer(f, 1u << 18);
 
   char *detail = NULL;
@@ -76,6 +91,18 @@ int fsI_read(const char *path, int ndim, const char *what, fsI_array *out, char 
     FAIL("dimensions too large: %u items of %llu bytes", out->dims[0], (unsigned long long)item);
   out->item = (size_t)item;
   size_t total = (size_t)item * out->dims[0];
+
+  /* Bound the data by what the file can hold before allocating what its
+   * header claims: a plain file its size, gzip deflate's 1032:1 at most. */
+  uint64_t size = (uint64_t)st.st_size;
+  if (total > (gzdirect(f) ? size - hlen : size * 1032 + 1024)) {
+    uint8_t scratch[1 << 14];
+    int64_t r;
+    got = 0;
+    while ((r = read_all(f, scratch, sizeof scratch, &zmsg)) > 0) got += r;
+    if (r < 0) FAIL("corrupt gzip data: %s", zmsg);
+    FAIL("truncated: expected %zu bytes of %s data, found %lld", total, what, (long long)got);
+  }
 
   /* One spare byte detects trailing data without a second read. */
   buf = fsIO_alloc_big(total + 1);

@@ -7,13 +7,13 @@
 
 #include "dataio.h"
 
-static int batch_init(fsDL_batch *b, const fsS_layout *l, size_t batch_size) {
+static int batch_init(fsDL_batch *b, const fsS_layout *l, size_t items) {
   b->dtype = l->dtype;
   b->ndim = l->ndim + 1;
   b->shape[0] = 0;
   memcpy(b->shape + 1, l->shape, sizeof(int64_t) * (size_t)l->ndim);
-  if (l->bytes && batch_size > SIZE_MAX / l->bytes) return -1;
-  size_t bytes = l->bytes * batch_size;
+  if (l->bytes && items > SIZE_MAX / l->bytes) return -1;
+  size_t bytes = l->bytes * items;
   b->data = malloc(bytes ? bytes : 1);
   return b->data ? 0 : -1;
 }
@@ -38,8 +38,9 @@ int fsDL_init(fsDL_loader *L, const fsS_dataset *ds, int64_t batch_size, bool sh
   L->shuffle = shuffle;
   L->seed = seed;
   sampler(L, 0, 1, false);
-  if (batch_init(&L->x, &ds->x, L->batch_size) != 0 ||
-      batch_init(&L->y, &ds->y, L->batch_size) != 0 ||
+  /* No batch holds more than the data set: batch_size=10**9 costs nothing. */
+  size_t cap = L->batch_size < ds->len ? L->batch_size : ds->len;
+  if (batch_init(&L->x, &ds->x, cap) != 0 || batch_init(&L->y, &ds->y, cap) != 0 ||
       (shuffle && !(L->perm = malloc(ds->len * sizeof *L->perm + 1)))) {
     fsDL_free(L);
     return fsIO_fail(err, "DataLoader: out of memory for batches of %lld", (long long)batch_size);

@@ -146,6 +146,53 @@ static void test_missing_file(void **state) {
   char *p = dt_path(dir, "nope.gz");
   expect_error(p, 3, "cannot open: No such file or directory");
   free(p);
+  expect_error(dir, 3, "not a regular file");
+}
+
+/* A header claiming far more than the file holds is reported without
+ * allocating what it claims. */
+static void test_header_claims_too_much(void **state) {
+  uint8_t px[24];
+  images(px, 3);
+  for (int gz = 0; gz < 2; gz++) {
+    char *p = dt_path(dir, gz ? "huge.gz" : "huge");
+    dt_write_idx(p, gz, 3, (unsigned[]){4000000000u, 4000, 4000}, px, sizeof px);
+    expect_error(p, 3, "truncated: expected 64000000000000000 bytes of image data, found 24");
+    dt_write_idx(p, gz, 3, (unsigned[]){400000000u, 100, 100}, px, sizeof px);
+    expect_error(p, 3, "truncated: expected 4000000000000 bytes of image data, found 24");
+    free(p);
+  }
+}
+
+/* Random byte changes and cuts: each read succeeds or names the file. */
+static void test_mutated_files(void **state) {
+  uint8_t px[24];
+  images(px, 3);
+  char *p = dt_path(dir, "orig"), *q = dt_path(dir, "mut");
+  dt_write_idx(p, 0, 3, (unsigned[]){3, 2, 4}, px, sizeof px);
+  uint8_t raw[40], mut[40];
+  FILE *f = fopen(p, "rb");
+  assert_int_equal(fread(raw, 1, sizeof raw, f), 40);
+  fclose(f);
+  uint64_t r = 99;
+  for (int iter = 0; iter < 2000; iter++) {
+    memcpy(mut, raw, sizeof raw);
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    mut[(r >> 33) % 16] = (uint8_t)(r >> 17); /* the header */
+    size_t len = iter % 2 ? sizeof mut : (size_t)(r >> 50) % sizeof mut;
+    (iter % 4 < 2 ? dt_write : dt_write_gz)(q, mut, len);
+    fsI_array a;
+    char *err = NULL;
+    if (fsI_read(q, 3, "image", &a, &err) == 0) {
+      assert_int_equal((size_t)a.dims[0] * a.item, len - 16);
+      fsI_free(&a);
+    } else {
+      assert_non_null(strstr(err, q));
+      free(err);
+    }
+  }
+  free(p);
+  free(q);
 }
 
 /* A root with train (3 items) and t10k (2 items) splits. */
@@ -243,6 +290,8 @@ int main(void) {
     T(test_bad_header),
     T(test_corrupt_gzip),
     T(test_missing_file),
+    T(test_header_claims_too_much),
+    T(test_mutated_files),
     T(test_mnist_items),
     T(test_mnist_errors),
     T(test_fashion_mnist_installed),

@@ -208,6 +208,23 @@ static void test_errors(void **state) {
   fsDL_free(&L);
 }
 
+static void test_batch_larger_than_dataset(void **state) {
+  fsS_dataset ds;
+  fsDL_loader L;
+  char *err = NULL;
+  random_set(&ds, 5);
+  assert_int_equal(fsDL_init(&L, &ds, (int64_t)1 << 50, false, false, 0, &err), 0);
+  assert_int_equal(fsDL_len(&L), 1);
+  assert_true(fsDL_next(&L));
+  assert_int_equal(L.x.shape[0], 5);
+  assert_false(fsDL_next(&L));
+  fsDL_free(&L);
+  assert_int_equal(fsDL_init(&L, &ds, (int64_t)1 << 50, false, true, 0, &err), 0);
+  assert_int_equal(fsDL_len(&L), 0);
+  assert_false(fsDL_next(&L));
+  fsDL_free(&L);
+}
+
 static void test_empty_dataset(void **state) {
   fsS_dataset ds;
   fsDL_loader L;
@@ -229,6 +246,7 @@ int main(void) {
     cmocka_unit_test(test_distributed_sampler),
     cmocka_unit_test(test_distributed_disjoint_without_padding),
     cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_batch_larger_than_dataset),
     cmocka_unit_test(test_empty_dataset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -129,6 +129,10 @@ static void test_random_errors(void **state) {
   assert_int_equal(fsS_random(&ds, 10, 2, shape, 2, 0, &err), -1);
   assert_string_equal(err, "RandomDataset: invalid item shape [3, ?] (negative or too large)");
   free(err);
+  int64_t huge[2] = {1 << 20, 1 << 10};
+  assert_int_equal(fsS_random(&ds, 10, 2, huge, 2, 0, &err), -1);
+  assert_string_equal(err, "RandomDataset: invalid item shape [1048576, 1024] (negative or too large)");
+  free(err);
   assert_int_equal(fsS_random(&ds, 10, 1, shape, 0, 0, &err), -1);
   assert_string_equal(err, "RandomDataset: classes must be >= 1, not 0");
   free(err);
