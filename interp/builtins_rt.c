@@ -822,6 +822,71 @@ static const fsV_class loader_iter_class = {
   .name = "DataLoader_iterator", .next = loader_next, .free = loader_iter_free,
 };
 
+/* ---- strategy objects: what Fabric(strategy=...) resolves ----------------------- */
+
+static const fsV_class strategy_class;
+
+static void strategy_free(void *p) { free(p); }
+
+static char *strategy_repr(fs_value *v) {
+  fsF_strategy_obj *so = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "<%s>", fsF_cls_name(so->cls));
+  return fsV_buf_take(&b);
+}
+
+static const fsV_class strategy_class = {
+  .name = "Strategy", .repr = strategy_repr, .free = strategy_free,
+};
+
+static fs_value *strategy_value(fsF_strategy_obj so) {
+  fsF_strategy_obj *p = malloc(sizeof *p);
+  if (!p) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  *p = so;
+  return fsV_obj(&strategy_class, p);
+}
+
+static const fsF_strategy_obj no_kwargs = {.use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
+                                           .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
+
+/* slots: FSDPStrategy's parameters in signatures.c order */
+NATIVE(s_fsdp) {
+  fsF_strategy_obj so = no_kwargs;
+  so.cls = FSF_FSDP;
+  so.auto_wrap_policy = s[0]->type != FSV_NONE;
+  so.cpu_offload = fsV_truthy(s[2]);
+  so.state_dict_full = strcmp(s[5]->u.str.s, "full") == 0;
+  if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0) {
+    fsV_seterr("FSDPStrategy(): state_dict_type must be 'full' or 'sharded', not '%s'", s[5]->u.str.s);
+    return NULL;
+  }
+  so.use_orig_params = fsV_truthy(s[6]);
+  return strategy_value(so);
+}
+
+NATIVE(s_ddp) {
+  fsF_strategy_obj so = no_kwargs;
+  const char *m = s[3]->u.str.s;
+  so.cls = FSF_DDP;
+  so.start_method = strcmp(m, "spawn") == 0 ? FSF_START_SPAWN : strcmp(m, "fork") == 0 ? FSF_START_FORK : FSF_START_POPEN;
+  if (strcmp(m, "popen") && strcmp(m, "spawn") && strcmp(m, "fork")) {
+    fsV_seterr("DDPStrategy(): start_method must be 'popen', 'spawn' or 'fork', not '%s'", m);
+    return NULL;
+  }
+  return strategy_value(so);
+}
+
+NATIVE(s_deepspeed) {
+  fsF_strategy_obj so = no_kwargs;
+  so.cls = FSF_DEEPSPEED;
+  so.stage = (int)ival(s[1]);
+  so.cpu_offload = fsV_truthy(s[2]) || fsV_truthy(s[3]);
+  return strategy_value(so);
+}
+
 /* ---- Fabric ---------------------------------------------------------------------------- */
 
 typedef struct fabv {
@@ -883,7 +948,12 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
     f.ints = ints;
     f.nints = v->u.seq.n;
     break;
-  default: break;
+  default:
+    if (fsV_objdata(v, &strategy_class)) {
+      f.kind = FSF_STRATEGY;
+      f.strategy = *(fsF_strategy_obj *)v->u.obj.data;
+    }
+    break;
   }
   if (f.kind == FSF_LIST || f.kind == FSF_OTHER) f.s = *repr = fsV_repr(v);
   return f;
@@ -905,11 +975,6 @@ NATIVE(f_fabric) {
     bool given = false;
     for (size_t k = 0; k < a->nkw; k++) given |= fsSig_param_index(fsSig_find("Fabric"), a->kwnames[k]) == i;
     if (!given && (size_t)i >= a->npos) dst[i]->kind = FSF_UNSET;
-  }
-  if (s[1]->type == FSV_OBJ) { /* a strategy object */
-    fsV_seterr("strategy objects are not supported at run time in this build; pass the strategy name");
-    for (int i = 0; i < 5; i++) free(reprs[i]);
-    return NULL;
   }
   fabv *fv = calloc(1, sizeof *fv);
   fsF_issues iss;
@@ -1460,6 +1525,7 @@ const fsE_builtin fsE_rt_builtins[] = {
   {"SGD", o_sgd}, {"Adam", o_adam}, {"AdamW", o_adamw},
   {"FashionMNIST", d_fashion}, {"MNIST", d_mnist}, {"TextDataset", d_text},
   {"RandomDataset", d_random}, {"DataLoader", d_loader},
-  {"Fabric", f_fabric},
+  {"Fabric", f_fabric}, {"FSDPStrategy", s_fsdp}, {"DDPStrategy", s_ddp},
+  {"DeepSpeedStrategy", s_deepspeed},
   {NULL, NULL},
 };
