@@ -1,6 +1,6 @@
 """Replays a parity_driver run in PyTorch 1.13 and compares.
 
-Usage: parity.py OUTDIR  (after `parity_driver MODEL OPT OUTDIR`).
+Usage: parity.py OUTDIR...  (each after `parity_driver MODEL OPT OUTDIR`).
 Builds the same model with torch.nn (state-dict keys must match exactly:
 load_state_dict is strict), loads fabricscript's initial weights, trains on
 the same batches with the same optimizer and schedule, and requires every
@@ -157,4 +157,4 @@ def main(outdir):
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(max(main(d) for d in sys.argv[1:]) if len(sys.argv) > 1 else 2)

@@ -1,0 +1,219 @@
+/* comm.c -- the fsCC_* entry points: argument checks, then the transport's
+ * table.  Checks live here once so that every transport trusts its input. */
+#define _GNU_SOURCE
+#include "config.h"
+#include "comm.h"
+#include "rendezvous.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static _Thread_local char cc_err[512];
+
+void fsCC_seterr(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cc_err, sizeof cc_err, fmt, ap);
+  va_end(ap);
+}
+
+const char *fsCC_error(void) { return cc_err; }
+
+static const char *const op_names[] = {"sum", "mean", "max", "min"};
+
+const char *fsCC_op_name(fsCC_op op) { return op_names[op]; }
+
+int fsCC_op_parse(const char *name) {
+  if (!strcasecmp(name, "avg")) return FSCC_MEAN;
+  for (int i = 0; i < 4; i++)
+    if (!strcasecmp(name, op_names[i])) return i;
+  return -1;
+}
+
+double fsCC_timeout(double seconds) {
+  const char *e = getenv("FS_COMM_TIMEOUT");
+  return seconds > 0 ? seconds : e && atof(e) > 0 ? atof(e) : FSCC_DEFAULT_TIMEOUT;
+}
+
+void fsCC_init_base(fsCC_comm *c, const fsCC_ops *ops, const fsCC_config *cfg, fs_device dev) {
+  c->ops = ops;
+  c->rank = cfg->rank;
+  c->world = cfg->world;
+  c->device = dev;
+  c->aborted = false;
+  c->timeout = fsCC_timeout(cfg->timeout);
+}
+
+/* Common checks; `blocks` is how many count-sized blocks the largest buffer
+ * holds, so that its byte size is known to fit. */
+static int check(fsCC_comm *c, const char *what, const void *a, const void *b,
+                 size_t count, size_t blocks, fs_dtype dt) {
+  if (!c) {
+    fsCC_seterr("%s: no communicator (the run is not distributed)", what);
+    return -1;
+  }
+  if (c->aborted) {
+    fsCC_seterr("%s: the communicator was aborted by an earlier failure", what);
+    return -1;
+  }
+  if ((unsigned)dt > FS_I64) {
+    fsCC_seterr("%s: unknown dtype %d", what, (int)dt);
+    return -1;
+  }
+  if (count > SIZE_MAX / blocks / fsT_dtype_size(dt)) {
+    fsCC_seterr("%s: %zu elements overflow the address space", what, count);
+    return -1;
+  }
+  if (count && (!a || !b)) {
+    fsCC_seterr("%s: NULL buffer for %zu elements", what, count);
+    return -1;
+  }
+  return 0;
+}
+
+static int check_op(const char *what, fsCC_op op) {
+  if ((unsigned)op > FSCC_MIN) {
+    fsCC_seterr("%s: unknown reduce op %d", what, (int)op);
+    return -1;
+  }
+  return 0;
+}
+
+/* A failed collective may leave peers mid-operation: never trust it again. */
+static int done(fsCC_comm *c, int rc) {
+  if (rc < 0) c->aborted = true;
+  return rc;
+}
+
+int fsCC_all_reduce(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op) {
+  if (check(c, "all_reduce", buf, buf, count, 1, dt) < 0 || check_op("all_reduce", op) < 0) return -1;
+  return done(c, c->ops->all_reduce(c, buf, count, dt, op));
+}
+
+int fsCC_all_gather(fsCC_comm *c, const void *send, void *recv, size_t count, fs_dtype dt) {
+  if (check(c, "all_gather", send, recv, count, c ? (size_t)c->world : 1, dt) < 0) return -1;
+  return done(c, c->ops->all_gather(c, send, recv, count, dt));
+}
+
+int fsCC_reduce_scatter(fsCC_comm *c, const void *send, void *recv, size_t count,
+                        fs_dtype dt, fsCC_op op) {
+  if (check(c, "reduce_scatter", send, recv, count, c ? (size_t)c->world : 1, dt) < 0 ||
+      check_op("reduce_scatter", op) < 0)
+    return -1;
+  return done(c, c->ops->reduce_scatter(c, send, recv, count, dt, op));
+}
+
+int fsCC_broadcast(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, int root) {
+  if (check(c, "broadcast", buf, buf, count, 1, dt) < 0) return -1;
+  if (root < 0 || root >= c->world) {
+    fsCC_seterr("broadcast: src=%d is not a rank of a world of %d", root, c->world);
+    return -1;
+  }
+  return done(c, c->ops->broadcast(c, buf, count, dt, root));
+}
+
+int fsCC_barrier(fsCC_comm *c) {
+  if (check(c, "barrier", c, c, 0, 1, FS_F32) < 0) return -1;
+  return done(c, c->ops->barrier(c));
+}
+
+void fsCC_destroy(fsCC_comm *c) {
+  if (c) c->ops->destroy(c);
+}
+
+static int check_tensor(fsCC_comm *c, const char *what, const fs_tensor *t) {
+  if (c && t->device != c->device) {
+    fsCC_seterr("%s: the tensor is on %s but the %s communicator works on %s", what,
+                fsT_device_name(t->device), c->ops->name, fsT_device_name(c->device));
+    return -1;
+  }
+  return 0;
+}
+
+int fsCC_all_reduce_tensor(fsCC_comm *c, fs_tensor *t, fsCC_op op) {
+  if (check_tensor(c, "all_reduce", t) < 0) return -1;
+  return fsCC_all_reduce(c, t->data, (size_t)t->numel, t->dtype, op);
+}
+
+int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root) {
+  if (check_tensor(c, "broadcast", t) < 0) return -1;
+  return fsCC_broadcast(c, t->data, (size_t)t->numel, t->dtype, root);
+}
+
+/* --- joining a transport through the rendezvous ---------------------------- */
+
+/* Rank 0's setup result travels with its payload so that a failure there is
+ * reported on every rank instead of leaving them waiting. */
+typedef struct cc_hello {
+  unsigned char ok;
+  char shm_name[63];
+  unsigned char nccl_id[FSCC_NCCL_ID_BYTES];
+} cc_hello;
+
+static fsCC_comm *open_local(const cc_hello *h, fsCC_transport t, const fsCC_config *cfg) {
+  if (t == FSCC_SHM) return fsCC_shm_open(h->shm_name, cfg->rank == 0, cfg);
+  return fsCC_nccl_open(h->nccl_id, cfg);
+}
+
+fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg) {
+  fsCC_config k = *cfg;
+  k.rank = fsLN_rdzv_rank(rv);
+  k.world = fsLN_rdzv_world(rv);
+  cc_hello h;
+  memset(&h, 0, sizeof h);
+  fsCC_comm *c = NULL;
+  if (k.rank == 0) {
+    static unsigned serial;
+    snprintf(h.shm_name, sizeof h.shm_name, "/fabricscript-%ld-%u", (long)getpid(), serial++);
+    if (t == FSCC_SHM) {
+      c = open_local(&h, t, &k);
+      h.ok = c != NULL;
+    } else {
+      h.ok = fsCC_nccl_unique_id(h.nccl_id) == 0;
+    }
+  }
+  char why[512];
+  snprintf(why, sizeof why, "%s", fsCC_error());
+  if (fsLN_rdzv_broadcast(rv, &h, sizeof h) < 0) goto fail;
+  if (!h.ok) {
+    if (k.rank) fsCC_seterr("rank 0 could not set up the %s transport", t == FSCC_SHM ? "shm" : "nccl");
+    else fsCC_seterr("%s", why);
+    goto fail;
+  }
+  if (!c) c = open_local(&h, t, &k);
+  /* Every rank learns whether all joined; only then may the name go. */
+  unsigned char mine = c != NULL, all[FSCC_MAX_WORLD];
+  snprintf(why, sizeof why, "%s", fsCC_error());
+  if (fsLN_rdzv_allgather(rv, &mine, all, 1) < 0) goto fail;
+  if (t == FSCC_SHM && k.rank == 0) shm_unlink(h.shm_name);
+  for (int r = 0; r < k.world; r++)
+    if (!all[r]) {
+      if (r == k.rank) fsCC_seterr("%s", why);
+      else fsCC_seterr("rank %d could not join the %s transport", r, t == FSCC_SHM ? "shm" : "nccl");
+      goto fail;
+    }
+  return c;
+fail:
+  if (t == FSCC_SHM && k.rank == 0 && h.ok) shm_unlink(h.shm_name);
+  fsCC_destroy(c);
+  return NULL;
+}
+
+#ifndef FS_HAVE_CUDA
+/* Without CUDA the nccl transport exists only to say so. */
+int fsCC_nccl_unique_id(unsigned char id[FSCC_NCCL_ID_BYTES]) {
+  fsCC_seterr("the nccl transport is not built (configure found no CUDA toolkit)");
+  return -1;
+}
+
+fsCC_comm *fsCC_nccl_open(const unsigned char id[FSCC_NCCL_ID_BYTES], const fsCC_config *cfg) {
+  fsCC_nccl_unique_id(NULL);
+  return NULL;
+}
+#endif

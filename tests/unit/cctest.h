@@ -1,0 +1,31 @@
+/* cctest.h -- running a function as several forked ranks, for the
+ * collectives, rendezvous and launcher tests.  A rank reports failure with
+ * its exit status (cmocka's asserts cannot leave a child); CC_CHECK prints
+ * the failed condition and fails the rank. */
+#ifndef FS_CCTEST_H
+#define FS_CCTEST_H
+
+#include <stdio.h>
+
+#define CC_CHECK(cond)                                                             \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      fprintf(stderr, "%s:%d: rank check failed: %s\n", __FILE__, __LINE__, #cond); \
+      return 1;                                                                    \
+    }                                                                              \
+  } while (0)
+
+typedef int (*cc_rank_fn)(int rank, int world, void *arg);
+
+/* Runs fn(rank, world, arg) in `world` child processes and waits for all;
+ * returns how many did not exit with status 0. */
+int cc_fork_ranks(int world, cc_rank_fn fn, void *arg);
+/* The same, each rank first joining a loopback rendezvous (timeout 60 s). */
+typedef struct fsLN_rdzv fsLN_rdzv;
+int cc_fork_rdzv(int world, int (*fn)(fsLN_rdzv *rv, void *arg), void *arg);
+/* A name for a test's shm segment, unique to this process and call. */
+void cc_shm_name(char *buf, size_t len);
+/* A free loopback TCP port (bound, then released). */
+int cc_free_port(void);
+
+#endif

@@ -1,0 +1,424 @@
+/* test_comm_shm.c -- the shared-memory collectives: every op, dtype and world
+ * size 1-4, counts that do not divide by the world size, buffers many times
+ * the staging area, bitwise results, and the failures (mismatched calls, a
+ * dead or absent rank, bad arguments). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cctest.h"
+#include "comm.h"
+
+#define SMALL_STAGING 1024 /* bytes per rank: most tests move many chunks */
+
+typedef struct job {
+  char name[64];
+  size_t staging;
+  double timeout;
+  int (*body)(fsCC_comm *c, void *arg);
+  void *arg;
+} job;
+
+static int rank_main(int rank, int world, void *arg) {
+  job *j = arg;
+  fsCC_config cfg = {.rank = rank, .world = world, .timeout = j->timeout, .staging = j->staging};
+  fsCC_comm *c = fsCC_shm_open(j->name, false, &cfg);
+  if (!c) {
+    fprintf(stderr, "rank %d: %s\n", rank, fsCC_error());
+    return 1;
+  }
+  int rc = j->body(c, j->arg);
+  fsCC_destroy(c);
+  return rc;
+}
+
+/* The parent makes the segment (as the launcher does), the ranks attach. */
+static int run(int world, size_t staging, double timeout, int (*body)(fsCC_comm *, void *),
+               void *arg) {
+  job j = {.staging = staging, .timeout = timeout ? timeout : 60, .body = body, .arg = arg};
+  cc_shm_name(j.name, sizeof j.name);
+  fsCC_config cfg = {.rank = 0, .world = world, .staging = staging};
+  fsCC_comm *owner = fsCC_shm_open(j.name, true, &cfg);
+  if (!owner) fail_msg("%s", fsCC_error());
+  fsCC_destroy(owner);
+  int failed = cc_fork_ranks(world, rank_main, &j);
+  shm_unlink(j.name);
+  return failed;
+}
+
+/* --- values every rank can compute for any rank -------------------------- */
+
+static float fval(int r, size_t i) { return (float)((int)(i % 97) - 40) * 0.37f + (float)r * 1.13f; }
+static int64_t ival(int r, size_t i) { return (int64_t)(i % 1000) * 3000000007LL - r * 123456789LL - 7; }
+
+static void fill(fs_dtype dt, int r, void *buf, size_t n, size_t base) {
+  for (size_t i = 0; i < n; i++) {
+    if (dt == FS_F32) ((float *)buf)[i] = fval(r, base + i);
+    else if (dt == FS_BF16) ((uint16_t *)buf)[i] = fsT_f32_to_bf16(fval(r, base + i));
+    else ((int64_t *)buf)[i] = ival(r, base + i);
+  }
+}
+
+/* The contract: in rank order, bf16 accumulated in f32 and rounded once. */
+static void expect_reduce(fs_dtype dt, fsCC_op op, int world, size_t i, void *out) {
+  if (dt == FS_I64) {
+    int64_t acc = ival(0, i);
+    for (int r = 1; r < world; r++) {
+      int64_t v = ival(r, i);
+      acc = op == FSCC_MAX ? (v > acc ? v : acc) : op == FSCC_MIN ? (v < acc ? v : acc) : acc + v;
+    }
+    *(int64_t *)out = op == FSCC_MEAN ? acc / world : acc;
+    return;
+  }
+  float acc = 0;
+  for (int r = 0; r < world; r++) {
+    float v = dt == FS_F32 ? fval(r, i) : fsT_bf16_to_f32(fsT_f32_to_bf16(fval(r, i)));
+    acc = r == 0 ? v : op == FSCC_MAX ? (v > acc ? v : acc) : op == FSCC_MIN ? (v < acc ? v : acc) : acc + v;
+  }
+  if (op == FSCC_MEAN) acc /= (float)world;
+  if (dt == FS_F32) *(float *)out = acc;
+  else *(uint16_t *)out = fsT_f32_to_bf16(acc);
+}
+
+typedef struct params {
+  fs_dtype dt;
+  fsCC_op op;
+  size_t count;
+  int root;
+} params;
+
+static int body_all_reduce(fsCC_comm *c, void *arg) {
+  params *p = arg;
+  size_t es = fsT_dtype_size(p->dt);
+  unsigned char *buf = malloc(p->count * es + 1), want[8];
+  CC_CHECK(buf);
+  fill(p->dt, c->rank, buf, p->count, 0);
+  int rc = fsCC_all_reduce(c, buf, p->count, p->dt, p->op);
+  if (rc) fprintf(stderr, "%s\n", fsCC_error());
+  for (size_t i = 0; !rc && i < p->count; i++) {
+    expect_reduce(p->dt, p->op, c->world, i, want);
+    if (memcmp(buf + i * es, want, es)) {
+      fprintf(stderr, "all_reduce %s %s: element %zu differs\n", fsT_dtype_name(p->dt),
+              fsCC_op_name(p->op), i);
+      rc = 1;
+    }
+  }
+  free(buf);
+  return rc != 0;
+}
+
+static int body_all_gather(fsCC_comm *c, void *arg) {
+  params *p = arg;
+  size_t es = fsT_dtype_size(p->dt), n = p->count;
+  unsigned char *send = malloc(n * es + 1), *recv = malloc(n * es * (size_t)c->world + 1),
+                *want = malloc(n * es + 1);
+  int rc = !send || !recv || !want;
+  if (!rc) {
+    fill(p->dt, c->rank, send, n, 0);
+    rc = fsCC_all_gather(c, send, recv, n, p->dt) != 0;
+    if (rc) fprintf(stderr, "%s\n", fsCC_error());
+  }
+  for (int r = 0; !rc && r < c->world; r++) {
+    fill(p->dt, r, want, n, 0);
+    rc = memcmp(recv + (size_t)r * n * es, want, n * es) != 0;
+  }
+  free(send);
+  free(recv);
+  free(want);
+  return rc;
+}
+
+static int body_reduce_scatter(fsCC_comm *c, void *arg) {
+  params *p = arg;
+  size_t es = fsT_dtype_size(p->dt), n = p->count, total = n * (size_t)c->world;
+  unsigned char *send = malloc(total * es + 1), *recv = malloc(n * es + 1), want[8];
+  int rc = !send || !recv;
+  if (!rc) {
+    fill(p->dt, c->rank, send, total, 0);
+    rc = fsCC_reduce_scatter(c, send, recv, n, p->dt, p->op) != 0;
+    if (rc) fprintf(stderr, "%s\n", fsCC_error());
+  }
+  for (size_t i = 0; !rc && i < n; i++) {
+    expect_reduce(p->dt, p->op, c->world, (size_t)c->rank * n + i, want);
+    rc = memcmp(recv + i * es, want, es) != 0;
+  }
+  free(send);
+  free(recv);
+  return rc;
+}
+
+static int body_broadcast(fsCC_comm *c, void *arg) {
+  params *p = arg;
+  size_t es = fsT_dtype_size(p->dt), n = p->count;
+  unsigned char *buf = malloc(n * es + 1), *want = malloc(n * es + 1);
+  int rc = !buf || !want;
+  if (!rc) {
+    fill(p->dt, c->rank, buf, n, 0);
+    fill(p->dt, p->root, want, n, 0);
+    rc = fsCC_broadcast(c, buf, n, p->dt, p->root) != 0 || memcmp(buf, want, n * es) != 0;
+  }
+  free(buf);
+  free(want);
+  return rc;
+}
+
+static const fs_dtype dtypes[] = {FS_F32, FS_BF16, FS_I64};
+
+/* Counts: 1, odd, and several times what one staging chunk holds. */
+static size_t counts(fs_dtype dt, int k) {
+  size_t per = SMALL_STAGING / fsT_dtype_size(dt);
+  return k == 0 ? 1 : k == 1 ? 7 : 3 * per + 5;
+}
+
+static void test_all_reduce(void **state) {
+  for (int world = 1; world <= 4; world++)
+    for (int d = 0; d < 3; d++)
+      for (int op = FSCC_SUM; op <= FSCC_MIN; op++)
+        for (int k = 0; k < 3; k++) {
+          params p = {.dt = dtypes[d], .op = op, .count = counts(dtypes[d], k)};
+          if (run(world, SMALL_STAGING, 0, body_all_reduce, &p))
+            fail_msg("all_reduce world %d %s %s count %zu", world, fsT_dtype_name(p.dt),
+                     fsCC_op_name(p.op), p.count);
+        }
+}
+
+static void test_all_gather(void **state) {
+  for (int world = 1; world <= 4; world++)
+    for (int d = 0; d < 3; d++)
+      for (int k = 0; k < 3; k++) {
+        params p = {.dt = dtypes[d], .count = counts(dtypes[d], k)};
+        if (run(world, SMALL_STAGING, 0, body_all_gather, &p))
+          fail_msg("all_gather world %d %s count %zu", world, fsT_dtype_name(p.dt), p.count);
+      }
+}
+
+static void test_reduce_scatter(void **state) {
+  for (int world = 1; world <= 4; world++)
+    for (int d = 0; d < 3; d++)
+      for (int op = FSCC_SUM; op <= FSCC_MIN; op += 2) /* sum and max; mean/min share the path */
+        for (int k = 0; k < 3; k++) {
+          params p = {.dt = dtypes[d], .op = op, .count = counts(dtypes[d], k)};
+          if (run(world, SMALL_STAGING, 0, body_reduce_scatter, &p))
+            fail_msg("reduce_scatter world %d %s %s count %zu", world, fsT_dtype_name(p.dt),
+                     fsCC_op_name(p.op), p.count);
+        }
+}
+
+static void test_broadcast(void **state) {
+  for (int world = 1; world <= 4; world++)
+    for (int d = 0; d < 3; d++)
+      for (int k = 0; k < 3; k++) {
+        params p = {.dt = dtypes[d], .count = counts(dtypes[d], k), .root = world - 1};
+        if (run(world, SMALL_STAGING, 0, body_broadcast, &p))
+          fail_msg("broadcast world %d %s count %zu", world, fsT_dtype_name(p.dt), p.count);
+      }
+}
+
+/* With the default staging (4 MiB per rank): a buffer larger than it. */
+static void test_default_staging_large(void **state) {
+  params p = {.dt = FS_F32, .op = FSCC_SUM, .count = (FSCC_DEFAULT_STAGING / 4) * 3 / 2 + 3};
+  assert_int_equal(run(2, 0, 0, body_all_reduce, &p), 0);
+  p.count = FSCC_DEFAULT_STAGING / 4 / 2 + 1; /* x2 ranks: more than one slot */
+  assert_int_equal(run(2, 0, 0, body_reduce_scatter, &p), 0);
+}
+
+/* bf16: 1 + 3 * 2^-9 rounds up to 1 + 2^-7 when accumulated in f32; adding
+ * in bf16 step by step would lose every 2^-9 and give 1.  Ties go to even. */
+static int body_bf16_rounding(fsCC_comm *c, void *arg) {
+  uint16_t v[3] = {
+      fsT_f32_to_bf16(c->rank == 0 ? 1.0f : 0x1p-9f),
+      fsT_f32_to_bf16(c->rank == 0 ? 1.0f : c->rank == 1 ? 0x1p-8f : 0.0f),
+      fsT_f32_to_bf16(c->rank == 0 ? 1.0f + 0x1p-7f : c->rank == 1 ? 0x1p-8f : 0.0f),
+  };
+  CC_CHECK(fsCC_all_reduce(c, v, 3, FS_BF16, FSCC_SUM) == 0);
+  CC_CHECK(fsT_bf16_to_f32(v[0]) == 1.0f + 0x1p-7f);
+  CC_CHECK(fsT_bf16_to_f32(v[1]) == 1.0f);               /* tie: to even (down) */
+  CC_CHECK(fsT_bf16_to_f32(v[2]) == 1.0f + 0x1p-6f);     /* tie: to even (up) */
+  return 0;
+}
+
+static void test_bf16_rounding(void **state) {
+  assert_int_equal(run(4, SMALL_STAGING, 0, body_bf16_rounding, NULL), 0);
+}
+
+/* int64 mean truncates toward zero, as NCCL's average of integers. */
+static int body_i64_mean(fsCC_comm *c, void *arg) {
+  int64_t v[2] = {c->rank == 0 ? -7 : 0, c->rank == 0 ? INT64_MAX : 1};
+  CC_CHECK(fsCC_all_reduce(c, v, 1, FS_I64, FSCC_MEAN) == 0);
+  CC_CHECK(v[0] == -3);
+  CC_CHECK(fsCC_all_reduce(c, v + 1, 1, FS_I64, FSCC_MAX) == 0);
+  CC_CHECK(v[1] == INT64_MAX);
+  return 0;
+}
+
+static void test_i64_mean(void **state) { assert_int_equal(run(2, SMALL_STAGING, 0, body_i64_mean, NULL), 0); }
+
+/* FSDP's pattern on n elements that do not divide by the world size: pad to
+ * fsCC_padded, reduce-scatter to shards, all-gather back (in place): the
+ * first n elements equal an all_reduce of the unpadded vector. */
+static int body_padded_roundtrip(fsCC_comm *c, void *arg) {
+  size_t n = *(size_t *)arg, shard = fsCC_shard(n, c->world), padded = fsCC_padded(n, c->world);
+  CC_CHECK(padded % (size_t)c->world == 0 && padded >= n && padded - n < (size_t)c->world);
+  float *full = calloc(padded, sizeof *full), *sum = calloc(n, sizeof *sum);
+  CC_CHECK(full && sum);
+  fill(FS_F32, c->rank, full, n, 0);
+  fill(FS_F32, c->rank, sum, n, 0);
+  int rc = fsCC_all_reduce(c, sum, n, FS_F32, FSCC_SUM) ||
+           fsCC_reduce_scatter(c, full, full + (size_t)c->rank * shard, shard, FS_F32, FSCC_SUM) ||
+           fsCC_all_gather(c, full + (size_t)c->rank * shard, full, shard, FS_F32) ||
+           memcmp(full, sum, n * sizeof *sum);
+  for (size_t i = n; !rc && i < padded; i++) rc = full[i] != 0.0f;
+  free(full);
+  free(sum);
+  return rc;
+}
+
+static void test_padded_roundtrip(void **state) {
+  size_t ns[] = {1, 10, 257, 3 * SMALL_STAGING + 1};
+  for (int world = 1; world <= 4; world++)
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+      if (run(world, SMALL_STAGING, 0, body_padded_roundtrip, &ns[k]))
+        fail_msg("padded round trip world %d n %zu", world, ns[k]);
+}
+
+/* Two runs of the same reduction give the same bits (fixed order). */
+static int body_repeat(fsCC_comm *c, void *arg) {
+  size_t n = 3 * SMALL_STAGING;
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  CC_CHECK(a && b);
+  for (size_t i = 0; i < n; i++) a[i] = b[i] = 1.0f / (float)(i + 1 + (size_t)c->rank * 7);
+  int rc = fsCC_all_reduce(c, a, n, FS_F32, FSCC_MEAN) || fsCC_barrier(c) ||
+           fsCC_all_reduce(c, b, n, FS_F32, FSCC_MEAN) || memcmp(a, b, n * sizeof *a);
+  free(a);
+  free(b);
+  return rc;
+}
+
+static void test_repeatable(void **state) { assert_int_equal(run(3, SMALL_STAGING, 0, body_repeat, NULL), 0); }
+
+/* --- failures ---------------------------------------------------------------- */
+
+static int body_mismatch(fsCC_comm *c, void *arg) {
+  float v[5] = {0};
+  CC_CHECK(fsCC_all_reduce(c, v, c->rank ? 5 : 4, FS_F32, FSCC_SUM) < 0);
+  CC_CHECK(strstr(fsCC_error(), "collective mismatch"));
+  CC_CHECK(strstr(fsCC_error(), "all_reduce(4 x float32)") || strstr(fsCC_error(), "all_reduce(5 x float32)"));
+  CC_CHECK(fsCC_barrier(c) < 0); /* aborted for good */
+  CC_CHECK(strstr(fsCC_error(), "aborted"));
+  return 0;
+}
+
+static void test_mismatch(void **state) { assert_int_equal(run(2, SMALL_STAGING, 0, body_mismatch, NULL), 0); }
+
+/* Rank 1 attaches and exits without a word (its pid stays registered). */
+static int body_dead_peer(fsCC_comm *c, void *arg) {
+  if (c->rank == 1) _exit(0);
+  CC_CHECK(fsCC_barrier(c) < 0);
+  CC_CHECK(strstr(fsCC_error(), "rank 1 (pid"));
+  CC_CHECK(strstr(fsCC_error(), "died"));
+  return 0;
+}
+
+static void test_dead_peer(void **state) {
+  /* the peer check, not the timeout, must end the wait */
+  assert_int_equal(run(2, SMALL_STAGING, 600, body_dead_peer, NULL), 0);
+}
+
+/* Rank 2 leaves cleanly without calling: the others time out, naming it. */
+static int body_absent(fsCC_comm *c, void *arg) {
+  if (c->rank == 2) return 0;
+  float v = 1;
+  CC_CHECK(fsCC_all_reduce(c, &v, 1, FS_F32, FSCC_SUM) < 0);
+  CC_CHECK(strstr(fsCC_error(), "timed out") || strstr(fsCC_error(), "failed"));
+  return 0;
+}
+
+static void test_timeout(void **state) { assert_int_equal(run(3, SMALL_STAGING, 0.3, body_absent, NULL), 0); }
+
+static int body_bad_args(fsCC_comm *c, void *arg) {
+  float v[2] = {1, 2};
+  CC_CHECK(fsCC_broadcast(c, v, 2, FS_F32, c->world) < 0);
+  CC_CHECK(strstr(fsCC_error(), "src=2 is not a rank of a world of 2"));
+  CC_CHECK(fsCC_all_reduce(c, NULL, 2, FS_F32, FSCC_SUM) < 0);
+  CC_CHECK(strstr(fsCC_error(), "NULL buffer"));
+  CC_CHECK(fsCC_all_reduce(c, v, 2, FS_F32, (fsCC_op)9) < 0);
+  CC_CHECK(strstr(fsCC_error(), "unknown reduce op"));
+  CC_CHECK(fsCC_all_gather(c, v, v, SIZE_MAX / 4, FS_F32) < 0);
+  CC_CHECK(strstr(fsCC_error(), "overflow"));
+  fs_tensor meta = {.dtype = FS_F32, .device = FS_DEV_META, .numel = 2};
+  CC_CHECK(fsCC_all_reduce_tensor(c, &meta, FSCC_SUM) < 0);
+  CC_CHECK(strstr(fsCC_error(), "tensor is on meta but the shm communicator works on cpu"));
+  /* rejected calls never reach the peers: the communicator still works */
+  fs_tensor t = {.dtype = FS_F32, .device = FS_DEV_CPU, .numel = 2, .data = v};
+  CC_CHECK(fsCC_all_reduce_tensor(c, &t, FSCC_SUM) == 0 && v[0] == 2 && v[1] == 4);
+  CC_CHECK(fsCC_broadcast_tensor(c, &t, 1) == 0 && v[0] == 2);
+  return 0;
+}
+
+static void test_bad_args(void **state) { assert_int_equal(run(2, SMALL_STAGING, 0, body_bad_args, NULL), 0); }
+
+static void test_open_errors(void **state) {
+  fsCC_config cfg = {.rank = 0, .world = 2};
+  assert_null(fsCC_shm_open("/fstest-no-such-segment", false, &cfg));
+  assert_non_null(strstr(fsCC_error(), "/fstest-no-such-segment"));
+  cfg.world = FSCC_MAX_WORLD + 1;
+  assert_null(fsCC_shm_open("/x", true, &cfg));
+  assert_non_null(strstr(fsCC_error(), "out of range"));
+  cfg.world = 2;
+  cfg.staging = 16;
+  assert_null(fsCC_shm_open("/x", true, &cfg));
+  assert_non_null(strstr(fsCC_error(), "staging"));
+
+  char name[64];
+  cc_shm_name(name, sizeof name);
+  cfg.staging = SMALL_STAGING;
+  fsCC_comm *a = fsCC_shm_open(name, true, &cfg);
+  assert_non_null(a);
+  assert_null(fsCC_shm_open(name, true, &cfg)); /* exists */
+  assert_null(fsCC_shm_open(name, false, &cfg)); /* rank 0 taken */
+  assert_non_null(strstr(fsCC_error(), "already attached"));
+  cfg.world = 3;
+  cfg.rank = 1;
+  assert_null(fsCC_shm_open(name, false, &cfg));
+  assert_non_null(strstr(fsCC_error(), "made for 2 ranks"));
+  fsCC_destroy(a);
+  shm_unlink(name);
+  assert_int_equal(fsCC_barrier(NULL), -1);
+  assert_non_null(strstr(fsCC_error(), "no communicator"));
+}
+
+static void test_op_names(void **state) {
+  assert_int_equal(fsCC_op_parse("MEAN"), FSCC_MEAN);
+  assert_int_equal(fsCC_op_parse("avg"), FSCC_MEAN);
+  assert_int_equal(fsCC_op_parse("sum"), FSCC_SUM);
+  assert_int_equal(fsCC_op_parse("Max"), FSCC_MAX);
+  assert_int_equal(fsCC_op_parse("min"), FSCC_MIN);
+  assert_int_equal(fsCC_op_parse("product"), -1);
+  assert_string_equal(fsCC_op_name(FSCC_MIN), "min");
+  assert_int_equal(fsCC_shard(10, 3), 4);
+  assert_int_equal(fsCC_padded(10, 3), 12);
+  assert_int_equal(fsCC_padded(12, 4), 12);
+  assert_int_equal(fsCC_padded(0, 4), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_all_reduce),        cmocka_unit_test(test_all_gather),
+      cmocka_unit_test(test_reduce_scatter),    cmocka_unit_test(test_broadcast),
+      cmocka_unit_test(test_default_staging_large), cmocka_unit_test(test_bf16_rounding),
+      cmocka_unit_test(test_i64_mean),          cmocka_unit_test(test_padded_roundtrip),
+      cmocka_unit_test(test_repeatable),        cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_dead_peer),         cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_open_errors),
+      cmocka_unit_test(test_op_names),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
