@@ -270,12 +270,19 @@ static void test_fashion_mnist_installed(void **state) {
   assert_int_equal(ds.x.shape[1], 28);
   assert_int_equal(ds.x.shape[2], 28);
   float x[784];
-  int64_t y, counts[10] = {0};
+  int64_t y, counts[10] = {0}, first[10] = {9, 2, 1, 1, 6, 1, 4, 6, 5, 7};
+  double sum = 0; /* of the raw bytes, as Python's gzip module reads them */
   for (size_t i = 0; i < ds.len; i++) {
     fsS_get(&ds, i, x, &y);
     counts[y]++;
+    if (i < 10) assert_int_equal(y, first[i]);
+    for (int k = 0; k < 784; k++) sum += x[k] * 255.0f;
   }
   for (int c = 0; c < 10; c++) assert_int_equal(counts[c], 1000); /* balanced test split */
+  assert_true(sum > 573469082 - 0.5 && sum < 573469082 + 0.5);
+  fsS_free(&ds);
+  assert_int_equal(fsS_mnist(&ds, FSS_FASHION_MNIST_ROOT, true, &err), 0);
+  assert_int_equal(ds.len, 60000);
   fsS_free(&ds);
 }
 
