@@ -51,8 +51,39 @@ cv fsC_obj(uint32_t id) { return (cv){.k = CV_OBJ, .id = id}; }
 
 cv fsC_const(C *c, fs_value *v) {
   if (!v) return fsC_unknown();
-  GROW(c->consts, c->nconsts, c->capconsts);
-  c->consts[c->nconsts++] = v;
+  if (v->refcount >= 0) {
+    GROW(c->consts, c->nconsts, c->capconsts);
+    c->consts[c->nconsts++] = v;
+  }
+  return (cv){.k = CV_CONST, .p = v};
+}
+
+/* Immortal values in the arena: literals cost no malloc and no release. */
+static fs_value *arena_value(C *c, fs_vtype t) {
+  fs_value *v = fsC_alloc(c, sizeof *v);
+  memset(v, 0, sizeof *v);
+  v->refcount = -1;
+  v->type = t;
+  return v;
+}
+
+cv fsC_int(C *c, int64_t i) {
+  fs_value *v = arena_value(c, FSV_INT);
+  v->u.i = i;
+  return (cv){.k = CV_CONST, .p = v};
+}
+
+cv fsC_float(C *c, double f) {
+  fs_value *v = arena_value(c, FSV_FLOAT);
+  v->u.f = f;
+  return (cv){.k = CV_CONST, .p = v};
+}
+
+/* A string literal: the text stays in the AST, which outlives the check. */
+static cv str_lit(C *c, const fs_node *n) {
+  fs_value *v = arena_value(c, FSV_STR);
+  v->u.str.s = n->str;
+  v->u.str.len = n->slen;
   return (cv){.k = CV_CONST, .p = v};
 }
 
@@ -355,6 +386,34 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
   return g;
 }
 
+/* ---- signatures, cached (the table is scanned linearly) ------------------ */
+
+static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
+  uint32_t h = hash_str(name) ^ (type ? hash_str(type) * 31u : 0);
+  if ((c->nsigs + 1) * 2 > c->capsigs) {
+    size_t cap = c->capsigs ? 2 * c->capsigs : 64;
+    struct sig_ent *t = calloc(cap, sizeof *t);
+    if (!t) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    for (size_t i = 0; i < c->capsigs; i++) {
+      if (!c->sigs[i].name) continue;
+      size_t j = c->sigs[i].hash & (cap - 1);
+      while (t[j].name) j = (j + 1) & (cap - 1);
+      t[j] = c->sigs[i];
+    }
+    free(c->sigs);
+    c->sigs = t;
+    c->capsigs = cap;
+  }
+  size_t j = h & (c->capsigs - 1);
+  for (struct sig_ent *e; (e = &c->sigs[j])->name; j = (j + 1) & (c->capsigs - 1))
+    if (e->hash == h && !strcmp(e->name, name) && (e->type == type || (e->type && type && !strcmp(e->type, type))))
+      return e->sig;
+  const fsSig *sig = type ? fsSig_member(type, name) : fsSig_find(name);
+  c->sigs[j] = (struct sig_ent){type, name, h, sig};
+  c->nsigs++;
+  return sig;
+}
+
 /* ---- types -------------------------------------------------------------- */
 
 const char *fsC_type_name(C *c, const cv *v) {
@@ -535,7 +594,7 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
 static cv ev_name(C *c, const fs_node *n) {
   cv v = getvar(c, n->str);
   if (v.k != CV_UNDEF) return v;
-  const fsSig *sig = fsSig_find(n->str);
+  const fsSig *sig = sig_lookup(c, NULL, n->str);
   if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
   fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
   return fsC_unknown();
@@ -545,7 +604,7 @@ static cv ev_attr(C *c, const fs_node *n) {
   cv r = ev(c, n->kids[0]);
   const char *t = fsC_type_name(c, &r);
   if (!has_members(t)) return fsC_unknown();
-  const fsSig *sig = fsSig_member(t, n->str);
+  const fsSig *sig = sig_lookup(c, t, n->str);
   if (!sig) {
     fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
                display_type(c, &r), n->str);
@@ -554,7 +613,7 @@ static cv ev_attr(C *c, const fs_node *n) {
   if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC &&
       !strcmp(n->str, "world_size")) {
     const fsF_config *cfg = fsC_cfg(c, r.id);
-    if (cfg) return fsC_const(c, fsV_int(cfg->world_size));
+    if (cfg) return fsC_int(c, cfg->world_size);
   }
   if (sig->kind == FSSIG_ATTR && !strcmp(sig->returns, "Tensor")) return (cv){.k = CV_TENSOR};
   return fsC_unknown();
@@ -617,7 +676,7 @@ static cv ev_call(C *c, const fs_node *n) {
   if (mname) {
     const char *t = fsC_type_name(c, &recv);
     if (!has_members(t)) return fsC_unknown();
-    const fsSig *sig = fsSig_member(t, mname);
+    const fsSig *sig = sig_lookup(c, t, mname);
     if (!sig || sig->kind != FSSIG_METHOD) {
       fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
                  sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
@@ -673,9 +732,9 @@ cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
 static cv ev(C *c, const fs_node *n) {
   switch (n->kind) {
   case FS_N_NAME: return ev_name(c, n);
-  case FS_N_INT: return fsC_const(c, fsV_int(n->ival));
-  case FS_N_FLOAT: return fsC_const(c, fsV_float(n->fval));
-  case FS_N_STR: return fsC_const(c, fsV_str(n->str, n->slen));
+  case FS_N_INT: return fsC_int(c, n->ival);
+  case FS_N_FLOAT: return fsC_float(c, n->fval);
+  case FS_N_STR: return str_lit(c, n);
   case FS_N_TRUE: return fsC_const(c, fsV_bool(1));
   case FS_N_FALSE: return fsC_const(c, fsV_bool(0));
   case FS_N_NONE: return fsC_const(c, fsV_none());
@@ -767,7 +826,7 @@ static void assign(C *c, const fs_node *t, cv v) {
     cv o = ev(c, t->kids[0]);
     const char *ty = fsC_type_name(c, &o);
     if (!has_members(ty)) break;
-    const fsSig *sig = fsSig_member(ty, t->str);
+    const fsSig *sig = sig_lookup(c, ty, t->str);
     if (!sig)
       fsC_report(c, FS_SEV_ERROR, "attr", t->name_loc, "'%s' object has no attribute '%s'",
                  display_type(c, &o), t->str);
@@ -804,7 +863,7 @@ static void st_for(C *c, const fs_node *s) {
     cv item = fsC_unknown();
     if (it.k == CV_SEQ) item = ((const cv *)it.p)[i];
     else if (it.k == CV_CONST && ((const fs_value *)it.p)->type == FSV_RANGE)
-      item = fsC_const(c, fsV_int(fsV_range_at(it.p, i)));
+      item = fsC_int(c, fsV_range_at(it.p, i));
     assign(c, s->kids[0], item);
     c->loop_iter++;
     block(c, s->kids[2]);
@@ -987,6 +1046,6 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   while (c.arena) { struct arena *a = c.arena; c.arena = a->next; free(a); }
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o); free(c.globals.e);
-  free(c.seen); free(c.define_used); free(c.defs);
+  free(c.seen); free(c.define_used); free(c.defs); free(c.sigs);
   return c.nerrors;
 }

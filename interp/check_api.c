@@ -450,12 +450,12 @@ int fsC_api_builtin(C *c, const cargs *a, cv *out) {
   }
   if (!strcmp(n, "len") && a->npos == 1) {
     const cv *x = &a->pos[0];
-    if (x->k == CV_SEQ || x->k == CV_DICT) *out = fsC_const(c, fsV_int(x->n));
+    if (x->k == CV_SEQ || x->k == CV_DICT) *out = fsC_int(c, x->n);
     else if (cval(x)) {
       fsV_clearerr();
       int64_t l = fsV_len(NULL, (fs_value *)cval(x));
       if (l < 0) fsC_report(c, FS_SEV_ERROR, "type", a->call->loc, "%s", fsV_error());
-      *out = l < 0 ? fsC_unknown() : fsC_const(c, fsV_int(l));
+      *out = l < 0 ? fsC_unknown() : fsC_int(c, l);
     } else *out = fsC_unknown();
     return 1;
   }

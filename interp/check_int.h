@@ -111,6 +111,8 @@ typedef struct C {
   uint64_t *seen; size_t capseen, nseen; /* reported (rule, loc) pairs */
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;
+  struct sig_ent { const char *type, *name; uint32_t hash; const fsSig *sig; } *sigs;
+  size_t nsigs, capsigs;    /* signature lookups, cached */
   const fs_node *stmt;  /* the statement being analysed */
 } C;
 
@@ -127,6 +129,8 @@ typedef struct cargs {
 void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker */
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
+cv fsC_int(C *c, int64_t i);                /* constants living in the arena */
+cv fsC_float(C *c, double f);
 cv fsC_eval(C *c, const fs_node *n);        /* an expression's value (reports its errors) */
 cv fsC_obj(uint32_t id);
 cv fsC_unknown(void);
