@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -387,6 +388,39 @@ static void test_sliced_writers(void **state) {
   free(p);
 }
 
+/* The same protocol across processes: a forked "rank 1" attaches and
+ * writes its half while the owner writes the other. */
+static void test_sliced_writers_two_processes(void **state) {
+  char *p = dt_path(dir, "ranks.safetensors"), *err = NULL;
+  enum { N = 1 << 16 };
+  float *full = malloc(N * sizeof *full), *got = malloc(N * sizeof *got);
+  for (int i = 0; i < N; i++) full[i] = (float)i - 7.25f;
+  const int64_t s[1] = {N};
+  fsK_entry es[1] = {{"flat", FS_F32, 1, s, NULL}};
+  fsK_writer owner;
+  assert_int_equal(fsK_create(&owner, p, es, 1, NULL, 0, &err), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    fsK_writer w;
+    _exit(fsK_attach(&w, fsK_tmp_path(&owner), NULL) != 0 ||
+          fsK_write(&w, "flat", N / 2, N / 2, full + N / 2, NULL) != 0 || fsK_commit(&w, NULL) != 0);
+  }
+  assert_int_equal(fsK_write(&owner, "flat", 0, N / 2, full, &err), 0);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid); /* the barrier */
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(fsK_commit(&owner, &err), 0);
+  fsK_file f;
+  assert_int_equal(fsK_open(&f, p, &err), 0);
+  assert_int_equal(fsK_read(&f, fsK_find(&f, "flat"), 0, N, FS_F32, got, &err), 0);
+  assert_memory_equal(got, full, N * sizeof *got);
+  fsK_close(&f);
+  free(full);
+  free(got);
+  free(p);
+}
+
 static void test_abort_removes_temp(void **state) {
   char *p = dt_path(dir, "ab.safetensors"), *err = NULL;
   fsK_writer wr;
@@ -414,6 +448,7 @@ int main(void) {
     T(test_mutated_headers),
     T(test_match_and_load),
     T(test_sliced_writers),
+    T(test_sliced_writers_two_processes),
     T(test_abort_removes_temp),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
