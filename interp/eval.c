@@ -277,10 +277,8 @@ static fs_value *set_name(fsE_ctx *E, const char *name, fs_value *v);
 static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   func *f = v->u.obj.data;
   for (size_t i = 0; i < E->depth; i++)
-    if (E->stack[i] == f->node) {
-      uint32_t line, col;
-      fsA_source_position(E->src, f->node->loc.start, &line, &col);
-      fsV_seterr("recursion is not allowed: `%s` (line %u) is already running", f->node->str, line);
+    if (E->stack[i] == f->node) { /* the checker's wording, for the cases it cannot see */
+      fsV_seterr("recursion is not supported: `%s` calls itself", f->node->str);
       return NULL;
     }
   if (E->depth == E->cap) {

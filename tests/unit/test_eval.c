@@ -85,7 +85,7 @@ static void test_functions(void **st) {
   expect("def f(n):\n"
          "    return f(n - 1)\n"
          "f(3)\n",
-         1, "", "2:12: error: recursion is not allowed: `f` (line 1) is already running\n");
+         1, "", "2:12: error: recursion is not supported: `f` calls itself\n");
   expect("def f(a):\n"
          "    return a\n"
          "f(1, 2)\n",
