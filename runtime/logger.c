@@ -1,0 +1,337 @@
+/* logger.c -- metrics.csv kept whole in memory and replaced atomically;
+ * metrics.svg drawn from it at close. */
+#define _POSIX_C_SOURCE 200809L
+#include "logger.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "atomicfile.h"
+#include "dataio.h"
+#include "svgplot.h"
+
+/* a directory another run keeps taking first is not worth more tries */
+#define VERSION_TRIES 1000
+
+typedef struct cell { size_t col; char *text; double value; } cell;
+typedef struct row { int64_t step; cell *cells; size_t n, cap; } row;
+
+struct fsLG {
+  char *root;
+  char *dir, *csv; /* NULL until the first call */
+  char **cols;     /* metric names, in order of first appearance */
+  size_t ncols, capcols;
+  row *rows;       /* in order of first appearance of their step */
+  size_t nrows, caprows;
+  size_t *slots;   /* open addressing on step: row index + 1, 0 = free */
+  size_t nslots;
+  int64_t calls;
+  double last_flush;
+  int dirty, off;
+  fsPG_clock now;
+};
+
+fsLG *fsLG_new(const char *root) {
+  fsLG *lg = calloc(1, sizeof *lg);
+  if (!lg || !(lg->root = strdup(root))) {
+    free(lg);
+    return NULL;
+  }
+  lg->last_flush = -INFINITY;
+  lg->now = fsPG_monotonic;
+  return lg;
+}
+
+void fsLG_set_clock(fsLG *lg, fsPG_clock now) { lg->now = now; }
+
+const char *fsLG_dir(const fsLG *lg) { return lg->off ? NULL : lg->dir; }
+
+/* Everything but root: after an error and at close. */
+static void drop(fsLG *lg) {
+  for (size_t r = 0; r < lg->nrows; r++) {
+    for (size_t c = 0; c < lg->rows[r].n; c++) free(lg->rows[r].cells[c].text);
+    free(lg->rows[r].cells);
+  }
+  for (size_t c = 0; c < lg->ncols; c++) free(lg->cols[c]);
+  free(lg->rows);
+  free(lg->cols);
+  free(lg->slots);
+  free(lg->dir);
+  free(lg->csv);
+  lg->rows = NULL;
+  lg->cols = NULL;
+  lg->slots = NULL;
+  lg->dir = lg->csv = NULL;
+  lg->nrows = lg->caprows = lg->ncols = lg->capcols = lg->nslots = 0;
+}
+
+/* Turns logging off after the error now in *err; returns -1. */
+static int fail(fsLG *lg) {
+  drop(lg);
+  lg->off = 1;
+  return -1;
+}
+
+/* Grows *p (of *cap elements of size) to hold need; 0 or -1. */
+static int reserve(void *p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 0;
+  size_t n = *cap ? *cap : 8;
+  while (n < need) n *= 2;
+  void *q = realloc(*(void **)p, n * size);
+  if (!q) return -1;
+  *(void **)p = q;
+  *cap = n;
+  return 0;
+}
+
+/* --- the version directory --------------------------------------------- */
+
+/* mkdir -p: every missing component of path. */
+static int make_dirs(char *path, char **err) {
+  for (char *s = path + 1;; s++) {
+    if (*s && *s != '/') continue;
+    char c = *s;
+    *s = '\0';
+    struct stat st;
+    int bad = mkdir(path, 0777) != 0 && (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode));
+    int e = errno == EEXIST ? ENOTDIR : errno;
+    if (bad) fsIO_fail(err, "%s: cannot create the log directory: %s", path, strerror(e));
+    *s = c;
+    if (bad) return -1;
+    if (!c) return 0;
+  }
+}
+
+/* Lightning's reading of a version directory's name: the digits between
+ * "version_" and the next '_' (so "version_2_old" is 2); -1 if none. */
+static long long version_of(const char *name) {
+  if (strncmp(name, "version_", 8) != 0) return -1;
+  const char *d = name + 8;
+  size_t n = strcspn(d, "_");
+  if (n == 0 || n > 18 || strspn(d, "0123456789") < n) return -1;
+  return strtoll(d, NULL, 10);
+}
+
+static long long next_version(const char *root, char **err) {
+  DIR *d = opendir(root);
+  if (!d) return fsIO_fail(err, "%s: cannot list the log directory: %s", root, strerror(errno));
+  long long max = -1;
+  struct dirent *e;
+  struct stat st;
+  while ((e = readdir(d)))
+    if (version_of(e->d_name) > max && fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode))
+      max = version_of(e->d_name);
+  closedir(d);
+  return max + 1;
+}
+
+static int open_run(fsLG *lg, char **err) {
+  if (make_dirs(lg->root, err) < 0) return -1;
+  long long v = next_version(lg->root, err);
+  if (v < 0) return -1;
+  for (int tries = 0; tries < VERSION_TRIES; tries++, v++) {
+    char *dir = fsIO_errf("%s/version_%lld", lg->root, v);
+    if (!dir) return fsIO_fail(err, "%s: out of memory", lg->root);
+    if (mkdir(dir, 0777) == 0) {
+      lg->dir = dir;
+      lg->csv = fsIO_errf("%s/metrics.csv", dir);
+      return lg->csv ? 0 : fsIO_fail(err, "%s: out of memory", dir);
+    }
+    int e = errno;
+    if (e != EEXIST) fsIO_fail(err, "%s: cannot create the log directory: %s", dir, strerror(e));
+    free(dir);
+    if (e != EEXIST) return -1;
+  }
+  return fsIO_fail(err, "%s: cannot create a new version_N directory in it", lg->root);
+}
+
+/* --- rows and columns ---------------------------------------------------- */
+
+static size_t slot_of(const fsLG *lg, int64_t step) {
+  uint64_t h = (uint64_t)step * 0x9e3779b97f4a7c15u;
+  size_t i = (size_t)(h ^ h >> 29) & (lg->nslots - 1);
+  while (lg->slots[i] && lg->rows[lg->slots[i] - 1].step != step) i = (i + 1) & (lg->nslots - 1);
+  return i;
+}
+
+/* The row of step, appended when new; NULL when out of memory. */
+static row *row_of(fsLG *lg, int64_t step) {
+  if (2 * (lg->nrows + 1) > lg->nslots) { /* rehash at half full */
+    size_t n = lg->nslots ? lg->nslots * 2 : 64;
+    size_t *s = calloc(n, sizeof *s);
+    if (!s) return NULL;
+    free(lg->slots);
+    lg->slots = s;
+    lg->nslots = n;
+    for (size_t r = 0; r < lg->nrows; r++) lg->slots[slot_of(lg, lg->rows[r].step)] = r + 1;
+  }
+  size_t i = slot_of(lg, step);
+  if (lg->slots[i]) return &lg->rows[lg->slots[i] - 1];
+  if (reserve(&lg->rows, &lg->caprows, lg->nrows + 1, sizeof *lg->rows) < 0) return NULL;
+  lg->rows[lg->nrows] = (row){.step = step};
+  lg->slots[i] = ++lg->nrows;
+  return &lg->rows[lg->nrows - 1];
+}
+
+/* The column of name, appended when new; -1 when out of memory. */
+static long col_of(fsLG *lg, const char *name) {
+  for (size_t c = 0; c < lg->ncols; c++)
+    if (strcmp(lg->cols[c], name) == 0) return (long)c;
+  char *s = strdup(name);
+  if (!s || reserve(&lg->cols, &lg->capcols, lg->ncols + 1, sizeof *lg->cols) < 0) {
+    free(s);
+    return -1;
+  }
+  lg->cols[lg->ncols] = s;
+  return (long)lg->ncols++;
+}
+
+static int set_cell(fsLG *lg, row *r, const fsLG_metric *m) {
+  long col = col_of(lg, m->name);
+  char *text = col < 0 ? NULL : strdup(m->text);
+  size_t i = 0;
+  while (i < r->n && r->cells[i].col != (size_t)col) i++;
+  if (!text || (i == r->n && reserve(&r->cells, &r->cap, r->n + 1, sizeof *r->cells) < 0)) {
+    free(text);
+    return -1;
+  }
+  if (i == r->n) r->n++;
+  else free(r->cells[i].text);
+  r->cells[i] = (cell){(size_t)col, text, m->value};
+  return 0;
+}
+
+/* --- files --------------------------------------------------------------- */
+
+static int save(const char *path, const char *data, size_t len, char **err) {
+  fsK_atomic a;
+  if (fsK_atomic_open(&a, path, err) < 0) return -1;
+  if (fsIO_pwrite_full(a.fd, data, len, 0) != (ssize_t)len) {
+    fsIO_fail(err, "%s: cannot write: %s", path, strerror(errno));
+    fsK_atomic_abort(&a);
+    return -1;
+  }
+  return fsK_atomic_commit(&a, err);
+}
+
+/* A field as Python's csv.writer (QUOTE_MINIMAL) writes it. */
+static void put_field(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static int flush(fsLG *lg, char **err) {
+  char *buf = NULL;
+  size_t len = 0;
+  const char **line = calloc(lg->ncols + 1, sizeof *line);
+  FILE *f = line ? open_memstream(&buf, &len) : NULL;
+  if (!f) {
+    free(line);
+    return fsIO_fail(err, "%s: out of memory", lg->csv);
+  }
+  fputs("step", f);
+  for (size_t c = 0; c < lg->ncols; c++) {
+    fputc(',', f);
+    put_field(f, lg->cols[c]);
+  }
+  fputs("\r\n", f);
+  for (size_t r = 0; r < lg->nrows; r++) {
+    const row *w = &lg->rows[r];
+    memset(line, 0, lg->ncols * sizeof *line);
+    for (size_t i = 0; i < w->n; i++) line[w->cells[i].col] = w->cells[i].text;
+    fprintf(f, "%lld", (long long)w->step);
+    for (size_t c = 0; c < lg->ncols; c++) {
+      fputc(',', f);
+      put_field(f, line[c] ? line[c] : "");
+    }
+    fputs("\r\n", f);
+  }
+  free(line);
+  int bad = ferror(f);
+  if ((fclose(f) != 0) | bad) {
+    free(buf);
+    return fsIO_fail(err, "%s: out of memory", lg->csv);
+  }
+  int rc = save(lg->csv, buf, len, err);
+  free(buf);
+  lg->dirty = 0;
+  lg->last_flush = lg->now();
+  return rc;
+}
+
+/* The losses (or every metric when none is one) as series of metrics.svg. */
+static int plot(fsLG *lg, char **err) {
+  int any_loss = 0;
+  for (size_t c = 0; c < lg->ncols; c++) any_loss |= strstr(lg->cols[c], "loss") != NULL;
+  fsSVG_series *s = calloc(lg->ncols + 1, sizeof *s);
+  double *xy = calloc(2 * lg->ncols * lg->nrows + 1, sizeof *xy);
+  char *path = fsIO_errf("%s/metrics.svg", lg->dir);
+  size_t ns = 0, len = 0;
+  char *svg = NULL;
+  if (s && xy && path) {
+    for (size_t c = 0; c < lg->ncols; c++) {
+      if (any_loss && !strstr(lg->cols[c], "loss")) continue;
+      double *x = xy + 2 * ns * lg->nrows, *y = x + lg->nrows;
+      s[ns] = (fsSVG_series){.name = lg->cols[c], .x = x, .y = y};
+      for (size_t r = 0; r < lg->nrows; r++)
+        for (size_t i = 0; i < lg->rows[r].n; i++)
+          if (lg->rows[r].cells[i].col == c) {
+            x[s[ns].n] = (double)lg->rows[r].step;
+            y[s[ns].n++] = lg->rows[r].cells[i].value;
+          }
+      ns++;
+    }
+    svg = fsSVG_render(lg->csv, "step", any_loss ? "loss" : "value", s, ns, &len);
+  }
+  int rc = svg ? save(path, svg, len, err) : fsIO_fail(err, "%s: out of memory", lg->dir);
+  free(svg);
+  free(path);
+  free(xy);
+  free(s);
+  return rc;
+}
+
+/* --- the API ------------------------------------------------------------- */
+
+int fsLG_log(fsLG *lg, const fsLG_metric *m, size_t n, int64_t step, char **err) {
+  if (lg->off) return 0;
+  if (step == FSLG_STEP_NONE) step = lg->calls;
+  lg->calls++;
+  if (!lg->dir && open_run(lg, err) < 0) return fail(lg);
+  row *r = row_of(lg, step);
+  for (size_t i = 0; r && i < n; i++)
+    if (strcmp(m[i].name, "step") != 0 && set_cell(lg, r, &m[i]) < 0) r = NULL;
+  if (!r) {
+    fsIO_fail(err, "%s: out of memory", lg->csv);
+    return fail(lg);
+  }
+  lg->dirty = 1;
+  if (lg->now() - lg->last_flush >= FSLG_FLUSH_INTERVAL && flush(lg, err) < 0) return fail(lg);
+  return 0;
+}
+
+int fsLG_close(fsLG *lg, char **err) {
+  if (!lg) return 0;
+  int rc = 0;
+  if (!lg->off && lg->dir) {
+    if (lg->dirty) rc = flush(lg, err);
+    if (rc == 0) rc = plot(lg, err);
+  }
+  drop(lg);
+  free(lg->root);
+  free(lg);
+  return rc;
+}
