@@ -1,5 +1,6 @@
 /* test_rt_core.c -- tensors (lifetime, views, dtypes, errors), bfloat16
  * rounding, the counter-based rng's slice property, lazy OpenBLAS. */
+#include "config.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,8 +91,10 @@ static void test_tensor_lifetime(void **state) {
   assert_null(fsT_new(FS_F32, FS_DEV_CPU, FS_MAX_RANK + 1, s));
   int64_t huge[2] = {INT64_MAX / 4, 4};
   assert_null(fsT_new(FS_F32, FS_DEV_META, 2, huge));
+#ifndef FS_HAVE_CUDA /* with CUDA, test_cuda checks the device and the no-device paths */
   assert_null(fsT_new(FS_F32, FS_DEV_CUDA, 1, s));
   assert_string_equal(fsT_error(), "no cuda backend in this build");
+#endif
   fs_tensor *m = rt_ok(fsT_new(FS_F32, FS_DEV_META, 3, s));
   assert_null(m->data);
   assert_int_equal(fsT_alloc_storage(m, FS_DEV_CPU), 0);
@@ -122,12 +125,31 @@ static void test_blas_lazy(void **state) {
   assert_float_equal(B[0], 1 * 4 + 4 * 10, 0);
 }
 
+static void test_cpu_allocator_reuses_blocks(void **state) {
+  /* a freed large block comes back for the same size (no fresh page faults
+   * every training step); small blocks go straight back to malloc */
+  const fsB_backend *be = fsB_get(FS_DEV_CPU);
+  size_t big = 3u << 20;
+  void *a = be->alloc(big);
+  assert_non_null(a);
+  memset(a, 1, big);
+  be->free(a, big);
+  void *b = be->alloc(big), *c = be->alloc(big);
+  assert_ptr_equal(a, b);
+  assert_ptr_not_equal(b, c);
+  be->free(b, big);
+  be->free(c, big);
+  assert_null(fsB_get(FS_DEV_META));
+  assert_string_equal(fsT_error(), "tensors on the meta device have no data");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_blas_lazy), /* first: checks nothing loaded BLAS before */
     cmocka_unit_test(test_rng_slices),
     cmocka_unit_test(test_bf16),
     cmocka_unit_test(test_tensor_lifetime),
+    cmocka_unit_test(test_cpu_allocator_reuses_blocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
