@@ -209,7 +209,7 @@ NATIVE(b_mse_loss) {
 /* ---- context managers: device(...), no_grad() ----------------------------- */
 
 typedef struct ctxv {
-  int kind;          /* 0 device, 1 no_grad, 2 init_module */
+  int kind;          /* 0 device, 1 no_grad, 2 init_module, 3 nothing to do (no_backward_sync on one rank) */
   fs_device dev, saved_dev;
   bool saved_grad;
 } ctxv;
@@ -220,7 +220,7 @@ static fs_value *ctx_enter(fsE_ctx *E, fs_value *v) {
   ctxv *c = v->u.obj.data;
   if (c->kind == 1) {
     c->saved_grad = fsG_set_grad_enabled(false);
-  } else {
+  } else if (c->kind != 3) {
     c->saved_dev = E->device;
     E->device = c->dev;
   }
@@ -230,7 +230,7 @@ static fs_value *ctx_enter(fsE_ctx *E, fs_value *v) {
 static int ctx_exit(fsE_ctx *E, fs_value *v) {
   ctxv *c = v->u.obj.data;
   if (c->kind == 1) fsG_set_grad_enabled(c->saved_grad);
-  else E->device = c->saved_dev;
+  else if (c->kind != 3) E->device = c->saved_dev;
   return 0;
 }
 
@@ -238,7 +238,7 @@ static char *ctx_repr(fs_value *v) {
   ctxv *c = v->u.obj.data;
   fsV_buf b = {0};
   if (c->kind == 0) fsV_buf_printf(&b, "device(type='%s')", fsT_device_name(c->dev));
-  else fsV_buf_puts(&b, c->kind == 1 ? "<no_grad>" : "<init_module>");
+  else fsV_buf_puts(&b, c->kind == 1 ? "<no_grad>" : c->kind == 2 ? "<init_module>" : "<no_backward_sync>");
   return fsV_buf_take(&b);
 }
 
@@ -1287,12 +1287,12 @@ static int load_module(const fsK_file *kf, const char *key, modv *mv, bool stric
     ts[i] = ps[i].t;
     size_t len = strlen(key) + strlen(ps[i].name) + 2;
     if (!(names[i] = malloc(len))) rc = -1;
-    else snprintf(names[i], len, "%s.%s", key, ps[i].name);
+    else snprintf(names[i], len, "%s%s%s", key, *key ? "." : "", ps[i].name);
   }
   if (rc < 0) fsV_seterr("out of memory");
   else {
     char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s.", key);
+    snprintf(prefix, sizeof prefix, "%s%s", key, *key ? "." : "");
     rc = ck_read(kf, ts, (const char *const *)names, (size_t)n, prefix, strict);
   }
   if (rc == 0) mv->st.meta = has_meta(mv->m);
@@ -1304,19 +1304,20 @@ static int load_module(const fsK_file *kf, const char *key, modv *mv, bool stric
 }
 
 static int load_optim(const fsK_file *kf, const char *key, optv *ov) {
-  char name[512];
-  snprintf(name, sizeof name, "%s.lr", key);
+  char name[768], pre[256];
+  snprintf(pre, sizeof pre, "%s%s", key, *key ? "." : ""); /* load_raw: no key */
+  snprintf(name, sizeof name, "%slr", pre);
   const char *lr = fsK_meta_get(kf, name);
   if (lr) ov->o->lr = strtod(lr, NULL);
   for (int64_t i = 0; i < ov->o->nparams; i++) {
-    snprintf(name, sizeof name, "%s.state.%lld.step", key, (long long)i);
+    snprintf(name, sizeof name, "%sstate.%lld.step", pre, (long long)i);
     const char *st = fsK_meta_get(kf, name);
     ov->o->steps[i] = st ? strtoll(st, NULL, 10) : 0;
     fs_tensor **slot[2] = {&ov->o->buf0[i], &ov->o->buf1[i]};
     for (int w = 0; w < 2; w++) {
       const char *bn = buf_name(ov, w);
       if (!bn) continue;
-      snprintf(name, sizeof name, "%s.state.%lld.%s", key, (long long)i, bn);
+      snprintf(name, sizeof name, "%sstate.%lld.%s", pre, (long long)i, bn);
       if (!fsK_find(kf, name)) continue;
       if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[i]))) return rt_fail(), -1;
       const char *nm = name;
@@ -1478,6 +1479,24 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
     r = fabric_save(E, f, s, a);
   } else if (strcmp(name, "load") == 0) {
     r = fabric_load(E, f, s, a);
+  } else if (strcmp(name, "load_raw") == 0) {
+    modv *mv = fsV_objdata(s[1], &module_class);
+    optv *ov = fsV_objdata(s[1], &optim_class);
+    fsK_file kf;
+    char *err = NULL;
+    if (!mv && !ov) fsV_seterr("load_raw(): expected a module or an optimizer, got %s", fsV_type_name(s[1]));
+    else if (issues(E, a, &iss, fsF_check_load_raw(f, ov != NULL, &iss)) < 0) {
+    } else if (fsK_open(&kf, s[0]->u.str.s, &err) < 0) {
+      err_own(err);
+    } else {
+      if ((mv ? load_module(&kf, "", mv, fsV_truthy(s[2])) : load_optim(&kf, "", ov)) == 0) r = fsV_none();
+      fsK_close(&kf);
+    }
+  } else if (strcmp(name, "no_backward_sync") == 0) {
+    modv *mv = need_module(s[0], name);
+    if (mv && issues(E, a, &iss, fsF_check_no_backward_sync(f, &mv->st, &iss)) == 0) r = make_ctx(3, FS_DEV_CPU);
+  } else if (strcmp(name, "to_device") == 0) {
+    r = fsV_retain(s[0]); /* one CPU device: already there */
   } else if (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0) {
     r = fsV_none(); /* no loggers configured: Fabric's log is a no-op then */
   } else if (strcmp(name, "barrier") == 0 || strcmp(name, "all_reduce") == 0 ||
