@@ -39,7 +39,6 @@ NATIVE(b_param) {
   fsE_define *hit = NULL;
   for (size_t i = 0; i < E->ndefines; i++)
     if (E->defines[i].nlen == strlen(name) && strncmp(E->defines[i].name, name, E->defines[i].nlen) == 0) {
-      E->defines[i].used = true;
       hit = &E->defines[i]; /* the last -D of a name wins */
     }
   if (!hit) return fsV_retain(s[1]);

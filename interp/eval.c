@@ -894,18 +894,12 @@ int fsE_run(const fs_source *src, const fs_node *ast, const fsE_options *opt, fs
   }
   for (size_t i = 0; i < opt->ndefines; i++) {
     const char *d = opt->defines[i], *eq = strchr(d, '=');
-    E.defines[i] = (fsE_define){d, eq ? (size_t)(eq - d) : strlen(d), eq ? eq + 1 : "", false};
+    E.defines[i] = (fsE_define){d, eq ? (size_t)(eq - d) : strlen(d), eq ? eq + 1 : ""};
   }
   E.ndefines = opt->ndefines;
   fsE_flow fl = fsE_exec_block(&E, ast);
   if (fl == FSE_BREAK || fl == FSE_CONTINUE)
     fsE_error(&E, ast->loc, "'break' or 'continue' outside a loop");
-  if (!E.status)
-    for (size_t i = 0; i < E.ndefines; i++)
-      if (!E.defines[i].used)
-        fsD_add(diags, FS_SEV_WARNING, "param", NULL, (fs_loc){0, 0},
-                "-D %.*s: the script has no param(\"%.*s\")", (int)E.defines[i].nlen,
-                E.defines[i].name, (int)E.defines[i].nlen, E.defines[i].name);
 done:
   fsV_release(E.retval);
   fsV_release(E.fabric);

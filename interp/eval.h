@@ -20,7 +20,7 @@ typedef struct fsE_options {
 
 /* Runs the script. Returns 0 ok, 1 the script failed (diagnostic added),
  * 2 a -D value does not parse for its param() (usage error), 3 system
- * failure (out of memory). An unused -D name is a warning. */
+ * failure (out of memory). (An unused -D name is the checker's warning.) */
 int fsE_run(const fs_source *src, const fs_node *ast, const fsE_options *opt, fs_diags *diags);
 
 /* ---- for builtins and runtime glue ------------------------------------- */

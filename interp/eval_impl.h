@@ -10,7 +10,6 @@
 typedef struct fsE_define {
   const char *name; size_t nlen; /* NAME of "-D NAME=value" (borrowed) */
   const char *value;
-  bool used;
 } fsE_define;
 
 struct fsE_ctx {
