@@ -49,6 +49,7 @@ typedef struct shm_header {
   uint32_t staging;                      /* bytes per rank slot */
   _Atomic uint32_t arrived;              /* ranks in the current barrier */
   _Atomic uint32_t generation;           /* futex word: bumped as a barrier opens */
+  _Atomic uint32_t sleepers;             /* ranks in FUTEX_WAIT: wake only if any */
   _Atomic int32_t aborted;               /* 1 + the rank that failed; 0: none */
   _Atomic int32_t pid[FSCC_MAX_WORLD];   /* 0 until the rank attaches */
   _Atomic uint64_t passed[FSCC_MAX_WORLD]; /* barriers each rank reached */
@@ -116,7 +117,8 @@ static int wait_all(shm_comm *s, const char *what) {
   if (atomic_fetch_add(&h->arrived, 1) + 1 == (uint32_t)world) {
     atomic_store(&h->arrived, 0);
     atomic_fetch_add(&h->generation, 1);
-    syscall(SYS_futex, &h->generation, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    if (atomic_load(&h->sleepers))
+      syscall(SYS_futex, &h->generation, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     return 0;
   }
   double deadline = now() + s->base.timeout;
@@ -144,8 +146,12 @@ static int wait_all(shm_comm *s, const char *what) {
                   who[0] ? who : "?");
       return fail(s);
     }
+    /* registered before FUTEX_WAIT rechecks the word: a waker that missed
+     * the count has already bumped it, so the wait returns at once */
     struct timespec ts = {0, 20 * 1000 * 1000};
+    atomic_fetch_add(&h->sleepers, 1);
     syscall(SYS_futex, &h->generation, FUTEX_WAIT, gen, &ts, NULL, 0);
+    atomic_fetch_sub(&h->sleepers, 1);
   }
   return 0;
 }

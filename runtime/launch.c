@@ -21,6 +21,7 @@
 
 #define GRACE 2.0      /* seconds between SIGTERM and SIGKILL for the other ranks */
 #define TICK_MS 20     /* how often the supervisor looks for ended ranks */
+#define LINE_MAX_BYTES (1 << 16) /* longer lines are relayed in pieces */
 
 /* --- joining: the launcher's variables --------------------------------------- */
 
@@ -170,7 +171,7 @@ static int pump(stream *st) {
   if (k < 0 && errno == EAGAIN) return 2;
   if (k > 0) {
     st->len += (size_t)k;
-    relay(st, false);
+    relay(st, st->len > LINE_MAX_BYTES); /* a runaway line is cut, not hoarded */
     return 0;
   }
   relay(st, true);

@@ -9,8 +9,9 @@
  * (rank 0's untouched, the others' stdout and stderr lines prefixed with
  * "[rank N] "), and ends every rank as soon as one fails.  Forking after the
  * script's setup has run gives each rank what Fabric's launcher gives by
- * re-running the script: the script is deterministic and hermetic.
- * docs/distributed.md has the whole design. */
+ * re-running the script: the script is deterministic and hermetic.  Fork
+ * before starting any thread (a BLAS thread pool, CUDA): a child keeps only
+ * the thread that forked.  docs/distributed.md has the whole design. */
 #ifndef FS_LAUNCH_H
 #define FS_LAUNCH_H
 
@@ -44,7 +45,9 @@ int fsLN_detect(fsLN_env *env);
 fsLN_role fsLN_launch(int devices, fsLN_env *env, int *status);
 
 /* A rank's communicator: the rendezvous at MASTER_ADDR:MASTER_PORT, then the
- * transport (shm needs every rank on this host).  Uses env->listen_fd once. */
+ * transport (shm needs every rank on this host).  cfg gives the timeout and
+ * staging; rank, world and local rank come from env.  Uses env->listen_fd
+ * once. */
 fsCC_comm *fsLN_connect(fsLN_env *env, fsCC_transport t, const fsCC_config *cfg);
 
 #endif

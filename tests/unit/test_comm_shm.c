@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -178,49 +179,40 @@ static size_t counts(fs_dtype dt, int k) {
   return k == 0 ? 1 : k == 1 ? 7 : 3 * per + 5;
 }
 
-static void test_all_reduce(void **state) {
-  for (int world = 1; world <= 4; world++)
-    for (int d = 0; d < 3; d++)
-      for (int op = FSCC_SUM; op <= FSCC_MIN; op++)
-        for (int k = 0; k < 3; k++) {
-          params p = {.dt = dtypes[d], .op = op, .count = counts(dtypes[d], k)};
-          if (run(world, SMALL_STAGING, 0, body_all_reduce, &p))
-            fail_msg("all_reduce world %d %s %s count %zu", world, fsT_dtype_name(p.dt),
-                     fsCC_op_name(p.op), p.count);
-        }
-}
+/* Every dtype, op (where the collective takes one) and count, in one run of
+ * the ranks: the cases follow one another on the same communicator. */
+typedef struct matrix {
+  const char *name;
+  int (*fn)(fsCC_comm *c, void *arg);
+  bool ops;
+} matrix;
 
-static void test_all_gather(void **state) {
-  for (int world = 1; world <= 4; world++)
-    for (int d = 0; d < 3; d++)
+static int body_matrix(fsCC_comm *c, void *arg) {
+  const matrix *m = arg;
+  for (int d = 0; d < 3; d++)
+    for (int op = FSCC_SUM; op <= (m->ops ? FSCC_MIN : FSCC_SUM); op++)
       for (int k = 0; k < 3; k++) {
-        params p = {.dt = dtypes[d], .count = counts(dtypes[d], k)};
-        if (run(world, SMALL_STAGING, 0, body_all_gather, &p))
-          fail_msg("all_gather world %d %s count %zu", world, fsT_dtype_name(p.dt), p.count);
+        params p = {.dt = dtypes[d], .op = op, .count = counts(dtypes[d], k), .root = c->world - 1};
+        if (m->fn(c, &p)) {
+          fprintf(stderr, "%s world %d %s %s count %zu failed\n", m->name, c->world,
+                  fsT_dtype_name(p.dt), fsCC_op_name(p.op), p.count);
+          return 1;
+        }
       }
+  return 0;
 }
 
+static void run_matrix(const matrix *m) {
+  for (int world = 1; world <= 4; world++)
+    if (run(world, SMALL_STAGING, 0, body_matrix, (void *)m)) fail_msg("%s world %d", m->name, world);
+}
+
+static void test_all_reduce(void **state) { run_matrix(&(matrix){"all_reduce", body_all_reduce, true}); }
+static void test_all_gather(void **state) { run_matrix(&(matrix){"all_gather", body_all_gather, false}); }
 static void test_reduce_scatter(void **state) {
-  for (int world = 1; world <= 4; world++)
-    for (int d = 0; d < 3; d++)
-      for (int op = FSCC_SUM; op <= FSCC_MIN; op += 2) /* sum and max; mean/min share the path */
-        for (int k = 0; k < 3; k++) {
-          params p = {.dt = dtypes[d], .op = op, .count = counts(dtypes[d], k)};
-          if (run(world, SMALL_STAGING, 0, body_reduce_scatter, &p))
-            fail_msg("reduce_scatter world %d %s %s count %zu", world, fsT_dtype_name(p.dt),
-                     fsCC_op_name(p.op), p.count);
-        }
+  run_matrix(&(matrix){"reduce_scatter", body_reduce_scatter, true});
 }
-
-static void test_broadcast(void **state) {
-  for (int world = 1; world <= 4; world++)
-    for (int d = 0; d < 3; d++)
-      for (int k = 0; k < 3; k++) {
-        params p = {.dt = dtypes[d], .count = counts(dtypes[d], k), .root = world - 1};
-        if (run(world, SMALL_STAGING, 0, body_broadcast, &p))
-          fail_msg("broadcast world %d %s count %zu", world, fsT_dtype_name(p.dt), p.count);
-      }
-}
+static void test_broadcast(void **state) { run_matrix(&(matrix){"broadcast", body_broadcast, false}); }
 
 /* With the default staging (4 MiB per rank): a buffer larger than it. */
 static void test_default_staging_large(void **state) {

@@ -74,10 +74,7 @@ static int body_exchange(fsLN_rdzv *rv, void *arg) {
 }
 
 static void test_exchange(void **state) {
-  for (int world = 1; world <= 4; world++) {
-    setup s = {.body = body_exchange};
-    assert_int_equal(run_with(world, &s), 0);
-  }
+  for (int world = 1; world <= 4; world++) assert_int_equal(cc_fork_rdzv(world, body_exchange, NULL), 0);
 }
 
 /* Rank 0 opens its own listener, after the others have started retrying. */
@@ -141,10 +138,7 @@ static int body_dies(fsLN_rdzv *rv, void *arg) {
   return 0;
 }
 
-static void test_dead_peer(void **state) {
-  setup s = {.body = body_dies};
-  assert_int_equal(run_with(3, &s), 0);
-}
+static void test_dead_peer(void **state) { assert_int_equal(cc_fork_rdzv(3, body_dies, NULL), 0); }
 
 static int body_disagree(fsLN_rdzv *rv, void *arg) {
   char b[8] = {0}, all[16];
@@ -154,10 +148,7 @@ static int body_disagree(fsLN_rdzv *rv, void *arg) {
   return 0;
 }
 
-static void test_disagree(void **state) {
-  setup s = {.body = body_disagree};
-  assert_int_equal(run_with(2, &s), 0);
-}
+static void test_disagree(void **state) { assert_int_equal(cc_fork_rdzv(2, body_disagree, NULL), 0); }
 
 /* Something that is not a rank connects first: rank 0 drops it and goes on. */
 static int stranger_main(int rank, int world, void *arg) {
@@ -210,10 +201,7 @@ static int body_connect(fsLN_rdzv *rv, void *arg) {
 }
 
 static void test_connect_shm(void **state) {
-  for (int world = 1; world <= 4; world++) {
-    setup s = {.body = body_connect};
-    assert_int_equal(run_with(world, &s), 0);
-  }
+  for (int world = 1; world <= 4; world++) assert_int_equal(cc_fork_rdzv(world, body_connect, NULL), 0);
 }
 
 int main(void) {
