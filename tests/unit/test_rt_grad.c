@@ -340,6 +340,34 @@ static void test_meta_rejected(void **state) {
   fsT_release(x);
 }
 
+/* An op that must fail: NULL and a message containing want. */
+static void expect_err(fs_tensor *got, const char *want) {
+  if (got) fail_msg("expected the error \"%s\"", want);
+  if (!strstr(fsT_error(), want)) fail_msg("expected \"%s\", got \"%s\"", want, fsT_error());
+}
+
+/* Every op rejects bad input with a message, never a crash. */
+static void test_bad_inputs(void **state) {
+  int64_t s23[2] = {2, 3}, s3[1] = {3}, s234[3] = {2, 3, 4}, s2[1] = {2};
+  fs_tensor *x = rt_rand("x", -1, 1, 2, s23), *v = rt_rand("v", -1, 1, 1, s3);
+  fs_tensor *x3 = rt_rand("x3", -1, 1, 3, s234), *i2 = fsT_zeros(FS_I64, FS_DEV_CPU, 1, s2);
+  expect_err(fsG_embedding(x, x), "Expected tensor for argument #1 'indices'");
+  expect_err(fsG_layernorm(x3, v, v, 1e-5), "Given normalized_shape=[3], expected input with shape [*, 3]");
+  expect_err(fsG_attention(x3, 2), "attention: expected input [B, T, 3*C]");
+  expect_err(fsG_posemb(x3, x), "PositionalEmbedding(2, 3): expected input [..., T, 3]");
+  int64_t s24[2] = {2, 4};
+  fs_tensor *w24 = rt_rand("w", -1, 1, 2, s24);
+  expect_err(fsG_posemb(x3, w24), "PositionalEmbedding: sequence length 3 exceeds the context 2");
+  fsT_release(w24);
+  expect_err(fsG_cross_entropy(x, v), "expected scalar type Long");
+  expect_err(fsG_cross_entropy(x3, i2), "cross_entropy: logits [2, 3, 4] do not match targets [2]");
+  expect_err(fsG_mse_loss(x, v), "mse_loss: input [2, 3] and target [3] must have the same shape");
+  expect_err(fsG_argmax(x, 2), "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  expect_err(fsG_binary(FSB_ADD, x, x3),
+             "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1");
+  fsT_release(x); fsT_release(v); fsT_release(x3); fsT_release(i2);
+}
+
 /* A failed check longjmps out of gradcheck with grad mode off. */
 static int reset_grad_mode(void **state) {
   fsG_set_grad_enabled(true);
@@ -365,6 +393,7 @@ int main(void) {
     cmocka_unit_test_setup(test_no_grad, reset_grad_mode),
     cmocka_unit_test_setup(test_compare_and_item, reset_grad_mode),
     cmocka_unit_test_setup(test_meta_rejected, reset_grad_mode),
+    cmocka_unit_test_setup(test_bad_inputs, reset_grad_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
