@@ -360,9 +360,12 @@ static void init_range(const fsB_backend *be, const fs_module *m, int index, uin
   }
 }
 
-void fsM_init_param(const fs_module *owner, int index, const char *name,
-                    uint64_t seed, float *dst, size_t offset, size_t n) {
-  init_range(&fsB_cpu, owner, index, fsR_key(seed, name), dst, offset, n);
+int fsM_init_param(const fs_module *owner, int index, const char *name, uint64_t seed,
+                   fs_device dev, float *dst, size_t offset, size_t n) {
+  const fsB_backend *be = fsB_get(dev);
+  if (!be) return -1;
+  init_range(be, owner, index, fsR_key(seed, name), dst, offset, n);
+  return 0;
 }
 
 typedef struct { fs_device dev; uint64_t seed; enum { MAT, EMPTY, RESET } what; } init_ctx;

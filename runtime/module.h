@@ -114,13 +114,13 @@ int fsM_materialize(fs_module *m, fs_device dev, uint64_t seed);
 int fsM_to_empty(fs_module *m, fs_device dev);
 /* Re-runs every module's reset_parameters (parameters must have storage). */
 int fsM_reset_parameters(fs_module *m, uint64_t seed);
-/* One parameter's initial values [offset, offset + n) into dst (cpu floats):
- * the per-module reset_parameters rule (Linear U(-1/sqrt(in), 1/sqrt(in)),
- * Embedding and PositionalEmbedding N(0,1), LayerNorm weight 1 bias 0),
- * keyed by the full state-dict name.  This is what an FSDP rank calls for
- * its shard. */
-void fsM_init_param(const fs_module *owner, int index, const char *name,
-                    uint64_t seed, float *dst, size_t offset, size_t n);
+/* One parameter's initial values [offset, offset + n) into dst, floats on
+ * device dev: the per-module reset_parameters rule (Linear U(-1/sqrt(in),
+ * 1/sqrt(in)), Embedding and PositionalEmbedding N(0,1), LayerNorm weight 1
+ * bias 0), keyed by the full state-dict name.  This is what an FSDP rank
+ * calls for its shard.  -1 + fsT_error when dev has no backend. */
+int fsM_init_param(const fs_module *owner, int index, const char *name, uint64_t seed,
+                   fs_device dev, float *dst, size_t offset, size_t n);
 
 /* model(x): runs the forward pass, recording on the autograd tape unless
  * fsG_no_grad is on.  Returns a new reference, or NULL + fsT_error (shape

@@ -191,8 +191,9 @@ static void test_materialize_slices(void **state) {
     assert_non_null(t->data);
     size_t cnt = (size_t)t->numel, cut = cnt / 3 | 1; /* an odd split point */
     float *buf = malloc(cnt * sizeof *buf);
-    fsM_init_param(ps[i].owner, ps[i].index, ps[i].name, 42, buf, 0, cut);
-    fsM_init_param(ps[i].owner, ps[i].index, ps[i].name, 42, buf + cut, cut, cnt - cut);
+    assert_int_equal(fsM_init_param(ps[i].owner, ps[i].index, ps[i].name, 42, FS_DEV_CPU, buf, 0, cut), 0);
+    assert_int_equal(fsM_init_param(ps[i].owner, ps[i].index, ps[i].name, 42, FS_DEV_CPU, buf + cut,
+                                    cut, cnt - cut), 0);
     assert_true(hash_floats(buf, cnt, 1) == hash_floats(fsT_f32(t), cnt, 1));
     free(buf);
   }
