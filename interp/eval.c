@@ -11,7 +11,7 @@
 #include "format.h"
 
 fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...) {
-  if (E->reported) return NULL;
+  if (E->reported || E->halt) return NULL;
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -730,6 +730,11 @@ static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
     fsV_release(item);
     fl = rc < 0 ? FSE_ERROR : fsE_exec_block(E, s->kids[2]);
     if (fl == FSE_CONTINUE) fl = FSE_OK;
+    if (fl == FSE_OK && fsE_interrupt) { /* every loop is a for: the one place to look */
+      fsE_interrupt = 0;
+      fsE_error(E, s->loc, "KeyboardInterrupt");
+      fl = FSE_ERROR;
+    }
   }
   if (fl == FSE_BREAK) fl = FSE_OK;
   fsE_iter_end(&it);
@@ -881,33 +886,83 @@ fsE_flow fsE_exec_block(fsE_ctx *E, const fs_node *b) {
 
 /* ---- entry point --------------------------------------------------------------- */
 
-int fsE_run(const fs_source *src, const fs_node *ast, const fsE_options *opt, fs_diags *diags) {
-  fsE_ctx E = {.src = src, .diags = diags, .opt = opt, .out = opt->out ? opt->out : stdout,
-               .device = FS_DEV_CPU};
-  E.globals = fsV_dict();
-  E.builtins = fsV_dict();
-  E.defines = calloc(opt->ndefines + 1, sizeof *E.defines);
-  if (!E.globals || !E.builtins || !E.defines) {
-    fsD_add(diags, FS_SEV_ERROR, "runtime", NULL, (fs_loc){0, 0}, "out of memory");
-    E.status = 3;
-    goto done;
+/* A session keeps one context across entries: the REPL runs each accepted
+ * entry in the globals the earlier ones left. */
+struct fsE_session {
+  fsE_ctx E;
+};
+
+volatile sig_atomic_t fsE_interrupt;
+
+fsE_session *fsE_session_new(const fsE_options *opt) {
+  fsE_session *S = calloc(1, sizeof *S);
+  if (!S) return NULL;
+  fsE_ctx *E = &S->E;
+  *E = (fsE_ctx){.opt = opt, .out = opt->out ? opt->out : stdout, .device = FS_DEV_CPU};
+  E->globals = fsV_dict();
+  E->builtins = fsV_dict();
+  E->defines = calloc(opt->ndefines + 1, sizeof *E->defines);
+  if (!E->globals || !E->builtins || !E->defines) {
+    fsE_session_free(S);
+    return NULL;
   }
   for (size_t i = 0; i < opt->ndefines; i++) {
     const char *d = opt->defines[i], *eq = strchr(d, '=');
-    E.defines[i] = (fsE_define){d, eq ? (size_t)(eq - d) : strlen(d), eq ? eq + 1 : ""};
+    E->defines[i] = (fsE_define){d, eq ? (size_t)(eq - d) : strlen(d), eq ? eq + 1 : ""};
   }
-  E.ndefines = opt->ndefines;
-  fsE_flow fl = fsE_exec_block(&E, ast);
-  if (fl == FSE_BREAK || fl == FSE_CONTINUE)
-    fsE_error(&E, ast->loc, "'break' or 'continue' outside a loop");
-done:
-  fsV_release(E.retval);
-  fsV_release(E.fabric);
-  fsV_release(E.globals);
-  fsV_release(E.builtins);
-  free(E.defines);
-  free(E.stack);
-  free(E.call_sites);
-  fflush(E.out);
-  return E.status;
+  E->ndefines = opt->ndefines;
+  return S;
+}
+
+int fsE_session_exec(fsE_session *S, const fs_source *src, fs_node *const *stmts, size_t n,
+                     fs_diags *diags, int echo) {
+  fsE_ctx *E = &S->E;
+  E->src = src;
+  E->diags = diags;
+  E->status = 0;
+  E->reported = false;
+  for (size_t i = 0; i < n && E->status == 0 && !E->halt; i++) {
+    const fs_node *s = stmts[i];
+    if (echo && s->kind == FS_N_EXPR) {
+      fs_value *v = eval(E, s->kids[0]);
+      if (!v) { failed(E, s->loc); break; }
+      if (v->type != FSV_NONE) {
+        char *r = fsV_repr(v);
+        if (r) fprintf(E->out, "%s\n", r);
+        free(r);
+      }
+      fsV_release(v);
+      continue;
+    }
+    fsE_flow fl = exec(E, s);
+    if (fl == FSE_BREAK || fl == FSE_CONTINUE)
+      fsE_error(E, s->loc, "'break' or 'continue' outside a loop");
+    if (fl != FSE_OK && E->status == 0) E->status = 1;
+  }
+  fflush(E->out);
+  return E->halt ? E->halt_status : E->status;
+}
+
+void fsE_session_free(fsE_session *S) {
+  if (!S) return;
+  fsE_ctx *E = &S->E;
+  fsV_release(E->retval);
+  fsV_release(E->fabric);
+  fsV_release(E->globals);
+  fsV_release(E->builtins);
+  free(E->defines);
+  free(E->stack);
+  free(E->call_sites);
+  free(S);
+}
+
+int fsE_run(const fs_source *src, const fs_node *ast, const fsE_options *opt, fs_diags *diags) {
+  fsE_session *S = fsE_session_new(opt);
+  if (!S) {
+    fsD_add(diags, FS_SEV_ERROR, "runtime", NULL, (fs_loc){0, 0}, "out of memory");
+    return 3;
+  }
+  int status = fsE_session_exec(S, src, ast->kids, ast->nkids, diags, 0);
+  fsE_session_free(S);
+  return status;
 }

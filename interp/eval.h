@@ -5,6 +5,7 @@
 #ifndef FS_EVAL_H
 #define FS_EVAL_H
 
+#include <signal.h>
 #include <stdio.h>
 #include "ast.h"
 #include "diag.h"
@@ -22,6 +23,21 @@ typedef struct fsE_options {
  * 2 a -D value does not parse for its param() (usage error), 3 system
  * failure (out of memory). (An unused -D name is the checker's warning.) */
 int fsE_run(const fs_source *src, const fs_node *ast, const fsE_options *opt, fs_diags *diags);
+
+/* A persistent run for the REPL: entries execute one after another in the
+ * same globals. fsE_session_exec runs stmts[0..n) of src (src may grow from
+ * entry to entry, as the REPL's session text does) and, with echo, prints
+ * the repr of an expression statement's value unless it is None. Returns as
+ * fsE_run; the session survives a failed entry. */
+typedef struct fsE_session fsE_session;
+fsE_session *fsE_session_new(const fsE_options *opt); /* NULL: out of memory */
+int fsE_session_exec(fsE_session *S, const fs_source *src, fs_node *const *stmts, size_t n,
+                     fs_diags *diags, int echo);
+void fsE_session_free(fsE_session *S);
+
+/* Set from a signal handler (Ctrl-C in the REPL): a running loop stops at
+ * its next iteration with a "KeyboardInterrupt" error. */
+extern volatile sig_atomic_t fsE_interrupt;
 
 /* ---- for builtins and runtime glue ------------------------------------- */
 

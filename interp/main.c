@@ -103,6 +103,15 @@ static int front(const fs_cli *cli, const char *path, fs_source **src, fs_node *
   return fsD_has_errors(diags) ? EXIT_SCRIPT : 0;
 }
 
+static fsE_options eval_options(const fs_cli *cli) {
+  return (fsE_options){
+    .defines = cli->defines, .ndefines = cli->ndefines,
+    .accelerator = cli->overrides.accelerator, .strategy = cli->overrides.strategy,
+    .devices = cli->overrides.devices, .num_nodes = cli->overrides.num_nodes,
+    .precision = cli->overrides.precision, .out = stdout,
+  };
+}
+
 static int check_files(fs_cli *cli, char **paths, int npaths) {
   int status = 0;
   for (int i = 0; i < npaths; i++) {
@@ -130,12 +139,7 @@ static int run_file(fs_cli *cli, const char *path) {
   if (status == 0) {
     fs_diags run;
     fsD_init(&run);
-    fsE_options eo = {
-      .defines = cli->defines, .ndefines = cli->ndefines,
-      .accelerator = cli->overrides.accelerator, .strategy = cli->overrides.strategy,
-      .devices = cli->overrides.devices, .num_nodes = cli->overrides.num_nodes,
-      .precision = cli->overrides.precision, .out = stdout,
-    };
+    fsE_options eo = eval_options(cli);
     status = fsE_run(src, ast, &eo, &run);
     fflush(stdout);
     fsD_render_all(stderr, &run, &cli->render);
@@ -200,24 +204,32 @@ static int fix_file(fs_cli *cli, const char *path) {
   return status;
 }
 
-static int repl_exec(void *ud, const fs_source *src, fs_node *const *stmts, size_t n, fs_diags *diags) {
-  (void)ud;
-  if (n == 0) return 0;
-  fsD_add(diags, FS_SEV_ERROR, "runtime", src, stmts[0]->loc,
-          "running statements is not available in this build yet (the evaluator is not linked in)");
-  return 1;
-}
+typedef struct repl_state {
+  fs_cli *cli;
+  fsE_options eval_opt;
+  fsE_session *session;
+} repl_state;
 
 static void repl_check(void *ud, const fs_source *src, const fs_node *ast, fs_diags *diags) {
   fsC_options o;
-  checker_options(ud, &o);
+  checker_options(((repl_state *)ud)->cli, &o);
   fsC_check(src, ast, &o, diags);
 }
 
+static int repl_exec(void *ud, const fs_source *src, fs_node *const *stmts, size_t n, fs_diags *diags) {
+  repl_state *R = ud;
+  return fsE_session_exec(R->session, src, stmts, n, diags, 1);
+}
+
 static int repl(fs_cli *cli) {
-  fsRP_engine engine = {.ud = cli, .check = repl_check, .exec = repl_exec};
+  repl_state R = {.cli = cli, .eval_opt = eval_options(cli)};
+  R.session = fsE_session_new(&R.eval_opt);
+  if (!R.session) return EXIT_SYSTEM;
+  fsRP_engine engine = {.ud = &R, .check = repl_check, .exec = repl_exec};
   fsRP_options opt = {.render = cli->render, .engine = &engine, .history_path = getenv("FABRICSCRIPT_HISTORY")};
-  return fsRP_main(&opt);
+  int status = fsRP_main(&opt);
+  fsE_session_free(R.session);
+  return status;
 }
 
 int main(int argc, char **argv) {

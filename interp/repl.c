@@ -1,7 +1,8 @@
 /* repl.c -- the interactive session. The session is the text of every
  * accepted entry; a new entry is parsed and checked as the continuation of
  * that text (so its diagnostics are those `fabricscript check` gives the
- * saved session), and only then run. libedit's callback interface lets a
+ * saved session); an entry with an error is dropped, a clean one is kept and
+ * run. libedit's callback interface lets a
  * select() loop see Ctrl-C at the prompt, as Python's REPL does. */
 #define _POSIX_C_SOURCE 200809L
 #include "repl.h"
@@ -18,14 +19,15 @@
 #include <editline/readline.h>
 
 #include "config.h"
+#include "eval.h"
 #include "lex.h"
 #include "signatures.h"
 
-volatile int fsRP_interrupted;
-
+/* One flag for both places Ctrl-C can land: the prompt (here) and a running
+ * statement (the evaluator's loops). */
 static void on_sigint(int sig) {
   (void)sig;
-  fsRP_interrupted = 1;
+  fsE_interrupt = 1;
 }
 
 /* --- growable text ------------------------------------------------------- */
@@ -132,13 +134,16 @@ static int submit(session *S, const char *text, size_t len) {
   fsD_sort(&shown);
   fsD_render_all(stderr, &shown, &S->opt->render);
   int ok = !fsD_has_errors(&shown) && !nerrors;
+  /* An entry that passed the check is part of the session even if it fails
+   * while running: what it did before failing (an interrupted training loop)
+   * stays done, and later entries are checked knowing it. */
   if (ok && E && E->exec) {
     size_t first = 0;
     while (first < ast->nkids && ast->kids[first]->loc.start < base) first++;
     fs_diags run;
     fsD_init(&run);
-    fsRP_interrupted = 0;
-    if (E->exec(E->ud, src, ast->kids + first, ast->nkids - first, &run) != 0) ok = 0;
+    fsE_interrupt = 0;
+    E->exec(E->ud, src, ast->kids + first, ast->nkids - first, &run);
     fsD_render_all(stderr, &run, &S->opt->render);
     fsD_free(&run);
   }
@@ -398,7 +403,10 @@ int fsRP_main(const fsRP_options *opt) {
   using_history();
   if (history) read_history(history);
   rl_attempted_completion_function = complete;
-  rl_completer_word_break_characters = " \t\n()[]{},.=+-*/%<>:";
+  /* libedit reads the basic set; readline the completer one. */
+  static char word_breaks[] = " \t\n()[]{},.=+-*/%<>:";
+  rl_basic_word_break_characters = word_breaks;
+  rl_completer_word_break_characters = word_breaks;
   struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint; /* no SA_RESTART: select() must return EINTR */
@@ -412,8 +420,8 @@ int fsRP_main(const fsRP_options *opt) {
     FD_SET(STDIN_FILENO, &in);
     int r = select(STDIN_FILENO + 1, &in, NULL, NULL, NULL);
     if (r < 0 && errno == EINTR) {
-      if (!fsRP_interrupted) continue;
-      fsRP_interrupted = 0;
+      if (!fsE_interrupt) continue;
+      fsE_interrupt = 0;
       rl_callback_handler_remove();
       S.pending.n = 0;
       fputs("\nKeyboardInterrupt\n", stdout);

@@ -29,9 +29,6 @@ typedef struct fsRP_options {
 /* Runs the session on the terminal until :quit or Ctrl-D; returns the exit status. */
 int fsRP_main(const fsRP_options *opt);
 
-/* Set by SIGINT while the session runs: long-running statements poll it. */
-extern volatile int fsRP_interrupted;
-
 /* --- pure helpers, exposed for tests ------------------------------------- */
 
 /* Whether `text` (the lines of one entry so far) needs more lines: open

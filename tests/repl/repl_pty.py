@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""repl_pty.py FABRICSCRIPT -- drives the interactive session through a
+pseudo-terminal, as a person at a keyboard would, and checks what it shows:
+completion, a multi-line model, the seed's error and recovery, history across
+two sessions, Ctrl-C. Prints `N passed, N failed`; exits 1 on any failure."""
+import os, pty, re, select, signal, sys, tempfile, time
+
+BIN = os.path.abspath(sys.argv[1])
+R36 = ("The optimizer has references to the model's meta-device parameters. Materializing them "
+       "is is currently not supported unless you to set up the model and optimizer(s) separately.")
+
+
+class Session:
+    def __init__(self, history):
+        env = dict(os.environ, FABRICSCRIPT_HISTORY=history, TERM="xterm", NO_COLOR="1")
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execve(BIN, [BIN, "--gpus=1"], env)
+        self.out = b""
+        self.expect(">>> ")
+
+    def read(self, timeout):
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if not r:
+            return False
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:
+            return False
+        self.out += data
+        return bool(data)
+
+    def expect(self, text, timeout=10.0):
+        """Waits until `text` appears after the last match; returns what came before it."""
+        end = time.time() + timeout
+        while text.encode() not in self.out:
+            if time.time() > end or not self.read(end - time.time()):
+                if text.encode() in self.out:
+                    break
+                raise AssertionError(f"timed out waiting for {text!r}; screen so far:\n"
+                                     + self.out.decode(errors="replace")[-2000:])
+        before, _, after = self.out.partition(text.encode())
+        self.out = after
+        return before.decode(errors="replace")
+
+    def send(self, keys):
+        os.write(self.fd, keys.encode())
+
+    def line(self, text):
+        self.send(text + "\r")
+
+    def close(self):
+        try:
+            self.send("\x04")  # Ctrl-D
+            end = time.time() + 5
+            while time.time() < end:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    return status
+                self.read(0.1)
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            raise AssertionError("the session did not end on Ctrl-D")
+        finally:
+            os.close(self.fd)
+
+
+def test_multiline_model_and_completion(hist):
+    s = Session(hist)
+    s.line("model Net(hidden=8):")
+    s.expect("... ")
+    s.line("    fc1 = Linear(4, hidden)")
+    s.expect("... ")
+    s.line("    ReLU()")
+    s.expect("... ")
+    s.line("")
+    s.expect(">>> ")
+    s.line("net = Net()")
+    s.expect(">>> ")
+    s.line("net.num_parameters()")
+    s.expect("40")
+    s.line('fabric = Fabric(accelerator="cpu")')
+    s.expect(">>> ")
+    s.send("fabric.set\t\t")  # ambiguous: the candidates are listed
+    shown = s.expect("setup_optimizers")
+    assert "setup_dataloaders" in shown, f"candidates not listed: {shown!r}"
+    s.send("\x15")  # Ctrl-U: clear the line
+    s.expect(">>> ")
+    # A unique completion, then the rest of the line: it runs only if the
+    # method name was completed in full.
+    s.send("net = fabric.setup_m\t")
+    s.line("(net)")
+    s.line("print('set', 'up')")
+    after = s.expect("set up")
+    assert "error" not in after, f"setup_m<Tab> did not complete to setup_module:\n{after}"
+    s.send("ne\t")  # a name of the session
+    s.line(".num_parameters() + 1")
+    s.expect("41")
+    s.close()
+
+
+def test_seed_error_and_recovery(hist):
+    s = Session(hist)
+    for line in ['fabric = Fabric(strategy="fsdp", accelerator="cuda", devices=1)',
+                 "fabric.launch()"]:
+        s.line(line)
+        s.expect(">>> ")
+    s.line("with fabric.init_module(empty_init=True):")
+    s.expect("... ")
+    s.line("    model = Linear(8, 8)")
+    s.expect("... ")
+    s.line("")
+    s.expect(">>> ")
+    s.line("optimizer = Adam(model.parameters())")
+    s.expect(">>> ")
+    s.line("model, optimizer = fabric.setup(model, optimizer)")
+    shown = s.expect(">>> ")
+    # Line 7: the blank line that ended the `with` block is part of the session.
+    assert "<stdin>:7:20: error: " + R36 in shown.replace("\r", ""), f"no R36 at 7:20:\n{shown}"
+    assert "help: set up the model first" in shown
+    # The rejected line did not run and is not part of the session: the
+    # corrected order passes the check next (running it needs the target's GPU).
+    s.line("model = fabric.setup_module(model)")
+    s.line("optimizer = fabric.setup_optimizers(Adam(model.parameters()))")
+    s.line(":check")
+    after = s.expect("session checks clean")
+    assert "meta-device" not in after, f"the corrected order was rejected:\n{after}"
+    s.close()
+
+
+def test_history_across_sessions(hist):
+    s = Session(hist)
+    s.line("answer = 41 + 1")
+    s.expect(">>> ")
+    s.close()
+    s = Session(hist)
+    s.send("\x1b[A")  # Up: the previous session's line comes back
+    s.expect("answer = 41 + 1")
+    s.send("\r")
+    s.expect(">>> ")
+    s.line("answer")
+    s.expect("42")
+    s.close()
+
+
+def test_ctrl_c(hist):
+    s = Session(hist)
+    s.line("for i in range(1000000000):")
+    s.expect("... ")
+    s.line("    x = i")
+    s.expect("... ")
+    s.line("")
+    time.sleep(0.5)
+    s.send("\x03")  # Ctrl-C interrupts the loop, not the session
+    shown = s.expect(">>> ")
+    assert "KeyboardInterrupt" in shown, f"no KeyboardInterrupt:\n{shown}"
+    s.line("x > 0")
+    s.expect("True")  # the loop's progress stays
+    s.send("half a line")
+    s.send("\x03")  # at the prompt: the line is dropped
+    s.expect("KeyboardInterrupt")
+    s.expect(">>> ")
+    s.line("1 + 41")
+    s.expect("42")
+    s.close()
+
+
+def main():
+    tests = [test_multiline_model_and_completion, test_seed_error_and_recovery,
+             test_history_across_sessions, test_ctrl_c]
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as d:
+        for t in tests:
+            hist = os.path.join(d, t.__name__ + ".history")
+            try:
+                t(hist)
+                print(f"PASS {t.__name__}")
+                passed += 1
+            except Exception as e:  # report and go on: every test is independent
+                print(f"FAIL {t.__name__}: {e}")
+                failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
