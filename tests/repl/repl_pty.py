@@ -165,9 +165,37 @@ def test_ctrl_c(hist):
     s.close()
 
 
+def test_save_and_load(hist):
+    import subprocess
+    d = os.path.dirname(hist)
+    script = os.path.join(d, "session.fab")
+    s = Session(hist)
+    s.line("model Tiny():")
+    s.expect("... ")
+    s.line("    Linear(2, 3)")
+    s.expect("... ")
+    s.line("")
+    s.line("t = Tiny()")
+    s.line("x = t.num_parameters() * 2")
+    s.line("y = nope  # rejected: not part of the session")
+    s.expect("name 'nope' is not defined")
+    s.line(f":save {script}")
+    s.expect("saved")
+    s.close()
+    saved = open(script).read()
+    assert "nope" not in saved and "t = Tiny()" in saved, f"saved session:\n{saved}"
+    r = subprocess.run([BIN, "check", script], capture_output=True, text=True)
+    assert r.returncode == 0, f"fabricscript check rejects the saved session:\n{r.stderr}"
+    s = Session(hist)
+    s.line(f":load {script}")
+    s.line("x + 1")
+    s.expect("19")  # 9 parameters, twice, plus one: the loaded entries ran
+    s.close()
+
+
 def main():
     tests = [test_multiline_model_and_completion, test_seed_error_and_recovery,
-             test_history_across_sessions, test_ctrl_c]
+             test_history_across_sessions, test_ctrl_c, test_save_and_load]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as d:
         for t in tests:
