@@ -5,6 +5,7 @@
 #include "comm.h"
 #include "rendezvous.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -148,6 +149,22 @@ int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root) {
 
 /* --- joining a transport through the rendezvous ---------------------------- */
 
+#define SHM_PREFIX "fabricscript-" /* then the creator's pid, '-', a serial */
+
+void fsCC_shm_sweep(long creator) {
+  char prefix[64];
+  int n = snprintf(prefix, sizeof prefix, SHM_PREFIX "%ld-", creator);
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));)
+    if (!strncmp(e->d_name, prefix, (size_t)n)) {
+      char name[300];
+      snprintf(name, sizeof name, "/%s", e->d_name);
+      shm_unlink(name);
+    }
+  closedir(d);
+}
+
 /* Rank 0's setup result travels with its payload so that a failure there is
  * reported on every rank instead of leaving them waiting. */
 typedef struct cc_hello {
@@ -170,7 +187,7 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
   fsCC_comm *c = NULL;
   if (k.rank == 0) {
     static unsigned serial;
-    snprintf(h.shm_name, sizeof h.shm_name, "/fabricscript-%ld-%u", (long)getpid(), serial++);
+    snprintf(h.shm_name, sizeof h.shm_name, "/" SHM_PREFIX "%ld-%u", (long)getpid(), serial++);
     if (t == FSCC_SHM) {
       c = open_local(&h, t, &k);
       h.ok = c != NULL;
@@ -191,7 +208,10 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
   unsigned char mine = c != NULL, all[FSCC_MAX_WORLD];
   snprintf(why, sizeof why, "%s", fsCC_error());
   if (fsLN_rdzv_allgather(rv, &mine, all, 1) < 0) goto fail;
-  if (t == FSCC_SHM && k.rank == 0) shm_unlink(h.shm_name);
+  if (t == FSCC_SHM) { /* the name goes before any rank returns and may crash */
+    if (k.rank == 0) shm_unlink(h.shm_name);
+    if (fsLN_rdzv_barrier(rv) < 0) goto fail;
+  }
   for (int r = 0; r < k.world; r++)
     if (!all[r]) {
       if (r == k.rank) fsCC_seterr("%s", why);

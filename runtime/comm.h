@@ -98,6 +98,11 @@ int fsCC_op_parse(const char *name);
 typedef struct fsLN_rdzv fsLN_rdzv;
 fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg);
 
+/* Unlinks what fsCC_connect's segments created by process `creator` left in
+ * /dev/shm (it crashed between creating and unlinking): the launcher calls
+ * it for rank 0 once every rank has ended. */
+void fsCC_shm_sweep(long creator);
+
 /* The transports.  shm: `create` makes the segment (O_EXCL) sized for
  * cfg->world ranks; the others attach to it.  nccl: id is an ncclUniqueId. */
 fsCC_comm *fsCC_shm_open(const char *name, bool create, const fsCC_config *cfg);

@@ -248,6 +248,7 @@ static int supervise(sup *s) {
   }
   for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
   for (int i = 0; i < s->ns; i++) free(s->s[i].buf);
+  fsCC_shm_sweep((long)s->pid[0]);
   return outcome(s);
 }
 
@@ -276,8 +277,9 @@ static void become_rank(sup *s, const int *wr, int r, pid_t parent, int lfd, fsL
   if (r > 0) {
     dup2(wr[2 * (r - 1)], 1);
     dup2(wr[2 * (r - 1) + 1], 2);
-    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the relay as printed */
   }
+  /* whole lines, as printed: rank 0's and the relayed ones never split */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   for (int i = 0; i < s->ns; i++) {
     close(s->s[i].fd);
     close(wr[i]);

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -139,7 +141,29 @@ static int body_abort(fsLN_env *env) {
   CC_CHECK(c);
   if (env->rank == 1) abort();
   if (env->rank == 2) signal(SIGTERM, SIG_IGN);
+  if (env->rank == 0) { /* as if killed between creating a segment and unlinking it */
+    char name[64];
+    snprintf(name, sizeof name, "/fabricscript-%ld-%ld", (long)getpid(), (long)getppid());
+    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    CC_CHECK(fd >= 0);
+    close(fd);
+  }
   for (;;) pause();
+}
+
+/* Segments named "fabricscript-*-<this process>" in /dev/shm. */
+static int swept_segments_left(void) {
+  DIR *d = opendir("/dev/shm");
+  char tail[32];
+  int n = 0, tl = snprintf(tail, sizeof tail, "-%ld", (long)getpid());
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t l = strlen(e->d_name);
+    n += !strncmp(e->d_name, "fabricscript-", 13) && l > (size_t)tl &&
+         !strcmp(e->d_name + l - (size_t)tl, tail);
+  }
+  closedir(d);
+  return n;
 }
 
 static void test_abort(void **state) {
@@ -148,6 +172,7 @@ static void test_abort(void **state) {
   assert_non_null(strstr(fsCC_error(), "rank 1 (pid"));
   assert_non_null(strstr(fsCC_error(), "killed by signal 6"));
   assert_non_null(strstr(fsCC_error(), "the other ranks were stopped"));
+  assert_int_equal(swept_segments_left(), 0); /* rank 0's segment was swept */
 }
 
 /* A rank whose collective fails because its peer died exits 1 after that
