@@ -11,6 +11,10 @@
 #include "blas.h"
 #include "nn.h"
 #include "rng.h"
+#include "config.h"
+#ifdef FS_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
 
 /* Large buffers get 2 MiB alignment and transparent huge pages: first-touch
  * page faults dominate materialization otherwise (4 KiB faults ~13 us each). */
@@ -176,6 +180,9 @@ const fsB_backend *fsB_get(fs_device dev) {
   switch (dev) {
   case FS_DEV_CPU: return &fsB_cpu;
   case FS_DEV_META: fsT_seterr("tensors on the meta device have no data"); return NULL;
+#ifdef FS_HAVE_CUDA
+  case FS_DEV_CUDA: return fsCU_backend(); /* NULL + why when there is no device */
+#endif
   default: fsT_seterr("no %s backend in this build", fsT_device_name(dev)); return NULL;
   }
 }

@@ -12,15 +12,14 @@ uint64_t fsR_key(uint64_t seed, const char *name) {
 
 void fsR_uniform_key(float *dst, size_t n, uint64_t key, size_t offset, float lo, float hi) {
   float span = hi - lo;
-  for (size_t i = 0; i < n; i++) dst[i] = lo + span * fsR_u01(key, offset + i);
+  for (size_t i = 0; i < n; i++) dst[i] = fsR_affine(lo, span, fsR_u01(key, offset + i));
 }
 
 /* One Box-Muller pair for pair index j. */
 static void normal_pair(uint64_t key, uint64_t j, float *z0, float *z1) {
-  float u1 = (float)((fsR_bits(key, 2 * j) >> 40) + 1) * 0x1p-24f;
-  float u2 = fsR_u01(key, 2 * j + 1);
+  float u1, a;
+  fsR_pair_inputs(key, j, &u1, &a);
   float r = sqrtf(-2.0f * logf(u1));
-  float a = 6.2831853071795864f * u2;
   *z0 = r * cosf(a);
   *z1 = r * sinf(a);
 }
@@ -30,16 +29,16 @@ void fsR_normal_key(float *dst, size_t n, uint64_t key, size_t offset, float mea
   float z0, z1;
   if (n && (offset & 1)) { /* slice starts on the odd half of a pair */
     normal_pair(key, offset / 2, &z0, &z1);
-    dst[i++] = mean + std * z1;
+    dst[i++] = fsR_affine(mean, std, z1);
   }
   for (; i + 1 < n; i += 2) {
     normal_pair(key, (offset + i) / 2, &z0, &z1);
-    dst[i] = mean + std * z0;
-    dst[i + 1] = mean + std * z1;
+    dst[i] = fsR_affine(mean, std, z0);
+    dst[i + 1] = fsR_affine(mean, std, z1);
   }
   if (i < n) {
     normal_pair(key, (offset + i) / 2, &z0, &z1);
-    dst[i] = mean + std * z0;
+    dst[i] = fsR_affine(mean, std, z0);
   }
 }
 

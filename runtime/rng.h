@@ -18,27 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-static inline uint64_t fsR_mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-#define FSR_GAMMA 0x9e3779b97f4a7c15ULL
+#include "rng_mix.h" /* fsR_mix, fsR_subkey, fsR_bits, fsR_u01 (shared with CUDA) */
 
 /* The stream key of (seed, name); name may be NULL (same as ""). */
 uint64_t fsR_key(uint64_t seed, const char *name);
-/* A key derived from another and a counter (e.g. a dropout call number). */
-static inline uint64_t fsR_subkey(uint64_t key, uint64_t counter) {
-  return fsR_mix(key ^ fsR_mix(counter + FSR_GAMMA));
-}
-static inline uint64_t fsR_bits(uint64_t key, uint64_t i) {
-  return fsR_mix(key + (i + 1) * FSR_GAMMA);
-}
-static inline float fsR_u01(uint64_t key, uint64_t i) {
-  return (float)(fsR_bits(key, i) >> 40) * 0x1p-24f;
-}
-
 /* Elements [offset, offset + n) of the stream, mapped to U(lo, hi) or
  * N(mean, std). */
 void fsR_uniform_key(float *dst, size_t n, uint64_t key, size_t offset, float lo, float hi);

@@ -1,0 +1,387 @@
+/* backend_cuda.cu -- the cuda function table: cudaMalloc'ed buffers, grid-
+ * stride kernels, cuBLAS GEMM (dlopen'ed), the counter-based rng on device.
+ * Layer kernels are in nn_cuda.cu. */
+#include "cuda_common.cuh"
+
+#include <cublas_v2.h> /* types only: the library is dlopen'ed */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+extern "C" {
+#include "rng_mix.h"
+}
+
+int fscu_check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return 0;
+  cudaGetLastError(); /* reported here, so not again by the next call */
+  fsT_seterr("CUDA error in %s: %s", what, cudaGetErrorString(e));
+  return -1;
+}
+
+/* Device memory comes from the device's default stream-ordered pool, which
+ * keeps freed blocks for reuse (as torch's caching allocator does): cudaFree
+ * waits for the whole device, and a training step frees and reallocates the
+ * same sizes every step.  Devices (or drivers) without pools get cudaMalloc. */
+#define FSCU_MAX_DEVICES 64
+static signed char pool_state[FSCU_MAX_DEVICES]; /* 0 unknown, 1 pool, -1 none */
+
+static bool use_pool(void) {
+  int dev = 0, supported = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= FSCU_MAX_DEVICES) return false;
+  if (!pool_state[dev]) {
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    bool ok = cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess &&
+              supported && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess &&
+              cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess;
+    cudaGetLastError(); /* a refused attribute is an answer, not an error */
+    pool_state[dev] = ok ? 1 : -1;
+  }
+  return pool_state[dev] > 0;
+}
+
+void *fscu_scratch(size_t nbytes, const char *what) {
+  void *p = NULL;
+  if (!nbytes) nbytes = 1;
+  cudaError_t e = use_pool() ? cudaMallocAsync(&p, nbytes, 0) : cudaMalloc(&p, nbytes);
+  return fscu_check(e, what) ? NULL : p;
+}
+
+void fscu_scratch_free(void *p) {
+  if (use_pool()) cudaFreeAsync(p, 0);
+  else cudaFree(p);
+}
+
+/* --- devices ------------------------------------------------------------ */
+
+extern "C" int fsCU_device_count(char *err, size_t n) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && count > 0) return count;
+  cudaGetLastError(); /* the failure is ours to report, not pending */
+  const char *why = e == cudaSuccess ? "the driver lists no devices" : cudaGetErrorString(e);
+  if (err && n) {
+    if (e == cudaSuccess || e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+      snprintf(err, n, "no CUDA device: %s -- use accelerator=\"cpu\" or run on a machine "
+               "with an NVIDIA GPU and driver", why);
+    else
+      snprintf(err, n, "CUDA is not usable: %s (error %d) -- use accelerator=\"cpu\"", why, (int)e);
+  }
+  return 0;
+}
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int probe_count;
+static char probe_error[256];
+
+static void probe(void) { probe_count = fsCU_device_count(probe_error, sizeof probe_error); }
+
+extern "C" const fsB_backend *fsCU_backend(void) {
+  pthread_once(&probe_once, probe);
+  if (probe_count > 0) return &fsB_cuda;
+  fsT_seterr("%s", probe_error);
+  return NULL;
+}
+
+extern "C" int fsCU_upload(void *dst, const void *src, size_t nbytes) {
+  return fscu_check(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice), "upload");
+}
+
+extern "C" int fsCU_download(void *dst, const void *src, size_t nbytes) {
+  return fscu_check(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost), "download");
+}
+
+extern "C" int fsCU_sync(void) {
+  return fscu_check(cudaDeviceSynchronize(), "a queued kernel");
+}
+
+/* --- cuBLAS, loaded on the first GEMM ------------------------------------ */
+
+#define FSCU_STR2(x) #x
+#define FSCU_STR(x) FSCU_STR2(x)
+
+typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
+typedef cublasStatus_t (*sgemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                   int, const float *, const float *, int, const float *, int,
+                                   const float *, float *, int);
+typedef cublasStatus_t (*sgemm_batched_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                           int, int, int, const float *, const float *, int,
+                                           long long, const float *, int, long long,
+                                           const float *, float *, int, long long, int);
+typedef const char *(*status_fn)(cublasStatus_t);
+
+static struct {
+  cublasHandle_t handle; /* one per process, on the device current at first use */
+  sgemm_fn sgemm;        /* NULL until loaded, and when loading failed */
+  sgemm_batched_fn sgemm_batched;
+  status_fn status;
+  char error[256];
+} blas;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_load(void) {
+  const char *soname = "libcublas.so." FSCU_STR(CUBLAS_VER_MAJOR);
+  void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(blas.error, sizeof blas.error, "cannot load cuBLAS (%s): %s", soname, dlerror());
+    return;
+  }
+  create_fn create = (create_fn)dlsym(h, "cublasCreate_v2");
+  blas.sgemm = (sgemm_fn)dlsym(h, "cublasSgemm_v2");
+  blas.sgemm_batched = (sgemm_batched_fn)dlsym(h, "cublasSgemmStridedBatched");
+  blas.status = (status_fn)dlsym(h, "cublasGetStatusString");
+  if (!create || !blas.sgemm || !blas.sgemm_batched || !blas.status) {
+    snprintf(blas.error, sizeof blas.error, "%s lacks the cuBLAS v2 GEMM entry points", soname);
+    blas.sgemm = NULL;
+    return;
+  }
+  cublasStatus_t st = create(&blas.handle);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    snprintf(blas.error, sizeof blas.error, "cublasCreate failed: %s", blas.status(st));
+    blas.sgemm = NULL;
+  }
+}
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
+ * operands and the dimensions M and N. */
+int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB,
+              float beta, float *C, int64_t ldc, int64_t sC, int64_t batch) {
+  pthread_once(&blas_once, blas_load);
+  if (!blas.sgemm) {
+    fsT_seterr("%s", blas.error);
+    return -1;
+  }
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
+      ldc > INT32_MAX || batch > INT32_MAX) {
+    fsT_seterr("matrix too large for 32-bit cuBLAS (%lldx%lldx%lld)", (long long)M,
+               (long long)N, (long long)K);
+    return -1;
+  }
+  if (M == 0 || N == 0 || batch == 0) return 0;
+  /* cuBLAS wants every leading dimension >= 1, even of an empty operand */
+  int la = lda > 0 ? (int)lda : 1, lb = ldb > 0 ? (int)ldb : 1;
+  cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasStatus_t st =
+      batch == 1
+          ? blas.sgemm(blas.handle, opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, A, la, &beta,
+                       C, (int)ldc)
+          : blas.sgemm_batched(blas.handle, opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, sB,
+                               A, la, sA, &beta, C, (int)ldc, sC, (int)batch);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    fsT_seterr("cuBLAS sgemm (%lldx%lldx%lld) failed: %s", (long long)M, (long long)N,
+               (long long)K, blas.status(st));
+    return -1;
+  }
+  return fscu_pending("gemm");
+}
+
+static int cuda_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc) {
+  return fscu_gemm(ta, tb, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+/* --- memory --------------------------------------------------------------- */
+
+static void *cuda_alloc(size_t nbytes) { return fscu_scratch(nbytes, "device allocation"); }
+static void cuda_free(void *p, size_t nbytes) { fscu_scratch_free(p); }
+static void cuda_zero(void *p, size_t nbytes) { cudaMemset(p, 0, nbytes); }
+static void cuda_copy(void *dst, const void *src, size_t nbytes) {
+  cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToDevice);
+}
+
+/* --- fills ---------------------------------------------------------------- */
+
+__global__ void fill_k(float *dst, size_t n, float v) {
+  FSCU_FOR(i, n) dst[i] = v;
+}
+
+static void cuda_fill(float *dst, size_t n, float v) {
+  if (n) fill_k<<<fscu_blocks(n), FSCU_THREADS>>>(dst, n, v);
+}
+
+/* dst[i] = element offset + i of the stream, as fsR_uniform_key (bitwise) */
+__global__ void uniform_k(float *dst, size_t n, uint64_t key, size_t offset, float lo, float span) {
+  FSCU_FOR(i, n) dst[i] = fsR_affine(lo, span, fsR_u01(key, offset + i));
+}
+
+static void cuda_fill_uniform(float *dst, size_t n, uint64_t key, size_t offset, float lo, float hi) {
+  if (n) uniform_k<<<fscu_blocks(n), FSCU_THREADS>>>(dst, n, key, offset, lo, hi - lo);
+}
+
+/* One thread per Box-Muller pair j covering [offset, offset + n); a pair may
+ * straddle either end of the slice.  log, sin and cos run in double and round
+ * to float: nearer glibc's logf/sinf/cosf (under 1 ulp) than CUDA's float
+ * versions (up to 2 ulp), so values agree with the cpu's within 2 ulp. */
+__global__ void normal_k(float *dst, size_t n, uint64_t key, size_t offset, float mean, float std) {
+  size_t j0 = offset / 2, pairs = (offset + n - 1) / 2 - j0 + 1;
+  FSCU_FOR(p, pairs) {
+    uint64_t j = j0 + p;
+    float u1, a;
+    fsR_pair_inputs(key, j, &u1, &a);
+    float r = sqrtf(__fmul_rn(-2.0f, (float)log((double)u1)));
+    double s, c;
+    sincos((double)a, &s, &c);
+    size_t i0 = 2 * j - offset; /* wraps for the pair before offset: tested by < n */
+    if (2 * j >= offset) dst[i0] = fsR_affine(mean, std, __fmul_rn(r, (float)c));
+    if (i0 + 1 < n) dst[i0 + 1] = fsR_affine(mean, std, __fmul_rn(r, (float)s));
+  }
+}
+
+static void cuda_fill_normal(float *dst, size_t n, uint64_t key, size_t offset, float mean, float std) {
+  if (n) normal_k<<<fscu_blocks(n / 2 + 1), FSCU_THREADS>>>(dst, n, key, offset, mean, std);
+}
+
+/* --- elementwise ---------------------------------------------------------- */
+
+__global__ void binary_k(fsB_binop op, size_t n, const float *a, size_t sa, const float *b,
+                         size_t sb, float *out) {
+  FSCU_FOR(i, n) {
+    float x = a[i * sa], y = b[i * sb];
+    out[i] = op == FSB_ADD ? x + y : op == FSB_SUB ? x - y : op == FSB_MUL ? x * y : x / y;
+  }
+}
+
+static void cuda_binary(fsB_binop op, size_t n, const float *a, size_t sa, const float *b,
+                        size_t sb, float *out) {
+  if (n) binary_k<<<fscu_blocks(n), FSCU_THREADS>>>(op, n, a, sa, b, sb, out);
+}
+
+__global__ void axpy_k(size_t n, float alpha, const float *x, float *y) {
+  FSCU_FOR(i, n) y[i] += alpha * x[i];
+}
+
+static void cuda_axpy(size_t n, float alpha, const float *x, float *y) {
+  if (n) axpy_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x, y);
+}
+
+__global__ void scale_k(size_t n, float alpha, float *x) {
+  FSCU_FOR(i, n) x[i] *= alpha;
+}
+
+static void cuda_scale(size_t n, float alpha, float *x) {
+  if (n) scale_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x);
+}
+
+__global__ void clamp_k(size_t n, float lo, float hi, float *x) {
+  FSCU_FOR(i, n) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+}
+
+static void cuda_clamp(size_t n, float lo, float hi, float *x) {
+  if (n) clamp_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, lo, hi, x);
+}
+
+/* --- reductions (double accumulation, as the cpu's) ----------------------- */
+
+struct load_f32 {
+  const float *x;
+  __device__ double operator()(size_t i) const { return x[i]; }
+};
+struct load_sq {
+  const float *x;
+  __device__ double operator()(size_t i) const { return (double)x[i] * x[i]; }
+};
+struct load_abs {
+  const float *x;
+  __device__ float operator()(size_t i) const { return fabsf(x[i]); }
+};
+/* max that keeps a NaN once seen, as the cpu's absmax */
+struct nan_max {
+  __device__ float operator()(float a, float b) const { return isnan(a) || a >= b ? a : b; }
+};
+
+static double cuda_sum(size_t n, const float *x) {
+  double r;
+  return fscu_reduce(n, load_f32{x}, fscu_add{}, 0.0, &r, "sum") ? NAN : r;
+}
+
+static double cuda_sumsq(size_t n, const float *x) {
+  double r;
+  return fscu_reduce(n, load_sq{x}, fscu_add{}, 0.0, &r, "sumsq") ? NAN : r;
+}
+
+static float cuda_absmax(size_t n, const float *x) {
+  float r;
+  return fscu_reduce(n, load_abs{x}, nan_max{}, 0.0f, &r, "absmax") ? NAN : r;
+}
+
+/* --- optimizers (the cpu's update rules and float rounding of scalars) ---- */
+
+__global__ void sgd_k(size_t n, float *p, const float *g, float *buf, bool first, bool momentum,
+                      bool wd, float flr, float fmom, float fdamp, float fwd, bool nesterov) {
+  FSCU_FOR(i, n) {
+    float d = wd ? g[i] + fwd * p[i] : g[i];
+    if (momentum) {
+      buf[i] = first ? d : buf[i] * fmom + fdamp * d;
+      d = nesterov ? d + fmom * buf[i] : buf[i];
+    }
+    p[i] += flr * d;
+  }
+}
+
+static void cuda_sgd_update(size_t n, float *p, const float *g, float *buf, bool first, double lr,
+                            double momentum, double dampening, double wd, bool nesterov) {
+  if (n)
+    sgd_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, p, g, buf, first, momentum != 0, wd != 0,
+                                            (float)-lr, (float)momentum, (float)(1 - dampening),
+                                            (float)wd, nesterov);
+}
+
+__global__ void adam_k(size_t n, float *p, const float *g, float *m, float *v, bool decoupled,
+                       bool wd, float neg_step, float bc2_sqrt, float eps, float decay, float fwd,
+                       float b1, float b2, float c1, float c2) {
+  FSCU_FOR(i, n) {
+    float gi = g[i];
+    if (decoupled) p[i] *= decay;
+    else if (wd) gi += fwd * p[i];
+    m[i] = m[i] * b1 + c1 * gi;
+    v[i] = v[i] * b2 + c2 * (gi * gi);
+    p[i] += neg_step * (m[i] / (sqrtf(v[i]) / bc2_sqrt + eps));
+  }
+}
+
+static void cuda_adam_update(size_t n, float *p, const float *g, float *m, float *v, double lr,
+                             double beta1, double beta2, double eps, double wd, bool decoupled,
+                             int64_t step) {
+  double bc1 = 1 - pow(beta1, (double)step), bc2 = 1 - pow(beta2, (double)step);
+  if (n)
+    adam_k<<<fscu_blocks(n), FSCU_THREADS>>>(
+        n, p, g, m, v, decoupled, wd != 0, (float)(-lr / bc1), (float)sqrt(bc2), (float)eps,
+        (float)(1 - lr * wd), (float)wd, (float)beta1, (float)beta2, (float)(1 - beta1),
+        (float)(1 - beta2));
+}
+
+/* --- bfloat16 (fsT_f32_to_bf16's rounding, bit for bit) ------------------- */
+
+__global__ void to_bf16_k(uint16_t *dst, const float *src, size_t n) {
+  FSCU_FOR(i, n) {
+    uint32_t u = __float_as_uint(src[i]);
+    if ((u & 0x7fffffffu) > 0x7f800000u) dst[i] = (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    else dst[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);         /* half to even */
+  }
+}
+
+__global__ void from_bf16_k(float *dst, const uint16_t *src, size_t n) {
+  FSCU_FOR(i, n) dst[i] = __uint_as_float((uint32_t)src[i] << 16);
+}
+
+extern "C" int fsCU_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
+  if (n) to_bf16_k<<<fscu_blocks(n), FSCU_THREADS>>>(dst, src, n);
+  return fscu_pending("f32_to_bf16");
+}
+
+extern "C" int fsCU_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
+  if (n) from_bf16_k<<<fscu_blocks(n), FSCU_THREADS>>>(dst, src, n);
+  return fscu_pending("bf16_to_f32");
+}
+
+extern "C" const fsB_backend fsB_cuda = {
+  "cuda",
+  cuda_alloc, cuda_free, cuda_zero, cuda_copy,
+  cuda_fill, cuda_fill_uniform, cuda_fill_normal,
+  cuda_gemm, cuda_binary, cuda_axpy, cuda_scale,
+  cuda_clamp, cuda_sum, cuda_sumsq, cuda_absmax,
+  cuda_sgd_update, cuda_adam_update,
+  &fsN_cuda,
+};
