@@ -2,6 +2,7 @@
  * validations. Message texts are Fabric's, byte for byte (fabric-rules.md),
  * typos and double spaces included; "Source" lines there name the origin. */
 #include "fabric.h"
+#include "value.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -19,34 +20,11 @@ static void *fsF_xrealloc(void *p, size_t n) {
   return q;
 }
 
-typedef struct sbuf { char *p; size_t n, cap; } sbuf;
-
-static void sb_vput(sbuf *b, const char *fmt, va_list ap) {
-  va_list cp;
-  va_copy(cp, ap);
-  int k = vsnprintf(NULL, 0, fmt, cp);
-  va_end(cp);
-  if (k < 0) return;
-  if (b->n + (size_t)k + 1 > b->cap) {
-    b->cap = (b->n + (size_t)k + 1) * 2;
-    b->p = fsF_xrealloc(b->p, b->cap);
-  }
-  vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
-  b->n += (size_t)k;
-}
-
-static void sb_put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_put(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sb_vput(b, fmt, ap);
-  va_end(ap);
-}
-
-/* The text built so far; never NULL. */
-static char *sb_take(sbuf *b) {
-  if (!b->p) { b->p = fsF_xrealloc(NULL, 1); b->p[0] = 0; }
-  return b->p;
+/* Text is built in value.c's growing string; out of memory ends the process. */
+static char *buf_take(fsV_buf *b) {
+  char *s = fsV_buf_take(b);
+  if (!s) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  return s;
 }
 
 /* ---- issues ------------------------------------------------------------ */
@@ -75,9 +53,13 @@ static void vadd(fsF_issues *iss, fs_severity sev, const char *rule, const char 
     iss->cap = iss->cap ? iss->cap * 2 : 4;
     iss->items = fsF_xrealloc(iss->items, iss->cap * sizeof *iss->items);
   }
-  sbuf b = {0};
-  sb_vput(&b, fmt, ap);
-  iss->items[iss->n++] = (fsF_issue){rule, sev, sb_take(&b), help};
+  va_list cp;
+  va_copy(cp, ap);
+  int k = vsnprintf(NULL, 0, fmt, cp);
+  va_end(cp);
+  char *msg = fsF_xrealloc(NULL, (size_t)(k < 0 ? 0 : k) + 1);
+  vsnprintf(msg, (size_t)(k < 0 ? 0 : k) + 1, fmt, ap);
+  iss->items[iss->n++] = (fsF_issue){rule, sev, msg, help};
 }
 
 /* Adds an error and returns -1, so a check reads `return fail(...)`. */
@@ -102,59 +84,16 @@ static void warn(fsF_issues *iss, const char *rule, const char *help, const char
 
 /* ---- Python reprs ------------------------------------------------------ */
 
-static void sb_repr_str(sbuf *b, const char *s) {
-  char q = strchr(s, '\'') && !strchr(s, '"') ? '"' : '\'';
-  sb_put(b, "%c", q);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == (unsigned char)q || *p == '\\') sb_put(b, "\\%c", *p);
-    else if (*p == '\n') sb_put(b, "\\n");
-    else if (*p == '\t') sb_put(b, "\\t");
-    else if (*p == '\r') sb_put(b, "\\r");
-    else if (*p < 0x20 || *p == 0x7f) sb_put(b, "\\x%02x", *p);
-    else sb_put(b, "%c", *p);
-  }
-  sb_put(b, "%c", q);
+/* Python's reprs are value.c's, so they read the same in every message. */
+static void sb_repr_str(fsV_buf *b, const char *s) {
+  fs_value v = {.refcount = -1, .type = FSV_STR, .u.str = {(char *)s, strlen(s)}};
+  fsV_buf_repr(b, &v);
 }
 
 char *fsF_repr_str(const char *s) {
-  sbuf b = {0};
+  fsV_buf b = {0};
   sb_repr_str(&b, s);
-  return sb_take(&b);
-}
-
-/* repr(float): the shortest digits that round-trip, in Python's layout
- * (fixed notation for exponents -4..15, else d.ddde+XX). */
-static void sb_repr_float(sbuf *b, double x) {
-  if (isnan(x)) { sb_put(b, "nan"); return; }
-  if (isinf(x)) { sb_put(b, x < 0 ? "-inf" : "inf"); return; }
-  char e[40];
-  for (int prec = 0; prec < 17; prec++) {
-    snprintf(e, sizeof e, "%.*e", prec, x);
-    if (strtod(e, NULL) == x) break;
-  }
-  char *ep = strchr(e, 'e');
-  int exp10 = atoi(ep + 1);
-  *ep = 0;
-  char digits[32]; size_t nd = 0;
-  int neg = e[0] == '-';
-  for (char *p = e + neg; *p; p++) if (isdigit((unsigned char)*p)) digits[nd++] = *p;
-  while (nd > 1 && digits[nd - 1] == '0') nd--;
-  digits[nd] = 0;
-  if (neg) sb_put(b, "-");
-  if (exp10 < -4 || exp10 >= 16) {
-    sb_put(b, "%c", digits[0]);
-    if (nd > 1) sb_put(b, ".%s", digits + 1);
-    sb_put(b, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
-  } else if (exp10 < 0) {
-    sb_put(b, "0.");
-    for (int i = -1; i > exp10; i--) sb_put(b, "0");
-    sb_put(b, "%s", digits);
-  } else {
-    for (int i = 0; i <= exp10; i++) sb_put(b, "%c", i < (int)nd ? digits[i] : '0');
-    sb_put(b, ".");
-    if ((int)nd > exp10 + 1) sb_put(b, "%s", digits + exp10 + 1);
-    else sb_put(b, "0");
-  }
+  return buf_take(&b);
 }
 
 static const char *const strategy_module[FSF_CLS__COUNT] = {
@@ -163,37 +102,37 @@ static const char *const strategy_module[FSF_CLS__COUNT] = {
   [FSF_XLA] = "xla", [FSF_SINGLE_XLA] = "single_xla", [FSF_XLA_FSDP] = "xla_fsdp",
 };
 
-static void sb_repr_value(sbuf *b, const fsF_value *v, int as_str) {
+static void sb_repr_value(fsV_buf *b, const fsF_value *v, int as_str) {
   switch (v->kind) {
-  case FSF_UNSET: case FSF_NONE: sb_put(b, "None"); break;
-  case FSF_BOOL: sb_put(b, v->i ? "True" : "False"); break;
-  case FSF_INT: sb_put(b, "%lld", (long long)v->i); break;
-  case FSF_FLOAT: sb_repr_float(b, v->f); break;
-  case FSF_STR: if (as_str) sb_put(b, "%s", v->s); else sb_repr_str(b, v->s); break;
+  case FSF_UNSET: case FSF_NONE: fsV_buf_printf(b, "None"); break;
+  case FSF_BOOL: fsV_buf_printf(b, v->i ? "True" : "False"); break;
+  case FSF_INT: fsV_buf_printf(b, "%lld", (long long)v->i); break;
+  case FSF_FLOAT: { char f[40]; fsV_float_repr(v->f, f, sizeof f); fsV_buf_puts(b, f); break; }
+  case FSF_STR: if (as_str) fsV_buf_printf(b, "%s", v->s); else sb_repr_str(b, v->s); break;
   case FSF_INTLIST:
-    sb_put(b, "[");
-    for (size_t i = 0; i < v->nints; i++) sb_put(b, "%s%lld", i ? ", " : "", (long long)v->ints[i]);
-    sb_put(b, "]");
+    fsV_buf_printf(b, "[");
+    for (size_t i = 0; i < v->nints; i++) fsV_buf_printf(b, "%s%lld", i ? ", " : "", (long long)v->ints[i]);
+    fsV_buf_printf(b, "]");
     break;
   case FSF_STRATEGY:
     /* A fixed address: real Fabric prints the object's, which varies. */
-    sb_put(b, "<lightning.fabric.strategies.%s.%s object at 0x7f0000000000>",
+    fsV_buf_printf(b, "<lightning.fabric.strategies.%s.%s object at 0x7f0000000000>",
            strategy_module[v->strategy.cls], fsF_cls_name(v->strategy.cls));
     break;
-  case FSF_LIST: case FSF_OTHER: sb_put(b, "%s", v->s ? v->s : "<object>"); break;
+  case FSF_LIST: case FSF_OTHER: fsV_buf_printf(b, "%s", v->s ? v->s : "<object>"); break;
   }
 }
 
 char *fsF_value_repr(const fsF_value *v) {
-  sbuf b = {0};
+  fsV_buf b = {0};
   sb_repr_value(&b, v, 0);
-  return sb_take(&b);
+  return buf_take(&b);
 }
 
 char *fsF_value_str(const fsF_value *v) {
-  sbuf b = {0};
+  fsV_buf b = {0};
   sb_repr_value(&b, v, 1);
-  return sb_take(&b);
+  return buf_take(&b);
 }
 
 /* ---- names ------------------------------------------------------------- */
@@ -427,10 +366,10 @@ static int convert_precision(const fsF_value *v, int *prec, char **text, fsF_iss
   return 0;
 }
 
-static void sb_int_list(sbuf *b, const int *ids, int n) {
-  sb_put(b, "[");
-  for (int i = 0; i < n; i++) sb_put(b, "%s%d", i ? ", " : "", ids[i]);
-  sb_put(b, "]");
+static void sb_int_list(fsV_buf *b, const int *ids, int n) {
+  fsV_buf_printf(b, "[");
+  for (int i = 0; i < n; i++) fsV_buf_printf(b, "%s%d", i ? ", " : "", ids[i]);
+  fsV_buf_printf(b, "]");
 }
 
 /* _parse_gpu_ids: R9 against `avail` devices; fills cfg->device_ids. */
@@ -478,16 +417,17 @@ static int parse_gpu_ids(const fsF_value *v, int avail, fsF_config *cfg, fsF_iss
       if (ids[i] == ids[j]) return fail(iss, "R9", H_R9, "Device ID's (GPU) must be unique.");
   for (size_t i = 0; i < n; i++) {
     if (ids[i] >= 0 && ids[i] < avail && n <= FSF_MAX_GPUS) continue;
-    sbuf b = {0};
-    sb_put(&b, "[");
-    for (size_t j = 0; j < n; j++) sb_put(&b, "%s%lld", j ? ", " : "", (long long)ids[j]);
-    sb_put(&b, "]");
+    fsV_buf b = {0};
+    fsV_buf_printf(&b, "[");
+    for (size_t j = 0; j < n; j++) fsV_buf_printf(&b, "%s%lld", j ? ", " : "", (long long)ids[j]);
+    fsV_buf_printf(&b, "]");
     int all[FSF_MAX_GPUS];
     for (int j = 0; j < avail; j++) all[j] = j;
-    sbuf a = {0};
+    fsV_buf a = {0};
     sb_int_list(&a, all, avail);
-    fail(iss, "R9", H_R9, "You requested gpu: %s\n But your machine only has: %s", sb_take(&b), sb_take(&a));
-    free(b.p); free(a.p);
+    char *req = buf_take(&b), *have = buf_take(&a);
+    fail(iss, "R9", H_R9, "You requested gpu: %s\n But your machine only has: %s", req, have);
+    free(req); free(have);
     return -1;
   }
   cfg->devices = (int)n;
@@ -616,14 +556,15 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   if (cfg->accel == FSF_TPU && !m->xla) { fail(iss, "R14", H_XLA, "%s", XLA_MSG); goto out; }
   int avail[4] = {1, m->cuda_gpus > 0, m->mps, m->xla};
   if (!avail[cfg->accel]) {
-    sbuf b = {0};
-    sb_put(&b, "[");
-    for (int i = 0, k = 0; i < 4; i++) if (avail[i]) sb_put(&b, "%s'%s'", k++ ? ", " : "", accel_names[i]);
-    sb_put(&b, "]");
+    fsV_buf b = {0};
+    fsV_buf_printf(&b, "[");
+    for (int i = 0, k = 0; i < 4; i++) if (avail[i]) fsV_buf_printf(&b, "%s'%s'", k++ ? ", " : "", accel_names[i]);
+    fsV_buf_printf(&b, "]");
+    char *avail_text = buf_take(&b);
     fail(iss, "R7", H_ACC,
          "`%s` can not run on your system since the accelerator is not available. The following accelerator(s) is available and can be passed into `accelerator` argument of `Fabric`: %s.",
-         accel_classes[cfg->accel], sb_take(&b));
-    free(b.p);
+         accel_classes[cfg->accel], avail_text);
+    free(avail_text);
     goto out;
   }
   if (parse_devices(dv, m, cfg, iss)) goto out;
@@ -1050,11 +991,11 @@ static int sharded_state(const fsF_fabric *f, const fsF_entry *st, size_t n, int
   return 0;
 }
 
-static void sb_key_set(sbuf *b, const char *const *keys, size_t n) {
-  if (!n) { sb_put(b, "set()"); return; }
-  sb_put(b, "{");
-  for (size_t i = 0; i < n; i++) { if (i) sb_put(b, ", "); sb_repr_str(b, keys[i]); }
-  sb_put(b, "}");
+static void sb_key_set(fsV_buf *b, const char *const *keys, size_t n) {
+  if (!n) { fsV_buf_printf(b, "set()"); return; }
+  fsV_buf_printf(b, "{");
+  for (size_t i = 0; i < n; i++) { if (i) fsV_buf_printf(b, ", "); sb_repr_str(b, keys[i]); }
+  fsV_buf_printf(b, "}");
 }
 
 int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
@@ -1076,12 +1017,13 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
     }
     int rc = 0;
     if (nm) {
-      sbuf a = {0}, b = {0};
+      fsV_buf a = {0}, b = {0};
       sb_key_set(&a, missing, nm);
       sb_key_set(&b, keys, n);
+      char *miss = buf_take(&a), *have = buf_take(&b);
       rc = fail(iss, "R56", "filter only keys of the state", "The filter keys %s are not present in the state keys %s.",
-                sb_take(&a), sb_take(&b));
-      free(a.p); free(b.p);
+                miss, have);
+      free(miss); free(have);
     }
     free(missing); free(keys);
     if (rc) return rc;
@@ -1103,18 +1045,20 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
       "module", "buffer_names", "optimizer", "param_shapes", "lr_scheduler",
       "sparse_tensor_module_names", "skipped_steps", "global_steps", "global_samples",
       "dp_world_size", "mp_world_size", "ds_config", "ds_version"};
-    sbuf b = {0};
+    fsV_buf b = {0};
     for (size_t i = 0; i < n; i++) {
       if ((st[i].kind == FSF_S_MODEL && st[i].model->wrapped) ||
           (st[i].kind == FSF_S_OPTIM && st[i].optim->wrapped)) continue;
       for (size_t j = 0; j < sizeof internal / sizeof internal[0]; j++)
-        if (!strcmp(st[i].key, internal[j])) sb_put(&b, "%s%s", b.n ? ", " : "", st[i].key);
+        if (!strcmp(st[i].key, internal[j])) fsV_buf_printf(&b, "%s%s", b.n ? ", " : "", st[i].key);
     }
-    if (b.n)
+    int collide = b.n > 0;
+    char *keys = buf_take(&b);
+    if (collide)
       warn(iss, "W13", "rename those keys",
            "Your state has keys that collide with DeepSpeed's internal engine state. This could result in your values being overwritten by DeepSpeed. Consider changing the name of these keys to something else: %s",
-           b.p);
-    free(b.p);
+           keys);
+    free(keys);
   }
   if (c->cls == FSF_FSDP) {
     if (has_filter && c->state_dict_sharded)
