@@ -147,6 +147,28 @@ int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root) {
   return fsCC_broadcast(c, t->data, (size_t)t->numel, t->dtype, root);
 }
 
+fs_tensor *fsCC_all_gather_tensor(fsCC_comm *c, fs_tensor *t) {
+  if (check_tensor(c, "all_gather", t) < 0) return NULL;
+  if (t->rank >= FS_MAX_RANK) {
+    fsCC_seterr("all_gather: a rank-%d tensor gathers to more than %d dimensions", t->rank,
+                FS_MAX_RANK);
+    return NULL;
+  }
+  int64_t shape[FS_MAX_RANK];
+  shape[0] = c ? c->world : 1;
+  memcpy(shape + 1, t->shape, (size_t)t->rank * sizeof *shape);
+  fs_tensor *out = fsT_new(t->dtype, t->device, t->rank + 1, shape);
+  if (!out) {
+    fsCC_seterr("all_gather: %s", fsT_error());
+    return NULL;
+  }
+  if (fsCC_all_gather(c, t->data, out->data, (size_t)t->numel, t->dtype) < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return out;
+}
+
 /* --- joining a transport through the rendezvous ---------------------------- */
 
 #define SHM_PREFIX "fabricscript-" /* then the creator's pid, '-', a serial */

@@ -81,6 +81,8 @@ void fsCC_destroy(fsCC_comm *c);                 /* NULL is a no-op */
 /* Whole tensors on the communicator's device (data of numel elements). */
 int fsCC_all_reduce_tensor(fsCC_comm *c, fs_tensor *t, fsCC_op op);
 int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root);
+/* A new tensor [world, *t.shape] of every rank's t (Fabric's all_gather). */
+fs_tensor *fsCC_all_gather_tensor(fsCC_comm *c, fs_tensor *t);
 
 /* Per-rank block of n elements over world ranks, and the padded total. */
 static inline size_t fsCC_shard(size_t n, int world) { return (n + (size_t)world - 1) / (size_t)world; }

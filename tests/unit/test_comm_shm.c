@@ -355,6 +355,29 @@ static int body_bad_args(fsCC_comm *c, void *arg) {
   return 0;
 }
 
+/* Fabric's all_gather: a new [world, *shape] tensor. */
+static int body_gather_tensor(fsCC_comm *c, void *arg) {
+  int64_t shape[FS_MAX_RANK] = {2, 3, 1, 1, 1, 1, 1, 1};
+  fs_tensor *t = fsT_new(FS_I64, FS_DEV_CPU, 2, shape);
+  CC_CHECK(t);
+  for (int64_t i = 0; i < 6; i++) fsT_i64(t)[i] = c->rank * 10 + i;
+  fs_tensor *g = fsCC_all_gather_tensor(c, t);
+  fs_tensor *deep = fsT_new(FS_F32, FS_DEV_CPU, FS_MAX_RANK, shape);
+  fs_tensor *none = deep ? fsCC_all_gather_tensor(c, deep) : NULL;
+  int rc = !g || !deep || none || !strstr(fsCC_error(), "more than 8 dimensions") ||
+           g->rank != 3 || g->shape[0] != c->world || g->shape[1] != 2 || g->shape[2] != 3;
+  for (int64_t i = 0; !rc && i < 6 * c->world; i++) rc = fsT_i64(g)[i] != (i / 6) * 10 + i % 6;
+  fsT_release(t);
+  fsT_release(g);
+  fsT_release(deep);
+  return rc;
+}
+
+static void test_gather_tensor(void **state) {
+  for (int world = 1; world <= 3; world++)
+    assert_int_equal(run(world, SMALL_STAGING, 0, body_gather_tensor, NULL), 0);
+}
+
 static void test_bad_args(void **state) { assert_int_equal(run(2, SMALL_STAGING, 0, body_bad_args, NULL), 0); }
 
 static void test_open_errors(void **state) {
@@ -409,7 +432,7 @@ int main(void) {
       cmocka_unit_test(test_i64_mean),          cmocka_unit_test(test_padded_roundtrip),
       cmocka_unit_test(test_repeatable),        cmocka_unit_test(test_mismatch),
       cmocka_unit_test(test_dead_peer),         cmocka_unit_test(test_timeout),
-      cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_open_errors),
+      cmocka_unit_test(test_gather_tensor),     cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_open_errors),
       cmocka_unit_test(test_op_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,12 +58,21 @@ static void restore(int fd, int saved, const char *path, char *text, size_t len)
   unlink(path);
 }
 
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  assert_non_null(d);
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
 typedef int (*rank_body)(fsLN_env *env);
 
 /* Launch `devices` ranks running body; returns the supervisor's status. */
 static int launch(int devices, rank_body body, captured *cap) {
   char po[] = "/tmp/fslaunch-out-XXXXXX", pe[] = "/tmp/fslaunch-err-XXXXXX";
-  int so = redirect(1, po), se = redirect(2, pe);
+  int fds = open_fds(), so = redirect(1, po), se = redirect(2, pe);
   fsLN_env env;
   int status = -1;
   fsLN_role role = fsLN_launch(devices, &env, &status);
@@ -75,6 +84,7 @@ static int launch(int devices, rank_body body, captured *cap) {
   restore(1, so, po, cap->out, sizeof cap->out);
   restore(2, se, pe, cap->err, sizeof cap->err);
   assert_int_equal(role, FSLN_SUPERVISOR);
+  assert_int_equal(open_fds(), fds); /* the pipes and the rendezvous socket are closed */
   /* every rank was reaped: the test process has no child left */
   assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
   assert_int_equal(errno, ECHILD);
