@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include "ast.h"
 #include "diag.h"
+#include "fabric.h"
 #include "signatures.h"
 #include "value.h"
 
@@ -17,6 +18,10 @@ typedef struct fsE_options {
   /* `fabric run`-style overrides (--accelerator ...), NULL where not given */
   const char *accelerator, *strategy, *devices, *num_nodes, *precision;
   FILE *out;                                   /* print() output; stdout when NULL */
+  /* the machine Fabric(...) resolves against, the check's (--gpus, --assume);
+   * NULL: this machine (fsF_machine_detect) */
+  const fsF_machine *machine;
+  bool emulate_cuda;                           /* --emulate-cuda: accelerator cuda on fsB_cpu */
 } fsE_options;
 
 /* Runs the script. Returns 0 ok, 1 the script failed (diagnostic added),

@@ -27,6 +27,8 @@ typedef struct fs_cli {
   int write; /* fix --write */
   fsF_overrides overrides; /* --strategy ... as `fabric run`'s */
   fsF_machine machine;     /* this machine, or the target given by --gpus/--assume */
+  int gpus_given;          /* --gpus was passed */
+  int emulate_cuda;        /* --emulate-cuda */
 } fs_cli;
 
 static const char usage_text[] =
@@ -43,6 +45,10 @@ static const char usage_text[] =
   "  --gpus=N                      check as if the machine had N visible CUDA GPUs\n"
   "  --assume=LIST                 check as if the machine had these (comma-separated):\n"
   "                                deepspeed, xla, mps, transformer-engine, cli, no-fork\n"
+  "  --emulate-cuda                run accelerator cuda on the CPU backend, one process\n"
+  "                                per rank (GPU scripts on a machine without GPUs);\n"
+  "                                implies --gpus=N for the check (N: --devices, else\n"
+  "                                the number of CPUs) when --gpus is not given\n"
   "  --diagnostics-format=text|json\n"
   "                                how diagnostics are written to stderr\n"
   "  --color=auto|always|never     colour in text diagnostics (default auto)\n"
@@ -109,7 +115,18 @@ static fsE_options eval_options(const fs_cli *cli) {
     .accelerator = cli->overrides.accelerator, .strategy = cli->overrides.strategy,
     .devices = cli->overrides.devices, .num_nodes = cli->overrides.num_nodes,
     .precision = cli->overrides.precision, .out = stdout,
+    .machine = &cli->machine, .emulate_cuda = cli->emulate_cuda,
   };
+}
+
+/* --emulate-cuda without --gpus: as many GPUs as --devices asks for, else
+ * one per CPU (what devices="auto" then gives). */
+static void emulated_gpus(fs_cli *cli) {
+  const char *d = cli->overrides.devices;
+  char *end = NULL;
+  long n = d ? strtol(d, &end, 10) : 0;
+  if (!d || end == d || *end || n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+  cli->machine.cuda_gpus = n < 1 ? 1 : n > FSF_MAX_GPUS ? FSF_MAX_GPUS : (int)n;
 }
 
 static int check_files(fs_cli *cli, char **paths, int npaths) {
@@ -233,13 +250,14 @@ static int repl(fs_cli *cli) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE };
+  enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE, OPT_EMULATE };
   static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"diagnostics-format", required_argument, NULL, OPT_FORMAT},
     {"color", required_argument, NULL, OPT_COLOR},
     {"write", no_argument, NULL, OPT_WRITE},
+    {"emulate-cuda", no_argument, NULL, OPT_EMULATE},
     {NULL, 0, NULL, 0},
   };
   fs_cli cli = {0};
@@ -255,6 +273,7 @@ int main(int argc, char **argv) {
     int used = strcmp(argv[i], "-D") == 0 ? 0
              : fsF_parse_arg(&cli.overrides, &cli.machine, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &err);
     if (used < 0) { status = usage_error("%s", err); goto done; }
+    if (used > 0 && strncmp(argv[i], "--gpus", 6) == 0) cli.gpus_given = 1;
     if (used == 0) {
       argv[kept++] = argv[i];
       if (strcmp(argv[i], "-D") == 0 && i + 1 < argc) argv[kept++] = argv[++i];
@@ -291,9 +310,11 @@ int main(int argc, char **argv) {
       color = optarg;
       break;
     case OPT_WRITE: cli.write = 1; break;
+    case OPT_EMULATE: cli.emulate_cuda = 1; break;
     default: status = EXIT_USAGE; goto done; /* getopt said why */
     }
   }
+  if (cli.emulate_cuda && !cli.gpus_given) emulated_gpus(&cli);
   cli.render.color = strcmp(color, "always") == 0 ||
                      (strcmp(color, "auto") == 0 && isatty(STDERR_FILENO) && getenv("NO_COLOR") == NULL);
   int nargs = argc - optind;
