@@ -199,6 +199,21 @@ static void test_dropout(void **state) {
   release_all(in, 1);
 }
 
+static fs_tensor *f_flatten(fs_tensor **in, const void *ctx) {
+  int64_t shape[2] = {2, 12}; /* Flatten of [2, 3, 4], then a layer that mixes */
+  fs_tensor *v = fsG_reshape(in[0], 2, shape);
+  fs_tensor *out = v ? fsG_act(FSN_TANH, v) : NULL;
+  fsT_release(v);
+  return out;
+}
+
+static void test_flatten(void **state) {
+  int64_t xs[3] = {2, 3, 4};
+  fs_tensor *in[1] = {param("x", 3, xs)};
+  gradcheck(f_flatten, in, 1, NULL, 1e-2, 2e-3);
+  release_all(in, 1);
+}
+
 /* ---- losses ---- */
 
 static fs_tensor *f_ce(fs_tensor **in, const void *ctx) { return fsG_cross_entropy(in[0], (fs_tensor *)ctx); }
@@ -211,6 +226,13 @@ static void test_cross_entropy(void **state) {
   fs_tensor *in[1] = {param("logits", 3, ls)};
   gradcheck(f_ce, in, 1, t, 1e-2, 2e-3);
   release_all(in, 1);
+  int64_t l2[2] = {6, 5}, t1[1] = {6}; /* the [N, C] form */
+  fs_tensor *t6 = fsT_new(FS_I64, FS_DEV_CPU, 1, t1);
+  memcpy(t6->data, v, sizeof v);
+  fs_tensor *in2[1] = {param("logits2", 2, l2)};
+  gradcheck(f_ce, in2, 1, t6, 1e-2, 2e-3);
+  release_all(in2, 1);
+  fsT_release(t6);
   /* value: uniform logits give log(C) */
   int64_t ls2[2] = {2, 4}, ts2[1] = {2};
   fs_tensor *z = fsT_zeros(FS_F32, FS_DEV_CPU, 2, ls2), *t2 = fsT_zeros(FS_I64, FS_DEV_CPU, 1, ts2);
@@ -386,6 +408,7 @@ int main(void) {
     cmocka_unit_test_setup(test_attention, reset_grad_mode),
     cmocka_unit_test_setup(test_attention_causal, reset_grad_mode),
     cmocka_unit_test_setup(test_dropout, reset_grad_mode),
+    cmocka_unit_test_setup(test_flatten, reset_grad_mode),
     cmocka_unit_test_setup(test_cross_entropy, reset_grad_mode),
     cmocka_unit_test_setup(test_mse, reset_grad_mode),
     cmocka_unit_test_setup(test_arithmetic, reset_grad_mode),
