@@ -15,6 +15,8 @@ struct fsG_node {
   int64_t k;            /* op-specific integer (heads, binop) */
   uint64_t key;         /* dropout mask key */
   unsigned mark;        /* topological sort visit stamp */
+  fsG_hook_fn hook;     /* fsG_hook's callback and its argument */
+  void *ud;
 };
 
 static _Thread_local bool grad_enabled = true;
@@ -637,6 +639,25 @@ int fsG_item(const fs_tensor *t, double *out) {
   }
   *out = fsT_get(t, 0);
   return 0;
+}
+
+/* ---- hooks ---- */
+
+static int hook_bw(fsG_node *n, fs_tensor *out) {
+  if (n->hook(n->ud, n->k) < 0) return -1;
+  float *dx;
+  if (grad_buf(n->in[0], &dx)) return -1;
+  if (dx) fsB_of(out)->axpy((size_t)out->numel, 1.0f, fsT_f32(out->grad), dx);
+  return 0;
+}
+
+fs_tensor *fsG_hook(fs_tensor *x, fsG_hook_fn fn, void *ud, int64_t k) {
+  if (!needs_grad(1, &x)) return fsT_retain(x);
+  fs_tensor *out = fsT_view(x, x->rank, x->shape);
+  if (!out || !(out = record(out, hook_bw, 1, &x, NULL, NULL, 0, k))) return NULL;
+  out->node->hook = fn;
+  out->node->ud = ud;
+  return out;
 }
 
 /* ---- backward ---- */

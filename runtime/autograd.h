@@ -26,6 +26,13 @@ int fsG_backward(fs_tensor *loss);
 /* Drops t's node (and with it the references the node holds). */
 void fsG_detach(fs_tensor *t);
 
+/* A hook on the tape: a view of x whose backward first calls fn(ud, k),
+ * then passes its gradient on to x.  FSDP marks a unit's output with it, so
+ * the unit's parameters are gathered again just before its backward.  Grad
+ * mode off or x not requiring grad: a plain new reference to x. */
+typedef int (*fsG_hook_fn)(void *ud, int64_t k);
+fs_tensor *fsG_hook(fs_tensor *x, fsG_hook_fn fn, void *ud, int64_t k);
+
 /* ---- layers ---- x[..., C] etc.; see nn.h for the kernels */
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b);       /* b may be NULL */
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W);                /* idx int64 */
