@@ -327,13 +327,16 @@ static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_
         int inY = st[g->idx] == Y->epoch;
         if (s && inY) continue; /* joined in the first pass */
         const chg *y = inY ? &Y->a[pos[g->idx]] : NULL;
-        const cv *va = &g->val.v;
-        const cobj *oa = &g->val.o;
-        const cv *vb = y ? &y->val.v : &c->slots[g->idx];
-        const cobj *ob = y ? &y->val.o : &c->objs[g->idx];
-        if (s) { const cv *tv = va; va = vb; vb = tv; const cobj *to = oa; oa = ob; ob = to; }
-        if (g->type == TR_SLOT) r.val.v = cv_join(c, va, vb, ra);
-        else r.val.o = cobj_join(oa, ob, ra, rb);
+        /* Only the array of g's type is addressed: the other may not exist yet. */
+        if (g->type == TR_SLOT) {
+          const cv *va = &g->val.v, *vb = y ? &y->val.v : &c->slots[g->idx];
+          if (s) { const cv *tv = va; va = vb; vb = tv; }
+          r.val.v = cv_join(c, va, vb, ra);
+        } else {
+          const cobj *oa = &g->val.o, *ob = y ? &y->val.o : &c->objs[g->idx];
+          if (s) { const cobj *to = oa; oa = ob; ob = to; }
+          r.val.o = cobj_join(oa, ob, ra, rb);
+        }
         write_chg(c, &r);
       }
     }
