@@ -126,13 +126,39 @@ fs_tensor *fsT_retain(fs_tensor *t) {
   return t;
 }
 
-void fsT_release(fs_tensor *t) {
-  if (!t || --t->refcount > 0) return;
+static void destroy(fs_tensor *t) {
   fsG_detach(t);
   fsT_release(t->grad);
   if (t->base) fsT_release(t->base);
   else if (t->data) fsB_get(t->device)->free(t->data, fsT_nbytes(t));
   free(t);
+}
+
+/* Dead tensors are destroyed from a worklist, not by recursion: freeing the
+ * end of a long autograd chain (a loss accumulated over many steps) would
+ * otherwise recurse once per op and overflow the stack. */
+static _Thread_local struct { fs_tensor **v; size_t n, cap; bool draining; } dead;
+
+void fsT_release(fs_tensor *t) {
+  if (!t || --t->refcount > 0) return;
+  if (dead.n == dead.cap) {
+    size_t cap = dead.cap ? 2 * dead.cap : 64;
+    fs_tensor **v = realloc(dead.v, cap * sizeof *v);
+    if (!v) { /* no room to defer: free it here, recursing */
+      destroy(t);
+      return;
+    }
+    dead.v = v;
+    dead.cap = cap;
+  }
+  dead.v[dead.n++] = t;
+  if (dead.draining) return;
+  dead.draining = true;
+  while (dead.n) destroy(dead.v[--dead.n]);
+  dead.draining = false;
+  free(dead.v);
+  dead.v = NULL;
+  dead.cap = 0;
 }
 
 bool fsT_same_shape(const fs_tensor *a, const fs_tensor *b) {

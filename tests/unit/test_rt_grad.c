@@ -303,6 +303,22 @@ static void test_accumulate_and_free(void **state) {
   fsT_release(W);
 }
 
+static void test_long_chain_release(void **state) {
+  /* total = total + w over 300k steps: releasing the end of the chain must
+   * not recurse once per op (stack overflow) */
+  int64_t s[1] = {1};
+  fs_tensor *w = param("w", 1, s), *total = rt_ok(fsT_zeros(FS_F32, FS_DEV_CPU, 1, s));
+  fsT_f32(w)[0] = 0.5f; /* sums stay exact in float */
+  for (int i = 0; i < 300000; i++) {
+    fs_tensor *next = rt_ok(fsG_binary(FSB_ADD, total, w));
+    fsT_release(total);
+    total = next;
+  }
+  assert_true(fsT_f32(total)[0] == 150000.0f);
+  fsT_release(total);
+  fsT_release(w);
+}
+
 static void test_no_grad(void **state) {
   int64_t s[1] = {3};
   fs_tensor *w = param("w", 1, s);
@@ -414,6 +430,7 @@ int main(void) {
     cmocka_unit_test_setup(test_arithmetic, reset_grad_mode),
     cmocka_unit_test_setup(test_accumulate_and_free, reset_grad_mode),
     cmocka_unit_test_setup(test_no_grad, reset_grad_mode),
+    cmocka_unit_test_setup(test_long_chain_release, reset_grad_mode),
     cmocka_unit_test_setup(test_compare_and_item, reset_grad_mode),
     cmocka_unit_test_setup(test_meta_rejected, reset_grad_mode),
     cmocka_unit_test_setup(test_bad_inputs, reset_grad_mode),
