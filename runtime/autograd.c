@@ -40,7 +40,7 @@ void fsG_detach(fs_tensor *t) {
 
 /* ---- helpers ---- */
 
-/* Every input present must hold f32 data on one device. */
+/* Every input present must hold data (not meta), all on one device. */
 static const fsB_backend *check_inputs(const char *op, int n, fs_tensor *const *ts) {
   for (int i = 0; i < n; i++) {
     if (!ts[i]) continue;
