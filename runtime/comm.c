@@ -196,8 +196,7 @@ typedef struct cc_hello {
 } cc_hello;
 
 static fsCC_comm *open_local(const cc_hello *h, fsCC_transport t, const fsCC_config *cfg) {
-  if (t == FSCC_SHM) return fsCC_shm_open(h->shm_name, cfg->rank == 0, cfg);
-  return fsCC_nccl_open(h->nccl_id, cfg);
+  return t == FSCC_SHM ? fsCC_shm_open(h->shm_name, cfg) : fsCC_nccl_open(h->nccl_id, cfg);
 }
 
 fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg) {
@@ -210,12 +209,8 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
   if (k.rank == 0) {
     static unsigned serial;
     snprintf(h.shm_name, sizeof h.shm_name, "/" SHM_PREFIX "%ld-%u", (long)getpid(), serial++);
-    if (t == FSCC_SHM) {
-      c = open_local(&h, t, &k);
-      h.ok = c != NULL;
-    } else {
-      h.ok = fsCC_nccl_unique_id(h.nccl_id) == 0;
-    }
+    h.ok = (t == FSCC_SHM ? fsCC_shm_create(h.shm_name, k.world, k.staging)
+                          : fsCC_nccl_unique_id(h.nccl_id)) == 0;
   }
   char why[512];
   snprintf(why, sizeof why, "%s", fsCC_error());
@@ -225,7 +220,7 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
     else fsCC_seterr("%s", why);
     goto fail;
   }
-  if (!c) c = open_local(&h, t, &k);
+  c = open_local(&h, t, &k);
   /* Every rank learns whether all joined; only then may the name go. */
   unsigned char mine = c != NULL, all[FSCC_MAX_WORLD];
   snprintf(why, sizeof why, "%s", fsCC_error());

@@ -40,7 +40,7 @@ typedef struct fsCC_config {
   int rank, world;
   int local_rank;        /* nccl: the CUDA device this rank uses */
   double timeout;        /* seconds for every wait; <= 0: default */
-  size_t staging;        /* shm: staging bytes per rank (rank 0 decides); 0: default */
+  size_t staging;        /* shm: staging bytes per rank for fsCC_connect to create; 0: default */
 } fsCC_config;
 
 typedef struct fsCC_comm fsCC_comm;
@@ -105,9 +105,12 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
  * it for rank 0 once every rank has ended. */
 void fsCC_shm_sweep(long creator);
 
-/* The transports.  shm: `create` makes the segment (O_EXCL) sized for
- * cfg->world ranks; the others attach to it.  nccl: id is an ncclUniqueId. */
-fsCC_comm *fsCC_shm_open(const char *name, bool create, const fsCC_config *cfg);
+/* The transports.  shm: fsCC_shm_create makes the segment (O_EXCL) for
+ * `world` ranks with `staging` bytes each (0: default), attaching none; each
+ * rank then attaches with fsCC_shm_open (cfg->staging is not used there).
+ * nccl: id is an ncclUniqueId. */
+int fsCC_shm_create(const char *name, int world, size_t staging);
+fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg);
 #define FSCC_NCCL_ID_BYTES 128
 int fsCC_nccl_unique_id(unsigned char id[FSCC_NCCL_ID_BYTES]);
 fsCC_comm *fsCC_nccl_open(const unsigned char id[FSCC_NCCL_ID_BYTES], const fsCC_config *cfg);

@@ -51,7 +51,7 @@ typedef struct shm_header {
   _Atomic uint32_t generation;           /* futex word: bumped as a barrier opens */
   _Atomic uint32_t sleepers;             /* ranks in FUTEX_WAIT: wake only if any */
   _Atomic int32_t aborted;               /* 1 + the rank that failed; 0: none */
-  _Atomic int32_t pid[FSCC_MAX_WORLD];   /* 0 until the rank attaches */
+  _Atomic int32_t pid[FSCC_MAX_WORLD];   /* 0 until the rank attaches, -1 once it left */
   _Atomic uint64_t passed[FSCC_MAX_WORLD]; /* barriers each rank reached */
   shm_desc desc[2][FSCC_MAX_WORLD];      /* by call parity: a slow reader of call
                                             k is safe from call k+1's writes */
@@ -122,29 +122,32 @@ static int wait_all(shm_comm *s, const char *what) {
     return 0;
   }
   double deadline = now() + s->base.timeout;
-  for (unsigned i = 0; atomic_load(&h->generation) == gen; i++) {
-    int32_t ab = atomic_load(&h->aborted);
-    if (ab) {
-      fsCC_seterr("%s: rank %d failed, the collective is abandoned", what, ab - 1);
-      return -1;
-    }
+  for (unsigned i = 0;; i++) {
+    if (atomic_load(&h->generation) != gen) return 0;
     if (i < SPINS) {
       sched_yield();
       continue;
     }
-    for (int r = 0; r < world; r++) {
+    char why[300] = "";
+    int32_t ab = atomic_load(&h->aborted);
+    if (ab) snprintf(why, sizeof why, "rank %d failed, the collective is abandoned", ab - 1);
+    for (int r = 0; r < world && !why[0]; r++) {
       pid_t pid = atomic_load(&h->pid[r]);
-      if (r != s->base.rank && pid > 0 && !alive(pid)) {
-        fsCC_seterr("%s: rank %d (pid %d) died", what, r, (int)pid);
-        return fail(s);
-      }
+      if (r == s->base.rank) continue;
+      if (pid < 0) snprintf(why, sizeof why, "rank %d has finished (it closed its communicator)", r);
+      else if (pid > 0 && !alive(pid)) snprintf(why, sizeof why, "rank %d (pid %d) died", r, (int)pid);
     }
-    if (now() > deadline) {
+    if (!why[0] && now() > deadline) {
       char who[256];
       laggards(s, n, who, sizeof who);
-      fsCC_seterr("%s: timed out after %g s waiting for rank(s) %s", what, s->base.timeout,
-                  who[0] ? who : "?");
-      return fail(s);
+      snprintf(why, sizeof why, "timed out after %g s waiting for rank(s) %s", s->base.timeout,
+               who[0] ? who : "?");
+    }
+    if (why[0]) {
+      /* a rank that is gone now may have passed this barrier first */
+      if (atomic_load(&h->generation) != gen) return 0;
+      fsCC_seterr("%s: %s", what, why);
+      return ab ? -1 : fail(s);
     }
     /* registered before FUTEX_WAIT rechecks the word: a waker that missed
      * the count has already bumped it, so the wait returns at once */
@@ -153,7 +156,6 @@ static int wait_all(shm_comm *s, const char *what) {
     syscall(SYS_futex, &h->generation, FUTEX_WAIT, gen, &ts, NULL, 0);
     atomic_fetch_sub(&h->sleepers, 1);
   }
-  return 0;
 }
 
 /* Publish this rank's call, meet the others, and check that all agree. */
@@ -291,7 +293,7 @@ static int shm_barrier(fsCC_comm *c) {
 static void shm_destroy(fsCC_comm *c) {
   shm_comm *s = (shm_comm *)c;
   if (s->h) {
-    atomic_store(&s->h->pid[c->rank], 0);
+    atomic_store(&s->h->pid[c->rank], -1); /* waiting for this rank is now an error */
     munmap(s->h, s->map_bytes);
   }
   free(s);
@@ -307,90 +309,86 @@ static const fsCC_ops shm_ops = {
     .destroy = shm_destroy,
 };
 
-/* --- opening ---------------------------------------------------------------- */
+/* --- creating and attaching ------------------------------------------------ */
 
-static int map_segment(shm_comm *s, const char *name, bool create, int world, size_t staging) {
-  int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-  if (fd < 0) {
-    fsCC_seterr("shm segment %s: %s", name, strerror(errno));
-    return -1;
-  }
-  struct stat st;
-  size_t bytes = header_bytes() + (size_t)world * staging;
-  if (create ? ftruncate(fd, (off_t)bytes) < 0 : fstat(fd, &st) < 0) {
-    fsCC_seterr("shm segment %s: %s", name, strerror(errno));
-    goto fail;
-  }
-  if (!create) {
-    if ((size_t)st.st_size < header_bytes()) {
-      fsCC_seterr("shm segment %s: %lld bytes is too small to be a fabricscript segment", name,
-                  (long long)st.st_size);
-      goto fail;
-    }
-    bytes = (size_t)st.st_size;
-  }
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    fsCC_seterr("shm segment %s: mmap of %zu bytes: %s", name, bytes, strerror(errno));
-    goto fail;
-  }
-  close(fd);
-  s->h = p;
-  s->map_bytes = bytes;
-  s->slots = (unsigned char *)p + header_bytes();
-  return 0;
-fail:
-  close(fd);
-  if (create) shm_unlink(name);
+static int seg_error(const char *name, int fd, bool unlink_it) {
+  fsCC_seterr("shm segment %s: %s", name, strerror(errno));
+  if (fd >= 0) close(fd);
+  if (unlink_it) shm_unlink(name);
   return -1;
 }
 
-fsCC_comm *fsCC_shm_open(const char *name, bool create, const fsCC_config *cfg) {
+int fsCC_shm_create(const char *name, int world, size_t staging) {
+  if (world < 1 || world > FSCC_MAX_WORLD) {
+    fsCC_seterr("shm: a world of %d is out of range (1..%d)", world, FSCC_MAX_WORLD);
+    return -1;
+  }
+  staging = staging ? staging : FSCC_DEFAULT_STAGING;
+  if (staging < SHM_MIN_STAGING || staging > UINT32_MAX / 2) {
+    fsCC_seterr("shm: staging of %zu bytes is outside %u..%u", staging, SHM_MIN_STAGING,
+                UINT32_MAX / 2);
+    return -1;
+  }
+  staging &= ~(size_t)63; /* slots stay cache-line and element aligned */
+  size_t bytes = header_bytes() + (size_t)world * staging;
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return seg_error(name, -1, false);
+  if (ftruncate(fd, (off_t)bytes) < 0) return seg_error(name, fd, true);
+  shm_header *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (h == MAP_FAILED) return seg_error(name, fd, true);
+  close(fd);
+  h->world = world;
+  h->staging = (uint32_t)staging;
+  h->version = SHM_VERSION;
+  atomic_store(&h->generation, 0); /* orders the fields above before magic */
+  h->magic = SHM_MAGIC;
+  munmap(h, header_bytes());
+  return 0;
+}
+
+fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg) {
   if (cfg->world < 1 || cfg->world > FSCC_MAX_WORLD || cfg->rank < 0 || cfg->rank >= cfg->world) {
     fsCC_seterr("shm: rank %d of world %d is out of range (world 1..%d)", cfg->rank, cfg->world,
                 FSCC_MAX_WORLD);
     return NULL;
   }
-  size_t staging = cfg->staging ? cfg->staging : FSCC_DEFAULT_STAGING;
-  if (staging < SHM_MIN_STAGING || staging > UINT32_MAX / 2) {
-    fsCC_seterr("shm: staging of %zu bytes is outside %u..%u", staging, SHM_MIN_STAGING,
-                UINT32_MAX / 2);
+  int fd = shm_open(name, O_RDWR, 0600);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0) {
+    seg_error(name, fd, false);
     return NULL;
   }
-  staging &= ~(size_t)63; /* slots stay cache-line and element aligned */
+  if ((size_t)st.st_size < header_bytes()) {
+    fsCC_seterr("shm segment %s: %lld bytes is too small to be a fabricscript segment", name,
+                (long long)st.st_size);
+    close(fd);
+    return NULL;
+  }
   shm_comm *s = calloc(1, sizeof *s);
-  if (!s) {
-    fsCC_seterr("shm: out of memory");
-    return NULL;
-  }
-  fsCC_init_base(&s->base, &shm_ops, cfg, FS_DEV_CPU);
-  if (map_segment(s, name, create, cfg->world, staging) < 0) {
+  void *p = s ? mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+  if (!s || p == MAP_FAILED) {
+    fsCC_seterr(s ? "shm segment %s: mmap: %s" : "shm segment %s: %s", name,
+                s ? strerror(errno) : "out of memory");
+    close(fd);
     free(s);
     return NULL;
   }
-  shm_header *h = s->h;
-  if (create) {
-    h->world = cfg->world;
-    h->staging = (uint32_t)staging;
-    h->version = SHM_VERSION;
-    atomic_store(&h->generation, 0); /* orders the fields above before magic */
-    h->magic = SHM_MAGIC;
-  } else if (h->magic != SHM_MAGIC || h->version != SHM_VERSION) {
+  close(fd);
+  fsCC_init_base(&s->base, &shm_ops, cfg, FS_DEV_CPU);
+  shm_header *h = s->h = p;
+  s->map_bytes = (size_t)st.st_size;
+  s->slots = (unsigned char *)p + header_bytes();
+  int32_t none = 0;
+  if (h->magic != SHM_MAGIC || h->version != SHM_VERSION)
     fsCC_seterr("shm segment %s is not a fabricscript segment (version %u)", name, SHM_VERSION);
-    goto fail;
-  } else if (h->world != cfg->world ||
-             s->map_bytes != header_bytes() + (size_t)h->world * h->staging) {
+  else if (h->world != cfg->world || s->map_bytes != header_bytes() + (size_t)h->world * h->staging)
     fsCC_seterr("shm segment %s was made for %d ranks, this rank expects %d", name, h->world,
                 cfg->world);
-    goto fail;
-  }
-  int32_t none = 0;
-  if (!atomic_compare_exchange_strong(&h->pid[cfg->rank], &none, (int32_t)getpid())) {
-    fsCC_seterr("shm segment %s: rank %d is already attached (pid %d)", name, cfg->rank, (int)none);
-    goto fail;
-  }
-  return &s->base;
-fail:
+  else if (!atomic_compare_exchange_strong(&h->pid[cfg->rank], &none, (int32_t)getpid()))
+    fsCC_seterr(none < 0 ? "shm segment %s: rank %d has already been and left"
+                         : "shm segment %s: rank %d is already attached", name, cfg->rank);
+  else
+    return &s->base;
   munmap(s->h, s->map_bytes);
   free(s);
   return NULL;

@@ -37,7 +37,7 @@ int fsLN_detect(fsLN_env *env);
 /* FSLN_RANK: this process is rank env->rank; it runs the script and exits
  * with the script's status (a single device, or an outside launcher: no fork).
  * FSLN_SUPERVISOR: the ranks have ended; *status is the process's exit
- * status: 0 when every rank exited 0; 1 when the first rank to fail exited
+ * status: 0 when every rank exited 0; 1 when the first rank found failed exited
  * with 1 (a script error, which that rank reported); 3 when it died of a
  * signal or exited with another status.  On failure fsCC_error() names the
  * rank and how it ended, and no rank process is left behind.

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -22,7 +23,6 @@
 
 typedef struct job {
   char name[64];
-  size_t staging;
   double timeout;
   int (*body)(fsCC_comm *c, void *arg);
   void *arg;
@@ -30,8 +30,8 @@ typedef struct job {
 
 static int rank_main(int rank, int world, void *arg) {
   job *j = arg;
-  fsCC_config cfg = {.rank = rank, .world = world, .timeout = j->timeout, .staging = j->staging};
-  fsCC_comm *c = fsCC_shm_open(j->name, false, &cfg);
+  fsCC_config cfg = {.rank = rank, .world = world, .timeout = j->timeout};
+  fsCC_comm *c = fsCC_shm_open(j->name, &cfg);
   if (!c) {
     fprintf(stderr, "rank %d: %s\n", rank, fsCC_error());
     return 1;
@@ -44,12 +44,9 @@ static int rank_main(int rank, int world, void *arg) {
 /* The parent makes the segment (as the launcher does), the ranks attach. */
 static int run(int world, size_t staging, double timeout, int (*body)(fsCC_comm *, void *),
                void *arg) {
-  job j = {.staging = staging, .timeout = timeout ? timeout : 60, .body = body, .arg = arg};
+  job j = {.timeout = timeout ? timeout : 60, .body = body, .arg = arg};
   cc_shm_name(j.name, sizeof j.name);
-  fsCC_config cfg = {.rank = 0, .world = world, .staging = staging};
-  fsCC_comm *owner = fsCC_shm_open(j.name, true, &cfg);
-  if (!owner) fail_msg("%s", fsCC_error());
-  fsCC_destroy(owner);
+  if (fsCC_shm_create(j.name, world, staging) < 0) fail_msg("%s", fsCC_error());
   int failed = cc_fork_ranks(world, rank_main, &j);
   shm_unlink(j.name);
   return failed;
@@ -324,16 +321,45 @@ static void test_dead_peer(void **state) {
   assert_int_equal(run(2, SMALL_STAGING, 600, body_dead_peer, NULL), 0);
 }
 
-/* Rank 2 leaves cleanly without calling: the others time out, naming it. */
+/* Rank 2 stays attached but never calls (until the others have given up):
+ * they time out, naming it. */
 static int body_absent(fsCC_comm *c, void *arg) {
-  if (c->rank == 2) return 0;
+  int *p = arg;
+  char b[2];
+  if (c->rank == 2) {
+    struct pollfd pf = {p[0], POLLIN, 0};
+    for (int got = 0; got < 2 && poll(&pf, 1, 60000) == 1;) got += (int)read(p[0], b, 2 - (size_t)got);
+    return 0;
+  }
   float v = 1;
-  CC_CHECK(fsCC_all_reduce(c, &v, 1, FS_F32, FSCC_SUM) < 0);
-  CC_CHECK(strstr(fsCC_error(), "timed out") || strstr(fsCC_error(), "failed"));
+  int rc = fsCC_all_reduce(c, &v, 1, FS_F32, FSCC_SUM);
+  CC_CHECK(write(p[1], "x", 1) == 1);
+  CC_CHECK(rc < 0);
+  CC_CHECK(strstr(fsCC_error(), "timed out after 0.3 s waiting for rank(s) 2") ||
+           strstr(fsCC_error(), "failed, the collective is abandoned"));
   return 0;
 }
 
-static void test_timeout(void **state) { assert_int_equal(run(3, SMALL_STAGING, 0.3, body_absent, NULL), 0); }
+static void test_timeout(void **state) {
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  assert_int_equal(run(3, SMALL_STAGING, 0.3, body_absent, p), 0);
+  close(p[0]);
+  close(p[1]);
+}
+
+/* Rank 1 closes its communicator: waiting for it is an error at once. */
+static int body_left(fsCC_comm *c, void *arg) {
+  if (c->rank == 1) {
+    fsCC_destroy(c);
+    _exit(0);
+  }
+  CC_CHECK(fsCC_barrier(c) < 0);
+  CC_CHECK(strstr(fsCC_error(), "barrier: rank 1 has finished (it closed its communicator)"));
+  return 0;
+}
+
+static void test_left(void **state) { assert_int_equal(run(2, SMALL_STAGING, 600, body_left, NULL), 0); }
 
 static int body_bad_args(fsCC_comm *c, void *arg) {
   float v[2] = {1, 2};
@@ -382,29 +408,32 @@ static void test_bad_args(void **state) { assert_int_equal(run(2, SMALL_STAGING,
 
 static void test_open_errors(void **state) {
   fsCC_config cfg = {.rank = 0, .world = 2};
-  assert_null(fsCC_shm_open("/fstest-no-such-segment", false, &cfg));
+  assert_null(fsCC_shm_open("/fstest-no-such-segment", &cfg));
   assert_non_null(strstr(fsCC_error(), "/fstest-no-such-segment"));
-  cfg.world = FSCC_MAX_WORLD + 1;
-  assert_null(fsCC_shm_open("/x", true, &cfg));
+  assert_int_equal(fsCC_shm_create("/x", FSCC_MAX_WORLD + 1, 0), -1);
   assert_non_null(strstr(fsCC_error(), "out of range"));
-  cfg.world = 2;
-  cfg.staging = 16;
-  assert_null(fsCC_shm_open("/x", true, &cfg));
+  assert_int_equal(fsCC_shm_create("/x", 2, 16), -1);
   assert_non_null(strstr(fsCC_error(), "staging"));
 
   char name[64];
   cc_shm_name(name, sizeof name);
-  cfg.staging = SMALL_STAGING;
-  fsCC_comm *a = fsCC_shm_open(name, true, &cfg);
+  assert_int_equal(fsCC_shm_create(name, 2, SMALL_STAGING), 0);
+  assert_int_equal(fsCC_shm_create(name, 2, SMALL_STAGING), -1); /* exists */
+  assert_non_null(strstr(fsCC_error(), "File exists"));
+  fsCC_comm *a = fsCC_shm_open(name, &cfg);
   assert_non_null(a);
-  assert_null(fsCC_shm_open(name, true, &cfg)); /* exists */
-  assert_null(fsCC_shm_open(name, false, &cfg)); /* rank 0 taken */
-  assert_non_null(strstr(fsCC_error(), "already attached"));
+  assert_null(fsCC_shm_open(name, &cfg));
+  assert_non_null(strstr(fsCC_error(), "rank 0 is already attached"));
+  fsCC_destroy(a);
+  assert_null(fsCC_shm_open(name, &cfg));
+  assert_non_null(strstr(fsCC_error(), "rank 0 has already been and left"));
   cfg.world = 3;
   cfg.rank = 1;
-  assert_null(fsCC_shm_open(name, false, &cfg));
+  assert_null(fsCC_shm_open(name, &cfg));
   assert_non_null(strstr(fsCC_error(), "made for 2 ranks"));
-  fsCC_destroy(a);
+  cfg.rank = 3;
+  assert_null(fsCC_shm_open(name, &cfg));
+  assert_non_null(strstr(fsCC_error(), "rank 3 of world 3 is out of range"));
   shm_unlink(name);
   assert_int_equal(fsCC_barrier(NULL), -1);
   assert_non_null(strstr(fsCC_error(), "no communicator"));
@@ -432,6 +461,7 @@ int main(void) {
       cmocka_unit_test(test_i64_mean),          cmocka_unit_test(test_padded_roundtrip),
       cmocka_unit_test(test_repeatable),        cmocka_unit_test(test_mismatch),
       cmocka_unit_test(test_dead_peer),         cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_left),
       cmocka_unit_test(test_gather_tensor),     cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_open_errors),
       cmocka_unit_test(test_op_names),
   };
