@@ -27,7 +27,7 @@ _Static_assert(sizeof(ncclUniqueId) == FSCC_NCCL_ID_BYTES, "ncclUniqueId size");
 #define CUDA_FNS(X) X(cudaGetDeviceCount) X(cudaSetDevice) X(cudaGetErrorString) \
   X(cudaStreamCreateWithFlags) X(cudaStreamQuery) X(cudaStreamDestroy) X(cudaMalloc) X(cudaFree)
 #define NCCL_FNS(X) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError) \
-  X(ncclCommAbort) X(ncclCommDestroy) X(ncclGetErrorString) X(ncclGetLastError) \
+  X(ncclCommAbort) X(ncclCommFinalize) X(ncclCommDestroy) X(ncclGetErrorString) X(ncclGetLastError) \
   X(ncclAllReduce) X(ncclAllGather) X(ncclReduceScatter) X(ncclBroadcast)
 #define FN_PTR(f) __typeof__(f) *f;
 static struct { CUDA_FNS(FN_PTR) NCCL_FNS(FN_PTR) } L;
@@ -156,7 +156,9 @@ static int nc_barrier(fsCC_comm *c) {
 
 static void nc_destroy(fsCC_comm *c) {
   nccl_comm *s = (nccl_comm *)c;
-  if (s->nc) L.ncclCommDestroy(s->nc);
+  /* finalize waits for the peers (settle aborts on timeout), then frees */
+  if (s->nc && settle(s, L.ncclCommFinalize(s->nc), false, "finalize") == 0)
+    L.ncclCommDestroy(s->nc);
   if (s->scratch) L.cudaFree(s->scratch);
   if (s->stream) L.cudaStreamDestroy(s->stream);
   free(s);
