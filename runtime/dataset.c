@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "dataio.h"
+#include "rng.h"
 
 /* MNIST and Fashion-MNIST both label 10 classes. */
 #define IDX_CLASSES 10
@@ -116,14 +117,8 @@ void fsS_free(fsS_dataset *ds) {
   memset(ds, 0, sizeof *ds);
 }
 
-uint64_t fsS_mix64(uint64_t seed, uint64_t counter) {
-  uint64_t z = seed + (counter + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* Box-Muller on the two 32-bit halves of one draw: u1 in (0, 1], u2 in [0, 1). */
+/* One normal per 64-bit draw (rng.h's normals take a pair of draws): Box-Muller
+ * in double on its two 32-bit halves, u1 in (0, 1], u2 in [0, 1). */
 static float normal(uint64_t r) {
   double u1 = ((double)(r >> 32) + 1.0) * 0x1p-32, u2 = (double)(uint32_t)r * 0x1p-32;
   return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
@@ -146,12 +141,12 @@ void fsS_get(const fsS_dataset *ds, size_t i, void *x, void *y) {
     break;
   }
   case FSS_RANDOM: {
-    /* Item i owns counters [i * (numel + 1), (i + 1) * (numel + 1)): numel
-     * inputs, then the label. */
+    /* Item i owns elements [i * (numel + 1), (i + 1) * (numel + 1)) of the
+     * rng.h stream keyed by the seed itself: numel inputs, then the label. */
     uint64_t numel = ds->x.bytes / 4, base = (uint64_t)i * (numel + 1);
     float *fx = x;
-    for (uint64_t k = 0; k < numel; k++) fx[k] = normal(fsS_mix64(ds->seed, base + k));
-    *yi = (int64_t)(fsS_mix64(ds->seed, base + numel) % (uint64_t)ds->classes);
+    for (uint64_t k = 0; k < numel; k++) fx[k] = normal(fsR_bits(ds->seed, base + k));
+    *yi = (int64_t)(fsR_bits(ds->seed, base + numel) % (uint64_t)ds->classes);
     break;
   }
   }

@@ -52,8 +52,4 @@ void fsS_free(fsS_dataset *ds);
 /* Item i < ds->len: x->bytes into x, y->bytes into y. */
 void fsS_get(const fsS_dataset *ds, size_t i, void *x, void *y);
 
-/* Output `counter` of the splitmix64 stream seeded with `seed`: stateless,
- * so any item or shuffle step is computable on its own. */
-uint64_t fsS_mix64(uint64_t seed, uint64_t counter);
-
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dataio.h"
+#include "rng.h"
 
 static int batch_init(fsDL_batch *b, const fsS_layout *l, size_t items) {
   b->dtype = l->dtype;
@@ -77,7 +78,7 @@ size_t fsDL_len(const fsDL_loader *L) {
 /* Uniform in [0, m) by rejection, so every permutation is equally likely. */
 static uint64_t below(uint64_t seed, uint64_t *ctr, uint64_t m) {
   uint64_t limit = UINT64_MAX - UINT64_MAX % m, r;
-  do r = fsS_mix64(seed, (*ctr)++);
+  do r = fsR_bits(seed, (*ctr)++);
   while (r >= limit);
   return r % m;
 }

@@ -9,7 +9,7 @@
  * is perm[(r + k * world) % n] in both cases.
  *
  * perm is the identity, or when shuffling a Fisher-Yates permutation drawn
- * from the splitmix64 stream seeded with seed + epoch (fsS_mix64), as
+ * from the rng.h stream keyed by seed + epoch (fsR_bits), as
  * DistributedSampler seeds torch.Generator with seed + epoch: every epoch
  * has its own order and reruns repeat it. The orders are not torch's. */
 #ifndef FS_LOADER_H
