@@ -272,7 +272,7 @@ __global__ void dropout_k(float *out, const float *inp, size_t n, float p, float
   FSCU_FOR(i, n) {
     bool keep = fsR_u01(key, i) >= p;
     if (accumulate) {
-      if (keep) out[i] += inp[i] * s;
+      if (keep) out[i] += __fmul_rn(inp[i], s); /* no FMA: the cpu rounds the product */
     } else {
       out[i] = keep ? inp[i] * s : 0.0f;
     }

@@ -449,8 +449,8 @@ static void test_attention(void **state) {
   float *out = malloc(no * sizeof *out), *att = malloc(na * sizeof *att);
   float *ginp = upf(inp, ni), *gdy = upf(dy, no), *gdinp = upf(dinp, ni);
   float *gout = gpu->alloc(no * sizeof(float)), *gatt = gpu->alloc(na * sizeof(float));
-  kc->attention_forward(out, att, inp, B, T, C, NH);
-  kg->attention_forward(gout, gatt, ginp, B, T, C, NH);
+  assert_int_equal(kc->attention_forward(out, att, inp, B, T, C, NH), 0);
+  if (kg->attention_forward(gout, gatt, ginp, B, T, C, NH)) fail_msg("%s", fsT_error());
   expect_close(gatt, att, na, 1e-6, 1e-5, "attention_forward att");
   expect_close(gout, out, no, 1e-6, 1e-5, "attention_forward out");
   assert_int_equal(kc->attention_backward(dinp, dy, inp, att, B, T, C, NH), 0);
