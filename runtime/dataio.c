@@ -65,8 +65,10 @@ ssize_t fsIO_pwrite_full(int fd, const void *buf, size_t n, uint64_t off) {
 }
 
 void *fsIO_alloc_big(size_t n) {
+  const size_t huge = (size_t)1 << 21;
   void *p;
-  if (posix_memalign(&p, (size_t)1 << 21, n ? n : 1) != 0) return NULL;
+  if (n < huge) return malloc(n ? n : 1); /* no whole huge page to gain */
+  if (posix_memalign(&p, huge, n) != 0) return NULL;
   (void)madvise(p, n, MADV_HUGEPAGE); /* advice only: ignore when unsupported */
   return p;
 }

@@ -24,7 +24,7 @@ ssize_t fsIO_pread_full(int fd, void *buf, size_t n, uint64_t off);
 ssize_t fsIO_pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
 
 /* malloc for large buffers filled once (decompressed data sets, files):
- * 2 MiB-aligned and advised as huge pages, since first-touch page faults
+ * from 2 MiB up, aligned to and advised as huge pages, since first-touch faults
  * dominate filling fresh memory here (47 MB of images: 0.2 s -> 0.01 s).
  * Release with free(). NULL when out of memory. */
 void *fsIO_alloc_big(size_t n);
