@@ -223,9 +223,11 @@ static size_t raw_models(C *c, const cv *v, uint32_t *out, size_t max) {
 cv fsC_forward(C *c, const cv *model, fs_loc loc) {
   uint32_t raws[MAXALT];
   size_t n = raw_models(c, model, raws, MAXALT);
+  const cv *x = model->k == CV_PHI ? &((const cv *)model->p)[0] : model;
+  int wrapped = x->k == CV_OBJ && fsC_o(c, x->id)->wrapped;
   for (size_t i = 0; i < n; i++) {
     const cobj *r = fsC_o(c, raws[i]);
-    if (r->meta.m == MB_T) {
+    if (r->meta.m == MB_T && !wrapped) { /* a set-up one already had its setup error */
       fs_diag *g = fsC_report(c, FS_SEV_ERROR, "meta-forward", loc,
                               "the model's parameters are on the meta device: they hold no data to compute with");
       if (g) {
@@ -243,9 +245,8 @@ cv fsC_forward(C *c, const cv *model, fs_loc loc) {
       }
     }
   }
-  const cv *x = model->k == CV_PHI ? &((const cv *)model->p)[0] : model;
   cv t = {.k = CV_TENSOR};
-  if (x->k == CV_OBJ && fsC_o(c, x->id)->wrapped) t.id = fsC_o(c, x->id)->fabric + 1;
+  if (wrapped) t.id = fsC_o(c, x->id)->fabric + 1;
   return t;
 }
 

@@ -264,6 +264,42 @@ static void test_other_checks(void **state) {
   (void)state;
 }
 
+static void test_dataflow(void **state) {
+  run r;
+  /* aliases, containers and param groups carry the parameter references */
+  check_text(&r,
+    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
+    "alias = [model]\nopt = Adam([{\"params\": alias[0].parameters()}])\n"
+    "model, opt = fabric.setup(model, opt)\n", 1, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R36", 7, 14, "The optimizer has references to the model's meta-device parameters.");
+  run_free(&r);
+  /* a path that returns early contributes nothing after the `if` */
+  check_text(&r,
+    "def prepare(fabric, model, again):\n"
+    "    if again:\n        model = fabric.setup(model)\n        return model\n"
+    "    model = fabric.setup(model)\n    return model\n"
+    "fabric = Fabric(accelerator=\"cpu\")\n"
+    "m = prepare(fabric, Linear(2, 2), fabric.global_rank == 0)\n"
+    "fabric.backward(m(1).sum(), model=m)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 0);
+  run_free(&r);
+  /* a DDPStrategy object's start method decides whether launch() needs a function */
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\", devices=2, strategy=DDPStrategy(start_method=\"spawn\"))\n"
+    "fabric.launch()\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R17", 2, 1, "To spawn processes with the `DDPStrategy` strategy");
+  run_free(&r);
+  /* a meta model that is never set up cannot run */
+  check_text(&r, "with device(\"meta\"):\n    m = Linear(2, 2)\ny = m(1)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "meta-forward", 3, 5, "the model's parameters are on the meta device");
+  run_free(&r);
+  (void)state;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_seed_diagnostic),
@@ -272,6 +308,7 @@ int main(void) {
     cmocka_unit_test(test_paths),
     cmocka_unit_test(test_configuration),
     cmocka_unit_test(test_other_checks),
+    cmocka_unit_test(test_dataflow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
