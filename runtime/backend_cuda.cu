@@ -1,4 +1,4 @@
-/* backend_cuda.cu -- the cuda function table: cudaMalloc'ed buffers, grid-
+/* backend_cuda.cu -- the cuda function table: pooled device buffers, grid-
  * stride kernels, cuBLAS GEMM (dlopen'ed), the counter-based rng on device.
  * Layer kernels are in nn_cuda.cu. */
 #include "cuda_common.cuh"
@@ -43,7 +43,15 @@ static bool use_pool(void) {
 void *fscu_scratch(size_t nbytes, const char *what) {
   void *p = NULL;
   if (!nbytes) nbytes = 1;
-  cudaError_t e = use_pool() ? cudaMallocAsync(&p, nbytes, 0) : cudaMalloc(&p, nbytes);
+  bool pool = use_pool();
+  cudaError_t e = pool ? cudaMallocAsync(&p, nbytes, 0) : cudaMalloc(&p, nbytes);
+  if (pool && e == cudaErrorNotSupported) { /* a driver that lists pools but refuses them */
+    cudaGetLastError();
+    int dev = 0;
+    cudaGetDevice(&dev);
+    pool_state[dev] = -1; /* cudaFree takes pool memory too */
+    e = cudaMalloc(&p, nbytes);
+  }
   return fscu_check(e, what) ? NULL : p;
 }
 
