@@ -260,10 +260,10 @@ static int fill_layout(fsK_file *f, const char *path, const fsK_entry *ts, size_
   f->t = calloc(n + 1, sizeof *f->t);
   f->meta = calloc(nmeta + 1, sizeof *f->meta);
   if (!f->t || !f->meta) return fsIO_fail(err, "%s: out of memory", path);
-  for (; f->nmeta < nmeta; f->nmeta++) {
+  while (f->nmeta < nmeta) {
     fsK_meta *m = &f->meta[f->nmeta];
     m->key = strdup(meta[f->nmeta].key);
-    m->value = strdup(meta[f->nmeta].value);
+    m->value = strdup(meta[f->nmeta++].value);
     if (!m->key || !m->value) return fsIO_fail(err, "%s: out of memory", path);
   }
   for (; f->n < n; f->n++) {
@@ -284,8 +284,11 @@ static int fill_layout(fsK_file *f, const char *path, const fsK_entry *ts, size_
   qsort(f->t, n, sizeof *f->t, by_layout);
   uint64_t at = 0;
   for (size_t i = 0; i < n; i++) {
+    uint64_t bytes = f->t[i].numel * fsT_dtype_size(f->t[i].dtype);
+    if (bytes > (uint64_t)INT64_MAX - at)
+      return fsIO_fail(err, "%s: the tensors are too large for one file", path);
     f->t[i].begin = at;
-    at = f->t[i].end = at + f->t[i].numel * fsT_dtype_size(f->t[i].dtype);
+    at = f->t[i].end = at + bytes;
   }
   return 0;
 }

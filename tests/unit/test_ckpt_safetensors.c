@@ -169,6 +169,11 @@ static void test_save_rejects_bad_entries(void **state) {
   assert_int_equal(fsK_save(p, bad, 1, NULL, 0, &err), -1);
   assert_non_null(strstr(err, "tensor \"x\" has an invalid shape [?]"));
   free(err);
+  const int64_t giant[1] = {(int64_t)1 << 60};
+  fsK_entry two[2] = {{"g1", FS_F32, 1, giant, NULL}, {"g2", FS_F32, 1, giant, NULL}};
+  assert_int_equal(fsK_save(p, two, 2, NULL, 0, &err), -1);
+  assert_non_null(strstr(err, "the tensors are too large for one file"));
+  free(err);
   fsK_entry reserved[1] = {{"__metadata__", FS_F32, 1, b_shape, w}};
   assert_int_equal(fsK_save(p, reserved, 1, NULL, 0, &err), -1);
   assert_non_null(strstr(err, "cannot save a tensor named \"__metadata__\""));
