@@ -29,9 +29,9 @@ FSR_HD static inline uint64_t fsR_subkey(uint64_t key, uint64_t counter) {
 FSR_HD static inline uint64_t fsR_bits(uint64_t key, uint64_t i) {
   return fsR_mix(key + (i + 1) * FSR_GAMMA);
 }
-FSR_HD static inline float fsR_u01(uint64_t key, uint64_t i) {
-  return (float)(fsR_bits(key, i) >> 40) * 0x1p-24f;
-}
+/* The top 24 bits of a stream element as a float in [0, 1). */
+FSR_HD static inline float fsR_bits_u01(uint64_t bits) { return (float)(bits >> 40) * 0x1p-24f; }
+FSR_HD static inline float fsR_u01(uint64_t key, uint64_t i) { return fsR_bits_u01(fsR_bits(key, i)); }
 
 /* base + scale * x, each operation rounded (lo + span u; mean + std z). */
 FSR_HD static inline float fsR_affine(float base, float scale, float x) {
