@@ -19,11 +19,15 @@ static int batch_init(fsDL_batch *b, const fsS_layout *l, size_t items) {
   return b->data ? 0 : -1;
 }
 
+/* The permutation buffer, allocated the first time shuffling is asked for. */
+static int need_perm(fsDL_loader *L) {
+  return L->perm || (L->perm = malloc(L->ds->len * sizeof *L->perm + 1)) ? 0 : -1;
+}
+
 static void sampler(fsDL_loader *L, int rank, int world, bool drop_last) {
   size_t n = L->ds->len, w = (size_t)world;
   L->rank = rank;
   L->world = world;
-  L->sampler_drop_last = drop_last;
   L->num_samples = drop_last ? n / w : n / w + (n % w != 0);
 }
 
@@ -42,7 +46,7 @@ int fsDL_init(fsDL_loader *L, const fsS_dataset *ds, int64_t batch_size, bool sh
   /* No batch holds more than the data set: batch_size=10**9 costs nothing. */
   size_t cap = L->batch_size < ds->len ? L->batch_size : ds->len;
   if (batch_init(&L->x, &ds->x, cap) != 0 || batch_init(&L->y, &ds->y, cap) != 0 ||
-      (shuffle && !(L->perm = malloc(ds->len * sizeof *L->perm + 1)))) {
+      (shuffle && need_perm(L) != 0)) {
     fsDL_free(L);
     return fsIO_fail(err, "DataLoader: out of memory for batches of %lld", (long long)batch_size);
   }
@@ -54,7 +58,7 @@ int fsDL_distribute(fsDL_loader *L, int rank, int world, bool shuffle, uint64_t 
                     bool drop_last, char **err) {
   if (world < 1 || rank < 0 || rank >= world)
     return fsIO_fail(err, "DistributedSampler: invalid rank %d for world size %d", rank, world);
-  if (shuffle && !L->perm && !(L->perm = malloc(L->ds->len * sizeof *L->perm + 1)))
+  if (shuffle && need_perm(L) != 0)
     return fsIO_fail(err, "DistributedSampler: out of memory for %zu indices", L->ds->len);
   L->shuffle = shuffle;
   L->seed = seed;

@@ -34,7 +34,6 @@ typedef struct fsDL_loader {
   bool shuffle, drop_last;
   uint64_t seed;
   int rank, world;       /* sampler; 0 of 1 without one */
-  bool sampler_drop_last;
   size_t num_samples;    /* indices per epoch on this rank */
   size_t *perm;          /* ds->len entries once shuffling was asked for */
   size_t pos;            /* next sample of the epoch */
