@@ -10,6 +10,7 @@
 
 #include "eval_impl.h"
 #include "format.h"
+#include "progress.h"
 
 #define NATIVE(f) static fs_value *f(fsE_ctx *E, fs_value *self, fs_value **s, const fsV_args *a)
 
@@ -21,6 +22,7 @@ static fs_value *oom(void) {
 fs_value *fsE_print(fsE_ctx *E, fs_value *const *s) {
   fs_value *args = s[0];
   FILE *out = fsE_out(E);
+  if (E->progress) fsPG_clear(E->progress); /* a line drawn in place must not swallow the text */
   for (size_t i = 0; i < args->u.seq.n; i++) {
     char *t = fsV_tostr(args->u.seq.items[i]);
     if (!t) return NULL;

@@ -201,7 +201,7 @@ const fsF_config *fsC_cfg(C *c, uint32_t fabric) {
 
 int fsC_is(const cv *v, obk kind, C *c) { return v->k == CV_OBJ && c->objs[v->id].kind == kind; }
 
-typedef struct nm_ent { const char *name; uint32_t hash, slot; } nm_ent;
+typedef struct nm_ent { const char *key; uint32_t hash; uintptr_t val; } nm_ent;
 
 static uint32_t hash_str(const char *s) {
   uint32_t h = 2166136261u;
@@ -209,15 +209,17 @@ static uint32_t hash_str(const char *s) {
   return h;
 }
 
-static uint32_t *nm_find(name_map *m, const char *name, int create, C *c) {
+/* The value of key in m, or NULL. With `create`, a missing key is added (the
+ * map keeps the pointer: key must outlive it) with value 0 and *fresh set. */
+static uintptr_t *map_slot(name_map *m, const char *key, int create, int *fresh) {
   if (create && (m->n + 1) * 2 > m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 16;
-    nm_ent *e = calloc(cap, sizeof *e);
-    if (!e) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    nm_ent *e = xrealloc(NULL, cap * sizeof *e);
+    memset(e, 0, cap * sizeof *e);
     for (size_t i = 0; i < m->cap; i++) {
-      if (!m->e[i].name) continue;
+      if (!m->e[i].key) continue;
       size_t j = m->e[i].hash & (cap - 1);
-      while (e[j].name) j = (j + 1) & (cap - 1);
+      while (e[j].key) j = (j + 1) & (cap - 1);
       e[j] = m->e[i];
     }
     free(m->e);
@@ -225,31 +227,34 @@ static uint32_t *nm_find(name_map *m, const char *name, int create, C *c) {
     m->cap = cap;
   }
   if (!m->cap) return NULL;
-  uint32_t h = hash_str(name);
+  uint32_t h = hash_str(key);
   size_t j = h & (m->cap - 1);
-  while (m->e[j].name) {
-    if (m->e[j].hash == h && !strcmp(m->e[j].name, name)) return &m->e[j].slot;
-    j = (j + 1) & (m->cap - 1);
-  }
+  for (; m->e[j].key; j = (j + 1) & (m->cap - 1))
+    if (m->e[j].hash == h && !strcmp(m->e[j].key, key)) return &m->e[j].val;
   if (!create) return NULL;
-  GROW(c->slots, c->nslots, c->capslots);
-  c->slots[c->nslots] = (cv){.k = CV_UNDEF};
-  m->e[j] = (nm_ent){name, h, (uint32_t)c->nslots++};
+  m->e[j] = (nm_ent){key, h, 0};
   m->n++;
-  return &m->e[j].slot;
+  *fresh = 1;
+  return &m->e[j].val;
 }
 
 static cv getvar(C *c, const char *name) {
-  uint32_t *s = c->nframes ? nm_find(&c->frames[c->nframes - 1]->locals, name, 0, c) : NULL;
-  if (!s) s = nm_find(&c->globals, name, 0, c);
+  uintptr_t *s = c->nframes ? map_slot(&c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  if (!s) s = map_slot(&c->globals, name, 0, NULL);
   return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
 }
 
 void fsC_setvar(C *c, const char *name, cv v) {
   name_map *m = c->nframes ? &c->frames[c->nframes - 1]->locals : &c->globals;
-  uint32_t s = *nm_find(m, name, 1, c);
-  log_old(c, TR_SLOT, s);
-  c->slots[s] = v;
+  int fresh = 0;
+  uintptr_t *s = map_slot(m, name, 1, &fresh);
+  if (fresh) {
+    GROW(c->slots, c->nslots, c->capslots);
+    c->slots[c->nslots] = (cv){.k = CV_UNDEF};
+    *s = c->nslots++;
+  }
+  log_old(c, TR_SLOT, (uint32_t)*s);
+  c->slots[*s] = v;
 }
 
 /* A region whose writes can be captured and undone. */
@@ -347,29 +352,13 @@ static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_
 
 /* ---- diagnostics -------------------------------------------------------- */
 
+/* Whether (rule, loc) was reported before; records it. */
 static int seen_before(C *c, const char *rule, fs_loc loc) {
-  uint64_t key = ((uint64_t)hash_str(rule) << 32 ^ (uint64_t)loc.start * 2654435761u ^ loc.end) | 1;
-  if ((c->nseen + 1) * 2 > c->capseen) {
-    size_t cap = c->capseen ? 2 * c->capseen : 64;
-    uint64_t *t = calloc(cap, sizeof *t);
-    if (!t) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
-    for (size_t i = 0; i < c->capseen; i++) {
-      if (!c->seen[i]) continue;
-      size_t j = (size_t)(c->seen[i] * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
-      while (t[j]) j = (j + 1) & (cap - 1);
-      t[j] = c->seen[i];
-    }
-    free(c->seen);
-    c->seen = t;
-    c->capseen = cap;
-  }
-  size_t j = (size_t)(key * 0x9E3779B97F4A7C15ull >> 20) & (c->capseen - 1);
-  while (c->seen[j]) {
-    if (c->seen[j] == key) return 1;
-    j = (j + 1) & (c->capseen - 1);
-  }
-  c->seen[j] = key;
-  c->nseen++;
+  char key[96];
+  snprintf(key, sizeof key, "%.60s@%u:%u", rule, loc.start, loc.end);
+  if (map_slot(&c->seen, key, 0, NULL)) return 1;
+  int fresh = 0;
+  map_slot(&c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh);
   return 0;
 }
 
@@ -392,28 +381,14 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
 /* ---- signatures, cached (the table is scanned linearly) ------------------ */
 
 static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
-  uint32_t h = hash_str(name) ^ (type ? hash_str(type) * 31u : 0);
-  if ((c->nsigs + 1) * 2 > c->capsigs) {
-    size_t cap = c->capsigs ? 2 * c->capsigs : 64;
-    struct sig_ent *t = calloc(cap, sizeof *t);
-    if (!t) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
-    for (size_t i = 0; i < c->capsigs; i++) {
-      if (!c->sigs[i].name) continue;
-      size_t j = c->sigs[i].hash & (cap - 1);
-      while (t[j].name) j = (j + 1) & (cap - 1);
-      t[j] = c->sigs[i];
-    }
-    free(c->sigs);
-    c->sigs = t;
-    c->capsigs = cap;
-  }
-  size_t j = h & (c->capsigs - 1);
-  for (struct sig_ent *e; (e = &c->sigs[j])->name; j = (j + 1) & (c->capsigs - 1))
-    if (e->hash == h && !strcmp(e->name, name) && (e->type == type || (e->type && type && !strcmp(e->type, type))))
-      return e->sig;
+  char key[160];
+  if (snprintf(key, sizeof key, "%s.%s", type ? type : "", name) >= (int)sizeof key)
+    return type ? fsSig_member(type, name) : fsSig_find(name);
+  uintptr_t *v = map_slot(&c->sigs, key, 0, NULL);
+  if (v) return (const fsSig *)*v;
   const fsSig *sig = type ? fsSig_member(type, name) : fsSig_find(name);
-  c->sigs[j] = (struct sig_ent){type, name, h, sig};
-  c->nsigs++;
+  int fresh = 0;
+  *map_slot(&c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = (uintptr_t)sig;
   return sig;
 }
 
@@ -970,44 +945,60 @@ static void block(C *c, const fs_node *b) {
 
 /* ---- def calls: analysed at each call site with the argument values ------ */
 
+int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *pos, size_t npos,
+              const char *const *kw, const cv *kwv, size_t nkw) {
+  fs_loc at = call ? call->loc : fn->name_loc;
+  for (int i = 0; i < c->nframes; i++)
+    if (c->frames[i]->fn == fn) {
+      fsC_report(c, FS_SEV_ERROR, "recursion", at, fn->kind == FS_N_MODEL ? "model `%s` contains itself"
+                 : "recursion is not supported: `%s` calls itself", fn->str);
+      return -1;
+    }
+  if (c->nframes == 32) return -1;
+  const fs_node *params = fn->kids[0];
+  uint32_t n = params->nkids;
+  cv *vals = fsC_alloc(c, (n + 1) * sizeof *vals);
+  unsigned char *got = fsC_alloc(c, n + 1);
+  memset(got, 0, n + 1);
+  if (call || npos || nkw) {
+    fsSig_param *ps = fsC_alloc(c, (n + 1) * sizeof *ps);
+    for (uint32_t i = 0; i < n; i++)
+      ps[i] = (fsSig_param){params->kids[i]->str, FSSIG_T_ANY, fsC_kid(params->kids[i], 0) ? "" : NULL, 0};
+    fsSig sig = {fn->str, fn->kind == FS_N_MODEL ? FSSIG_CLASS : FSSIG_FUNC, ps, n, "any", 0};
+    int *pos_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
+    char *err = NULL;
+    if (fsSig_bind(&sig, npos, kw, nkw, pos_slot, kw_slot, &err)) {
+      fsC_report(c, FS_SEV_ERROR, "call", at, "%s", err ? err : "bad call");
+      free(err);
+      return -1;
+    }
+    for (size_t i = 0; i < npos; i++) { vals[pos_slot[i]] = pos[i]; got[pos_slot[i]] = 1; }
+    for (size_t j = 0; j < nkw; j++) { vals[kw_slot[j]] = kwv[j]; got[kw_slot[j]] = 1; }
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (!got[i]) vals[i] = fsC_kid(params->kids[i], 0) ? ev(c, params->kids[i]->kids[0]) : fsC_unknown();
+  memset(f, 0, sizeof *f);
+  f->fn = fn;
+  c->frames[c->nframes++] = f;
+  for (uint32_t i = 0; i < n; i++) fsC_setvar(c, params->kids[i]->str, vals[i]);
+  return 0;
+}
+
+void fsC_leave(C *c, frame *f) {
+  c->nframes--;
+  free(f->locals.e);
+}
+
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
                 const char *const *kw, const cv *kwv, size_t nkw) {
-  for (int i = 0; i < c->nframes; i++)
-    if (c->frames[i]->fn == def) {
-      fsC_report(c, FS_SEV_ERROR, "recursion", call ? call->loc : def->name_loc,
-                 "recursion is not supported: `%s` calls itself", def->str);
-      return fsC_unknown();
-    }
-  if (c->nframes == 32) return fsC_unknown();
-  const fs_node *params = def->kids[0];
-  fsSig_param *ps = fsC_alloc(c, (params->nkids + 1) * sizeof *ps);
-  for (uint32_t i = 0; i < params->nkids; i++)
-    ps[i] = (fsSig_param){params->kids[i]->str, FSSIG_T_ANY, fsC_kid(params->kids[i], 0) ? "" : NULL, 0};
-  fsSig sig = {def->str, FSSIG_FUNC, ps, params->nkids, "any", 0};
-  int *pos_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
-  char *err = NULL;
-  if (fsSig_bind(&sig, npos, kw, nkw, pos_slot, kw_slot, &err)) {
-    fsC_report(c, FS_SEV_ERROR, "call", call ? call->loc : def->name_loc, "%s", err ? err : "bad call");
-    free(err);
-    return fsC_unknown();
-  }
-  cv *vals = fsC_alloc(c, (params->nkids + 1) * sizeof *vals);
-  unsigned char *got = fsC_alloc(c, params->nkids + 1);
-  memset(got, 0, params->nkids + 1);
-  for (size_t i = 0; i < npos; i++) { vals[pos_slot[i]] = pos[i]; got[pos_slot[i]] = 1; }
-  for (size_t j = 0; j < nkw; j++) { vals[kw_slot[j]] = kwv[j]; got[kw_slot[j]] = 1; }
-  for (uint32_t i = 0; i < params->nkids; i++)
-    if (!got[i]) vals[i] = fsC_kid(params->kids[i], 0) ? ev(c, fsC_kid(params->kids[i], 0)) : fsC_unknown();
+  frame f;
+  if (fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
   for (size_t i = 0; i < c->ndefs; i++) if (c->defs[i].def == def) c->defs[i].called = 1;
-  frame f = {.fn = def};
-  c->frames[c->nframes++] = &f;
-  for (uint32_t i = 0; i < params->nkids; i++) fsC_setvar(c, params->kids[i]->str, vals[i]);
   int dead0 = c->dead;
   c->dead = 0;
   block(c, def->kids[1]);
   c->dead = dead0;
-  c->nframes--;
-  free(f.locals.e);
+  fsC_leave(c, &f);
   return f.has_ret ? f.ret : fsC_const(c, fsV_none());
 }
 
@@ -1049,6 +1040,6 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   while (c.arena) { struct arena *a = c.arena; c.arena = a->next; free(a); }
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o); free(c.globals.e);
-  free(c.seen); free(c.define_used); free(c.defs); free(c.sigs);
+  free(c.seen.e); free(c.define_used); free(c.defs); free(c.sigs.e);
   return c.nerrors;
 }

@@ -108,11 +108,10 @@ typedef struct C {
   int loop_iter;        /* > 0 inside a loop body being re-analysed */
   struct arena *arena;
   fs_value **consts; size_t nconsts, capconsts;
-  uint64_t *seen; size_t capseen, nseen; /* reported (rule, loc) pairs */
+  name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;
-  struct sig_ent { const char *type, *name; uint32_t hash; const fsSig *sig; } *sigs;
-  size_t nsigs, capsigs;    /* signature lookups, cached */
+  name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
   const fs_node *stmt;  /* the statement being analysed */
 } C;
 
@@ -145,6 +144,12 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
     __attribute__((format(printf, 5, 6)));
 void fsC_note_why(C *c, fs_diag *g, uint32_t why);
 void fsC_setvar(C *c, const char *name, cv v);
+/* Enters a frame for a def or model body, its parameters bound to the
+ * arguments (defaults evaluated where none is given; with no call and no
+ * arguments, a declaration: defaults or unknown). -1 after reporting. */
+int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *pos, size_t npos,
+              const char *const *kw, const cv *kwv, size_t nkw);
+void fsC_leave(C *c, frame *f);
 /* A def analysed at this call (call NULL: not called anywhere). */
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
                 const char *const *kw, const cv *kwv, size_t nkw);

@@ -5,7 +5,6 @@
  * -1 is "not known" (an input of unknown shape, a Flatten) and checks nothing. */
 #include "check_int.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 typedef struct prev { fs_loc loc; int64_t d; } prev;
@@ -25,36 +24,6 @@ static void mismatch(C *c, const fs_node *call, const char *what, int64_t want, 
 
 static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p);
 
-/* Binds a model's parameters to the call's arguments in a new frame. */
-static int push_model(C *c, const fs_node *decl, const fs_node *call, const cv *pos, size_t npos,
-                      const char *const *kw, const cv *kwv, size_t nkw, frame *f) {
-  const fs_node *params = decl->kids[0];
-  fsSig_param *ps = fsC_alloc(c, (params->nkids + 1) * sizeof *ps);
-  for (uint32_t i = 0; i < params->nkids; i++)
-    ps[i] = (fsSig_param){params->kids[i]->str, FSSIG_T_ANY, fsC_kid(params->kids[i], 0) ? "" : NULL, 0};
-  fsSig sig = {decl->str, FSSIG_CLASS, ps, params->nkids, "Module", 0};
-  int *ps_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
-  if (call && fsC_bind(c, &sig, decl->str, call, ps_slot, kw_slot)) return -1;
-  if (c->nframes == 32) return -1;
-  cv *vals = fsC_alloc(c, (params->nkids + 1) * sizeof *vals);
-  unsigned char *got = fsC_alloc(c, params->nkids + 1);
-  memset(got, 0, params->nkids + 1);
-  for (size_t i = 0; call && i < npos; i++) { vals[ps_slot[i]] = pos[i]; got[ps_slot[i]] = 1; }
-  for (size_t j = 0; call && j < nkw; j++) { vals[kw_slot[j]] = kwv[j]; got[kw_slot[j]] = 1; }
-  for (uint32_t i = 0; i < params->nkids; i++)
-    if (!got[i]) vals[i] = fsC_kid(params->kids[i], 0) ? fsC_eval(c, fsC_kid(params->kids[i], 0)) : fsC_unknown();
-  memset(f, 0, sizeof *f);
-  f->fn = decl;
-  c->frames[c->nframes++] = f;
-  for (uint32_t i = 0; i < params->nkids; i++) fsC_setvar(c, params->kids[i]->str, vals[i]);
-  return 0;
-}
-
-static void pop_model(C *c, frame *f) {
-  c->nframes--;
-  free(f->locals.e);
-}
-
 /* One layer call: checks it and returns the feature size after it. */
 static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   if (call->kind != FS_N_CALL || call->kids[0]->kind != FS_N_NAME) {
@@ -73,15 +42,10 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   }
   if (cls.k == CV_CLASS && cls.sub == CLS_MODEL) {
     const fs_node *decl = cls.p;
-    for (int i = 0; i < c->nframes; i++)
-      if (c->frames[i]->fn == decl) {
-        fsC_report(c, FS_SEV_ERROR, "recursion", call->loc, "model `%s` contains itself", decl->str);
-        return -1;
-      }
     frame f;
-    if (push_model(c, decl, call, pos, npos, kw, kwv, nkw, &f)) return -1;
+    if (fsC_enter(c, &f, decl, call, pos, npos, kw, kwv, nkw)) return -1;
     d = body_dim(c, decl->kids[1], d, p);
-    pop_model(c, &f);
+    fsC_leave(c, &f);
     return d;
   }
   if (cls.k != CV_CLASS || cls.sub != CLS_SIG || ((const fsSig *)cls.p)->kind != FSSIG_LAYER) {
@@ -158,10 +122,10 @@ static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p) {
 void fsC_shape_model(C *c, const fs_node *decl, const fs_node *call, const cv *pos, size_t npos,
                      const char *const *kw, const cv *kwv, size_t nkw) {
   frame f;
-  if (push_model(c, decl, call, pos, npos, kw, kwv, nkw, &f)) return;
+  if (fsC_enter(c, &f, decl, call, pos, npos, kw, kwv, nkw)) return;
   prev p = {decl->name_loc, -1};
   body_dim(c, decl->kids[1], -1, &p);
-  pop_model(c, &f);
+  fsC_leave(c, &f);
 }
 
 void fsC_declare_model(C *c, const fs_node *decl) {

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "eval_impl.h"
 
+#include <math.h> /* NAN */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -898,7 +899,8 @@ fsE_session *fsE_session_new(const fsE_options *opt) {
   fsE_session *S = calloc(1, sizeof *S);
   if (!S) return NULL;
   fsE_ctx *E = &S->E;
-  *E = (fsE_ctx){.opt = opt, .out = opt->out ? opt->out : stdout, .device = FS_DEV_CPU};
+  *E = (fsE_ctx){.opt = opt, .out = opt->out ? opt->out : stdout, .device = FS_DEV_CPU,
+                  .last_loss = NAN};
   E->globals = fsV_dict();
   E->builtins = fsV_dict();
   E->defines = calloc(opt->ndefines + 1, sizeof *E->defines);

@@ -29,6 +29,8 @@ struct fsE_ctx {
   fs_device device;              /* where new parameters go (`with device(...)`) */
   uint64_t seed;                 /* fabric.seed_everything; 0 until then */
   fs_value *fabric;              /* the last Fabric created (loss.backward() rules), or NULL */
+  struct fsPG *progress;         /* the progress line a loop over a loader draws, or NULL */
+  double last_loss;              /* the last loss fabric.backward saw (the line shows it) */
   bool halt;                     /* stop quietly with halt_status (a launcher's supervisor) */
   int halt_status;
 };
