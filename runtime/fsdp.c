@@ -120,15 +120,59 @@ int fsSH_backward_done(fsSH_model *s, bool ok) {
 
 /* ---- wrapping ---- */
 
-static int add_step(fsSH_model *s, fs_module *m, int *cap) {
-  if (s->nsteps == *cap) {
-    int c = *cap ? 2 * *cap : 16;
-    fs_module **st = realloc(s->steps, (size_t)c * sizeof *st);
+/* The forward steps: the root's children, a top-level repeat's copies one
+ * by one; a root that is not a Sequential is one step. */
+static int each_step(fs_module *r, int (*fn)(fs_module *m, void *ud), void *ud) {
+  if (r->kind != FSM_SEQUENTIAL) return fn(r, ud);
+  for (int i = 0; i < r->nkids; i++) {
+    fs_module *k = r->kids[i];
+    for (int j = 0; j < (k->kind == FSM_REPEAT ? k->nkids : 1); j++)
+      if (fn(k->kind == FSM_REPEAT ? k->kids[j] : k, ud) < 0) return -1;
+  }
+  return 0;
+}
+
+typedef struct { int64_t *v; int n, cap; } sizes;
+
+static int add_size(fs_module *m, void *ud) {
+  sizes *z = ud;
+  int64_t n = fsM_num_parameters(m);
+  if (!n) return 0;
+  if (z->n == z->cap) {
+    int c = z->cap ? 2 * z->cap : 16;
+    int64_t *v = realloc(z->v, (size_t)c * sizeof *v);
+    if (!v) return -1;
+    z->v = v;
+    z->cap = c;
+  }
+  z->v[z->n++] = n;
+  return 0;
+}
+
+int fsSH_unit_sizes(fs_module *root, int64_t **out) {
+  sizes z = {0};
+  if (each_step(root, add_size, &z) < 0) {
+    free(z.v);
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  *out = z.v;
+  return z.n;
+}
+
+typedef struct { fsSH_model *s; int cap; } steps_ctx;
+
+static int add_step(fs_module *m, void *ud) {
+  steps_ctx *c = ud;
+  fsSH_model *s = c->s;
+  if (s->nsteps == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 16;
+    fs_module **st = realloc(s->steps, (size_t)cap * sizeof *st);
     if (st) s->steps = st;
-    int *su = st ? realloc(s->step_unit, (size_t)c * sizeof *su) : NULL;
+    int *su = st ? realloc(s->step_unit, (size_t)cap * sizeof *su) : NULL;
     if (!su) return -1;
     s->step_unit = su;
-    *cap = c;
+    c->cap = cap;
   }
   s->steps[s->nsteps] = m;
   s->step_unit[s->nsteps++] = fsM_num_parameters(m) ? s->nunits++ : -1;
@@ -136,19 +180,8 @@ static int add_step(fsSH_model *s, fs_module *m, int *cap) {
 }
 
 static int plan_steps(fsSH_model *s) {
-  int cap = 0;
-  fs_module *r = s->root;
-  if (r->kind != FSM_SEQUENTIAL) return add_step(s, r, &cap);
-  for (int i = 0; i < r->nkids; i++) {
-    fs_module *k = r->kids[i];
-    if (k->kind != FSM_REPEAT) {
-      if (add_step(s, k, &cap) < 0) return -1;
-      continue;
-    }
-    for (int j = 0; j < k->nkids; j++)
-      if (add_step(s, k->kids[j], &cap) < 0) return -1;
-  }
-  return 0;
+  steps_ctx c = {s, 0};
+  return each_step(s->root, add_step, &c);
 }
 
 /* This rank's slice of parameter p (at element off of its unit's flat). */
@@ -261,14 +294,4 @@ int fsSH_param_slice(const fsSH_model *s, int64_t i, int64_t *first, int64_t *co
   fsSH_unit *u = unit_of(s, i, &j);
   slice_of(s, u, u->off[j], u->ps[j].t->numel, first, count, at);
   return (int)(u - s->units);
-}
-
-int fsSH_gather_param(fsSH_model *s, int64_t i, float *dst) {
-  int64_t j;
-  fsSH_unit *u = unit_of(s, i, &j);
-  bool was = u->full != NULL;
-  if (gather(s, u, false) < 0) return -1;
-  fsB_get(s->dev)->copy(dst, fsT_f32(u->full) + u->off[j], (size_t)u->ps[j].t->numel * 4);
-  if (!was) release_unit(u);
-  return 0;
 }

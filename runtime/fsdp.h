@@ -57,9 +57,10 @@ fs_tensor *fsSH_forward(fsSH_model *s, fs_tensor *x);
  * backward it only releases what is gathered.  -1 + fsT_error. */
 int fsSH_backward_done(fsSH_model *s, bool ok);
 
-/* The whole value of parameter i of s->all: all ranks call it together
- * (an all-gather of its unit); dst holds its numel floats. */
-int fsSH_gather_param(fsSH_model *s, int64_t i, float *dst);
+/* The units root would be wrapped into: *out gets their sizes (elements,
+ * malloc'd); returns the count or -1 (out of memory).  For `plan`. */
+int fsSH_unit_sizes(fs_module *root, int64_t **out);
+
 /* Where parameter i's elements lie in this rank's shard: elements
  * [*first, *first + *count) of the parameter are at shard + *at of its
  * unit's flat tensor (*count 0: none here); returns the unit index. */
