@@ -93,8 +93,21 @@ static int done(fsCC_comm *c, int rc) {
 }
 
 int fsCC_all_reduce(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op) {
-  if (check(c, "all_reduce", buf, buf, count, 1, dt) < 0 || check_op("all_reduce", op) < 0) return -1;
-  return done(c, c->ops->all_reduce(c, buf, count, dt, op));
+  return fsCC_all_reduce_bufs(c, &(fsCC_buf){buf, count}, 1, dt, op);
+}
+
+int fsCC_all_reduce_bufs(fsCC_comm *c, const fsCC_buf *bufs, int n, fs_dtype dt, fsCC_op op) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    if (check(c, "all_reduce", bufs[i].data, bufs[i].data, bufs[i].count, 1, dt) < 0) return -1;
+    if (bufs[i].count > SIZE_MAX / fsT_dtype_size(dt) - total) {
+      fsCC_seterr("all_reduce: %d buffers overflow the address space", n);
+      return -1;
+    }
+    total += bufs[i].count;
+  }
+  if (check(c, "all_reduce", c, c, 0, 1, dt) < 0 || check_op("all_reduce", op) < 0) return -1;
+  return done(c, c->ops->all_reduce(c, bufs, n, dt, op));
 }
 
 int fsCC_all_gather(fsCC_comm *c, const void *send, void *recv, size_t count, fs_dtype dt) {
@@ -140,6 +153,27 @@ static int check_tensor(fsCC_comm *c, const char *what, const fs_tensor *t) {
 int fsCC_all_reduce_tensor(fsCC_comm *c, fs_tensor *t, fsCC_op op) {
   if (check_tensor(c, "all_reduce", t) < 0) return -1;
   return fsCC_all_reduce(c, t->data, (size_t)t->numel, t->dtype, op);
+}
+
+int fsCC_all_reduce_tensors(fsCC_comm *c, fs_tensor *const *ts, int n, fsCC_op op) {
+  fsCC_buf *bufs = malloc((size_t)(n > 0 ? n : 1) * sizeof *bufs);
+  if (!bufs) {
+    fsCC_seterr("all_reduce: out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    rc = check_tensor(c, "all_reduce", ts[i]);
+    if (rc == 0 && ts[i]->dtype != ts[0]->dtype) {
+      fsCC_seterr("all_reduce: tensor %d is %s, tensor 0 is %s (one dtype per call)", i,
+                  fsT_dtype_name(ts[i]->dtype), fsT_dtype_name(ts[0]->dtype));
+      rc = -1;
+    }
+    bufs[i] = (fsCC_buf){ts[i]->data, (size_t)ts[i]->numel};
+  }
+  if (rc == 0) rc = fsCC_all_reduce_bufs(c, bufs, n, n ? ts[0]->dtype : FS_F32, op);
+  free(bufs);
+  return rc;
 }
 
 int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root) {

@@ -45,11 +45,17 @@ typedef struct fsCC_config {
 
 typedef struct fsCC_comm fsCC_comm;
 
+/* One of several buffers that a collective treats as one concatenation. */
+typedef struct fsCC_buf {
+  void *data;
+  size_t count;
+} fsCC_buf;
+
 /* What a transport provides; arguments are already checked by the fsCC_*
  * wrappers (counts fit, dtype and op valid, root in range). */
 typedef struct fsCC_ops {
   const char *name;
-  int (*all_reduce)(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op);
+  int (*all_reduce)(fsCC_comm *c, const fsCC_buf *bufs, int n, fs_dtype dt, fsCC_op op);
   int (*all_gather)(fsCC_comm *c, const void *send, void *recv, size_t count, fs_dtype dt);
   int (*reduce_scatter)(fsCC_comm *c, const void *send, void *recv, size_t count,
                         fs_dtype dt, fsCC_op op);
@@ -68,6 +74,9 @@ struct fsCC_comm {
 
 /* buf (count elements) becomes the reduction over ranks, in place. */
 int fsCC_all_reduce(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op);
+/* The same over n buffers as one (DDP's gradients: one collective, no
+ * bucket copies); ranks must agree on the total count only. */
+int fsCC_all_reduce_bufs(fsCC_comm *c, const fsCC_buf *bufs, int n, fs_dtype dt, fsCC_op op);
 /* recv (world * count) = every rank's send (count), in rank order. */
 int fsCC_all_gather(fsCC_comm *c, const void *send, void *recv, size_t count, fs_dtype dt);
 /* recv (count) = reduction over ranks of their send blocks [rank * count, +count). */
@@ -80,6 +89,8 @@ void fsCC_destroy(fsCC_comm *c);                 /* NULL is a no-op */
 
 /* Whole tensors on the communicator's device (data of numel elements). */
 int fsCC_all_reduce_tensor(fsCC_comm *c, fs_tensor *t, fsCC_op op);
+/* n tensors of one dtype in one collective (fsCC_all_reduce_bufs). */
+int fsCC_all_reduce_tensors(fsCC_comm *c, fs_tensor *const *ts, int n, fsCC_op op);
 int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root);
 /* A new tensor [world, *t.shape] of every rank's t (Fabric's all_gather). */
 fs_tensor *fsCC_all_gather_tensor(fsCC_comm *c, fs_tensor *t);

@@ -28,7 +28,8 @@ _Static_assert(sizeof(ncclUniqueId) == FSCC_NCCL_ID_BYTES, "ncclUniqueId size");
   X(cudaStreamCreateWithFlags) X(cudaStreamQuery) X(cudaStreamDestroy) X(cudaMalloc) X(cudaFree)
 #define NCCL_FNS(X) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError) \
   X(ncclCommAbort) X(ncclCommFinalize) X(ncclCommDestroy) X(ncclGetErrorString) X(ncclGetLastError) \
-  X(ncclAllReduce) X(ncclAllGather) X(ncclReduceScatter) X(ncclBroadcast)
+  X(ncclAllReduce) X(ncclAllGather) X(ncclReduceScatter) X(ncclBroadcast) X(ncclGroupStart) \
+  X(ncclGroupEnd)
 #define FN_PTR(f) __typeof__(f) *f;
 static struct { CUDA_FNS(FN_PTR) NCCL_FNS(FN_PTR) } L;
 
@@ -123,10 +124,16 @@ static ncclRedOp_t op_of(fsCC_op op) {
   return op == FSCC_SUM ? ncclSum : op == FSCC_MEAN ? ncclAvg : op == FSCC_MAX ? ncclMax : ncclMin;
 }
 
-static int nc_all_reduce(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op) {
+/* One group: NCCL fuses the buffers' reductions into one launch. */
+static int nc_all_reduce(fsCC_comm *c, const fsCC_buf *bufs, int n, fs_dtype dt, fsCC_op op) {
   nccl_comm *s = (nccl_comm *)c;
-  return settle(s, L.ncclAllReduce(buf, buf, count, type_of(dt), op_of(op), s->nc, s->stream), true,
-                "all_reduce");
+  ncclResult_t rc = L.ncclGroupStart();
+  for (int i = 0; i < n && (rc == ncclSuccess || rc == ncclInProgress); i++)
+    if (bufs[i].count)
+      rc = L.ncclAllReduce(bufs[i].data, bufs[i].data, bufs[i].count, type_of(dt), op_of(op), s->nc,
+                           s->stream);
+  ncclResult_t end = L.ncclGroupEnd();
+  return settle(s, rc == ncclSuccess || rc == ncclInProgress ? end : rc, true, "all_reduce");
 }
 
 static int nc_all_gather(fsCC_comm *c, const void *send, void *recv, size_t count, fs_dtype dt) {

@@ -128,7 +128,7 @@ static int wait_all(shm_comm *s, const char *what) {
       sched_yield();
       continue;
     }
-    char why[300] = "";
+    char why[400] = "";
     int32_t ab = atomic_load(&h->aborted);
     if (ab) snprintf(why, sizeof why, "rank %d failed, the collective is abandoned", ab - 1);
     for (int r = 0; r < world && !why[0]; r++) {
@@ -219,18 +219,43 @@ static void reduce(fs_dtype dt, fsCC_op op, int nsrc, const void *const *src, si
 
 /* --- the collectives ---------------------------------------------------------- */
 
-static int shm_all_reduce(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op) {
+/* The next piece, at most *n elements, of the buffers' concatenation at the
+ * cursor (buffer *b, element *o), which moves past it; *n becomes its size. */
+static unsigned char *piece(const fsCC_buf *bufs, int *b, size_t *o, size_t es, size_t *n) {
+  while (bufs[*b].count == *o) {
+    ++*b;
+    *o = 0;
+  }
+  unsigned char *p = (unsigned char *)bufs[*b].data + *o * es;
+  if (*n > bufs[*b].count - *o) *n = bufs[*b].count - *o;
+  *o += *n;
+  return p;
+}
+
+static int shm_all_reduce(fsCC_comm *c, const fsCC_buf *bufs, int nb, fs_dtype dt, fsCC_op op) {
   shm_comm *s = (shm_comm *)c;
-  size_t es = fsT_dtype_size(dt), per = s->h->staging / es;
+  size_t es = fsT_dtype_size(dt), per = s->h->staging / es, count = 0;
   const void *src[FSCC_MAX_WORLD];
+  for (int i = 0; i < nb; i++) count += bufs[i].count;
   if (begin(s, K_ALL_REDUCE, dt, op, count, 0) < 0) return -1;
+  int b = 0;
+  size_t o = 0;
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
-    unsigned char *b = (unsigned char *)buf + off * es;
-    memcpy(slot(s, c->rank), b, n * es);
+    int b2 = b;
+    size_t o2 = o;
+    for (size_t k = 0, m; k < n; k += m) {
+      m = n - k;
+      unsigned char *p = piece(bufs, &b2, &o2, es, &m);
+      memcpy(slot(s, c->rank) + k * es, p, m * es);
+    }
     if (wait_all(s, "all_reduce") < 0) return -1;
-    for (int r = 0; r < c->world; r++) src[r] = slot(s, r);
-    reduce(dt, op, c->world, src, n, b);
+    for (size_t k = 0, m; k < n; k += m) {
+      m = n - k;
+      unsigned char *p = piece(bufs, &b, &o, es, &m);
+      for (int r = 0; r < c->world; r++) src[r] = slot(s, r) + k * es;
+      reduce(dt, op, c->world, src, m, p);
+    }
     if (wait_all(s, "all_reduce") < 0) return -1;
   }
   return 0;

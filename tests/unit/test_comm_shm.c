@@ -211,6 +211,46 @@ static void test_reduce_scatter(void **state) {
 }
 static void test_broadcast(void **state) { run_matrix(&(matrix){"broadcast", body_broadcast, false}); }
 
+/* Several buffers reduced as one concatenation (empty ones included), the
+ * chunks straddling buffer boundaries. */
+static int body_bufs(fsCC_comm *c, void *arg) {
+  static const size_t counts_of[] = {0, 3, 0, 1000, 1, 257, 0};
+  enum { NB = sizeof counts_of / sizeof *counts_of };
+  for (int d = 0; d < 3; d++)
+    for (int op = FSCC_SUM; op <= FSCC_MAX; op += 2) {
+      fs_dtype dt = dtypes[d];
+      size_t es = fsT_dtype_size(dt), base = 0;
+      fsCC_buf bufs[NB];
+      unsigned char want[8];
+      for (int i = 0; i < NB; i++) {
+        bufs[i] = (fsCC_buf){malloc(counts_of[i] * es + 1), counts_of[i]};
+        CC_CHECK(bufs[i].data);
+        fill(dt, c->rank, bufs[i].data, counts_of[i], base);
+        base += counts_of[i];
+      }
+      int rc = fsCC_all_reduce_bufs(c, bufs, NB, dt, op);
+      base = 0;
+      for (int i = 0; i < NB; i++) {
+        for (size_t k = 0; rc == 0 && k < counts_of[i]; k++) {
+          expect_reduce(dt, op, c->world, base + k, want);
+          rc = memcmp((unsigned char *)bufs[i].data + k * es, want, es) != 0;
+        }
+        base += counts_of[i];
+        free(bufs[i].data);
+      }
+      if (rc) {
+        fprintf(stderr, "all_reduce_bufs %s %s: %s\n", fsT_dtype_name(dt), fsCC_op_name(op), fsCC_error());
+        return 1;
+      }
+    }
+  return 0;
+}
+
+static void test_all_reduce_bufs(void **state) {
+  for (int world = 1; world <= 4; world++)
+    assert_int_equal(run(world, SMALL_STAGING, 0, body_bufs, NULL), 0);
+}
+
 /* With the default staging (4 MiB per rank): a buffer larger than it. */
 static void test_default_staging_large(void **state) {
   params p = {.dt = FS_F32, .op = FSCC_SUM, .count = (FSCC_DEFAULT_STAGING / 4) * 3 / 2 + 3};
@@ -378,6 +418,14 @@ static int body_bad_args(fsCC_comm *c, void *arg) {
   fs_tensor t = {.dtype = FS_F32, .device = FS_DEV_CPU, .numel = 2, .data = v};
   CC_CHECK(fsCC_all_reduce_tensor(c, &t, FSCC_SUM) == 0 && v[0] == 2 && v[1] == 4);
   CC_CHECK(fsCC_broadcast_tensor(c, &t, 1) == 0 && v[0] == 2);
+  int64_t iv = 3;
+  fs_tensor ti = {.dtype = FS_I64, .device = FS_DEV_CPU, .numel = 1, .data = &iv};
+  float w = 5;
+  fs_tensor tw = {.dtype = FS_F32, .device = FS_DEV_CPU, .numel = 1, .data = &w};
+  fs_tensor *both[2] = {&t, &tw}, *mixed[2] = {&ti, &t};
+  CC_CHECK(fsCC_all_reduce_tensors(c, mixed, 2, FSCC_SUM) < 0);
+  CC_CHECK(strstr(fsCC_error(), "tensor 1 is float32, tensor 0 is int64 (one dtype per call)"));
+  CC_CHECK(fsCC_all_reduce_tensors(c, both, 2, FSCC_SUM) == 0 && v[0] == 4 && v[1] == 8 && w == 10);
   return 0;
 }
 
@@ -455,14 +503,23 @@ static void test_op_names(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_all_reduce),        cmocka_unit_test(test_all_gather),
-      cmocka_unit_test(test_reduce_scatter),    cmocka_unit_test(test_broadcast),
-      cmocka_unit_test(test_default_staging_large), cmocka_unit_test(test_bf16_rounding),
-      cmocka_unit_test(test_i64_mean),          cmocka_unit_test(test_padded_roundtrip),
-      cmocka_unit_test(test_repeatable),        cmocka_unit_test(test_mismatch),
-      cmocka_unit_test(test_dead_peer),         cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_all_reduce),
+      cmocka_unit_test(test_all_reduce_bufs),
+      cmocka_unit_test(test_all_gather),
+      cmocka_unit_test(test_reduce_scatter),
+      cmocka_unit_test(test_broadcast),
+      cmocka_unit_test(test_default_staging_large),
+      cmocka_unit_test(test_bf16_rounding),
+      cmocka_unit_test(test_i64_mean),
+      cmocka_unit_test(test_padded_roundtrip),
+      cmocka_unit_test(test_repeatable),
+      cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_dead_peer),
+      cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_left),
-      cmocka_unit_test(test_gather_tensor),     cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_open_errors),
+      cmocka_unit_test(test_gather_tensor),
+      cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_open_errors),
       cmocka_unit_test(test_op_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
