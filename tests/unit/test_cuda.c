@@ -15,6 +15,9 @@
 
 static const fsB_backend *cpu = &fsB_cpu, *gpu = &fsB_cuda;
 
+/* A call that returns 0 or -1 + fsT_error. */
+#define OK(call) do { if ((call) != 0) fail_msg("%s: %s", #call, fsT_error()); } while (0)
+
 /* --- host <-> device helpers ---------------------------------------------- */
 
 static void *up(const void *host, size_t nbytes) {
@@ -124,7 +127,7 @@ static void test_memory(void **state) {
   float zeros[15] = {0};
   expect_bitwise(fsT_f32(t), zeros, 15, "fsT_zeros on cuda");
   fsT_release(t);
-  assert_int_equal(fsCU_sync(), 0);
+  OK(fsCU_sync());
 }
 
 /* Slices [offset, offset + n) of one stream: even and odd offsets (normal
@@ -234,7 +237,7 @@ static void test_reductions(void **state) {
     assert_true(gpu->absmax(n, d) == cpu->absmax(n, h)); /* max is exact */
     if (n > 300) {
       float nan = NAN;
-      assert_int_equal(fsCU_upload(d + 300, &nan, sizeof nan), 0);
+      OK(fsCU_upload(d + 300, &nan, sizeof nan));
       assert_true(isnan(gpu->absmax(n, d)));
     }
     free(h);
@@ -252,9 +255,8 @@ static void test_gemm(void **state) {
       size_t na = (size_t)((ta ? K : M) * lda), nb = (size_t)((tb ? N : K) * ldb), nc = (size_t)(M * ldc);
       float *A = rnd("A", na, -1, 1), *B = rnd("B", nb, -1, 1), *C = rnd("C", nc, -1, 1);
       float *dA = upf(A, na), *dB = upf(B, nb), *dC = upf(C, nc);
-      assert_int_equal(cpu->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.25f, C, ldc), 0);
-      if (gpu->gemm(ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, -1.25f, dC, ldc))
-        fail_msg("%s", fsT_error());
+      OK(cpu->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.25f, C, ldc));
+      OK(gpu->gemm(ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, -1.25f, dC, ldc));
       expect_close(dC, C, nc, 1e-5, 1e-5, "gemm");
       free(A), free(B), free(C);
       dfree(dA), dfree(dB), dfree(dC);
@@ -306,10 +308,10 @@ static void test_bf16(void **state) {
   float *dback = gpu->alloc(N * sizeof(float));
   assert_non_null(db);
   assert_non_null(dback);
-  assert_int_equal(fsCU_f32_to_bf16(db, dh, N), 0);
-  assert_int_equal(fsCU_download(got, db, N * sizeof *got), 0);
+  OK(fsCU_f32_to_bf16(db, dh, N));
+  OK(fsCU_download(got, db, N * sizeof *got));
   assert_memory_equal(got, ref, N * sizeof *ref);
-  assert_int_equal(fsCU_bf16_to_f32(dback, db, N), 0);
+  OK(fsCU_bf16_to_f32(dback, db, N));
   for (size_t i = 0; i < N; i++) h[i] = fsT_bf16_to_f32(ref[i]);
   expect_bitwise(dback, h, N, "bf16_to_f32");
   free(h), free(ref), free(got);
@@ -329,18 +331,18 @@ static void test_linear(void **state) {
   float *gout = gpu->alloc(N * OC * sizeof(float));
   float *gdx = upf(dx, N * C), *gdW = upf(dW, OC * C), *gdb = upf(dbias, OC);
   for (int bias = 0; bias < 2; bias++) {
-    assert_int_equal(kc->linear_forward(out, x, W, bias ? b : NULL, N, C, OC), 0);
-    assert_int_equal(kg->linear_forward(gout, gx, gW, bias ? gb : NULL, N, C, OC), 0);
+    OK(kc->linear_forward(out, x, W, bias ? b : NULL, N, C, OC));
+    OK(kg->linear_forward(gout, gx, gW, bias ? gb : NULL, N, C, OC));
     expect_close(gout, out, N * OC, 1e-5, 1e-5, "linear_forward");
   }
-  assert_int_equal(kc->linear_backward(dx, dW, dbias, dy, x, W, N, C, OC), 0);
-  assert_int_equal(kg->linear_backward(gdx, gdW, gdb, gdy, gx, gW, N, C, OC), 0);
+  OK(kc->linear_backward(dx, dW, dbias, dy, x, W, N, C, OC));
+  OK(kg->linear_backward(gdx, gdW, gdb, gdy, gx, gW, N, C, OC));
   expect_close(gdx, dx, N * C, 1e-5, 1e-5, "linear_backward dinp");
   expect_close(gdW, dW, OC * C, 1e-5, 1e-5, "linear_backward dW");
   expect_close(gdb, dbias, OC, 1e-5, 1e-5, "linear_backward db");
   /* NULL gradients are skipped */
-  assert_int_equal(kc->linear_backward(NULL, dW, NULL, dy, x, W, N, C, OC), 0);
-  assert_int_equal(kg->linear_backward(NULL, gdW, NULL, gdy, gx, gW, N, C, OC), 0);
+  OK(kc->linear_backward(NULL, dW, NULL, dy, x, W, N, C, OC));
+  OK(kg->linear_backward(NULL, gdW, NULL, gdy, gx, gW, N, C, OC));
   expect_close(gdW, dW, OC * C, 1e-5, 1e-5, "linear_backward dW only");
   expect_close(gdb, dbias, OC, 1e-5, 1e-5, "linear_backward db untouched");
   free(x), free(W), free(b), free(dy), free(out), free(dx), free(dW), free(dbias);
@@ -413,7 +415,7 @@ static void test_activations(void **state) {
     kg->act_forward(act, gout, gx, N);
     expect_close(gout, out, N, 1e-6, 4e-6, "act_forward");
     /* backward takes the cpu's forward output on both sides */
-    assert_int_equal(fsCU_upload(gout, out, N * sizeof *out), 0);
+    OK(fsCU_upload(gout, out, N * sizeof *out));
     kc->act_backward(act, dx, dy, x, out, N);
     kg->act_backward(act, gdx, gdy, gx, gout, N);
     expect_close(gdx, dx, N, 1e-6, 4e-6, "act_backward");
@@ -449,12 +451,12 @@ static void test_attention(void **state) {
   float *out = malloc(no * sizeof *out), *att = malloc(na * sizeof *att);
   float *ginp = upf(inp, ni), *gdy = upf(dy, no), *gdinp = upf(dinp, ni);
   float *gout = gpu->alloc(no * sizeof(float)), *gatt = gpu->alloc(na * sizeof(float));
-  assert_int_equal(kc->attention_forward(out, att, inp, B, T, C, NH), 0);
-  if (kg->attention_forward(gout, gatt, ginp, B, T, C, NH)) fail_msg("%s", fsT_error());
+  OK(kc->attention_forward(out, att, inp, B, T, C, NH));
+  OK(kg->attention_forward(gout, gatt, ginp, B, T, C, NH));
   expect_close(gatt, att, na, 1e-6, 1e-5, "attention_forward att");
   expect_close(gout, out, no, 1e-6, 1e-5, "attention_forward out");
-  assert_int_equal(kc->attention_backward(dinp, dy, inp, att, B, T, C, NH), 0);
-  if (kg->attention_backward(gdinp, gdy, ginp, gatt, B, T, C, NH)) fail_msg("%s", fsT_error());
+  OK(kc->attention_backward(dinp, dy, inp, att, B, T, C, NH));
+  OK(kg->attention_backward(gdinp, gdy, ginp, gatt, B, T, C, NH));
   expect_close(gdinp, dinp, ni, 1e-5, 1e-4, "attention_backward");
   free(inp), free(dy), free(dinp), free(out), free(att);
   dfree(ginp), dfree(gdy), dfree(gdinp), dfree(gout), dfree(gatt);
