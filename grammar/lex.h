@@ -12,6 +12,7 @@
 
 typedef struct fs_lexer {
   const fs_source *src;
+  fs_arena *arena;      /* where the tree's nodes and strings go */
   fs_diags *diags;
   void *scanner;        /* yyscan_t */
   uint32_t base;        /* offset of the scanned range in src->text */
@@ -44,8 +45,9 @@ typedef struct fs_parser {
 /* Parse a whole file; always returns a tree (possibly with FS_N_ERROR nodes).
  * Syntax errors go to diags; *nerrors counts them. */
 fs_node *fsP_parse(const fs_source *src, fs_diags *diags, int *nerrors);
-/* Parse the expression in src->text[start, end) (f-string fields). */
-fs_node *fsP_parse_expr(const fs_source *src, uint32_t start, uint32_t end,
+/* Parse the expression in src->text[start, end) (f-string fields) into the
+ * enclosing tree's arena. */
+fs_node *fsP_parse_expr(fs_arena *arena, const fs_source *src, uint32_t start, uint32_t end,
                         fs_diags *diags, int *nerrors);
 
 #endif

@@ -26,7 +26,7 @@ void fsP_error(fs_loc *loc, fs_parser *P, const char *msg);
 static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...);
 static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, ...);
 static fs_node *fstring(fs_parser *P, fs_node *raw);
-static fs_node *concat_strings(fs_node *a, fs_node *b);
+static fs_node *concat_strings(fs_parser *P, fs_node *a, fs_node *b);
 static fs_node *as_block(fs_parser *P, fs_node *stmt);
 static fs_node *tuple_or_single(fs_node *t);
 static void check_target(fs_parser *P, const fs_node *t);
@@ -63,8 +63,6 @@ static fs_node *named(fs_parser *P, fs_node *block, fs_node *target);
 %type <fs_node *> exprlist exprlist_items list_items dict_items subscript opt_test
 %type <fs_op> augop compop
 
-%destructor { fsA_free($$); } <fs_node *>
-
 %%
 
 start
@@ -73,15 +71,15 @@ start
   ;
 
 stmts
-  : %empty                 { $$ = fsA_new(FS_N_BLOCK, @$); }
-  | stmts stmt             { $$ = $1; if ($2) fsA_push($$, $2); $$->loc.end = @2.end; }
+  : %empty                 { $$ = fsA_new(P->lex.arena, FS_N_BLOCK, @$); }
+  | stmts stmt             { $$ = $1; if ($2) fsA_push(P->lex.arena, $$, $2); $$->loc.end = @2.end; }
   | stmts NEWLINE          { $$ = $1; }
   ;
 
 stmt
   : simple_stmt
   | compound_stmt
-  | error NEWLINE          { $$ = fsA_new(FS_N_ERROR, @$); yyerrok; }
+  | error NEWLINE          { $$ = fsA_new(P->lex.arena, FS_N_ERROR, @$); yyerrok; }
   ;
 
 simple_stmt
@@ -94,9 +92,9 @@ small_stmt
                              $$ = mk(P, FS_N_ASSIGN, @$, 2, tuple_or_single($1), tuple_or_single($3)); }
   | testlist augop testlist { check_target(P, $1);
                              $$ = mk_op(P, FS_N_AUGASSIGN, $2, @$, 2, tuple_or_single($1), tuple_or_single($3)); }
-  | PASS                   { $$ = fsA_new(FS_N_PASS, @$); }
-  | BREAK                  { $$ = fsA_new(FS_N_BREAK, @$); }
-  | CONTINUE               { $$ = fsA_new(FS_N_CONTINUE, @$); }
+  | PASS                   { $$ = fsA_new(P->lex.arena, FS_N_PASS, @$); }
+  | BREAK                  { $$ = fsA_new(P->lex.arena, FS_N_BREAK, @$); }
+  | CONTINUE               { $$ = fsA_new(P->lex.arena, FS_N_CONTINUE, @$); }
   | RETURN                 { $$ = mk(P, FS_N_RETURN, @$, 1, NULL); }
   | RETURN testlist        { $$ = mk(P, FS_N_RETURN, @$, 1, tuple_or_single($2)); }
   | ASSERT test            { $$ = mk(P, FS_N_ASSERT, @$, 2, $2, NULL); }
@@ -116,11 +114,11 @@ compound_stmt
   | WITH test ':' suite                { $$ = mk(P, FS_N_WITH, @$, 3, $2, NULL, $4); }
   | WITH test AS NAME ':' suite        { $$ = mk(P, FS_N_WITH, @$, 3, $2, $4, $6); }
   | DEF NAME '(' params ')' ':' suite  { $$ = mk(P, FS_N_DEF, @$, 2, $4, $7);
-                                         $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; fsA_free($2); }
+                                         $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; }
   | MODEL NAME '(' params ')' ':' suite { $$ = mk(P, FS_N_MODEL, @$, 2, $4, $7);
-                                         $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; fsA_free($2); }
-  | MODEL NAME ':' suite               { $$ = mk(P, FS_N_MODEL, @$, 2, fsA_new(FS_N_BLOCK, @2), $4);
-                                         $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; fsA_free($2); }
+                                         $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; }
+  | MODEL NAME ':' suite               { $$ = mk(P, FS_N_MODEL, @$, 2, fsA_new(P->lex.arena, FS_N_BLOCK, @2), $4);
+                                         $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; }
   | REPEAT test ':' suite              { $$ = mk(P, FS_N_REPEAT, @$, 2, $2, $4); }
   | testlist '=' REPEAT test ':' suite { $$ = named(P, mk(P, FS_N_REPEAT, @$, 2, $4, $6), tuple_or_single($1)); }
   | RESIDUAL ':' suite                 { $$ = mk(P, FS_N_RESIDUAL, @$, 1, $3); }
@@ -140,23 +138,23 @@ suite
 
 block
   : stmt                               { $$ = as_block(P, $1); }
-  | block stmt                         { $$ = $1; if ($2) fsA_push($$, $2); $$->loc.end = @2.end; }
+  | block stmt                         { $$ = $1; if ($2) fsA_push(P->lex.arena, $$, $2); $$->loc.end = @2.end; }
   ;
 
 params
-  : %empty                             { $$ = fsA_new(FS_N_BLOCK, @$); }
+  : %empty                             { $$ = fsA_new(P->lex.arena, FS_N_BLOCK, @$); }
   | param_list
   | param_list ','
   ;
 
 param_list
   : param                              { $$ = as_block(P, $1); }
-  | param_list ',' param               { $$ = $1; fsA_push($$, $3); $$->loc.end = @3.end; }
+  | param_list ',' param               { $$ = $1; fsA_push(P->lex.arena, $$, $3); $$->loc.end = @3.end; }
   ;
 
 param
   : NAME                               { $$ = $1; $$->kind = FS_N_PARAM; }
-  | NAME '=' test                      { $$ = $1; $$->kind = FS_N_PARAM; fsA_push($$, $3); }
+  | NAME '=' test                      { $$ = $1; $$->kind = FS_N_PARAM; fsA_push(P->lex.arena, $$, $3); }
   ;
 
 testlist
@@ -167,7 +165,7 @@ testlist
 /* A TUPLE node tagged with ival == 1 is still "open": tuple_or_single closes it. */
 testlist_items
   : test                               { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); $$->ival = 1; }
-  | testlist_items ',' test            { $$ = $1; fsA_push($$, $3); $$->loc.end = @3.end; }
+  | testlist_items ',' test            { $$ = $1; fsA_push(P->lex.arena, $$, $3); $$->loc.end = @3.end; }
   ;
 
 exprlist
@@ -177,7 +175,7 @@ exprlist
 
 exprlist_items
   : arith                              { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); $$->ival = 1; }
-  | exprlist_items ',' arith           { $$ = $1; fsA_push($$, $3); $$->loc.end = @3.end; }
+  | exprlist_items ',' arith           { $$ = $1; fsA_push(P->lex.arena, $$, $3); $$->loc.end = @3.end; }
   ;
 
 test
@@ -243,7 +241,7 @@ primary
   | primary '(' args ')'               { $$ = $3; $$->kind = FS_N_CALL; $$->loc = @$;
                                          $$->kids[0] = $1; if ($1->depth + 1 > $$->depth) $$->depth = $1->depth + 1; }
   | primary '.' NAME                   { $$ = mk(P, FS_N_ATTR, @$, 1, $1); $$->str = $3->str; $3->str = NULL;
-                                         $$->name_loc = @3; fsA_free($3); }
+                                         $$->name_loc = @3; }
   | primary '[' subscript ']'          { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
   ;
 
@@ -256,13 +254,13 @@ args
 
 arg_list
   : arg                                { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
-  | arg_list ',' arg                   { $$ = $1; fsA_push($$, $3); }
+  | arg_list ',' arg                   { $$ = $1; fsA_push(P->lex.arena, $$, $3); }
   ;
 
 arg
   : test
   | NAME '=' test                      { $$ = mk(P, FS_N_KWARG, @$, 1, $3); $$->str = $1->str; $1->str = NULL;
-                                         $$->name_loc = @1; fsA_free($1); }
+                                         $$->name_loc = @1; }
   ;
 
 subscript
@@ -282,32 +280,32 @@ atom
   | FLOAT
   | strings
   | FSTRING                            { $$ = fstring(P, $1); }
-  | TRUE                               { $$ = fsA_new(FS_N_TRUE, @$); }
-  | FALSE                              { $$ = fsA_new(FS_N_FALSE, @$); }
-  | NONE                               { $$ = fsA_new(FS_N_NONE, @$); }
-  | '(' ')'                            { $$ = fsA_new(FS_N_TUPLE, @$); }
+  | TRUE                               { $$ = fsA_new(P->lex.arena, FS_N_TRUE, @$); }
+  | FALSE                              { $$ = fsA_new(P->lex.arena, FS_N_FALSE, @$); }
+  | NONE                               { $$ = fsA_new(P->lex.arena, FS_N_NONE, @$); }
+  | '(' ')'                            { $$ = fsA_new(P->lex.arena, FS_N_TUPLE, @$); }
   | '(' testlist ')'                   { $$ = tuple_or_single($2); if ($$->kind == FS_N_TUPLE) $$->loc = @$; }
-  | '[' ']'                            { $$ = fsA_new(FS_N_LIST, @$); }
+  | '[' ']'                            { $$ = fsA_new(P->lex.arena, FS_N_LIST, @$); }
   | '[' list_items ']'                 { $$ = $2; $$->loc = @$; }
   | '[' list_items ',' ']'             { $$ = $2; $$->loc = @$; }
-  | '{' '}'                            { $$ = fsA_new(FS_N_DICT, @$); }
+  | '{' '}'                            { $$ = fsA_new(P->lex.arena, FS_N_DICT, @$); }
   | '{' dict_items '}'                 { $$ = $2; $$->loc = @$; }
   | '{' dict_items ',' '}'             { $$ = $2; $$->loc = @$; }
   ;
 
 strings
   : STRING
-  | strings STRING                     { $$ = concat_strings($1, $2); $$->loc.end = @2.end; }
+  | strings STRING                     { $$ = concat_strings(P, $1, $2); $$->loc.end = @2.end; }
   ;
 
 list_items
   : test                               { $$ = mk(P, FS_N_LIST, @$, 1, $1); }
-  | list_items ',' test                { $$ = $1; fsA_push($$, $3); }
+  | list_items ',' test                { $$ = $1; fsA_push(P->lex.arena, $$, $3); }
   ;
 
 dict_items
   : test ':' test                      { $$ = mk(P, FS_N_DICT, @$, 2, $1, $3); }
-  | dict_items ',' test ':' test       { $$ = $1; fsA_push($$, $3); fsA_push($$, $5); }
+  | dict_items ',' test ':' test       { $$ = $1; fsA_push(P->lex.arena, $$, $3); fsA_push(P->lex.arena, $$, $5); }
   ;
 
 %%
@@ -321,9 +319,10 @@ static void too_deep(fs_parser *P, fs_loc loc) {
 }
 
 static fs_node *mk_va(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, va_list ap) {
-  fs_node *x = fsA_new(k, loc);
-  x->op = op;
-  for (int i = 0; i < n; i++) fsA_push(x, va_arg(ap, fs_node *));
+  fs_node *x = fsA_new(P->lex.arena, k, loc);
+  x->op = (uint8_t)op;
+  fsA_reserve(P->lex.arena, x, (uint32_t)n);
+  for (int i = 0; i < n; i++) fsA_push(P->lex.arena, x, va_arg(ap, fs_node *));
   if (x->depth > FS_MAX_DEPTH) too_deep(P, loc);
   return x;
 }
@@ -354,8 +353,6 @@ static fs_node *tuple_or_single(fs_node *t) {
   t->ival = 0;
   if (t->nkids != 1) return t;
   fs_node *only = t->kids[0];
-  t->nkids = 0;
-  fsA_free(t);
   return only;
 }
 
@@ -383,28 +380,21 @@ static fs_node *named(fs_parser *P, fs_node *block, fs_node *target) {
     fsD_add(P->lex.diags, FS_SEV_ERROR, "syntax", P->lex.src, target->loc,
             "only a name can be bound to a `%s` block", block->kind == FS_N_REPEAT ? "repeat" : "residual");
   }
-  fsA_free(target);
   return block;
 }
 
-static fs_node *concat_strings(fs_node *a, fs_node *b) {
-  char *s = malloc(a->slen + b->slen + 1);
-  if (!s) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+static fs_node *concat_strings(fs_parser *P, fs_node *a, fs_node *b) {
+  char *s = fsA_alloc(P->lex.arena, a->slen + b->slen + 1);
   memcpy(s, a->str, a->slen);
   memcpy(s + a->slen, b->str, b->slen + 1);
-  free(a->str);
   a->str = s;
   a->slen += b->slen;
-  fsA_free(b);
   return a;
 }
 
-static fs_node *str_piece(const char *text, size_t len, fs_loc loc) {
-  fs_node *x = fsA_new(FS_N_STR, loc);
-  x->str = malloc(len + 1);
-  if (!x->str) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
-  memcpy(x->str, text, len);
-  x->str[len] = '\0';
+static fs_node *str_piece(fs_parser *P, const char *text, size_t len, fs_loc loc) {
+  fs_node *x = fsA_new(P->lex.arena, FS_N_STR, loc);
+  x->str = fsA_strndup(P->lex.arena, text, len);
   x->slen = len;
   return x;
 }
@@ -414,7 +404,7 @@ static fs_node *str_piece(const char *text, size_t len, fs_loc loc) {
  * and fields here, parsing each field's expression from the source text. */
 static fs_node *fstring(fs_parser *P, fs_node *raw) {
   const fs_source *src = P->lex.src;
-  fs_node *out = fsA_new(FS_N_FSTR, raw->loc);
+  fs_node *out = fsA_new(P->lex.arena, FS_N_FSTR, raw->loc);
   uint32_t body = (uint32_t)raw->ival, end = raw->loc.end - 1; /* before the quote */
   const char *t = src->text;
   char *lit = malloc(end - body + 1);
@@ -438,7 +428,7 @@ static fs_node *fstring(fs_parser *P, fs_node *raw) {
       continue;
     }
     if (c != '{') { lit[nlit++] = c; i++; continue; }
-    if (nlit) { fsA_push(out, str_piece(lit, nlit, (fs_loc){lit_start, i})); nlit = 0; }
+    if (nlit) { fsA_push(P->lex.arena, out, str_piece(P, lit, nlit, (fs_loc){lit_start, i})); nlit = 0; }
     /* Find the field's end: the matching '}' outside brackets and quotes, and
      * the ':' that starts its format spec. */
     uint32_t j = i + 1, colon = 0;
@@ -460,23 +450,21 @@ static fs_node *fstring(fs_parser *P, fs_node *raw) {
       break;
     }
     uint32_t expr_end = colon ? colon : j;
-    fs_node *field = fsA_new(FS_N_FMT, (fs_loc){i, j + 1});
+    fs_node *field = fsA_new(P->lex.arena, FS_N_FMT, (fs_loc){i, j + 1});
     int errs = 0;
-    fs_node *e = fsP_parse_expr(src, i + 1, expr_end, P->lex.diags, &errs);
+    fs_node *e = fsP_parse_expr(P->lex.arena, src, i + 1, expr_end, P->lex.diags, &errs);
     P->nerrors += errs;
-    fsA_push(field, e);
+    fsA_push(P->lex.arena, field, e);
     if (colon) {
-      fs_node *spec = str_piece(t + colon + 1, j - colon - 1, (fs_loc){colon + 1, j});
-      field->str = spec->str; field->slen = spec->slen; spec->str = NULL;
-      fsA_free(spec);
+      fs_node *spec = str_piece(P, t + colon + 1, j - colon - 1, (fs_loc){colon + 1, j});
+      field->str = spec->str; field->slen = spec->slen;
     }
-    fsA_push(out, field);
+    fsA_push(P->lex.arena, out, field);
     i = j + 1;
     lit_start = i;
   }
-  if (nlit) fsA_push(out, str_piece(lit, nlit, (fs_loc){lit_start, end}));
+  if (nlit) fsA_push(P->lex.arena, out, str_piece(P, lit, nlit, (fs_loc){lit_start, end}));
   free(lit);
-  fsA_free(raw);
   if (out->depth > FS_MAX_DEPTH) too_deep(P, out->loc);
   return out;
 }

@@ -1,11 +1,13 @@
 /* ast.c -- syntax-tree nodes and the source line map. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise, MAP_ANONYMOUS */
 #include "ast.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 static void *xrealloc(void *p, size_t n) {
   void *q = realloc(p, n);
@@ -34,51 +36,58 @@ bad:
   return 1;
 }
 
-fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len) {
+/* Takes text (len bytes, room for a NUL after them) and indexes its lines. */
+static fs_source *source_own(const char *path, char *text, size_t len) {
   fs_source *src = xrealloc(NULL, sizeof *src);
   src->path = strdup(path);
-  src->text = xrealloc(NULL, len + 1);
-  if (len) memcpy(src->text, buf, len);
+  src->text = text;
   src->text[len] = '\0';
   src->len = len;
   size_t cap = 64;
   src->line_starts = xrealloc(NULL, cap * sizeof *src->line_starts);
   src->nlines = 0;
   src->line_starts[src->nlines++] = 0;
-  for (size_t i = 0; i < len; i++) {
-    if (buf[i] != '\n') continue;
+  for (const char *p = text, *end = text + len; (p = memchr(p, '\n', (size_t)(end - p))); p++) {
     if (src->nlines == cap) {
       cap *= 2;
       src->line_starts = xrealloc(src->line_starts, cap * sizeof *src->line_starts);
     }
-    src->line_starts[src->nlines++] = (uint32_t)(i + 1);
+    src->line_starts[src->nlines++] = (uint32_t)(p - text + 1);
   }
   return src;
 }
 
+fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len) {
+  char *text = xrealloc(NULL, len + 1);
+  if (len) memcpy(text, buf, len);
+  return source_own(path, text, len);
+}
+
 fs_source *fsA_source_from_file(const char *path) {
-  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  int is_stdin = strcmp(path, "-") == 0;
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return NULL;
+  /* Read straight into the text buffer, sized from fstat when it can be. */
+  struct stat st;
+  size_t cap = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
   char *buf = NULL;
-  size_t len = 0, cap = 0;
+  size_t len = 0;
   for (;;) {
-    if (len == cap) {
-      cap = cap ? cap * 2 : 65536;
+    if (len + 1 >= cap || !buf) {
+      if (buf) cap *= 2;
       if (cap > UINT32_MAX) { errno = EFBIG; goto fail; }
       buf = xrealloc(buf, cap);
     }
-    size_t n = fread(buf + len, 1, cap - len, f);
+    size_t n = fread(buf + len, 1, cap - 1 - len, f);
     len += n;
     if (n == 0) break;
   }
   if (ferror(f)) goto fail;
-  if (f != stdin) fclose(f);
-  fs_source *src = fsA_source_from_buffer(strcmp(path, "-") == 0 ? "<stdin>" : path, buf, len);
-  free(buf);
-  return src;
+  if (!is_stdin) fclose(f);
+  return source_own(is_stdin ? "<stdin>" : path, buf, len);
 fail: {
     int e = errno ? errno : EIO;
-    if (f != stdin) fclose(f);
+    if (!is_stdin) fclose(f);
     free(buf);
     errno = e;
     return NULL;
@@ -111,8 +120,70 @@ void fsA_source_position(const fs_source *src, uint32_t offset,
   *column = col;
 }
 
-fs_node *fsA_new(fs_node_kind kind, fs_loc loc) {
-  fs_node *n = xrealloc(NULL, sizeof *n);
+/* Blocks grow from 64 KiB to 2 MiB; large trees get transparent huge pages,
+ * since first touching 4 KiB pages one by one is what a big parse pays for. */
+typedef struct arena_block { struct arena_block *next; size_t used, cap, mapped; } arena_block;
+struct fs_arena { arena_block *head; size_t next_cap; };
+
+#define ARENA_HEADER ((sizeof(arena_block) + 15) & ~(size_t)15)
+#define ARENA_FIRST (64u << 10)
+#define ARENA_HUGE (2u << 20)
+
+fs_arena *fsA_arena_new(void) {
+  fs_arena *a = xrealloc(NULL, sizeof *a);
+  a->head = NULL;
+  a->next_cap = ARENA_FIRST;
+  return a;
+}
+
+static void arena_grow(fs_arena *a, size_t need) {
+  size_t cap = a->next_cap;
+  while (cap < need + ARENA_HEADER) cap *= 2;
+  if (a->next_cap < ARENA_HUGE) a->next_cap *= 2;
+  arena_block *b;
+  size_t mapped = 0;
+  if (cap >= ARENA_HUGE) {
+    void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    madvise(p, cap, MADV_HUGEPAGE);
+    b = p;
+    mapped = cap;
+  } else {
+    b = xrealloc(NULL, cap);
+  }
+  b->next = a->head;
+  b->used = ARENA_HEADER;
+  b->cap = cap;
+  b->mapped = mapped;
+  a->head = b;
+}
+
+void *fsA_alloc(fs_arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  if (!a->head || a->head->cap - a->head->used < n) arena_grow(a, n);
+  void *p = (char *)a->head + a->head->used;
+  a->head->used += n;
+  return p;
+}
+
+char *fsA_strndup(fs_arena *a, const char *s, size_t n) {
+  char *d = fsA_alloc(a, n + 1);
+  memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+static void arena_free(fs_arena *a) {
+  for (arena_block *b = a->head, *next; b; b = next) {
+    next = b->next;
+    if (b->mapped) munmap(b, b->mapped);
+    else free(b);
+  }
+  free(a);
+}
+
+fs_node *fsA_new(fs_arena *a, fs_node_kind kind, fs_loc loc) {
+  fs_node *n = fsA_alloc(a, sizeof *n);
   memset(n, 0, sizeof *n);
   n->kind = kind;
   n->loc = loc;
@@ -121,32 +192,26 @@ fs_node *fsA_new(fs_node_kind kind, fs_loc loc) {
   return n;
 }
 
-void fsA_push(fs_node *parent, fs_node *kid) {
-  /* Grow by doubling: capacity is the next power of two >= nkids. */
-  uint32_t n = parent->nkids;
-  if ((n & (n - 1)) == 0)
-    parent->kids = xrealloc(parent->kids, (n ? 2 * (size_t)n : 1) * sizeof *parent->kids);
+void fsA_reserve(fs_arena *a, fs_node *parent, uint32_t n) {
+  uint32_t cap = parent->kids_cap ? 1u << (parent->kids_cap - 1) : 0;
+  if (n <= cap) return;
+  uint8_t log2 = 0;
+  while ((1u << log2) < n) log2++;
+  fs_node **kids = fsA_alloc(a, ((size_t)1 << log2) * sizeof *kids);
+  if (parent->nkids) memcpy(kids, parent->kids, parent->nkids * sizeof *kids);
+  parent->kids = kids;
+  parent->kids_cap = (uint8_t)(log2 + 1);
+}
+
+void fsA_push(fs_arena *a, fs_node *parent, fs_node *kid) {
+  uint32_t cap = parent->kids_cap ? 1u << (parent->kids_cap - 1) : 0;
+  if (parent->nkids == cap) fsA_reserve(a, parent, cap ? 2 * cap : 1);
   parent->kids[parent->nkids++] = kid;
   if (kid && kid->depth + 1 > parent->depth) parent->depth = kid->depth + 1;
 }
 
-void fsA_free(fs_node *node) {
-  /* An explicit stack: freeing must not recurse, whatever the input's shape. */
-  fs_node **stack = NULL;
-  size_t n = 0, cap = 0;
-  if (node) { stack = xrealloc(NULL, 16 * sizeof *stack); cap = 16; stack[n++] = node; }
-  while (n) {
-    fs_node *x = stack[--n];
-    for (uint32_t i = 0; i < x->nkids; i++) {
-      if (!x->kids[i]) continue;
-      if (n == cap) { cap *= 2; stack = xrealloc(stack, cap * sizeof *stack); }
-      stack[n++] = x->kids[i];
-    }
-    free(x->kids);
-    free(x->str);
-    free(x);
-  }
-  free(stack);
+void fsA_free(fs_node *root) {
+  if (root && root->arena) arena_free(root->arena);
 }
 
 const char *fsA_kind_name(fs_node_kind kind) {
