@@ -8,13 +8,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "autograd.h"
 #include "dataset.h"
 #include "eval_impl.h"
 #include "fabric.h"
+#include "fsdp.h"
+#include "launch.h"
 #include "loader.h"
+#include "logger.h"
 #include "optim.h"
+#include "progress.h"
 #include "safetensors.h"
 
 #define NATIVE(f) static fs_value *f(fsE_ctx *E, fs_value *self, fs_value **s, const fsV_args *a)
@@ -126,6 +131,30 @@ static int64_t tensor_len(fsE_ctx *E, fs_value *v) {
 
 static fsF_fabric *current_fabric(fsE_ctx *E);
 
+/* t[i]: row i along the first dimension, as a new tensor (values only, off the tape). */
+static fs_value *tensor_index(fsE_ctx *E, fs_value *v, fs_value *key) {
+  fs_tensor *t = v->u.obj.data;
+  if (key->type != FSV_INT && key->type != FSV_BOOL) {
+    fsV_seterr("tensor indices must be integers, not %s", fsV_type_name(key));
+    return NULL;
+  }
+  if (t->rank == 0 || !t->data || t->device != FS_DEV_CPU) {
+    fsV_seterr(t->rank == 0 ? "invalid index of a 0-dim tensor" : "only a tensor in CPU memory can be indexed");
+    return NULL;
+  }
+  int64_t i = ival(key), n = t->shape[0];
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) {
+    fsV_seterr("index %lld is out of bounds for dimension 0 with size %lld", (long long)ival(key), (long long)n);
+    return NULL;
+  }
+  fs_tensor *r = fsT_new(t->dtype, FS_DEV_CPU, t->rank - 1, t->shape + 1);
+  if (!r) return rt_fail();
+  size_t row = fsT_nbytes(r);
+  memcpy(r->data, (const char *)t->data + (size_t)i * row, row);
+  return tensor_value(r);
+}
+
 static fs_value *tensor_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
   const fsSig *sig = fsSig_member("Tensor", name);
   if (!sig || sig->kind != FSSIG_METHOD) return NULL;
@@ -186,7 +215,7 @@ static fs_value *tensor_method(fsE_ctx *E, fs_value *v, const char *name, const 
 
 static const fsV_class tensor_class = {
   .name = "Tensor", .getattr = tensor_getattr, .call_method = tensor_method,
-  .binop = tensor_binop, .unop = tensor_unop, .len = tensor_len, .repr = tensor_repr,
+  .binop = tensor_binop, .unop = tensor_unop, .index = tensor_index, .len = tensor_len, .repr = tensor_repr,
   .free = tensor_free,
 };
 
@@ -212,6 +241,8 @@ typedef struct ctxv {
   int kind;          /* 0 device, 1 no_grad, 2 init_module, 3 nothing to do (no_backward_sync on one rank) */
   fs_device dev, saved_dev;
   bool saved_grad;
+  bool *flag;        /* kind 3: set while inside (the Fabric's no_sync), or NULL */
+  fs_value *owner;   /* held: the object flag lives in */
 } ctxv;
 
 static const fsV_class ctx_class;
@@ -223,6 +254,8 @@ static fs_value *ctx_enter(fsE_ctx *E, fs_value *v) {
   } else if (c->kind != 3) {
     c->saved_dev = E->device;
     E->device = c->dev;
+  } else if (c->flag) {
+    *c->flag = true;
   }
   return fsV_retain(v);
 }
@@ -231,6 +264,7 @@ static int ctx_exit(fsE_ctx *E, fs_value *v) {
   ctxv *c = v->u.obj.data;
   if (c->kind == 1) fsG_set_grad_enabled(c->saved_grad);
   else if (c->kind != 3) E->device = c->saved_dev;
+  else if (c->flag) *c->flag = false;
   return 0;
 }
 
@@ -242,7 +276,10 @@ static char *ctx_repr(fs_value *v) {
   return fsV_buf_take(&b);
 }
 
-static void ctx_free(void *p) { free(p); }
+static void ctx_free(void *p) {
+  fsV_release(((ctxv *)p)->owner);
+  free(p);
+}
 
 static const fsV_class ctx_class = {
   .name = "context", .enter = ctx_enter, .exit = ctx_exit, .repr = ctx_repr, .free = ctx_free,
@@ -277,12 +314,14 @@ typedef struct modv {
   fs_module *m;
   char *cls;      /* "Linear", "MLP" */
   fsF_model st;   /* what Fabric's rules see */
+  fsSH_model *sh; /* set up under FSDP: the shards, or NULL */
 } modv;
 
 static const fsV_class module_class;
 
 static void modv_free(void *p) {
   modv *mv = p;
+  fsSH_free(mv->sh);
   fsM_release(mv->m);
   free(mv->cls);
   free(mv);
@@ -396,7 +435,7 @@ static char *module_repr(fs_value *v) {
   modv *mv = v->u.obj.data;
   fsV_buf b = {0};
   fsV_buf_printf(&b, "%s(%lld parameters%s)", mv->cls, (long long)fsM_num_parameters(mv->m),
-                 has_meta(mv->m) ? ", on meta" : "");
+                 has_meta(mv->m) && !mv->sh ? ", on meta" : "");
   return fsV_buf_take(&b);
 }
 
@@ -407,10 +446,37 @@ static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
     return NULL;
   }
   fs_tensor *x = need_tensor(a->pos[0], "forward", "input");
-  return x ? tensor_value(fsM_forward(mv->m, x)) : NULL;
+  return x ? tensor_value(mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x)) : NULL;
+}
+
+/* FSDP's parameters(): the units' flat shards, "<unit>._flat_param" as torch's FlatParameter */
+static fs_value *flat_params(fsSH_model *sh, bool named) {
+  fs_value *l = fsV_list(0);
+  for (int k = 0; l && k < sh->nunits; k++) {
+    fs_value *t = tensor_value(fsT_retain(sh->units[k].flat)), *item = t;
+    if (t && named) {
+      char name[64];
+      snprintf(name, sizeof name, "%d._flat_param", k);
+      fs_value *n = fsV_cstr(name);
+      item = n ? fsV_tuple(2) : NULL;
+      if (item) {
+        fsV_seq_set(item, 0, n);
+        fsV_seq_set(item, 1, t);
+      } else {
+        fsV_release(n);
+        fsV_release(t);
+      }
+    }
+    if (!item || fsV_list_append(l, item) < 0) {
+      fsV_release(l);
+      l = NULL;
+    }
+  }
+  return l;
 }
 
 static fs_value *params_list(modv *mv, bool named) {
+  if (mv->sh) return flat_params(mv->sh, named);
   fsM_param *ps;
   int64_t n = fsM_parameters(mv->m, &ps);
   if (n < 0) return rt_fail();
@@ -755,12 +821,16 @@ typedef struct loaderv {
   fs_value *dataset; /* held: the loader borrows its fsS_dataset */
   uint64_t epoch;
   fsF_loader st;
+  fsPG *pg;              /* the progress line (rank 0, stderr a terminal), made at the first pass */
+  fsPG **active;         /* &E->progress while a pass draws, else NULL */
+  int64_t done;          /* batches finished in this pass */
 } loaderv;
 
 static const fsV_class loader_class, loader_iter_class;
 
 static void loaderv_free(void *p) {
   loaderv *lv = p;
+  fsPG_free(lv->pg);
   fsDL_free(&lv->L);
   fsV_release(lv->dataset);
   free(lv);
@@ -790,15 +860,40 @@ NATIVE(d_loader) {
 static int64_t loader_len(fsE_ctx *E, fs_value *v) { return (int64_t)fsDL_len(&((loaderv *)v->u.obj.data)->L); }
 
 /* One pass at a time: the iterator holds the loader, whose batch buffers it fills. */
+static int current_rank(fsE_ctx *E);
+
+/* Ends a pass's progress line (the loop finished, broke or failed). */
+static void progress_end(loaderv *lv) {
+  if (!lv->active) return;
+  fsPG_epoch_end(lv->pg);
+  *lv->active = NULL;
+  lv->active = NULL;
+}
+
 static fs_value *loader_iter(fsE_ctx *E, fs_value *v) {
   loaderv *lv = v->u.obj.data;
   fsDL_start(&lv->L, lv->epoch++);
+  /* only on a terminal, and once per run: other output (tests, logs) stays plain */
+  if (!lv->pg && !E->progress && current_rank(E) == 0 && isatty(STDERR_FILENO))
+    lv->pg = fsPG_new(stderr, 1, (int64_t)fsDL_len(&lv->L), 0);
+  if (lv->pg && !E->progress) {
+    fsPG_epoch_begin(lv->pg);
+    E->progress = lv->pg;
+    lv->active = &E->progress;
+    lv->done = 0;
+    E->last_loss = NAN; /* a pass without backward shows no loss */
+  }
   return fsV_obj(&loader_iter_class, fsV_retain(v));
 }
 
 static int loader_next(fsE_ctx *E, fs_value *it, fs_value **out) {
   loaderv *lv = ((fs_value *)it->u.obj.data)->u.obj.data;
-  if (!fsDL_next(&lv->L)) return 0;
+  if (lv->active && lv->done > 0) fsPG_step(lv->pg, lv->done, E->last_loss);
+  lv->done++;
+  if (!fsDL_next(&lv->L)) {
+    progress_end(lv);
+    return 0;
+  }
   fsDL_batch *bx = &lv->L.x, *by = &lv->L.y;
   fs_tensor *x = fsT_new(bx->dtype, FS_DEV_CPU, bx->ndim, bx->shape);
   fs_tensor *y = x ? fsT_new(by->dtype, FS_DEV_CPU, by->ndim, by->shape) : NULL;
@@ -813,7 +908,10 @@ static int loader_next(fsE_ctx *E, fs_value *it, fs_value **out) {
   return *out ? 1 : -1;
 }
 
-static void loader_iter_free(void *p) { fsV_release(p); }
+static void loader_iter_free(void *p) {
+  progress_end(((fs_value *)p)->u.obj.data);
+  fsV_release(p);
+}
 
 static const fsV_class loader_class = {
   .name = "DataLoader", .iter = loader_iter, .len = loader_len, .free = loaderv_free,
@@ -892,6 +990,12 @@ NATIVE(s_deepspeed) {
 typedef struct fabv {
   fsF_config cfg;
   fsF_fabric f;
+  fsLN_env env;      /* rank, world, local rank (0 of 1 on a single device) */
+  fsCC_comm *comm;   /* DDP after launch(): the shm communicator */
+  fs_value *synced;  /* list of the modules set up under DDP (gradients all-reduced) */
+  bool no_sync;      /* inside no_backward_sync */
+  fsLG *lg;          /* fabric.log's CSV logger, made at the first call */
+  fs_diags *diags;   /* for the logger's warnings (the run outlives the value) */
 } fabv;
 
 static const fsV_class fabric_class;
@@ -901,7 +1005,176 @@ static fsF_fabric *current_fabric(fsE_ctx *E) {
   return fv ? &fv->f : NULL;
 }
 
-static void fabv_free(void *p) { free(p); }
+static int current_rank(fsE_ctx *E) {
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fabric_class) : NULL;
+  return fv ? fv->env.rank : 0;
+}
+
+static void log_warning(fabv *fv, char *err) {
+  fsD_add(fv->diags, FS_SEV_WARNING, "log", NULL, (fs_loc){0, 0}, "%s; logging is off",
+          err ? err : "out of memory");
+  free(err);
+}
+
+static void fabv_free(void *p) {
+  fabv *fv = p;
+  char *err = NULL;
+  if (fsLG_close(fv->lg, &err) < 0) log_warning(fv, err);
+  fsCC_destroy(fv->comm);
+  fsV_release(fv->synced);
+  free(fv);
+}
+
+static fs_value *comm_fail(void) {
+  fsV_seterr("%s", fsCC_error()[0] ? fsCC_error() : "collective failed");
+  return NULL;
+}
+
+/* launch(): DDP forks the ranks here; this process becomes their supervisor
+ * and stops the script with their status, each rank continues it. */
+static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
+  if ((fv->cfg.cls != FSF_DDP && fv->cfg.cls != FSF_FSDP) || fv->comm) return fsV_none();
+  fflush(E->out); /* buffered output must not be copied into every rank */
+  fflush(stdout);
+  fflush(stderr);
+  int status = 0;
+  fsLN_role role = fsLN_launch(fv->cfg.devices, &fv->env, &status);
+  if (role == FSLN_ERROR) return comm_fail();
+  if (role == FSLN_SUPERVISOR) {
+    E->halt = true;
+    E->halt_status = status;
+    if (status && fsCC_error()[0]) fprintf(stderr, "fabricscript: %s\n", fsCC_error());
+    return NULL;
+  }
+  fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank};
+  if (!(fv->comm = fsLN_connect(&fv->env, FSCC_SHM, &cc))) return comm_fail();
+  return fsV_none();
+}
+
+/* FSDP: the last unit's reduce-scatter after backward (ok: it succeeded;
+ * else only release what is gathered and keep the backward's error). */
+static int fsdp_backward_done(fabv *fv, bool ok) {
+  int rc = ok ? 0 : -1;
+  for (size_t i = 0; fv->synced && i < fv->synced->u.seq.n; i++) {
+    modv *mv = fv->synced->u.seq.items[i]->u.obj.data;
+    if (mv->sh && fsSH_backward_done(mv->sh, ok) < 0) rc = -1;
+  }
+  return rc;
+}
+
+/* DDP's gradient all-reduce (mean) after backward, as its reducer does. */
+static int ddp_sync_grads(fabv *fv) {
+  if (!fv->comm || fv->no_sync || !fv->synced) return 0;
+  for (size_t i = 0; i < fv->synced->u.seq.n; i++) {
+    modv *mv = fv->synced->u.seq.items[i]->u.obj.data;
+    if (mv->sh) continue; /* FSDP reduce-scatters per unit */
+    fsM_param *ps;
+    int64_t n = fsM_parameters(mv->m, &ps);
+    if (n < 0) return rt_fail(), -1;
+    int rc = 0;
+    for (int64_t k = 0; rc == 0 && k < n; k++)
+      if (ps[k].t->grad && fsCC_all_reduce_tensor(fv->comm, ps[k].t->grad, FSCC_MEAN) < 0) rc = -1;
+    fsM_params_free(ps, n);
+    if (rc < 0) return comm_fail(), -1;
+  }
+  return 0;
+}
+
+/* A collective's tensor: a copy of x, or a number as a one-element tensor
+ * (int64 for an int, float32 for a float). */
+static fs_tensor *collective_input(const fs_value *x) {
+  fs_tensor *t = as_tensor(x);
+  if (t) return fsT_copy(t);
+  if (!fsV_is_number(x)) {
+    fsT_seterr("collectives take a tensor or a number, not %s", fsV_type_name(x));
+    return NULL;
+  }
+  fs_tensor *s = fsT_new(x->type == FSV_FLOAT ? FS_F32 : FS_I64, FS_DEV_CPU, 0, NULL);
+  if (!s) return NULL;
+  if (x->type == FSV_FLOAT) fsT_f32(s)[0] = (float)x->u.f;
+  else fsT_i64(s)[0] = ival(x);
+  return s;
+}
+
+static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
+  if (strcmp(name, "barrier") == 0) return !fv->comm || fsCC_barrier(fv->comm) == 0 ? fsV_none() : comm_fail();
+  if (!fv->comm) return fsV_retain(s[0]); /* one rank: the identity */
+  fs_tensor *t = collective_input(s[0]);
+  if (!t) return rt_fail();
+  int rc = 0;
+  if (strcmp(name, "all_reduce") == 0) {
+    int op = fsCC_op_parse(s[2]->u.str.s);
+    if (op < 0) {
+      fsT_release(t);
+      fsV_seterr("Unsupported reduce_op '%s'", s[2]->u.str.s);
+      return NULL;
+    }
+    rc = fsCC_all_reduce_tensor(fv->comm, t, (fsCC_op)op);
+  } else if (strcmp(name, "broadcast") == 0) {
+    rc = fsCC_broadcast_tensor(fv->comm, t, (int)ival(s[1]));
+  } else { /* all_gather: a new leading dimension of world */
+    int64_t shape[FS_MAX_RANK];
+    shape[0] = fv->comm->world;
+    for (int i = 0; i < t->rank && i + 1 < FS_MAX_RANK; i++) shape[i + 1] = t->shape[i];
+    fs_tensor *g = fsT_new(t->dtype, FS_DEV_CPU, t->rank + 1, shape);
+    rc = g ? fsCC_all_gather(fv->comm, t->data, g->data, (size_t)t->numel, t->dtype) : -1;
+    fsT_release(t);
+    if (!g) return rt_fail();
+    t = g;
+  }
+  if (rc < 0) {
+    fsT_release(t);
+    return comm_fail();
+  }
+  if (t->rank == 0 && !as_tensor(s[0])) { /* a number in, a number out */
+    fs_value *r = item_value(t);
+    fsT_release(t);
+    return r;
+  }
+  return tensor_value(t);
+}
+
+/* fabric.log / log_dict: names[i] = values[i], as Lightning's CSVLogger
+ * under logs/ would write them. */
+static fs_value *fabric_log(fsE_ctx *E, fabv *fv, fs_value *const *names, fs_value *const *values,
+                            size_t n, const fs_value *step) {
+  fsLG_metric *m = calloc(n + 1, sizeof *m);
+  char **texts = calloc(n + 1, sizeof *texts);
+  fs_value *r = NULL;
+  size_t k = 0;
+  if (!m || !texts) {
+    fsV_seterr("out of memory");
+    goto done;
+  }
+  for (; k < n; k++) {
+    fs_value *v = values[k];
+    fs_tensor *t = as_tensor(v);
+    fs_value *item = t ? item_value(t) : fsV_retain(v);
+    if (!item) goto done;
+    if (names[k]->type != FSV_STR || !fsV_is_number(item)) {
+      fsV_seterr("log: %s must be a number or a one-element tensor, not %s",
+                 names[k]->type == FSV_STR ? names[k]->u.str.s : "a metric", fsV_type_name(item));
+      fsV_release(item);
+      goto done;
+    }
+    texts[k] = fsV_tostr(item);
+    m[k] = (fsLG_metric){names[k]->u.str.s, texts[k] ? texts[k] : "", fsV_to_double(item)};
+    fsV_release(item);
+  }
+  if (!fv->lg && !(fv->lg = fsLG_new("logs"))) {
+    fsV_seterr("out of memory");
+    goto done;
+  }
+  char *err = NULL;
+  if (fsLG_log(fv->lg, m, n, step->type == FSV_NONE ? FSLG_STEP_NONE : ival(step), &err) < 0)
+    log_warning(fv, err); /* logging never stops training */
+  r = fsV_none();
+done:
+  for (size_t i = 0; texts && i < k; i++) free(texts[i]);
+  free(texts);
+  free(m);
+  return r;
+}
 
 /* Reports the issues of a validation: warnings as diagnostics, the error via fsV_error. */
 static int issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc) {
@@ -959,11 +1232,34 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
   return f;
 }
 
+/* Whether this build runs cfg: single-device, DDP and FSDP on one node, on
+ * cpu or on cuda emulated by the cpu backend (--emulate-cuda). */
+static int runnable(const fsF_config *cfg, bool emulate_cuda) {
+  fsF_machine here;
+  fsF_machine_detect(&here);
+  if (cfg->accel == FSF_CUDA && !emulate_cuda && here.cuda_gpus == 0) {
+    fsV_seterr("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+               "installed a driver from http://www.nvidia.com/Download/index.aspx (to try a cuda script "
+               "on this machine, run it with --emulate-cuda: the cpu backend, one process per rank)");
+    return -1;
+  }
+  bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN &&
+               cfg->num_nodes == 1;
+  if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || (cfg->accel == FSF_CUDA && emulate_cuda))) {
+    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies on cpu, or on cuda with "
+               "--emulate-cuda; the script resolves to %s on %s (`fabricscript check` checks it)",
+               fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+    return -1;
+  }
+  return 0;
+}
+
 NATIVE(f_fabric) {
   const fsE_options *o = E->opt;
   fsF_overrides ov = {o->accelerator, o->strategy, o->devices, o->num_nodes, o->precision};
   fsF_machine m;
-  fsF_machine_detect(&m);
+  if (o->machine) m = *o->machine; /* the check's machine: the same resolution */
+  else fsF_machine_detect(&m);
   fs_value *const *slot[5] = {&s[0], &s[1], &s[2], &s[3], &s[4]};
   fsF_args fa;
   fsF_value *dst[5] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
@@ -990,13 +1286,13 @@ NATIVE(f_fabric) {
     free(fv);
     return NULL;
   }
-  if (fv->cfg.cls != FSF_SINGLE || fv->cfg.accel != FSF_CPU) {
-    fsV_seterr("this build runs only the single-device CPU strategy; the script resolves to %s on %s "
-               "(`fabricscript check` checks it)", fsF_cls_name(fv->cfg.cls), fsF_accel_name(fv->cfg.accel));
+  if (runnable(&fv->cfg, o->emulate_cuda) < 0) {
     free(fv);
     return NULL;
   }
   fsF_fabric_init(&fv->f, &fv->cfg);
+  fv->diags = E->diags;
+  fv->env.world_size = fv->env.local_world_size = 1;
   fs_value *r = fsV_obj(&fabric_class, fv);
   if (r) {
     fsV_release(E->fabric);
@@ -1033,8 +1329,27 @@ static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim *
 }
 
 /* What a successful setup of a module does: materialize it, mark it set up. */
-static int setup_module_done(fsE_ctx *E, fabv *fv, modv *mv) {
+static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
+  if (fv->cfg.cls == FSF_FSDP) { /* each rank materializes only its shards */
+    if (!(mv->sh = fsSH_wrap(mv->m, fv->comm, FS_DEV_CPU, E->seed))) return rt_fail(), -1;
+    if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
+    if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
+    fsF_setup_done(&fv->f, &mv->st);
+    mv->st.meta = false;
+    return 0;
+  }
   if (mv->st.meta && fsM_materialize(mv->m, FS_DEV_CPU, E->seed) < 0) return rt_fail(), -1;
+  if (fv->comm) { /* DDP: every rank starts from rank 0's parameters */
+    fsM_param *ps;
+    int64_t n = fsM_parameters(mv->m, &ps);
+    if (n < 0) return rt_fail(), -1;
+    int rc = 0;
+    for (int64_t i = 0; rc == 0 && i < n; i++) rc = fsCC_broadcast_tensor(fv->comm, ps[i].t, 0);
+    fsM_params_free(ps, n);
+    if (rc < 0) return comm_fail(), -1;
+    if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
+    if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
+  }
   fsF_setup_done(&fv->f, &mv->st);
   mv->st.meta = has_meta(mv->m);
   return 0;
@@ -1047,8 +1362,12 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, modv *mv) {
  * (momentum_buffer; exp_avg, exp_avg_sq); any other entry is metadata
  * "K" holding its repr, read back as a Python literal. */
 
+/* An FSDP rank's part of a tensor: elements [first, first + count) from src. */
+typedef struct ck_slice { const char *name; uint64_t first, count; const float *src; } ck_slice;
+
 typedef struct ckpt {
   fsK_entry *t; size_t nt, capt;
+  ck_slice *sl; size_t ns, caps;  /* sharded tensors (their entries in t have no data) */
   fsK_meta *m; size_t nm, capm;
   char **owned; size_t nowned, capowned; /* names and texts to free */
 } ckpt;
@@ -1095,6 +1414,30 @@ static int ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
   return 0;
 }
 
+/* A sharded tensor of shape like's: this rank holds count elements from first. */
+static int ck_sliced(ckpt *c, const char *name, const fs_tensor *like, int64_t first, int64_t count,
+                     const float *src) {
+  if (!name) return -1;
+  if (c->nt == c->capt) {
+    size_t cap = c->capt ? 2 * c->capt : 16;
+    fsK_entry *e = realloc(c->t, cap * sizeof *e);
+    if (!e) return -1;
+    c->t = e;
+    c->capt = cap;
+  }
+  c->t[c->nt++] = (fsK_entry){name, FS_F32, like->rank, like->shape, NULL};
+  if (!count) return 0;
+  if (c->ns == c->caps) {
+    size_t cap = c->caps ? 2 * c->caps : 16;
+    ck_slice *v = realloc(c->sl, cap * sizeof *v);
+    if (!v) return -1;
+    c->sl = v;
+    c->caps = cap;
+  }
+  c->sl[c->ns++] = (ck_slice){name, (uint64_t)first, (uint64_t)count, src};
+  return 0;
+}
+
 static int ck_meta(ckpt *c, const char *key, const char *value) {
   if (!key || !value) return -1;
   if (c->nm == c->capm) {
@@ -1111,6 +1454,7 @@ static int ck_meta(ckpt *c, const char *key, const char *value) {
 static void ck_free(ckpt *c) {
   for (size_t i = 0; i < c->nowned; i++) free(c->owned[i]);
   free(c->owned);
+  free(c->sl);
   free(c->t);
   free(c->m);
 }
@@ -1136,10 +1480,36 @@ static int keep(fsE_ctx *E, fs_value *filter, fs_value *key, const char *name, f
   return 0;
 }
 
-static int ck_add(fsE_ctx *E, ckpt *c, fs_value *key, fs_value *v, fs_value *filter) {
+/* The FSDP model whose flat shards o steps, or NULL. */
+static fsSH_model *sharded_of(fabv *fv, const fs_optim *o) {
+  for (size_t i = 0; fv->synced && i < fv->synced->u.seq.n; i++) {
+    fsSH_model *sh = ((modv *)fv->synced->u.seq.items[i]->u.obj.data)->sh;
+    bool same = sh && sh->nunits == o->nparams;
+    for (int k = 0; same && k < sh->nunits; k++) same = sh->units[k].flat == o->params[k];
+    if (same) return sh;
+  }
+  return NULL;
+}
+
+/* FSDP: every parameter under its full name; this rank writes its slice. */
+static int ck_sharded_module(fsE_ctx *E, ckpt *c, fs_value *key, fsSH_model *sh, fs_value *filter) {
+  for (int64_t i = 0; i < sh->nall; i++) {
+    int64_t first, count, at;
+    int u = fsSH_param_slice(sh, i, &first, &count, &at);
+    bool yes;
+    if (keep(E, filter, key, sh->all[i].name, sh->all[i].t, &yes) < 0) return -1;
+    if (yes && ck_sliced(c, ck_fmt(c, "%s.%s", key->u.str.s, sh->all[i].name), sh->all[i].t, first, count,
+                         fsT_f32(sh->units[u].flat) + at) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+static int ck_add(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *key, fs_value *v, fs_value *filter) {
   const char *k = key->u.str.s;
   modv *mv = fsV_objdata(v, &module_class);
   optv *ov = fsV_objdata(v, &optim_class);
+  if (mv && mv->sh) return ck_sharded_module(E, c, key, mv->sh, filter);
   if (mv) {
     fsM_param *ps;
     int64_t n = fsM_parameters(mv->m, &ps);
@@ -1156,14 +1526,20 @@ static int ck_add(fsE_ctx *E, ckpt *c, fs_value *key, fs_value *v, fs_value *fil
     char lr[40];
     fsV_float_repr(ov->o->lr, lr, sizeof lr);
     if (ck_meta(c, ck_fmt(c, "%s.lr", k), ck_own(c, strdup(lr))) < 0) return -1;
-    for (int64_t i = 0; i < ov->o->nparams; i++) {
+    /* under FSDP the states of the one-device layout: one per parameter, sliced */
+    fsSH_model *sh = sharded_of(fv, ov->o);
+    for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
+      int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
       if (ck_meta(c, ck_fmt(c, "%s.state.%lld.step", k, (long long)i),
-                  ck_fmt(c, "%lld", (long long)ov->o->steps[i])) < 0)
+                  ck_fmt(c, "%lld", (long long)ov->o->steps[j])) < 0)
         return -1;
-      fs_tensor *b[2] = {ov->o->buf0[i], ov->o->buf1[i]};
-      for (int w = 0; w < 2; w++)
-        if (b[w] && ck_tensor(c, ck_fmt(c, "%s.state.%lld.%s", k, (long long)i, buf_name(ov, w)), b[w]) < 0)
+      fs_tensor *b[2] = {ov->o->buf0[j], ov->o->buf1[j]};
+      for (int w = 0; w < 2; w++) {
+        char *name = b[w] ? ck_fmt(c, "%s.state.%lld.%s", k, (long long)i, buf_name(ov, w)) : NULL;
+        if (b[w] && (sh ? ck_sliced(c, name, sh->all[i].t, first, count, fsT_f32(b[w]) + at)
+                        : ck_tensor(c, name, b[w])) < 0)
           return -1;
+      }
     }
     return 0;
   }
@@ -1197,7 +1573,51 @@ static fsF_entry *state_entries(const fs_value *state, size_t *n) {
   return es;
 }
 
-static fs_value *fabric_save(fsE_ctx *E, fsF_fabric *f, fs_value **s, const fsV_args *a) {
+static uint64_t entry_numel(const fsK_entry *e) {
+  uint64_t n = 1;
+  for (int d = 0; d < e->ndim; d++) n *= (uint64_t)e->shape[d];
+  return n;
+}
+
+/* FSDP: one ordinary file from all ranks (safetensors.h's sliced writer):
+ * rank 0 creates it with every entry and writes the replicated ones, each
+ * rank writes its slices, rank 0 commits once every rank has. */
+static int save_sharded(fabv *fv, const char *path, const ckpt *c) {
+  fsCC_comm *cc = fv->comm;
+  int rank = cc ? cc->rank : 0;
+  fsK_writer w;
+  char *err = NULL;
+  int64_t msg[1 + 512] = {0}; /* rank 0 created it; the temporary file's name */
+  bool open = false;
+  int64_t ok = 1;
+  if (rank == 0) {
+    open = fsK_create(&w, path, c->t, c->nt, c->m, c->nm, &err) == 0;
+    if (open && strlen(fsK_tmp_path(&w)) < sizeof msg - sizeof msg[0]) {
+      msg[0] = 1;
+      strcpy((char *)(msg + 1), fsK_tmp_path(&w));
+    }
+    for (size_t i = 0; open && ok && i < c->nt; i++)
+      if (c->t[i].data && fsK_write(&w, c->t[i].name, 0, entry_numel(&c->t[i]), c->t[i].data, &err) < 0) ok = 0;
+  }
+  if (cc && fsCC_broadcast(cc, msg, sizeof msg / sizeof msg[0], FS_I64, 0) < 0) ok = 0;
+  else if (!msg[0]) ok = 0;
+  else if (rank != 0) open = fsK_attach(&w, (const char *)(msg + 1), &err) == 0;
+  ok &= open;
+  for (size_t i = 0; ok && i < c->ns; i++)
+    if (fsK_write(&w, c->sl[i].name, c->sl[i].first, c->sl[i].count, c->sl[i].src, &err) < 0) ok = 0;
+  if (rank != 0 && open && fsK_commit(&w, ok ? &err : NULL) < 0) ok = 0; /* fsync */
+  if (cc && fsCC_all_reduce(cc, &ok, 1, FS_I64, FSCC_MIN) < 0) ok = 0;
+  if (rank == 0 && open && (ok ? fsK_commit(&w, &err) < 0 : (fsK_abort(&w), 0))) ok = 0;
+  if (cc && fsCC_broadcast(cc, &ok, 1, FS_I64, 0) < 0) ok = 0; /* the file is in place for every rank */
+  if (ok) return 0;
+  if (err) err_own(err);
+  else fsV_seterr("fabric.save: %s could not be written (%s)", path,
+                  cc && fsCC_error()[0] ? fsCC_error() : "another rank failed");
+  return -1;
+}
+
+static fs_value *fabric_save(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a) {
+  fsF_fabric *f = &fv->f;
   size_t n;
   fsF_entry *es = state_entries(s[1], &n);
   if (!es) return NULL;
@@ -1229,12 +1649,18 @@ static fs_value *fabric_save(fsE_ctx *E, fsF_fabric *f, fs_value **s, const fsV_
   ckpt c = {0};
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    rc = ck_add(E, &c, s[1]->u.dict.keys[i], s[1]->u.dict.vals[i], filter);
+    rc = ck_add(E, fv, &c, s[1]->u.dict.keys[i], s[1]->u.dict.vals[i], filter);
     if (rc < 0 && !fsV_error()[0]) fsV_seterr("out of memory");
   }
   char *err = NULL;
-  if (rc == 0 && fsK_save(s[0]->u.str.s, c.t, c.nt, c.m, c.nm, &err) < 0) err_own(err);
-  else if (rc == 0) r = fsV_none();
+  if (rc == 0 && fv->cfg.cls == FSF_FSDP)
+    r = save_sharded(fv, s[0]->u.str.s, &c) == 0 ? fsV_none() : NULL;
+  else if (rc == 0 && (!fv->comm || fv->comm->rank == 0) && fsK_save(s[0]->u.str.s, c.t, c.nt, c.m, c.nm, &err) < 0)
+    err_own(err);
+  else if (rc == 0 && fv->comm && fsCC_barrier(fv->comm) < 0) /* the file is complete for every rank */
+    comm_fail();
+  else if (rc == 0)
+    r = fsV_none();
   ck_free(&c);
 done:
   for (size_t i = 0; vrepr && i < nf; i++) free((char *)vrepr[i]);
@@ -1276,7 +1702,45 @@ static int ck_read(const fsK_file *kf, fs_tensor *const *ts, const char *const *
   return rc;
 }
 
+/* FSDP: each rank reads only its slices of the one-device layout. */
+static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, bool strict) {
+  fsK_entry *want = calloc((size_t)sh->nall + 1, sizeof *want);
+  char **names = calloc((size_t)sh->nall + 1, sizeof *names);
+  const fsK_info **found = calloc((size_t)sh->nall + 1, sizeof *found);
+  char prefix[512], *err = NULL, *report = NULL;
+  snprintf(prefix, sizeof prefix, "%s%s", key, *key ? "." : "");
+  int rc = want && names && found ? 0 : -1;
+  for (int64_t i = 0; rc == 0 && i < sh->nall; i++) {
+    fs_tensor *t = sh->all[i].t;
+    size_t len = strlen(prefix) + strlen(sh->all[i].name) + 1;
+    if (!(names[i] = malloc(len))) rc = -1;
+    else snprintf(names[i], len, "%s%s", prefix, sh->all[i].name);
+    want[i] = (fsK_entry){names[i], t->dtype, t->rank, t->shape, NULL};
+  }
+  if (rc < 0) fsV_seterr("out of memory");
+  else if ((report = fsK_match(kf, want, (size_t)sh->nall, prefix, found)) && strict) {
+    fsV_seterr("%s", report);
+    rc = -1;
+  }
+  for (int64_t i = 0; rc == 0 && i < sh->nall; i++) {
+    int64_t first, count, at;
+    int u = fsSH_param_slice(sh, i, &first, &count, &at);
+    if (found[i] && count && fsK_read(kf, found[i], (uint64_t)first, (uint64_t)count, FS_F32,
+                                      fsT_f32(sh->units[u].flat) + at, &err) < 0) {
+      err_own(err);
+      rc = -1;
+    }
+  }
+  for (int64_t i = 0; names && i < sh->nall; i++) free(names[i]);
+  free(names);
+  free(want);
+  free(found);
+  free(report);
+  return rc;
+}
+
 static int load_module(const fsK_file *kf, const char *key, modv *mv, bool strict) {
+  if (mv->sh) return load_sharded(kf, key, mv->sh, strict);
   fsM_param *ps;
   int64_t n = fsM_parameters(mv->m, &ps);
   if (n < 0) return rt_fail(), -1;
@@ -1303,31 +1767,38 @@ static int load_module(const fsK_file *kf, const char *key, modv *mv, bool stric
   return rc;
 }
 
-static int load_optim(const fsK_file *kf, const char *key, optv *ov) {
+static int load_optim(const fsK_file *kf, const char *key, fabv *fv, optv *ov) {
   char name[768], pre[256];
   snprintf(pre, sizeof pre, "%s%s", key, *key ? "." : ""); /* load_raw: no key */
   snprintf(name, sizeof name, "%slr", pre);
   const char *lr = fsK_meta_get(kf, name);
   if (lr) ov->o->lr = strtod(lr, NULL);
-  for (int64_t i = 0; i < ov->o->nparams; i++) {
+  fsSH_model *sh = fv ? sharded_of(fv, ov->o) : NULL; /* FSDP: this rank's slices of each state */
+  for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
+    int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
     snprintf(name, sizeof name, "%sstate.%lld.step", pre, (long long)i);
     const char *st = fsK_meta_get(kf, name);
-    ov->o->steps[i] = st ? strtoll(st, NULL, 10) : 0;
-    fs_tensor **slot[2] = {&ov->o->buf0[i], &ov->o->buf1[i]};
+    ov->o->steps[j] = st ? strtoll(st, NULL, 10) : 0;
+    fs_tensor **slot[2] = {&ov->o->buf0[j], &ov->o->buf1[j]};
     for (int w = 0; w < 2; w++) {
       const char *bn = buf_name(ov, w);
       if (!bn) continue;
       snprintf(name, sizeof name, "%sstate.%lld.%s", pre, (long long)i, bn);
-      if (!fsK_find(kf, name)) continue;
-      if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[i]))) return rt_fail(), -1;
+      const fsK_info *in = fsK_find(kf, name);
+      if (!in) continue;
+      if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[j]))) return rt_fail(), -1;
+      char *err = NULL;
+      if (sh && count && fsK_read(kf, in, (uint64_t)first, (uint64_t)count, FS_F32, fsT_f32(*slot[w]) + at, &err) < 0)
+        return err_own(err), -1;
       const char *nm = name;
-      if (ck_read(kf, slot[w], &nm, 1, NULL, false) < 0) return -1;
+      if (!sh && ck_read(kf, slot[w], &nm, 1, NULL, false) < 0) return -1;
     }
   }
   return 0;
 }
 
-static fs_value *fabric_load(fsE_ctx *E, fsF_fabric *f, fs_value **s, const fsV_args *a) {
+static fs_value *fabric_load(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a) {
+  fsF_fabric *f = &fv->f;
   fs_value *state = s[1];
   size_t n = 0;
   fsF_entry *es = state->type == FSV_DICT ? state_entries(state, &n) : calloc(1, sizeof *es);
@@ -1348,7 +1819,7 @@ static fs_value *fabric_load(fsE_ctx *E, fsF_fabric *f, fs_value **s, const fsV_
     modv *mv = fsV_objdata(v, &module_class);
     optv *ov = fsV_objdata(v, &optim_class);
     if (mv) rc = load_module(&kf, k->u.str.s, mv, fsV_truthy(s[2]));
-    else if (ov) rc = load_optim(&kf, k->u.str.s, ov);
+    else if (ov) rc = load_optim(&kf, k->u.str.s, fv, ov);
     else if (fsK_meta_get(&kf, k->u.str.s)) {
       fs_value *x = fsV_literal(fsK_meta_get(&kf, k->u.str.s));
       rc = x ? fsV_dict_set(state, k, x) : -1;
@@ -1393,7 +1864,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
   fsF_issues_init(&iss);
   if (strcmp(name, "launch") == 0) {
     if (s[0]->type != FSV_NONE) fsV_seterr("launch(function) is not supported in this build");
-    else if (issues(E, a, &iss, fsF_check_launch(f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0) r = fsV_none();
+    else if (issues(E, a, &iss, fsF_check_launch(f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0) r = ddp_launch(E, fv);
   } else if (strcmp(name, "seed_everything") == 0) {
     int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
     E->seed = (uint64_t)seed;
@@ -1413,7 +1884,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
     else if (mv && gather_optims(opts ? opts : s[1], name, st, ov) == 0 &&
              issues(E, a, &iss, joint ? fsF_check_setup(f, &mv->st, st, no, &iss)
                                       : fsF_check_setup_module(f, &mv->st, &iss)) == 0 &&
-             setup_module_done(E, fv, mv) == 0) {
+             setup_module_done(E, fv, s[0], mv) == 0) {
       for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
       r = joint ? one_or_tuple(s[0], opts) : fsV_retain(s[0]);
     }
@@ -1443,9 +1914,17 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
         p[i] = &sts[i];
       }
       if (issues(E, a, &iss, fsF_check_setup_dataloaders(f, p, n, &iss)) == 0) {
-        for (size_t i = 0; i < n; i++)
-          ((loaderv *)s[0]->u.seq.items[i]->u.obj.data)->st.wrapped = 1;
-        r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
+        bool ok = true;
+        for (size_t i = 0; ok && i < n; i++) {
+          loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;
+          char *err = NULL;
+          lv->st.wrapped = 1;
+          /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
+          if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
+              fsDL_distribute(&lv->L, fv->env.rank, fv->env.world_size, lv->L.shuffle, E->seed, false, &err) < 0)
+            ok = err_own(err) != NULL;
+        }
+        if (ok) r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
       }
     }
     free(sts);
@@ -1453,9 +1932,11 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
   } else if (strcmp(name, "backward") == 0) {
     fs_tensor *t = need_tensor(s[0], "backward", "tensor");
     modv *mv = s[2]->type == FSV_NONE ? NULL : need_module(s[2], "backward");
+    double loss;
+    if (t && t->numel == 1 && t->data && t->device == FS_DEV_CPU && fsG_item(t, &loss) == 0) E->last_loss = loss;
     if (t && (mv || s[2]->type == FSV_NONE) &&
         issues(E, a, &iss, fsF_check_backward(f, mv ? &mv->st : NULL, &iss)) == 0)
-      r = fsG_backward(t) < 0 ? rt_fail() : fsV_none();
+      r = fsdp_backward_done(fv, fsG_backward(t) == 0) < 0 ? rt_fail() : ddp_sync_grads(fv) < 0 ? NULL : fsV_none();
   } else if (strcmp(name, "clip_gradients") == 0) {
     modv *mv = need_module(s[0], name);
     optv *ov = mv ? fsV_objdata(s[1], &optim_class) : NULL;
@@ -1474,11 +1955,11 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
       }
     }
   } else if (strcmp(name, "print") == 0) {
-    r = fsE_print(E, s); /* one process: local rank 0 */
+    r = fv->env.local_rank == 0 ? fsE_print(E, s) : fsV_none(); /* local rank 0 of each node */
   } else if (strcmp(name, "save") == 0) {
-    r = fabric_save(E, f, s, a);
+    r = fabric_save(E, fv, s, a);
   } else if (strcmp(name, "load") == 0) {
-    r = fabric_load(E, f, s, a);
+    r = fabric_load(E, fv, s, a);
   } else if (strcmp(name, "load_raw") == 0) {
     modv *mv = fsV_objdata(s[1], &module_class);
     optv *ov = fsV_objdata(s[1], &optim_class);
@@ -1489,20 +1970,28 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
     } else if (fsK_open(&kf, s[0]->u.str.s, &err) < 0) {
       err_own(err);
     } else {
-      if ((mv ? load_module(&kf, "", mv, fsV_truthy(s[2])) : load_optim(&kf, "", ov)) == 0) r = fsV_none();
+      if ((mv ? load_module(&kf, "", mv, fsV_truthy(s[2])) : load_optim(&kf, "", fv, ov)) == 0) r = fsV_none();
       fsK_close(&kf);
     }
   } else if (strcmp(name, "no_backward_sync") == 0) {
     modv *mv = need_module(s[0], name);
-    if (mv && issues(E, a, &iss, fsF_check_no_backward_sync(f, &mv->st, &iss)) == 0) r = make_ctx(3, FS_DEV_CPU);
+    if (mv && issues(E, a, &iss, fsF_check_no_backward_sync(f, &mv->st, &iss)) == 0 &&
+        (r = make_ctx(3, FS_DEV_CPU))) {
+      ctxv *c = r->u.obj.data;
+      c->flag = &fv->no_sync;
+      c->owner = fsV_retain(v);
+    }
   } else if (strcmp(name, "to_device") == 0) {
     r = fsV_retain(s[0]); /* one CPU device: already there */
-  } else if (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0) {
-    r = fsV_none(); /* no loggers configured: Fabric's log is a no-op then */
+  } else if (fv->env.rank != 0 && (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0)) {
+    r = fsV_none(); /* loggers run on global rank 0, as Lightning's */
+  } else if (strcmp(name, "log") == 0) {
+    r = fabric_log(E, fv, &s[0], &s[1], 1, s[2]);
+  } else if (strcmp(name, "log_dict") == 0) {
+    r = fabric_log(E, fv, s[0]->u.dict.keys, s[0]->u.dict.vals, s[0]->u.dict.n, s[1]);
   } else if (strcmp(name, "barrier") == 0 || strcmp(name, "all_reduce") == 0 ||
              strcmp(name, "all_gather") == 0 || strcmp(name, "broadcast") == 0) {
-    if (issues(E, a, &iss, fsF_check_collective(f, &iss)) == 0)
-      r = name[0] == 'b' && name[1] == 'a' ? fsV_none() : fsV_retain(s[0]); /* one rank: identity */
+    if (issues(E, a, &iss, fsF_check_collective(f, &iss)) == 0) r = collective(fv, name, s);
   } else {
     fsV_seterr("Fabric.%s() is not available yet in this build", name);
   }
@@ -1512,11 +2001,12 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
 }
 
 static fs_value *fabric_getattr(fsE_ctx *E, fs_value *v, const char *name) {
-  static const char *zero[] = {"global_rank", "local_rank", "node_rank"};
-  for (int i = 0; i < 3; i++)
-    if (strcmp(name, zero[i]) == 0) return fsV_int(0);
-  if (strcmp(name, "world_size") == 0) return fsV_int(1);
-  if (strcmp(name, "is_global_zero") == 0) return fsV_bool(true);
+  fabv *fv = v->u.obj.data;
+  if (strcmp(name, "global_rank") == 0) return fsV_int(fv->env.rank);
+  if (strcmp(name, "local_rank") == 0) return fsV_int(fv->env.local_rank);
+  if (strcmp(name, "node_rank") == 0) return fsV_int(fv->env.node_rank);
+  if (strcmp(name, "world_size") == 0) return fsV_int(fv->env.world_size);
+  if (strcmp(name, "is_global_zero") == 0) return fsV_bool(fv->env.rank == 0);
   if (strcmp(name, "device") == 0) return make_ctx(0, FS_DEV_CPU);
   return NULL;
 }

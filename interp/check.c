@@ -73,7 +73,7 @@ cv fsC_int(C *c, int64_t i) {
   return (cv){.k = CV_CONST, .p = v};
 }
 
-cv fsC_float(C *c, double f) {
+static cv const_float(C *c, double f) {
   fs_value *v = arena_value(c, FSV_FLOAT);
   v->u.f = f;
   return (cv){.k = CV_CONST, .p = v};
@@ -476,8 +476,7 @@ static void types_text(unsigned mask, char *buf, size_t len) {
 }
 
 /* Binds a call's arguments to sig: arity, keywords, literal types. */
-int fsC_bind(C *c, const fsSig *sig, const char *what, const fs_node *call, int *pos_slot,
-             int *kw_slot) {
+int fsC_bind(C *c, const fsSig *sig, const fs_node *call, int *pos_slot, int *kw_slot) {
   size_t npos = 0, nkw = 0;
   const char *kw[64];
   for (uint32_t i = 1; i < call->nkids; i++) {
@@ -491,7 +490,6 @@ int fsC_bind(C *c, const fsSig *sig, const char *what, const fs_node *call, int 
     free(err);
     return -1;
   }
-  (void)what;
   return 0;
 }
 
@@ -661,7 +659,7 @@ static cv ev_call(C *c, const fs_node *n) {
                  display_type(c, &recv), mname);
       return fsC_unknown();
     }
-    if (fsC_bind(c, sig, mname, n, pos_slot, kw_slot)) return fsC_unknown();
+    if (fsC_bind(c, sig, n, pos_slot, kw_slot)) return fsC_unknown();
     check_types(c, sig, n, pos, npos, kwv, nkw, pos_slot, kw_slot);
     cargs a = {n, sig, pos, npos, kw, kwv, nkw, pos_slot, kw_slot};
     cv out;
@@ -677,7 +675,7 @@ static cv ev_call(C *c, const fs_node *n) {
       fsC_report(c, FS_SEV_ERROR, "call", n->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
       return fsC_unknown();
     }
-    if (sig->params && fsC_bind(c, sig, sig->name, n, pos_slot, kw_slot)) return fsC_unknown();
+    if (sig->params && fsC_bind(c, sig, n, pos_slot, kw_slot)) return fsC_unknown();
     if (!sig->params && (npos || nkw)) {
       fsC_report(c, FS_SEV_ERROR, "call", n->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
       return fsC_unknown();
@@ -686,14 +684,14 @@ static cv ev_call(C *c, const fs_node *n) {
     cargs a = {n, sig, pos, npos, kw, kwv, nkw, pos_slot, kw_slot};
     cv out;
     if (fsC_api_builtin(c, &a, &out)) return out;
-    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, NULL, n->loc);
+    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
     if (!strcmp(sig->returns, "None")) return fsC_const(c, fsV_none());
     return fsC_unknown();
   }
   if (fn.k == CV_CLASS && fn.sub == CLS_MODEL) {
     const fs_node *decl = fn.p;
     fsC_shape_model(c, decl, n, pos, npos, kw, kwv, nkw);
-    return fsC_new_model(c, decl->str, decl, n->loc);
+    return fsC_new_model(c, decl->str, n->loc);
   }
   if (fn.k == CV_FUNC) return fsC_call_def(c, fn.p, n, pos, npos, kw, kwv, nkw);
   if (fn.k == CV_OBJ || fn.k == CV_PHI) {
@@ -711,7 +709,7 @@ static cv ev(C *c, const fs_node *n) {
   switch (n->kind) {
   case FS_N_NAME: return ev_name(c, n);
   case FS_N_INT: return fsC_int(c, n->ival);
-  case FS_N_FLOAT: return fsC_float(c, n->fval);
+  case FS_N_FLOAT: return const_float(c, n->fval);
   case FS_N_STR: return str_lit(c, n);
   case FS_N_TRUE: return fsC_const(c, fsV_bool(1));
   case FS_N_FALSE: return fsC_const(c, fsV_bool(0));
@@ -843,9 +841,7 @@ static void st_for(C *c, const fs_node *s) {
     else if (it.k == CV_CONST && ((const fs_value *)it.p)->type == FSV_RANGE)
       item = fsC_int(c, fsV_range_at(it.p, i));
     assign(c, s->kids[0], item);
-    c->loop_iter++;
     block(c, s->kids[2]);
-    c->loop_iter--;
     c->dead = dead0;
   }
   if (count < 0) {

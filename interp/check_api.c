@@ -143,14 +143,14 @@ static int fabric_state(C *c, paths *e, uint32_t id, fsF_fabric *f) {
 }
 
 /* Reports what fabric.c said: the first path's warnings, the first error. */
-static fs_diag *report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warnings, int *erred) {
+static fs_diag *report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warnings) {
   fs_diag *g = NULL;
   for (size_t i = 0; i < iss->n; i++) {
     const fsF_issue *s = &iss->items[i];
     if (s->severity != FS_SEV_ERROR && !warnings) continue;
     fs_diag *x = fsC_report(c, s->severity, s->rule, loc, "%s", s->message);
     if (x && s->help) fsD_help(x, "%s", s->help);
-    if (s->severity == FS_SEV_ERROR) { g = x; *erred = 1; }
+    if (s->severity == FS_SEV_ERROR) g = x;
   }
   return g;
 }
@@ -160,35 +160,32 @@ typedef int (*vfn)(C *c, paths *e, const void *ud, fsF_issues *iss);
 
 /* Tries the combinations; returns the error's diagnostic (NULL if none or
  * already reported), with *e left on the failing path. */
-static fs_diag *validate(C *c, fs_loc loc, vfn f, const void *ud, paths *e, int *failed) {
+static fs_diag *validate(C *c, fs_loc loc, vfn f, const void *ud, paths *e) {
   fsF_issues iss;
   fsF_issues_init(&iss);
   memset(e, 0, sizeof *e);
   fs_diag *g = NULL;
-  int erred = 0;
   for (int run = 0; run < 64; run++) {
     fsF_issues_clear(&iss);
     int rc = f(c, e, ud, &iss);
     if (rc < 0) {
-      g = report_issues(c, &iss, loc, run == 0, &erred);
+      g = report_issues(c, &iss, loc, run == 0);
       if (g) note_paths(c, g, e);
       break;
     }
-    if (run == 0) report_issues(c, &iss, loc, 1, &erred);
+    if (run == 0) report_issues(c, &iss, loc, 1);
     if (!next_path(e)) break;
   }
   fsF_issues_free(&iss);
-  if (failed) *failed = erred;
   return g;
 }
 
 /* ---- objects ------------------------------------------------------------ */
 
-cv fsC_new_model(C *c, const char *cls, const fs_node *decl, fs_loc loc) {
+cv fsC_new_model(C *c, const char *cls, fs_loc loc) {
   uint32_t id = fsC_new_obj(c, OB_MODEL, loc);
   cobj *m = fsC_o(c, id);
   m->cls = cls;
-  m->decl = decl;
   for (int i = c->nctx; i-- > 0;) {
     const cobj *x = fsC_o(c, c->ctxs[i]);
     if (x->ctx == CTX_OTHER) continue;
@@ -340,8 +337,7 @@ static cv new_fabric(C *c, const cargs *a) {
   fsF_issues iss;
   fsF_issues_init(&iss);
   int rc = fsF_resolve(&fa, &c->o->overrides, &c->o->machine, &c->cfgs[c->ncfgs], &iss);
-  int erred = 0;
-  report_issues(c, &iss, a->call->loc, 1, &erred);
+  report_issues(c, &iss, a->call->loc, 1);
   fsF_issues_free(&iss);
   if (rc == 0) {
     cobj *o = fsC_o(c, id);
@@ -623,8 +619,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   if (kind <= 1) u.model = fsC_arg(a, "module", &mnode);
   if (kind != 1) u.nopts = varargs(a, u.opts, onodes, MAXARGS);
   paths e;
-  int failed = 0;
-  fs_diag *g = validate(c, a->call->loc, v_setup, &u, &e, &failed);
+  fs_diag *g = validate(c, a->call->loc, v_setup, &u, &e);
   if (g) {
     const char *rule = g->rule;
     if (!strcmp(rule, "R36") || !strcmp(rule, "R37")) {
@@ -693,7 +688,6 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
       o->fsdp_flat = cfg->cls == FSF_FSDP;
     }
   }
-  (void)failed;
   if (nres == 1) return res[0];
   if (nres == 0) return fsC_unknown();
   cv *items = fsC_alloc(c, nres * sizeof *items);
@@ -838,8 +832,7 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     fsF_issues iss;
     fsF_issues_init(&iss);
     fsF_check_launch(&f, kind, str_of, name, nparams, &iss);
-    int erred = 0;
-    report_issues(c, &iss, a->call->loc, 1, &erred);
+    report_issues(c, &iss, a->call->loc, 1);
     fsF_issues_free(&iss);
   }
   fsC_ow(c, fid)->launched = (mbit){MB_T, 0};
@@ -863,7 +856,7 @@ static int fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
   call_ud u = {fid, m, a};
   paths e;
-  fs_diag *g = validate(c, a->call->loc, v_simple, &u, &e, NULL);
+  fs_diag *g = validate(c, a->call->loc, v_simple, &u, &e);
   if (g && (!strcmp(g->rule, "R41") || !strcmp(g->rule, "R47") || !strcmp(g->rule, "R48"))) {
     const cv *mv = alt(&e, fsC_arg(a, !strcmp(g->rule, "R41") ? "model" : "module", NULL));
     if (mv && mv->k == CV_OBJ)
@@ -958,8 +951,7 @@ int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out) {
         fsF_issues iss;
         fsF_issues_init(&iss);
         fsF_check_tensor_backward(&f, &iss);
-        int erred = 0;
-        report_issues(c, &iss, a->call->loc, 1, &erred);
+        report_issues(c, &iss, a->call->loc, 1);
         fsF_issues_free(&iss);
       }
       *out = fsC_const(c, fsV_none());

@@ -71,7 +71,6 @@ typedef struct cobj {
   fs_loc loc;           /* the call that created it */
   fs_loc why_loc;       /* model: what made it meta/uninitialized; optimizer: its params */
   const char *cls;      /* model class name */
-  const fs_node *decl;  /* model declaration, or NULL for a builtin layer */
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
 } cobj;
@@ -105,7 +104,6 @@ typedef struct C {
   frame *frames[32]; int nframes;
   uint32_t ctxs[64]; int nctx;
   int dead;             /* the rest of the block is unreachable (return/break/continue) */
-  int loop_iter;        /* > 0 inside a loop body being re-analysed */
   struct arena *arena;
   fs_value **consts; size_t nconsts, capconsts;
   name_map seen;         /* reported "rule@start:end" */
@@ -128,8 +126,7 @@ typedef struct cargs {
 void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker */
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
-cv fsC_int(C *c, int64_t i);                /* constants living in the arena */
-cv fsC_float(C *c, double f);
+cv fsC_int(C *c, int64_t i);                /* an int living in the arena */
 cv fsC_eval(C *c, const fs_node *n);        /* an expression's value (reports its errors) */
 cv fsC_obj(uint32_t id);
 cv fsC_unknown(void);
@@ -153,8 +150,8 @@ void fsC_leave(C *c, frame *f);
 /* A def analysed at this call (call NULL: not called anywhere). */
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
                 const char *const *kw, const cv *kwv, size_t nkw);
-int fsC_bind(C *c, const fsSig *sig, const char *what, const fs_node *call,
-             int *pos_slot, int *kw_slot);
+/* Binds a call's arguments to sig (arity, keywords); reports a mismatch. */
+int fsC_bind(C *c, const fsSig *sig, const fs_node *call, int *pos_slot, int *kw_slot);
 
 /* The argument bound to parameter pname, or NULL; *node gets its expression. */
 const cv *fsC_arg(const cargs *a, const char *pname, const fs_node **node);
@@ -164,7 +161,7 @@ const cv *fsC_arg(const cargs *a, const char *pname, const fs_node **node);
 int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out);
 int fsC_api_builtin(C *c, const cargs *a, cv *out);
 /* A new model object created now (under the active contexts). */
-cv fsC_new_model(C *c, const char *cls, const fs_node *decl, fs_loc loc);
+cv fsC_new_model(C *c, const char *cls, fs_loc loc);
 /* model(x): the forward call. */
 cv fsC_forward(C *c, const cv *model, fs_loc loc);
 

@@ -55,7 +55,7 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   }
   const fsSig *sig = cls.p;
   int *ps = fsC_alloc(c, (npos + 1) * sizeof(int)), *ks = fsC_alloc(c, (nkw + 1) * sizeof(int));
-  if (sig->params && fsC_bind(c, sig, sig->name, call, ps, ks)) return -1;
+  if (sig->params && fsC_bind(c, sig, call, ps, ks)) return -1;
   if (!sig->params && (npos || nkw)) {
     fsC_report(c, FS_SEV_ERROR, "call", call->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
     return -1;

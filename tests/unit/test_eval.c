@@ -1,6 +1,6 @@
 /* test_eval.c -- the evaluator on small scripts: output, errors with their
  * locations, -D parameters, model state-dict names, Fabric rules at run time. */
-#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#define _POSIX_C_SOURCE 200809L /* open_memstream, mkdtemp */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,12 +220,42 @@ static void test_checkpoint(void **st) {
   unlink(path);
 }
 
+static void test_log(void **st) {
+  (void)st;
+  char dir[] = "/tmp/test_eval_logXXXXXX", cwd[4096];
+  assert_non_null(mkdtemp(dir));
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(dir), 0);
+  result r = run("fabric = Fabric(accelerator='cpu', devices=1)\n"
+                 "for step in range(2):\n"
+                 "    fabric.log('loss', 1.0 / (step + 1), step=step)\n"
+                 "    fabric.log_dict({'acc': 0.5, 'n': step})\n"
+                 "fabric.log('bad', 'x')\n",
+                 NULL, 0);
+  assert_string_equal(r.diags, "5:8: error: log: bad must be a number or a one-element tensor, not str\n");
+  assert_int_equal(r.status, 1);
+  free(r.out);
+  free(r.diags);
+  /* log_dict without step= takes the number of earlier log calls, as CSVLogger */
+  FILE *f = fopen("logs/version_0/metrics.csv", "r");
+  assert_non_null(f);
+  char csv[256] = {0};
+  size_t n = fread(csv, 1, sizeof csv - 1, f);
+  fclose(f);
+  assert_true(n > 0);
+  assert_string_equal(csv, "step,loss,acc,n\r\n0,1.0,,\r\n1,0.5,0.5,0\r\n3,,0.5,1\r\n");
+  assert_int_equal(system("rm -rf logs"), 0);
+  assert_int_equal(chdir(cwd), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_statements), cmocka_unit_test(test_functions),
     cmocka_unit_test(test_errors),     cmocka_unit_test(test_params),
     cmocka_unit_test(test_fstrings),   cmocka_unit_test(test_model_names),
     cmocka_unit_test(test_meta_and_fabric), cmocka_unit_test(test_checkpoint),
+    cmocka_unit_test(test_log),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
