@@ -19,6 +19,7 @@
 #include "loader.h"
 #include "logger.h"
 #include "optim.h"
+#include "plan.h"
 #include "progress.h"
 #include "safetensors.h"
 
@@ -348,11 +349,13 @@ static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
     return NULL;
   }
   mv->m = m;
-  if (!E->building && E->device != FS_DEV_META && fsM_materialize(m, E->device, E->seed) < 0) {
+  if (!E->building && E->device != FS_DEV_META && !E->opt->plan && fsM_materialize(m, E->device, E->seed) < 0) {
     modv_free(mv);
     return rt_fail();
   }
-  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = has_meta(m)};
+  /* plan: everything stays on meta; the rules see where it would be */
+  bool meta = E->opt->plan ? E->device == FS_DEV_META : has_meta(m);
+  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = meta};
   return fsV_obj(&module_class, mv);
 }
 
@@ -439,12 +442,16 @@ static char *module_repr(fs_value *v) {
   return fsV_buf_take(&b);
 }
 
+typedef struct optv optv;
+static fs_value *plan_done(fsE_ctx *E, const optv *ov);
+
 static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
   if (a->npos != 1 || a->nkw) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
   }
+  if (E->opt->plan) return plan_done(E, NULL); /* no optimizer was set up before the first step */
   fs_tensor *x = need_tensor(a->pos[0], "forward", "input");
   return x ? tensor_value(mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x)) : NULL;
 }
@@ -596,7 +603,7 @@ static fs_tensor **param_array(fsE_ctx *E, fs_value *params, int64_t *n, bool *m
       ts = NULL;
       break;
     }
-    *meta |= t->device == FS_DEV_META;
+    *meta |= E->opt->plan ? E->device == FS_DEV_META : t->device == FS_DEV_META;
     ts[(*n)++] = t;
   }
   if (ts && *n == 0) {
@@ -995,6 +1002,7 @@ typedef struct fabv {
   fs_value *synced;  /* list of the modules set up under DDP (gradients all-reduced) */
   bool no_sync;      /* inside no_backward_sync */
   fsLG *lg;          /* fabric.log's CSV logger, made at the first call */
+  fs_value *planned; /* plan mode: the module set up last */
   fs_diags *diags;   /* for the logger's warnings (the run outlives the value) */
 } fabv;
 
@@ -1022,6 +1030,7 @@ static void fabv_free(void *p) {
   if (fsLG_close(fv->lg, &err) < 0) log_warning(fv, err);
   fsCC_destroy(fv->comm);
   fsV_release(fv->synced);
+  fsV_release(fv->planned);
   free(fv);
 }
 
@@ -1033,7 +1042,7 @@ static fs_value *comm_fail(void) {
 /* launch(): DDP forks the ranks here; this process becomes their supervisor
  * and stops the script with their status, each rank continues it. */
 static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
-  if ((fv->cfg.cls != FSF_DDP && fv->cfg.cls != FSF_FSDP) || fv->comm) return fsV_none();
+  if ((fv->cfg.cls != FSF_DDP && fv->cfg.cls != FSF_FSDP) || fv->comm || E->opt->plan) return fsV_none();
   fflush(E->out); /* buffered output must not be copied into every rank */
   fflush(stdout);
   fflush(stderr);
@@ -1049,6 +1058,29 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
   fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank};
   if (!(fv->comm = fsLN_connect(&fv->env, FSCC_SHM, &cc))) return comm_fail();
   return fsV_none();
+}
+
+/* plan mode: prints the plan of the model set up last, with optimizer ov
+ * (NULL: none), and stops the run. */
+static fs_value *plan_done(fsE_ctx *E, const optv *ov) {
+  fabv *fv = E->fabric ? E->fabric->u.obj.data : NULL;
+  if (!fv || !fv->planned) {
+    fsV_seterr("plan: the script runs a model it has not set up with Fabric (setup or setup_module)");
+    return NULL;
+  }
+  modv *mv = fv->planned->u.obj.data;
+  fsF_prec p = fv->cfg.precision;
+  fsPL_input in = {
+    .strategy = fsF_cls_name(fv->cfg.cls), .accelerator = fsF_accel_name(fv->cfg.accel),
+    .precision = fsF_prec_name(p), .world = fv->cfg.world_size, .sharded = fv->cfg.cls == FSF_FSDP,
+    .param_bytes = p == FSF_P16_TRUE || p == FSF_PBF16_TRUE ? 2 : p == FSF_P64 ? 8 : 4,
+    .model = mv->m, .model_class = mv->cls, .optimizer = ov ? ov->cls : NULL,
+    .states = !ov ? 0 : ov->o->kind != FSO_SGD ? 2 : ov->o->momentum != 0,
+  };
+  if (fsPL_print(E->opt->plan, &in) < 0) return rt_fail();
+  E->halt = true;
+  E->halt_status = 0;
+  return NULL;
 }
 
 /* FSDP: the last unit's reduce-scatter after backward (ok: it succeeded;
@@ -1330,6 +1362,13 @@ static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim *
 
 /* What a successful setup of a module does: materialize it, mark it set up. */
 static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
+  if (E->opt->plan) { /* nothing to materialize: remember the model */
+    fsV_release(fv->planned);
+    fv->planned = fsV_retain(v);
+    fsF_setup_done(&fv->f, &mv->st);
+    mv->st.meta = false;
+    return 0;
+  }
   if (fv->cfg.cls == FSF_FSDP) { /* each rank materializes only its shards */
     if (!(mv->sh = fsSH_wrap(mv->m, fv->comm, FS_DEV_CPU, E->seed))) return rt_fail(), -1;
     if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
@@ -1862,7 +1901,10 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
   fs_value *r = NULL;
   fsF_issues iss;
   fsF_issues_init(&iss);
-  if (strcmp(name, "launch") == 0) {
+  bool runs = !strcmp(name, "backward") || !strcmp(name, "save") || !strcmp(name, "load") || !strcmp(name, "load_raw");
+  if (E->opt->plan && runs) {
+    r = plan_done(E, NULL); /* the model is used before an optimizer was set up */
+  } else if (strcmp(name, "launch") == 0) {
     if (s[0]->type != FSV_NONE) fsV_seterr("launch(function) is not supported in this build");
     else if (issues(E, a, &iss, fsF_check_launch(f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0) r = ddp_launch(E, fv);
   } else if (strcmp(name, "seed_everything") == 0) {
@@ -1886,7 +1928,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
                                       : fsF_check_setup_module(f, &mv->st, &iss)) == 0 &&
              setup_module_done(E, fv, s[0], mv) == 0) {
       for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
-      r = joint ? one_or_tuple(s[0], opts) : fsV_retain(s[0]);
+      r = E->opt->plan && no ? plan_done(E, ov[0]) : joint ? one_or_tuple(s[0], opts) : fsV_retain(s[0]);
     }
     free(st);
     free(ov);
@@ -1898,7 +1940,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
     else if (gather_optims(s[0], name, st, ov) == 0 &&
              issues(E, a, &iss, fsF_check_setup_optimizers(f, st, no, &iss)) == 0) {
       for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
-      r = no ? one_or_tuple(NULL, s[0]) : fsV_none();
+      r = E->opt->plan && no ? plan_done(E, ov[0]) : no ? one_or_tuple(NULL, s[0]) : fsV_none();
     }
     free(st);
     free(ov);
