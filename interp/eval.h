@@ -22,6 +22,10 @@ typedef struct fsE_options {
    * NULL: this machine (fsF_machine_detect) */
   const fsF_machine *machine;
   bool emulate_cuda;                           /* --emulate-cuda: accelerator cuda on fsB_cpu */
+  /* `fabricscript plan`: nothing is materialized; the first setup of an
+   * optimizer (or the first model call) prints the plan (plan.h) here and
+   * stops the run; launch() starts no ranks */
+  FILE *plan;
 } fsE_options;
 
 /* Runs the script. Returns 0 ok, 1 the script failed (diagnostic added),

@@ -34,6 +34,8 @@ typedef struct fs_cli {
 static const char usage_text[] =
   "Usage: fabricscript FILE [OPTIONS]        check, then run\n"
   "       fabricscript check FILE... [OPTIONS] static checks only; nothing is executed\n"
+  "       fabricscript plan FILE [OPTIONS]    per-rank memory plan: parameters, gradients,\n"
+  "                                          optimizer states, largest gathered unit\n"
   "       fabricscript fix FILE [--write]     apply the fix-its of the diagnostics\n"
   "       fabricscript test PATH...           run annotated regression scripts\n"
   "\n"
@@ -146,7 +148,8 @@ static int check_files(fs_cli *cli, char **paths, int npaths) {
   return status;
 }
 
-static int run_file(fs_cli *cli, const char *path) {
+/* FILE: check, then run; plan != NULL: `plan FILE`, the run stops at the plan. */
+static int run_file(fs_cli *cli, const char *path, FILE *plan) {
   fs_diags diags;
   fsD_init(&diags);
   fs_source *src;
@@ -157,6 +160,7 @@ static int run_file(fs_cli *cli, const char *path) {
     fs_diags run;
     fsD_init(&run);
     fsE_options eo = eval_options(cli);
+    eo.plan = plan;
     status = fsE_run(src, ast, &eo, &run);
     fflush(stdout);
     fsD_render_all(stderr, &run, &cli->render);
@@ -320,7 +324,7 @@ int main(int argc, char **argv) {
   int nargs = argc - optind;
   char **args = argv + optind;
   if (nargs == 0) {
-    status = isatty(STDIN_FILENO) ? repl(&cli) : run_file(&cli, "-");
+    status = isatty(STDIN_FILENO) ? repl(&cli) : run_file(&cli, "-", NULL);
   } else if (strcmp(args[0], "check") == 0) {
     status = nargs < 2 ? usage_error("%s", "check: no script given") : check_files(&cli, args + 1, nargs - 1);
   } else if (strcmp(args[0], "test") == 0) {
@@ -329,11 +333,11 @@ int main(int argc, char **argv) {
   } else if (strcmp(args[0], "fix") == 0) {
     status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
   } else if (strcmp(args[0], "plan") == 0) {
-    status = usage_error("'%s' is not available in this build yet", args[0]);
+    status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
   } else if (nargs > 1) {
     status = usage_error("unexpected argument '%s' after the script", args[1]);
   } else {
-    status = run_file(&cli, args[0]);
+    status = run_file(&cli, args[0], NULL);
   }
 done:
   free(cli.defines);

@@ -1,0 +1,64 @@
+#!/bin/sh
+# equivalence.sh -- single-device, DDP and FSDP runs of one script agree
+# (docs/distributed.md, "Equivalence"), with --emulate-cuda (one process per
+# rank on the cpu backend):
+#   - initial parameters: the saved file is the same bytes for single, DDP x2,
+#     FSDP x2/x3/x4, on meta or not;
+#   - 50 Adam steps of an MLP on one global batch: every loss within 1e-5
+#     relative of the single-device run;
+#   - a checkpoint FSDP x2 saves loads on one device, and FSDP x2 resumes
+#     from it as the single device does;
+#   - a rank killed mid-run stops the run with status 3, naming the rank.
+set -u
+FS=${FABRICSCRIPT:-$PWD/fabricscript}
+SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/fs-equiv.XXXXXX") || exit 99
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 99
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+run() { "$FS" --emulate-cuda --gpus=4 "$@"; }
+
+# 1. initial parameters
+run "$SRC/init.fab" -D strategy=auto -D meta=False -D out=single.st || bad "single init"
+for cfg in "ddp 2 False" "fsdp 2 True" "fsdp 4 True" "fsdp 3 False" "fsdp 1 True"; do
+  set -- $cfg
+  run "$SRC/init.fab" -D strategy=$1 -D devices=$2 -D meta=$3 -D out=$1$2$3.st || bad "$cfg init"
+  cmp -s single.st $1$2$3.st || bad "$cfg: initial parameters differ from the single device's"
+done
+
+# 2. losses of 50 steps; 3. checkpoints
+close() { # file file: every loss within 1e-5 relative
+  paste "$1" "$2" | awk -v a="$1" -v b="$2" '
+    { n++; d = $2 - $4; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2
+      if ($1 != $3 || d > 1e-5 * m) { print a " vs " b ": step " $1 ": " $2 " vs " $4; bad = 1 } }
+    END { if (n < 10) { print a ": only " n " steps"; bad = 1 } ; exit bad }'
+}
+run "$SRC/train.fab" -D strategy=auto > single.txt || bad "single train"
+for cfg in "ddp 2" "fsdp 2" "fsdp 4" "fsdp 1"; do
+  set -- $cfg
+  run "$SRC/train.fab" -D strategy=$1 -D devices=$2 > $1$2.txt || bad "$cfg train"
+  close single.txt $1$2.txt || bad "$cfg: losses differ from the single device's"
+done
+[ "$(wc -l < single.txt)" -eq 50 ] || bad "single: not 50 steps"
+run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=ck.st > /dev/null ||
+  bad "fsdp 2 save"
+run "$SRC/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.st > resumed1.txt || bad "single resume"
+run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=ck.st > resumed2.txt ||
+  bad "fsdp 2 resume"
+close resumed1.txt resumed2.txt || bad "resuming FSDP x2's checkpoint: losses differ"
+
+# 4. a killed rank
+"$FS" --emulate-cuda "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D epochs=1000000 > long.txt 2> long.err &
+sup=$!
+i=0
+while [ ! -s long.txt ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+victim=$(pgrep -P $sup | tail -n 1) # the ranks are the supervisor's children
+[ -n "$victim" ] && kill -KILL $victim
+wait $sup
+st=$?
+[ $st -eq 3 ] || bad "killed rank: status $st, not 3"
+grep -q "rank [0-9] (pid $victim) was killed by signal 9" long.err || { bad "killed rank: not named"; cat long.err; }
+
+[ $fail -eq 0 ] && echo "equivalence: all passed"
+exit $fail
