@@ -512,6 +512,77 @@ static fs_value *params_list(modv *mv, bool named) {
   return l;
 }
 
+/* state_dict(): name -> parameter (the tensors themselves, as torch's are views) */
+static fs_value *state_dict(modv *mv) {
+  fs_value *l = params_list(mv, true), *d = l ? fsV_dict() : NULL;
+  for (size_t i = 0; d && i < l->u.seq.n; i++) {
+    fs_value *p = l->u.seq.items[i];
+    if (fsV_dict_set(d, p->u.seq.items[0], fsV_retain(p->u.seq.items[1])) < 0) {
+      fsV_release(d);
+      d = NULL;
+    }
+  }
+  fsV_release(l);
+  return d;
+}
+
+/* load_state_dict(sd, strict): copies matching tensors into the parameters
+ * (giving meta ones storage); strict: torch's missing/unexpected-key error. */
+static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
+  fsM_param *ps;
+  int64_t n = fsM_parameters(mv->m, &ps);
+  if (n < 0) return rt_fail();
+  fsV_buf missing = {0}, unexpected = {0};
+  fs_value *r = NULL;
+  for (int64_t i = 0; i < n; i++) {
+    fs_value *v = fsV_dict_getstr(sd, ps[i].name);
+    fs_tensor *src = v ? as_tensor(v) : NULL, *dst = ps[i].t;
+    if (!src) {
+      fsV_buf_printf(&missing, "%s\"%s\"", missing.n ? ", " : "", ps[i].name);
+      continue;
+    }
+    if (!fsT_same_shape(src, dst) || !src->data || src->device != FS_DEV_CPU) {
+      char a[64], b[64];
+      fsV_seterr("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in "
+                 "current model is %s.", ps[i].name, fsT_shape_str(src, a, sizeof a), fsT_shape_str(dst, b, sizeof b));
+      goto done;
+    }
+    fs_tensor *conv = fsT_to_dtype(src, dst->dtype);
+    if (!conv || (!dst->data && fsT_alloc_storage(dst, FS_DEV_CPU) < 0)) {
+      fsT_release(conv);
+      rt_fail();
+      goto done;
+    }
+    memcpy(dst->data, conv->data, fsT_nbytes(dst));
+    fsT_release(conv);
+  }
+  for (size_t k = 0; k < sd->u.dict.n; k++) {
+    const fs_value *key = sd->u.dict.keys[k];
+    bool known = false;
+    for (int64_t i = 0; i < n && !known; i++)
+      known = key->type == FSV_STR && strcmp(key->u.str.s, ps[i].name) == 0;
+    if (!known) {
+      char *t = fsV_tostr(key);
+      fsV_buf_printf(&unexpected, "%s\"%s\"", unexpected.n ? ", " : "", t ? t : "?");
+      free(t);
+    }
+  }
+  if (strict && (missing.n || unexpected.n))
+    fsV_seterr("Error(s) in loading state_dict for %s: %s%s%s%s%s", mv->cls,
+               missing.n ? "Missing key(s) in state_dict: " : "", missing.n ? missing.s : "",
+               missing.n && unexpected.n ? ". " : "", unexpected.n ? "Unexpected key(s) in state_dict: " : "",
+               unexpected.n ? unexpected.s : "");
+  else {
+    mv->st.meta = has_meta(mv->m);
+    r = fsV_none();
+  }
+done:
+  free(missing.s);
+  free(unexpected.s);
+  fsM_params_free(ps, n);
+  return r;
+}
+
 static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
   const fsSig *sig = fsSig_member("Module", name);
   if (!sig || sig->kind != FSSIG_METHOD) return NULL;
@@ -546,8 +617,12 @@ static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const 
     }
     if (n >= 0) fsM_params_free(ps, n);
     r = n < 0 ? rt_fail() : fsV_none();
+  } else if (mv->sh) { /* the FSDP wrapper's parameters are flat shards */
+    fsV_seterr("%s() of an FSDP-wrapped module is not supported; use fabric.save / fabric.load", name);
+  } else if (strcmp(name, "state_dict") == 0) {
+    r = state_dict(mv);
   } else {
-    fsV_seterr("Module.%s() is not available yet in this build", name);
+    r = load_state_dict(mv, s[0], fsV_truthy(s[1]));
   }
   fsE_unbind(sig, s);
   return r;

@@ -362,6 +362,8 @@ static int seen_before(C *c, const char *rule, fs_loc loc) {
   return 0;
 }
 
+int fsC_first(C *c, const char *key, fs_loc loc) { return !seen_before(c, key, loc); }
+
 fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const char *fmt, ...) {
   if (seen_before(c, rule, loc)) return NULL;
   va_list ap;

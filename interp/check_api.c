@@ -155,12 +155,44 @@ static fs_diag *report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warni
   return g;
 }
 
+/* The whole lines of s (with its comment), from line start to past the newline. */
+static fs_loc lines_of(C *c, fs_loc s) {
+  uint32_t line, col;
+  fsA_source_position(c->src, s.start, &line, &col);
+  uint32_t start = c->src->line_starts[line - 1];
+  uint32_t end = s.end;
+  while (end < c->src->len && c->src->text[end] != '\n') end++;
+  if (end < c->src->len) end++;
+  return (fs_loc){start, end};
+}
+
+/* `fabric = Fabric(...)`: the statement that named a fabric, or NULL. */
+static const fs_node *fabric_stmt(C *c, uint32_t fid) {
+  const fs_node *s = fsC_o(c, fid)->stmt;
+  return s && s->kind == FS_N_ASSIGN && s->kids[0]->kind == FS_N_NAME && s->kids[1]->kind == FS_N_CALL ? s : NULL;
+}
+
+/* R16's fix: `fabric.launch()` right after the Fabric is created (once per
+ * fabric, and not where launch() needs a function: R17). */
+static void fix_launch(C *c, fs_diag *g, uint32_t fid) {
+  const fsF_config *cfg = fsC_cfg(c, fid);
+  const fs_node *s = fabric_stmt(c, fid);
+  if (!cfg || cfg->launch_needs_fn || !s || !fsC_first(c, "fix-launch", s->loc)) return;
+  fs_loc l = lines_of(c, s->loc);
+  const char *indent = fsC_text(c, (fs_loc){l.start, s->loc.start});
+  int nl = l.end == c->src->len && (l.end == 0 || c->src->text[l.end - 1] != '\n');
+  size_t n = strlen(indent) + strlen(s->kids[0]->str) + 16;
+  char *text = fsC_alloc(c, n);
+  snprintf(text, n, "%s%s%s.launch()\n", nl ? "\n" : "", indent, s->kids[0]->str);
+  fsD_edit(g, (fs_loc){l.end, l.end}, text);
+}
+
 /* A validation over one combination of paths: <0 error, 0 fine, >0 unknown. */
 typedef int (*vfn)(C *c, paths *e, const void *ud, fsF_issues *iss);
 
 /* Tries the combinations; returns the error's diagnostic (NULL if none or
  * already reported), with *e left on the failing path. */
-static fs_diag *validate(C *c, fs_loc loc, vfn f, const void *ud, paths *e) {
+static fs_diag *validate(C *c, uint32_t fid, fs_loc loc, vfn f, const void *ud, paths *e) {
   fsF_issues iss;
   fsF_issues_init(&iss);
   memset(e, 0, sizeof *e);
@@ -177,6 +209,7 @@ static fs_diag *validate(C *c, fs_loc loc, vfn f, const void *ud, paths *e) {
     if (!next_path(e)) break;
   }
   fsF_issues_free(&iss);
+  if (g && !strcmp(g->rule, "R16")) fix_launch(c, g, fid);
   return g;
 }
 
@@ -554,17 +587,6 @@ static int ident_char(char ch) {
   return ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
 }
 
-/* The whole lines of s (with its comment), from line start to past the newline. */
-static fs_loc lines_of(C *c, fs_loc s) {
-  uint32_t line, col;
-  fsA_source_position(c->src, s.start, &line, &col);
-  uint32_t start = c->src->line_starts[line - 1];
-  uint32_t end = s.end;
-  while (end < c->src->len && c->src->text[end] != '\n') end++;
-  if (end < c->src->len) end++;
-  return (fs_loc){start, end};
-}
-
 /* R36's mechanical fix: `opt = Adam(model.parameters())` ... `model, opt =
  * fabric.setup(model, opt)` becomes setup_module, the creation, setup_optimizers. */
 static void fix_r36(C *c, fs_diag *g, const fs_node *call, const cv *optv, const fs_node *mnode,
@@ -619,7 +641,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   if (kind <= 1) u.model = fsC_arg(a, "module", &mnode);
   if (kind != 1) u.nopts = varargs(a, u.opts, onodes, MAXARGS);
   paths e;
-  fs_diag *g = validate(c, a->call->loc, v_setup, &u, &e);
+  fs_diag *g = validate(c, fid, a->call->loc, v_setup, &u, &e);
   if (g) {
     const char *rule = g->rule;
     if (!strcmp(rule, "R36") || !strcmp(rule, "R37")) {
@@ -856,7 +878,7 @@ static int fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
   call_ud u = {fid, m, a};
   paths e;
-  fs_diag *g = validate(c, a->call->loc, v_simple, &u, &e);
+  fs_diag *g = validate(c, fid, a->call->loc, v_simple, &u, &e);
   if (g && (!strcmp(g->rule, "R41") || !strcmp(g->rule, "R47") || !strcmp(g->rule, "R48"))) {
     const cv *mv = alt(&e, fsC_arg(a, !strcmp(g->rule, "R41") ? "model" : "module", NULL));
     if (mv && mv->k == CV_OBJ)
@@ -951,8 +973,16 @@ int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out) {
         fsF_issues iss;
         fsF_issues_init(&iss);
         fsF_check_tensor_backward(&f, &iss);
-        report_issues(c, &iss, a->call->loc, 1);
+        fs_diag *g = report_issues(c, &iss, a->call->loc, 1);
         fsF_issues_free(&iss);
+        const fs_node *fs = fabric_stmt(c, x->id - 1);
+        if (g && fs) { /* R42's fix: `loss.backward()` -> `fabric.backward(loss)` */
+          const char *loss = fsC_text(c, a->call->kids[0]->kids[0]->loc);
+          size_t n = strlen(loss) + strlen(fs->kids[0]->str) + 16;
+          char *text = fsC_alloc(c, n);
+          snprintf(text, n, "%s.backward(%s)", fs->kids[0]->str, loss);
+          fsD_edit(g, a->call->loc, text);
+        }
       }
       *out = fsC_const(c, fsV_none());
       return 1;

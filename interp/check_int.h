@@ -140,6 +140,8 @@ const char *fsC_type_name(C *c, const cv *v);
 fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 void fsC_note_why(C *c, fs_diag *g, uint32_t why);
+/* 1 the first time (key, loc) is asked: a fix-it is attached once. */
+int fsC_first(C *c, const char *key, fs_loc loc);
 void fsC_setvar(C *c, const char *name, cv v);
 /* Enters a frame for a def or model body, its parameters bound to the
  * arguments (defaults evaluated where none is given; with no call and no

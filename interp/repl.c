@@ -142,7 +142,6 @@ static int submit(session *S, const char *text, size_t len) {
     while (first < ast->nkids && ast->kids[first]->loc.start < base) first++;
     fs_diags run;
     fsD_init(&run);
-    fsE_interrupt = 0;
     E->exec(E->ud, src, ast->kids + first, ast->nkids - first, &run);
     fsD_render_all(stderr, &run, &S->opt->render);
     fsD_free(&run);
@@ -365,6 +364,7 @@ static session *active; /* libedit's line callback takes no user data */
 static void on_line(char *line) {
   session *S = active;
   rl_callback_handler_remove();
+  fsE_interrupt = 0; /* a Ctrl-C from here on is for what this line starts */
   if (!line) { /* Ctrl-D */
     if (S->pending.n) { submit(S, S->pending.s, S->pending.n); S->pending.n = 0; }
     putchar('\n');

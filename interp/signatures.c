@@ -234,8 +234,6 @@ static const fsSig table[] = {
 
   M("Optimizer.step", p_step, "None"),
   M("Optimizer.zero_grad", p_set_to_none, "None"),
-  M0("Optimizer.state_dict", "dict"),
-  M("Optimizer.load_state_dict", p_load_sd, "None"),
   ATTR("Optimizer.lr", "float", FSSIG_SETTABLE),
 
   M0("Tensor.item", "any"),

@@ -30,7 +30,7 @@ class Session:
         self.out += data
         return bool(data)
 
-    def expect(self, text, timeout=10.0):
+    def expect(self, text, timeout=60.0):
         """Waits until `text` appears after the last match; returns what came before it."""
         end = time.time() + timeout
         while text.encode() not in self.out:
@@ -149,8 +149,12 @@ def test_ctrl_c(hist):
     s.expect("... ")
     s.line("    x = i")
     s.expect("... ")
+    s.line("    if i == 1000:")
+    s.expect("... ")
+    s.line("        print('looping')")
+    s.expect("... ")
     s.line("")
-    time.sleep(0.5)
+    s.expect("looping")
     s.send("\x03")  # Ctrl-C interrupts the loop, not the session
     shown = s.expect(">>> ")
     assert "KeyboardInterrupt" in shown, f"no KeyboardInterrupt:\n{shown}"

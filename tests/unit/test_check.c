@@ -75,6 +75,30 @@ static const char seed_before[] =
   "model, optimizer = fabric.setup(model, optimizer)  # the joint setup\n"
   "fabric.backward(model(1).sum())\n";
 
+/* Applies the edits of every diagnostic (they do not overlap) to text. */
+static char *apply_fixes(const run *r, const char *text) {
+  const fs_edit *ed[16];
+  size_t ne = 0;
+  for (size_t i = 0; i < r->d.n; i++)
+    for (size_t j = 0; j < r->d.items[i].nedits && ne < 16; j++) ed[ne++] = &r->d.items[i].edits[j];
+  for (size_t i = 1; i < ne; i++)
+    for (size_t j = i; j > 0 && ed[j]->loc.start < ed[j - 1]->loc.start; j--) {
+      const fs_edit *t = ed[j]; ed[j] = ed[j - 1]; ed[j - 1] = t;
+    }
+  size_t len = strlen(text), cap = len + 1;
+  for (size_t i = 0; i < ne; i++) cap += strlen(ed[i]->text);
+  char *out = malloc(cap);
+  size_t n = 0, at = 0;
+  for (size_t i = 0; i < ne; i++) {
+    memcpy(out + n, text + at, ed[i]->loc.start - at);
+    n += ed[i]->loc.start - at;
+    n += (size_t)sprintf(out + n, "%s", ed[i]->text);
+    at = ed[i]->loc.end;
+  }
+  strcpy(out + n, text + at);
+  return out;
+}
+
 static void test_seed_diagnostic(void **state) {
   run r;
   check_text(&r, seed_before, 1, NULL, 0);
@@ -94,17 +118,9 @@ static void test_seed_diagnostic(void **state) {
   assert_string_equal(g->help, "set up the model first, then create the optimizer:\n"
                                "    model = fabric.setup_module(model)\n"
                                "    optimizer = fabric.setup_optimizers(Adam(model.parameters()))");
-  /* the fix-it: apply the edits (they are in source order) and check again */
+  /* the fix-it: apply the edits and check again */
   assert_int_equal(g->nedits, 2);
-  char fixed[1024];
-  size_t n = 0, at = 0;
-  for (size_t i = 0; i < g->nedits; i++) {
-    memcpy(fixed + n, seed_before + at, g->edits[i].loc.start - at);
-    n += g->edits[i].loc.start - at;
-    n += (size_t)sprintf(fixed + n, "%s", g->edits[i].text);
-    at = g->edits[i].loc.end;
-  }
-  strcpy(fixed + n, seed_before + at);
+  char *fixed = apply_fixes(&r, seed_before);
   assert_non_null(strstr(fixed,
     "    model = Linear(8, 8)            # meta\n"
     "model = fabric.setup_module(model)\n"
@@ -114,6 +130,34 @@ static void test_seed_diagnostic(void **state) {
   check_text(&r2, fixed, 1, NULL, 0);
   assert_int_equal(r2.d.n, 0);
   run_free(&r2);
+  free(fixed);
+  run_free(&r);
+  (void)state;
+}
+
+/* R16 and R42 have mechanical fixes too; the fixed script checks clean. */
+static void test_more_fixes(void **state) {
+  static const char text[] =
+    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp\", devices=2, precision=\"bf16-mixed\")  # two ranks\n"
+    "model = fabric.setup(Linear(4, 4))\n"
+    "loader = fabric.setup_dataloaders(DataLoader(RandomDataset(8, 4)))\n"
+    "loss = model(1).sum()\n"
+    "loss.backward()\n";
+  run r;
+  check_text(&r, text, 0, NULL, 0);
+  assert_int_equal(r.d.n, 3);
+  expect(&r, 0, "R16", 2, 9, "To use Fabric with more than one device");
+  expect(&r, 1, "R16", 3, 10, "To use Fabric with more than one device");
+  expect(&r, 2, "R42", 5, 1, "The current strategy and precision selection requires");
+  assert_int_equal(r.d.items[0].nedits + r.d.items[1].nedits, 1); /* one launch() is enough */
+  char *fixed = apply_fixes(&r, text);
+  assert_non_null(strstr(fixed, "# two ranks\nfabric.launch()\nmodel = "));
+  assert_non_null(strstr(fixed, "\nfabric.backward(loss)\n"));
+  run r2;
+  check_text(&r2, fixed, 0, NULL, 0);
+  assert_int_equal(r2.d.n, 0);
+  run_free(&r2);
+  free(fixed);
   run_free(&r);
   (void)state;
 }
@@ -304,6 +348,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_seed_diagnostic),
     cmocka_unit_test(test_seed_near_misses),
+    cmocka_unit_test(test_more_fixes),
     cmocka_unit_test(test_r37_keeps_old_parameters),
     cmocka_unit_test(test_paths),
     cmocka_unit_test(test_configuration),
