@@ -242,11 +242,19 @@ static int repl_exec(void *ud, const fs_source *src, fs_node *const *stmts, size
   return fsE_session_exec(R->session, src, stmts, n, diags, 1);
 }
 
+/* :plan runs the session text afresh in plan mode: models stay on meta. */
+static void repl_plan(void *ud, const fs_source *src, const fs_node *ast, fs_diags *diags) {
+  repl_state *R = ud;
+  fsE_options eo = eval_options(R->cli);
+  eo.plan = stdout;
+  fsE_run(src, ast, &eo, diags);
+}
+
 static int repl(fs_cli *cli) {
   repl_state R = {.cli = cli, .eval_opt = eval_options(cli)};
   R.session = fsE_session_new(&R.eval_opt);
   if (!R.session) return EXIT_SYSTEM;
-  fsRP_engine engine = {.ud = &R, .check = repl_check, .exec = repl_exec};
+  fsRP_engine engine = {.ud = &R, .check = repl_check, .exec = repl_exec, .plan = repl_plan};
   fsRP_options opt = {.render = cli->render, .engine = &engine, .history_path = getenv("FABRICSCRIPT_HISTORY")};
   int status = fsRP_main(&opt);
   fsE_session_free(R.session);

@@ -166,7 +166,7 @@ static const char help_text[] =
   "A block (model, def, for, if, with) ends with a blank line.\n"
   "  :help        this text\n"
   "  :check       check the whole session again\n"
-  "  :plan        the per-rank memory plan of the session (when available)\n"
+  "  :plan        the per-rank memory plan of the session (as `fabricscript plan`)\n"
   "  :save FILE   write the accepted statements as a script\n"
   "  :load FILE   check and run a script as one entry\n"
   "  :quit        leave (also Ctrl-D); Ctrl-C interrupts a running statement\n";
@@ -195,7 +195,8 @@ static void command(session *S, char *line) {
   const char *cmd = line + 1;
   if (strcmp(cmd, "help") == 0) fputs(help_text, stdout);
   else if (strcmp(cmd, "quit") == 0 || strcmp(cmd, "q") == 0) S->quit = 1;
-  else if (strcmp(cmd, "check") == 0) {
+  else if (strcmp(cmd, "check") == 0 || strcmp(cmd, "plan") == 0) {
+    int plan = cmd[0] == 'p';
     fs_source *src = fsA_source_from_buffer("<stdin>", S->text.s ? S->text.s : "", S->text.n);
     fs_diags d;
     fsD_init(&d);
@@ -203,14 +204,13 @@ static void command(session *S, char *line) {
     fs_node *ast = fsP_parse(src, &d, &ne);
     const fsRP_engine *E = S->opt->engine;
     if (!ne && E && E->check) E->check(E->ud, src, ast, &d);
+    if (plan && !fsD_has_errors(&d) && E && E->plan) E->plan(E->ud, src, ast, &d);
     fsD_sort(&d);
     fsD_render_all(stderr, &d, &S->opt->render);
-    if (!fsD_has_errors(&d)) printf("session checks clean (%zu lines)\n", src->nlines - (src->len > 0));
+    if (!plan && !fsD_has_errors(&d)) printf("session checks clean (%zu lines)\n", src->nlines - (src->len > 0));
     fsD_free(&d);
     fsA_free(ast);
     fsA_source_free(src);
-  } else if (strcmp(cmd, "plan") == 0) {
-    fputs("fabricscript: :plan is not available in this build yet\n", stderr);
   } else if (strcmp(cmd, "save") == 0) {
     if (!*arg) fputs("usage: :save FILE\n", stderr);
     else if (save_session(S, arg) == 0) printf("saved %zu bytes to %s\n", S->text.n, arg);

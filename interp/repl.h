@@ -18,6 +18,8 @@ typedef struct fsRP_engine {
    * printing the value of an expression statement. Returns 0, or non-zero
    * after reporting a run-time error (the session goes on). */
   int (*exec)(void *ud, const fs_source *src, fs_node *const *stmts, size_t n, fs_diags *diags);
+  /* Print the per-rank memory plan of the whole session (`fabricscript plan`). */
+  void (*plan)(void *ud, const fs_source *src, const fs_node *ast, fs_diags *diags);
 } fsRP_engine;
 
 typedef struct fsRP_options {

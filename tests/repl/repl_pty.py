@@ -197,9 +197,25 @@ def test_save_and_load(hist):
     s.close()
 
 
+def test_plan(hist):
+    s = Session(hist)
+    s.line("model M():")
+    s.expect("... ")
+    s.line("    Linear(100, 100)")
+    s.expect("... ")
+    s.line("")
+    s.line('fabric = Fabric(accelerator="cpu")')
+    s.line("m = fabric.setup_module(M())")
+    s.line("o = fabric.setup_optimizers(Adam(m.parameters()))")
+    s.line(":plan")
+    shown = s.expect("total")
+    assert "10100 parameters" in shown, f"no plan of the session's model:\n{shown}"
+    s.close()
+
+
 def main():
     tests = [test_multiline_model_and_completion, test_seed_error_and_recovery,
-             test_history_across_sessions, test_ctrl_c, test_save_and_load]
+             test_history_across_sessions, test_ctrl_c, test_save_and_load, test_plan]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as d:
         for t in tests:
