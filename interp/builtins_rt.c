@@ -1605,6 +1605,13 @@ static fsSH_model *sharded_of(fabv *fv, const fs_optim *o) {
   return NULL;
 }
 
+/* clip_gradients under FSDP: the squared norms (or maxima) of all ranks' shards. */
+static int shard_norm(void *ud, float *acc, bool inf) {
+  if (fsCC_all_reduce(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0) return 0;
+  fsT_seterr("%s", fsCC_error());
+  return -1;
+}
+
 /* FSDP: every parameter under its full name; this rank writes its slice. */
 static int ck_sharded_module(fsE_ctx *E, ckpt *c, fs_value *key, fsSH_model *sh, fs_value *filter) {
   for (int64_t i = 0; i < sh->nall; i++) {
@@ -2064,8 +2071,10 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
         fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2]));
         r = fsV_none();
       } else {
-        double total;
-        if (fsO_clip_grad_norm(ov->o->params, ov->o->nparams, fsV_to_double(s[3]), fsV_to_double(s[4]), &total) < 0)
+        double total; /* FSDP: the norm over every rank's shards */
+        bool global = fv->comm && sharded_of(fv, ov->o);
+        if (fsO_clip_grad_norm_with(ov->o->params, ov->o->nparams, fsV_to_double(s[3]), fsV_to_double(s[4]),
+                                    global ? shard_norm : NULL, fv->comm, &total) < 0)
           rt_fail();
         else
           r = tensor_value(fsT_scalar((float)total));
