@@ -928,7 +928,11 @@ static int module_method(C *c, const cargs *a, const cv *recv, const char *m, cv
       if (!p.pmeta.why) p.pmeta.why = recv->id;
     }
     if (recv->k == CV_PHI && p.pmeta.m == (MB_F | MB_T) && !p.pmeta.why) p.pmeta.why = recv->id;
-    const cv *x = recv->k == CV_PHI ? &((const cv *)recv->p)[0] : recv;
+    /* the first path's model decides how the parameters are sharded */
+    const cv *x = recv;
+    uint32_t raw;
+    for (uint32_t i = 0; recv->k == CV_PHI && i < recv->n; i++)
+      if (model_obj(c, &((const cv *)recv->p)[i], &raw)) { x = &((const cv *)recv->p)[i]; break; }
     const cobj *w = fsC_o(c, x->id);
     const fsF_config *cfg = w->wrapped ? fsC_cfg(c, w->fabric) : NULL;
     p.fsdp_flat = w->wrapped && w->fsdp_root;
