@@ -407,8 +407,7 @@ static fs_node *fstring(fs_parser *P, fs_node *raw) {
   fs_node *out = fsA_new(P->lex.arena, FS_N_FSTR, raw->loc);
   uint32_t body = (uint32_t)raw->ival, end = raw->loc.end - 1; /* before the quote */
   const char *t = src->text;
-  char *lit = malloc(end - body + 1);
-  if (!lit) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  char *lit = fsA_xrealloc(NULL, end - body + 1);
   size_t nlit = 0;
   uint32_t lit_start = body;
   for (uint32_t i = body; i < end;) {

@@ -9,9 +9,14 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-static void *xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n);
-  if (!q && n) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+_Noreturn void fsA_oom(void) {
+  fputs("fabricscript: out of memory\n", stderr);
+  exit(3);
+}
+
+void *fsA_xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) fsA_oom();
   return q;
 }
 
@@ -38,19 +43,19 @@ bad:
 
 /* Takes text (len bytes, room for a NUL after them) and indexes its lines. */
 static fs_source *source_own(const char *path, char *text, size_t len) {
-  fs_source *src = xrealloc(NULL, sizeof *src);
+  fs_source *src = fsA_xrealloc(NULL, sizeof *src);
   src->path = strdup(path);
   src->text = text;
   src->text[len] = '\0';
   src->len = len;
   size_t cap = 64;
-  src->line_starts = xrealloc(NULL, cap * sizeof *src->line_starts);
+  src->line_starts = fsA_xrealloc(NULL, cap * sizeof *src->line_starts);
   src->nlines = 0;
   src->line_starts[src->nlines++] = 0;
   for (const char *p = text, *end = text + len; (p = memchr(p, '\n', (size_t)(end - p))); p++) {
     if (src->nlines == cap) {
       cap *= 2;
-      src->line_starts = xrealloc(src->line_starts, cap * sizeof *src->line_starts);
+      src->line_starts = fsA_xrealloc(src->line_starts, cap * sizeof *src->line_starts);
     }
     src->line_starts[src->nlines++] = (uint32_t)(p - text + 1);
   }
@@ -58,7 +63,7 @@ static fs_source *source_own(const char *path, char *text, size_t len) {
 }
 
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len) {
-  char *text = xrealloc(NULL, len + 1);
+  char *text = fsA_xrealloc(NULL, len + 1);
   if (len) memcpy(text, buf, len);
   return source_own(path, text, len);
 }
@@ -76,7 +81,7 @@ fs_source *fsA_source_from_file(const char *path) {
     if (len + 1 >= cap || !buf) {
       if (buf) cap *= 2;
       if (cap > UINT32_MAX) { errno = EFBIG; goto fail; }
-      buf = xrealloc(buf, cap);
+      buf = fsA_xrealloc(buf, cap);
     }
     size_t n = fread(buf + len, 1, cap - 1 - len, f);
     len += n;
@@ -130,7 +135,7 @@ struct fs_arena { arena_block *head; size_t next_cap; };
 #define ARENA_HUGE (2u << 20)
 
 fs_arena *fsA_arena_new(void) {
-  fs_arena *a = xrealloc(NULL, sizeof *a);
+  fs_arena *a = fsA_xrealloc(NULL, sizeof *a);
   a->head = NULL;
   a->next_cap = ARENA_FIRST;
   return a;
@@ -144,12 +149,12 @@ static void arena_grow(fs_arena *a, size_t need) {
   size_t mapped = 0;
   if (cap >= ARENA_HUGE) {
     void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    if (p == MAP_FAILED) fsA_oom();
     madvise(p, cap, MADV_HUGEPAGE);
     b = p;
     mapped = cap;
   } else {
-    b = xrealloc(NULL, cap);
+    b = fsA_xrealloc(NULL, cap);
   }
   b->next = a->head;
   b->used = ARENA_HEADER;

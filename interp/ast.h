@@ -7,6 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Out of memory ends the process with status 3 and a message; these never
+ * return NULL, so callers need no failure path for small allocations. */
+_Noreturn void fsA_oom(void);
+void *fsA_xrealloc(void *p, size_t n);
+
 typedef struct fs_loc {
   uint32_t start, end; /* [start, end) byte offsets */
 } fs_loc;

@@ -10,20 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Noreturn void oom(void) {
-  fputs("fabricscript: out of memory\n", stderr);
-  exit(3);
-}
-
-static void *xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
-  if (!q) oom();
-  return q;
-}
-
 static char *xstrdup(const char *s) {
   size_t n = strlen(s) + 1;
-  return memcpy(xrealloc(NULL, n), s, n);
+  return memcpy(fsA_xrealloc(NULL, n), s, n);
 }
 
 static char *vformat(const char *fmt, va_list ap) {
@@ -32,7 +21,7 @@ static char *vformat(const char *fmt, va_list ap) {
   int n = vsnprintf(NULL, 0, fmt, ap2);
   va_end(ap2);
   if (n < 0) return xstrdup(""); /* only on a bad conversion in fmt */
-  char *s = xrealloc(NULL, (size_t)n + 1);
+  char *s = fsA_xrealloc(NULL, (size_t)n + 1);
   vsnprintf(s, (size_t)n + 1, fmt, ap);
   return s;
 }
@@ -60,7 +49,7 @@ fs_diag *fsD_add(fs_diags *d, fs_severity sev, const char *rule,
                  const fs_source *src, fs_loc loc, const char *fmt, ...) {
   if (d->n == d->cap) {
     d->cap = d->cap ? 2 * d->cap : 8;
-    d->items = xrealloc(d->items, d->cap * sizeof *d->items);
+    d->items = fsA_xrealloc(d->items, d->cap * sizeof *d->items);
   }
   fs_diag *g = &d->items[d->n++];
   memset(g, 0, sizeof *g);
@@ -78,7 +67,7 @@ fs_diag *fsD_add(fs_diags *d, fs_severity sev, const char *rule,
 }
 
 void fsD_note(fs_diag *g, const fs_source *src, fs_loc loc, const char *fmt, ...) {
-  g->notes = xrealloc(g->notes, (g->nnotes + 1) * sizeof *g->notes);
+  g->notes = fsA_xrealloc(g->notes, (g->nnotes + 1) * sizeof *g->notes);
   fs_note *n = &g->notes[g->nnotes++];
   n->src = src;
   n->loc = loc;
@@ -97,7 +86,7 @@ void fsD_help(fs_diag *g, const char *fmt, ...) {
 }
 
 void fsD_edit(fs_diag *g, fs_loc loc, const char *text) {
-  g->edits = xrealloc(g->edits, (g->nedits + 1) * sizeof *g->edits);
+  g->edits = fsA_xrealloc(g->edits, (g->nedits + 1) * sizeof *g->edits);
   g->edits[g->nedits].loc = loc;
   g->edits[g->nedits].text = xstrdup(text);
   g->nedits++;
@@ -118,14 +107,14 @@ static int cmp_key(const void *pa, const void *pb) {
 
 void fsD_sort(fs_diags *d) {
   if (d->n < 2) return;
-  sort_key *k = xrealloc(NULL, d->n * sizeof *k);
+  sort_key *k = fsA_xrealloc(NULL, d->n * sizeof *k);
   for (size_t i = 0; i < d->n; i++) {
     size_t g = 0;
     while (d->items[g].src != d->items[i].src) g++;
     k[i] = (sort_key){ g, i, d->items[i].loc.start };
   }
   qsort(k, d->n, sizeof *k, cmp_key);
-  fs_diag *sorted = xrealloc(NULL, d->cap * sizeof *sorted);
+  fs_diag *sorted = fsA_xrealloc(NULL, d->cap * sizeof *sorted);
   for (size_t i = 0; i < d->n; i++) sorted[i] = d->items[k[i].idx];
   free(d->items);
   d->items = sorted;
@@ -178,7 +167,7 @@ static size_t utf8_encode(uint32_t cp, char *b) {
 
 /* A malloc'd printable copy of s[0, n) (also valid UTF-8, as jansson needs). */
 static char *printable_copy(const char *s, size_t n) {
-  char *out = xrealloc(NULL, 3 * n + 1), *o = out; /* a bad byte grows to 3 */
+  char *out = fsA_xrealloc(NULL, 3 * n + 1), *o = out; /* a bad byte grows to 3 */
   for (size_t i = 0; i < n;) {
     uint32_t cp;
     i += fsA_utf8_decode((const unsigned char *)s + i, n - i, &cp);
@@ -218,7 +207,7 @@ static void put_locus(FILE *out, int color, const fs_source *src, uint32_t offse
   uint32_t line, col;
   fsD_position(src, offset, &line, &col);
   char *path = printable_copy(src->path, strlen(src->path));
-  char *locus = xrealloc(NULL, strlen(path) + 32);
+  char *locus = fsA_xrealloc(NULL, strlen(path) + 32);
   sprintf(locus, "%s:%u:%u:", path, line, col);
   put_sgr(out, color, SGR_BOLD, locus);
   free(locus);
@@ -355,7 +344,7 @@ static void render_json(FILE *out, const fs_diag *g) {
   json_object_set_new(o, "fix", fix);
   char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
-  if (!s) oom();
+  if (!s) fsA_oom();
   fprintf(out, "%s\n", s);
   free(s);
 }
@@ -366,10 +355,10 @@ void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt) {
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
-  if (!m) oom();
+  if (!m) fsA_oom();
   if (opt->format == FS_DIAG_JSON) render_json(m, g);
   else render_text(m, g, opt->color);
-  if (fclose(m) != 0) oom();
+  if (fclose(m) != 0) fsA_oom();
   fwrite(buf, 1, len, out);
   free(buf);
 }
@@ -396,7 +385,7 @@ char *fsD_apply_fixes(const fs_source *src, const fs_diags *d, size_t *out_len) 
   size_t total = 0, n = 0;
   for (size_t i = 0; i < d->n; i++)
     if (d->items[i].src == src) total += d->items[i].nedits;
-  const fs_edit **taken = xrealloc(NULL, total * sizeof *taken);
+  const fs_edit **taken = fsA_xrealloc(NULL, total * sizeof *taken);
   for (size_t i = 0; i < d->n; i++) {
     const fs_diag *g = &d->items[i];
     for (size_t j = 0; g->src == src && j < g->nedits; j++) {
@@ -417,7 +406,7 @@ char *fsD_apply_fixes(const fs_source *src, const fs_diags *d, size_t *out_len) 
   size_t len = src->len;
   for (size_t k = 0; k < n; k++)
     len += strlen(taken[k]->text) - (taken[k]->loc.end - taken[k]->loc.start);
-  char *out = xrealloc(NULL, len + 1), *o = out;
+  char *out = fsA_xrealloc(NULL, len + 1), *o = out;
   size_t at = 0;
   for (size_t k = 0; k < n; k++) {
     size_t tl = strlen(taken[k]->text);

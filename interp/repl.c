@@ -38,9 +38,7 @@ static void buf_add(buf *b, const char *s, size_t n) {
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->s, cap);
-    if (!p) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
-    b->s = p;
+    b->s = fsA_xrealloc(b->s, cap);
     b->cap = cap;
   }
   memcpy(b->s + b->n, s, n);
@@ -94,9 +92,7 @@ typedef struct session {
 static void keep(session *S, fs_source *src, fs_node *ast) {
   if (S->nkept == S->capkept) {
     S->capkept = S->capkept ? 2 * S->capkept : 16;
-    entry *k = realloc(S->kept, S->capkept * sizeof *k);
-    if (!k) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
-    S->kept = k;
+    S->kept = fsA_xrealloc(S->kept, S->capkept * sizeof *S->kept);
   }
   S->kept[S->nkept++] = (entry){src, ast};
 }

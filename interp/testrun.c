@@ -21,19 +21,8 @@
 /* Output past this is a runaway script: kill it rather than fill memory. */
 #define OUTPUT_LIMIT ((size_t)64 << 20)
 
-static _Noreturn void oom(void) {
-  fputs("fabricscript: out of memory\n", stderr);
-  exit(3);
-}
-
-static void *xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
-  if (!q) oom();
-  return q;
-}
-
 static char *xstrndup(const char *s, size_t n) {
-  char *d = xrealloc(NULL, n + 1);
+  char *d = fsA_xrealloc(NULL, n + 1);
   memcpy(d, s, n);
   d[n] = '\0';
   return d;
@@ -43,7 +32,7 @@ static char *xstrndup(const char *s, size_t n) {
 typedef struct strv { char **v; size_t n, cap; } strv;
 
 static void strv_push(strv *a, char *s) {
-  if (a->n == a->cap) a->v = xrealloc(a->v, (a->cap = a->cap ? 2 * a->cap : 8) * sizeof *a->v);
+  if (a->n == a->cap) a->v = fsA_xrealloc(a->v, (a->cap = a->cap ? 2 * a->cap : 8) * sizeof *a->v);
   a->v[a->n++] = s;
 }
 
@@ -80,7 +69,7 @@ static int split_args(const char *s, size_t n, strv *args) {
   while (i < n) {
     while (i < n && is_blank(s[i])) i++;
     if (i == n) break;
-    char *tok = xrealloc(NULL, n - i + 1);
+    char *tok = fsA_xrealloc(NULL, n - i + 1);
     size_t t = 0;
     while (i < n && !is_blank(s[i])) {
       if (s[i] == '"' || s[i] == '\'') {
@@ -111,7 +100,7 @@ static void trim(const char **b, const char **e) {
 
 static char *fail_line(uint32_t line, const char *what) {
   int n = snprintf(NULL, 0, "line %u: %s", line, what);
-  char *s = xrealloc(NULL, (size_t)n + 1);
+  char *s = fsA_xrealloc(NULL, (size_t)n + 1);
   snprintf(s, (size_t)n + 1, "line %u: %s", line, what);
   return s;
 }
@@ -134,7 +123,7 @@ static int parse_line(fsX_spec *spec, strv *out, strv *args, uint32_t lineno,
       spec->error = fail_line(lineno, "an error or warning annotation needs the message text");
       return -1;
     }
-    spec->expects = xrealloc(spec->expects, (spec->nexpects + 1) * sizeof *spec->expects);
+    spec->expects = fsA_xrealloc(spec->expects, (spec->nexpects + 1) * sizeof *spec->expects);
     spec->expects[spec->nexpects++] =
         (fsX_expect){ sev, lineno, xstrndup(rest, (size_t)(end - rest)) };
     return 0;
@@ -229,7 +218,7 @@ typedef struct capture { int fd; char **buf; size_t *len, cap; } capture;
 
 /* Reads what fd has; 0 at end of file or error, 1 to keep reading. */
 static int drain(capture *c) {
-  if (c->cap - *c->len < 65536) *c->buf = xrealloc(*c->buf, (c->cap = 2 * c->cap + 65536) + 1);
+  if (c->cap - *c->len < 65536) *c->buf = fsA_xrealloc(*c->buf, (c->cap = 2 * c->cap + 65536) + 1);
   ssize_t n = read(c->fd, *c->buf + *c->len, c->cap - *c->len);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 1;
   if (n <= 0) return 0;
@@ -333,7 +322,7 @@ void fsX_parse_stderr(fsX_result *r) {
         r->bad_stderr = xstrndup(line, n);
       }
     } else {
-      r->diags = xrealloc(r->diags, (r->ndiags + 1) * sizeof *r->diags);
+      r->diags = fsA_xrealloc(r->diags, (r->ndiags + 1) * sizeof *r->diags);
       r->diags[r->ndiags++] = (fsX_reported){
         (fs_severity)k, json_is_integer(ln) ? (uint32_t)json_integer_value(ln) : 0,
         xstrndup(msg, strlen(msg)) };
@@ -383,7 +372,7 @@ static const char *sev_name(fs_severity s) {
 }
 
 static void compare_diags(FILE *f, const fsX_spec *spec, const fsX_result *r) {
-  char *used = memset(xrealloc(NULL, r->ndiags + 1), 0, r->ndiags + 1);
+  char *used = memset(fsA_xrealloc(NULL, r->ndiags + 1), 0, r->ndiags + 1);
   for (size_t i = 0; i < spec->nexpects; i++) {
     const fsX_expect *x = &spec->expects[i];
     size_t j = 0, near = r->ndiags;
@@ -447,7 +436,7 @@ char *fsX_compare(const fsX_spec *spec, const fsX_result *r) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  if (!f) oom();
+  if (!f) fsA_oom();
   if (r->timed_out) fprintf(f, "timed out after %g s", r->timeout);
   else if (r->overflowed) fprintf(f, "output exceeded %zu MiB", OUTPUT_LIMIT >> 20);
   else if (r->status < 0) fprintf(f, "killed by signal %d (%s)", r->signal, strsignal(r->signal));
@@ -484,7 +473,7 @@ static int cmp_str(const void *a, const void *b) {
 static char *join(const char *dir, const char *name) {
   size_t d = strlen(dir), n = strlen(name);
   int slash = d > 0 && dir[d - 1] != '/';
-  char *p = xrealloc(NULL, d + slash + n + 1);
+  char *p = fsA_xrealloc(NULL, d + slash + n + 1);
   memcpy(p, dir, d);
   if (slash) p[d] = '/';
   memcpy(p + d + slash, name, n + 1);
@@ -519,7 +508,7 @@ static char *read_all(const char *path, size_t *len) {
   char *buf = NULL;
   size_t n = 0, cap = 0, k;
   do {
-    if (cap - n < 65536) buf = xrealloc(buf, (cap = 2 * cap + 65536) + 1);
+    if (cap - n < 65536) buf = fsA_xrealloc(buf, (cap = 2 * cap + 65536) + 1);
     k = fread(buf + n, 1, cap - n, f);
     n += k;
   } while (k > 0);
@@ -548,7 +537,7 @@ static char *run_script(const char *path, const char *exe, double timeout) {
     fsX_spec_free(&spec);
     return why;
   }
-  char **argv = xrealloc(NULL, (spec.nargs + 5) * sizeof *argv);
+  char **argv = fsA_xrealloc(NULL, (spec.nargs + 5) * sizeof *argv);
   size_t n = 0;
   argv[n++] = "fabricscript"; /* what its messages call it */
   if (spec.check_mode) argv[n++] = "check", argv[n++] = "--diagnostics-format=json";
@@ -560,7 +549,7 @@ static char *run_script(const char *path, const char *exe, double timeout) {
   char *why;
   if (fsX_spawn(exe, argv, timeout, &r) < 0) {
     const char *e = strerror(errno);
-    why = xrealloc(NULL, strlen(exe) + strlen(e) + 16);
+    why = fsA_xrealloc(NULL, strlen(exe) + strlen(e) + 16);
     sprintf(why, "cannot run %s: %s", exe, e);
   } else {
     fsX_parse_stderr(&r);
