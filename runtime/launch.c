@@ -185,16 +185,21 @@ static void stop_all(sup *s, int sig) {
     if (!s->ended[r]) kill(s->pid[r], sig);
 }
 
+/* Of the ranks found failed in one pass, one killed by a signal is the
+ * cause: the others (status 1) may only have reported that it died. */
 static void reap(sup *s) {
+  int first = -1;
   for (int r = 0; r < s->n; r++) {
     if (s->ended[r] || waitpid(s->pid[r], &s->status[r], WNOHANG) != s->pid[r]) continue;
     s->ended[r] = true;
     int st = s->status[r];
     if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || s->failed >= 0) continue;
-    s->failed = r;
-    stop_all(s, SIGTERM);
-    s->kill_at = now() + GRACE;
+    if (first < 0 || (WIFSIGNALED(st) && !WIFSIGNALED(s->status[first]))) first = r;
   }
+  if (first < 0) return;
+  s->failed = first;
+  stop_all(s, SIGTERM);
+  s->kill_at = now() + GRACE;
 }
 
 static int outcome(sup *s) {

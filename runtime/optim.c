@@ -137,6 +137,11 @@ void fsO_zero_grad(fs_optim *o) {
 
 int fsO_clip_grad_norm(fs_tensor *const *params, int64_t n, double max_norm,
                        double norm_type, double *total) {
+  return fsO_clip_grad_norm_with(params, n, max_norm, norm_type, NULL, NULL, total);
+}
+
+int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm, double norm_type,
+                            fsO_combine combine, void *ud, double *total) {
   bool inf = isinf(norm_type) && norm_type > 0;
   if (!inf && norm_type != 2.0) {
     fsT_seterr("clip_gradients: norm_type %g is not supported (use 2.0 or inf)", norm_type);
@@ -155,6 +160,7 @@ int fsO_clip_grad_norm(fs_tensor *const *params, int64_t n, double max_norm,
       acc += norm * norm;
     }
   }
+  if (combine && combine(ud, &acc, inf) < 0) return -1;
   float tn = inf ? acc : sqrtf(acc);
   float coef = (float)max_norm / (tn + 1e-6f);
   if (coef > 1.0f) coef = 1.0f;

@@ -50,6 +50,12 @@ void fsO_zero_grad(fs_optim *o);    /* set_to_none */
  * total norm in *total, or -1 + fsT_error for another norm_type. */
 int fsO_clip_grad_norm(fs_tensor *const *params, int64_t n, double max_norm,
                        double norm_type, double *total);
+/* The same over grads sharded across ranks (FSDP): combine(ud, acc, inf)
+ * turns this rank's sum of squared norms (inf: its largest magnitude) into
+ * the global one, e.g. an all-reduce SUM (MAX); -1 + fsT_error stops. */
+typedef int (*fsO_combine)(void *ud, float *acc, bool inf);
+int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm, double norm_type,
+                            fsO_combine combine, void *ud, double *total);
 /* clip_grad_value_: every grad element clamped to [-clip, clip]. */
 void fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip);
 

@@ -5,7 +5,7 @@
 #   - initial parameters: the saved file is the same bytes for single, DDP x2,
 #     FSDP x2/x3/x4, on meta or not;
 #   - 50 Adam steps of an MLP on one global batch: every loss within 1e-5
-#     relative of the single-device run;
+#     relative of the single-device run, also with clip_gradients(max_norm);
 #   - a checkpoint FSDP x2 saves loads on one device, and FSDP x2 resumes
 #     from it as the single device does;
 #   - a rank killed mid-run stops the run with status 3, naming the rank.
@@ -41,6 +41,11 @@ for cfg in "ddp 2" "fsdp 2" "fsdp 4" "fsdp 1"; do
   close single.txt $1$2.txt || bad "$cfg: losses differ from the single device's"
 done
 [ "$(wc -l < single.txt)" -eq 50 ] || bad "single: not 50 steps"
+# gradient clipping: the norm over every rank's shards
+run "$SRC/train.fab" -D strategy=auto -D clip=0.05 > clip1.txt || bad "single clip"
+run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D clip=0.05 > clip2.txt || bad "fsdp 2 clip"
+close clip1.txt clip2.txt || bad "clip_gradients under FSDP x2: losses differ"
+cmp -s clip1.txt single.txt && bad "clip=0.05 does not clip"
 run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=ck.st > /dev/null ||
   bad "fsdp 2 save"
 run "$SRC/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.st > resumed1.txt || bad "single resume"
