@@ -253,6 +253,7 @@ static fs_value *lazy_iter(fsE_ctx *E, fs_value *self) { return fsV_retain(self)
 static int lazy_next(fsE_ctx *E, fs_value *self, fs_value **out, bool numbered) {
   lazy *z = self->u.obj.data;
   size_t k = numbered ? 1 : 0;
+  if (z->n == 0) return 0; /* zip() is empty */
   fs_value *t = fsV_tuple(z->n + k);
   if (!t) return -1;
   if (numbered && !(t->u.seq.items[0] = fsV_int(z->count))) {

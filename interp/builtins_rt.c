@@ -855,10 +855,11 @@ static const fsV_class dataset_class = {
   .name = "Dataset", .index = dataset_index, .len = dataset_len, .free = dsv_free,
 };
 
-static fs_value *dataset_value(dsv *d, int rc, char *err) {
+/* rc and err of the constructor call (err read only after rc is known) */
+static fs_value *dataset_value(dsv *d, int rc, char **err) {
   if (rc < 0) {
     free(d);
-    return err_own(err);
+    return err_own(*err);
   }
   return fsV_obj(&dataset_class, d);
 }
@@ -868,17 +869,20 @@ static fs_value *dataset_value(dsv *d, int rc, char *err) {
 NATIVE(d_fashion) {
   NEW_DS(d);
   const char *root = s[1]->type == FSV_STR ? s[1]->u.str.s : FSS_FASHION_MNIST_ROOT;
-  return dataset_value(d, fsS_mnist(&d->ds, root, fsV_truthy(s[0]), &err), err);
+  int rc = fsS_mnist(&d->ds, root, fsV_truthy(s[0]), &err);
+  return dataset_value(d, rc, &err);
 }
 
 NATIVE(d_mnist) {
   NEW_DS(d);
-  return dataset_value(d, fsS_mnist(&d->ds, s[0]->u.str.s, fsV_truthy(s[1]), &err), err);
+  int rc = fsS_mnist(&d->ds, s[0]->u.str.s, fsV_truthy(s[1]), &err);
+  return dataset_value(d, rc, &err);
 }
 
 NATIVE(d_text) {
   NEW_DS(d);
-  return dataset_value(d, fsS_text(&d->ds, s[0]->u.str.s, ival(s[1]), &err), err);
+  int rc = fsS_text(&d->ds, s[0]->u.str.s, ival(s[1]), &err);
+  return dataset_value(d, rc, &err);
 }
 
 NATIVE(d_random) {
@@ -895,7 +899,8 @@ NATIVE(d_random) {
       shape[nd++] = x->u.i;
     }
   NEW_DS(d);
-  return dataset_value(d, fsS_random(&d->ds, ival(s[0]), nd, shape, ival(s[2]), (uint64_t)ival(s[3]), &err), err);
+  int rc = fsS_random(&d->ds, ival(s[0]), nd, shape, ival(s[2]), (uint64_t)ival(s[3]), &err);
+  return dataset_value(d, rc, &err);
 }
 
 typedef struct loaderv {

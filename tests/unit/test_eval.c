@@ -108,6 +108,10 @@ static void test_errors(void **st) {
   expect("with 3:\n    pass\n", 1, "",
          "1:6: error: 'int' object does not support the context manager protocol\n");
   expect("[1].nope()\n", 1, "", "1:5: error: 'list' object has no attribute 'nope'\n");
+  expect("print(list(zip()), list(enumerate([])))\n", 0, "[] []\n", "");
+  /* the data module's message, and nothing of the failed data set left behind */
+  expect("TextDataset('/nonexistent/t.txt', 8)\n", 1, "",
+         "1:1: error: /nonexistent/t.txt: cannot open: No such file or directory\n");
   expect("x = 3\nx.lr = 1\n", 1, "", "2:3: error: 'int' object attribute 'lr' cannot be set\n");
 }
 
