@@ -1140,6 +1140,27 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
   return fsV_none();
 }
 
+/* FSDP's joint setup: optimizers over the model's parameters step its flat
+ * shards instead (all of them: the shards mix every parameter of a unit). */
+static int fsdp_rebind(modv *mv, optv *const *ov, size_t no) {
+  fsSH_model *sh = mv->sh;
+  for (size_t i = 0; sh && i < no; i++) {
+    fs_optim *o = ov[i]->o;
+    bool all = o->nparams == sh->nall;
+    for (int64_t k = 0; all && k < sh->nall; k++) all = o->params[k] == sh->all[k].t;
+    fs_tensor **flats = all ? malloc((size_t)(sh->nunits + 1) * sizeof *flats) : NULL;
+    for (int k = 0; flats && k < sh->nunits; k++) flats[k] = sh->units[k].flat;
+    int rc = flats ? fsO_replace_params(o, flats, sh->nunits) : -1;
+    free(flats);
+    if (rc == 0) continue;
+    if (all) rt_fail();
+    else fsV_seterr("under FSDP an optimizer set up with the model must hold exactly the model's parameters "
+                    "(model.parameters())");
+    return -1;
+  }
+  return 0;
+}
+
 /* plan mode: prints the plan of the model set up last, with optimizer ov
  * (NULL: none), and stops the run. */
 static fs_value *plan_done(fsE_ctx *E, const optv *ov) {
@@ -2013,7 +2034,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
     else if (mv && gather_optims(opts ? opts : s[1], name, st, ov) == 0 &&
              issues(E, a, &iss, joint ? fsF_check_setup(f, &mv->st, st, no, &iss)
                                       : fsF_check_setup_module(f, &mv->st, &iss)) == 0 &&
-             setup_module_done(E, fv, s[0], mv) == 0) {
+             setup_module_done(E, fv, s[0], mv) == 0 && fsdp_rebind(mv, ov, no) == 0) {
       for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
       r = E->opt->plan && no ? plan_done(E, ov[0]) : joint ? one_or_tuple(s[0], opts) : fsV_retain(s[0]);
     }

@@ -77,6 +77,28 @@ fs_optim *fsO_adam(fs_tensor **params, int64_t n, bool decoupled, double lr, dou
   return o;
 }
 
+int fsO_replace_params(fs_optim *o, fs_tensor *const *params, int64_t n) {
+  for (int64_t i = 0; i < o->nparams; i++)
+    if (o->buf0[i] || o->buf1[i] || o->steps[i]) {
+      fsT_seterr("the optimizer has already stepped; create it after setting the model up");
+      return -1;
+    }
+  size_t cnt = (size_t)(n ? n : 1);
+  fs_tensor **p = calloc(cnt, sizeof *p), **b0 = calloc(cnt, sizeof *b0), **b1 = calloc(cnt, sizeof *b1);
+  int64_t *st = calloc(cnt, sizeof *st);
+  if (!p || !b0 || !b1 || !st) {
+    free(p), free(b0), free(b1), free(st);
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  for (int64_t i = 0; i < n; i++) p[i] = fsT_retain(params[i]);
+  for (int64_t i = 0; i < o->nparams; i++) fsT_release(o->params[i]);
+  free(o->params), free(o->buf0), free(o->buf1), free(o->steps);
+  o->params = p, o->buf0 = b0, o->buf1 = b1, o->steps = st;
+  o->nparams = n;
+  return 0;
+}
+
 fs_optim *fsO_retain(fs_optim *o) {
   if (o) o->refcount++;
   return o;

@@ -42,6 +42,9 @@ fs_optim *fsO_adam(fs_tensor **params, int64_t n, bool decoupled, double lr, dou
 fs_optim *fsO_retain(fs_optim *o);
 void fsO_release(fs_optim *o);
 
+/* Replaces the parameters of an optimizer that holds no state yet (FSDP's
+ * setup swaps a model's parameters for its flat shards). -1 + fsT_error. */
+int fsO_replace_params(fs_optim *o, fs_tensor *const *params, int64_t n);
 int fsO_step(fs_optim *o);          /* -1 + fsT_error (a parameter on meta, OOM) */
 void fsO_zero_grad(fs_optim *o);    /* set_to_none */
 
