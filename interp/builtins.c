@@ -380,7 +380,13 @@ fail:
 
 /* ---- methods of the built-in types ---- */
 
+static const char cycle_msg[] = "a container cannot hold itself (reference cycles are not supported)";
+
 NATIVE(m_append) {
+  if (fsV_reaches(s[0], self)) {
+    fsV_seterr(cycle_msg);
+    return NULL;
+  }
   return fsV_list_append(self, fsV_retain(s[0])) < 0 ? NULL : fsV_none();
 }
 

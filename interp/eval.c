@@ -681,6 +681,8 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
     fs_value *o = eval(E, t->kids[0]), *k = o ? eval(E, t->kids[1]) : NULL;
     int rc = -1;
     if (!k) {
+    } else if ((o->type == FSV_DICT || o->type == FSV_LIST) && fsV_reaches(v, o)) {
+      fsE_error(E, t->loc, "a container cannot hold itself (reference cycles are not supported)");
     } else if (o->type == FSV_DICT) {
       if ((rc = fsV_dict_set(o, k, fsV_retain(v))) < 0) failed(E, t->loc);
     } else if (o->type == FSV_LIST) {

@@ -117,6 +117,22 @@ fs_value *fsV_obj(const fsV_class *cls, void *data) {
   return v;
 }
 
+bool fsV_reaches(const fs_value *from, const fs_value *target) {
+  if (from == target) return true;
+  switch (from->type) {
+  case FSV_LIST:
+  case FSV_TUPLE:
+    for (size_t i = 0; i < from->u.seq.n; i++)
+      if (fsV_reaches(from->u.seq.items[i], target)) return true;
+    return false;
+  case FSV_DICT:
+    for (size_t i = 0; i < from->u.dict.n; i++)
+      if (fsV_reaches(from->u.dict.vals[i], target)) return true;
+    return false;
+  default: return false;
+  }
+}
+
 void *fsV_objdata(const fs_value *v, const fsV_class *cls) {
   return v && v->type == FSV_OBJ && v->u.obj.cls == cls ? v->u.obj.data : NULL;
 }

@@ -102,6 +102,11 @@ fs_value *fsV_dict_getstr(const fs_value *d, const char *key);  /* borrowed */
 int64_t fsV_range_len(const fs_value *r);
 int64_t fsV_range_at(const fs_value *r, int64_t i);
 
+/* Whether target is from itself or an element (at any depth) of it: storing
+ * `from` into target would make a reference cycle, which reference counting
+ * cannot free, so the evaluator refuses it. */
+bool fsV_reaches(const fs_value *from, const fs_value *target);
+
 /* the object's data if v is an object of class cls, else NULL */
 void *fsV_objdata(const fs_value *v, const fsV_class *cls);
 

@@ -109,6 +109,10 @@ static void test_errors(void **st) {
          "1:6: error: 'int' object does not support the context manager protocol\n");
   expect("[1].nope()\n", 1, "", "1:5: error: 'list' object has no attribute 'nope'\n");
   expect("print(list(zip()), list(enumerate([])))\n", 0, "[] []\n", "");
+  expect("l = [1]\nl.append([2, l])\n", 1, "",
+         "2:3: error: a container cannot hold itself (reference cycles are not supported)\n");
+  expect("d = {}\nd['k'] = {'x': d}\n", 1, "",
+         "2:1: error: a container cannot hold itself (reference cycles are not supported)\n");
   /* the data module's message, and nothing of the failed data set left behind */
   expect("TextDataset('/nonexistent/t.txt', 8)\n", 1, "",
          "1:1: error: /nonexistent/t.txt: cannot open: No such file or directory\n");

@@ -170,6 +170,19 @@ static void test_index_slice(void **st) {
   for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) fsV_release(vals[k]);
 }
 
+static void test_reaches(void **st) {
+  (void)st;
+  fs_value *inner = lit("[1, 2]"), *outer = fsV_list(0), *d = fsV_dict(), *k = fsV_cstr("k");
+  assert_int_equal(fsV_list_append(outer, fsV_retain(inner)), 0);
+  assert_int_equal(fsV_dict_set(d, k, fsV_retain(outer)), 0);
+  assert_true(fsV_reaches(d, inner));   /* through a dict value and a list */
+  assert_true(fsV_reaches(inner, inner));
+  assert_false(fsV_reaches(inner, outer));
+  assert_false(fsV_reaches(k, d));
+  fs_value *vals[] = {inner, outer, d, k};
+  for (size_t i = 0; i < 4; i++) fsV_release(vals[i]);
+}
+
 static void test_literal(void **st) {
   (void)st;
   check_repr(lit("50_304"), "50304");
@@ -261,6 +274,7 @@ int main(void) {
     cmocka_unit_test(test_float_repr),  cmocka_unit_test(test_container_repr),
     cmocka_unit_test(test_arith),       cmocka_unit_test(test_compare),
     cmocka_unit_test(test_index_slice), cmocka_unit_test(test_literal),
+    cmocka_unit_test(test_reaches),
     cmocka_unit_test(test_param),       cmocka_unit_test(test_format),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
