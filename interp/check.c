@@ -589,6 +589,9 @@ static cv ev_attr(C *c, const fs_node *n) {
     return fsC_unknown();
   }
   if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC &&
+      !strcmp(n->str, "device"))
+    fsC_fabric_device(c, r.id, n->loc);
+  if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC &&
       !strcmp(n->str, "world_size")) {
     const fsF_config *cfg = fsC_cfg(c, r.id);
     if (cfg) return fsC_int(c, cfg->world_size);

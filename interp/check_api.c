@@ -732,6 +732,7 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather") ||
       !strcmp(m, "all_reduce"))
     return fsF_check_collective(&f, iss);
+  if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
   if (!strcmp(m, "init_module")) {
     const cv *v = fsC_arg(a, "empty_init", NULL);
     const fs_value *x = cval(v);
@@ -868,6 +869,12 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     return fsC_call_def(c, fn->p, a->call, args, 1 + ne, NULL, NULL, 0);
   }
   return fsC_unknown();
+}
+
+void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc) {
+  call_ud u = {fid, "device", NULL};
+  paths e;
+  validate(c, fid, loc, v_simple, &u, &e);
 }
 
 static int fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out) {

@@ -164,6 +164,8 @@ int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out);
 int fsC_api_builtin(C *c, const cargs *a, cv *out);
 /* A new model object created now (under the active contexts). */
 cv fsC_new_model(C *c, const char *cls, fs_loc loc);
+/* Reading `fabric.device` (R66 under XLA before the processes exist). */
+void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 /* model(x): the forward call. */
 cv fsC_forward(C *c, const cv *model, fs_loc loc);
 

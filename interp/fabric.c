@@ -953,6 +953,13 @@ int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss) 
 
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss) { return launched(f, iss); }
 
+int fsF_check_device(const fsF_fabric *f, fsF_issues *iss) {
+  if (f->cfg->cls == FSF_XLA && !f->launched)
+    return fail(iss, "R66", "use the device inside the function passed to `fabric.launch(fn)`",
+                "Accessing the XLA device before processes have spawned is not allowed.");
+  return 0;
+}
+
 /* Set-up models in a checkpoint state that the strategy shards. */
 static int count_sharded(const fsF_fabric *f, const fsF_entry *st, size_t n) {
   int k = 0;

@@ -238,6 +238,8 @@ int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
 int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss);
 /* barrier, broadcast, all_gather, all_reduce */
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss);
+/* fabric.device, fabric.to_device(...): reading the root device (R66). */
+int fsF_check_device(const fsF_fabric *f, fsF_issues *iss);
 
 /* A checkpoint state entry. */
 typedef enum fsF_skind { FSF_S_MODEL, FSF_S_OPTIM, FSF_S_OTHER } fsF_skind;

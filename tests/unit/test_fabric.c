@@ -78,6 +78,7 @@
 #define SPEC_R65_2 "Found multiple FSDP models in the given state. Loading checkpoints with FSDP is currently limited to a single model per checkpoint. To load multiple models, call the load method for each model separately with a different path."
 #define SPEC_R65_3 "Found multiple DeepSpeed engine modules in the given state. Saving checkpoints with DeepSpeed is currently limited to a single model per checkpoint. To save multiple models, call the save method for each model separately with a different path."
 #define SPEC_R65_4 "Found multiple DeepSpeed engine modules in the given state. Saving and loading checkpoints with DeepSpeed is currently limited to a single model per checkpoint. To load multiple model states, call the load method for each model checkpoint separately."
+#define SPEC_R66_1 "Accessing the XLA device before processes have spawned is not allowed."
 #define SPEC_R68_1 "Your code has `Fabric(strategy='ddp', ...)` but it conflicts with the value `--strategy=fsdp` set through the CLI.  Remove it either from the CLI or from the Lightning Fabric object."
 #define SPEC_W1_1 "The model is already wrapped in `FSDP` but there are still parameters on the meta device."
 #define SPEC_W3_1 "Parameter initialization incomplete. The following modules have parameters or buffers with uninitialized memory because they don't define a `reset_parameters()` method for re-initialization: MyBlock"
@@ -386,6 +387,17 @@ static void test_launch_rules(void **state) {
   assert_true(f.launched); /* under the CLI: no R16 */
   assert_int_equal(fsF_check_launch(&f, FSF_FN_NONE, NULL, NULL, 0, &iss), -1);
   expect_issue(&iss, "R20", SPEC_R20_1);
+  fsF_issues_free(&iss);
+
+  fsF_machine xla = machine(0);
+  xla.xla = 1;
+  xla.tpus = 8;
+  resolve_ok(&(fsF_args){.strategy = STR("xla")}, NULL, &xla, &cfg, &iss);
+  fsF_fabric_init(&f, &cfg);
+  assert_int_equal(fsF_check_device(&f, &iss), -1);
+  expect_issue(&iss, "R66", SPEC_R66_1);
+  f.launched = 1;
+  assert_int_equal(fsF_check_device(&f, &iss), 0);
   fsF_issues_free(&iss);
 
   fsF_machine ds = machine(0);
