@@ -1,0 +1,148 @@
+/* test_fsdp.c -- FSDP full shard against the plain module: the shards hold
+ * the plain model's initial values (from meta, on 1 and on 2-3 forked
+ * ranks), forward gives the same output bits, and after backward each
+ * rank's shard gradient is its slice of the plain model's gradient (the
+ * mean of W equal gradients: exact for W = 1, 2, within rounding for 3). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "autograd.h"
+#include "cctest.h"
+#include "comm.h"
+#include "fsdp.h"
+#include "module.h"
+
+enum { SEED = 77, IN = 5, B = 4 };
+
+/* Flatten-free MLP: Linear(5, 7), ReLU, repeat 2 of Linear(7, 7), Linear(7, 3, bias=False). */
+static fs_module *build(void) {
+  fs_module *root = fsM_sequential(), *body = fsM_sequential();
+  if (!root || !body) return NULL;
+  if (fsM_append(root, "fc1", fsM_linear(IN, 7, true)) < 0 || fsM_append(root, NULL, fsM_activation(FSM_RELU)) < 0 ||
+      fsM_append(body, NULL, fsM_linear(7, 7, true)) < 0 || fsM_append(root, "h", fsM_repeat(2, body)) < 0 ||
+      fsM_append(root, "out", fsM_linear(7, 3, false)) < 0) {
+    fsM_release(root);
+    return NULL;
+  }
+  return root;
+}
+
+static fs_tensor *input(void) {
+  int64_t shape[2] = {B, IN};
+  fs_tensor *x = fsT_new(FS_F32, FS_DEV_CPU, 2, shape);
+  for (int i = 0; x && i < B * IN; i++) fsT_f32(x)[i] = (float)((i * 7) % 11) / 11.0f - 0.4f;
+  return x;
+}
+
+/* The plain model, materialized, after one forward and backward of sum(model(x)). */
+static fs_module *plain_trained(fs_tensor **y) {
+  fs_module *m = build();
+  fs_tensor *x = input();
+  if (!m || !x || fsM_materialize(m, FS_DEV_CPU, SEED) < 0) return NULL;
+  *y = fsM_forward(m, x);
+  fs_tensor *loss = *y ? fsG_sum(*y) : NULL;
+  int rc = loss ? fsG_backward(loss) : -1;
+  fsT_release(loss);
+  fsT_release(x);
+  return rc == 0 ? m : NULL;
+}
+
+static bool close(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (fabsf(a[i] - b[i]) > 1e-6f * fabsf(b[i])) return false;
+  return true;
+}
+
+/* Runs the same step through fsSH over comm (NULL: one rank) and compares
+ * this rank's shards with the plain model's slices; 0 when all agree. */
+static int compare(fsCC_comm *comm) {
+  fs_tensor *py = NULL;
+  fs_module *plain = plain_trained(&py), *m = build();
+  fsSH_model *s = m ? fsSH_wrap(m, comm, FS_DEV_CPU, SEED) : NULL;
+  fsM_release(m);
+  CC_CHECK(plain && s);
+  fsM_param *pp;
+  int64_t np = fsM_parameters(plain, &pp);
+  CC_CHECK(np == s->nall && s->nunits == 4);
+  for (int64_t i = 0; i < np; i++) { /* initial values, slice by slice */
+    int64_t first, count, at;
+    int u = fsSH_param_slice(s, i, &first, &count, &at);
+    CC_CHECK(s->all[i].t->data == NULL); /* no storage outside a gathered unit */
+    CC_CHECK(!memcmp(fsT_f32(s->units[u].flat) + at, fsT_f32(pp[i].t) + first, (size_t)count * 4));
+  }
+  fs_tensor *x = input();
+  fs_tensor *y = fsSH_forward(s, x);
+  CC_CHECK(y && !memcmp(y->data, py->data, fsT_nbytes(py)));
+  fs_tensor *loss = fsG_sum(y);
+  CC_CHECK(loss && fsG_backward(loss) == 0 && fsSH_backward_done(s, true) == 0);
+  for (int64_t i = 0; i < np; i++) { /* gradients: mean over ranks of equal grads */
+    int64_t first, count, at;
+    int u = fsSH_param_slice(s, i, &first, &count, &at);
+    CC_CHECK(s->units[u].flat->grad && s->all[i].t->grad == NULL);
+    CC_CHECK(close(fsT_f32(s->units[u].flat->grad) + at, fsT_f32(pp[i].t->grad) + first, count));
+  }
+  for (int k = 0; k < s->nunits; k++) { /* padding stays zero */
+    fsSH_unit *u = &s->units[k];
+    int64_t lo = (int64_t)s->rank * u->shard;
+    for (int64_t e = u->n - lo > 0 ? u->n - lo : 0; e < u->shard; e++)
+      CC_CHECK(fsT_f32(u->flat)[e] == 0 && fsT_f32(u->flat->grad)[e] == 0);
+  }
+  fsM_params_free(pp, np);
+  fsT_release(loss);
+  fsT_release(y);
+  fsT_release(x);
+  fsT_release(py);
+  fsSH_free(s);
+  fsM_release(plain);
+  return 0;
+}
+
+static void test_one_rank(void **state) {
+  (void)state;
+  assert_int_equal(compare(NULL), 0);
+}
+
+static int body(fsLN_rdzv *rv, void *arg) {
+  (void)arg;
+  fsCC_config cfg = {.staging = 4096};
+  fsCC_comm *c = fsCC_connect(rv, FSCC_SHM, &cfg);
+  CC_CHECK(c);
+  int rc = compare(c);
+  fsCC_destroy(c);
+  return rc;
+}
+
+static void test_two_and_three_ranks(void **state) {
+  (void)state;
+  assert_int_equal(cc_fork_rdzv(2, body, NULL), 0);
+  assert_int_equal(cc_fork_rdzv(3, body, NULL), 0);
+}
+
+static void test_unit_sizes(void **state) {
+  (void)state;
+  fs_module *m = build();
+  int64_t *sz;
+  assert_int_equal(fsSH_unit_sizes(m, &sz), 4);
+  assert_int_equal(sz[0], 7 * IN + 7);
+  assert_int_equal(sz[1], 56);
+  assert_int_equal(sz[2], 56);
+  assert_int_equal(sz[3], 21);
+  free(sz);
+  fsM_release(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_one_rank),
+    cmocka_unit_test(test_two_and_three_ranks),
+    cmocka_unit_test(test_unit_sizes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
