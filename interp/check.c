@@ -444,7 +444,7 @@ static int has_members(const char *t) {
   return 0;
 }
 
-static unsigned type_bit(C *c, const cv *v) {
+static unsigned type_bit(const cv *v) {
   switch (v->k) {
   case CV_CONST:
     switch (((const fs_value *)v->p)->type) {
@@ -458,7 +458,7 @@ static unsigned type_bit(C *c, const cv *v) {
   case CV_SEQ: return v->sub ? FSSIG_T_TUPLE : FSSIG_T_LIST;
   case CV_DICT: return FSSIG_T_DICT;
   case CV_FUNC: return FSSIG_T_FUNC;
-  default: (void)c; return 0;
+  default: return 0;
   }
 }
 
@@ -504,7 +504,7 @@ static void check_types(C *c, const fsSig *sig, const fs_node *call, const cv *p
     int slot = i < npos ? pos_slot[i] : kw_slot[i - npos];
     const fsSig_param *p = &sig->params[slot];
     if (p->flags & (FSSIG_VARARGS | FSSIG_VARKW)) continue;
-    unsigned bit = type_bit(c, v), mask = p->types;
+    unsigned bit = type_bit(v), mask = p->types;
     if (!bit || mask == FSSIG_T_ANY) continue;
     if (bit == FSSIG_T_BOOL && (mask & FSSIG_T_INT)) continue;   /* bool is an int */
     if (bit == FSSIG_T_INT && (mask & FSSIG_T_FLOAT)) continue;  /* an int is accepted for a float */
