@@ -111,6 +111,7 @@ typedef struct C {
   struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
   const fs_node *stmt;  /* the statement being analysed */
+  int uncalled;         /* analysing a def no path calls: only its own errors count */
 } C;
 
 /* A call's arguments after binding to its signature. */

@@ -241,6 +241,13 @@ static void test_paths(void **state) {
     "fabric.launch(train)\n", 0, NULL, 0);
   assert_int_equal(r.d.n, 0);
   run_free(&r);
+  /* a def nothing calls: its text is checked, not Fabric's state rules */
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp\", devices=2)\n"
+    "def helper(m):\n    return fabric.setup(m) + undefined_name\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "name", 3, 30, "name 'undefined_name' is not defined");
+  run_free(&r);
   check_text(&r,
     "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
     "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
