@@ -8,7 +8,8 @@
 #     relative of the single-device run, also with clip_gradients(max_norm);
 #   - a checkpoint FSDP x2 saves loads on one device, and FSDP x2 resumes
 #     from it as the single device does;
-#   - a rank killed mid-run stops the run with status 3, naming the rank.
+#   - a rank killed mid-run stops the run with status 3, naming the rank;
+#   - `plan` gives the formula's bytes for FSDP x2, DDP x2 and one device.
 set -u
 FS=${FABRICSCRIPT:-$PWD/fabricscript}
 SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
@@ -64,6 +65,18 @@ wait $sup
 st=$?
 [ $st -eq 3 ] || bad "killed rank: status $st, not 3"
 grep -q "rank [0-9] (pid $victim) was killed by signal 9" long.err || { bad "killed rank: not named"; cat long.err; }
+
+# 5. plan: the MLP's 1637 parameters (units of 416, 1056 and 165) under FSDP x2
+# shard to 208 + 528 + 83 = 819 per rank: 3276 B of parameters and as much
+# gradient, 6552 B of Adam states, the largest unit gathered with its
+# gradient 8 * 1056 = 8448 B; 21552 B in all; one device: 6548, 6548, 13096
+plan_row() { "$FS" plan --emulate-cuda --gpus=4 "$SRC/train.fab" "$@" | awk '$1 == "'"${R:-0}"'" { $1 = ""; print substr($0, 2) }'; }
+[ "$(plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 21.0 KiB" ] || bad "plan fsdp 2: $(plan_row -D strategy=fsdp -D devices=2)"
+[ "$(R=1 plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 21.0 KiB" ] || bad "plan fsdp 2, rank 1"
+[ "$(plan_row -D strategy=auto)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 25.6 KiB" ] || bad "plan single: $(plan_row -D strategy=auto)"
+[ "$(plan_row -D strategy=ddp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 25.6 KiB" ] || bad "plan ddp 2"
+plan_row -D strategy=fsdp -D devices=2 -D save=planned.st > /dev/null
+[ ! -e planned.st ] || bad "plan ran the training (it wrote the checkpoint)"
 
 [ $fail -eq 0 ] && echo "equivalence: all passed"
 exit $fail
