@@ -160,10 +160,24 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
     fs_diags run;
     fsD_init(&run);
     fsE_options eo = eval_options(cli);
-    eo.plan = plan;
-    status = fsE_run(src, ast, &eo, &run);
+    eo.plan = plan ? tmpfile() : NULL; /* to tell whether the script reached a setup */
+    if (plan && !eo.plan) {
+      fprintf(stderr, "fabricscript: plan: cannot create a temporary file: %s\n", strerror(errno));
+      status = EXIT_SYSTEM;
+    } else {
+      status = fsE_run(src, ast, &eo, &run);
+    }
     fflush(stdout);
     fsD_render_all(stderr, &run, &cli->render);
+    if (eo.plan) {
+      if (status == 0 && ftell(eo.plan) == 0) {
+        fprintf(stderr, "fabricscript: plan: %s sets up no model with Fabric (setup or setup_module)\n", path);
+        status = EXIT_SCRIPT;
+      }
+      rewind(eo.plan);
+      for (int c; (c = getc(eo.plan)) != EOF;) putc(c, plan);
+      fclose(eo.plan);
+    }
     fsD_free(&run);
   }
   fsA_free(ast);
