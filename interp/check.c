@@ -847,7 +847,9 @@ static void st_for(C *c, const fs_node *s) {
   int64_t count = known_len(&it);
   if (count == 0) return;
   size_t m = count < 0 ? mark(c) : 0;
-  int iters = count == 1 ? 1 : 2, dead0 = c->dead;
+  /* the first elements of a literal sequence (they may differ), else two rounds:
+   * the second sees what the first did */
+  int iters = it.k == CV_SEQ ? (int)(it.n < 4 ? it.n : 4) : count == 1 ? 1 : 2, dead0 = c->dead;
   for (int i = 0; i < iters && !c->dead; i++) {
     cv item = fsC_unknown();
     if (it.k == CV_SEQ) item = ((const cv *)it.p)[i];

@@ -234,6 +234,13 @@ static void test_paths(void **state) {
   assert_int_equal(r.d.n, 1);
   expect(&r, 0, "R27", 4, 11, "An optimizer should be passed only once to the `setup_optimizers` method.");
   run_free(&r);
+  /* each element of a literal list gets its own round */
+  check_text(&r,
+    "fabric = Fabric(accelerator=\"cpu\")\nm1 = Linear(2, 2)\nm2 = fabric.setup(Linear(2, 2))\n"
+    "for m in [m1, m1, m2]:\n    fabric.setup(m)\n", 0, NULL, 0);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R22", 5, 5, "A model should be passed only once to the `setup` method.");
+  run_free(&r);
   /* a def is analysed at its call: launch(train) runs train launched */
   check_text(&r,
     "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
