@@ -108,6 +108,10 @@ static int front(const fs_cli *cli, const char *path, fs_source **src, fs_node *
     fsC_check(*src, *ast, &o, diags);
   }
   fsD_sort(diags);
+  /* A -D value its param() cannot take is the invocation's fault. */
+  for (size_t i = 0; i < diags->n; i++)
+    if (diags->items[i].severity == FS_SEV_ERROR && strcmp(diags->items[i].rule, "param") == 0)
+      return EXIT_USAGE;
   return fsD_has_errors(diags) ? EXIT_SCRIPT : 0;
 }
 
