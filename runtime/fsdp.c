@@ -278,20 +278,11 @@ void fsSH_free(fsSH_model *s) {
 
 /* ---- parameters one by one (checkpoints) ---- */
 
-static fsSH_unit *unit_of(const fsSH_model *s, int64_t i, int64_t *local) {
-  for (int k = 0; k < s->nunits; k++) {
-    fsSH_unit *u = &s->units[k];
-    if (i >= u->ps - s->all && i < u->ps - s->all + u->np) {
-      *local = i - (u->ps - s->all);
-      return u;
-    }
-  }
-  return NULL;
-}
-
 int fsSH_param_slice(const fsSH_model *s, int64_t i, int64_t *first, int64_t *count, int64_t *at) {
-  int64_t j;
-  fsSH_unit *u = unit_of(s, i, &j);
+  int k = 0; /* the unit holding s->all[i]: units cover s->all in order */
+  while (k + 1 < s->nunits && i >= s->units[k].ps - s->all + s->units[k].np) k++;
+  const fsSH_unit *u = &s->units[k];
+  int64_t j = i - (u->ps - s->all);
   slice_of(s, u, u->off[j], u->ps[j].t->numel, first, count, at);
-  return (int)(u - s->units);
+  return k;
 }

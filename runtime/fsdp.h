@@ -61,7 +61,7 @@ int fsSH_backward_done(fsSH_model *s, bool ok);
  * malloc'd); returns the count or -1 (out of memory).  For `plan`. */
 int fsSH_unit_sizes(fs_module *root, int64_t **out);
 
-/* Where parameter i's elements lie in this rank's shard: elements
+/* Where parameter i (0 <= i < nall) lies in this rank's shard: elements
  * [*first, *first + *count) of the parameter are at shard + *at of its
  * unit's flat tensor (*count 0: none here); returns the unit index. */
 int fsSH_param_slice(const fsSH_model *s, int64_t i, int64_t *first, int64_t *count, int64_t *at);
