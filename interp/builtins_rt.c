@@ -607,7 +607,8 @@ static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const 
       r = fsV_retain(v);
     }
   } else if (strcmp(name, "reset_parameters") == 0) {
-    r = fsM_reset_parameters(mv->m, E->seed) < 0 ? rt_fail() : fsV_none();
+    int rc = mv->sh ? fsSH_reset_parameters(mv->sh, E->seed) : fsM_reset_parameters(mv->m, E->seed);
+    r = rc < 0 ? rt_fail() : fsV_none();
   } else if (strcmp(name, "zero_grad") == 0) {
     fsM_param *ps;
     int64_t n = fsM_parameters(mv->m, &ps);

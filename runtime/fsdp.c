@@ -194,6 +194,23 @@ static void slice_of(const fsSH_model *s, const fsSH_unit *u, int64_t off, int64
   *at = a - lo;
 }
 
+/* This rank's slice of u's parameter i from its reset_parameters rule. */
+static int init_slice(const fsSH_model *s, fsSH_unit *u, int64_t i, uint64_t seed) {
+  fsM_param *p = &u->ps[i];
+  int64_t first, count, at;
+  slice_of(s, u, u->off[i], p->t->numel, &first, &count, &at);
+  return count ? fsM_init_param(p->owner, p->index, p->name, seed, s->dev, fsT_f32(u->flat) + at, (size_t)first,
+                                (size_t)count)
+               : 0;
+}
+
+int fsSH_reset_parameters(fsSH_model *s, uint64_t seed) {
+  for (int k = 0; k < s->nunits; k++)
+    for (int64_t i = 0; i < s->units[k].np; i++)
+      if (init_slice(s, &s->units[k], i, seed) < 0) return -1;
+  return 0;
+}
+
 static int shard_unit(fsSH_model *s, fsSH_unit *u, uint64_t seed) {
   if (!(u->off = malloc((size_t)(u->np ? u->np : 1) * sizeof *u->off))) {
     fsT_seterr("out of memory");
@@ -212,10 +229,9 @@ static int shard_unit(fsSH_model *s, fsSH_unit *u, uint64_t seed) {
     fsM_param *p = &u->ps[i];
     int64_t first, count, at;
     slice_of(s, u, u->off[i], p->t->numel, &first, &count, &at);
-    float *dst = fsT_f32(u->flat) + at;
     if (count && p->t->data)
-      be->copy(dst, fsT_f32(p->t) + first, (size_t)count * 4);
-    else if (count && fsM_init_param(p->owner, p->index, p->name, seed, s->dev, dst, (size_t)first, (size_t)count) < 0)
+      be->copy(fsT_f32(u->flat) + at, fsT_f32(p->t) + first, (size_t)count * 4);
+    else if (!p->t->data && init_slice(s, u, i, seed) < 0)
       return -1;
     if (p->t->data && !p->t->base) fsB_of(p->t)->free(p->t->data, fsT_nbytes(p->t));
     point(p->t, NULL, 0, FS_DEV_META);

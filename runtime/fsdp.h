@@ -50,6 +50,8 @@ typedef struct fsSH_model {
  * are set as fsM_materialize sets them.  NULL + fsT_error on failure. */
 fsSH_model *fsSH_wrap(fs_module *root, fsCC_comm *comm, fs_device dev, uint64_t seed);
 void fsSH_free(fsSH_model *s);
+/* model.reset_parameters(): every shard from its parameters' rules again. */
+int fsSH_reset_parameters(fsSH_model *s, uint64_t seed);
 
 /* model(x) with the gathers and hooks above; a new reference or NULL. */
 fs_tensor *fsSH_forward(fsSH_model *s, fs_tensor *x);

@@ -2,7 +2,8 @@
  * the plain model's initial values (from meta, on 1 and on 2-3 forked
  * ranks), forward gives the same output bits, and after backward each
  * rank's shard gradient is its slice of the plain model's gradient (the
- * mean of W equal gradients: exact for W = 1, 2, within rounding for 3). */
+ * mean of W equal gradients: exact for W = 1, 2, within rounding for 3);
+ * reset_parameters refills the shards with the same values. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -125,6 +126,28 @@ static void test_two_and_three_ranks(void **state) {
   assert_int_equal(cc_fork_rdzv(3, body, NULL), 0);
 }
 
+/* reset_parameters on the shards gives the initial values again */
+static void test_reset(void **state) {
+  (void)state;
+  fs_module *plain = build(), *m = build();
+  assert_int_equal(fsM_materialize(plain, FS_DEV_CPU, SEED), 0);
+  fsSH_model *s = fsSH_wrap(m, NULL, FS_DEV_CPU, SEED);
+  fsM_release(m);
+  assert_non_null(s);
+  for (int k = 0; k < s->nunits; k++) memset(s->units[k].flat->data, 0, fsT_nbytes(s->units[k].flat));
+  assert_int_equal(fsSH_reset_parameters(s, SEED), 0);
+  fsM_param *pp;
+  int64_t np = fsM_parameters(plain, &pp);
+  for (int64_t i = 0; i < np; i++) {
+    int64_t first, count, at;
+    int u = fsSH_param_slice(s, i, &first, &count, &at);
+    assert_memory_equal(fsT_f32(s->units[u].flat) + at, fsT_f32(pp[i].t) + first, (size_t)count * 4);
+  }
+  fsM_params_free(pp, np);
+  fsSH_free(s);
+  fsM_release(plain);
+}
+
 static void test_unit_sizes(void **state) {
   (void)state;
   fs_module *m = build();
@@ -142,6 +165,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_one_rank),
     cmocka_unit_test(test_two_and_three_ranks),
+    cmocka_unit_test(test_reset),
     cmocka_unit_test(test_unit_sizes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
