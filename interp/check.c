@@ -11,14 +11,8 @@
 
 /* ---- memory ------------------------------------------------------------ */
 
-static void *xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
-  if (!q) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
-  return q;
-}
-
 #define GROW(arr, n, cap) do { if ((n) == (cap)) { (cap) = (cap) ? 2 * (cap) : 64; \
-  (arr) = xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
+  (arr) = fsA_xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
 
 struct arena { struct arena *next; size_t used, cap; _Alignas(16) unsigned char mem[]; };
 
@@ -27,7 +21,7 @@ void *fsC_alloc(C *c, size_t n) {
   struct arena *a = c->arena;
   if (!a || a->used + n > a->cap) {
     size_t cap = n > 65536 ? n : 65536;
-    struct arena *b = xrealloc(NULL, sizeof *b + cap);
+    struct arena *b = fsA_xrealloc(NULL, sizeof *b + cap);
     b->next = a; b->used = 0; b->cap = cap;
     c->arena = a = b;
   }
@@ -214,7 +208,7 @@ static uint32_t hash_str(const char *s) {
 static uintptr_t *map_slot(name_map *m, const char *key, int create, int *fresh) {
   if (create && (m->n + 1) * 2 > m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 16;
-    nm_ent *e = xrealloc(NULL, cap * sizeof *e);
+    nm_ent *e = fsA_xrealloc(NULL, cap * sizeof *e);
     memset(e, 0, cap * sizeof *e);
     for (size_t i = 0; i < m->cap; i++) {
       if (!m->e[i].key) continue;
@@ -266,15 +260,15 @@ static size_t mark(C *c) { c->marks++; return c->ntrail; }
 static void stamps(C *c) {
   if (c->capstamp_s < c->nslots) {
     size_t n = c->capslots;
-    c->stamp_s = xrealloc(c->stamp_s, n * sizeof *c->stamp_s);
-    c->pos_s = xrealloc(c->pos_s, n * sizeof *c->pos_s);
+    c->stamp_s = fsA_xrealloc(c->stamp_s, n * sizeof *c->stamp_s);
+    c->pos_s = fsA_xrealloc(c->pos_s, n * sizeof *c->pos_s);
     memset(c->stamp_s + c->capstamp_s, 0, (n - c->capstamp_s) * sizeof *c->stamp_s);
     c->capstamp_s = n;
   }
   if (c->capstamp_o < c->nobjs) {
     size_t n = c->capobjs;
-    c->stamp_o = xrealloc(c->stamp_o, n * sizeof *c->stamp_o);
-    c->pos_o = xrealloc(c->pos_o, n * sizeof *c->pos_o);
+    c->stamp_o = fsA_xrealloc(c->stamp_o, n * sizeof *c->stamp_o);
+    c->pos_o = fsA_xrealloc(c->pos_o, n * sizeof *c->pos_o);
     memset(c->stamp_o + c->capstamp_o, 0, (n - c->capstamp_o) * sizeof *c->stamp_o);
     c->capstamp_o = n;
   }
@@ -286,7 +280,7 @@ static void capture(C *c, size_t m, chgset *out) {
   stamps(c);
   out->epoch = ++c->epoch;
   out->n = 0;
-  out->a = c->ntrail > m ? xrealloc(NULL, (c->ntrail - m) * sizeof *out->a) : NULL;
+  out->a = c->ntrail > m ? fsA_xrealloc(NULL, (c->ntrail - m) * sizeof *out->a) : NULL;
   for (size_t i = m; i < c->ntrail; i++) {
     trail_ent *t = &c->trail[i];
     uint32_t *st = t->type == TR_SLOT ? c->stamp_s : c->stamp_o;
@@ -378,7 +372,7 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  char *msg = xrealloc(NULL, (size_t)(n < 0 ? 0 : n) + 1);
+  char *msg = fsA_xrealloc(NULL, (size_t)(n < 0 ? 0 : n) + 1);
   va_start(ap, fmt);
   vsnprintf(msg, (size_t)(n < 0 ? 0 : n) + 1, fmt, ap);
   va_end(ap);
@@ -1028,8 +1022,8 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   C c = {.src = src, .o = o, .d = d};
   GROW(c.reasons, c.nreasons, c.capreasons);
   c.nreasons = 1; /* 0 is "no reason" */
-  c.define_used = calloc(o->ndefines + 1, 1);
-  if (!c.define_used) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  c.define_used = fsA_xrealloc(NULL, o->ndefines + 1);
+  memset(c.define_used, 0, o->ndefines + 1);
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;

@@ -364,8 +364,7 @@ static cv new_fabric(C *c, const cargs *a) {
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   if (c->ncfgs == c->capcfgs) {
     c->capcfgs = c->capcfgs ? 2 * c->capcfgs : 4;
-    c->cfgs = realloc(c->cfgs, c->capcfgs * sizeof *c->cfgs);
-    if (!c->cfgs) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+    c->cfgs = fsA_xrealloc(c->cfgs, c->capcfgs * sizeof *c->cfgs);
   }
   fsF_issues iss;
   fsF_issues_init(&iss);

@@ -12,18 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- memory and text -------------------------------------------------- */
-
-static void *fsF_xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
-  if (!q) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
-  return q;
-}
+/* ---- text ------------------------------------------------------------- */
 
 /* Text is built in value.c's growing string; out of memory ends the process. */
 static char *buf_take(fsV_buf *b) {
   char *s = fsV_buf_take(b);
-  if (!s) { fputs("fabricscript: out of memory\n", stderr); exit(3); }
+  if (!s) fsA_oom();
   return s;
 }
 
@@ -51,13 +45,13 @@ static void vadd(fsF_issues *iss, fs_severity sev, const char *rule, const char 
                  const char *fmt, va_list ap) {
   if (iss->n == iss->cap) {
     iss->cap = iss->cap ? iss->cap * 2 : 4;
-    iss->items = fsF_xrealloc(iss->items, iss->cap * sizeof *iss->items);
+    iss->items = fsA_xrealloc(iss->items, iss->cap * sizeof *iss->items);
   }
   va_list cp;
   va_copy(cp, ap);
   int k = vsnprintf(NULL, 0, fmt, cp);
   va_end(cp);
-  char *msg = fsF_xrealloc(NULL, (size_t)(k < 0 ? 0 : k) + 1);
+  char *msg = fsA_xrealloc(NULL, (size_t)(k < 0 ? 0 : k) + 1);
   vsnprintf(msg, (size_t)(k < 0 ? 0 : k) + 1, fmt, ap);
   iss->items[iss->n++] = (fsF_issue){rule, sev, msg, help};
 }
@@ -486,7 +480,7 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   char *srepr = NULL;
   if (a.strategy.kind == FSF_STR) {
     size_t n = strlen(a.strategy.s);
-    char *low = fsF_xrealloc(NULL, n + 1);
+    char *low = fsA_xrealloc(NULL, n + 1);
     for (size_t i = 0; i <= n; i++) low[i] = (char)tolower((unsigned char)a.strategy.s[i]);
     reg = registry_find(low);
     bad = reg < 0 && strcmp(low, "auto");
@@ -1013,8 +1007,8 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
     if (flt->kind != FSF_LIST)
       return fail(iss, "R55", "pass a dict of callables: `filter={\"model\": keep}`",
                   "Filter should be a dictionary, given %s", flt->repr);
-    const char **missing = fsF_xrealloc(NULL, (flt->n + 1) * sizeof *missing);
-    const char **keys = fsF_xrealloc(NULL, (n + 1) * sizeof *keys);
+    const char **missing = fsA_xrealloc(NULL, (flt->n + 1) * sizeof *missing);
+    const char **keys = fsA_xrealloc(NULL, (n + 1) * sizeof *keys);
     size_t nm = 0;
     for (size_t i = 0; i < n; i++) keys[i] = st[i].key;
     for (size_t i = 0; i < flt->n; i++) {
