@@ -87,12 +87,10 @@ static fs_source *load(const char *path, fs_node **ast, fs_diags *diags, int *ne
   return src;
 }
 
+/* The machine was detected once, at start-up (then --gpus/--assume). */
 static void checker_options(const fs_cli *cli, fsC_options *o) {
-  fsC_options_init(o);
-  o->machine = cli->machine;
-  o->overrides = cli->overrides;
-  o->defines = cli->defines;
-  o->ndefines = cli->ndefines;
+  *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
+                     .defines = cli->defines, .ndefines = cli->ndefines};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,

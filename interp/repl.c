@@ -361,6 +361,10 @@ static void on_line(char *line) {
   session *S = active;
   rl_callback_handler_remove();
   fsE_interrupt = 0; /* a Ctrl-C from here on is for what this line starts */
+  sigset_t sigint;
+  sigemptyset(&sigint);
+  sigaddset(&sigint, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &sigint, NULL);
   if (!line) { /* Ctrl-D */
     if (S->pending.n) { submit(S, S->pending.s, S->pending.n); S->pending.n = 0; }
     putchar('\n');
@@ -399,6 +403,7 @@ int fsRP_main(const fsRP_options *opt) {
   using_history();
   if (history) read_history(history);
   rl_attempted_completion_function = complete;
+  rl_catch_signals = 0; /* Ctrl-C is ours (on_sigint): libedit must not take SIGINT over */
   /* libedit reads the basic set; readline the completer one. */
   static char word_breaks[] = " \t\n()[]{},.=+-*/%<>:";
   rl_basic_word_break_characters = word_breaks;
@@ -410,22 +415,34 @@ int fsRP_main(const fsRP_options *opt) {
   sigaction(SIGINT, &sa, &old);
   printf("fabricscript %s -- :help for commands, Ctrl-D to leave\n", PACKAGE_VERSION);
   rl_callback_handler_install(">>> ", on_line);
+  /* SIGINT is blocked except inside pselect (and while a line runs), so a
+   * Ctrl-C that came between two waits is seen at the next one, not lost. */
+  sigset_t sigint, unblocked;
+  sigemptyset(&sigint);
+  sigaddset(&sigint, SIGINT);
   while (!S.quit) {
-    fd_set in;
-    FD_ZERO(&in);
-    FD_SET(STDIN_FILENO, &in);
-    int r = select(STDIN_FILENO + 1, &in, NULL, NULL, NULL);
-    if (r < 0 && errno == EINTR) {
-      if (!fsE_interrupt) continue;
-      fsE_interrupt = 0;
+    sigprocmask(SIG_BLOCK, &sigint, &unblocked);
+    int r = 0;
+    if (!fsE_interrupt) {
+      fd_set in;
+      FD_ZERO(&in);
+      FD_SET(STDIN_FILENO, &in);
+      r = pselect(STDIN_FILENO + 1, &in, NULL, NULL, NULL, &unblocked);
+    }
+    int interrupted = fsE_interrupt;
+    fsE_interrupt = 0;
+    if (interrupted) {
+      sigprocmask(SIG_SETMASK, &unblocked, NULL);
       rl_callback_handler_remove();
       S.pending.n = 0;
       fputs("\nKeyboardInterrupt\n", stdout);
       rl_callback_handler_install(">>> ", on_line);
       continue;
     }
+    if (r < 0 && errno == EINTR) { sigprocmask(SIG_SETMASK, &unblocked, NULL); continue; }
     if (r < 0) break;
-    rl_callback_read_char();
+    rl_callback_read_char(); /* a finished line runs in here: SIGINT must reach it */
+    sigprocmask(SIG_SETMASK, &unblocked, NULL);
   }
   rl_callback_handler_remove();
   sigaction(SIGINT, &old, NULL);
