@@ -457,23 +457,27 @@ static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
 }
 
 /* FSDP's parameters(): the units' flat shards, "<unit>._flat_param" as torch's FlatParameter */
+/* One entry of parameters() (the tensor) or named_parameters() ((name, tensor)). */
+static fs_value *param_item(const char *name, fs_tensor *t, bool named) {
+  fs_value *tv = tensor_value(fsT_retain(t));
+  if (!tv || !named) return tv;
+  fs_value *n = fsV_cstr(name), *item = n ? fsV_tuple(2) : NULL;
+  if (!item) {
+    fsV_release(n);
+    fsV_release(tv);
+    return NULL;
+  }
+  fsV_seq_set(item, 0, n);
+  fsV_seq_set(item, 1, tv);
+  return item;
+}
+
 static fs_value *flat_params(fsSH_model *sh, bool named) {
   fs_value *l = fsV_list(0);
   for (int k = 0; l && k < sh->nunits; k++) {
-    fs_value *t = tensor_value(fsT_retain(sh->units[k].flat)), *item = t;
-    if (t && named) {
-      char name[64];
-      snprintf(name, sizeof name, "%d._flat_param", k);
-      fs_value *n = fsV_cstr(name);
-      item = n ? fsV_tuple(2) : NULL;
-      if (item) {
-        fsV_seq_set(item, 0, n);
-        fsV_seq_set(item, 1, t);
-      } else {
-        fsV_release(n);
-        fsV_release(t);
-      }
-    }
+    char name[64];
+    snprintf(name, sizeof name, "%d._flat_param", k);
+    fs_value *item = param_item(name, sh->units[k].flat, named);
     if (!item || fsV_list_append(l, item) < 0) {
       fsV_release(l);
       l = NULL;
@@ -489,18 +493,7 @@ static fs_value *params_list(modv *mv, bool named) {
   if (n < 0) return rt_fail();
   fs_value *l = fsV_list((size_t)n);
   for (int64_t i = 0; l && i < n; i++) {
-    fs_value *t = tensor_value(fsT_retain(ps[i].t)), *item = t;
-    if (t && named) {
-      fs_value *k = fsV_cstr(ps[i].name);
-      item = k ? fsV_tuple(2) : NULL;
-      if (item) {
-        fsV_seq_set(item, 0, k);
-        fsV_seq_set(item, 1, t);
-      } else {
-        fsV_release(k);
-        fsV_release(t);
-      }
-    }
+    fs_value *item = param_item(ps[i].name, ps[i].t, named);
     if (!item) {
       fsV_release(l);
       l = NULL;
