@@ -2,14 +2,17 @@
 #include "loss.h"
 
 #include <math.h>
+#include "vmath.h"
 
-/* logsumexp of one row, max-shifted, in double: the loss is compared with
- * torch to 1e-4 relative and summed over many rows. */
+/* logsumexp of one row, max-shifted; the sum is kept in double: the loss is
+ * compared with torch to 1e-4 relative and summed over many rows. */
 static double row_lse(const float *x, int64_t C) {
   float mx = x[0];
+#pragma omp simd reduction(max:mx)
   for (int64_t c = 1; c < C; c++) mx = x[c] > mx ? x[c] : mx;
   double s = 0;
-  for (int64_t c = 0; c < C; c++) s += exp((double)x[c] - mx);
+#pragma omp simd reduction(+:s)
+  for (int64_t c = 0; c < C; c++) s += fsVM_expf(x[c] - mx);
   return mx + log(s);
 }
 
@@ -28,8 +31,9 @@ void fsN_cross_entropy_backward(float *dlogits, const float *logits, const int64
   for (int64_t n = 0; n < N; n++) {
     const float *x = logits + n * C;
     float *dx = dlogits + n * C;
-    double lse = row_lse(x, C);
-    for (int64_t c = 0; c < C; c++) dx[c] += scale * (float)exp((double)x[c] - lse);
+    float lse = (float)row_lse(x, C);
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) dx[c] += scale * fsVM_expf(x[c] - lse);
     dx[targets[n]] -= scale;
   }
 }

@@ -8,6 +8,7 @@
 #include "loss.h"
 #include "rng.h"
 #include "tensor.h"
+#include "vmath.h"
 
 int fsN_linear_forward(float *out, const float *inp, const float *W, const float *b,
                        int64_t N, int64_t C, int64_t OC) {
@@ -59,10 +60,13 @@ void fsN_layernorm_forward(float *out, float *mean, float *rstd, const float *in
     const float *x = inp + n * C;
     float *y = out + n * C;
     float m = 0, v = 0;
+#pragma omp simd reduction(+:m)
     for (int64_t c = 0; c < C; c++) m += x[c];
     m /= (float)C;
+#pragma omp simd reduction(+:v)
     for (int64_t c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
     float s = 1.0f / sqrtf(v / (float)C + eps); /* biased variance, as torch */
+#pragma omp simd
     for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + b[c];
     mean[n] = m;
     rstd[n] = s;
@@ -76,6 +80,7 @@ void fsN_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
     const float *x = inp + n * C, *dy = dout + n * C;
     float m = mean[n], s = rstd[n];
     float dnorm_mean = 0, dnorm_norm_mean = 0;
+#pragma omp simd reduction(+:dnorm_mean, dnorm_norm_mean)
     for (int64_t c = 0; c < C; c++) {
       float norm = (x[c] - m) * s, dnorm = w[c] * dy[c];
       dnorm_mean += dnorm;
@@ -83,17 +88,25 @@ void fsN_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
     }
     dnorm_mean /= (float)C;
     dnorm_norm_mean /= (float)C;
-    for (int64_t c = 0; c < C; c++) {
-      float norm = (x[c] - m) * s;
-      if (db) db[c] += dy[c];
-      if (dw) dw[c] += norm * dy[c];
-      if (dinp) dinp[n * C + c] += (w[c] * dy[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+    /* one loop per output: each vectorizes; a row is in L1 for the next */
+    if (db) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) db[c] += dy[c];
+    }
+    if (dw) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) dw[c] += (x[c] - m) * s * dy[c];
+    }
+    if (dinp) {
+      float *dx = dinp + n * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++)
+        dx[c] += (w[c] * dy[c] - dnorm_mean - (x[c] - m) * s * dnorm_norm_mean) * s;
     }
   }
 }
 
 #define SQRT_2_OVER_PI 0.7978845608028654f
-#define INV_SQRT_2 0.7071067811865476f
 #define INV_SQRT_2PI 0.3989422804014327f
 
 void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n) {
@@ -102,7 +115,11 @@ void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0 ? inp[i] : 0;
     break;
   case FSN_GELU:
-    for (size_t i = 0; i < n; i++) out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * INV_SQRT_2));
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+      float x = inp[i];
+      out[i] = 0.5f * x * fsVM_one_plus_erf_sqrt1_2(x, fsVM_expf(-0.5f * x * x));
+    }
     break;
   case FSN_GELU_TANH:
     for (size_t i = 0; i < n; i++) {
@@ -129,10 +146,11 @@ void fsN_act_backward(fsN_act act, float *dinp, const float *dout, const float *
     for (size_t i = 0; i < n; i++) dinp[i] += inp[i] > 0 ? dout[i] : 0;
     break;
   case FSN_GELU:
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
-      float x = inp[i];
-      float cdf = 0.5f * (1.0f + erff(x * INV_SQRT_2));
-      dinp[i] += dout[i] * (cdf + x * INV_SQRT_2PI * expf(-0.5f * x * x));
+      float x = inp[i], pdf = fsVM_expf(-0.5f * x * x);
+      float cdf = 0.5f * fsVM_one_plus_erf_sqrt1_2(x, pdf);
+      dinp[i] += dout[i] * (cdf + x * INV_SQRT_2PI * pdf);
     }
     break;
   case FSN_GELU_TANH:
@@ -184,9 +202,13 @@ int fsN_attention_forward(float *out, float *att, const float *inp,
       if (fsB_sgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0f, P, T) < 0) return -1;
       for (int64_t t = 0; t < T; t++) { /* causal softmax of row t over t2 <= t */
         float *row = P + t * T, mx = row[0], sum = 0;
+#pragma omp simd reduction(max:mx)
         for (int64_t t2 = 1; t2 <= t; t2++) mx = row[t2] > mx ? row[t2] : mx;
-        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = expf(row[t2] - mx);
-        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] /= sum;
+#pragma omp simd reduction(+:sum)
+        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = fsVM_expf(row[t2] - mx);
+        float inv = 1.0f / sum;
+#pragma omp simd
+        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] *= inv;
         for (int64_t t2 = t + 1; t2 < T; t2++) row[t2] = 0;
       }
       if (fsB_sgemm(false, false, T, hs, T, 1.0f, P, T, v, C3, 0.0f, out + b * T * C + h * hs, C) < 0)
@@ -218,7 +240,9 @@ int fsN_attention_backward(float *dinp, const float *dout, const float *inp, con
       for (int64_t t = 0; t < T; t++) { /* softmax backward; P is 0 above the diagonal */
         const float *p = P + t * T;
         float *d = dS + t * T, dot = 0;
+#pragma omp simd reduction(+:dot)
         for (int64_t t2 = 0; t2 <= t; t2++) dot += p[t2] * d[t2];
+#pragma omp simd
         for (int64_t t2 = 0; t2 < T; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
       }
       if (fsB_sgemm(false, false, T, hs, T, 1.0f, dS, T, k, C3, 1.0f, dq, C3) < 0 ||

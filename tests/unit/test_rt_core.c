@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "blas.h"
 #include "rt_testutil.h"
+#include "vmath.h"
 
 static uint64_t fnv(const void *p, size_t n, uint64_t h) {
   const unsigned char *b = p;
@@ -143,6 +144,25 @@ static void test_cpu_allocator_reuses_blocks(void **state) {
   assert_string_equal(fsT_error(), "tensors on the meta device have no data");
 }
 
+/* The vectorizable exp and erf: within 1 ulp of libm's expf over the whole
+ * normal range, inf/0/nan at the edges, and 1 + erf within 6e-7 of libm's
+ * double erf (A&S 7.1.26 plus float rounding near 2). */
+static void test_vmath_accuracy(void **state) {
+  (void)state;
+  for (float x = -87.3f; x < 88.7f; x += 0.00731f) {
+    float want = expf(x), got = fsVM_expf(x);
+    float ulp = nextafterf(want, INFINITY) - want;
+    assert_true(fabsf(got - want) <= ulp);
+  }
+  assert_true(isinf(fsVM_expf(89.0f)) && fsVM_expf(89.0f) > 0);
+  assert_true(fsVM_expf(-88.0f) == 0.0f && fsVM_expf(-INFINITY) == 0.0f);
+  assert_true(isnan(fsVM_expf(NAN)));
+  for (float x = -12.0f; x < 12.0f; x += 0.001f) {
+    double want = 1.0 + erf(x / sqrt(2.0));
+    assert_true(fabs(fsVM_one_plus_erf_sqrt1_2(x, fsVM_expf(-0.5f * x * x)) - want) < 6e-7);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_blas_lazy), /* first: checks nothing loaded BLAS before */
@@ -150,6 +170,7 @@ int main(void) {
     cmocka_unit_test(test_bf16),
     cmocka_unit_test(test_tensor_lifetime),
     cmocka_unit_test(test_cpu_allocator_reuses_blocks),
+    cmocka_unit_test(test_vmath_accuracy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
