@@ -1109,7 +1109,7 @@ static void fabv_free(void *p) {
 }
 
 static fs_value *comm_fail(void) {
-  fsV_seterr("%s", fsCC_error()[0] ? fsCC_error() : "collective failed");
+  fsV_seterr("%s", fsT_error()[0] ? fsT_error() : "collective failed");
   return NULL;
 }
 
@@ -1126,7 +1126,7 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
   if (role == FSLN_SUPERVISOR) {
     E->halt = true;
     E->halt_status = status;
-    if (status && fsCC_error()[0]) fprintf(stderr, "fabricscript: %s\n", fsCC_error());
+    if (status && fsT_error()[0]) fprintf(stderr, "fabricscript: %s\n", fsT_error());
     return NULL;
   }
   fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank};
@@ -1627,9 +1627,7 @@ static fsSH_model *sharded_of(fabv *fv, const fs_optim *o) {
 
 /* clip_gradients under FSDP: the squared norms (or maxima) of all ranks' shards. */
 static int shard_norm(void *ud, float *acc, bool inf) {
-  if (fsCC_all_reduce(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0) return 0;
-  fsT_seterr("%s", fsCC_error());
-  return -1;
+  return fsCC_all_reduce(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0 ? 0 : -1;
 }
 
 /* FSDP: every parameter under its full name; this rank writes its slice. */
@@ -1753,7 +1751,7 @@ static int save_sharded(fabv *fv, const char *path, const ckpt *c) {
   if (ok) return 0;
   if (err) err_own(err);
   else fsV_seterr("fabric.save: %s could not be written (%s)", path,
-                  cc && fsCC_error()[0] ? fsCC_error() : "another rank failed");
+                  cc && fsT_error()[0] ? fsT_error() : "another rank failed");
   return -1;
 }
 

@@ -6,7 +6,6 @@
 #include "rendezvous.h"
 
 #include <dirent.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +13,6 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-static _Thread_local char cc_err[512];
-
-void fsCC_seterr(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cc_err, sizeof cc_err, fmt, ap);
-  va_end(ap);
-}
-
-const char *fsCC_error(void) { return cc_err; }
 
 static const char *const op_names[] = {"sum", "mean", "max", "min"};
 
@@ -56,23 +44,23 @@ void fsCC_init_base(fsCC_comm *c, const fsCC_ops *ops, const fsCC_config *cfg, f
 static int check(fsCC_comm *c, const char *what, const void *a, const void *b,
                  size_t count, size_t blocks, fs_dtype dt) {
   if (!c) {
-    fsCC_seterr("%s: no communicator (the run is not distributed)", what);
+    fsT_seterr("%s: no communicator (the run is not distributed)", what);
     return -1;
   }
   if (c->aborted) {
-    fsCC_seterr("%s: the communicator was aborted by an earlier failure", what);
+    fsT_seterr("%s: the communicator was aborted by an earlier failure", what);
     return -1;
   }
   if ((unsigned)dt > FS_I64) {
-    fsCC_seterr("%s: unknown dtype %d", what, (int)dt);
+    fsT_seterr("%s: unknown dtype %d", what, (int)dt);
     return -1;
   }
   if (count > SIZE_MAX / blocks / fsT_dtype_size(dt)) {
-    fsCC_seterr("%s: %zu elements overflow the address space", what, count);
+    fsT_seterr("%s: %zu elements overflow the address space", what, count);
     return -1;
   }
   if (count && (!a || !b)) {
-    fsCC_seterr("%s: NULL buffer for %zu elements", what, count);
+    fsT_seterr("%s: NULL buffer for %zu elements", what, count);
     return -1;
   }
   return 0;
@@ -80,7 +68,7 @@ static int check(fsCC_comm *c, const char *what, const void *a, const void *b,
 
 static int check_op(const char *what, fsCC_op op) {
   if ((unsigned)op > FSCC_MIN) {
-    fsCC_seterr("%s: unknown reduce op %d", what, (int)op);
+    fsT_seterr("%s: unknown reduce op %d", what, (int)op);
     return -1;
   }
   return 0;
@@ -101,7 +89,7 @@ int fsCC_all_reduce_bufs(fsCC_comm *c, const fsCC_buf *bufs, int n, fs_dtype dt,
   for (int i = 0; i < n; i++) {
     if (check(c, "all_reduce", bufs[i].data, bufs[i].data, bufs[i].count, 1, dt) < 0) return -1;
     if (bufs[i].count > SIZE_MAX / fsT_dtype_size(dt) - total) {
-      fsCC_seterr("all_reduce: %d buffers overflow the address space", n);
+      fsT_seterr("all_reduce: %d buffers overflow the address space", n);
       return -1;
     }
     total += bufs[i].count;
@@ -126,7 +114,7 @@ int fsCC_reduce_scatter(fsCC_comm *c, const void *send, void *recv, size_t count
 int fsCC_broadcast(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, int root) {
   if (check(c, "broadcast", buf, buf, count, 1, dt) < 0) return -1;
   if (root < 0 || root >= c->world) {
-    fsCC_seterr("broadcast: src=%d is not a rank of a world of %d", root, c->world);
+    fsT_seterr("broadcast: src=%d is not a rank of a world of %d", root, c->world);
     return -1;
   }
   return done(c, c->ops->broadcast(c, buf, count, dt, root));
@@ -143,7 +131,7 @@ void fsCC_destroy(fsCC_comm *c) {
 
 static int check_tensor(fsCC_comm *c, const char *what, const fs_tensor *t) {
   if (c && t->device != c->device) {
-    fsCC_seterr("%s: the tensor is on %s but the %s communicator works on %s", what,
+    fsT_seterr("%s: the tensor is on %s but the %s communicator works on %s", what,
                 fsT_device_name(t->device), c->ops->name, fsT_device_name(c->device));
     return -1;
   }
@@ -158,14 +146,14 @@ int fsCC_all_reduce_tensor(fsCC_comm *c, fs_tensor *t, fsCC_op op) {
 int fsCC_all_reduce_tensors(fsCC_comm *c, fs_tensor *const *ts, int n, fsCC_op op) {
   fsCC_buf *bufs = malloc((size_t)(n > 0 ? n : 1) * sizeof *bufs);
   if (!bufs) {
-    fsCC_seterr("all_reduce: out of memory");
+    fsT_seterr("all_reduce: out of memory");
     return -1;
   }
   int rc = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
     rc = check_tensor(c, "all_reduce", ts[i]);
     if (rc == 0 && ts[i]->dtype != ts[0]->dtype) {
-      fsCC_seterr("all_reduce: tensor %d is %s, tensor 0 is %s (one dtype per call)", i,
+      fsT_seterr("all_reduce: tensor %d is %s, tensor 0 is %s (one dtype per call)", i,
                   fsT_dtype_name(ts[i]->dtype), fsT_dtype_name(ts[0]->dtype));
       rc = -1;
     }
@@ -184,7 +172,7 @@ int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root) {
 fs_tensor *fsCC_all_gather_tensor(fsCC_comm *c, fs_tensor *t) {
   if (check_tensor(c, "all_gather", t) < 0) return NULL;
   if (t->rank >= FS_MAX_RANK) {
-    fsCC_seterr("all_gather: a rank-%d tensor gathers to more than %d dimensions", t->rank,
+    fsT_seterr("all_gather: a rank-%d tensor gathers to more than %d dimensions", t->rank,
                 FS_MAX_RANK);
     return NULL;
   }
@@ -193,7 +181,7 @@ fs_tensor *fsCC_all_gather_tensor(fsCC_comm *c, fs_tensor *t) {
   memcpy(shape + 1, t->shape, (size_t)t->rank * sizeof *shape);
   fs_tensor *out = fsT_new(t->dtype, t->device, t->rank + 1, shape);
   if (!out) {
-    fsCC_seterr("all_gather: %s", fsT_error());
+    fsT_seterr("all_gather: %s", fsT_error());
     return NULL;
   }
   if (fsCC_all_gather(c, t->data, out->data, (size_t)t->numel, t->dtype) < 0) {
@@ -247,17 +235,17 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
                           : fsCC_nccl_unique_id(h.nccl_id)) == 0;
   }
   char why[512];
-  snprintf(why, sizeof why, "%s", fsCC_error());
+  snprintf(why, sizeof why, "%s", fsT_error());
   if (fsLN_rdzv_broadcast(rv, &h, sizeof h) < 0) goto fail;
   if (!h.ok) {
-    if (k.rank) fsCC_seterr("rank 0 could not set up the %s transport", t == FSCC_SHM ? "shm" : "nccl");
-    else fsCC_seterr("%s", why);
+    if (k.rank) fsT_seterr("rank 0 could not set up the %s transport", t == FSCC_SHM ? "shm" : "nccl");
+    else fsT_seterr("%s", why);
     goto fail;
   }
   c = open_local(&h, t, &k);
   /* Every rank learns whether all joined; only then may the name go. */
   unsigned char mine = c != NULL, all[FSCC_MAX_WORLD];
-  snprintf(why, sizeof why, "%s", fsCC_error());
+  snprintf(why, sizeof why, "%s", fsT_error());
   if (fsLN_rdzv_allgather(rv, &mine, all, 1) < 0) goto fail;
   if (t == FSCC_SHM) { /* the name goes before any rank returns and may crash */
     if (k.rank == 0) shm_unlink(h.shm_name);
@@ -265,8 +253,8 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
   }
   for (int r = 0; r < k.world; r++)
     if (!all[r]) {
-      if (r == k.rank) fsCC_seterr("%s", why);
-      else fsCC_seterr("rank %d could not join the %s transport", r, t == FSCC_SHM ? "shm" : "nccl");
+      if (r == k.rank) fsT_seterr("%s", why);
+      else fsT_seterr("rank %d could not join the %s transport", r, t == FSCC_SHM ? "shm" : "nccl");
       goto fail;
     }
   return c;
@@ -279,7 +267,7 @@ fail:
 #ifndef FS_HAVE_CUDA
 /* Without CUDA the nccl transport exists only to say so. */
 int fsCC_nccl_unique_id(unsigned char id[FSCC_NCCL_ID_BYTES]) {
-  fsCC_seterr("the nccl transport is not built (configure found no CUDA toolkit)");
+  fsT_seterr("the nccl transport is not built (configure found no CUDA toolkit)");
   return -1;
 }
 

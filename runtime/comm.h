@@ -18,7 +18,7 @@
  * bitwise the same result and reruns reproduce it.  NCCL is deterministic for
  * a fixed topology and NCCL version.
  *
- * Errors: -1 (or NULL) with a message in fsCC_error() (per thread), also for
+ * Errors: -1 (or NULL) with a message in fsT_error() (per thread, the runtime's one message), also for
  * the rendezvous and the launcher.  A failed collective (timeout, dead peer,
  * mismatched call) leaves the communicator aborted: every rank's later calls
  * fail at once instead of waiting. */
@@ -130,7 +130,5 @@ fsCC_comm *fsCC_nccl_open(const unsigned char id[FSCC_NCCL_ID_BYTES], const fsCC
 double fsCC_timeout(double seconds);
 /* For the transports: fill the common fields, resolving the timeout. */
 void fsCC_init_base(fsCC_comm *c, const fsCC_ops *ops, const fsCC_config *cfg, fs_device dev);
-void fsCC_seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-const char *fsCC_error(void);
 
 #endif

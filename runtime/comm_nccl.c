@@ -35,7 +35,7 @@ static struct { CUDA_FNS(FN_PTR) NCCL_FNS(FN_PTR) } L;
 
 static void *open_lib(const char *name) {
   void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!h) fsCC_seterr("nccl: cannot load %s: %s", name, dlerror());
+  if (!h) fsT_seterr("nccl: cannot load %s: %s", name, dlerror());
   return h;
 }
 
@@ -52,11 +52,11 @@ static int load(void) {
 #define FN_LOAD(f) if (!(*(void **)&L.f = dlsym(h, #f))) missing = #f;
     if ((h = cu)) { CUDA_FNS(FN_LOAD) }
     if ((h = nc)) { NCCL_FNS(FN_LOAD) }
-    if (nc && missing) fsCC_seterr("nccl: %s is not in %s or %s", missing, cu_name, nc_name);
+    if (nc && missing) fsT_seterr("nccl: %s is not in %s or %s", missing, cu_name, nc_name);
     state = nc && !missing ? 1 : -1;
-    snprintf(why, sizeof why, "%s", fsCC_error());
+    snprintf(why, sizeof why, "%s", fsT_error());
   }
-  if (state < 0) fsCC_seterr("%s", why);
+  if (state < 0) fsT_seterr("%s", why);
   return state > 0 ? 0 : -1;
 }
 
@@ -94,14 +94,14 @@ static int settle(nccl_comm *s, ncclResult_t rc, bool drain, const char *what) {
       cudaError_t q = L.cudaStreamQuery(s->stream);
       if (q == cudaSuccess) return 0;
       if (q != cudaErrorNotReady) {
-        fsCC_seterr("nccl %s: %s", what, L.cudaGetErrorString(q));
+        fsT_seterr("nccl %s: %s", what, L.cudaGetErrorString(q));
         L.ncclCommAbort(s->nc);
         s->nc = NULL;
         return -1;
       }
     }
     if (now() > deadline) {
-      fsCC_seterr("nccl %s: timed out after %g s (a rank died or never joined)", what,
+      fsT_seterr("nccl %s: timed out after %g s (a rank died or never joined)", what,
                   s->base.timeout);
       L.ncclCommAbort(s->nc);
       s->nc = NULL;
@@ -109,7 +109,7 @@ static int settle(nccl_comm *s, ncclResult_t rc, bool drain, const char *what) {
     }
     nap();
   }
-  fsCC_seterr("nccl %s: %s%s%s", what, L.ncclGetErrorString(rc),
+  fsT_seterr("nccl %s: %s%s%s", what, L.ncclGetErrorString(rc),
               L.ncclGetLastError(s->nc)[0] ? ": " : "", L.ncclGetLastError(s->nc));
   L.ncclCommAbort(s->nc);
   s->nc = NULL;
@@ -186,7 +186,7 @@ int fsCC_nccl_unique_id(unsigned char id[FSCC_NCCL_ID_BYTES]) {
   ncclUniqueId u;
   ncclResult_t rc = L.ncclGetUniqueId(&u);
   if (rc != ncclSuccess) {
-    fsCC_seterr("nccl: cannot make a unique id: %s", L.ncclGetErrorString(rc));
+    fsT_seterr("nccl: cannot make a unique id: %s", L.ncclGetErrorString(rc));
     return -1;
   }
   memcpy(id, &u, sizeof u);
@@ -198,16 +198,16 @@ static int pick_device(int local_rank) {
   int n = 0;
   cudaError_t e = L.cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
-    fsCC_seterr("nccl: no CUDA device (%s)", e == cudaSuccess ? "none visible" : L.cudaGetErrorString(e));
+    fsT_seterr("nccl: no CUDA device (%s)", e == cudaSuccess ? "none visible" : L.cudaGetErrorString(e));
     return -1;
   }
   if (local_rank < 0 || local_rank >= n) {
-    fsCC_seterr("nccl: local rank %d has no CUDA device (%d visible)", local_rank, n);
+    fsT_seterr("nccl: local rank %d has no CUDA device (%d visible)", local_rank, n);
     return -1;
   }
   e = L.cudaSetDevice(local_rank);
   if (e != cudaSuccess) {
-    fsCC_seterr("nccl: cudaSetDevice(%d): %s", local_rank, L.cudaGetErrorString(e));
+    fsT_seterr("nccl: cudaSetDevice(%d): %s", local_rank, L.cudaGetErrorString(e));
     return -1;
   }
   return 0;
@@ -215,20 +215,20 @@ static int pick_device(int local_rank) {
 
 fsCC_comm *fsCC_nccl_open(const unsigned char id[FSCC_NCCL_ID_BYTES], const fsCC_config *cfg) {
   if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world) {
-    fsCC_seterr("nccl: rank %d of world %d is out of range", cfg->rank, cfg->world);
+    fsT_seterr("nccl: rank %d of world %d is out of range", cfg->rank, cfg->world);
     return NULL;
   }
   if (load() < 0 || pick_device(cfg->local_rank) < 0) return NULL;
   nccl_comm *s = calloc(1, sizeof *s);
   if (!s) {
-    fsCC_seterr("nccl: out of memory");
+    fsT_seterr("nccl: out of memory");
     return NULL;
   }
   fsCC_init_base(&s->base, &nccl_ops, cfg, FS_DEV_CUDA);
   cudaError_t e = L.cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = L.cudaMalloc((void **)&s->scratch, sizeof *s->scratch);
   if (e != cudaSuccess) {
-    fsCC_seterr("nccl: %s", L.cudaGetErrorString(e));
+    fsT_seterr("nccl: %s", L.cudaGetErrorString(e));
     nc_destroy(&s->base);
     return NULL;
   }
@@ -238,7 +238,7 @@ fsCC_comm *fsCC_nccl_open(const unsigned char id[FSCC_NCCL_ID_BYTES], const fsCC
   config.blocking = 0;
   ncclResult_t rc = L.ncclCommInitRankConfig(&s->nc, cfg->world, u, cfg->rank, &config);
   if (rc != ncclSuccess && rc != ncclInProgress) {
-    fsCC_seterr("nccl: ncclCommInitRank: %s", L.ncclGetErrorString(rc));
+    fsT_seterr("nccl: ncclCommInitRank: %s", L.ncclGetErrorString(rc));
     if (s->nc) L.ncclCommAbort(s->nc);
     s->nc = NULL;
     nc_destroy(&s->base);

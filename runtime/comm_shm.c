@@ -146,7 +146,7 @@ static int wait_all(shm_comm *s, const char *what) {
     if (why[0]) {
       /* a rank that is gone now may have passed this barrier first */
       if (atomic_load(&h->generation) != gen) return 0;
-      fsCC_seterr("%s: %s", what, why);
+      fsT_seterr("%s: %s", what, why);
       return ab ? -1 : fail(s);
     }
     /* registered before FUTEX_WAIT rechecks the word: a waker that missed
@@ -162,7 +162,7 @@ static int wait_all(shm_comm *s, const char *what) {
 static int begin(shm_comm *s, uint32_t kind, fs_dtype dt, fsCC_op op, size_t count, int root) {
   int32_t ab = atomic_load(&s->h->aborted);
   if (ab) {
-    fsCC_seterr("%s: rank %d failed earlier, the communicator is unusable", kind_names[kind], ab - 1);
+    fsT_seterr("%s: rank %d failed earlier, the communicator is unusable", kind_names[kind], ab - 1);
     return -1;
   }
   uint64_t seq = ++s->calls;
@@ -174,7 +174,7 @@ static int begin(shm_comm *s, uint32_t kind, fs_dtype dt, fsCC_op op, size_t cou
     if (d->seq == seq && d->kind == kind && d->dtype == (uint32_t)dt && d->count == count &&
         (kind == K_BROADCAST ? d->root == root : d->op == (uint32_t)op))
       continue;
-    fsCC_seterr("collective mismatch at call %llu: rank %d called %s(%zu x %s) but rank %d "
+    fsT_seterr("collective mismatch at call %llu: rank %d called %s(%zu x %s) but rank %d "
                 "called %s(%llu x %s)",
                 (unsigned long long)seq, s->base.rank, kind_names[kind], count,
                 fsT_dtype_name(dt), r, d->kind <= K_BARRIER ? kind_names[d->kind] : "?",
@@ -337,7 +337,7 @@ static const fsCC_ops shm_ops = {
 /* --- creating and attaching ------------------------------------------------ */
 
 static int seg_error(const char *name, int fd, bool unlink_it) {
-  fsCC_seterr("shm segment %s: %s", name, strerror(errno));
+  fsT_seterr("shm segment %s: %s", name, strerror(errno));
   if (fd >= 0) close(fd);
   if (unlink_it) shm_unlink(name);
   return -1;
@@ -345,12 +345,12 @@ static int seg_error(const char *name, int fd, bool unlink_it) {
 
 int fsCC_shm_create(const char *name, int world, size_t staging) {
   if (world < 1 || world > FSCC_MAX_WORLD) {
-    fsCC_seterr("shm: a world of %d is out of range (1..%d)", world, FSCC_MAX_WORLD);
+    fsT_seterr("shm: a world of %d is out of range (1..%d)", world, FSCC_MAX_WORLD);
     return -1;
   }
   staging = staging ? staging : FSCC_DEFAULT_STAGING;
   if (staging < SHM_MIN_STAGING || staging > UINT32_MAX / 2) {
-    fsCC_seterr("shm: staging of %zu bytes is outside %u..%u", staging, SHM_MIN_STAGING,
+    fsT_seterr("shm: staging of %zu bytes is outside %u..%u", staging, SHM_MIN_STAGING,
                 UINT32_MAX / 2);
     return -1;
   }
@@ -373,7 +373,7 @@ int fsCC_shm_create(const char *name, int world, size_t staging) {
 
 fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg) {
   if (cfg->world < 1 || cfg->world > FSCC_MAX_WORLD || cfg->rank < 0 || cfg->rank >= cfg->world) {
-    fsCC_seterr("shm: rank %d of world %d is out of range (world 1..%d)", cfg->rank, cfg->world,
+    fsT_seterr("shm: rank %d of world %d is out of range (world 1..%d)", cfg->rank, cfg->world,
                 FSCC_MAX_WORLD);
     return NULL;
   }
@@ -384,7 +384,7 @@ fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg) {
     return NULL;
   }
   if ((size_t)st.st_size < header_bytes()) {
-    fsCC_seterr("shm segment %s: %lld bytes is too small to be a fabricscript segment", name,
+    fsT_seterr("shm segment %s: %lld bytes is too small to be a fabricscript segment", name,
                 (long long)st.st_size);
     close(fd);
     return NULL;
@@ -392,7 +392,7 @@ fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg) {
   shm_comm *s = calloc(1, sizeof *s);
   void *p = s ? mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
   if (!s || p == MAP_FAILED) {
-    fsCC_seterr(s ? "shm segment %s: mmap: %s" : "shm segment %s: %s", name,
+    fsT_seterr(s ? "shm segment %s: mmap: %s" : "shm segment %s: %s", name,
                 s ? strerror(errno) : "out of memory");
     close(fd);
     free(s);
@@ -405,12 +405,12 @@ fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg) {
   s->slots = (unsigned char *)p + header_bytes();
   int32_t none = 0;
   if (h->magic != SHM_MAGIC || h->version != SHM_VERSION)
-    fsCC_seterr("shm segment %s is not a fabricscript segment (version %u)", name, SHM_VERSION);
+    fsT_seterr("shm segment %s is not a fabricscript segment (version %u)", name, SHM_VERSION);
   else if (h->world != cfg->world || s->map_bytes != header_bytes() + (size_t)h->world * h->staging)
-    fsCC_seterr("shm segment %s was made for %d ranks, this rank expects %d", name, h->world,
+    fsT_seterr("shm segment %s was made for %d ranks, this rank expects %d", name, h->world,
                 cfg->world);
   else if (!atomic_compare_exchange_strong(&h->pid[cfg->rank], &none, (int32_t)getpid()))
-    fsCC_seterr(none < 0 ? "shm segment %s: rank %d has already been and left"
+    fsT_seterr(none < 0 ? "shm segment %s: rank %d has already been and left"
                          : "shm segment %s: rank %d is already attached", name, cfg->rank);
   else
     return &s->base;

@@ -7,7 +7,7 @@
 #include "backend.h"
 
 static int comm_err(void) {
-  fsT_seterr("%s", fsCC_error()[0] ? fsCC_error() : "collective failed");
+  fsT_seterr("%s", fsT_error()[0] ? fsT_error() : "collective failed");
   return -1;
 }
 

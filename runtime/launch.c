@@ -35,7 +35,7 @@ static int env_int(const char *name, int *out) {
   /* SLURM_NTASKS_PER_NODE may read "2(x3)": the count comes first */
   if (end == s || errno || v < INT_MIN || v > INT_MAX ||
       (*end && strcmp(name, "SLURM_NTASKS_PER_NODE"))) {
-    fsCC_seterr("launch: %s=%s is not an integer", name, s);
+    fsT_seterr("launch: %s=%s is not an integer", name, s);
     return -1;
   }
   *out = (int)v;
@@ -59,7 +59,7 @@ static bool under_srun(void) {
 
 static int check_range(const char *what, int v, int lo, int hi) {
   if (v >= lo && v <= hi) return 0;
-  fsCC_seterr("launch: %s=%d is outside %d..%d", what, v, lo, hi);
+  fsT_seterr("launch: %s=%d is outside %d..%d", what, v, lo, hi);
   return -1;
 }
 
@@ -84,7 +84,7 @@ int fsLN_detect(fsLN_env *env) {
     return -1;
   const char *addr = getenv("MASTER_ADDR");
   if (!addr && env->local_world_size < env->world_size) {
-    fsCC_seterr("launch: a run over several nodes needs MASTER_ADDR");
+    fsT_seterr("launch: a run over several nodes needs MASTER_ADDR");
     return -1;
   }
   snprintf(env->master_addr, sizeof env->master_addr, "%s", addr ? addr : "127.0.0.1");
@@ -206,10 +206,10 @@ static int outcome(sup *s) {
   if (s->failed < 0) return 0;
   int r = s->failed, st = s->status[r];
   if (WIFSIGNALED(st))
-    fsCC_seterr("rank %d (pid %d) was killed by signal %d (%s); the other ranks were stopped", r,
+    fsT_seterr("rank %d (pid %d) was killed by signal %d (%s); the other ranks were stopped", r,
                 (int)s->pid[r], WTERMSIG(st), strsignal(WTERMSIG(st)));
   else
-    fsCC_seterr("rank %d (pid %d) exited with status %d; the other ranks were stopped", r,
+    fsT_seterr("rank %d (pid %d) exited with status %d; the other ranks were stopped", r,
                 (int)s->pid[r], WEXITSTATUS(st));
   return WIFEXITED(st) && WEXITSTATUS(st) == 1 ? 1 : 3;
 }
@@ -310,7 +310,7 @@ static fsLN_role spawn(int n, fsLN_env *env, int *status) {
   env->master_port = port;
   sup *s = calloc(1, sizeof *s);
   if (!s) {
-    fsCC_seterr("launch: out of memory");
+    fsT_seterr("launch: out of memory");
     close(lfd);
     return FSLN_ERROR;
   }
@@ -320,7 +320,7 @@ static fsLN_role spawn(int n, fsLN_env *env, int *status) {
     for (int k = 0; k < 2; k++) {
       int p[2];
       if (pipe2(p, O_CLOEXEC) < 0) {
-        fsCC_seterr("launch: pipe: %s", strerror(errno));
+        fsT_seterr("launch: pipe: %s", strerror(errno));
         close_pipes(s, wr);
         free(s);
         close(lfd);
@@ -338,7 +338,7 @@ static fsLN_role spawn(int n, fsLN_env *env, int *status) {
       return FSLN_RANK;
     }
     if (pid < 0) {
-      fsCC_seterr("launch: cannot start rank %d: %s", r, strerror(errno));
+      fsT_seterr("launch: cannot start rank %d: %s", r, strerror(errno));
       s->n = r;
       stop_all(s, SIGKILL);
       for (int q = 0; q < r; q++) waitpid(s->pid[q], NULL, 0);
@@ -364,14 +364,14 @@ fsLN_role fsLN_launch(int devices, fsLN_env *env, int *status) {
   if (d < 0) return FSLN_ERROR;
   if (d > 0) {
     if (devices > 0 && devices != env->local_world_size) {
-      fsCC_seterr("launch: the launcher started %d process(es) on this node (LOCAL_WORLD_SIZE) "
+      fsT_seterr("launch: the launcher started %d process(es) on this node (LOCAL_WORLD_SIZE) "
                   "but the script asks for devices=%d", env->local_world_size, devices);
       return FSLN_ERROR;
     }
     return FSLN_RANK;
   }
   if (devices < 1 || devices > FSCC_MAX_WORLD) {
-    fsCC_seterr("launch: devices=%d is outside 1..%d", devices, FSCC_MAX_WORLD);
+    fsT_seterr("launch: devices=%d is outside 1..%d", devices, FSCC_MAX_WORLD);
     return FSLN_ERROR;
   }
   *env = (fsLN_env){.world_size = devices, .local_world_size = devices, .listen_fd = -1};
@@ -383,7 +383,7 @@ fsCC_comm *fsLN_connect(fsLN_env *env, fsCC_transport t, const fsCC_config *cfg)
   int lfd = env->listen_fd;
   env->listen_fd = -1;
   if (t == FSCC_SHM && env->local_world_size != env->world_size) {
-    fsCC_seterr("the shm transport joins the ranks of one host, but this run spans %d nodes",
+    fsT_seterr("the shm transport joins the ranks of one host, but this run spans %d nodes",
                 env->world_size / env->local_world_size);
     if (lfd >= 0) close(lfd);
     return NULL;

@@ -31,7 +31,7 @@ typedef struct fsLN_env {
 typedef enum fsLN_role { FSLN_ERROR = -1, FSLN_RANK, FSLN_SUPERVISOR } fsLN_role;
 
 /* Reads the launcher's variables: 1 and *env filled when this process was
- * started as a rank, 0 when not, -1 when they are malformed (fsCC_error). */
+ * started as a rank, 0 when not, -1 when they are malformed (fsT_error). */
 int fsLN_detect(fsLN_env *env);
 
 /* FSLN_RANK: this process is rank env->rank; it runs the script and exits
@@ -39,9 +39,9 @@ int fsLN_detect(fsLN_env *env);
  * FSLN_SUPERVISOR: the ranks have ended; *status is the process's exit
  * status: 0 when every rank exited 0; 1 when the first rank found failed exited
  * with 1 (a script error, which that rank reported); 3 when it died of a
- * signal or exited with another status.  On failure fsCC_error() names the
+ * signal or exited with another status.  On failure fsT_error() names the
  * rank and how it ended, and no rank process is left behind.
- * FSLN_ERROR: nothing was started (fsCC_error). */
+ * FSLN_ERROR: nothing was started (fsT_error). */
 fsLN_role fsLN_launch(int devices, fsLN_env *env, int *status);
 
 /* A rank's communicator: the rendezvous at MASTER_ADDR:MASTER_PORT, then the

@@ -71,16 +71,16 @@ static int xfer(int fd, void *buf, size_t n, bool out, double deadline, const ch
     }
     if (k < 0 && errno == EINTR) continue;
     if (k == 0 || errno == ECONNRESET || errno == EPIPE) {
-      fsCC_seterr("rendezvous: %s closed the connection (it exited or crashed)", who);
+      fsT_seterr("rendezvous: %s closed the connection (it exited or crashed)", who);
       return -1;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      fsCC_seterr("rendezvous: %s: %s", who, strerror(errno));
+      fsT_seterr("rendezvous: %s: %s", who, strerror(errno));
       return -1;
     }
     int w = wait_fd(fd, out ? POLLOUT : POLLIN, deadline);
     if (w <= 0) {
-      fsCC_seterr("rendezvous: timed out waiting for %s", who);
+      fsT_seterr("rendezvous: timed out waiting for %s", who);
       return -1;
     }
   }
@@ -112,11 +112,11 @@ static int recv_frame(int fd, uint32_t seq, void *buf, size_t n, double deadline
   if (xfer(fd, h, sizeof h, false, deadline, who) < 0) return -1;
   uint64_t len = (uint64_t)get32(h + 8) << 32 | get32(h + 12);
   if (get32(h) != RV_MAGIC) {
-    fsCC_seterr("rendezvous: %s does not speak the fabricscript rendezvous protocol", who);
+    fsT_seterr("rendezvous: %s does not speak the fabricscript rendezvous protocol", who);
     return -1;
   }
   if (get32(h + 4) != seq || len != n) {
-    fsCC_seterr("rendezvous: %s sent exchange #%u of %llu bytes where #%u of %zu was expected "
+    fsT_seterr("rendezvous: %s sent exchange #%u of %llu bytes where #%u of %zu was expected "
                 "(ranks disagree on the calls)", who, get32(h + 4), (unsigned long long)len, seq, n);
     return -1;
   }
@@ -130,7 +130,7 @@ static struct addrinfo *resolve(const char *addr, int port, bool passive) {
                            .ai_flags = passive ? AI_PASSIVE : 0}, *ai;
   int rc = getaddrinfo(addr, ps, &hints, &ai);
   if (rc) {
-    fsCC_seterr("rendezvous: cannot resolve MASTER_ADDR %s: %s", addr, gai_strerror(rc));
+    fsT_seterr("rendezvous: cannot resolve MASTER_ADDR %s: %s", addr, gai_strerror(rc));
     return NULL;
   }
   return ai;
@@ -143,7 +143,7 @@ int fsLN_rdzv_listen(const char *addr, int *port) {
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
       bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, FSCC_MAX_WORLD) < 0 ||
       nonblocking(fd) < 0) {
-    fsCC_seterr("rendezvous: cannot listen on %s:%d: %s", addr, *port, strerror(errno));
+    fsT_seterr("rendezvous: cannot listen on %s:%d: %s", addr, *port, strerror(errno));
     if (fd >= 0) close(fd);
     freeaddrinfo(ai);
     return -1;
@@ -165,7 +165,7 @@ static int accept_all(fsLN_rdzv *rv, int lfd, const char *addr, int port, double
       size_t k = 0;
       for (int r = 1; r < rv->world && k + 16 < sizeof who; r++)
         if (rv->fd[r] < 0) k += (size_t)snprintf(who + k, sizeof who - k, "%s%d", k ? ", " : "", r);
-      fsCC_seterr("rendezvous: timed out after %g s on %s:%d waiting for rank(s) %s to join",
+      fsT_seterr("rendezvous: timed out after %g s on %s:%d waiting for rank(s) %s to join",
                   rv->timeout, addr, port, who);
       return -1;
     }
@@ -180,9 +180,9 @@ static int accept_all(fsLN_rdzv *rv, int lfd, const char *addr, int port, double
     int r = (int)get32(hello), w = (int)get32(hello + 4);
     if (w != rv->world || r < 1 || r >= rv->world || rv->fd[r] >= 0) {
       if (w != rv->world)
-        fsCC_seterr("rendezvous: rank %d joined with WORLD_SIZE=%d, rank 0 has %d", r, w, rv->world);
+        fsT_seterr("rendezvous: rank %d joined with WORLD_SIZE=%d, rank 0 has %d", r, w, rv->world);
       else
-        fsCC_seterr("rendezvous: a process joined as rank %d of %d, which is %s", r, w,
+        fsT_seterr("rendezvous: a process joined as rank %d of %d, which is %s", r, w,
                     r < 1 || r >= w ? "not a joining rank" : "already taken");
       close(fd);
       return -1;
@@ -223,7 +223,7 @@ static int join(fsLN_rdzv *rv, const char *addr, int port, double deadline) {
   }
   freeaddrinfo(ai);
   if (fd < 0) {
-    fsCC_seterr("rendezvous: rank %d cannot reach rank 0 at %s:%d within %g s: %s", rv->rank,
+    fsT_seterr("rendezvous: rank %d cannot reach rank 0 at %s:%d within %g s: %s", rv->rank,
                 addr, port, rv->timeout, strerror(err ? err : errno));
     return -1;
   }
@@ -240,14 +240,14 @@ static int join(fsLN_rdzv *rv, const char *addr, int port, double deadline) {
 fsLN_rdzv *fsLN_rdzv_open(const char *addr, int port, int rank, int world, double timeout,
                           int listen_fd) {
   if (world < 1 || world > FSCC_MAX_WORLD || rank < 0 || rank >= world) {
-    fsCC_seterr("rendezvous: rank %d of world %d is out of range (world 1..%d)", rank, world,
+    fsT_seterr("rendezvous: rank %d of world %d is out of range (world 1..%d)", rank, world,
                 FSCC_MAX_WORLD);
     if (listen_fd >= 0) close(listen_fd);
     return NULL;
   }
   fsLN_rdzv *rv = calloc(1, sizeof *rv);
   if (!rv) {
-    fsCC_seterr("rendezvous: out of memory");
+    fsT_seterr("rendezvous: out of memory");
     if (listen_fd >= 0) close(listen_fd);
     return NULL;
   }

@@ -7,7 +7,7 @@
  * closed one tells a waiting rank that a peer died.  Every exchange goes
  * through rank 0 (a star) and is framed with a sequence number and a length,
  * so ranks that call different exchanges fail with an error, never garbage.
- * Errors: -1 / NULL and fsCC_error() (comm.h). */
+ * Errors: -1 / NULL and fsT_error() (comm.h). */
 #ifndef FS_RENDEZVOUS_H
 #define FS_RENDEZVOUS_H
 

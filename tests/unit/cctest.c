@@ -36,7 +36,7 @@ static int rdzv_rank(int rank, int world, void *arg) {
   if (rank) close(j->lfd);
   fsLN_rdzv *rv = fsLN_rdzv_open("127.0.0.1", j->port, rank, world, 60, rank ? -1 : j->lfd);
   if (!rv) {
-    fprintf(stderr, "rank %d: %s\n", rank, fsCC_error());
+    fprintf(stderr, "rank %d: %s\n", rank, fsT_error());
     return 1;
   }
   int rc = j->fn(rv, j->arg);

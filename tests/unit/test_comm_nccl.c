@@ -46,14 +46,14 @@ static int device_count(char *why, size_t len) {
 static int body_ids(int rank, int world, void *arg) {
   unsigned char a[FSCC_NCCL_ID_BYTES], b[FSCC_NCCL_ID_BYTES], zero[FSCC_NCCL_ID_BYTES] = {0};
   if (fsCC_nccl_unique_id(a) < 0 || fsCC_nccl_unique_id(b) < 0) {
-    fprintf(stderr, "%s\n", fsCC_error());
+    fprintf(stderr, "%s\n", fsT_error());
     return 1;
   }
   CC_CHECK(memcmp(a, b, sizeof a) != 0 && memcmp(a, zero, sizeof a) != 0);
   if (*(int *)arg == 0) { /* no device: opening says so */
     fsCC_config cfg = {.rank = 0, .world = 1};
     CC_CHECK(fsCC_nccl_open(a, &cfg) == NULL);
-    CC_CHECK(strstr(fsCC_error(), "no CUDA device"));
+    CC_CHECK(strstr(fsT_error(), "no CUDA device"));
   }
   return 0;
 }
@@ -90,7 +90,7 @@ static double expect(fsCC_op op, int world, size_t i) {
 static int body_collectives(fsLN_rdzv *rv, void *arg) {
   fsCC_config cfg = {.local_rank = fsLN_rdzv_rank(rv), .timeout = 120};
   fsCC_comm *c = fsCC_connect(rv, FSCC_NCCL, &cfg);
-  if (!c) fprintf(stderr, "%s\n", fsCC_error());
+  if (!c) fprintf(stderr, "%s\n", fsT_error());
   CC_CHECK(c);
   CC_CHECK(c->device == FS_DEV_CUDA);
   const size_t n = 1001, w = (size_t)c->world;
@@ -108,7 +108,7 @@ static int body_collectives(fsLN_rdzv *rv, void *arg) {
            fsCC_all_reduce(c, dev, n, dt, op) < 0 ||
            cudaMemcpy(host, dev, n * es, cudaMemcpyDeviceToHost) != cudaSuccess;
       for (size_t i = 0; !rc && i < n; i++) rc = get(dt, host, i) != expect(op, c->world, i);
-      if (rc) fprintf(stderr, "all_reduce %s %s: %s\n", fsT_dtype_name(dt), fsCC_op_name(op), fsCC_error());
+      if (rc) fprintf(stderr, "all_reduce %s %s: %s\n", fsT_dtype_name(dt), fsCC_op_name(op), fsT_error());
     }
     /* all_gather of n per rank, then reduce_scatter of that back to n */
     for (size_t i = 0; !rc && i < n; i++) put(dt, host, i, val(c->rank, i));
@@ -125,7 +125,7 @@ static int body_collectives(fsLN_rdzv *rv, void *arg) {
          fsCC_broadcast(c, dev, n, dt, c->world - 1) < 0 ||
          cudaMemcpy(host, dev, n * es, cudaMemcpyDeviceToHost) != cudaSuccess;
     for (size_t i = 0; !rc && i < n; i++) rc = get(dt, host, i) != val(c->world - 1, i);
-    if (rc) fprintf(stderr, "%s: %s\n", fsT_dtype_name(dt), fsCC_error());
+    if (rc) fprintf(stderr, "%s: %s\n", fsT_dtype_name(dt), fsT_error());
   }
   rc = rc || fsCC_barrier(c) < 0;
   fs_tensor t = {.dtype = FS_F32, .device = FS_DEV_CPU, .numel = 1, .data = host};

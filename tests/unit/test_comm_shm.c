@@ -33,7 +33,7 @@ static int rank_main(int rank, int world, void *arg) {
   fsCC_config cfg = {.rank = rank, .world = world, .timeout = j->timeout};
   fsCC_comm *c = fsCC_shm_open(j->name, &cfg);
   if (!c) {
-    fprintf(stderr, "rank %d: %s\n", rank, fsCC_error());
+    fprintf(stderr, "rank %d: %s\n", rank, fsT_error());
     return 1;
   }
   int rc = j->body(c, j->arg);
@@ -46,7 +46,7 @@ static int run(int world, size_t staging, double timeout, int (*body)(fsCC_comm 
                void *arg) {
   job j = {.timeout = timeout ? timeout : 60, .body = body, .arg = arg};
   cc_shm_name(j.name, sizeof j.name);
-  if (fsCC_shm_create(j.name, world, staging) < 0) fail_msg("%s", fsCC_error());
+  if (fsCC_shm_create(j.name, world, staging) < 0) fail_msg("%s", fsT_error());
   int failed = cc_fork_ranks(world, rank_main, &j);
   shm_unlink(j.name);
   return failed;
@@ -100,7 +100,7 @@ static int body_all_reduce(fsCC_comm *c, void *arg) {
   CC_CHECK(buf);
   fill(p->dt, c->rank, buf, p->count, 0);
   int rc = fsCC_all_reduce(c, buf, p->count, p->dt, p->op);
-  if (rc) fprintf(stderr, "%s\n", fsCC_error());
+  if (rc) fprintf(stderr, "%s\n", fsT_error());
   for (size_t i = 0; !rc && i < p->count; i++) {
     expect_reduce(p->dt, p->op, c->world, i, want);
     if (memcmp(buf + i * es, want, es)) {
@@ -122,7 +122,7 @@ static int body_all_gather(fsCC_comm *c, void *arg) {
   if (!rc) {
     fill(p->dt, c->rank, send, n, 0);
     rc = fsCC_all_gather(c, send, recv, n, p->dt) != 0;
-    if (rc) fprintf(stderr, "%s\n", fsCC_error());
+    if (rc) fprintf(stderr, "%s\n", fsT_error());
   }
   for (int r = 0; !rc && r < c->world; r++) {
     fill(p->dt, r, want, n, 0);
@@ -142,7 +142,7 @@ static int body_reduce_scatter(fsCC_comm *c, void *arg) {
   if (!rc) {
     fill(p->dt, c->rank, send, total, 0);
     rc = fsCC_reduce_scatter(c, send, recv, n, p->dt, p->op) != 0;
-    if (rc) fprintf(stderr, "%s\n", fsCC_error());
+    if (rc) fprintf(stderr, "%s\n", fsT_error());
   }
   for (size_t i = 0; !rc && i < n; i++) {
     expect_reduce(p->dt, p->op, c->world, (size_t)c->rank * n + i, want);
@@ -239,7 +239,7 @@ static int body_bufs(fsCC_comm *c, void *arg) {
         free(bufs[i].data);
       }
       if (rc) {
-        fprintf(stderr, "all_reduce_bufs %s %s: %s\n", fsT_dtype_name(dt), fsCC_op_name(op), fsCC_error());
+        fprintf(stderr, "all_reduce_bufs %s %s: %s\n", fsT_dtype_name(dt), fsCC_op_name(op), fsT_error());
         return 1;
       }
     }
@@ -338,10 +338,10 @@ static void test_repeatable(void **state) { assert_int_equal(run(3, SMALL_STAGIN
 static int body_mismatch(fsCC_comm *c, void *arg) {
   float v[5] = {0};
   CC_CHECK(fsCC_all_reduce(c, v, c->rank ? 5 : 4, FS_F32, FSCC_SUM) < 0);
-  CC_CHECK(strstr(fsCC_error(), "collective mismatch"));
-  CC_CHECK(strstr(fsCC_error(), "all_reduce(4 x float32)") || strstr(fsCC_error(), "all_reduce(5 x float32)"));
+  CC_CHECK(strstr(fsT_error(), "collective mismatch"));
+  CC_CHECK(strstr(fsT_error(), "all_reduce(4 x float32)") || strstr(fsT_error(), "all_reduce(5 x float32)"));
   CC_CHECK(fsCC_barrier(c) < 0); /* aborted for good */
-  CC_CHECK(strstr(fsCC_error(), "aborted"));
+  CC_CHECK(strstr(fsT_error(), "aborted"));
   return 0;
 }
 
@@ -351,8 +351,8 @@ static void test_mismatch(void **state) { assert_int_equal(run(2, SMALL_STAGING,
 static int body_dead_peer(fsCC_comm *c, void *arg) {
   if (c->rank == 1) _exit(0);
   CC_CHECK(fsCC_barrier(c) < 0);
-  CC_CHECK(strstr(fsCC_error(), "rank 1 (pid"));
-  CC_CHECK(strstr(fsCC_error(), "died"));
+  CC_CHECK(strstr(fsT_error(), "rank 1 (pid"));
+  CC_CHECK(strstr(fsT_error(), "died"));
   return 0;
 }
 
@@ -375,8 +375,8 @@ static int body_absent(fsCC_comm *c, void *arg) {
   int rc = fsCC_all_reduce(c, &v, 1, FS_F32, FSCC_SUM);
   CC_CHECK(write(p[1], "x", 1) == 1);
   CC_CHECK(rc < 0);
-  CC_CHECK(strstr(fsCC_error(), "timed out after 0.3 s waiting for rank(s) 2") ||
-           strstr(fsCC_error(), "failed, the collective is abandoned"));
+  CC_CHECK(strstr(fsT_error(), "timed out after 0.3 s waiting for rank(s) 2") ||
+           strstr(fsT_error(), "failed, the collective is abandoned"));
   return 0;
 }
 
@@ -395,7 +395,7 @@ static int body_left(fsCC_comm *c, void *arg) {
     _exit(0);
   }
   CC_CHECK(fsCC_barrier(c) < 0);
-  CC_CHECK(strstr(fsCC_error(), "barrier: rank 1 has finished (it closed its communicator)"));
+  CC_CHECK(strstr(fsT_error(), "barrier: rank 1 has finished (it closed its communicator)"));
   return 0;
 }
 
@@ -404,16 +404,16 @@ static void test_left(void **state) { assert_int_equal(run(2, SMALL_STAGING, 600
 static int body_bad_args(fsCC_comm *c, void *arg) {
   float v[2] = {1, 2};
   CC_CHECK(fsCC_broadcast(c, v, 2, FS_F32, c->world) < 0);
-  CC_CHECK(strstr(fsCC_error(), "src=2 is not a rank of a world of 2"));
+  CC_CHECK(strstr(fsT_error(), "src=2 is not a rank of a world of 2"));
   CC_CHECK(fsCC_all_reduce(c, NULL, 2, FS_F32, FSCC_SUM) < 0);
-  CC_CHECK(strstr(fsCC_error(), "NULL buffer"));
+  CC_CHECK(strstr(fsT_error(), "NULL buffer"));
   CC_CHECK(fsCC_all_reduce(c, v, 2, FS_F32, (fsCC_op)9) < 0);
-  CC_CHECK(strstr(fsCC_error(), "unknown reduce op"));
+  CC_CHECK(strstr(fsT_error(), "unknown reduce op"));
   CC_CHECK(fsCC_all_gather(c, v, v, SIZE_MAX / 4, FS_F32) < 0);
-  CC_CHECK(strstr(fsCC_error(), "overflow"));
+  CC_CHECK(strstr(fsT_error(), "overflow"));
   fs_tensor meta = {.dtype = FS_F32, .device = FS_DEV_META, .numel = 2};
   CC_CHECK(fsCC_all_reduce_tensor(c, &meta, FSCC_SUM) < 0);
-  CC_CHECK(strstr(fsCC_error(), "tensor is on meta but the shm communicator works on cpu"));
+  CC_CHECK(strstr(fsT_error(), "tensor is on meta but the shm communicator works on cpu"));
   /* rejected calls never reach the peers: the communicator still works */
   fs_tensor t = {.dtype = FS_F32, .device = FS_DEV_CPU, .numel = 2, .data = v};
   CC_CHECK(fsCC_all_reduce_tensor(c, &t, FSCC_SUM) == 0 && v[0] == 2 && v[1] == 4);
@@ -424,7 +424,7 @@ static int body_bad_args(fsCC_comm *c, void *arg) {
   fs_tensor tw = {.dtype = FS_F32, .device = FS_DEV_CPU, .numel = 1, .data = &w};
   fs_tensor *both[2] = {&t, &tw}, *mixed[2] = {&ti, &t};
   CC_CHECK(fsCC_all_reduce_tensors(c, mixed, 2, FSCC_SUM) < 0);
-  CC_CHECK(strstr(fsCC_error(), "tensor 1 is float32, tensor 0 is int64 (one dtype per call)"));
+  CC_CHECK(strstr(fsT_error(), "tensor 1 is float32, tensor 0 is int64 (one dtype per call)"));
   CC_CHECK(fsCC_all_reduce_tensors(c, both, 2, FSCC_SUM) == 0 && v[0] == 4 && v[1] == 8 && w == 10);
   return 0;
 }
@@ -438,7 +438,7 @@ static int body_gather_tensor(fsCC_comm *c, void *arg) {
   fs_tensor *g = fsCC_all_gather_tensor(c, t);
   fs_tensor *deep = fsT_new(FS_F32, FS_DEV_CPU, FS_MAX_RANK, shape);
   fs_tensor *none = deep ? fsCC_all_gather_tensor(c, deep) : NULL;
-  int rc = !g || !deep || none || !strstr(fsCC_error(), "more than 8 dimensions") ||
+  int rc = !g || !deep || none || !strstr(fsT_error(), "more than 8 dimensions") ||
            g->rank != 3 || g->shape[0] != c->world || g->shape[1] != 2 || g->shape[2] != 3;
   for (int64_t i = 0; !rc && i < 6 * c->world; i++) rc = fsT_i64(g)[i] != (i / 6) * 10 + i % 6;
   fsT_release(t);
@@ -457,34 +457,34 @@ static void test_bad_args(void **state) { assert_int_equal(run(2, SMALL_STAGING,
 static void test_open_errors(void **state) {
   fsCC_config cfg = {.rank = 0, .world = 2};
   assert_null(fsCC_shm_open("/fstest-no-such-segment", &cfg));
-  assert_non_null(strstr(fsCC_error(), "/fstest-no-such-segment"));
+  assert_non_null(strstr(fsT_error(), "/fstest-no-such-segment"));
   assert_int_equal(fsCC_shm_create("/x", FSCC_MAX_WORLD + 1, 0), -1);
-  assert_non_null(strstr(fsCC_error(), "out of range"));
+  assert_non_null(strstr(fsT_error(), "out of range"));
   assert_int_equal(fsCC_shm_create("/x", 2, 16), -1);
-  assert_non_null(strstr(fsCC_error(), "staging"));
+  assert_non_null(strstr(fsT_error(), "staging"));
 
   char name[64];
   cc_shm_name(name, sizeof name);
   assert_int_equal(fsCC_shm_create(name, 2, SMALL_STAGING), 0);
   assert_int_equal(fsCC_shm_create(name, 2, SMALL_STAGING), -1); /* exists */
-  assert_non_null(strstr(fsCC_error(), "File exists"));
+  assert_non_null(strstr(fsT_error(), "File exists"));
   fsCC_comm *a = fsCC_shm_open(name, &cfg);
   assert_non_null(a);
   assert_null(fsCC_shm_open(name, &cfg));
-  assert_non_null(strstr(fsCC_error(), "rank 0 is already attached"));
+  assert_non_null(strstr(fsT_error(), "rank 0 is already attached"));
   fsCC_destroy(a);
   assert_null(fsCC_shm_open(name, &cfg));
-  assert_non_null(strstr(fsCC_error(), "rank 0 has already been and left"));
+  assert_non_null(strstr(fsT_error(), "rank 0 has already been and left"));
   cfg.world = 3;
   cfg.rank = 1;
   assert_null(fsCC_shm_open(name, &cfg));
-  assert_non_null(strstr(fsCC_error(), "made for 2 ranks"));
+  assert_non_null(strstr(fsT_error(), "made for 2 ranks"));
   cfg.rank = 3;
   assert_null(fsCC_shm_open(name, &cfg));
-  assert_non_null(strstr(fsCC_error(), "rank 3 of world 3 is out of range"));
+  assert_non_null(strstr(fsT_error(), "rank 3 of world 3 is out of range"));
   shm_unlink(name);
   assert_int_equal(fsCC_barrier(NULL), -1);
-  assert_non_null(strstr(fsCC_error(), "no communicator"));
+  assert_non_null(strstr(fsT_error(), "no communicator"));
 }
 
 static void test_op_names(void **state) {

@@ -104,7 +104,7 @@ static int body_collectives(fsLN_env *env) {
   CC_CHECK(!strcmp(getenv("MASTER_ADDR"), "127.0.0.1"));
   fsCC_config cfg = {.timeout = 30, .staging = 1024};
   fsCC_comm *c = fsLN_connect(env, FSCC_SHM, &cfg);
-  if (!c) fprintf(stderr, "%s\n", fsCC_error());
+  if (!c) fprintf(stderr, "%s\n", fsT_error());
   CC_CHECK(c);
   float v[600];
   for (int i = 0; i < 600; i++) v[i] = (float)(env->rank + i);
@@ -179,9 +179,9 @@ static int swept_segments_left(void) {
 static void test_abort(void **state) {
   captured cap;
   assert_int_equal(launch(3, body_abort, &cap), 3);
-  assert_non_null(strstr(fsCC_error(), "rank 1 (pid"));
-  assert_non_null(strstr(fsCC_error(), "killed by signal 6"));
-  assert_non_null(strstr(fsCC_error(), "the other ranks were stopped"));
+  assert_non_null(strstr(fsT_error(), "rank 1 (pid"));
+  assert_non_null(strstr(fsT_error(), "killed by signal 6"));
+  assert_non_null(strstr(fsT_error(), "the other ranks were stopped"));
   assert_int_equal(swept_segments_left(), 0); /* rank 0's segment was swept */
 }
 
@@ -194,8 +194,8 @@ static int body_exit(fsLN_env *env) {
 static void test_script_error(void **state) {
   captured cap;
   assert_int_equal(launch(2, body_exit, &cap), 1);
-  assert_non_null(strstr(fsCC_error(), "rank 1 (pid"));
-  assert_non_null(strstr(fsCC_error(), "exited with status 1"));
+  assert_non_null(strstr(fsT_error(), "rank 1 (pid"));
+  assert_non_null(strstr(fsT_error(), "exited with status 1"));
 }
 
 /* A single device: no fork, this process is rank 0. */
@@ -214,7 +214,7 @@ static void test_single(void **state) {
   assert_true(v == 2);
   fsCC_destroy(c);
   assert_int_equal(fsLN_launch(0, &env, &status), FSLN_ERROR);
-  assert_non_null(strstr(fsCC_error(), "devices=0 is outside 1..64"));
+  assert_non_null(strstr(fsT_error(), "devices=0 is outside 1..64"));
 }
 
 /* Processes started by someone else (as torchrun would) join, no fork. */
@@ -252,7 +252,7 @@ static void expect_detect_error(const char *want) {
   fsLN_env env;
   int status;
   assert_int_equal(fsLN_launch(2, &env, &status), FSLN_ERROR);
-  if (!strstr(fsCC_error(), want)) fail_msg("wanted \"%s\", got \"%s\"", want, fsCC_error());
+  if (!strstr(fsT_error(), want)) fail_msg("wanted \"%s\", got \"%s\"", want, fsT_error());
 }
 
 static void test_bad_environment(void **state) {
@@ -274,7 +274,7 @@ static void test_bad_environment(void **state) {
   assert_int_equal(env.local_world_size, 1);
   fsCC_config cfg = {0};
   assert_null(fsLN_connect(&env, FSCC_SHM, &cfg));
-  assert_non_null(strstr(fsCC_error(), "shm transport joins the ranks of one host, but this run spans 2 nodes"));
+  assert_non_null(strstr(fsT_error(), "shm transport joins the ranks of one host, but this run spans 2 nodes"));
   clear_env(state);
   /* an allocation's shell is not a rank; srun's tasks are */
   setenv("SLURM_NTASKS", "2", 1);

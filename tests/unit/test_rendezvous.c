@@ -37,7 +37,7 @@ static int rank_main(int rank, int world, void *arg) {
   fsLN_rdzv *rv = fsLN_rdzv_open("127.0.0.1", s->port, rank, w, s->timeout, lfd);
   if (!rv) {
     if (s->on_fail) return s->on_fail(rank, s->arg);
-    fprintf(stderr, "rank %d: %s\n", rank, fsCC_error());
+    fprintf(stderr, "rank %d: %s\n", rank, fsT_error());
     return 1;
   }
   int rc = s->body ? s->body(rv, s->arg) : 0;
@@ -83,7 +83,7 @@ static int late_main(int rank, int world, void *arg) {
   if (rank == 0) usleep(300 * 1000);
   fsLN_rdzv *rv = fsLN_rdzv_open("127.0.0.1", s->port, rank, world, 30, -1);
   if (!rv) {
-    fprintf(stderr, "rank %d: %s\n", rank, fsCC_error());
+    fprintf(stderr, "rank %d: %s\n", rank, fsT_error());
     return 1;
   }
   int rc = body_exchange(rv, NULL);
@@ -99,8 +99,8 @@ static void test_rank0_late(void **state) {
 
 static int expect_error(int rank, void *arg) {
   const char *want = arg;
-  if (strstr(fsCC_error(), want)) return 0;
-  fprintf(stderr, "rank %d: wanted \"%s\", got \"%s\"\n", rank, want, fsCC_error());
+  if (strstr(fsT_error(), want)) return 0;
+  fprintf(stderr, "rank %d: wanted \"%s\", got \"%s\"\n", rank, want, fsT_error());
   return 1;
 }
 
@@ -109,14 +109,14 @@ static void test_join_timeout(void **state) {
   int port = 0, lfd = fsLN_rdzv_listen("127.0.0.1", &port);
   assert_true(lfd >= 0);
   assert_null(fsLN_rdzv_open("127.0.0.1", port, 0, 3, 0.3, lfd));
-  assert_non_null(strstr(fsCC_error(), "waiting for rank(s) 1, 2 to join"));
+  assert_non_null(strstr(fsT_error(), "waiting for rank(s) 1, 2 to join"));
   /* and nobody listens for rank 1 */
   assert_null(fsLN_rdzv_open("127.0.0.1", port, 1, 2, 0.3, -1));
-  assert_non_null(strstr(fsCC_error(), "rank 1 cannot reach rank 0 at 127.0.0.1"));
+  assert_non_null(strstr(fsT_error(), "rank 1 cannot reach rank 0 at 127.0.0.1"));
   assert_null(fsLN_rdzv_open("127.0.0.1", port, 2, 2, 1, -1));
-  assert_non_null(strstr(fsCC_error(), "out of range"));
+  assert_non_null(strstr(fsT_error(), "out of range"));
   assert_null(fsLN_rdzv_open("no-such-host.invalid", port, 1, 2, 1, -1));
-  assert_non_null(strstr(fsCC_error(), "cannot resolve MASTER_ADDR no-such-host.invalid"));
+  assert_non_null(strstr(fsT_error(), "cannot resolve MASTER_ADDR no-such-host.invalid"));
 }
 
 static int rank0_only_fails(int rank, void *arg) {
@@ -134,7 +134,7 @@ static int body_dies(fsLN_rdzv *rv, void *arg) {
   int me = fsLN_rdzv_rank(rv);
   if (me == 2) _exit(0);
   CC_CHECK(fsLN_rdzv_barrier(rv) < 0);
-  CC_CHECK(strstr(fsCC_error(), me == 0 ? "rank 2 closed the connection" : "rank 0 closed the connection"));
+  CC_CHECK(strstr(fsT_error(), me == 0 ? "rank 2 closed the connection" : "rank 0 closed the connection"));
   return 0;
 }
 
@@ -144,7 +144,7 @@ static int body_disagree(fsLN_rdzv *rv, void *arg) {
   char b[8] = {0}, all[16];
   int rc = fsLN_rdzv_rank(rv) == 0 ? fsLN_rdzv_broadcast(rv, b, 8) : fsLN_rdzv_allgather(rv, b, all, 4);
   CC_CHECK(rc < 0);
-  CC_CHECK(strstr(fsCC_error(), fsLN_rdzv_rank(rv) == 0 ? "ranks disagree" : "closed the connection"));
+  CC_CHECK(strstr(fsT_error(), fsLN_rdzv_rank(rv) == 0 ? "ranks disagree" : "closed the connection"));
   return 0;
 }
 
