@@ -3,16 +3,25 @@
 #include "datatest.h"
 
 #include <dirent.h>
-#include <stdarg.h>
-#include <setjmp.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#include <cmocka.h>
+
+char *dt_dir;
+
+int dt_setup(void **state) {
+  dt_dir = dt_mkdtemp();
+  return 0;
+}
+
+int dt_teardown(void **state) {
+  dt_rmdir(dt_dir);
+  dt_dir = NULL;
+  return 0;
+}
 
 char *dt_mkdtemp(void) {
   const char *base = getenv("TMPDIR");

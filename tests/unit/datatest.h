@@ -3,7 +3,19 @@
 #ifndef FS_DATATEST_H
 #define FS_DATATEST_H
 
+/* cmocka's prerequisites, then cmocka: every user is a cmocka test */
+#include <stdarg.h>
+#include <setjmp.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* The scratch-directory fixture: dt_dir is a fresh directory during each
+ * test run through DT_TEST, removed with its files afterwards. */
+extern char *dt_dir;
+int dt_setup(void **state);
+int dt_teardown(void **state);
+#define DT_TEST(f) cmocka_unit_test_setup_teardown(f, dt_setup, dt_teardown)
 
 /* A fresh directory under $TMPDIR (or /tmp); remove it with dt_rmdir. */
 char *dt_mkdtemp(void);

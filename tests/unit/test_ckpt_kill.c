@@ -3,36 +3,29 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <setjmp.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <cmocka.h>
 
 #include "datatest.h"
 #include "safetensors.h"
 
 #define NUMEL (4u << 20) /* 16 MiB of f32 per checkpoint */
 
-static char *dir;
 static float *buf;
 
 static int setup(void **state) {
-  dir = dt_mkdtemp();
+  dt_setup(state);
   buf = malloc(NUMEL * sizeof *buf);
   return buf ? 0 : -1;
 }
 
 static int teardown(void **state) {
-  dt_rmdir(dir);
   free(buf);
-  return 0;
+  return dt_teardown(state);
 }
 
 static const int64_t shape[2] = {NUMEL / 1024, 1024};
@@ -71,7 +64,7 @@ static uint64_t verify(const char *path) {
 }
 
 static int temp_files(void) {
-  DIR *d = opendir(dir);
+  DIR *d = opendir(dt_dir);
   struct dirent *e;
   int n = 0;
   while (d && (e = readdir(d))) n += strstr(e->d_name, ".tmp.") != NULL;
@@ -88,7 +81,7 @@ static void kill_child(pid_t pid) {
 
 /* Killed after writing half of the new data: the old file is untouched. */
 static void test_kill_mid_write(void **state) {
-  char *p = dt_path(dir, "ckpt.safetensors"), *err = NULL;
+  char *p = dt_path(dt_dir, "ckpt.safetensors"), *err = NULL;
   assert_int_equal(save_version(p, 1, &err), 0);
   int ready[2], hold[2];
   assert_int_equal(pipe(ready), 0);
@@ -119,7 +112,7 @@ static void test_kill_mid_write(void **state) {
 /* Killed somewhere in a loop of whole saves: the file is always one
  * complete version. */
 static void test_kill_during_saves(void **state) {
-  char *p = dt_path(dir, "loop.safetensors"), *err = NULL;
+  char *p = dt_path(dt_dir, "loop.safetensors"), *err = NULL;
   assert_int_equal(save_version(p, 1, &err), 0);
   pid_t pid = fork();
   assert_true(pid >= 0);

@@ -2,31 +2,14 @@
  * matching, sliced multi-writer files. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
-#include <stdarg.h>
-#include <setjmp.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <cmocka.h>
 
 #include "datatest.h"
 #include "safetensors.h"
-
-static char *dir;
-
-static int setup(void **state) {
-  dir = dt_mkdtemp();
-  return 0;
-}
-
-static int teardown(void **state) {
-  dt_rmdir(dir);
-  return 0;
-}
 
 /* A small state dict: w f32 [2, 3], b bf16 [3], step i64 [] and an empty
  * f32 [0, 4]. */
@@ -44,7 +27,7 @@ static const fsK_entry entries[] = {
 static const fsK_meta meta[] = {{"format", "pt"}, {"epoch", "3"}};
 
 static char *save_sample(const char *name) {
-  char *p = dt_path(dir, name), *err = NULL;
+  char *p = dt_path(dt_dir, name), *err = NULL;
   if (fsK_save(p, entries, 4, meta, 2, &err) != 0) fail_msg("save: %s", err);
   return p;
 }
@@ -145,7 +128,7 @@ static void test_dtype_conversion(void **state) {
 static void test_no_temp_file_left(void **state) {
   char *p = save_sample("clean.safetensors");
   free(save_sample("clean.safetensors")); /* overwrite in place */
-  DIR *d = opendir(dir);
+  DIR *d = opendir(dt_dir);
   struct dirent *e;
   int files = 0;
   while ((e = readdir(d)))
@@ -159,7 +142,7 @@ static void test_no_temp_file_left(void **state) {
 }
 
 static void test_save_rejects_bad_entries(void **state) {
-  char *p = dt_path(dir, "bad.safetensors"), *err = NULL;
+  char *p = dt_path(dt_dir, "bad.safetensors"), *err = NULL;
   const int64_t neg[1] = {-1};
   fsK_entry dup[2] = {{"x", FS_F32, 1, b_shape, w}, {"x", FS_BF16, 1, b_shape, b}};
   assert_int_equal(fsK_save(p, dup, 2, NULL, 0, &err), -1);
@@ -183,7 +166,7 @@ static void test_save_rejects_bad_entries(void **state) {
   assert_non_null(strstr(err, "must be UTF-8"));
   free(err);
   assert_int_equal(dt_size(p), -1);
-  char *missing_dir = dt_path(dir, "no/such/dir.safetensors");
+  char *missing_dir = dt_path(dt_dir, "no/such/dt_dir.safetensors");
   assert_int_equal(fsK_save(missing_dir, entries, 4, NULL, 0, &err), -1);
   assert_non_null(strstr(err, "cannot create a temporary file next to it"));
   free(err);
@@ -213,7 +196,7 @@ static void expect_open_error(const char *path, const char *text) {
 }
 
 static void test_corrupt_headers(void **state) {
-  char *p = dt_path(dir, "c.safetensors");
+  char *p = dt_path(dt_dir, "c.safetensors");
   const char *one = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
   write_raw(p, one, 8);
   fsK_file f;
@@ -254,14 +237,14 @@ static void test_corrupt_headers(void **state) {
   dt_write(p, "\x01\x00", 2);
   expect_open_error(p, "truncated: 2 bytes, too short for a safetensors header");
   free(p);
-  p = dt_path(dir, "absent.safetensors");
+  p = dt_path(dt_dir, "absent.safetensors");
   expect_open_error(p, "cannot open: No such file or directory");
   free(p);
 }
 
 /* Every proper prefix of a valid file is rejected (and nothing crashes). */
 static void test_every_truncation_fails(void **state) {
-  char *p = save_sample("full.safetensors"), *q = dt_path(dir, "cut.safetensors");
+  char *p = save_sample("full.safetensors"), *q = dt_path(dt_dir, "cut.safetensors");
   size_t n;
   uint8_t *raw = slurp(p, &n);
   for (size_t len = 0; len < n; len++) {
@@ -280,7 +263,7 @@ static void test_every_truncation_fails(void **state) {
 /* Random byte changes in the header: each file opens (and then reads
  * fully) or is rejected with a message; nothing crashes. */
 static void test_mutated_headers(void **state) {
-  char *p = save_sample("orig.safetensors"), *q = dt_path(dir, "mut.safetensors");
+  char *p = save_sample("orig.safetensors"), *q = dt_path(dt_dir, "mut.safetensors");
   size_t n;
   uint8_t *raw = slurp(p, &n), *mut = malloc(n);
   size_t hdr_end = 8 + (size_t)raw[0] + ((size_t)raw[1] << 8);
@@ -356,7 +339,7 @@ static void test_match_and_load(void **state) {
 
 /* Two writers (the owner and an attached one) fill halves of each tensor. */
 static void test_sliced_writers(void **state) {
-  char *p = dt_path(dir, "sharded.safetensors"), *err = NULL;
+  char *p = dt_path(dt_dir, "sharded.safetensors"), *err = NULL;
   float big[1000];
   int64_t idx[10];
   for (int i = 0; i < 1000; i++) big[i] = (float)i * 0.5f;
@@ -396,7 +379,7 @@ static void test_sliced_writers(void **state) {
 /* The same protocol across processes: a forked "rank 1" attaches and
  * writes its half while the owner writes the other. */
 static void test_sliced_writers_two_processes(void **state) {
-  char *p = dt_path(dir, "ranks.safetensors"), *err = NULL;
+  char *p = dt_path(dt_dir, "ranks.safetensors"), *err = NULL;
   enum { N = 1 << 16 };
   float *full = malloc(N * sizeof *full), *got = malloc(N * sizeof *got);
   for (int i = 0; i < N; i++) full[i] = (float)i - 7.25f;
@@ -407,9 +390,9 @@ static void test_sliced_writers_two_processes(void **state) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    fsK_writer w;
-    _exit(fsK_attach(&w, fsK_tmp_path(&owner), NULL) != 0 ||
-          fsK_write(&w, "flat", N / 2, N / 2, full + N / 2, NULL) != 0 || fsK_commit(&w, NULL) != 0);
+    fsK_writer child;
+    _exit(fsK_attach(&child, fsK_tmp_path(&owner), NULL) != 0 ||
+          fsK_write(&child, "flat", N / 2, N / 2, full + N / 2, NULL) != 0 || fsK_commit(&child, NULL) != 0);
   }
   assert_int_equal(fsK_write(&owner, "flat", 0, N / 2, full, &err), 0);
   int status;
@@ -427,7 +410,7 @@ static void test_sliced_writers_two_processes(void **state) {
 }
 
 static void test_abort_removes_temp(void **state) {
-  char *p = dt_path(dir, "ab.safetensors"), *err = NULL;
+  char *p = dt_path(dt_dir, "ab.safetensors"), *err = NULL;
   fsK_writer wr;
   assert_int_equal(fsK_create(&wr, p, entries, 4, NULL, 0, &err), 0);
   char *tmp = strdup(fsK_tmp_path(&wr));
@@ -439,7 +422,7 @@ static void test_abort_removes_temp(void **state) {
   free(p);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T DT_TEST
 
 int main(void) {
   const struct CMUnitTest tests[] = {

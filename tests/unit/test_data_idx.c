@@ -1,31 +1,14 @@
 /* test_data_idx.c -- IDX reader and the MNIST-format data sets. */
 #define _POSIX_C_SOURCE 200809L
-#include <stdarg.h>
-#include <setjmp.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <cmocka.h>
 
 #include "dataset.h"
 #include "datatest.h"
 #include "idx.h"
-
-static char *dir;
-
-static int setup(void **state) {
-  dir = dt_mkdtemp();
-  return 0;
-}
-
-static int teardown(void **state) {
-  dt_rmdir(dir);
-  return 0;
-}
 
 /* 3 images of 2x4 bytes: byte k of image i is 10 * i + k. */
 static void images(uint8_t *px, unsigned count) {
@@ -55,7 +38,7 @@ static void test_reads_plain_and_gzip(void **state) {
   uint8_t px[24];
   images(px, 3);
   for (int gz = 0; gz < 2; gz++) {
-    char *p = dt_path(dir, gz ? "img.gz" : "img");
+    char *p = dt_path(dt_dir, gz ? "img.gz" : "img");
     dt_write_idx(p, gz, 3, (unsigned[]){3, 2, 4}, px, sizeof px);
     fsI_array a;
     char *err = NULL;
@@ -77,7 +60,7 @@ static void test_truncated_data_reports_counts(void **state) {
   uint8_t px[24];
   images(px, 3);
   for (int gz = 0; gz < 2; gz++) {
-    char *p = dt_path(dir, gz ? "short.gz" : "short");
+    char *p = dt_path(dt_dir, gz ? "short.gz" : "short");
     dt_write_idx(p, gz, 3, (unsigned[]){3, 2, 4}, px, 10);
     expect_error(p, 3, "truncated: expected 24 bytes of image data, found 10");
     free(p);
@@ -87,7 +70,7 @@ static void test_truncated_data_reports_counts(void **state) {
 static void test_truncated_gzip_stream(void **state) {
   uint8_t px[4096];
   for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)(i * 7919 >> 3);
-  char *p = dt_path(dir, "cut.gz");
+  char *p = dt_path(dt_dir, "cut.gz");
   dt_write_idx(p, 1, 3, (unsigned[]){64, 8, 8}, px, sizeof px);
   long full = dt_size(p);
   assert_int_equal(truncate(p, full / 2), 0);
@@ -98,14 +81,14 @@ static void test_truncated_gzip_stream(void **state) {
 static void test_trailing_data(void **state) {
   uint8_t px[25] = {0};
   images(px, 3);
-  char *p = dt_path(dir, "long");
+  char *p = dt_path(dt_dir, "long");
   dt_write_idx(p, 0, 3, (unsigned[]){3, 2, 4}, px, sizeof px);
   expect_error(p, 3, "trailing data: expected 24 bytes of image data, found more");
   free(p);
 }
 
 static void test_bad_header(void **state) {
-  char *p = dt_path(dir, "bad");
+  char *p = dt_path(dt_dir, "bad");
   uint8_t labels[3] = {1, 2, 3};
   dt_write_idx(p, 0, 1, (unsigned[]){3}, labels, 3);
   expect_error(p, 3, "not an IDX image file: magic 0x00000801, expected 0x00000803");
@@ -125,7 +108,7 @@ static void test_bad_header(void **state) {
 static void test_corrupt_gzip(void **state) {
   uint8_t px[4096];
   for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)(i * 31);
-  char *p = dt_path(dir, "corrupt.gz");
+  char *p = dt_path(dt_dir, "corrupt.gz");
   dt_write_idx(p, 1, 3, (unsigned[]){64, 8, 8}, px, sizeof px);
   long n = dt_size(p);
   uint8_t *raw = malloc((size_t)n);
@@ -143,10 +126,10 @@ static void test_corrupt_gzip(void **state) {
 }
 
 static void test_missing_file(void **state) {
-  char *p = dt_path(dir, "nope.gz");
+  char *p = dt_path(dt_dir, "nope.gz");
   expect_error(p, 3, "cannot open: No such file or directory");
   free(p);
-  expect_error(dir, 3, "not a regular file");
+  expect_error(dt_dir, 3, "not a regular file");
 }
 
 /* A header claiming far more than the file holds is reported without
@@ -155,7 +138,7 @@ static void test_header_claims_too_much(void **state) {
   uint8_t px[24];
   images(px, 3);
   for (int gz = 0; gz < 2; gz++) {
-    char *p = dt_path(dir, gz ? "huge.gz" : "huge");
+    char *p = dt_path(dt_dir, gz ? "huge.gz" : "huge");
     dt_write_idx(p, gz, 3, (unsigned[]){4000000000u, 4000, 4000}, px, sizeof px);
     expect_error(p, 3, "truncated: expected 64000000000000000 bytes of image data, found 24");
     dt_write_idx(p, gz, 3, (unsigned[]){400000000u, 100, 100}, px, sizeof px);
@@ -168,7 +151,7 @@ static void test_header_claims_too_much(void **state) {
 static void test_mutated_files(void **state) {
   uint8_t px[24];
   images(px, 3);
-  char *p = dt_path(dir, "orig"), *q = dt_path(dir, "mut");
+  char *p = dt_path(dt_dir, "orig"), *q = dt_path(dt_dir, "mut");
   dt_write_idx(p, 0, 3, (unsigned[]){3, 2, 4}, px, sizeof px);
   uint8_t raw[40], mut[40];
   FILE *f = fopen(p, "rb");
@@ -212,11 +195,11 @@ static void write_split(const char *root, const char *split, int gz, unsigned co
 }
 
 static void test_mnist_items(void **state) {
-  write_split(dir, "train", 1, 3, 3, (uint8_t[]){7, 0, 9});
-  write_split(dir, "t10k", 0, 2, 2, (uint8_t[]){4, 5});
+  write_split(dt_dir, "train", 1, 3, 3, (uint8_t[]){7, 0, 9});
+  write_split(dt_dir, "t10k", 0, 2, 2, (uint8_t[]){4, 5});
   fsS_dataset ds;
   char *err = NULL;
-  assert_int_equal(fsS_mnist(&ds, dir, true, &err), 0);
+  assert_int_equal(fsS_mnist(&ds, dt_dir, true, &err), 0);
   assert_int_equal(ds.len, 3);
   assert_int_equal(ds.x.dtype, FS_F32);
   assert_int_equal(ds.x.ndim, 3);
@@ -232,7 +215,7 @@ static void test_mnist_items(void **state) {
   assert_int_equal(y, 9);
   for (int k = 0; k < 8; k++) assert_true(x[k] == (float)(20 + k) / 255.0f);
   fsS_free(&ds);
-  assert_int_equal(fsS_mnist(&ds, dir, false, &err), 0);
+  assert_int_equal(fsS_mnist(&ds, dt_dir, false, &err), 0);
   assert_int_equal(ds.len, 2);
   fsS_get(&ds, 1, x, &y);
   assert_int_equal(y, 5);
@@ -243,7 +226,7 @@ static void test_mnist_items(void **state) {
 static void expect_mnist_error(const char *text) {
   fsS_dataset ds;
   char *err = NULL;
-  assert_int_equal(fsS_mnist(&ds, dir, true, &err), -1);
+  assert_int_equal(fsS_mnist(&ds, dt_dir, true, &err), -1);
   assert_non_null(err);
   if (!strstr(err, text)) fail_msg("error \"%s\" does not contain \"%s\"", err, text);
   free(err);
@@ -253,9 +236,9 @@ static void expect_mnist_error(const char *text) {
 
 static void test_mnist_errors(void **state) {
   expect_mnist_error("/train-images-idx3-ubyte.gz: cannot open: No such file or directory");
-  write_split(dir, "train", 0, 3, 2, (uint8_t[]){1, 2});
+  write_split(dt_dir, "train", 0, 3, 2, (uint8_t[]){1, 2});
   expect_mnist_error("train-labels-idx1-ubyte: 2 labels for the 3 images of");
-  write_split(dir, "train", 0, 3, 3, (uint8_t[]){1, 12, 2});
+  write_split(dt_dir, "train", 0, 3, 3, (uint8_t[]){1, 12, 2});
   expect_mnist_error("train-labels-idx1-ubyte: label 12 of item 1 is not a class in 0..9");
 }
 
@@ -286,7 +269,7 @@ static void test_fashion_mnist_installed(void **state) {
   fsS_free(&ds);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T DT_TEST
 
 int main(void) {
   const struct CMUnitTest tests[] = {

@@ -1,31 +1,14 @@
 /* test_data_sets.c -- TextDataset and RandomDataset. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <stdarg.h>
-#include <setjmp.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
 #include "dataset.h"
 #include "datatest.h"
 
-static char *dir;
-
-static int setup(void **state) {
-  dir = dt_mkdtemp();
-  return 0;
-}
-
-static int teardown(void **state) {
-  dt_rmdir(dir);
-  return 0;
-}
-
 static void test_text_items(void **state) {
-  char *p = dt_path(dir, "t.txt");
+  char *p = dt_path(dt_dir, "t.txt");
   dt_write(p, "hello\xff!", 7);
   fsS_dataset ds;
   char *err = NULL;
@@ -62,15 +45,15 @@ static void expect_text_error(const char *path, int64_t context, const char *tex
 }
 
 static void test_text_errors(void **state) {
-  char *p = dt_path(dir, "short.txt");
+  char *p = dt_path(dt_dir, "short.txt");
   dt_write(p, "abc", 3);
   expect_text_error(p, 3, "3 bytes is too short for context 3 (needs at least 4)");
   expect_text_error(p, 0, "context must be a positive size, not 0");
   free(p);
-  p = dt_path(dir, "absent.txt");
+  p = dt_path(dt_dir, "absent.txt");
   expect_text_error(p, 2, "cannot open: No such file or directory");
   free(p);
-  expect_text_error(dir, 2, "not a regular file");
+  expect_text_error(dt_dir, 2, "not a regular file");
 }
 
 static void test_random_is_deterministic(void **state) {
@@ -141,7 +124,7 @@ static void test_random_errors(void **state) {
   free(err);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T DT_TEST
 
 int main(void) {
   const struct CMUnitTest tests[] = {
