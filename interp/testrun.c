@@ -130,10 +130,12 @@ static int parse_line(fsX_spec *spec, strv *out, strv *args, uint32_t lineno,
   }
   int kind = (rest = keyword_after(c, end, "out:")) ? 'o'
              : (rest = keyword_after(c, end, "args:")) ? 'a'
-             : (rest = keyword_after(c, end, "mode:")) ? 'm' : 0;
+             : (rest = keyword_after(c, end, "mode:")) ? 'm'
+             : (rest = keyword_after(c, end, "warnings:")) ? 'w' : 0;
   if (!kind) return 0;
   if (!whole) {
-    spec->error = fail_line(lineno, "`# out:`, `# args:` and `# mode:` must be whole-line comments");
+    spec->error = fail_line(lineno, "`# out:`, `# args:`, `# mode:` and `# warnings:` must be "
+                                    "whole-line comments");
     return -1;
   }
   if (kind == 'o') {
@@ -145,11 +147,18 @@ static int parse_line(fsX_spec *spec, strv *out, strv *args, uint32_t lineno,
       return -1;
     }
   } else {
+    /* `# mode: check|run`, `# warnings: exact|allowed`: a flag set or cleared */
+    static const char *const words[][3] = {
+      { "check", "run", "`# mode:` is `check` or `run`" },
+      { "exact", "allowed", "`# warnings:` is `exact` or `allowed`" } };
+    const char *const *w = words[kind == 'w'];
+    int *flag = kind == 'w' ? &spec->exact_warnings : &spec->check_mode;
     trim(&rest, &end);
-    if ((size_t)(end - rest) == 5 && memcmp(rest, "check", 5) == 0) spec->check_mode = 1;
-    else if ((size_t)(end - rest) == 3 && memcmp(rest, "run", 3) == 0) spec->check_mode = 0;
+    size_t len = (size_t)(end - rest);
+    if (len == strlen(w[0]) && memcmp(rest, w[0], len) == 0) *flag = 1;
+    else if (len == strlen(w[1]) && memcmp(rest, w[1], len) == 0) *flag = 0;
     else {
-      spec->error = fail_line(lineno, "`# mode:` is `check` or `run`");
+      spec->error = fail_line(lineno, w[2]);
       return -1;
     }
   }
@@ -393,9 +402,10 @@ static void compare_diags(FILE *f, const fsX_spec *spec, const fsX_result *r) {
     }
   }
   for (size_t j = 0; j < r->ndiags; j++) {
-    if (used[j] || r->diags[j].severity != FS_SEV_ERROR) continue;
+    fs_severity s = r->diags[j].severity;
+    if (used[j] || !(s == FS_SEV_ERROR || (spec->exact_warnings && s == FS_SEV_WARNING))) continue;
     sep(f);
-    fputs("unexpected error", f);
+    fprintf(f, "unexpected %s", sev_name(s));
     if (r->diags[j].line) fprintf(f, " at line %u", r->diags[j].line);
     fputs(": ", f);
     put_cstr(f, r->diags[j].message);

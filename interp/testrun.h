@@ -10,10 +10,13 @@
  *   # args: -D lr=0.1      options for the script, split on whitespace, with
  *                          '...' and "..." grouping; several lines add up
  *   # mode: check          run `fabricscript check` instead (or `run`)
- * out, args and mode must be whole-line comments.
+ *   # warnings: exact      an unannotated warning fails the script too (or
+ *                          `allowed`, the default)
+ * out, args, mode and warnings must be whole-line comments.
  *
  * A script passes when every expected error and warning is reported at its
- * line, no other error is (other warnings and notes are allowed), the exit
+ * line, no other error is (other warnings, unless `# warnings: exact`, and
+ * notes are allowed), the exit
  * status is 1 if errors are expected and 0 otherwise, and, when it has `out`
  * lines, its standard output is exactly those lines (also for a script
  * expected to fail). Standard error must hold only JSON diagnostic lines. */
@@ -36,6 +39,7 @@ typedef struct fsX_spec {
   char **out; size_t nout;   /* expected stdout lines, checked when nout > 0 */
   char **args; size_t nargs;
   int check_mode;
+  int exact_warnings;        /* `# warnings: exact`: unannotated warnings fail */
   char *error;               /* a malformed annotation, or NULL */
 } fsX_spec;
 

@@ -56,9 +56,20 @@ static void test_parse(void **st) {
   assert_true(s.check_mode);
   fsX_spec_free(&s);
 
+  assert_false(s.exact_warnings);
+  fsX_spec_free(&s);
+
   parse_ok("", &s);
   assert_int_equal(s.nexpects + s.nout + s.nargs, 0);
   assert_false(s.check_mode);
+  fsX_spec_free(&s);
+
+  parse_ok("# warnings: exact\n", &s);
+  assert_true(s.exact_warnings);
+  assert_false(s.check_mode);
+  fsX_spec_free(&s);
+  parse_ok("# warnings: exact\n#warnings:  allowed \n", &s);
+  assert_false(s.exact_warnings);
   fsX_spec_free(&s);
 }
 
@@ -74,8 +85,11 @@ static void test_parse_errors(void **st) {
   (void)st;
   parse_bad("x = 1\n# args: -D 'a=1\n", "line 2: unterminated quote in `# args:`");
   parse_bad("print(1)  # out: 1\n",
-            "line 1: `# out:`, `# args:` and `# mode:` must be whole-line comments");
+            "line 1: `# out:`, `# args:`, `# mode:` and `# warnings:` must be whole-line comments");
+  parse_bad("x = 1  # warnings: exact\n",
+            "line 1: `# out:`, `# args:`, `# mode:` and `# warnings:` must be whole-line comments");
   parse_bad("# mode: fast\n", "line 1: `# mode:` is `check` or `run`");
+  parse_bad("# warnings: none\n", "line 1: `# warnings:` is `exact` or `allowed`");
   parse_bad("\n\nx  # error:  \n", "line 3: an error or warning annotation needs the message text");
 }
 
@@ -148,6 +162,12 @@ static void test_compare(void **st) {
   const fsX_reported warn[] = { { FS_SEV_WARNING, 1, "unused" } };
   expect_verdict("x = 1  # error: unused\n", result(1, "", 1, warn),
                  "missing error at line 1: \"unused\"");
+  /* `# warnings: exact`: an unannotated warning fails too, notes never do */
+  const fsX_reported wn[] = { { FS_SEV_WARNING, 2, "unused" }, { FS_SEV_NOTE, 2, "a note" } };
+  expect_verdict("# warnings: exact\nx = 1  # warning: unused\n", result(0, "", 2, wn), NULL);
+  expect_verdict("# warnings: exact\nx = 1\n", result(0, "", 2, wn),
+                 "unexpected warning at line 2: \"unused\"");
+  expect_verdict("x = 1\n", result(0, "", 2, wn), NULL);
 }
 
 static void test_compare_stdout(void **st) {
