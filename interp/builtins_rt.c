@@ -1336,6 +1336,7 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
   case FSV_LIST:
   case FSV_TUPLE:
     f.kind = FSF_INTLIST;
+    f.tuple = v->type == FSV_TUPLE;
     for (size_t i = 0; i < v->u.seq.n; i++) {
       const fs_value *x = v->u.seq.items[i];
       if (x->type != FSV_INT || i >= cap) {

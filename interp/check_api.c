@@ -329,6 +329,7 @@ static int fvalue(C *c, const cv *v, fsF_value *out) {
     }
     fsV_buf_puts(&b, v->sub && v->n == 1 ? ",)" : v->sub ? ")" : "]");
     char *r = fsV_buf_take(&b);
+    out->tuple = v->sub;
     if (!tname) { free(r); out->kind = FSF_INTLIST; out->ints = ints; out->nints = v->n; return 1; }
     out->kind = FSF_LIST;
     out->tname = tname;

@@ -295,7 +295,8 @@ static int py_int(const fsF_value *v, int64_t *out, fsF_issues *iss) {
   default: {
     const char *t = v->kind == FSF_NONE || v->kind == FSF_UNSET ? "NoneType"
                   : v->kind == FSF_STRATEGY ? fsF_cls_name(v->strategy.cls)
-                  : v->kind == FSF_INTLIST ? "list" : v->tname ? v->tname : "object";
+                  : v->kind == FSF_INTLIST || v->kind == FSF_LIST ? (v->tuple ? "tuple" : "list")
+                  : v->tname ? v->tname : "object";
     return fail(iss, "R4", H_NODES,
                 "int() argument must be a string, a bytes-like object or a real number, not '%s'", t);
   }

@@ -8,6 +8,7 @@
 #ifndef FS_FABRIC_H
 #define FS_FABRIC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "diag.h"
@@ -70,6 +71,7 @@ typedef struct fsF_value {
   const char *tname;         /* LIST: type of the first non-int element; OTHER: type name */
   const int64_t *ints;       /* INTLIST (borrowed) */
   size_t nints;
+  bool tuple;                /* INTLIST, LIST: a tuple, not a list */
   fsF_strategy_obj strategy; /* STRATEGY */
 } fsF_value;
 

@@ -49,8 +49,8 @@ PARAMS(p_loss, P("input", OBJ, NULL), P("target", OBJ, NULL))
 
 /* classes */
 PARAMS(p_fabric, P("accelerator", ANY, "'auto'"), P("strategy", ANY, "'auto'"),
-       PT("devices", FSSIG_T_INT | FSSIG_T_STR | FSSIG_T_SEQ, "'auto'", 0),
-       PT("num_nodes", FSSIG_T_NUM | FSSIG_T_STR, "1", 0), /* int(num_nodes): 2.7 is 2 */
+       PT("devices", ANY, "'auto'", 0), /* Fabric parses it: its messages */
+       PT("num_nodes", ANY, "1", 0), /* int(num_nodes): 2.7 is 2, None is int()'s error */
        PT("precision", FSSIG_T_INT | FSSIG_T_STR | FSSIG_T_NONE, "None", 0),
        P("plugins", ANY, "None"), P("callbacks", ANY, "None"), P("loggers", ANY, "None"))
 PARAMS(p_fsdp, KW("auto_wrap_policy", ANY, "None"), KW("activation_checkpointing_policy", ANY, "None"),
