@@ -3,6 +3,7 @@
  * language.md section 8 shows it, its fix-it, and the non-Fabric checks. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -162,208 +163,177 @@ static void test_more_fixes(void **state) {
   (void)state;
 }
 
-static void test_seed_near_misses(void **state) {
-  static const char *const clean[] = {
-    /* no empty_init: parameters are real under FSDP */
-    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
-    "with fabric.init_module():\n    model = Linear(8, 8)\n"
-    "optimizer = Adam(model.parameters())\nmodel, optimizer = fabric.setup(model, optimizer)\n",
-    /* empty_init=True under DDP is not meta */
-    "fabric = Fabric(strategy=\"ddp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
-    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
-    "optimizer = Adam(model.parameters())\nmodel, optimizer = fabric.setup(model, optimizer)\n",
-    /* the documented order */
-    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
-    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
-    "model = fabric.setup_module(model)\noptimizer = fabric.setup_optimizers(Adam(model.parameters()))\n",
-  };
-  for (size_t i = 0; i < sizeof clean / sizeof clean[0]; i++) {
+/* What one diagnostic must be: rule, position, the start of its message,
+ * and (if given) its first note in full. */
+typedef struct want {
+  const char *rule;
+  uint32_t line, col;
+  const char *msg, *note;
+  bool warning;
+} want;
+
+/* A script, the target machine's GPUs, options, and every diagnostic the
+ * check must give, in source order (rule NULL ends the list). */
+typedef struct check_case {
+  const char *why, *text;
+  int gpus;
+  const char *args[2];
+  want w[5];
+} check_case;
+
+static void run_cases(const check_case *cs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const check_case *k = &cs[i];
+    size_t nargs = 0, nw = 0;
+    while (nargs < 2 && k->args[nargs]) nargs++;
     run r;
-    check_text(&r, clean[i], 1, NULL, 0);
-    assert_int_equal(r.d.n, 0);
+    check_text(&r, k->text, k->gpus, k->args, nargs);
+    while (nw < 5 && k->w[nw].rule) nw++;
+    if (r.d.n != nw) print_error("case \"%s\": %zu diagnostics, %zu expected\n", k->why, r.d.n, nw);
+    assert_int_equal(r.d.n, nw);
+    for (size_t j = 0; j < nw; j++) {
+      const want *w = &k->w[j];
+      const fs_diag *g = expect(&r, j, w->rule, w->line, w->col, w->msg);
+      assert_int_equal(g->severity, w->warning ? FS_SEV_WARNING : FS_SEV_ERROR);
+      if (w->note) {
+        assert_true(g->nnotes > 0);
+        assert_string_equal(g->notes[0].message, w->note);
+      }
+    }
     run_free(&r);
   }
-  (void)state;
 }
 
-static void test_r37_keeps_old_parameters(void **state) {
-  run r;
-  check_text(&r,
-    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
-    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
-    "optimizer = Adam(model.parameters())\n"
-    "model = fabric.setup_module(model)\n"
-    "optimizer = fabric.setup_optimizers(optimizer)\n", 1, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  const fs_diag *g = expect(&r, 0, "R37", 7, 13, "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported. Create");
-  assert_int_equal(g->nnotes, 2);
-  run_free(&r);
-  (void)state;
-}
+#define FSDP_META "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n" \
+                  "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
+#define CPU_FABRIC "fabric = Fabric(accelerator=\"cpu\")\n"
+#define TWICE_IF_PARAM CPU_FABRIC "model = Linear(4, 2)\nif param(\"twice\", False):\n" \
+                       "    model = fabric.setup(model)\nmodel = fabric.setup(model)\n"
+#define R36_MSG "The optimizer has references to the model's meta-device parameters."
 
-static void test_paths(void **state) {
-  run r;
-  /* one branch sets up: the second setup fails on that path, with a note */
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\")\nmodel = Linear(4, 2)\n"
-    "if fabric.global_rank == 0:\n    model = fabric.setup(model)\n"
-    "model = fabric.setup(model)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  const fs_diag *g = expect(&r, 0, "R22", 5, 9, "A model should be passed only once to the `setup` method.");
-  assert_string_equal(g->notes[0].message, "on the paths where this condition is true");
-  run_free(&r);
-  /* a known condition takes one branch only */
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\")\nmodel = Linear(4, 2)\n"
-    "if param(\"twice\", False):\n    model = fabric.setup(model)\n"
-    "model = fabric.setup(model)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 0);
-  run_free(&r);
-  static const char *const twice[] = {"-Dtwice=true"};
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\")\nmodel = Linear(4, 2)\n"
-    "if param(\"twice\", False):\n    model = fabric.setup(model)\n"
-    "model = fabric.setup(model)\n", 0, twice, 1);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R22", 5, 9, "A model should be passed only once");
-  run_free(&r);
-  /* setting up inside a loop: the second iteration sees the set-up model */
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\")\nopt = SGD(Linear(2, 2).parameters(), lr=0.1)\n"
-    "for epoch in range(3):\n    opt = fabric.setup_optimizers(opt)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R27", 4, 11, "An optimizer should be passed only once to the `setup_optimizers` method.");
-  run_free(&r);
-  /* each element of a literal list gets its own round */
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\")\nm1 = Linear(2, 2)\nm2 = fabric.setup(Linear(2, 2))\n"
-    "for m in [m1, m1, m2]:\n    fabric.setup(m)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R22", 5, 5, "A model should be passed only once to the `setup` method.");
-  run_free(&r);
-  /* a def is analysed at its call: launch(train) runs train launched */
-  check_text(&r,
-    "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
-    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
-    "fabric.launch(train)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 0);
-  run_free(&r);
-  /* a def nothing calls: its text is checked, not Fabric's state rules */
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp\", devices=2)\n"
-    "def helper(m):\n    return fabric.setup(m) + undefined_name\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "name", 3, 30, "name 'undefined_name' is not defined");
-  run_free(&r);
-  check_text(&r,
-    "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
-    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
-    "train(fabric)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R16", 2, 13, "To use Fabric with more than one device");
-  run_free(&r);
-  (void)state;
-}
+static const check_case seed_near_misses[] = {
+  {"no empty_init: parameters are real under FSDP",
+   "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+   "with fabric.init_module():\n    model = Linear(8, 8)\n"
+   "optimizer = Adam(model.parameters())\nmodel, optimizer = fabric.setup(model, optimizer)\n", 1},
+  {"empty_init=True under DDP is not meta",
+   "fabric = Fabric(strategy=\"ddp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+   "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
+   "optimizer = Adam(model.parameters())\nmodel, optimizer = fabric.setup(model, optimizer)\n", 1},
+  {"the documented order",
+   FSDP_META "model = fabric.setup_module(model)\noptimizer = fabric.setup_optimizers(Adam(model.parameters()))\n", 1},
+  {"materializing makes new parameters: an optimizer made before keeps the meta ones",
+   FSDP_META "optimizer = Adam(model.parameters())\nmodel = fabric.setup_module(model)\n"
+   "optimizer = fabric.setup_optimizers(optimizer)\n", 1,
+   {0}, {{"R37", 7, 13, R36_MSG " Materializing them is is currently not supported. Create",
+          "`optimizer` was created over `model.parameters()` while they were on the meta device"}}},
+};
 
-static void test_configuration(void **state) {
-  run r;
-  static const char *const cli[] = {"--strategy=fsdp"};
-  check_text(&r, "fabric = Fabric(strategy=\"ddp\")\n", 0, cli, 1);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R68", 1, 10, "Your code has `Fabric(strategy='ddp', ...)` but it conflicts with the value `--strategy=fsdp` set through the CLI.  Remove it");
-  run_free(&r);
-  check_text(&r, "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\")\n", 0, NULL, 0);
-  expect(&r, 0, "R7", 1, 10, "`CUDAAccelerator` can not run on your system");
-  run_free(&r);
-  /* param() feeds the configuration */
-  static const char *const ds[] = {"-Dstrategy=dp"};
-  check_text(&r, "fabric = Fabric(accelerator=\"cpu\", strategy=param(\"strategy\", \"auto\"))\n", 0, ds, 1);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "W7", 1, 10, "'dp' is not supported on CPUs, hence setting `strategy='ddp'`.");
-  assert_int_equal(r.d.items[0].severity, FS_SEV_WARNING);
-  run_free(&r);
-  (void)state;
-}
+static const check_case paths[] = {
+  {"one branch sets up: the second setup fails on that path, with a note",
+   CPU_FABRIC "model = Linear(4, 2)\nif fabric.global_rank == 0:\n    model = fabric.setup(model)\n"
+   "model = fabric.setup(model)\n", 0,
+   {0}, {{"R22", 5, 9, "A model should be passed only once to the `setup` method.",
+          "on the paths where this condition is true"}}},
+  {"a known condition takes one branch only", TWICE_IF_PARAM, 0},
+  {"... which -D decides", TWICE_IF_PARAM, 0, {"-Dtwice=true"},
+   {{"R22", 5, 9, "A model should be passed only once"}}},
+  {"setting up inside a loop: the second iteration sees the set-up model",
+   CPU_FABRIC "opt = SGD(Linear(2, 2).parameters(), lr=0.1)\n"
+   "for epoch in range(3):\n    opt = fabric.setup_optimizers(opt)\n", 0,
+   {0}, {{"R27", 4, 11, "An optimizer should be passed only once to the `setup_optimizers` method."}}},
+  {"each element of a literal list gets its own round",
+   CPU_FABRIC "m1 = Linear(2, 2)\nm2 = fabric.setup(Linear(2, 2))\n"
+   "for m in [m1, m1, m2]:\n    fabric.setup(m)\n", 0,
+   {0}, {{"R22", 5, 5, "A model should be passed only once to the `setup` method."}}},
+  {"a def is analysed at its call: launch(train) runs train launched",
+   "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
+   "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
+   "fabric.launch(train)\n", 0},
+  {"a def nothing calls: its text is checked, not Fabric's state rules",
+   "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp\", devices=2)\n"
+   "def helper(m):\n    return fabric.setup(m) + undefined_name\n", 0,
+   {0}, {{"name", 3, 30, "name 'undefined_name' is not defined"}}},
+  {"a def called without launch",
+   "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
+   "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
+   "train(fabric)\n", 0,
+   {0}, {{"R16", 2, 13, "To use Fabric with more than one device"}}},
+  {"a path that returns early contributes nothing after the `if`",
+   "def prepare(fabric, model, again):\n"
+   "    if again:\n        model = fabric.setup(model)\n        return model\n"
+   "    model = fabric.setup(model)\n    return model\n"
+   CPU_FABRIC "m = prepare(fabric, Linear(2, 2), fabric.global_rank == 0)\n"
+   "fabric.backward(m(1).sum(), model=m)\n", 0},
+};
 
-static void test_other_checks(void **state) {
-  run r;
-  check_text(&r,
-    "model MLP(hidden=256, classes=10):\n    Flatten()\n    fc1 = Linear(28 * 28, hidden)\n"
-    "    ReLU()\n    fc2 = Linear(128, classes)\n"
-    "net = MLP()\nopt = SGD(net.parameters(), lr=0.1, momentm=0.9)\n"
-    "x = missing + 1\nLinear(\"a\", 3)\nnet.frobnicate()\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 5);
-  const fs_diag *g = expect(&r, 0, "shape", 5, 11, "`Linear` expects 128 input features, but the layer before it gives 256");
-  assert_string_equal(g->notes[0].message, "`Linear(28 * 28, hidden)` gives 256 features");
-  expect(&r, 1, "call", 7, 7, "SGD() got an unexpected keyword argument 'momentm'");
-  expect(&r, 2, "name", 8, 5, "name 'missing' is not defined");
-  expect(&r, 3, "type", 9, 8, "Linear() argument 'in_features' must be int, not str");
-  expect(&r, 4, "attr", 10, 5, "'MLP' object has no attribute 'frobnicate'");
-  run_free(&r);
-  /* the sizes follow the instantiation's arguments */
-  check_text(&r,
-    "model MLP(hidden=128):\n    Linear(784, hidden)\n    Linear(128, 10)\n"
-    "net = MLP()\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 0);
-  run_free(&r);
-  check_text(&r,
-    "m = Linear(3, 3)\nm.to_empty(device=\"cpu\")\ny = m(1)\n"
-    "k = Linear(3, 3)\nk.to_empty(device=\"cpu\")\nk.reset_parameters()\ny = k(1)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "uninit", 3, 5, "the model runs on uninitialized parameters");
-  run_free(&r);
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\", precision=\"bf16-mixed\")\n"
-    "model = fabric.setup(Linear(4, 2))\nloss = model(1).sum()\nloss.backward()\n"
-    "raw = Linear(4, 2)\nraw(1).sum().backward()\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R42", 4, 1, "The current strategy and precision selection requires you to call `fabric.backward(loss)`");
-  run_free(&r);
-  (void)state;
-}
+static const check_case configuration[] = {
+  {"a CLI value that conflicts with the script's", "fabric = Fabric(strategy=\"ddp\")\n", 0,
+   {"--strategy=fsdp"},
+   {{"R68", 1, 10, "Your code has `Fabric(strategy='ddp', ...)` but it conflicts with the value `--strategy=fsdp` set through the CLI.  Remove it"}}},
+  {"cuda on a machine without GPUs", "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\")\n", 0,
+   {0}, {{"R7", 1, 10, "`CUDAAccelerator` can not run on your system"}}},
+  {"param() feeds the configuration",
+   "fabric = Fabric(accelerator=\"cpu\", strategy=param(\"strategy\", \"auto\"))\n", 0,
+   {"-Dstrategy=dp"},
+   {{"W7", 1, 10, "'dp' is not supported on CPUs, hence setting `strategy='ddp'`.", NULL, true}}},
+  {"a DDPStrategy object's start method decides whether launch() needs a function",
+   "fabric = Fabric(accelerator=\"cpu\", devices=2, strategy=DDPStrategy(start_method=\"spawn\"))\n"
+   "fabric.launch()\n", 0,
+   {0}, {{"R17", 2, 1, "To spawn processes with the `DDPStrategy` strategy"}}},
+};
 
-static void test_dataflow(void **state) {
-  run r;
-  /* aliases, containers and param groups carry the parameter references */
-  check_text(&r,
-    "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
-    "with fabric.init_module(empty_init=True):\n    model = Linear(8, 8)\n"
-    "alias = [model]\nopt = Adam([{\"params\": alias[0].parameters()}])\n"
-    "model, opt = fabric.setup(model, opt)\n", 1, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R36", 7, 14, "The optimizer has references to the model's meta-device parameters.");
-  run_free(&r);
-  /* a path that returns early contributes nothing after the `if` */
-  check_text(&r,
-    "def prepare(fabric, model, again):\n"
-    "    if again:\n        model = fabric.setup(model)\n        return model\n"
-    "    model = fabric.setup(model)\n    return model\n"
-    "fabric = Fabric(accelerator=\"cpu\")\n"
-    "m = prepare(fabric, Linear(2, 2), fabric.global_rank == 0)\n"
-    "fabric.backward(m(1).sum(), model=m)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 0);
-  run_free(&r);
-  /* a DDPStrategy object's start method decides whether launch() needs a function */
-  check_text(&r,
-    "fabric = Fabric(accelerator=\"cpu\", devices=2, strategy=DDPStrategy(start_method=\"spawn\"))\n"
-    "fabric.launch()\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "R17", 2, 1, "To spawn processes with the `DDPStrategy` strategy");
-  run_free(&r);
-  /* a meta model that is never set up cannot run */
-  check_text(&r, "with device(\"meta\"):\n    m = Linear(2, 2)\ny = m(1)\n", 0, NULL, 0);
-  assert_int_equal(r.d.n, 1);
-  expect(&r, 0, "meta-forward", 3, 5, "the model's parameters are on the meta device");
-  run_free(&r);
-  (void)state;
-}
+static const check_case other_checks[] = {
+  {"shapes, keywords, names, literal types and attributes, all in one run",
+   "model MLP(hidden=256, classes=10):\n    Flatten()\n    fc1 = Linear(28 * 28, hidden)\n"
+   "    ReLU()\n    fc2 = Linear(128, classes)\n"
+   "net = MLP()\nopt = SGD(net.parameters(), lr=0.1, momentm=0.9)\n"
+   "x = missing + 1\nLinear(\"a\", 3)\nnet.frobnicate()\n", 0,
+   {0}, {{"shape", 5, 11, "`Linear` expects 128 input features, but the layer before it gives 256",
+          "`Linear(28 * 28, hidden)` gives 256 features"},
+         {"call", 7, 7, "SGD() got an unexpected keyword argument 'momentm'"},
+         {"name", 8, 5, "name 'missing' is not defined"},
+         {"type", 9, 8, "Linear() argument 'in_features' must be int, not str"},
+         {"attr", 10, 5, "'MLP' object has no attribute 'frobnicate'"}}},
+  {"the sizes follow the instantiation's arguments",
+   "model MLP(hidden=128):\n    Linear(784, hidden)\n    Linear(128, 10)\nnet = MLP()\n", 0},
+  {"to_empty() then a forward, unless reset_parameters() comes between",
+   "m = Linear(3, 3)\nm.to_empty(device=\"cpu\")\ny = m(1)\n"
+   "k = Linear(3, 3)\nk.to_empty(device=\"cpu\")\nk.reset_parameters()\ny = k(1)\n", 0,
+   {0}, {{"uninit", 3, 5, "the model runs on uninitialized parameters", NULL, true}}},
+  {"loss.backward() of a set-up model under bf16-mixed, not of a raw one",
+   "fabric = Fabric(accelerator=\"cpu\", precision=\"bf16-mixed\")\n"
+   "model = fabric.setup(Linear(4, 2))\nloss = model(1).sum()\nloss.backward()\n"
+   "raw = Linear(4, 2)\nraw(1).sum().backward()\n", 0,
+   {0}, {{"R42", 4, 1, "The current strategy and precision selection requires you to call `fabric.backward(loss)`"}}},
+  {"a meta model that is never set up cannot run",
+   "with device(\"meta\"):\n    m = Linear(2, 2)\ny = m(1)\n", 0,
+   {0}, {{"meta-forward", 3, 5, "the model's parameters are on the meta device"}}},
+};
+
+static const check_case dataflow[] = {
+  {"aliases, containers and param groups carry the parameter references",
+   FSDP_META "alias = [model]\nopt = Adam([{\"params\": alias[0].parameters()}])\n"
+   "model, opt = fabric.setup(model, opt)\n", 1,
+   {0}, {{"R36", 7, 14, R36_MSG}}},
+};
+
+#define CASES(name) \
+  static void test_##name(void **state) { \
+    run_cases(name, sizeof name / sizeof name[0]); \
+    (void)state; \
+  }
+CASES(seed_near_misses)
+CASES(paths)
+CASES(configuration)
+CASES(other_checks)
+CASES(dataflow)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_seed_diagnostic),
     cmocka_unit_test(test_seed_near_misses),
     cmocka_unit_test(test_more_fixes),
-    cmocka_unit_test(test_r37_keeps_old_parameters),
     cmocka_unit_test(test_paths),
     cmocka_unit_test(test_configuration),
     cmocka_unit_test(test_other_checks),
