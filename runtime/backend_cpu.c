@@ -11,6 +11,7 @@
 #include "blas.h"
 #include "nn.h"
 #include "rng.h"
+#include "vmath.h"
 #include "config.h"
 #ifdef FS_HAVE_CUDA
 #include "backend_cuda.h"
@@ -87,17 +88,32 @@ static void cpu_fill(float *dst, size_t n, float v) {
   for (size_t i = 0; i < n; i++) dst[i] = v;
 }
 
+FS_VECTOR_CLONES
 static void cpu_binary(fsB_binop op, size_t n, const float *a, size_t sa,
                        const float *b, size_t sb, float *out) {
-  switch (op) {
-  case FSB_ADD: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] + b[i * sb]; break;
-  case FSB_SUB: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] - b[i * sb]; break;
-  case FSB_MUL: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] * b[i * sb]; break;
-  case FSB_DIV: for (size_t i = 0; i < n; i++) out[i] = a[i * sa] / b[i * sb]; break;
+  switch (op) { /* strides are 0 (a broadcast scalar) or 1 */
+  case FSB_ADD:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] + b[i * sb];
+    break;
+  case FSB_SUB:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] - b[i * sb];
+    break;
+  case FSB_MUL:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] * b[i * sb];
+    break;
+  case FSB_DIV:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] / b[i * sb];
+    break;
   }
 }
 
+FS_VECTOR_CLONES
 static void cpu_axpy(size_t n, float alpha, const float *x, float *y) {
+#pragma omp simd
   for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
@@ -149,6 +165,7 @@ static void cpu_sgd_update(size_t n, float *p, const float *g, float *buf, bool 
 /* torch 1.13 adam/adamw (_single_tensor_adam[w]): AdamW first decays
  * p *= 1 - lr wd, Adam adds wd p to the gradient; then m = b1 m + (1-b1) g,
  * v = b2 v + (1-b2) g^2, p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps). */
+FS_VECTOR_CLONES
 static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v,
                             double lr, double beta1, double beta2, double eps, double wd,
                             bool decoupled, int64_t step) {
@@ -156,13 +173,14 @@ static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float 
   float neg_step = (float)(-lr / bc1), bc2_sqrt = (float)sqrt(bc2), feps = (float)eps;
   float decay = (float)(1 - lr * wd), fwd = (float)wd;
   float b1 = (float)beta1, b2 = (float)beta2, c1 = (float)(1 - beta1), c2 = (float)(1 - beta2);
+  bool coupled_wd = !decoupled && wd != 0;
+#pragma omp simd
   for (size_t i = 0; i < n; i++) {
-    float gi = g[i];
-    if (decoupled) p[i] *= decay;
-    else if (wd != 0) gi += fwd * p[i];
+    float pi = p[i], gi = coupled_wd ? g[i] + fwd * pi : g[i];
+    pi = decoupled ? pi * decay : pi;
     m[i] = m[i] * b1 + c1 * gi;
     v[i] = v[i] * b2 + c2 * (gi * gi);
-    p[i] += neg_step * (m[i] / (sqrtf(v[i]) / bc2_sqrt + feps));
+    p[i] = pi + neg_step * (m[i] / (sqrtf(v[i]) / bc2_sqrt + feps));
   }
 }
 

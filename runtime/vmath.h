@@ -8,6 +8,16 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The hot elementwise and row loops get an AVX2+FMA clone, chosen once at
+ * load time (ifunc), beside the SSE2 default for older x86-64 CPUs.  Not
+ * under the sanitizers: an ifunc resolver runs before their runtime is up. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_UNDEFINED__)
+#define FS_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define FS_VECTOR_CLONES
+#endif
+
 /* exp(x) to about 1 ulp (Cephes expf: x = n ln2 + r, |r| <= ln2/2, degree-6
  * polynomial in r, times 2^n built in the exponent bits). n comes from the
  * round-to-nearest magic constant, so no float-to-int conversion is needed;
