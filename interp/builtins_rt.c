@@ -902,7 +902,7 @@ typedef struct loaderv {
   fs_value *dataset; /* held: the loader borrows its fsS_dataset */
   uint64_t epoch;
   fsF_loader st;
-  fsPG *pg;              /* the progress line (rank 0, stderr a terminal), made at the first pass */
+  fsPG *pg;              /* the progress line (rank 0), made at the first pass */
   fsPG **active;         /* &E->progress while a pass draws, else NULL */
   int64_t done;          /* batches finished in this pass */
 } loaderv;
@@ -954,9 +954,11 @@ static void progress_end(loaderv *lv) {
 static fs_value *loader_iter(fsE_ctx *E, fs_value *v) {
   loaderv *lv = v->u.obj.data;
   fsDL_start(&lv->L, lv->epoch++);
-  /* only on a terminal, and once per run: other output (tests, logs) stays plain */
-  if (!lv->pg && !E->progress && current_rank(E) == 0 && isatty(STDERR_FILENO))
-    lv->pg = fsPG_new(stderr, 1, (int64_t)fsDL_len(&lv->L), 0);
+  if (!lv->pg && !E->progress && E->opt->progress && current_rank(E) == 0) {
+    int tty = isatty(fileno(E->opt->progress));
+    if ((lv->pg = fsPG_new(E->opt->progress, tty, (int64_t)fsDL_len(&lv->L), 0)))
+      fsPG_set_interval(lv->pg, E->opt->progress_interval);
+  }
   if (lv->pg && !E->progress) {
     fsPG_epoch_begin(lv->pg);
     E->progress = lv->pg;
