@@ -11,16 +11,6 @@
 
 #define LM_NEEDS "generate() needs a byte-level language model"
 
-int fsSM_check_opts(const fsSM_opts *o, char *err, size_t len) {
-  if (!o->n) snprintf(err, len, "generate(): prompt must not be empty (the model continues its last byte)");
-  else if (o->max_new < 0) snprintf(err, len, "generate(): max_new_tokens must be >= 0, not %lld", (long long)o->max_new);
-  else if (!(o->temperature > 0) || !isfinite(o->temperature))
-    snprintf(err, len, "generate(): temperature must be > 0 and finite, not %g", o->temperature);
-  else if (o->top_k < 1) snprintf(err, len, "generate(): top_k must be >= 1 or None, not %lld", (long long)o->top_k);
-  else return 0;
-  return -1;
-}
-
 /* The first PositionalEmbedding's context, depth first; 0 when none. */
 static int64_t context_of(const fs_module *m) {
   if (m->kind == FSM_POSEMB) return m->in;

@@ -11,8 +11,10 @@
 #ifndef FS_SAMPLE_H
 #define FS_SAMPLE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "module.h"
 
@@ -27,8 +29,17 @@ typedef struct fsSM_opts {
 } fsSM_opts;
 
 /* 0 when o is valid, else -1 with the reason in err ("generate(): ...");
- * the checker asks it of literal arguments, the run of every call. */
-int fsSM_check_opts(const fsSM_opts *o, char *err, size_t len);
+ * the checker asks it of literal arguments, the run of every call. Inline:
+ * the checker links no runtime. */
+static inline int fsSM_check_opts(const fsSM_opts *o, char *err, size_t len) {
+  if (!o->n) snprintf(err, len, "generate(): prompt must not be empty (the model continues its last byte)");
+  else if (o->max_new < 0) snprintf(err, len, "generate(): max_new_tokens must be >= 0, not %lld", (long long)o->max_new);
+  else if (!(o->temperature > 0) || !isfinite(o->temperature))
+    snprintf(err, len, "generate(): temperature must be > 0 and finite, not %g", o->temperature);
+  else if (o->top_k < 1) snprintf(err, len, "generate(): top_k must be >= 1 or None, not %lld", (long long)o->top_k);
+  else return 0;
+  return -1;
+}
 
 /* 0 when m is a byte-level model (*context: its crop length, 0 for none),
  * else -1 + fsT_error naming what is wrong. Looks at the structure only. */
