@@ -41,6 +41,22 @@ bad:
   return 1;
 }
 
+size_t fsA_utf8_encode(uint32_t cp, char *b) {
+  if (cp < 0x80) { b[0] = (char)cp; return 1; }
+  if (cp < 0x800) {
+    b[0] = (char)(0xC0 | cp >> 6); b[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    b[0] = (char)(0xE0 | cp >> 12); b[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+    b[2] = (char)(0x80 | (cp & 0x3F));
+    return 3;
+  }
+  b[0] = (char)(0xF0 | cp >> 18); b[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+  b[2] = (char)(0x80 | (cp >> 6 & 0x3F)); b[3] = (char)(0x80 | (cp & 0x3F));
+  return 4;
+}
+
 /* Takes text (len bytes, room for a NUL after them) and indexes its lines. */
 static fs_source *source_own(const char *path, char *text, size_t len) {
   fs_source *src = fsA_xrealloc(NULL, sizeof *src);

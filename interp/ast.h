@@ -31,6 +31,8 @@ void fsA_source_free(fs_source *src);
 /* Decodes one code point of s[0..n) (n >= 1): its length in bytes, with
  * *cp = U+FFFD and length 1 for an invalid or truncated sequence. */
 size_t fsA_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* Writes code point cp (<= 0x10FFFF) as 1 to 4 bytes at b; returns how many. */
+size_t fsA_utf8_encode(uint32_t cp, char *b);
 /* 1-based line and code-point column of a byte offset (an invalid byte is
  * one column). */
 void fsA_source_position(const fs_source *src, uint32_t offset,

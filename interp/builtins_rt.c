@@ -21,7 +21,9 @@
 #include "optim.h"
 #include "plan.h"
 #include "progress.h"
+#include "rng.h"
 #include "safetensors.h"
+#include "sample.h"
 
 #define NATIVE(f) static fs_value *f(fsE_ctx *E, fs_value *self, fs_value **s, const fsV_args *a)
 
@@ -576,6 +578,32 @@ done:
   return r;
 }
 
+static fs_tensor *lm_forward(void *ud, fs_tensor *idx) {
+  modv *mv = ud;
+  return mv->sh ? fsSH_forward(mv->sh, idx) : fsM_forward(mv->m, idx);
+}
+
+/* model.generate(prompt, max_new_tokens, temperature, top_k): slots in
+ * signatures.c order. Every rank runs it and draws the same bytes. */
+static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
+  if (E->opt->plan) return plan_done(E, NULL); /* a forward, as model(x) */
+  fsSM_opts o = {(const unsigned char *)s[0]->u.str.s, s[0]->u.str.len, ival(s[1]), fsV_to_double(s[2]),
+                 s[3]->type == FSV_NONE ? FSSM_ALL : ival(s[3])};
+  char err[160];
+  int64_t context;
+  unsigned char *text;
+  if (fsSM_check_opts(&o, err, sizeof err) < 0) {
+    fsV_seterr("%s", err);
+    return NULL;
+  }
+  if (fsSM_byte_lm(mv->m, &context) < 0 ||
+      fsSM_generate(lm_forward, mv, context, &o, fsR_key(E->seed, "generate"), &E->samples, &text) < 0)
+    return rt_fail();
+  fs_value *r = fsV_str_utf8(text, o.n + (size_t)o.max_new);
+  free(text);
+  return r;
+}
+
 static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
   const fsSig *sig = fsSig_member("Module", name);
   if (!sig || sig->kind != FSSIG_METHOD) return NULL;
@@ -611,6 +639,8 @@ static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const 
     }
     if (n >= 0) fsM_params_free(ps, n);
     r = n < 0 ? rt_fail() : fsV_none();
+  } else if (strcmp(name, "generate") == 0) {
+    r = generate(E, mv, s);
   } else if (mv->sh) { /* the FSDP wrapper's parameters are flat shards */
     fsV_seterr("%s() of an FSDP-wrapped module is not supported; use fabric.save / fabric.load", name);
   } else if (strcmp(name, "state_dict") == 0) {
@@ -902,7 +932,7 @@ typedef struct loaderv {
   fs_value *dataset; /* held: the loader borrows its fsS_dataset */
   uint64_t epoch;
   fsF_loader st;
-  fsPG *pg;              /* the progress line (rank 0, stderr a terminal), made at the first pass */
+  fsPG *pg;              /* the progress line (rank 0), made at the first pass */
   fsPG **active;         /* &E->progress while a pass draws, else NULL */
   int64_t done;          /* batches finished in this pass */
 } loaderv;
@@ -954,9 +984,11 @@ static void progress_end(loaderv *lv) {
 static fs_value *loader_iter(fsE_ctx *E, fs_value *v) {
   loaderv *lv = v->u.obj.data;
   fsDL_start(&lv->L, lv->epoch++);
-  /* only on a terminal, and once per run: other output (tests, logs) stays plain */
-  if (!lv->pg && !E->progress && current_rank(E) == 0 && isatty(STDERR_FILENO))
-    lv->pg = fsPG_new(stderr, 1, (int64_t)fsDL_len(&lv->L), 0);
+  if (!lv->pg && !E->progress && E->opt->progress && current_rank(E) == 0) {
+    int tty = isatty(fileno(E->opt->progress));
+    if ((lv->pg = fsPG_new(E->opt->progress, tty, (int64_t)fsDL_len(&lv->L), 0)))
+      fsPG_set_interval(lv->pg, E->opt->progress_interval);
+  }
   if (lv->pg && !E->progress) {
     fsPG_epoch_begin(lv->pg);
     E->progress = lv->pg;
@@ -2011,6 +2043,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
   } else if (strcmp(name, "seed_everything") == 0) {
     int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
     E->seed = (uint64_t)seed;
+    E->samples = 0; /* sampling starts over, as torch's generator does */
     r = fsV_int(seed);
   } else if (strcmp(name, "init_module") == 0) {
     int ei = s[0]->type == FSV_NONE ? -1 : fsV_truthy(s[0]);

@@ -4,6 +4,7 @@
  * path, each combination of paths is tried (a rule fires when it holds on
  * some path) and the diagnostic notes which branch leads there. */
 #include "check_int.h"
+#include "sample.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -921,6 +922,25 @@ static int fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *
 
 /* ---- module, optimizer, tensor and list methods ------------------------- */
 
+/* model.generate's literal arguments against the rule the run applies
+ * (sample.h), each reported at its argument. */
+static void generate_literals(C *c, const cargs *a) {
+  static const char *const names[] = {"prompt", "max_new_tokens", "temperature", "top_k"};
+  for (int i = 0; i < 4; i++) {
+    const fs_node *node = NULL;
+    const fs_value *x = cval(fsC_arg(a, names[i], &node));
+    fsSM_opts o = {(const unsigned char *)"x", 1, 0, 1.0, FSSM_ALL};
+    if (!x) continue;
+    if (i == 0 && x->type == FSV_STR) o.n = x->u.str.len;
+    else if (i == 1 && x->type == FSV_INT) o.max_new = x->u.i;
+    else if (i == 2 && (x->type == FSV_INT || x->type == FSV_FLOAT)) o.temperature = fsV_to_double(x);
+    else if (i == 3 && x->type == FSV_INT) o.top_k = x->u.i;
+    char err[160];
+    if (fsSM_check_opts(&o, err, sizeof err) < 0)
+      fsC_report(c, FS_SEV_ERROR, "value", node ? node->loc : a->call->loc, "%s", err);
+  }
+}
+
 static int module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
   uint32_t raws[MAXALT];
   size_t nr = raw_models(c, recv, raws, MAXALT);
@@ -965,6 +985,12 @@ static int module_method(C *c, const cargs *a, const cv *recv, const char *m, cv
     return 1;
   }
   if (!strcmp(m, "forward")) { *out = fsC_forward(c, recv, a->call->loc); return 1; }
+  if (!strcmp(m, "generate")) { /* its forwards need data as model(x)'s do */
+    fsC_forward(c, recv, a->call->loc);
+    generate_literals(c, a);
+    *out = fsC_unknown();
+    return 1;
+  }
   return 0;
 }
 

@@ -149,29 +149,13 @@ static unsigned cp_width(uint32_t cp) {
   return 1;
 }
 
-static size_t utf8_encode(uint32_t cp, char *b) {
-  if (cp < 0x80) { b[0] = (char)cp; return 1; }
-  if (cp < 0x800) {
-    b[0] = (char)(0xC0 | cp >> 6); b[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    b[0] = (char)(0xE0 | cp >> 12); b[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-    b[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  b[0] = (char)(0xF0 | cp >> 18); b[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-  b[2] = (char)(0x80 | (cp >> 6 & 0x3F)); b[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 /* A malloc'd printable copy of s[0, n) (also valid UTF-8, as jansson needs). */
 static char *printable_copy(const char *s, size_t n) {
   char *out = fsA_xrealloc(NULL, 3 * n + 1), *o = out; /* a bad byte grows to 3 */
   for (size_t i = 0; i < n;) {
     uint32_t cp;
     i += fsA_utf8_decode((const unsigned char *)s + i, n - i, &cp);
-    o += utf8_encode(printable(cp), o);
+    o += fsA_utf8_encode(printable(cp), o);
   }
   *o = '\0';
   return out;
@@ -247,7 +231,7 @@ static void put_excerpt(FILE *out, int color, const fs_source *src, fs_loc loc) 
     } else {
       char buf[4];
       w = cp_width(cp);
-      fwrite(buf, 1, utf8_encode(cp, buf), out);
+      fwrite(buf, 1, fsA_utf8_encode(cp, buf), out);
     }
     if (i < start) c0 = cells + w;
     if (i < end) c1 = cells + w;

@@ -22,6 +22,11 @@ typedef struct fsE_options {
    * NULL: this machine (fsF_machine_detect) */
   const fsF_machine *machine;
   bool emulate_cuda;                           /* --emulate-cuda: accelerator cuda on fsB_cpu */
+  /* where a loop over a data loader shows its progress (rank 0): in place
+   * on a terminal, else plain lines every progress_interval seconds
+   * (progress.h); NULL: nowhere */
+  FILE *progress;
+  double progress_interval;
   /* `fabricscript plan`: nothing is materialized; the first setup of an
    * optimizer (or the first model call) prints the plan (plan.h) here and
    * stops the run; launch() starts no ranks */

@@ -16,6 +16,7 @@
 #include "eval.h"
 #include "fabric.h"
 #include "lex.h"
+#include "progress.h"
 #include "repl.h"
 #include "testrun.h"
 
@@ -29,6 +30,7 @@ typedef struct fs_cli {
   fsF_machine machine;     /* this machine, or the target given by --gpus/--assume */
   int gpus_given;          /* --gpus was passed */
   int emulate_cuda;        /* --emulate-cuda */
+  double progress_interval; /* FABRICSCRIPT_PROGRESS_INTERVAL */
 } fs_cli;
 
 static const char usage_text[] =
@@ -120,6 +122,9 @@ static fsE_options eval_options(const fs_cli *cli) {
     .devices = cli->overrides.devices, .num_nodes = cli->overrides.num_nodes,
     .precision = cli->overrides.precision, .out = stdout,
     .machine = &cli->machine, .emulate_cuda = cli->emulate_cuda,
+    /* JSON diagnostics make stderr a machine's channel: no progress there */
+    .progress = cli->render.format == FS_DIAG_JSON ? NULL : stderr,
+    .progress_interval = cli->progress_interval,
   };
 }
 
@@ -343,6 +348,13 @@ int main(int argc, char **argv) {
     }
   }
   if (cli.emulate_cuda && !cli.gpus_given) emulated_gpus(&cli);
+  const char *interval = getenv("FABRICSCRIPT_PROGRESS_INTERVAL");
+  char *end = NULL;
+  cli.progress_interval = interval ? strtod(interval, &end) : FSPG_PLAIN_INTERVAL;
+  if (interval && (end == interval || *end || !(cli.progress_interval >= 0))) {
+    status = usage_error("FABRICSCRIPT_PROGRESS_INTERVAL must be a number of seconds >= 0, not '%s'", interval);
+    goto done;
+  }
   cli.render.color = strcmp(color, "always") == 0 ||
                      (strcmp(color, "auto") == 0 && isatty(STDERR_FILENO) && getenv("NO_COLOR") == NULL);
   int nargs = argc - optind;

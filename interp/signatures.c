@@ -118,6 +118,8 @@ PARAMS(p_forward, VARARGS("args"))
 PARAMS(p_recurse, P("recurse", BOOL, "True"))
 PARAMS(p_named, P("prefix", STR, "''"), P("recurse", BOOL, "True"))
 PARAMS(p_train, P("mode", BOOL, "True"))
+PARAMS(p_generate, P("prompt", STR, NULL), P("max_new_tokens", INT, NULL), P("temperature", NUM, "1.0"),
+       PT("top_k", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
 PARAMS(p_to_empty, KW("device", ANY, NULL))
 PARAMS(p_set_to_none, P("set_to_none", BOOL, "True"))
 PARAMS(p_step, P("closure", ANY, "None"))
@@ -230,6 +232,7 @@ static const fsSig table[] = {
   M("Module.zero_grad", p_set_to_none, "None"),
   M0("Module.state_dict", "dict"),
   M("Module.load_state_dict", p_load_sd, "None"),
+  M("Module.generate", p_generate, "str"),
   ATTR("Module.training", "bool", 0),
 
   M("Optimizer.step", p_step, "None"),

@@ -59,6 +59,21 @@ fs_value *fsV_str_own(char *s, size_t len) {
   return v;
 }
 
+fs_value *fsV_str_utf8(const unsigned char *s, size_t len) {
+  char *d = malloc(3 * len + 1), *o = d; /* U+FFFD is 3 bytes for 1 */
+  if (!d) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < len;) {
+    uint32_t cp;
+    i += fsA_utf8_decode(s + i, len - i, &cp);
+    o += fsA_utf8_encode(cp, o);
+  }
+  *o = '\0';
+  return fsV_str_own(d, (size_t)(o - d));
+}
+
 fs_value *fsV_str(const char *s, size_t len) {
   char *c = malloc(len + 1);
   if (!c) {

@@ -83,6 +83,10 @@ fs_value *fsV_float(double f);
 fs_value *fsV_str(const char *s, size_t len);     /* copies */
 fs_value *fsV_cstr(const char *s);
 fs_value *fsV_str_own(char *s, size_t len);       /* takes s (malloc'd); frees it on failure */
+/* Bytes decoded as UTF-8 (a str holds valid UTF-8): each byte that starts no
+ * valid sequence becomes U+FFFD, as Python's decode(errors="replace") does
+ * for the usual cases (it replaces a truncated sequence as one). */
+fs_value *fsV_str_utf8(const unsigned char *s, size_t len);
 fs_value *fsV_list(size_t cap);                   /* empty */
 fs_value *fsV_tuple(size_t n);                    /* n NULL slots to fill with fsV_seq_set */
 fs_value *fsV_dict(void);

@@ -24,8 +24,8 @@ struct fsPG {
   int open;         /* tty: a line is drawn and not yet ended */
   double start;     /* when the epoch began */
   double last_draw; /* when the last line was drawn */
+  double interval;  /* plain: seconds between lines */
   int64_t done;
-  int64_t tenths;   /* plain: tenths of the epoch already reported */
   double loss;
 };
 
@@ -43,11 +43,14 @@ fsPG *fsPG_new(FILE *out, int is_tty, int64_t total, int epochs) {
   p->total = total > 0 ? total : 0;
   p->epochs = epochs > 0 ? epochs : 0;
   p->now = fsPG_monotonic;
+  p->interval = FSPG_PLAIN_INTERVAL;
   p->loss = NAN;
   return p;
 }
 
 void fsPG_set_clock(fsPG *p, fsPG_clock now) { p->now = now; }
+
+void fsPG_set_interval(fsPG *p, double seconds) { p->interval = seconds; }
 
 void fsPG_fmt_rate(char *buf, size_t len, double r) {
   if (!(r > 0) || !isfinite(r)) snprintf(buf, len, "? it/s");
@@ -140,11 +143,10 @@ void fsPG_epoch_begin(fsPG *p) {
   p->epoch++;
   p->in_epoch = 1;
   p->done = 0;
-  p->tenths = 0;
   p->loss = NAN;
   p->start = p->now();
   /* in place the first step shows at once; a log gets its first line
-   * after a tenth of the epoch (or the plain interval) */
+   * one interval into the epoch */
   p->last_draw = p->tty ? -INFINITY : p->start;
 }
 
@@ -152,17 +154,10 @@ void fsPG_step(fsPG *p, int64_t done, double loss) {
   if (!p->in_epoch) fsPG_epoch_begin(p);
   p->done = done;
   p->loss = loss;
-  double since = p->now() - p->last_draw;
-  if (p->tty) {
-    if (since >= FSPG_TTY_INTERVAL) draw(p, 0);
-    return;
-  }
-  /* the last tenth is the end of the epoch's line */
-  int64_t tenths = p->total && done < p->total ? done * 10 / p->total : p->tenths;
-  if (tenths > p->tenths || since >= FSPG_PLAIN_INTERVAL) {
-    p->tenths = tenths;
+  /* a log's last step is left to the end of the epoch's line */
+  if (p->now() - p->last_draw >= (p->tty ? FSPG_TTY_INTERVAL : p->interval) &&
+      (p->tty || !p->total || done < p->total))
     draw(p, 0);
-  }
 }
 
 void fsPG_epoch_end(fsPG *p) {

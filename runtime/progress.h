@@ -5,9 +5,9 @@
  * redrawn at most every FSPG_TTY_INTERVAL seconds and always at the end of
  * the epoch, which ends it with a newline ("time hh:mm:ss" replaces the ETA
  * there). Elsewhere (a log file, a pipe): the same text as plain lines, one
- * each time the epoch crosses a tenth of its steps or FSPG_PLAIN_INTERVAL
- * seconds passed since the last one, plus one at the end of the epoch; no
- * control characters.
+ * each time the interval (FSPG_PLAIN_INTERVAL seconds unless set) passed
+ * since the epoch began or since the last line, plus one at the end of the
+ * epoch; no control characters.
  *
  * The caller decides where it draws: is_tty from isatty(fileno(out)), and
  * in a distributed run only global rank 0 creates one (every rank drawing
@@ -22,7 +22,7 @@
 #include <stdio.h>
 
 #define FSPG_TTY_INTERVAL 0.1
-#define FSPG_PLAIN_INTERVAL 30.0
+#define FSPG_PLAIN_INTERVAL 10.0
 
 /* Seconds on some monotonic clock; the bar's throttle and the logger's
  * flush throttle read one, tests substitute their own. */
@@ -34,6 +34,9 @@ typedef struct fsPG fsPG;
 /* NULL only when out of memory. Reads fsPG_monotonic until set_clock. */
 fsPG *fsPG_new(FILE *out, int is_tty, int64_t total, int epochs);
 void fsPG_set_clock(fsPG *p, fsPG_clock now);
+/* The plain lines' interval in seconds (0: every step; INFINITY: only the
+ * ends of epochs); a terminal's redraws keep FSPG_TTY_INTERVAL. */
+void fsPG_set_interval(fsPG *p, double seconds);
 /* Epochs count from 1 on each begin; a step outside an epoch begins one. */
 void fsPG_epoch_begin(fsPG *p);
 /* done: the steps finished in this epoch, this one included (1 after the

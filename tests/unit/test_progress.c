@@ -104,24 +104,23 @@ static void test_plain_lines_without_control_characters(void **state) {
   sink_open(&s, 0, 100, 0);
   fsPG_epoch_begin(s.p);
   for (int i = 1; i <= 100; i++) {
-    now_s = 0.01 * i;
+    now_s = 0.25 * i; /* 4 it/s: a line every 40 steps of the default 10 s */
     fsPG_step(s.p, i, 0.25);
   }
   fsPG_epoch_end(s.p);
   sink_close(&s);
   assert_null(strchr(s.buf, '\r'));
   assert_null(strchr(s.buf, '\x1b'));
-  /* each tenth but the last, then the end of the epoch */
-  assert_int_equal(count(s.buf, '\n'), 10);
-  assert_non_null(strstr(s.buf, "epoch 1  10/100 [==>                 ]  100.0 it/s  loss 0.2500  ETA 00:00:01\n"));
-  const char *last = "epoch 1  100/100 [====================]  100.0 it/s  loss 0.2500  time 00:00:01\n";
-  assert_string_equal(s.buf + s.len - strlen(last), last);
+  assert_string_equal(s.buf, "epoch 1  40/100 [========>           ]  4.0 it/s  loss 0.2500  ETA 00:00:15\n"
+                             "epoch 1  80/100 [================>   ]  4.0 it/s  loss 0.2500  ETA 00:00:05\n"
+                             "epoch 1  100/100 [====================]  4.0 it/s  loss 0.2500  time 00:00:25\n");
   free(s.buf);
 }
 
-static void test_plain_unknown_total_is_periodic(void **state) {
+static void test_plain_interval_is_settable(void **state) {
   sink s;
   sink_open(&s, 0, 0, 3);
+  fsPG_set_interval(s.p, 30);
   fsPG_step(s.p, 1, NAN); /* begins epoch 1 */
   for (int i = 2; i <= 65; i++) {
     now_s = i;
@@ -132,6 +131,24 @@ static void test_plain_unknown_total_is_periodic(void **state) {
   assert_string_equal(s.buf, "epoch 1/3  30  1.0 it/s\n"
                              "epoch 1/3  60  1.0 it/s\n"
                              "epoch 1/3  65  1.0 it/s  time 00:01:05\n");
+  free(s.buf);
+}
+
+/* Interval 0: a line after every step, the last one left to the epoch's end. */
+static void test_plain_interval_zero_is_every_step(void **state) {
+  sink s;
+  sink_open(&s, 0, 3, 1);
+  fsPG_set_interval(s.p, 0);
+  fsPG_epoch_begin(s.p);
+  for (int i = 1; i <= 3; i++) {
+    now_s = i;
+    fsPG_step(s.p, i, NAN);
+  }
+  fsPG_epoch_end(s.p);
+  sink_close(&s);
+  assert_int_equal(count(s.buf, '\n'), 3);
+  assert_non_null(strstr(s.buf, "epoch 1/1  2/3 "));
+  assert_non_null(strstr(s.buf, "epoch 1/1  3/3 [====================]  1.0 it/s  time 00:00:03\n"));
   free(s.buf);
 }
 
@@ -176,7 +193,8 @@ int main(void) {
       cmocka_unit_test(test_hms_format),
       cmocka_unit_test(test_tty_redraws_in_place),
       cmocka_unit_test(test_plain_lines_without_control_characters),
-      cmocka_unit_test(test_plain_unknown_total_is_periodic),
+      cmocka_unit_test(test_plain_interval_is_settable),
+      cmocka_unit_test(test_plain_interval_zero_is_every_step),
       cmocka_unit_test(test_clear_erases_and_next_step_redraws),
       cmocka_unit_test(test_free_ends_an_open_line),
       cmocka_unit_test(test_monotonic_clock_advances),
