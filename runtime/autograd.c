@@ -102,6 +102,37 @@ static int grad_buf(fs_tensor *t, float **g) {
   return 0;
 }
 
+/* Scalars and the integer ops below work on values from the CPU: a device
+ * tensor is read through a host copy (on_host: t itself on the cpu) and
+ * results are written through its backend. */
+static fs_tensor *on_host(fs_tensor *t) { return fsT_to_device(t, FS_DEV_CPU); }
+
+/* out, built on the cpu, moved to dev (out is consumed). */
+static fs_tensor *to_dev(fs_tensor *out, fs_device dev) {
+  if (!out || dev == FS_DEV_CPU) return out;
+  fs_tensor *d = fsT_to_device(out, dev);
+  fsT_release(out);
+  return d;
+}
+
+/* Element 0 of a float32 or int64 tensor := v. */
+static int write_scalar(fs_tensor *t, double v) {
+  int64_t i = (int64_t)v;
+  float f = (float)v;
+  return fsB_of(t)->from_host(t->data, t->dtype == FS_I64 ? (const void *)&i : (const void *)&f,
+                              t->dtype == FS_I64 ? sizeof i : sizeof f);
+}
+
+/* A 0-d tensor holding v, on dev. */
+static fs_tensor *scalar_on(fs_dtype dt, fs_device dev, double v) {
+  fs_tensor *t = fsT_new(dt, dev, 0, NULL);
+  if (t && write_scalar(t, v) < 0) {
+    fsT_release(t);
+    return NULL;
+  }
+  return t;
+}
+
 static fs_tensor *new_f32(const fs_tensor *like, int rank, const int64_t *shape) {
   return fsT_new(FS_F32, like->device, rank, shape);
 }
@@ -172,12 +203,16 @@ fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
     fsT_seterr("embedding: input has too many dimensions");
     return NULL;
   }
+  fs_tensor *hidx = on_host(idx);
+  if (!hidx) return NULL;
   for (int64_t i = 0; i < idx->numel; i++)
-    if (fsT_i64(idx)[i] < 0 || fsT_i64(idx)[i] >= W->shape[0]) {
+    if (fsT_i64(hidx)[i] < 0 || fsT_i64(hidx)[i] >= W->shape[0]) {
       fsT_seterr("index out of range in self (index %lld, embedding size %lld)",
-                 (long long)fsT_i64(idx)[i], (long long)W->shape[0]);
+                 (long long)fsT_i64(hidx)[i], (long long)W->shape[0]);
+      fsT_release(hidx);
       return NULL;
     }
+  fsT_release(hidx);
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, idx->shape, sizeof shape);
   shape[idx->rank] = W->shape[1];
@@ -403,16 +438,20 @@ static int binary_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-static fs_tensor *binary_i64(fsB_binop op, const fs_tensor *a, const fs_tensor *b, const fs_tensor *shape) {
-  fs_tensor *out = fsT_new(FS_I64, shape->device, shape->rank, shape->shape);
-  if (!out) return NULL;
-  size_t sa = a->numel == out->numel, sb = b->numel == out->numel;
-  for (int64_t i = 0; i < out->numel; i++) {
-    /* unsigned: wraps on overflow as torch does, without UB */
-    uint64_t x = (uint64_t)fsT_i64(a)[i * sa], y = (uint64_t)fsT_i64(b)[i * sb];
-    fsT_i64(out)[i] = (int64_t)(op == FSB_ADD ? x + y : op == FSB_SUB ? x - y : x * y);
+static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_tensor *shape) {
+  fs_tensor *ha = on_host(a), *hb = ha ? on_host(b) : NULL;
+  fs_tensor *out = hb ? fsT_new(FS_I64, FS_DEV_CPU, shape->rank, shape->shape) : NULL;
+  if (out) {
+    size_t sa = a->numel == out->numel, sb = b->numel == out->numel;
+    for (int64_t i = 0; i < out->numel; i++) {
+      /* unsigned: wraps on overflow as torch does, without UB */
+      uint64_t x = (uint64_t)fsT_i64(ha)[i * sa], y = (uint64_t)fsT_i64(hb)[i * sb];
+      fsT_i64(out)[i] = (int64_t)(op == FSB_ADD ? x + y : op == FSB_SUB ? x - y : x * y);
+    }
   }
-  return out;
+  fsT_release(ha);
+  fsT_release(hb);
+  return to_dev(out, shape->device);
 }
 
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
@@ -436,10 +475,8 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
 }
 
 fs_tensor *fsG_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool s_is_int, bool scalar_first) {
-  fs_tensor *st = fsT_new(s_is_int ? FS_I64 : FS_F32, a->device, 0, NULL);
+  fs_tensor *st = scalar_on(s_is_int ? FS_I64 : FS_F32, a->device, s);
   if (!st) return NULL;
-  if (s_is_int) fsT_i64(st)[0] = (int64_t)s;
-  else fsT_f32(st)[0] = (float)s;
   fs_tensor *out = scalar_first ? fsG_binary(op, st, a) : fsG_binary(op, a, st);
   fsT_release(st);
   return out;
@@ -455,8 +492,12 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx;
   if (grad_buf(x, &dx)) return -1;
-  float g = fsT_f32(out->grad)[0] * (float)n->s; /* s = 1 for sum, 1/N for mean */
-  for (int64_t i = 0; i < x->numel; i++) dx[i] += g;
+  double g;
+  if (fsG_item(out->grad, &g) < 0) return -1;
+  fs_tensor *gs = scalar_on(FS_F32, x->device, (float)g * (float)n->s); /* s = 1 for sum, 1/N for mean */
+  if (!gs) return -1;
+  fsB_of(x)->binary(FSB_ADD, (size_t)x->numel, dx, 1, fsT_f32(gs), 0, dx);
+  fsT_release(gs);
   return 0;
 }
 
@@ -468,19 +509,21 @@ static fs_tensor *reduce(fs_tensor *x, bool mean) {
       fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long");
       return NULL;
     }
-    fs_tensor *out = fsT_new(FS_I64, x->device, 0, NULL);
-    if (!out) return NULL;
+    fs_tensor *hx = on_host(x);
+    if (!hx) return NULL;
     uint64_t s = 0;
-    for (int64_t i = 0; i < x->numel; i++) s += (uint64_t)fsT_i64(x)[i];
-    fsT_i64(out)[0] = (int64_t)s;
-    return out;
+    for (int64_t i = 0; i < x->numel; i++) s += (uint64_t)fsT_i64(hx)[i];
+    fsT_release(hx);
+    return scalar_on(FS_I64, x->device, (double)(int64_t)s);
   }
   fs_tensor *fx = fsT_to_dtype(x, FS_F32);
   fs_tensor *out = fx ? fsT_new(FS_F32, x->device, 0, NULL) : NULL;
   if (out) {
     double s = be->sum((size_t)fx->numel, fsT_f32(fx));
-    fsT_f32(out)[0] = (float)(mean ? s / (double)fx->numel : s);
-    out = record(out, sum_bw, 1, &fx, NULL, NULL, mean ? 1.0 / (double)fx->numel : 1.0, 0);
+    if (write_scalar(out, (float)(mean ? s / (double)fx->numel : s)) < 0) {
+      fsT_release(out);
+      out = NULL;
+    } else out = record(out, sum_bw, 1, &fx, NULL, NULL, mean ? 1.0 / (double)fx->numel : 1.0, 0);
   }
   fsT_release(fx);
   return out;
@@ -496,8 +539,10 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
   float *dl;
   if (grad_buf(logits, &dl)) return -1;
   int64_t C = logits->shape[logits->rank - 1];
+  double dloss;
+  if (fsG_item(out->grad, &dloss) < 0) return -1;
   fsB_of(logits)->nn->cross_entropy_backward(dl, fsT_f32(logits), fsT_i64(targets), targets->numel,
-                                             C, fsT_f32(out->grad)[0]);
+                                             C, (float)dloss);
   return 0;
 }
 
@@ -518,23 +563,28 @@ fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
     return NULL;
   }
   int64_t C = logits->shape[logits->rank - 1];
+  fs_tensor *ht = on_host(targets);
+  if (!ht) return NULL;
   for (int64_t i = 0; i < targets->numel; i++)
-    if (fsT_i64(targets)[i] < 0 || fsT_i64(targets)[i] >= C) {
-      fsT_seterr("Target %lld is out of bounds.", (long long)fsT_i64(targets)[i]);
+    if (fsT_i64(ht)[i] < 0 || fsT_i64(ht)[i] >= C) {
+      fsT_seterr("Target %lld is out of bounds.", (long long)fsT_i64(ht)[i]);
+      fsT_release(ht);
       return NULL;
     }
-  fs_tensor *out = fsT_new(FS_F32, logits->device, 0, NULL);
+  fsT_release(ht);
+  fs_tensor *out = scalar_on(FS_F32, logits->device,
+                             (float)be->nn->cross_entropy_forward(fsT_f32(logits), fsT_i64(targets),
+                                                                  targets->numel, C));
   if (!out) return NULL;
-  fsT_f32(out)[0] = (float)be->nn->cross_entropy_forward(fsT_f32(logits), fsT_i64(targets),
-                                                         targets->numel, C);
   return record(out, cross_entropy_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 static int mse_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *p = n->in[0], *t = n->in[1];
   float *dp, *dt;
-  if (grad_buf(p, &dp) || grad_buf(t, &dt)) return -1;
-  fsB_of(p)->nn->mse_backward(dp, dt, fsT_f32(p), fsT_f32(t), (size_t)p->numel, fsT_f32(out->grad)[0]);
+  double dloss;
+  if (grad_buf(p, &dp) || grad_buf(t, &dt) || fsG_item(out->grad, &dloss) < 0) return -1;
+  fsB_of(p)->nn->mse_backward(dp, dt, fsT_f32(p), fsT_f32(t), (size_t)p->numel, (float)dloss);
   return 0;
 }
 
@@ -548,9 +598,9 @@ fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
                fsT_shape_str(pred, a, sizeof a), fsT_shape_str(target, b, sizeof b));
     return NULL;
   }
-  fs_tensor *out = fsT_new(FS_F32, pred->device, 0, NULL);
+  fs_tensor *out = scalar_on(FS_F32, pred->device,
+                             (float)be->nn->mse_forward(fsT_f32(pred), fsT_f32(target), (size_t)pred->numel));
   if (!out) return NULL;
-  fsT_f32(out)[0] = (float)be->nn->mse_forward(fsT_f32(pred), fsT_f32(target), (size_t)pred->numel);
   return record(out, mse_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
@@ -572,23 +622,28 @@ fs_tensor *fsG_compare(fsG_cmp op, fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
   const fs_tensor *shape = check_inputs("comparison", 2, ins) ? broadcast_shape(a, b) : NULL;
   if (!shape) return NULL;
-  fs_tensor *out = fsT_new(FS_I64, shape->device, shape->rank, shape->shape);
-  if (!out) return NULL;
-  int64_t sa = a->numel == out->numel, sb = b->numel == out->numel;
-  for (int64_t i = 0; i < out->numel; i++)
-    fsT_i64(out)[i] = cmp(op, fsT_get(a, i * sa), fsT_get(b, i * sb));
-  return out;
+  fs_tensor *ha = on_host(a), *hb = ha ? on_host(b) : NULL;
+  fs_tensor *out = hb ? fsT_new(FS_I64, FS_DEV_CPU, shape->rank, shape->shape) : NULL;
+  if (out) {
+    int64_t sa = a->numel == out->numel, sb = b->numel == out->numel;
+    for (int64_t i = 0; i < out->numel; i++)
+      fsT_i64(out)[i] = cmp(op, fsT_get(ha, i * sa), fsT_get(hb, i * sb));
+  }
+  fsT_release(ha);
+  fsT_release(hb);
+  return to_dev(out, shape->device);
 }
 
 fs_tensor *fsG_compare_scalar(fsG_cmp op, fs_tensor *a, double s, bool scalar_first) {
   if (!check_inputs("comparison", 1, &a)) return NULL;
-  fs_tensor *out = fsT_new(FS_I64, a->device, a->rank, a->shape);
-  if (!out) return NULL;
-  for (int64_t i = 0; i < a->numel; i++) {
-    double v = fsT_get(a, i);
+  fs_tensor *ha = on_host(a);
+  fs_tensor *out = ha ? fsT_new(FS_I64, FS_DEV_CPU, a->rank, a->shape) : NULL;
+  for (int64_t i = 0; out && i < a->numel; i++) {
+    double v = fsT_get(ha, i);
     fsT_i64(out)[i] = scalar_first ? cmp(op, s, v) : cmp(op, v, s);
   }
-  return out;
+  fsT_release(ha);
+  return to_dev(out, a->device);
 }
 
 fs_tensor *fsG_argmax(fs_tensor *x, int dim) {
@@ -610,14 +665,14 @@ fs_tensor *fsG_argmax(fs_tensor *x, int dim) {
     if (i > dim) inner *= x->shape[i];
     if (i != dim) shape[i - (i > dim)] = x->shape[i];
   }
-  fs_tensor *out = fsT_new(FS_I64, x->device, x->rank ? x->rank - 1 : 0, shape);
-  if (!out) return NULL;
-  for (int64_t o = 0; o < outer; o++)
+  fs_tensor *hx = on_host(x);
+  fs_tensor *out = hx ? fsT_new(FS_I64, FS_DEV_CPU, x->rank ? x->rank - 1 : 0, shape) : NULL;
+  for (int64_t o = 0; out && o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
       int64_t best = 0;
-      double bv = fsT_get(x, o * len * inner + in);
+      double bv = fsT_get(hx, o * len * inner + in);
       for (int64_t k = 1; k < len; k++) {
-        double v = fsT_get(x, (o * len + k) * inner + in);
+        double v = fsT_get(hx, (o * len + k) * inner + in);
         if (v > bv || (isnan(v) && !isnan(bv))) { /* first maximum; nan wins, as torch */
           bv = v;
           best = k;
@@ -625,7 +680,8 @@ fs_tensor *fsG_argmax(fs_tensor *x, int dim) {
       }
       fsT_i64(out)[o * inner + in] = best;
     }
-  return out;
+  fsT_release(hx);
+  return to_dev(out, x->device);
 }
 
 int fsG_item(const fs_tensor *t, double *out) {
@@ -637,7 +693,14 @@ int fsG_item(const fs_tensor *t, double *out) {
     fsT_seterr("Tensor.item() cannot be called on meta tensors");
     return -1;
   }
-  *out = fsT_get(t, 0);
+  if (t->device == FS_DEV_CPU) {
+    *out = fsT_get(t, 0);
+    return 0;
+  }
+  fs_tensor *h = fsT_to_device((fs_tensor *)t, FS_DEV_CPU);
+  if (!h) return -1;
+  *out = fsT_get(h, 0);
+  fsT_release(h);
   return 0;
 }
 
@@ -718,8 +781,9 @@ int fsG_backward(fs_tensor *loss) {
     return -1;
   }
   float *g;
-  if (grad_buf(loss, &g)) return -1;
-  g[0] += 1.0f;
+  double g0;
+  if (grad_buf(loss, &g) || fsG_item(loss->grad, &g0) < 0 || write_scalar(loss->grad, g0 + 1.0) < 0)
+    return -1;
   if (!loss->node) return 0; /* a leaf: its grad is the answer */
   static _Thread_local unsigned stamp;
   tlist order = {0};

@@ -22,6 +22,12 @@ typedef struct fsB_backend {
   void (*free)(void *p, size_t nbytes);
   void (*zero)(void *p, size_t nbytes);
   void (*copy)(void *dst, const void *src, size_t nbytes);
+  /* host memory <-> this device's (blocking); -1 + fsT_error on failure */
+  int (*from_host)(void *dst, const void *src_host, size_t nbytes);
+  int (*to_host)(void *dst_host, const void *src, size_t nbytes);
+  /* waits for queued work: before another library (NCCL) reads buffers on
+   * its own stream, and at step boundaries; -1 + fsT_error if any failed */
+  int (*sync)(void);
   void (*fill)(float *dst, size_t n, float v);
   /* stream elements [offset, offset + n) of rng key `key` (rng.h) */
   void (*fill_uniform)(float *dst, size_t n, uint64_t key, size_t offset, float lo, float hi);
@@ -56,5 +62,14 @@ extern const fsB_backend fsB_cpu;
  * backend is built (fsT_error says so). */
 const fsB_backend *fsB_get(fs_device dev);
 static inline const fsB_backend *fsB_of(const fs_tensor *t) { return fsB_get(t->device); }
+
+/* nbytes from src on src_dev to dst on dst_dev, through host memory when
+ * both are devices; -1 + fsT_error on failure. */
+int fsB_transfer(fs_device dst_dev, void *dst, fs_device src_dev, const void *src, size_t nbytes);
+
+/* From now on cuda is the cpu table under the name "cuda (emulated)": a
+ * script for GPUs runs its device placement and transfers on this machine
+ * (--emulate-cuda).  Call before any tensor is on cuda. */
+void fsB_emulate_cuda(void);
 
 #endif

@@ -83,6 +83,11 @@ static void cpu_free(void *p, size_t nbytes) {
 
 static void cpu_zero(void *p, size_t nbytes) { memset(p, 0, nbytes); }
 static void cpu_copy(void *dst, const void *src, size_t nbytes) { memmove(dst, src, nbytes); }
+static int cpu_host_copy(void *dst, const void *src, size_t nbytes) {
+  memmove(dst, src, nbytes);
+  return 0;
+}
+static int cpu_sync(void) { return 0; }
 
 static void cpu_fill(float *dst, size_t n, float v) {
   for (size_t i = 0; i < n; i++) dst[i] = v;
@@ -187,6 +192,7 @@ static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float 
 const fsB_backend fsB_cpu = {
   .name = "cpu",
   .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .copy = cpu_copy,
+  .from_host = cpu_host_copy, .to_host = cpu_host_copy, .sync = cpu_sync,
   .fill = cpu_fill, .fill_uniform = fsR_uniform_key, .fill_normal = fsR_normal_key,
   .gemm = fsB_sgemm, .binary = cpu_binary, .axpy = cpu_axpy, .scale = cpu_scale,
   .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = cpu_sumsq, .absmax = cpu_absmax,
@@ -194,13 +200,42 @@ const fsB_backend fsB_cpu = {
   .nn = &fsN_cpu,
 };
 
+static fsB_backend emulated_cuda; /* name set: fsB_emulate_cuda was called */
+
+void fsB_emulate_cuda(void) {
+  emulated_cuda = fsB_cpu;
+  emulated_cuda.name = "cuda (emulated)";
+}
+
 const fsB_backend *fsB_get(fs_device dev) {
   switch (dev) {
   case FS_DEV_CPU: return &fsB_cpu;
   case FS_DEV_META: fsT_seterr("tensors on the meta device have no data"); return NULL;
+  case FS_DEV_CUDA:
+    if (emulated_cuda.name) return &emulated_cuda;
 #ifdef FS_HAVE_CUDA
-  case FS_DEV_CUDA: return fsCU_backend(); /* NULL + why when there is no device */
+    return fsCU_backend(); /* NULL + why when there is no device */
 #endif
+    /* fall through */
   default: fsT_seterr("no %s backend in this build", fsT_device_name(dev)); return NULL;
   }
+}
+
+int fsB_transfer(fs_device dst_dev, void *dst, fs_device src_dev, const void *src, size_t nbytes) {
+  const fsB_backend *d = fsB_get(dst_dev), *s = fsB_get(src_dev);
+  if (!d || !s) return -1;
+  if (d == s) {
+    d->copy(dst, src, nbytes);
+    return 0;
+  }
+  if (s == &fsB_cpu) return d->from_host(dst, src, nbytes);
+  if (d == &fsB_cpu) return s->to_host(dst, src, nbytes);
+  void *host = malloc(nbytes ? nbytes : 1);
+  if (!host) {
+    fsT_seterr("out of memory staging %zu bytes", nbytes);
+    return -1;
+  }
+  int rc = s->to_host(host, src, nbytes) < 0 || d->from_host(dst, host, nbytes) < 0 ? -1 : 0;
+  free(host);
+  return rc;
 }

@@ -99,6 +99,10 @@ extern "C" int fsCU_download(void *dst, const void *src, size_t nbytes) {
   return fscu_check(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost), "download");
 }
 
+extern "C" int fsCU_select_device(int index) {
+  return fscu_check(cudaSetDevice(index), "cudaSetDevice");
+}
+
 extern "C" int fsCU_sync(void) {
   return fscu_check(cudaDeviceSynchronize(), "a queued kernel");
 }
@@ -392,6 +396,7 @@ extern "C" int fsCU_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
 extern "C" const fsB_backend fsB_cuda = {
   "cuda",
   cuda_alloc, cuda_free, cuda_zero, cuda_copy,
+  fsCU_upload, fsCU_download, fsCU_sync,
   cuda_fill, cuda_fill_uniform, cuda_fill_normal,
   cuda_gemm, cuda_binary, cuda_axpy, cuda_scale,
   cuda_clamp, cuda_sum, cuda_sumsq, cuda_absmax,

@@ -36,6 +36,9 @@ int fsCU_download(void *dst_host, const void *src_dev, size_t nbytes);
 /* Device float32 <-> bfloat16, rounding exactly as fsT_f32_to_bf16. */
 int fsCU_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 int fsCU_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+/* This thread's device from now on (a rank's: its local rank), before it
+ * allocates anything; -1 + fsT_error if there is no such device. */
+int fsCU_select_device(int index);
 /* Waits for the device; -1 + fsT_error if any queued work failed. */
 int fsCU_sync(void);
 

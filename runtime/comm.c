@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "comm.h"
+#include "backend.h"
 #include "rendezvous.h"
 
 #include <dirent.h>
@@ -80,6 +81,13 @@ static int done(fsCC_comm *c, int rc) {
   return rc;
 }
 
+/* The transport reads and writes the buffers on its own stream: the device's
+ * queued work on them must be finished first. */
+static int ready(fsCC_comm *c) {
+  const fsB_backend *be = c->device == FS_DEV_CPU ? NULL : fsB_get(c->device);
+  return be && be->sync() < 0 ? -1 : 0;
+}
+
 int fsCC_all_reduce(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op) {
   return fsCC_all_reduce_bufs(c, &(fsCC_buf){buf, count}, 1, dt, op);
 }
@@ -95,12 +103,12 @@ int fsCC_all_reduce_bufs(fsCC_comm *c, const fsCC_buf *bufs, int n, fs_dtype dt,
     total += bufs[i].count;
   }
   if (check(c, "all_reduce", c, c, 0, 1, dt) < 0 || check_op("all_reduce", op) < 0) return -1;
-  return done(c, c->ops->all_reduce(c, bufs, n, dt, op));
+  return done(c, ready(c) < 0 ? -1 : c->ops->all_reduce(c, bufs, n, dt, op));
 }
 
 int fsCC_all_gather(fsCC_comm *c, const void *send, void *recv, size_t count, fs_dtype dt) {
   if (check(c, "all_gather", send, recv, count, c ? (size_t)c->world : 1, dt) < 0) return -1;
-  return done(c, c->ops->all_gather(c, send, recv, count, dt));
+  return done(c, ready(c) < 0 ? -1 : c->ops->all_gather(c, send, recv, count, dt));
 }
 
 int fsCC_reduce_scatter(fsCC_comm *c, const void *send, void *recv, size_t count,
@@ -108,7 +116,7 @@ int fsCC_reduce_scatter(fsCC_comm *c, const void *send, void *recv, size_t count
   if (check(c, "reduce_scatter", send, recv, count, c ? (size_t)c->world : 1, dt) < 0 ||
       check_op("reduce_scatter", op) < 0)
     return -1;
-  return done(c, c->ops->reduce_scatter(c, send, recv, count, dt, op));
+  return done(c, ready(c) < 0 ? -1 : c->ops->reduce_scatter(c, send, recv, count, dt, op));
 }
 
 int fsCC_broadcast(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, int root) {
@@ -117,12 +125,12 @@ int fsCC_broadcast(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, int root)
     fsT_seterr("broadcast: src=%d is not a rank of a world of %d", root, c->world);
     return -1;
   }
-  return done(c, c->ops->broadcast(c, buf, count, dt, root));
+  return done(c, ready(c) < 0 ? -1 : c->ops->broadcast(c, buf, count, dt, root));
 }
 
 int fsCC_barrier(fsCC_comm *c) {
   if (check(c, "barrier", c, c, 0, 1, FS_F32) < 0) return -1;
-  return done(c, c->ops->barrier(c));
+  return done(c, ready(c) < 0 ? -1 : c->ops->barrier(c));
 }
 
 void fsCC_destroy(fsCC_comm *c) {

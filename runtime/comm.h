@@ -41,6 +41,7 @@ typedef struct fsCC_config {
   int local_rank;        /* nccl: the CUDA device this rank uses */
   double timeout;        /* seconds for every wait; <= 0: default */
   size_t staging;        /* shm: staging bytes per rank for fsCC_connect to create; 0: default */
+  bool emulated_cuda;    /* shm: the buffers are cuda tensors of the emulated backend (host memory) */
 } fsCC_config;
 
 typedef struct fsCC_comm fsCC_comm;

@@ -399,7 +399,7 @@ fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg) {
     return NULL;
   }
   close(fd);
-  fsCC_init_base(&s->base, &shm_ops, cfg, FS_DEV_CPU);
+  fsCC_init_base(&s->base, &shm_ops, cfg, cfg->emulated_cuda ? FS_DEV_CUDA : FS_DEV_CPU);
   shm_header *h = s->h = p;
   s->map_bytes = (size_t)st.st_size;
   s->slots = (unsigned char *)p + header_bytes();

@@ -224,14 +224,15 @@ static int shard_unit(fsSH_model *s, fsSH_unit *u, uint64_t seed) {
   u->shard = (int64_t)fsCC_shard((size_t)u->n, s->world);
   if (!(u->flat = fsT_zeros(FS_F32, s->dev, 1, &u->shard))) return -1;
   u->flat->requires_grad = true;
-  const fsB_backend *be = fsB_get(s->dev);
   for (int64_t i = 0; i < u->np; i++) {
     fsM_param *p = &u->ps[i];
     int64_t first, count, at;
     slice_of(s, u, u->off[i], p->t->numel, &first, &count, &at);
-    if (count && p->t->data)
-      be->copy(fsT_f32(u->flat) + at, fsT_f32(p->t) + first, (size_t)count * 4);
-    else if (!p->t->data && init_slice(s, u, i, seed) < 0)
+    if (count && p->t->data) {
+      if (fsB_transfer(s->dev, fsT_f32(u->flat) + at, p->t->device, fsT_f32(p->t) + first,
+                       (size_t)count * 4) < 0)
+        return -1;
+    } else if (!p->t->data && init_slice(s, u, i, seed) < 0)
       return -1;
     if (p->t->data && !p->t->base) fsB_of(p->t)->free(p->t->data, fsT_nbytes(p->t));
     point(p->t, NULL, 0, FS_DEV_META);

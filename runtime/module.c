@@ -368,7 +368,27 @@ int fsM_init_param(const fs_module *owner, int index, const char *name, uint64_t
   return 0;
 }
 
-typedef struct { fs_device dev; uint64_t seed; enum { MAT, EMPTY, RESET } what; } init_ctx;
+typedef struct { fs_device dev; uint64_t seed; enum { MAT, EMPTY, RESET, MOVE } what; } init_ctx;
+
+/* t's values onto dev: a new buffer there, the old one freed. */
+static int move_param(fs_tensor *t, fs_device dev) {
+  const fsB_backend *from = fsB_of(t), *to = fsB_get(dev);
+  if (!from || !to) return -1;
+  size_t nb = fsT_nbytes(t);
+  void *p = to->alloc(nb ? nb : 1);
+  if (!p) {
+    fsT_seterr("out of memory allocating %zu bytes on %s", nb, fsT_device_name(dev));
+    return -1;
+  }
+  if (fsB_transfer(dev, p, t->device, t->data, nb) < 0) {
+    to->free(p, nb ? nb : 1);
+    return -1;
+  }
+  from->free(t->data, nb);
+  t->data = p;
+  t->device = dev;
+  return 0;
+}
 
 static int init_visit(fs_module *m, const char *prefix, void *ud) {
   init_ctx *c = ud;
@@ -379,6 +399,10 @@ static int init_visit(fs_module *m, const char *prefix, void *ud) {
   }
   for (int i = 0; i < m->nparams; i++) {
     fs_tensor *t = m->params[i];
+    if (c->what == MOVE) {
+      if (t->data && t->device != c->dev && move_param(t, c->dev) < 0) return -1;
+      continue;
+    }
     char name[NAME_CAP + 16];
     param_name(name, sizeof name, prefix, m, i);
     if (c->what == EMPTY && t->data) {
@@ -401,6 +425,8 @@ static int init_all(fs_module *m, init_ctx c) {
   if (c.dev != FS_DEV_META && !fsB_get(c.dev)) return -1;
   return walk_root(m, init_visit, &c);
 }
+
+int fsM_to_device(fs_module *m, fs_device dev) { return init_all(m, (init_ctx){dev, 0, MOVE}); }
 
 int fsM_materialize(fs_module *m, fs_device dev, uint64_t seed) {
   return init_all(m, (init_ctx){dev, seed, MAT});

@@ -112,6 +112,8 @@ void fsM_train(fs_module *m, bool training);     /* recursive, as torch */
 int fsM_materialize(fs_module *m, fs_device dev, uint64_t seed);
 /* to_empty: storage on dev, values uninitialized; existing values are lost. */
 int fsM_to_empty(fs_module *m, fs_device dev);
+/* Moves every materialized parameter to dev (meta ones stay meta). */
+int fsM_to_device(fs_module *m, fs_device dev);
 /* Re-runs every module's reset_parameters (parameters must have storage). */
 int fsM_reset_parameters(fs_module *m, uint64_t seed);
 /* One parameter's initial values [offset, offset + n) into dst, floats on

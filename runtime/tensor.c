@@ -188,6 +188,16 @@ double fsT_get(const fs_tensor *t, int64_t i) {
   return 0;
 }
 
+fs_tensor *fsT_to_device(fs_tensor *t, fs_device dev) {
+  if (t->device == dev || !t->data) return fsT_retain(t);
+  fs_tensor *c = fsT_new(t->dtype, dev, t->rank, t->shape);
+  if (c && fsB_transfer(dev, c->data, t->device, t->data, fsT_nbytes(t)) < 0) {
+    fsT_release(c);
+    return NULL;
+  }
+  return c;
+}
+
 fs_tensor *fsT_copy(const fs_tensor *t) {
   fs_tensor *c = fsT_new(t->dtype, t->device, t->rank, t->shape);
   if (c && t->data) fsB_get(t->device)->copy(c->data, t->data, fsT_nbytes(t));
@@ -196,9 +206,13 @@ fs_tensor *fsT_copy(const fs_tensor *t) {
 
 fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt) {
   if (t->dtype == dt) return fsT_retain(t);
-  if (t->device != FS_DEV_CPU) {
-    fsT_seterr("dtype conversion needs a cpu tensor, got %s", fsT_device_name(t->device));
-    return NULL;
+  if (!t->data) return fsT_new(dt, t->device, t->rank, t->shape); /* meta: shapes only */
+  if (t->device != FS_DEV_CPU) { /* converted on the host, rare and small (metrics) */
+    fs_tensor *h = fsT_to_device(t, FS_DEV_CPU), *c = h ? fsT_to_dtype(h, dt) : NULL;
+    fs_tensor *d = c ? fsT_to_device(c, t->device) : NULL;
+    fsT_release(h);
+    fsT_release(c);
+    return d;
   }
   fs_tensor *c = fsT_new(dt, t->device, t->rank, t->shape);
   if (!c) return NULL;

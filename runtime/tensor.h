@@ -71,6 +71,9 @@ double fsT_get(const fs_tensor *t, int64_t i);
 /* A new tensor of dtype dt with the same values (`.float()`); a new
  * reference to t itself when it already has that dtype. */
 fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt);
+/* The same values on dev (no grad, no tape): a new reference to t itself
+ * when it is there already or has no data (meta). */
+fs_tensor *fsT_to_device(fs_tensor *t, fs_device dev);
 /* Deep copy of the values (no grad, no tape). */
 fs_tensor *fsT_copy(const fs_tensor *t);
 
