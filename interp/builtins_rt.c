@@ -536,19 +536,19 @@ static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
       fsV_buf_printf(&missing, "%s\"%s\"", missing.n ? ", " : "", ps[i].name);
       continue;
     }
-    if (!fsT_same_shape(src, dst) || !src->data || src->device != FS_DEV_CPU) {
+    if (!fsT_same_shape(src, dst) || !src->data) {
       char a[64], b[64];
       fsV_seterr("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in "
                  "current model is %s.", ps[i].name, fsT_shape_str(src, a, sizeof a), fsT_shape_str(dst, b, sizeof b));
       goto done;
     }
     fs_tensor *conv = fsT_to_dtype(src, dst->dtype);
-    if (!conv || (!dst->data && fsT_alloc_storage(dst, FS_DEV_CPU) < 0)) {
+    if (!conv || (!dst->data && fsT_alloc_storage(dst, src->device) < 0) ||
+        fsB_transfer(dst->device, dst->data, conv->device, conv->data, fsT_nbytes(dst)) < 0) {
       fsT_release(conv);
       rt_fail();
       goto done;
     }
-    memcpy(dst->data, conv->data, fsT_nbytes(dst));
     fsT_release(conv);
   }
   for (size_t k = 0; k < sd->u.dict.n; k++) {
@@ -1554,6 +1554,20 @@ static char *ck_own(ckpt *c, char *s) {
   return c->owned[c->nowned++] = s;
 }
 
+/* src (nbytes on dev) as host memory the checkpoint can write: src itself on
+ * the cpu, else a copy freed with the checkpoint.  NULL + fsV_error on failure. */
+static const void *ck_host(ckpt *c, fs_device dev, const void *src, size_t nbytes) {
+  if (dev == FS_DEV_CPU) return src;
+  char *h = malloc(nbytes ? nbytes : 1);
+  if (!h || fsB_transfer(FS_DEV_CPU, h, dev, src, nbytes) < 0) {
+    free(h);
+    if (h) rt_fail();
+    else fsV_seterr("out of memory");
+    return NULL;
+  }
+  return ck_own(c, h);
+}
+
 static char *ck_fmt(ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static char *ck_fmt(ckpt *c, const char *fmt, ...) {
   va_list ap;
@@ -1566,10 +1580,12 @@ static char *ck_fmt(ckpt *c, const char *fmt, ...) {
 
 static int ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
   if (!name) return -1;
-  if (!t->data || t->device != FS_DEV_CPU) {
+  if (!t->data) {
     fsV_seterr("cannot save '%s': the tensor is on the %s device", name, fsT_device_name(t->device));
     return -1;
   }
+  const void *data = ck_host(c, t->device, t->data, fsT_nbytes(t));
+  if (!data) return -1;
   if (c->nt == c->capt) {
     size_t cap = c->capt ? 2 * c->capt : 16;
     fsK_entry *e = realloc(c->t, cap * sizeof *e);
@@ -1577,14 +1593,15 @@ static int ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
     c->t = e;
     c->capt = cap;
   }
-  c->t[c->nt++] = (fsK_entry){name, t->dtype, t->rank, t->shape, t->data};
+  c->t[c->nt++] = (fsK_entry){name, t->dtype, t->rank, t->shape, data};
   return 0;
 }
 
-/* A sharded tensor of shape like's: this rank holds count elements from first. */
+/* A sharded tensor of shape like's: this rank holds count elements from
+ * first, at src on dev. */
 static int ck_sliced(ckpt *c, const char *name, const fs_tensor *like, int64_t first, int64_t count,
-                     const float *src) {
-  if (!name) return -1;
+                     fs_device dev, const float *src) {
+  if (!name || (count && !(src = ck_host(c, dev, src, (size_t)count * sizeof *src)))) return -1;
   if (c->nt == c->capt) {
     size_t cap = c->capt ? 2 * c->capt : 16;
     fsK_entry *e = realloc(c->t, cap * sizeof *e);
@@ -1671,7 +1688,7 @@ static int ck_sharded_module(fsE_ctx *E, ckpt *c, fs_value *key, fsSH_model *sh,
     bool yes;
     if (keep(E, filter, key, sh->all[i].name, sh->all[i].t, &yes) < 0) return -1;
     if (yes && ck_sliced(c, ck_fmt(c, "%s.%s", key->u.str.s, sh->all[i].name), sh->all[i].t, first, count,
-                         fsT_f32(sh->units[u].flat) + at) < 0)
+                         sh->units[u].flat->device, fsT_f32(sh->units[u].flat) + at) < 0)
       return -1;
   }
   return 0;
@@ -1708,7 +1725,7 @@ static int ck_add(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *key, fs_value *v, fs_
       fs_tensor *b[2] = {ov->o->buf0[j], ov->o->buf1[j]};
       for (int w = 0; w < 2; w++) {
         char *name = b[w] ? ck_fmt(c, "%s.state.%lld.%s", k, (long long)i, buf_name(ov, w)) : NULL;
-        if (b[w] && (sh ? ck_sliced(c, name, sh->all[i].t, first, count, fsT_f32(b[w]) + at)
+        if (b[w] && (sh ? ck_sliced(c, name, sh->all[i].t, first, count, b[w]->device, fsT_f32(b[w]) + at)
                         : ck_tensor(c, name, b[w])) < 0)
           return -1;
       }
@@ -1860,11 +1877,10 @@ static int ck_read(const fsK_file *kf, fs_tensor *const *ts, const char *const *
     for (size_t i = 0; rc == 0 && i < n; i++) {
       if (!bufs[i]) {
         continue;
-      } else if (!ts[i]->data && fsT_alloc_storage(ts[i], FS_DEV_CPU) < 0) {
+      } else if ((!ts[i]->data && fsT_alloc_storage(ts[i], FS_DEV_CPU) < 0) ||
+                 fsB_transfer(ts[i]->device, ts[i]->data, FS_DEV_CPU, bufs[i], fsT_nbytes(ts[i])) < 0) {
         rt_fail();
         rc = -1;
-      } else {
-        memcpy(ts[i]->data, bufs[i], fsT_nbytes(ts[i]));
       }
     }
   }
@@ -1874,12 +1890,27 @@ static int ck_read(const fsK_file *kf, fs_tensor *const *ts, const char *const *
   return rc;
 }
 
+/* count floats of a checkpoint entry from first into dst on dev (through the
+ * host when dev is a device); -1 + fsV_error. */
+static int ck_read_slice(const fsK_file *kf, const fsK_info *in, int64_t first, int64_t count,
+                         fs_device dev, float *dst) {
+  float *h = dev == FS_DEV_CPU ? dst : malloc((size_t)count * sizeof *h);
+  char *err = NULL;
+  int rc = -1;
+  if (!h) fsV_seterr("out of memory");
+  else if (fsK_read(kf, in, (uint64_t)first, (uint64_t)count, FS_F32, h, &err) < 0) err_own(err);
+  else if (h != dst && fsB_transfer(dev, dst, FS_DEV_CPU, h, (size_t)count * sizeof *h) < 0) rt_fail();
+  else rc = 0;
+  if (h != dst) free(h);
+  return rc;
+}
+
 /* FSDP: each rank reads only its slices of the one-device layout. */
 static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, bool strict) {
   fsK_entry *want = calloc((size_t)sh->nall + 1, sizeof *want);
   char **names = calloc((size_t)sh->nall + 1, sizeof *names);
   const fsK_info **found = calloc((size_t)sh->nall + 1, sizeof *found);
-  char prefix[512], *err = NULL, *report = NULL;
+  char prefix[512], *report = NULL;
   snprintf(prefix, sizeof prefix, "%s%s", key, *key ? "." : "");
   int rc = want && names && found ? 0 : -1;
   for (int64_t i = 0; rc == 0 && i < sh->nall; i++) {
@@ -1897,11 +1928,9 @@ static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, boo
   for (int64_t i = 0; rc == 0 && i < sh->nall; i++) {
     int64_t first, count, at;
     int u = fsSH_param_slice(sh, i, &first, &count, &at);
-    if (found[i] && count && fsK_read(kf, found[i], (uint64_t)first, (uint64_t)count, FS_F32,
-                                      fsT_f32(sh->units[u].flat) + at, &err) < 0) {
-      err_own(err);
+    fs_tensor *flat = sh->units[u].flat;
+    if (found[i] && count && ck_read_slice(kf, found[i], first, count, flat->device, fsT_f32(flat) + at) < 0)
       rc = -1;
-    }
   }
   for (int64_t i = 0; names && i < sh->nall; i++) free(names[i]);
   free(names);
@@ -1959,9 +1988,8 @@ static int load_optim(const fsK_file *kf, const char *key, fabv *fv, optv *ov) {
       const fsK_info *in = fsK_find(kf, name);
       if (!in) continue;
       if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[j]))) return rt_fail(), -1;
-      char *err = NULL;
-      if (sh && count && fsK_read(kf, in, (uint64_t)first, (uint64_t)count, FS_F32, fsT_f32(*slot[w]) + at, &err) < 0)
-        return err_own(err), -1;
+      if (sh && count && ck_read_slice(kf, in, first, count, (*slot[w])->device, fsT_f32(*slot[w]) + at) < 0)
+        return -1;
       const char *nm = name;
       if (!sh && ck_read(kf, slot[w], &nm, 1, NULL, false) < 0) return -1;
     }
