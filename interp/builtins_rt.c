@@ -3,6 +3,7 @@
  * and the Fabric object. Every Fabric method first runs its validation
  * from fabric.h on the objects' states, so check and run share one rule. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
+#include "config.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "autograd.h"
+#include "backend.h"
 #include "dataset.h"
 #include "eval_impl.h"
 #include "fabric.h"
@@ -24,6 +26,9 @@
 #include "rng.h"
 #include "safetensors.h"
 #include "sample.h"
+#ifdef FS_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
 
 #define NATIVE(f) static fs_value *f(fsE_ctx *E, fs_value *self, fs_value **s, const fsV_args *a)
 
@@ -78,7 +83,7 @@ static char *tensor_repr(fs_value *v) {
   fsV_buf b = {0};
   double d;
   char num[40];
-  if (t->numel == 1 && t->data && t->device == FS_DEV_CPU && fsG_item(t, &d) == 0) {
+  if (t->numel == 1 && t->data && fsG_item(t, &d) == 0) {
     if (t->dtype == FS_I64) fsV_buf_printf(&b, "tensor(%lld)", (long long)d);
     else fsV_buf_printf(&b, "tensor(%.4f)", d);
   } else {
@@ -141,8 +146,8 @@ static fs_value *tensor_index(fsE_ctx *E, fs_value *v, fs_value *key) {
     fsV_seterr("tensor indices must be integers, not %s", fsV_type_name(key));
     return NULL;
   }
-  if (t->rank == 0 || !t->data || t->device != FS_DEV_CPU) {
-    fsV_seterr(t->rank == 0 ? "invalid index of a 0-dim tensor" : "only a tensor in CPU memory can be indexed");
+  if (t->rank == 0 || !t->data) {
+    fsV_seterr(t->rank == 0 ? "invalid index of a 0-dim tensor" : "a tensor on the meta device has no values");
     return NULL;
   }
   int64_t i = ival(key), n = t->shape[0];
@@ -151,10 +156,12 @@ static fs_value *tensor_index(fsE_ctx *E, fs_value *v, fs_value *key) {
     fsV_seterr("index %lld is out of bounds for dimension 0 with size %lld", (long long)ival(key), (long long)n);
     return NULL;
   }
-  fs_tensor *r = fsT_new(t->dtype, FS_DEV_CPU, t->rank - 1, t->shape + 1);
-  if (!r) return rt_fail();
-  size_t row = fsT_nbytes(r);
-  memcpy(r->data, (const char *)t->data + (size_t)i * row, row);
+  fs_tensor *r = fsT_new(t->dtype, t->device, t->rank - 1, t->shape + 1);
+  size_t row = r ? fsT_nbytes(r) : 0;
+  if (!r || fsB_transfer(t->device, r->data, t->device, (const char *)t->data + (size_t)i * row, row) < 0) {
+    fsT_release(r);
+    return rt_fail();
+  }
   return tensor_value(r);
 }
 
@@ -200,16 +207,18 @@ static fs_value *tensor_method(fsE_ctx *E, fs_value *v, const char *name, const 
     r = tensor_value(c);
   } else if (strcmp(name, "tolist") == 0) {
     if (t->rank == 0) r = item_value(t);
-    else if (t->rank == 1 && t->data && t->device == FS_DEV_CPU) {
-      r = fsV_list((size_t)t->numel);
+    else if (t->rank == 1 && t->data) {
+      fs_tensor *h = fsT_to_device(t, FS_DEV_CPU);
+      r = h ? fsV_list((size_t)t->numel) : rt_fail();
       for (int64_t i = 0; r && i < t->numel; i++) {
-        double d = fsT_get(t, i);
+        double d = fsT_get(h, i);
         fs_value *x = t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
         if (!x) {
           fsV_release(r);
           r = NULL;
         } else fsV_list_append(r, x);
       }
+      fsT_release(h);
     } else fsV_seterr("tolist() of a tensor of rank > 1 is not supported");
   }
   fsE_unbind(sig, s);
@@ -318,6 +327,7 @@ typedef struct modv {
   char *cls;      /* "Linear", "MLP" */
   fsF_model st;   /* what Fabric's rules see */
   fsSH_model *sh; /* set up under FSDP: the shards, or NULL */
+  fs_device dev;  /* where it was built or set up (meta parameters aside) */
 } modv;
 
 static const fsV_class module_class;
@@ -351,6 +361,7 @@ static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
     return NULL;
   }
   mv->m = m;
+  mv->dev = E->device == FS_DEV_META ? FS_DEV_CPU : E->device;
   if (!E->building && E->device != FS_DEV_META && !E->opt->plan && fsM_materialize(m, E->device, E->seed) < 0) {
     modv_free(mv);
     return rt_fail();
@@ -578,9 +589,13 @@ done:
   return r;
 }
 
+/* The model's forward on tokens made on the host, moved to its device. */
 static fs_tensor *lm_forward(void *ud, fs_tensor *idx) {
   modv *mv = ud;
-  return mv->sh ? fsSH_forward(mv->sh, idx) : fsM_forward(mv->m, idx);
+  fs_tensor *x = fsT_to_device(idx, mv->dev), *y = NULL;
+  if (x) y = mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x);
+  fsT_release(x);
+  return y;
 }
 
 /* model.generate(prompt, max_new_tokens, temperature, top_k): slots in
@@ -935,6 +950,7 @@ typedef struct loaderv {
   fsPG *pg;              /* the progress line (rank 0), made at the first pass */
   fsPG **active;         /* &E->progress while a pass draws, else NULL */
   int64_t done;          /* batches finished in this pass */
+  fs_device dev;         /* where its batches go: the Fabric's device once set up */
 } loaderv;
 
 static const fsV_class loader_class, loader_iter_class;
@@ -965,6 +981,7 @@ NATIVE(d_loader) {
   }
   lv->dataset = fsV_retain(s[0]);
   lv->st.is_dataloader = 1;
+  lv->dev = FS_DEV_CPU;
   return fsV_obj(&loader_class, lv);
 }
 
@@ -1008,15 +1025,15 @@ static int loader_next(fsE_ctx *E, fs_value *it, fs_value **out) {
     return 0;
   }
   fsDL_batch *bx = &lv->L.x, *by = &lv->L.y;
-  fs_tensor *x = fsT_new(bx->dtype, FS_DEV_CPU, bx->ndim, bx->shape);
-  fs_tensor *y = x ? fsT_new(by->dtype, FS_DEV_CPU, by->ndim, by->shape) : NULL;
-  if (!y) {
+  fs_tensor *x = fsT_new(bx->dtype, lv->dev, bx->ndim, bx->shape);
+  fs_tensor *y = x ? fsT_new(by->dtype, lv->dev, by->ndim, by->shape) : NULL;
+  if (!y || fsB_transfer(lv->dev, x->data, FS_DEV_CPU, bx->data, fsT_nbytes(x)) < 0 ||
+      fsB_transfer(lv->dev, y->data, FS_DEV_CPU, by->data, fsT_nbytes(y)) < 0) {
     fsT_release(x);
+    fsT_release(y);
     rt_fail();
     return -1;
   }
-  memcpy(x->data, bx->data, fsT_nbytes(x));
-  memcpy(y->data, by->data, fsT_nbytes(y));
   *out = pair(x, y);
   return *out ? 1 : -1;
 }
@@ -1104,7 +1121,8 @@ typedef struct fabv {
   fsF_config cfg;
   fsF_fabric f;
   fsLN_env env;      /* rank, world, local rank (0 of 1 on a single device) */
-  fsCC_comm *comm;   /* DDP after launch(): the shm communicator */
+  fsCC_comm *comm;   /* DDP and FSDP after launch(): shm, or NCCL on GPUs */
+  fs_device dev;     /* where set-up modules and batches live: cpu or cuda */
   fs_value *synced;  /* list of the modules set up under DDP (gradients all-reduced) */
   bool no_sync;      /* inside no_backward_sync */
   fsLG *lg;          /* fabric.log's CSV logger, made at the first call */
@@ -1161,8 +1179,17 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
     if (status && fsT_error()[0]) fprintf(stderr, "fabricscript: %s\n", fsT_error());
     return NULL;
   }
-  fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank};
-  if (!(fv->comm = fsLN_connect(&fv->env, FSCC_SHM, &cc))) return comm_fail();
+  bool emulated = fv->dev == FS_DEV_CUDA && E->opt->emulate_cuda;
+  fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank,
+                    .emulated_cuda = emulated};
+  fsCC_transport transport = FSCC_SHM;
+#ifdef FS_HAVE_CUDA
+  if (fv->dev == FS_DEV_CUDA && !emulated) { /* this rank's GPU, then NCCL among them */
+    if (fsCU_select_device(fv->env.local_rank) < 0) return comm_fail();
+    transport = FSCC_NCCL;
+  }
+#endif
+  if (!(fv->comm = fsLN_connect(&fv->env, transport, &cc))) return comm_fail();
   return fsV_none();
 }
 
@@ -1241,9 +1268,11 @@ static int ddp_sync_grads(fabv *fv) {
 
 /* A collective's tensor: a copy of x, or a number as a one-element tensor
  * (int64 for an int, float32 for a float). */
-static fs_tensor *collective_input(const fs_value *x) {
+/* A copy of x (a tensor, or a number as a 0-d tensor) where the
+ * communicator's buffers live. */
+static fs_tensor *collective_input(const fs_value *x, fs_device dev) {
   fs_tensor *t = as_tensor(x);
-  if (t) return fsT_copy(t);
+  if (t) return t->device == dev ? fsT_copy(t) : fsT_to_device(t, dev);
   if (!fsV_is_number(x)) {
     fsT_seterr("collectives take a tensor or a number, not %s", fsV_type_name(x));
     return NULL;
@@ -1252,13 +1281,15 @@ static fs_tensor *collective_input(const fs_value *x) {
   if (!s) return NULL;
   if (x->type == FSV_FLOAT) fsT_f32(s)[0] = (float)x->u.f;
   else fsT_i64(s)[0] = ival(x);
-  return s;
+  fs_tensor *d = fsT_to_device(s, dev);
+  fsT_release(s);
+  return d;
 }
 
 static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
   if (strcmp(name, "barrier") == 0) return !fv->comm || fsCC_barrier(fv->comm) == 0 ? fsV_none() : comm_fail();
   if (!fv->comm) return fsV_retain(s[0]); /* one rank: the identity */
-  fs_tensor *t = collective_input(s[0]);
+  fs_tensor *t = collective_input(s[0], fv->comm->device);
   if (!t) return rt_fail();
   int rc = 0;
   if (strcmp(name, "all_reduce") == 0) {
@@ -1275,7 +1306,7 @@ static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
     int64_t shape[FS_MAX_RANK];
     shape[0] = fv->comm->world;
     for (int i = 0; i < t->rank && i + 1 < FS_MAX_RANK; i++) shape[i + 1] = t->shape[i];
-    fs_tensor *g = fsT_new(t->dtype, FS_DEV_CPU, t->rank + 1, shape);
+    fs_tensor *g = fsT_new(t->dtype, t->device, t->rank + 1, shape);
     rc = g ? fsCC_all_gather(fv->comm, t->data, g->data, (size_t)t->numel, t->dtype) : -1;
     fsT_release(t);
     if (!g) return rt_fail();
@@ -1393,11 +1424,17 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
 }
 
 /* Whether this build runs cfg: single-device, DDP and FSDP on one node, on
- * cpu or on cuda emulated by the cpu backend (--emulate-cuda). */
+ * cpu, on the GPUs of a CUDA build, or on cuda emulated by the cpu backend
+ * (--emulate-cuda).  Nothing here initializes CUDA: ranks are forked later. */
 static int runnable(const fsF_config *cfg, bool emulate_cuda) {
   fsF_machine here;
   fsF_machine_detect(&here);
-  if (cfg->accel == FSF_CUDA && !emulate_cuda && here.cuda_gpus == 0) {
+#ifdef FS_HAVE_CUDA
+  bool gpus = here.cuda_gpus > 0;
+#else
+  bool gpus = false;
+#endif
+  if (cfg->accel == FSF_CUDA && !emulate_cuda && !gpus) {
     fsV_seterr("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
                "installed a driver from http://www.nvidia.com/Download/index.aspx (to try a cuda script "
                "on this machine, run it with --emulate-cuda: the cpu backend, one process per rank)");
@@ -1405,9 +1442,9 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
   }
   bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN &&
                cfg->num_nodes == 1;
-  if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || (cfg->accel == FSF_CUDA && emulate_cuda))) {
-    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies on cpu, or on cuda with "
-               "--emulate-cuda; the script resolves to %s on %s (`fabricscript check` checks it)",
+  if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || cfg->accel == FSF_CUDA)) {
+    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies on one node, on cpu "
+               "or cuda; the script resolves to %s on %s (`fabricscript check` checks it)",
                fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
     return -1;
   }
@@ -1451,6 +1488,15 @@ NATIVE(f_fabric) {
     return NULL;
   }
   fsF_fabric_init(&fv->f, &fv->cfg);
+  fv->dev = fv->cfg.accel == FSF_CUDA ? FS_DEV_CUDA : FS_DEV_CPU;
+  if (fv->dev == FS_DEV_CUDA && o->emulate_cuda) fsB_emulate_cuda();
+#ifdef FS_HAVE_CUDA
+  /* one process, one GPU; DDP and FSDP ranks pick theirs after launch() */
+  else if (fv->dev == FS_DEV_CUDA && fv->cfg.cls == FSF_SINGLE && fsCU_select_device(0) < 0) {
+    free(fv);
+    return rt_fail();
+  }
+#endif
   fv->diags = E->diags;
   fv->env.world_size = fv->env.local_world_size = 1;
   fs_value *r = fsV_obj(&fabric_class, fv);
@@ -1490,6 +1536,7 @@ static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim *
 
 /* What a successful setup of a module does: materialize it, mark it set up. */
 static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
+  mv->dev = fv->dev;
   if (E->opt->plan) { /* nothing to materialize: remember the model */
     fsV_release(fv->planned);
     fv->planned = fsV_retain(v);
@@ -1498,14 +1545,15 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
     return 0;
   }
   if (fv->cfg.cls == FSF_FSDP) { /* each rank materializes only its shards */
-    if (!(mv->sh = fsSH_wrap(mv->m, fv->comm, FS_DEV_CPU, E->seed))) return rt_fail(), -1;
+    if (!(mv->sh = fsSH_wrap(mv->m, fv->comm, fv->dev, E->seed))) return rt_fail(), -1;
     if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
     if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
     fsF_setup_done(&fv->f, &mv->st);
     mv->st.meta = false;
     return 0;
   }
-  if (mv->st.meta && fsM_materialize(mv->m, FS_DEV_CPU, E->seed) < 0) return rt_fail(), -1;
+  if ((mv->st.meta && fsM_materialize(mv->m, fv->dev, E->seed) < 0) || fsM_to_device(mv->m, fv->dev) < 0)
+    return rt_fail(), -1;
   if (fv->comm) { /* DDP: every rank starts from rank 0's parameters */
     fsM_param *ps;
     int64_t n = fsM_parameters(mv->m, &ps);
@@ -2076,7 +2124,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
   } else if (strcmp(name, "init_module") == 0) {
     int ei = s[0]->type == FSV_NONE ? -1 : fsV_truthy(s[0]);
     if (issues(E, a, &iss, fsF_check_init_module(f, ei, &iss)) == 0)
-      r = make_ctx(2, fsF_init_module_effect(&fv->cfg, ei) == FSF_INIT_META ? FS_DEV_META : FS_DEV_CPU);
+      r = make_ctx(2, fsF_init_module_effect(&fv->cfg, ei) == FSF_INIT_META ? FS_DEV_META : fv->dev);
   } else if (strcmp(name, "setup_module") == 0 || strcmp(name, "setup") == 0) {
     bool joint = name[5] == '\0';
     modv *mv = need_module(s[0], joint ? "setup" : "setup_module");
@@ -2123,6 +2171,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
           loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;
           char *err = NULL;
           lv->st.wrapped = 1;
+          lv->dev = fv->dev; /* Fabric's move_to_device */
           /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
           if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
               fsDL_distribute(&lv->L, fv->env.rank, fv->env.world_size, lv->L.shuffle, E->seed, false, &err) < 0)
@@ -2137,7 +2186,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
     fs_tensor *t = need_tensor(s[0], "backward", "tensor");
     modv *mv = s[2]->type == FSV_NONE ? NULL : need_module(s[2], "backward");
     double loss;
-    if (t && t->numel == 1 && t->data && t->device == FS_DEV_CPU && fsG_item(t, &loss) == 0) E->last_loss = loss;
+    if (t && t->numel == 1 && t->data && fsG_item(t, &loss) == 0) E->last_loss = loss;
     if (t && (mv || s[2]->type == FSV_NONE) &&
         issues(E, a, &iss, fsF_check_backward(f, mv ? &mv->st : NULL, &iss)) == 0)
       r = fsdp_backward_done(fv, fsG_backward(t) == 0) < 0 ? rt_fail() : ddp_sync_grads(fv) < 0 ? NULL : fsV_none();
@@ -2213,7 +2262,7 @@ static fs_value *fabric_getattr(fsE_ctx *E, fs_value *v, const char *name) {
   if (strcmp(name, "node_rank") == 0) return fsV_int(fv->env.node_rank);
   if (strcmp(name, "world_size") == 0) return fsV_int(fv->env.world_size);
   if (strcmp(name, "is_global_zero") == 0) return fsV_bool(fv->env.rank == 0);
-  if (strcmp(name, "device") == 0) return make_ctx(0, FS_DEV_CPU);
+  if (strcmp(name, "device") == 0) return make_ctx(0, fv->dev);
   return NULL;
 }
 

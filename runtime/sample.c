@@ -91,8 +91,11 @@ static int next_token(const fs_tensor *logits, int64_t T, const fsSM_opts *o, ui
                fsT_shape_str(logits, s, sizeof s));
     return -1;
   }
+  fs_tensor *h = fsT_to_device((fs_tensor *)logits, FS_DEV_CPU); /* read on the host */
+  if (!h) return -1;
   float row[FSSM_VOCAB]; /* [V] logits of the byte after position T-1 */
-  for (int v = 0; v < FSSM_VOCAB; v++) row[v] = (float)fsT_get(logits, (T - 1) * FSSM_VOCAB + v);
+  for (int v = 0; v < FSSM_VOCAB; v++) row[v] = (float)fsT_get(h, (T - 1) * FSSM_VOCAB + v);
+  fsT_release(h);
   return fsSM_pick(row, o->temperature, o->top_k, (double)(bits >> 11) * 0x1p-53);
 }
 
