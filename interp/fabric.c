@@ -746,7 +746,8 @@ static void wrap_warnings(const fsF_fabric *f, const fsF_model *m, fsF_issues *i
 static void fsdp_true_half(const fsF_fabric *f, fsF_issues *iss) {
   fsF_prec p = f->cfg->precision;
   if (f->cfg->cls == FSF_FSDP && (p == FSF_P16_TRUE || p == FSF_PBF16_TRUE))
-    warn(iss, "W10", NULL,
+    warn(iss, "W10", "informational: the shards stay float32 and compute runs in the lower precision; "
+         "for float32 weights with bfloat16 autocast, use `precision=\"bf16-mixed\"`",
          "FSDP with `%s` enables computation in lower precision. FSDP will always retain a full-precision copy of the model parameters for sharding.",
          prec_names[p]);
 }
