@@ -164,12 +164,13 @@ static void test_more_fixes(void **state) {
 }
 
 /* What one diagnostic must be: rule, position, the start of its message,
- * and (if given) its first note in full. */
+ * and (if given) its first note in full and how many notes it has. */
 typedef struct want {
   const char *rule;
   uint32_t line, col;
   const char *msg, *note;
   bool warning;
+  size_t nnotes;
 } want;
 
 /* A script, the target machine's GPUs, options, and every diagnostic the
@@ -199,6 +200,7 @@ static void run_cases(const check_case *cs, size_t n) {
         assert_true(g->nnotes > 0);
         assert_string_equal(g->notes[0].message, w->note);
       }
+      if (w->nnotes) assert_int_equal(g->nnotes, w->nnotes);
     }
     run_free(&r);
   }
@@ -259,6 +261,12 @@ static const check_case paths[] = {
    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
    "train(fabric)\n", 0,
    {0}, {{"R16", 2, 13, "To use Fabric with more than one device"}}},
+  {"the path's note once, though the model and its optimizer both came that way",
+   "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\", devices=1)\nfabric.launch()\n"
+   "if fabric.global_rank == 0:\n    with fabric.init_module(empty_init=True):\n        model = Linear(8, 8)\n"
+   "else:\n    model = Linear(8, 8)\noptimizer = Adam(model.parameters())\n"
+   "model, optimizer = fabric.setup(model, optimizer)\n", 1,
+   {0}, {{"R36", 9, 20, R36_MSG, "on the paths where this condition is true", false, 3}}},
   {"a path that returns early contributes nothing after the `if`",
    "def prepare(fabric, model, again):\n"
    "    if again:\n        model = fabric.setup(model)\n        return model\n"
