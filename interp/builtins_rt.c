@@ -1440,6 +1440,12 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
                "on this machine, run it with --emulate-cuda: the cpu backend, one process per rank)");
     return -1;
   }
+  if (cfg->precision != FSF_P32) { /* not float32 silently in place of what was asked */
+    fsV_seterr("this build computes in float32 only (precision=\"32-true\"); the script asks for "
+               "precision=\"%s\", which `fabricscript check` checks but this build cannot run",
+               fsF_prec_name(cfg->precision));
+    return -1;
+  }
   bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN &&
                cfg->num_nodes == 1;
   if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || cfg->accel == FSF_CUDA)) {
