@@ -1489,12 +1489,12 @@ NATIVE(f_fabric) {
     free(fv);
     return NULL;
   }
-  if (runnable(&fv->cfg, o->emulate_cuda) < 0) {
+  if (!o->plan && runnable(&fv->cfg, o->emulate_cuda) < 0) { /* plan allocates nothing: any target */
     free(fv);
     return NULL;
   }
   fsF_fabric_init(&fv->f, &fv->cfg);
-  fv->dev = fv->cfg.accel == FSF_CUDA ? FS_DEV_CUDA : FS_DEV_CPU;
+  fv->dev = fv->cfg.accel == FSF_CUDA && !o->plan ? FS_DEV_CUDA : FS_DEV_CPU; /* plan: shapes only */
   if (fv->dev == FS_DEV_CUDA && o->emulate_cuda) fsB_emulate_cuda();
 #ifdef FS_HAVE_CUDA
   /* one process, one GPU; DDP and FSDP ranks pick theirs after launch() */

@@ -75,6 +75,9 @@ plan_row() { "$FS" plan --emulate-cuda --gpus=4 "$SRC/train.fab" "$@" | awk '$1 
 [ "$(R=1 plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 21.0 KiB" ] || bad "plan fsdp 2, rank 1"
 [ "$(plan_row -D strategy=auto)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 25.6 KiB" ] || bad "plan single: $(plan_row -D strategy=auto)"
 [ "$(plan_row -D strategy=ddp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 25.6 KiB" ] || bad "plan ddp 2"
+# a plan is for the target machine --gpus describes: no GPU (or emulation) needed here
+gpu_plan=$("$FS" plan --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2 | awk '$1 == "0" { $1 = ""; print substr($0, 2) }')
+[ "$gpu_plan" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 21.0 KiB" ] || bad "plan --gpus=4 without --emulate-cuda: $gpu_plan"
 plan_row -D strategy=fsdp -D devices=2 -D save=planned.st > /dev/null
 [ ! -e planned.st ] || bad "plan ran the training (it wrote the checkpoint)"
 
