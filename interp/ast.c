@@ -178,7 +178,7 @@ char *fsA_strndup(fs_arena *a, const char *s, size_t n) {
   return d;
 }
 
-static void arena_free(fs_arena *a) {
+void fsA_arena_free(fs_arena *a) {
   for (arena_block *b = a->head, *next; b; b = next) {
     next = b->next;
     if (b->mapped) munmap(b, b->mapped);
@@ -216,7 +216,7 @@ void fsA_push(fs_arena *a, fs_node *parent, fs_node *kid) {
 }
 
 void fsA_free(fs_node *root) {
-  if (root && root->arena) arena_free(root->arena);
+  if (root && root->arena) fsA_arena_free(root->arena);
 }
 
 const char *fsA_kind_name(fs_node_kind kind) {

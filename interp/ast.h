@@ -90,6 +90,7 @@ typedef enum fs_op {
  * the tree: a parse makes millions of small objects and frees them at once. */
 typedef struct fs_arena fs_arena;
 fs_arena *fsA_arena_new(void);
+void fsA_arena_free(fs_arena *a);
 void *fsA_alloc(fs_arena *a, size_t n);                        /* 16-aligned */
 char *fsA_strndup(fs_arena *a, const char *s, size_t n);      /* NUL-terminated copy */
 

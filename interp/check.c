@@ -14,20 +14,9 @@
 #define GROW(arr, n, cap) do { if ((n) == (cap)) { (cap) = (cap) ? 2 * (cap) : 64; \
   (arr) = fsA_xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
 
-struct arena { struct arena *next; size_t used, cap; _Alignas(16) unsigned char mem[]; };
-
 void *fsC_alloc(C *c, size_t n) {
-  n = (n + 15) & ~(size_t)15;
-  struct arena *a = c->arena;
-  if (!a || a->used + n > a->cap) {
-    size_t cap = n > 65536 ? n : 65536;
-    struct arena *b = fsA_xrealloc(NULL, sizeof *b + cap);
-    b->next = a; b->used = 0; b->cap = cap;
-    c->arena = a = b;
-  }
-  void *p = a->mem + a->used;
-  a->used += n;
-  return p;
+  if (!c->arena) c->arena = fsA_arena_new();
+  return fsA_alloc(c->arena, n);
 }
 
 char *fsC_text(C *c, fs_loc loc) {
@@ -204,11 +193,12 @@ static uint32_t hash_str(const char *s) {
 }
 
 /* The value of key in m, or NULL. With `create`, a missing key is added (the
- * map keeps the pointer: key must outlive it) with value 0 and *fresh set. */
-static uintptr_t *map_slot(name_map *m, const char *key, int create, int *fresh) {
+ * map keeps the pointer: key must outlive it) with value 0 and *fresh set.
+ * Tables live in the arena: a big script's globals grow on huge pages. */
+static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh) {
   if (create && (m->n + 1) * 2 > m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 16;
-    nm_ent *e = fsA_xrealloc(NULL, cap * sizeof *e);
+    nm_ent *e = fsC_alloc(c, cap * sizeof *e);
     memset(e, 0, cap * sizeof *e);
     for (size_t i = 0; i < m->cap; i++) {
       if (!m->e[i].key) continue;
@@ -216,7 +206,6 @@ static uintptr_t *map_slot(name_map *m, const char *key, int create, int *fresh)
       while (e[j].key) j = (j + 1) & (cap - 1);
       e[j] = m->e[i];
     }
-    free(m->e);
     m->e = e;
     m->cap = cap;
   }
@@ -233,15 +222,15 @@ static uintptr_t *map_slot(name_map *m, const char *key, int create, int *fresh)
 }
 
 static cv getvar(C *c, const char *name) {
-  uintptr_t *s = c->nframes ? map_slot(&c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
-  if (!s) s = map_slot(&c->globals, name, 0, NULL);
+  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
   return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
 }
 
 void fsC_setvar(C *c, const char *name, cv v) {
   name_map *m = c->nframes ? &c->frames[c->nframes - 1]->locals : &c->globals;
   int fresh = 0;
-  uintptr_t *s = map_slot(m, name, 1, &fresh);
+  uintptr_t *s = map_slot(c, m, name, 1, &fresh);
   if (fresh) {
     GROW(c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
@@ -350,9 +339,9 @@ static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_
 static int seen_before(C *c, const char *rule, fs_loc loc) {
   char key[96];
   snprintf(key, sizeof key, "%.60s@%u:%u", rule, loc.start, loc.end);
-  if (map_slot(&c->seen, key, 0, NULL)) return 1;
+  if (map_slot(c, &c->seen, key, 0, NULL)) return 1;
   int fresh = 0;
-  map_slot(&c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh);
+  map_slot(c, &c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh);
   return 0;
 }
 
@@ -388,11 +377,11 @@ static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
   char key[160];
   if (snprintf(key, sizeof key, "%s.%s", type ? type : "", name) >= (int)sizeof key)
     return type ? fsSig_member(type, name) : fsSig_find(name);
-  uintptr_t *v = map_slot(&c->sigs, key, 0, NULL);
+  uintptr_t *v = map_slot(c, &c->sigs, key, 0, NULL);
   if (v) return (const fsSig *)*v;
   const fsSig *sig = type ? fsSig_member(type, name) : fsSig_find(name);
   int fresh = 0;
-  *map_slot(&c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = (uintptr_t)sig;
+  *map_slot(c, &c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = (uintptr_t)sig;
   return sig;
 }
 
@@ -989,9 +978,8 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
   return 0;
 }
 
-void fsC_leave(C *c, frame *f) {
+void fsC_leave(C *c) {
   c->nframes--;
-  free(f->locals.e);
 }
 
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
@@ -1003,7 +991,7 @@ cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, si
   c->dead = 0;
   block(c, def->kids[1]);
   c->dead = dead0;
-  fsC_leave(c, &f);
+  fsC_leave(c);
   return f.has_ret ? f.ret : fsC_const(c, fsV_none());
 }
 
@@ -1043,9 +1031,9 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
             "-D %.*s is not used by any param() call", (int)k, o->defines[i]);
   }
   for (size_t i = 0; i < c.nconsts; i++) fsV_release(c.consts[i]);
-  while (c.arena) { struct arena *a = c.arena; c.arena = a->next; free(a); }
+  if (c.arena) fsA_arena_free(c.arena);
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
-  free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o); free(c.globals.e);
-  free(c.seen.e); free(c.define_used); free(c.defs); free(c.sigs.e);
+  free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
+  free(c.define_used); free(c.defs);
   return c.nerrors;
 }

@@ -104,7 +104,7 @@ typedef struct C {
   frame *frames[32]; int nframes;
   uint32_t ctxs[64]; int nctx;
   int dead;             /* the rest of the block is unreachable (return/break/continue) */
-  struct arena *arena;
+  fs_arena *arena;      /* values, tables: freed at the end of the check */
   fs_value **consts; size_t nconsts, capconsts;
   name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
@@ -149,7 +149,7 @@ void fsC_setvar(C *c, const char *name, cv v);
  * arguments, a declaration: defaults or unknown). -1 after reporting. */
 int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *pos, size_t npos,
               const char *const *kw, const cv *kwv, size_t nkw);
-void fsC_leave(C *c, frame *f);
+void fsC_leave(C *c);
 /* A def analysed at this call (call NULL: not called anywhere). */
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
                 const char *const *kw, const cv *kwv, size_t nkw);
