@@ -91,7 +91,7 @@ typedef enum fs_op {
 typedef struct fs_arena fs_arena;
 fs_arena *fsA_arena_new(void);
 void fsA_arena_free(fs_arena *a);
-void *fsA_alloc(fs_arena *a, size_t n);                        /* 16-aligned */
+void *fsA_alloc(fs_arena *a, size_t n);                        /* 8-aligned */
 char *fsA_strndup(fs_arena *a, const char *s, size_t n);      /* NUL-terminated copy */
 
 typedef struct fs_node fs_node;
