@@ -50,9 +50,13 @@ static fs_value *arena_value(C *c, fs_vtype t) {
   return v;
 }
 
+/* A def's or model's literals are evaluated again at each call: small ints
+ * are made once per check. */
 cv fsC_int(C *c, int64_t i) {
-  fs_value *v = arena_value(c, FSV_INT);
+  fs_value **small = i >= 0 && i < SMALL_INTS ? &c->small_ints[i] : NULL;
+  fs_value *v = small && *small ? *small : arena_value(c, FSV_INT);
   v->u.i = i;
+  if (small) *small = v;
   return (cv){.k = CV_CONST, .p = v};
 }
 
@@ -192,13 +196,18 @@ static uint32_t hash_str(const char *s) {
   return h;
 }
 
+/* Small tables are malloc'd and freed, so the maps of frames reuse warm
+ * memory; a table past MAP_BIG entries is in the arena, where a big script's
+ * globals grow on huge pages. */
+#define MAP_BIG 4096u
+static void map_free(name_map *m) { if (m->cap < MAP_BIG) free(m->e); }
+
 /* The value of key in m, or NULL. With `create`, a missing key is added (the
- * map keeps the pointer: key must outlive it) with value 0 and *fresh set.
- * Tables live in the arena: a big script's globals grow on huge pages. */
+ * map keeps the pointer: key must outlive it) with value 0 and *fresh set. */
 static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh) {
   if (create && (m->n + 1) * 2 > m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 16;
-    nm_ent *e = fsC_alloc(c, cap * sizeof *e);
+    nm_ent *e = cap < MAP_BIG ? fsA_xrealloc(NULL, cap * sizeof *e) : fsC_alloc(c, cap * sizeof *e);
     memset(e, 0, cap * sizeof *e);
     for (size_t i = 0; i < m->cap; i++) {
       if (!m->e[i].key) continue;
@@ -206,6 +215,7 @@ static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *
       while (e[j].key) j = (j + 1) & (cap - 1);
       e[j] = m->e[i];
     }
+    map_free(m);
     m->e = e;
     m->cap = cap;
   }
@@ -978,8 +988,9 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
   return 0;
 }
 
-void fsC_leave(C *c) {
+void fsC_leave(C *c, frame *f) {
   c->nframes--;
+  map_free(&f->locals);
 }
 
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
@@ -991,7 +1002,7 @@ cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, si
   c->dead = 0;
   block(c, def->kids[1]);
   c->dead = dead0;
-  fsC_leave(c);
+  fsC_leave(c, &f);
   return f.has_ret ? f.ret : fsC_const(c, fsV_none());
 }
 
@@ -1034,6 +1045,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   if (c.arena) fsA_arena_free(c.arena);
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
+  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs);
   free(c.define_used); free(c.defs);
   return c.nerrors;
 }

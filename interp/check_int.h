@@ -38,6 +38,7 @@ typedef enum cvk {
 enum { CLS_SIG, CLS_MODEL };
 
 #define MAXALT 8 /* alternatives a value keeps over paths; more is CV_UNKNOWN */
+#define SMALL_INTS 1024
 
 /* Child i of n, or NULL where the parser left it out. */
 static inline const fs_node *fsC_kid(const fs_node *n, uint32_t i) { return i < n->nkids ? n->kids[i] : NULL; }
@@ -106,6 +107,7 @@ typedef struct C {
   int dead;             /* the rest of the block is unreachable (return/break/continue) */
   fs_arena *arena;      /* values, tables: freed at the end of the check */
   fs_value **consts; size_t nconsts, capconsts;
+  fs_value *small_ints[SMALL_INTS]; /* fsC_int's, made on first use */
   name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;
@@ -149,7 +151,7 @@ void fsC_setvar(C *c, const char *name, cv v);
  * arguments, a declaration: defaults or unknown). -1 after reporting. */
 int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *pos, size_t npos,
               const char *const *kw, const cv *kwv, size_t nkw);
-void fsC_leave(C *c);
+void fsC_leave(C *c, frame *f);
 /* A def analysed at this call (call NULL: not called anywhere). */
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
                 const char *const *kw, const cv *kwv, size_t nkw);

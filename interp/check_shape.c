@@ -45,7 +45,7 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
     frame f;
     if (fsC_enter(c, &f, decl, call, pos, npos, kw, kwv, nkw)) return -1;
     d = body_dim(c, decl->kids[1], d, p);
-    fsC_leave(c);
+    fsC_leave(c, &f);
     return d;
   }
   if (cls.k != CV_CLASS || cls.sub != CLS_SIG || ((const fsSig *)cls.p)->kind != FSSIG_LAYER) {
@@ -125,7 +125,7 @@ void fsC_shape_model(C *c, const fs_node *decl, const fs_node *call, const cv *p
   if (fsC_enter(c, &f, decl, call, pos, npos, kw, kwv, nkw)) return;
   prev p = {decl->name_loc, -1};
   body_dim(c, decl->kids[1], -1, &p);
-  fsC_leave(c);
+  fsC_leave(c, &f);
 }
 
 void fsC_declare_model(C *c, const fs_node *decl) {
