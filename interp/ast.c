@@ -190,12 +190,14 @@ void fsA_arena_free(fs_arena *a) {
   free(a);
 }
 
+/* A root carries its arena behind it, so other nodes need no field for it. */
+typedef struct fs_tree { fs_node root; fs_arena *arena; } fs_tree;
+
 fs_node *fsA_new(fs_arena *a, fs_node_kind kind, fs_loc loc) {
   fs_node *n = fsA_alloc(a, sizeof *n);
   memset(n, 0, sizeof *n);
   n->kind = kind;
   n->loc = loc;
-  n->name_loc = loc;
   n->depth = 1;
   return n;
 }
@@ -218,8 +220,18 @@ void fsA_push(fs_arena *a, fs_node *parent, fs_node *kid) {
   if (kid && kid->depth + 1 > parent->depth) parent->depth = kid->depth + 1;
 }
 
+fs_node *fsA_root(fs_arena *a, const fs_node *n) {
+  fs_tree *t = fsA_alloc(a, sizeof *t);
+  t->root = *n;
+  t->root.root = 1;
+  t->arena = a;
+  return &t->root;
+}
+
+_Static_assert(sizeof(fs_node) <= 48, "fs_node grew: a big tree pays for every byte");
+
 void fsA_free(fs_node *root) {
-  if (root && root->arena) fsA_arena_free(root->arena);
+  if (root && root->root) fsA_arena_free(((fs_tree *)root)->arena);
 }
 
 const char *fsA_kind_name(fs_node_kind kind) {
