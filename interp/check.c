@@ -32,15 +32,6 @@ char *fsC_text(C *c, fs_loc loc) {
 cv fsC_unknown(void) { return (cv){.k = CV_UNKNOWN}; }
 cv fsC_obj(uint32_t id) { return (cv){.k = CV_OBJ, .id = id}; }
 
-cv fsC_const(C *c, fs_value *v) {
-  if (!v) return fsC_unknown();
-  if (v->refcount >= 0) {
-    GROW(c->consts, c->nconsts, c->capconsts);
-    c->consts[c->nconsts++] = v;
-  }
-  return (cv){.k = CV_CONST, .p = v};
-}
-
 /* Immortal values in the arena: literals cost no malloc and no release. */
 static fs_value *arena_value(C *c, fs_vtype t) {
   fs_value *v = fsC_alloc(c, sizeof *v);
@@ -63,6 +54,22 @@ cv fsC_int(C *c, int64_t i) {
 static cv const_float(C *c, double f) {
   fs_value *v = arena_value(c, FSV_FLOAT);
   v->u.f = f;
+  return (cv){.k = CV_CONST, .p = v};
+}
+
+/* A computed number moves into the arena and its malloc'd value goes back
+ * at once: the next one reuses that memory, not fresh pages. */
+cv fsC_const(C *c, fs_value *v) {
+  if (!v) return fsC_unknown();
+  if (v->refcount >= 0 && (v->type == FSV_INT || v->type == FSV_FLOAT)) {
+    cv r = v->type == FSV_INT ? fsC_int(c, v->u.i) : const_float(c, v->u.f);
+    fsV_release(v);
+    return r;
+  }
+  if (v->refcount >= 0) {
+    GROW(c->consts, c->nconsts, c->capconsts);
+    c->consts[c->nconsts++] = v;
+  }
   return (cv){.k = CV_CONST, .p = v};
 }
 
