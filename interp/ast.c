@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 _Noreturn void fsA_oom(void) {
   fputs("fabricscript: out of memory\n", stderr);
@@ -41,13 +42,13 @@ bad:
   return 1;
 }
 
-/* Takes text (len bytes, room for a NUL after them) and indexes its lines. */
-static fs_source *source_own(const char *path, char *text, size_t len) {
+/* Takes text (len bytes and a NUL after them) and indexes its lines. */
+static fs_source *source_own(const char *path, char *text, size_t len, size_t mapped) {
   fs_source *src = fsA_xrealloc(NULL, sizeof *src);
   src->path = strdup(path);
   src->text = text;
-  src->text[len] = '\0';
   src->len = len;
+  src->mapped = mapped;
   size_t cap = 64;
   src->line_starts = fsA_xrealloc(NULL, cap * sizeof *src->line_starts);
   src->nlines = 0;
@@ -65,16 +66,39 @@ static fs_source *source_own(const char *path, char *text, size_t len) {
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len) {
   char *text = fsA_xrealloc(NULL, len + 1);
   if (len) memcpy(text, buf, len);
-  return source_own(path, text, len);
+  text[len] = '\0';
+  return source_own(path, text, len, 0);
+}
+
+/* From this size a file is mapped, not read: its pages are in the page cache
+ * already, where reading would copy them into fresh memory (malloc maps a
+ * buffer this big anew). The NUL after the text is the zero fill of a
+ * partial last page, so a file that ends on a page boundary is read. A file
+ * truncated while it is checked raises SIGBUS, as in compilers that map. */
+#define SOURCE_MAP_MIN (128u << 10)
+
+static char *source_map(FILE *f, const struct stat *st) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (!S_ISREG(st->st_mode) || st->st_size < (off_t)SOURCE_MAP_MIN || st->st_size >= (off_t)UINT32_MAX ||
+      page <= 0 || st->st_size % page == 0)
+    return NULL;
+  void *p = mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
+  return p == MAP_FAILED ? NULL : p;
 }
 
 fs_source *fsA_source_from_file(const char *path) {
   int is_stdin = strcmp(path, "-") == 0;
   FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return NULL;
-  /* Read straight into the text buffer, sized from fstat when it can be. */
   struct stat st;
-  size_t cap = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
+  int have_st = fstat(fileno(f), &st) == 0;
+  char *map = have_st && !is_stdin ? source_map(f, &st) : NULL;
+  if (map) {
+    fclose(f);
+    return source_own(path, map, (size_t)st.st_size, (size_t)st.st_size);
+  }
+  /* Read straight into the text buffer, sized from fstat when it can be. */
+  size_t cap = have_st && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
   char *buf = NULL;
   size_t len = 0;
   for (;;) {
@@ -89,7 +113,8 @@ fs_source *fsA_source_from_file(const char *path) {
   }
   if (ferror(f)) goto fail;
   if (!is_stdin) fclose(f);
-  return source_own(is_stdin ? "<stdin>" : path, buf, len);
+  buf[len] = '\0';
+  return source_own(is_stdin ? "<stdin>" : path, buf, len, 0);
 fail: {
     int e = errno ? errno : EIO;
     if (!is_stdin) fclose(f);
@@ -102,7 +127,8 @@ fail: {
 void fsA_source_free(fs_source *src) {
   if (!src) return;
   free(src->path);
-  free(src->text);
+  if (src->mapped) munmap(src->text, src->mapped);
+  else free(src->text);
   free(src->line_starts);
   free(src);
 }

@@ -21,6 +21,7 @@ typedef struct fs_source {
   char *path;           /* as given on the command line, or "<stdin>" */
   char *text;           /* len bytes plus a terminating NUL */
   size_t len;
+  size_t mapped;        /* text is a read-only mapping of the file, this long; 0: malloc'd */
   uint32_t *line_starts; /* byte offset of each line start */
   size_t nlines;
 } fs_source;
