@@ -151,8 +151,10 @@ void fsA_source_position(const fs_source *src, uint32_t offset,
   *column = col;
 }
 
-/* Blocks grow from 64 KiB to 2 MiB; large trees get transparent huge pages,
- * since first touching 4 KiB pages one by one is what a big parse pays for. */
+/* Blocks of 64 KiB, then 256 KiB, then 2 MiB with transparent huge pages:
+ * first touching 4 KiB pages one by one is what a big parse pays for (about
+ * four times as much per byte as a huge page here), while a small tree should
+ * not pay for clearing a 2 MiB page. */
 typedef struct arena_block { struct arena_block *next; size_t used, cap, mapped; } arena_block;
 struct fs_arena { arena_block *head; size_t next_cap; };
 
@@ -173,7 +175,7 @@ fs_arena *fsA_arena_new(void) {
 static void arena_grow(fs_arena *a, size_t need) {
   size_t cap = a->next_cap;
   while (cap < need + ARENA_HEADER) cap *= 2;
-  if (a->next_cap < ARENA_HUGE) a->next_cap *= 2;
+  a->next_cap = a->next_cap < ARENA_FIRST * 4 ? a->next_cap * 4 : ARENA_HUGE;
   arena_block *b;
   size_t mapped = 0;
   if (cap >= ARENA_HUGE) {
