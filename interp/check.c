@@ -209,23 +209,25 @@ static uint32_t hash_str(const char *s) {
 #define MAP_BIG 4096u
 static void map_free(name_map *m) { if (m->cap < MAP_BIG) free(m->e); }
 
+/* Rehashes m into cap entries (a power of two). */
+static void map_grow(C *c, name_map *m, size_t cap) {
+  nm_ent *e = cap < MAP_BIG ? fsA_xrealloc(NULL, cap * sizeof *e) : fsC_alloc(c, cap * sizeof *e);
+  memset(e, 0, cap * sizeof *e);
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->e[i].key) continue;
+    size_t j = m->e[i].hash & (cap - 1);
+    while (e[j].key) j = (j + 1) & (cap - 1);
+    e[j] = m->e[i];
+  }
+  map_free(m);
+  m->e = e;
+  m->cap = cap;
+}
+
 /* The value of key in m, or NULL. With `create`, a missing key is added (the
  * map keeps the pointer: key must outlive it) with value 0 and *fresh set. */
 static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh) {
-  if (create && (m->n + 1) * 2 > m->cap) {
-    size_t cap = m->cap ? 2 * m->cap : 16;
-    nm_ent *e = cap < MAP_BIG ? fsA_xrealloc(NULL, cap * sizeof *e) : fsC_alloc(c, cap * sizeof *e);
-    memset(e, 0, cap * sizeof *e);
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->e[i].key) continue;
-      size_t j = m->e[i].hash & (cap - 1);
-      while (e[j].key) j = (j + 1) & (cap - 1);
-      e[j] = m->e[i];
-    }
-    map_free(m);
-    m->e = e;
-    m->cap = cap;
-  }
+  if (create && (m->n + 1) * 2 > m->cap) map_grow(c, m, m->cap ? 2 * m->cap : 16);
   if (!m->cap) return NULL;
   uint32_t h = hash_str(key);
   size_t j = h & (m->cap - 1);
@@ -734,7 +736,7 @@ static cv ev(C *c, const fs_node *n) {
   case FS_N_LIST: case FS_N_TUPLE: case FS_N_DICT: {
     cv *items = fsC_alloc(c, (n->nkids + 1) * sizeof *items);
     for (uint32_t i = 0; i < n->nkids; i++) items[i] = ev(c, n->kids[i]);
-    if (n->kind != FS_N_DICT) return seq(c, items, n->nkids, n->kind == FS_N_TUPLE);
+    if (n->kind != FS_N_DICT) return (cv){.k = CV_SEQ, .sub = n->kind == FS_N_TUPLE, .n = n->nkids, .p = items};
     /* keys first, then values */
     uint32_t m = n->nkids / 2;
     cv *kv = fsC_alloc(c, (n->nkids + 1) * sizeof *kv);
@@ -1030,6 +1032,11 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   c.nreasons = 1; /* 0 is "no reason" */
   c.define_used = fsA_xrealloc(NULL, o->ndefines + 1);
   memset(c.define_used, 0, o->ndefines + 1);
+  /* About one global per top-level statement: sized once, a big script's
+   * table does not leave its smaller copies behind in the arena. */
+  size_t cap = 16;
+  while (ast && cap < 2 * (size_t)ast->nkids) cap *= 2;
+  map_grow(&c, &c.globals, cap);
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;
