@@ -70,11 +70,10 @@ fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len)
   return source_own(path, text, len, 0);
 }
 
-/* From this size a file is mapped, not read: its pages are in the page cache
- * already, where reading would copy them into fresh memory (malloc maps a
- * buffer this big anew). The NUL after the text is the zero fill of a
- * partial last page, so a file that ends on a page boundary is read. A file
- * truncated while it is checked raises SIGBUS, as in compilers that map. */
+/* From this size a file may be mapped, not read: its pages are in the page
+ * cache already, where reading would copy them into fresh memory (malloc maps
+ * a buffer this big anew). The NUL after the text is the zero fill of a
+ * partial last page, so a file that ends on a page boundary is read. */
 #define SOURCE_MAP_MIN (128u << 10)
 
 static char *source_map(FILE *f, const struct stat *st) {
@@ -86,13 +85,13 @@ static char *source_map(FILE *f, const struct stat *st) {
   return p == MAP_FAILED ? NULL : p;
 }
 
-fs_source *fsA_source_from_file(const char *path) {
+fs_source *fsA_source_from_file(const char *path, int may_map) {
   int is_stdin = strcmp(path, "-") == 0;
   FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return NULL;
   struct stat st;
   int have_st = fstat(fileno(f), &st) == 0;
-  char *map = have_st && !is_stdin ? source_map(f, &st) : NULL;
+  char *map = may_map && have_st && !is_stdin ? source_map(f, &st) : NULL;
   if (map) {
     fclose(f);
     return source_own(path, map, (size_t)st.st_size, (size_t)st.st_size);

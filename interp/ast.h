@@ -27,7 +27,11 @@ typedef struct fs_source {
 } fs_source;
 
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len);
-fs_source *fsA_source_from_file(const char *path); /* NULL + errno on I/O error */
+/* NULL + errno on I/O error. may_map: a file of 128 KiB or more may be
+ * mapped, not read, for a caller done with the text before the file is
+ * likely to change (a file truncated meanwhile raises SIGBUS); a run, which
+ * can last for hours, passes 0. */
+fs_source *fsA_source_from_file(const char *path, int may_map);
 void fsA_source_free(fs_source *src);
 /* Decodes one code point of s[0..n) (n >= 1): its length in bytes, with
  * *cp = U+FFFD and length 1 for an invalid or truncated sequence. */
