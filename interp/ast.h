@@ -92,7 +92,8 @@ typedef enum fs_op {
 } fs_op;
 
 /* Every node, kid array and string of a tree lives in one arena, freed with
- * the tree: a parse makes millions of small objects and frees them at once. */
+ * the tree: a parse makes millions of small objects and frees them at once.
+ * The checker keeps its values and big tables in one too. */
 typedef struct fs_arena fs_arena;
 fs_arena *fsA_arena_new(void);
 void fsA_arena_free(fs_arena *a);
