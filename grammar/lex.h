@@ -15,8 +15,8 @@ typedef struct fs_lexer {
   fs_arena *arena;      /* where the tree's nodes and strings go */
   fs_diags *diags;
   void *scanner;        /* yyscan_t */
-  uint32_t base;        /* offset of the scanned range in src->text */
-  const char *scan_text; /* flex's copy of the range */
+  uint32_t pos;         /* offset in src->text of the next token */
+  uint32_t read;        /* offset of the next byte flex reads (YY_INPUT) */
   int expr_mode;        /* an f-string field: no lines, no indentation */
   uint32_t range_end;
   int depth;            /* open brackets */

@@ -28,7 +28,9 @@ static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n,
 static fs_node *fstring(fs_parser *P, fs_node *raw);
 static fs_node *concat_strings(fs_parser *P, fs_node *a, fs_node *b);
 static fs_node *as_block(fs_parser *P, fs_node *stmt);
-static fs_node *tuple_or_single(fs_node *t);
+static fs_node *tuple_add(fs_parser *P, fs_node *items, fs_node *x, fs_loc loc);
+static fs_node *tuple_trailing(fs_parser *P, fs_node *items, fs_loc loc);
+static fs_node *tuple_close(fs_node *t);
 static void check_target(fs_parser *P, const fs_node *t);
 static fs_node *named(fs_parser *P, fs_node *block, fs_node *target);
 #define fsP_yyerror fsP_error
@@ -67,7 +69,7 @@ static fs_node *named(fs_parser *P, fs_node *block, fs_node *target);
 
 start
   : START_FILE stmts       { P->result = $2; }
-  | START_EXPR testlist    { P->result = tuple_or_single($2); }
+  | START_EXPR testlist    { P->result = tuple_close($2); }
   ;
 
 stmts
@@ -87,16 +89,16 @@ simple_stmt
   ;
 
 small_stmt
-  : testlist               { $$ = mk(P, FS_N_EXPR, @$, 1, tuple_or_single($1)); }
+  : testlist               { $$ = mk(P, FS_N_EXPR, @$, 1, tuple_close($1)); }
   | testlist '=' testlist  { check_target(P, $1);
-                             $$ = mk(P, FS_N_ASSIGN, @$, 2, tuple_or_single($1), tuple_or_single($3)); }
+                             $$ = mk(P, FS_N_ASSIGN, @$, 2, tuple_close($1), tuple_close($3)); }
   | testlist augop testlist { check_target(P, $1);
-                             $$ = mk_op(P, FS_N_AUGASSIGN, $2, @$, 2, tuple_or_single($1), tuple_or_single($3)); }
+                             $$ = mk_op(P, FS_N_AUGASSIGN, $2, @$, 2, tuple_close($1), tuple_close($3)); }
   | PASS                   { $$ = fsA_new(P->lex.arena, FS_N_PASS, @$); }
   | BREAK                  { $$ = fsA_new(P->lex.arena, FS_N_BREAK, @$); }
   | CONTINUE               { $$ = fsA_new(P->lex.arena, FS_N_CONTINUE, @$); }
   | RETURN                 { $$ = mk(P, FS_N_RETURN, @$, 1, NULL); }
-  | RETURN testlist        { $$ = mk(P, FS_N_RETURN, @$, 1, tuple_or_single($2)); }
+  | RETURN testlist        { $$ = mk(P, FS_N_RETURN, @$, 1, tuple_close($2)); }
   | ASSERT test            { $$ = mk(P, FS_N_ASSERT, @$, 2, $2, NULL); }
   | ASSERT test ',' test   { $$ = mk(P, FS_N_ASSERT, @$, 2, $2, $4); }
   ;
@@ -110,7 +112,7 @@ augop
 compound_stmt
   : IF test ':' suite if_tail          { $$ = mk(P, FS_N_IF, @$, 3, $2, $4, $5); }
   | FOR exprlist IN testlist ':' suite { check_target(P, $2);
-                                         $$ = mk(P, FS_N_FOR, @$, 3, tuple_or_single($2), tuple_or_single($4), $6); }
+                                         $$ = mk(P, FS_N_FOR, @$, 3, tuple_close($2), tuple_close($4), $6); }
   | WITH test ':' suite                { $$ = mk(P, FS_N_WITH, @$, 3, $2, NULL, $4); }
   | WITH test AS NAME ':' suite        { $$ = mk(P, FS_N_WITH, @$, 3, $2, $4, $6); }
   | DEF NAME '(' params ')' ':' suite  { $$ = mk(P, FS_N_DEF, @$, 2, $4, $7);
@@ -120,9 +122,9 @@ compound_stmt
   | MODEL NAME ':' suite               { $$ = mk(P, FS_N_MODEL, @$, 2, fsA_new(P->lex.arena, FS_N_BLOCK, @2), $4);
                                          $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; }
   | REPEAT test ':' suite              { $$ = mk(P, FS_N_REPEAT, @$, 2, $2, $4); }
-  | testlist '=' REPEAT test ':' suite { $$ = named(P, mk(P, FS_N_REPEAT, @$, 2, $4, $6), tuple_or_single($1)); }
+  | testlist '=' REPEAT test ':' suite { $$ = named(P, mk(P, FS_N_REPEAT, @$, 2, $4, $6), tuple_close($1)); }
   | RESIDUAL ':' suite                 { $$ = mk(P, FS_N_RESIDUAL, @$, 1, $3); }
-  | testlist '=' RESIDUAL ':' suite    { $$ = named(P, mk(P, FS_N_RESIDUAL, @$, 1, $5), tuple_or_single($1)); }
+  | testlist '=' RESIDUAL ':' suite    { $$ = named(P, mk(P, FS_N_RESIDUAL, @$, 1, $5), tuple_close($1)); }
   ;
 
 if_tail
@@ -159,23 +161,24 @@ param
 
 testlist
   : testlist_items
-  | testlist_items ','                 { $$ = $1; $$->ival = 0; $$->loc = @$; }
+  | testlist_items ','                 { $$ = tuple_trailing(P, $1, @$); }
   ;
 
-/* A TUPLE node tagged with ival == 1 is still "open": tuple_or_single closes it. */
+/* A lone item is itself; a TUPLE tagged with ival == 1 is still "open":
+ * tuple_close closes it. */
 testlist_items
-  : test                               { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); $$->ival = 1; }
-  | testlist_items ',' test            { $$ = $1; fsA_push(P->lex.arena, $$, $3); $$->loc.end = @3.end; }
+  : test
+  | testlist_items ',' test            { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 exprlist
   : exprlist_items
-  | exprlist_items ','                 { $$ = $1; $$->ival = 0; $$->loc = @$; }
+  | exprlist_items ','                 { $$ = tuple_trailing(P, $1, @$); }
   ;
 
 exprlist_items
-  : arith                              { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); $$->ival = 1; }
-  | exprlist_items ',' arith           { $$ = $1; fsA_push(P->lex.arena, $$, $3); $$->loc.end = @3.end; }
+  : arith
+  | exprlist_items ',' arith           { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 test
@@ -284,7 +287,7 @@ atom
   | FALSE                              { $$ = fsA_new(P->lex.arena, FS_N_FALSE, @$); }
   | NONE                               { $$ = fsA_new(P->lex.arena, FS_N_NONE, @$); }
   | '(' ')'                            { $$ = fsA_new(P->lex.arena, FS_N_TUPLE, @$); }
-  | '(' testlist ')'                   { $$ = tuple_or_single($2); if ($$->kind == FS_N_TUPLE) $$->loc = @$; }
+  | '(' testlist ')'                   { $$ = tuple_close($2); if ($$->kind == FS_N_TUPLE) $$->loc = @$; }
   | '[' ']'                            { $$ = fsA_new(P->lex.arena, FS_N_LIST, @$); }
   | '[' list_items ']'                 { $$ = $2; $$->loc = @$; }
   | '[' list_items ',' ']'             { $$ = $2; $$->loc = @$; }
@@ -347,13 +350,32 @@ static fs_node *as_block(fs_parser *P, fs_node *stmt) {
   return mk(P, FS_N_BLOCK, stmt ? stmt->loc : (fs_loc){0, 0}, 1, stmt);
 }
 
-/* An open one-element tuple from testlist_items is just its element. */
-static fs_node *tuple_or_single(fs_node *t) {
-  if (!t || t->kind != FS_N_TUPLE || t->ival != 1) return t;
+/* Items make no node until the first comma (most lists are one item):
+ * `a, b` is an open TUPLE, later items join it. */
+static int tuple_open(const fs_node *t) { return t->kind == FS_N_TUPLE && t->ival == 1; }
+
+static fs_node *tuple_add(fs_parser *P, fs_node *items, fs_node *x, fs_loc loc) {
+  if (!tuple_open(items)) {
+    fs_node *t = mk(P, FS_N_TUPLE, loc, 2, items, x);
+    t->ival = 1;
+    return t;
+  }
+  fsA_push(P->lex.arena, items, x);
+  items->loc.end = loc.end;
+  return items;
+}
+
+/* `a,` is a tuple of one. */
+static fs_node *tuple_trailing(fs_parser *P, fs_node *items, fs_loc loc) {
+  fs_node *t = tuple_open(items) ? items : mk(P, FS_N_TUPLE, loc, 1, items);
   t->ival = 0;
-  if (t->nkids != 1) return t;
-  fs_node *only = t->kids[0];
-  return only;
+  t->loc = loc;
+  return t;
+}
+
+static fs_node *tuple_close(fs_node *t) {
+  if (t && tuple_open(t)) t->ival = 0;
+  return t;
 }
 
 static void check_target(fs_parser *P, const fs_node *t) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 _Noreturn void fsA_oom(void) {
   fputs("fabricscript: out of memory\n", stderr);
@@ -57,13 +58,13 @@ size_t fsA_utf8_encode(uint32_t cp, char *b) {
   return 4;
 }
 
-/* Takes text (len bytes, room for a NUL after them) and indexes its lines. */
-static fs_source *source_own(const char *path, char *text, size_t len) {
+/* Takes text (len bytes and a NUL after them) and indexes its lines. */
+static fs_source *source_own(const char *path, char *text, size_t len, size_t mapped) {
   fs_source *src = fsA_xrealloc(NULL, sizeof *src);
   src->path = strdup(path);
   src->text = text;
-  src->text[len] = '\0';
   src->len = len;
+  src->mapped = mapped;
   size_t cap = 64;
   src->line_starts = fsA_xrealloc(NULL, cap * sizeof *src->line_starts);
   src->nlines = 0;
@@ -81,16 +82,38 @@ static fs_source *source_own(const char *path, char *text, size_t len) {
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len) {
   char *text = fsA_xrealloc(NULL, len + 1);
   if (len) memcpy(text, buf, len);
-  return source_own(path, text, len);
+  text[len] = '\0';
+  return source_own(path, text, len, 0);
 }
 
-fs_source *fsA_source_from_file(const char *path) {
+/* From this size a file may be mapped, not read: its pages are in the page
+ * cache already, where reading would copy them into fresh memory (malloc maps
+ * a buffer this big anew). The NUL after the text is the zero fill of a
+ * partial last page, so a file that ends on a page boundary is read. */
+#define SOURCE_MAP_MIN (128u << 10)
+
+static char *source_map(FILE *f, const struct stat *st) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (!S_ISREG(st->st_mode) || st->st_size < (off_t)SOURCE_MAP_MIN || st->st_size >= (off_t)UINT32_MAX ||
+      page <= 0 || st->st_size % page == 0)
+    return NULL;
+  void *p = mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+fs_source *fsA_source_from_file(const char *path, int may_map) {
   int is_stdin = strcmp(path, "-") == 0;
   FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return NULL;
-  /* Read straight into the text buffer, sized from fstat when it can be. */
   struct stat st;
-  size_t cap = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
+  int have_st = fstat(fileno(f), &st) == 0;
+  char *map = may_map && have_st && !is_stdin ? source_map(f, &st) : NULL;
+  if (map) {
+    fclose(f);
+    return source_own(path, map, (size_t)st.st_size, (size_t)st.st_size);
+  }
+  /* Read straight into the text buffer, sized from fstat when it can be. */
+  size_t cap = have_st && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
   char *buf = NULL;
   size_t len = 0;
   for (;;) {
@@ -105,7 +128,8 @@ fs_source *fsA_source_from_file(const char *path) {
   }
   if (ferror(f)) goto fail;
   if (!is_stdin) fclose(f);
-  return source_own(is_stdin ? "<stdin>" : path, buf, len);
+  buf[len] = '\0';
+  return source_own(is_stdin ? "<stdin>" : path, buf, len, 0);
 fail: {
     int e = errno ? errno : EIO;
     if (!is_stdin) fclose(f);
@@ -118,7 +142,8 @@ fail: {
 void fsA_source_free(fs_source *src) {
   if (!src) return;
   free(src->path);
-  free(src->text);
+  if (src->mapped) munmap(src->text, src->mapped);
+  else free(src->text);
   free(src->line_starts);
   free(src);
 }
@@ -141,12 +166,17 @@ void fsA_source_position(const fs_source *src, uint32_t offset,
   *column = col;
 }
 
-/* Blocks grow from 64 KiB to 2 MiB; large trees get transparent huge pages,
- * since first touching 4 KiB pages one by one is what a big parse pays for. */
+/* Blocks of 64 KiB, then 256 KiB, then 2 MiB with transparent huge pages:
+ * first touching 4 KiB pages one by one is what a big parse pays for (about
+ * four times as much per byte as a huge page here), while a small tree should
+ * not pay for clearing a 2 MiB page. */
 typedef struct arena_block { struct arena_block *next; size_t used, cap, mapped; } arena_block;
 struct fs_arena { arena_block *head; size_t next_cap; };
 
-#define ARENA_HEADER ((sizeof(arena_block) + 15) & ~(size_t)15)
+/* Nothing in a tree or the checker's state is wider than 8 bytes; a 16-byte
+ * grain would spend a fifth of a big tree on padding. */
+#define ARENA_ALIGN 8u
+#define ARENA_HEADER ((sizeof(arena_block) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
 #define ARENA_FIRST (64u << 10)
 #define ARENA_HUGE (2u << 20)
 
@@ -160,7 +190,7 @@ fs_arena *fsA_arena_new(void) {
 static void arena_grow(fs_arena *a, size_t need) {
   size_t cap = a->next_cap;
   while (cap < need + ARENA_HEADER) cap *= 2;
-  if (a->next_cap < ARENA_HUGE) a->next_cap *= 2;
+  a->next_cap = a->next_cap < ARENA_FIRST * 4 ? a->next_cap * 4 : ARENA_HUGE;
   arena_block *b;
   size_t mapped = 0;
   if (cap >= ARENA_HUGE) {
@@ -180,7 +210,7 @@ static void arena_grow(fs_arena *a, size_t need) {
 }
 
 void *fsA_alloc(fs_arena *a, size_t n) {
-  n = (n + 15) & ~(size_t)15;
+  n = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
   if (!a->head || a->head->cap - a->head->used < n) arena_grow(a, n);
   void *p = (char *)a->head + a->head->used;
   a->head->used += n;
@@ -194,7 +224,7 @@ char *fsA_strndup(fs_arena *a, const char *s, size_t n) {
   return d;
 }
 
-static void arena_free(fs_arena *a) {
+void fsA_arena_free(fs_arena *a) {
   for (arena_block *b = a->head, *next; b; b = next) {
     next = b->next;
     if (b->mapped) munmap(b, b->mapped);
@@ -203,12 +233,14 @@ static void arena_free(fs_arena *a) {
   free(a);
 }
 
+/* A root carries its arena behind it, so other nodes need no field for it. */
+typedef struct fs_tree { fs_node root; fs_arena *arena; } fs_tree;
+
 fs_node *fsA_new(fs_arena *a, fs_node_kind kind, fs_loc loc) {
   fs_node *n = fsA_alloc(a, sizeof *n);
   memset(n, 0, sizeof *n);
   n->kind = kind;
   n->loc = loc;
-  n->name_loc = loc;
   n->depth = 1;
   return n;
 }
@@ -231,8 +263,18 @@ void fsA_push(fs_arena *a, fs_node *parent, fs_node *kid) {
   if (kid && kid->depth + 1 > parent->depth) parent->depth = kid->depth + 1;
 }
 
+fs_node *fsA_root(fs_arena *a, const fs_node *n) {
+  fs_tree *t = fsA_alloc(a, sizeof *t);
+  t->root = *n;
+  t->root.root = 1;
+  t->arena = a;
+  return &t->root;
+}
+
+_Static_assert(sizeof(fs_node) <= 48, "fs_node grew: a big tree pays for every byte");
+
 void fsA_free(fs_node *root) {
-  if (root && root->arena) arena_free(root->arena);
+  if (root && root->root) fsA_arena_free(((fs_tree *)root)->arena);
 }
 
 const char *fsA_kind_name(fs_node_kind kind) {

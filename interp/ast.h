@@ -21,12 +21,17 @@ typedef struct fs_source {
   char *path;           /* as given on the command line, or "<stdin>" */
   char *text;           /* len bytes plus a terminating NUL */
   size_t len;
+  size_t mapped;        /* text is a read-only mapping of the file, this long; 0: malloc'd */
   uint32_t *line_starts; /* byte offset of each line start */
   size_t nlines;
 } fs_source;
 
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len);
-fs_source *fsA_source_from_file(const char *path); /* NULL + errno on I/O error */
+/* NULL + errno on I/O error. may_map: a file of 128 KiB or more may be
+ * mapped, not read, for a caller done with the text before the file is
+ * likely to change (a file truncated meanwhile raises SIGBUS); a run, which
+ * can last for hours, passes 0. */
+fs_source *fsA_source_from_file(const char *path, int may_map);
 void fsA_source_free(fs_source *src);
 /* Decodes one code point of s[0..n) (n >= 1): its length in bytes, with
  * *cp = U+FFFD and length 1 for an invalid or truncated sequence. */
@@ -89,29 +94,31 @@ typedef enum fs_op {
 } fs_op;
 
 /* Every node, kid array and string of a tree lives in one arena, freed with
- * the tree: a parse makes millions of small objects and frees them at once. */
+ * the tree: a parse makes millions of small objects and frees them at once.
+ * The checker keeps its values and big tables in one too. */
 typedef struct fs_arena fs_arena;
 fs_arena *fsA_arena_new(void);
-void *fsA_alloc(fs_arena *a, size_t n);                        /* 16-aligned */
+void fsA_arena_free(fs_arena *a);
+void *fsA_alloc(fs_arena *a, size_t n);                        /* 8-aligned */
 char *fsA_strndup(fs_arena *a, const char *s, size_t n);      /* NUL-terminated copy */
 
 typedef struct fs_node fs_node;
-struct fs_node {          /* 64 bytes: a big script makes millions */
+struct fs_node {          /* 48 bytes: a big script makes millions */
   uint8_t kind;           /* fs_node_kind */
   uint8_t op;             /* fs_op */
   uint8_t kids_cap;       /* the kid array holds 1 << (kids_cap - 1); 0: none yet */
+  uint8_t root;           /* 1 on a tree's root, which holds the tree's arena */
   uint32_t depth;         /* 1 + deepest kid; the parser bounds it (FS_MAX_DEPTH) */
   fs_loc loc;             /* whole construct */
-  fs_loc name_loc;        /* DEF/MODEL/KWARG/ATTR/PARAM name; else equal to loc */
-  union {
+  union {                 /* no kind has both a number and a name span */
     int64_t ival;         /* INT; the body offset of a raw f-string */
     double fval;          /* FLOAT */
+    fs_loc name_loc;      /* DEF/MODEL/KWARG/ATTR name, REPEAT/RESIDUAL target */
   };
   char *str;              /* NUL-terminated, in the tree's arena */
   uint32_t slen;          /* byte length of str (strings may hold any byte but NUL) */
   uint32_t nkids;
   fs_node **kids;         /* in the arena; entries may be NULL where documented */
-  fs_arena *arena;        /* on a tree's root: the memory of the whole tree; else NULL */
 };
 
 /* Every tree walker may recurse this deep and no deeper. */
@@ -121,8 +128,11 @@ fs_node *fsA_new(fs_arena *a, fs_node_kind kind, fs_loc loc);
 void fsA_push(fs_arena *a, fs_node *parent, fs_node *kid); /* append; kid may be NULL */
 /* Makes room for n kids at once (a node whose arity is known). */
 void fsA_reserve(fs_arena *a, fs_node *parent, uint32_t n);
-/* Frees a whole tree, given its root (the node that holds the arena); any
- * other node goes with its tree, so freeing it alone does nothing. */
+/* Makes a copy of n, allocated in a, the root of a tree that owns a:
+ * fsA_free(root) frees the whole arena. */
+fs_node *fsA_root(fs_arena *a, const fs_node *n);
+/* Frees a whole tree, given its root; any other node goes with its tree, so
+ * freeing it alone does nothing. */
 void fsA_free(fs_node *root);
 const char *fsA_kind_name(fs_node_kind kind);
 const char *fsA_op_text(fs_op op);              /* "+", "not in", ... */

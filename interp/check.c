@@ -14,20 +14,9 @@
 #define GROW(arr, n, cap) do { if ((n) == (cap)) { (cap) = (cap) ? 2 * (cap) : 64; \
   (arr) = fsA_xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
 
-struct arena { struct arena *next; size_t used, cap; _Alignas(16) unsigned char mem[]; };
-
 void *fsC_alloc(C *c, size_t n) {
-  n = (n + 15) & ~(size_t)15;
-  struct arena *a = c->arena;
-  if (!a || a->used + n > a->cap) {
-    size_t cap = n > 65536 ? n : 65536;
-    struct arena *b = fsA_xrealloc(NULL, sizeof *b + cap);
-    b->next = a; b->used = 0; b->cap = cap;
-    c->arena = a = b;
-  }
-  void *p = a->mem + a->used;
-  a->used += n;
-  return p;
+  if (!c->arena) c->arena = fsA_arena_new();
+  return fsA_alloc(c->arena, n);
 }
 
 char *fsC_text(C *c, fs_loc loc) {
@@ -43,15 +32,6 @@ char *fsC_text(C *c, fs_loc loc) {
 cv fsC_unknown(void) { return (cv){.k = CV_UNKNOWN}; }
 cv fsC_obj(uint32_t id) { return (cv){.k = CV_OBJ, .id = id}; }
 
-cv fsC_const(C *c, fs_value *v) {
-  if (!v) return fsC_unknown();
-  if (v->refcount >= 0) {
-    GROW(c->consts, c->nconsts, c->capconsts);
-    c->consts[c->nconsts++] = v;
-  }
-  return (cv){.k = CV_CONST, .p = v};
-}
-
 /* Immortal values in the arena: literals cost no malloc and no release. */
 static fs_value *arena_value(C *c, fs_vtype t) {
   fs_value *v = fsC_alloc(c, sizeof *v);
@@ -61,15 +41,35 @@ static fs_value *arena_value(C *c, fs_vtype t) {
   return v;
 }
 
+/* A def's or model's literals are evaluated again at each call: small ints
+ * are made once per check. */
 cv fsC_int(C *c, int64_t i) {
-  fs_value *v = arena_value(c, FSV_INT);
+  fs_value **small = i >= 0 && i < SMALL_INTS ? &c->small_ints[i] : NULL;
+  fs_value *v = small && *small ? *small : arena_value(c, FSV_INT);
   v->u.i = i;
+  if (small) *small = v;
   return (cv){.k = CV_CONST, .p = v};
 }
 
 static cv const_float(C *c, double f) {
   fs_value *v = arena_value(c, FSV_FLOAT);
   v->u.f = f;
+  return (cv){.k = CV_CONST, .p = v};
+}
+
+/* A computed number moves into the arena and its malloc'd value goes back
+ * at once: the next one reuses that memory, not fresh pages. */
+cv fsC_const(C *c, fs_value *v) {
+  if (!v) return fsC_unknown();
+  if (v->refcount >= 0 && (v->type == FSV_INT || v->type == FSV_FLOAT)) {
+    cv r = v->type == FSV_INT ? fsC_int(c, v->u.i) : const_float(c, v->u.f);
+    fsV_release(v);
+    return r;
+  }
+  if (v->refcount >= 0) {
+    GROW(c->consts, c->nconsts, c->capconsts);
+    c->consts[c->nconsts++] = v;
+  }
   return (cv){.k = CV_CONST, .p = v};
 }
 
@@ -207,23 +207,31 @@ static uint32_t hash_str(const char *s) {
   return h;
 }
 
+/* Small tables are malloc'd and freed, so the maps of frames reuse warm
+ * memory; a table past MAP_BIG entries is in the arena, where a big script's
+ * globals grow on huge pages. */
+#define MAP_BIG 4096u
+static void map_free(name_map *m) { if (m->cap < MAP_BIG) free(m->e); }
+
+/* Rehashes m into cap entries (a power of two). */
+static void map_grow(C *c, name_map *m, size_t cap) {
+  nm_ent *e = cap < MAP_BIG ? fsA_xrealloc(NULL, cap * sizeof *e) : fsC_alloc(c, cap * sizeof *e);
+  memset(e, 0, cap * sizeof *e);
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->e[i].key) continue;
+    size_t j = m->e[i].hash & (cap - 1);
+    while (e[j].key) j = (j + 1) & (cap - 1);
+    e[j] = m->e[i];
+  }
+  map_free(m);
+  m->e = e;
+  m->cap = cap;
+}
+
 /* The value of key in m, or NULL. With `create`, a missing key is added (the
  * map keeps the pointer: key must outlive it) with value 0 and *fresh set. */
-static uintptr_t *map_slot(name_map *m, const char *key, int create, int *fresh) {
-  if (create && (m->n + 1) * 2 > m->cap) {
-    size_t cap = m->cap ? 2 * m->cap : 16;
-    nm_ent *e = fsA_xrealloc(NULL, cap * sizeof *e);
-    memset(e, 0, cap * sizeof *e);
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->e[i].key) continue;
-      size_t j = m->e[i].hash & (cap - 1);
-      while (e[j].key) j = (j + 1) & (cap - 1);
-      e[j] = m->e[i];
-    }
-    free(m->e);
-    m->e = e;
-    m->cap = cap;
-  }
+static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh) {
+  if (create && (m->n + 1) * 2 > m->cap) map_grow(c, m, m->cap ? 2 * m->cap : 16);
   if (!m->cap) return NULL;
   uint32_t h = hash_str(key);
   size_t j = h & (m->cap - 1);
@@ -237,15 +245,15 @@ static uintptr_t *map_slot(name_map *m, const char *key, int create, int *fresh)
 }
 
 static cv getvar(C *c, const char *name) {
-  uintptr_t *s = c->nframes ? map_slot(&c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
-  if (!s) s = map_slot(&c->globals, name, 0, NULL);
+  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
   return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
 }
 
 void fsC_setvar(C *c, const char *name, cv v) {
   name_map *m = c->nframes ? &c->frames[c->nframes - 1]->locals : &c->globals;
   int fresh = 0;
-  uintptr_t *s = map_slot(m, name, 1, &fresh);
+  uintptr_t *s = map_slot(c, m, name, 1, &fresh);
   if (fresh) {
     GROW(c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
@@ -354,9 +362,9 @@ static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_
 static int seen_before(C *c, const char *rule, fs_loc loc) {
   char key[96];
   snprintf(key, sizeof key, "%.60s@%u:%u", rule, loc.start, loc.end);
-  if (map_slot(&c->seen, key, 0, NULL)) return 1;
+  if (map_slot(c, &c->seen, key, 0, NULL)) return 1;
   int fresh = 0;
-  map_slot(&c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh);
+  map_slot(c, &c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh);
   return 0;
 }
 
@@ -392,11 +400,11 @@ static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
   char key[160];
   if (snprintf(key, sizeof key, "%s.%s", type ? type : "", name) >= (int)sizeof key)
     return type ? fsSig_member(type, name) : fsSig_find(name);
-  uintptr_t *v = map_slot(&c->sigs, key, 0, NULL);
+  uintptr_t *v = map_slot(c, &c->sigs, key, 0, NULL);
   if (v) return (const fsSig *)*v;
   const fsSig *sig = type ? fsSig_member(type, name) : fsSig_find(name);
   int fresh = 0;
-  *map_slot(&c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = (uintptr_t)sig;
+  *map_slot(c, &c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = (uintptr_t)sig;
   return sig;
 }
 
@@ -732,7 +740,7 @@ static cv ev(C *c, const fs_node *n) {
   case FS_N_LIST: case FS_N_TUPLE: case FS_N_DICT: {
     cv *items = fsC_alloc(c, (n->nkids + 1) * sizeof *items);
     for (uint32_t i = 0; i < n->nkids; i++) items[i] = ev(c, n->kids[i]);
-    if (n->kind != FS_N_DICT) return seq(c, items, n->nkids, n->kind == FS_N_TUPLE);
+    if (n->kind != FS_N_DICT) return (cv){.k = CV_SEQ, .sub = n->kind == FS_N_TUPLE, .n = n->nkids, .p = items};
     /* keys first, then values */
     uint32_t m = n->nkids / 2;
     cv *kv = fsC_alloc(c, (n->nkids + 1) * sizeof *kv);
@@ -995,7 +1003,7 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
 
 void fsC_leave(C *c, frame *f) {
   c->nframes--;
-  free(f->locals.e);
+  map_free(&f->locals);
 }
 
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
@@ -1028,6 +1036,11 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   c.nreasons = 1; /* 0 is "no reason" */
   c.define_used = fsA_xrealloc(NULL, o->ndefines + 1);
   memset(c.define_used, 0, o->ndefines + 1);
+  /* About one global per top-level statement: sized once, a big script's
+   * table does not leave its smaller copies behind in the arena. */
+  size_t cap = 16;
+  while (ast && cap < 2 * (size_t)ast->nkids) cap *= 2;
+  map_grow(&c, &c.globals, cap);
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;
@@ -1047,9 +1060,10 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
             "-D %.*s is not used by any param() call", (int)k, o->defines[i]);
   }
   for (size_t i = 0; i < c.nconsts; i++) fsV_release(c.consts[i]);
-  while (c.arena) { struct arena *a = c.arena; c.arena = a->next; free(a); }
+  if (c.arena) fsA_arena_free(c.arena);
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
-  free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o); free(c.globals.e);
-  free(c.seen.e); free(c.define_used); free(c.defs); free(c.sigs.e);
+  free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
+  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs);
+  free(c.define_used); free(c.defs);
   return c.nerrors;
 }

@@ -38,6 +38,7 @@ typedef enum cvk {
 enum { CLS_SIG, CLS_MODEL };
 
 #define MAXALT 8 /* alternatives a value keeps over paths; more is CV_UNKNOWN */
+#define SMALL_INTS 1024
 
 /* Child i of n, or NULL where the parser left it out. */
 static inline const fs_node *fsC_kid(const fs_node *n, uint32_t i) { return i < n->nkids ? n->kids[i] : NULL; }
@@ -104,8 +105,9 @@ typedef struct C {
   frame *frames[32]; int nframes;
   uint32_t ctxs[64]; int nctx;
   int dead;             /* the rest of the block is unreachable (return/break/continue) */
-  struct arena *arena;
+  fs_arena *arena;      /* values, tables: freed at the end of the check */
   fs_value **consts; size_t nconsts, capconsts;
+  fs_value *small_ints[SMALL_INTS]; /* fsC_int's, made on first use */
   name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;

@@ -78,9 +78,10 @@ static const char *backends(void) {
 #endif
 }
 
-/* Loads and parses one script; syntax errors land in diags. NULL on I/O error. */
-static fs_source *load(const char *path, fs_node **ast, fs_diags *diags, int *nerrors) {
-  fs_source *src = fsA_source_from_file(path);
+/* Loads and parses one script; syntax errors land in diags. NULL on I/O error.
+ * may_map: see fsA_source_from_file. */
+static fs_source *load(const char *path, int may_map, fs_node **ast, fs_diags *diags, int *nerrors) {
+  fs_source *src = fsA_source_from_file(path, may_map);
   if (!src) {
     fsD_add(diags, FS_SEV_ERROR, "io", NULL, (fs_loc){0, 0}, "%s: %s", path, strerror(errno));
     return NULL;
@@ -97,10 +98,11 @@ static void checker_options(const fs_cli *cli, fsC_options *o) {
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,
  * check. Returns the exit status so far; *src and *ast stay for the caller. */
-static int front(const fs_cli *cli, const char *path, fs_source **src, fs_node **ast, fs_diags *diags) {
+static int front(const fs_cli *cli, const char *path, int may_map, fs_source **src, fs_node **ast,
+                 fs_diags *diags) {
   int nerrors = 0;
   *ast = NULL;
-  *src = load(path, ast, diags, &nerrors);
+  *src = load(path, may_map, ast, diags, &nerrors);
   if (!*src) return EXIT_SYSTEM;
   if (nerrors == 0) {
     fsC_options o;
@@ -145,7 +147,7 @@ static int check_files(fs_cli *cli, char **paths, int npaths) {
     fsD_init(&diags);
     fs_source *src;
     fs_node *ast;
-    int s = front(cli, paths[i], &src, &ast, &diags);
+    int s = front(cli, paths[i], 1, &src, &ast, &diags);
     fsD_render_all(stderr, &diags, &cli->render);
     if (s > status) status = s;
     fsA_free(ast);
@@ -161,7 +163,7 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
   fsD_init(&diags);
   fs_source *src;
   fs_node *ast;
-  int status = front(cli, path, &src, &ast, &diags);
+  int status = front(cli, path, 0, &src, &ast, &diags);
   fsD_render_all(stderr, &diags, &cli->render);
   if (status == 0) {
     fs_diags run;
@@ -214,7 +216,7 @@ static int fix_file(fs_cli *cli, const char *path) {
   fsD_init(&diags);
   fs_source *src;
   fs_node *ast;
-  int status = front(cli, path, &src, &ast, &diags);
+  int status = front(cli, path, 1, &src, &ast, &diags); /* the fix is written by rename */
   if (status == EXIT_SYSTEM) {
     fsD_render_all(stderr, &diags, &cli->render);
     fsD_free(&diags);

@@ -211,7 +211,7 @@ static void command(session *S, char *line) {
     if (!*arg) fputs("usage: :save FILE\n", stderr);
     else if (save_session(S, arg) == 0) printf("saved %zu bytes to %s\n", S->text.n, arg);
   } else if (strcmp(cmd, "load") == 0) {
-    fs_source *file = *arg ? fsA_source_from_file(arg) : NULL;
+    fs_source *file = *arg ? fsA_source_from_file(arg, 0) : NULL;
     if (!*arg) fputs("usage: :load FILE\n", stderr);
     else if (!file) fprintf(stderr, "fabricscript: %s: %s\n", arg, strerror(errno));
     else submit(S, file->text, file->len);

@@ -1,11 +1,14 @@
 /* test_parser.c -- the scanner and parser: tree shapes, locations, the
  * contextual keywords, f-strings, and errors with their positions. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "ast.h"
@@ -259,6 +262,49 @@ static void test_nesting_is_bounded(void **state) {
   free(text);
 }
 
+/* A big file may be mapped, one that ends on a page boundary is read: both
+ * give the text with its NUL, the line index and a clean parse. */
+static void test_big_file_sources(void **state) {
+  (void)state;
+  static const size_t sizes[] = {200004, 262144}; /* 4096 divides the second */
+  for (size_t k = 0; k < 2; k++) {
+    size_t n = sizes[k];
+    char *text = malloc(n + 1);
+    assert_non_null(text);
+    for (size_t i = 0; i < n; i += 4) memcpy(text + i, "a=1\n", 4);
+    text[n] = '\0';
+    char path[] = "/tmp/fs_test_big_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    fs_source *src = fsA_source_from_file(path, 1), *read = fsA_source_from_file(path, 0);
+    unlink(path);
+    assert_non_null(src);
+    assert_non_null(read);
+    assert_int_equal(read->mapped, 0); /* a run reads: the file may change under it */
+    assert_int_equal(read->len, n);
+    fsA_source_free(read);
+    assert_int_equal(src->len, n);
+    assert_int_equal(src->text[n], '\0');
+    assert_memory_equal(src->text, text, n);
+    assert_int_equal(src->nlines, n / 4 + 1);
+    assert_int_equal(src->mapped, k == 0 ? n : 0);
+    fs_diags d;
+    fsD_init(&d);
+    int nerr = -1;
+    fs_node *ast = fsP_parse(src, &d, &nerr);
+    assert_int_equal(nerr, 0);
+    assert_int_equal(ast->nkids, n / 4);
+    fsA_free(ast);
+    fsD_free(&d);
+    fsA_source_free(src);
+    free(text);
+  }
+}
+
 static void test_column_counts_code_points(void **state) {
   (void)state;
   parsed p = parse("s = \"\xc3\xa9\xc3\xa9\" + $\n");
@@ -284,6 +330,7 @@ int main(void) {
     cmocka_unit_test(test_hostile_bytes),
     cmocka_unit_test(test_nesting_is_bounded),
     cmocka_unit_test(test_column_counts_code_points),
+    cmocka_unit_test(test_big_file_sources),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
