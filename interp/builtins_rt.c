@@ -1446,12 +1446,30 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
                fsF_prec_name(cfg->precision));
     return -1;
   }
-  bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN &&
-               cfg->num_nodes == 1;
+  bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN;
   if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || cfg->accel == FSF_CUDA)) {
-    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies on one node, on cpu "
-               "or cuda; the script resolves to %s on %s (`fabricscript check` checks it)",
+    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
+               "the script resolves to %s on %s (`fabricscript check` checks it)",
                fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+    return -1;
+  }
+  if (cfg->num_nodes == 1) return 0;
+  /* across nodes: NCCL between GPUs, the ranks started on every node by
+   * torchrun or srun (shared memory reaches one host only) */
+  fsLN_env env;
+  int outside = fsLN_detect(&env);
+  if (outside < 0) {
+    fsV_seterr("%s", fsT_error());
+    return -1;
+  }
+  if (cfg->accel != FSF_CUDA || emulate_cuda || !gpus || !outside) {
+    fsV_seterr("num_nodes=%d needs GPUs (NCCL) and the ranks started on every node by torchrun or srun; "
+               "one node runs without them", cfg->num_nodes);
+    return -1;
+  }
+  if (env.world_size != cfg->world_size) {
+    fsV_seterr("the launcher started %d ranks, but the script asks for %d (num_nodes=%d x devices=%d)",
+               env.world_size, cfg->world_size, cfg->num_nodes, cfg->devices);
     return -1;
   }
   return 0;
