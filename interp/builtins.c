@@ -394,15 +394,8 @@ static fs_value *dict_view(fs_value *d, int which) {
   fs_value *l = fsV_list(d->u.dict.n);
   for (size_t i = 0; l && i < d->u.dict.n; i++) {
     fs_value *v;
-    if (which == 2) {
-      v = fsV_tuple(2);
-      if (v) {
-        fsV_seq_set(v, 0, fsV_retain(d->u.dict.keys[i]));
-        fsV_seq_set(v, 1, fsV_retain(d->u.dict.vals[i]));
-      }
-    } else {
-      v = fsV_retain(which ? d->u.dict.vals[i] : d->u.dict.keys[i]);
-    }
+    if (which == 2) v = fsV_pair(fsV_retain(d->u.dict.keys[i]), fsV_retain(d->u.dict.vals[i]));
+    else v = fsV_retain(which ? d->u.dict.vals[i] : d->u.dict.keys[i]);
     if (!v) {
       fsV_release(l);
       return NULL;

@@ -469,22 +469,13 @@ static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   return x ? tensor_value(mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x)) : NULL;
 }
 
-/* FSDP's parameters(): the units' flat shards, "<unit>._flat_param" as torch's FlatParameter */
 /* One entry of parameters() (the tensor) or named_parameters() ((name, tensor)). */
 static fs_value *param_item(const char *name, fs_tensor *t, bool named) {
   fs_value *tv = tensor_value(fsT_retain(t));
-  if (!tv || !named) return tv;
-  fs_value *n = fsV_cstr(name), *item = n ? fsV_tuple(2) : NULL;
-  if (!item) {
-    fsV_release(n);
-    fsV_release(tv);
-    return NULL;
-  }
-  fsV_seq_set(item, 0, n);
-  fsV_seq_set(item, 1, tv);
-  return item;
+  return tv && named ? fsV_pair(fsV_cstr(name), tv) : tv;
 }
 
+/* FSDP's parameters(): the units' flat shards, "<unit>._flat_param" as torch's FlatParameter */
 static fs_value *flat_params(fsSH_model *sh, bool named) {
   fs_value *l = fsV_list(0);
   for (int k = 0; l && k < sh->nunits; k++) {
@@ -852,16 +843,8 @@ static fs_tensor *layout_tensor(const fsS_layout *l, int64_t batch, const void *
 }
 
 static fs_value *pair(fs_tensor *x, fs_tensor *y) {
-  fs_value *vx = tensor_value(x), *vy = vx ? tensor_value(y) : (fsT_release(y), NULL);
-  fs_value *p = vy ? fsV_tuple(2) : NULL;
-  if (!p) {
-    fsV_release(vx);
-    fsV_release(vy);
-    return NULL;
-  }
-  fsV_seq_set(p, 0, vx);
-  fsV_seq_set(p, 1, vy);
-  return p;
+  fs_value *vx = tensor_value(x);
+  return fsV_pair(vx, tensor_value(y));
 }
 
 static fs_value *dataset_index(fsE_ctx *E, fs_value *v, fs_value *key) {

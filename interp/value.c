@@ -109,6 +109,18 @@ fs_value *fsV_tuple(size_t n) {
   return v;
 }
 
+fs_value *fsV_pair(fs_value *a, fs_value *b) {
+  fs_value *t = a && b ? fsV_tuple(2) : NULL;
+  if (!t) {
+    fsV_release(a);
+    fsV_release(b);
+    return NULL;
+  }
+  fsV_seq_set(t, 0, a);
+  fsV_seq_set(t, 1, b);
+  return t;
+}
+
 fs_value *fsV_dict(void) { return alloc(FSV_DICT); }
 
 fs_value *fsV_range(int64_t start, int64_t stop, int64_t step) {

@@ -89,6 +89,7 @@ fs_value *fsV_str_own(char *s, size_t len);       /* takes s (malloc'd); frees i
 fs_value *fsV_str_utf8(const unsigned char *s, size_t len);
 fs_value *fsV_list(size_t cap);                   /* empty */
 fs_value *fsV_tuple(size_t n);                    /* n NULL slots to fill with fsV_seq_set */
+fs_value *fsV_pair(fs_value *a, fs_value *b);     /* (a, b); takes both, NULL if either is */
 fs_value *fsV_dict(void);
 fs_value *fsV_range(int64_t start, int64_t stop, int64_t step); /* step != 0 */
 fs_value *fsV_obj(const fsV_class *cls, void *data); /* takes data (freed via cls->free on failure) */
