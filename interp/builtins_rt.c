@@ -118,11 +118,18 @@ static fs_value *tensor_unop(fsE_ctx *E, fs_op op, fs_value *v) {
   return tensor_value(fsG_neg(v->u.obj.data));
 }
 
+static int cuda_index(fsE_ctx *E);
+
 static fs_value *tensor_getattr(fsE_ctx *E, fs_value *v, const char *name) {
   fs_tensor *t = v->u.obj.data;
   if (strcmp(name, "shape") == 0) return shape_tuple(t);
   if (strcmp(name, "dtype") == 0) return fsV_cstr(fsT_dtype_name(t->dtype));
-  if (strcmp(name, "device") == 0) return fsV_cstr(fsT_device_name(t->device));
+  if (strcmp(name, "device") == 0) {
+    if (t->device != FS_DEV_CUDA) return fsV_cstr(fsT_device_name(t->device));
+    char d[24];
+    snprintf(d, sizeof d, "cuda:%d", cuda_index(E)); /* as torch prints it */
+    return fsV_cstr(d);
+  }
   if (strcmp(name, "requires_grad") == 0) return fsV_bool(t->requires_grad);
   if (strcmp(name, "grad") == 0) return t->grad ? tensor_value(fsT_retain(t->grad)) : fsV_none();
   return NULL;
@@ -252,6 +259,7 @@ NATIVE(b_mse_loss) {
 typedef struct ctxv {
   int kind;          /* 0 device, 1 no_grad, 2 init_module, 3 nothing to do (no_backward_sync on one rank) */
   fs_device dev, saved_dev;
+  int index;         /* kind 0 on cuda: the GPU's index, or -1 when none was named */
   bool saved_grad;
   bool *flag;        /* kind 3: set while inside (the Fabric's no_sync), or NULL */
   fs_value *owner;   /* held: the object flag lives in */
@@ -283,7 +291,8 @@ static int ctx_exit(fsE_ctx *E, fs_value *v) {
 static char *ctx_repr(fs_value *v) {
   ctxv *c = v->u.obj.data;
   fsV_buf b = {0};
-  if (c->kind == 0) fsV_buf_printf(&b, "device(type='%s')", fsT_device_name(c->dev));
+  if (c->kind == 0 && c->index >= 0) fsV_buf_printf(&b, "device(type='%s', index=%d)", fsT_device_name(c->dev), c->index);
+  else if (c->kind == 0) fsV_buf_printf(&b, "device(type='%s')", fsT_device_name(c->dev));
   else fsV_buf_puts(&b, c->kind == 1 ? "<no_grad>" : c->kind == 2 ? "<init_module>" : "<no_backward_sync>");
   return fsV_buf_take(&b);
 }
@@ -305,6 +314,7 @@ static fs_value *make_ctx(int kind, fs_device dev) {
   }
   c->kind = kind;
   c->dev = dev;
+  c->index = -1;
   return fsV_obj(&ctx_class, c);
 }
 
@@ -1123,6 +1133,12 @@ static fsF_fabric *current_fabric(fsE_ctx *E) {
 static int current_rank(fsE_ctx *E) {
   fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fabric_class) : NULL;
   return fv ? fv->env.rank : 0;
+}
+
+/* The process's GPU: a rank's is its local rank. */
+static int cuda_index(fsE_ctx *E) {
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fabric_class) : NULL;
+  return fv ? fv->env.local_rank : 0;
 }
 
 static void log_warning(fabv *fv, char *err) {
@@ -2269,7 +2285,11 @@ static fs_value *fabric_getattr(fsE_ctx *E, fs_value *v, const char *name) {
   if (strcmp(name, "node_rank") == 0) return fsV_int(fv->env.node_rank);
   if (strcmp(name, "world_size") == 0) return fsV_int(fv->env.world_size);
   if (strcmp(name, "is_global_zero") == 0) return fsV_bool(fv->env.rank == 0);
-  if (strcmp(name, "device") == 0) return make_ctx(0, fv->dev);
+  if (strcmp(name, "device") == 0) { /* torch.device("cuda", local_rank), as Fabric's */
+    fs_value *d = make_ctx(0, fv->dev);
+    if (d && fv->dev == FS_DEV_CUDA) ((ctxv *)d->u.obj.data)->index = fv->env.local_rank;
+    return d;
+  }
   return NULL;
 }
 
