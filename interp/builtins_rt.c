@@ -2243,7 +2243,8 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
       c->owner = fsV_retain(v);
     }
   } else if (strcmp(name, "to_device") == 0) {
-    r = fsV_retain(s[0]); /* one CPU device: already there */
+    fs_tensor *t = as_tensor(s[0]); /* a tensor moves; anything else is returned as is */
+    r = t ? tensor_value(fsT_to_device(t, fv->dev)) : fsV_retain(s[0]);
   } else if (fv->env.rank != 0 && (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0)) {
     r = fsV_none(); /* loggers run on global rank 0, as Lightning's */
   } else if (strcmp(name, "log") == 0) {
