@@ -1748,7 +1748,7 @@ static fsSH_model *sharded_of(fabv *fv, const fs_optim *o) {
 
 /* clip_gradients under FSDP: the squared norms (or maxima) of all ranks' shards. */
 static int shard_norm(void *ud, float *acc, bool inf) {
-  return fsCC_all_reduce(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0 ? 0 : -1;
+  return fsCC_all_reduce_host(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0 ? 0 : -1;
 }
 
 /* FSDP: every parameter under its full name; this rank writes its slice. */
@@ -1859,16 +1859,16 @@ static int save_sharded(fabv *fv, const char *path, const ckpt *c) {
     for (size_t i = 0; open && ok && i < c->nt; i++)
       if (c->t[i].data && fsK_write(&w, c->t[i].name, 0, entry_numel(&c->t[i]), c->t[i].data, &err) < 0) ok = 0;
   }
-  if (cc && fsCC_broadcast(cc, msg, sizeof msg / sizeof msg[0], FS_I64, 0) < 0) ok = 0;
+  if (cc && fsCC_broadcast_host(cc, msg, sizeof msg / sizeof msg[0], FS_I64, 0) < 0) ok = 0;
   else if (!msg[0]) ok = 0;
   else if (rank != 0) open = fsK_attach(&w, (const char *)(msg + 1), &err) == 0;
   ok &= open;
   for (size_t i = 0; ok && i < c->ns; i++)
     if (fsK_write(&w, c->sl[i].name, c->sl[i].first, c->sl[i].count, c->sl[i].src, &err) < 0) ok = 0;
   if (rank != 0 && open && fsK_commit(&w, ok ? &err : NULL) < 0) ok = 0; /* fsync */
-  if (cc && fsCC_all_reduce(cc, &ok, 1, FS_I64, FSCC_MIN) < 0) ok = 0;
+  if (cc && fsCC_all_reduce_host(cc, &ok, 1, FS_I64, FSCC_MIN) < 0) ok = 0;
   if (rank == 0 && open && (ok ? fsK_commit(&w, &err) < 0 : (fsK_abort(&w), 0))) ok = 0;
-  if (cc && fsCC_broadcast(cc, &ok, 1, FS_I64, 0) < 0) ok = 0; /* the file is in place for every rank */
+  if (cc && fsCC_broadcast_host(cc, &ok, 1, FS_I64, 0) < 0) ok = 0; /* the file is in place for every rank */
   if (ok) return 0;
   if (err) err_own(err);
   else fsV_seterr("fabric.save: %s could not be written (%s)", path,
@@ -2260,7 +2260,8 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
       c->owner = fsV_retain(v);
     }
   } else if (strcmp(name, "to_device") == 0) {
-    r = fsV_retain(s[0]); /* one CPU device: already there */
+    fs_tensor *t = as_tensor(s[0]); /* a tensor moves; anything else is returned as is */
+    r = t ? tensor_value(fsT_to_device(t, fv->dev)) : fsV_retain(s[0]);
   } else if (fv->env.rank != 0 && (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0)) {
     r = fsV_none(); /* loggers run on global rank 0, as Lightning's */
   } else if (strcmp(name, "log") == 0) {

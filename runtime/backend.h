@@ -67,9 +67,15 @@ static inline const fsB_backend *fsB_of(const fs_tensor *t) { return fsB_get(t->
  * both are devices; -1 + fsT_error on failure. */
 int fsB_transfer(fs_device dst_dev, void *dst, fs_device src_dev, const void *src, size_t nbytes);
 
-/* From now on cuda is the cpu table under the name "cuda (emulated)": a
- * script for GPUs runs its device placement and transfers on this machine
- * (--emulate-cuda).  Call before any tensor is on cuda. */
+/* From now on cuda is fsB_emu_cuda, the cpu table under the name "cuda
+ * (emulated)": a script for GPUs runs its device placement and transfers on
+ * this machine (--emulate-cuda).  Its device pointers fault when the host
+ * dereferences them, as a GPU's would (backend_emu.c).  Call before any
+ * tensor is on cuda. */
 void fsB_emulate_cuda(void);
+extern const fsB_backend fsB_emu_cuda;
+/* The host address of an fsB_emu_cuda pointer (NULL stays NULL): only for
+ * the shm transport, which copies emulated ranks' buffers itself. */
+void *fsB_emu_host(const void *p);
 
 #endif

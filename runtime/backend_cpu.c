@@ -200,19 +200,16 @@ const fsB_backend fsB_cpu = {
   .nn = &fsN_cpu,
 };
 
-static fsB_backend emulated_cuda; /* name set: fsB_emulate_cuda was called */
+static bool emulating; /* fsB_emulate_cuda was called */
 
-void fsB_emulate_cuda(void) {
-  emulated_cuda = fsB_cpu;
-  emulated_cuda.name = "cuda (emulated)";
-}
+void fsB_emulate_cuda(void) { emulating = true; }
 
 const fsB_backend *fsB_get(fs_device dev) {
   switch (dev) {
   case FS_DEV_CPU: return &fsB_cpu;
   case FS_DEV_META: fsT_seterr("tensors on the meta device have no data"); return NULL;
   case FS_DEV_CUDA:
-    if (emulated_cuda.name) return &emulated_cuda;
+    if (emulating) return &fsB_emu_cuda;
 #ifdef FS_HAVE_CUDA
     return fsCU_backend(); /* NULL + why when there is no device */
 #endif

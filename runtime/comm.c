@@ -177,6 +177,29 @@ int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root) {
   return fsCC_broadcast(c, t->data, (size_t)t->numel, t->dtype, root);
 }
 
+/* A broadcast from root when bcast, else an all_reduce with op. */
+static int host_collective(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op,
+                           bool bcast, int root) {
+  bool staged = c && c->device != FS_DEV_CPU;
+  fs_tensor *t = staged ? fsT_new(dt, c->device, 1, &(int64_t){(int64_t)count}) : NULL;
+  void *d = staged ? (t ? t->data : NULL) : buf;
+  size_t nb = count * fsT_dtype_size(dt);
+  int rc = (staged && (!t || fsB_transfer(c->device, d, FS_DEV_CPU, buf, nb) < 0)) ? -1
+           : bcast ? fsCC_broadcast(c, d, count, dt, root)
+                   : fsCC_all_reduce(c, d, count, dt, op);
+  if (rc == 0 && staged) rc = fsB_transfer(FS_DEV_CPU, buf, c->device, d, nb);
+  fsT_release(t);
+  return rc;
+}
+
+int fsCC_all_reduce_host(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op) {
+  return host_collective(c, buf, count, dt, op, false, 0);
+}
+
+int fsCC_broadcast_host(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, int root) {
+  return host_collective(c, buf, count, dt, FSCC_SUM, true, root);
+}
+
 fs_tensor *fsCC_all_gather_tensor(fsCC_comm *c, fs_tensor *t) {
   if (check_tensor(c, "all_gather", t) < 0) return NULL;
   if (t->rank >= FS_MAX_RANK) {

@@ -41,7 +41,7 @@ typedef struct fsCC_config {
   int local_rank;        /* nccl: the CUDA device this rank uses */
   double timeout;        /* seconds for every wait; <= 0: default */
   size_t staging;        /* shm: staging bytes per rank for fsCC_connect to create; 0: default */
-  bool emulated_cuda;    /* shm: the buffers are cuda tensors of the emulated backend (host memory) */
+  bool emulated_cuda;    /* shm: the buffers are fsB_emu_cuda pointers (host memory behind an offset) */
 } fsCC_config;
 
 typedef struct fsCC_comm fsCC_comm;
@@ -95,6 +95,11 @@ int fsCC_all_reduce_tensors(fsCC_comm *c, fs_tensor *const *ts, int n, fsCC_op o
 int fsCC_broadcast_tensor(fsCC_comm *c, fs_tensor *t, int root);
 /* A new tensor [world, *t.shape] of every rank's t (Fabric's all_gather). */
 fs_tensor *fsCC_all_gather_tensor(fsCC_comm *c, fs_tensor *t);
+/* all_reduce and broadcast of host buffers (flags, a norm, a file name)
+ * whatever the transport: through a device copy where it takes device
+ * buffers (NCCL, emulated cuda). */
+int fsCC_all_reduce_host(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, fsCC_op op);
+int fsCC_broadcast_host(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, int root);
 
 /* Per-rank block of n elements over world ranks, and the padded total. */
 static inline size_t fsCC_shard(size_t n, int world) { return (n + (size_t)world - 1) / (size_t)world; }

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "comm.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,11 +64,18 @@ typedef struct shm_comm {
   unsigned char *slots;
   size_t map_bytes;
   uint64_t barriers, calls;              /* this rank's counts */
+  bool emulated;                         /* buffers are fsB_emu_cuda pointers */
 } shm_comm;
 
 static size_t header_bytes(void) { return (sizeof(shm_header) + 4095) & ~(size_t)4095; }
 
 static unsigned char *slot(shm_comm *s, int r) { return s->slots + (size_t)r * s->h->staging; }
+
+/* A buffer's host address: emulated cuda memory is host memory behind
+ * pointers the host cannot dereference (backend_emu.c). */
+static unsigned char *host(const shm_comm *s, const void *p) {
+  return s->emulated ? fsB_emu_host(p) : (unsigned char *)p;
+}
 
 /* --- waiting ---------------------------------------------------------------- */
 
@@ -221,12 +229,13 @@ static void reduce(fs_dtype dt, fsCC_op op, int nsrc, const void *const *src, si
 
 /* The next piece, at most *n elements, of the buffers' concatenation at the
  * cursor (buffer *b, element *o), which moves past it; *n becomes its size. */
-static unsigned char *piece(const fsCC_buf *bufs, int *b, size_t *o, size_t es, size_t *n) {
+static unsigned char *piece(const shm_comm *s, const fsCC_buf *bufs, int *b, size_t *o, size_t es,
+                            size_t *n) {
   while (bufs[*b].count == *o) {
     ++*b;
     *o = 0;
   }
-  unsigned char *p = (unsigned char *)bufs[*b].data + *o * es;
+  unsigned char *p = host(s, bufs[*b].data) + *o * es;
   if (*n > bufs[*b].count - *o) *n = bufs[*b].count - *o;
   *o += *n;
   return p;
@@ -246,13 +255,13 @@ static int shm_all_reduce(fsCC_comm *c, const fsCC_buf *bufs, int nb, fs_dtype d
     size_t o2 = o;
     for (size_t k = 0, m; k < n; k += m) {
       m = n - k;
-      unsigned char *p = piece(bufs, &b2, &o2, es, &m);
+      unsigned char *p = piece(s, bufs, &b2, &o2, es, &m);
       memcpy(slot(s, c->rank) + k * es, p, m * es);
     }
     if (wait_all(s, "all_reduce") < 0) return -1;
     for (size_t k = 0, m; k < n; k += m) {
       m = n - k;
-      unsigned char *p = piece(bufs, &b, &o, es, &m);
+      unsigned char *p = piece(s, bufs, &b, &o, es, &m);
       for (int r = 0; r < c->world; r++) src[r] = slot(s, r) + k * es;
       reduce(dt, op, c->world, src, m, p);
     }
@@ -264,13 +273,15 @@ static int shm_all_reduce(fsCC_comm *c, const fsCC_buf *bufs, int nb, fs_dtype d
 static int shm_all_gather(fsCC_comm *c, const void *send, void *recv, size_t count, fs_dtype dt) {
   shm_comm *s = (shm_comm *)c;
   size_t es = fsT_dtype_size(dt), per = s->h->staging / es;
+  const unsigned char *in = host(s, send);
+  unsigned char *out = host(s, recv);
   if (begin(s, K_ALL_GATHER, dt, 0, count, 0) < 0) return -1;
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
-    memcpy(slot(s, c->rank), (const unsigned char *)send + off * es, n * es);
+    memcpy(slot(s, c->rank), in + off * es, n * es);
     if (wait_all(s, "all_gather") < 0) return -1;
     for (int r = 0; r < c->world; r++)
-      memcpy((unsigned char *)recv + ((size_t)r * count + off) * es, slot(s, r), n * es);
+      memcpy(out + ((size_t)r * count + off) * es, slot(s, r), n * es);
     if (wait_all(s, "all_gather") < 0) return -1;
   }
   return 0;
@@ -281,16 +292,17 @@ static int shm_reduce_scatter(fsCC_comm *c, const void *send, void *recv, size_t
   shm_comm *s = (shm_comm *)c;
   size_t es = fsT_dtype_size(dt), per = s->h->staging / es / (size_t)c->world;
   const void *src[FSCC_MAX_WORLD];
+  const unsigned char *in = host(s, send);
+  unsigned char *out = host(s, recv);
   if (begin(s, K_REDUCE_SCATTER, dt, op, count, 0) < 0) return -1;
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
     /* my slot holds, for each destination rank, my part of its chunk */
     for (int r = 0; r < c->world; r++)
-      memcpy(slot(s, c->rank) + (size_t)r * n * es,
-             (const unsigned char *)send + ((size_t)r * count + off) * es, n * es);
+      memcpy(slot(s, c->rank) + (size_t)r * n * es, in + ((size_t)r * count + off) * es, n * es);
     if (wait_all(s, "reduce_scatter") < 0) return -1;
     for (int r = 0; r < c->world; r++) src[r] = slot(s, r) + (size_t)c->rank * n * es;
-    reduce(dt, op, c->world, src, n, (unsigned char *)recv + off * es);
+    reduce(dt, op, c->world, src, n, out + off * es);
     if (wait_all(s, "reduce_scatter") < 0) return -1;
   }
   return 0;
@@ -302,7 +314,7 @@ static int shm_broadcast(fsCC_comm *c, void *buf, size_t count, fs_dtype dt, int
   if (begin(s, K_BROADCAST, dt, 0, count, root) < 0) return -1;
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
-    unsigned char *b = (unsigned char *)buf + off * es;
+    unsigned char *b = host(s, buf) + off * es;
     if (c->rank == root) memcpy(slot(s, root), b, n * es);
     if (wait_all(s, "broadcast") < 0) return -1;
     if (c->rank != root) memcpy(b, slot(s, root), n * es);
@@ -402,6 +414,7 @@ fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg) {
   fsCC_init_base(&s->base, &shm_ops, cfg, cfg->emulated_cuda ? FS_DEV_CUDA : FS_DEV_CPU);
   shm_header *h = s->h = p;
   s->map_bytes = (size_t)st.st_size;
+  s->emulated = cfg->emulated_cuda;
   s->slots = (unsigned char *)p + header_bytes();
   int32_t none = 0;
   if (h->magic != SHM_MAGIC || h->version != SHM_VERSION)

@@ -1,10 +1,15 @@
 /* test_rt_core.c -- tensors (lifetime, views, dtypes, errors), bfloat16
- * rounding, the counter-based rng's slice property, lazy OpenBLAS. */
+ * rounding, the counter-based rng's slice property, lazy OpenBLAS, the
+ * emulated cuda's poisoned device pointers. */
 #include "config.h"
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "backend.h"
 #include "blas.h"
 #include "rt_testutil.h"
@@ -144,6 +149,34 @@ static void test_cpu_allocator_reuses_blocks(void **state) {
   assert_string_equal(fsT_error(), "tensors on the meta device have no data");
 }
 
+/* --emulate-cuda: the table's entries, transfers and device pointer
+ * arithmetic work, and a host read of device memory faults as on a GPU (in
+ * a child: emulation is for the rest of the process). */
+static void test_emulated_cuda_faults(void **state) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    fsB_emulate_cuda();
+    const fsB_backend *be = fsB_get(FS_DEV_CUDA);
+    float host[4] = {1, 2, 3, 4}, third = 0;
+    fs_tensor *t = fsT_new(FS_F32, FS_DEV_CUDA, 1, (int64_t[]){4}), *u = t ? fsT_copy(t) : NULL;
+    fs_tensor *h = u ? fsT_to_device(u, FS_DEV_CPU) : NULL;
+    bool ok = h && be->from_host(t->data, host, sizeof host) == 0 &&
+              fsB_transfer(FS_DEV_CUDA, u->data, FS_DEV_CUDA, t->data, sizeof host) == 0 &&
+              be->to_host(&third, fsT_f32(u) + 2, sizeof third) == 0 && third == 3 &&
+              be->sum(4, fsT_f32(u)) == 10 && fsB_emu_host(t->data) != t->data &&
+              !strcmp(be->name, "cuda (emulated)");
+    if (!ok) _exit(3);
+    int null = open("/dev/null", O_WRONLY); /* ASan's report on the fault is expected */
+    if (null >= 0) dup2(null, 2);
+    _exit(*(volatile float *)fsT_f32(t) == 1 ? 0 : 4);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  /* SIGSEGV, or the exit status ASan gives after its report */
+  assert_true((WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV) || (WIFEXITED(st) && WEXITSTATUS(st) == 1));
+}
+
 /* The vectorizable exp and erf: within 1 ulp of libm's expf over the whole
  * normal range, inf/0/nan at the edges, and 1 + erf within 6e-7 of libm's
  * double erf (A&S 7.1.26 plus float rounding near 2). */
@@ -171,6 +204,7 @@ int main(void) {
     cmocka_unit_test(test_tensor_lifetime),
     cmocka_unit_test(test_cpu_allocator_reuses_blocks),
     cmocka_unit_test(test_vmath_accuracy),
+    cmocka_unit_test(test_emulated_cuda_faults),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,148 @@
+/* backend_emu.c -- cuda emulated by the cpu table (--emulate-cuda), with
+ * device pointers the host cannot dereference, so that a host read of device
+ * memory faults here as it would on a GPU instead of passing unseen.
+ *
+ * A device pointer is the cpu allocation's address plus OFFSET; every entry
+ * takes its pointers back (NULL stays NULL) and calls the cpu one.  The
+ * offset is additive, so device pointer arithmetic (FSDP's flat shards,
+ * base + n) keeps meaning the same element. */
+#include "backend.h"
+#include "nn.h"
+
+/* 2^52: past the 47- and 48-bit user address spaces, hence non-canonical on
+ * x86-64 and a translation fault on arm64 (whose top-byte-ignore spares
+ * only bits 56..63); unmapped under 5-level paging, which hands out high
+ * addresses only on request.  Far below a wrap, so base + n on a device
+ * pointer is no pointer overflow for UBSan. */
+#define OFFSET ((uintptr_t)1 << 52)
+
+void *fsB_emu_host(const void *p) { return p ? (void *)((uintptr_t)p - OFFSET) : NULL; }
+static void *dev(void *p) { return p ? (void *)((uintptr_t)p + OFFSET) : NULL; }
+
+#define H fsB_emu_host
+#define C fsB_cpu
+#define K (*fsB_cpu.nn)
+
+static void *e_alloc(size_t nb) { return dev(C.alloc(nb)); }
+static void e_free(void *p, size_t nb) { C.free(H(p), nb); }
+static void e_zero(void *p, size_t nb) { C.zero(H(p), nb); }
+static void e_copy(void *d, const void *s, size_t nb) { C.copy(H(d), H(s), nb); }
+static int e_from_host(void *d, const void *s, size_t nb) { return C.from_host(H(d), s, nb); }
+static int e_to_host(void *d, const void *s, size_t nb) { return C.to_host(d, H(s), nb); }
+static int e_sync(void) { return C.sync(); }
+static void e_fill(float *d, size_t n, float v) { C.fill(H(d), n, v); }
+static void e_fill_uniform(float *d, size_t n, uint64_t key, size_t o, float lo, float hi) {
+  C.fill_uniform(H(d), n, key, o, lo, hi);
+}
+static void e_fill_normal(float *d, size_t n, uint64_t key, size_t o, float mean, float std) {
+  C.fill_normal(H(d), n, key, o, mean, std);
+}
+static int e_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t Kd, float alpha, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *Cm, int64_t ldc) {
+  return C.gemm(ta, tb, M, N, Kd, alpha, H(A), lda, H(B), ldb, beta, H(Cm), ldc);
+}
+static void e_binary(fsB_binop op, size_t n, const float *a, size_t sa, const float *b, size_t sb,
+                     float *out) {
+  C.binary(op, n, H(a), sa, H(b), sb, H(out));
+}
+static void e_axpy(size_t n, float alpha, const float *x, float *y) { C.axpy(n, alpha, H(x), H(y)); }
+static void e_scale(size_t n, float alpha, float *x) { C.scale(n, alpha, H(x)); }
+static void e_clamp(size_t n, float lo, float hi, float *x) { C.clamp(n, lo, hi, H(x)); }
+static double e_sum(size_t n, const float *x) { return C.sum(n, H(x)); }
+static double e_sumsq(size_t n, const float *x) { return C.sumsq(n, H(x)); }
+static float e_absmax(size_t n, const float *x) { return C.absmax(n, H(x)); }
+static void e_sgd_update(size_t n, float *p, const float *g, float *buf, bool first, double lr,
+                         double mom, double damp, double wd, bool nesterov) {
+  C.sgd_update(n, H(p), H(g), H(buf), first, lr, mom, damp, wd, nesterov);
+}
+static void e_adam_update(size_t n, float *p, const float *g, float *m, float *v, double lr,
+                          double b1, double b2, double eps, double wd, bool decoupled, int64_t t) {
+  C.adam_update(n, H(p), H(g), H(m), H(v), lr, b1, b2, eps, wd, decoupled, t);
+}
+
+/* --- the layer kernels (nn.h gives the shapes) ------------------------------ */
+
+static int e_linear_forward(float *o, const float *x, const float *W, const float *b, int64_t N,
+                            int64_t Cn, int64_t OC) {
+  return K.linear_forward(H(o), H(x), H(W), H(b), N, Cn, OC);
+}
+static int e_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
+                             const float *W, int64_t N, int64_t Cn, int64_t OC) {
+  return K.linear_backward(H(dx), H(dW), H(db), H(dout), H(x), H(W), N, Cn, OC);
+}
+static void e_embedding_forward(float *o, const int64_t *idx, const float *W, int64_t N, int64_t D) {
+  K.embedding_forward(H(o), H(idx), H(W), N, D);
+}
+static void e_embedding_backward(float *dW, const float *dout, const int64_t *idx, int64_t N,
+                                 int64_t D) {
+  K.embedding_backward(H(dW), H(dout), H(idx), N, D);
+}
+static void e_posemb_forward(float *o, const float *x, const float *W, int64_t B, int64_t T,
+                             int64_t D) {
+  K.posemb_forward(H(o), H(x), H(W), B, T, D);
+}
+static void e_posemb_backward(float *dx, float *dW, const float *dout, int64_t B, int64_t T,
+                              int64_t D) {
+  K.posemb_backward(H(dx), H(dW), H(dout), B, T, D);
+}
+static void e_layernorm_forward(float *o, float *mean, float *rstd, const float *x, const float *w,
+                                const float *b, int64_t N, int64_t Cn, float eps) {
+  K.layernorm_forward(H(o), H(mean), H(rstd), H(x), H(w), H(b), N, Cn, eps);
+}
+static void e_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                                 const float *w, const float *mean, const float *rstd, int64_t N,
+                                 int64_t Cn) {
+  K.layernorm_backward(H(dx), H(dw), H(db), H(dout), H(x), H(w), H(mean), H(rstd), N, Cn);
+}
+static void e_act_forward(fsN_act a, float *o, const float *x, size_t n) {
+  K.act_forward(a, H(o), H(x), n);
+}
+static void e_act_backward(fsN_act a, float *dx, const float *dout, const float *x, const float *o,
+                           size_t n) {
+  K.act_backward(a, H(dx), H(dout), H(x), H(o), n);
+}
+static void e_dropout_forward(float *o, const float *x, size_t n, float p, uint64_t key) {
+  K.dropout_forward(H(o), H(x), n, p, key);
+}
+static void e_dropout_backward(float *dx, const float *dout, size_t n, float p, uint64_t key) {
+  K.dropout_backward(H(dx), H(dout), n, p, key);
+}
+static int e_attention_forward(float *o, float *att, const float *x, int64_t B, int64_t T,
+                               int64_t Cn, int64_t NH) {
+  return K.attention_forward(H(o), H(att), H(x), B, T, Cn, NH);
+}
+static int e_attention_backward(float *dx, const float *dout, const float *x, const float *att,
+                                int64_t B, int64_t T, int64_t Cn, int64_t NH) {
+  return K.attention_backward(H(dx), H(dout), H(x), H(att), B, T, Cn, NH);
+}
+static double e_cross_entropy_forward(const float *l, const int64_t *t, int64_t N, int64_t Cn) {
+  return K.cross_entropy_forward(H(l), H(t), N, Cn);
+}
+static void e_cross_entropy_backward(float *dl, const float *l, const int64_t *t, int64_t N,
+                                     int64_t Cn, float dloss) {
+  K.cross_entropy_backward(H(dl), H(l), H(t), N, Cn, dloss);
+}
+static double e_mse_forward(const float *p, const float *t, size_t n) {
+  return K.mse_forward(H(p), H(t), n);
+}
+static void e_mse_backward(float *dp, float *dt, const float *p, const float *t, size_t n,
+                           float dloss) {
+  K.mse_backward(H(dp), H(dt), H(p), H(t), n, dloss);
+}
+
+#define E(f) .f = e_##f
+static const fsN_kernels emu_nn = {
+  E(linear_forward), E(linear_backward), E(embedding_forward), E(embedding_backward),
+  E(posemb_forward), E(posemb_backward), E(layernorm_forward), E(layernorm_backward),
+  E(act_forward), E(act_backward), E(dropout_forward), E(dropout_backward),
+  E(attention_forward), E(attention_backward), E(cross_entropy_forward),
+  E(cross_entropy_backward), E(mse_forward), E(mse_backward),
+};
+
+const fsB_backend fsB_emu_cuda = {
+  .name = "cuda (emulated)",
+  E(alloc), E(free), E(zero), E(copy), E(from_host), E(to_host), E(sync), E(fill),
+  E(fill_uniform), E(fill_normal), E(gemm), E(binary), E(axpy), E(scale), E(clamp), E(sum),
+  E(sumsq), E(absmax), E(sgd_update), E(adam_update),
+  .nn = &emu_nn,
+};
