@@ -2123,6 +2123,39 @@ static fs_value *fabric_load(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args 
   return rest;
 }
 
+/* fabric.to_device(obj): Fabric's apply_to_collection: the tensors of
+ * (nested) lists, tuples and dicts move in new containers, a module moves in
+ * place (as module.to), anything else is returned as is. */
+static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
+  fs_tensor *t = as_tensor(v);
+  modv *mv = fsV_objdata(v, &module_class);
+  if (t) return tensor_value(fsT_to_device(t, dev));
+  if (mv) {
+    if (mv->sh || fsM_to_device(mv->m, dev) < 0) /* an FSDP model's shards are placed already */
+      return mv->sh ? fsV_retain(v) : rt_fail();
+    mv->dev = dev;
+    return fsV_retain(v);
+  }
+  if (v->type != FSV_LIST && v->type != FSV_TUPLE && v->type != FSV_DICT) return fsV_retain(v);
+  if (depth >= FS_MAX_DEPTH) {
+    fsV_seterr("to_device(): the collection is nested more than %d deep", FS_MAX_DEPTH);
+    return NULL;
+  }
+  bool dict = v->type == FSV_DICT;
+  size_t n = dict ? v->u.dict.n : v->u.seq.n;
+  fs_value *r = dict ? fsV_dict() : v->type == FSV_LIST ? fsV_list(n) : fsV_tuple(n);
+  for (size_t i = 0; r && i < n; i++) {
+    fs_value *x = to_device(dict ? v->u.dict.vals[i] : v->u.seq.items[i], dev, depth + 1);
+    int rc = !x ? -1 : dict ? fsV_dict_set(r, v->u.dict.keys[i], x)
+                   : v->type == FSV_LIST ? fsV_list_append(r, x) : (fsV_seq_set(r, i, x), 0);
+    if (rc < 0) {
+      fsV_release(r);
+      r = NULL;
+    }
+  }
+  return r;
+}
+
 static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
   const fsSig *sig = fsSig_member("Fabric", name);
   if (!sig || sig->kind != FSSIG_METHOD) return NULL;
@@ -2260,8 +2293,7 @@ static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const 
       c->owner = fsV_retain(v);
     }
   } else if (strcmp(name, "to_device") == 0) {
-    fs_tensor *t = as_tensor(s[0]); /* a tensor moves; anything else is returned as is */
-    r = t ? tensor_value(fsT_to_device(t, fv->dev)) : fsV_retain(s[0]);
+    r = to_device(s[0], fv->dev, 0);
   } else if (fv->env.rank != 0 && (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0)) {
     r = fsV_none(); /* loggers run on global rank 0, as Lightning's */
   } else if (strcmp(name, "log") == 0) {
