@@ -93,7 +93,7 @@ static void cpu_fill(float *dst, size_t n, float v) {
   for (size_t i = 0; i < n; i++) dst[i] = v;
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 static void cpu_binary(fsB_binop op, size_t n, const float *a, size_t sa,
                        const float *b, size_t sb, float *out) {
   switch (op) { /* strides are 0 (a broadcast scalar) or 1 */
@@ -116,7 +116,7 @@ static void cpu_binary(fsB_binop op, size_t n, const float *a, size_t sa,
   }
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 static void cpu_axpy(size_t n, float alpha, const float *x, float *y) {
 #pragma omp simd
   for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
@@ -170,7 +170,7 @@ static void cpu_sgd_update(size_t n, float *p, const float *g, float *buf, bool 
 /* torch 1.13 adam/adamw (_single_tensor_adam[w]): AdamW first decays
  * p *= 1 - lr wd, Adam adds wd p to the gradient; then m = b1 m + (1-b1) g,
  * v = b2 v + (1-b2) g^2, p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps). */
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v,
                             double lr, double beta1, double beta2, double eps, double wd,
                             bool decoupled, int64_t step) {

@@ -6,7 +6,7 @@
 
 /* logsumexp of one row, max-shifted; the sum is kept in double: the loss is
  * compared with torch to 1e-4 relative and summed over many rows. */
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 static double row_lse(const float *x, int64_t C) {
   float mx = x[0];
 #pragma omp simd reduction(max:mx)
@@ -26,7 +26,7 @@ double fsN_cross_entropy_forward(const float *logits, const int64_t *targets, in
   return N ? total / (double)N : NAN; /* torch: mean over no elements is nan */
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 void fsN_cross_entropy_backward(float *dlogits, const float *logits, const int64_t *targets,
                                 int64_t N, int64_t C, float dloss) {
   float scale = dloss / (float)N;

@@ -17,7 +17,7 @@ int fsN_linear_forward(float *out, const float *inp, const float *W, const float
   return fsB_sgemm(false, true, N, OC, C, 1.0f, inp, C, W, C, b ? 1.0f : 0.0f, out, OC);
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 int fsN_linear_backward(float *dinp, float *dW, float *db, const float *dout,
                         const float *inp, const float *W, int64_t N, int64_t C, int64_t OC) {
   if (dinp && fsB_sgemm(false, false, N, C, OC, 1.0f, dout, OC, W, C, 1.0f, dinp, C) < 0)
@@ -58,7 +58,7 @@ void fsN_posemb_backward(float *dinp, float *dW, const float *dout, int64_t B, i
     }
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 void fsN_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *w, const float *b, int64_t N, int64_t C, float eps) {
   for (int64_t n = 0; n < N; n++) {
@@ -78,7 +78,7 @@ void fsN_layernorm_forward(float *out, float *mean, float *rstd, const float *in
   }
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 void fsN_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, const float *mean,
                             const float *rstd, int64_t N, int64_t C) {
@@ -115,7 +115,7 @@ void fsN_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
 #define SQRT_2_OVER_PI 0.7978845608028654f
 #define INV_SQRT_2PI 0.3989422804014327f
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n) {
   switch (act) {
   case FSN_RELU:
@@ -146,7 +146,7 @@ void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n) {
   }
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 void fsN_act_backward(fsN_act act, float *dinp, const float *dout, const float *inp,
                       const float *out, size_t n) {
   switch (act) {
@@ -199,7 +199,7 @@ void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uin
     if (fsR_u01(key, i) >= p) dinp[i] += dout[i] * s;
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 int fsN_attention_forward(float *out, float *att, const float *inp,
                           int64_t B, int64_t T, int64_t C, int64_t NH) {
   int64_t hs = C / NH, C3 = 3 * C;
@@ -226,7 +226,7 @@ int fsN_attention_forward(float *out, float *att, const float *inp,
   return 0;
 }
 
-FS_VECTOR_CLONES
+FS_VECTOR_TARGET
 int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                            int64_t B, int64_t T, int64_t C, int64_t NH) {
   int64_t hs = C / NH, C3 = 3 * C;

@@ -4,18 +4,18 @@
 #ifndef FS_VMATH_H
 #define FS_VMATH_H
 
+#include "config.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-/* The hot elementwise and row loops get an AVX2+FMA clone, chosen once at
- * load time (ifunc), beside the SSE2 default for older x86-64 CPUs.  Not
- * under the sanitizers: an ifunc resolver runs before their runtime is up. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_UNDEFINED__)
-#define FS_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+/* The hot elementwise and row loops are compiled for AVX2+FMA when configure
+ * found this machine runs it (FS_NATIVE_SIMD, --disable-native-simd to opt
+ * out); the rest of the program stays baseline x86-64. */
+#if defined(FS_NATIVE_SIMD) && defined(__x86_64__) && defined(__GNUC__)
+#define FS_VECTOR_TARGET __attribute__((target("arch=x86-64-v3")))
 #else
-#define FS_VECTOR_CLONES
+#define FS_VECTOR_TARGET
 #endif
 
 /* exp(x) to about 1 ulp (Cephes expf: x = n ln2 + r, |r| <= ln2/2, degree-6
