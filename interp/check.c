@@ -145,18 +145,14 @@ static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
   return (uint32_t)c->nreasons++;
 }
 
-/* A note naming the path; once per diagnostic even when several of the
- * objects involved (the model and its optimizer) got there the same way. */
 void fsC_note_why(C *c, fs_diag *g, uint32_t why) {
   if (!why || !g) return;
   const reason *r = &c->reasons[why];
-  const char *msg = r->loop ? (r->side == 1 ? "on the paths where this loop has run at least once"
-                                            : "on the paths where this loop has not run")
-                            : (r->side == 1 ? "on the paths where this condition is true"
-                                            : "on the paths where this condition is false");
-  for (size_t i = 0; i < g->nnotes; i++)
-    if (g->notes[i].loc.start == r->loc.start && strcmp(g->notes[i].message, msg) == 0) return;
-  fsD_note(g, c->src, r->loc, "%s", msg);
+  fsD_note(g, c->src, r->loc, "%s",
+           r->loop ? (r->side == 1 ? "on the paths where this loop has run at least once"
+                                   : "on the paths where this loop has not run")
+                   : (r->side == 1 ? "on the paths where this condition is true"
+                                   : "on the paths where this condition is false"));
 }
 
 /* ---- objects and variables, with the undo trail ------------------------- */

@@ -66,15 +66,21 @@ fs_diag *fsD_add(fs_diags *d, fs_severity sev, const char *rule,
   return g;
 }
 
+/* A note the diagnostic already has (same place, same words) is not added
+ * again: several facts can lead the checker to the same one. */
 void fsD_note(fs_diag *g, const fs_source *src, fs_loc loc, const char *fmt, ...) {
-  g->notes = fsA_xrealloc(g->notes, (g->nnotes + 1) * sizeof *g->notes);
-  fs_note *n = &g->notes[g->nnotes++];
-  n->src = src;
-  n->loc = loc;
   va_list ap;
   va_start(ap, fmt);
-  n->message = vformat(fmt, ap);
+  char *msg = vformat(fmt, ap);
   va_end(ap);
+  for (size_t i = 0; i < g->nnotes; i++)
+    if (g->notes[i].src == src && g->notes[i].loc.start == loc.start && g->notes[i].loc.end == loc.end &&
+        strcmp(g->notes[i].message, msg) == 0) {
+      free(msg);
+      return;
+    }
+  g->notes = fsA_xrealloc(g->notes, (g->nnotes + 1) * sizeof *g->notes);
+  g->notes[g->nnotes++] = (fs_note){.src = src, .loc = loc, .message = msg};
 }
 
 void fsD_help(fs_diag *g, const char *fmt, ...) {
