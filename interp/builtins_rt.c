@@ -1302,13 +1302,9 @@ static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
   } else if (strcmp(name, "broadcast") == 0) {
     rc = fsCC_broadcast_tensor(fv->comm, t, (int)ival(s[1]));
   } else { /* all_gather: a new leading dimension of world */
-    int64_t shape[FS_MAX_RANK];
-    shape[0] = fv->comm->world;
-    for (int i = 0; i < t->rank && i + 1 < FS_MAX_RANK; i++) shape[i + 1] = t->shape[i];
-    fs_tensor *g = fsT_new(t->dtype, t->device, t->rank + 1, shape);
-    rc = g ? fsCC_all_gather(fv->comm, t->data, g->data, (size_t)t->numel, t->dtype) : -1;
+    fs_tensor *g = fsCC_all_gather_tensor(fv->comm, t);
     fsT_release(t);
-    if (!g) return rt_fail();
+    if (!g) return comm_fail();
     t = g;
   }
   if (rc < 0) {
@@ -1610,18 +1606,23 @@ typedef struct ckpt {
   char **owned; size_t nowned, capowned; /* names and texts to free */
 } ckpt;
 
+/* v (n of *cap elements of size elem used) with room for one more: v itself,
+ * or v moved to a doubled block; NULL on OOM (v still valid). */
+static void *ck_room(void *v, size_t n, size_t *cap, size_t elem) {
+  if (n < *cap) return v;
+  size_t want = *cap ? 2 * *cap : 16;
+  void *w = realloc(v, want * elem);
+  if (w) *cap = want;
+  return w;
+}
+
 static char *ck_own(ckpt *c, char *s) {
-  if (!s) return NULL;
-  if (c->nowned == c->capowned) {
-    size_t cap = c->capowned ? 2 * c->capowned : 16;
-    char **o = realloc(c->owned, cap * sizeof *o);
-    if (!o) {
-      free(s);
-      return NULL;
-    }
-    c->owned = o;
-    c->capowned = cap;
+  char **o = s ? ck_room(c->owned, c->nowned, &c->capowned, sizeof *o) : NULL;
+  if (!o) {
+    free(s);
+    return NULL;
   }
+  c->owned = o;
   return c->owned[c->nowned++] = s;
 }
 
@@ -1656,14 +1657,9 @@ static int ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
     return -1;
   }
   const void *data = ck_host(c, t->device, t->data, fsT_nbytes(t));
-  if (!data) return -1;
-  if (c->nt == c->capt) {
-    size_t cap = c->capt ? 2 * c->capt : 16;
-    fsK_entry *e = realloc(c->t, cap * sizeof *e);
-    if (!e) return -1;
-    c->t = e;
-    c->capt = cap;
-  }
+  fsK_entry *e = data ? ck_room(c->t, c->nt, &c->capt, sizeof *e) : NULL;
+  if (!e) return -1;
+  c->t = e;
   c->t[c->nt++] = (fsK_entry){name, t->dtype, t->rank, t->shape, data};
   return 0;
 }
@@ -1673,35 +1669,22 @@ static int ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
 static int ck_sliced(ckpt *c, const char *name, const fs_tensor *like, int64_t first, int64_t count,
                      fs_device dev, const float *src) {
   if (!name || (count && !(src = ck_host(c, dev, src, (size_t)count * sizeof *src)))) return -1;
-  if (c->nt == c->capt) {
-    size_t cap = c->capt ? 2 * c->capt : 16;
-    fsK_entry *e = realloc(c->t, cap * sizeof *e);
-    if (!e) return -1;
-    c->t = e;
-    c->capt = cap;
-  }
+  fsK_entry *e = ck_room(c->t, c->nt, &c->capt, sizeof *e);
+  if (!e) return -1;
+  c->t = e;
   c->t[c->nt++] = (fsK_entry){name, FS_F32, like->rank, like->shape, NULL};
   if (!count) return 0;
-  if (c->ns == c->caps) {
-    size_t cap = c->caps ? 2 * c->caps : 16;
-    ck_slice *v = realloc(c->sl, cap * sizeof *v);
-    if (!v) return -1;
-    c->sl = v;
-    c->caps = cap;
-  }
+  ck_slice *v = ck_room(c->sl, c->ns, &c->caps, sizeof *v);
+  if (!v) return -1;
+  c->sl = v;
   c->sl[c->ns++] = (ck_slice){name, (uint64_t)first, (uint64_t)count, src};
   return 0;
 }
 
 static int ck_meta(ckpt *c, const char *key, const char *value) {
-  if (!key || !value) return -1;
-  if (c->nm == c->capm) {
-    size_t cap = c->capm ? 2 * c->capm : 16;
-    fsK_meta *m = realloc(c->m, cap * sizeof *m);
-    if (!m) return -1;
-    c->m = m;
-    c->capm = cap;
-  }
+  fsK_meta *m = key && value ? ck_room(c->m, c->nm, &c->capm, sizeof *m) : NULL;
+  if (!m) return -1;
+  c->m = m;
   c->m[c->nm++] = (fsK_meta){key, value};
   return 0;
 }
@@ -2130,12 +2113,11 @@ static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
   fs_tensor *t = as_tensor(v);
   modv *mv = fsV_objdata(v, &module_class);
   if (t) return tensor_value(fsT_to_device(t, dev));
-  if (mv) {
-    if (mv->sh || fsM_to_device(mv->m, dev) < 0) /* an FSDP model's shards are placed already */
-      return mv->sh ? fsV_retain(v) : rt_fail();
+  if (mv && !mv->sh) { /* an FSDP model's shards are placed already */
+    if (fsM_to_device(mv->m, dev) < 0) return rt_fail();
     mv->dev = dev;
-    return fsV_retain(v);
   }
+  if (mv) return fsV_retain(v);
   if (v->type != FSV_LIST && v->type != FSV_TUPLE && v->type != FSV_DICT) return fsV_retain(v);
   if (depth >= FS_MAX_DEPTH) {
     fsV_seterr("to_device(): the collection is nested more than %d deep", FS_MAX_DEPTH);
