@@ -1,16 +1,18 @@
 /* cctest.h -- running a function as several forked ranks, for the
  * collectives, rendezvous and launcher tests.  A rank reports failure with
  * its exit status (cmocka's asserts cannot leave a child); CC_CHECK prints
- * the failed condition and fails the rank. */
+ * the failed condition and the runtime's last error, and fails the rank. */
 #ifndef FS_CCTEST_H
 #define FS_CCTEST_H
 
 #include <stdio.h>
+#include "tensor.h" /* fsT_error */
 
 #define CC_CHECK(cond)                                                             \
   do {                                                                             \
     if (!(cond)) {                                                                 \
-      fprintf(stderr, "%s:%d: rank check failed: %s\n", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, "%s:%d: rank check failed: %s (runtime error: \"%s\")\n",    \
+              __FILE__, __LINE__, #cond, fsT_error());                            \
       return 1;                                                                    \
     }                                                                              \
   } while (0)

@@ -362,7 +362,8 @@ static void test_dead_peer(void **state) {
 }
 
 /* Rank 2 stays attached but never calls (until the others have given up):
- * they time out, naming it. */
+ * they time out, naming it.  Rank 0 starts its wait only once rank 1 is about
+ * to call, so on a loaded machine a late rank 1 is not named too. */
 static int body_absent(fsCC_comm *c, void *arg) {
   int *p = arg;
   char b[2];
@@ -371,6 +372,9 @@ static int body_absent(fsCC_comm *c, void *arg) {
     for (int got = 0; got < 2 && poll(&pf, 1, 60000) == 1;) got += (int)read(p[0], b, 2 - (size_t)got);
     return 0;
   }
+  struct pollfd ready = {p[2], POLLIN, 0}; /* bounded: a failed rank 1 must not hang rank 0 */
+  if (c->rank == 1) CC_CHECK(write(p[3], "r", 1) == 1);
+  else CC_CHECK(poll(&ready, 1, 60000) == 1 && read(p[2], b, 1) == 1);
   float v = 1;
   int rc = fsCC_all_reduce(c, &v, 1, FS_F32, FSCC_SUM);
   CC_CHECK(write(p[1], "x", 1) == 1);
@@ -381,11 +385,11 @@ static int body_absent(fsCC_comm *c, void *arg) {
 }
 
 static void test_timeout(void **state) {
-  int p[2];
+  int p[4]; /* rank 2's wake-up; rank 1's "about to call" to rank 0 */
   assert_int_equal(pipe(p), 0);
+  assert_int_equal(pipe(p + 2), 0);
   assert_int_equal(run(3, SMALL_STAGING, 0.3, body_absent, p), 0);
-  close(p[0]);
-  close(p[1]);
+  for (int i = 0; i < 4; i++) close(p[i]);
 }
 
 /* Rank 1 closes its communicator: waiting for it is an error at once. */
