@@ -169,6 +169,7 @@ def test_ctrl_c(hist):
     s.expect(">>> ")
     time.sleep(0.3)  # a person types at an idle prompt, not while the terminal changes mode
     s.send("half a line")
+    s.expect("half a line")  # echoed: the line editor has it (input sent earlier can be flushed)
     s.send("\x03")  # at the prompt: the line is dropped
     s.expect("KeyboardInterrupt")
     s.expect(">>> ")
