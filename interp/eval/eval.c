@@ -2,7 +2,7 @@
  * Names resolve in the function's locals, then the globals, then the
  * builtins (fsSig); a def sees the globals, not an enclosing def's locals. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
-#include "eval_impl.h"
+#include "eval_int.h"
 
 #include <math.h> /* NAN */
 #include <stdarg.h>
@@ -64,14 +64,6 @@ static const fsV_class native_class = {
   .free = native_free,
 };
 
-static fsE_native find_native(const char *name) {
-  const fsE_builtin *tables[] = {fsE_core_builtins, fsE_rt_builtins};
-  for (int t = 0; t < 2; t++)
-    for (const fsE_builtin *b = tables[t]; b->name; b++)
-      if (strcmp(b->name, name) == 0) return b->fn;
-  return NULL;
-}
-
 static fs_value *native_value(const fsSig *sig, fs_value *self, const char *member) {
   native *n = calloc(1, sizeof *n);
   if (!n || (member && !(n->member = strdup(member)))) {
@@ -80,7 +72,7 @@ static fs_value *native_value(const fsSig *sig, fs_value *self, const char *memb
     return NULL;
   }
   n->sig = sig;
-  n->fn = find_native(sig->name);
+  n->fn = fsE_native_of(sig);
   n->self = fsV_retain(self);
   return fsV_obj(&native_class, n);
 }
@@ -383,7 +375,7 @@ fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a) {
 fs_value *fsE_call_method(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a) {
   if (self->type != FSV_OBJ) {
     const fsSig *sig = fsSig_member(fsV_type_name(self), name);
-    if (sig && sig->kind == FSSIG_METHOD) return run_native(E, sig, find_native(sig->name), self, a);
+    if (sig && sig->kind == FSSIG_METHOD) return run_native(E, sig, fsE_native_of(sig), self, a);
     fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), name);
     return NULL;
   }

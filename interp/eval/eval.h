@@ -53,30 +53,4 @@ void fsE_session_free(fsE_session *S);
  * its next iteration with a "KeyboardInterrupt" error. */
 extern volatile sig_atomic_t fsE_interrupt;
 
-/* ---- for builtins and runtime glue ------------------------------------- */
-
-/* A builtin's implementation. slots[i] holds parameter i of sig (defaults
- * filled in; *args as a tuple, **kwargs as a dict), borrowed. self is the
- * receiver of a method, else NULL. NULL + fsV_seterr on failure. */
-typedef fs_value *(*fsE_native)(fsE_ctx *E, fs_value *self, fs_value **slots, const fsV_args *a);
-typedef struct fsE_builtin { const char *name; fsE_native fn; } fsE_builtin; /* name as in fsSig */
-
-/* Binds a's arguments to sig's parameters into slots (new references,
- * sig->nparams of them); -1 + fsV_error on a mismatch. */
-int fsE_bind(fsE_ctx *E, const fsSig *sig, const fsV_args *a, fs_value **slots);
-void fsE_unbind(const fsSig *sig, fs_value **slots);
-
-fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a);
-fs_value *fsE_call_method(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a);
-/* A bound builtin method value (for `f = obj.method`). */
-fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name);
-
-/* Iteration over any iterable value. */
-typedef struct fsE_iter { fs_value *src, *it; int64_t i; } fsE_iter;
-int fsE_iter_begin(fsE_ctx *E, fs_value *v, fsE_iter *it); /* -1 + error: not iterable */
-int fsE_iter_next(fsE_ctx *E, fsE_iter *it, fs_value **out); /* 1 item, 0 end, -1 error */
-void fsE_iter_end(fsE_iter *it);
-
-FILE *fsE_out(fsE_ctx *E);
-
 #endif

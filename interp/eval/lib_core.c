@@ -1,18 +1,13 @@
-/* builtins.c -- the language's own functions and the methods of list, dict
+/* lib_core.c -- the language's own functions and the methods of list, dict
  * and str. Signatures (and so arity, keywords, literal types, defaults)
  * come from signatures.c; these see bound slots only. */
 #define _GNU_SOURCE /* memmem */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "eval_impl.h"
-#include "format.h"
-#include "progress.h"
-
-#define NATIVE(f) static fs_value *f(fsE_ctx *E, fs_value *self, fs_value **s, const fsV_args *a)
+#include "eval_int.h"
 
 static fs_value *oom(void) {
   fsV_seterr("out of memory");
@@ -486,7 +481,7 @@ static fs_value *recase(fs_value *v, int (*f)(int)) {
 NATIVE(m_upper) { return recase(self, toupper); }
 NATIVE(m_lower) { return recase(self, tolower); }
 
-const fsE_builtin fsE_core_builtins[] = {
+static const fsE_reg core_funcs[] = {
   {"print", b_print}, {"param", b_param}, {"range", b_range}, {"len", b_len},
   {"min", b_min}, {"max", b_max}, {"abs", b_abs}, {"int", b_int}, {"float", b_float},
   {"str", b_str}, {"repr", b_repr}, {"bool", b_bool}, {"list", b_list}, {"tuple", b_tuple}, {"dict", b_dict},
@@ -497,3 +492,4 @@ const fsE_builtin fsE_core_builtins[] = {
   {"str.upper", m_upper}, {"str.lower", m_lower},
   {NULL, NULL},
 };
+const fsE_lib fsE_lib_core = {"core", core_funcs};

@@ -1,0 +1,707 @@
+/* lib_fabric.c -- the Fabric object: Fabric(...), launch, setup, backward,
+ * collectives, logging, to_device.  Every method first runs its validation
+ * from fabric.h on the objects' states, so check and run share one rule;
+ * checkpoints (save, load) are lib_ckpt.c's. */
+#include "config.h"
+#include <string.h>
+
+#include "autograd.h"
+#include "eval_int.h"
+#include "plan.h"
+#ifdef FS_HAVE_CUDA
+#include "backend_cuda.h"
+#endif
+
+/* ---- Fabric ---------------------------------------------------------------------------- */
+
+
+
+fsF_fabric *fsE_current_fabric(fsE_ctx *E) {
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fsE_fabric_class) : NULL;
+  return fv ? &fv->f : NULL;
+}
+
+int fsE_current_rank(fsE_ctx *E) {
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fsE_fabric_class) : NULL;
+  return fv ? fv->env.rank : 0;
+}
+
+/* The process's GPU: a rank's is its local rank. */
+int fsE_cuda_index(fsE_ctx *E) {
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fsE_fabric_class) : NULL;
+  return fv ? fv->env.local_rank : 0;
+}
+
+static void log_warning(fabv *fv, char *err) {
+  fsD_add(fv->diags, FS_SEV_WARNING, "log", NULL, (fs_loc){0, 0}, "%s; logging is off",
+          err ? err : "out of memory");
+  free(err);
+}
+
+static void fabv_free(void *p) {
+  fabv *fv = p;
+  char *err = NULL;
+  if (fsLG_close(fv->lg, &err) < 0) log_warning(fv, err);
+  fsCC_destroy(fv->comm);
+  fsV_release(fv->synced);
+  fsV_release(fv->planned);
+  free(fv);
+}
+
+fs_value *fsE_comm_fail(void) {
+  fsV_seterr("%s", fsT_error()[0] ? fsT_error() : "collective failed");
+  return NULL;
+}
+
+/* launch(): DDP forks the ranks here; this process becomes their supervisor
+ * and stops the script with their status, each rank continues it. */
+static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
+  if ((fv->cfg.cls != FSF_DDP && fv->cfg.cls != FSF_FSDP) || fv->comm || E->opt->plan) return fsV_none();
+  fflush(E->out); /* buffered output must not be copied into every rank */
+  fflush(stdout);
+  fflush(stderr);
+  int status = 0;
+  fsLN_role role = fsLN_launch(fv->cfg.devices, &fv->env, &status);
+  if (role == FSLN_ERROR) return fsE_comm_fail();
+  if (role == FSLN_SUPERVISOR) {
+    E->halt = true;
+    E->halt_status = status;
+    if (status && fsT_error()[0]) fprintf(stderr, "fabricscript: %s\n", fsT_error());
+    return NULL;
+  }
+  bool emulated = fv->dev == FS_DEV_CUDA && E->opt->emulate_cuda;
+  fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank,
+                    .emulated_cuda = emulated};
+  fsCC_transport transport = FSCC_SHM;
+#ifdef FS_HAVE_CUDA
+  if (fv->dev == FS_DEV_CUDA && !emulated) { /* this rank's GPU, then NCCL among them */
+    if (fsCU_select_device(fv->env.local_rank) < 0) return fsE_comm_fail();
+    transport = FSCC_NCCL;
+  }
+#endif
+  if (!(fv->comm = fsLN_connect(&fv->env, transport, &cc))) return fsE_comm_fail();
+  return fsV_none();
+}
+
+/* FSDP's joint setup: optimizers over the model's parameters step its flat
+ * shards instead (all of them: the shards mix every parameter of a unit). */
+static int fsdp_rebind(modv *mv, optv *const *ov, size_t no) {
+  fsSH_model *sh = mv->sh;
+  for (size_t i = 0; sh && i < no; i++) {
+    fs_optim *o = ov[i]->o;
+    bool all = o->nparams == sh->nall;
+    for (int64_t k = 0; all && k < sh->nall; k++) all = o->params[k] == sh->all[k].t;
+    fs_tensor **flats = all ? malloc((size_t)(sh->nunits + 1) * sizeof *flats) : NULL;
+    for (int k = 0; flats && k < sh->nunits; k++) flats[k] = sh->units[k].flat;
+    int rc = flats ? fsO_replace_params(o, flats, sh->nunits) : -1;
+    free(flats);
+    if (rc == 0) continue;
+    if (all) fsE_rt_fail();
+    else fsV_seterr("under FSDP an optimizer set up with the model must hold exactly the model's parameters "
+                    "(model.parameters())");
+    return -1;
+  }
+  return 0;
+}
+
+/* plan mode: prints the plan of the model set up last, with optimizer ov
+ * (NULL: none), and stops the run. */
+fs_value *fsE_plan_done(fsE_ctx *E, const optv *ov) {
+  fabv *fv = E->fabric ? E->fabric->u.obj.data : NULL;
+  if (!fv || !fv->planned) {
+    fsV_seterr("plan: the script runs a model it has not set up with Fabric (setup or setup_module)");
+    return NULL;
+  }
+  modv *mv = fv->planned->u.obj.data;
+  fsF_prec p = fv->cfg.precision;
+  fsPL_input in = {
+    .strategy = fsF_cls_name(fv->cfg.cls), .accelerator = fsF_accel_name(fv->cfg.accel),
+    .precision = fsF_prec_name(p), .world = fv->cfg.world_size, .sharded = fv->cfg.cls == FSF_FSDP,
+    .param_bytes = p == FSF_P16_TRUE || p == FSF_PBF16_TRUE ? 2 : p == FSF_P64 ? 8 : 4,
+    .model = mv->m, .model_class = mv->cls, .optimizer = ov ? ov->cls : NULL,
+    .states = !ov ? 0 : ov->o->kind != FSO_SGD ? 2 : ov->o->momentum != 0,
+  };
+  if (fsPL_print(E->opt->plan, &in) < 0) return fsE_rt_fail();
+  E->halt = true;
+  E->halt_status = 0;
+  return NULL;
+}
+
+/* FSDP: the last unit's reduce-scatter after backward (ok: it succeeded;
+ * else only release what is gathered and keep the backward's error). */
+static int fsdp_backward_done(fabv *fv, bool ok) {
+  int rc = ok ? 0 : -1;
+  for (size_t i = 0; fv->synced && i < fv->synced->u.seq.n; i++) {
+    modv *mv = fv->synced->u.seq.items[i]->u.obj.data;
+    if (mv->sh && fsSH_backward_done(mv->sh, ok) < 0) rc = -1;
+  }
+  return rc;
+}
+
+/* DDP's gradient all-reduce (mean) after backward, as its reducer does. */
+static int ddp_sync_grads(fabv *fv) {
+  if (!fv->comm || fv->no_sync || !fv->synced) return 0;
+  for (size_t i = 0; i < fv->synced->u.seq.n; i++) {
+    modv *mv = fv->synced->u.seq.items[i]->u.obj.data;
+    if (mv->sh) continue; /* FSDP reduce-scatters per unit */
+    fsM_param *ps;
+    int64_t n = fsM_parameters(mv->m, &ps);
+    if (n < 0) return fsE_rt_fail(), -1;
+    int rc = 0;
+    for (int64_t k = 0; rc == 0 && k < n; k++)
+      if (ps[k].t->grad && fsCC_all_reduce_tensor(fv->comm, ps[k].t->grad, FSCC_MEAN) < 0) rc = -1;
+    fsM_params_free(ps, n);
+    if (rc < 0) return fsE_comm_fail(), -1;
+  }
+  return 0;
+}
+
+/* A collective's tensor: a copy of x, or a number as a one-element tensor
+ * (int64 for an int, float32 for a float). */
+/* A copy of x (a tensor, or a number as a 0-d tensor) where the
+ * communicator's buffers live. */
+static fs_tensor *collective_input(const fs_value *x, fs_device dev) {
+  fs_tensor *t = fsE_as_tensor(x);
+  if (t) return t->device == dev ? fsT_copy(t) : fsT_to_device(t, dev);
+  if (!fsV_is_number(x)) {
+    fsT_seterr("collectives take a tensor or a number, not %s", fsV_type_name(x));
+    return NULL;
+  }
+  fs_tensor *s = fsT_new(x->type == FSV_FLOAT ? FS_F32 : FS_I64, FS_DEV_CPU, 0, NULL);
+  if (!s) return NULL;
+  if (x->type == FSV_FLOAT) fsT_f32(s)[0] = (float)x->u.f;
+  else fsT_i64(s)[0] = fsE_ival(x);
+  fs_tensor *d = fsT_to_device(s, dev);
+  fsT_release(s);
+  return d;
+}
+
+static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
+  if (strcmp(name, "barrier") == 0) return !fv->comm || fsCC_barrier(fv->comm) == 0 ? fsV_none() : fsE_comm_fail();
+  if (!fv->comm) return fsV_retain(s[0]); /* one rank: the identity */
+  fs_tensor *t = collective_input(s[0], fv->comm->device);
+  if (!t) return fsE_rt_fail();
+  int rc = 0;
+  if (strcmp(name, "all_reduce") == 0) {
+    int op = fsCC_op_parse(s[2]->u.str.s);
+    if (op < 0) {
+      fsT_release(t);
+      fsV_seterr("Unsupported reduce_op '%s'", s[2]->u.str.s);
+      return NULL;
+    }
+    rc = fsCC_all_reduce_tensor(fv->comm, t, (fsCC_op)op);
+  } else if (strcmp(name, "broadcast") == 0) {
+    rc = fsCC_broadcast_tensor(fv->comm, t, (int)fsE_ival(s[1]));
+  } else { /* all_gather: a new leading dimension of world */
+    fs_tensor *g = fsCC_all_gather_tensor(fv->comm, t);
+    fsT_release(t);
+    if (!g) return fsE_comm_fail();
+    t = g;
+  }
+  if (rc < 0) {
+    fsT_release(t);
+    return fsE_comm_fail();
+  }
+  if (t->rank == 0 && !fsE_as_tensor(s[0])) { /* a number in, a number out */
+    fs_value *r = fsE_item_value(t);
+    fsT_release(t);
+    return r;
+  }
+  return fsE_tensor_value(t);
+}
+
+/* fabric.log / log_dict: names[i] = values[i], as Lightning's CSVLogger
+ * under logs/ would write them. */
+static fs_value *fabric_log(fsE_ctx *E, fabv *fv, fs_value *const *names, fs_value *const *values,
+                            size_t n, const fs_value *step) {
+  fsLG_metric *m = calloc(n + 1, sizeof *m);
+  char **texts = calloc(n + 1, sizeof *texts);
+  fs_value *r = NULL;
+  size_t k = 0;
+  if (!m || !texts) {
+    fsV_seterr("out of memory");
+    goto done;
+  }
+  for (; k < n; k++) {
+    fs_value *v = values[k];
+    fs_tensor *t = fsE_as_tensor(v);
+    fs_value *item = t ? fsE_item_value(t) : fsV_retain(v);
+    if (!item) goto done;
+    if (names[k]->type != FSV_STR || !fsV_is_number(item)) {
+      fsV_seterr("log: %s must be a number or a one-element tensor, not %s",
+                 names[k]->type == FSV_STR ? names[k]->u.str.s : "a metric", fsV_type_name(item));
+      fsV_release(item);
+      goto done;
+    }
+    texts[k] = fsV_tostr(item);
+    m[k] = (fsLG_metric){names[k]->u.str.s, texts[k] ? texts[k] : "", fsV_to_double(item)};
+    fsV_release(item);
+  }
+  if (!fv->lg && !(fv->lg = fsLG_new("logs"))) {
+    fsV_seterr("out of memory");
+    goto done;
+  }
+  char *err = NULL;
+  if (fsLG_log(fv->lg, m, n, step->type == FSV_NONE ? FSLG_STEP_NONE : fsE_ival(step), &err) < 0)
+    log_warning(fv, err); /* logging never stops training */
+  r = fsV_none();
+done:
+  for (size_t i = 0; texts && i < k; i++) free(texts[i]);
+  free(texts);
+  free(m);
+  return r;
+}
+
+/* Reports the issues of a validation: warnings as diagnostics, the error via fsV_error. */
+int fsE_fabric_issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc) {
+  for (size_t i = 0; i < iss->n; i++)
+    if (iss->items[i].severity != FS_SEV_ERROR) {
+      fs_diag *g = fsD_add(E->diags, iss->items[i].severity, iss->items[i].rule, E->src, a->loc, "%s",
+                           iss->items[i].message);
+      if (iss->items[i].help) fsD_help(g, "%s", iss->items[i].help);
+    }
+  if (rc < 0) {
+    const fsF_issue *e = fsF_error(iss);
+    fsV_seterr("%s", e ? e->message : "Fabric rejected the call");
+    fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, e ? e->rule : "runtime", E->src, a->loc, "%s",
+                         e ? e->message : "Fabric rejected the call");
+    if (e && e->help) fsD_help(g, "%s", e->help);
+    E->reported = true;
+    if (!E->status) E->status = 1;
+  }
+  fsF_issues_free(iss);
+  return rc;
+}
+
+/* An fs_value as fabric.h sees a Fabric(...) argument. */
+static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **repr) {
+  fsF_value f = {.kind = FSF_OTHER, .tname = fsV_type_name(v)};
+  switch (v->type) {
+  case FSV_NONE: f.kind = FSF_NONE; break;
+  case FSV_BOOL: f.kind = FSF_BOOL; f.i = v->u.b; break;
+  case FSV_INT: f.kind = FSF_INT; f.i = v->u.i; break;
+  case FSV_FLOAT: f.kind = FSF_FLOAT; f.f = v->u.f; break;
+  case FSV_STR: f.kind = FSF_STR; f.s = v->u.str.s; break;
+  case FSV_LIST:
+  case FSV_TUPLE:
+    f.kind = FSF_INTLIST;
+    f.tuple = v->type == FSV_TUPLE;
+    for (size_t i = 0; i < v->u.seq.n; i++) {
+      const fs_value *x = v->u.seq.items[i];
+      if (x->type != FSV_INT || i >= cap) {
+        f.kind = FSF_LIST;
+        f.tname = fsV_type_name(x);
+        break;
+      }
+      ints[i] = x->u.i;
+    }
+    f.ints = ints;
+    f.nints = v->u.seq.n;
+    break;
+  default:
+    if (fsV_objdata(v, &fsE_strategy_class)) {
+      f.kind = FSF_STRATEGY;
+      f.strategy = *(fsF_strategy_obj *)v->u.obj.data;
+    }
+    break;
+  }
+  if (f.kind == FSF_LIST || f.kind == FSF_OTHER) f.s = *repr = fsV_repr(v);
+  return f;
+}
+
+/* Whether this build runs cfg: single-device, DDP and FSDP on one node, on
+ * cpu, on the GPUs of a CUDA build, or on cuda emulated by the cpu backend
+ * (--emulate-cuda).  Nothing here initializes CUDA: ranks are forked later. */
+static int runnable(const fsF_config *cfg, bool emulate_cuda) {
+  fsF_machine here;
+  fsF_machine_detect(&here);
+#ifdef FS_HAVE_CUDA
+  bool gpus = here.cuda_gpus > 0;
+#else
+  bool gpus = false;
+#endif
+  if (cfg->accel == FSF_CUDA && !emulate_cuda && !gpus) {
+    fsV_seterr("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+               "installed a driver from http://www.nvidia.com/Download/index.aspx (to try a cuda script "
+               "on this machine, run it with --emulate-cuda: the cpu backend, one process per rank)");
+    return -1;
+  }
+  if (cfg->precision != FSF_P32) { /* not float32 silently in place of what was asked */
+    fsV_seterr("this build computes in float32 only (precision=\"32-true\"); the script asks for "
+               "precision=\"%s\", which `fabricscript check` checks but this build cannot run",
+               fsF_prec_name(cfg->precision));
+    return -1;
+  }
+  bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN;
+  if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || cfg->accel == FSF_CUDA)) {
+    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
+               "the script resolves to %s on %s (`fabricscript check` checks it)",
+               fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+    return -1;
+  }
+  if (cfg->num_nodes == 1) return 0;
+  /* across nodes: NCCL between GPUs, the ranks started on every node by
+   * torchrun or srun (shared memory reaches one host only) */
+  fsLN_env env;
+  int outside = fsLN_detect(&env);
+  if (outside < 0) {
+    fsV_seterr("%s", fsT_error());
+    return -1;
+  }
+  if (cfg->accel != FSF_CUDA || emulate_cuda || !gpus || !outside) {
+    fsV_seterr("num_nodes=%d needs GPUs (NCCL) and the ranks started on every node by torchrun or srun; "
+               "one node runs without them", cfg->num_nodes);
+    return -1;
+  }
+  if (env.world_size != cfg->world_size) {
+    fsV_seterr("the launcher started %d ranks, but the script asks for %d (num_nodes=%d x devices=%d)",
+               env.world_size, cfg->world_size, cfg->num_nodes, cfg->devices);
+    return -1;
+  }
+  return 0;
+}
+
+NATIVE(f_fabric) {
+  const fsE_options *o = E->opt;
+  fsF_overrides ov = {o->accelerator, o->strategy, o->devices, o->num_nodes, o->precision};
+  fsF_machine m;
+  if (o->machine) m = *o->machine; /* the check's machine: the same resolution */
+  else fsF_machine_detect(&m);
+  fs_value *const *slot[5] = {&s[0], &s[1], &s[2], &s[3], &s[4]};
+  fsF_args fa;
+  fsF_value *dst[5] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
+  int64_t ints[5][FSF_MAX_GPUS];
+  char *reprs[5] = {0};
+  for (int i = 0; i < 5; i++) {
+    *dst[i] = fvalue(*slot[i], ints[i], FSF_MAX_GPUS, &reprs[i]);
+    /* an argument left at its default is "not passed", as the CLI rules need */
+    bool given = false;
+    for (size_t k = 0; k < a->nkw; k++) given |= fsSig_param_index(fsSig_find("Fabric"), a->kwnames[k]) == i;
+    if (!given && (size_t)i >= a->npos) dst[i]->kind = FSF_UNSET;
+  }
+  fabv *fv = calloc(1, sizeof *fv);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int rc = fv ? fsF_resolve(&fa, &ov, &m, &fv->cfg, &iss) : -1;
+  for (int i = 0; i < 5; i++) free(reprs[i]);
+  if (!fv) {
+    fsF_issues_free(&iss);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  if (fsE_fabric_issues(E, a, &iss, rc) < 0) {
+    free(fv);
+    return NULL;
+  }
+  if (!o->plan && runnable(&fv->cfg, o->emulate_cuda) < 0) { /* plan allocates nothing: any target */
+    free(fv);
+    return NULL;
+  }
+  fsF_fabric_init(&fv->f, &fv->cfg);
+  fv->dev = fv->cfg.accel == FSF_CUDA && !o->plan ? FS_DEV_CUDA : FS_DEV_CPU; /* plan: shapes only */
+  if (fv->dev == FS_DEV_CUDA && o->emulate_cuda) fsB_emulate_cuda();
+#ifdef FS_HAVE_CUDA
+  /* one process, one GPU; DDP and FSDP ranks pick theirs after launch() */
+  else if (fv->dev == FS_DEV_CUDA && fv->cfg.cls == FSF_SINGLE && fsCU_select_device(0) < 0) {
+    free(fv);
+    return fsE_rt_fail();
+  }
+#endif
+  fv->diags = E->diags;
+  fv->env.world_size = fv->env.local_world_size = 1;
+  fs_value *r = fsV_obj(&fsE_fabric_class, fv);
+  if (r) {
+    fsV_release(E->fabric);
+    E->fabric = fsV_retain(r);
+  }
+  return r;
+}
+
+/* Tuples of the arguments Fabric returns: one value alone, several as a tuple. */
+static fs_value *one_or_tuple(fs_value *first, fs_value *rest) {
+  size_t n = (first ? 1 : 0) + rest->u.seq.n;
+  if (n == 1) return fsV_retain(first ? first : rest->u.seq.items[0]);
+  fs_value *t = fsV_tuple(n);
+  for (size_t i = 0; t && i < n; i++)
+    fsV_seq_set(t, i, fsV_retain(first ? (i ? rest->u.seq.items[i - 1] : first) : rest->u.seq.items[i]));
+  return t;
+}
+
+static modv *need_module(const fs_value *v, const char *fn) {
+  modv *mv = fsV_objdata(v, &fsE_module_class);
+  if (!mv) fsV_seterr("%s(): expected a module, got %s", fn, fsV_type_name(v));
+  return mv;
+}
+
+static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim **st, optv **ov) {
+  for (size_t i = 0; i < opts->u.seq.n; i++) {
+    if (!(ov[i] = fsV_objdata(opts->u.seq.items[i], &fsE_optim_class))) {
+      fsV_seterr("%s(): expected an optimizer, got %s", fn, fsV_type_name(opts->u.seq.items[i]));
+      return -1;
+    }
+    st[i] = &ov[i]->st;
+  }
+  return 0;
+}
+
+/* What a successful setup of a module does: materialize it, mark it set up. */
+static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
+  mv->dev = fv->dev;
+  if (E->opt->plan) { /* nothing to materialize: remember the model */
+    fsV_release(fv->planned);
+    fv->planned = fsV_retain(v);
+    fsF_setup_done(&fv->f, &mv->st);
+    mv->st.meta = false;
+    return 0;
+  }
+  if (fv->cfg.cls == FSF_FSDP) { /* each rank materializes only its shards */
+    if (!(mv->sh = fsSH_wrap(mv->m, fv->comm, fv->dev, E->seed))) return fsE_rt_fail(), -1;
+    if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
+    if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
+    fsF_setup_done(&fv->f, &mv->st);
+    mv->st.meta = false;
+    return 0;
+  }
+  if ((mv->st.meta && fsM_materialize(mv->m, fv->dev, E->seed) < 0) || fsM_to_device(mv->m, fv->dev) < 0)
+    return fsE_rt_fail(), -1;
+  if (fv->comm) { /* DDP: every rank starts from rank 0's parameters */
+    fsM_param *ps;
+    int64_t n = fsM_parameters(mv->m, &ps);
+    if (n < 0) return fsE_rt_fail(), -1;
+    int rc = 0;
+    for (int64_t i = 0; rc == 0 && i < n; i++) rc = fsCC_broadcast_tensor(fv->comm, ps[i].t, 0);
+    fsM_params_free(ps, n);
+    if (rc < 0) return fsE_comm_fail(), -1;
+    if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
+    if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
+  }
+  fsF_setup_done(&fv->f, &mv->st);
+  mv->st.meta = fsE_has_meta(mv->m);
+  return 0;
+}
+
+/* The FSDP model whose flat shards o steps, or NULL. */
+fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o) {
+  for (size_t i = 0; fv->synced && i < fv->synced->u.seq.n; i++) {
+    fsSH_model *sh = ((modv *)fv->synced->u.seq.items[i]->u.obj.data)->sh;
+    bool same = sh && sh->nunits == o->nparams;
+    for (int k = 0; same && k < sh->nunits; k++) same = sh->units[k].flat == o->params[k];
+    if (same) return sh;
+  }
+  return NULL;
+}
+
+/* clip_gradients under FSDP: the squared norms (or maxima) of all ranks' shards. */
+static int shard_norm(void *ud, float *acc, bool inf) {
+  return fsCC_all_reduce_host(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0 ? 0 : -1;
+}
+
+/* fabric.to_device(obj): Fabric's apply_to_collection: the tensors of
+ * (nested) lists, tuples and dicts move in new containers, a module moves in
+ * place (as module.to), anything else is returned as is. */
+static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
+  fs_tensor *t = fsE_as_tensor(v);
+  modv *mv = fsV_objdata(v, &fsE_module_class);
+  if (t) return fsE_tensor_value(fsT_to_device(t, dev));
+  if (mv && !mv->sh) { /* an FSDP model's shards are placed already */
+    if (fsM_to_device(mv->m, dev) < 0) return fsE_rt_fail();
+    mv->dev = dev;
+  }
+  if (mv) return fsV_retain(v);
+  if (v->type != FSV_LIST && v->type != FSV_TUPLE && v->type != FSV_DICT) return fsV_retain(v);
+  if (depth >= FS_MAX_DEPTH) {
+    fsV_seterr("to_device(): the collection is nested more than %d deep", FS_MAX_DEPTH);
+    return NULL;
+  }
+  bool dict = v->type == FSV_DICT;
+  size_t n = dict ? v->u.dict.n : v->u.seq.n;
+  fs_value *r = dict ? fsV_dict() : v->type == FSV_LIST ? fsV_list(n) : fsV_tuple(n);
+  for (size_t i = 0; r && i < n; i++) {
+    fs_value *x = to_device(dict ? v->u.dict.vals[i] : v->u.seq.items[i], dev, depth + 1);
+    int rc = !x ? -1 : dict ? fsV_dict_set(r, v->u.dict.keys[i], x)
+                   : v->type == FSV_LIST ? fsV_list_append(r, x) : (fsV_seq_set(r, i, x), 0);
+    if (rc < 0) {
+      fsV_release(r);
+      r = NULL;
+    }
+  }
+  return r;
+}
+
+static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
+  const fsSig *sig = fsSig_member("Fabric", name);
+  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
+  fabv *fv = v->u.obj.data;
+  fsF_fabric *f = &fv->f;
+  fs_value *s[8];
+  if (fsE_bind(E, sig, a, s) < 0) return NULL;
+  fs_value *r = NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  bool runs = !strcmp(name, "backward") || !strcmp(name, "save") || !strcmp(name, "load") || !strcmp(name, "load_raw");
+  if (E->opt->plan && runs) {
+    r = fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
+  } else if (strcmp(name, "launch") == 0) {
+    if (s[0]->type != FSV_NONE) fsV_seterr("launch(function) is not supported in this build");
+    else if (fsE_fabric_issues(E, a, &iss, fsF_check_launch(f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0) r = ddp_launch(E, fv);
+  } else if (strcmp(name, "seed_everything") == 0) {
+    int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
+    E->seed = (uint64_t)seed;
+    E->samples = 0; /* sampling starts over, as torch's generator does */
+    r = fsV_int(seed);
+  } else if (strcmp(name, "init_module") == 0) {
+    int ei = s[0]->type == FSV_NONE ? -1 : fsV_truthy(s[0]);
+    if (fsE_fabric_issues(E, a, &iss, fsF_check_init_module(f, ei, &iss)) == 0)
+      r = fsE_make_ctx(2, fsF_init_module_effect(&fv->cfg, ei) == FSF_INIT_META ? FS_DEV_META : fv->dev);
+  } else if (strcmp(name, "setup_module") == 0 || strcmp(name, "setup") == 0) {
+    bool joint = name[5] == '\0';
+    modv *mv = need_module(s[0], joint ? "setup" : "setup_module");
+    fs_value *opts = joint ? s[1] : NULL;
+    size_t no = opts ? opts->u.seq.n : 0;
+    const fsF_optim **st = calloc(no + 1, sizeof *st);
+    optv **ov = calloc(no + 1, sizeof *ov);
+    if (!st || !ov) fsV_seterr("out of memory");
+    else if (mv && gather_optims(opts ? opts : s[1], name, st, ov) == 0 &&
+             fsE_fabric_issues(E, a, &iss, joint ? fsF_check_setup(f, &mv->st, st, no, &iss)
+                                      : fsF_check_setup_module(f, &mv->st, &iss)) == 0 &&
+             setup_module_done(E, fv, s[0], mv) == 0 && fsdp_rebind(mv, ov, no) == 0) {
+      for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
+      r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : joint ? one_or_tuple(s[0], opts) : fsV_retain(s[0]);
+    }
+    free(st);
+    free(ov);
+  } else if (strcmp(name, "setup_optimizers") == 0) {
+    size_t no = s[0]->u.seq.n;
+    const fsF_optim **st = calloc(no + 1, sizeof *st);
+    optv **ov = calloc(no + 1, sizeof *ov);
+    if (!st || !ov) fsV_seterr("out of memory");
+    else if (gather_optims(s[0], name, st, ov) == 0 &&
+             fsE_fabric_issues(E, a, &iss, fsF_check_setup_optimizers(f, st, no, &iss)) == 0) {
+      for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
+      r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : no ? one_or_tuple(NULL, s[0]) : fsV_none();
+    }
+    free(st);
+    free(ov);
+  } else if (strcmp(name, "setup_dataloaders") == 0) {
+    size_t n = s[0]->u.seq.n;
+    fsF_loader *sts = calloc(n + 1, sizeof *sts);
+    const fsF_loader **p = calloc(n + 1, sizeof *p);
+    if (!sts || !p) fsV_seterr("out of memory");
+    else {
+      for (size_t i = 0; i < n; i++) {
+        loaderv *lv = fsV_objdata(s[0]->u.seq.items[i], &fsE_loader_class);
+        sts[i] = lv ? lv->st : (fsF_loader){0};
+        p[i] = &sts[i];
+      }
+      if (fsE_fabric_issues(E, a, &iss, fsF_check_setup_dataloaders(f, p, n, &iss)) == 0) {
+        bool ok = true;
+        for (size_t i = 0; ok && i < n; i++) {
+          loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;
+          char *err = NULL;
+          lv->st.wrapped = 1;
+          lv->dev = fv->dev; /* Fabric's move_to_device */
+          /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
+          if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
+              fsDL_distribute(&lv->L, fv->env.rank, fv->env.world_size, lv->L.shuffle, E->seed, false, &err) < 0)
+            ok = fsE_err_own(err) != NULL;
+        }
+        if (ok) r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
+      }
+    }
+    free(sts);
+    free(p);
+  } else if (strcmp(name, "backward") == 0) {
+    fs_tensor *t = fsE_need_tensor(s[0], "backward", "tensor");
+    modv *mv = s[2]->type == FSV_NONE ? NULL : need_module(s[2], "backward");
+    double loss;
+    if (t && t->numel == 1 && t->data && fsG_item(t, &loss) == 0) E->last_loss = loss;
+    if (t && (mv || s[2]->type == FSV_NONE) &&
+        fsE_fabric_issues(E, a, &iss, fsF_check_backward(f, mv ? &mv->st : NULL, &iss)) == 0)
+      r = fsdp_backward_done(fv, fsG_backward(t) == 0) < 0 ? fsE_rt_fail() : ddp_sync_grads(fv) < 0 ? NULL : fsV_none();
+  } else if (strcmp(name, "clip_gradients") == 0) {
+    modv *mv = need_module(s[0], name);
+    optv *ov = mv ? fsV_objdata(s[1], &fsE_optim_class) : NULL;
+    if (mv && !ov) fsV_seterr("clip_gradients(): expected an optimizer, got %s", fsV_type_name(s[1]));
+    else if (ov && fsE_fabric_issues(E, a, &iss, fsF_check_clip_gradients(f, &mv->st, s[2]->type != FSV_NONE,
+                                                              s[3]->type != FSV_NONE, &iss)) == 0) {
+      if (s[2]->type != FSV_NONE) {
+        fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2]));
+        r = fsV_none();
+      } else {
+        double total; /* FSDP: the norm over every rank's shards */
+        bool global = fv->comm && fsE_sharded_of(fv, ov->o);
+        if (fsO_clip_grad_norm_with(ov->o->params, ov->o->nparams, fsV_to_double(s[3]), fsV_to_double(s[4]),
+                                    global ? shard_norm : NULL, fv->comm, &total) < 0)
+          fsE_rt_fail();
+        else
+          r = fsE_tensor_value(fsT_scalar((float)total));
+      }
+    }
+  } else if (strcmp(name, "print") == 0) {
+    r = fv->env.local_rank == 0 ? fsE_print(E, s) : fsV_none(); /* local rank 0 of each node */
+  } else if (strcmp(name, "save") == 0) {
+    r = fsE_ckpt_save(E, fv, s, a);
+  } else if (strcmp(name, "load") == 0) {
+    r = fsE_ckpt_load(E, fv, s, a);
+  } else if (strcmp(name, "load_raw") == 0) {
+    r = fsE_ckpt_load_raw(E, fv, s, a);
+  } else if (strcmp(name, "no_backward_sync") == 0) {
+    modv *mv = need_module(s[0], name);
+    if (mv && fsE_fabric_issues(E, a, &iss, fsF_check_no_backward_sync(f, &mv->st, &iss)) == 0 &&
+        (r = fsE_make_ctx(3, FS_DEV_CPU))) {
+      ctxv *c = r->u.obj.data;
+      c->flag = &fv->no_sync;
+      c->owner = fsV_retain(v);
+    }
+  } else if (strcmp(name, "to_device") == 0) {
+    r = to_device(s[0], fv->dev, 0);
+  } else if (fv->env.rank != 0 && (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0)) {
+    r = fsV_none(); /* loggers run on global rank 0, as Lightning's */
+  } else if (strcmp(name, "log") == 0) {
+    r = fabric_log(E, fv, &s[0], &s[1], 1, s[2]);
+  } else if (strcmp(name, "log_dict") == 0) {
+    r = fabric_log(E, fv, s[0]->u.dict.keys, s[0]->u.dict.vals, s[0]->u.dict.n, s[1]);
+  } else if (strcmp(name, "barrier") == 0 || strcmp(name, "all_reduce") == 0 ||
+             strcmp(name, "all_gather") == 0 || strcmp(name, "broadcast") == 0) {
+    if (fsE_fabric_issues(E, a, &iss, fsF_check_collective(f, &iss)) == 0) r = collective(fv, name, s);
+  } else {
+    fsV_seterr("Fabric.%s() is not available yet in this build", name);
+  }
+  fsF_issues_free(&iss);
+  fsE_unbind(sig, s);
+  return r;
+}
+
+static fs_value *fabric_getattr(fsE_ctx *E, fs_value *v, const char *name) {
+  fabv *fv = v->u.obj.data;
+  if (strcmp(name, "global_rank") == 0) return fsV_int(fv->env.rank);
+  if (strcmp(name, "local_rank") == 0) return fsV_int(fv->env.local_rank);
+  if (strcmp(name, "node_rank") == 0) return fsV_int(fv->env.node_rank);
+  if (strcmp(name, "world_size") == 0) return fsV_int(fv->env.world_size);
+  if (strcmp(name, "is_global_zero") == 0) return fsV_bool(fv->env.rank == 0);
+  if (strcmp(name, "device") == 0) { /* torch.device("cuda", local_rank), as Fabric's */
+    fs_value *d = fsE_make_ctx(0, fv->dev);
+    if (d && fv->dev == FS_DEV_CUDA) ((ctxv *)d->u.obj.data)->index = fv->env.local_rank;
+    return d;
+  }
+  return NULL;
+}
+
+static char *fabric_repr(fs_value *v) {
+  fabv *fv = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "<Fabric %s on %s, precision %s>", fsF_cls_name(fv->cfg.cls),
+                 fsF_accel_name(fv->cfg.accel), fsF_prec_name(fv->cfg.precision));
+  return fsV_buf_take(&b);
+}
+
+const fsV_class fsE_fabric_class = {
+  .name = "Fabric", .getattr = fabric_getattr, .call_method = fabric_method,
+  .repr = fabric_repr, .free = fabv_free,
+};
+
+static const fsE_reg fabric_funcs[] = {
+  {"Fabric", f_fabric},
+  {NULL, NULL},
+};
+const fsE_lib fsE_lib_fabric = {"fabric", fabric_funcs};

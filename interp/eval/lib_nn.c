@@ -1,0 +1,359 @@
+/* lib_nn.c -- Module values: layers, model bodies (`model`, `repeat`,
+ * `residual`) built into runtime/model/module.h trees, and the methods of a
+ * module (parameters, state_dict, generate ...).  A module's Fabric state
+ * (fsF_model) lives beside it, so fabric.h's rules see what the checker sees. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include <string.h>
+
+#include "autograd.h"
+#include "eval_int.h"
+#include "rng.h"
+#include "sample.h"
+
+/* ---- modules -------------------------------------------------------------- */
+
+
+
+static void modv_free(void *p) {
+  modv *mv = p;
+  fsSH_free(mv->sh);
+  fsM_release(mv->m);
+  free(mv->cls);
+  free(mv);
+}
+
+bool fsE_has_meta(fs_module *m) {
+  fsM_param *ps;
+  int64_t n = fsM_parameters(m, &ps);
+  bool meta = false;
+  for (int64_t i = 0; i < n; i++) meta |= ps[i].t->device == FS_DEV_META;
+  if (n >= 0) fsM_params_free(ps, n);
+  return meta;
+}
+
+/* A Module value for m (taken). Built outside a model body, it is complete:
+ * it gets its initial values now unless parameters go to the meta device. */
+static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
+  if (!m) return fsE_rt_fail();
+  modv *mv = calloc(1, sizeof *mv);
+  if (!mv || !(mv->cls = strdup(cls))) {
+    free(mv);
+    fsM_release(m);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  mv->m = m;
+  mv->dev = E->device == FS_DEV_META ? FS_DEV_CPU : E->device;
+  if (!E->building && E->device != FS_DEV_META && !E->opt->plan && fsM_materialize(m, E->device, E->seed) < 0) {
+    modv_free(mv);
+    return fsE_rt_fail();
+  }
+  /* plan: everything stays on meta; the rules see where it would be */
+  bool meta = E->opt->plan ? E->device == FS_DEV_META : fsE_has_meta(m);
+  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = meta};
+  return fsV_obj(&fsE_module_class, mv);
+}
+
+int fsE_append_layer(fsE_ctx *E, const char *key, fs_value *layer) {
+  modv *mv = fsV_objdata(layer, &fsE_module_class);
+  if (!mv) return 0;
+  if (mv->m->refcount > 1) {
+    fsV_seterr("this %s is already part of a model; create a new one for each use", mv->cls);
+    return -1;
+  }
+  if (fsM_append(E->building, key, fsM_retain(mv->m)) < 0) {
+    fsE_rt_fail();
+    return -1;
+  }
+  return 1;
+}
+
+static fs_module *build_raw(fsE_ctx *E, const fs_node *body, fsM_kind kind) {
+  fs_module *seq = kind == FSM_RESIDUAL ? fsM_residual() : fsM_sequential(), *saved = E->building;
+  if (!seq) {
+    fsE_rt_fail();
+    return NULL;
+  }
+  E->building = seq;
+  fsE_flow fl = fsE_exec_block(E, body);
+  E->building = saved;
+  if (fl == FSE_ERROR || fl == FSE_RETURN) {
+    if (fl == FSE_RETURN) {
+      fsV_release(E->retval);
+      E->retval = NULL;
+      fsV_seterr("'return' is not allowed in a model body");
+    }
+    fsM_release(seq);
+    return NULL;
+  }
+  return seq;
+}
+
+fs_value *fsE_build_sequence(fsE_ctx *E, const fs_node *body, fsM_kind kind, const char *cls) {
+  fs_module *m = build_raw(E, body, kind);
+  return m ? module_value(E, m, cls ? cls : fsM_kind_name(kind)) : NULL;
+}
+
+fs_value *fsE_build_repeat(fsE_ctx *E, int64_t n, const fs_node *body) {
+  fs_module *b = build_raw(E, body, FSM_SEQUENTIAL);
+  return b ? module_value(E, fsM_repeat(n, b), "Repeat") : NULL;
+}
+
+NATIVE(l_linear) { return module_value(E, fsM_linear(fsE_ival(s[0]), fsE_ival(s[1]), fsV_truthy(s[2])), "Linear"); }
+NATIVE(l_embedding) { return module_value(E, fsM_embedding(fsE_ival(s[0]), fsE_ival(s[1])), "Embedding"); }
+NATIVE(l_posemb) { return module_value(E, fsM_posemb(fsE_ival(s[0]), fsE_ival(s[1])), "PositionalEmbedding"); }
+NATIVE(l_layernorm) { return module_value(E, fsM_layernorm(fsE_ival(s[0]), fsV_to_double(s[1])), "LayerNorm"); }
+NATIVE(l_relu) { return module_value(E, fsM_activation(FSM_RELU), "ReLU"); }
+NATIVE(l_tanh) { return module_value(E, fsM_activation(FSM_TANH), "Tanh"); }
+NATIVE(l_sigmoid) { return module_value(E, fsM_activation(FSM_SIGMOID), "Sigmoid"); }
+NATIVE(l_silu) { return module_value(E, fsM_activation(FSM_SILU), "SiLU"); }
+NATIVE(l_dropout) { return module_value(E, fsM_dropout(fsV_to_double(s[0])), "Dropout"); }
+NATIVE(l_attention) {
+  return module_value(E, fsM_attention(fsE_ival(s[0]), fsE_ival(s[1]), fsV_truthy(s[2])), "CausalSelfAttention");
+}
+
+NATIVE(l_gelu) {
+  const char *ap = s[0]->u.str.s;
+  if (strcmp(ap, "none") && strcmp(ap, "tanh")) {
+    fsV_seterr("GELU(): approximate must be 'none' or 'tanh', not '%s'", ap);
+    return NULL;
+  }
+  return module_value(E, fsM_gelu(ap[0] == 't'), "GELU");
+}
+
+NATIVE(l_flatten) {
+  if (fsE_ival(s[0]) != 1 || fsE_ival(s[1]) != -1) {
+    fsV_seterr("Flatten(): only start_dim=1, end_dim=-1 is supported");
+    return NULL;
+  }
+  return module_value(E, fsM_activation(FSM_FLATTEN), "Flatten");
+}
+
+static char *module_repr(fs_value *v) {
+  modv *mv = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "%s(%lld parameters%s)", mv->cls, (long long)fsM_num_parameters(mv->m),
+                 fsE_has_meta(mv->m) && !mv->sh ? ", on meta" : "");
+  return fsV_buf_take(&b);
+}
+
+
+static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+  modv *mv = v->u.obj.data;
+  if (a->npos != 1 || a->nkw) {
+    fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
+    return NULL;
+  }
+  if (E->opt->plan) return fsE_plan_done(E, NULL); /* no optimizer was set up before the first step */
+  fs_tensor *x = fsE_need_tensor(a->pos[0], "forward", "input");
+  return x ? fsE_tensor_value(mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x)) : NULL;
+}
+
+/* One entry of parameters() (the tensor) or named_parameters() ((name, tensor)). */
+static fs_value *param_item(const char *name, fs_tensor *t, bool named) {
+  fs_value *tv = fsE_tensor_value(fsT_retain(t));
+  return tv && named ? fsV_pair(fsV_cstr(name), tv) : tv;
+}
+
+/* FSDP's parameters(): the units' flat shards, "<unit>._flat_param" as torch's FlatParameter */
+static fs_value *flat_params(fsSH_model *sh, bool named) {
+  fs_value *l = fsV_list(0);
+  for (int k = 0; l && k < sh->nunits; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "%d._flat_param", k);
+    fs_value *item = param_item(name, sh->units[k].flat, named);
+    if (!item || fsV_list_append(l, item) < 0) {
+      fsV_release(l);
+      l = NULL;
+    }
+  }
+  return l;
+}
+
+static fs_value *params_list(modv *mv, bool named) {
+  if (mv->sh) return flat_params(mv->sh, named);
+  fsM_param *ps;
+  int64_t n = fsM_parameters(mv->m, &ps);
+  if (n < 0) return fsE_rt_fail();
+  fs_value *l = fsV_list((size_t)n);
+  for (int64_t i = 0; l && i < n; i++) {
+    fs_value *item = param_item(ps[i].name, ps[i].t, named);
+    if (!item) {
+      fsV_release(l);
+      l = NULL;
+    } else {
+      fsV_list_append(l, item);
+    }
+  }
+  fsM_params_free(ps, n);
+  return l;
+}
+
+/* state_dict(): name -> parameter (the tensors themselves, as torch's are views) */
+static fs_value *state_dict(modv *mv) {
+  fs_value *l = params_list(mv, true), *d = l ? fsV_dict() : NULL;
+  for (size_t i = 0; d && i < l->u.seq.n; i++) {
+    fs_value *p = l->u.seq.items[i];
+    if (fsV_dict_set(d, p->u.seq.items[0], fsV_retain(p->u.seq.items[1])) < 0) {
+      fsV_release(d);
+      d = NULL;
+    }
+  }
+  fsV_release(l);
+  return d;
+}
+
+/* load_state_dict(sd, strict): copies matching tensors into the parameters
+ * (giving meta ones storage); strict: torch's missing/unexpected-key error. */
+static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
+  fsM_param *ps;
+  int64_t n = fsM_parameters(mv->m, &ps);
+  if (n < 0) return fsE_rt_fail();
+  fsV_buf missing = {0}, unexpected = {0};
+  fs_value *r = NULL;
+  for (int64_t i = 0; i < n; i++) {
+    fs_value *v = fsV_dict_getstr(sd, ps[i].name);
+    fs_tensor *src = v ? fsE_as_tensor(v) : NULL, *dst = ps[i].t;
+    if (!src) {
+      fsV_buf_printf(&missing, "%s\"%s\"", missing.n ? ", " : "", ps[i].name);
+      continue;
+    }
+    if (!fsT_same_shape(src, dst) || !src->data) {
+      char a[64], b[64];
+      fsV_seterr("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in "
+                 "current model is %s.", ps[i].name, fsT_shape_str(src, a, sizeof a), fsT_shape_str(dst, b, sizeof b));
+      goto done;
+    }
+    fs_tensor *conv = fsT_to_dtype(src, dst->dtype);
+    if (!conv || (!dst->data && fsT_alloc_storage(dst, src->device) < 0) ||
+        fsB_transfer(dst->device, dst->data, conv->device, conv->data, fsT_nbytes(dst)) < 0) {
+      fsT_release(conv);
+      fsE_rt_fail();
+      goto done;
+    }
+    fsT_release(conv);
+  }
+  for (size_t k = 0; k < sd->u.dict.n; k++) {
+    const fs_value *key = sd->u.dict.keys[k];
+    bool known = false;
+    for (int64_t i = 0; i < n && !known; i++)
+      known = key->type == FSV_STR && strcmp(key->u.str.s, ps[i].name) == 0;
+    if (!known) {
+      char *t = fsV_tostr(key);
+      fsV_buf_printf(&unexpected, "%s\"%s\"", unexpected.n ? ", " : "", t ? t : "?");
+      free(t);
+    }
+  }
+  if (strict && (missing.n || unexpected.n))
+    fsV_seterr("Error(s) in loading state_dict for %s: %s%s%s%s%s", mv->cls,
+               missing.n ? "Missing key(s) in state_dict: " : "", missing.n ? missing.s : "",
+               missing.n && unexpected.n ? ". " : "", unexpected.n ? "Unexpected key(s) in state_dict: " : "",
+               unexpected.n ? unexpected.s : "");
+  else {
+    mv->st.meta = fsE_has_meta(mv->m);
+    r = fsV_none();
+  }
+done:
+  free(missing.s);
+  free(unexpected.s);
+  fsM_params_free(ps, n);
+  return r;
+}
+
+/* The model's forward on tokens made on the host, moved to its device. */
+static fs_tensor *lm_forward(void *ud, fs_tensor *idx) {
+  modv *mv = ud;
+  fs_tensor *x = fsT_to_device(idx, mv->dev), *y = NULL;
+  if (x) y = mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x);
+  fsT_release(x);
+  return y;
+}
+
+/* model.generate(prompt, max_new_tokens, temperature, top_k): slots in
+ * signatures.c order. Every rank runs it and draws the same bytes. */
+static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
+  if (E->opt->plan) return fsE_plan_done(E, NULL); /* a forward, as model(x) */
+  fsSM_opts o = {(const unsigned char *)s[0]->u.str.s, s[0]->u.str.len, fsE_ival(s[1]), fsV_to_double(s[2]),
+                 s[3]->type == FSV_NONE ? FSSM_ALL : fsE_ival(s[3])};
+  char err[160];
+  int64_t context;
+  unsigned char *text;
+  if (fsSM_check_opts(&o, err, sizeof err) < 0) {
+    fsV_seterr("%s", err);
+    return NULL;
+  }
+  if (fsSM_byte_lm(mv->m, &context) < 0 ||
+      fsSM_generate(lm_forward, mv, context, &o, fsR_key(E->seed, "generate"), &E->samples, &text) < 0)
+    return fsE_rt_fail();
+  fs_value *r = fsV_str_utf8(text, o.n + (size_t)o.max_new);
+  free(text);
+  return r;
+}
+
+static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
+  const fsSig *sig = fsSig_member("Module", name);
+  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
+  modv *mv = v->u.obj.data;
+  if (strcmp(name, "forward") == 0) return module_call(E, v, a);
+  fs_value *s[4];
+  if (fsE_bind(E, sig, a, s) < 0) return NULL;
+  fs_value *r = NULL;
+  if (strcmp(name, "parameters") == 0) r = params_list(mv, false);
+  else if (strcmp(name, "named_parameters") == 0) r = params_list(mv, true);
+  else if (strcmp(name, "num_parameters") == 0) r = fsV_int(fsM_num_parameters(mv->m));
+  else if (strcmp(name, "train") == 0 || strcmp(name, "eval") == 0) {
+    fsM_train(mv->m, name[0] == 't' && fsV_truthy(s[0]));
+    r = fsV_retain(v);
+  } else if (strcmp(name, "to_empty") == 0) {
+    ctxv *d = fsV_objdata(s[0], &fsE_ctx_class);
+    if (!d || d->kind != 0) fsV_seterr("to_empty(): device must be a device(...), not %s", fsV_type_name(s[0]));
+    else if (fsM_to_empty(mv->m, d->dev) < 0) fsE_rt_fail();
+    else {
+      mv->st.meta = fsE_has_meta(mv->m);
+      mv->st.generation++;
+      r = fsV_retain(v);
+    }
+  } else if (strcmp(name, "reset_parameters") == 0) {
+    int rc = mv->sh ? fsSH_reset_parameters(mv->sh, E->seed) : fsM_reset_parameters(mv->m, E->seed);
+    r = rc < 0 ? fsE_rt_fail() : fsV_none();
+  } else if (strcmp(name, "zero_grad") == 0) {
+    fsM_param *ps;
+    int64_t n = fsM_parameters(mv->m, &ps);
+    for (int64_t i = 0; i < n; i++) {
+      fsT_release(ps[i].t->grad);
+      ps[i].t->grad = NULL;
+    }
+    if (n >= 0) fsM_params_free(ps, n);
+    r = n < 0 ? fsE_rt_fail() : fsV_none();
+  } else if (strcmp(name, "generate") == 0) {
+    r = generate(E, mv, s);
+  } else if (mv->sh) { /* the FSDP wrapper's parameters are flat shards */
+    fsV_seterr("%s() of an FSDP-wrapped module is not supported; use fabric.save / fabric.load", name);
+  } else if (strcmp(name, "state_dict") == 0) {
+    r = state_dict(mv);
+  } else {
+    r = load_state_dict(mv, s[0], fsV_truthy(s[1]));
+  }
+  fsE_unbind(sig, s);
+  return r;
+}
+
+static fs_value *module_getattr(fsE_ctx *E, fs_value *v, const char *name) {
+  modv *mv = v->u.obj.data;
+  if (strcmp(name, "training") == 0) return fsV_bool(mv->m->training);
+  return NULL;
+}
+
+const fsV_class fsE_module_class = {
+  .name = "Module", .getattr = module_getattr, .call = module_call, .call_method = module_method,
+  .repr = module_repr, .free = modv_free,
+};
+
+static const fsE_reg nn_funcs[] = {
+  {"Linear", l_linear}, {"Embedding", l_embedding}, {"PositionalEmbedding", l_posemb},
+  {"LayerNorm", l_layernorm}, {"ReLU", l_relu}, {"GELU", l_gelu}, {"Tanh", l_tanh},
+  {"Sigmoid", l_sigmoid}, {"SiLU", l_silu}, {"Dropout", l_dropout}, {"Flatten", l_flatten},
+  {"CausalSelfAttention", l_attention},
+  {NULL, NULL},
+};
+const fsE_lib fsE_lib_nn = {"nn", nn_funcs};

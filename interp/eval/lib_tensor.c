@@ -1,0 +1,219 @@
+/* lib_tensor.c -- Tensor values over runtime/tensor/autograd.h: torch's
+ * methods, operators, indexing and attributes, and the losses.
+ * Messages are torch's words.  Rows: the sig table's "Tensor." entries;
+ * what the checker assumes of them: check/check_api.c. */
+#include <string.h>
+
+#include "autograd.h"
+#include "eval_int.h"
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+
+fs_value *fsE_tensor_value(fs_tensor *t) { /* takes t */
+  if (!t) return fsE_rt_fail();
+  return fsV_obj(&fsE_tensor_class, t);
+}
+
+static void tensor_free(void *p) { fsT_release(p); }
+
+fs_tensor *fsE_as_tensor(const fs_value *v) { return fsV_objdata(v, &fsE_tensor_class); }
+
+static fs_value *shape_tuple(const fs_tensor *t) {
+  fs_value *tu = fsV_tuple((size_t)t->rank);
+  for (int i = 0; tu && i < t->rank; i++) {
+    fs_value *d = fsV_int(t->shape[i]);
+    if (!d) {
+      tu->u.seq.n = (size_t)i;
+      fsV_release(tu);
+      return NULL;
+    }
+    fsV_seq_set(tu, (size_t)i, d);
+  }
+  return tu;
+}
+
+fs_value *fsE_item_value(const fs_tensor *t) {
+  double d;
+  if (fsG_item(t, &d) < 0) return fsE_rt_fail();
+  return t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
+}
+
+static char *tensor_repr(fs_value *v) {
+  fs_tensor *t = v->u.obj.data;
+  fsV_buf b = {0};
+  double d;
+  char num[40];
+  if (t->numel == 1 && t->data && fsG_item(t, &d) == 0) {
+    if (t->dtype == FS_I64) fsV_buf_printf(&b, "tensor(%lld)", (long long)d);
+    else fsV_buf_printf(&b, "tensor(%.4f)", d);
+  } else {
+    fsV_buf_printf(&b, "tensor(shape=%s, dtype=%s, device=%s)",
+                   fsT_shape_str(t, num, sizeof num), fsT_dtype_name(t->dtype),
+                   fsT_device_name(t->device));
+  }
+  return fsV_buf_take(&b);
+}
+
+static fs_value *tensor_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
+  fs_tensor *ta = fsE_as_tensor(a), *tb = fsE_as_tensor(b);
+  bool first = ta == NULL; /* the scalar comes first */
+  fs_tensor *t = ta ? ta : tb;
+  const fs_value *other = ta ? b : a;
+  static const fsG_cmp cmps[] = {FSG_EQ, FSG_NE, FSG_LT, FSG_LE, FSG_GT, FSG_GE};
+  static const fsB_binop ar[] = {FSB_ADD, FSB_SUB, FSB_MUL, FSB_DIV};
+  if (!t || (!fsE_as_tensor(other) && !fsV_is_number(other))) return NULL;
+  if (op >= FS_OP_EQ && op <= FS_OP_GE) {
+    fsG_cmp c = cmps[op - FS_OP_EQ];
+    if (first) c = c == FSG_LT ? FSG_GT : c == FSG_GT ? FSG_LT : c == FSG_LE ? FSG_GE : c == FSG_GE ? FSG_LE : c;
+    return fsE_tensor_value(ta && tb ? fsG_compare(c, ta, tb) : fsG_compare_scalar(c, t, fsV_to_double(other), false));
+  }
+  if (op < FS_OP_ADD || op > FS_OP_DIV) return NULL;
+  if (ta && tb) return fsE_tensor_value(fsG_binary(ar[op - FS_OP_ADD], ta, tb));
+  return fsE_tensor_value(fsG_binary_scalar(ar[op - FS_OP_ADD], t, fsV_to_double(other),
+                                        other->type != FSV_FLOAT, first));
+}
+
+static fs_value *tensor_unop(fsE_ctx *E, fs_op op, fs_value *v) {
+  if (op == FS_OP_POS) return fsV_retain(v);
+  return fsE_tensor_value(fsG_neg(v->u.obj.data));
+}
+
+
+static fs_value *tensor_getattr(fsE_ctx *E, fs_value *v, const char *name) {
+  fs_tensor *t = v->u.obj.data;
+  if (strcmp(name, "shape") == 0) return shape_tuple(t);
+  if (strcmp(name, "dtype") == 0) return fsV_cstr(fsT_dtype_name(t->dtype));
+  if (strcmp(name, "device") == 0) {
+    if (t->device != FS_DEV_CUDA) return fsV_cstr(fsT_device_name(t->device));
+    char d[24];
+    snprintf(d, sizeof d, "cuda:%d", fsE_cuda_index(E)); /* as torch prints it */
+    return fsV_cstr(d);
+  }
+  if (strcmp(name, "requires_grad") == 0) return fsV_bool(t->requires_grad);
+  if (strcmp(name, "grad") == 0) return t->grad ? fsE_tensor_value(fsT_retain(t->grad)) : fsV_none();
+  return NULL;
+}
+
+static int64_t tensor_len(fsE_ctx *E, fs_value *v) {
+  fs_tensor *t = v->u.obj.data;
+  if (t->rank == 0) {
+    fsV_seterr("len() of a 0-d tensor");
+    return -1;
+  }
+  return t->shape[0];
+}
+
+/* t[i]: row i along the first dimension, as a new tensor (values only, off the tape). */
+static fs_value *tensor_index(fsE_ctx *E, fs_value *v, fs_value *key) {
+  fs_tensor *t = v->u.obj.data;
+  if (key->type != FSV_INT && key->type != FSV_BOOL) {
+    fsV_seterr("tensor indices must be integers, not %s", fsV_type_name(key));
+    return NULL;
+  }
+  if (t->rank == 0 || !t->data) {
+    fsV_seterr(t->rank == 0 ? "invalid index of a 0-dim tensor" : "a tensor on the meta device has no values");
+    return NULL;
+  }
+  int64_t i = fsE_ival(key), n = t->shape[0];
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) {
+    fsV_seterr("index %lld is out of bounds for dimension 0 with size %lld", (long long)fsE_ival(key), (long long)n);
+    return NULL;
+  }
+  fs_tensor *r = fsT_new(t->dtype, t->device, t->rank - 1, t->shape + 1);
+  size_t row = r ? fsT_nbytes(r) : 0;
+  if (!r || fsB_transfer(t->device, r->data, t->device, (const char *)t->data + (size_t)i * row, row) < 0) {
+    fsT_release(r);
+    return fsE_rt_fail();
+  }
+  return fsE_tensor_value(r);
+}
+
+static fs_value *tensor_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
+  const fsSig *sig = fsSig_member("Tensor", name);
+  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
+  fs_value *s[4];
+  if (fsE_bind(E, sig, a, s) < 0) return NULL;
+  fs_tensor *t = v->u.obj.data;
+  fs_value *r = NULL;
+  if (strcmp(name, "item") == 0) r = fsE_item_value(t);
+  else if (strcmp(name, "argmax") == 0) {
+    if (s[0]->type == FSV_NONE) {
+      int64_t flat[1] = {t->numel};
+      fs_tensor *f = fsT_view(t, 1, flat);
+      r = f ? fsE_tensor_value(fsG_argmax(f, 0)) : fsE_rt_fail();
+      fsT_release(f);
+    } else {
+      r = fsE_tensor_value(fsG_argmax(t, (int)fsE_ival(s[0])));
+    }
+  } else if (strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0) {
+    if (s[0]->type != FSV_NONE) fsV_seterr("%s(dim=...) is not supported; only the total", name);
+    else r = fsE_tensor_value(name[0] == 's' ? fsG_sum(t) : fsG_mean(t));
+  } else if (strcmp(name, "float") == 0) r = fsE_tensor_value(fsT_to_dtype(t, FS_F32));
+  else if (strcmp(name, "backward") == 0) {
+    fsF_fabric *f = fsE_current_fabric(E);
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    if (f && fsF_check_tensor_backward(f, &iss) < 0) fsV_seterr("%s", fsF_error(&iss)->message);
+    else r = fsG_backward(t) < 0 ? fsE_rt_fail() : fsV_none();
+    fsF_issues_free(&iss);
+  } else if (strcmp(name, "size") == 0) {
+    if (s[0]->type == FSV_NONE) r = shape_tuple(t);
+    else {
+      int64_t d = fsE_ival(s[0]);
+      if (d < 0) d += t->rank;
+      if (d < 0 || d >= t->rank) fsV_seterr("Dimension out of range (got %lld)", (long long)fsE_ival(s[0]));
+      else r = fsV_int(t->shape[d]);
+    }
+  } else if (strcmp(name, "numel") == 0) r = fsV_int(t->numel);
+  else if (strcmp(name, "detach") == 0) {
+    fs_tensor *c = fsT_copy(t);
+    r = fsE_tensor_value(c);
+  } else if (strcmp(name, "tolist") == 0) {
+    if (t->rank == 0) r = fsE_item_value(t);
+    else if (t->rank == 1 && t->data) {
+      fs_tensor *h = fsT_to_device(t, FS_DEV_CPU);
+      r = h ? fsV_list((size_t)t->numel) : fsE_rt_fail();
+      for (int64_t i = 0; r && i < t->numel; i++) {
+        double d = fsT_get(h, i);
+        fs_value *x = t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
+        if (!x) {
+          fsV_release(r);
+          r = NULL;
+        } else fsV_list_append(r, x);
+      }
+      fsT_release(h);
+    } else fsV_seterr("tolist() of a tensor of rank > 1 is not supported");
+  }
+  fsE_unbind(sig, s);
+  return r;
+}
+
+const fsV_class fsE_tensor_class = {
+  .name = "Tensor", .getattr = tensor_getattr, .call_method = tensor_method,
+  .binop = tensor_binop, .unop = tensor_unop, .index = tensor_index, .len = tensor_len, .repr = tensor_repr,
+  .free = tensor_free,
+};
+
+fs_tensor *fsE_need_tensor(const fs_value *v, const char *fn, const char *arg) {
+  fs_tensor *t = fsE_as_tensor(v);
+  if (!t) fsV_seterr("%s(): argument '%s' must be a Tensor, not %s", fn, arg, fsV_type_name(v));
+  return t;
+}
+
+NATIVE(b_cross_entropy) {
+  fs_tensor *x = fsE_need_tensor(s[0], "cross_entropy", "input"), *y = x ? fsE_need_tensor(s[1], "cross_entropy", "target") : NULL;
+  return y ? fsE_tensor_value(fsG_cross_entropy(x, y)) : NULL;
+}
+
+NATIVE(b_mse_loss) {
+  fs_tensor *x = fsE_need_tensor(s[0], "mse_loss", "input"), *y = x ? fsE_need_tensor(s[1], "mse_loss", "target") : NULL;
+  return y ? fsE_tensor_value(fsG_mse_loss(x, y)) : NULL;
+}
+
+static const fsE_reg tensor_funcs[] = {
+  {"cross_entropy", b_cross_entropy}, {"mse_loss", b_mse_loss},
+  {NULL, NULL},
+};
+const fsE_lib fsE_lib_tensor = {"tensor", tensor_funcs};
