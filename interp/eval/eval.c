@@ -38,14 +38,12 @@ FILE *fsE_out(fsE_ctx *E) { return E->out; }
 typedef struct native {
   const fsSig *sig;
   fsE_native fn; /* NULL: needs the runtime, which does not provide it */
-  fs_value *self;
-  char *member;  /* method name when bound */
+  fs_value *self; /* the receiver of a bound method, or NULL */
 } native;
 
 static void native_free(void *p) {
   native *n = p;
   fsV_release(n->self);
-  free(n->member);
   free(n);
 }
 
@@ -55,7 +53,7 @@ static char *native_repr(fs_value *v) {
   native *n = v->u.obj.data;
   fsV_buf b = {0};
   fsV_buf_printf(&b, n->self ? "<built-in method %s>" : "<built-in function %s>",
-                 n->member ? n->member : n->sig->name);
+                 n->self && n->self->type == FSV_OBJ ? strchr(n->sig->name, '.') + 1 : n->sig->name);
   return fsV_buf_take(&b);
 }
 
@@ -64,10 +62,9 @@ static const fsV_class native_class = {
   .free = native_free,
 };
 
-static fs_value *native_value(const fsSig *sig, fs_value *self, const char *member) {
+static fs_value *native_value(const fsSig *sig, fs_value *self) {
   native *n = calloc(1, sizeof *n);
-  if (!n || (member && !(n->member = strdup(member)))) {
-    free(n);
+  if (!n) {
     fsV_seterr("out of memory");
     return NULL;
   }
@@ -196,7 +193,6 @@ static fs_value *run_native(fsE_ctx *E, const fsSig *sig, fsE_native fn, fs_valu
 
 static fs_value *native_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   native *n = v->u.obj.data;
-  if (n->self && n->member) return fsE_call_method(E, n->self, n->member, a);
   return run_native(E, n->sig, n->fn, n->self, a);
 }
 
@@ -337,7 +333,7 @@ static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   if (v) return fsV_retain(v);
   const fsSig *sig = fsSig_find(n->str);
   if (!sig) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
-  fs_value *b = native_value(sig, NULL, NULL), *k = b ? fsV_cstr(n->str) : NULL;
+  fs_value *b = native_value(sig, NULL), *k = b ? fsV_cstr(n->str) : NULL;
   if (!k || fsV_dict_set(E->builtins, k, fsV_retain(b)) < 0) {
     fsV_release(k);
     fsV_release(b);
@@ -353,17 +349,15 @@ fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name) {
     fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), name);
     return NULL;
   }
-  /* an object's own methods go through its call_method; builtin types' through the table */
-  return native_value(sig, self, self->type == FSV_OBJ ? name : NULL);
+  return native_value(sig, self);
 }
 
+/* obj.name: an attribute row of the sig table, else a bound method. */
 static fs_value *getattr(fsE_ctx *E, fs_value *obj, const char *name) {
-  if (obj->type == FSV_OBJ && obj->u.obj.cls->getattr) {
-    fsV_clearerr();
-    fs_value *r = obj->u.obj.cls->getattr(E, obj, name);
-    if (r || fsV_error()[0]) return r;
-  }
-  return fsE_method_value(E, obj, name);
+  const fsSig *sig = fsSig_member(fsV_type_name(obj), name);
+  fsE_native fn = sig && sig->kind == FSSIG_ATTR ? fsE_native_of(sig) : NULL;
+  fsV_clearerr();
+  return fn ? fn(E, obj, NULL, NULL) : fsE_method_value(E, obj, name);
 }
 
 fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a) {
@@ -373,23 +367,12 @@ fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a) {
 }
 
 fs_value *fsE_call_method(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a) {
-  if (self->type != FSV_OBJ) {
-    const fsSig *sig = fsSig_member(fsV_type_name(self), name);
-    if (sig && sig->kind == FSSIG_METHOD) return run_native(E, sig, fsE_native_of(sig), self, a);
-    fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), name);
-    return NULL;
-  }
-  const fsV_class *c = self->u.obj.cls;
-  fsV_clearerr();
-  fs_value *r = c->call_method ? c->call_method(E, self, name, a) : NULL;
-  if (r || fsV_error()[0] || E->reported) return r;
+  const fsSig *sig = fsSig_member(fsV_type_name(self), name);
+  if (sig && sig->kind == FSSIG_METHOD) return run_native(E, sig, fsE_native_of(sig), self, a);
   /* not a method: an attribute holding a callable */
-  fs_value *m = c->getattr ? c->getattr(E, self, name) : NULL;
-  if (!m) {
-    if (!fsV_error()[0]) fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), name);
-    return NULL;
-  }
-  r = fsE_call(E, m, a);
+  fs_value *m = getattr(E, self, name);
+  if (!m) return NULL;
+  fs_value *r = fsE_call(E, m, a);
   fsV_release(m);
   return r;
 }

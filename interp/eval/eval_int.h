@@ -196,9 +196,5 @@ int fsE_fabric_issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc);
 fs_value *fsE_plan_done(fsE_ctx *E, const optv *ov);
 fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o); /* the FSDP model o steps, or NULL */
 
-/* lib_ckpt.c: Fabric.save / load / load_raw (slots of their signatures) */
-fs_value *fsE_ckpt_save(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a);
-fs_value *fsE_ckpt_load(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a);
-fs_value *fsE_ckpt_load_raw(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a);
 
 #endif

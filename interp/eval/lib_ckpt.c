@@ -263,7 +263,9 @@ static int save_sharded(fabv *fv, const char *path, const ckpt *c) {
   return -1;
 }
 
-fs_value *fsE_ckpt_save(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a) {
+NATIVE(ckpt_save) {
+  if (E->opt->plan) return fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
+  fabv *fv = self->u.obj.data;
   fsF_fabric *f = &fv->f;
   size_t n;
   fsF_entry *es = state_entries(s[1], &n);
@@ -455,7 +457,9 @@ static int load_optim(const fsK_file *kf, const char *key, fabv *fv, optv *ov) {
   return 0;
 }
 
-fs_value *fsE_ckpt_load(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a) {
+NATIVE(ckpt_load) {
+  if (E->opt->plan) return fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
+  fabv *fv = self->u.obj.data;
   fsF_fabric *f = &fv->f;
   fs_value *state = s[1];
   size_t n = 0;
@@ -512,7 +516,9 @@ fs_value *fsE_ckpt_load(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a) {
 
 /* fabric.load_raw(path, obj, strict): a module's or an optimizer's state
  * from a checkpoint written without keys (as torch.save(obj.state_dict())). */
-fs_value *fsE_ckpt_load_raw(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *a) {
+NATIVE(ckpt_load_raw) {
+  if (E->opt->plan) return fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
+  fabv *fv = self->u.obj.data;
   fs_value *r = NULL;
   fsF_issues iss;
   fsF_issues_init(&iss);
@@ -533,6 +539,7 @@ fs_value *fsE_ckpt_load_raw(fsE_ctx *E, fabv *fv, fs_value **s, const fsV_args *
 }
 
 static const fsE_reg ckpt_funcs[] = {
+  {"Fabric.save", ckpt_save}, {"Fabric.load", ckpt_load}, {"Fabric.load_raw", ckpt_load_raw},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_ckpt = {"ckpt", ckpt_funcs};

@@ -212,7 +212,7 @@ static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
 
 /* fabric.log / log_dict: names[i] = values[i], as Lightning's CSVLogger
  * under logs/ would write them. */
-static fs_value *fabric_log(fsE_ctx *E, fabv *fv, fs_value *const *names, fs_value *const *values,
+static fs_value *log_metrics(fsE_ctx *E, fabv *fv, fs_value *const *names, fs_value *const *values,
                             size_t n, const fs_value *step) {
   fsLG_metric *m = calloc(n + 1, sizeof *m);
   char **texts = calloc(n + 1, sizeof *texts);
@@ -528,163 +528,231 @@ static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
   return r;
 }
 
-static fs_value *fabric_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
-  const fsSig *sig = fsSig_member("Fabric", name);
-  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
-  fabv *fv = v->u.obj.data;
-  fsF_fabric *f = &fv->f;
-  fs_value *s[8];
-  if (fsE_bind(E, sig, a, s) < 0) return NULL;
-  fs_value *r = NULL;
+/* ---- methods and attributes (rows of the sig table's "Fabric." entries) ----
+ * Each method runs its rule from fabric.h on the objects' states first
+ * (fsE_fabric_issues reports what it found), then its effect. */
+
+#define FABV(self) ((fabv *)(self)->u.obj.data)
+
+NATIVE(fabric_launch) {
+  fabv *fv = FABV(self);
   fsF_issues iss;
   fsF_issues_init(&iss);
-  bool runs = !strcmp(name, "backward") || !strcmp(name, "save") || !strcmp(name, "load") || !strcmp(name, "load_raw");
-  if (E->opt->plan && runs) {
-    r = fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
-  } else if (strcmp(name, "launch") == 0) {
-    if (s[0]->type != FSV_NONE) fsV_seterr("launch(function) is not supported in this build");
-    else if (fsE_fabric_issues(E, a, &iss, fsF_check_launch(f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0) r = ddp_launch(E, fv);
-  } else if (strcmp(name, "seed_everything") == 0) {
-    int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
-    E->seed = (uint64_t)seed;
-    E->samples = 0; /* sampling starts over, as torch's generator does */
-    r = fsV_int(seed);
-  } else if (strcmp(name, "init_module") == 0) {
-    int ei = s[0]->type == FSV_NONE ? -1 : fsV_truthy(s[0]);
-    if (fsE_fabric_issues(E, a, &iss, fsF_check_init_module(f, ei, &iss)) == 0)
-      r = fsE_make_ctx(2, fsF_init_module_effect(&fv->cfg, ei) == FSF_INIT_META ? FS_DEV_META : fv->dev);
-  } else if (strcmp(name, "setup_module") == 0 || strcmp(name, "setup") == 0) {
-    bool joint = name[5] == '\0';
-    modv *mv = need_module(s[0], joint ? "setup" : "setup_module");
-    fs_value *opts = joint ? s[1] : NULL;
-    size_t no = opts ? opts->u.seq.n : 0;
-    const fsF_optim **st = calloc(no + 1, sizeof *st);
-    optv **ov = calloc(no + 1, sizeof *ov);
-    if (!st || !ov) fsV_seterr("out of memory");
-    else if (mv && gather_optims(opts ? opts : s[1], name, st, ov) == 0 &&
-             fsE_fabric_issues(E, a, &iss, joint ? fsF_check_setup(f, &mv->st, st, no, &iss)
-                                      : fsF_check_setup_module(f, &mv->st, &iss)) == 0 &&
-             setup_module_done(E, fv, s[0], mv) == 0 && fsdp_rebind(mv, ov, no) == 0) {
-      for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
-      r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : joint ? one_or_tuple(s[0], opts) : fsV_retain(s[0]);
-    }
-    free(st);
-    free(ov);
-  } else if (strcmp(name, "setup_optimizers") == 0) {
-    size_t no = s[0]->u.seq.n;
-    const fsF_optim **st = calloc(no + 1, sizeof *st);
-    optv **ov = calloc(no + 1, sizeof *ov);
-    if (!st || !ov) fsV_seterr("out of memory");
-    else if (gather_optims(s[0], name, st, ov) == 0 &&
-             fsE_fabric_issues(E, a, &iss, fsF_check_setup_optimizers(f, st, no, &iss)) == 0) {
-      for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
-      r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : no ? one_or_tuple(NULL, s[0]) : fsV_none();
-    }
-    free(st);
-    free(ov);
-  } else if (strcmp(name, "setup_dataloaders") == 0) {
-    size_t n = s[0]->u.seq.n;
-    fsF_loader *sts = calloc(n + 1, sizeof *sts);
-    const fsF_loader **p = calloc(n + 1, sizeof *p);
-    if (!sts || !p) fsV_seterr("out of memory");
-    else {
-      for (size_t i = 0; i < n; i++) {
-        loaderv *lv = fsV_objdata(s[0]->u.seq.items[i], &fsE_loader_class);
-        sts[i] = lv ? lv->st : (fsF_loader){0};
-        p[i] = &sts[i];
-      }
-      if (fsE_fabric_issues(E, a, &iss, fsF_check_setup_dataloaders(f, p, n, &iss)) == 0) {
-        bool ok = true;
-        for (size_t i = 0; ok && i < n; i++) {
-          loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;
-          char *err = NULL;
-          lv->st.wrapped = 1;
-          lv->dev = fv->dev; /* Fabric's move_to_device */
-          /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
-          if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
-              fsDL_distribute(&lv->L, fv->env.rank, fv->env.world_size, lv->L.shuffle, E->seed, false, &err) < 0)
-            ok = fsE_err_own(err) != NULL;
-        }
-        if (ok) r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
-      }
-    }
-    free(sts);
-    free(p);
-  } else if (strcmp(name, "backward") == 0) {
-    fs_tensor *t = fsE_need_tensor(s[0], "backward", "tensor");
-    modv *mv = s[2]->type == FSV_NONE ? NULL : need_module(s[2], "backward");
-    double loss;
-    if (t && t->numel == 1 && t->data && fsG_item(t, &loss) == 0) E->last_loss = loss;
-    if (t && (mv || s[2]->type == FSV_NONE) &&
-        fsE_fabric_issues(E, a, &iss, fsF_check_backward(f, mv ? &mv->st : NULL, &iss)) == 0)
-      r = fsdp_backward_done(fv, fsG_backward(t) == 0) < 0 ? fsE_rt_fail() : ddp_sync_grads(fv) < 0 ? NULL : fsV_none();
-  } else if (strcmp(name, "clip_gradients") == 0) {
-    modv *mv = need_module(s[0], name);
-    optv *ov = mv ? fsV_objdata(s[1], &fsE_optim_class) : NULL;
-    if (mv && !ov) fsV_seterr("clip_gradients(): expected an optimizer, got %s", fsV_type_name(s[1]));
-    else if (ov && fsE_fabric_issues(E, a, &iss, fsF_check_clip_gradients(f, &mv->st, s[2]->type != FSV_NONE,
-                                                              s[3]->type != FSV_NONE, &iss)) == 0) {
-      if (s[2]->type != FSV_NONE) {
-        fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2]));
-        r = fsV_none();
-      } else {
-        double total; /* FSDP: the norm over every rank's shards */
-        bool global = fv->comm && fsE_sharded_of(fv, ov->o);
-        if (fsO_clip_grad_norm_with(ov->o->params, ov->o->nparams, fsV_to_double(s[3]), fsV_to_double(s[4]),
-                                    global ? shard_norm : NULL, fv->comm, &total) < 0)
-          fsE_rt_fail();
-        else
-          r = fsE_tensor_value(fsT_scalar((float)total));
-      }
-    }
-  } else if (strcmp(name, "print") == 0) {
-    r = fv->env.local_rank == 0 ? fsE_print(E, s) : fsV_none(); /* local rank 0 of each node */
-  } else if (strcmp(name, "save") == 0) {
-    r = fsE_ckpt_save(E, fv, s, a);
-  } else if (strcmp(name, "load") == 0) {
-    r = fsE_ckpt_load(E, fv, s, a);
-  } else if (strcmp(name, "load_raw") == 0) {
-    r = fsE_ckpt_load_raw(E, fv, s, a);
-  } else if (strcmp(name, "no_backward_sync") == 0) {
-    modv *mv = need_module(s[0], name);
-    if (mv && fsE_fabric_issues(E, a, &iss, fsF_check_no_backward_sync(f, &mv->st, &iss)) == 0 &&
-        (r = fsE_make_ctx(3, FS_DEV_CPU))) {
-      ctxv *c = r->u.obj.data;
-      c->flag = &fv->no_sync;
-      c->owner = fsV_retain(v);
-    }
-  } else if (strcmp(name, "to_device") == 0) {
-    r = to_device(s[0], fv->dev, 0);
-  } else if (fv->env.rank != 0 && (strcmp(name, "log") == 0 || strcmp(name, "log_dict") == 0)) {
-    r = fsV_none(); /* loggers run on global rank 0, as Lightning's */
-  } else if (strcmp(name, "log") == 0) {
-    r = fabric_log(E, fv, &s[0], &s[1], 1, s[2]);
-  } else if (strcmp(name, "log_dict") == 0) {
-    r = fabric_log(E, fv, s[0]->u.dict.keys, s[0]->u.dict.vals, s[0]->u.dict.n, s[1]);
-  } else if (strcmp(name, "barrier") == 0 || strcmp(name, "all_reduce") == 0 ||
-             strcmp(name, "all_gather") == 0 || strcmp(name, "broadcast") == 0) {
-    if (fsE_fabric_issues(E, a, &iss, fsF_check_collective(f, &iss)) == 0) r = collective(fv, name, s);
-  } else {
-    fsV_seterr("Fabric.%s() is not available yet in this build", name);
-  }
+  fs_value *r = NULL;
+  if (s[0]->type != FSV_NONE) fsV_seterr("launch(function) is not supported in this build");
+  else if (fsE_fabric_issues(E, a, &iss, fsF_check_launch(&fv->f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0)
+    r = ddp_launch(E, fv);
   fsF_issues_free(&iss);
-  fsE_unbind(sig, s);
   return r;
 }
 
-static fs_value *fabric_getattr(fsE_ctx *E, fs_value *v, const char *name) {
-  fabv *fv = v->u.obj.data;
-  if (strcmp(name, "global_rank") == 0) return fsV_int(fv->env.rank);
-  if (strcmp(name, "local_rank") == 0) return fsV_int(fv->env.local_rank);
-  if (strcmp(name, "node_rank") == 0) return fsV_int(fv->env.node_rank);
-  if (strcmp(name, "world_size") == 0) return fsV_int(fv->env.world_size);
-  if (strcmp(name, "is_global_zero") == 0) return fsV_bool(fv->env.rank == 0);
-  if (strcmp(name, "device") == 0) { /* torch.device("cuda", local_rank), as Fabric's */
-    fs_value *d = fsE_make_ctx(0, fv->dev);
-    if (d && fv->dev == FS_DEV_CUDA) ((ctxv *)d->u.obj.data)->index = fv->env.local_rank;
-    return d;
+NATIVE(fabric_seed_everything) {
+  int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
+  E->seed = (uint64_t)seed;
+  E->samples = 0; /* sampling starts over, as torch's generator does */
+  return fsV_int(seed);
+}
+
+NATIVE(fabric_init_module) {
+  fabv *fv = FABV(self);
+  int ei = s[0]->type == FSV_NONE ? -1 : fsV_truthy(s[0]);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_init_module(&fv->f, ei, &iss)) == 0)
+    r = fsE_make_ctx(2, fsF_init_module_effect(&fv->cfg, ei) == FSF_INIT_META ? FS_DEV_META : fv->dev);
+  fsF_issues_free(&iss);
+  return r;
+}
+
+/* setup(module, *optimizers) and setup_module(module): opts is NULL for the latter. */
+static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, const fsV_args *a) {
+  const char *name = opts ? "setup" : "setup_module";
+  modv *mv = need_module(module, name);
+  size_t no = opts ? opts->u.seq.n : 0;
+  const fsF_optim **st = calloc(no + 1, sizeof *st);
+  optv **ov = calloc(no + 1, sizeof *ov);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (!st || !ov) fsV_seterr("out of memory");
+  else if (mv && (!opts || gather_optims(opts, name, st, ov) == 0) &&
+           fsE_fabric_issues(E, a, &iss, opts ? fsF_check_setup(&fv->f, &mv->st, st, no, &iss)
+                                              : fsF_check_setup_module(&fv->f, &mv->st, &iss)) == 0 &&
+           setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0) {
+    for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
+    r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : opts ? one_or_tuple(module, opts) : fsV_retain(module);
   }
-  return NULL;
+  fsF_issues_free(&iss);
+  free(st);
+  free(ov);
+  return r;
+}
+
+NATIVE(fabric_setup) { return setup(E, FABV(self), s[0], s[1], a); }
+NATIVE(fabric_setup_module) { return setup(E, FABV(self), s[0], NULL, a); }
+
+NATIVE(fabric_setup_optimizers) {
+  fabv *fv = FABV(self);
+  size_t no = s[0]->u.seq.n;
+  const fsF_optim **st = calloc(no + 1, sizeof *st);
+  optv **ov = calloc(no + 1, sizeof *ov);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (!st || !ov) fsV_seterr("out of memory");
+  else if (gather_optims(s[0], "setup_optimizers", st, ov) == 0 &&
+           fsE_fabric_issues(E, a, &iss, fsF_check_setup_optimizers(&fv->f, st, no, &iss)) == 0) {
+    for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
+    r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : no ? one_or_tuple(NULL, s[0]) : fsV_none();
+  }
+  fsF_issues_free(&iss);
+  free(st);
+  free(ov);
+  return r;
+}
+
+/* slots: dataloaders (tuple), use_distributed_sampler, move_to_device */
+NATIVE(fabric_setup_dataloaders) {
+  fabv *fv = FABV(self);
+  size_t n = s[0]->u.seq.n;
+  fsF_loader *sts = calloc(n + 1, sizeof *sts);
+  const fsF_loader **p = calloc(n + 1, sizeof *p);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (!sts || !p) fsV_seterr("out of memory");
+  else {
+    for (size_t i = 0; i < n; i++) {
+      loaderv *lv = fsV_objdata(s[0]->u.seq.items[i], &fsE_loader_class);
+      sts[i] = lv ? lv->st : (fsF_loader){0};
+      p[i] = &sts[i];
+    }
+    if (fsE_fabric_issues(E, a, &iss, fsF_check_setup_dataloaders(&fv->f, p, n, &iss)) == 0) {
+      bool ok = true;
+      for (size_t i = 0; ok && i < n; i++) {
+        loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;
+        char *err = NULL;
+        lv->st.wrapped = 1;
+        lv->dev = fv->dev; /* Fabric's move_to_device */
+        /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
+        if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
+            fsDL_distribute(&lv->L, fv->env.rank, fv->env.world_size, lv->L.shuffle, E->seed, false, &err) < 0)
+          ok = fsE_err_own(err) != NULL;
+      }
+      if (ok) r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
+    }
+  }
+  fsF_issues_free(&iss);
+  free(sts);
+  free(p);
+  return r;
+}
+
+/* slots: tensor, *args, model */
+NATIVE(fabric_backward) {
+  if (E->opt->plan) return fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
+  fabv *fv = FABV(self);
+  fs_tensor *t = fsE_need_tensor(s[0], "backward", "tensor");
+  modv *mv = s[2]->type == FSV_NONE ? NULL : need_module(s[2], "backward");
+  double loss;
+  if (t && t->numel == 1 && t->data && fsG_item(t, &loss) == 0) E->last_loss = loss;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (t && (mv || s[2]->type == FSV_NONE) &&
+      fsE_fabric_issues(E, a, &iss, fsF_check_backward(&fv->f, mv ? &mv->st : NULL, &iss)) == 0)
+    r = fsdp_backward_done(fv, fsG_backward(t) == 0) < 0 ? fsE_rt_fail() : ddp_sync_grads(fv) < 0 ? NULL : fsV_none();
+  fsF_issues_free(&iss);
+  return r;
+}
+
+/* slots: module, optimizer, clip_val, max_norm, norm_type, error_if_nonfinite */
+NATIVE(fabric_clip_gradients) {
+  fabv *fv = FABV(self);
+  modv *mv = need_module(s[0], "clip_gradients");
+  optv *ov = mv ? fsV_objdata(s[1], &fsE_optim_class) : NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (mv && !ov) fsV_seterr("clip_gradients(): expected an optimizer, got %s", fsV_type_name(s[1]));
+  else if (ov && fsE_fabric_issues(E, a, &iss, fsF_check_clip_gradients(&fv->f, &mv->st, s[2]->type != FSV_NONE,
+                                                                      s[3]->type != FSV_NONE, &iss)) == 0) {
+    if (s[2]->type != FSV_NONE) {
+      fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2]));
+      r = fsV_none();
+    } else {
+      double total; /* FSDP: the norm over every rank's shards */
+      bool global = fv->comm && fsE_sharded_of(fv, ov->o);
+      if (fsO_clip_grad_norm_with(ov->o->params, ov->o->nparams, fsV_to_double(s[3]), fsV_to_double(s[4]),
+                                  global ? shard_norm : NULL, fv->comm, &total) < 0)
+        fsE_rt_fail();
+      else
+        r = fsE_tensor_value(fsT_scalar((float)total));
+    }
+  }
+  fsF_issues_free(&iss);
+  return r;
+}
+
+NATIVE(fabric_print) { /* local rank 0 of each node */
+  return FABV(self)->env.local_rank == 0 ? fsE_print(E, s) : fsV_none();
+}
+
+NATIVE(fabric_no_backward_sync) {
+  fabv *fv = FABV(self);
+  modv *mv = need_module(s[0], "no_backward_sync");
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (mv && fsE_fabric_issues(E, a, &iss, fsF_check_no_backward_sync(&fv->f, &mv->st, &iss)) == 0 &&
+      (r = fsE_make_ctx(3, FS_DEV_CPU))) {
+    ctxv *c = r->u.obj.data;
+    c->flag = &fv->no_sync;
+    c->owner = fsV_retain(self);
+  }
+  fsF_issues_free(&iss);
+  return r;
+}
+
+NATIVE(fabric_to_device) { return to_device(s[0], FABV(self)->dev, 0); }
+
+/* loggers run on global rank 0, as Lightning's */
+NATIVE(fabric_log) {
+  return FABV(self)->env.rank != 0 ? fsV_none() : log_metrics(E, FABV(self), &s[0], &s[1], 1, s[2]);
+}
+
+NATIVE(fabric_log_dict) {
+  if (FABV(self)->env.rank != 0) return fsV_none();
+  return log_metrics(E, FABV(self), s[0]->u.dict.keys, s[0]->u.dict.vals, s[0]->u.dict.n, s[1]);
+}
+
+static fs_value *collective_call(fsE_ctx *E, fs_value *self, const char *name, fs_value **s, const fsV_args *a) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_collective(&FABV(self)->f, &iss)) == 0)
+    r = collective(FABV(self), name, s);
+  fsF_issues_free(&iss);
+  return r;
+}
+
+NATIVE(fabric_barrier) { return collective_call(E, self, "barrier", s, a); }
+NATIVE(fabric_all_reduce) { return collective_call(E, self, "all_reduce", s, a); }
+NATIVE(fabric_all_gather) { return collective_call(E, self, "all_gather", s, a); }
+NATIVE(fabric_broadcast) { return collective_call(E, self, "broadcast", s, a); }
+
+NATIVE(fabric_global_rank) { return fsV_int(FABV(self)->env.rank); }
+NATIVE(fabric_local_rank) { return fsV_int(FABV(self)->env.local_rank); }
+NATIVE(fabric_node_rank) { return fsV_int(FABV(self)->env.node_rank); }
+NATIVE(fabric_world_size) { return fsV_int(FABV(self)->env.world_size); }
+NATIVE(fabric_is_global_zero) { return fsV_bool(FABV(self)->env.rank == 0); }
+
+NATIVE(fabric_device) { /* torch.device("cuda", local_rank), as Fabric's */
+  fabv *fv = FABV(self);
+  fs_value *d = fsE_make_ctx(0, fv->dev);
+  if (d && fv->dev == FS_DEV_CUDA) ((ctxv *)d->u.obj.data)->index = fv->env.local_rank;
+  return d;
 }
 
 static char *fabric_repr(fs_value *v) {
@@ -696,12 +764,23 @@ static char *fabric_repr(fs_value *v) {
 }
 
 const fsV_class fsE_fabric_class = {
-  .name = "Fabric", .getattr = fabric_getattr, .call_method = fabric_method,
-  .repr = fabric_repr, .free = fabv_free,
+  .name = "Fabric", .repr = fabric_repr, .free = fabv_free,
 };
 
 static const fsE_reg fabric_funcs[] = {
   {"Fabric", f_fabric},
+  {"Fabric.launch", fabric_launch}, {"Fabric.seed_everything", fabric_seed_everything},
+  {"Fabric.init_module", fabric_init_module}, {"Fabric.setup", fabric_setup},
+  {"Fabric.setup_module", fabric_setup_module}, {"Fabric.setup_optimizers", fabric_setup_optimizers},
+  {"Fabric.setup_dataloaders", fabric_setup_dataloaders}, {"Fabric.backward", fabric_backward},
+  {"Fabric.clip_gradients", fabric_clip_gradients}, {"Fabric.print", fabric_print},
+  {"Fabric.no_backward_sync", fabric_no_backward_sync}, {"Fabric.to_device", fabric_to_device},
+  {"Fabric.log", fabric_log}, {"Fabric.log_dict", fabric_log_dict},
+  {"Fabric.barrier", fabric_barrier}, {"Fabric.all_reduce", fabric_all_reduce},
+  {"Fabric.all_gather", fabric_all_gather}, {"Fabric.broadcast", fabric_broadcast},
+  {"Fabric.global_rank", fabric_global_rank}, {"Fabric.local_rank", fabric_local_rank},
+  {"Fabric.node_rank", fabric_node_rank}, {"Fabric.world_size", fabric_world_size},
+  {"Fabric.is_global_zero", fabric_is_global_zero}, {"Fabric.device", fabric_device},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_fabric = {"fabric", fabric_funcs};

@@ -290,62 +290,74 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
   return r;
 }
 
-static fs_value *module_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
-  const fsSig *sig = fsSig_member("Module", name);
-  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
-  modv *mv = v->u.obj.data;
-  if (strcmp(name, "forward") == 0) return module_call(E, v, a);
-  fs_value *s[4];
-  if (fsE_bind(E, sig, a, s) < 0) return NULL;
-  fs_value *r = NULL;
-  if (strcmp(name, "parameters") == 0) r = params_list(mv, false);
-  else if (strcmp(name, "named_parameters") == 0) r = params_list(mv, true);
-  else if (strcmp(name, "num_parameters") == 0) r = fsV_int(fsM_num_parameters(mv->m));
-  else if (strcmp(name, "train") == 0 || strcmp(name, "eval") == 0) {
-    fsM_train(mv->m, name[0] == 't' && fsV_truthy(s[0]));
-    r = fsV_retain(v);
-  } else if (strcmp(name, "to_empty") == 0) {
-    ctxv *d = fsV_objdata(s[0], &fsE_ctx_class);
-    if (!d || d->kind != 0) fsV_seterr("to_empty(): device must be a device(...), not %s", fsV_type_name(s[0]));
-    else if (fsM_to_empty(mv->m, d->dev) < 0) fsE_rt_fail();
-    else {
-      mv->st.meta = fsE_has_meta(mv->m);
-      mv->st.generation++;
-      r = fsV_retain(v);
-    }
-  } else if (strcmp(name, "reset_parameters") == 0) {
-    int rc = mv->sh ? fsSH_reset_parameters(mv->sh, E->seed) : fsM_reset_parameters(mv->m, E->seed);
-    r = rc < 0 ? fsE_rt_fail() : fsV_none();
-  } else if (strcmp(name, "zero_grad") == 0) {
-    fsM_param *ps;
-    int64_t n = fsM_parameters(mv->m, &ps);
-    for (int64_t i = 0; i < n; i++) {
-      fsT_release(ps[i].t->grad);
-      ps[i].t->grad = NULL;
-    }
-    if (n >= 0) fsM_params_free(ps, n);
-    r = n < 0 ? fsE_rt_fail() : fsV_none();
-  } else if (strcmp(name, "generate") == 0) {
-    r = generate(E, mv, s);
-  } else if (mv->sh) { /* the FSDP wrapper's parameters are flat shards */
-    fsV_seterr("%s() of an FSDP-wrapped module is not supported; use fabric.save / fabric.load", name);
-  } else if (strcmp(name, "state_dict") == 0) {
-    r = state_dict(mv);
-  } else {
-    r = load_state_dict(mv, s[0], fsV_truthy(s[1]));
-  }
-  fsE_unbind(sig, s);
-  return r;
+/* ---- methods and attributes (rows of the sig table's "Module." entries) ---- */
+
+#define MODV(self) ((modv *)(self)->u.obj.data)
+
+NATIVE(module_forward) { return module_call(E, self, a); }
+NATIVE(module_parameters) { return params_list(MODV(self), false); }
+NATIVE(module_named_parameters) { return params_list(MODV(self), true); }
+NATIVE(module_num_parameters) { return fsV_int(fsM_num_parameters(MODV(self)->m)); }
+
+NATIVE(module_train) {
+  fsM_train(MODV(self)->m, fsV_truthy(s[0]));
+  return fsV_retain(self);
 }
 
-static fs_value *module_getattr(fsE_ctx *E, fs_value *v, const char *name) {
-  modv *mv = v->u.obj.data;
-  if (strcmp(name, "training") == 0) return fsV_bool(mv->m->training);
-  return NULL;
+NATIVE(module_eval) {
+  fsM_train(MODV(self)->m, false);
+  return fsV_retain(self);
 }
+
+NATIVE(module_to_empty) {
+  modv *mv = MODV(self);
+  ctxv *d = fsV_objdata(s[0], &fsE_ctx_class);
+  if (!d || d->kind != 0) {
+    fsV_seterr("to_empty(): device must be a device(...), not %s", fsV_type_name(s[0]));
+    return NULL;
+  }
+  if (fsM_to_empty(mv->m, d->dev) < 0) return fsE_rt_fail();
+  mv->st.meta = fsE_has_meta(mv->m);
+  mv->st.generation++;
+  return fsV_retain(self);
+}
+
+NATIVE(module_reset_parameters) {
+  modv *mv = MODV(self);
+  int rc = mv->sh ? fsSH_reset_parameters(mv->sh, E->seed) : fsM_reset_parameters(mv->m, E->seed);
+  return rc < 0 ? fsE_rt_fail() : fsV_none();
+}
+
+NATIVE(module_zero_grad) {
+  fsM_param *ps;
+  int64_t n = fsM_parameters(MODV(self)->m, &ps);
+  if (n < 0) return fsE_rt_fail();
+  for (int64_t i = 0; i < n; i++) {
+    fsT_release(ps[i].t->grad);
+    ps[i].t->grad = NULL;
+  }
+  fsM_params_free(ps, n);
+  return fsV_none();
+}
+
+NATIVE(module_generate) { return generate(E, MODV(self), s); }
+
+/* The FSDP wrapper's parameters are flat shards: no per-parameter state dict. */
+static bool unsharded(const modv *mv, const char *name) {
+  if (mv->sh) fsV_seterr("%s() of an FSDP-wrapped module is not supported; use fabric.save / fabric.load", name);
+  return !mv->sh;
+}
+
+NATIVE(module_state_dict) { return unsharded(MODV(self), "state_dict") ? state_dict(MODV(self)) : NULL; }
+
+NATIVE(module_load_state_dict) {
+  return unsharded(MODV(self), "load_state_dict") ? load_state_dict(MODV(self), s[0], fsV_truthy(s[1])) : NULL;
+}
+
+NATIVE(module_training) { return fsV_bool(MODV(self)->m->training); }
 
 const fsV_class fsE_module_class = {
-  .name = "Module", .getattr = module_getattr, .call = module_call, .call_method = module_method,
+  .name = "Module", .call = module_call,
   .repr = module_repr, .free = modv_free,
 };
 
@@ -354,6 +366,12 @@ static const fsE_reg nn_funcs[] = {
   {"LayerNorm", l_layernorm}, {"ReLU", l_relu}, {"GELU", l_gelu}, {"Tanh", l_tanh},
   {"Sigmoid", l_sigmoid}, {"SiLU", l_silu}, {"Dropout", l_dropout}, {"Flatten", l_flatten},
   {"CausalSelfAttention", l_attention},
+  {"Module.forward", module_forward}, {"Module.parameters", module_parameters},
+  {"Module.named_parameters", module_named_parameters}, {"Module.num_parameters", module_num_parameters},
+  {"Module.train", module_train}, {"Module.eval", module_eval}, {"Module.to_empty", module_to_empty},
+  {"Module.reset_parameters", module_reset_parameters}, {"Module.zero_grad", module_zero_grad},
+  {"Module.state_dict", module_state_dict}, {"Module.load_state_dict", module_load_state_dict},
+  {"Module.generate", module_generate}, {"Module.training", module_training},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_nn = {"nn", nn_funcs};

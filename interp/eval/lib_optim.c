@@ -101,26 +101,18 @@ static fs_value *adam(fsE_ctx *E, fs_value **s, bool decoupled) {
 NATIVE(o_adam) { return adam(E, s, false); }
 NATIVE(o_adamw) { return adam(E, s, true); }
 
-static fs_value *optim_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
-  const fsSig *sig = fsSig_member("Optimizer", name);
-  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
-  optv *ov = v->u.obj.data;
-  fs_value *s[2];
-  if (fsE_bind(E, sig, a, s) < 0) return NULL;
-  fs_value *r = NULL;
-  if (strcmp(name, "step") == 0) r = fsO_step(ov->o) < 0 ? fsE_rt_fail() : fsV_none();
-  else if (strcmp(name, "zero_grad") == 0) {
-    fsO_zero_grad(ov->o);
-    r = fsV_none();
-  } else fsV_seterr("%s.%s() is not available yet in this build", ov->cls, name);
-  fsE_unbind(sig, s);
-  return r;
+/* ---- methods and attributes (rows of the sig table's "Optimizer." entries) ---- */
+
+#define OPTV(self) ((optv *)(self)->u.obj.data)
+
+NATIVE(optim_step) { return fsO_step(OPTV(self)->o) < 0 ? fsE_rt_fail() : fsV_none(); }
+
+NATIVE(optim_zero_grad) {
+  fsO_zero_grad(OPTV(self)->o);
+  return fsV_none();
 }
 
-static fs_value *optim_getattr(fsE_ctx *E, fs_value *v, const char *name) {
-  optv *ov = v->u.obj.data;
-  return strcmp(name, "lr") == 0 ? fsV_float(ov->o->lr) : NULL;
-}
+NATIVE(optim_lr) { return fsV_float(OPTV(self)->o->lr); }
 
 static int optim_setattr(fsE_ctx *E, fs_value *v, const char *name, fs_value *x) {
   optv *ov = v->u.obj.data;
@@ -146,12 +138,12 @@ static char *optim_repr(fs_value *v) {
 }
 
 const fsV_class fsE_optim_class = {
-  .name = "Optimizer", .getattr = optim_getattr, .setattr = optim_setattr,
-  .call_method = optim_method, .repr = optim_repr, .free = optv_free,
+  .name = "Optimizer", .setattr = optim_setattr, .repr = optim_repr, .free = optv_free,
 };
 
 static const fsE_reg optim_funcs[] = {
   {"SGD", o_sgd}, {"Adam", o_adam}, {"AdamW", o_adamw},
+  {"Optimizer.step", optim_step}, {"Optimizer.zero_grad", optim_zero_grad}, {"Optimizer.lr", optim_lr},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_optim = {"optim", optim_funcs};

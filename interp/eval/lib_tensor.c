@@ -80,21 +80,6 @@ static fs_value *tensor_unop(fsE_ctx *E, fs_op op, fs_value *v) {
 }
 
 
-static fs_value *tensor_getattr(fsE_ctx *E, fs_value *v, const char *name) {
-  fs_tensor *t = v->u.obj.data;
-  if (strcmp(name, "shape") == 0) return shape_tuple(t);
-  if (strcmp(name, "dtype") == 0) return fsV_cstr(fsT_dtype_name(t->dtype));
-  if (strcmp(name, "device") == 0) {
-    if (t->device != FS_DEV_CUDA) return fsV_cstr(fsT_device_name(t->device));
-    char d[24];
-    snprintf(d, sizeof d, "cuda:%d", fsE_cuda_index(E)); /* as torch prints it */
-    return fsV_cstr(d);
-  }
-  if (strcmp(name, "requires_grad") == 0) return fsV_bool(t->requires_grad);
-  if (strcmp(name, "grad") == 0) return t->grad ? fsE_tensor_value(fsT_retain(t->grad)) : fsV_none();
-  return NULL;
-}
-
 static int64_t tensor_len(fsE_ctx *E, fs_value *v) {
   fs_tensor *t = v->u.obj.data;
   if (t->rank == 0) {
@@ -130,68 +115,100 @@ static fs_value *tensor_index(fsE_ctx *E, fs_value *v, fs_value *key) {
   return fsE_tensor_value(r);
 }
 
-static fs_value *tensor_method(fsE_ctx *E, fs_value *v, const char *name, const fsV_args *a) {
-  const fsSig *sig = fsSig_member("Tensor", name);
-  if (!sig || sig->kind != FSSIG_METHOD) return NULL;
-  fs_value *s[4];
-  if (fsE_bind(E, sig, a, s) < 0) return NULL;
-  fs_tensor *t = v->u.obj.data;
-  fs_value *r = NULL;
-  if (strcmp(name, "item") == 0) r = fsE_item_value(t);
-  else if (strcmp(name, "argmax") == 0) {
-    if (s[0]->type == FSV_NONE) {
-      int64_t flat[1] = {t->numel};
-      fs_tensor *f = fsT_view(t, 1, flat);
-      r = f ? fsE_tensor_value(fsG_argmax(f, 0)) : fsE_rt_fail();
-      fsT_release(f);
-    } else {
-      r = fsE_tensor_value(fsG_argmax(t, (int)fsE_ival(s[0])));
-    }
-  } else if (strcmp(name, "sum") == 0 || strcmp(name, "mean") == 0) {
-    if (s[0]->type != FSV_NONE) fsV_seterr("%s(dim=...) is not supported; only the total", name);
-    else r = fsE_tensor_value(name[0] == 's' ? fsG_sum(t) : fsG_mean(t));
-  } else if (strcmp(name, "float") == 0) r = fsE_tensor_value(fsT_to_dtype(t, FS_F32));
-  else if (strcmp(name, "backward") == 0) {
-    fsF_fabric *f = fsE_current_fabric(E);
-    fsF_issues iss;
-    fsF_issues_init(&iss);
-    if (f && fsF_check_tensor_backward(f, &iss) < 0) fsV_seterr("%s", fsF_error(&iss)->message);
-    else r = fsG_backward(t) < 0 ? fsE_rt_fail() : fsV_none();
-    fsF_issues_free(&iss);
-  } else if (strcmp(name, "size") == 0) {
-    if (s[0]->type == FSV_NONE) r = shape_tuple(t);
-    else {
-      int64_t d = fsE_ival(s[0]);
-      if (d < 0) d += t->rank;
-      if (d < 0 || d >= t->rank) fsV_seterr("Dimension out of range (got %lld)", (long long)fsE_ival(s[0]));
-      else r = fsV_int(t->shape[d]);
-    }
-  } else if (strcmp(name, "numel") == 0) r = fsV_int(t->numel);
-  else if (strcmp(name, "detach") == 0) {
-    fs_tensor *c = fsT_copy(t);
-    r = fsE_tensor_value(c);
-  } else if (strcmp(name, "tolist") == 0) {
-    if (t->rank == 0) r = fsE_item_value(t);
-    else if (t->rank == 1 && t->data) {
-      fs_tensor *h = fsT_to_device(t, FS_DEV_CPU);
-      r = h ? fsV_list((size_t)t->numel) : fsE_rt_fail();
-      for (int64_t i = 0; r && i < t->numel; i++) {
-        double d = fsT_get(h, i);
-        fs_value *x = t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
-        if (!x) {
-          fsV_release(r);
-          r = NULL;
-        } else fsV_list_append(r, x);
-      }
-      fsT_release(h);
-    } else fsV_seterr("tolist() of a tensor of rank > 1 is not supported");
-  }
-  fsE_unbind(sig, s);
+/* ---- methods and attributes (rows of the sig table's "Tensor." entries) ---- */
+
+#define TENSOR(self) ((fs_tensor *)(self)->u.obj.data)
+
+NATIVE(tensor_item) { return fsE_item_value(TENSOR(self)); }
+
+NATIVE(tensor_argmax) {
+  fs_tensor *t = TENSOR(self);
+  if (s[0]->type != FSV_NONE) return fsE_tensor_value(fsG_argmax(t, (int)fsE_ival(s[0])));
+  int64_t flat[1] = {t->numel};
+  fs_tensor *f = fsT_view(t, 1, flat);
+  fs_value *r = f ? fsE_tensor_value(fsG_argmax(f, 0)) : fsE_rt_fail();
+  fsT_release(f);
   return r;
 }
 
+static fs_value *total(fs_value *self, fs_value *dim, const char *name, fs_tensor *(*op)(fs_tensor *)) {
+  if (dim->type != FSV_NONE) {
+    fsV_seterr("%s(dim=...) is not supported; only the total", name);
+    return NULL;
+  }
+  return fsE_tensor_value(op(TENSOR(self)));
+}
+
+NATIVE(tensor_sum) { return total(self, s[0], "sum", fsG_sum); }
+NATIVE(tensor_mean) { return total(self, s[0], "mean", fsG_mean); }
+NATIVE(tensor_float) { return fsE_tensor_value(fsT_to_dtype(TENSOR(self), FS_F32)); }
+
+NATIVE(tensor_backward) {
+  fsF_fabric *f = fsE_current_fabric(E);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fs_value *r = NULL;
+  if (f && fsF_check_tensor_backward(f, &iss) < 0) fsV_seterr("%s", fsF_error(&iss)->message);
+  else r = fsG_backward(TENSOR(self)) < 0 ? fsE_rt_fail() : fsV_none();
+  fsF_issues_free(&iss);
+  return r;
+}
+
+NATIVE(tensor_size) {
+  fs_tensor *t = TENSOR(self);
+  if (s[0]->type == FSV_NONE) return shape_tuple(t);
+  int64_t d = fsE_ival(s[0]);
+  if (d < 0) d += t->rank;
+  if (d < 0 || d >= t->rank) {
+    fsV_seterr("Dimension out of range (got %lld)", (long long)fsE_ival(s[0]));
+    return NULL;
+  }
+  return fsV_int(t->shape[d]);
+}
+
+NATIVE(tensor_numel) { return fsV_int(TENSOR(self)->numel); }
+NATIVE(tensor_detach) { return fsE_tensor_value(fsT_copy(TENSOR(self))); }
+
+NATIVE(tensor_tolist) {
+  fs_tensor *t = TENSOR(self);
+  if (t->rank == 0) return fsE_item_value(t);
+  if (t->rank != 1 || !t->data) {
+    fsV_seterr("tolist() of a tensor of rank > 1 is not supported");
+    return NULL;
+  }
+  fs_tensor *h = fsT_to_device(t, FS_DEV_CPU);
+  fs_value *r = h ? fsV_list((size_t)t->numel) : fsE_rt_fail();
+  for (int64_t i = 0; r && i < t->numel; i++) {
+    double d = fsT_get(h, i);
+    fs_value *x = t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
+    if (!x) {
+      fsV_release(r);
+      r = NULL;
+    } else fsV_list_append(r, x);
+  }
+  fsT_release(h);
+  return r;
+}
+
+NATIVE(tensor_shape) { return shape_tuple(TENSOR(self)); }
+NATIVE(tensor_dtype) { return fsV_cstr(fsT_dtype_name(TENSOR(self)->dtype)); }
+NATIVE(tensor_requires_grad) { return fsV_bool(TENSOR(self)->requires_grad); }
+
+NATIVE(tensor_device) {
+  fs_tensor *t = TENSOR(self);
+  if (t->device != FS_DEV_CUDA) return fsV_cstr(fsT_device_name(t->device));
+  char d[24];
+  snprintf(d, sizeof d, "cuda:%d", fsE_cuda_index(E)); /* as torch prints it */
+  return fsV_cstr(d);
+}
+
+NATIVE(tensor_grad) {
+  fs_tensor *t = TENSOR(self);
+  return t->grad ? fsE_tensor_value(fsT_retain(t->grad)) : fsV_none();
+}
+
 const fsV_class fsE_tensor_class = {
-  .name = "Tensor", .getattr = tensor_getattr, .call_method = tensor_method,
+  .name = "Tensor",
   .binop = tensor_binop, .unop = tensor_unop, .index = tensor_index, .len = tensor_len, .repr = tensor_repr,
   .free = tensor_free,
 };
@@ -214,6 +231,12 @@ NATIVE(b_mse_loss) {
 
 static const fsE_reg tensor_funcs[] = {
   {"cross_entropy", b_cross_entropy}, {"mse_loss", b_mse_loss},
+  {"Tensor.item", tensor_item}, {"Tensor.argmax", tensor_argmax}, {"Tensor.sum", tensor_sum},
+  {"Tensor.mean", tensor_mean}, {"Tensor.float", tensor_float}, {"Tensor.backward", tensor_backward},
+  {"Tensor.size", tensor_size}, {"Tensor.numel", tensor_numel}, {"Tensor.detach", tensor_detach},
+  {"Tensor.tolist", tensor_tolist},
+  {"Tensor.shape", tensor_shape}, {"Tensor.device", tensor_device}, {"Tensor.dtype", tensor_dtype},
+  {"Tensor.requires_grad", tensor_requires_grad}, {"Tensor.grad", tensor_grad},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_tensor = {"tensor", tensor_funcs};

@@ -252,6 +252,8 @@ static const fsSig table[] = {
   ATTR("Tensor.shape", "tuple", 0),
   ATTR("Tensor.device", "device", 0),
   ATTR("Tensor.dtype", "str", 0),
+  ATTR("Tensor.requires_grad", "bool", 0),
+  ATTR("Tensor.grad", "any", 0),
 
   M("list.append", p_append, "None"),
   M0("dict.items", "list"),

@@ -38,14 +38,11 @@ typedef struct fsV_args {
 /* An object's behaviour. Any entry may be NULL: the operation is then a
  * TypeError worded as Python's ("'Fabric' object is not iterable"). */
 struct fsV_class {
-  const char *name; /* type name in messages and signatures ("Fabric") */
-  /* NULL with fsV_error() == "" means "no such attribute" (the caller words it) */
-  fs_value *(*getattr)(fsE_ctx *E, fs_value *self, const char *name);
+  const char *name; /* type name in messages and signatures ("Fabric"); its
+                       methods and attributes are the sig table's "Name." rows,
+                       which the evaluator's libraries implement */
   int (*setattr)(fsE_ctx *E, fs_value *self, const char *name, fs_value *v);
   fs_value *(*call)(fsE_ctx *E, fs_value *self, const fsV_args *a);
-  /* obj.name(...) without materializing a bound method; NULL entry or a
-   * NULL result with fsV_error() == "" falls back to getattr + call */
-  fs_value *(*call_method)(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a);
   /* iteration: iter makes an iterator value; next gives 1 + *out, 0 at the end, -1 on error */
   fs_value *(*iter)(fsE_ctx *E, fs_value *self);
   int (*next)(fsE_ctx *E, fs_value *self, fs_value **out);

@@ -1,4 +1,5 @@
-/* test_signatures.c -- the builtin table and the argument binder. */
+/* test_signatures.c -- the builtin table, the argument binder, and the
+ * evaluator's libraries registered against the table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "eval_int.h"
 #include "signatures.h"
 
 /* Binds and returns the error text (malloc'd) or NULL on success. */
@@ -135,6 +137,38 @@ static void test_table_consistent(void **st) {
   }
 }
 
+/* The sig row a library row names ("print", "Fabric.setup"), or NULL. */
+static const fsSig *row_sig(const char *name) {
+  const char *dot = strchr(name, '.');
+  if (!dot) return fsSig_find(name);
+  char type[32];
+  assert_true((size_t)(dot - name) < sizeof type);
+  memcpy(type, name, (size_t)(dot - name));
+  type[dot - name] = '\0';
+  return fsSig_member(type, dot + 1);
+}
+
+/* Every library row names a builtin of the table, no builtin is registered
+ * twice, every builtin has an implementation, and the index finds it. */
+static void test_libraries_cover_table(void **st) {
+  (void)st;
+  size_t n, nlibs;
+  const fsSig *all = fsSig_all(&n);
+  const fsE_lib *const *libs = fsE_libs(&nlibs);
+  int *rows = calloc(n, sizeof *rows);
+  assert_non_null(rows);
+  for (size_t l = 0; l < nlibs; l++)
+    for (const fsE_reg *r = libs[l]->funcs; r->name; r++) {
+      const fsSig *sig = row_sig(r->name);
+      if (!sig) fail_msg("library %s registers %s, which the sig table does not have", libs[l]->name, r->name);
+      rows[sig - all]++;
+      assert_ptr_equal(fsE_native_of(sig), r->fn);
+    }
+  for (size_t i = 0; i < n; i++)
+    if (rows[i] != 1) fail_msg("%s has %d implementations (one expected)", all[i].name, rows[i]);
+  free(rows);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_lookup),
@@ -142,6 +176,7 @@ int main(void) {
     cmocka_unit_test(test_bind_ok),
     cmocka_unit_test(test_bind_errors),
     cmocka_unit_test(test_table_consistent),
+    cmocka_unit_test(test_libraries_cover_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
