@@ -1,7 +1,8 @@
 /* check_int.h -- the checker's abstract machine, shared by its files:
- * check.c (values, state, statements, expressions), check_api.c (Fabric,
- * module and optimizer methods over fabric.h) and check_shape.c (model
- * declarations).
+ * check.c (values, state, statements, expressions), paths.c (arguments,
+ * fabric.h states, per-path combinations), api_core.c / api_nn.c /
+ * api_fabric.c (what builtins and methods do to the state) and shape.c
+ * (model declarations).
  *
  * State is variables (slots) and objects; both live in growing tables whose
  * entries are never reused, so an `if` can be analysed branch by branch with
@@ -158,21 +159,68 @@ cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, si
 /* Binds a call's arguments to sig (arity, keywords); reports a mismatch. */
 int fsC_bind(C *c, const fsSig *sig, const fs_node *call, int *pos_slot, int *kw_slot);
 
+/* ---- paths.c: arguments, fabric.h states, per-path combinations ---------- */
+
 /* The argument bound to parameter pname, or NULL; *node gets its expression. */
 const cv *fsC_arg(const cargs *a, const char *pname, const fs_node **node);
+/* The positional arguments collected by *args (after the named ones). */
+size_t fsC_varargs(const cargs *a, const cv **out, const fs_node **nodes, size_t max);
+static inline const fs_value *fsC_cval(const cv *v) { return v && v->k == CV_CONST ? v->p : NULL; }
+static inline int fsC_is_none(const cv *v) {
+  const fs_value *x = fsC_cval(v);
+  return !v || (x && x->type == FSV_NONE);
+}
 
-/* check_api.c: obj.method(...) and the builtin classes. Returns 1 and *out
- * when handled. */
+/* One combination of per-path choices being tried (keyed by the value). */
+typedef struct pick { const void *key; uint8_t val, n; uint32_t why; int run; } pick;
+typedef struct paths { pick p[16]; int np, run; } paths;
+/* v on the current combination (a phi resolved to one alternative). */
+const cv *fsC_alt(paths *e, const cv *v);
+cobj *fsC_model_obj(C *c, const cv *v, uint32_t *raw);
+/* fabric.h states of objects on the current combination; 0: not known. */
+int fsC_model_state(C *c, paths *e, const cv *v, fsF_model *m);
+int fsC_optim_state(C *c, paths *e, const cv *v, fsF_optim *o);
+int fsC_fabric_state(C *c, paths *e, uint32_t id, fsF_fabric *f);
+/* Reports what fabric.c said: the first path's warnings, the first error. */
+fs_diag *fsC_report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warnings);
+/* The whole lines of s (with its comment), from line start to past the newline. */
+fs_loc fsC_lines_of(C *c, fs_loc s);
+/* `fabric = Fabric(...)`: the statement that named a fabric, or NULL. */
+const fs_node *fsC_fabric_stmt(C *c, uint32_t fid);
+/* A validation over one combination of paths: <0 error, 0 fine, >0 unknown. */
+typedef int (*fsC_rule_fn)(C *c, paths *e, const void *ud, fsF_issues *iss);
+/* Tries the combinations; returns the error's diagnostic (NULL if none or
+ * already reported), with *e left on the failing path. */
+fs_diag *fsC_validate(C *c, uint32_t fid, fs_loc loc, fsC_rule_fn f, const void *ud, paths *e);
+
+/* ---- api_*.c: what builtins and methods do to the abstract state ---------- */
+
+/* api_core.c: obj.method(...) and builtin calls, routed by table to their
+ * model.  Returns 1 and *out when handled (0: the sig row's return type). */
 int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out);
 int fsC_api_builtin(C *c, const cargs *a, cv *out);
+typedef struct fsC_reg { const char *name; int (*fn)(C *c, const cargs *a, cv *out); } fsC_reg;
+/* A `with` context object: device, init_module (effect), no_grad ... */
+cv fsC_new_ctx(C *c, int kind, int effect, uint32_t fabric, fs_loc loc);
+
+/* api_nn.c */
 /* A new model object created now (under the active contexts). */
 cv fsC_new_model(C *c, const char *cls, fs_loc loc);
-/* Reading `fabric.device` (R66 under XLA before the processes exist). */
-void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 /* model(x): the forward call. */
 cv fsC_forward(C *c, const cv *model, fs_loc loc);
+/* Each model a value may be on some path (raw objects). */
+size_t fsC_raw_models(C *c, const cv *v, uint32_t *out, size_t max);
+int fsC_api_optimizer(C *c, const cargs *a, cv *out);
+int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out);
 
-/* check_shape.c: the feature sizes through a model declaration instantiated
+/* api_fabric.c */
+cv fsC_new_fabric(C *c, const cargs *a);
+cv fsC_new_strategy(C *c, const cargs *a);
+int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out);
+/* Reading `fabric.device` (R66 under XLA before the processes exist). */
+void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
+
+/* shape.c: the feature sizes through a model declaration instantiated
  * with these argument values. */
 void fsC_shape_model(C *c, const fs_node *decl, const fs_node *call, const cv *pos, size_t npos,
                      const char *const *kw, const cv *kwv, size_t nkw);

@@ -1,4 +1,4 @@
-/* check_shape.c -- model declarations: every layer names a layer class with
+/* shape.c -- model declarations: every layer names a layer class with
  * a valid call, and the feature size flows from layer to layer (Linear(784,
  * 256) followed by Linear(128, 10) is an error at the second). Sizes are
  * computed from the layer arguments with the declaration's parameters bound;

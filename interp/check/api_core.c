@@ -1,0 +1,188 @@
+/* api_core.c -- the checker's models of the language's own builtins and of
+ * device/no_grad, losses and tensors, and the two tables that route every
+ * builtin call and method call to the file that models it (api_fabric.c,
+ * api_nn.c).  A builtin without a row has no effect on the abstract state:
+ * the caller gives it its sig row's return type. */
+#include "check_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cv fsC_new_ctx(C *c, int kind, int effect, uint32_t fabric, fs_loc loc) {
+  uint32_t id = fsC_new_obj(c, OB_CTX, loc);
+  cobj *o = fsC_o(c, id);
+  o->ctx = (uint8_t)kind;
+  o->effect = (uint8_t)effect;
+  o->fabric = fabric;
+  return fsC_obj(id);
+}
+
+static cv param_value(C *c, const cargs *a) {
+  const fs_value *name = fsC_cval(fsC_arg(a, "name", NULL));
+  const cv *def = fsC_arg(a, "default", NULL);
+  if (!name || name->type != FSV_STR || !def) return def ? *def : fsC_unknown();
+  size_t len = name->u.str.len;
+  for (size_t i = 0; i < c->o->ndefines; i++) {
+    const char *d = c->o->defines[i];
+    if (strncmp(d, name->u.str.s, len) || d[len] != '=') continue;
+    c->define_used[i] = 1;
+    const fs_value *dv = fsC_cval(def);
+    if (!dv) return fsC_unknown();
+    fs_value *out = NULL;
+    char *err = NULL;
+    if (fsV_parse_param(d + len + 1, dv, &out, &err)) {
+      fsC_report(c, FS_SEV_ERROR, "param", a->call->loc, "%s", err ? err : "bad -D value");
+      free(err);
+      return *def;
+    }
+    return fsC_const(c, out);
+  }
+  return *def;
+}
+
+/* ---- builtins: a row per builtin whose call changes or creates state ---- */
+
+static int api_fabric(C *c, const cargs *a, cv *out) { *out = fsC_new_fabric(c, a); return 1; }
+static int api_strategy(C *c, const cargs *a, cv *out) { *out = fsC_new_strategy(c, a); return 1; }
+static int api_loader(C *c, const cargs *a, cv *out) {
+  *out = fsC_obj(fsC_new_obj(c, OB_LOADER, a->call->loc));
+  return 1;
+}
+static int api_param(C *c, const cargs *a, cv *out) { *out = param_value(c, a); return 1; }
+
+static int api_device(C *c, const cargs *a, cv *out) {
+  const fs_value *t = fsC_cval(fsC_arg(a, "type", NULL));
+  int meta = t && t->type == FSV_STR && !strcmp(t->u.str.s, "meta");
+  *out = fsC_new_ctx(c, meta ? CTX_META : CTX_DEVICE, 0, 0, a->call->loc);
+  return 1;
+}
+
+static int api_no_grad(C *c, const cargs *a, cv *out) {
+  *out = fsC_new_ctx(c, CTX_OTHER, 0, 0, a->call->loc);
+  return 1;
+}
+
+static int api_range(C *c, const cargs *a, cv *out) {
+  int64_t v[3];
+  size_t k = 0;
+  for (size_t i = 0; i < a->npos && i < 3; i++) {
+    const fs_value *x = fsC_cval(&a->pos[i]);
+    if (!x || (x->type != FSV_INT && x->type != FSV_BOOL)) { *out = fsC_unknown(); return 1; }
+    v[k++] = x->type == FSV_INT ? x->u.i : x->u.b;
+  }
+  if (k == 3 && v[2] == 0) {
+    fsC_report(c, FS_SEV_ERROR, "value", a->call->loc, "range() arg 3 must not be zero");
+    *out = fsC_unknown();
+    return 1;
+  }
+  *out = fsC_const(c, k == 1 ? fsV_range(0, v[0], 1) : fsV_range(v[0], v[1], k == 3 ? v[2] : 1));
+  return 1;
+}
+
+static int api_len(C *c, const cargs *a, cv *out) {
+  if (a->npos != 1) return 0;
+  const cv *x = &a->pos[0];
+  if (x->k == CV_SEQ || x->k == CV_DICT) *out = fsC_int(c, x->n);
+  else if (fsC_cval(x)) {
+    fsV_clearerr();
+    int64_t l = fsV_len(NULL, (fs_value *)fsC_cval(x));
+    if (l < 0) fsC_report(c, FS_SEV_ERROR, "type", a->call->loc, "%s", fsV_error());
+    *out = l < 0 ? fsC_unknown() : fsC_int(c, l);
+  } else *out = fsC_unknown();
+  return 1;
+}
+
+/* list(model.parameters()) is the parameters still; list(seq) the sequence */
+static int api_sequence(C *c, const cargs *a, cv *out) {
+  if (a->npos != 1 || (!fsC_is(&a->pos[0], OB_PARAMS, c) && a->pos[0].k != CV_SEQ)) return 0;
+  *out = a->pos[0];
+  return 1;
+}
+
+/* a loss of a set-up model's output belongs to that model's Fabric */
+static int api_loss(C *c, const cargs *a, cv *out) {
+  cv t = {.k = CV_TENSOR};
+  for (size_t i = 0; i < a->npos; i++) if (a->pos[i].k == CV_TENSOR && a->pos[i].id) t.id = a->pos[i].id;
+  for (size_t i = 0; i < a->nkw; i++) if (a->kwv[i].k == CV_TENSOR && a->kwv[i].id) t.id = a->kwv[i].id;
+  *out = t;
+  return 1;
+}
+
+static const fsC_reg builtin_rows[] = {
+  {"Fabric", api_fabric},
+  {"FSDPStrategy", api_strategy}, {"DDPStrategy", api_strategy}, {"DeepSpeedStrategy", api_strategy},
+  {"SGD", fsC_api_optimizer}, {"Adam", fsC_api_optimizer}, {"AdamW", fsC_api_optimizer},
+  {"DataLoader", api_loader}, {"param", api_param}, {"device", api_device}, {"no_grad", api_no_grad},
+  {"range", api_range}, {"len", api_len}, {"list", api_sequence}, {"tuple", api_sequence},
+  {"cross_entropy", api_loss}, {"mse_loss", api_loss},
+  {NULL, NULL},
+};
+
+int fsC_api_builtin(C *c, const cargs *a, cv *out) {
+  for (const fsC_reg *r = builtin_rows; r->name; r++)
+    if (!strcmp(r->name, a->sig->name)) return r->fn(c, a, out);
+  if (a->sig->kind == FSSIG_CLASS && !strcmp(a->sig->returns, "Dataset")) {
+    *out = fsC_obj(fsC_new_obj(c, OB_DATASET, a->call->loc));
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- methods: one model per receiver type -------------------------------- */
+
+static int tensor_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
+  if (!strcmp(m, "detach")) { *out = (cv){.k = CV_TENSOR}; return 1; }
+  if (strcmp(m, "backward")) return 0;
+  const cv *x = recv->k == CV_PHI ? &((const cv *)recv->p)[0] : recv;
+  const fsF_config *cfg = x->k == CV_TENSOR && x->id ? fsC_cfg(c, x->id - 1) : NULL;
+  if (cfg) {
+    fsF_fabric f;
+    fsF_fabric_init(&f, cfg);
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    fsF_check_tensor_backward(&f, &iss);
+    fs_diag *g = fsC_report_issues(c, &iss, a->call->loc, 1);
+    fsF_issues_free(&iss);
+    const fs_node *fs = fsC_fabric_stmt(c, x->id - 1);
+    if (g && fs) { /* R42's fix: `loss.backward()` -> `fabric.backward(loss)` */
+      const char *loss = fsC_text(c, a->call->kids[0]->kids[0]->loc);
+      size_t n = strlen(loss) + strlen(fs->kids[0]->str) + 16;
+      char *text = fsC_alloc(c, n);
+      snprintf(text, n, "%s.backward(%s)", fs->kids[0]->str, loss);
+      fsD_edit(g, a->call->loc, text);
+    }
+  }
+  *out = fsC_const(c, fsV_none());
+  return 1;
+}
+
+/* xs.append(v) on a list the checker holds item by item */
+static int list_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
+  if (strcmp(m, "append")) return 0;
+  if (recv->k != CV_SEQ || a->npos != 1 || a->call->kids[0]->kids[0]->kind != FS_N_NAME) return 0;
+  cv *items = fsC_alloc(c, (recv->n + 1) * sizeof *items);
+  memcpy(items, recv->p, recv->n * sizeof *items);
+  items[recv->n] = a->pos[0];
+  fsC_setvar(c, a->call->kids[0]->kids[0]->str, (cv){.k = CV_SEQ, .n = recv->n + 1, .p = items});
+  *out = fsC_const(c, fsV_none());
+  return 1;
+}
+
+static int fabric_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
+  return recv->k == CV_OBJ && fsC_fabric_method(c, a, recv->id, m, out);
+}
+
+static const struct {
+  const char *type;
+  int (*fn)(C *c, const cargs *a, const cv *recv, const char *m, cv *out);
+} method_rows[] = {
+  {"Fabric", fabric_method}, {"Module", fsC_module_method}, {"Tensor", tensor_method}, {"list", list_method},
+};
+
+int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out) {
+  const char *t = fsC_type_name(c, recv);
+  for (size_t i = 0; t && i < sizeof method_rows / sizeof method_rows[0]; i++)
+    if (!strcmp(method_rows[i].type, t)) return method_rows[i].fn(c, a, recv, a->call->kids[0]->str, out);
+  return 0;
+}

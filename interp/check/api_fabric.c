@@ -1,0 +1,526 @@
+/* api_fabric.c -- what Fabric(...), the strategy classes and the Fabric
+ * methods do to the abstract state.  Every rule is asked of fabric.c with
+ * states built from the objects (paths.c); where a value differs per path,
+ * each combination is tried and the diagnostic notes which branch leads
+ * there.  Fix-its for the setup order (R36) and launch (R16) are made here. */
+#include "check_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* fsF_value of a statically known argument; 0 if not known. */
+static int fvalue(C *c, const cv *v, fsF_value *out) {
+  memset(out, 0, sizeof *out);
+  if (!v) { out->kind = FSF_UNSET; return 1; }
+  if (v->k == CV_OBJ && fsC_o(c, v->id)->kind == OB_STRATEGY) {
+    out->kind = FSF_STRATEGY;
+    out->strategy = fsC_o(c, v->id)->strat;
+    return 1;
+  }
+  if (v->k == CV_SEQ) {
+    int64_t *ints = fsC_alloc(c, (v->n + 1) * sizeof *ints);
+    const cv *items = v->p;
+    fsV_buf b = {0};
+    fsV_buf_puts(&b, v->sub ? "(" : "[");
+    const char *tname = NULL;
+    for (uint32_t i = 0; i < v->n; i++) {
+      const fs_value *x = fsC_cval(&items[i]);
+      if (!x) { free(b.s); return 0; }
+      if (x->type == FSV_INT) ints[i] = x->u.i;
+      else if (!tname) tname = fsV_type_name(x);
+      if (i) fsV_buf_puts(&b, ", ");
+      fsV_buf_repr(&b, x);
+    }
+    fsV_buf_puts(&b, v->sub && v->n == 1 ? ",)" : v->sub ? ")" : "]");
+    char *r = fsV_buf_take(&b);
+    out->tuple = v->sub;
+    if (!tname) { free(r); out->kind = FSF_INTLIST; out->ints = ints; out->nints = v->n; return 1; }
+    out->kind = FSF_LIST;
+    out->tname = tname;
+    if (r) out->s = strcpy(fsC_alloc(c, strlen(r) + 1), r);
+    free(r);
+    return 1;
+  }
+  const fs_value *x = fsC_cval(v);
+  if (!x) return 0;
+  switch (x->type) {
+  case FSV_NONE: out->kind = FSF_NONE; return 1;
+  case FSV_BOOL: out->kind = FSF_BOOL; out->i = x->u.b; return 1;
+  case FSV_INT: out->kind = FSF_INT; out->i = x->u.i; return 1;
+  case FSV_FLOAT: out->kind = FSF_FLOAT; out->f = x->u.f; return 1;
+  case FSV_STR: out->kind = FSF_STR; out->s = x->u.str.s; return 1;
+  default: {
+    char *r = fsV_repr(x);
+    out->kind = FSF_OTHER;
+    out->tname = fsV_type_name(x);
+    out->s = r ? strcpy(fsC_alloc(c, strlen(r) + 1), r) : "<object>";
+    free(r);
+    return 1;
+  }
+  }
+}
+
+cv fsC_new_fabric(C *c, const cargs *a) {
+  static const char *const names[] = {"accelerator", "strategy", "devices", "num_nodes", "precision"};
+  fsF_args fa;
+  fsF_value *slots[] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
+  uint32_t id = fsC_new_obj(c, OB_FABRIC, a->call->loc);
+  for (int i = 0; i < 5; i++)
+    if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
+  if (c->ncfgs == c->capcfgs) {
+    c->capcfgs = c->capcfgs ? 2 * c->capcfgs : 4;
+    c->cfgs = fsA_xrealloc(c->cfgs, c->capcfgs * sizeof *c->cfgs);
+  }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int rc = fsF_resolve(&fa, &c->o->overrides, &c->o->machine, &c->cfgs[c->ncfgs], &iss);
+  fsC_report_issues(c, &iss, a->call->loc, 1);
+  fsF_issues_free(&iss);
+  if (rc == 0) {
+    cobj *o = fsC_o(c, id);
+    o->cfg = (int32_t)c->ncfgs++;
+    o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
+  }
+  return fsC_obj(id);
+}
+
+cv fsC_new_strategy(C *c, const cargs *a) {
+  uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
+  cobj *o = fsC_o(c, id);
+  fsF_strategy_obj *s = &o->strat;
+  *s = (fsF_strategy_obj){.use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
+                          .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
+  const char *n = a->sig->name;
+  s->cls = !strcmp(n, "FSDPStrategy") ? FSF_FSDP : !strcmp(n, "DDPStrategy") ? FSF_DDP
+         : !strcmp(n, "DeepSpeedStrategy") ? FSF_DEEPSPEED : FSF_MP;
+  const fs_value *x;
+  if ((x = fsC_cval(fsC_arg(a, "use_orig_params", NULL)))) s->use_orig_params = fsV_truthy(x);
+  if ((x = fsC_cval(fsC_arg(a, "state_dict_type", NULL))) && x->type == FSV_STR)
+    s->state_dict_full = !strcmp(x->u.str.s, "full");
+  const cv *v;
+  if ((v = fsC_arg(a, "cpu_offload", NULL))) s->cpu_offload = fsC_cval(v) ? fsV_truthy(fsC_cval(v)) : 1;
+  if ((v = fsC_arg(a, "auto_wrap_policy", NULL))) s->auto_wrap_policy = !fsC_is_none(v);
+  if ((x = fsC_cval(fsC_arg(a, "stage", NULL))) && x->type == FSV_INT) s->stage = (int)x->u.i;
+  if ((x = fsC_cval(fsC_arg(a, "start_method", NULL))) && x->type == FSV_STR)
+    s->start_method = !strcmp(x->u.str.s, "popen") ? FSF_START_POPEN
+                    : !strcmp(x->u.str.s, "fork") ? FSF_START_FORK : FSF_START_SPAWN;
+  if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
+  return fsC_obj(id);
+}
+
+
+/* ---- Fabric methods ----------------------------------------------------- */
+
+#define MAXARGS 16
+
+typedef struct setup_ud {
+  uint32_t fabric;
+  int kind;                 /* 0 setup, 1 setup_module, 2 setup_optimizers, 3 setup_dataloaders */
+  const cv *model;
+  const cv *opts[MAXARGS]; size_t nopts;
+} setup_ud;
+
+static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
+  const setup_ud *u = p;
+  fsF_fabric f;
+  if (!fsC_fabric_state(c, e, u->fabric, &f)) return 1;
+  fsF_model m;
+  fsF_optim os[MAXARGS];
+  const fsF_optim *op[MAXARGS];
+  if (u->kind <= 1 && !fsC_model_state(c, e, u->model, &m)) return 1;
+  if (u->kind == 3) {
+    fsF_loader ls[MAXARGS];
+    const fsF_loader *lp[MAXARGS];
+    for (size_t i = 0; i < u->nopts; i++) {
+      const cv *v = fsC_alt(e, u->opts[i]);
+      if (v->k == CV_UNKNOWN || v->k == CV_UNDEF) return 1;
+      ls[i] = (fsF_loader){0};
+      if (fsC_is(v, OB_LOADER, c)) {
+        ls[i].is_dataloader = 1;
+        ls[i].wrapped = fsC_o(c, v->id)->wrapped;
+      }
+      lp[i] = &ls[i];
+    }
+    return fsF_check_setup_dataloaders(&f, lp, u->nopts, iss);
+  }
+  for (size_t i = 0; i < u->nopts; i++) {
+    if (!fsC_optim_state(c, e, u->opts[i], &os[i])) return 1;
+    op[i] = &os[i];
+  }
+  if (u->kind == 0) return fsF_check_setup(&f, &m, op, u->nopts, iss);
+  if (u->kind == 1) return fsF_check_setup_module(&f, &m, iss);
+  return fsF_check_setup_optimizers(&f, op, u->nopts, iss);
+}
+
+/* The name a set-up result is assigned to: `model, optimizer = fabric.setup(...)`. */
+static const char *target_name(C *c, const fs_node *call, size_t i) {
+  const fs_node *s = c->stmt;
+  if (!s || s->kind != FS_N_ASSIGN || s->kids[1] != call) return NULL;
+  const fs_node *t = s->kids[0];
+  if (t->kind == FS_N_NAME) return i == 0 ? t->str : NULL;
+  if ((t->kind == FS_N_TUPLE || t->kind == FS_N_LIST) && i < t->nkids && t->kids[i]->kind == FS_N_NAME)
+    return t->kids[i]->str;
+  return NULL;
+}
+
+/* Where the first optimizer over meta parameters came from. */
+static void meta_notes(C *c, fs_diag *g, paths *e, const setup_ud *u, const fs_node *const *onodes,
+                       const char *model_text) {
+  for (size_t i = 0; i < u->nopts; i++) {
+    const cv *v = fsC_alt(e, u->opts[i]);
+    if (!fsC_is(v, OB_OPTIM, c)) continue;
+    const cobj *o = fsC_o(c, v->id);
+    if (o->wrapped) o = fsC_o(c, o->inner);
+    if (!(o->pmeta.m & MB_T)) continue;
+    fsD_note(g, c->src, o->loc, "`%s` was created over `%s` while they were on the meta device",
+             fsC_text(c, onodes[i]->loc), fsC_text(c, o->why_loc));
+    const cobj *m = fsC_o(c, o->model);
+    if (m->why_kind == WHY_DEVICE)
+      fsD_note(g, c->src, m->why_loc, "parameters are on the meta device because `%s` was created under `%s`",
+               model_text, fsC_text(c, m->why_loc));
+    else if (m->why_kind == WHY_INIT) {
+      const fsF_config *cfg = fsC_cfg(c, m->fabric);
+      fsD_note(g, c->src, m->why_loc,
+               "parameters are on the meta device because `%s` was created under `%s` with strategy \"%s\"",
+               model_text, fsC_text(c, m->why_loc), cfg ? cfg->strategy_name : "?");
+    }
+    return;
+  }
+}
+
+static int ident_char(char ch) {
+  return ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* R36's mechanical fix: `opt = Adam(model.parameters())` ... `model, opt =
+ * fabric.setup(model, opt)` becomes setup_module, the creation, setup_optimizers. */
+static void fix_r36(C *c, fs_diag *g, const fs_node *call, const cv *optv, const fs_node *mnode,
+                    const fs_node *onode, const char *mt, const char *ot) {
+  const fs_node *s = c->stmt;
+  if (!mt || !ot || !s || s->kind != FS_N_ASSIGN || s->kids[1] != call || !fsC_is(optv, OB_OPTIM, c))
+    return;
+  const cobj *o = fsC_o(c, optv->id);
+  const fs_node *cs = o->stmt;
+  if (o->wrapped || !cs || cs->kind != FS_N_ASSIGN || cs->kids[1]->loc.start != o->loc.start ||
+      cs->loc.end > s->loc.start || onode->kind != FS_N_NAME || mnode->kind != FS_N_NAME)
+    return;
+  fs_loc cl = fsC_lines_of(c, cs->loc), sl = fsC_lines_of(c, s->loc);
+  if (cl.end > sl.start || cs->loc.start - cl.start != s->loc.start - sl.start) return;
+  /* nothing in between may use the optimizer */
+  const char *t = c->src->text;
+  size_t on = strlen(onode->str);
+  for (uint32_t i = cl.end; i + on <= sl.start; i++)
+    if (!memcmp(t + i, onode->str, on) && (i == 0 || !ident_char(t[i - 1])) && !ident_char(t[i + on]))
+      return;
+  const char *indent = fsC_text(c, (fs_loc){sl.start, s->loc.start});
+  uint32_t cend = cl.end;
+  if (cend > cs->loc.start && t[cend - 1] == '\n') cend--;
+  const char *creation = fsC_text(c, (fs_loc){cs->loc.start, cend});
+  const char *fab = fsC_text(c, call->kids[0]->kids[0]->loc);
+  size_t n = strlen(mt) * 2 + strlen(ot) * 2 + strlen(fab) * 2 + strlen(indent) * 2 +
+             strlen(creation) + strlen(mnode->str) + strlen(onode->str) + 80;
+  char *text = fsC_alloc(c, n);
+  snprintf(text, n, "%s = %s.setup_module(%s)\n%s%s\n%s%s = %s.setup_optimizers(%s)", mt, fab,
+           mnode->str, indent, creation, indent, ot, fab, onode->str);
+  fsD_edit(g, cl, "");
+  fsD_edit(g, s->loc, text);
+}
+
+static cv wrap(C *c, uint32_t id, uint32_t fabric, fs_loc loc) {
+  const cobj *x = fsC_o(c, id);
+  uint32_t w = fsC_new_obj(c, (obk)x->kind, loc);
+  cobj tmp = *fsC_o(c, id);
+  cobj *o = fsC_o(c, w);
+  *o = tmp;
+  o->loc = loc;
+  o->stmt = c->stmt;
+  o->inner = tmp.wrapped ? tmp.inner : id;
+  o->wrapped = 1;
+  o->fabric = fabric;
+  return fsC_obj(w);
+}
+
+static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
+  setup_ud u = {.fabric = fid, .kind = kind};
+  const fs_node *mnode = NULL, *onodes[MAXARGS];
+  if (kind <= 1) u.model = fsC_arg(a, "module", &mnode);
+  if (kind != 1) u.nopts = fsC_varargs(a, u.opts, onodes, MAXARGS);
+  paths e;
+  fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
+  if (g) {
+    const char *rule = g->rule;
+    if (!strcmp(rule, "R36") || !strcmp(rule, "R37")) {
+      const char *mt = target_name(c, a->call, 0), *ot = target_name(c, a->call, 1);
+      const char *mtext = mnode ? fsC_text(c, mnode->loc) : "model";
+      meta_notes(c, g, &e, &u, onodes, mtext);
+      if (!strcmp(rule, "R36") && u.nopts == 1) {
+        const cv *ov = fsC_alt(&e, u.opts[0]);
+        const char *creation = fsC_is(ov, OB_OPTIM, c) ? fsC_text(c, fsC_o(c, ov->id)->loc) : "...";
+        fsD_help(g, "set up the model first, then create the optimizer:\n    %s = %s.setup_module(%s)\n    %s = %s.setup_optimizers(%s)",
+                 mt ? mt : mtext, fsC_text(c, a->call->kids[0]->kids[0]->loc), mtext,
+                 ot ? ot : fsC_text(c, onodes[0]->loc), fsC_text(c, a->call->kids[0]->kids[0]->loc), creation);
+        fix_r36(c, g, a->call, ov, mnode, onodes[0], mt, ot);
+      }
+    } else if (!strcmp(rule, "R22") || !strcmp(rule, "R24") || !strcmp(rule, "R23") ||
+               !strcmp(rule, "R27") || !strcmp(rule, "R29")) {
+      const cv *v = !strcmp(rule, "R22") || !strcmp(rule, "R24") ? fsC_alt(&e, u.model) : NULL;
+      for (size_t i = 0; !v && i < u.nopts; i++) {
+        const cv *x = fsC_alt(&e, u.opts[i]);
+        if (x->k == CV_OBJ && fsC_o(c, x->id)->wrapped) v = x;
+      }
+      if (v && v->k == CV_OBJ) fsD_note(g, c->src, fsC_o(c, v->id)->loc, "it was set up here");
+    } else if (!strcmp(rule, "R33") || !strcmp(rule, "R35")) {
+      for (size_t i = 0; i < u.nopts; i++) {
+        const cv *x = fsC_alt(&e, u.opts[i]);
+        if (fsC_is(x, OB_OPTIM, c)) { fsD_note(g, c->src, fsC_o(c, x->id)->loc, "the optimizer was created here"); break; }
+      }
+    }
+  }
+  /* the state after the call, whatever was reported */
+  const fsF_config *cfg = fsC_cfg(c, fid);
+  cv res[MAXARGS + 1];
+  size_t nres = 0;
+  if (kind <= 1 && u.model) {
+    uint32_t raws[MAXALT];
+    size_t nr = fsC_raw_models(c, u.model, raws, MAXALT);
+    cv w = fsC_unknown();
+    for (size_t i = 0; i < nr; i++) {
+      cobj *r = fsC_ow(c, raws[i]);
+      fsF_model fm = {.class_name = r->cls, .is_module = 1, .meta = r->meta.m == MB_T};
+      int root = 0;
+      if (cfg) {
+        fsF_fabric f;
+        fsF_fabric_init(&f, cfg);
+        fsF_setup_done(&f, &fm);
+        if (!fm.meta) r->meta = (mbit){MB_F, 0};
+        root = fm.fsdp_root;
+      }
+      if (i == 0) {
+        w = wrap(c, raws[0], fid, a->call->loc);
+        fsC_o(c, w.id)->fsdp_root = (uint8_t)root;
+      }
+    }
+    cobj *fo = fsC_ow(c, fid);
+    fo->setups_lo++;
+    fo->setups_hi++;
+    res[nres++] = w;
+  }
+  for (size_t i = 0; i < u.nopts; i++) {
+    const cv *x = u.opts[i]->k == CV_PHI ? &((const cv *)u.opts[i]->p)[0] : u.opts[i];
+    obk want = kind == 3 ? OB_LOADER : OB_OPTIM;
+    res[nres++] = fsC_is(x, want, c) ? wrap(c, x->id, fid, a->call->loc) : fsC_unknown();
+    if (want == OB_OPTIM && res[nres - 1].k == CV_OBJ && cfg && u.model) {
+      /* the optimizer now steps the set-up model's parameters */
+      cobj *o = fsC_o(c, res[nres - 1].id);
+      o->fsdp_flat = cfg->cls == FSF_FSDP;
+    }
+  }
+  if (nres == 1) return res[0];
+  if (nres == 0) return fsC_unknown();
+  cv *items = fsC_alloc(c, nres * sizeof *items);
+  memcpy(items, res, nres * sizeof *items);
+  return (cv){.k = CV_SEQ, .sub = 1, .n = (uint32_t)nres, .p = items};
+}
+
+typedef struct call_ud {
+  uint32_t fabric;
+  const char *method;
+  const cargs *a;
+} call_ud;
+
+static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
+  const call_ud *u = p;
+  const cargs *a = u->a;
+  fsF_fabric f;
+  if (!fsC_fabric_state(c, e, u->fabric, &f)) return 1;
+  const char *m = u->method;
+  if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather") ||
+      !strcmp(m, "all_reduce"))
+    return fsF_check_collective(&f, iss);
+  if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
+  if (!strcmp(m, "init_module")) {
+    const cv *v = fsC_arg(a, "empty_init", NULL);
+    const fs_value *x = fsC_cval(v);
+    int ei = !x || x->type == FSV_NONE ? -1 : x->type == FSV_BOOL && !x->u.b ? 0 : fsV_truthy(x) ? 1 : -1;
+    return fsF_check_init_module(&f, ei, iss);
+  }
+  if (!strcmp(m, "backward")) {
+    const cv *mv = fsC_arg(a, "model", NULL);
+    fsF_model st;
+    if (fsC_is_none(mv)) return fsF_check_backward(&f, NULL, iss);
+    if (!fsC_model_state(c, e, mv, &st)) return 1;
+    return fsF_check_backward(&f, &st, iss);
+  }
+  if (!strcmp(m, "clip_gradients")) {
+    fsF_model st;
+    if (!fsC_model_state(c, e, fsC_arg(a, "module", NULL), &st)) return 1;
+    return fsF_check_clip_gradients(&f, &st, !fsC_is_none(fsC_arg(a, "clip_val", NULL)),
+                                    !fsC_is_none(fsC_arg(a, "max_norm", NULL)), iss);
+  }
+  if (!strcmp(m, "no_backward_sync")) {
+    fsF_model st;
+    if (!fsC_model_state(c, e, fsC_arg(a, "module", NULL), &st)) return 1;
+    return fsF_check_no_backward_sync(&f, &st, iss);
+  }
+  if (!strcmp(m, "load_raw")) {
+    const cv *o = fsC_alt(e, fsC_arg(a, "obj", NULL));
+    return fsF_check_load_raw(&f, o && fsC_is(o, OB_OPTIM, c), iss);
+  }
+  int saving = !strcmp(m, "save");
+  if (saving || !strcmp(m, "load")) {
+    const cv *sv = fsC_alt(e, fsC_arg(a, "state", NULL));
+    fsF_entry ents[MAXARGS];
+    fsF_model ms[MAXARGS];
+    fsF_optim os[MAXARGS];
+    size_t n = 0;
+    int none = fsC_is_none(sv);
+    if (!none) {
+      if (sv->k != CV_DICT || sv->n > MAXARGS) return 1;
+      const cv *kv = sv->p;
+      for (uint32_t i = 0; i < sv->n; i++) {
+        const fs_value *k = fsC_cval(&kv[i]);
+        if (!k || k->type != FSV_STR) return 1;
+        ents[n] = (fsF_entry){k->u.str.s, FSF_S_OTHER, NULL, NULL};
+        const cv *val = fsC_alt(e, &kv[sv->n + i]);
+        if (val->k == CV_UNKNOWN) return 1;
+        if (fsC_is(val, OB_MODEL, c) && fsC_model_state(c, e, val, &ms[n])) {
+          ents[n].kind = FSF_S_MODEL;
+          ents[n].model = &ms[n];
+        } else if (fsC_optim_state(c, e, val, &os[n])) {
+          ents[n].kind = FSF_S_OPTIM;
+          ents[n].optim = &os[n];
+        }
+        n++;
+      }
+    }
+    if (!saving) return fsF_check_load(&f, ents, n, none, iss);
+    const cv *fv = fsC_arg(a, "filter", NULL);
+    fsF_filter flt = {.kind = FSF_UNSET};
+    const char *keys[MAXARGS], *vreprs[MAXARGS];
+    int callable[MAXARGS];
+    if (!fsC_is_none(fv)) {
+      fv = fsC_alt(e, fv);
+      if (fv->k == CV_DICT && fv->n <= MAXARGS) {
+        const cv *kv = fv->p;
+        for (uint32_t i = 0; i < fv->n; i++) {
+          const fs_value *k = fsC_cval(&kv[i]);
+          if (!k || k->type != FSV_STR) return 1;
+          keys[i] = k->u.str.s;
+          const cv *val = &kv[fv->n + i];
+          callable[i] = !fsC_cval(val) && val->k != CV_SEQ && val->k != CV_DICT;
+          char *r = fsC_cval(val) ? fsV_repr(fsC_cval(val)) : NULL;
+          vreprs[i] = r ? strcpy(fsC_alloc(c, strlen(r) + 1), r) : "...";
+          free(r);
+        }
+        flt = (fsF_filter){FSF_LIST, NULL, keys, callable, vreprs, fv->n};
+      } else if (fsC_cval(fv)) {
+        char *r = fsV_repr(fsC_cval(fv));
+        flt.kind = FSF_OTHER;
+        flt.repr = r ? strcpy(fsC_alloc(c, strlen(r) + 1), r) : "...";
+        free(r);
+      } else if (fv->k == CV_SEQ) {
+        flt.kind = FSF_OTHER;
+        flt.repr = fsC_text(c, a->call->loc);
+      } else return 1;
+    }
+    return fsF_check_save(&f, ents, n, &flt, iss);
+  }
+  return 0;
+}
+
+static cv api_launch(C *c, const cargs *a, uint32_t fid) {
+  const fs_node *fnode = NULL;
+  const cv *fn = fsC_arg(a, "function", &fnode);
+  fsF_fn kind = FSF_FN_NONE;
+  const char *str_of = NULL, *name = NULL;
+  int nparams = 1;
+  if (fn) {
+    if (fn->k == CV_FUNC) {
+      const fs_node *def = fn->p;
+      kind = FSF_FN_CALLABLE;
+      name = def->str;
+      nparams = (int)def->kids[0]->nkids;
+    } else if (fn->k == CV_CLASS) {
+      kind = FSF_FN_CALLABLE;
+      name = "callable";
+    } else if (fsC_cval(fn) || fn->k == CV_SEQ || fn->k == CV_DICT) {
+      kind = FSF_FN_NOT_CALLABLE;
+      char *s = fsC_cval(fn) ? fsV_tostr(fsC_cval(fn)) : NULL;
+      str_of = s ? strcpy(fsC_alloc(c, strlen(s) + 1), s) : fsC_text(c, fnode->loc);
+      free(s);
+    } else {
+      kind = FSF_FN_CALLABLE; /* not known: assume a function */
+      name = "function";
+    }
+  }
+  const fsF_config *cfg = fsC_cfg(c, fid);
+  if (cfg) {
+    fsF_fabric f;
+    fsF_fabric_init(&f, cfg);
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    fsF_check_launch(&f, kind, str_of, name, nparams, &iss);
+    fsC_report_issues(c, &iss, a->call->loc, 1);
+    fsF_issues_free(&iss);
+  }
+  fsC_ow(c, fid)->launched = (mbit){MB_T, 0};
+  if (kind == FSF_FN_CALLABLE && fn->k == CV_FUNC && nparams > 0) {
+    cv args[MAXARGS];
+    const fs_node *nodes[MAXARGS];
+    const cv *extra[MAXARGS];
+    size_t ne = fsC_varargs(a, extra, nodes, MAXARGS - 1);
+    args[0] = fsC_obj(fid);
+    for (size_t i = 0; i < ne; i++) args[1 + i] = *extra[i];
+    return fsC_call_def(c, fn->p, a->call, args, 1 + ne, NULL, NULL, 0);
+  }
+  return fsC_unknown();
+}
+
+void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc) {
+  call_ud u = {fid, "device", NULL};
+  paths e;
+  fsC_validate(c, fid, loc, v_simple, &u, &e);
+}
+
+int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out) {
+  if (!strcmp(m, "setup")) { *out = api_setup(c, a, fid, 0); return 1; }
+  if (!strcmp(m, "setup_module")) { *out = api_setup(c, a, fid, 1); return 1; }
+  if (!strcmp(m, "setup_optimizers")) { *out = api_setup(c, a, fid, 2); return 1; }
+  if (!strcmp(m, "setup_dataloaders")) { *out = api_setup(c, a, fid, 3); return 1; }
+  if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
+  call_ud u = {fid, m, a};
+  paths e;
+  fs_diag *g = fsC_validate(c, fid, a->call->loc, v_simple, &u, &e);
+  if (g && (!strcmp(g->rule, "R41") || !strcmp(g->rule, "R47") || !strcmp(g->rule, "R48"))) {
+    const cv *mv = fsC_alt(&e, fsC_arg(a, !strcmp(g->rule, "R41") ? "model" : "module", NULL));
+    if (mv && mv->k == CV_OBJ)
+      fsD_note(g, c->src, fsC_o(c, mv->id)->loc, "this is the model as created, not the one `fabric.setup` returned");
+  }
+  if (!strcmp(m, "init_module")) {
+    const fsF_config *cfg = fsC_cfg(c, fid);
+    const fs_value *x = fsC_cval(fsC_arg(a, "empty_init", NULL));
+    int ei = !x || x->type == FSV_NONE ? -1 : x->type == FSV_BOOL && !x->u.b ? 0 : fsV_truthy(x) ? 1 : -1;
+    *out = fsC_new_ctx(c, CTX_INIT, cfg ? fsF_init_module_effect(cfg, ei) : FSF_INIT_NORMAL, fid, a->call->loc);
+    return 1;
+  }
+  if (!strcmp(m, "no_backward_sync")) { *out = fsC_new_ctx(c, CTX_OTHER, 0, fid, a->call->loc); return 1; }
+  if (!strcmp(m, "load") || !strcmp(m, "load_raw")) {
+    /* what a checkpoint restores is initialized */
+    const cv *sv = fsC_arg(a, !strcmp(m, "load") ? "state" : "obj", NULL);
+    if (sv && sv->k == CV_DICT) {
+      for (uint32_t i = 0; i < sv->n; i++) {
+        uint32_t raws[MAXALT];
+        size_t nr = fsC_raw_models(c, &((const cv *)sv->p)[sv->n + i], raws, MAXALT);
+        for (size_t k = 0; k < nr; k++) fsC_ow(c, raws[k])->empty = (mbit){MB_F, 0};
+      }
+    } else if (sv) {
+      uint32_t raws[MAXALT];
+      size_t nr = fsC_raw_models(c, sv, raws, MAXALT);
+      for (size_t k = 0; k < nr; k++) fsC_ow(c, raws[k])->empty = (mbit){MB_F, 0};
+    }
+    *out = fsC_unknown();
+    return 1;
+  }
+  return 0;
+}
