@@ -1,6 +1,6 @@
 /* check.c -- the checker's core: abstract values and state, the undo trail
  * that analyses both arms of an `if` and joins them, statements and
- * expressions. Fabric's semantics are in fabric.c (reached via check_api.c);
+ * expressions. Fabric's semantics are in fabric/ (reached via paths.c and api_*.c);
  * nothing here runs anything. */
 #include "check_int.h"
 

@@ -90,7 +90,7 @@ extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
 
-/* Model bodies (builtins_rt.c): a Module value built from a layer statement
+/* Model bodies (lib_nn.c): a Module value built from a layer statement
  * is appended to E->building under key (NULL: anonymous). */
 int fsE_append_layer(fsE_ctx *E, const char *key, fs_value *layer);
 /* Runs body into a fresh sequence (Sequential or Residual) and returns it as a

@@ -1,7 +1,7 @@
 /* lib_tensor.c -- Tensor values over runtime/tensor/autograd.h: torch's
  * methods, operators, indexing and attributes, and the losses.
  * Messages are torch's words.  Rows: the sig table's "Tensor." entries;
- * what the checker assumes of them: check/check_api.c. */
+ * what the checker assumes of them: check/api_core.c. */
 #include <string.h>
 
 #include "autograd.h"
