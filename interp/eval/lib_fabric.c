@@ -565,23 +565,27 @@ NATIVE(fabric_init_module) {
   return r;
 }
 
-/* setup(module, *optimizers) and setup_module(module): opts is NULL for the latter. */
-static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, const fsV_args *a) {
-  const char *name = opts ? "setup" : "setup_module";
-  modv *mv = need_module(module, name);
+/* setup(module, *optimizers), setup_module(module), setup_optimizers(*optimizers):
+ * module is NULL for the last, opts NULL for setup_module. */
+static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, const char *name,
+                       const fsV_args *a) {
+  modv *mv = module ? need_module(module, name) : NULL;
   size_t no = opts ? opts->u.seq.n : 0;
   const fsF_optim **st = calloc(no + 1, sizeof *st);
   optv **ov = calloc(no + 1, sizeof *ov);
   fsF_issues iss;
   fsF_issues_init(&iss);
   fs_value *r = NULL;
+  int rc = -1;
   if (!st || !ov) fsV_seterr("out of memory");
-  else if (mv && (!opts || gather_optims(opts, name, st, ov) == 0) &&
-           fsE_fabric_issues(E, a, &iss, opts ? fsF_check_setup(&fv->f, &mv->st, st, no, &iss)
-                                              : fsF_check_setup_module(&fv->f, &mv->st, &iss)) == 0 &&
-           setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0) {
+  else if ((mv || !module) && (!opts || gather_optims(opts, name, st, ov) == 0))
+    rc = fsE_fabric_issues(E, a, &iss, !module ? fsF_check_setup_optimizers(&fv->f, st, no, &iss)
+                                       : opts ? fsF_check_setup(&fv->f, &mv->st, st, no, &iss)
+                                              : fsF_check_setup_module(&fv->f, &mv->st, &iss));
+  if (rc == 0 && (!module || (setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0))) {
     for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
-    r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : opts ? one_or_tuple(module, opts) : fsV_retain(module);
+    r = E->opt->plan && no ? fsE_plan_done(E, ov[0])
+      : !opts ? fsV_retain(module) : no || module ? one_or_tuple(module, opts) : fsV_none();
   }
   fsF_issues_free(&iss);
   free(st);
@@ -589,28 +593,9 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
   return r;
 }
 
-NATIVE(fabric_setup) { return setup(E, FABV(self), s[0], s[1], a); }
-NATIVE(fabric_setup_module) { return setup(E, FABV(self), s[0], NULL, a); }
-
-NATIVE(fabric_setup_optimizers) {
-  fabv *fv = FABV(self);
-  size_t no = s[0]->u.seq.n;
-  const fsF_optim **st = calloc(no + 1, sizeof *st);
-  optv **ov = calloc(no + 1, sizeof *ov);
-  fsF_issues iss;
-  fsF_issues_init(&iss);
-  fs_value *r = NULL;
-  if (!st || !ov) fsV_seterr("out of memory");
-  else if (gather_optims(s[0], "setup_optimizers", st, ov) == 0 &&
-           fsE_fabric_issues(E, a, &iss, fsF_check_setup_optimizers(&fv->f, st, no, &iss)) == 0) {
-    for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
-    r = E->opt->plan && no ? fsE_plan_done(E, ov[0]) : no ? one_or_tuple(NULL, s[0]) : fsV_none();
-  }
-  fsF_issues_free(&iss);
-  free(st);
-  free(ov);
-  return r;
-}
+NATIVE(fabric_setup) { return setup(E, FABV(self), s[0], s[1], "setup", a); }
+NATIVE(fabric_setup_module) { return setup(E, FABV(self), s[0], NULL, "setup_module", a); }
+NATIVE(fabric_setup_optimizers) { return setup(E, FABV(self), NULL, s[0], "setup_optimizers", a); }
 
 /* slots: dataloaders (tuple), use_distributed_sampler, move_to_device */
 NATIVE(fabric_setup_dataloaders) {
