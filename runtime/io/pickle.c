@@ -555,7 +555,7 @@ static fsQ_value *pop(unpickler *u) {
 static int pop_mark(unpickler *u, fsQ_value ***items, size_t *n) {
   if (!u->nmarks) return fail(u, "%s without a MARK", op_name(u->p[u->at]));
   size_t m = u->marks[--u->nmarks];
-  *items = u->stack + m;
+  *items = u->stack ? u->stack + m : NULL; /* no value pushed yet: an empty run */
   *n = u->n - m;
   u->n = m;
   return 0;

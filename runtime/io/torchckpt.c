@@ -19,6 +19,15 @@
 /* Larger than any data.pkl of a state dict; past it the file is hostile. */
 #define MAX_PICKLE (1u << 30)
 
+bool fsH_is_torch_path(const char *path) {
+  static const char *const ext[] = {".pt", ".pth", ".ckpt"};
+  size_t n = strlen(path);
+  for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+    if (n > strlen(ext[i]) && strcmp(path + n - strlen(ext[i]), ext[i]) == 0 && path[n - strlen(ext[i]) - 1] != '/')
+      return true;
+  return false;
+}
+
 /* ------------------------------------------------------------------ writing */
 
 /* torch's archive name: the file's name without directory and extension. */

@@ -20,6 +20,7 @@
 #ifndef FS_TORCHCKPT_H
 #define FS_TORCHCKPT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "pickle.h"
 #include "zipstore.h"
@@ -36,6 +37,10 @@ typedef struct fsH_writer {
   size_t *member;              /* its member index */
   size_t nt;
 } fsH_writer;
+
+/* Whether fabric.save / fabric.load use this format for path: its name ends
+ * in ".pt", ".pth" or ".ckpt" (safetensors.h for every other name). */
+bool fsH_is_torch_path(const char *path);
 
 /* --- writing (-1 + *err naming the file) --- */
 int fsH_save(const char *path, const fsQ_value *root, char **err);

@@ -63,6 +63,12 @@ static void check_sample(const fsH_file *f) {
   assert_int_equal(flags->u.seq.v[2]->u.seq.v[1]->u.i, 2);
 }
 
+static void test_format_by_extension(void **state) {
+  assert_true(fsH_is_torch_path("a.pt") && fsH_is_torch_path("dir/m.pth") && fsH_is_torch_path("last.ckpt"));
+  assert_false(fsH_is_torch_path("a.safetensors") || fsH_is_torch_path("a.pt.safetensors"));
+  assert_false(fsH_is_torch_path("ckpt") || fsH_is_torch_path("dir/.pt") || fsH_is_torch_path("a.PT"));
+}
+
 static void test_round_trip(void **state) {
   fsQ_doc *d = fsQ_new();
   char *p = dt_path(dt_dir, "a.pt"), *err = NULL;
@@ -355,6 +361,7 @@ static void test_truncated_and_corrupt_zip(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+    DT_TEST(test_format_by_extension),
     DT_TEST(test_round_trip),
     DT_TEST(test_sliced_writers),
     DT_TEST(test_refuses_unknown_global),
