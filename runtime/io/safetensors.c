@@ -428,25 +428,6 @@ void fsK_close(fsK_file *f) {
   free_file(f);
 }
 
-static double load_elem(fs_dtype dt, const void *p, size_t i) {
-  switch (dt) {
-  case FS_F32: return ((const float *)p)[i];
-  case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)p)[i]);
-  case FS_I64: return (double)((const int64_t *)p)[i];
-  }
-  return 0;
-}
-
-static void store_elem(fs_dtype dt, void *p, size_t i, double v) {
-  switch (dt) {
-  case FS_F32: ((float *)p)[i] = (float)v; break;
-  case FS_BF16: ((uint16_t *)p)[i] = fsT_f32_to_bf16((float)v); break;
-  case FS_I64: /* truncation toward zero; NaN and out-of-range saturate like x86 */
-    ((int64_t *)p)[i] = v > -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
-    break;
-  }
-}
-
 int fsK_read(const fsK_file *f, const fsK_info *t, uint64_t first, uint64_t count, fs_dtype dt,
              void *dst, char **err) {
   if (first > t->numel || count > t->numel - first)
@@ -472,7 +453,7 @@ int fsK_read(const fsK_file *f, const fsK_info *t, uint64_t first, uint64_t coun
                        got < 0 ? strerror(errno) : "the file was truncated");
     }
     char *out = (char *)dst + done * ds;
-    for (size_t i = 0; i < k; i++) store_elem(dt, out, i, load_elem(t->dtype, buf, i));
+    fsT_convert(dt, out, t->dtype, buf, k);
     done += k;
   }
   free(buf);

@@ -243,3 +243,27 @@ float fsT_bf16_to_f32(uint16_t h) {
   memcpy(&f, &u, 4);
   return f;
 }
+
+static double load_elem(fs_dtype dt, const void *p, size_t i) {
+  switch (dt) {
+  case FS_F32: return ((const float *)p)[i];
+  case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)p)[i]);
+  case FS_I64: return (double)((const int64_t *)p)[i];
+  }
+  return 0;
+}
+
+void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n) {
+  if (to == from) {
+    memcpy(dst, src, n * fsT_dtype_size(to));
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    double v = load_elem(from, src, i);
+    switch (to) {
+    case FS_F32: ((float *)dst)[i] = (float)v; break;
+    case FS_BF16: ((uint16_t *)dst)[i] = fsT_f32_to_bf16((float)v); break;
+    case FS_I64: ((int64_t *)dst)[i] = v > -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN; break;
+    }
+  }
+}

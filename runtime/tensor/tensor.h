@@ -80,6 +80,10 @@ fs_tensor *fsT_copy(const fs_tensor *t);
 /* bfloat16 <-> float32: round to nearest even; NaN stays NaN (quiet). */
 uint16_t fsT_f32_to_bf16(float f);
 float fsT_bf16_to_f32(uint16_t h);
+/* n elements of src (dtype from) into dst (dtype to), as PyTorch's copy_
+ * converts: bfloat16 rounds to nearest even, floats to int64 truncate toward
+ * zero (NaN and out of range give INT64_MIN, as x86 does). */
+void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n);
 
 void fsT_seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *fsT_error(void);
