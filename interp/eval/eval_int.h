@@ -38,6 +38,7 @@ struct fsE_ctx {
   fs_device device;              /* where new parameters go (`with device(...)`) */
   uint64_t seed;                 /* fabric.seed_everything; 0 until then */
   uint64_t samples;              /* bytes model.generate drew since the seed was set */
+  uint64_t drawn, drawn_seed;    /* elements rand/randn/randint drew since seed drawn_seed was set */
   fs_value *fabric;              /* the last Fabric created (loss.backward() rules), or NULL */
   struct fsPG *progress;         /* the progress line a loop over a loader draws, or NULL */
   double last_loss;              /* the last loss fabric.backward saw (the line shows it) */
@@ -86,6 +87,7 @@ typedef struct fsE_reg { const char *name; fsE_native fn; } fsE_reg;
 typedef struct fsE_lib { const char *name; const fsE_reg *funcs; } fsE_lib;
 extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_lib_optim,
     fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt;
+extern const fsE_lib fsE_lib_torch; /* lib_torch.c: the torch-like tensor API */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
