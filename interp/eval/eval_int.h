@@ -38,6 +38,7 @@ struct fsE_ctx {
   fs_device device;              /* where new parameters go (`with device(...)`) */
   uint64_t seed;                 /* fabric.seed_everything; 0 until then */
   uint64_t samples;              /* bytes model.generate drew since the seed was set */
+  uint64_t drawn, drawn_seed;    /* elements rand/randn/randint drew since seed drawn_seed was set */
   fs_value *fabric;              /* the last Fabric created (loss.backward() rules), or NULL */
   struct fsPG *progress;         /* the progress line a loop over a loader draws, or NULL */
   double last_loss;              /* the last loss fabric.backward saw (the line shows it) */
@@ -85,7 +86,8 @@ FILE *fsE_out(fsE_ctx *E);
 typedef struct fsE_reg { const char *name; fsE_native fn; } fsE_reg;
 typedef struct fsE_lib { const char *name; const fsE_reg *funcs; } fsE_lib;
 extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_lib_optim,
-    fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt;
+    fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt, fsE_lib_torch, fsE_lib_shape,
+    fsE_lib_arith;
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -124,6 +126,15 @@ fs_value *fsE_tensor_value(fs_tensor *t); /* takes t; NULL t: the runtime's erro
 fs_tensor *fsE_as_tensor(const fs_value *v); /* NULL unless a Tensor */
 fs_tensor *fsE_need_tensor(const fs_value *v, const char *fn, const char *arg);
 fs_value *fsE_item_value(const fs_tensor *t);
+#define TENSOR(self) ((fs_tensor *)(self)->u.obj.data) /* a Tensor value's tensor */
+
+/* lib_torch.c, lib_shape.c: helpers of the tensor API's libraries */
+/* A size given as *args: (2, 3), ((2, 3),) or ([2, 3],) -> dims; -1 on a bad one. */
+int fsE_dims_of(const fs_value *args, int64_t *dims, int *rank, const char *fn);
+/* A cpu tensor of dt filled with v. */
+fs_tensor *fsE_filled(fs_dtype dt, int rank, const int64_t *dims, double v);
+/* A dim argument (int) -> *d; -1 with torch's error otherwise. */
+int fsE_dim_arg(const fs_value *v, int *d);
 
 /* lib_ctx.c: kind 0 device, 1 no_grad, 2 init_module, 3 no_backward_sync */
 typedef struct ctxv {

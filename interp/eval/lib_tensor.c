@@ -2,9 +2,12 @@
  * methods, operators, indexing and attributes, and the losses.
  * Messages are torch's words.  Rows: the sig table's "Tensor." entries;
  * what the checker assumes of them: check/api_core.c. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd.h"
+#include "tensor_str.h"
 #include "eval_int.h"
 
 /* ---- tensors ---------------------------------------------------------------- */
@@ -39,20 +42,17 @@ fs_value *fsE_item_value(const fs_tensor *t) {
   return t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
 }
 
+/* torch's repr (tensor_str.c) of a host copy; device='cuda:N' as torch */
 static char *tensor_repr(fs_value *v) {
-  fs_tensor *t = v->u.obj.data;
-  fsV_buf b = {0};
-  double d;
-  char num[40];
-  if (t->numel == 1 && t->data && fsG_item(t, &d) == 0) {
-    if (t->dtype == FS_I64) fsV_buf_printf(&b, "tensor(%lld)", (long long)d);
-    else fsV_buf_printf(&b, "tensor(%.4f)", d);
-  } else {
-    fsV_buf_printf(&b, "tensor(shape=%s, dtype=%s, device=%s)",
-                   fsT_shape_str(t, num, sizeof num), fsT_dtype_name(t->dtype),
-                   fsT_device_name(t->device));
-  }
-  return fsV_buf_take(&b);
+  fs_tensor *t = v->u.obj.data, *h = t->data ? fsT_to_device(t, FS_DEV_CPU) : fsT_retain(t);
+  if (!h) return NULL;
+  char dev[24]; /* a repr has no evaluator: the launcher's LOCAL_RANK is the GPU */
+  const char *lr = getenv("LOCAL_RANK");
+  snprintf(dev, sizeof dev, "cuda:%d", lr ? atoi(lr) : 0);
+  char *r = fsT_str(h, t->device == FS_DEV_CUDA ? dev : t->device == FS_DEV_META ? "meta" : NULL,
+                    t->requires_grad && !t->node ? "requires_grad=True" : NULL);
+  fsT_release(h);
+  return r;
 }
 
 static fs_value *tensor_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
@@ -68,6 +68,8 @@ static fs_value *tensor_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
     if (first) c = c == FSG_LT ? FSG_GT : c == FSG_GT ? FSG_LT : c == FSG_LE ? FSG_GE : c == FSG_GE ? FSG_LE : c;
     return fsE_tensor_value(ta && tb ? fsG_compare(c, ta, tb) : fsG_compare_scalar(c, t, fsV_to_double(other), false));
   }
+  if (op == FS_OP_POW && ta && !tb) return fsE_tensor_value(fsG_unary(FSU_POW, ta, fsV_to_double(other), 0));
+  if (op == FS_OP_POW) return fsE_tensor_value(ta && tb ? fsG_binary_op(FSU_POWT, ta, tb) : NULL);
   if (op < FS_OP_ADD || op > FS_OP_DIV) return NULL;
   if (ta && tb) return fsE_tensor_value(fsG_binary(ar[op - FS_OP_ADD], ta, tb));
   return fsE_tensor_value(fsG_binary_scalar(ar[op - FS_OP_ADD], t, fsV_to_double(other),
@@ -89,40 +91,63 @@ static int64_t tensor_len(fsE_ctx *E, fs_value *v) {
   return t->shape[0];
 }
 
-/* t[i]: row i along the first dimension, as a new tensor (values only, off the tape). */
+/* t[i] (select on the tape), t[None] (a new leading dim), t[idx] with an
+ * int64 tensor idx (index_select along dim 0).  Slices and tuples of
+ * indices need the Python-syntax parser (docs/tensors.md). */
 static fs_value *tensor_index(fsE_ctx *E, fs_value *v, fs_value *key) {
-  fs_tensor *t = v->u.obj.data;
+  fs_tensor *t = v->u.obj.data, *k = fsE_as_tensor(key);
+  if (!t->data) {
+    fsV_seterr("a tensor on the meta device has no values");
+    return NULL;
+  }
+  if (key->type == FSV_NONE) {
+    int64_t shape[FS_MAX_RANK];
+    if (t->rank >= FS_MAX_RANK) return fsE_err_own(NULL);
+    shape[0] = 1;
+    memcpy(shape + 1, t->shape, (size_t)t->rank * sizeof *shape);
+    return fsE_tensor_value(fsG_reshape(t, t->rank + 1, shape));
+  }
+  if (k) {
+    if (k->dtype != FS_I64) {
+      fsV_seterr("tensors used as indices must be long, int, byte or bool tensors");
+      return NULL;
+    }
+    int64_t flat = k->numel, shape[FS_MAX_RANK];
+    if (t->rank == 0 || k->rank + t->rank - 1 > FS_MAX_RANK) {
+      fsV_seterr(t->rank == 0 ? "invalid index of a 0-dim tensor" : "too many dimensions");
+      return NULL;
+    }
+    fs_tensor *fk = fsT_view(k, 1, &flat), *r = fk ? fsG_index_select(t, 0, fk) : NULL;
+    memcpy(shape, k->shape, (size_t)k->rank * sizeof *shape); /* the index's shape, then t's rest */
+    memcpy(shape + k->rank, t->shape + 1, (size_t)(t->rank - 1) * sizeof *shape);
+    fs_tensor *out = r ? fsG_reshape(r, k->rank + t->rank - 1, shape) : NULL;
+    fsT_release(fk);
+    fsT_release(r);
+    return fsE_tensor_value(out);
+  }
   if (key->type != FSV_INT && key->type != FSV_BOOL) {
     fsV_seterr("tensor indices must be integers, not %s", fsV_type_name(key));
     return NULL;
   }
-  if (t->rank == 0 || !t->data) {
-    fsV_seterr(t->rank == 0 ? "invalid index of a 0-dim tensor" : "a tensor on the meta device has no values");
+  if (t->rank == 0) {
+    fsV_seterr("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
     return NULL;
   }
-  int64_t i = fsE_ival(key), n = t->shape[0];
-  if (i < 0) i += n;
-  if (i < 0 || i >= n) {
-    fsV_seterr("index %lld is out of bounds for dimension 0 with size %lld", (long long)fsE_ival(key), (long long)n);
-    return NULL;
-  }
-  fs_tensor *r = fsT_new(t->dtype, t->device, t->rank - 1, t->shape + 1);
-  size_t row = r ? fsT_nbytes(r) : 0;
-  if (!r || fsB_transfer(t->device, r->data, t->device, (const char *)t->data + (size_t)i * row, row) < 0) {
-    fsT_release(r);
-    return fsE_rt_fail();
-  }
-  return fsE_tensor_value(r);
+  return fsE_tensor_value(fsG_select(t, 0, fsE_ival(key)));
 }
 
 /* ---- methods and attributes (rows of the sig table's "Tensor." entries) ---- */
 
-#define TENSOR(self) ((fs_tensor *)(self)->u.obj.data)
 
 NATIVE(tensor_item) { return fsE_item_value(TENSOR(self)); }
 
 NATIVE(tensor_argmax) {
   fs_tensor *t = TENSOR(self);
+  if (s[0]->type != FSV_NONE && fsV_truthy(s[1])) { /* keepdim: the reduced dim stays as 1 */
+    fs_tensor *idx = NULL, *v = fsG_extreme(true, t, (int)fsE_ival(s[0]), true, &idx);
+    fsT_release(v);
+    return fsE_tensor_value(idx);
+  }
   if (s[0]->type != FSV_NONE) return fsE_tensor_value(fsG_argmax(t, (int)fsE_ival(s[0])));
   int64_t flat[1] = {t->numel};
   fs_tensor *f = fsT_view(t, 1, flat);
@@ -131,16 +156,15 @@ NATIVE(tensor_argmax) {
   return r;
 }
 
-static fs_value *total(fs_value *self, fs_value *dim, const char *name, fs_tensor *(*op)(fs_tensor *)) {
-  if (dim->type != FSV_NONE) {
-    fsV_seterr("%s(dim=...) is not supported; only the total", name);
-    return NULL;
-  }
-  return fsE_tensor_value(op(TENSOR(self)));
+/* sum/mean(): the total; sum/mean(dim, keepdim=False): over one dim */
+static fs_value *total(fs_value *self, fs_value *dim, fs_value *keepdim, bool mean) {
+  if (dim->type != FSV_NONE)
+    return fsE_tensor_value(fsG_sum_dim(TENSOR(self), (int)fsE_ival(dim), fsV_truthy(keepdim), mean));
+  return fsE_tensor_value(mean ? fsG_mean(TENSOR(self)) : fsG_sum(TENSOR(self)));
 }
 
-NATIVE(tensor_sum) { return total(self, s[0], "sum", fsG_sum); }
-NATIVE(tensor_mean) { return total(self, s[0], "mean", fsG_mean); }
+NATIVE(tensor_sum) { return total(self, s[0], s[1], false); }
+NATIVE(tensor_mean) { return total(self, s[0], s[1], true); }
 NATIVE(tensor_float) { return fsE_tensor_value(fsT_to_dtype(TENSOR(self), FS_F32)); }
 
 NATIVE(tensor_backward) {
@@ -191,7 +215,6 @@ NATIVE(tensor_tolist) {
 }
 
 NATIVE(tensor_shape) { return shape_tuple(TENSOR(self)); }
-NATIVE(tensor_dtype) { return fsV_cstr(fsT_dtype_name(TENSOR(self)->dtype)); }
 NATIVE(tensor_requires_grad) { return fsV_bool(TENSOR(self)->requires_grad); }
 
 NATIVE(tensor_device) {
@@ -235,8 +258,7 @@ static const fsE_reg tensor_funcs[] = {
   {"Tensor.mean", tensor_mean}, {"Tensor.float", tensor_float}, {"Tensor.backward", tensor_backward},
   {"Tensor.size", tensor_size}, {"Tensor.numel", tensor_numel}, {"Tensor.detach", tensor_detach},
   {"Tensor.tolist", tensor_tolist},
-  {"Tensor.shape", tensor_shape}, {"Tensor.device", tensor_device}, {"Tensor.dtype", tensor_dtype},
-  {"Tensor.requires_grad", tensor_requires_grad}, {"Tensor.grad", tensor_grad},
+  {"Tensor.shape", tensor_shape}, {"Tensor.device", tensor_device}, {"Tensor.requires_grad", tensor_requires_grad}, {"Tensor.grad", tensor_grad},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_tensor = {"tensor", tensor_funcs};

@@ -131,6 +131,46 @@ PARAMS(p_get, PO("key", ANY, NULL), PO("default", ANY, "None"))
 PARAMS(p_join, PO("iterable", ANY, NULL))
 PARAMS(p_split, P("sep", FSSIG_T_STR | FSSIG_T_NONE, "None"), P("maxsplit", INT, "-1"))
 
+/* the torch-like tensor API (issue 14; lib_torch.c) */
+#define TKW KW("dtype", ANY, "None"), KW("device", ANY, "None"), KW("requires_grad", BOOL, "False")
+PARAMS(p_t_sized, VARARGS("size"), TKW)
+PARAMS(p_t_full, P("size", SEQ, NULL), P("fill_value", NUMB, NULL), TKW)
+PARAMS(p_t_tensor, P("data", ANY, NULL), TKW)
+PARAMS(p_t_arange, P("start", NUM, NULL), P("end", OPTNUM, "None"), P("step", NUM, "1"), TKW)
+PARAMS(p_t_linspace, P("start", NUM, NULL), P("end", NUM, NULL), P("steps", INT, NULL), TKW)
+PARAMS(p_t_eye, P("n", INT, NULL), PT("m", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), TKW)
+PARAMS(p_t_randint, P("low", INT, NULL), P("high", ANY, NULL), P("size", ANY, "None"),
+       KW("dtype", ANY, "None"), KW("device", ANY, "None"))
+PARAMS(p_t_like, P("input", OBJ, NULL), TKW)
+PARAMS(p_t_full_like, P("input", OBJ, NULL), P("fill_value", NUMB, NULL), TKW)
+PARAMS(p_t_cat, P("tensors", SEQ, NULL), P("dim", INT, "0"))
+PARAMS(p_t_where, P("condition", OBJ, NULL), P("input", ANY, NULL), P("other", ANY, NULL))
+PARAMS(p_t_input, P("input", OBJ, NULL))
+PARAMS(p_t_binary, P("input", OBJ, NULL), P("other", ANY, NULL))
+PARAMS(p_t_clamp_fn, P("input", OBJ, NULL), P("min", OPTNUM, "None"), P("max", OPTNUM, "None"))
+PARAMS(p_t_softmax_fn, P("input", OBJ, NULL), P("dim", INT, NULL))
+PARAMS(p_t_shape, VARARGS("shape"))
+PARAMS(p_t_dims, VARARGS("dims"))
+PARAMS(p_t_sizes, VARARGS("sizes"))
+PARAMS(p_t_transpose, P("dim0", INT, NULL), P("dim1", INT, NULL))
+PARAMS(p_t_dim, P("dim", INT, NULL))
+PARAMS(p_t_squeeze, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_t_flatten, P("start_dim", INT, "0"), P("end_dim", INT, "-1"))
+PARAMS(p_t_split, P("split_size_or_sections", ANY, NULL), P("dim", INT, "0"))
+PARAMS(p_t_chunk, P("chunks", INT, NULL), P("dim", INT, "0"))
+PARAMS(p_t_other, P("other", ANY, NULL))
+PARAMS(p_t_exponent, P("exponent", ANY, NULL))
+PARAMS(p_t_clamp, P("min", OPTNUM, "None"), P("max", OPTNUM, "None"))
+PARAMS(p_t_masked_fill, P("mask", OBJ, NULL), P("value", ANY, NULL))
+PARAMS(p_t_diagonal, P("diagonal", INT, "0"))
+PARAMS(p_t_maxmin, P("dim", ANY, "None"), P("keepdim", BOOL, "False"))
+PARAMS(p_t_var, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("unbiased", BOOL, "True"),
+       P("keepdim", BOOL, "False"))
+PARAMS(p_t_norm, P("p", NUM, "2"), PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("keepdim", BOOL, "False"))
+PARAMS(p_t_dimkeep, P("dim", INT, NULL), P("keepdim", BOOL, "False"))
+PARAMS(p_t_to, P("device", ANY, "None"), P("dtype", ANY, "None"))
+PARAMS(p_t_requires_grad, P("requires_grad", BOOL, "True"))
+
 #define N(a) a, sizeof a / sizeof a[0]
 #define FN(name, p, ret) {name, FSSIG_FUNC, N(p), ret, 0}
 #define FN0(name, ret, fl) {name, FSSIG_FUNC, NULL, 0, ret, fl}
@@ -166,6 +206,43 @@ static const fsSig table[] = {
   FN0("no_grad", "context", FSSIG_CONTEXT),
   FN("cross_entropy", p_loss, "Tensor"),
   FN("mse_loss", p_loss, "Tensor"),
+  /* the torch-like tensor API (issue 14; lib_torch.c) */
+  FN0("float32", "dtype", FSSIG_CONST),
+  FN0("bfloat16", "dtype", FSSIG_CONST),
+  FN0("int64", "dtype", FSSIG_CONST),
+  FN0("long", "dtype", FSSIG_CONST),
+  FN("tensor", p_t_tensor, "Tensor"),
+  FN("zeros", p_t_sized, "Tensor"),
+  FN("ones", p_t_sized, "Tensor"),
+  FN("empty", p_t_sized, "Tensor"),
+  FN("full", p_t_full, "Tensor"),
+  FN("arange", p_t_arange, "Tensor"),
+  FN("linspace", p_t_linspace, "Tensor"),
+  FN("eye", p_t_eye, "Tensor"),
+  FN("rand", p_t_sized, "Tensor"),
+  FN("randn", p_t_sized, "Tensor"),
+  FN("randint", p_t_randint, "Tensor"),
+  FN("zeros_like", p_t_like, "Tensor"),
+  FN("ones_like", p_t_like, "Tensor"),
+  FN("empty_like", p_t_like, "Tensor"),
+  FN("full_like", p_t_full_like, "Tensor"),
+  FN("rand_like", p_t_like, "Tensor"),
+  FN("randn_like", p_t_like, "Tensor"),
+  FN("cat", p_t_cat, "Tensor"),
+  FN("stack", p_t_cat, "Tensor"),
+  FN("where", p_t_where, "Tensor"),
+  FN("exp", p_t_input, "Tensor"),
+  FN("log", p_t_input, "Tensor"),
+  FN("sqrt", p_t_input, "Tensor"),
+  FN("tanh", p_t_input, "Tensor"),
+  FN("sigmoid", p_t_input, "Tensor"),
+  FN("maximum", p_t_binary, "Tensor"),
+  FN("minimum", p_t_binary, "Tensor"),
+  FN("clamp", p_t_clamp_fn, "Tensor"),
+  FN("softmax", p_t_softmax_fn, "Tensor"),
+  FN("log_softmax", p_t_softmax_fn, "Tensor"),
+  FN("matmul", p_t_binary, "Tensor"),
+  FN("bmm", p_t_binary, "Tensor"),
 
   CLS("Fabric", p_fabric, "Fabric"),
   CLS("FSDPStrategy", p_fsdp, "Strategy"),
@@ -251,9 +328,62 @@ static const fsSig table[] = {
   M0("Tensor.tolist", "any"),
   ATTR("Tensor.shape", "tuple", 0),
   ATTR("Tensor.device", "device", 0),
-  ATTR("Tensor.dtype", "str", 0),
+  ATTR("Tensor.dtype", "dtype", 0),
   ATTR("Tensor.requires_grad", "bool", 0),
   ATTR("Tensor.grad", "any", 0),
+  /* the torch-like tensor API (issue 14; lib_torch.c) */
+  M("Tensor.view", p_t_shape, "Tensor"),
+  M("Tensor.reshape", p_t_shape, "Tensor"),
+  M0("Tensor.contiguous", "Tensor"),
+  M("Tensor.permute", p_t_dims, "Tensor"),
+  M("Tensor.transpose", p_t_transpose, "Tensor"),
+  ATTR("Tensor.T", "Tensor", 0),
+  ATTR("Tensor.mT", "Tensor", 0),
+  M("Tensor.unsqueeze", p_t_dim, "Tensor"),
+  M("Tensor.squeeze", p_t_squeeze, "Tensor"),
+  M("Tensor.flatten", p_t_flatten, "Tensor"),
+  M("Tensor.expand", p_t_sizes, "Tensor"),
+  M("Tensor.repeat", p_t_sizes, "Tensor"),
+  M("Tensor.split", p_t_split, "tuple"),
+  M("Tensor.chunk", p_t_chunk, "tuple"),
+  M0("Tensor.exp", "Tensor"),
+  M0("Tensor.log", "Tensor"),
+  M0("Tensor.sqrt", "Tensor"),
+  M0("Tensor.rsqrt", "Tensor"),
+  M0("Tensor.abs", "Tensor"),
+  M0("Tensor.sin", "Tensor"),
+  M0("Tensor.cos", "Tensor"),
+  M0("Tensor.tanh", "Tensor"),
+  M0("Tensor.sigmoid", "Tensor"),
+  M0("Tensor.relu", "Tensor"),
+  M("Tensor.pow", p_t_exponent, "Tensor"),
+  M("Tensor.clamp", p_t_clamp, "Tensor"),
+  M("Tensor.maximum", p_t_other, "Tensor"),
+  M("Tensor.minimum", p_t_other, "Tensor"),
+  M("Tensor.masked_fill", p_t_masked_fill, "Tensor"),
+  M("Tensor.tril", p_t_diagonal, "Tensor"),
+  M("Tensor.triu", p_t_diagonal, "Tensor"),
+  M("Tensor.max", p_t_maxmin, "any"),
+  M("Tensor.min", p_t_maxmin, "any"),
+  M("Tensor.argmin", p_dim, "Tensor"),
+  M("Tensor.var", p_t_var, "Tensor"),
+  M("Tensor.std", p_t_var, "Tensor"),
+  M("Tensor.norm", p_t_norm, "Tensor"),
+  M("Tensor.logsumexp", p_t_dimkeep, "Tensor"),
+  M("Tensor.cumsum", p_t_dim, "Tensor"),
+  M("Tensor.softmax", p_t_dim, "Tensor"),
+  M("Tensor.log_softmax", p_t_dim, "Tensor"),
+  M("Tensor.matmul", p_t_other, "Tensor"),
+  M("Tensor.bmm", p_t_other, "Tensor"),
+  M0("Tensor.long", "Tensor"),
+  M0("Tensor.int", "Tensor"),
+  M("Tensor.to", p_t_to, "Tensor"),
+  M0("Tensor.cpu", "Tensor"),
+  M0("Tensor.cuda", "Tensor"),
+  M0("Tensor.clone", "Tensor"),
+  M("Tensor.requires_grad_", p_t_requires_grad, "Tensor"),
+  M0("Tensor.dim", "int"),
+  ATTR("Tensor.ndim", "int", 0),
 
   M("list.append", p_append, "None"),
   M0("dict.items", "list"),

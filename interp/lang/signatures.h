@@ -47,7 +47,9 @@ typedef enum fsSig_kind {
 } fsSig_kind;
 
 enum { FSSIG_SETTABLE = 1u << 0, /* ATTR: `obj.attr = v` allowed */
-       FSSIG_CONTEXT = 1u << 1   /* the call returns a `with` context manager */ };
+       FSSIG_CONTEXT = 1u << 1,  /* the call returns a `with` context manager */
+       FSSIG_CONST = 1u << 2     /* FUNC: a named constant (float32); the name is
+                                    its value, made by the native with no arguments */ };
 
 typedef struct fsSig {
   const char *name;        /* "print", "Fabric", "Fabric.setup", "Optimizer.lr" */

@@ -1,23 +1,11 @@
 /* autograd.c -- the tape and the differentiable ops (see autograd.h). */
 #include "autograd.h"
+#include "autograd_int.h"
+#include "ops.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef int (*backward_fn)(fsG_node *n, fs_tensor *out);
-
-struct fsG_node {
-  backward_fn backward;
-  fs_tensor *in[3];     /* held; NULL where absent */
-  fs_tensor *saved[2];  /* op-specific buffers (layernorm mean/rstd, attention probs) */
-  double s;             /* op-specific scalar (eps, p) */
-  int64_t k;            /* op-specific integer (heads, binop) */
-  uint64_t key;         /* dropout mask key */
-  unsigned mark;        /* topological sort visit stamp */
-  fsG_hook_fn hook;     /* fsG_hook's callback and its argument */
-  void *ud;
-};
 
 static _Thread_local bool grad_enabled = true;
 
@@ -41,7 +29,7 @@ void fsG_detach(fs_tensor *t) {
 /* ---- helpers ---- */
 
 /* Every input present must hold data (not meta), all on one device. */
-static const fsB_backend *check_inputs(const char *op, int n, fs_tensor *const *ts) {
+const fsB_backend *fsG_check_inputs(const char *op, int n, fs_tensor *const *ts) {
   for (int i = 0; i < n; i++) {
     if (!ts[i]) continue;
     if (!ts[i]->data) {
@@ -66,7 +54,7 @@ static bool needs_grad(int n, fs_tensor *const *ts) {
 
 /* Records a node on out when any input requires grad; takes over saved
  * buffers either way.  Returns out, or NULL (out released) on OOM. */
-static fs_tensor *record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *ins,
+fs_tensor *fsG_record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *ins,
                          fs_tensor *saved0, fs_tensor *saved1, double s, int64_t k) {
   if (!needs_grad(n, ins)) {
     fsT_release(saved0);
@@ -94,7 +82,7 @@ static fs_tensor *record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const
 
 /* t's gradient buffer, allocated zeroed on first use; *g = NULL when t does
  * not require grad.  -1 on OOM. */
-static int grad_buf(fs_tensor *t, float **g) {
+int fsG_grad_buf(fs_tensor *t, float **g) {
   *g = NULL;
   if (!t || !t->requires_grad) return 0;
   if (!t->grad && !(t->grad = fsT_zeros_like(t))) return -1;
@@ -105,10 +93,10 @@ static int grad_buf(fs_tensor *t, float **g) {
 /* Scalars and the integer ops below work on values from the CPU: a device
  * tensor is read through a host copy (on_host: t itself on the cpu) and
  * results are written through its backend. */
-static fs_tensor *on_host(fs_tensor *t) { return fsT_to_device(t, FS_DEV_CPU); }
+fs_tensor *fsG_on_host(fs_tensor *t) { return fsT_to_device(t, FS_DEV_CPU); }
 
 /* out, built on the cpu, moved to dev (out is consumed). */
-static fs_tensor *to_dev(fs_tensor *out, fs_device dev) {
+fs_tensor *fsG_to_dev(fs_tensor *out, fs_device dev) {
   if (!out || dev == FS_DEV_CPU) return out;
   fs_tensor *d = fsT_to_device(out, dev);
   fsT_release(out);
@@ -152,14 +140,14 @@ static bool want_f32(const char *op, const fs_tensor *t) {
 static int linear_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
   float *dx, *dW, *db;
-  if (grad_buf(x, &dx) || grad_buf(W, &dW) || grad_buf(b, &db)) return -1;
+  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db)) return -1;
   return fsB_of(x)->nn->linear_backward(dx, dW, db, fsT_f32(out->grad), fsT_f32(x),
                                         fsT_f32(W), rows_of(x), W->shape[1], W->shape[0]);
 }
 
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   fs_tensor *ins[3] = {x, W, b};
-  const fsB_backend *be = check_inputs("linear", 3, ins);
+  const fsB_backend *be = fsG_check_inputs("linear", 3, ins);
   if (!be || !want_f32("linear", x)) return NULL;
   int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
   if (x->rank == 0 || C != W->shape[1]) {
@@ -177,7 +165,7 @@ fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
     fsT_release(out);
     return NULL;
   }
-  return record(out, linear_bw, 3, ins, NULL, NULL, 0, 0);
+  return fsG_record(out, linear_bw, 3, ins, NULL, NULL, 0, 0);
 }
 
 /* ---- embedding and positional embedding ---- */
@@ -185,14 +173,14 @@ fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
 static int embedding_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *idx = n->in[0], *W = n->in[1];
   float *dW;
-  if (grad_buf(W, &dW)) return -1;
+  if (fsG_grad_buf(W, &dW)) return -1;
   if (dW) fsB_of(W)->nn->embedding_backward(dW, fsT_f32(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
   return 0;
 }
 
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
   fs_tensor *ins[2] = {idx, W};
-  const fsB_backend *be = check_inputs("embedding", 2, ins);
+  const fsB_backend *be = fsG_check_inputs("embedding", 2, ins);
   if (!be) return NULL;
   if (idx->dtype != FS_I64) {
     fsT_seterr("Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got %s instead (while checking arguments for embedding)",
@@ -203,7 +191,7 @@ fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
     fsT_seterr("embedding: input has too many dimensions");
     return NULL;
   }
-  fs_tensor *hidx = on_host(idx);
+  fs_tensor *hidx = fsG_on_host(idx);
   if (!hidx) return NULL;
   for (int64_t i = 0; i < idx->numel; i++)
     if (fsT_i64(hidx)[i] < 0 || fsT_i64(hidx)[i] >= W->shape[0]) {
@@ -219,13 +207,13 @@ fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
   fs_tensor *out = new_f32(W, idx->rank + 1, shape);
   if (!out) return NULL;
   be->nn->embedding_forward(fsT_f32(out), fsT_i64(idx), fsT_f32(W), idx->numel, W->shape[1]);
-  return record(out, embedding_bw, 2, ins, NULL, NULL, 0, 0);
+  return fsG_record(out, embedding_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 static int posemb_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1];
   float *dx, *dW;
-  if (grad_buf(x, &dx) || grad_buf(W, &dW)) return -1;
+  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW)) return -1;
   int64_t D = x->shape[x->rank - 1], T = x->shape[x->rank - 2];
   fsB_of(x)->nn->posemb_backward(dx, dW, fsT_f32(out->grad), x->numel / (T * D > 0 ? T * D : 1), T, D);
   return 0;
@@ -233,7 +221,7 @@ static int posemb_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
   fs_tensor *ins[2] = {x, W};
-  const fsB_backend *be = check_inputs("positional embedding", 2, ins);
+  const fsB_backend *be = fsG_check_inputs("positional embedding", 2, ins);
   if (!be || !want_f32("positional embedding", x)) return NULL;
   char s[96];
   if (x->rank < 2 || x->shape[x->rank - 1] != W->shape[1]) {
@@ -251,7 +239,7 @@ fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
   fs_tensor *out = new_f32(x, x->rank, x->shape);
   if (!out) return NULL;
   be->nn->posemb_forward(fsT_f32(out), fsT_f32(x), fsT_f32(W), x->numel / (T * D > 0 ? T * D : 1), T, D);
-  return record(out, posemb_bw, 2, ins, NULL, NULL, 0, 0);
+  return fsG_record(out, posemb_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 /* ---- layernorm ---- */
@@ -259,7 +247,7 @@ fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
 static int layernorm_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
   float *dx, *dw, *db;
-  if (grad_buf(x, &dx) || grad_buf(w, &dw) || grad_buf(b, &db)) return -1;
+  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(w, &dw) || fsG_grad_buf(b, &db)) return -1;
   fsB_of(x)->nn->layernorm_backward(dx, dw, db, fsT_f32(out->grad), fsT_f32(x), fsT_f32(w),
                                     fsT_f32(n->saved[0]), fsT_f32(n->saved[1]), rows_of(x),
                                     w->numel);
@@ -268,7 +256,7 @@ static int layernorm_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
   fs_tensor *ins[3] = {x, w, b};
-  const fsB_backend *be = check_inputs("layer_norm", 3, ins);
+  const fsB_backend *be = fsG_check_inputs("layer_norm", 3, ins);
   if (!be || !want_f32("layer_norm", x)) return NULL;
   if (x->rank == 0 || x->shape[x->rank - 1] != w->numel) {
     char s[96];
@@ -287,7 +275,7 @@ fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
   }
   be->nn->layernorm_forward(fsT_f32(out), fsT_f32(mean), fsT_f32(rstd), fsT_f32(x),
                             fsT_f32(w), fsT_f32(b), N, w->numel, (float)eps);
-  return record(out, layernorm_bw, 3, ins, mean, rstd, eps, 0);
+  return fsG_record(out, layernorm_bw, 3, ins, mean, rstd, eps, 0);
 }
 
 /* ---- activations, dropout ---- */
@@ -296,36 +284,36 @@ fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
 static int act_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx;
-  if (grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->nn->act_backward((fsN_act)n->k, dx, fsT_f32(out->grad), fsT_f32(x), fsT_f32(out),
                               (size_t)x->numel);
   return 0;
 }
 
 fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
-  const fsB_backend *be = check_inputs("activation", 1, &x);
+  const fsB_backend *be = fsG_check_inputs("activation", 1, &x);
   if (!be || !want_f32("activation", x)) return NULL;
   fs_tensor *out = new_f32(x, x->rank, x->shape);
   if (!out) return NULL;
   be->nn->act_forward(act, fsT_f32(out), fsT_f32(x), (size_t)x->numel);
-  return record(out, act_bw, 1, &x, NULL, NULL, 0, act);
+  return fsG_record(out, act_bw, 1, &x, NULL, NULL, 0, act);
 }
 
 static int dropout_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx;
-  if (grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->nn->dropout_backward(dx, fsT_f32(out->grad), (size_t)x->numel, (float)n->s, n->key);
   return 0;
 }
 
 fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key) {
-  const fsB_backend *be = check_inputs("dropout", 1, &x);
+  const fsB_backend *be = fsG_check_inputs("dropout", 1, &x);
   if (!be || !want_f32("dropout", x)) return NULL;
   fs_tensor *out = new_f32(x, x->rank, x->shape);
   if (!out) return NULL;
   be->nn->dropout_forward(fsT_f32(out), fsT_f32(x), (size_t)x->numel, (float)p, key);
-  out = record(out, dropout_bw, 1, &x, NULL, NULL, p, 0);
+  out = fsG_record(out, dropout_bw, 1, &x, NULL, NULL, p, 0);
   if (out && out->node) out->node->key = key;
   return out;
 }
@@ -335,7 +323,7 @@ fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key) {
 static int attention_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx;
-  if (grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf(x, &dx)) return -1;
   if (!dx) return 0;
   return fsB_of(x)->nn->attention_backward(dx, fsT_f32(out->grad), fsT_f32(x),
                                            fsT_f32(n->saved[0]), x->shape[0], x->shape[1],
@@ -343,7 +331,7 @@ static int attention_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
-  const fsB_backend *be = check_inputs("attention", 1, &qkv);
+  const fsB_backend *be = fsG_check_inputs("attention", 1, &qkv);
   if (!be || !want_f32("attention", qkv)) return NULL;
   if (qkv->rank != 3 || qkv->shape[2] % 3 || heads <= 0 || (qkv->shape[2] / 3) % heads) {
     char s[96];
@@ -364,7 +352,7 @@ fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
     fsT_release(att);
     return NULL;
   }
-  return record(out, attention_bw, 1, &qkv, att, NULL, 0, heads);
+  return fsG_record(out, attention_bw, 1, &qkv, att, NULL, 0, heads);
 }
 
 /* ---- reshape ---- */
@@ -372,30 +360,40 @@ fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
 static int reshape_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx;
-  if (grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
   return 0;
 }
 
 fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape) {
   fs_tensor *out = fsT_view(x, rank, shape);
-  return out ? record(out, reshape_bw, 1, &x, NULL, NULL, 0, 0) : NULL;
+  return out ? fsG_record(out, reshape_bw, 1, &x, NULL, NULL, 0, 0) : NULL;
 }
 
 /* ---- arithmetic ---- */
 
-/* The broadcast result shape of a and b, or -1 + torch's message. */
-static const fs_tensor *broadcast_shape(const fs_tensor *a, const fs_tensor *b) {
+/* The shape of a op b when one side has it already (equal shapes, or a
+ * one-element side of no higher rank): the fast paths below.  NULL when the
+ * shapes need general broadcasting (ops_grad.c). */
+static const fs_tensor *same_or_scalar(const fs_tensor *a, const fs_tensor *b) {
   if (fsT_same_shape(a, b)) return a;
-  if (b->numel == 1 && (a->numel != 1 || a->rank >= b->rank)) return a;
-  if (a->numel == 1) return b;
-  int i = a->rank - 1, j = b->rank - 1;
-  for (; i >= 0 && j >= 0; i--, j--)
-    if (a->shape[i] != b->shape[j]) break;
-  fsT_seterr("The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton dimension %d",
-             (long long)(i >= 0 ? a->shape[i] : 1), (long long)(j >= 0 ? b->shape[j] : 1),
-             i >= 0 ? i : j);
+  if (b->numel == 1 && b->rank <= a->rank) return a;
+  if (a->numel == 1 && a->rank <= b->rank) return b;
   return NULL;
+}
+
+/* a and b expanded to their broadcast shape (copies), for the integer and
+ * comparison paths, which then run elementwise; -1 + torch's message. */
+static int expand_both(fs_tensor *a, fs_tensor *b, fs_tensor **ea, fs_tensor **eb) {
+  int64_t shape[FS_MAX_RANK];
+  int rank;
+  *ea = *eb = NULL;
+  if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0) return -1;
+  if (!(*ea = fsG_expand(a, rank, shape)) || !(*eb = fsG_expand(b, rank, shape))) {
+    fsT_release(*ea);
+    return -1;
+  }
+  return 0;
 }
 
 /* d(a op b) into the gradient of one side: the full-size contribution g
@@ -412,7 +410,7 @@ static int binary_bw(fsG_node *n, fs_tensor *out) {
   size_t N = (size_t)out->numel, sa = a->numel == out->numel, sb = b->numel == out->numel;
   const float *g = fsT_f32(out->grad), *av = fsT_f32(a), *bv = fsT_f32(b);
   float *da, *db;
-  if (grad_buf(a, &da) || grad_buf(b, &db)) return -1;
+  if (fsG_grad_buf(a, &da) || fsG_grad_buf(b, &db)) return -1;
   if (n->k == FSB_ADD || n->k == FSB_SUB) {
     if (da) accumulate(be, da, a, g, N, 1.0f);
     if (db) accumulate(be, db, b, g, N, n->k == FSB_SUB ? -1.0f : 1.0f);
@@ -439,7 +437,7 @@ static int binary_bw(fsG_node *n, fs_tensor *out) {
 }
 
 static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_tensor *shape) {
-  fs_tensor *ha = on_host(a), *hb = ha ? on_host(b) : NULL;
+  fs_tensor *ha = fsG_on_host(a), *hb = ha ? fsG_on_host(b) : NULL;
   fs_tensor *out = hb ? fsT_new(FS_I64, FS_DEV_CPU, shape->rank, shape->shape) : NULL;
   if (out) {
     size_t sa = a->numel == out->numel, sb = b->numel == out->numel;
@@ -451,14 +449,24 @@ static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_
   }
   fsT_release(ha);
   fsT_release(hb);
-  return to_dev(out, shape->device);
+  return fsG_to_dev(out, shape->device);
 }
 
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
-  const fsB_backend *be = check_inputs("arithmetic", 2, ins);
-  const fs_tensor *shape = be ? broadcast_shape(a, b) : NULL;
-  if (!shape) return NULL;
+  const fsB_backend *be = fsG_check_inputs("arithmetic", 2, ins);
+  if (!be) return NULL;
+  const fs_tensor *shape = same_or_scalar(a, b);
+  if (!shape && (a->dtype != FS_I64 || b->dtype != FS_I64 || op == FSB_DIV))
+    return fsG_binary_op((fsU_binary)op, a, b);
+  if (!shape) {
+    fs_tensor *ea, *eb;
+    if (expand_both(a, b, &ea, &eb) < 0) return NULL;
+    fs_tensor *out = binary_i64(op, ea, eb, ea);
+    fsT_release(ea);
+    fsT_release(eb);
+    return out;
+  }
   if (a->dtype == FS_I64 && b->dtype == FS_I64 && op != FSB_DIV) return binary_i64(op, a, b, shape);
   fs_tensor *fa = fsT_to_dtype(a, FS_F32), *fb = fa ? fsT_to_dtype(b, FS_F32) : NULL;
   fs_tensor *out = fb ? fsT_new(FS_F32, shape->device, shape->rank, shape->shape) : NULL;
@@ -467,7 +475,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
     be->binary(op, n, fsT_f32(fa), fa->numel == out->numel, fsT_f32(fb), fb->numel == out->numel,
                fsT_f32(out));
     fs_tensor *fins[2] = {fa, fb};
-    out = record(out, binary_bw, 2, fins, NULL, NULL, 0, op);
+    out = fsG_record(out, binary_bw, 2, fins, NULL, NULL, 0, op);
   }
   fsT_release(fa);
   fsT_release(fb);
@@ -491,7 +499,7 @@ fs_tensor *fsG_neg(fs_tensor *x) {
 static int sum_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx;
-  if (grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf(x, &dx)) return -1;
   double g;
   if (fsG_item(out->grad, &g) < 0) return -1;
   fs_tensor *gs = scalar_on(FS_F32, x->device, (float)g * (float)n->s); /* s = 1 for sum, 1/N for mean */
@@ -502,14 +510,14 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 static fs_tensor *reduce(fs_tensor *x, bool mean) {
-  const fsB_backend *be = check_inputs(mean ? "mean" : "sum", 1, &x);
+  const fsB_backend *be = fsG_check_inputs(mean ? "mean" : "sum", 1, &x);
   if (!be) return NULL;
   if (x->dtype == FS_I64) {
     if (mean) {
       fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long");
       return NULL;
     }
-    fs_tensor *hx = on_host(x);
+    fs_tensor *hx = fsG_on_host(x);
     if (!hx) return NULL;
     uint64_t s = 0;
     for (int64_t i = 0; i < x->numel; i++) s += (uint64_t)fsT_i64(hx)[i];
@@ -523,7 +531,7 @@ static fs_tensor *reduce(fs_tensor *x, bool mean) {
     if (write_scalar(out, (float)(mean ? s / (double)fx->numel : s)) < 0) {
       fsT_release(out);
       out = NULL;
-    } else out = record(out, sum_bw, 1, &fx, NULL, NULL, mean ? 1.0 / (double)fx->numel : 1.0, 0);
+    } else out = fsG_record(out, sum_bw, 1, &fx, NULL, NULL, mean ? 1.0 / (double)fx->numel : 1.0, 0);
   }
   fsT_release(fx);
   return out;
@@ -537,7 +545,7 @@ fs_tensor *fsG_mean(fs_tensor *x) { return reduce(x, true); }
 static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *logits = n->in[0], *targets = n->in[1];
   float *dl;
-  if (grad_buf(logits, &dl)) return -1;
+  if (fsG_grad_buf(logits, &dl)) return -1;
   int64_t C = logits->shape[logits->rank - 1];
   double dloss;
   if (fsG_item(out->grad, &dloss) < 0) return -1;
@@ -548,7 +556,7 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
   fs_tensor *ins[2] = {logits, targets};
-  const fsB_backend *be = check_inputs("cross_entropy", 2, ins);
+  const fsB_backend *be = fsG_check_inputs("cross_entropy", 2, ins);
   if (!be || !want_f32("cross_entropy", logits)) return NULL;
   char a[96], b[96];
   if (targets->dtype != FS_I64) {
@@ -563,7 +571,7 @@ fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
     return NULL;
   }
   int64_t C = logits->shape[logits->rank - 1];
-  fs_tensor *ht = on_host(targets);
+  fs_tensor *ht = fsG_on_host(targets);
   if (!ht) return NULL;
   for (int64_t i = 0; i < targets->numel; i++)
     if (fsT_i64(ht)[i] < 0 || fsT_i64(ht)[i] >= C) {
@@ -576,21 +584,21 @@ fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
                              (float)be->nn->cross_entropy_forward(fsT_f32(logits), fsT_i64(targets),
                                                                   targets->numel, C));
   if (!out) return NULL;
-  return record(out, cross_entropy_bw, 2, ins, NULL, NULL, 0, 0);
+  return fsG_record(out, cross_entropy_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 static int mse_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *p = n->in[0], *t = n->in[1];
   float *dp, *dt;
   double dloss;
-  if (grad_buf(p, &dp) || grad_buf(t, &dt) || fsG_item(out->grad, &dloss) < 0) return -1;
+  if (fsG_grad_buf(p, &dp) || fsG_grad_buf(t, &dt) || fsG_item(out->grad, &dloss) < 0) return -1;
   fsB_of(p)->nn->mse_backward(dp, dt, fsT_f32(p), fsT_f32(t), (size_t)p->numel, (float)dloss);
   return 0;
 }
 
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
   fs_tensor *ins[2] = {pred, target};
-  const fsB_backend *be = check_inputs("mse_loss", 2, ins);
+  const fsB_backend *be = fsG_check_inputs("mse_loss", 2, ins);
   if (!be || !want_f32("mse_loss", pred) || !want_f32("mse_loss", target)) return NULL;
   if (!fsT_same_shape(pred, target)) {
     char a[96], b[96];
@@ -601,7 +609,7 @@ fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
   fs_tensor *out = scalar_on(FS_F32, pred->device,
                              (float)be->nn->mse_forward(fsT_f32(pred), fsT_f32(target), (size_t)pred->numel));
   if (!out) return NULL;
-  return record(out, mse_bw, 2, ins, NULL, NULL, 0, 0);
+  return fsG_record(out, mse_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 /* ---- not differentiable ---- */
@@ -620,9 +628,17 @@ static bool cmp(fsG_cmp op, double x, double y) {
 
 fs_tensor *fsG_compare(fsG_cmp op, fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
-  const fs_tensor *shape = check_inputs("comparison", 2, ins) ? broadcast_shape(a, b) : NULL;
-  if (!shape) return NULL;
-  fs_tensor *ha = on_host(a), *hb = ha ? on_host(b) : NULL;
+  if (!fsG_check_inputs("comparison", 2, ins)) return NULL;
+  const fs_tensor *shape = same_or_scalar(a, b);
+  if (!shape) {
+    fs_tensor *ea, *eb;
+    if (expand_both(a, b, &ea, &eb) < 0) return NULL;
+    fs_tensor *out = fsG_compare(op, ea, eb);
+    fsT_release(ea);
+    fsT_release(eb);
+    return out;
+  }
+  fs_tensor *ha = fsG_on_host(a), *hb = ha ? fsG_on_host(b) : NULL;
   fs_tensor *out = hb ? fsT_new(FS_I64, FS_DEV_CPU, shape->rank, shape->shape) : NULL;
   if (out) {
     int64_t sa = a->numel == out->numel, sb = b->numel == out->numel;
@@ -631,23 +647,23 @@ fs_tensor *fsG_compare(fsG_cmp op, fs_tensor *a, fs_tensor *b) {
   }
   fsT_release(ha);
   fsT_release(hb);
-  return to_dev(out, shape->device);
+  return fsG_to_dev(out, shape->device);
 }
 
 fs_tensor *fsG_compare_scalar(fsG_cmp op, fs_tensor *a, double s, bool scalar_first) {
-  if (!check_inputs("comparison", 1, &a)) return NULL;
-  fs_tensor *ha = on_host(a);
+  if (!fsG_check_inputs("comparison", 1, &a)) return NULL;
+  fs_tensor *ha = fsG_on_host(a);
   fs_tensor *out = ha ? fsT_new(FS_I64, FS_DEV_CPU, a->rank, a->shape) : NULL;
   for (int64_t i = 0; out && i < a->numel; i++) {
     double v = fsT_get(ha, i);
     fsT_i64(out)[i] = scalar_first ? cmp(op, s, v) : cmp(op, v, s);
   }
   fsT_release(ha);
-  return to_dev(out, a->device);
+  return fsG_to_dev(out, a->device);
 }
 
 fs_tensor *fsG_argmax(fs_tensor *x, int dim) {
-  if (!check_inputs("argmax", 1, &x)) return NULL;
+  if (!fsG_check_inputs("argmax", 1, &x)) return NULL;
   int r = x->rank ? x->rank : 1;
   if (dim < -r || dim >= r) {
     fsT_seterr("Dimension out of range (expected to be in range of [%d, %d], but got %d)", -r, r - 1, dim);
@@ -665,7 +681,7 @@ fs_tensor *fsG_argmax(fs_tensor *x, int dim) {
     if (i > dim) inner *= x->shape[i];
     if (i != dim) shape[i - (i > dim)] = x->shape[i];
   }
-  fs_tensor *hx = on_host(x);
+  fs_tensor *hx = fsG_on_host(x);
   fs_tensor *out = hx ? fsT_new(FS_I64, FS_DEV_CPU, x->rank ? x->rank - 1 : 0, shape) : NULL;
   for (int64_t o = 0; out && o < outer; o++)
     for (int64_t in = 0; in < inner; in++) {
@@ -681,7 +697,7 @@ fs_tensor *fsG_argmax(fs_tensor *x, int dim) {
       fsT_i64(out)[o * inner + in] = best;
     }
   fsT_release(hx);
-  return to_dev(out, x->device);
+  return fsG_to_dev(out, x->device);
 }
 
 int fsG_item(const fs_tensor *t, double *out) {
@@ -709,7 +725,7 @@ int fsG_item(const fs_tensor *t, double *out) {
 static int hook_bw(fsG_node *n, fs_tensor *out) {
   if (n->hook(n->ud, n->k) < 0) return -1;
   float *dx;
-  if (grad_buf(n->in[0], &dx)) return -1;
+  if (fsG_grad_buf(n->in[0], &dx)) return -1;
   if (dx) fsB_of(out)->axpy((size_t)out->numel, 1.0f, fsT_f32(out->grad), dx);
   return 0;
 }
@@ -717,7 +733,7 @@ static int hook_bw(fsG_node *n, fs_tensor *out) {
 fs_tensor *fsG_hook(fs_tensor *x, fsG_hook_fn fn, void *ud, int64_t k) {
   if (!needs_grad(1, &x)) return fsT_retain(x);
   fs_tensor *out = fsT_view(x, x->rank, x->shape);
-  if (!out || !(out = record(out, hook_bw, 1, &x, NULL, NULL, 0, k))) return NULL;
+  if (!out || !(out = fsG_record(out, hook_bw, 1, &x, NULL, NULL, 0, k))) return NULL;
   out->node->hook = fn;
   out->node->ud = ud;
   return out;
@@ -782,7 +798,7 @@ int fsG_backward(fs_tensor *loss) {
   }
   float *g;
   double g0;
-  if (grad_buf(loss, &g) || fsG_item(loss->grad, &g0) < 0 || write_scalar(loss->grad, g0 + 1.0) < 0)
+  if (fsG_grad_buf(loss, &g) || fsG_item(loss->grad, &g0) < 0 || write_scalar(loss->grad, g0 + 1.0) < 0)
     return -1;
   if (!loss->node) return 0; /* a leaf: its grad is the answer */
   static _Thread_local unsigned stamp;

@@ -6,8 +6,21 @@
  * grads and nodes go, and those tensors no longer require grad.
  *
  * Ops return a new reference or NULL + fsT_error (torch's message where
- * torch has one).  Inputs must have data (not meta) on one device.  Scalars
- * (numel 1) broadcast against any shape; other shapes must match exactly.
+ * torch has one).  Inputs must have data (not meta) on one device.
+ *
+ * Broadcasting is torch's: shapes align on the right and a dim of 1 (or a
+ * missing one) stretches; the backward of an op sums the gradient over the
+ * dims it stretched.  Equal shapes and one-element operands take the
+ * original fast paths; other pairs go through ops.h's strided kernels.
+ *
+ * Strides: every tensor is contiguous row-major.  Ops that keep that layout
+ * (reshape/view/flatten/squeeze/unsqueeze, fsG_reshape) share storage, as
+ * torch's views do; ops that would need strides in torch (transpose,
+ * permute, expand, slicing, select) return a contiguous COPY, so a write
+ * through their result is not seen in the original (torch would show it).
+ * Keeping one layout keeps every kernel a plain loop over contiguous
+ * memory, which is what the training speed rests on.
+ *
  * Comparisons give int64 0/1 tensors (there is no bool dtype), so
  * `(pred == y).sum().item()` counts. */
 #ifndef FS_AUTOGRAD_H
@@ -15,6 +28,7 @@
 
 #include "backend.h"
 #include "nn.h"
+#include "ops.h"
 #include "tensor.h"
 
 /* no_grad: returns the previous setting so scopes nest. */
@@ -50,6 +64,31 @@ fs_tensor *fsG_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool s_is_int
 fs_tensor *fsG_neg(fs_tensor *x);
 fs_tensor *fsG_sum(fs_tensor *x);   /* all elements -> rank 0; int64 stays int64 */
 fs_tensor *fsG_mean(fs_tensor *x);  /* float only, as torch */
+
+/* ---- the tensor API's ops (ops_grad.c; kernels in ops.h) ---- */
+/* dims may be negative (count from the end); out-of-range dims and shape
+ * mismatches fail with torch's message.  Integer inputs of float math are
+ * promoted to float32. */
+fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1);
+fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b);   /* broadcasting */
+fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b);     /* cond int64 0/1 */
+fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w);              /* a strided copy */
+fs_tensor *fsG_permute(fs_tensor *x, const int *perm);                 /* x->rank dims */
+fs_tensor *fsG_transpose(fs_tensor *x, int d0, int d1);
+fs_tensor *fsG_expand(fs_tensor *x, int rank, const int64_t *shape);   /* -1 keeps a dim */
+/* x[..., start:stop:step, ...] along dim (Python's clamping; step > 0) */
+fs_tensor *fsG_slice(fs_tensor *x, int dim, int64_t start, int64_t stop, int64_t step);
+fs_tensor *fsG_select(fs_tensor *x, int dim, int64_t i);               /* removes dim */
+fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim);
+fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean);
+/* max/min over dim; *indices (int64, may be NULL) gets the argmax/argmin */
+fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices);
+fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log);
+fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim);
+fs_tensor *fsG_cumsum(fs_tensor *x, int dim);
+fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx);   /* idx int64 [K] */
+fs_tensor *fsG_bmm(fs_tensor *a, fs_tensor *b);                        /* [B,M,K] [B,K,N] */
+fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b);                     /* torch.matmul */
 
 /* ---- losses ---- */
 /* logits [N,C] with targets [N], or [B,T,C] with [B,T]; mean over rows */

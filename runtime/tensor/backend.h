@@ -13,6 +13,7 @@
 #include "tensor.h"
 
 typedef struct fsN_kernels fsN_kernels; /* nn.h: layer forward/backward pairs */
+typedef struct fsU_kernels fsU_kernels; /* ops.h: the tensor API's kernels */
 
 typedef enum fsB_binop { FSB_ADD, FSB_SUB, FSB_MUL, FSB_DIV } fsB_binop;
 
@@ -54,6 +55,8 @@ typedef struct fsB_backend {
                       double lr, double beta1, double beta2, double eps, double wd,
                       bool decoupled, int64_t step);
   const fsN_kernels *nn;
+  /* optional: NULL stages the tensor API's ops through host memory (ops_grad.c) */
+  const fsU_kernels *ops;
 } fsB_backend;
 
 extern const fsB_backend fsB_cpu;

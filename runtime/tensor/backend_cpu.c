@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include "blas.h"
 #include "nn.h"
+#include "ops.h"
 #include "rng.h"
 #include "vmath.h"
 #include "config.h"
@@ -197,7 +198,7 @@ const fsB_backend fsB_cpu = {
   .gemm = fsB_sgemm, .binary = cpu_binary, .axpy = cpu_axpy, .scale = cpu_scale,
   .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = cpu_sumsq, .absmax = cpu_absmax,
   .sgd_update = cpu_sgd_update, .adam_update = cpu_adam_update,
-  .nn = &fsN_cpu,
+  .nn = &fsN_cpu, .ops = &fsU_cpu,
 };
 
 static bool emulating; /* fsB_emulate_cuda was called */

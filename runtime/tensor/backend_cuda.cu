@@ -402,4 +402,5 @@ extern "C" const fsB_backend fsB_cuda = {
   cuda_clamp, cuda_sum, cuda_sumsq, cuda_absmax,
   cuda_sgd_update, cuda_adam_update,
   &fsN_cuda,
+  /* .ops = */ NULL, /* the tensor API's ops are staged through host memory */
 };

@@ -402,8 +402,87 @@ static void test_bad_inputs(void **state) {
   expect_err(fsG_mse_loss(x, v), "mse_loss: input [2, 3] and target [3] must have the same shape");
   expect_err(fsG_argmax(x, 2), "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
   expect_err(fsG_binary(FSB_ADD, x, x3),
-             "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1");
+             "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 2"); /* torch 1.13 */
   fsT_release(x); fsT_release(v); fsT_release(x3); fsT_release(i2);
+}
+
+/* ---- the tensor API's ops (ops_grad.c): finite differences ---- */
+
+typedef struct op_case { int which; } op_case;
+
+static fs_tensor *api_op(fs_tensor **in, const void *ctx) {
+  int which = ((const op_case *)ctx)->which;
+  int perm[3] = {2, 0, 1};
+  int64_t e[3] = {4, 2, 3};
+  fs_tensor *pair[2] = {in[0], in[0]};
+  switch (which) {
+  case 0: return fsG_binary(FSB_MUL, in[0], in[1]);             /* [2,3] * [3]: broadcast */
+  case 1: return fsG_binary(FSB_DIV, in[0], in[2]);             /* [2,3] / [2,1] */
+  case 2: return fsG_binary_op(FSU_MAXIMUM, in[0], in[1]);
+  case 3: return fsG_unary(FSU_TANH, in[0], 0, 0);
+  case 4: return fsG_unary(FSU_POW, in[0], 3, 0);
+  case 5: return fsG_unary(FSU_CLAMP, in[2], NAN, 1.0); /* c lies in [0.5, 1.5]: one side clamps */
+  case 6: return fsG_softmax(in[0], 1, false);
+  case 7: return fsG_softmax(in[0], 0, true);
+  case 8: return fsG_sum_dim(in[0], 0, false, true);
+  case 9: return fsG_extreme(true, in[0], 1, true, NULL);
+  case 10: return fsG_logsumexp(in[0], 1, false);
+  case 11: return fsG_cumsum(in[0], 1);
+  case 12: return fsG_permute(in[3], perm);
+  case 13: return fsG_expand(in[2], 3, e);
+  case 14: return fsG_slice(in[0], 1, 0, 3, 2);
+  case 15: return fsG_select(in[0], 1, -1);
+  case 16: return fsG_cat(pair, 2, 1);
+  case 17: return fsG_matmul(in[0], in[4]);                      /* [2,3] @ [3,2] */
+  case 18: return fsG_matmul(in[3], in[1]);                      /* [2,3,4]... via [4] below */
+  case 19: return fsG_unary(FSU_SIGMOID, in[0], 0, 0);
+  }
+  return NULL;
+}
+
+static void test_api_ops(void **state) {
+  int64_t s23[2] = {2, 3}, s3[1] = {3}, s21[2] = {2, 1}, s234[3] = {2, 3, 4}, s32[2] = {3, 2};
+  fs_tensor *in[5] = {rt_rand("a", -1, 1, 2, s23), rt_rand("b", 0.5, 1.5, 1, s3), rt_rand("c", 0.5, 1.5, 2, s21),
+                      rt_rand("d", -1, 1, 3, s234), rt_rand("e", -1, 1, 2, s32)};
+  for (int i = 0; i < 5; i++) in[i]->requires_grad = true;
+  for (int w = 0; w < 20; w++) {
+    if (w == 18) { /* [2,3,4] @ [4]: a 1-d right operand */
+      int64_t s4[1] = {4};
+      fs_tensor *v = rt_rand("v", -1, 1, 1, s4);
+      v->requires_grad = true;
+      fsT_release(in[1]);
+      in[1] = v;
+    }
+    /* the inputs each case reads (bit i: in[i]); only those require grad */
+    static const unsigned uses[20] = {3, 5, 3, 1, 1, 4, 1, 1, 1, 1, 1, 1, 8, 4, 1, 1, 1, 17, 10, 1};
+    for (int i = 0; i < 5; i++) in[i]->requires_grad = uses[w] >> i & 1;
+    op_case c = {w};
+    print_message("api op case %d\n", w);
+    gradcheck(api_op, in, 5, &c, 1e-2, 2e-2);
+    for (int i = 0; i < 5; i++) {
+      fsT_release(in[i]->grad);
+      in[i]->grad = NULL;
+    }
+  }
+  for (int i = 0; i < 5; i++) fsT_release(in[i]);
+}
+
+/* Broadcast shapes and torch's messages for the new ops. */
+static void test_api_errors(void **state) {
+  int64_t s23[2] = {2, 3}, s4[1] = {4}, s2[1] = {2};
+  fs_tensor *x = rt_rand("x", -1, 1, 2, s23), *v = rt_rand("v", -1, 1, 1, s4), *u = rt_rand("u", -1, 1, 1, s2);
+  expect_err(fsG_matmul(x, v), "size mismatch");
+  expect_err(fsG_matmul(x, x), "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)");
+  expect_err(fsG_softmax(x, 2, false), "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  expect_err(fsG_expand(x, 2, (int64_t[]){4, 3}), "The expanded size of the tensor (4) must match the existing size (2) at non-singleton dimension 0");
+  expect_err(fsG_binary_op(FSU_ADD, x, u), "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 1");
+  fs_tensor *pair[2] = {x, v};
+  expect_err(fsG_cat(pair, 2, 0), "Tensors must have same number of dimensions: got 2 and 1");
+  int64_t s13[2] = {1, 3};
+  fs_tensor *row = rt_rand("r", -1, 1, 2, s13), *sum = rt_ok(fsG_binary(FSB_ADD, x, row));
+  assert_true(fsT_same_shape(sum, x));
+  fsT_release(sum); fsT_release(row);
+  fsT_release(x); fsT_release(v); fsT_release(u);
 }
 
 /* A failed check longjmps out of gradcheck with grad mode off. */
@@ -415,6 +494,8 @@ static int reset_grad_mode(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup(test_linear, reset_grad_mode),
+    cmocka_unit_test_setup(test_api_ops, reset_grad_mode),
+    cmocka_unit_test_setup(test_api_errors, reset_grad_mode),
     cmocka_unit_test_setup(test_linear_shape_error, reset_grad_mode),
     cmocka_unit_test_setup(test_embedding, reset_grad_mode),
     cmocka_unit_test_setup(test_posemb, reset_grad_mode),

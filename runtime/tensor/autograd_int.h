@@ -1,0 +1,40 @@
+/* autograd_int.h -- the tape's node and the helpers every op's entry point
+ * uses (autograd.c defines them; autograd.c's layers and ops_grad.c's
+ * torch-like ops are their users).  Only runtime/tensor/ includes it. */
+#ifndef FS_AUTOGRAD_INT_H
+#define FS_AUTOGRAD_INT_H
+
+#include "autograd.h"
+
+typedef int (*backward_fn)(fsG_node *n, fs_tensor *out);
+
+struct fsG_node {
+  backward_fn backward;
+  fs_tensor *in[3];     /* held; NULL where absent */
+  fs_tensor *saved[2];  /* op-specific buffers (layernorm mean/rstd, attention probs) */
+  double s, s2;         /* op-specific scalars (eps, p; clamp's bounds) */
+  int64_t k;            /* op-specific integer (heads, binop) */
+  int64_t iv[2 * FS_MAX_RANK + 2]; /* op-specific integers: a window, a dim's [O, L, I] */
+  uint64_t key;         /* dropout mask key */
+  unsigned mark;        /* topological sort visit stamp */
+  fsG_hook_fn hook;     /* fsG_hook's callback and its argument */
+  void *ud;
+};
+
+/* Every input present must hold data (not meta), all on one device: that
+ * device's table, or NULL + fsT_error. */
+const fsB_backend *fsG_check_inputs(const char *op, int n, fs_tensor *const *ts);
+/* Records a node on out when grad mode is on and any input requires grad;
+ * takes over the saved buffers either way.  Returns out, or NULL (out
+ * released) on OOM. */
+fs_tensor *fsG_record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *ins,
+                      fs_tensor *saved0, fs_tensor *saved1, double s, int64_t k);
+/* t's gradient buffer, allocated zeroed on first use; *g = NULL when t does
+ * not require grad.  -1 on OOM. */
+int fsG_grad_buf(fs_tensor *t, float **g);
+/* t's values on the cpu: t itself (a new reference) when it is there. */
+fs_tensor *fsG_on_host(fs_tensor *t);
+/* out, built on the cpu, moved to dev (out is consumed). */
+fs_tensor *fsG_to_dev(fs_tensor *out, fs_device dev);
+
+#endif

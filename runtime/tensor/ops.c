@@ -1,0 +1,353 @@
+/* ops.c -- the cpu kernels of ops.h: plain loops over contiguous arrays;
+ * broadcast and strided ops walk the output's index space with an odometer.
+ * Formulas are torch 1.13's (tools/autograd/derivatives.yaml). */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+
+void fsU_contig_strides(int rank, const int64_t *shape, int64_t *st) {
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    st[d] = s;
+    s *= shape[d];
+  }
+}
+
+int fsU_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *rank, int64_t *out) {
+  int r = ra > rb ? ra : rb;
+  for (int i = 0; i < r; i++) { /* i counts from the right */
+    int64_t x = i < ra ? a[ra - 1 - i] : 1, y = i < rb ? b[rb - 1 - i] : 1;
+    if (x != y && x != 1 && y != 1) {
+      fsT_seterr("The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton dimension %d",
+                 (long long)x, (long long)y, r - 1 - i);
+      return -1;
+    }
+    out[r - 1 - i] = x == 1 ? y : x;
+  }
+  *rank = r;
+  return 0;
+}
+
+void fsU_bcast_strides(int rank, const int64_t *shape, int orank, const int64_t *oshape, int64_t *st) {
+  int64_t own[FS_MAX_RANK];
+  fsU_contig_strides(rank, shape, own);
+  for (int d = 0; d < orank; d++) {
+    int k = d - (orank - rank);
+    st[d] = k < 0 || (shape[k] == 1 && oshape[d] != 1) ? 0 : own[k];
+  }
+}
+
+/* The odometer: idx advances in row-major order over shape, and off[j]
+ * follows input j's strides; returns false after the last element. */
+static inline bool step(int rank, const int64_t *shape, int64_t *idx, int n,
+                        const int64_t (*st)[FS_MAX_RANK], int64_t *off) {
+  for (int d = rank - 1; d >= 0; d--) {
+    if (++idx[d] < shape[d]) {
+      for (int j = 0; j < n; j++) off[j] += st[j][d];
+      return true;
+    }
+    for (int j = 0; j < n; j++) off[j] -= st[j][d] * (shape[d] - 1);
+    idx[d] = 0;
+  }
+  return false;
+}
+
+/* ---- unary ---- */
+
+static float unary1(fsU_unary op, float x, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return expf(x);
+  case FSU_LOG: return logf(x);
+  case FSU_SQRT: return sqrtf(x);
+  case FSU_RSQRT: return 1.0f / sqrtf(x);
+  case FSU_ABS: return fabsf(x);
+  case FSU_SIN: return sinf(x);
+  case FSU_COS: return cosf(x);
+  case FSU_TANH: return tanhf(x);
+  case FSU_SIGMOID: return 1.0f / (1.0f + expf(-x));
+  case FSU_POW: return powf(x, (float)p0);
+  case FSU_RELU: return x > 0 ? x : 0;
+  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
+    if (!isnan(p0) && x < (float)p0) x = (float)p0;
+    if (!isnan(p1) && x > (float)p1) x = (float)p1;
+    return x;
+  }
+  return x;
+}
+
+static void cpu_unary_forward(fsU_unary op, size_t n, const float *x, float *y, double p0, double p1) {
+  for (size_t i = 0; i < n; i++) y[i] = unary1(op, x[i], p0, p1);
+}
+
+/* d f / d x at x (y = f(x)), times g */
+static float unary_grad(fsU_unary op, float g, float x, float y, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return g * y;
+  case FSU_LOG: return g / x;
+  case FSU_SQRT: return g / (2 * y);
+  case FSU_RSQRT: return -0.5f * g * y * y * y;
+  case FSU_ABS: return g * (float)((x > 0) - (x < 0)); /* sgn: 0 at 0 */
+  case FSU_SIN: return g * cosf(x);
+  case FSU_COS: return -g * sinf(x);
+  case FSU_TANH: return g * (1 - y * y);
+  case FSU_SIGMOID: return g * y * (1 - y);
+  case FSU_POW: return p0 == 0 ? 0 : g * (float)p0 * powf(x, (float)p0 - 1);
+  case FSU_RELU: return x > 0 ? g : 0;
+  case FSU_CLAMP: /* torch: the gradient passes where lo <= x <= hi */
+    return (isnan(p0) || x >= (float)p0) && (isnan(p1) || x <= (float)p1) ? g : 0;
+  }
+  return 0;
+}
+
+static void cpu_unary_backward(fsU_unary op, size_t n, float *dx, const float *dy, const float *x,
+                               const float *y, double p0, double p1) {
+  for (size_t i = 0; i < n; i++) dx[i] += unary_grad(op, dy[i], x[i], y[i], p0, p1);
+}
+
+/* ---- binary, broadcasting ---- */
+
+static inline float binary1(fsU_binary op, float a, float b) {
+  switch (op) {
+  case FSU_ADD: return a + b;
+  case FSU_SUB: return a - b;
+  case FSU_MUL: return a * b;
+  case FSU_DIV: return a / b;
+  case FSU_POWT: return powf(a, b);
+  case FSU_MAXIMUM: return isnan(a) || a > b ? a : b; /* NaN propagates */
+  case FSU_MINIMUM: return isnan(a) || a < b ? a : b;
+  }
+  return 0;
+}
+
+static void cpu_binary_forward(fsU_binary op, const fsU_bcast *bc, const float *a, const float *b,
+                               float *out) {
+  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  if (bc->numel == 0) return;
+  do out[i++] = binary1(op, a[off[0]], b[off[1]]);
+  while (step(bc->rank, bc->shape, idx, 2, bc->st, off));
+}
+
+static void cpu_binary_backward(fsU_binary op, const fsU_bcast *bc, float *da, float *db,
+                                const float *dout, const float *a, const float *b, const float *out) {
+  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  if (bc->numel == 0) return;
+  do {
+    float g = dout[i], x = a[off[0]], y = b[off[1]], ga = 0, gb = 0;
+    switch (op) {
+    case FSU_ADD: ga = g; gb = g; break;
+    case FSU_SUB: ga = g; gb = -g; break;
+    case FSU_MUL: ga = g * y; gb = g * x; break;
+    case FSU_DIV: ga = g / y; gb = -g * x / (y * y); break;
+    case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
+      ga = y == 0 ? 0 : g * y * powf(x, y - 1);
+      gb = x == 0 && y >= 0 ? 0 : g * out[i] * logf(x);
+      break;
+    case FSU_MAXIMUM: case FSU_MINIMUM: { /* ties split the gradient in half */
+      bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
+      ga = x == y ? g / 2 : a_wins ? g : 0;
+      gb = x == y ? g / 2 : a_wins ? 0 : g;
+      break;
+    }
+    }
+    if (da) da[off[0]] += ga;
+    if (db) db[off[1]] += gb;
+    i++;
+  } while (step(bc->rank, bc->shape, idx, 2, bc->st, off));
+}
+
+static void cpu_where_forward(const fsU_bcast *bc, const int64_t *cond, const float *a, const float *b,
+                              float *out) {
+  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
+  if (bc->numel == 0) return;
+  do out[i++] = cond[off[0]] ? a[off[1]] : b[off[2]];
+  while (step(bc->rank, bc->shape, idx, 3, bc->st, off));
+}
+
+static void cpu_where_backward(const fsU_bcast *bc, const int64_t *cond, float *da, float *db,
+                               const float *dout) {
+  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
+  if (bc->numel == 0) return;
+  do {
+    if (cond[off[0]]) {
+      if (da) da[off[1]] += dout[i];
+    } else if (db) db[off[2]] += dout[i];
+    i++;
+  } while (step(bc->rank, bc->shape, idx, 3, bc->st, off));
+}
+
+/* ---- strided windows ---- */
+
+static int64_t window_numel(const fsU_window *w) {
+  int64_t n = 1;
+  for (int d = 0; d < w->rank; d++) n *= w->shape[d];
+  return n;
+}
+
+/* copies element by element: to_window false gathers (y contiguous), true scatters */
+static void window_copy(const fsU_window *w, size_t esize, const void *x, void *y, bool to_window) {
+  int64_t n = window_numel(w), idx[FS_MAX_RANK] = {0}, off[1] = {w->off}, i = 0;
+  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])w->st;
+  if (n == 0) return;
+  const char *src = x;
+  char *dst = y;
+  do {
+    if (to_window) memcpy(dst + (size_t)off[0] * esize, src + (size_t)i * esize, esize);
+    else memcpy(dst + (size_t)i * esize, src + (size_t)off[0] * esize, esize);
+    i++;
+  } while (step(w->rank, w->shape, idx, 1, st, off));
+}
+
+static void cpu_gather(const fsU_window *w, size_t esize, const void *x, void *y) {
+  window_copy(w, esize, x, y, false);
+}
+
+static void cpu_scatter(const fsU_window *w, size_t esize, const void *x, void *y) {
+  window_copy(w, esize, x, y, true);
+}
+
+static void cpu_gather_backward(const fsU_window *w, float *dx, const float *dy) {
+  int64_t n = window_numel(w), idx[FS_MAX_RANK] = {0}, off[1] = {w->off}, i = 0;
+  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])w->st;
+  if (n == 0) return;
+  do dx[off[0]] += dy[i++];
+  while (step(w->rank, w->shape, idx, 1, st, off));
+}
+
+/* ---- reductions over one dim: x[O,L,I] ---- */
+
+#define AT(o, l, i) (((o) * L + (l)) * I + (i))
+
+static void cpu_sum_dim_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += x[AT(o, l, i)];
+      y[o * I + i] = (float)s;
+    }
+}
+
+static void cpu_sum_dim_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t l = 0; l < L; l++)
+      for (int64_t i = 0; i < I; i++) dx[AT(o, l, i)] += dy[o * I + i];
+}
+
+static void cpu_extreme_forward(bool want_max, int64_t O, int64_t L, int64_t I, const float *x,
+                                float *y, int64_t *idx) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      int64_t best = 0;
+      float bv = x[AT(o, 0, i)];
+      for (int64_t l = 1; l < L && !isnan(bv); l++) {
+        float v = x[AT(o, l, i)];
+        if (isnan(v) || (want_max ? v > bv : v < bv)) {
+          bv = v;
+          best = l;
+        }
+      }
+      y[o * I + i] = bv;
+      if (idx) idx[o * I + i] = best;
+    }
+}
+
+static void cpu_extreme_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy,
+                                 const int64_t *idx) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) dx[AT(o, idx[o * I + i], i)] += dy[o * I + i];
+}
+
+static void cpu_softmax_forward(bool as_log, int64_t O, int64_t L, int64_t I, const float *x, float *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      float m = -INFINITY;
+      for (int64_t l = 0; l < L; l++) m = fmaxf(m, x[AT(o, l, i)]);
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
+      float ls = (float)log(s);
+      for (int64_t l = 0; l < L; l++) {
+        float z = x[AT(o, l, i)] - m;
+        y[AT(o, l, i)] = as_log ? z - ls : expf(z) / (float)s;
+      }
+    }
+}
+
+static void cpu_softmax_backward(bool log, int64_t O, int64_t L, int64_t I, float *dx, const float *dy,
+                                 const float *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += log ? dy[AT(o, l, i)] : dy[AT(o, l, i)] * y[AT(o, l, i)];
+      for (int64_t l = 0; l < L; l++) {
+        int64_t k = AT(o, l, i);
+        dx[k] += log ? dy[k] - expf(y[k]) * (float)s : y[k] * (dy[k] - (float)s);
+      }
+    }
+}
+
+static void cpu_logsumexp_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      float m = -INFINITY;
+      for (int64_t l = 0; l < L; l++) m = fmaxf(m, x[AT(o, l, i)]);
+      if (isinf(m)) m = 0; /* all -inf: log 0 = -inf, not NaN (torch) */
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
+      y[o * I + i] = m + (float)log(s);
+    }
+}
+
+static void cpu_logsumexp_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy,
+                                   const float *x, const float *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t l = 0; l < L; l++)
+      for (int64_t i = 0; i < I; i++)
+        dx[AT(o, l, i)] += dy[o * I + i] * expf(x[AT(o, l, i)] - y[o * I + i]);
+}
+
+static void cpu_cumsum_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      float s = 0; /* float accumulation, as torch's cpu cumsum */
+      for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = s += x[AT(o, l, i)];
+    }
+}
+
+static void cpu_cumsum_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      float s = 0;
+      for (int64_t l = L; l-- > 0;) dx[AT(o, l, i)] += s += dy[AT(o, l, i)];
+    }
+}
+
+static void cpu_index_select(int64_t O, int64_t L, int64_t I, const int64_t *idx, int64_t K,
+                             size_t esize, const void *x, void *y) {
+  const char *src = x;
+  char *dst = y;
+  size_t row = (size_t)I * esize;
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t k = 0; k < K; k++)
+      memcpy(dst + (size_t)(o * K + k) * row, src + (size_t)(o * L + idx[k]) * row, row);
+}
+
+static void cpu_index_select_backward(int64_t O, int64_t L, int64_t I, const int64_t *idx, int64_t K,
+                                      float *dx, const float *dy) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t i = 0; i < I; i++) dx[AT(o, idx[k], i)] += dy[(o * K + k) * I + i];
+}
+
+const fsU_kernels fsU_cpu = {
+  .unary_forward = cpu_unary_forward, .unary_backward = cpu_unary_backward,
+  .binary_forward = cpu_binary_forward, .binary_backward = cpu_binary_backward,
+  .where_forward = cpu_where_forward, .where_backward = cpu_where_backward,
+  .gather = cpu_gather, .gather_backward = cpu_gather_backward, .scatter = cpu_scatter,
+  .sum_dim_forward = cpu_sum_dim_forward, .sum_dim_backward = cpu_sum_dim_backward,
+  .extreme_forward = cpu_extreme_forward, .extreme_backward = cpu_extreme_backward,
+  .softmax_forward = cpu_softmax_forward, .softmax_backward = cpu_softmax_backward,
+  .logsumexp_forward = cpu_logsumexp_forward, .logsumexp_backward = cpu_logsumexp_backward,
+  .cumsum_forward = cpu_cumsum_forward, .cumsum_backward = cpu_cumsum_backward,
+  .index_select = cpu_index_select, .index_select_backward = cpu_index_select_backward,
+};

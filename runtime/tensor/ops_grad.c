@@ -1,0 +1,873 @@
+/* ops_grad.c -- the torch-like ops' entry points (autograd.h, "tensor API"):
+ * each checks its inputs with torch's messages, runs an ops.h forward and
+ * records the matching backward on the tape.
+ *
+ * Devices: a backend whose `ops` slot is NULL (cuda, emulated cuda) has its
+ * inputs staged through host memory: the cpu kernels run on host copies and
+ * the result, and in backward the gradients, are moved back with
+ * fsB_transfer.  On the cpu the "host copies" are the tensors themselves, so
+ * that path costs nothing.  Kernels: ops.h/ops.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd_int.h"
+#include "ops.h"
+
+/* ---- staging ---- */
+
+/* An op's view of its inputs: the kernels to run and host tensors to run
+ * them on (new references). */
+typedef struct stage {
+  const fsU_kernels *k;
+  bool staged;         /* inputs were copied off a device */
+  fs_device dev;       /* where results go */
+  fs_tensor *h[3];
+} stage;
+
+static void stage_end(stage *s) {
+  for (int i = 0; i < 3; i++) fsT_release(s->h[i]);
+}
+
+static int stage_begin(stage *s, const char *op, int n, fs_tensor *const *ins) {
+  memset(s, 0, sizeof *s);
+  const fsB_backend *be = fsG_check_inputs(op, n, ins);
+  if (!be) return -1;
+  s->staged = be->ops == NULL;
+  s->k = s->staged ? &fsU_cpu : be->ops;
+  s->dev = ins[0]->device;
+  for (int i = 0; i < n; i++)
+    if (ins[i] && !(s->h[i] = fsG_on_host(ins[i]))) {
+      stage_end(s);
+      return -1;
+    }
+  return 0;
+}
+
+/* A host output of shape (rank dims) for the forward to fill. */
+static fs_tensor *host_new(fs_dtype dt, int rank, const int64_t *shape) {
+  return fsT_new(dt, FS_DEV_CPU, rank, shape);
+}
+
+/* Backward's view: host copies of the node's inputs, saved buffers, the
+ * output and its gradient, and host gradient buffers d[i] for the inputs
+ * that need one (the inputs' own .grad on the cpu; zeroed scratch added to
+ * .grad at bw_end otherwise). */
+typedef struct bwstage {
+  const fsU_kernels *k;
+  bool staged;
+  fs_tensor *in[3], *saved[2], *out, *gout, *scratch[3];
+  float *d[3];
+} bwstage;
+
+static void bw_release(bwstage *c) {
+  for (int i = 0; i < 3; i++) {
+    fsT_release(c->in[i]);
+    fsT_release(c->scratch[i]);
+  }
+  for (int i = 0; i < 2; i++) fsT_release(c->saved[i]);
+  fsT_release(c->out);
+  fsT_release(c->gout);
+}
+
+static int bw_begin(bwstage *c, fsG_node *n, fs_tensor *out) {
+  memset(c, 0, sizeof *c);
+  const fsB_backend *be = fsB_of(out);
+  c->staged = be->ops == NULL;
+  c->k = c->staged ? &fsU_cpu : be->ops;
+  int rc = 0;
+  for (int i = 0; i < 3 && !rc; i++) {
+    fs_tensor *x = n->in[i];
+    if (!x) continue;
+    if (!(c->in[i] = fsG_on_host(x))) rc = -1;
+    else if (!x->requires_grad) continue;
+    else if (!c->staged) rc = fsG_grad_buf(x, &c->d[i]);
+    else if (!(c->scratch[i] = fsT_zeros(FS_F32, FS_DEV_CPU, x->rank, x->shape))) rc = -1;
+    else c->d[i] = fsT_f32(c->scratch[i]);
+  }
+  for (int i = 0; i < 2 && !rc; i++)
+    if (n->saved[i] && !(c->saved[i] = fsG_on_host(n->saved[i]))) rc = -1;
+  if (!rc && (!(c->out = fsG_on_host(out)) || !(c->gout = fsG_on_host(out->grad)))) rc = -1;
+  if (rc) bw_release(c);
+  return rc;
+}
+
+/* Adds the staged gradients into the inputs' .grad on their device. */
+static int bw_end(bwstage *c, fsG_node *n) {
+  int rc = 0;
+  for (int i = 0; i < 3 && !rc; i++) {
+    fs_tensor *x = n->in[i];
+    if (!c->scratch[i]) continue;
+    float *g;
+    fs_tensor *dev = NULL;
+    if (fsG_grad_buf(x, &g) < 0 || !(dev = fsT_to_device(c->scratch[i], x->device))) rc = -1;
+    else fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(dev), g);
+    fsT_release(dev);
+  }
+  bw_release(c);
+  return rc;
+}
+
+/* A float32 version of t (new reference): integer inputs of math ops are
+ * promoted, as torch promotes them. */
+static fs_tensor *as_f32(fs_tensor *t) { return fsT_to_dtype(t, FS_F32); }
+
+static int norm_dim(int dim, int rank, int *out) {
+  int r = rank ? rank : 1;
+  if (dim < -r || dim >= r) {
+    fsT_seterr("Dimension out of range (expected to be in range of [%d, %d], but got %d)", -r, r - 1, dim);
+    return -1;
+  }
+  *out = dim < 0 ? dim + r : dim;
+  return 0;
+}
+
+/* x seen as [O, L, I] around dim d */
+static void split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I) {
+  *O = *I = 1;
+  *L = x->rank ? x->shape[d] : 1;
+  for (int i = 0; i < x->rank; i++) {
+    if (i < d) *O *= x->shape[i];
+    if (i > d) *I *= x->shape[i];
+  }
+}
+
+/* x's shape with dim d reduced: kept as 1, or removed */
+static int reduced_shape(const fs_tensor *x, int d, bool keepdim, int64_t *shape) {
+  int r = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (i != d) shape[r++] = x->shape[i];
+    else if (keepdim) shape[r++] = 1;
+  return r;
+}
+
+/* ---- unary ---- */
+
+static int unary_bw(fsG_node *n, fs_tensor *out) {
+  bwstage c;
+  if (bw_begin(&c, n, out) < 0) return -1;
+  if (c.d[0])
+    c.k->unary_backward((fsU_unary)n->k, (size_t)out->numel, c.d[0], fsT_f32(c.gout), fsT_f32(c.in[0]),
+                        fsT_f32(c.out), n->s, n->s2);
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  fs_tensor *fx = as_f32(x);
+  stage s;
+  if (!fx || stage_begin(&s, "elementwise", 1, &fx) < 0) {
+    fsT_release(fx);
+    return NULL;
+  }
+  fs_tensor *out = host_new(FS_F32, x->rank, x->shape);
+  if (out) s.k->unary_forward(op, (size_t)x->numel, fsT_f32(s.h[0]), fsT_f32(out), p0, p1);
+  stage_end(&s);
+  out = fsG_to_dev(out, s.dev);
+  if (out) out = fsG_record(out, unary_bw, 1, &fx, NULL, NULL, p0, op);
+  if (out && out->node) out->node->s2 = p1;
+  fsT_release(fx);
+  return out;
+}
+
+/* ---- broadcasting binary and where ---- */
+
+static int bcast_of(fsU_bcast *bc, int n, fs_tensor *const *ins) {
+  bc->rank = 0;
+  for (int i = 0; i < n; i++)
+    if (fsU_broadcast_shape(bc->rank, bc->shape, ins[i]->rank, ins[i]->shape, &bc->rank, bc->shape) < 0)
+      return -1;
+  bc->numel = 1;
+  for (int d = 0; d < bc->rank; d++) bc->numel *= bc->shape[d];
+  for (int i = 0; i < n; i++) fsU_bcast_strides(ins[i]->rank, ins[i]->shape, bc->rank, bc->shape, bc->st[i]);
+  return 0;
+}
+
+static int binary_op_bw(fsG_node *n, fs_tensor *out) {
+  fsU_bcast bc;
+  bwstage c;
+  if (bcast_of(&bc, 2, n->in) < 0 || bw_begin(&c, n, out) < 0) return -1;
+  c.k->binary_backward((fsU_binary)n->k, &bc, c.d[0], c.d[1], fsT_f32(c.gout), fsT_f32(c.in[0]),
+                       fsT_f32(c.in[1]), fsT_f32(c.out));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
+  fsU_bcast bc;
+  fs_tensor *ins[2] = {a, b};
+  if (!fsG_check_inputs("arithmetic", 2, ins) || bcast_of(&bc, 2, ins) < 0) return NULL;
+  bool ints = a->dtype == FS_I64 && b->dtype == FS_I64 && (op == FSU_MAXIMUM || op == FSU_MINIMUM);
+  fs_tensor *f[2] = {as_f32(a), NULL}, *out = NULL;
+  stage s;
+  if (f[0] && (f[1] = as_f32(b)) && stage_begin(&s, "arithmetic", 2, f) == 0) {
+    if ((out = host_new(FS_F32, bc.rank, bc.shape)))
+      s.k->binary_forward(op, &bc, fsT_f32(s.h[0]), fsT_f32(s.h[1]), fsT_f32(out));
+    stage_end(&s);
+    out = fsG_to_dev(out, s.dev);
+    if (out && ints) { /* torch keeps integer maximum/minimum integral */
+      fs_tensor *i = fsT_to_dtype(out, FS_I64);
+      fsT_release(out);
+      out = i;
+    } else if (out) out = fsG_record(out, binary_op_bw, 2, f, NULL, NULL, 0, op);
+  }
+  fsT_release(f[0]);
+  fsT_release(f[1]);
+  return out;
+}
+
+static int where_bw(fsG_node *n, fs_tensor *out) {
+  fsU_bcast bc;
+  bwstage c;
+  if (bcast_of(&bc, 3, n->in) < 0 || bw_begin(&c, n, out) < 0) return -1;
+  c.k->where_backward(&bc, fsT_i64(c.in[0]), c.d[1], c.d[2], fsT_f32(c.gout));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
+  fsU_bcast bc;
+  fs_tensor *ins[3] = {cond, a, b};
+  if (!fsG_check_inputs("where", 3, ins) || bcast_of(&bc, 3, ins) < 0) return NULL;
+  if (cond->dtype != FS_I64) {
+    fsT_seterr("where expected condition to be a boolean tensor, but got a tensor with dtype %s",
+               fsT_dtype_name(cond->dtype));
+    return NULL;
+  }
+  fs_tensor *f[3] = {fsT_retain(cond), as_f32(a), NULL}, *out = NULL;
+  stage s;
+  if (f[1] && (f[2] = as_f32(b)) && stage_begin(&s, "where", 3, f) == 0) {
+    if ((out = host_new(FS_F32, bc.rank, bc.shape)))
+      s.k->where_forward(&bc, fsT_i64(s.h[0]), fsT_f32(s.h[1]), fsT_f32(s.h[2]), fsT_f32(out));
+    stage_end(&s);
+    out = fsG_to_dev(out, s.dev);
+    if (out) out = fsG_record(out, where_bw, 3, f, NULL, NULL, 0, 0);
+  }
+  for (int i = 0; i < 3; i++) fsT_release(f[i]);
+  return out;
+}
+
+/* ---- windows: permute, transpose, expand, slices ---- */
+
+static void window_save(fsG_node *n, const fsU_window *w) {
+  n->iv[0] = w->rank;
+  n->iv[1] = w->off;
+  memcpy(n->iv + 2, w->shape, sizeof w->shape);
+  memcpy(n->iv + 2 + FS_MAX_RANK, w->st, sizeof w->st);
+}
+
+static void window_load(const fsG_node *n, fsU_window *w) {
+  w->rank = (int)n->iv[0];
+  w->off = n->iv[1];
+  memcpy(w->shape, n->iv + 2, sizeof w->shape);
+  memcpy(w->st, n->iv + 2 + FS_MAX_RANK, sizeof w->st);
+}
+
+static int window_bw(fsG_node *n, fs_tensor *out) {
+  fsU_window w;
+  bwstage c;
+  window_load(n, &w);
+  if (bw_begin(&c, n, out) < 0) return -1;
+  if (c.d[0]) c.k->gather_backward(&w, c.d[0], fsT_f32(c.gout));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
+  stage s;
+  if (stage_begin(&s, "view", 1, &x) < 0) return NULL;
+  fs_tensor *out = host_new(x->dtype, w->rank, w->shape);
+  if (out) s.k->gather(w, fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
+  stage_end(&s);
+  out = fsG_to_dev(out, s.dev);
+  if (out && x->dtype == FS_F32) out = fsG_record(out, window_bw, 1, &x, NULL, NULL, 0, 0);
+  if (out && out->node) window_save(out->node, w);
+  return out;
+}
+
+static void window_of(const fs_tensor *x, fsU_window *w) {
+  w->rank = x->rank;
+  w->off = 0;
+  memcpy(w->shape, x->shape, sizeof w->shape);
+  fsU_contig_strides(x->rank, x->shape, w->st);
+}
+
+fs_tensor *fsG_permute(fs_tensor *x, const int *perm) {
+  fsU_window w, c;
+  window_of(x, &c);
+  w = c;
+  bool seen[FS_MAX_RANK] = {false};
+  for (int d = 0; d < x->rank; d++) {
+    int p;
+    if (norm_dim(perm[d], x->rank, &p) < 0) return NULL;
+    if (seen[p]) {
+      fsT_seterr("permute(): duplicate dims are not allowed.");
+      return NULL;
+    }
+    seen[p] = true;
+    w.shape[d] = c.shape[p];
+    w.st[d] = c.st[p];
+  }
+  return fsG_window(x, &w);
+}
+
+fs_tensor *fsG_transpose(fs_tensor *x, int d0, int d1) {
+  int a, b, perm[FS_MAX_RANK];
+  if (norm_dim(d0, x->rank, &a) < 0 || norm_dim(d1, x->rank, &b) < 0) return NULL;
+  if (x->rank < 2) return fsG_reshape(x, x->rank, x->shape); /* 0-d and 1-d: itself */
+  for (int d = 0; d < x->rank; d++) perm[d] = d;
+  perm[a] = b;
+  perm[b] = a;
+  return fsG_permute(x, perm);
+}
+
+fs_tensor *fsG_expand(fs_tensor *x, int rank, const int64_t *shape) {
+  char a[96], b[96];
+  if (rank < x->rank) {
+    fsT_seterr("expand(torch.FloatTensor{%s}, size=%s): the number of sizes provided (%d) must be greater or equal to the number of dimensions in the tensor (%d)",
+               fsT_shape_str(x, a, sizeof a), fsT_dims_str(rank, shape, b, sizeof b), rank, x->rank);
+    return NULL;
+  }
+  fsU_window w = {.rank = rank};
+  int64_t own[FS_MAX_RANK];
+  fsU_contig_strides(x->rank, x->shape, own);
+  for (int d = 0; d < rank; d++) {
+    int k = d - (rank - x->rank);
+    int64_t want = shape[d], have = k >= 0 ? x->shape[k] : 1;
+    if (want == -1 && k >= 0) want = have;
+    if (want != have && have != 1) {
+      fsT_seterr("The expanded size of the tensor (%lld) must match the existing size (%lld) at non-singleton dimension %d.  Target sizes: %s.  Tensor sizes: %s",
+                 (long long)want, (long long)have, d, fsT_dims_str(rank, shape, a, sizeof a),
+                 fsT_shape_str(x, b, sizeof b));
+      return NULL;
+    }
+    if (want < 0) {
+      fsT_seterr("The expanded size of the tensor (%lld) isn't allowed in a leading, non-existing dimension %d",
+                 (long long)want, d);
+      return NULL;
+    }
+    w.shape[d] = want;
+    w.st[d] = k >= 0 && have == want ? own[k] : 0;
+  }
+  if (rank == x->rank && !memcmp(w.shape, x->shape, (size_t)rank * sizeof *shape))
+    return fsG_reshape(x, rank, x->shape); /* nothing to stretch */
+  return fsG_window(x, &w);
+}
+
+fs_tensor *fsG_slice(fs_tensor *x, int dim, int64_t start, int64_t stop, int64_t step) {
+  int d;
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (x->rank == 0) {
+    fsT_seterr("slice() cannot be applied to a 0-dim tensor.");
+    return NULL;
+  }
+  if (step <= 0) {
+    fsT_seterr("slice step must be positive");
+    return NULL;
+  }
+  int64_t n = x->shape[d]; /* Python's clamping of slice bounds */
+  if (start < 0) start += n;
+  if (stop < 0) stop += n;
+  start = start < 0 ? 0 : start > n ? n : start;
+  stop = stop < start ? start : stop > n ? n : stop;
+  fsU_window w;
+  window_of(x, &w);
+  w.off = start * w.st[d];
+  w.shape[d] = (stop - start + step - 1) / step;
+  w.st[d] *= step;
+  return fsG_window(x, &w);
+}
+
+fs_tensor *fsG_select(fs_tensor *x, int dim, int64_t i) {
+  int d;
+  if (x->rank == 0) {
+    fsT_seterr("select() cannot be applied to a 0-dim tensor.");
+    return NULL;
+  }
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t n = x->shape[d];
+  if (i < -n || i >= n) {
+    fsT_seterr("index %lld is out of bounds for dimension %d with size %lld", (long long)i, d, (long long)n);
+    return NULL;
+  }
+  if (i < 0) i += n;
+  fsU_window w;
+  window_of(x, &w);
+  w.off = i * w.st[d];
+  for (int k = d; k + 1 < w.rank; k++) {
+    w.shape[k] = w.shape[k + 1];
+    w.st[k] = w.st[k + 1];
+  }
+  w.rank--;
+  return fsG_window(x, &w);
+}
+
+/* ---- cat ---- */
+
+/* The backward of one link of cat's chain: in[0] (a piece) gets its window
+ * of the gradient, in[1] (the chain so far) all of it. */
+static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
+  fsU_window w;
+  bwstage c;
+  window_load(n, &w);
+  if (bw_begin(&c, n, out) < 0) return -1;
+  int rc = 0;
+  if (c.d[0]) { /* d piece += the piece's window of the gradient */
+    fs_tensor *part = host_new(FS_F32, w.rank, w.shape);
+    if (part) {
+      c.k->gather(&w, sizeof(float), fsT_f32(c.gout), fsT_f32(part));
+      for (int64_t i = 0; i < part->numel; i++) c.d[0][i] += fsT_f32(part)[i];
+    } else rc = -1;
+    fsT_release(part);
+  }
+  if (c.d[1])
+    for (int64_t i = 0; i < out->numel; i++) c.d[1][i] += fsT_f32(c.gout)[i];
+  return bw_end(&c, n) < 0 ? -1 : rc;
+}
+
+fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
+  if (n == 0) {
+    fsT_seterr("torch.cat(): expected a non-empty list of Tensors");
+    return NULL;
+  }
+  int d;
+  if (ts[0]->rank == 0) {
+    fsT_seterr("zero-dimensional tensor (at position 0) cannot be concatenated");
+    return NULL;
+  }
+  if (norm_dim(dim, ts[0]->rank, &d) < 0) return NULL;
+  int64_t shape[FS_MAX_RANK];
+  memcpy(shape, ts[0]->shape, sizeof shape);
+  shape[d] = 0;
+  bool any_f32 = false;
+  for (int i = 0; i < n; i++) {
+    const fs_tensor *t = ts[i];
+    if (!fsG_check_inputs("cat", 1, (fs_tensor *const *)&ts[i])) return NULL;
+    if (t->device != ts[0]->device) {
+      fsT_seterr("Expected all tensors to be on the same device, but found at least two devices, %s and %s!",
+                 fsT_device_name(ts[0]->device), fsT_device_name(t->device));
+      return NULL;
+    }
+    if (t->rank != ts[0]->rank) {
+      fsT_seterr("Tensors must have same number of dimensions: got %d and %d", ts[0]->rank, t->rank);
+      return NULL;
+    }
+    for (int k = 0; k < t->rank; k++)
+      if (k != d && t->shape[k] != ts[0]->shape[k]) {
+        fsT_seterr("Sizes of tensors must match except in dimension %d. Expected size %lld but got size %lld for tensor number %d in the list.",
+                   d, (long long)ts[0]->shape[k], (long long)t->shape[k], i);
+        return NULL;
+      }
+    shape[d] += t->shape[d];
+    any_f32 |= t->dtype != FS_I64;
+  }
+  fs_dtype dt = any_f32 ? FS_F32 : FS_I64;
+  fs_tensor *out = host_new(dt, ts[0]->rank, shape);
+  fsU_window w;
+  int64_t at = 0;
+  for (int i = 0; out && i < n; i++) { /* piece i fills out's [at, at + len) along d */
+    fs_tensor *c = fsT_to_dtype(ts[i], dt), *h = c ? fsG_on_host(c) : NULL;
+    window_of(out, &w);
+    w.shape[d] = ts[i]->shape[d];
+    w.off = at * w.st[d];
+    if (h) fsU_cpu.scatter(&w, fsT_dtype_size(dt), h->data, out->data);
+    else {
+      fsT_release(out);
+      out = NULL;
+    }
+    fsT_release(c);
+    fsT_release(h);
+    at += ts[i]->shape[d];
+  }
+  out = fsG_to_dev(out, ts[0]->device);
+  if (!out || dt != FS_F32) return out;
+  /* one node per piece would need n inputs; instead the output is a chain of
+   * identity views, each of whose nodes routes its window back to one piece */
+  at = 0;
+  for (int i = 0; i < n && out; i++) {
+    if (!ts[i]->requires_grad || !fsG_grad_enabled()) {
+      at += ts[i]->shape[d];
+      continue;
+    }
+    fs_tensor *v = fsT_view(out, out->rank, out->shape);
+    fs_tensor *ins[2] = {ts[i], out};
+    if (v) v = fsG_record(v, cat_piece_bw, 2, ins, NULL, NULL, 0, 0);
+    if (v && v->node) {
+      window_of(out, &w);
+      w.shape[d] = ts[i]->shape[d];
+      w.off = at * w.st[d];
+      window_save(v->node, &w);
+    }
+    fsT_release(out);
+    out = v;
+    at += ts[i]->shape[d];
+  }
+  return out;
+}
+
+/* ---- reductions over a dim ---- */
+
+static int64_t *node_oli(fsG_node *n, int64_t O, int64_t L, int64_t I) {
+  n->iv[0] = O;
+  n->iv[1] = L;
+  n->iv[2] = I;
+  return n->iv;
+}
+
+static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
+  bwstage c;
+  if (bw_begin(&c, n, out) < 0) return -1;
+  const int64_t *v = n->iv;
+  if (c.d[0]) {
+    if (n->s != 1) { /* mean: the gradient scaled by 1/L */
+      float *g = fsT_f32(c.gout);
+      for (int64_t i = 0; i < c.gout->numel; i++) g[i] *= (float)n->s;
+    }
+    c.k->sum_dim_backward(v[0], v[1], v[2], c.d[0], fsT_f32(c.gout));
+  }
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
+  int d;
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (mean && x->dtype == FS_I64) {
+    fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long");
+    return NULL;
+  }
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  split_at(x, d, &O, &L, &I);
+  int r = reduced_shape(x, d, keepdim, shape);
+  fs_tensor *fx = as_f32(x), *out = NULL;
+  stage s;
+  if (fx && stage_begin(&s, mean ? "mean" : "sum", 1, &fx) == 0) {
+    if ((out = host_new(FS_F32, r, shape))) {
+      s.k->sum_dim_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
+      if (mean)
+        for (int64_t i = 0; i < out->numel; i++) fsT_f32(out)[i] /= (float)L;
+    }
+    stage_end(&s);
+    out = fsG_to_dev(out, s.dev);
+    if (out && x->dtype == FS_I64) { /* integer sums stay integral */
+      fs_tensor *i = fsT_to_dtype(out, FS_I64);
+      fsT_release(out);
+      out = i;
+    } else if (out) out = fsG_record(out, sum_dim_bw, 1, &fx, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0);
+    if (out && out->node) node_oli(out->node, O, L, I);
+  }
+  fsT_release(fx);
+  return out;
+}
+
+static int extreme_bw(fsG_node *n, fs_tensor *out) {
+  bwstage c;
+  if (bw_begin(&c, n, out) < 0) return -1;
+  if (c.d[0]) c.k->extreme_backward(n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout), fsT_i64(c.saved[0]));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
+  int d;
+  const char *name = want_max ? "max" : "min";
+  if (indices) *indices = NULL;
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  split_at(x, d, &O, &L, &I);
+  if (L == 0) {
+    fsT_seterr("%s(): Expected reduction dim %d to have non-zero size.", name, d);
+    return NULL;
+  }
+  int r = reduced_shape(x, d, keepdim, shape);
+  fs_tensor *fx = as_f32(x), *out = NULL, *idx = NULL;
+  stage s;
+  if (fx && stage_begin(&s, name, 1, &fx) == 0) {
+    out = host_new(FS_F32, r, shape);
+    idx = out ? host_new(FS_I64, r, shape) : NULL;
+    if (idx) s.k->extreme_forward(want_max, O, L, I, fsT_f32(s.h[0]), fsT_f32(out), fsT_i64(idx));
+    stage_end(&s);
+    out = idx ? fsG_to_dev(out, s.dev) : (fsT_release(out), NULL);
+    idx = fsG_to_dev(idx, s.dev);
+    if (!idx) {
+      fsT_release(out);
+      out = NULL;
+    }
+  }
+  if (out && x->dtype == FS_I64) { /* integer values stay integral */
+    fs_tensor *i = fsT_to_dtype(out, FS_I64);
+    fsT_release(out);
+    out = i;
+  } else if (out) {
+    out = fsG_record(out, extreme_bw, 1, &fx, fsT_retain(idx), NULL, 0, 0);
+    if (out && out->node) node_oli(out->node, O, L, I);
+  }
+  fsT_release(fx);
+  if (out && indices) *indices = idx;
+  else fsT_release(idx);
+  return out;
+}
+
+static int softmax_bw(fsG_node *n, fs_tensor *out) {
+  bwstage c;
+  if (bw_begin(&c, n, out) < 0) return -1;
+  if (c.d[0]) c.k->softmax_backward(n->k, n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout), fsT_f32(c.out));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
+  int d;
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (x->dtype == FS_I64) {
+    fsT_seterr("\"%s_lastdim_kernel_impl\" not implemented for 'Long'", log ? "log_softmax" : "softmax");
+    return NULL;
+  }
+  int64_t O, L, I;
+  split_at(x, d, &O, &L, &I);
+  fs_tensor *fx = as_f32(x), *out = NULL;
+  stage s;
+  if (fx && stage_begin(&s, "softmax", 1, &fx) == 0) {
+    if ((out = host_new(FS_F32, x->rank, x->shape)))
+      s.k->softmax_forward(log, O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
+    stage_end(&s);
+    out = fsG_to_dev(out, s.dev);
+    if (out) out = fsG_record(out, softmax_bw, 1, &fx, NULL, NULL, 0, log);
+    if (out && out->node) node_oli(out->node, O, L, I);
+  }
+  fsT_release(fx);
+  return out;
+}
+
+static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
+  bwstage c;
+  if (bw_begin(&c, n, out) < 0) return -1;
+  if (c.d[0])
+    c.k->logsumexp_backward(n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout), fsT_f32(c.in[0]),
+                            fsT_f32(c.out));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
+  int d;
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  split_at(x, d, &O, &L, &I);
+  int r = reduced_shape(x, d, keepdim, shape);
+  fs_tensor *fx = as_f32(x), *out = NULL;
+  stage s;
+  if (fx && stage_begin(&s, "logsumexp", 1, &fx) == 0) {
+    if ((out = host_new(FS_F32, r, shape))) s.k->logsumexp_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
+    stage_end(&s);
+    out = fsG_to_dev(out, s.dev);
+    if (out) out = fsG_record(out, logsumexp_bw, 1, &fx, NULL, NULL, 0, 0);
+    if (out && out->node) node_oli(out->node, O, L, I);
+  }
+  fsT_release(fx);
+  return out;
+}
+
+static int cumsum_bw(fsG_node *n, fs_tensor *out) {
+  bwstage c;
+  if (bw_begin(&c, n, out) < 0) return -1;
+  if (c.d[0]) c.k->cumsum_backward(n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
+  int d;
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I;
+  split_at(x, d, &O, &L, &I);
+  fs_tensor *fx = as_f32(x), *out = NULL;
+  stage s;
+  if (fx && stage_begin(&s, "cumsum", 1, &fx) == 0) {
+    if ((out = host_new(FS_F32, x->rank, x->shape))) s.k->cumsum_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
+    stage_end(&s);
+    out = fsG_to_dev(out, s.dev);
+    if (out && x->dtype == FS_I64) {
+      fs_tensor *i = fsT_to_dtype(out, FS_I64);
+      fsT_release(out);
+      out = i;
+    } else if (out) out = fsG_record(out, cumsum_bw, 1, &fx, NULL, NULL, 0, 0);
+    if (out && out->node) node_oli(out->node, O, L, I);
+  }
+  fsT_release(fx);
+  return out;
+}
+
+/* ---- index_select ---- */
+
+static int index_select_bw(fsG_node *n, fs_tensor *out) {
+  bwstage c;
+  if (bw_begin(&c, n, out) < 0) return -1;
+  if (c.d[0])
+    c.k->index_select_backward(n->iv[0], n->iv[1], n->iv[2], fsT_i64(c.in[1]), c.in[1]->numel, c.d[0],
+                               fsT_f32(c.gout));
+  return bw_end(&c, n);
+}
+
+fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
+  int d;
+  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (idx->dtype != FS_I64) {
+    fsT_seterr("tensors used as indices must be long, int, byte or bool tensors");
+    return NULL;
+  }
+  if (idx->rank > 1) {
+    fsT_seterr("index_select(): Index is supposed to be a vector");
+    return NULL;
+  }
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  split_at(x, d, &O, &L, &I);
+  memcpy(shape, x->shape, sizeof shape);
+  if (x->rank) shape[d] = idx->numel;
+  fs_tensor *ins[2] = {x, idx}, *out = NULL;
+  stage s;
+  if (stage_begin(&s, "index_select", 2, ins) < 0) return NULL;
+  int64_t *iv = fsT_i64(s.h[1]);
+  for (int64_t k = 0; k < idx->numel; k++)
+    if (iv[k] < -L || iv[k] >= L) {
+      fsT_seterr("index %lld is out of bounds for dimension %d with size %lld", (long long)iv[k], d, (long long)L);
+      stage_end(&s);
+      return NULL;
+    }
+  /* negative indices count from the end, as Python's */
+  fs_tensor *pos = host_new(FS_I64, 1, &idx->numel);
+  for (int64_t k = 0; pos && k < idx->numel; k++) fsT_i64(pos)[k] = iv[k] < 0 ? iv[k] + L : iv[k];
+  if (pos && (out = host_new(x->dtype, x->rank ? x->rank : 0, shape)))
+    s.k->index_select(O, L, I, fsT_i64(pos), idx->numel, fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
+  stage_end(&s);
+  out = fsG_to_dev(out, x->device);
+  fs_tensor *dpos = pos ? fsG_to_dev(pos, x->device) : NULL;
+  if (out && dpos && x->dtype == FS_F32) {
+    fs_tensor *r[2] = {x, dpos};
+    out = fsG_record(out, index_select_bw, 2, r, NULL, NULL, 0, 0);
+    if (out && out->node) node_oli(out->node, O, L, I);
+  } else if (!dpos) {
+    fsT_release(out);
+    out = NULL;
+  }
+  fsT_release(dpos);
+  return out;
+}
+
+/* ---- bmm, matmul ---- */
+
+/* batched: C[b] = alpha op(A[b]) op(B[b]) + beta C[b] through the backend's gemm */
+static int gemm_batched(const fsB_backend *be, bool ta, bool tb, int64_t B, int64_t M, int64_t N,
+                        int64_t K, const float *A, const float *Bm, float beta, float *C) {
+  for (int64_t b = 0; b < B; b++)
+    if (be->gemm(ta, tb, M, N, K, 1.0f, A + b * M * K, ta ? M : K, Bm + b * K * N, tb ? K : N, beta,
+                 C + b * M * N, N) < 0)
+      return -1;
+  return 0;
+}
+
+static int bmm_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *a = n->in[0], *b = n->in[1];
+  const fsB_backend *be = fsB_of(out);
+  int64_t B = a->shape[0], M = a->shape[1], K = a->shape[2], N = b->shape[2];
+  const float *g = fsT_f32(out->grad);
+  float *da, *db;
+  if (fsG_grad_buf(a, &da) < 0 || fsG_grad_buf(b, &db) < 0) return -1;
+  /* da[B,M,K] += g[B,M,N] b^T;  db[B,K,N] += a^T g */
+  if (da && gemm_batched(be, false, true, B, M, K, N, g, fsT_f32(b), 1.0f, da) < 0) return -1;
+  if (db && gemm_batched(be, true, false, B, K, N, M, fsT_f32(a), g, 1.0f, db) < 0) return -1;
+  return 0;
+}
+
+fs_tensor *fsG_bmm(fs_tensor *a, fs_tensor *b) {
+  fs_tensor *ins[2] = {a, b};
+  const fsB_backend *be = fsG_check_inputs("bmm", 2, ins);
+  if (!be) return NULL;
+  if (a->rank != 3 || b->rank != 3) {
+    fsT_seterr("batch%d must be a 3D tensor", a->rank != 3 ? 1 : 2);
+    return NULL;
+  }
+  if (b->shape[0] != a->shape[0] || b->shape[1] != a->shape[2]) {
+    fsT_seterr("Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] but got: [%lld, %lld].",
+               (long long)a->shape[0], (long long)a->shape[2], (long long)b->shape[0], (long long)b->shape[1]);
+    return NULL;
+  }
+  if (a->dtype != FS_F32 || b->dtype != FS_F32) {
+    fsT_seterr("expected scalar type Float but found %s", fsT_dtype_name(a->dtype != FS_F32 ? a->dtype : b->dtype));
+    return NULL;
+  }
+  int64_t shape[3] = {a->shape[0], a->shape[1], b->shape[2]};
+  fs_tensor *out = fsT_new(FS_F32, a->device, 3, shape);
+  if (!out) return NULL;
+  if (a->shape[2] == 0) be->zero(out->data, fsT_nbytes(out));
+  else if (gemm_batched(be, false, false, shape[0], shape[1], shape[2], a->shape[2], fsT_f32(a), fsT_f32(b),
+                        0.0f, fsT_f32(out)) < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, bmm_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
+/* x reshaped (a view on the tape); consumes x */
+static fs_tensor *reshaped(fs_tensor *x, int rank, const int64_t *shape) {
+  if (!x) return NULL;
+  fs_tensor *r = fsG_reshape(x, rank, shape);
+  fsT_release(x);
+  return r;
+}
+
+fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b) {
+  char sa[96], sb[96];
+  if (a->rank == 0 || b->rank == 0) {
+    fsT_seterr("both arguments to matmul need to be at least 1D, but they are %dD and %dD", a->rank, b->rank);
+    return NULL;
+  }
+  int64_t ka = a->shape[a->rank - 1], kb = b->rank == 1 ? b->shape[0] : b->shape[b->rank - 2];
+  if (ka != kb) {
+    if (a->rank == 1 && b->rank == 1)
+      fsT_seterr("inconsistent tensor size, expected tensor [%lld] and src [%lld] to have the same number of elements, but got %lld and %lld elements respectively",
+                 (long long)ka, (long long)kb, (long long)ka, (long long)kb);
+    else if (a->rank <= 2 && b->rank <= 2 && b->rank == 1)
+      fsT_seterr("size mismatch, got %lld, %lldx%lld,%lld", (long long)a->shape[0], (long long)a->shape[0],
+                 (long long)ka, (long long)kb);
+    else if (a->rank <= 2 && b->rank <= 2)
+      fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                 (long long)(a->rank == 1 ? 1 : a->shape[0]), (long long)ka, (long long)kb,
+                 (long long)b->shape[b->rank - 1]);
+    else
+      fsT_seterr("Expected size for first two dimensions of batch2 tensor to be: [?, %lld] but got: [?, %lld]. (matmul of %s and %s)",
+                 (long long)ka, (long long)kb, fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
+    return NULL;
+  }
+  /* 1-d operands become matrices ([k] -> [1,k] on the left, [k,1] on the
+   * right) and lose that dim again at the end, as torch.matmul */
+  int64_t as[FS_MAX_RANK + 1], bs[FS_MAX_RANK + 1];
+  int ra = a->rank, rb = b->rank;
+  memcpy(as + (ra == 1), a->shape, (size_t)ra * sizeof *as);
+  if (ra == 1) as[0] = 1, ra = 2;
+  memcpy(bs, b->shape, (size_t)rb * sizeof *bs);
+  if (rb == 1) bs[1] = 1, rb = 2;
+  int64_t M = as[ra - 2], K = ka, N = bs[rb - 1];
+  int64_t batch[FS_MAX_RANK] = {0}, B = 1;
+  int rbatch = 0;
+  if (fsU_broadcast_shape(ra - 2, as, rb - 2, bs, &rbatch, batch) < 0) return NULL;
+  for (int d = 0; d < rbatch; d++) B *= batch[d];
+  int64_t ea[FS_MAX_RANK + 2], eb[FS_MAX_RANK + 2], e3a[3] = {B, M, K}, e3b[3] = {B, K, N};
+  if (rbatch + 2 > FS_MAX_RANK) {
+    fsT_seterr("tensor rank %d is out of range (at most %d dimensions)", rbatch + 2, FS_MAX_RANK);
+    return NULL;
+  }
+  memcpy(ea, batch, (size_t)rbatch * sizeof *ea);
+  memcpy(eb, batch, (size_t)rbatch * sizeof *eb);
+  ea[rbatch] = M, ea[rbatch + 1] = K;
+  eb[rbatch] = K, eb[rbatch + 1] = N;
+  fs_tensor *a2 = fsG_reshape(a, ra, as), *b2 = a2 ? fsG_reshape(b, rb, bs) : NULL;
+  fs_tensor *a3 = b2 ? reshaped(fsG_expand(a2, rbatch + 2, ea), 3, e3a) : NULL;
+  fs_tensor *b3 = a3 ? reshaped(fsG_expand(b2, rbatch + 2, eb), 3, e3b) : NULL;
+  fs_tensor *fa = b3 ? as_f32(a3) : NULL, *fb = fa ? as_f32(b3) : NULL;
+  fs_tensor *o3 = fb ? fsG_bmm(fa, fb) : NULL;
+  fsT_release(a2);
+  fsT_release(b2);
+  fsT_release(a3);
+  fsT_release(b3);
+  fsT_release(fa);
+  fsT_release(fb);
+  if (!o3) return NULL;
+  int64_t os[FS_MAX_RANK + 2];
+  int ro = 0;
+  for (int d = 0; d < rbatch; d++) os[ro++] = batch[d];
+  if (a->rank != 1) os[ro++] = M;
+  if (b->rank != 1) os[ro++] = N;
+  return reshaped(o3, ro, os);
+}
