@@ -15,6 +15,8 @@
 #include "logger.h"
 #include "module.h"
 #include "optim.h"
+#include "safetensors.h"
+#include "torchckpt.h"
 
 typedef struct fsE_define {
   const char *name; size_t nlen; /* NAME of "-D NAME=value" (borrowed) */
@@ -207,5 +209,66 @@ int fsE_fabric_issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc);
 fs_value *fsE_plan_done(fsE_ctx *E, const optv *ov);
 fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o); /* the FSDP model o steps, or NULL */
 
+
+
+/* ---- lib_ckpt.c (what a checkpoint holds, save/load) and ckpt_format.c
+ * (the two file formats behind one table) ---------------------------------- */
+
+/* An FSDP rank's part of tensor t (made with NULL data): elements [first, first + count) from src. */
+typedef struct ck_slice { const fsQ_value *t; uint64_t first, count; const void *src; } ck_slice;
+
+typedef struct ckpt {
+  fsQ_doc *doc;                        /* doc->root: the checkpoint, a dict */
+  const fs_value **plain; size_t np, capp; /* per root entry: the plain value, NULL for a state dict */
+  ck_slice *sl; size_t ns, caps;
+  char **owned; size_t nowned, capowned; /* names, texts and host copies to free */
+  /* safetensors' view of doc (ck_flatten): each tensor under its dotted name, with its value */
+  fsK_entry *t; const fsQ_value **tq; size_t nt, capt, captq;
+  fsK_meta *m; size_t nm, capm;
+} ckpt;
+/* v (n of *cap elements of size elem used) with room for one more: v itself,
+ * or v moved to a doubled block; NULL on OOM (v still valid). */
+void *fsE_ck_room(void *v, size_t n, size_t *cap, size_t elem);
+/* s (malloc'd, may be NULL) owned by c from now on; NULL on OOM (s freed). */
+void *fsE_ck_own(ckpt *c, void *s);
+char *fsE_ck_fmt(ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef union ck_writer { fsK_writer k; fsH_writer h; } ck_writer;
+
+/* A checkpoint file as a load sees it. k: safetensors' file, or for a torch
+ * file an index of its tensors by dotted name (fd -1; fsK_find and fsK_match
+ * read only path, t and n). */
+typedef struct ck_file {
+  const struct ck_format *fmt;
+  fsK_file k;
+  fsH_file h;
+  const fsQ_value **qt; /* torch: the tensor of k.t[i] */
+} ck_file;
+
+typedef struct ck_format {
+  /* writing: create writes every tensor that has data; -1 + *err */
+  int (*create)(ck_writer *w, const char *path, ckpt *c, char **err);
+  int (*attach)(ck_writer *w, const char *tmp_path, ckpt *c, char **err);
+  const char *(*tmp_path)(const ck_writer *w);
+  int (*write)(ck_writer *w, const ckpt *c, const fsQ_value *t, uint64_t first, uint64_t count, const void *src,
+               char **err);
+  int (*commit)(ck_writer *w, char **err);
+  void (*abort)(ck_writer *w);
+  /* reading */
+  int (*open)(ck_file *f, const char *path, char **err);
+  void (*close)(ck_file *f);
+  int (*read)(const ck_file *f, const fsK_info *t, uint64_t first, uint64_t count, fs_dtype dt, void *dst,
+              char **err);
+  /* The value at path[0..n) (a new reference): 1 and *out, 0 when absent, -1 + fsV_error. */
+  int (*get)(const ck_file *f, const char *const *path, int n, fs_value **out);
+  /* The name of top-level entry i (NULL: not a plain entry); i < nkeys. */
+  size_t (*nkeys)(const ck_file *f);
+  const char *(*key)(const ck_file *f, size_t i);
+} ck_format;
+/* safetensors' view of c's tree: each tensor under its dotted name (c->t),
+ * every other value as metadata (c->m); -1 + fsV_error. */
+int fsE_ck_flatten(ckpt *c);
+const ck_format *fsE_ck_format_of(const char *path); /* by the path's extension */
+int fsE_ck_open(ck_file *f, const char *path);       /* -1 + fsV_error */
 
 #endif

@@ -1,34 +1,33 @@
-/* lib_ckpt.c -- fabric.save / fabric.load / fabric.load_raw over
- * runtime/io/safetensors.h: all-or-nothing files, FSDP shards written by every
- * rank into one file and read back as each rank's slices. */
+/* lib_ckpt.c -- fabric.save / fabric.load / fabric.load_raw in both
+ * checkpoint formats: PyTorch's for a path ending in .pt, .pth or .ckpt
+ * (runtime/io/torchckpt.h), safetensors for every other name
+ * (runtime/io/safetensors.h). Files are all-or-nothing; FSDP ranks write
+ * their slices into one file and read back their slices.
+ *
+ * One body serves both formats. A save first describes the checkpoint as
+ * Lightning's torch checkpoint holds it -- the state with each module
+ * replaced by its state_dict() and each optimizer by torch 1.13's
+ * optimizer.state_dict() -- as one pickle.h value tree (ckpt). PyTorch's
+ * format pickles that tree; safetensors flattens it (ck_flatten). A load
+ * opens either file as one ck_file: an index of its tensors by dotted name
+ * ("model.fc.weight", "optimizer.state.0.exp_avg"), which fsK_match compares
+ * with a module's parameters, and its other values by path. What differs
+ * between the formats is only the rows of a ck_format. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "autograd.h"
 #include "eval_int.h"
 #include "safetensors.h"
+#include "torchckpt.h"
 
-/* ---- checkpoints: fabric.save / fabric.load ----------------------------------------
- * One safetensors file. A module under key K stores each parameter as
- * "K.<state-dict name>"; an optimizer under K stores metadata "K.lr" and
- * "K.state.<i>.step" and its buffers as "K.state.<i>.<torch's name>"
- * (momentum_buffer; exp_avg, exp_avg_sq); any other entry is metadata
- * "K" holding its repr, read back as a Python literal. */
-
-/* An FSDP rank's part of a tensor: elements [first, first + count) from src. */
-typedef struct ck_slice { const char *name; uint64_t first, count; const float *src; } ck_slice;
-
-typedef struct ckpt {
-  fsK_entry *t; size_t nt, capt;
-  ck_slice *sl; size_t ns, caps;  /* sharded tensors (their entries in t have no data) */
-  fsK_meta *m; size_t nm, capm;
-  char **owned; size_t nowned, capowned; /* names and texts to free */
-} ckpt;
+/* ---- the checkpoint a save describes ------------------------------------------------ */
 
 /* v (n of *cap elements of size elem used) with room for one more: v itself,
  * or v moved to a doubled block; NULL on OOM (v still valid). */
-static void *ck_room(void *v, size_t n, size_t *cap, size_t elem) {
+void *fsE_ck_room(void *v, size_t n, size_t *cap, size_t elem) {
   if (n < *cap) return v;
   size_t want = *cap ? 2 * *cap : 16;
   void *w = realloc(v, want * elem);
@@ -36,8 +35,8 @@ static void *ck_room(void *v, size_t n, size_t *cap, size_t elem) {
   return w;
 }
 
-static char *ck_own(ckpt *c, char *s) {
-  char **o = s ? ck_room(c->owned, c->nowned, &c->capowned, sizeof *o) : NULL;
+void *fsE_ck_own(ckpt *c, void *s) {
+  char **o = s ? fsE_ck_room(c->owned, c->nowned, &c->capowned, sizeof *o) : NULL;
   if (!o) {
     free(s);
     return NULL;
@@ -57,69 +56,88 @@ static const void *ck_host(ckpt *c, fs_device dev, const void *src, size_t nbyte
     else fsV_seterr("out of memory");
     return NULL;
   }
-  return ck_own(c, h);
+  return fsE_ck_own(c, h);
 }
 
-static char *ck_fmt(ckpt *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *ck_fmt(ckpt *c, const char *fmt, ...) {
+char *fsE_ck_fmt(ckpt *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char buf[1024];
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  return ck_own(c, strdup(buf));
-}
-
-static int ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
-  if (!name) return -1;
-  if (!t->data) {
-    fsV_seterr("cannot save '%s': the tensor is on the %s device", name, fsT_device_name(t->device));
-    return -1;
-  }
-  const void *data = ck_host(c, t->device, t->data, fsT_nbytes(t));
-  fsK_entry *e = data ? ck_room(c->t, c->nt, &c->capt, sizeof *e) : NULL;
-  if (!e) return -1;
-  c->t = e;
-  c->t[c->nt++] = (fsK_entry){name, t->dtype, t->rank, t->shape, data};
-  return 0;
-}
-
-/* A sharded tensor of shape like's: this rank holds count elements from
- * first, at src on dev. */
-static int ck_sliced(ckpt *c, const char *name, const fs_tensor *like, int64_t first, int64_t count,
-                     fs_device dev, const float *src) {
-  if (!name || (count && !(src = ck_host(c, dev, src, (size_t)count * sizeof *src)))) return -1;
-  fsK_entry *e = ck_room(c->t, c->nt, &c->capt, sizeof *e);
-  if (!e) return -1;
-  c->t = e;
-  c->t[c->nt++] = (fsK_entry){name, FS_F32, like->rank, like->shape, NULL};
-  if (!count) return 0;
-  ck_slice *v = ck_room(c->sl, c->ns, &c->caps, sizeof *v);
-  if (!v) return -1;
-  c->sl = v;
-  c->sl[c->ns++] = (ck_slice){name, (uint64_t)first, (uint64_t)count, src};
-  return 0;
-}
-
-static int ck_meta(ckpt *c, const char *key, const char *value) {
-  fsK_meta *m = key && value ? ck_room(c->m, c->nm, &c->capm, sizeof *m) : NULL;
-  if (!m) return -1;
-  c->m = m;
-  c->m[c->nm++] = (fsK_meta){key, value};
-  return 0;
+  return fsE_ck_own(c, strdup(buf));
 }
 
 static void ck_free(ckpt *c) {
   for (size_t i = 0; i < c->nowned; i++) free(c->owned[i]);
   free(c->owned);
+  free(c->plain);
   free(c->sl);
   free(c->t);
+  free(c->tq);
   free(c->m);
+  fsQ_free(c->doc);
 }
 
-static const char *buf_name(const optv *ov, int which) {
-  if (ov->o->kind == FSO_SGD) return which ? NULL : "momentum_buffer";
-  return which ? "exp_avg_sq" : "exp_avg";
+/* The tensor t as a value of the checkpoint (its host copy). */
+static fsQ_value *ck_tensor(ckpt *c, const char *name, const fs_tensor *t) {
+  if (!t->data) {
+    fsV_seterr("cannot save '%s': the tensor is on the %s device", name, fsT_device_name(t->device));
+    return NULL;
+  }
+  const void *data = ck_host(c, t->device, t->data, fsT_nbytes(t));
+  return data ? fsQ_tensor_new(c->doc, t->dtype, t->rank, t->shape, data) : NULL;
+}
+
+/* A sharded tensor of shape like's: this rank holds count elements from
+ * first, at src on dev; the value has no data (every rank writes its slice). */
+static fsQ_value *ck_sliced(ckpt *c, const fs_tensor *like, int64_t first, int64_t count, fs_device dev,
+                            const float *src) {
+  fsQ_value *q = fsQ_tensor_new(c->doc, FS_F32, like->rank, like->shape, NULL);
+  if (!q || !count) return q;
+  ck_slice *v = (src = ck_host(c, dev, src, (size_t)count * sizeof *src)) ? fsE_ck_room(c->sl, c->ns, &c->caps, sizeof *v)
+                                                                        : NULL;
+  if (!v) return NULL;
+  c->sl = v;
+  c->sl[c->ns++] = (ck_slice){q, (uint64_t)first, (uint64_t)count, src};
+  return q;
+}
+
+/* A plain state entry (numbers, strings, containers, tensors) as a value of
+ * the checkpoint. */
+static fsQ_value *ck_plain(ckpt *c, const char *key, const fs_value *v, int depth) {
+  fs_tensor *t = fsE_as_tensor(v);
+  fsQ_value *q = NULL;
+  if (depth > FSQ_MAX_DEPTH) {
+    fsV_seterr("cannot save state entry '%s': it is nested more than %d deep", key, FSQ_MAX_DEPTH);
+    return NULL;
+  }
+  switch (v->type) {
+  case FSV_NONE: return fsQ_none(c->doc);
+  case FSV_BOOL: return fsQ_bool(c->doc, v->u.b);
+  case FSV_INT: return fsQ_int(c->doc, v->u.i);
+  case FSV_FLOAT: return fsQ_float(c->doc, v->u.f);
+  case FSV_STR: return fsQ_str(c->doc, v->u.str.s);
+  case FSV_LIST:
+  case FSV_TUPLE:
+    q = fsQ_container(c->doc, v->type == FSV_LIST ? FSQ_LIST : FSQ_TUPLE);
+    for (size_t i = 0; q && i < v->u.seq.n; i++) {
+      fsQ_value *x = ck_plain(c, key, v->u.seq.items[i], depth + 1);
+      if (!x || fsQ_push(q, x) < 0) q = NULL;
+    }
+    return q;
+  case FSV_DICT:
+    q = fsQ_container(c->doc, FSQ_DICT);
+    for (size_t i = 0; q && i < v->u.dict.n; i++) {
+      fsQ_value *k = ck_plain(c, key, v->u.dict.keys[i], depth + 1), *x = k ? ck_plain(c, key, v->u.dict.vals[i], depth + 1) : NULL;
+      if (!x || fsQ_set(q, k, x) < 0) q = NULL;
+    }
+    return q;
+  default:
+    if (t) return ck_tensor(c, key, t);
+    fsV_seterr("cannot save state entry '%s': a %s is not serializable", key, fsV_type_name(v));
+    return NULL;
+  }
 }
 
 /* filter[key](name, value) decides whether a module parameter is saved */
@@ -138,64 +156,132 @@ static int keep(fsE_ctx *E, fs_value *filter, fs_value *key, const char *name, f
   return 0;
 }
 
-/* FSDP: every parameter under its full name; this rank writes its slice. */
-static int ck_sharded_module(fsE_ctx *E, ckpt *c, fs_value *key, fsSH_model *sh, fs_value *filter) {
-  for (int64_t i = 0; i < sh->nall; i++) {
-    int64_t first, count, at;
-    int u = fsSH_param_slice(sh, i, &first, &count, &at);
+/* module.state_dict(): an OrderedDict of the parameters the filter keeps;
+ * under FSDP every parameter under its full name, this rank holding a slice. */
+static fsQ_value *ck_module(fsE_ctx *E, ckpt *c, fs_value *key, modv *mv, fs_value *filter) {
+  fsQ_value *od = fsQ_ordered_dict(c->doc);
+  fsSH_model *sh = mv->sh;
+  fsM_param *ps = NULL;
+  int64_t n = sh ? sh->nall : fsM_parameters(mv->m, &ps);
+  if (n < 0) return fsE_rt_fail(), NULL;
+  for (int64_t i = 0; od && i < n; i++) {
+    const char *name = sh ? sh->all[i].name : ps[i].name;
+    fs_tensor *t = sh ? sh->all[i].t : ps[i].t;
     bool yes;
-    if (keep(E, filter, key, sh->all[i].name, sh->all[i].t, &yes) < 0) return -1;
-    if (yes && ck_sliced(c, ck_fmt(c, "%s.%s", key->u.str.s, sh->all[i].name), sh->all[i].t, first, count,
-                         sh->units[u].flat->device, fsT_f32(sh->units[u].flat) + at) < 0)
-      return -1;
+    fsQ_value *q = NULL;
+    if (keep(E, filter, key, name, t, &yes) < 0) od = NULL;
+    else if (!yes) continue;
+    else if (sh) {
+      int64_t first, count, at;
+      int u = fsSH_param_slice(sh, i, &first, &count, &at);
+      q = ck_sliced(c, t, first, count, sh->units[u].flat->device, fsT_f32(sh->units[u].flat) + at);
+    } else {
+      q = ck_tensor(c, name, t);
+    }
+    if (od && (!q || fsQ_set(od, fsQ_str(c->doc, name), q) < 0)) od = NULL;
+  }
+  if (!sh) fsM_params_free(ps, n);
+  return od;
+}
+
+static const char *buf_name(const optv *ov, int which) {
+  if (ov->o->kind == FSO_SGD) return which ? NULL : "momentum_buffer";
+  return which ? "exp_avg_sq" : "exp_avg";
+}
+
+/* torch 1.13's param_groups[0] of each optimizer, keys in its order (all but
+ * "params"): a letter says which value each holds. */
+static const struct { fsO_kind kind; const char *keys, *types; } group_keys[] = {
+  {FSO_SGD, "lr momentum dampening weight_decay nesterov maximize foreach differentiable", "lmdwNFnF"},
+  {FSO_ADAM, "lr betas eps weight_decay amsgrad maximize foreach capturable differentiable fused", "lbewFFnFFF"},
+  {FSO_ADAMW, "lr betas eps weight_decay amsgrad foreach maximize capturable", "lbewFnFF"},
+};
+
+static fsQ_value *group_value(fsQ_doc *d, const fs_optim *o, char type) {
+  fsQ_value *b;
+  switch (type) {
+  case 'l': return fsQ_float(d, o->lr);
+  case 'm': return fsQ_float(d, o->momentum);
+  case 'd': return fsQ_float(d, o->dampening);
+  case 'w': return fsQ_float(d, o->weight_decay);
+  case 'N': return fsQ_bool(d, o->nesterov);
+  case 'e': return fsQ_float(d, o->eps);
+  case 'F': return fsQ_bool(d, false);
+  case 'b':
+    b = fsQ_container(d, FSQ_TUPLE);
+    return b && fsQ_push(b, fsQ_float(d, o->beta1)) == 0 && fsQ_push(b, fsQ_float(d, o->beta2)) == 0 ? b : NULL;
+  default: return fsQ_none(d);
+  }
+}
+
+/* optimizer.state_dict() as torch 1.13 makes it: {"state": {i: {"step":
+ * float32 scalar tensor (Adam), "exp_avg", "exp_avg_sq" | "momentum_buffer":
+ * tensor or None (SGD)}} for each parameter stepped, "param_groups": [{...,
+ * "params": [0, ..., n-1]}]}. Under FSDP the states of the one-device
+ * layout, one per original parameter, this rank holding a slice. */
+static fsQ_value *ck_optim(fabv *fv, ckpt *c, optv *ov) {
+  fs_optim *o = ov->o;
+  fsQ_doc *d = c->doc;
+  fsSH_model *sh = fsE_sharded_of(fv, o);
+  int64_t n = sh ? sh->nall : o->nparams;
+  fsQ_value *sd = fsQ_container(d, FSQ_DICT), *state = fsQ_container(d, FSQ_DICT);
+  fsQ_value *groups = fsQ_container(d, FSQ_LIST), *g = fsQ_container(d, FSQ_DICT), *params = fsQ_container(d, FSQ_LIST);
+  bool ok = sd && state && groups && g && params;
+  for (int64_t i = 0; ok && i < n; i++) {
+    int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
+    ok = fsQ_push(params, fsQ_int(d, i)) == 0;
+    if (!ok || o->steps[j] == 0) continue; /* torch makes a state at a parameter's first step */
+    fsQ_value *st = fsQ_container(d, FSQ_DICT);
+    float *step = o->kind == FSO_SGD ? NULL : fsE_ck_own(c, malloc(sizeof *step));
+    ok = st && fsQ_set(state, fsQ_int(d, i), st) == 0 && (o->kind == FSO_SGD || step);
+    if (ok && step) {
+      *step = (float)o->steps[j];
+      ok = fsQ_set(st, fsQ_str(d, "step"), fsQ_tensor_new(d, FS_F32, 0, NULL, step)) == 0;
+    }
+    fs_tensor *b[2] = {o->buf0[j], o->buf1[j]};
+    for (int w = 0; ok && w < 2 && buf_name(ov, w); w++) {
+      fsQ_value *q = !b[w] ? fsQ_none(d)
+                     : sh  ? ck_sliced(c, sh->all[i].t, first, count, b[w]->device, fsT_f32(b[w]) + at)
+                           : ck_tensor(c, buf_name(ov, w), b[w]);
+      ok = q && fsQ_set(st, fsQ_str(d, buf_name(ov, w)), q) == 0;
+    }
+  }
+  size_t row = 0;
+  while (group_keys[row].kind != o->kind) row++;
+  const char *k = group_keys[row].keys;
+  for (const char *t = group_keys[row].types; ok && *t; t++) {
+    char name[32];
+    size_t len = strcspn(k, " ");
+    snprintf(name, sizeof name, "%.*s", (int)len, k);
+    k += len + (k[len] == ' ');
+    ok = fsQ_set(g, fsQ_str(d, name), group_value(d, o, *t)) == 0;
+  }
+  ok = ok && fsQ_set(g, fsQ_str(d, "params"), params) == 0 && fsQ_push(groups, g) == 0 &&
+       fsQ_set(sd, fsQ_str(d, "state"), state) == 0 && fsQ_set(sd, fsQ_str(d, "param_groups"), groups) == 0;
+  return ok ? sd : NULL;
+}
+
+/* Lightning's checkpoint of state: each module and optimizer replaced by its
+ * state dict, every other entry as it is. -1 + fsV_error. */
+static int ck_describe(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *state, fs_value *filter) {
+  fsQ_value *root = (c->doc = fsQ_new()) ? fsQ_container(c->doc, FSQ_DICT) : NULL;
+  if (!root) return -1;
+  c->doc->root = root;
+  for (size_t i = 0; i < state->u.dict.n; i++) {
+    fs_value *key = state->u.dict.keys[i], *v = state->u.dict.vals[i];
+    modv *mv = fsV_objdata(v, &fsE_module_class);
+    optv *ov = fsV_objdata(v, &fsE_optim_class);
+    const fs_value **p = fsE_ck_room(c->plain, c->np, &c->capp, sizeof *p);
+    if (!p) return -1;
+    c->plain = p;
+    c->plain[c->np++] = mv || ov ? NULL : v;
+    fsQ_value *q = mv ? ck_module(E, c, key, mv, filter) : ov ? ck_optim(fv, c, ov) : ck_plain(c, key->u.str.s, v, 0);
+    if (!q || fsQ_set(root, fsQ_str(c->doc, key->u.str.s), q) < 0) return -1;
   }
   return 0;
 }
 
-static int ck_add(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *key, fs_value *v, fs_value *filter) {
-  const char *k = key->u.str.s;
-  modv *mv = fsV_objdata(v, &fsE_module_class);
-  optv *ov = fsV_objdata(v, &fsE_optim_class);
-  if (mv && mv->sh) return ck_sharded_module(E, c, key, mv->sh, filter);
-  if (mv) {
-    fsM_param *ps;
-    int64_t n = fsM_parameters(mv->m, &ps);
-    int rc = n < 0 ? (fsE_rt_fail(), -1) : 0;
-    for (int64_t i = 0; rc == 0 && i < n; i++) {
-      bool yes;
-      rc = keep(E, filter, key, ps[i].name, ps[i].t, &yes);
-      if (rc == 0 && yes) rc = ck_tensor(c, ck_fmt(c, "%s.%s", k, ps[i].name), ps[i].t);
-    }
-    if (n >= 0) fsM_params_free(ps, n);
-    return rc;
-  }
-  if (ov) {
-    char lr[40];
-    fsV_float_repr(ov->o->lr, lr, sizeof lr);
-    if (ck_meta(c, ck_fmt(c, "%s.lr", k), ck_own(c, strdup(lr))) < 0) return -1;
-    /* under FSDP the states of the one-device layout: one per parameter, sliced */
-    fsSH_model *sh = fsE_sharded_of(fv, ov->o);
-    for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
-      int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
-      if (ck_meta(c, ck_fmt(c, "%s.state.%lld.step", k, (long long)i),
-                  ck_fmt(c, "%lld", (long long)ov->o->steps[j])) < 0)
-        return -1;
-      fs_tensor *b[2] = {ov->o->buf0[j], ov->o->buf1[j]};
-      for (int w = 0; w < 2; w++) {
-        char *name = b[w] ? ck_fmt(c, "%s.state.%lld.%s", k, (long long)i, buf_name(ov, w)) : NULL;
-        if (b[w] && (sh ? ck_sliced(c, name, sh->all[i].t, first, count, b[w]->device, fsT_f32(b[w]) + at)
-                        : ck_tensor(c, name, b[w])) < 0)
-          return -1;
-      }
-    }
-    return 0;
-  }
-  if (v->type == FSV_OBJ) {
-    fsV_seterr("cannot save state entry '%s': a %s is not serializable", k, fsV_type_name(v));
-    return -1;
-  }
-  return ck_meta(c, k, ck_own(c, fsV_repr(v)));
-}
+/* ---- fabric.save --------------------------------------------------------------------- */
 
 /* The fabric.h view of a checkpoint state; *n entries, or NULL + error. */
 static fsF_entry *state_entries(const fs_value *state, size_t *n) {
@@ -220,46 +306,44 @@ static fsF_entry *state_entries(const fs_value *state, size_t *n) {
   return es;
 }
 
-static uint64_t entry_numel(const fsK_entry *e) {
-  uint64_t n = 1;
-  for (int d = 0; d < e->ndim; d++) n *= (uint64_t)e->shape[d];
-  return n;
-}
-
-/* FSDP: one ordinary file from all ranks (safetensors.h's sliced writer):
- * rank 0 creates it with every entry and writes the replicated ones, each
- * rank writes its slices, rank 0 commits once every rank has. */
-static int save_sharded(fabv *fv, const char *path, const ckpt *c) {
+/* One file from all ranks (FSDP): rank 0 creates it with every value and
+ * the replicated tensors, each rank writes its slices, rank 0 commits once
+ * every rank has. Without FSDP, rank 0 writes it alone and the others wait. */
+static int ck_write_file(fabv *fv, const char *path, ckpt *c) {
+  const ck_format *fmt = fsE_ck_format_of(path);
   fsCC_comm *cc = fv->comm;
   int rank = cc ? cc->rank : 0;
-  fsK_writer w;
+  bool sharded = fv->cfg.cls == FSF_FSDP;
+  ck_writer w;
   char *err = NULL;
   int64_t msg[1 + 512] = {0}; /* rank 0 created it; the temporary file's name */
   bool open = false;
   int64_t ok = 1;
   if (rank == 0) {
-    open = fsK_create(&w, path, c->t, c->nt, c->m, c->nm, &err) == 0;
-    if (open && strlen(fsK_tmp_path(&w)) < sizeof msg - sizeof msg[0]) {
+    open = fmt->create(&w, path, c, &err) == 0;
+    if (open && strlen(fmt->tmp_path(&w)) < sizeof msg - sizeof msg[0]) {
       msg[0] = 1;
-      strcpy((char *)(msg + 1), fsK_tmp_path(&w));
+      strcpy((char *)(msg + 1), fmt->tmp_path(&w));
     }
-    for (size_t i = 0; open && ok && i < c->nt; i++)
-      if (c->t[i].data && fsK_write(&w, c->t[i].name, 0, entry_numel(&c->t[i]), c->t[i].data, &err) < 0) ok = 0;
+    ok = open;
   }
-  if (cc && fsCC_broadcast_host(cc, msg, sizeof msg / sizeof msg[0], FS_I64, 0) < 0) ok = 0;
-  else if (!msg[0]) ok = 0;
-  else if (rank != 0) open = fsK_attach(&w, (const char *)(msg + 1), &err) == 0;
-  ok &= open;
-  for (size_t i = 0; ok && i < c->ns; i++)
-    if (fsK_write(&w, c->sl[i].name, c->sl[i].first, c->sl[i].count, c->sl[i].src, &err) < 0) ok = 0;
-  if (rank != 0 && open && fsK_commit(&w, ok ? &err : NULL) < 0) ok = 0; /* fsync */
-  if (cc && fsCC_all_reduce_host(cc, &ok, 1, FS_I64, FSCC_MIN) < 0) ok = 0;
-  if (rank == 0 && open && (ok ? fsK_commit(&w, &err) < 0 : (fsK_abort(&w), 0))) ok = 0;
+  if (sharded) {
+    if (cc && fsCC_broadcast_host(cc, msg, sizeof msg / sizeof msg[0], FS_I64, 0) < 0) ok = 0;
+    else if (!msg[0]) ok = 0;
+    else if (rank != 0) open = fmt->attach(&w, (const char *)(msg + 1), c, &err) == 0;
+    ok &= open;
+    for (size_t i = 0; ok && i < c->ns; i++)
+      if (fmt->write(&w, c, c->sl[i].t, c->sl[i].first, c->sl[i].count, c->sl[i].src, &err) < 0) ok = 0;
+    if (rank != 0 && open && fmt->commit(&w, ok ? &err : NULL) < 0) ok = 0; /* fsync */
+    if (cc && fsCC_all_reduce_host(cc, &ok, 1, FS_I64, FSCC_MIN) < 0) ok = 0;
+  }
+  if (rank == 0 && open && (ok ? fmt->commit(&w, &err) < 0 : (fmt->abort(&w), 0))) ok = 0;
   if (cc && fsCC_broadcast_host(cc, &ok, 1, FS_I64, 0) < 0) ok = 0; /* the file is in place for every rank */
   if (ok) return 0;
   if (err) fsE_err_own(err);
-  else fsV_seterr("fabric.save: %s could not be written (%s)", path,
-                  cc && fsT_error()[0] ? fsT_error() : "another rank failed");
+  else if (!fsV_error()[0])
+    fsV_seterr("fabric.save: %s could not be written (%s)", path,
+               cc && fsT_error()[0] ? fsT_error() : rank == 0 ? "out of memory" : "another rank failed");
   return -1;
 }
 
@@ -296,20 +380,11 @@ NATIVE(ckpt_save) {
   fl.n = nf;
   if (fsE_fabric_issues(E, a, &iss, fsF_check_save(f, es, n, &fl, &iss)) < 0) goto done;
   ckpt c = {0};
-  int rc = 0;
-  for (size_t i = 0; rc == 0 && i < n; i++) {
-    rc = ck_add(E, fv, &c, s[1]->u.dict.keys[i], s[1]->u.dict.vals[i], filter);
-    if (rc < 0 && !fsV_error()[0]) fsV_seterr("out of memory");
-  }
-  char *err = NULL;
-  if (rc == 0 && fv->cfg.cls == FSF_FSDP)
-    r = save_sharded(fv, s[0]->u.str.s, &c) == 0 ? fsV_none() : NULL;
-  else if (rc == 0 && (!fv->comm || fv->comm->rank == 0) && fsK_save(s[0]->u.str.s, c.t, c.nt, c.m, c.nm, &err) < 0)
-    fsE_err_own(err);
-  else if (rc == 0 && fv->comm && fsCC_barrier(fv->comm) < 0) /* the file is complete for every rank */
-    fsE_comm_fail();
-  else if (rc == 0)
+  if (ck_describe(E, fv, &c, s[1], filter) < 0) {
+    if (!fsV_error()[0]) fsV_seterr("out of memory");
+  } else if (ck_write_file(fv, s[0]->u.str.s, &c) == 0) {
     r = fsV_none();
+  }
   ck_free(&c);
 done:
   for (size_t i = 0; vrepr && i < nf; i++) free((char *)vrepr[i]);
@@ -321,19 +396,29 @@ done:
   return r;
 }
 
-/* Reads names[0..n) (with shapes of ts) into ts' storage. strict: the
- * tensors under prefix must be exactly these; else missing ones are skipped. */
-static int ck_read(const fsK_file *kf, fs_tensor *const *ts, const char *const *names, size_t n,
-                   const char *prefix, bool strict) {
+/* ---- fabric.load --------------------------------------------------------------------- */
+
+/* Reads names[0..n) (with shapes of ts) into ts' storage, all or nothing.
+ * strict: the tensors under prefix must be exactly these; else missing and
+ * mismatched ones are skipped. */
+static int ck_read(const ck_file *f, fs_tensor *const *ts, const char *const *names, size_t n, const char *prefix,
+                   bool strict) {
   fsK_entry *want = calloc(n + 1, sizeof *want);
+  const fsK_info **found = calloc(n + 1, sizeof *found);
   void **bufs = calloc(n + 1, sizeof *bufs);
-  char *err = NULL;
+  char *err = NULL, *report = NULL;
   int rc = -1;
-  if (!want || !bufs) fsV_seterr("out of memory");
+  if (!want || !bufs || !found) fsV_seterr("out of memory");
   else {
     for (size_t i = 0; i < n; i++) want[i] = (fsK_entry){names[i], ts[i]->dtype, ts[i]->rank, ts[i]->shape, NULL};
-    if (fsK_load(kf, want, n, prefix, strict, bufs, NULL, &err) < 0) fsE_err_own(err);
-    else rc = 0;
+    report = fsK_match(&f->k, want, n, prefix, found);
+    rc = report && strict ? -1 : 0;
+    if (rc < 0) fsV_seterr("%s", report);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+      if (!found[i]) continue;
+      if (!(bufs[i] = malloc(fsT_nbytes(ts[i]) + 1))) rc = -1, fsV_seterr("out of memory");
+      else if (f->fmt->read(f, found[i], 0, found[i]->numel, ts[i]->dtype, bufs[i], &err) < 0) rc = -1, fsE_err_own(err);
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
       if (!bufs[i]) {
         continue;
@@ -347,18 +432,20 @@ static int ck_read(const fsK_file *kf, fs_tensor *const *ts, const char *const *
   for (size_t i = 0; bufs && i < n; i++) free(bufs[i]);
   free(bufs);
   free(want);
+  free(found);
+  free(report);
   return rc;
 }
 
 /* count floats of a checkpoint entry from first into dst on dev (through the
  * host when dev is a device); -1 + fsV_error. */
-static int ck_read_slice(const fsK_file *kf, const fsK_info *in, int64_t first, int64_t count,
-                         fs_device dev, float *dst) {
+static int ck_read_slice(const ck_file *f, const fsK_info *in, int64_t first, int64_t count, fs_device dev,
+                         float *dst) {
   float *h = dev == FS_DEV_CPU ? dst : malloc((size_t)count * sizeof *h);
   char *err = NULL;
   int rc = -1;
   if (!h) fsV_seterr("out of memory");
-  else if (fsK_read(kf, in, (uint64_t)first, (uint64_t)count, FS_F32, h, &err) < 0) fsE_err_own(err);
+  else if (f->fmt->read(f, in, (uint64_t)first, (uint64_t)count, FS_F32, h, &err) < 0) fsE_err_own(err);
   else if (h != dst && fsB_transfer(dev, dst, FS_DEV_CPU, h, (size_t)count * sizeof *h) < 0) fsE_rt_fail();
   else rc = 0;
   if (h != dst) free(h);
@@ -366,7 +453,7 @@ static int ck_read_slice(const fsK_file *kf, const fsK_info *in, int64_t first, 
 }
 
 /* FSDP: each rank reads only its slices of the one-device layout. */
-static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, bool strict) {
+static int load_sharded(const ck_file *f, const char *key, fsSH_model *sh, bool strict) {
   fsK_entry *want = calloc((size_t)sh->nall + 1, sizeof *want);
   char **names = calloc((size_t)sh->nall + 1, sizeof *names);
   const fsK_info **found = calloc((size_t)sh->nall + 1, sizeof *found);
@@ -381,7 +468,7 @@ static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, boo
     want[i] = (fsK_entry){names[i], t->dtype, t->rank, t->shape, NULL};
   }
   if (rc < 0) fsV_seterr("out of memory");
-  else if ((report = fsK_match(kf, want, (size_t)sh->nall, prefix, found)) && strict) {
+  else if ((report = fsK_match(&f->k, want, (size_t)sh->nall, prefix, found)) && strict) {
     fsV_seterr("%s", report);
     rc = -1;
   }
@@ -389,7 +476,7 @@ static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, boo
     int64_t first, count, at;
     int u = fsSH_param_slice(sh, i, &first, &count, &at);
     fs_tensor *flat = sh->units[u].flat;
-    if (found[i] && count && ck_read_slice(kf, found[i], first, count, flat->device, fsT_f32(flat) + at) < 0)
+    if (found[i] && count && ck_read_slice(f, found[i], first, count, flat->device, fsT_f32(flat) + at) < 0)
       rc = -1;
   }
   for (int64_t i = 0; names && i < sh->nall; i++) free(names[i]);
@@ -400,8 +487,8 @@ static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, boo
   return rc;
 }
 
-static int load_module(const fsK_file *kf, const char *key, modv *mv, bool strict) {
-  if (mv->sh) return load_sharded(kf, key, mv->sh, strict);
+static int load_module(const ck_file *f, const char *key, modv *mv, bool strict) {
+  if (mv->sh) return load_sharded(f, key, mv->sh, strict);
   fsM_param *ps;
   int64_t n = fsM_parameters(mv->m, &ps);
   if (n < 0) return fsE_rt_fail(), -1;
@@ -418,7 +505,7 @@ static int load_module(const fsK_file *kf, const char *key, modv *mv, bool stric
   else {
     char prefix[512];
     snprintf(prefix, sizeof prefix, "%s%s", key, *key ? "." : "");
-    rc = ck_read(kf, ts, (const char *const *)names, (size_t)n, prefix, strict);
+    rc = ck_read(f, ts, (const char *const *)names, (size_t)n, prefix, strict);
   }
   if (rc == 0) mv->st.meta = fsE_has_meta(mv->m);
   for (int64_t i = 0; names && i < n; i++) free(names[i]);
@@ -428,30 +515,61 @@ static int load_module(const fsK_file *kf, const char *key, modv *mv, bool stric
   return rc;
 }
 
-static int load_optim(const fsK_file *kf, const char *key, fabv *fv, optv *ov) {
-  char name[768], pre[256];
-  snprintf(pre, sizeof pre, "%s%s", key, *key ? "." : ""); /* load_raw: no key */
-  snprintf(name, sizeof name, "%slr", pre);
-  const char *lr = fsK_meta_get(kf, name);
-  if (lr) ov->o->lr = strtod(lr, NULL);
+/* The number at key's path (an int, a float or a one-element tensor, as
+ * torch's step is one); 0 when absent. -1 + fsV_error. */
+static int ck_number(const ck_file *f, const char *key, const char *a, const char *b, const char *c, double *out) {
+  const char *path[4] = {key, a, b, c};
+  int skip = *key ? 0 : 1; /* load_raw: no key */
+  fs_value *v;
+  int found = f->fmt->get(f, path + skip, (c ? 4 : b ? 3 : 2) - skip, &v);
+  fs_tensor *t = found > 0 ? fsE_as_tensor(v) : NULL;
+  if (found > 0 && t && t->numel == 1) found = fsG_item(t, out) == 0 ? 1 : (fsE_rt_fail(), -1);
+  else if (found > 0 && fsV_is_number(v)) *out = fsV_to_double(v);
+  else if (found > 0) found = 0; /* not a number: not this module's entry */
+  fsV_release(v);
+  return found;
+}
+
+static int load_optim(const ck_file *f, const char *key, fabv *fv, optv *ov) {
   fsSH_model *sh = fv ? fsE_sharded_of(fv, ov->o) : NULL; /* FSDP: this rank's slices of each state */
-  for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
+  int64_t n = sh ? sh->nall : ov->o->nparams;
+  const char *groups[3] = {key, "param_groups"}, *params[5] = {key, "param_groups", "0", "params"};
+  int skip = *key ? 0 : 1;
+  fs_value *v = NULL;
+  int found = f->fmt->get(f, groups + skip, 2 - skip, &v);
+  if (found > 0 && v->type == FSV_LIST && v->u.seq.n != 1) {
+    fsV_release(v);
+    fsV_seterr("loaded state dict has a different number of parameter groups");
+    return -1;
+  }
+  fsV_release(v);
+  if (found >= 0) found = f->fmt->get(f, params + skip, 4 - skip, &v);
+  if (found > 0 && v->type == FSV_LIST && (int64_t)v->u.seq.n != n) {
+    fsV_release(v);
+    fsV_seterr("loaded state dict contains a parameter group that doesn't match the size of optimizer's group");
+    return -1;
+  }
+  if (found > 0) fsV_release(v);
+  double lr, step;
+  if (found < 0 || (found = ck_number(f, key, "param_groups", "0", "lr", &lr)) < 0) return -1;
+  if (!found && (found = ck_number(f, key, "lr", NULL, NULL, &lr)) < 0) return -1; /* "K.lr": the layout before torch's */
+  if (found) ov->o->lr = lr;
+  for (int64_t i = 0; i < n; i++) {
     int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
-    snprintf(name, sizeof name, "%sstate.%lld.step", pre, (long long)i);
-    const char *st = fsK_meta_get(kf, name);
-    ov->o->steps[j] = st ? strtoll(st, NULL, 10) : 0;
+    char index[24], name[768];
+    snprintf(index, sizeof index, "%lld", (long long)i);
+    if ((found = ck_number(f, key, "state", index, "step", &step)) < 0) return -1;
+    ov->o->steps[j] = found ? (int64_t)step : 0;
     fs_tensor **slot[2] = {&ov->o->buf0[j], &ov->o->buf1[j]};
-    for (int w = 0; w < 2; w++) {
-      const char *bn = buf_name(ov, w);
-      if (!bn) continue;
-      snprintf(name, sizeof name, "%sstate.%lld.%s", pre, (long long)i, bn);
-      const fsK_info *in = fsK_find(kf, name);
+    for (int w = 0; w < 2 && buf_name(ov, w); w++) {
+      snprintf(name, sizeof name, "%s%sstate.%s.%s", key, *key ? "." : "", index, buf_name(ov, w));
+      const fsK_info *in = fsK_find(&f->k, name);
       if (!in) continue;
       if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[j]))) return fsE_rt_fail(), -1;
-      if (sh && count && ck_read_slice(kf, in, first, count, (*slot[w])->device, fsT_f32(*slot[w]) + at) < 0)
+      if (sh && count && ck_read_slice(f, in, first, count, (*slot[w])->device, fsT_f32(*slot[w]) + at) < 0)
         return -1;
       const char *nm = name;
-      if (!sh && ck_read(kf, slot[w], &nm, 1, NULL, false) < 0) return -1;
+      if (!sh && ck_read(f, slot[w], &nm, 1, NULL, false) < 0) return -1;
     }
   }
   return 0;
@@ -467,49 +585,37 @@ NATIVE(ckpt_load) {
   if (!es) return NULL;
   fsF_issues iss;
   fsF_issues_init(&iss);
-  fsK_file kf;
-  char *err = NULL;
+  ck_file cf;
   if (fsE_fabric_issues(E, a, &iss, fsF_check_load(f, es, n, state->type == FSV_NONE, &iss)) < 0) {
     free(es);
     return NULL;
   }
   free(es);
-  if (fsK_open(&kf, s[0]->u.str.s, &err) < 0) return fsE_err_own(err);
+  if (fsE_ck_open(&cf, s[0]->u.str.s) < 0) return NULL;
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    fs_value *k = state->u.dict.keys[i], *v = state->u.dict.vals[i];
+    fs_value *k = state->u.dict.keys[i], *v = state->u.dict.vals[i], *x;
+    const char *path[1] = {k->u.str.s};
     modv *mv = fsV_objdata(v, &fsE_module_class);
     optv *ov = fsV_objdata(v, &fsE_optim_class);
-    if (mv) rc = load_module(&kf, k->u.str.s, mv, fsV_truthy(s[2]));
-    else if (ov) rc = load_optim(&kf, k->u.str.s, fv, ov);
-    else if (fsK_meta_get(&kf, k->u.str.s)) {
-      fs_value *x = fsV_literal(fsK_meta_get(&kf, k->u.str.s));
-      rc = x ? fsV_dict_set(state, k, x) : -1;
-    }
+    if (mv) rc = load_module(&cf, k->u.str.s, mv, fsV_truthy(s[2]));
+    else if (ov) rc = load_optim(&cf, k->u.str.s, fv, ov);
+    else if ((rc = cf.fmt->get(&cf, path, 1, &x)) > 0) rc = fsV_dict_set(state, k, x);
   }
-  /* what the state did not consume: plain entries of the checkpoint */
+  /* what the state did not consume: the checkpoint's other entries */
   fs_value *rest = rc == 0 ? fsV_dict() : NULL;
-  for (size_t i = 0; rest && i < kf.nmeta; i++) {
-    const char *key = kf.meta[i].key;
-    bool used = false;
-    for (size_t j = 0; state->type == FSV_DICT && j < state->u.dict.n && !used; j++) {
-      const char *sk = state->u.dict.keys[j]->u.str.s;
-      size_t l = strlen(sk);
-      used = strncmp(key, sk, l) == 0 && (key[l] == '\0' || key[l] == '.');
-    }
-    if (used || strchr(key, '.') || strcmp(key, "format") == 0) continue;
-    fs_value *x = fsV_literal(kf.meta[i].value);
-    if (!x) continue; /* not an entry this module wrote */
-    fs_value *kv = fsV_cstr(key);
-    bool ok = kv && fsV_dict_set(rest, kv, x) == 0;
-    if (!kv) fsV_release(x);
-    fsV_release(kv);
-    if (!ok) {
+  for (size_t i = 0; rest && i < cf.fmt->nkeys(&cf); i++) {
+    const char *key = cf.fmt->key(&cf, i);
+    if (!key || (state->type == FSV_DICT && fsV_dict_getstr(state, key))) continue;
+    fs_value *kv = fsV_cstr(key), *x = NULL;
+    int got = kv ? cf.fmt->get(&cf, &key, 1, &x) : -1;
+    if (got < 0 || (got > 0 && fsV_dict_set(rest, kv, x) < 0)) {
       fsV_release(rest);
       rest = NULL;
     }
+    fsV_release(kv);
   }
-  fsK_close(&kf);
+  cf.fmt->close(&cf);
   if (!rest && !fsV_error()[0]) fsV_seterr("out of memory");
   return rest;
 }
@@ -524,15 +630,12 @@ NATIVE(ckpt_load_raw) {
   fsF_issues_init(&iss);
   modv *mv = fsV_objdata(s[1], &fsE_module_class);
   optv *ov = fsV_objdata(s[1], &fsE_optim_class);
-  fsK_file kf;
-  char *err = NULL;
+  ck_file cf;
   if (!mv && !ov) fsV_seterr("load_raw(): expected a module or an optimizer, got %s", fsV_type_name(s[1]));
   else if (fsE_fabric_issues(E, a, &iss, fsF_check_load_raw(&fv->f, ov != NULL, &iss)) < 0) {
-  } else if (fsK_open(&kf, s[0]->u.str.s, &err) < 0) {
-    fsE_err_own(err);
-  } else {
-    if ((mv ? load_module(&kf, "", mv, fsV_truthy(s[2])) : load_optim(&kf, "", fv, ov)) == 0) r = fsV_none();
-    fsK_close(&kf);
+  } else if (fsE_ck_open(&cf, s[0]->u.str.s) == 0) {
+    if ((mv ? load_module(&cf, "", mv, fsV_truthy(s[2])) : load_optim(&cf, "", fv, ov)) == 0) r = fsV_none();
+    cf.fmt->close(&cf);
   }
   fsF_issues_free(&iss);
   return r;

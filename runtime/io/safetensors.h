@@ -92,7 +92,9 @@ int fsK_read(const fsK_file *f, const fsK_info *t, uint64_t first, uint64_t coun
  * names start with prefix ("" or NULL: all) and that nothing expects are
  * unexpected. Returns NULL when everything matches, else one malloc'd
  * message naming the file and listing the missing, unexpected and
- * shape-mismatched names. */
+ * shape-mismatched names. fsK_find and fsK_match read only f's path, t
+ * (sorted by name) and n, so an index of another format's tensors in that
+ * shape is compared alike (interp/eval/lib_ckpt.c's torch files). */
 char *fsK_match(const fsK_file *f, const fsK_entry *want, size_t n, const char *prefix,
                 const fsK_info **found);
 /* Reads every matching expected entry into a new buffer of its dtype

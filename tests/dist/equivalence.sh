@@ -7,7 +7,7 @@
 #   - 50 Adam steps of an MLP on one global batch: every loss within 1e-5
 #     relative of the single-device run, also with clip_gradients(max_norm);
 #   - a checkpoint FSDP x2 saves loads on one device, and FSDP x2 resumes
-#     from it as the single device does;
+#     from it as the single device does; in both formats (.st, .ckpt);
 #   - a rank killed mid-run stops the run with status 3, naming the rank;
 #   - `plan` gives the formula's bytes for FSDP x2, DDP x2 and one device.
 set -u
@@ -53,6 +53,18 @@ run "$SRC/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.st > resumed1.txt
 run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=ck.st > resumed2.txt ||
   bad "fsdp 2 resume"
 close resumed1.txt resumed2.txt || bad "resuming FSDP x2's checkpoint: losses differ"
+# the same in PyTorch's format (.pt, .ckpt): FSDP's slices written into one torch.save file
+mkdir single fsdp2 # one name: the archive inside is named after the file
+run "$SRC/init.fab" -D strategy=auto -D meta=False -D out=single/init.pt || bad "single init .pt"
+run "$SRC/init.fab" -D strategy=fsdp -D devices=2 -D meta=True -D out=fsdp2/init.pt || bad "fsdp 2 init .pt"
+cmp -s single/init.pt fsdp2/init.pt || bad "fsdp 2: its .pt differs from the single device's"
+run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=ck.ckpt > /dev/null ||
+  bad "fsdp 2 save .ckpt"
+run "$SRC/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.ckpt > resumed1t.txt || bad "single resume .ckpt"
+cmp -s resumed1.txt resumed1t.txt || bad "resuming from the .ckpt differs from resuming from the .safetensors"
+run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=ck.ckpt > resumed2t.txt ||
+  bad "fsdp 2 resume .ckpt"
+close resumed1t.txt resumed2t.txt || bad "resuming FSDP x2's .ckpt: losses differ"
 
 # 4. a killed rank
 "$FS" --emulate-cuda "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D epochs=1000000 > long.txt 2> long.err &

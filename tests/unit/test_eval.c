@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "eval.h"
+#include "safetensors.h"
 #include "lex.h"
+#include "zipstore.h"
 
 typedef struct result {
   int status;
@@ -228,6 +230,81 @@ static void test_checkpoint(void **st) {
   unlink(path);
 }
 
+/* A .pt whose pickle calls os.system: fabric.load refuses it naming the
+ * global, runs nothing, and leaves the model as it was. (A regression script
+ * cannot make such a file; here zipstore.h writes it.) */
+static void test_checkpoint_hostile(void **st) {
+  (void)st;
+  char dir[] = "/tmp/test_eval_ckptXXXXXX", path[64], marker[64], text[1024];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/evil.pt", dir);
+  snprintf(marker, sizeof marker, "%s/ran", dir);
+  char pkl[128]; /* os.system("touch <marker>"), as pickle protocol 2 */
+  size_t cmd = strlen("touch ") + strlen(marker), n = 0;
+  n += (size_t)snprintf(pkl + n, sizeof pkl - n, "\x80\x02" "cos\nsystem\n" "X");
+  for (int b = 0; b < 4; b++) pkl[n++] = (char)(cmd >> (8 * b));
+  n += (size_t)snprintf(pkl + n, sizeof pkl - n, "touch %s\x85R.", marker);
+  const char *names[] = {"evil/data.pkl", "evil/version"};
+  uint64_t sizes[] = {n, 2};
+  fsZ_writer w;
+  char *err = NULL;
+  assert_int_equal(fsZ_create(&w, path, names, sizes, 2, &err), 0);
+  assert_int_equal(fsZ_write(&w, 0, 0, pkl, n, &err), 0);
+  assert_int_equal(fsZ_write(&w, 1, 0, "3\n", 2, &err), 0);
+  assert_int_equal(fsZ_commit(&w, &err), 0);
+  snprintf(text, sizeof text,
+           "fabric = Fabric(accelerator='cpu', devices=1)\n"
+           "model = fabric.setup_module(Linear(2, 2))\n"
+           "w = model.parameters()[0].sum().item()\n"
+           "print(w == w)\n"
+           "fabric.load('%s', {'model': model})\n",
+           path);
+  result r = run(text, NULL, 0);
+  char want[512];
+  snprintf(want, sizeof want,
+           "5:8: error: %s: data.pkl: unsupported global os.system (only what torch.load(weights_only=True) "
+           "accepts is loaded) at byte 2\n", path);
+  assert_string_equal(r.diags, want);
+  assert_int_equal(r.status, 1);
+  assert_int_equal(access(marker, F_OK), -1);
+  free(r.out);
+  free(r.diags);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* A checkpoint written before the optimizer layout followed torch's state
+ * dict keeps its learning rate as metadata "K.lr"; loading must restore it
+ * (it was silently dropped when only "K.param_groups.0.lr" was read). */
+static void test_checkpoint_old_optimizer_layout(void **st) {
+  (void)st;
+  char dir[] = "/tmp/test_eval_ckptXXXXXX", path[64], text[1024];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/old.safetensors", dir);
+  static const float w[4] = {1, 2, 3, 4}, b[2] = {0, 0};
+  static const int64_t ws[2] = {2, 2}, bs[1] = {2};
+  const fsK_entry ts[] = {{"model.weight", FS_F32, 2, ws, w}, {"model.bias", FS_F32, 1, bs, b}};
+  const fsK_meta meta[] = {{"opt.lr", "0.25"}, {"opt.state.0.step", "3"}, {"opt.state.1.step", "3"}};
+  char *err = NULL;
+  assert_int_equal(fsK_save(path, ts, 2, meta, 3, &err), 0);
+  snprintf(text, sizeof text,
+           "fabric = Fabric(accelerator='cpu', devices=1)\n"
+           "model = Linear(2, 2)\n"
+           "opt = SGD(model.parameters(), lr=0.01)\n"
+           "model, opt = fabric.setup(model, opt)\n"
+           "fabric.load('%s', {'model': model, 'opt': opt})\n"
+           "print(opt.lr, model.parameters()[0].sum().item())\n",
+           path);
+  result r = run(text, NULL, 0);
+  assert_string_equal(r.diags, "");
+  assert_string_equal(r.out, "0.25 10.0\n");
+  assert_int_equal(r.status, 0);
+  free(r.out);
+  free(r.diags);
+  unlink(path);
+  rmdir(dir);
+}
+
 static void test_log(void **st) {
   (void)st;
   char dir[] = "/tmp/test_eval_logXXXXXX", cwd[4096];
@@ -263,6 +340,8 @@ int main(void) {
     cmocka_unit_test(test_errors),     cmocka_unit_test(test_params),
     cmocka_unit_test(test_fstrings),   cmocka_unit_test(test_model_names),
     cmocka_unit_test(test_meta_and_fabric), cmocka_unit_test(test_checkpoint),
+    cmocka_unit_test(test_checkpoint_hostile),
+    cmocka_unit_test(test_checkpoint_old_optimizer_layout),
     cmocka_unit_test(test_log),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
