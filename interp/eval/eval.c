@@ -333,7 +333,9 @@ static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   if (v) return fsV_retain(v);
   const fsSig *sig = fsSig_find(n->str);
   if (!sig) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
-  fs_value *b = native_value(sig, NULL), *k = b ? fsV_cstr(n->str) : NULL;
+  /* a module's row makes the module value itself ("math") */
+  fs_value *b = sig->kind == FSSIG_MODULE ? fsE_native_of(sig)(E, NULL, NULL, NULL) : native_value(sig, NULL);
+  fs_value *k = b ? fsV_cstr(n->str) : NULL;
   if (!k || fsV_dict_set(E->builtins, k, fsV_retain(b)) < 0) {
     fsV_release(k);
     fsV_release(b);

@@ -86,6 +86,7 @@ typedef struct fsE_reg { const char *name; fsE_native fn; } fsE_reg;
 typedef struct fsE_lib { const char *name; const fsE_reg *funcs; } fsE_lib;
 extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_lib_optim,
     fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt;
+extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* issue 15: LR schedulers; math and time */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -153,8 +154,15 @@ typedef struct optv {
   fs_optim *o;
   const char *cls;
   fsF_optim st;
+  fs_value *groups;   /* list of dicts: torch's param_groups, where the hyper-parameters live */
+  fs_value *defaults; /* dict: the constructor's hyper-parameters (add_param_group's defaults) */
 } optv;
 extern const fsV_class fsE_optim_class;
+/* Reads the group dicts' hyper-parameters into the runtime's groups (before
+ * a step, a save); -1 + fsV_error when a script broke a group. */
+int fsE_optim_sync(optv *ov);
+/* Group 0's "params" = the runtime's parameters again (FSDP swapped them). */
+int fsE_optim_params_swapped(optv *ov);
 
 /* lib_data.c */
 typedef struct loaderv {

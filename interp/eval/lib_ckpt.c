@@ -117,10 +117,6 @@ static void ck_free(ckpt *c) {
   free(c->m);
 }
 
-static const char *buf_name(const optv *ov, int which) {
-  if (ov->o->kind == FSO_SGD) return which ? NULL : "momentum_buffer";
-  return which ? "exp_avg_sq" : "exp_avg";
-}
 
 /* filter[key](name, value) decides whether a module parameter is saved */
 static int keep(fsE_ctx *E, fs_value *filter, fs_value *key, const char *name, fs_tensor *t, bool *yes) {
@@ -170,19 +166,38 @@ static int ck_add(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *key, fs_value *v, fs_
     return rc;
   }
   if (ov) {
-    char lr[40];
-    fsV_float_repr(ov->o->lr, lr, sizeof lr);
+    if (fsE_optim_sync(ov) < 0) return -1;
+    char lr[40]; /* K.lr: what checkpoints before param groups kept */
+    fsV_float_repr(ov->o->groups[0].h.lr, lr, sizeof lr);
     if (ck_meta(c, ck_fmt(c, "%s.lr", k), ck_own(c, strdup(lr))) < 0) return -1;
-    /* under FSDP the states of the one-device layout: one per parameter, sliced */
+    /* param_groups as torch's state_dict keeps them: K.param_groups.<g>.<key>
+     * = repr(value), "params" the parameters' indices (under FSDP those of
+     * the one-device layout, as the states below) */
     fsSH_model *sh = fsE_sharded_of(fv, ov->o);
+    for (int64_t g = 0; g < ov->o->ngroups; g++) {
+      const fs_value *d = ov->groups->u.seq.items[g];
+      for (size_t j = 0; j < d->u.dict.n; j++) {
+        const char *gk = d->u.dict.keys[j]->type == FSV_STR ? d->u.dict.keys[j]->u.str.s : "params";
+        if (strcmp(gk, "params") &&
+            ck_meta(c, ck_fmt(c, "%s.param_groups.%lld.%s", k, (long long)g, gk), ck_own(c, fsV_repr(d->u.dict.vals[j]))) < 0)
+          return -1;
+      }
+      fsV_buf ix = {0};
+      int64_t n = sh ? sh->nall : ov->o->groups[g].n; /* FSDP: one group */
+      for (int64_t i = 0; i < n; i++) fsV_buf_printf(&ix, "%s%lld", i ? ", " : "[", (long long)(ov->o->groups[g].first + i));
+      fsV_buf_puts(&ix, n ? "]" : "[]");
+      if (ck_meta(c, ck_fmt(c, "%s.param_groups.%lld.params", k, (long long)g), ck_own(c, fsV_buf_take(&ix))) < 0)
+        return -1;
+    }
+    /* under FSDP the states of the one-device layout: one per parameter, sliced */
     for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
       int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
       if (ck_meta(c, ck_fmt(c, "%s.state.%lld.step", k, (long long)i),
                   ck_fmt(c, "%lld", (long long)ov->o->steps[j])) < 0)
         return -1;
-      fs_tensor *b[2] = {ov->o->buf0[j], ov->o->buf1[j]};
-      for (int w = 0; w < 2; w++) {
-        char *name = b[w] ? ck_fmt(c, "%s.state.%lld.%s", k, (long long)i, buf_name(ov, w)) : NULL;
+      fs_tensor *b[3] = {ov->o->buf0[j], ov->o->buf1[j], ov->o->buf2[j]};
+      for (int w = 0; w < 3; w++) {
+        char *name = b[w] ? ck_fmt(c, "%s.state.%lld.%s", k, (long long)i, fsO_state_name(ov->o->kind, w)) : NULL;
         if (b[w] && (sh ? ck_sliced(c, name, sh->all[i].t, first, count, b[w]->device, fsT_f32(b[w]) + at)
                         : ck_tensor(c, name, b[w])) < 0)
           return -1;
@@ -428,21 +443,71 @@ static int load_module(const fsK_file *kf, const char *key, modv *mv, bool stric
   return rc;
 }
 
+/* The saved param_groups into the live group dicts (torch's load_state_dict:
+ * same number of groups, each of the same size); a checkpoint from before
+ * groups has only "<pre>lr", which every group takes. */
+static int load_groups(const fsK_file *kf, const char *pre, optv *ov, const fsSH_model *sh) {
+  char name[768];
+  size_t plen = strlen(pre);
+  int64_t ng = ov->o->ngroups;
+  snprintf(name, sizeof name, "%sparam_groups.0.params", pre);
+  if (!fsK_meta_get(kf, name)) {
+    snprintf(name, sizeof name, "%slr", pre);
+    const char *lr = fsK_meta_get(kf, name);
+    fs_value *x = lr ? fsV_float(strtod(lr, NULL)) : NULL;
+    for (int64_t g = 0; x && g < ng; g++) {
+      fs_value *k = fsV_cstr("lr");
+      int rc = k ? fsV_dict_set(ov->groups->u.seq.items[g], k, fsV_retain(x)) : -1;
+      fsV_release(k);
+      if (rc < 0) return fsV_release(x), -1;
+    }
+    fsV_release(x);
+    return fsE_optim_sync(ov);
+  }
+  for (int64_t g = 0; g <= ng; g++) {
+    snprintf(name, sizeof name, "%sparam_groups.%lld.params", pre, (long long)g);
+    const char *ps = fsK_meta_get(kf, name);
+    fs_value *saved = ps ? fsV_literal(ps) : NULL;
+    int64_t size = sh ? sh->nall : g < ng ? ov->o->groups[g].n : 0; /* FSDP: the one-device layout */
+    bool fits = g < ng ? saved && saved->type == FSV_LIST && (int64_t)saved->u.seq.n == size : !ps;
+    fsV_release(saved);
+    if (!fits) {
+      fsV_seterr(g < ng && ps ? "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+                              : "loaded state dict has a different number of parameter groups");
+      return -1;
+    }
+  }
+  for (size_t i = 0; i < kf->nmeta; i++) {
+    const char *key = kf->meta[i].key, *rest;
+    char *end;
+    if (strncmp(key, pre, plen) || strncmp(key + plen, "param_groups.", 13)) continue;
+    long long g = strtoll(key + plen + 13, &end, 10);
+    rest = end + 1;
+    if (*end != '.' || g < 0 || g >= ng || !strcmp(rest, "params")) continue;
+    fs_value *x = fsV_literal(kf->meta[i].value), *k = x ? fsV_cstr(rest) : NULL;
+    int rc = k ? fsV_dict_set(ov->groups->u.seq.items[g], k, x) : (fsV_release(x), -1);
+    fsV_release(k);
+    if (rc < 0) {
+      if (!fsV_error()[0]) fsV_seterr("checkpoint entry %s: cannot read %s", key, kf->meta[i].value);
+      return -1;
+    }
+  }
+  return fsE_optim_sync(ov);
+}
+
 static int load_optim(const fsK_file *kf, const char *key, fabv *fv, optv *ov) {
   char name[768], pre[256];
   snprintf(pre, sizeof pre, "%s%s", key, *key ? "." : ""); /* load_raw: no key */
-  snprintf(name, sizeof name, "%slr", pre);
-  const char *lr = fsK_meta_get(kf, name);
-  if (lr) ov->o->lr = strtod(lr, NULL);
   fsSH_model *sh = fv ? fsE_sharded_of(fv, ov->o) : NULL; /* FSDP: this rank's slices of each state */
+  if (load_groups(kf, pre, ov, sh) < 0) return -1;
   for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
     int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
     snprintf(name, sizeof name, "%sstate.%lld.step", pre, (long long)i);
     const char *st = fsK_meta_get(kf, name);
     ov->o->steps[j] = st ? strtoll(st, NULL, 10) : 0;
-    fs_tensor **slot[2] = {&ov->o->buf0[j], &ov->o->buf1[j]};
-    for (int w = 0; w < 2; w++) {
-      const char *bn = buf_name(ov, w);
+    fs_tensor **slot[3] = {&ov->o->buf0[j], &ov->o->buf1[j], &ov->o->buf2[j]};
+    for (int w = 0; w < 3; w++) {
+      const char *bn = fsO_state_name(ov->o->kind, w);
       if (!bn) continue;
       snprintf(name, sizeof name, "%sstate.%lld.%s", pre, (long long)i, bn);
       const fsK_info *in = fsK_find(kf, name);
