@@ -464,18 +464,19 @@ static int load_groups(const fsK_file *kf, const char *pre, optv *ov, const fsSH
     fsV_release(x);
     return fsE_optim_sync(ov);
   }
-  for (int64_t g = 0; g <= ng; g++) {
+  for (int64_t g = 0; g <= ng; g++) { /* torch's checks: the number of groups, then their sizes */
     snprintf(name, sizeof name, "%sparam_groups.%lld.params", pre, (long long)g);
-    const char *ps = fsK_meta_get(kf, name);
-    fs_value *saved = ps ? fsV_literal(ps) : NULL;
-    int64_t size = sh ? sh->nall : g < ng ? ov->o->groups[g].n : 0; /* FSDP: the one-device layout */
-    bool fits = g < ng ? saved && saved->type == FSV_LIST && (int64_t)saved->u.seq.n == size : !ps;
+    if ((fsK_meta_get(kf, name) != NULL) != (g < ng))
+      return fsV_seterr("loaded state dict has a different number of parameter groups"), -1;
+  }
+  for (int64_t g = 0; g < ng; g++) {
+    snprintf(name, sizeof name, "%sparam_groups.%lld.params", pre, (long long)g);
+    fs_value *saved = fsV_literal(fsK_meta_get(kf, name));
+    int64_t size = sh ? sh->nall : ov->o->groups[g].n; /* FSDP: the one-device layout */
+    bool fits = saved && saved->type == FSV_LIST && (int64_t)saved->u.seq.n == size;
     fsV_release(saved);
-    if (!fits) {
-      fsV_seterr(g < ng && ps ? "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
-                              : "loaded state dict has a different number of parameter groups");
-      return -1;
-    }
+    if (!fits)
+      return fsV_seterr("loaded state dict contains a parameter group that doesn't match the size of optimizer's group"), -1;
   }
   for (size_t i = 0; i < kf->nmeta; i++) {
     const char *key = kf->meta[i].key, *rest;

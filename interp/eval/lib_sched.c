@@ -80,7 +80,7 @@ static int momentum_key(const optv *ov) {
 /* lr[g] (and momentum[g]) from the groups. */
 static int read_groups(const schedv *sv, double *lr, double *mom) {
   int mk = momentum_key(opt_of(sv));
-  for (int64_t g = 0; g < sv->s->ngroups; g++) {
+  for (int64_t g = 0; g < opt_of(sv)->o->ngroups; g++) {
     if (get_num(group(sv, g), g, "lr", &lr[g]) < 0) return -1;
     const fs_value *b = fsV_dict_getstr(group(sv, g), "betas");
     if (mk == 1 && get_num(group(sv, g), g, "momentum", &mom[g]) < 0) return -1;
@@ -222,8 +222,8 @@ static int64_t tail(fsH_kind kind) {
 }
 
 /* torch's _LRScheduler.__init__ bookkeeping: "initial_lr" in every group */
-static int initial_lrs(schedv *sv, int64_t last_epoch, double *init) {
-  for (int64_t g = 0; g < sv->s->ngroups; g++) {
+static int initial_lrs(schedv *sv, int64_t n, int64_t last_epoch, double *init) {
+  for (int64_t g = 0; g < n; g++) {
     fs_value *d = group(sv, g);
     if (!fsV_dict_getstr(d, "initial_lr")) {
       if (last_epoch != -1) {
@@ -294,7 +294,7 @@ static fs_value *make_sched(fsE_ctx *E, fs_value **s, fsH_kind kind, const char 
         }
       }
     } else {
-      if (kind != FSH_PLATEAU) rc = initial_lrs(sv, o.last_epoch, init);
+      if (kind != FSH_PLATEAU) rc = initial_lrs(sv, n, o.last_epoch, init);
       else for (int64_t g = 0; g < n; g++) init[g] = 0;
       if (rc == 0) rc = (sv->s = fsH_new(kind, &o, n, init)) ? 0 : (fsE_rt_fail(), -1);
     }
