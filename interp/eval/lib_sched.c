@@ -444,6 +444,8 @@ static fs_value *state_of(const fs_value *v) {
   for (size_t i = 0; rc == 0 && i < nf; i++)
     rc = put(d, f[i].key, f[i].type == 'i' ? fsV_int(*(int64_t *)f[i].p) : fsV_float(*(double *)f[i].p));
   if (rc == 0 && h->kind != FSH_PLATEAU) rc = put(d, "base_lrs", float_list(h->base_lrs, h->ngroups));
+  if (rc == 0 && h->kind != FSH_PLATEAU) rc = put(d, "_get_lr_called_within_step", fsV_bool(false));
+  if (rc == 0 && h->kind == FSH_PLATEAU) rc = put(d, "mode_worse", fsV_float(h->o.mode_max ? -INFINITY : INFINITY));
   if (rc == 0) rc = put(d, "_last_lr", float_list(h->last_lr, h->ngroups));
   if (rc == 0) rc = put(d, "verbose", fsV_bool(sv->verbose));
   if (rc == 0 && h->kind == FSH_MULTISTEP) { /* a Counter: milestone -> count */
