@@ -177,6 +177,12 @@ typedef struct loaderv {
 } loaderv;
 extern const fsV_class fsE_loader_class;
 
+/* lib_sched.c: for checkpoints, whether v is an LR scheduler, its
+ * state_dict and its load_state_dict */
+bool fsE_is_sched(const fs_value *v);
+fs_value *fsE_sched_state(const fs_value *v);
+int fsE_sched_load(const fs_value *v, const fs_value *sd);
+
 /* lib_strategy.c */
 extern const fsV_class fsE_strategy_class;
 

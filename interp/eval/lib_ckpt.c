@@ -148,6 +148,22 @@ static int ck_sharded_module(fsE_ctx *E, ckpt *c, fs_value *key, fsSH_model *sh,
   return 0;
 }
 
+/* An LR scheduler: its state_dict's entries as K.<key> = repr(value); a
+ * SequentialLR's children's under K._schedulers.<i>. */
+static int ck_sched(ckpt *c, const char *prefix, const fs_value *sd) {
+  for (size_t i = 0; i < sd->u.dict.n; i++) {
+    const char *k = sd->u.dict.keys[i]->u.str.s;
+    const fs_value *v = sd->u.dict.vals[i];
+    if (!strcmp(k, "_schedulers")) {
+      for (size_t j = 0; j < v->u.seq.n; j++)
+        if (ck_sched(c, ck_fmt(c, "%s._schedulers.%zu", prefix, j), v->u.seq.items[j]) < 0) return -1;
+    } else if (v->type != FSV_DICT && ck_meta(c, ck_fmt(c, "%s.%s", prefix, k), ck_own(c, fsV_repr(v))) < 0) {
+      return -1; /* (a dict: MultiStepLR's milestones, which its constructor makes) */
+    }
+  }
+  return 0;
+}
+
 static int ck_add(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *key, fs_value *v, fs_value *filter) {
   const char *k = key->u.str.s;
   modv *mv = fsV_objdata(v, &fsE_module_class);
@@ -204,6 +220,12 @@ static int ck_add(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *key, fs_value *v, fs_
       }
     }
     return 0;
+  }
+  if (fsE_is_sched(v)) {
+    fs_value *sd = fsE_sched_state(v);
+    int rc = sd ? ck_sched(c, k, sd) : -1;
+    fsV_release(sd);
+    return rc;
   }
   if (v->type == FSV_OBJ) {
     fsV_seterr("cannot save state entry '%s': a %s is not serializable", k, fsV_type_name(v));
@@ -523,6 +545,42 @@ static int load_optim(const fsK_file *kf, const char *key, fabv *fv, optv *ov) {
   return 0;
 }
 
+/* The state_dict a scheduler saved under prefix (ck_sched's entries). */
+static fs_value *saved_sched(const fsK_file *kf, const char *prefix) {
+  size_t pl = strlen(prefix);
+  fs_value *d = fsV_dict(), *kids = NULL;
+  for (size_t i = 0; d && i < kf->nmeta; i++) {
+    const char *key = kf->meta[i].key, *rest = key + pl + 1;
+    if (strncmp(key, prefix, pl) || key[pl] != '.' || strchr(rest, '.')) continue;
+    fs_value *x = fsV_literal(kf->meta[i].value), *k = x ? fsV_cstr(rest) : NULL;
+    if (!x) fsV_clearerr(); /* a value literals cannot spell (best = inf): the scheduler keeps its own */
+    if (k && fsV_dict_set(d, k, x) < 0) fsV_release(d), d = NULL;
+    else if (!k) fsV_release(x);
+    fsV_release(k);
+  }
+  for (size_t j = 0; d; j++) { /* SequentialLR's children */
+    char sub[512], probe[560];
+    snprintf(sub, sizeof sub, "%s._schedulers.%zu", prefix, j);
+    snprintf(probe, sizeof probe, "%s.last_epoch", sub);
+    if (!fsK_meta_get(kf, probe)) break;
+    fs_value *child = saved_sched(kf, sub);
+    if (!kids && !(kids = fsV_list(2))) child = (fsV_release(child), NULL);
+    if (!child || fsV_list_append(kids, child) < 0) fsV_release(d), d = NULL;
+  }
+  fs_value *k = d && kids ? fsV_cstr("_schedulers") : NULL;
+  if (k && fsV_dict_set(d, k, fsV_retain(kids)) < 0) fsV_release(d), d = NULL;
+  fsV_release(k);
+  fsV_release(kids);
+  return d;
+}
+
+static int load_sched(const fsK_file *kf, const char *key, fs_value *v) {
+  fs_value *sd = saved_sched(kf, key);
+  int rc = sd ? fsE_sched_load(v, sd) : -1;
+  fsV_release(sd);
+  return rc;
+}
+
 NATIVE(ckpt_load) {
   if (E->opt->plan) return fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
   fabv *fv = self->u.obj.data;
@@ -548,6 +606,7 @@ NATIVE(ckpt_load) {
     optv *ov = fsV_objdata(v, &fsE_optim_class);
     if (mv) rc = load_module(&kf, k->u.str.s, mv, fsV_truthy(s[2]));
     else if (ov) rc = load_optim(&kf, k->u.str.s, fv, ov);
+    else if (fsE_is_sched(v)) rc = load_sched(&kf, k->u.str.s, v);
     else if (fsK_meta_get(&kf, k->u.str.s)) {
       fs_value *x = fsV_literal(fsK_meta_get(&kf, k->u.str.s));
       rc = x ? fsV_dict_set(state, k, x) : -1;

@@ -524,6 +524,10 @@ static int load_state(const fs_value *v, const fs_value *sd) {
 
 NATIVE(sched_load_state_dict) { return load_state(self, s[0]) < 0 ? NULL : fsV_none(); }
 
+bool fsE_is_sched(const fs_value *v) { return sched_of(v) != NULL; }
+fs_value *fsE_sched_state(const fs_value *v) { return state_of(v); }
+int fsE_sched_load(const fs_value *v, const fs_value *sd) { return load_state(v, sd); }
+
 static const fsE_reg sched_funcs[] = {
   {"StepLR", sched_steplr}, {"MultiStepLR", sched_multisteplr}, {"ExponentialLR", sched_explr},
   {"CosineAnnealingLR", sched_cosinelr}, {"CosineAnnealingWarmRestarts", sched_warmrestarts},
