@@ -262,9 +262,11 @@ NATIVE(optim_step) {
     fsV_args none = {NULL, 0, NULL, NULL, 0, a->loc};
     if (!(loss = fsE_call(E, s[0], &none))) return NULL;
   }
-  if (fsE_optim_sync(OPTV(self)) < 0 || fsO_step(OPTV(self)->o) < 0) {
+  int rc = fsE_optim_sync(OPTV(self));
+  if (rc == 0 && fsO_step(OPTV(self)->o) < 0) rc = (fsE_rt_fail(), -1);
+  if (rc < 0) {
     fsV_release(loss);
-    return fsV_error()[0] ? NULL : fsE_rt_fail();
+    return NULL;
   }
   return loss ? loss : fsV_none();
 }

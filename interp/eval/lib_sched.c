@@ -84,7 +84,9 @@ static int read_groups(const schedv *sv, double *lr, double *mom) {
     if (get_num(group(sv, g), g, "lr", &lr[g]) < 0) return -1;
     const fs_value *b = fsV_dict_getstr(group(sv, g), "betas");
     if (mk == 1 && get_num(group(sv, g), g, "momentum", &mom[g]) < 0) return -1;
-    if (mk == 2) mom[g] = b && b->type == FSV_TUPLE && b->u.seq.n == 2 ? fsV_to_double(b->u.seq.items[0]) : 0;
+    bool pair = b && (b->type == FSV_TUPLE || b->type == FSV_LIST) && b->u.seq.n == 2 && fsV_is_number(b->u.seq.items[0]);
+    if (mk == 2 && !pair) return fsV_seterr("param_groups[%lld]['betas'] must be a pair of numbers", (long long)g), -1;
+    if (mk == 2) mom[g] = fsV_to_double(b->u.seq.items[0]);
   }
   return 0;
 }
@@ -123,7 +125,7 @@ static int call_lambda(void *ud, int64_t g, int64_t epoch, double *factor) {
   fsV_args a = {&arg, 1, NULL, NULL, 0, {0, 0}};
   fs_value *r = arg ? fsE_call(sv->E, sv->lambdas->u.seq.items[g], &a) : NULL;
   fsV_release(arg);
-  if (!r) return -1;
+  if (!r) return fsT_seterr("%s", fsV_error()), -1; /* the runtime passes the function's error on */
   int rc = 0;
   if (fsE_as_tensor(r) && fsE_as_tensor(r)->numel == 1) {
     fs_value *item = fsE_item_value(fsE_as_tensor(r));
@@ -131,7 +133,7 @@ static int call_lambda(void *ud, int64_t g, int64_t epoch, double *factor) {
     r = item;
   }
   if (r && fsV_is_number(r)) *factor = fsV_to_double(r);
-  else rc = (fsV_seterr("lr_lambda must return a number, not %s", r ? fsV_type_name(r) : "nothing"), -1);
+  else rc = (fsT_seterr("lr_lambda must return a number, not %s", r ? fsV_type_name(r) : "nothing"), -1);
   fsV_release(r);
   return rc;
 }
@@ -265,7 +267,8 @@ static fs_value *make_sched(fsE_ctx *E, fs_value **s, fsH_kind kind, const char 
   if (rc == 0 && kind == FSH_SEQUENTIAL) {
     fs_value *c = s[1];
     fsH_sched **kids = malloc((c->u.seq.n + 1) * sizeof *kids);
-    rc = kids && (sv->children = fsV_list(c->u.seq.n)) ? 0 : -1;
+    rc = kids ? 0 : (fsV_seterr("out of memory"), -1);
+    if (rc == 0 && !(sv->children = fsV_list(c->u.seq.n))) rc = -1;
     for (size_t i = 0; rc == 0 && i < c->u.seq.n; i++) {
       schedv *k = fsV_objdata(c->u.seq.items[i], &fsE_sched_class);
       if (!k) rc = (fsV_seterr("SequentialLR: schedulers[%zu] is a %s, not an LR scheduler", i, fsV_type_name(c->u.seq.items[i])), -1);
@@ -307,7 +310,6 @@ static fs_value *make_sched(fsE_ctx *E, fs_value **s, fsH_kind kind, const char 
   free(arr);
   free(buf);
   if (rc < 0) {
-    if (!fsV_error()[0]) fsE_rt_fail();
     fsV_release(v);
     return NULL;
   }
@@ -342,13 +344,12 @@ static fs_value *with_groups(fsE_ctx *E, schedv *sv, int (*run)(schedv *sv, cons
   if (rc == 0) rc = run(sv, arg, lr, lr + n);
   if (rc == 0) rc = write_groups(sv, lr, lr + n);
   free(lr);
-  if (rc < 0 && !fsV_error()[0]) fsE_rt_fail();
   return rc < 0 ? NULL : fsV_none();
 }
 
 static int run_step(schedv *sv, const fs_value *epoch, double *lr, double *mom) {
   int rc = epoch->type == FSV_NONE ? fsH_step(sv->s, lr, mom) : fsH_step_at(sv->s, fsV_to_double(epoch), lr, mom);
-  return rc < 0 && !fsV_error()[0] ? (fsE_rt_fail(), -1) : rc;
+  return rc < 0 ? (fsE_rt_fail(), -1) : 0;
 }
 
 NATIVE(sched_step) { return with_groups(E, SV(self), run_step, s[0]); }
