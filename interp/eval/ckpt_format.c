@@ -124,15 +124,56 @@ static int st_read(const ck_file *f, const fsK_info *t, uint64_t first, uint64_t
                    char **err) {
   return fsK_read(&f->k, t, first, count, dt, dst, err);
 }
-static int st_get(const ck_file *f, const char *const *path, int n, fs_value **out) {
-  char name[1024] = "";
-  for (int i = 0; i < n; i++) snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s", i ? "." : "", path[i]);
+static int st_get_name(const ck_file *f, const char *name, int depth, fs_value **out);
+
+/* The child of prefix (its length pl) that entry name starts, copied into
+ * seg; 0 when name is not under prefix. */
+static int child_of(const char *name, const char *prefix, size_t pl, char *seg, size_t len) {
+  if (strncmp(name, prefix, pl) || name[pl] != '.') return 0;
+  snprintf(seg, len, "%.*s", (int)strcspn(name + pl + 1, "."), name + pl + 1);
+  return 1;
+}
+
+/* No entry is named prefix: the dict its dotted descendants make, as the
+ * flattening wrote a state dict ("p.k..." under key k), or absent. */
+static int st_unflatten(const ck_file *f, const char *prefix, int depth, fs_value **out) {
+  size_t pl = strlen(prefix), total = f->k.nmeta + f->k.n;
+  fs_value *d = NULL;
+  *out = NULL;
+  if (depth > 16) return 0;
+  for (size_t i = 0; i < total; i++) {
+    const char *name = i < f->k.nmeta ? f->k.meta[i].key : f->k.t[i - f->k.nmeta].name;
+    char seg[256], sub[1024];
+    if (!child_of(name, prefix, pl, seg, sizeof seg) || (d && fsV_dict_getstr(d, seg))) continue;
+    snprintf(sub, sizeof sub, "%s.%s", prefix, seg);
+    fs_value *x = NULL, *k = NULL;
+    int got = st_get_name(f, sub, depth + 1, &x);
+    if (got > 0 && (d || (d = fsV_dict())) && (k = fsV_cstr(seg)) && fsV_dict_set(d, k, x) == 0) x = NULL;
+    else if (got > 0) got = -1;
+    fsV_release(k);
+    fsV_release(x);
+    if (got < 0) {
+      fsV_release(d);
+      return -1;
+    }
+  }
+  return (*out = d) != NULL;
+}
+
+static int st_get_name(const ck_file *f, const char *name, int depth, fs_value **out) {
   const fsK_info *in = fsK_find(&f->k, name);
   const char *text = in ? NULL : fsK_meta_get(&f->k, name);
   if (in) return (*out = ck_read_value(f, in)) ? 1 : -1;
-  *out = text ? fsV_literal(text) : NULL;
+  if (!text) return st_unflatten(f, name, depth, out);
+  *out = fsV_literal(text);
   if (!*out) fsV_clearerr(); /* not an entry this module wrote */
   return *out != NULL;
+}
+
+static int st_get(const ck_file *f, const char *const *path, int n, fs_value **out) {
+  char name[1024] = "";
+  for (int i = 0; i < n; i++) snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s", i ? "." : "", path[i]);
+  return st_get_name(f, name, 0, out);
 }
 static size_t st_nkeys(const ck_file *f) { return f->k.nmeta; }
 static const char *st_key(const ck_file *f, size_t i) {

@@ -334,7 +334,7 @@ static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   const fsSig *sig = fsSig_find(n->str);
   if (!sig) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
   fs_value *b, *k;
-  if (sig->flags & FSSIG_CONST) { /* a constant (float32): its value, made once */
+  if ((sig->flags & FSSIG_CONST) || sig->kind == FSSIG_MODULE) { /* float32, math: the value itself, made once */
     fsV_clearerr();
     b = fsE_native_of(sig) ? fsE_native_of(sig)(E, NULL, NULL, NULL) : NULL;
   } else b = native_value(sig, NULL);

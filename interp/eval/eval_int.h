@@ -90,6 +90,7 @@ typedef struct fsE_lib { const char *name; const fsE_reg *funcs; } fsE_lib;
 extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_lib_optim,
     fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt, fsE_lib_torch, fsE_lib_shape,
     fsE_lib_arith;
+extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -166,8 +167,17 @@ typedef struct optv {
   fs_optim *o;
   const char *cls;
   fsF_optim st;
+  fs_value *groups;   /* list of dicts: torch's param_groups, where the hyper-parameters live */
+  fs_value *defaults; /* dict: the constructor's hyper-parameters (add_param_group's defaults) */
 } optv;
 extern const fsV_class fsE_optim_class;
+/* Reads the group dicts' hyper-parameters into the runtime's groups (before
+ * a step, a save); -1 + fsV_error when a script broke a group. */
+int fsE_optim_sync(optv *ov);
+/* Parameter i's state_dict entry: 1 and *out, 0 when it has none yet, -1. */
+int fsE_optim_param_state(const fs_optim *o, int64_t i, fs_value **out);
+/* Group 0's "params" = the runtime's parameters again (FSDP swapped them). */
+int fsE_optim_params_swapped(optv *ov);
 
 /* lib_data.c */
 typedef struct loaderv {
@@ -181,6 +191,12 @@ typedef struct loaderv {
   fs_device dev;         /* where its batches go: the Fabric's device once set up */
 } loaderv;
 extern const fsV_class fsE_loader_class;
+
+/* lib_sched.c: for checkpoints, whether v is an LR scheduler, its
+ * state_dict and its load_state_dict */
+bool fsE_is_sched(const fs_value *v);
+fs_value *fsE_sched_state(const fs_value *v);
+int fsE_sched_load(const fs_value *v, const fs_value *sd);
 
 /* lib_strategy.c */
 extern const fsV_class fsE_strategy_class;
@@ -222,6 +238,7 @@ typedef struct ckpt {
   const fs_value **plain; size_t np, capp; /* per root entry: the plain value, NULL for a state dict */
   ck_slice *sl; size_t ns, caps;
   char **owned; size_t nowned, capowned; /* names, texts and host copies to free */
+  fs_value **held; size_t nheld, capheld; /* state dicts made for the save, whose tensors doc points into */
   /* safetensors' view of doc (ck_flatten): each tensor under its dotted name, with its value */
   fsK_entry *t; const fsQ_value **tq; size_t nt, capt, captq;
   fsK_meta *m; size_t nm, capm;

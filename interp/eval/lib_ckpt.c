@@ -71,12 +71,26 @@ char *fsE_ck_fmt(ckpt *c, const char *fmt, ...) {
 static void ck_free(ckpt *c) {
   for (size_t i = 0; i < c->nowned; i++) free(c->owned[i]);
   free(c->owned);
+  for (size_t i = 0; i < c->nheld; i++) fsV_release(c->held[i]);
+  free(c->held);
   free(c->plain);
   free(c->sl);
   free(c->t);
   free(c->tq);
   free(c->m);
   fsQ_free(c->doc);
+}
+
+/* v (a new reference, may be NULL) kept alive until c is freed: the
+ * checkpoint's tensors point into it.  NULL on OOM (v released). */
+static fs_value *ck_hold(ckpt *c, fs_value *v) {
+  fs_value **h = v ? fsE_ck_room(c->held, c->nheld, &c->capheld, sizeof *h) : NULL;
+  if (!h) {
+    fsV_release(v);
+    return NULL;
+  }
+  c->held = h;
+  return c->held[c->nheld++] = v;
 }
 
 /* The tensor t as a value of the checkpoint (its host copy). */
@@ -184,81 +198,57 @@ static fsQ_value *ck_module(fsE_ctx *E, ckpt *c, fs_value *key, modv *mv, fs_val
   return od;
 }
 
-static const char *buf_name(const optv *ov, int which) {
-  if (ov->o->kind == FSO_SGD) return which ? NULL : "momentum_buffer";
-  return which ? "exp_avg_sq" : "exp_avg";
-}
-
-/* torch 1.13's param_groups[0] of each optimizer, keys in its order (all but
- * "params"): a letter says which value each holds. */
-static const struct { fsO_kind kind; const char *keys, *types; } group_keys[] = {
-  {FSO_SGD, "lr momentum dampening weight_decay nesterov maximize foreach differentiable", "lmdwNFnF"},
-  {FSO_ADAM, "lr betas eps weight_decay amsgrad maximize foreach capturable differentiable fused", "lbewFFnFFF"},
-  {FSO_ADAMW, "lr betas eps weight_decay amsgrad foreach maximize capturable", "lbewFnFF"},
-};
-
-static fsQ_value *group_value(fsQ_doc *d, const fs_optim *o, char type) {
-  fsQ_value *b;
-  switch (type) {
-  case 'l': return fsQ_float(d, o->lr);
-  case 'm': return fsQ_float(d, o->momentum);
-  case 'd': return fsQ_float(d, o->dampening);
-  case 'w': return fsQ_float(d, o->weight_decay);
-  case 'N': return fsQ_bool(d, o->nesterov);
-  case 'e': return fsQ_float(d, o->eps);
-  case 'F': return fsQ_bool(d, false);
-  case 'b':
-    b = fsQ_container(d, FSQ_TUPLE);
-    return b && fsQ_push(b, fsQ_float(d, o->beta1)) == 0 && fsQ_push(b, fsQ_float(d, o->beta2)) == 0 ? b : NULL;
-  default: return fsQ_none(d);
-  }
-}
-
-/* optimizer.state_dict() as torch 1.13 makes it: {"state": {i: {"step":
- * float32 scalar tensor (Adam), "exp_avg", "exp_avg_sq" | "momentum_buffer":
- * tensor or None (SGD)}} for each parameter stepped, "param_groups": [{...,
- * "params": [0, ..., n-1]}]}. Under FSDP the states of the one-device
- * layout, one per original parameter, this rank holding a slice. */
-static fsQ_value *ck_optim(fabv *fv, ckpt *c, optv *ov) {
+/* optimizer.state_dict() as torch 1.13 makes it: {"state": {i: what
+ * lib_optim.c gives parameter i (its step, its buffers)} for each parameter
+ * stepped, "param_groups": the live group dicts with "params" as indices}.
+ * Under FSDP (one group) the states of the one-device layout, one per
+ * original parameter, this rank holding a slice of each buffer. */
+static fsQ_value *ck_optim(fabv *fv, ckpt *c, const char *key, optv *ov) {
   fs_optim *o = ov->o;
   fsQ_doc *d = c->doc;
+  if (fsE_optim_sync(ov) < 0) return NULL;
   fsSH_model *sh = fsE_sharded_of(fv, o);
   int64_t n = sh ? sh->nall : o->nparams;
   fsQ_value *sd = fsQ_container(d, FSQ_DICT), *state = fsQ_container(d, FSQ_DICT);
-  fsQ_value *groups = fsQ_container(d, FSQ_LIST), *g = fsQ_container(d, FSQ_DICT), *params = fsQ_container(d, FSQ_LIST);
-  bool ok = sd && state && groups && g && params;
+  fsQ_value *groups = fsQ_container(d, FSQ_LIST);
+  bool ok = sd && state && groups;
   for (int64_t i = 0; ok && i < n; i++) {
     int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
-    ok = fsQ_push(params, fsQ_int(d, i)) == 0;
-    if (!ok || o->steps[j] == 0) continue; /* torch makes a state at a parameter's first step */
-    fsQ_value *st = fsQ_container(d, FSQ_DICT);
-    float *step = o->kind == FSO_SGD ? NULL : fsE_ck_own(c, malloc(sizeof *step));
-    ok = st && fsQ_set(state, fsQ_int(d, i), st) == 0 && (o->kind == FSO_SGD || step);
-    if (ok && step) {
-      *step = (float)o->steps[j];
-      ok = fsQ_set(st, fsQ_str(d, "step"), fsQ_tensor_new(d, FS_F32, 0, NULL, step)) == 0;
-    }
-    fs_tensor *b[2] = {o->buf0[j], o->buf1[j]};
-    for (int w = 0; ok && w < 2 && buf_name(ov, w); w++) {
-      fsQ_value *q = !b[w] ? fsQ_none(d)
-                     : sh  ? ck_sliced(c, sh->all[i].t, first, count, b[w]->device, fsT_f32(b[w]) + at)
-                           : ck_tensor(c, buf_name(ov, w), b[w]);
-      ok = q && fsQ_set(st, fsQ_str(d, buf_name(ov, w)), q) == 0;
+    fs_value *ps = NULL;
+    int has = fsE_optim_param_state(o, j, &ps);
+    if (has > 0 && !ck_hold(c, ps)) has = -1;
+    fsQ_value *st = has > 0 ? fsQ_container(d, FSQ_DICT) : NULL;
+    ok = has == 0 || (st && fsQ_set(state, fsQ_int(d, i), st) == 0);
+    for (size_t e = 0; ok && has > 0 && e < ps->u.dict.n; e++) {
+      const char *name = ps->u.dict.keys[e]->u.str.s;
+      fs_tensor *b = fsE_as_tensor(ps->u.dict.vals[e]);
+      fsQ_value *q = sh && b && strcmp(name, "step") ? ck_sliced(c, sh->all[i].t, first, count, b->device, fsT_f32(b) + at)
+                                                    : ck_plain(c, key, ps->u.dict.vals[e], 1);
+      ok = q && fsQ_set(st, fsQ_str(d, name), q) == 0;
     }
   }
-  size_t row = 0;
-  while (group_keys[row].kind != o->kind) row++;
-  const char *k = group_keys[row].keys;
-  for (const char *t = group_keys[row].types; ok && *t; t++) {
-    char name[32];
-    size_t len = strcspn(k, " ");
-    snprintf(name, sizeof name, "%.*s", (int)len, k);
-    k += len + (k[len] == ' ');
-    ok = fsQ_set(g, fsQ_str(d, name), group_value(d, o, *t)) == 0;
+  for (int64_t g = 0; ok && g < o->ngroups; g++) {
+    const fs_value *live = ov->groups->u.seq.items[g];
+    fsQ_value *gq = fsQ_container(d, FSQ_DICT), *params = fsQ_container(d, FSQ_LIST);
+    ok = gq && params && fsQ_push(groups, gq) == 0;
+    for (size_t e = 0; ok && e < live->u.dict.n; e++) {
+      const fs_value *k = live->u.dict.keys[e];
+      if (k->type != FSV_STR || !strcmp(k->u.str.s, "params")) continue;
+      fsQ_value *q = ck_plain(c, key, live->u.dict.vals[e], 1);
+      ok = q && fsQ_set(gq, fsQ_str(d, k->u.str.s), q) == 0;
+    }
+    int64_t size = sh ? sh->nall : o->groups[g].n, from = sh ? 0 : o->groups[g].first;
+    for (int64_t i = 0; ok && i < size; i++) ok = fsQ_push(params, fsQ_int(d, from + i)) == 0;
+    ok = ok && fsQ_set(gq, fsQ_str(d, "params"), params) == 0;
   }
-  ok = ok && fsQ_set(g, fsQ_str(d, "params"), params) == 0 && fsQ_push(groups, g) == 0 &&
-       fsQ_set(sd, fsQ_str(d, "state"), state) == 0 && fsQ_set(sd, fsQ_str(d, "param_groups"), groups) == 0;
+  ok = ok && fsQ_set(sd, fsQ_str(d, "state"), state) == 0 && fsQ_set(sd, fsQ_str(d, "param_groups"), groups) == 0;
   return ok ? sd : NULL;
+}
+
+/* An LR scheduler: its state_dict() as it is. */
+static fsQ_value *ck_sched(ckpt *c, const char *key, const fs_value *v) {
+  fs_value *sd = ck_hold(c, fsE_sched_state(v));
+  return sd ? ck_plain(c, key, sd, 0) : NULL;
 }
 
 /* Lightning's checkpoint of state: each module and optimizer replaced by its
@@ -274,8 +264,10 @@ static int ck_describe(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *state, fs_value 
     const fs_value **p = fsE_ck_room(c->plain, c->np, &c->capp, sizeof *p);
     if (!p) return -1;
     c->plain = p;
-    c->plain[c->np++] = mv || ov ? NULL : v;
-    fsQ_value *q = mv ? ck_module(E, c, key, mv, filter) : ov ? ck_optim(fv, c, ov) : ck_plain(c, key->u.str.s, v, 0);
+    bool sched = fsE_is_sched(v);
+    c->plain[c->np++] = mv || ov || sched ? NULL : v;
+    fsQ_value *q = mv ? ck_module(E, c, key, mv, filter) : ov ? ck_optim(fv, c, key->u.str.s, ov)
+                 : sched ? ck_sched(c, key->u.str.s, v) : ck_plain(c, key->u.str.s, v, 0);
     if (!q || fsQ_set(root, fsQ_str(c->doc, key->u.str.s), q) < 0) return -1;
   }
   return 0;
@@ -515,13 +507,18 @@ static int load_module(const ck_file *f, const char *key, modv *mv, bool strict)
   return rc;
 }
 
+/* The value at key.a.b.c (key "" for load_raw: none): as get. */
+static int ck_get(const ck_file *f, const char *key, const char *a, const char *b, const char *c, fs_value **out) {
+  const char *path[4] = {key, a, b, c};
+  int skip = *key ? 0 : 1;
+  return f->fmt->get(f, path + skip, (c ? 4 : b ? 3 : a ? 2 : 1) - skip, out);
+}
+
 /* The number at key's path (an int, a float or a one-element tensor, as
  * torch's step is one); 0 when absent. -1 + fsV_error. */
 static int ck_number(const ck_file *f, const char *key, const char *a, const char *b, const char *c, double *out) {
-  const char *path[4] = {key, a, b, c};
-  int skip = *key ? 0 : 1; /* load_raw: no key */
-  fs_value *v;
-  int found = f->fmt->get(f, path + skip, (c ? 4 : b ? 3 : 2) - skip, &v);
+  fs_value *v = NULL;
+  int found = ck_get(f, key, a, b, c, &v);
   fs_tensor *t = found > 0 ? fsE_as_tensor(v) : NULL;
   if (found > 0 && t && t->numel == 1) found = fsG_item(t, out) == 0 ? 1 : (fsE_rt_fail(), -1);
   else if (found > 0 && fsV_is_number(v)) *out = fsV_to_double(v);
@@ -530,39 +527,69 @@ static int ck_number(const ck_file *f, const char *key, const char *a, const cha
   return found;
 }
 
+/* Saved group g of param_groups (a list, or a dict keyed "0", "1", ... as
+ * the safetensors layout reads back), or NULL. */
+static const fs_value *saved_group(const fs_value *groups, int64_t g) {
+  char gi[24];
+  snprintf(gi, sizeof gi, "%lld", (long long)g);
+  if (groups->type == FSV_DICT) return fsV_dict_getstr(groups, gi);
+  return groups->type == FSV_LIST && g < (int64_t)groups->u.seq.n ? groups->u.seq.items[g] : NULL;
+}
+
+/* The saved param_groups replace the live group dicts' values (all but
+ * "params"), after torch's load_state_dict checks: the number of groups,
+ * then their sizes.  A checkpoint of the layout before torch's has only
+ * "K.lr", which every group takes. */
+static int load_groups(const ck_file *f, const char *key, optv *ov, const fsSH_model *sh) {
+  int64_t ng = ov->o->ngroups;
+  fs_value *groups = NULL;
+  int found = ck_get(f, key, "param_groups", NULL, NULL, &groups);
+  if (found < 0) return -1;
+  if (!found) { /* the old layout */
+    double lr;
+    if ((found = ck_number(f, key, "lr", NULL, NULL, &lr)) <= 0) return found;
+    for (int64_t g = 0; g < ng; g++) {
+      fs_value *x = fsV_float(lr), *name = x ? fsV_cstr("lr") : NULL;
+      int rc = name ? fsV_dict_set(ov->groups->u.seq.items[g], name, x) : (fsV_release(x), -1);
+      fsV_release(name);
+      if (rc < 0) return -1;
+    }
+    return fsE_optim_sync(ov);
+  }
+  int64_t n = groups->type == FSV_DICT ? (int64_t)groups->u.dict.n : groups->type == FSV_LIST ? (int64_t)groups->u.seq.n : -1;
+  int rc = n == ng ? 0 : (fsV_seterr("loaded state dict has a different number of parameter groups"), -1);
+  for (int64_t g = 0; rc == 0 && g < ng; g++) {
+    const fs_value *d = saved_group(groups, g), *ps = d && d->type == FSV_DICT ? fsV_dict_getstr(d, "params") : NULL;
+    int64_t size = sh ? sh->nall : ov->o->groups[g].n; /* FSDP: the one-device layout */
+    if (!ps || (ps->type != FSV_LIST && ps->type != FSV_TUPLE) || (int64_t)ps->u.seq.n != size)
+      rc = (fsV_seterr("loaded state dict contains a parameter group that doesn't match the size of optimizer's group"), -1);
+  }
+  for (int64_t g = 0; rc == 0 && g < ng; g++) {
+    const fs_value *d = saved_group(groups, g);
+    for (size_t e = 0; rc == 0 && e < d->u.dict.n; e++)
+      if (d->u.dict.keys[e]->type == FSV_STR && strcmp(d->u.dict.keys[e]->u.str.s, "params"))
+        rc = fsV_dict_set(ov->groups->u.seq.items[g], d->u.dict.keys[e], fsV_retain(d->u.dict.vals[e]));
+  }
+  fsV_release(groups);
+  return rc < 0 ? -1 : fsE_optim_sync(ov);
+}
+
 static int load_optim(const ck_file *f, const char *key, fabv *fv, optv *ov) {
   fsSH_model *sh = fv ? fsE_sharded_of(fv, ov->o) : NULL; /* FSDP: this rank's slices of each state */
-  int64_t n = sh ? sh->nall : ov->o->nparams;
-  const char *groups[3] = {key, "param_groups"}, *params[5] = {key, "param_groups", "0", "params"};
-  int skip = *key ? 0 : 1;
-  fs_value *v = NULL;
-  int found = f->fmt->get(f, groups + skip, 2 - skip, &v);
-  if (found > 0 && v->type == FSV_LIST && v->u.seq.n != 1) {
-    fsV_release(v);
-    fsV_seterr("loaded state dict has a different number of parameter groups");
-    return -1;
-  }
-  fsV_release(v);
-  if (found >= 0) found = f->fmt->get(f, params + skip, 4 - skip, &v);
-  if (found > 0 && v->type == FSV_LIST && (int64_t)v->u.seq.n != n) {
-    fsV_release(v);
-    fsV_seterr("loaded state dict contains a parameter group that doesn't match the size of optimizer's group");
-    return -1;
-  }
-  if (found > 0) fsV_release(v);
-  double lr, step;
-  if (found < 0 || (found = ck_number(f, key, "param_groups", "0", "lr", &lr)) < 0) return -1;
-  if (!found && (found = ck_number(f, key, "lr", NULL, NULL, &lr)) < 0) return -1; /* "K.lr": the layout before torch's */
-  if (found) ov->o->lr = lr;
-  for (int64_t i = 0; i < n; i++) {
+  if (load_groups(f, key, ov, sh) < 0) return -1;
+  for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
     int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
     char index[24], name[768];
+    double step;
+    int found;
     snprintf(index, sizeof index, "%lld", (long long)i);
     if ((found = ck_number(f, key, "state", index, "step", &step)) < 0) return -1;
     ov->o->steps[j] = found ? (int64_t)step : 0;
-    fs_tensor **slot[2] = {&ov->o->buf0[j], &ov->o->buf1[j]};
-    for (int w = 0; w < 2 && buf_name(ov, w); w++) {
-      snprintf(name, sizeof name, "%s%sstate.%s.%s", key, *key ? "." : "", index, buf_name(ov, w));
+    fs_tensor **slot[3] = {&ov->o->buf0[j], &ov->o->buf1[j], &ov->o->buf2[j]};
+    for (int w = 0; w < 3; w++) {
+      const char *bn = fsO_state_name(ov->o->kind, w);
+      if (!bn) continue;
+      snprintf(name, sizeof name, "%s%sstate.%s.%s", key, *key ? "." : "", index, bn);
       const fsK_info *in = fsK_find(&f->k, name);
       if (!in) continue;
       if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[j]))) return fsE_rt_fail(), -1;
@@ -573,6 +600,49 @@ static int load_optim(const ck_file *f, const char *key, fabv *fv, optv *ov) {
     }
   }
   return 0;
+}
+
+/* The saved value at path[0..n) shaped like `like` (a live state dict):
+ * dicts and lists of dicts are walked as the safetensors layout flattens
+ * them, each leaf read on its own; a leaf the file lacks (or cannot spell,
+ * as safetensors' repr of inf) keeps like's value. */
+static fs_value *ck_get_like(const ck_file *f, const char **path, int n, const fs_value *like) {
+  bool dict = like->type == FSV_DICT, seq = like->type == FSV_LIST || like->type == FSV_TUPLE;
+  bool dicts = false;
+  for (size_t i = 0; seq && i < like->u.seq.n; i++) dicts |= like->u.seq.items[i]->type == FSV_DICT;
+  if (n == 16 || (!dict && !dicts)) {
+    fs_value *v = NULL;
+    int found = f->fmt->get(f, path, n, &v);
+    if (found < 0) fsV_clearerr();
+    return found > 0 ? v : fsV_retain((fs_value *)like);
+  }
+  size_t m = dict ? like->u.dict.n : like->u.seq.n;
+  fs_value *r = dict ? fsV_dict() : fsV_list(m);
+  for (size_t i = 0; r && i < m; i++) {
+    const fs_value *k = dict ? like->u.dict.keys[i] : NULL;
+    char part[32];
+    if (k && k->type == FSV_STR) path[n] = k->u.str.s;
+    else {
+      snprintf(part, sizeof part, "%lld", (long long)(k ? fsV_to_double(k) : (double)i));
+      path[n] = part;
+    }
+    fs_value *x = ck_get_like(f, path, n + 1, dict ? like->u.dict.vals[i] : like->u.seq.items[i]);
+    int rc = !x ? -1 : dict ? fsV_dict_set(r, (fs_value *)k, x) : fsV_list_append(r, x);
+    if (rc < 0) {
+      fsV_release(r);
+      r = NULL;
+    }
+  }
+  return r;
+}
+
+static int load_sched(const ck_file *f, const char *key, fs_value *v) {
+  const char *path[16] = {key};
+  fs_value *like = fsE_sched_state(v), *sd = like ? ck_get_like(f, path, 1, like) : NULL;
+  int rc = sd ? fsE_sched_load(v, sd) : -1;
+  fsV_release(like);
+  fsV_release(sd);
+  return rc;
 }
 
 NATIVE(ckpt_load) {
@@ -600,6 +670,7 @@ NATIVE(ckpt_load) {
     optv *ov = fsV_objdata(v, &fsE_optim_class);
     if (mv) rc = load_module(&cf, k->u.str.s, mv, fsV_truthy(s[2]));
     else if (ov) rc = load_optim(&cf, k->u.str.s, fv, ov);
+    else if (fsE_is_sched(v)) rc = load_sched(&cf, k->u.str.s, v);
     else if ((rc = cf.fmt->get(&cf, path, 1, &x)) > 0) rc = fsV_dict_set(state, k, x);
   }
   /* what the state did not consume: the checkpoint's other entries */

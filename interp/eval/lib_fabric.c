@@ -95,6 +95,7 @@ static int fsdp_rebind(modv *mv, optv *const *ov, size_t no) {
     for (int k = 0; flats && k < sh->nunits; k++) flats[k] = sh->units[k].flat;
     int rc = flats ? fsO_replace_params(o, flats, sh->nunits) : -1;
     free(flats);
+    if (rc == 0 && fsE_optim_params_swapped(ov[i]) < 0) return -1; /* param_groups show the flat shards */
     if (rc == 0) continue;
     if (all) fsE_rt_fail();
     else fsV_seterr("under FSDP an optimizer set up with the model must hold exactly the model's parameters "
@@ -119,7 +120,7 @@ fs_value *fsE_plan_done(fsE_ctx *E, const optv *ov) {
     .precision = fsF_prec_name(p), .world = fv->cfg.world_size, .sharded = fv->cfg.cls == FSF_FSDP,
     .param_bytes = p == FSF_P16_TRUE || p == FSF_PBF16_TRUE ? 2 : p == FSF_P64 ? 8 : 4,
     .model = mv->m, .model_class = mv->cls, .optimizer = ov ? ov->cls : NULL,
-    .states = !ov ? 0 : ov->o->kind != FSO_SGD ? 2 : ov->o->momentum != 0,
+    .states = ov ? fsO_state_buffers(ov->o) : 0,
   };
   if (fsPL_print(E->opt->plan, &in) < 0) return fsE_rt_fail();
   E->halt = true;

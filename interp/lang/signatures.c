@@ -17,6 +17,7 @@
 #define OBJ FSSIG_T_OBJ
 #define NUMB (FSSIG_T_NUM | FSSIG_T_BOOL)
 #define OPTNUM (FSSIG_T_NUM | FSSIG_T_NONE)
+#define OPTBOOL (FSSIG_T_BOOL | FSSIG_T_NONE)
 
 #define P(n, t, d) {n, t, d, 0}
 #define PT(n, t, d, f) {n, t, d, f}
@@ -64,11 +65,14 @@ PARAMS(p_deepspeed, KW("zero_optimization", BOOL, "True"), KW("stage", INT, "2")
        KW("offload_optimizer", BOOL, "False"), KW("offload_parameters", BOOL, "False"),
        KW("config", ANY, "None"), VARKW("kwargs"))
 PARAMS(p_sgd, P("params", ANY, NULL), P("lr", NUM, NULL), P("momentum", NUM, "0"),
-       P("dampening", NUM, "0"), P("weight_decay", NUM, "0"), P("nesterov", BOOL, "False"))
+       P("dampening", NUM, "0"), P("weight_decay", NUM, "0"), P("nesterov", BOOL, "False"),
+       KW("maximize", BOOL, "False"), KW("foreach", OPTBOOL, "None"), KW("fused", OPTBOOL, "None"))
 PARAMS(p_adam, P("params", ANY, NULL), P("lr", NUM, "0.001"), P("betas", SEQ, "(0.9, 0.999)"),
-       P("eps", NUM, "1e-08"), P("weight_decay", NUM, "0"))
+       P("eps", NUM, "1e-08"), P("weight_decay", NUM, "0"), P("amsgrad", BOOL, "False"),
+       KW("foreach", OPTBOOL, "None"), KW("maximize", BOOL, "False"), KW("fused", OPTBOOL, "None"))
 PARAMS(p_adamw, P("params", ANY, NULL), P("lr", NUM, "0.001"), P("betas", SEQ, "(0.9, 0.999)"),
-       P("eps", NUM, "1e-08"), P("weight_decay", NUM, "0.01"))
+       P("eps", NUM, "1e-08"), P("weight_decay", NUM, "0.01"), P("amsgrad", BOOL, "False"),
+       KW("maximize", BOOL, "False"), KW("foreach", OPTBOOL, "None"), KW("fused", OPTBOOL, "None"))
 PARAMS(p_fashion, P("train", BOOL, "True"), PT("root", FSSIG_T_STR | FSSIG_T_NONE, "None", 0))
 PARAMS(p_mnist, P("root", STR, NULL), P("train", BOOL, "True"))
 PARAMS(p_textds, P("path", STR, NULL), P("context", INT, NULL))
@@ -170,6 +174,45 @@ PARAMS(p_t_norm, P("p", NUM, "2"), PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None",
 PARAMS(p_t_dimkeep, P("dim", INT, NULL), P("keepdim", BOOL, "False"))
 PARAMS(p_t_to, P("device", ANY, "None"), P("dtype", ANY, "None"))
 PARAMS(p_t_requires_grad, P("requires_grad", BOOL, "True"))
+/* optimizers, LR schedulers, math and time (issue 15): torch 1.13's and
+ * Python's parameter names and defaults */
+PARAMS(p_rmsprop, P("params", ANY, NULL), P("lr", NUM, "0.01"), P("alpha", NUM, "0.99"), P("eps", NUM, "1e-08"),
+       P("weight_decay", NUM, "0"), P("momentum", NUM, "0"), P("centered", BOOL, "False"),
+       P("foreach", OPTBOOL, "None"), P("maximize", BOOL, "False"))
+PARAMS(p_adagrad, P("params", ANY, NULL), P("lr", NUM, "0.01"), P("lr_decay", NUM, "0"),
+       P("weight_decay", NUM, "0"), P("initial_accumulator_value", NUM, "0"), P("eps", NUM, "1e-10"),
+       P("foreach", OPTBOOL, "None"), KW("maximize", BOOL, "False"), KW("fused", OPTBOOL, "None"))
+PARAMS(p_param_group, P("param_group", DICT, NULL))
+PARAMS(p_state_dict, P("state_dict", DICT, NULL))
+#define SCHED_TAIL P("last_epoch", INT, "-1"), P("verbose", BOOL, "False")
+PARAMS(p_steplr, P("optimizer", OBJ, NULL), P("step_size", INT, NULL), P("gamma", NUM, "0.1"), SCHED_TAIL)
+PARAMS(p_multisteplr, P("optimizer", OBJ, NULL), P("milestones", SEQ, NULL), P("gamma", NUM, "0.1"), SCHED_TAIL)
+PARAMS(p_explr, P("optimizer", OBJ, NULL), P("gamma", NUM, NULL), SCHED_TAIL)
+PARAMS(p_cosinelr, P("optimizer", OBJ, NULL), P("T_max", INT, NULL), P("eta_min", NUM, "0"), SCHED_TAIL)
+PARAMS(p_warmrestarts, P("optimizer", OBJ, NULL), P("T_0", INT, NULL), P("T_mult", INT, "1"),
+       P("eta_min", NUM, "0"), SCHED_TAIL)
+PARAMS(p_linearlr, P("optimizer", OBJ, NULL), P("start_factor", NUM, "0.3333333333333333"),
+       P("end_factor", NUM, "1.0"), P("total_iters", INT, "5"), SCHED_TAIL)
+PARAMS(p_constantlr, P("optimizer", OBJ, NULL), P("factor", NUM, "0.3333333333333333"),
+       P("total_iters", INT, "5"), SCHED_TAIL)
+PARAMS(p_lambdalr, P("optimizer", OBJ, NULL), P("lr_lambda", ANY, NULL), SCHED_TAIL)
+PARAMS(p_onecycle, P("optimizer", OBJ, NULL), P("max_lr", NUM | SEQ, NULL),
+       P("total_steps", FSSIG_T_INT | FSSIG_T_NONE, "None"), P("epochs", FSSIG_T_INT | FSSIG_T_NONE, "None"),
+       P("steps_per_epoch", FSSIG_T_INT | FSSIG_T_NONE, "None"), P("pct_start", NUM, "0.3"),
+       P("anneal_strategy", STR, "'cos'"), P("cycle_momentum", BOOL, "True"), P("base_momentum", NUM, "0.85"),
+       P("max_momentum", NUM, "0.95"), P("div_factor", NUM, "25.0"), P("final_div_factor", NUM, "10000.0"),
+       P("three_phase", BOOL, "False"), SCHED_TAIL)
+PARAMS(p_sequentiallr, P("optimizer", OBJ, NULL), P("schedulers", SEQ, NULL), P("milestones", SEQ, NULL),
+       SCHED_TAIL)
+PARAMS(p_plateau, P("optimizer", OBJ, NULL), P("mode", STR, "'min'"), P("factor", NUM, "0.1"),
+       P("patience", INT, "10"), P("threshold", NUM, "0.0001"), P("threshold_mode", STR, "'rel'"),
+       P("cooldown", INT, "0"), P("min_lr", NUM | SEQ, "0"), P("eps", NUM, "1e-08"), P("verbose", BOOL, "False"))
+PARAMS(p_sched_step, P("epoch", OPTNUM, "None"))
+PARAMS(p_plateau_step, P("metrics", ANY, NULL), P("epoch", OPTNUM, "None"))
+PARAMS(p_math_x, PO("x", NUMB, NULL))
+PARAMS(p_math_log, PO("x", NUMB, NULL), PO("base", NUMB | FSSIG_T_NONE, "None"))
+PARAMS(p_math_pow, PO("x", NUMB, NULL), PO("y", NUMB, NULL))
+PARAMS(p_sleep, PO("secs", NUMB, NULL))
 
 #define N(a) a, sizeof a / sizeof a[0]
 #define FN(name, p, ret) {name, FSSIG_FUNC, N(p), ret, 0}
@@ -180,6 +223,7 @@ PARAMS(p_t_requires_grad, P("requires_grad", BOOL, "True"))
 #define M(name, p, ret) {name, FSSIG_METHOD, N(p), ret, 0}
 #define M0(name, ret) {name, FSSIG_METHOD, NULL, 0, ret, 0}
 #define ATTR(name, ret, fl) {name, FSSIG_ATTR, NULL, 0, ret, fl}
+#define MODULE(name) {name, FSSIG_MODULE, NULL, 0, name, 0}
 
 static const fsSig table[] = {
   FN("print", p_print, "None"),
@@ -256,6 +300,22 @@ static const fsSig table[] = {
   CLS("TextDataset", p_textds, "Dataset"),
   CLS("RandomDataset", p_randomds, "Dataset"),
   CLS("DataLoader", p_loader, "DataLoader"),
+  /* issue 15: optimizers and LR schedulers */
+  CLS("RMSprop", p_rmsprop, "Optimizer"),
+  CLS("Adagrad", p_adagrad, "Optimizer"),
+  CLS("StepLR", p_steplr, "LRScheduler"),
+  CLS("MultiStepLR", p_multisteplr, "LRScheduler"),
+  CLS("ExponentialLR", p_explr, "LRScheduler"),
+  CLS("CosineAnnealingLR", p_cosinelr, "LRScheduler"),
+  CLS("CosineAnnealingWarmRestarts", p_warmrestarts, "LRScheduler"),
+  CLS("LinearLR", p_linearlr, "LRScheduler"),
+  CLS("ConstantLR", p_constantlr, "LRScheduler"),
+  CLS("LambdaLR", p_lambdalr, "LRScheduler"),
+  CLS("OneCycleLR", p_onecycle, "LRScheduler"),
+  CLS("SequentialLR", p_sequentiallr, "LRScheduler"),
+  CLS("ReduceLROnPlateau", p_plateau, "ReduceLROnPlateau"),
+  MODULE("math"),
+  MODULE("time"),
 
   LAYER("Linear", p_linear),
   LAYER("Embedding", p_embedding),
@@ -315,6 +375,47 @@ static const fsSig table[] = {
   M("Optimizer.step", p_step, "None"),
   M("Optimizer.zero_grad", p_set_to_none, "None"),
   ATTR("Optimizer.lr", "float", FSSIG_SETTABLE),
+  /* issue 15 */
+  ATTR("Optimizer.param_groups", "list", 0),
+  ATTR("Optimizer.defaults", "dict", 0),
+  M("Optimizer.add_param_group", p_param_group, "None"),
+  M0("Optimizer.state_dict", "dict"),
+  M("Optimizer.load_state_dict", p_state_dict, "None"),
+  M("LRScheduler.step", p_sched_step, "None"),
+  M0("LRScheduler.get_last_lr", "list"),
+  M0("LRScheduler.state_dict", "dict"),
+  M("LRScheduler.load_state_dict", p_state_dict, "None"),
+  ATTR("LRScheduler.last_epoch", "int", 0),
+  ATTR("LRScheduler.base_lrs", "list", 0),
+  ATTR("LRScheduler.optimizer", "Optimizer", 0),
+  M("ReduceLROnPlateau.step", p_plateau_step, "None"),
+  M0("ReduceLROnPlateau.get_last_lr", "list"),
+  M0("ReduceLROnPlateau.state_dict", "dict"),
+  M("ReduceLROnPlateau.load_state_dict", p_state_dict, "None"),
+  ATTR("ReduceLROnPlateau.last_epoch", "int", 0),
+  ATTR("ReduceLROnPlateau.optimizer", "Optimizer", 0),
+  M("math.cos", p_math_x, "float"),
+  M("math.sin", p_math_x, "float"),
+  M("math.tan", p_math_x, "float"),
+  M("math.exp", p_math_x, "float"),
+  M("math.log", p_math_log, "float"),
+  M("math.log2", p_math_x, "float"),
+  M("math.sqrt", p_math_x, "float"),
+  M("math.pow", p_math_pow, "float"),
+  M("math.ceil", p_math_x, "int"),
+  M("math.floor", p_math_x, "int"),
+  M("math.isfinite", p_math_x, "bool"),
+  M("math.isinf", p_math_x, "bool"),
+  M("math.isnan", p_math_x, "bool"),
+  ATTR("math.pi", "float", 0),
+  ATTR("math.e", "float", 0),
+  ATTR("math.tau", "float", 0),
+  ATTR("math.inf", "float", 0),
+  ATTR("math.nan", "float", 0),
+  M0("time.time", "float"),
+  M0("time.perf_counter", "float"),
+  M0("time.monotonic", "float"),
+  M("time.sleep", p_sleep, "None"),
 
   M0("Tensor.item", "any"),
   M("Tensor.argmax", p_dim, "Tensor"),
@@ -403,7 +504,7 @@ const fsSig *fsSig_all(size_t *n) {
 
 const fsSig *fsSig_find(const char *name) {
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (table[i].kind <= FSSIG_LAYER && strcmp(table[i].name, name) == 0)
+    if (table[i].kind < FSSIG_METHOD && strcmp(table[i].name, name) == 0)
       return &table[i];
   return NULL;
 }

@@ -42,6 +42,8 @@ typedef enum fsSig_kind {
   FSSIG_FUNC,   /* builtin function */
   FSSIG_CLASS,  /* builtin class: Fabric, SGD, DataLoader, strategies, data sets */
   FSSIG_LAYER,  /* layer class, valid in a model body */
+  FSSIG_MODULE, /* a module value ("math"): its implementation makes the value
+                   the name is bound to; its members are "math.cos" rows */
   FSSIG_METHOD, /* "Type.method" */
   FSSIG_ATTR    /* "Type.attr" property; params unused */
 } fsSig_kind;
@@ -61,7 +63,7 @@ typedef struct fsSig {
   unsigned flags;          /* FSSIG_SETTABLE, FSSIG_CONTEXT */
 } fsSig;
 
-/* A builtin function or class by name, NULL if there is none. */
+/* A builtin function, class or module by name, NULL if there is none. */
 const fsSig *fsSig_find(const char *name);
 /* A method or attribute of a receiver type ("Fabric", "setup"), NULL if none. */
 const fsSig *fsSig_member(const char *type, const char *member);

@@ -1,101 +1,143 @@
-/* optim.c -- optimizers and clipping (see optim.h). */
+/* optim.c -- optimizers in parameter groups, and clipping (see optim.h).
+ * The element-wise arithmetic is the backends' (backend_cpu.c); this file
+ * keeps torch's bookkeeping: groups, validation, lazily made state, step
+ * counts and the Python-float scalars torch computes per step. */
 #include "optim.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include "backend.h"
 
-static fs_optim *new_optim(fsO_kind kind, fs_tensor **params, int64_t n, double lr, double wd) {
-  if (!(lr >= 0)) {
-    fsT_seterr("Invalid learning rate: %g", lr);
-    return NULL;
+fsO_hyper fsO_defaults(fsO_kind kind) {
+  switch (kind) {
+  case FSO_SGD: return (fsO_hyper){.lr = NAN};
+  case FSO_ADAM: return (fsO_hyper){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+  case FSO_ADAMW:
+    return (fsO_hyper){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
+  case FSO_RMSPROP: return (fsO_hyper){.lr = 1e-2, .alpha = 0.99, .eps = 1e-8};
+  case FSO_ADAGRAD: return (fsO_hyper){.lr = 1e-2, .eps = 1e-10};
   }
-  if (!(wd >= 0)) {
-    fsT_seterr("Invalid weight_decay value: %g", wd);
-    return NULL;
+  return (fsO_hyper){0};
+}
+
+/* torch's constructors' checks, in their order */
+int fsO_check(fsO_kind kind, const fsO_hyper *h) {
+  if (!(h->lr >= 0)) return fsT_seterr("Invalid learning rate: %g", h->lr), -1;
+  if (kind == FSO_ADAGRAD && !(h->lr_decay >= 0)) return fsT_seterr("Invalid lr_decay value: %g", h->lr_decay), -1;
+  if (kind != FSO_SGD && kind != FSO_ADAGRAD && !(h->eps >= 0))
+    return fsT_seterr("Invalid epsilon value: %g", h->eps), -1;
+  if (kind == FSO_ADAM || kind == FSO_ADAMW) {
+    if (!(h->beta1 >= 0 && h->beta1 < 1)) return fsT_seterr("Invalid beta parameter at index 0: %g", h->beta1), -1;
+    if (!(h->beta2 >= 0 && h->beta2 < 1)) return fsT_seterr("Invalid beta parameter at index 1: %g", h->beta2), -1;
   }
+  if ((kind == FSO_SGD || kind == FSO_RMSPROP) && !(h->momentum >= 0))
+    return fsT_seterr("Invalid momentum value: %g", h->momentum), -1;
+  if (!(h->weight_decay >= 0)) return fsT_seterr("Invalid weight_decay value: %g", h->weight_decay), -1;
+  if (kind == FSO_RMSPROP && !(h->alpha >= 0)) return fsT_seterr("Invalid alpha value: %g", h->alpha), -1;
+  if (kind == FSO_ADAGRAD) {
+    if (!(h->initial_accumulator_value >= 0))
+      return fsT_seterr("Invalid initial_accumulator_value value: %g", h->initial_accumulator_value), -1;
+    if (!(h->eps >= 0)) return fsT_seterr("Invalid epsilon value: %g", h->eps), -1;
+  }
+  if (kind == FSO_SGD && h->nesterov && (h->momentum <= 0 || h->dampening != 0))
+    return fsT_seterr("Nesterov momentum requires a momentum and zero dampening"), -1;
+  return 0;
+}
+
+const char *fsO_state_name(fsO_kind kind, int which) {
+  static const char *const names[][3] = {
+    [FSO_SGD] = {"momentum_buffer", NULL, NULL},
+    [FSO_ADAM] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+    [FSO_ADAMW] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+    [FSO_RMSPROP] = {"square_avg", "momentum_buffer", "grad_avg"},
+    [FSO_ADAGRAD] = {"sum", NULL, NULL},
+  };
+  return which >= 0 && which < 3 ? names[kind][which] : NULL;
+}
+
+int fsO_state_buffers(const fs_optim *o) {
+  int most = 0;
+  for (int64_t k = 0; k < o->ngroups; k++) {
+    const fsO_hyper *h = &o->groups[k].h;
+    int n = o->kind == FSO_SGD ? h->momentum != 0
+          : o->kind == FSO_RMSPROP ? 1 + (h->momentum > 0) + h->centered
+          : o->kind == FSO_ADAGRAD ? 1 : 2 + h->amsgrad;
+    most = n > most ? n : most;
+  }
+  return most;
+}
+
+/* Grows every per-parameter array to hold `total` parameters (new slots zeroed). */
+static int grow(fs_optim *o, int64_t total) {
+  size_t old = (size_t)o->nparams, cnt = (size_t)total;
+  fs_tensor ***bufs[4] = {&o->params, &o->buf0, &o->buf1, &o->buf2};
+  for (int k = 0; k < 4; k++) {
+    fs_tensor **b = realloc(*bufs[k], cnt * sizeof **bufs[k]);
+    if (!b) return fsT_seterr("out of memory"), -1;
+    for (size_t i = old; i < cnt; i++) b[i] = NULL;
+    *bufs[k] = b;
+  }
+  int64_t *st = realloc(o->steps, cnt * sizeof *st);
+  if (!st) return fsT_seterr("out of memory"), -1;
+  for (size_t i = old; i < cnt; i++) st[i] = 0;
+  o->steps = st;
+  return 0;
+}
+
+int fsO_add_group(fs_optim *o, fs_tensor *const *params, int64_t n, const fsO_hyper *h) {
+  if (fsO_check(o->kind, h) < 0) return -1;
+  for (int64_t i = 0; i < n; i++) {
+    for (int64_t j = 0; j < o->nparams; j++)
+      if (o->params[j] == params[i])
+        return fsT_seterr("some parameters appear in more than one parameter group"), -1;
+  }
+  fsO_group *g = realloc(o->groups, (size_t)(o->ngroups + 1) * sizeof *g);
+  if (!g) return fsT_seterr("out of memory"), -1;
+  o->groups = g;
+  if (n && grow(o, o->nparams + n) < 0) return -1;
+  o->groups[o->ngroups++] = (fsO_group){*h, o->nparams, n};
+  for (int64_t i = 0; i < n; i++) o->params[o->nparams + i] = fsT_retain(params[i]);
+  o->nparams += n;
+  return 0;
+}
+
+fs_optim *fsO_new(fsO_kind kind, fs_tensor *const *params, int64_t n, const fsO_hyper *h) {
+  if (fsO_check(kind, h) < 0) return NULL;
   if (n == 0) {
     fsT_seterr("optimizer got an empty parameter list");
     return NULL;
   }
   fs_optim *o = calloc(1, sizeof *o);
-  size_t cnt = (size_t)n;
-  if (!o || !(o->params = calloc(cnt, sizeof *o->params)) || !(o->buf0 = calloc(cnt, sizeof *o->buf0)) ||
-      !(o->buf1 = calloc(cnt, sizeof *o->buf1)) || !(o->steps = calloc(cnt, sizeof *o->steps))) {
-    fsO_release(o);
+  if (!o) {
     fsT_seterr("out of memory");
     return NULL;
   }
   o->refcount = 1;
   o->kind = kind;
-  o->lr = lr;
-  o->weight_decay = wd;
-  o->nparams = n;
-  for (int64_t i = 0; i < n; i++) o->params[i] = fsT_retain(params[i]);
-  return o;
-}
-
-fs_optim *fsO_sgd(fs_tensor **params, int64_t n, double lr, double momentum,
-                  double dampening, double weight_decay, bool nesterov) {
-  if (!(momentum >= 0)) {
-    fsT_seterr("Invalid momentum value: %g", momentum);
+  if (fsO_add_group(o, params, n, h) < 0) {
+    fsO_release(o);
     return NULL;
-  }
-  if (nesterov && (momentum <= 0 || dampening != 0)) {
-    fsT_seterr("Nesterov momentum requires a momentum and zero dampening");
-    return NULL;
-  }
-  fs_optim *o = new_optim(FSO_SGD, params, n, lr, weight_decay);
-  if (o) {
-    o->momentum = momentum;
-    o->dampening = dampening;
-    o->nesterov = nesterov;
-  }
-  return o;
-}
-
-fs_optim *fsO_adam(fs_tensor **params, int64_t n, bool decoupled, double lr, double beta1,
-                   double beta2, double eps, double weight_decay) {
-  if (!(eps >= 0)) {
-    fsT_seterr("Invalid epsilon value: %g", eps);
-    return NULL;
-  }
-  if (!(beta1 >= 0 && beta1 < 1)) {
-    fsT_seterr("Invalid beta parameter at index 0: %g", beta1);
-    return NULL;
-  }
-  if (!(beta2 >= 0 && beta2 < 1)) {
-    fsT_seterr("Invalid beta parameter at index 1: %g", beta2);
-    return NULL;
-  }
-  fs_optim *o = new_optim(decoupled ? FSO_ADAMW : FSO_ADAM, params, n, lr, weight_decay);
-  if (o) {
-    o->beta1 = beta1;
-    o->beta2 = beta2;
-    o->eps = eps;
   }
   return o;
 }
 
 int fsO_replace_params(fs_optim *o, fs_tensor *const *params, int64_t n) {
+  if (o->ngroups != 1) {
+    fsT_seterr("an optimizer with %lld parameter groups cannot step FSDP's flat shards (use one group)",
+               (long long)o->ngroups);
+    return -1;
+  }
   for (int64_t i = 0; i < o->nparams; i++)
-    if (o->buf0[i] || o->buf1[i] || o->steps[i]) {
+    if (o->buf0[i] || o->buf1[i] || o->buf2[i] || o->steps[i]) {
       fsT_seterr("the optimizer has already stepped; create it after setting the model up");
       return -1;
     }
-  size_t cnt = (size_t)(n ? n : 1);
-  fs_tensor **p = calloc(cnt, sizeof *p), **b0 = calloc(cnt, sizeof *b0), **b1 = calloc(cnt, sizeof *b1);
-  int64_t *st = calloc(cnt, sizeof *st);
-  if (!p || !b0 || !b1 || !st) {
-    free(p), free(b0), free(b1), free(st);
-    fsT_seterr("out of memory");
-    return -1;
-  }
-  for (int64_t i = 0; i < n; i++) p[i] = fsT_retain(params[i]);
+  if (n > o->nparams && grow(o, n) < 0) return -1;
+  for (int64_t i = 0; i < n; i++) fsT_retain(params[i]);
   for (int64_t i = 0; i < o->nparams; i++) fsT_release(o->params[i]);
-  free(o->params), free(o->buf0), free(o->buf1), free(o->steps);
-  o->params = p, o->buf0 = b0, o->buf1 = b1, o->steps = st;
+  for (int64_t i = 0; i < n; i++) o->params[i] = params[i];
   o->nparams = n;
+  o->groups[0].n = n;
   return 0;
 }
 
@@ -108,43 +150,86 @@ void fsO_release(fs_optim *o) {
   if (!o || --o->refcount > 0) return;
   for (int64_t i = 0; o->params && i < o->nparams; i++) {
     fsT_release(o->params[i]);
-    if (o->buf0) fsT_release(o->buf0[i]);
-    if (o->buf1) fsT_release(o->buf1[i]);
+    fsT_release(o->buf0[i]);
+    fsT_release(o->buf1[i]);
+    fsT_release(o->buf2[i]);
   }
   free(o->params);
   free(o->buf0);
   free(o->buf1);
+  free(o->buf2);
   free(o->steps);
+  free(o->groups);
   free(o);
 }
 
-/* Lazily created state buffer, zeroed. */
-static float *state(fs_tensor **slot, const fs_tensor *p) {
-  if (!*slot) *slot = fsT_zeros_like(p);
+/* Lazily created state buffer: zeros, or `fill` (Adagrad's initial sum). */
+static float *state(fs_tensor **slot, const fs_tensor *p, float fill) {
+  if (!*slot) {
+    *slot = fsT_zeros_like(p);
+    if (*slot && fill != 0) fsB_of(p)->fill(fsT_f32(*slot), (size_t)p->numel, fill);
+  }
   return *slot ? fsT_f32(*slot) : NULL;
 }
 
+/* One parameter's update under its group's h. */
+static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
+  fs_tensor *p = o->params[i];
+  const fsB_backend *be = fsB_of(p);
+  size_t n = (size_t)p->numel;
+  float *w = fsT_f32(p), *g = fsT_f32(p->grad);
+  switch (o->kind) {
+  case FSO_SGD: {
+    bool first = !o->buf0[i]; /* torch: momentum_buffer None -> clone(d_p) */
+    float *buf = h->momentum != 0 ? state(&o->buf0[i], p, 0) : NULL;
+    if (h->momentum != 0 && !buf) return -1;
+    o->steps[i]++;
+    be->sgd_update(n, w, g, buf, first, h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov,
+                   h->maximize);
+    return 0;
+  }
+  case FSO_ADAM:
+  case FSO_ADAMW: {
+    float *m = state(&o->buf0[i], p, 0), *v = m ? state(&o->buf1[i], p, 0) : NULL;
+    float *vmax = v && h->amsgrad ? state(&o->buf2[i], p, 0) : NULL;
+    if (!v || (h->amsgrad && !vmax)) return -1;
+    be->adam_update(n, w, g, m, v, vmax, h->lr, h->beta1, h->beta2, h->eps, h->weight_decay,
+                    o->kind == FSO_ADAMW, h->maximize, ++o->steps[i]);
+    return 0;
+  }
+  case FSO_RMSPROP: {
+    float *sq = state(&o->buf0[i], p, 0);
+    float *buf = sq && h->momentum > 0 ? state(&o->buf1[i], p, 0) : NULL;
+    float *ga = sq && h->centered ? state(&o->buf2[i], p, 0) : NULL;
+    if (!sq || (h->momentum > 0 && !buf) || (h->centered && !ga)) return -1;
+    o->steps[i]++;
+    be->rmsprop_update(n, w, g, sq, ga, buf, h->lr, h->alpha, h->eps, h->weight_decay, h->momentum,
+                       h->maximize);
+    return 0;
+  }
+  case FSO_ADAGRAD: {
+    float *sum = state(&o->buf0[i], p, (float)h->initial_accumulator_value);
+    if (!sum) return -1;
+    double step = (double)++o->steps[i];
+    be->adagrad_update(n, w, g, sum, h->lr / (1 + (step - 1) * h->lr_decay), h->eps, h->weight_decay,
+                       h->maximize);
+    return 0;
+  }
+  }
+  return 0;
+}
+
 int fsO_step(fs_optim *o) {
-  for (int64_t i = 0; i < o->nparams; i++) {
-    fs_tensor *p = o->params[i];
-    if (!p->grad) continue;
-    if (!p->data) {
-      fsT_seterr("optimizer step: a parameter is on the meta device");
-      return -1;
-    }
-    const fsB_backend *be = fsB_of(p);
-    size_t n = (size_t)p->numel;
-    bool first = o->steps[i]++ == 0;
-    if (o->kind == FSO_SGD) {
-      float *buf = o->momentum != 0 ? state(&o->buf0[i], p) : NULL;
-      if (o->momentum != 0 && !buf) return -1;
-      be->sgd_update(n, fsT_f32(p), fsT_f32(p->grad), buf, first, o->lr, o->momentum,
-                     o->dampening, o->weight_decay, o->nesterov);
-    } else {
-      float *m = state(&o->buf0[i], p), *v = m ? state(&o->buf1[i], p) : NULL;
-      if (!v) return -1;
-      be->adam_update(n, fsT_f32(p), fsT_f32(p->grad), m, v, o->lr, o->beta1, o->beta2, o->eps,
-                      o->weight_decay, o->kind == FSO_ADAMW, o->steps[i]);
+  for (int64_t k = 0; k < o->ngroups; k++) {
+    const fsO_group *gr = &o->groups[k];
+    for (int64_t i = gr->first; i < gr->first + gr->n; i++) {
+      fs_tensor *p = o->params[i];
+      if (!p->grad) continue;
+      if (!p->data) {
+        fsT_seterr("optimizer step: a parameter is on the meta device");
+        return -1;
+      }
+      if (step_param(o, i, &gr->h) < 0) return -1;
     }
   }
   return 0;

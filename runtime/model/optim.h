@@ -1,49 +1,90 @@
-/* optim.h -- SGD, Adam, AdamW with PyTorch 1.13's update rules (the
- * single-tensor, non-foreach paths), and gradient clipping as
+/* optim.h -- SGD, Adam, AdamW, RMSprop and Adagrad with PyTorch 1.13's
+ * update rules (the single-tensor `_single_tensor_*` paths, foreach=False,
+ * the default there), in parameter groups, and gradient clipping as
  * torch.nn.utils.clip_grad_{norm,value}_.
  *
- * State (momentum buffer, exp_avg, exp_avg_sq, step) is per parameter and
- * created on its first step, as torch's lazily built state.  A parameter
- * whose grad is NULL is skipped, as torch skips grad None.  zero_grad uses
- * set_to_none=True (torch 2.x's default; 1.13 defaulted to False): grads are
- * freed, so the next backward allocates them zeroed; the one observable
- * difference from 1.13's default is that a parameter left without a gradient
- * is not updated (its Adam moments do not decay). */
+ * Parameter groups are torch's param_groups: each group has its own
+ * hyper-parameters (fsO_hyper, torch's keys) and a run of the optimizer's
+ * parameters; a parameter belongs to one group.  Hyper-parameters are
+ * settable between steps (a scheduler writes lr).  The arithmetic is torch's
+ * element by element: Python-float scalars (bias corrections, step sizes)
+ * in double, rounded to float where torch passes them to a kernel, and a
+ * fused multiply-add where torch's CPU kernels fuse one (add with alpha,
+ * addcmul); backend_cpu.c says which, and tests/parity checks the result.
+ *
+ * State is per parameter, torch's state[p], created on its first step as
+ * torch's lazily built state: buf0/buf1/buf2 hold the buffers that
+ * fsO_state_name names for the optimizer's kind.  A parameter whose grad is
+ * NULL is skipped, as torch skips grad None.  zero_grad uses set_to_none=True
+ * (torch 2.x's default; 1.13 defaulted to False): grads are freed, so the
+ * next backward allocates them zeroed; the one observable difference from
+ * 1.13's default is that a parameter left without a gradient is not updated
+ * (its Adam moments do not decay).  Adagrad creates its `sum` at the first
+ * step too (torch: at construction), filled with initial_accumulator_value. */
 #ifndef FS_OPTIM_H
 #define FS_OPTIM_H
 
 #include "tensor.h"
 
-typedef enum fsO_kind { FSO_SGD, FSO_ADAM, FSO_ADAMW } fsO_kind;
+typedef enum fsO_kind { FSO_SGD, FSO_ADAM, FSO_ADAMW, FSO_RMSPROP, FSO_ADAGRAD } fsO_kind;
+
+/* One group's hyper-parameters; each kind reads the fields torch's class has. */
+typedef struct fsO_hyper {
+  double lr, weight_decay;
+  double momentum, dampening;                 /* SGD; momentum also RMSprop */
+  bool nesterov;                              /* SGD */
+  double beta1, beta2;                        /* Adam, AdamW */
+  bool amsgrad;                               /* Adam, AdamW */
+  double eps;                                 /* Adam, AdamW, RMSprop, Adagrad */
+  double alpha;                               /* RMSprop */
+  bool centered;                              /* RMSprop */
+  double lr_decay, initial_accumulator_value; /* Adagrad */
+  bool maximize;
+} fsO_hyper;
+
+typedef struct fsO_group {
+  fsO_hyper h;
+  int64_t first, n; /* its parameters: params[first .. first + n) */
+} fsO_group;
 
 typedef struct fs_optim {
   int refcount;
   fsO_kind kind;
-  double lr;                          /* settable between steps */
-  double momentum, dampening;         /* SGD */
-  bool nesterov;                      /* SGD */
-  double beta1, beta2, eps;           /* Adam, AdamW */
-  double weight_decay;
+  int64_t ngroups;
+  fsO_group *groups;
   int64_t nparams;
-  fs_tensor **params;                 /* held */
-  fs_tensor **buf0;                   /* momentum_buffer / exp_avg; NULL until first step */
-  fs_tensor **buf1;                   /* exp_avg_sq */
+  fs_tensor **params;                 /* held, group after group */
+  fs_tensor **buf0, **buf1, **buf2;   /* state buffers (fsO_state_name); NULL until needed */
   int64_t *steps;                     /* per parameter, as torch's state['step'] */
 } fs_optim;
 
-/* NULL + torch's message on an invalid hyperparameter ("Invalid learning
- * rate: -0.1", "Nesterov momentum requires a momentum and zero dampening"). */
-fs_optim *fsO_sgd(fs_tensor **params, int64_t n, double lr, double momentum,
-                  double dampening, double weight_decay, bool nesterov);
-/* Adam (decoupled = false: L2 added to the gradient) or AdamW (decoupled:
- * p *= 1 - lr * weight_decay before the update). */
-fs_optim *fsO_adam(fs_tensor **params, int64_t n, bool decoupled, double lr, double beta1,
-                   double beta2, double eps, double weight_decay);
+/* torch 1.13's defaults for kind (SGD's lr is required: NAN here). */
+fsO_hyper fsO_defaults(fsO_kind kind);
+/* 0, or -1 + torch's ValueError message for an invalid hyper-parameter
+ * ("Invalid learning rate: -0.1", "Nesterov momentum requires a momentum and
+ * zero dampening"). */
+int fsO_check(fsO_kind kind, const fsO_hyper *h);
+/* The name torch gives state buffer `which` (0..2) of kind, or NULL when the
+ * kind has no such buffer: SGD momentum_buffer; Adam(W) exp_avg, exp_avg_sq,
+ * max_exp_avg_sq; RMSprop square_avg, momentum_buffer, grad_avg; Adagrad sum. */
+const char *fsO_state_name(fsO_kind kind, int which);
+
+/* How many state buffers of a parameter's size a step keeps (the most over
+ * the groups): SGD 0 or 1, Adam(W) 2 or 3 (amsgrad), RMSprop 1 to 3, Adagrad 1. */
+int fsO_state_buffers(const fs_optim *o);
+
+/* An optimizer with one group of params (torch's Optimizer(params, ...));
+ * NULL + fsT_error on an invalid h or an empty list. */
+fs_optim *fsO_new(fsO_kind kind, fs_tensor *const *params, int64_t n, const fsO_hyper *h);
+/* add_param_group: -1 + fsT_error (torch's words) when h is invalid, the
+ * list is empty or a parameter is already in a group. */
+int fsO_add_group(fs_optim *o, fs_tensor *const *params, int64_t n, const fsO_hyper *h);
 fs_optim *fsO_retain(fs_optim *o);
 void fsO_release(fs_optim *o);
 
-/* Replaces the parameters of an optimizer that holds no state yet (FSDP's
- * setup swaps a model's parameters for its flat shards). -1 + fsT_error. */
+/* Replaces the parameters of a one-group optimizer that holds no state yet
+ * (FSDP's setup swaps a model's parameters for its flat shards).
+ * -1 + fsT_error. */
 int fsO_replace_params(fs_optim *o, fs_tensor *const *params, int64_t n);
 int fsO_step(fs_optim *o);          /* -1 + fsT_error (a parameter on meta, OOM) */
 void fsO_zero_grad(fs_optim *o);    /* set_to_none */

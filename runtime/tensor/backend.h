@@ -47,13 +47,22 @@ typedef struct fsB_backend {
   double (*sum)(size_t n, const float *x);
   double (*sumsq)(size_t n, const float *x);
   float (*absmax)(size_t n, const float *x);
-  /* optimizer updates (optim.h documents the rules); hyperparameters are
-   * doubles, rounded to float where torch rounds its Python scalars */
+  /* optimizer updates (optim.h documents the rules): one parameter's
+   * elements; hyperparameters are doubles, rounded to float where torch
+   * rounds its Python scalars; a NULL state buffer is one the options do not
+   * use (SGD without momentum, Adam without amsgrad, RMSprop's optional ones) */
   void (*sgd_update)(size_t n, float *p, const float *g, float *buf, bool first,
-                     double lr, double momentum, double dampening, double wd, bool nesterov);
-  void (*adam_update)(size_t n, float *p, const float *g, float *m, float *v,
+                     double lr, double momentum, double dampening, double wd, bool nesterov,
+                     bool maximize);
+  void (*adam_update)(size_t n, float *p, const float *g, float *m, float *v, float *vmax,
                       double lr, double beta1, double beta2, double eps, double wd,
-                      bool decoupled, int64_t step);
+                      bool decoupled, bool maximize, int64_t step);
+  void (*rmsprop_update)(size_t n, float *p, const float *g, float *square_avg, float *grad_avg,
+                         float *buf, double lr, double alpha, double eps, double wd,
+                         double momentum, bool maximize);
+  /* clr: lr / (1 + (step - 1) lr_decay), as torch computes it in Python */
+  void (*adagrad_update)(size_t n, float *p, const float *g, float *sum, double clr, double eps,
+                         double wd, bool maximize);
   const fsN_kernels *nn;
   /* optional: NULL stages the tensor API's ops through host memory (ops_grad.c) */
   const fsU_kernels *ops;

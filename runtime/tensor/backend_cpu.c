@@ -152,41 +152,105 @@ static float cpu_absmax(size_t n, const float *x) {
   return m;
 }
 
-/* torch 1.13 sgd (_single_tensor_sgd): d = g + wd p; buf = d on the first
- * step, else buf = momentum buf + (1 - dampening) d; d = nesterov ? d +
- * momentum buf : buf; p -= lr d. */
+/* The optimizer updates replay torch 1.13's _single_tensor_* tensor ops
+ * element by element, with the rounding of its CPU kernels (measured against
+ * torch on this machine, tests/parity/optim_parity.py): `a.add_(b, alpha=s)`
+ * is one fused multiply-add fmaf(s, b, a); `a.addcmul_(b, c, value=s)` is
+ * fmaf(s * b, c, a); `a.addcdiv_(b, c, value=s)` is a + s * b / c; `mul_`
+ * and `/ scalar` round once.  Python-float scalars are rounded to float as
+ * torch passes them to a float kernel. */
+
+/* _single_tensor_sgd: d = g (+ wd p); buf = d on its first step, else
+ * momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
+ * p -= lr d. */
+FS_VECTOR_TARGET
 static void cpu_sgd_update(size_t n, float *p, const float *g, float *buf, bool first,
-                           double lr, double momentum, double dampening, double wd, bool nesterov) {
+                           double lr, double momentum, double dampening, double wd, bool nesterov,
+                           bool maximize) {
   float flr = (float)-lr, fmom = (float)momentum, fdamp = (float)(1 - dampening), fwd = (float)wd;
   for (size_t i = 0; i < n; i++) {
-    float d = wd != 0 ? g[i] + fwd * p[i] : g[i];
+    float d = maximize ? -g[i] : g[i];
+    if (wd != 0) d = fmaf(fwd, p[i], d);
     if (momentum != 0) {
-      buf[i] = first ? d : buf[i] * fmom + fdamp * d;
-      d = nesterov ? d + fmom * buf[i] : buf[i];
+      buf[i] = first ? d : fmaf(fdamp, d, buf[i] * fmom);
+      d = nesterov ? fmaf(fmom, buf[i], d) : buf[i];
     }
-    p[i] += flr * d;
+    p[i] = fmaf(flr, d, p[i]);
   }
 }
 
-/* torch 1.13 adam/adamw (_single_tensor_adam[w]): AdamW first decays
+/* _single_tensor_adam / _single_tensor_adamw: AdamW first decays
  * p *= 1 - lr wd, Adam adds wd p to the gradient; then m = b1 m + (1-b1) g,
- * v = b2 v + (1-b2) g^2, p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps). */
+ * v = b2 v + (1-b2) g^2, vmax = max(vmax, v) with amsgrad, and
+ * p -= lr / (1-b1^t) * m / (sqrt(v or vmax) / sqrt(1-b2^t) + eps). */
 FS_VECTOR_TARGET
-static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v,
+static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v, float *vmax,
                             double lr, double beta1, double beta2, double eps, double wd,
-                            bool decoupled, int64_t step) {
+                            bool decoupled, bool maximize, int64_t step) {
   double bc1 = 1 - pow(beta1, (double)step), bc2 = 1 - pow(beta2, (double)step);
-  float neg_step = (float)(-lr / bc1), bc2_sqrt = (float)sqrt(bc2), feps = (float)eps;
+  float neg_step = (float)-(lr / bc1), bc2_sqrt = (float)sqrt(bc2), feps = (float)eps;
   float decay = (float)(1 - lr * wd), fwd = (float)wd;
   float b1 = (float)beta1, b2 = (float)beta2, c1 = (float)(1 - beta1), c2 = (float)(1 - beta2);
   bool coupled_wd = !decoupled && wd != 0;
 #pragma omp simd
   for (size_t i = 0; i < n; i++) {
-    float pi = p[i], gi = coupled_wd ? g[i] + fwd * pi : g[i];
+    float pi = p[i], gi = maximize ? -g[i] : g[i];
+    gi = coupled_wd ? fmaf(fwd, pi, gi) : gi;
     pi = decoupled ? pi * decay : pi;
-    m[i] = m[i] * b1 + c1 * gi;
-    v[i] = v[i] * b2 + c2 * (gi * gi);
-    p[i] = pi + neg_step * (m[i] / (sqrtf(v[i]) / bc2_sqrt + feps));
+    m[i] = fmaf(c1, gi, m[i] * b1);
+    v[i] = fmaf(c2 * gi, gi, v[i] * b2);
+    float vi = v[i];
+    if (vmax) { /* torch.maximum: a NaN wins */
+      vi = vmax[i] >= vi || isnan(vmax[i]) ? vmax[i] : vi;
+      vmax[i] = vi;
+    }
+    p[i] = pi + neg_step * m[i] / (sqrtf(vi) / bc2_sqrt + feps);
+  }
+}
+
+/* _single_tensor_rmsprop: g (+ wd p); sq = alpha sq + (1-alpha) g^2;
+ * centered: ga = alpha ga + (1-alpha) g, avg = sqrt(sq - ga^2), else
+ * sqrt(sq); avg += eps; with momentum buf = momentum buf + g / avg and
+ * p -= lr buf, else p -= lr g / avg. */
+FS_VECTOR_TARGET
+static void cpu_rmsprop_update(size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
+                               double lr, double alpha, double eps, double wd, double momentum,
+                               bool maximize) {
+  float fa = (float)alpha, c = (float)(1 - alpha), feps = (float)eps, fwd = (float)wd;
+  float fmom = (float)momentum, flr = (float)-lr;
+  for (size_t i = 0; i < n; i++) {
+    float gi = maximize ? -g[i] : g[i];
+    if (wd != 0) gi = fmaf(fwd, p[i], gi);
+    sq[i] = fmaf(c * gi, gi, sq[i] * fa);
+    float avg;
+    if (ga) {
+      ga[i] = fmaf(c, gi, ga[i] * fa);
+      avg = sqrtf(fmaf(-1.0f * ga[i], ga[i], sq[i]));
+    } else {
+      avg = sqrtf(sq[i]);
+    }
+    avg += feps;
+    if (buf) {
+      buf[i] = buf[i] * fmom + 1.0f * gi / avg;
+      p[i] = fmaf(flr, buf[i], p[i]);
+    } else {
+      p[i] = p[i] + flr * gi / avg;
+    }
+  }
+}
+
+/* _single_tensor_adagrad (dense): g (+ wd p); sum += g^2;
+ * p -= clr g / (sqrt(sum) + eps). */
+FS_VECTOR_TARGET
+static void cpu_adagrad_update(size_t n, float *p, const float *g, float *sum, double clr, double eps,
+                               double wd, bool maximize) {
+  float fclr = (float)-clr, feps = (float)eps, fwd = (float)wd;
+#pragma omp simd
+  for (size_t i = 0; i < n; i++) {
+    float gi = maximize ? -g[i] : g[i];
+    gi = wd != 0 ? fmaf(fwd, p[i], gi) : gi;
+    sum[i] = fmaf(1.0f * gi, gi, sum[i]);
+    p[i] = p[i] + fclr * gi / (sqrtf(sum[i]) + feps);
   }
 }
 
@@ -198,6 +262,7 @@ const fsB_backend fsB_cpu = {
   .gemm = fsB_sgemm, .binary = cpu_binary, .axpy = cpu_axpy, .scale = cpu_scale,
   .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = cpu_sumsq, .absmax = cpu_absmax,
   .sgd_update = cpu_sgd_update, .adam_update = cpu_adam_update,
+  .rmsprop_update = cpu_rmsprop_update, .adagrad_update = cpu_adagrad_update,
   .nn = &fsN_cpu, .ops = &fsU_cpu,
 };
 

@@ -325,48 +325,109 @@ static float cuda_absmax(size_t n, const float *x) {
 
 /* --- optimizers (the cpu's update rules and float rounding of scalars) ---- */
 
+/* Each kernel is the cpu one (backend_cpu.c) with the same fused
+ * multiply-adds, so torch's rounding is kept up to the GPU's sqrt and
+ * division (test_cuda.c compares at a stated tolerance). */
 __global__ void sgd_k(size_t n, float *p, const float *g, float *buf, bool first, bool momentum,
-                      bool wd, float flr, float fmom, float fdamp, float fwd, bool nesterov) {
+                      bool wd, float flr, float fmom, float fdamp, float fwd, bool nesterov,
+                      bool maximize) {
   FSCU_FOR(i, n) {
-    float d = wd ? g[i] + fwd * p[i] : g[i];
+    float d = maximize ? -g[i] : g[i];
+    if (wd) d = fmaf(fwd, p[i], d);
     if (momentum) {
-      buf[i] = first ? d : buf[i] * fmom + fdamp * d;
-      d = nesterov ? d + fmom * buf[i] : buf[i];
+      buf[i] = first ? d : fmaf(fdamp, d, __fmul_rn(buf[i], fmom));
+      d = nesterov ? fmaf(fmom, buf[i], d) : buf[i];
     }
-    p[i] += flr * d;
+    p[i] = fmaf(flr, d, p[i]);
   }
 }
 
 static void cuda_sgd_update(size_t n, float *p, const float *g, float *buf, bool first, double lr,
-                            double momentum, double dampening, double wd, bool nesterov) {
+                            double momentum, double dampening, double wd, bool nesterov,
+                            bool maximize) {
   if (n)
     sgd_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, p, g, buf, first, momentum != 0, wd != 0,
                                             (float)-lr, (float)momentum, (float)(1 - dampening),
-                                            (float)wd, nesterov);
+                                            (float)wd, nesterov, maximize);
 }
 
-__global__ void adam_k(size_t n, float *p, const float *g, float *m, float *v, bool decoupled,
-                       bool wd, float neg_step, float bc2_sqrt, float eps, float decay, float fwd,
-                       float b1, float b2, float c1, float c2) {
+__global__ void adam_k(size_t n, float *p, const float *g, float *m, float *v, float *vmax,
+                       bool decoupled, bool wd, bool maximize, float neg_step, float bc2_sqrt,
+                       float eps, float decay, float fwd, float b1, float b2, float c1, float c2) {
   FSCU_FOR(i, n) {
-    float gi = g[i];
-    if (decoupled) p[i] *= decay;
-    else if (wd) gi += fwd * p[i];
-    m[i] = m[i] * b1 + c1 * gi;
-    v[i] = v[i] * b2 + c2 * (gi * gi);
-    p[i] += neg_step * (m[i] / (sqrtf(v[i]) / bc2_sqrt + eps));
+    float pi = p[i], gi = maximize ? -g[i] : g[i];
+    if (decoupled) pi = __fmul_rn(pi, decay);
+    else if (wd) gi = fmaf(fwd, pi, gi);
+    m[i] = fmaf(c1, gi, __fmul_rn(m[i], b1));
+    v[i] = fmaf(__fmul_rn(c2, gi), gi, __fmul_rn(v[i], b2));
+    float vi = v[i];
+    if (vmax) {
+      vi = vmax[i] >= vi || isnan(vmax[i]) ? vmax[i] : vi;
+      vmax[i] = vi;
+    }
+    p[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(neg_step, m[i]), __fadd_rn(__fdiv_rn(sqrtf(vi), bc2_sqrt), eps)));
   }
 }
 
-static void cuda_adam_update(size_t n, float *p, const float *g, float *m, float *v, double lr,
-                             double beta1, double beta2, double eps, double wd, bool decoupled,
-                             int64_t step) {
+static void cuda_adam_update(size_t n, float *p, const float *g, float *m, float *v, float *vmax,
+                             double lr, double beta1, double beta2, double eps, double wd,
+                             bool decoupled, bool maximize, int64_t step) {
   double bc1 = 1 - pow(beta1, (double)step), bc2 = 1 - pow(beta2, (double)step);
   if (n)
     adam_k<<<fscu_blocks(n), FSCU_THREADS>>>(
-        n, p, g, m, v, decoupled, wd != 0, (float)(-lr / bc1), (float)sqrt(bc2), (float)eps,
-        (float)(1 - lr * wd), (float)wd, (float)beta1, (float)beta2, (float)(1 - beta1),
-        (float)(1 - beta2));
+        n, p, g, m, v, vmax, decoupled, wd != 0, maximize, (float)-(lr / bc1), (float)sqrt(bc2),
+        (float)eps, (float)(1 - lr * wd), (float)wd, (float)beta1, (float)beta2,
+        (float)(1 - beta1), (float)(1 - beta2));
+}
+
+__global__ void rmsprop_k(size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
+                          bool wd, bool maximize, float flr, float fa, float c, float eps, float fwd,
+                          float fmom) {
+  FSCU_FOR(i, n) {
+    float gi = maximize ? -g[i] : g[i];
+    if (wd) gi = fmaf(fwd, p[i], gi);
+    sq[i] = fmaf(__fmul_rn(c, gi), gi, __fmul_rn(sq[i], fa));
+    float avg;
+    if (ga) {
+      ga[i] = fmaf(c, gi, __fmul_rn(ga[i], fa));
+      avg = sqrtf(fmaf(-ga[i], ga[i], sq[i]));
+    } else {
+      avg = sqrtf(sq[i]);
+    }
+    avg = __fadd_rn(avg, eps);
+    if (buf) {
+      buf[i] = __fadd_rn(__fmul_rn(buf[i], fmom), __fdiv_rn(gi, avg));
+      p[i] = fmaf(flr, buf[i], p[i]);
+    } else {
+      p[i] = __fadd_rn(p[i], __fdiv_rn(__fmul_rn(flr, gi), avg));
+    }
+  }
+}
+
+static void cuda_rmsprop_update(size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
+                                double lr, double alpha, double eps, double wd, double momentum,
+                                bool maximize) {
+  if (n)
+    rmsprop_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, p, g, sq, ga, buf, wd != 0, maximize, (float)-lr,
+                                                (float)alpha, (float)(1 - alpha), (float)eps,
+                                                (float)wd, (float)momentum);
+}
+
+__global__ void adagrad_k(size_t n, float *p, const float *g, float *sum, bool wd, bool maximize,
+                          float fclr, float eps, float fwd) {
+  FSCU_FOR(i, n) {
+    float gi = maximize ? -g[i] : g[i];
+    if (wd) gi = fmaf(fwd, p[i], gi);
+    sum[i] = fmaf(gi, gi, sum[i]);
+    p[i] = __fadd_rn(p[i], __fdiv_rn(__fmul_rn(fclr, gi), __fadd_rn(sqrtf(sum[i]), eps)));
+  }
+}
+
+static void cuda_adagrad_update(size_t n, float *p, const float *g, float *sum, double clr, double eps,
+                                double wd, bool maximize) {
+  if (n)
+    adagrad_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, p, g, sum, wd != 0, maximize, (float)-clr,
+                                                (float)eps, (float)wd);
 }
 
 /* --- bfloat16 (fsT_f32_to_bf16's rounding, bit for bit) ------------------- */
@@ -400,7 +461,7 @@ extern "C" const fsB_backend fsB_cuda = {
   cuda_fill, cuda_fill_uniform, cuda_fill_normal,
   cuda_gemm, cuda_binary, cuda_axpy, cuda_scale,
   cuda_clamp, cuda_sum, cuda_sumsq, cuda_absmax,
-  cuda_sgd_update, cuda_adam_update,
+  cuda_sgd_update, cuda_adam_update, cuda_rmsprop_update, cuda_adagrad_update,
   &fsN_cuda,
   /* .ops = */ NULL, /* the tensor API's ops are staged through host memory */
 };

@@ -52,12 +52,21 @@ static double e_sum(size_t n, const float *x) { return C.sum(n, H(x)); }
 static double e_sumsq(size_t n, const float *x) { return C.sumsq(n, H(x)); }
 static float e_absmax(size_t n, const float *x) { return C.absmax(n, H(x)); }
 static void e_sgd_update(size_t n, float *p, const float *g, float *buf, bool first, double lr,
-                         double mom, double damp, double wd, bool nesterov) {
-  C.sgd_update(n, H(p), H(g), H(buf), first, lr, mom, damp, wd, nesterov);
+                         double mom, double damp, double wd, bool nesterov, bool maximize) {
+  C.sgd_update(n, H(p), H(g), H(buf), first, lr, mom, damp, wd, nesterov, maximize);
 }
-static void e_adam_update(size_t n, float *p, const float *g, float *m, float *v, double lr,
-                          double b1, double b2, double eps, double wd, bool decoupled, int64_t t) {
-  C.adam_update(n, H(p), H(g), H(m), H(v), lr, b1, b2, eps, wd, decoupled, t);
+static void e_adam_update(size_t n, float *p, const float *g, float *m, float *v, float *vmax, double lr,
+                          double b1, double b2, double eps, double wd, bool decoupled, bool maximize,
+                          int64_t t) {
+  C.adam_update(n, H(p), H(g), H(m), H(v), H(vmax), lr, b1, b2, eps, wd, decoupled, maximize, t);
+}
+static void e_rmsprop_update(size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
+                             double lr, double alpha, double eps, double wd, double mom, bool maximize) {
+  C.rmsprop_update(n, H(p), H(g), H(sq), H(ga), H(buf), lr, alpha, eps, wd, mom, maximize);
+}
+static void e_adagrad_update(size_t n, float *p, const float *g, float *sum, double clr, double eps,
+                             double wd, bool maximize) {
+  C.adagrad_update(n, H(p), H(g), H(sum), clr, eps, wd, maximize);
 }
 
 /* --- the layer kernels (nn.h gives the shapes) ------------------------------ */
@@ -143,6 +152,6 @@ const fsB_backend fsB_emu_cuda = {
   .name = "cuda (emulated)",
   E(alloc), E(free), E(zero), E(copy), E(from_host), E(to_host), E(sync), E(fill),
   E(fill_uniform), E(fill_normal), E(gemm), E(binary), E(axpy), E(scale), E(clamp), E(sum),
-  E(sumsq), E(absmax), E(sgd_update), E(adam_update),
+  E(sumsq), E(absmax), E(sgd_update), E(adam_update), E(rmsprop_update), E(adagrad_update),
   .nn = &emu_nn,
 };

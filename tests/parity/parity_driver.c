@@ -150,9 +150,11 @@ int main(int argc, char **argv) {
   fs_tensor **params = malloc((size_t)np * sizeof *params);
   if (!params) die("out of memory");
   for (int64_t i = 0; i < np; i++) params[i] = ps[i].t;
-  fs_optim *opt = !strcmp(argv[2], "sgd") ? fsO_sgd(params, np, 0.05, 0.9, 0, 0, false)
-                : !strcmp(argv[2], "adam") ? fsO_adam(params, np, false, 1e-3, 0.9, 0.999, 1e-8, 0)
-                : fsO_adam(params, np, true, 1e-3, 0.9, 0.999, 1e-8, 0.1);
+  fsO_kind kind = !strcmp(argv[2], "sgd") ? FSO_SGD : !strcmp(argv[2], "adam") ? FSO_ADAM : FSO_ADAMW;
+  fsO_hyper h = fsO_defaults(kind);
+  if (kind == FSO_SGD) h.lr = 0.05, h.momentum = 0.9;
+  else if (kind == FSO_ADAMW) h.weight_decay = 0.1;
+  fs_optim *opt = fsO_new(kind, params, np, &h);
   if (!opt) die("optimizer");
 
   FILE *batches = open_out(dir, "batches.bin", "wb"), *losses = open_out(dir, "losses.txt", "w");
@@ -161,7 +163,7 @@ int main(int argc, char **argv) {
     make_batch(gpt, step, &x, &y);
     write_tensor(batches, x);
     write_tensor(batches, y);
-    if (step == STEPS / 2) opt->lr *= 0.5; /* lr is settable between steps */
+    if (step == STEPS / 2) opt->groups[0].h.lr *= 0.5; /* lr is settable between steps */
     fsO_zero_grad(opt);
     fs_tensor *logits = fsM_forward(model, x);
     fs_tensor *loss = logits ? fsG_cross_entropy(logits, y) : NULL;

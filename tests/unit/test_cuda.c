@@ -266,27 +266,39 @@ static void test_gemm(void **state) {
   assert_non_null(strstr(fsT_error(), "too large"));
 }
 
-/* three steps of each optimizer; FMA contraction: 1e-6 rel */
+/* three steps of each optimizer and option; the kernels share the cpu's
+ * fused multiply-adds, the GPU's sqrt and division may differ: 1e-6 rel */
 static void test_optimizers(void **state) {
   enum { N = 4099 };
-  for (int variant = 0; variant < 4; variant++) {
+  static const char *const names[] = {"sgd", "sgd nesterov wd", "adam", "adamw amsgrad maximize",
+                                      "rmsprop", "rmsprop centered momentum", "adagrad"};
+  for (int variant = 0; variant < 7; variant++) {
     float *p = rnd("p", N, -1, 1), *g = rnd("g", N, -0.1f, 0.1f), *m = rnd("m", N, 0, 0);
-    float *v = rnd("v", N, 0, 0);
-    float *dp = upf(p, N), *dg = upf(g, N), *dm = upf(m, N), *dv = upf(v, N);
+    float *v = rnd("v", N, 0, 0), *w = rnd("w", N, 0, 0);
+    float *dp = upf(p, N), *dg = upf(g, N), *dm = upf(m, N), *dv = upf(v, N), *dw = upf(w, N);
+    bool alt = variant == 1 || variant == 3 || variant == 5;
     for (int step = 1; step <= 3; step++) {
       if (variant < 2) {
-        cpu->sgd_update(N, p, g, m, step == 1, 0.1, 0.9, 0.1, variant ? 0.01 : 0, variant == 1);
-        gpu->sgd_update(N, dp, dg, dm, step == 1, 0.1, 0.9, 0.1, variant ? 0.01 : 0, variant == 1);
+        cpu->sgd_update(N, p, g, m, step == 1, 0.1, 0.9, 0.1 * !alt, alt ? 0.01 : 0, alt, false);
+        gpu->sgd_update(N, dp, dg, dm, step == 1, 0.1, 0.9, 0.1 * !alt, alt ? 0.01 : 0, alt, false);
+      } else if (variant < 4) {
+        cpu->adam_update(N, p, g, m, v, alt ? w : NULL, 1e-3, 0.9, 0.999, 1e-8, 0.01, alt, alt, step);
+        gpu->adam_update(N, dp, dg, dm, dv, alt ? dw : NULL, 1e-3, 0.9, 0.999, 1e-8, 0.01, alt, alt, step);
+      } else if (variant < 6) {
+        cpu->rmsprop_update(N, p, g, m, alt ? v : NULL, alt ? w : NULL, 1e-2, 0.99, 1e-8, 0.01, 0.9 * alt, false);
+        gpu->rmsprop_update(N, dp, dg, dm, alt ? dv : NULL, alt ? dw : NULL, 1e-2, 0.99, 1e-8, 0.01, 0.9 * alt,
+                            false);
       } else {
-        cpu->adam_update(N, p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, variant == 3, step);
-        gpu->adam_update(N, dp, dg, dm, dv, 1e-3, 0.9, 0.999, 1e-8, 0.01, variant == 3, step);
+        cpu->adagrad_update(N, p, g, m, 0.1 / (1 + (step - 1) * 0.01), 1e-10, 0.01, true);
+        gpu->adagrad_update(N, dp, dg, dm, 0.1 / (1 + (step - 1) * 0.01), 1e-10, 0.01, true);
       }
     }
-    expect_close(dp, p, N, 1e-6, 1e-6, variant < 2 ? "sgd p" : "adam p");
-    expect_close(dm, m, N, 1e-7, 1e-6, variant < 2 ? "sgd buf" : "adam m");
-    if (variant >= 2) expect_close(dv, v, N, 1e-9, 1e-6, "adam v");
-    free(p), free(g), free(m), free(v);
-    dfree(dp), dfree(dg), dfree(dm), dfree(dv);
+    expect_close(dp, p, N, 1e-6, 1e-6, names[variant]);
+    expect_close(dm, m, N, 1e-7, 1e-6, names[variant]);
+    expect_close(dv, v, N, 1e-9, 1e-6, names[variant]);
+    expect_close(dw, w, N, 1e-7, 1e-6, names[variant]);
+    free(p), free(g), free(m), free(v), free(w);
+    dfree(dp), dfree(dg), dfree(dm), dfree(dv), dfree(dw);
   }
 }
 

@@ -36,6 +36,9 @@ static void test_lookup(void **st) {
   assert_int_equal(fsSig_find("Linear")->kind, FSSIG_LAYER);
   assert_int_equal(fsSig_find("Fabric")->kind, FSSIG_CLASS);
   assert_int_equal(fsSig_find("print")->kind, FSSIG_FUNC);
+  assert_int_equal(fsSig_find("math")->kind, FSSIG_MODULE); /* a module value; members are rows */
+  assert_int_equal(fsSig_member("math", "cos")->kind, FSSIG_METHOD);
+  assert_int_equal(fsSig_member("math", "pi")->kind, FSSIG_ATTR);
   assert_null(fsSig_find("setup"));           /* methods are not global names */
   assert_null(fsSig_find("Fabric.setup"));
   const fsSig *m = fsSig_member("Fabric", "setup_dataloaders");
