@@ -61,6 +61,41 @@ static int fvalue(C *c, const cv *v, fsF_value *out) {
   }
 }
 
+/* The argument a refusal of Fabric(...) is about: the caret goes there (the
+ * call when the value came from a default or the command line). */
+static const char *refused_param(const char *rule) {
+  static const struct { const char *rule, *param; } at[] = {
+    {"R1", "strategy"}, {"R2", "accelerator"}, {"R3", "precision"}, {"R4", "num_nodes"},
+    {"R5", "devices"}, {"R6", "accelerator"}, {"R7", "accelerator"}, {"R8", "devices"},
+    {"R9", "devices"}, {"R10", "strategy"}, {"R11", "precision"}, {"R12", "precision"},
+    {"R13", "strategy"}, {"R15", "strategy"}, {"R21", "strategy"}, {"W7", "strategy"},
+    {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"},
+  };
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+    if (!strcmp(at[i].rule, rule)) return at[i].param;
+  return NULL;
+}
+
+/* Reports Fabric(...)'s refusals at their arguments; a misspelt strategy,
+ * accelerator or precision name gets "did you mean" and the literal's fix. */
+static void report_fabric_issues(C *c, const cargs *a, const fsF_issues *iss) {
+  for (size_t i = 0; i < iss->n; i++) {
+    const fsF_issue *s = &iss->items[i];
+    const char *param = refused_param(s->rule);
+    const fs_node *node = NULL;
+    if (param) fsC_arg(a, param, &node);
+    fs_diag *g = fsC_report_issue(c, s, node ? node->loc : a->call->loc);
+    int misspelt = !strcmp(s->rule, "R1") || !strcmp(s->rule, "R2") || !strcmp(s->rule, "R3");
+    const char *near = g && misspelt && node && node->kind == FS_N_STR ? fsF_suggest_name(param, node->str) : NULL;
+    if (!near) continue;
+    fsD_help(g, "did you mean `%s=\"%s\"`?", param, near);
+    char *lit = fsA_xrealloc(NULL, strlen(near) + 3);
+    sprintf(lit, "\"%s\"", near);
+    fsD_edit(g, node->loc, lit);
+    free(lit);
+  }
+}
+
 cv fsC_new_fabric(C *c, const cargs *a) {
   static const char *const names[] = {"accelerator", "strategy", "devices", "num_nodes", "precision"};
   fsF_args fa;
@@ -74,8 +109,14 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   }
   fsF_issues iss;
   fsF_issues_init(&iss);
-  int rc = fsF_resolve(&fa, &c->o->overrides, &c->o->machine, &c->cfgs[c->ncfgs], &iss);
-  fsC_report_issues(c, &iss, a->call->loc, 1);
+  fsF_machine m = c->o->machine;
+  char *declared = NULL;
+  if (c->o->preflight && fsF_declared_machine(&fa, &c->o->overrides, &c->o->machine, &m, &declared) &&
+      fsC_first(c, "preflight", (fs_loc){0, 0}))
+    fsC_report(c, FS_SEV_NOTE, "preflight", a->call->loc, "%s", declared ? declared : "out of memory");
+  free(declared);
+  int rc = fsF_resolve(&fa, &c->o->overrides, &m, &c->cfgs[c->ncfgs], &iss);
+  report_fabric_issues(c, a, &iss);
   fsF_issues_free(&iss);
   if (rc == 0) {
     cobj *o = fsC_o(c, id);

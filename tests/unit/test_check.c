@@ -280,7 +280,7 @@ static const check_case configuration[] = {
    {"--strategy=fsdp"},
    {{"R68", 1, 10, "Your code has `Fabric(strategy='ddp', ...)` but it conflicts with the value `--strategy=fsdp` set through the CLI.  Remove it"}}},
   {"cuda on a machine without GPUs", "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\")\n", 0,
-   {0}, {{"R7", 1, 10, "`CUDAAccelerator` can not run on your system"}}},
+   {0}, {{"R7", 1, 46, "`CUDAAccelerator` can not run on your system"}}},
   {"param() feeds the configuration",
    "fabric = Fabric(accelerator=\"cpu\", strategy=param(\"strategy\", \"auto\"))\n", 0,
    {"-Dstrategy=dp"},
