@@ -212,7 +212,7 @@ static void put_severity(FILE *out, int color, fs_severity sev, const char *rule
   static const char *const name[] = { "note", "warning", "error" };
   static const char *const sgr[] = { SGR_CYAN, SGR_MAGENTA, SGR_RED };
   char *r = rule && rule[0] && sev != FS_SEV_NOTE ? printable_copy(rule, strlen(rule)) : NULL;
-  char *label = fsA_xrealloc(NULL, strlen(name[sev]) + (r ? strlen(r) : 0) + 4);
+  char *label = fsA_xrealloc(NULL, strlen(name[sev]) + (r ? strlen(r) : 0) + sizeof "[]: ");
   sprintf(label, r ? "%s[%s]: " : "%s: ", name[sev], r);
   put_sgr(out, color, sgr[sev], label);
   free(label);

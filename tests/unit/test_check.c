@@ -284,7 +284,7 @@ static const check_case configuration[] = {
   {"param() feeds the configuration",
    "fabric = Fabric(accelerator=\"cpu\", strategy=param(\"strategy\", \"auto\"))\n", 0,
    {"-Dstrategy=dp"},
-   {{"W7", 1, 10, "'dp' is not supported on CPUs, hence setting `strategy='ddp'`.", NULL, true}}},
+   {{"W7", 1, 45, "'dp' is not supported on CPUs, hence setting `strategy='ddp'`.", NULL, true}}},
   {"a DDPStrategy object's start method decides whether launch() needs a function",
    "fabric = Fabric(accelerator=\"cpu\", devices=2, strategy=DDPStrategy(start_method=\"spawn\"))\n"
    "fabric.launch()\n", 0,
@@ -299,7 +299,7 @@ static const check_case other_checks[] = {
    "x = missing + 1\nLinear(\"a\", 3)\nnet.frobnicate()\n", 0,
    {0}, {{"shape", 5, 11, "`Linear` expects 128 input features, but the layer before it gives 256",
           "`Linear(28 * 28, hidden)` gives 256 features"},
-         {"call", 7, 7, "SGD() got an unexpected keyword argument 'momentm'"},
+         {"call", 7, 37, "SGD() got an unexpected keyword argument 'momentm'"},
          {"name", 8, 5, "name 'missing' is not defined"},
          {"type", 9, 8, "Linear() argument 'in_features' must be int, not str"},
          {"attr", 10, 5, "'MLP' object has no attribute 'frobnicate'"}}},
