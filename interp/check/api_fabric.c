@@ -298,9 +298,23 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
       if (!strcmp(rule, "R36") && u.nopts == 1) {
         const cv *ov = fsC_alt(&e, u.opts[0]);
         const char *creation = fsC_is(ov, OB_OPTIM, c) ? fsC_text(c, fsC_o(c, ov->id)->loc) : "...";
-        fsD_help(g, "set up the model first, then create the optimizer:\n    %s = %s.setup_module(%s)\n    %s = %s.setup_optimizers(%s)",
-                 mt ? mt : mtext, fsC_text(c, a->call->kids[0]->kids[0]->loc), mtext,
-                 ot ? ot : fsC_text(c, onodes[0]->loc), fsC_text(c, a->call->kids[0]->kids[0]->loc), creation);
+        const char *fab = fsC_text(c, a->call->kids[0]->kids[0]->loc);
+        /* An optimizer created outside the def this setup is in was created
+         * over the caller's names: its text is no code here, so say it in words. */
+        const fs_node *def = c->nframes ? c->frames[c->nframes - 1]->fn : NULL;
+        fs_loc made = fsC_is(ov, OB_OPTIM, c) ? fsC_o(c, ov->id)->loc : (fs_loc){0, 0};
+        if (def && fsC_is(ov, OB_OPTIM, c) && (made.start < def->loc.start || made.end > def->loc.end)) {
+          uint32_t line, col;
+          fsA_source_position(c->src, made.start, &line, &col);
+          fsD_help(g, "set up the model first, then create the optimizer from the set-up model's parameters:\n"
+                      "    %s = %s.setup_module(%s)\n"
+                      "and create the optimizer (today `%s`, line %u, outside `%s`) after it, over `%s.parameters()`,\n"
+                      "then set it up with `%s.setup_optimizers(...)`",
+                   mt ? mt : mtext, fab, mtext, creation, line, def->str, mt ? mt : mtext, fab);
+        } else {
+          fsD_help(g, "set up the model first, then create the optimizer:\n    %s = %s.setup_module(%s)\n    %s = %s.setup_optimizers(%s)",
+                   mt ? mt : mtext, fab, mtext, ot ? ot : fsC_text(c, onodes[0]->loc), fab, creation);
+        }
         fix_r36(c, g, a->call, ov, mnode, onodes[0], mt, ot);
       }
     } else if (!strcmp(rule, "R22") || !strcmp(rule, "R24") || !strcmp(rule, "R23") ||
