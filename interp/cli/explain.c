@@ -172,7 +172,7 @@ static const explain_row *find_row(const char *id) {
   return NULL;
 }
 
-const char *fsX_rule_words(const char *id) {
+const char *fsH_rule_words(const char *id) {
   const explain_row *r = find_row(id);
   return r ? r->words : NULL;
 }
@@ -185,7 +185,7 @@ static void put_script(FILE *out, const char *text) {
   }
 }
 
-int fsX_explain(FILE *out, FILE *err, const char *id) {
+int fsH_explain(FILE *out, FILE *err, const char *id) {
   char up[16]; /* r36 is R36 */
   snprintf(up, sizeof up, "%s", id);
   if ((up[0] == 'r' || up[0] == 'w') && up[1] >= '0' && up[1] <= '9') up[0] = (char)(up[0] - 'a' + 'A');

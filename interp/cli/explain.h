@@ -9,9 +9,9 @@
 
 /* Prints the explanation of id to out; 0, or 2 (a usage error, said on
  * err with the nearest known id) when id is unknown. */
-int fsX_explain(FILE *out, FILE *err, const char *id);
+int fsH_explain(FILE *out, FILE *err, const char *id);
 /* The rule in words (one sentence), or NULL for an unknown id: SARIF's
  * shortDescription. */
-const char *fsX_rule_words(const char *id);
+const char *fsH_rule_words(const char *id);
 
 #endif

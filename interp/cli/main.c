@@ -419,7 +419,7 @@ int main(int argc, char **argv) {
   char **args = argv + optind;
   /* JSON and SARIF make stderr a machine's channel, the ranks' lines too */
   fsLN_json_stderr(cli.render.format != FS_DIAG_TEXT);
-  if (cli.render.format == FS_DIAG_SARIF) cli.render.sarif = fsD_sarif_new(PACKAGE_VERSION, fsX_rule_words);
+  if (cli.render.format == FS_DIAG_SARIF) cli.render.sarif = fsD_sarif_new(PACKAGE_VERSION, fsH_rule_words);
   /* check, plan and the REPL check for the machine the script declares; a
    * run (and fix, which rewrites for this machine's check) for this one */
   int checks_only = nargs == 0 ? isatty(STDIN_FILENO)
@@ -435,7 +435,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(args[0], "fix") == 0) {
     status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
   } else if (strcmp(args[0], "explain") == 0) {
-    status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsX_explain(stdout, stderr, args[1]);
+    status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsH_explain(stdout, stderr, args[1]);
   } else if (strcmp(args[0], "plan") == 0) {
     status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
   } else if (misspelt_command(args[0])) {
