@@ -55,6 +55,9 @@ fs_abs=$(cd "$(dirname "$fs")" && pwd)/$(basename "$fs")
 [ "$(cat "$tmp/sig.rc")" = 1 ] || fails "README's signature case exited $(cat "$tmp/sig.rc")"
 cmp -s "$tmp/sig.err" "$tmp/readme.out" || { fails "README's signature case differs:"; diff "$tmp/readme.out" "$tmp/sig.err"; }
 
+(cd "$tmp" && CUDA_VISIBLE_DEVICES= "$fs_abs" fix train.fab >"$tmp/sig.fix" 2>&1) || fails "fix of the signature case"
+grep -qF '+optimizer = fabric.setup_optimizers(optimizer)' "$tmp/sig.fix" || fails "fix does not apply what check shows: $(cat "$tmp/sig.fix")"
+
 # Pre-flight: one note, the declared machine; --here, --gpus, --assume and a run check for the one given
 printf 'fabric = Fabric(accelerator="cuda", devices=4)\nfabric.launch()\nf2 = Fabric(accelerator="cuda", devices=8)\n' > "$tmp/gpu.fab"
 CUDA_VISIBLE_DEVICES= expect 0 "$fs" check "$tmp/gpu.fab"

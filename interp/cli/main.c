@@ -420,10 +420,11 @@ int main(int argc, char **argv) {
   /* JSON and SARIF make stderr a machine's channel, the ranks' lines too */
   fsLN_json_stderr(cli.render.format != FS_DIAG_TEXT);
   if (cli.render.format == FS_DIAG_SARIF) cli.render.sarif = fsD_sarif_new(PACKAGE_VERSION, fsH_rule_words);
-  /* check, plan and the REPL check for the machine the script declares; a
-   * run (and fix, which rewrites for this machine's check) for this one */
+  /* check, plan, fix (it applies what check shows) and the REPL's check
+   * are for the machine the script declares; a run for the one it runs on */
   int checks_only = nargs == 0 ? isatty(STDIN_FILENO)
-                  : strcmp(args[0], "check") == 0 || strcmp(args[0], "plan") == 0;
+                  : strcmp(args[0], "check") == 0 || strcmp(args[0], "plan") == 0 ||
+                    strcmp(args[0], "fix") == 0;
   cli.preflight = checks_only && !cli.machine_given;
   if (nargs == 0) {
     status = isatty(STDIN_FILENO) ? repl(&cli) : run_file(&cli, "-", NULL);
