@@ -162,8 +162,8 @@ static fsE_options eval_options(const fs_cli *cli) {
     .devices = cli->overrides.devices, .num_nodes = cli->overrides.num_nodes,
     .precision = cli->overrides.precision, .out = stdout,
     .machine = &cli->machine, .emulate_cuda = cli->emulate_cuda, .preflight = cli->preflight,
-    /* JSON diagnostics make stderr a machine's channel: no progress there */
-    .progress = cli->render.format == FS_DIAG_JSON ? NULL : stderr,
+    /* JSON and SARIF make stderr a machine's channel: no progress there */
+    .progress = cli->render.format != FS_DIAG_TEXT ? NULL : stderr,
     .progress_interval = cli->progress_interval,
   };
 }
