@@ -105,6 +105,12 @@ for id in $(sed -n 's/^| \([RW][0-9]*\) | `.*$/\1/p' "$src/docs/rules.md"); do
   "$fs" explain "$id" >"$tmp/out" 2>&1 && grep -q '^Before' "$tmp/out" || fails "explain $id: $(cat "$tmp/out")"
 done
 
+# every rule id the sources report has an explanation
+for id in output $(grep -ohE 'fsF_(fail|warn)\(iss, "[A-Za-z0-9-]+"|(fsC_report|fsD_add)\([^,]+, FS_SEV_[A-Z]+, "[a-z0-9-]+"' \
+                    "$src"/interp/*/*.c | sed -E 's/.*"([^"]*)"$/\1/' | sort -u); do
+  "$fs" explain "$id" >/dev/null 2>"$tmp/err" || fails "explain $id: $(cat "$tmp/err")"
+done
+
 # JSON lines and SARIF validate against their schemas (tests/json-schema.py:
 # the jsonschema package where installed, else its own subset; both when it is)
 if command -v python3 >/dev/null; then

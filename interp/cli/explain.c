@@ -4,7 +4,8 @@
  * near-miss from tests/scripts/rules/, compiled in from
  * explain_examples.h (scripts/gen-explain). Invariant: every id the
  * checker, the runtime or fabric/ reports has a row here
- * (tests/cli-test.sh asks for each id of docs/rules.md). */
+ * (tests/cli-test.sh asks for each id the sources report, and for the
+ * before/after of each id of docs/rules.md's table). */
 #include "explain.h"
 
 #include <stdio.h>
@@ -112,11 +113,17 @@ static const explain_row rows[] = {
   {"R47", "Under FSDP, clip the set-up model's gradients.",
    "FSDP's clip_grad_norm_ lives on the wrapped module; the raw one has no sharded gradients."},
   {"R48", "`no_backward_sync` needs a set-up model.", "Only the wrapped model has a gradient synchronization to skip."},
+  {"R51", "`mark_forward_method` takes a method or its name.", "Fabric marks methods by name on the wrapped module."},
+  {"R52", "`forward` cannot be marked as a forward method.", "It always is one: the wrapper routes it through the strategy."},
+  {"R53", "`mark_forward_method` needs a set-up model and one of its methods.",
+   "Only the _FabricModule has the method, and only an existing method can be routed through it."},
   {"R55", "`fabric.save(filter=...)` takes a dict.", "The filter maps state keys to functions."},
   {"R56", "Every filter key must be a key of the state being saved.", "A filter for a missing key filters nothing: a typo."},
   {"R57", "Each filter value must be a callable `(key, value) -> bool`.", "Fabric calls it for every entry."},
   {"R58", "DeepSpeed checkpoints cannot be filtered.", "DeepSpeed serializes its state itself."},
   {"R59", "Sharded FSDP checkpoints cannot be filtered.", "FSDP cannot load a filtered sharded checkpoint back."},
+  {"R60", "Distributed ModelParallelStrategy checkpoints cannot be filtered.",
+   "A filtered distributed checkpoint could not be loaded back."},
   {"R61", "A sharded FSDP save or load needs the FSDP model in the state.",
    "The sharded state is written per rank through the FSDP model."},
   {"R62", "A DeepSpeed save needs the DeepSpeed engine (the set-up model) in the state.",
@@ -131,6 +138,11 @@ static const explain_row rows[] = {
   {"R67", "XLAStrategy with PjRT needs all devices (or SingleDeviceXLAStrategy).", "PjRT runs one process per device."},
   {"R68", "A `fabric run` option conflicts with a different value in `Fabric(...)`.",
    "Fabric refuses to guess which of the two the user meant."},
+  {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",
+   "FSDP materializes only what it wraps itself; these parameters stay without data."},
+  {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},
+  {"W3", "Modules without `reset_parameters()` keep uninitialized memory after materialization.",
+   "ModelParallelStrategy re-initializes parameters through `reset_parameters()`."},
   {"W5", "This strategy cannot skip gradient synchronization: `no_backward_sync` does nothing.",
    "DP and DeepSpeed synchronize inside their engines."},
   {"W7", "`strategy=\"dp\"` on CPU becomes ddp.", "DataParallel needs GPUs."},
