@@ -160,7 +160,7 @@ static int gpus_named(const fsF_value *v) {
   else if (v->kind == FSF_INTLIST)
     for (size_t i = 0; i < v->nints; i++) n = v->ints[i] + 1 > n ? v->ints[i] + 1 : n;
   else if (v->kind == FSF_STR && strchr(v->s, ','))
-    for (const char *p = v->s; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0)) {
+    for (const char *p = v->s; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
       long id = strtol(p, NULL, 10);
       if (id + 1 > n) n = id + 1;
     }
