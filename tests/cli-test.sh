@@ -23,7 +23,7 @@ expect 0 "$fs" "$tmp/ok.fab" -D lr=0.5        # GNU-style: options after the fil
 expect 0 "$fs" check "$tmp/ok.fab"
 expect 1 "$fs" "$tmp/bad.fab"
 expect 1 "$fs" check "$tmp/syntax.fab"
-grep -q "syntax.fab:2:1: error: " "$tmp/err" || { echo "FAIL: no file:line:col for a syntax error"; fail=1; }
+grep -q "syntax.fab:2:1: error\[syntax\]: " "$tmp/err" || { echo "FAIL: no file:line:col for a syntax error"; fail=1; }
 expect 2 "$fs" -D lr=abc "$tmp/ok.fab"       # a -D value its param() cannot take
 expect 2 "$fs" -D lr "$tmp/ok.fab"
 expect 2 "$fs" --no-such-option "$tmp/ok.fab"
@@ -38,5 +38,111 @@ expect 0 "$fs" --version
 grep -q "^backends: cpu" "$tmp/out" || { echo "FAIL: --version lists no backends"; fail=1; }
 expect 1 "$fs" check --diagnostics-format=json "$tmp/bad.fab"
 [ -s "$tmp/err" ] && ! grep -qv '^{' "$tmp/err" || { echo "FAIL: json mode wrote a line that is not JSON"; fail=1; }
+fails() { echo "FAIL: $*"; fail=1; }
+has() { grep -qF -- "$1" "$tmp/err" || fails "$2: no '$1' in: $(cat "$tmp/err")"; }
+src=${srcdir:-.}
+
+# The README's signature case, verbatim, on a machine without a GPU
+# (CUDA_VISIBLE_DEVICES= hides any): the script block into train.fab, the
+# output block compared byte for byte.
+awk '/^## The signature case/ {on = 1} on && /^```python$/ {code = 1; next}
+     code && /^```$/ {exit} code {print}' "$src/README.md" > "$tmp/train.fab"
+awk '/^## The signature case/ {on = 1} on && /^```$/ && !seen {n++; if (n == 2) {out = 1; next}}
+     out && /^```$/ {exit} out {print}' "$src/README.md" > "$tmp/readme.out"
+[ -s "$tmp/train.fab" ] && [ -s "$tmp/readme.out" ] || fails "README's signature case not found"
+fs_abs=$(cd "$(dirname "$fs")" && pwd)/$(basename "$fs")
+(cd "$tmp" && CUDA_VISIBLE_DEVICES= "$fs_abs" check train.fab 2>"$tmp/sig.err"; echo $? >"$tmp/sig.rc")
+[ "$(cat "$tmp/sig.rc")" = 1 ] || fails "README's signature case exited $(cat "$tmp/sig.rc")"
+cmp -s "$tmp/sig.err" "$tmp/readme.out" || { fails "README's signature case differs:"; diff "$tmp/readme.out" "$tmp/sig.err"; }
+
+(cd "$tmp" && CUDA_VISIBLE_DEVICES= "$fs_abs" fix train.fab >"$tmp/sig.fix" 2>&1) || fails "fix of the signature case"
+grep -qF '+optimizer = fabric.setup_optimizers(optimizer)' "$tmp/sig.fix" || fails "fix does not apply what check shows: $(cat "$tmp/sig.fix")"
+
+# Pre-flight: one note, the declared machine; --here, --gpus, --assume and a run check for the one given
+printf 'fabric = Fabric(accelerator="cuda", devices=4)\nfabric.launch()\nf2 = Fabric(accelerator="cuda", devices=8)\n' > "$tmp/gpu.fab"
+CUDA_VISIBLE_DEVICES= expect 0 "$fs" check "$tmp/gpu.fab"
+has "note: checked for 4 CUDA GPUs as the script declares; this machine has none (--here checks for this machine)" "pre-flight note"
+[ "$(grep -c 'note: checked for' "$tmp/err")" = 1 ] || fails "not exactly one pre-flight note: $(cat "$tmp/err")"
+CUDA_VISIBLE_DEVICES= expect 1 "$fs" check --here "$tmp/gpu.fab"
+has "error[R7]: \`CUDAAccelerator\` can not run on your system" "--here"
+CUDA_VISIBLE_DEVICES= expect 1 "$fs" check --gpus=2 "$tmp/gpu.fab"
+has "error[R9]: You requested gpu: [0, 1, 2, 3]" "--gpus keeps its meaning"
+CUDA_VISIBLE_DEVICES= expect 1 "$fs" check --assume=deepspeed "$tmp/gpu.fab"
+has "error[R7]" "--assume gives the machine"
+CUDA_VISIBLE_DEVICES= expect 1 "$fs" "$tmp/gpu.fab"
+has "error[R7]" "a run checks for the machine it runs on"
+CUDA_VISIBLE_DEVICES= expect 0 "$fs" check "$src/tests/scripts/diag/preflight_cpu_silent.fab"
+[ ! -s "$tmp/err" ] || fails "a script that declares nothing missing printed: $(cat "$tmp/err")"
+printf 'fabric = Fabric(strategy="fsdp", accelerator="cuda", devices=2)\nfabric.launch()\nmodel = fabric.setup_module(Linear(64, 64))\noptimizer = fabric.setup_optimizers(Adam(model.parameters()))\n' > "$tmp/plan.fab"
+CUDA_VISIBLE_DEVICES= expect 0 "$fs" plan "$tmp/plan.fab"
+has "note: checked for 2 CUDA GPUs" "plan pre-flight"
+grep -q "rank" "$tmp/out" || fails "plan printed no plan for the declared machine: $(cat "$tmp/out")"
+
+# Diagnostics: error[ID], suggestions, fix-its, the closing line, explain
+printf 'fabric = Fabric(strategy="fdsp", accelerator="cpu")\nfabric.lanch()\n' > "$tmp/typo.fab"
+expect 1 "$fs" check "$tmp/typo.fab"
+has 'typo.fab:1:26: error[R1]: You selected an invalid strategy name' "caret on the argument"
+has 'help: did you mean `strategy="fsdp"`?' "strategy suggestion"
+has '+   1 | fabric = Fabric(strategy="fsdp", accelerator="cpu")' "fix-it under the message"
+has 'help: did you mean `launch`?' "attribute suggestion"
+has '2 errors; fabricscript fix can apply 2 fixes' "closing line"
+expect 0 "$fs" fix "$tmp/typo.fab"
+grep -qF '+fabric.launch()' "$tmp/out" || fails "fix does not apply the suggestion: $(cat "$tmp/out")"
+expect 1 "$fs" check "$src/tests/scripts/diag/did_you_mean_none.fab"
+! grep -q "^help: did you mean" "$tmp/err" || fails "a suggestion for a name nothing is near: $(cat "$tmp/err")"
+expect 2 "$fs" chek "$tmp/typo.fab"
+has "help: did you mean 'check'?" "subcommand suggestion"
+expect 2 "$fs" check --devcies=2 "$tmp/typo.fab"
+has "help: did you mean '--devices'?" "option suggestion"
+expect 0 "$fs" explain R36
+grep -q '^R36: ' "$tmp/out" && grep -q '^Before (tests/scripts/rules/' "$tmp/out" &&
+  grep -q '^After (tests/scripts/rules/' "$tmp/out" || fails "explain R36: $(cat "$tmp/out")"
+expect 0 "$fs" explain w9
+expect 2 "$fs" explain R99
+has "did you mean 'R9'?" "explain suggestion"
+# every rule of docs/rules.md's trigger table is explained, with its scripts
+for id in $(sed -n 's/^| \([RW][0-9]*\) | `.*$/\1/p' "$src/docs/rules.md"); do
+  "$fs" explain "$id" >"$tmp/out" 2>&1 && grep -q '^Before' "$tmp/out" || fails "explain $id: $(cat "$tmp/out")"
+done
+
+# every rule id the sources report has an explanation
+for id in output $(grep -ohE 'fsF_(fail|warn)\(iss, "[A-Za-z0-9-]+"|(fsC_report|fsD_add)\([^,]+, FS_SEV_[A-Z]+, "[a-z0-9-]+"' \
+                    "$src"/interp/*/*.c | sed -E 's/.*"([^"]*)"$/\1/' | sort -u); do
+  "$fs" explain "$id" >/dev/null 2>"$tmp/err" || fails "explain $id: $(cat "$tmp/err")"
+done
+
+# JSON lines and SARIF validate against their schemas (tests/json-schema.py:
+# the jsonschema package where installed, else its own subset; both when it is)
+if command -v python3 >/dev/null; then
+  for mode in "" 1; do
+    export FS_SCHEMA_BUILTIN=$mode
+    "$fs" check --diagnostics-format=json "$tmp/typo.fab" "$tmp/train.fab" "$tmp/missing.fab" 2>"$tmp/d.jsonl"
+    CUDA_VISIBLE_DEVICES= "$fs" check --diagnostics-format=json "$src/tests/scripts/diag/"*.fab 2>>"$tmp/d.jsonl"
+    python3 "$src/tests/json-schema.py" "$src/docs/diagnostics.schema.json" --lines "$tmp/d.jsonl" || fails "JSON lines do not validate"
+    sed 's/"version":1,//' "$tmp/d.jsonl" > "$tmp/bad.jsonl"
+    python3 "$src/tests/json-schema.py" "$src/docs/diagnostics.schema.json" --lines "$tmp/bad.jsonl" >/dev/null && fails "the validator accepts lines without a version"
+    "$fs" check --diagnostics-format=sarif "$tmp/typo.fab" "$tmp/train.fab" "$tmp/missing.fab" 2>"$tmp/d.sarif"
+    python3 "$src/tests/json-schema.py" "$src/docs/sarif-2.1.0-subset.schema.json" "$tmp/d.sarif" || fails "SARIF does not validate"
+    sed 's/"ruleId"/"ruleID"/' "$tmp/d.sarif" > "$tmp/bad.sarif"
+    python3 "$src/tests/json-schema.py" "$src/docs/sarif-2.1.0-subset.schema.json" "$tmp/bad.sarif" >/dev/null && fails "the validator accepts a misspelt SARIF property"
+  done
+  unset FS_SCHEMA_BUILTIN
+  grep -q '"columnKind": "utf16CodeUnits"' "$tmp/d.sarif" || fails "SARIF without columnKind"
+  grep -q '"replacements"' "$tmp/d.sarif" || fails "SARIF without fixes"
+else
+  echo "cli-test: python3 not found, the schema checks are skipped"
+fi
+
+# A multi-rank run: stderr stays one JSON object per line, a rank's
+# diagnostics carry "rank", the launcher's own message is JSON too
+printf 'fabric = Fabric(accelerator="cpu", devices=2)\nfabric.launch()\nprint("rank", fabric.global_rank)\nassert fabric.global_rank == 0, "rank 1 stops here"\n' > "$tmp/ranks.fab"
+expect 1 "$fs" --diagnostics-format=json "$tmp/ranks.fab"
+! grep -qv '^{' "$tmp/err" || fails "a multi-rank run wrote a line that is not JSON: $(cat "$tmp/err")"
+has '"message":"AssertionError: rank 1 stops here","notes":[],"help":null,"fix":[],"rank":1}' "a rank's diagnostic"
+has '"rule":"launch","message":"rank 1 (pid' "the launcher's message"
+if command -v python3 >/dev/null; then
+  python3 "$src/tests/json-schema.py" "$src/docs/diagnostics.schema.json" --lines "$tmp/err" || fails "a multi-rank run's stderr does not validate"
+fi
+
 [ $fail -eq 0 ] && echo "cli-test: all passed"
 exit $fail

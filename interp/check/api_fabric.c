@@ -61,6 +61,41 @@ static int fvalue(C *c, const cv *v, fsF_value *out) {
   }
 }
 
+/* The argument a refusal of Fabric(...) is about: the caret goes there (the
+ * call when the value came from a default or the command line). */
+static const char *refused_param(const char *rule) {
+  static const struct { const char *rule, *param; } at[] = {
+    {"R1", "strategy"}, {"R2", "accelerator"}, {"R3", "precision"}, {"R4", "num_nodes"},
+    {"R5", "devices"}, {"R6", "accelerator"}, {"R7", "accelerator"}, {"R8", "devices"},
+    {"R9", "devices"}, {"R10", "strategy"}, {"R11", "precision"}, {"R12", "precision"},
+    {"R13", "strategy"}, {"R15", "strategy"}, {"R21", "strategy"}, {"W7", "strategy"},
+    {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"},
+  };
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+    if (!strcmp(at[i].rule, rule)) return at[i].param;
+  return NULL;
+}
+
+/* Reports Fabric(...)'s refusals at their arguments; a misspelt strategy,
+ * accelerator or precision name gets "did you mean" and the literal's fix. */
+static void report_fabric_issues(C *c, const cargs *a, const fsF_issues *iss) {
+  for (size_t i = 0; i < iss->n; i++) {
+    const fsF_issue *s = &iss->items[i];
+    const char *param = refused_param(s->rule);
+    const fs_node *node = NULL;
+    if (param) fsC_arg(a, param, &node);
+    fs_diag *g = fsC_report_issue(c, s, node ? node->loc : a->call->loc);
+    int misspelt = !strcmp(s->rule, "R1") || !strcmp(s->rule, "R2") || !strcmp(s->rule, "R3");
+    const char *near = g && misspelt && node && node->kind == FS_N_STR ? fsF_suggest_name(param, node->str) : NULL;
+    if (!near) continue;
+    fsD_help(g, "did you mean `%s=\"%s\"`?", param, near);
+    char *lit = fsA_xrealloc(NULL, strlen(near) + 3);
+    sprintf(lit, "\"%s\"", near);
+    fsD_edit(g, node->loc, lit);
+    free(lit);
+  }
+}
+
 cv fsC_new_fabric(C *c, const cargs *a) {
   static const char *const names[] = {"accelerator", "strategy", "devices", "num_nodes", "precision"};
   fsF_args fa;
@@ -74,8 +109,14 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   }
   fsF_issues iss;
   fsF_issues_init(&iss);
-  int rc = fsF_resolve(&fa, &c->o->overrides, &c->o->machine, &c->cfgs[c->ncfgs], &iss);
-  fsC_report_issues(c, &iss, a->call->loc, 1);
+  fsF_machine m = c->o->machine;
+  char *declared = NULL;
+  if (c->o->preflight && fsF_declared_machine(&fa, &c->o->overrides, &c->o->machine, &m, &declared) &&
+      fsC_first(c, "preflight", (fs_loc){0, 0}))
+    fsC_report(c, FS_SEV_NOTE, "preflight", a->call->loc, "%s", declared ? declared : "out of memory");
+  free(declared);
+  int rc = fsF_resolve(&fa, &c->o->overrides, &m, &c->cfgs[c->ncfgs], &iss);
+  report_fabric_issues(c, a, &iss);
   fsF_issues_free(&iss);
   if (rc == 0) {
     cobj *o = fsC_o(c, id);
@@ -257,9 +298,23 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
       if (!strcmp(rule, "R36") && u.nopts == 1) {
         const cv *ov = fsC_alt(&e, u.opts[0]);
         const char *creation = fsC_is(ov, OB_OPTIM, c) ? fsC_text(c, fsC_o(c, ov->id)->loc) : "...";
-        fsD_help(g, "set up the model first, then create the optimizer:\n    %s = %s.setup_module(%s)\n    %s = %s.setup_optimizers(%s)",
-                 mt ? mt : mtext, fsC_text(c, a->call->kids[0]->kids[0]->loc), mtext,
-                 ot ? ot : fsC_text(c, onodes[0]->loc), fsC_text(c, a->call->kids[0]->kids[0]->loc), creation);
+        const char *fab = fsC_text(c, a->call->kids[0]->kids[0]->loc);
+        /* An optimizer created outside the def this setup is in was created
+         * over the caller's names: its text is no code here, so say it in words. */
+        const fs_node *def = c->nframes ? c->frames[c->nframes - 1]->fn : NULL;
+        fs_loc made = fsC_is(ov, OB_OPTIM, c) ? fsC_o(c, ov->id)->loc : (fs_loc){0, 0};
+        if (def && fsC_is(ov, OB_OPTIM, c) && (made.start < def->loc.start || made.end > def->loc.end)) {
+          uint32_t line, col;
+          fsA_source_position(c->src, made.start, &line, &col);
+          fsD_help(g, "set up the model first, then create the optimizer from the set-up model's parameters:\n"
+                      "    %s = %s.setup_module(%s)\n"
+                      "and create the optimizer (today `%s`, line %u, outside `%s`) after it, over `%s.parameters()`,\n"
+                      "then set it up with `%s.setup_optimizers(...)`",
+                   mt ? mt : mtext, fab, mtext, creation, line, def->str, mt ? mt : mtext, fab);
+        } else {
+          fsD_help(g, "set up the model first, then create the optimizer:\n    %s = %s.setup_module(%s)\n    %s = %s.setup_optimizers(%s)",
+                   mt ? mt : mtext, fab, mtext, ot ? ot : fsC_text(c, onodes[0]->loc), fab, creation);
+        }
         fix_r36(c, g, a->call, ov, mnode, onodes[0], mt, ot);
       }
     } else if (!strcmp(rule, "R22") || !strcmp(rule, "R24") || !strcmp(rule, "R23") ||

@@ -487,7 +487,34 @@ static void types_text(unsigned mask, char *buf, size_t len) {
   }
 }
 
-/* Binds a call's arguments to sig: arity, keywords, literal types. */
+/* "Did you mean": help naming the candidate closest to word, and the fix-it
+ * that writes it over `at`, the misspelt text itself (so the fix is valid
+ * code where it is applied). */
+static void suggest(fs_diag *g, const char *word, const char *const *cands, size_t n, fs_loc at) {
+  const char *near = g ? fsD_closest(word, cands, n) : NULL;
+  if (!near) return;
+  fsD_help(g, "did you mean `%s`?", near);
+  fsD_edit(g, at, near);
+}
+
+/* The members of type t (its own and inherited ones, as fsSig_member finds them). */
+static size_t members_of(C *c, const char *t, const char ***out) {
+  size_t n, k = 0;
+  const fsSig *all = fsSig_all(&n);
+  const char **names = fsC_alloc(c, (n + 1) * sizeof *names);
+  for (size_t i = 0; i < n; i++) {
+    const char *dot = strchr(all[i].name, '.');
+    if (!dot || !fsSig_member(t, dot + 1)) continue;
+    size_t j = 0;
+    while (j < k && strcmp(names[j], dot + 1)) j++;
+    if (j == k) names[k++] = dot + 1;
+  }
+  *out = names;
+  return k;
+}
+
+/* Binds a call's arguments to sig: arity, keywords, literal types. An
+ * unknown keyword is reported at itself, with the nearest parameter. */
 int fsC_bind(C *c, const fsSig *sig, const fs_node *call, int *pos_slot, int *kw_slot) {
   size_t npos = 0, nkw = 0;
   const char *kw[64];
@@ -498,7 +525,19 @@ int fsC_bind(C *c, const fsSig *sig, const fs_node *call, int *pos_slot, int *kw
   }
   char *err = NULL;
   if (nkw >= 64 || fsSig_bind(sig, npos, kw, nkw, pos_slot, kw_slot, &err)) {
-    fsC_report(c, FS_SEV_ERROR, "call", call->loc, "%s", err ? err : "too many arguments");
+    const fs_node *bad = NULL;
+    const char *q = err ? strstr(err, "unexpected keyword argument '") : NULL;
+    for (uint32_t i = 1; q && i < call->nkids && !bad; i++)
+      if (call->kids[i]->kind == FS_N_KWARG && !strncmp(q + 29, call->kids[i]->str, strlen(call->kids[i]->str)) &&
+          q[29 + strlen(call->kids[i]->str)] == '\'')
+        bad = call->kids[i];
+    fs_diag *g = fsC_report(c, FS_SEV_ERROR, "call", bad ? bad->name_loc : call->loc, "%s", err ? err : "too many arguments");
+    if (bad) {
+      const char **names = fsC_alloc(c, (sig->nparams + 1) * sizeof *names);
+      for (size_t i = 0; i < sig->nparams; i++)
+        names[i] = sig->params[i].flags & (FSSIG_VARARGS | FSSIG_VARKW | FSSIG_POSONLY) ? NULL : sig->params[i].name;
+      suggest(g, bad->str, names, sig->nparams, bad->name_loc);
+    }
     free(err);
     return -1;
   }
@@ -584,7 +623,19 @@ static cv ev_name(C *c, const fs_node *n) {
   if (v.k != CV_UNDEF) return v;
   const fsSig *sig = sig_lookup(c, NULL, n->str);
   if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
-  fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
+  fs_diag *g = fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
+  if (g) { /* the nearest variable bound here, or builtin */
+    size_t nsig, k = 0;
+    const fsSig *all = fsSig_all(&nsig);
+    name_map *scopes[2] = {c->nframes ? &c->frames[c->nframes - 1]->locals : NULL, &c->globals};
+    size_t cap = nsig + c->globals.cap + (scopes[0] ? scopes[0]->cap : 0) + 1;
+    const char **names = fsC_alloc(c, cap * sizeof *names);
+    for (int s = 0; s < 2; s++)
+      for (size_t i = 0; scopes[s] && i < scopes[s]->cap; i++)
+        if (scopes[s]->e[i].key && c->slots[scopes[s]->e[i].val].k != CV_UNDEF) names[k++] = scopes[s]->e[i].key;
+    for (size_t i = 0; i < nsig; i++) if (!strchr(all[i].name, '.')) names[k++] = all[i].name;
+    suggest(g, n->str, names, k, n->loc);
+  }
   return fsC_unknown();
 }
 
@@ -594,8 +645,11 @@ static cv ev_attr(C *c, const fs_node *n) {
   if (!has_members(t)) return fsC_unknown();
   const fsSig *sig = sig_lookup(c, t, n->str);
   if (!sig) {
-    fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
-               display_type(c, &r), n->str);
+    fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
+                            display_type(c, &r), n->str);
+    const char **names;
+    size_t k = g ? members_of(c, t, &names) : 0;
+    if (k) suggest(g, n->str, names, k, n->name_loc);
     return fsC_unknown();
   }
   if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC &&
@@ -669,9 +723,12 @@ static cv ev_call(C *c, const fs_node *n) {
     if (!has_members(t)) return fsC_unknown();
     const fsSig *sig = sig_lookup(c, t, mname);
     if (!sig || sig->kind != FSSIG_METHOD) {
-      fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
-                 sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
-                 display_type(c, &recv), mname);
+      fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
+                              sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
+                              display_type(c, &recv), mname);
+      const char **names;
+      size_t k = g && !sig ? members_of(c, t, &names) : 0;
+      if (k) suggest(g, mname, names, k, callee->name_loc);
       return fsC_unknown();
     }
     if (fsC_bind(c, sig, n, pos_slot, kw_slot)) return fsC_unknown();

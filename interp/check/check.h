@@ -12,6 +12,10 @@
 
 typedef struct fsC_options {
   fsF_machine machine;       /* the target: fsF_machine_detect(), then --gpus/--assume */
+  /* pre-flight: where `machine` lacks what a Fabric(...) declares (GPUs,
+   * DeepSpeed, XLA, ...), resolve for the declared machine and say so in one
+   * note (check, plan, the REPL; not a run, not --here/--gpus/--assume) */
+  int preflight;
   fsF_overrides overrides;   /* --accelerator --strategy --devices --num-nodes --precision */
   const char *const *defines;/* -D values as given: "name=value" */
   size_t ndefines;

@@ -182,6 +182,8 @@ int fsC_model_state(C *c, paths *e, const cv *v, fsF_model *m);
 int fsC_optim_state(C *c, paths *e, const cv *v, fsF_optim *o);
 int fsC_fabric_state(C *c, paths *e, uint32_t id, fsF_fabric *f);
 /* Reports what fabric.c said: the first path's warnings, the first error. */
+/* One of them, at loc. */
+fs_diag *fsC_report_issue(C *c, const fsF_issue *s, fs_loc loc);
 fs_diag *fsC_report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warnings);
 /* The whole lines of s (with its comment), from line start to past the newline. */
 fs_loc fsC_lines_of(C *c, fs_loc s);

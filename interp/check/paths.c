@@ -141,11 +141,16 @@ fs_diag *fsC_report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warnings
   for (size_t i = 0; i < iss->n; i++) {
     const fsF_issue *s = &iss->items[i];
     if (s->severity != FS_SEV_ERROR && !warnings) continue;
-    fs_diag *x = fsC_report(c, s->severity, s->rule, loc, "%s", s->message);
-    if (x && s->help) fsD_help(x, "%s", s->help);
+    fs_diag *x = fsC_report_issue(c, s, loc);
     if (s->severity == FS_SEV_ERROR) g = x;
   }
   return g;
+}
+
+fs_diag *fsC_report_issue(C *c, const fsF_issue *s, fs_loc loc) {
+  fs_diag *x = fsC_report(c, s->severity, s->rule, loc, "%s", s->message);
+  if (x && s->help) fsD_help(x, "%s", s->help);
+  return x;
 }
 
 /* The whole lines of s (with its comment), from line start to past the newline. */

@@ -14,7 +14,9 @@
 #include "check.h"
 #include "diag.h"
 #include "eval.h"
+#include "explain.h"
 #include "fabric.h"
+#include "launch.h"
 #include "lex.h"
 #include "progress.h"
 #include "repl.h"
@@ -29,6 +31,8 @@ typedef struct fs_cli {
   fsF_overrides overrides; /* --strategy ... as `fabric run`'s */
   fsF_machine machine;     /* this machine, or the target given by --gpus/--assume */
   int gpus_given;          /* --gpus was passed */
+  int machine_given;       /* --gpus, --assume or --here: check for the machine said */
+  int preflight;           /* check for the machine the script declares (fsC_options) */
   int emulate_cuda;        /* --emulate-cuda */
   double progress_interval; /* FABRICSCRIPT_PROGRESS_INTERVAL */
 } fs_cli;
@@ -40,12 +44,16 @@ static const char usage_text[] =
   "                                          optimizer states, largest gathered unit\n"
   "       fabricscript fix FILE [--write]     apply the fix-its of the diagnostics\n"
   "       fabricscript test PATH...           run annotated regression scripts\n"
+  "       fabricscript explain ID             a rule in words, why, before and after\n"
   "\n"
   "Options:\n"
   "  -D NAME=VALUE                 set the script parameter NAME (see param())\n"
   "  --accelerator=A --strategy=S --devices=D --num-nodes=N --precision=P\n"
   "                                as `fabric run`'s: fill in what the script leaves\n"
   "                                at its default; a conflicting value is an error\n"
+  "  --here                        check for this machine; without it check, plan and\n"
+  "                                the REPL check for the machine the script declares\n"
+  "                                (GPUs, DeepSpeed, XLA) and say so in a note\n"
   "  --gpus=N                      check as if the machine had N visible CUDA GPUs\n"
   "  --assume=LIST                 check as if the machine had these (comma-separated):\n"
   "                                deepspeed, xla, mps, transformer-engine, cli, no-fork\n"
@@ -53,8 +61,9 @@ static const char usage_text[] =
   "                                per rank (GPU scripts on a machine without GPUs);\n"
   "                                implies --gpus=N for the check (N: --devices, else\n"
   "                                the number of CPUs) when --gpus is not given\n"
-  "  --diagnostics-format=text|json\n"
-  "                                how diagnostics are written to stderr\n"
+  "  --diagnostics-format=text|json|sarif\n"
+  "                                how diagnostics are written to stderr: text, JSON\n"
+  "                                lines, or one SARIF 2.1.0 log at the end\n"
   "  --color=auto|always|never     colour in text diagnostics (default auto)\n"
   "  --write                       with fix: rewrite FILE instead of printing a diff\n"
   "  -h, --help                    show this help and exit\n"
@@ -68,6 +77,35 @@ static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, fmt, arg);
   fputs("\nTry 'fabricscript --help' for more information.\n", stderr);
   return EXIT_USAGE;
+}
+
+static const char *const subcommands[] = {"check", "plan", "fix", "test", "explain"};
+
+/* Every long option, ours and `fabric run`'s (fsF_parse_arg), for "did you mean". */
+static const char *const long_options[] = {
+  "--help", "--version", "--diagnostics-format", "--color", "--write", "--emulate-cuda", "--here",
+  "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--gpus", "--assume",
+};
+
+/* An option getopt does not know: say which, and the nearest one. */
+static int unknown_option(const char *arg) {
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+  const char *near = fsD_closest(name, long_options, sizeof long_options / sizeof long_options[0]);
+  fprintf(stderr, "fabricscript: unrecognized option '%s'\n", name);
+  if (near) fprintf(stderr, "help: did you mean '%s'?\n", near);
+  fputs("Try 'fabricscript --help' for more information.\n", stderr);
+  return EXIT_USAGE;
+}
+
+/* A script that does not exist but is spelt like a command (`chek`). */
+static int misspelt_command(const char *arg) {
+  if (access(arg, F_OK) == 0 || strchr(arg, '/') || strchr(arg, '.')) return 0;
+  const char *near = fsD_closest(arg, subcommands, sizeof subcommands / sizeof subcommands[0]);
+  if (!near) return 0;
+  fprintf(stderr, "fabricscript: '%s' is neither a script nor a command\nhelp: did you mean '%s'?\n"
+          "Try 'fabricscript --help' for more information.\n", arg, near);
+  return 1;
 }
 
 static const char *backends(void) {
@@ -93,7 +131,7 @@ static fs_source *load(const char *path, int may_map, fs_node **ast, fs_diags *d
 /* The machine was detected once, at start-up (then --gpus/--assume). */
 static void checker_options(const fs_cli *cli, fsC_options *o) {
   *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
-                     .defines = cli->defines, .ndefines = cli->ndefines};
+                     .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,
@@ -123,9 +161,9 @@ static fsE_options eval_options(const fs_cli *cli) {
     .accelerator = cli->overrides.accelerator, .strategy = cli->overrides.strategy,
     .devices = cli->overrides.devices, .num_nodes = cli->overrides.num_nodes,
     .precision = cli->overrides.precision, .out = stdout,
-    .machine = &cli->machine, .emulate_cuda = cli->emulate_cuda,
-    /* JSON diagnostics make stderr a machine's channel: no progress there */
-    .progress = cli->render.format == FS_DIAG_JSON ? NULL : stderr,
+    .machine = &cli->machine, .emulate_cuda = cli->emulate_cuda, .preflight = cli->preflight,
+    /* JSON and SARIF make stderr a machine's channel: no progress there */
+    .progress = cli->render.format != FS_DIAG_TEXT ? NULL : stderr,
     .progress_interval = cli->progress_interval,
   };
 }
@@ -142,6 +180,7 @@ static void emulated_gpus(fs_cli *cli) {
 
 static int check_files(fs_cli *cli, char **paths, int npaths) {
   int status = 0;
+  fs_diag_totals totals = {0};
   for (int i = 0; i < npaths; i++) {
     fs_diags diags;
     fsD_init(&diags);
@@ -149,11 +188,13 @@ static int check_files(fs_cli *cli, char **paths, int npaths) {
     fs_node *ast;
     int s = front(cli, paths[i], 1, &src, &ast, &diags);
     fsD_render_all(stderr, &diags, &cli->render);
+    fsD_count(&diags, &totals);
     if (s > status) status = s;
     fsA_free(ast);
     fsD_free(&diags);
     fsA_source_free(src);
   }
+  fsD_render_totals(stderr, &totals, &cli->render);
   return status;
 }
 
@@ -165,6 +206,9 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
   fs_node *ast;
   int status = front(cli, path, 0, &src, &ast, &diags);
   fsD_render_all(stderr, &diags, &cli->render);
+  fs_diag_totals totals = {0};
+  fsD_count(&diags, &totals);
+  fsD_render_totals(stderr, &totals, &cli->render);
   if (status == 0) {
     fs_diags run;
     fsD_init(&run);
@@ -285,7 +329,7 @@ static int repl(fs_cli *cli) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE, OPT_EMULATE };
+  enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE, OPT_EMULATE, OPT_HERE };
   static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -293,6 +337,7 @@ int main(int argc, char **argv) {
     {"color", required_argument, NULL, OPT_COLOR},
     {"write", no_argument, NULL, OPT_WRITE},
     {"emulate-cuda", no_argument, NULL, OPT_EMULATE},
+    {"here", no_argument, NULL, OPT_HERE},
     {NULL, 0, NULL, 0},
   };
   fs_cli cli = {0};
@@ -309,6 +354,7 @@ int main(int argc, char **argv) {
              : fsF_parse_arg(&cli.overrides, &cli.machine, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &err);
     if (used < 0) { status = usage_error("%s", err); goto done; }
     if (used > 0 && strncmp(argv[i], "--gpus", 6) == 0) cli.gpus_given = 1;
+    if (used > 0 && (strncmp(argv[i], "--gpus", 6) == 0 || strncmp(argv[i], "--assume", 8) == 0)) cli.machine_given = 1;
     if (used == 0) {
       argv[kept++] = argv[i];
       if (strcmp(argv[i], "-D") == 0 && i + 1 < argc) argv[kept++] = argv[++i];
@@ -319,6 +365,7 @@ int main(int argc, char **argv) {
   argc = kept;
   argv[argc] = NULL;
   int c;
+  opterr = 0; /* unknown options are said here, with "did you mean" */
   while ((c = getopt_long(argc, argv, "hD:", longopts, NULL)) != -1) {
     switch (c) {
     case 'h': fputs(usage_text, stdout); goto done;
@@ -335,7 +382,8 @@ int main(int argc, char **argv) {
     case OPT_FORMAT:
       if (strcmp(optarg, "text") == 0) cli.render.format = FS_DIAG_TEXT;
       else if (strcmp(optarg, "json") == 0) cli.render.format = FS_DIAG_JSON;
-      else { status = usage_error("--diagnostics-format must be text or json, not '%s'", optarg); goto done; }
+      else if (strcmp(optarg, "sarif") == 0) cli.render.format = FS_DIAG_SARIF;
+      else { status = usage_error("--diagnostics-format must be text, json or sarif, not '%s'", optarg); goto done; }
       break;
     case OPT_COLOR:
       if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never")) {
@@ -346,7 +394,15 @@ int main(int argc, char **argv) {
       break;
     case OPT_WRITE: cli.write = 1; break;
     case OPT_EMULATE: cli.emulate_cuda = 1; break;
-    default: status = EXIT_USAGE; goto done; /* getopt said why */
+    case OPT_HERE: cli.machine_given = 1; break;
+    default:
+      if (optopt == 0 && optind > 0 && strncmp(argv[optind - 1], "--", 2) == 0)
+        status = unknown_option(argv[optind - 1]);
+      else if (optopt == 'D')
+        status = usage_error("%s", "-D expects NAME=VALUE");
+      else
+        status = usage_error("unrecognized option '%s'", optind > 0 ? argv[optind - 1] : "?");
+      goto done;
     }
   }
   if (cli.emulate_cuda && !cli.gpus_given) emulated_gpus(&cli);
@@ -361,6 +417,15 @@ int main(int argc, char **argv) {
                      (strcmp(color, "auto") == 0 && isatty(STDERR_FILENO) && getenv("NO_COLOR") == NULL);
   int nargs = argc - optind;
   char **args = argv + optind;
+  /* JSON and SARIF make stderr a machine's channel, the ranks' lines too */
+  fsLN_json_stderr(cli.render.format != FS_DIAG_TEXT);
+  if (cli.render.format == FS_DIAG_SARIF) cli.render.sarif = fsD_sarif_new(PACKAGE_VERSION, fsW_rule_words);
+  /* check, plan, fix (it applies what check shows) and the REPL's check
+   * are for the machine the script declares; a run for the one it runs on */
+  int checks_only = nargs == 0 ? isatty(STDIN_FILENO)
+                  : strcmp(args[0], "check") == 0 || strcmp(args[0], "plan") == 0 ||
+                    strcmp(args[0], "fix") == 0;
+  cli.preflight = checks_only && !cli.machine_given;
   if (nargs == 0) {
     status = isatty(STDIN_FILENO) ? repl(&cli) : run_file(&cli, "-", NULL);
   } else if (strcmp(args[0], "check") == 0) {
@@ -370,14 +435,20 @@ int main(int argc, char **argv) {
                        : fsX_main(nargs - 1, args + 1, "/proc/self/exe");
   } else if (strcmp(args[0], "fix") == 0) {
     status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
+  } else if (strcmp(args[0], "explain") == 0) {
+    status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsW_explain(stdout, stderr, args[1]);
   } else if (strcmp(args[0], "plan") == 0) {
     status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
+  } else if (misspelt_command(args[0])) {
+    status = EXIT_USAGE;
   } else if (nargs > 1) {
     status = usage_error("unexpected argument '%s' after the script", args[1]);
   } else {
     status = run_file(&cli, args[0], NULL);
   }
 done:
+  if (cli.render.sarif && fsD_rank() < 0) fsD_sarif_write(stderr, cli.render.sarif); /* a rank wrote JSON lines */
+  fsD_sarif_free(cli.render.sarif);
   free(cli.defines);
   return status;
 }

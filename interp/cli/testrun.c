@@ -115,17 +115,20 @@ static int parse_line(fsX_spec *spec, strv *out, strv *args, uint32_t lineno,
   const char *c = line + h + 1, *end = line + n, *rest;
   while (c < end && is_blank(*c)) c++;
   fs_severity sev = FS_SEV_WARNING;
+  int in_help = 0;
   if ((rest = keyword_after(c, end, "error:")) != NULL) sev = FS_SEV_ERROR;
+  else if ((rest = keyword_after(c, end, "help:")) != NULL) { sev = FS_SEV_ERROR; in_help = 1; }
+  else if ((rest = keyword_after(c, end, "note:")) != NULL) sev = FS_SEV_NOTE;
   else rest = keyword_after(c, end, "warning:");
   if (rest) {
     trim(&rest, &end);
     if (rest == end) {
-      spec->error = fail_line(lineno, "an error or warning annotation needs the message text");
+      spec->error = fail_line(lineno, "an error, warning, note or help annotation needs the text");
       return -1;
     }
     spec->expects = fsA_xrealloc(spec->expects, (spec->nexpects + 1) * sizeof *spec->expects);
     spec->expects[spec->nexpects++] =
-        (fsX_expect){ sev, lineno, xstrndup(rest, (size_t)(end - rest)) };
+        (fsX_expect){ sev, lineno, xstrndup(rest, (size_t)(end - rest)), in_help };
     return 0;
   }
   int kind = (rest = keyword_after(c, end, "out:")) ? 'o'
@@ -322,6 +325,7 @@ void fsX_parse_stderr(fsX_result *r) {
     json_t *j = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
     const char *s = json_string_value(json_object_get(j, "severity"));
     const char *msg = json_string_value(json_object_get(j, "message"));
+    const char *help = json_string_value(json_object_get(j, "help"));
     json_t *ln = json_object_get(j, "line");
     int k = 0;
     while (s && k < 3 && strcmp(s, sev[k]) != 0) k++;
@@ -334,14 +338,17 @@ void fsX_parse_stderr(fsX_result *r) {
       r->diags = fsA_xrealloc(r->diags, (r->ndiags + 1) * sizeof *r->diags);
       r->diags[r->ndiags++] = (fsX_reported){
         (fs_severity)k, json_is_integer(ln) ? (uint32_t)json_integer_value(ln) : 0,
-        xstrndup(msg, strlen(msg)) };
+        xstrndup(msg, strlen(msg)), xstrndup(help ? help : "", help ? strlen(help) : 0) };
     }
     json_decref(j);
   }
 }
 
 void fsX_result_free(fsX_result *r) {
-  for (size_t i = 0; i < r->ndiags; i++) free(r->diags[i].message);
+  for (size_t i = 0; i < r->ndiags; i++) {
+    free(r->diags[i].message);
+    free(r->diags[i].help);
+  }
   free(r->diags);
   free(r->out);
   free(r->err);
@@ -388,16 +395,16 @@ static void compare_diags(FILE *f, const fsX_spec *spec, const fsX_result *r) {
     for (; j < r->ndiags; j++) {
       const fsX_reported *g = &r->diags[j];
       if (used[j] || g->severity != x->severity || g->line != x->line) continue;
-      if (strstr(g->message, x->text)) break;
+      if (strstr(x->in_help ? g->help : g->message, x->text)) break;
       if (near == r->ndiags) near = j;
     }
     if (j < r->ndiags) { used[j] = 1; continue; }
     sep(f);
-    fprintf(f, "missing %s at line %u: ", sev_name(x->severity), x->line);
+    fprintf(f, "missing %s at line %u: ", x->in_help ? "help" : sev_name(x->severity), x->line);
     put_cstr(f, x->text);
     if (near < r->ndiags) {
       fputs(" (reported there: ", f);
-      put_cstr(f, r->diags[near].message);
+      put_cstr(f, x->in_help ? r->diags[near].help : r->diags[near].message);
       fputc(')', f);
     }
   }

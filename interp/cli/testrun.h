@@ -5,6 +5,11 @@
  *   code  # warning: TEXT  contains TEXT (trimmed) is reported at this line;
  *                          one such annotation per line, and a comment-only
  *                          line may carry one too
+ *   code  # help: TEXT     an error is reported at this line whose help
+ *                          contains TEXT ("did you mean": the annotation
+ *                          expects the error, whatever its message)
+ *   code  # note: TEXT     a note (a diagnostic of severity note) whose
+ *                          message contains TEXT is reported at this line
  *   # out: TEXT            the next expected line of standard output (the
  *                          one space after the colon is not part of TEXT)
  *   # args: -D lr=0.1      options for the script, split on whitespace, with
@@ -29,9 +34,10 @@
 #include "diag.h"
 
 typedef struct fsX_expect {
-  fs_severity severity; /* FS_SEV_ERROR or FS_SEV_WARNING */
+  fs_severity severity; /* FS_SEV_ERROR, FS_SEV_WARNING or FS_SEV_NOTE */
   uint32_t line;
   char *text;
+  int in_help;          /* `# help:`: text is in the error's help, not its message */
 } fsX_expect;
 
 typedef struct fsX_spec {
@@ -52,6 +58,7 @@ typedef struct fsX_reported {
   fs_severity severity;
   uint32_t line;             /* 0: the diagnostic has no location */
   char *message;
+  char *help;                /* "" when it has none */
 } fsX_reported;
 
 /* What one run of a script did. */

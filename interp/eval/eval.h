@@ -22,6 +22,9 @@ typedef struct fsE_options {
    * NULL: this machine (fsF_machine_detect) */
   const fsF_machine *machine;
   bool emulate_cuda;                           /* --emulate-cuda: accelerator cuda on fsB_cpu */
+  /* plan: Fabric(...) resolves for the machine the script declares where
+   * this one lacks it (fsF_declared_machine), as the check did */
+  bool preflight;
   /* where a loop over a data loader shows its progress (rank 0): in place
    * on a terminal, else plain lines every progress_interval seconds
    * (progress.h); NULL: nowhere */

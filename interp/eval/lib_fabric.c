@@ -66,9 +66,11 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
   if (role == FSLN_SUPERVISOR) {
     E->halt = true;
     E->halt_status = status;
-    if (status && fsT_error()[0]) fprintf(stderr, "fabricscript: %s\n", fsT_error());
+    /* the launcher's own word, rendered as the diagnostics are (JSON too) */
+    if (status && fsT_error()[0]) fsD_add(E->diags, FS_SEV_ERROR, "launch", NULL, (fs_loc){0, 0}, "%s", fsT_error());
     return NULL;
   }
+  if (fv->env.world_size > 1) fsD_set_rank(fv->env.rank);
   bool emulated = fv->dev == FS_DEV_CUDA && E->opt->emulate_cuda;
   fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank,
                     .emulated_cuda = emulated};
@@ -380,6 +382,10 @@ NATIVE(f_fabric) {
     for (size_t k = 0; k < a->nkw; k++) given |= fsSig_param_index(fsSig_find("Fabric"), a->kwnames[k]) == i;
     if (!given && (size_t)i >= a->npos) dst[i]->kind = FSF_UNSET;
   }
+  char *declared = NULL; /* the check said so in its note */
+  fsF_machine d;
+  if (o->plan && o->preflight && fsF_declared_machine(&fa, &ov, &m, &d, &declared)) m = d;
+  free(declared);
   fabv *fv = calloc(1, sizeof *fv);
   fsF_issues iss;
   fsF_issues_init(&iss);

@@ -145,6 +145,99 @@ int fsF_parse_arg(fsF_overrides *o, fsF_machine *m, const char *arg,
   return 0;
 }
 
+/* ---- pre-flight: the machine the script declares ----------------------- */
+
+/* The value Fabric will see: the command line's when given (a conflict is
+ * R68, which resolution reports), else the script's. */
+static fsF_value effective(const fsF_value *v, const char *cli) {
+  return cli ? (fsF_value){.kind = FSF_STR, .s = cli} : *v;
+}
+
+/* The CUDA devices `devices` names: N, the highest id + 1 of a list, at least 1. */
+static int gpus_named(const fsF_value *v) {
+  int64_t n = 1;
+  if (v->kind == FSF_INT) n = v->i;
+  else if (v->kind == FSF_INTLIST)
+    for (size_t i = 0; i < v->nints; i++) n = v->ints[i] + 1 > n ? v->ints[i] + 1 : n;
+  else if (v->kind == FSF_STR && strchr(v->s, ','))
+    for (const char *p = v->s; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+      long id = strtol(p, NULL, 10);
+      if (id + 1 > n) n = id + 1;
+    }
+  else if (v->kind == FSF_STR && isdigit((unsigned char)v->s[0])) n = strtol(v->s, NULL, 10);
+  return n < 1 ? 1 : n > FSF_MAX_GPUS ? FSF_MAX_GPUS : (int)n;
+}
+
+int fsF_declared_machine(const fsF_args *args, const fsF_overrides *o, const fsF_machine *here,
+                         fsF_machine *d, char **note) {
+  static const fsF_overrides none = {0};
+  if (!o) o = &none;
+  fsF_value acc = effective(&args->accelerator, o->accelerator);
+  fsF_value strat = effective(&args->strategy, o->strategy);
+  fsF_value dev = effective(&args->devices, o->devices);
+  fsF_value prec = effective(&args->precision, o->precision);
+  const char *a = acc.kind == FSF_STR ? acc.s : "auto";
+  int cls = -1;
+  if (strat.kind == FSF_STRATEGY) cls = (int)strat.strategy.cls;
+  else if (strat.kind == FSF_STR) {
+    char low[64];
+    size_t n = strlen(strat.s) < sizeof low - 1 ? strlen(strat.s) : sizeof low - 1;
+    for (size_t i = 0; i < n; i++) low[i] = (char)tolower((unsigned char)strat.s[i]);
+    low[n] = 0;
+    int r = registry_find(low);
+    if (r >= 0) cls = (int)registry[r].cls;
+  }
+  int xla = !strcmp(a, "tpu") || cls == FSF_XLA || cls == FSF_SINGLE_XLA || cls == FSF_XLA_FSDP;
+  /* FSDP and DeepSpeed run on CUDA only (R10, R21): with accelerator auto
+   * they declare GPUs as cuda does */
+  int cuda = !xla && (!strcmp(a, "cuda") || (!strcmp(a, "gpu") && !here->mps) ||
+                      (!strcmp(a, "auto") && (cls == FSF_FSDP || cls == FSF_DEEPSPEED)));
+  *d = *here;
+  char what[4][64], had[4][64];
+  int k = 0;
+  if (cuda && gpus_named(&dev) > here->cuda_gpus) {
+    int n = gpus_named(&dev);
+    d->cuda_gpus = n;
+    snprintf(what[k], sizeof what[0], "%d CUDA GPU%s", n, n == 1 ? "" : "s");
+    if (here->cuda_gpus) snprintf(had[k], sizeof had[0], "%d CUDA GPU%s", here->cuda_gpus, here->cuda_gpus == 1 ? "" : "s");
+    else snprintf(had[k], sizeof had[0], "no CUDA GPU");
+    k++;
+  }
+  if (cls == FSF_DEEPSPEED && !here->deepspeed) {
+    d->deepspeed = 1;
+    snprintf(what[k], sizeof what[0], "DeepSpeed");
+    snprintf(had[k++], sizeof had[0], "no DeepSpeed");
+  }
+  if (xla && !here->xla) {
+    d->xla = 1;
+    d->tpus = dev.kind == FSF_UNSET || (dev.kind == FSF_STR && !strcmp(dev.s, "auto")) ? 8 : gpus_named(&dev);
+    snprintf(what[k], sizeof what[0], "XLA with %d TPU device%s", d->tpus, d->tpus == 1 ? "" : "s");
+    snprintf(had[k++], sizeof had[0], "no XLA");
+  }
+  if (!strcmp(a, "mps") && !here->mps) {
+    d->mps = 1;
+    snprintf(what[k], sizeof what[0], "an MPS GPU");
+    snprintf(had[k++], sizeof had[0], "no MPS");
+  }
+  if (prec.kind == FSF_STR && !strncmp(prec.s, "transformer-engine", 18) && !here->transformer_engine) {
+    d->transformer_engine = 1;
+    snprintf(what[k], sizeof what[0], "Transformer Engine");
+    snprintf(had[k++], sizeof had[0], "no Transformer Engine");
+  }
+  if (k == 0) return 0;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "checked for ");
+  for (int i = 0; i < k; i++) fsV_buf_printf(&b, "%s%s", i == 0 ? "" : i == k - 1 ? " and " : ", ", what[i]);
+  fsV_buf_printf(&b, " as the script declares; this machine has ");
+  if (k == 1 && here->cuda_gpus && d->cuda_gpus != here->cuda_gpus) fsV_buf_printf(&b, "only %d", here->cuda_gpus);
+  else if (k == 1) fsV_buf_printf(&b, "none");
+  else
+    for (int i = 0; i < k; i++) fsV_buf_printf(&b, "%s%s", i == 0 ? "" : i == k - 1 ? " and " : ", ", had[i]);
+  fsV_buf_printf(&b, " (--here checks for this machine)");
+  *note = fsF_buf_take(&b);
+  return 1;
+}
+
 /* ---- resolution -------------------------------------------------------- */
 
 static const char *const H_R1 = "pick a registered strategy name, e.g. `Fabric(strategy=\"ddp\")`";
@@ -244,6 +337,23 @@ static int convert_precision(const fsF_value *v, int *prec, char **text, fsF_iss
          *text, prec_names[precisions[idx].prec]);
   *prec = (int)precisions[idx].prec;
   return 0;
+}
+
+/* "Did you mean" for the names R1, R2 and R3 refuse. */
+const char *fsF_suggest_name(const char *param, const char *value) {
+  const char *names[NREGISTRY + 16];
+  size_t n = 0;
+  if (!strcmp(param, "strategy")) {
+    names[n++] = "auto";
+    for (size_t i = 0; i < NREGISTRY; i++) names[n++] = registry[i].name;
+  } else if (!strcmp(param, "accelerator")) {
+    static const char *const acc[] = {"auto", "cpu", "cuda", "gpu", "mps", "tpu"};
+    for (size_t i = 0; i < 6; i++) names[n++] = acc[i];
+  } else if (!strcmp(param, "precision")) {
+    for (size_t i = 0; i < sizeof precisions / sizeof precisions[0]; i++)
+      if (!precisions[i].num) names[n++] = precisions[i].name;
+  }
+  return fsD_closest(value, names, n);
 }
 
 static void sb_int_list(fsV_buf *b, const int *ids, int n) {

@@ -162,6 +162,21 @@ typedef struct fsF_args {
 int fsF_resolve(const fsF_args *a, const fsF_overrides *o, const fsF_machine *m,
                 fsF_config *cfg, fsF_issues *iss);
 
+/* Pre-flight: the machine the script declares (CUDA GPUs for
+ * accelerator cuda/gpu or an FSDP strategy, as many as `devices` asks;
+ * DeepSpeed, XLA, MPS, Transformer Engine for the strategies, accelerators
+ * and precisions that need them), the command line's overrides applied.
+ * *d is `here` with what it lacks added. Returns 0 when `here` lacks
+ * nothing, else 1 with *note set to the one pre-flight note's text
+ * (malloc'd): "checked for 4 CUDA GPUs as the script declares; this machine
+ * has none (--here checks for this machine)". */
+int fsF_declared_machine(const fsF_args *a, const fsF_overrides *o, const fsF_machine *here,
+                         fsF_machine *d, char **note);
+
+/* "Did you mean": the registered name closest to value for param
+ * ("strategy", "accelerator" or "precision"), or NULL. */
+const char *fsF_suggest_name(const char *param, const char *value);
+
 const char *fsF_cls_name(fsF_cls c);      /* "FSDPStrategy", ... */
 const char *fsF_prec_name(fsF_prec p);    /* "bf16-mixed", ... */
 const char *fsF_accel_name(fsF_accel a);  /* "cuda", ... */

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "diag.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -205,10 +206,17 @@ static void put_locus(FILE *out, int color, const fs_source *src, uint32_t offse
   fputc(' ', out);
 }
 
-static void put_severity(FILE *out, int color, fs_severity sev) {
-  static const char *const name[] = { "note: ", "warning: ", "error: " };
+/* `error[R36]: `: errors and warnings name their rule (`fabricscript
+ * explain R36`); a note has none to name. */
+static void put_severity(FILE *out, int color, fs_severity sev, const char *rule) {
+  static const char *const name[] = { "note", "warning", "error" };
   static const char *const sgr[] = { SGR_CYAN, SGR_MAGENTA, SGR_RED };
-  put_sgr(out, color, sgr[sev], name[sev]);
+  char *r = rule && rule[0] && sev != FS_SEV_NOTE ? printable_copy(rule, strlen(rule)) : NULL;
+  char *label = fsA_xrealloc(NULL, strlen(name[sev]) + (r ? strlen(r) : 0) + sizeof "[]: ");
+  sprintf(label, r ? "%s[%s]: " : "%s: ", name[sev], r);
+  put_sgr(out, color, sgr[sev], label);
+  free(label);
+  free(r);
 }
 
 /* The primary line and a caret line under the span: `^` at its start, `~`
@@ -253,18 +261,68 @@ static void put_excerpt(FILE *out, int color, const fs_source *src, fs_loc loc) 
   fputc('\n', out);
 }
 
+/* One line of a fix-it: `-` or `+`, the line number, the text. */
+static void put_fix_line(FILE *out, int color, char mark, uint32_t line, int gutter, const char *s, size_t n) {
+  if (color) fputs(mark == '+' ? SGR_GREEN : SGR_RED, out);
+  fprintf(out, "%c%*u | ", mark, gutter - 1, line);
+  put_printable(out, s, n);
+  if (color) fputs(SGR_RESET, out);
+  fputc('\n', out);
+}
+
+/* The lines g's edits touch, before (`-`) and after (`+`), as `fabricscript
+ * fix` would write them. */
+static void put_fixit(FILE *out, int color, const fs_diag *g) {
+  const fs_source *src = g->src;
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (size_t i = 0; i < g->nedits; i++) {
+    if (g->edits[i].loc.start > g->edits[i].loc.end || g->edits[i].loc.end > src->len) return;
+    if (g->edits[i].loc.start < lo) lo = g->edits[i].loc.start;
+    if (g->edits[i].loc.end > hi) hi = g->edits[i].loc.end;
+  }
+  fs_diags one = {.items = (fs_diag *)g, .n = 1, .cap = 1};
+  size_t len;
+  char *fixed = fsD_apply_fixes(src, &one, &len);
+  uint32_t line, col;
+  fsD_position(src, lo, &line, &col);
+  size_t b = src->line_starts[line - 1], e = hi;
+  if (!(e > b && src->text[e - 1] == '\n')) { /* to the end of the last line touched */
+    while (e < src->len && src->text[e] != '\n') e++;
+    if (e < src->len) e++;
+  }
+  size_t fixed_end = e + len - src->len; /* the same suffix follows in both */
+  int gutter = snprintf(NULL, 0, "%u", line) + 1;
+  if (gutter < 5) gutter = 5;
+  put_sgr(out, color, SGR_BOLD, "fix-it:");
+  fputs(" `fabricscript fix` makes this change\n", out);
+  const char *texts[2] = {src->text, fixed};
+  size_t from[2] = {b, b}, to[2] = {e, fixed_end};
+  for (int side = 0; side < 2; side++) {
+    uint32_t ln = line;
+    for (size_t i = from[side]; i < to[side]; ln++) {
+      size_t j = i;
+      while (j < to[side] && texts[side][j] != '\n') j++;
+      size_t k = j > i && texts[side][j - 1] == '\r' ? j - 1 : j;
+      put_fix_line(out, color, side ? '+' : '-', ln, gutter, texts[side] + i, k - i);
+      i = j + 1;
+    }
+  }
+  free(fixed);
+}
+
 static void render_text(FILE *out, const fs_diag *g, int color) {
   if (g->src) put_locus(out, color, g->src, g->loc.start);
   else fputs("fabricscript: ", out);
-  put_severity(out, color, g->severity);
+  put_severity(out, color, g->severity, g->rule);
   put_printable(out, g->message, strlen(g->message));
   fputc('\n', out);
   if (g->src) put_excerpt(out, color, g->src, g->loc);
   for (size_t i = 0; i < g->nnotes; i++) {
     put_locus(out, color, g->notes[i].src, g->notes[i].loc.start);
-    put_severity(out, color, FS_SEV_NOTE);
+    put_severity(out, color, FS_SEV_NOTE, NULL);
     put_printable(out, g->notes[i].message, strlen(g->notes[i].message));
     fputc('\n', out);
+    put_excerpt(out, color, g->notes[i].src, g->notes[i].loc);
   }
   if (g->help) {
     put_sgr(out, color, SGR_BOLD, "help:");
@@ -273,6 +331,7 @@ static void render_text(FILE *out, const fs_diag *g, int color) {
     put_printable(out, g->help, n);
     if (n == 0 || g->help[n - 1] != '\n') fputc('\n', out);
   }
+  if (g->src && g->nedits) put_fixit(out, color, g);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
@@ -284,17 +343,39 @@ static json_t *jstring(const char *s) {
   return j;
 }
 
+static int diag_rank = -1; /* this process's rank in a multi-rank run */
+
+void fsD_set_rank(int rank) { diag_rank = rank; }
+int fsD_rank(void) { return diag_rank; }
+
+/* The 1-based column of offset in UTF-16 code units, as LSP and SARIF
+ * editors count: a code point above U+FFFF is two, an invalid byte one. */
+uint32_t fsD_column_utf16(const fs_source *src, uint32_t offset) {
+  uint32_t line, col;
+  fsD_position(src, offset, &line, &col);
+  size_t i = src->line_starts[line - 1], end = offset > src->len ? src->len : offset;
+  uint32_t units = 1;
+  while (i < end) {
+    uint32_t cp;
+    i += fsA_utf8_decode((const unsigned char *)src->text + i, end - i, &cp);
+    units += cp > 0xFFFF ? 2 : 1;
+  }
+  return units;
+}
+
 static json_t *jposition(const fs_source *src, uint32_t offset) {
   uint32_t line, col;
   fsD_position(src, offset, &line, &col);
-  return json_pack("{s:I,s:I}", "line", (json_int_t)line, "column", (json_int_t)col);
+  return json_pack("{s:I,s:I,s:I}", "line", (json_int_t)line, "column", (json_int_t)col,
+                   "column_utf16", (json_int_t)fsD_column_utf16(src, offset));
 }
 
-/* Sets line, column and end (exclusive) of loc in src on o. */
+/* Sets line, column, column_utf16 and end (exclusive) of loc in src on o. */
 static void jlocate(json_t *o, const fs_source *src, fs_loc loc) {
   json_t *startp = jposition(src, loc.start);
   json_object_set(o, "line", json_object_get(startp, "line"));
   json_object_set(o, "column", json_object_get(startp, "column"));
+  json_object_set(o, "column_utf16", json_object_get(startp, "column_utf16"));
   json_decref(startp);
   json_object_set_new(o, "end", jposition(src, loc.end < loc.start ? loc.start : loc.end));
 }
@@ -302,6 +383,7 @@ static void jlocate(json_t *o, const fs_source *src, fs_loc loc) {
 static void render_json(FILE *out, const fs_diag *g) {
   static const char *const sev[] = { "note", "warning", "error" };
   json_t *o = json_object();
+  json_object_set_new(o, "version", json_integer(FS_DIAG_JSON_VERSION));
   if (g->src) {
     json_object_set_new(o, "file", jstring(g->src->path));
     jlocate(o, g->src, g->loc);
@@ -309,6 +391,7 @@ static void render_json(FILE *out, const fs_diag *g) {
     json_object_set_new(o, "file", json_null());
     json_object_set_new(o, "line", json_null());
     json_object_set_new(o, "column", json_null());
+    json_object_set_new(o, "column_utf16", json_null());
     json_object_set_new(o, "end", json_null());
   }
   json_object_set_new(o, "severity", json_string(sev[g->severity]));
@@ -332,6 +415,7 @@ static void render_json(FILE *out, const fs_diag *g) {
     json_array_append_new(fix, e);
   }
   json_object_set_new(o, "fix", fix);
+  if (diag_rank >= 0) json_object_set_new(o, "rank", json_integer(diag_rank));
   char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   if (!s) fsA_oom();
@@ -339,14 +423,129 @@ static void render_json(FILE *out, const fs_diag *g) {
   free(s);
 }
 
+/* ---- SARIF 2.1.0 --------------------------------------------------------- */
+
+struct fs_sarif {
+  json_t *log, *rules, *results; /* rules and results are borrowed from log */
+  const char *(*describe)(const char *rule);
+};
+
+fs_sarif *fsD_sarif_new(const char *tool_version, const char *(*describe)(const char *rule)) {
+  fs_sarif *s = fsA_xrealloc(NULL, sizeof *s);
+  s->describe = describe;
+  s->rules = json_array();
+  s->results = json_array();
+  json_t *driver = json_pack("{s:s,s:s,s:o}", "name", "fabricscript", "version", tool_version,
+                             "rules", s->rules);
+  json_t *run = json_pack("{s:{s:o},s:s,s:o}", "tool", "driver", driver, "columnKind", "utf16CodeUnits",
+                          "results", s->results);
+  s->log = json_pack("{s:s,s:s,s:[o]}", "$schema", "https://json.schemastore.org/sarif-2.1.0.json",
+                     "version", "2.1.0", "runs", run);
+  if (!s->log) fsA_oom();
+  return s;
+}
+
+void fsD_sarif_free(fs_sarif *s) {
+  if (!s) return;
+  json_decref(s->log);
+  free(s);
+}
+
+void fsD_sarif_write(FILE *out, const fs_sarif *s) {
+  char *text = json_dumps(s->log, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (!text) fsA_oom();
+  fprintf(out, "%s\n", text);
+  fflush(out);
+  free(text);
+}
+
+/* A path as a relative URI reference: bytes outside RFC 3986's unreserved
+ * set and '/' are percent-encoded. */
+static json_t *juri(const char *path) {
+  char *u = fsA_xrealloc(NULL, 3 * strlen(path) + 1), *o = u;
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if (isalnum(*p) || strchr("-._~/", *p)) *o++ = (char)*p;
+    else o += sprintf(o, "%%%02X", *p);
+  }
+  *o = 0;
+  json_t *j = json_string(u);
+  free(u);
+  return j;
+}
+
+static json_t *sarif_region(const fs_source *src, fs_loc loc) {
+  uint32_t l0, c0, l1, c1;
+  uint32_t end = loc.end < loc.start ? loc.start : loc.end;
+  fsD_position(src, loc.start, &l0, &c0);
+  fsD_position(src, end, &l1, &c1);
+  return json_pack("{s:I,s:I,s:I,s:I}", "startLine", (json_int_t)l0,
+                   "startColumn", (json_int_t)fsD_column_utf16(src, loc.start),
+                   "endLine", (json_int_t)l1, "endColumn", (json_int_t)fsD_column_utf16(src, end));
+}
+
+static json_t *sarif_location(const fs_source *src, fs_loc loc, const char *message) {
+  json_t *l = json_pack("{s:{s:{s:o},s:o}}", "physicalLocation", "artifactLocation", "uri",
+                        juri(src->path), "region", sarif_region(src, loc));
+  if (message) json_object_set_new(l, "message", json_pack("{s:o}", "text", jstring(message)));
+  return l;
+}
+
+/* The index of g's rule in the driver's rules, added on first sight. */
+static size_t sarif_rule(fs_sarif *s, const fs_diag *g) {
+  const char *id = g->rule[0] ? g->rule : "fabricscript";
+  size_t i;
+  json_t *r;
+  json_array_foreach(s->rules, i, r)
+    if (!strcmp(json_string_value(json_object_get(r, "id")), id)) return i;
+  const char *words = s->describe ? s->describe(id) : NULL;
+  r = json_pack("{s:o}", "id", jstring(id));
+  if (words) json_object_set_new(r, "shortDescription", json_pack("{s:o}", "text", jstring(words)));
+  if (g->help) json_object_set_new(r, "help", json_pack("{s:o}", "text", jstring(g->help)));
+  json_array_append_new(s->rules, r);
+  return json_array_size(s->rules) - 1;
+}
+
+static void render_sarif(fs_sarif *s, const fs_diag *g) {
+  static const char *const level[] = { "note", "warning", "error" };
+  size_t rule = sarif_rule(s, g);
+  json_t *res = json_pack("{s:o,s:I,s:s,s:{s:o}}", "ruleId", jstring(g->rule[0] ? g->rule : "fabricscript"),
+                          "ruleIndex", (json_int_t)rule, "level", level[g->severity],
+                          "message", "text", jstring(g->message));
+  json_t *locs = json_array();
+  if (g->src) json_array_append_new(locs, sarif_location(g->src, g->loc, NULL));
+  json_object_set_new(res, "locations", locs);
+  if (g->nnotes) {
+    json_t *rel = json_array();
+    for (size_t i = 0; i < g->nnotes; i++)
+      json_array_append_new(rel, sarif_location(g->notes[i].src, g->notes[i].loc, g->notes[i].message));
+    json_object_set_new(res, "relatedLocations", rel);
+  }
+  if (g->src && g->nedits) {
+    json_t *reps = json_array();
+    for (size_t i = 0; i < g->nedits; i++)
+      json_array_append_new(reps, json_pack("{s:o,s:{s:o}}", "deletedRegion", sarif_region(g->src, g->edits[i].loc),
+                                            "insertedContent", "text", jstring(g->edits[i].text)));
+    json_t *fix = json_pack("{s:[{s:{s:o},s:o}]}", "artifactChanges", "artifactLocation", "uri",
+                            juri(g->src->path), "replacements", reps);
+    json_object_set_new(fix, "description", json_pack("{s:o}", "text", jstring(g->help ? g->help : g->message)));
+    json_object_set_new(res, "fixes", json_pack("[o]", fix));
+  }
+  if (diag_rank >= 0) json_object_set_new(res, "properties", json_pack("{s:i}", "rank", diag_rank));
+  json_array_append_new(s->results, res);
+}
+
 /* One write per diagnostic: the ranks of a run share stderr, and a pipe
  * keeps a write of up to PIPE_BUF bytes whole. */
 void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt) {
+  if (opt->format == FS_DIAG_SARIF && opt->sarif && diag_rank < 0) {
+    render_sarif(opt->sarif, g);
+    return;
+  }
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
   if (!m) fsA_oom();
-  if (opt->format == FS_DIAG_JSON) render_json(m, g);
+  if (opt->format != FS_DIAG_TEXT) render_json(m, g); /* a rank's SARIF: JSON lines */
   else render_text(m, g, opt->color);
   if (fclose(m) != 0) fsA_oom();
   fwrite(buf, 1, len, out);
@@ -356,6 +555,62 @@ void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt) {
 void fsD_render_all(FILE *out, const fs_diags *d, const fs_render_opts *opt) {
   for (size_t i = 0; i < d->n; i++) fsD_render(out, &d->items[i], opt);
   fflush(out);
+}
+
+void fsD_count(const fs_diags *d, fs_diag_totals *t) {
+  t->errors += d->nerrors;
+  t->warnings += d->nwarnings;
+  for (size_t i = 0; i < d->n; i++) t->fixes += d->items[i].src && d->items[i].nedits > 0;
+}
+
+void fsD_render_totals(FILE *out, const fs_diag_totals *t, const fs_render_opts *opt) {
+  if (opt->format != FS_DIAG_TEXT || (t->errors == 0 && t->warnings == 0)) return;
+  if (t->errors) fprintf(out, "%zu error%s", t->errors, t->errors == 1 ? "" : "s");
+  if (t->errors && t->warnings) fputs(", ", out);
+  if (t->warnings) fprintf(out, "%zu warning%s", t->warnings, t->warnings == 1 ? "" : "s");
+  if (t->fixes) fprintf(out, "; fabricscript fix can apply %zu fix%s", t->fixes, t->fixes == 1 ? "" : "es");
+  fputc('\n', out);
+  fflush(out);
+}
+
+/* ---- did you mean -------------------------------------------------------- */
+
+/* Optimal string alignment distance of a and b, case folded; stops early
+ * (returns limit + 1) once every alignment costs more than limit. */
+static size_t edit_distance(const char *a, const char *b, size_t limit) {
+  size_t la = strlen(a), lb = strlen(b);
+  if ((la > lb ? la - lb : lb - la) > limit || la > 64 || lb > 64) return limit + 1;
+  size_t d[65][65];
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t row_min = (size_t)-1;
+    for (size_t j = 1; j <= lb; j++) {
+      int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+      size_t best = d[i - 1][j - 1] + (ca != cb);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) && tolower((unsigned char)a[i - 2]) == cb &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+      if (best < row_min) row_min = best;
+    }
+    if (row_min > limit) return limit + 1;
+  }
+  return d[la][lb];
+}
+
+const char *fsD_closest(const char *word, const char *const *cands, size_t n) {
+  size_t limit = strlen(word) / 3 ? strlen(word) / 3 : 1;
+  const char *best = NULL;
+  size_t best_d = limit + 1;
+  for (size_t i = 0; i < n; i++) {
+    if (!cands[i] || !strcmp(cands[i], word)) continue;
+    size_t dist = edit_distance(word, cands[i], limit);
+    if (dist < best_d) { best_d = dist; best = cands[i]; }
+  }
+  return best;
 }
 
 /* ---- fixes --------------------------------------------------------------- */

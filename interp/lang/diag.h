@@ -34,7 +34,7 @@ typedef struct fs_diag {
   fs_edit *edits; size_t nedits; /* the mechanical fix, if any */
 } fs_diag;
 
-typedef enum fs_diag_format { FS_DIAG_TEXT, FS_DIAG_JSON } fs_diag_format;
+typedef enum fs_diag_format { FS_DIAG_TEXT, FS_DIAG_JSON, FS_DIAG_SARIF } fs_diag_format;
 
 typedef struct fs_diags {
   fs_diag *items; size_t n, cap;
@@ -55,18 +55,54 @@ void fsD_edit(fs_diag *g, fs_loc loc, const char *text);
 /* Stable sort by (source order of primary location); keeps insertion order on ties. */
 void fsD_sort(fs_diags *d);
 
+typedef struct fs_sarif fs_sarif;
+
 typedef struct fs_render_opts {
   fs_diag_format format;
   int color; /* 0/1, already resolved from --color=auto|always|never */
+  fs_sarif *sarif; /* FS_DIAG_SARIF: rendering adds results here, written at the end */
 } fs_render_opts;
+
+/* One SARIF 2.1.0 log (one run) for a whole command: results are added as
+ * diagnostics are rendered and the log is written once, at the end. The
+ * ranks of a multi-rank run are processes of their own: they write their
+ * diagnostics as JSON lines (with "rank"), the log has the check's.
+ * describe(rule) gives a rule's description in words (NULL: none). */
+fs_sarif *fsD_sarif_new(const char *tool_version, const char *(*describe)(const char *rule));
+void fsD_sarif_write(FILE *out, const fs_sarif *s);
+void fsD_sarif_free(fs_sarif *s);
+
+/* The JSON lines' "version": bumped when a key changes meaning or goes
+ * (docs/diagnostics.schema.json describes this one). */
+#define FS_DIAG_JSON_VERSION 1
+
+/* This process is rank `rank` of a multi-rank run: its JSON diagnostics
+ * carry "rank" (-1, the default: a single process, no "rank"). */
+void fsD_set_rank(int rank);
+int fsD_rank(void);
+/* 1-based column of offset in UTF-16 code units (LSP's and SARIF's). */
+uint32_t fsD_column_utf16(const fs_source *src, uint32_t offset);
 
 void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt);
 void fsD_render_all(FILE *out, const fs_diags *d, const fs_render_opts *opt);
 
 int fsD_has_errors(const fs_diags *d);
+
+/* What a command's diagnostics add up to, for its closing line. */
+typedef struct fs_diag_totals { size_t errors, warnings, fixes; } fs_diag_totals;
+void fsD_count(const fs_diags *d, fs_diag_totals *t); /* adds d's to *t */
+/* Text only, when there is an error or a warning: `2 errors, 1 warning;
+ * fabricscript fix can apply 1 fix`. */
+void fsD_render_totals(FILE *out, const fs_diag_totals *t, const fs_render_opts *opt);
 /* 1-based line and code-point column of a byte offset, as diagnostics show
  * it: an invalid UTF-8 byte is one column. */
 void fsD_position(const fs_source *src, uint32_t offset, uint32_t *line, uint32_t *column);
+
+/* "Did you mean": the candidate closest to word by edit distance (case
+ * folded, a swap of neighbours counting as one edit), within a third of
+ * word's length (at least 1); NULL when none is that close. word itself is
+ * never suggested; ties go to the first candidate. */
+const char *fsD_closest(const char *word, const char *const *cands, size_t n);
 
 /* src's text with the edits of every diagnostic on src applied (`fix`).
  * Edits are taken in diagnostic order; one that is out of range or overlaps

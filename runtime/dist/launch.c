@@ -142,7 +142,34 @@ static void write_all(int fd, struct iovec *iov, int n) {
   }
 }
 
-/* Write out the complete lines (all of it at EOF), each with its prefix. */
+static bool json_stderr; /* fsLN_json_stderr */
+
+void fsLN_json_stderr(bool on) { json_stderr = on; }
+
+/* A rank's stderr line that is not a JSON diagnostic (a raw message, a
+ * sanitizer's report), as one: the shape of interp/lang/diag.c's JSON lines
+ * (docs/diagnostics.schema.json), severity note, rule "output". */
+static void relay_as_json(int dest, int rank, const char *s, size_t n) {
+  size_t cap = 6 * n + 256, k = 0;
+  char *out = malloc(cap);
+  if (!out) return;
+  k += (size_t)snprintf(out, cap, "{\"version\":1,\"file\":null,\"line\":null,\"column\":null,"
+                        "\"column_utf16\":null,\"end\":null,\"severity\":\"note\",\"rule\":\"output\","
+                        "\"message\":\"");
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') { out[k++] = '\\'; out[k++] = (char)c; }
+    else if (c < 0x20 || c == 0x7f || c >= 0x80) k += (size_t)snprintf(out + k, cap - k, "\\u%04x", c < 0x80 ? c : 0xfffd);
+    else out[k++] = (char)c;
+  }
+  k += (size_t)snprintf(out + k, cap - k, "\",\"notes\":[],\"help\":null,\"fix\":[],\"rank\":%d}\n", rank);
+  struct iovec iov[1] = {{out, k}};
+  write_all(dest, iov, 1);
+  free(out);
+}
+
+/* Write out the complete lines (all of it at EOF), each with its prefix; on
+ * stderr under fsLN_json_stderr, each line a JSON object instead. */
 static void relay(stream *st, bool eof) {
   size_t start = 0;
   char prefix[32];
@@ -150,8 +177,16 @@ static void relay(stream *st, bool eof) {
   for (size_t i = 0; i < st->len; i++) {
     if (st->buf[i] != '\n' && !(eof && i + 1 == st->len)) continue;
     bool nl = st->buf[i] == '\n';
-    struct iovec iov[3] = {{prefix, (size_t)pl}, {st->buf + start, i + 1 - start}, {"\n", 1}};
-    write_all(st->dest, iov, nl ? 2 : 3);
+    size_t n = i + (nl ? 0 : 1) - start;
+    if (json_stderr && st->dest == 2 && !(n > 0 && st->buf[start] == '{' && st->buf[start + n - 1] == '}')) {
+      relay_as_json(st->dest, st->rank, st->buf + start, n);
+    } else if (json_stderr && st->dest == 2) { /* a rank's diagnostic, "rank" in it */
+      struct iovec iov[2] = {{st->buf + start, n}, {"\n", 1}};
+      write_all(st->dest, iov, 2);
+    } else {
+      struct iovec iov[3] = {{prefix, (size_t)pl}, {st->buf + start, i + 1 - start}, {"\n", 1}};
+      write_all(st->dest, iov, nl ? 2 : 3);
+    }
     start = i + 1;
   }
   memmove(st->buf, st->buf + start, st->len - start);

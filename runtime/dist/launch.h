@@ -44,6 +44,12 @@ int fsLN_detect(fsLN_env *env);
  * FSLN_ERROR: nothing was started (fsT_error). */
 fsLN_role fsLN_launch(int devices, fsLN_env *env, int *status);
 
+/* on: the ranks' standard error is a machine's channel of JSON lines (the
+ * diagnostics' JSON format): a line from rank r that is a JSON object is
+ * relayed as it is (its "rank" says whose), any other line becomes a JSON
+ * note with "rank"; off (the default): every line gets "[rank r] ". */
+void fsLN_json_stderr(bool on);
+
 /* A rank's communicator: the rendezvous at MASTER_ADDR:MASTER_PORT, then the
  * transport (shm needs every rank on this host).  cfg gives the timeout and
  * staging; rank, world and local rank come from env.  Uses env->listen_fd

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fs_node *ast = fsP_parse(src, &diags, &nerrors);
   if (nerrors == 0) fsC_check(src, ast, &opt, &diags);
   fsD_sort(&diags);
-  fs_render_opts text = {FS_DIAG_TEXT, 1}, json = {FS_DIAG_JSON, 0};
+  fs_render_opts text = {FS_DIAG_TEXT, 1, NULL}, json = {FS_DIAG_JSON, 0, NULL};
   fsD_render_all(sink, &diags, &text);
   fsD_render_all(sink, &diags, &json);
   size_t len;

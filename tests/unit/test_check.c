@@ -19,6 +19,8 @@ typedef struct run {
   fs_diags d;
 } run;
 
+static void check_with(run *r, const char *text, const fsC_options *o);
+
 /* Checks text as if the target had `gpus` GPUs, with extra options. */
 static void check_text(run *r, const char *text, int gpus, const char *const *args, size_t nargs) {
   fsC_options o;
@@ -33,12 +35,17 @@ static void check_text(run *r, const char *text, int gpus, const char *const *ar
   }
   o.defines = defs;
   o.ndefines = nd;
+  check_with(r, text, &o);
+}
+
+/* Checks text with options o (the defines o names must outlive the call). */
+static void check_with(run *r, const char *text, const fsC_options *o) {
   r->src = fsA_source_from_buffer("t.fab", text, strlen(text));
   fsD_init(&r->d);
   int nerr = 0;
   r->ast = fsP_parse(r->src, &r->d, &nerr);
   assert_int_equal(nerr, 0);
-  fsC_check(r->src, r->ast, &o, &r->d);
+  fsC_check(r->src, r->ast, o, &r->d);
   fsD_sort(&r->d);
 }
 
@@ -132,6 +139,42 @@ static void test_seed_diagnostic(void **state) {
   assert_int_equal(r2.d.n, 0);
   run_free(&r2);
   free(fixed);
+  run_free(&r);
+  (void)state;
+}
+
+/* Pre-flight: a machine without what Fabric(...) declares is checked for
+ * the declared one, with one note at the first Fabric(...); without
+ * pre-flight (--here, a run) the same machine gives R7. */
+static void test_preflight(void **state) {
+  fsC_options o;
+  fsC_options_init(&o);
+  o.machine.cuda_gpus = 1;
+  o.preflight = 1;
+  run r;
+  check_with(&r, "a = Fabric(accelerator=\"cuda\", devices=4)\n"
+                 "b = Fabric(strategy=\"deepspeed\", accelerator=\"cuda\", devices=2)\n", &o);
+  assert_int_equal(r.d.n, 1);
+  const fs_diag *g = expect(&r, 0, "preflight", 1, 5,
+                            "checked for 4 CUDA GPUs as the script declares; this machine has only 1 "
+                            "(--here checks for this machine)");
+  assert_int_equal(g->severity, FS_SEV_NOTE);
+  run_free(&r);
+  o.machine.cuda_gpus = 0;
+  check_with(&r, "b = Fabric(strategy=\"deepspeed\", devices=2, precision=\"transformer-engine\")\n", &o);
+  assert_int_equal(r.d.n, 2);
+  expect(&r, 0, "preflight", 1, 5,
+         "checked for 2 CUDA GPUs, DeepSpeed and Transformer Engine as the script declares; this machine "
+         "has no CUDA GPU, no DeepSpeed and no Transformer Engine (--here checks for this machine)");
+  expect(&r, 1, "R11", 1, 55, "`precision='transformer-engine')` is not supported in DeepSpeed.");
+  run_free(&r);
+  check_with(&r, "c = Fabric(accelerator=\"cpu\", devices=2)\nd = Fabric(accelerator=\"auto\", devices=3)\n", &o);
+  assert_int_equal(r.d.n, 0); /* nothing declared that this machine lacks */
+  run_free(&r);
+  o.preflight = 0;
+  check_with(&r, "a = Fabric(accelerator=\"cuda\", devices=4)\n", &o);
+  assert_int_equal(r.d.n, 1);
+  expect(&r, 0, "R7", 1, 24, "`CUDAAccelerator` can not run on your system");
   run_free(&r);
   (void)state;
 }
@@ -280,11 +323,11 @@ static const check_case configuration[] = {
    {"--strategy=fsdp"},
    {{"R68", 1, 10, "Your code has `Fabric(strategy='ddp', ...)` but it conflicts with the value `--strategy=fsdp` set through the CLI.  Remove it"}}},
   {"cuda on a machine without GPUs", "fabric = Fabric(strategy=\"fsdp\", accelerator=\"cuda\")\n", 0,
-   {0}, {{"R7", 1, 10, "`CUDAAccelerator` can not run on your system"}}},
+   {0}, {{"R7", 1, 46, "`CUDAAccelerator` can not run on your system"}}},
   {"param() feeds the configuration",
    "fabric = Fabric(accelerator=\"cpu\", strategy=param(\"strategy\", \"auto\"))\n", 0,
    {"-Dstrategy=dp"},
-   {{"W7", 1, 10, "'dp' is not supported on CPUs, hence setting `strategy='ddp'`.", NULL, true}}},
+   {{"W7", 1, 45, "'dp' is not supported on CPUs, hence setting `strategy='ddp'`.", NULL, true}}},
   {"a DDPStrategy object's start method decides whether launch() needs a function",
    "fabric = Fabric(accelerator=\"cpu\", devices=2, strategy=DDPStrategy(start_method=\"spawn\"))\n"
    "fabric.launch()\n", 0,
@@ -299,7 +342,7 @@ static const check_case other_checks[] = {
    "x = missing + 1\nLinear(\"a\", 3)\nnet.frobnicate()\n", 0,
    {0}, {{"shape", 5, 11, "`Linear` expects 128 input features, but the layer before it gives 256",
           "`Linear(28 * 28, hidden)` gives 256 features"},
-         {"call", 7, 7, "SGD() got an unexpected keyword argument 'momentm'"},
+         {"call", 7, 37, "SGD() got an unexpected keyword argument 'momentm'"},
          {"name", 8, 5, "name 'missing' is not defined"},
          {"type", 9, 8, "Linear() argument 'in_features' must be int, not str"},
          {"attr", 10, 5, "'MLP' object has no attribute 'frobnicate'"}}},
@@ -344,6 +387,7 @@ int main(void) {
     cmocka_unit_test(test_more_fixes),
     cmocka_unit_test(test_paths),
     cmocka_unit_test(test_configuration),
+    cmocka_unit_test(test_preflight),
     cmocka_unit_test(test_other_checks),
     cmocka_unit_test(test_dataflow),
   };

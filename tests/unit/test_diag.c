@@ -31,7 +31,7 @@ static char *render(const fs_diags *d, fs_diag_format format, int color) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   assert_non_null(f);
-  fs_render_opts o = { format, color };
+  fs_render_opts o = { format, color, NULL };
   fsD_render_all(f, d, &o);
   fclose(f);
   return buf;
@@ -71,7 +71,7 @@ static void test_spec_example(void **st) {
               "    model = fabric.setup_module(model)\n"
               "    optimizer = fabric.setup_optimizers(Adam(model.parameters()))");
   expect_text(&d,
-      "t.fab:9:20: error: The optimizer has references to the model's meta-device parameters. "
+      "t.fab:9:20: error[R36]: The optimizer has references to the model's meta-device parameters. "
       "Materializing them is is currently not supported unless you to set up the model and "
       "optimizer(s) separately. Create and set up the model first through `model = "
       "fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = "
@@ -80,8 +80,12 @@ static void test_spec_example(void **st) {
       "      |                    ^~~~~~~~~~~~~~~~~~~~~~~~~~~~~~\n"
       "t.fab:8:13: note: `optimizer` was created over `model.parameters()` while they were on "
       "the meta device\n"
+      "    8 | optimizer = Adam(model.parameters())\n"
+      "      |             ^~~~~\n"
       "t.fab:6:6: note: parameters are on the meta device because `model` was created under "
       "`fabric.init_module(empty_init=True)` with strategy \"fsdp\"\n"
+      "    6 | with fabric.init_module(empty_init=True):\n"
+      "      |      ^~~~~~~~~~~~~~~~~~\n"
       "help: set up the model first, then create the optimizer:\n"
       "    model = fabric.setup_module(model)\n"
       "    optimizer = fabric.setup_optimizers(Adam(model.parameters()))\n");
@@ -101,17 +105,19 @@ static void test_color(void **st) {
   fsD_help(g, "drop it");
   char *got = render(&d, FS_DIAG_TEXT, 1);
   assert_string_equal(got,
-      "\33[01m\33[Kt.fab:1:5:\33[m\33[K \33[01;35m\33[Kwarning: \33[m\33[Kunused\n"
+      "\33[01m\33[Kt.fab:1:5:\33[m\33[K \33[01;35m\33[Kwarning[W1]: \33[m\33[Kunused\n"
       "    1 | x = y\n"
       "      |     \33[01;32m\33[K^\33[m\33[K\n"
       "\33[01m\33[Kt.fab:1:1:\33[m\33[K \33[01;36m\33[Knote: \33[m\33[Khere\n"
+      "    1 | x = y\n"
+      "      | \33[01;32m\33[K^\33[m\33[K\n"
       "\33[01m\33[Khelp:\33[m\33[K drop it\n");
   free(got);
   fsD_free(&d);
   fs_diag *e = fsD_add(&d, FS_SEV_ERROR, "io", NULL, (fs_loc){ 0, 0 }, "gone");
   (void)e;
   got = render(&d, FS_DIAG_TEXT, 1);
-  assert_string_equal(got, "fabricscript: \33[01;31m\33[Kerror: \33[m\33[Kgone\n");
+  assert_string_equal(got, "fabricscript: \33[01;31m\33[Kerror[io]: \33[m\33[Kgone\n");
   free(got);
   fsD_free(&d);
   fsA_source_free(src);
@@ -122,9 +128,9 @@ static void test_no_location(void **st) {
   fs_diags d;
   fsD_init(&d);
   fsD_add(&d, FS_SEV_ERROR, "io", NULL, (fs_loc){ 0, 0 }, "%s: %s", "a.fab", "No such file");
-  expect_text(&d, "fabricscript: error: a.fab: No such file\n");
+  expect_text(&d, "fabricscript: error[io]: a.fab: No such file\n");
   char *j = render(&d, FS_DIAG_JSON, 0);
-  assert_string_equal(j, "{\"file\":null,\"line\":null,\"column\":null,\"end\":null,"
+  assert_string_equal(j, "{\"version\":1,\"file\":null,\"line\":null,\"column\":null,\"column_utf16\":null,\"end\":null,"
                          "\"severity\":\"error\",\"rule\":\"io\",\"message\":\"a.fab: No such "
                          "file\",\"notes\":[],\"help\":null,\"fix\":[]}\n");
   free(j);
@@ -143,7 +149,7 @@ static void test_gutter(void **st) {
   fs_diags d;
   fsD_init(&d);
   fsD_add(&d, FS_SEV_ERROR, "x", src, span(src, "b"), "m");
-  expect_text(&d, "t.fab:123456:2: error: m\n"
+  expect_text(&d, "t.fab:123456:2: error[x]: m\n"
                   "123456 | ab\n"
                   "       |  ^\n");
   fsD_free(&d);
@@ -157,7 +163,7 @@ static void test_tabs(void **st) {
   fsD_init(&d);
   fsD_add(&d, FS_SEV_ERROR, "x", src, span(src, "1\t+ yy"), "m");
   /* columns count the tab as one; the excerpt expands it to the stop */
-  expect_text(&d, "t.fab:1:5: error: m\n"
+  expect_text(&d, "t.fab:1:5: error[x]: m\n"
                   "    1 | x       = 1     + yy\n"
                   "      |           ^~~~~~~~~~\n");
   fsD_free(&d);
@@ -175,7 +181,7 @@ static void test_utf8_columns(void **st) {
   fsD_init(&d);
   fsD_add(&d, FS_SEV_ERROR, "x", src, span(src, "\xe5\x90\x8d + x"), "m");
   /* the wide character takes two cells in the caret line */
-  expect_text(&d, "t.fab:1:13: error: m\n"
+  expect_text(&d, "t.fab:1:13: error[x]: m\n"
                   "    1 | s = \"h\xc3\xa9\xc3\xa9\" + \xe5\x90\x8d + x\n"
                   "      |             ^~~~~~\n");
   fsD_free(&d);
@@ -193,7 +199,7 @@ static void test_invalid_bytes(void **st) {
   fs_diags d;
   fsD_init(&d);
   fsD_add(&d, FS_SEV_ERROR, "x", src, span(src, "b"), "bad \33]0;title\7 %s", "\xc0\xaf");
-  expect_text(&d, "t.fab:1:8: error: bad \xef\xbf\xbd]0;title\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\n"
+  expect_text(&d, "t.fab:1:8: error[x]: bad \xef\xbf\xbd]0;title\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\n"
                   "    1 | a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd = b\xef\xbf\xbd[2J\n"
                   "      |        ^\n");
   char *j = render(&d, FS_DIAG_JSON, 0);
@@ -218,16 +224,16 @@ static void test_span_shapes(void **st) {
   fsD_add(&d, FS_SEV_ERROR, "x", src, (fs_loc){ 4, 4 }, "at end of line");
   fsD_add(&d, FS_SEV_ERROR, "x", src, (fs_loc){ 15, 15 }, "at end of file");
   fsD_add(&d, FS_SEV_ERROR, "x", src, (fs_loc){ 999, 1000 }, "past the end");
-  expect_text(&d, "t.fab:1:2: error: multi\n"
+  expect_text(&d, "t.fab:1:2: error[x]: multi\n"
                   "    1 | f(a,\n"
                   "      |  ^~~\n"
-                  "t.fab:1:5: error: at end of line\n"
+                  "t.fab:1:5: error[x]: at end of line\n"
                   "    1 | f(a,\n"
                   "      |     ^\n"
-                  "t.fab:3:4: error: at end of file\n"
+                  "t.fab:3:4: error[x]: at end of file\n"
                   "    3 | end\n"
                   "      |    ^\n"
-                  "t.fab:3:4: error: past the end\n"
+                  "t.fab:3:4: error[x]: past the end\n"
                   "    3 | end\n"
                   "      |    ^\n");
   fsD_free(&d);
@@ -247,12 +253,15 @@ static void test_json(void **st) {
   fsD_edit(g, (fs_loc){ 0, 0 }, "# \xff\n");
   char *j = render(&d, FS_DIAG_JSON, 0);
   assert_string_equal(j,
-      "{\"file\":\"t.fab\",\"line\":2,\"column\":5,\"end\":{\"line\":2,\"column\":8},"
+      "{\"version\":1,\"file\":\"t.fab\",\"line\":2,\"column\":5,\"column_utf16\":5,"
+      "\"end\":{\"line\":2,\"column\":8,\"column_utf16\":8},"
       "\"severity\":\"warning\",\"rule\":\"W4\",\"message\":\"say \\\"2\\\"\\n\","
-      "\"notes\":[{\"file\":\"o.fab\",\"line\":1,\"column\":1,\"end\":{\"line\":1,\"column\":3},"
+      "\"notes\":[{\"file\":\"o.fab\",\"line\":1,\"column\":1,\"column_utf16\":1,"
+      "\"end\":{\"line\":1,\"column\":3,\"column_utf16\":3},"
       "\"message\":\"there\"}],\"help\":\"h\","
-      "\"fix\":[{\"line\":2,\"column\":6,\"end\":{\"line\":2,\"column\":8},\"text\":\"\"},"
-      "{\"line\":1,\"column\":1,\"end\":{\"line\":1,\"column\":1},\"text\":\"# \xef\xbf\xbd\\n\"}]}\n");
+      "\"fix\":[{\"line\":2,\"column\":6,\"column_utf16\":6,\"end\":{\"line\":2,\"column\":8,\"column_utf16\":8},"
+      "\"text\":\"\"},{\"line\":1,\"column\":1,\"column_utf16\":1,"
+      "\"end\":{\"line\":1,\"column\":1,\"column_utf16\":1},\"text\":\"# \xef\xbf\xbd\\n\"}]}\n");
   free(j);
   assert_int_equal(d.nwarnings, 1);
   assert_false(fsD_has_errors(&d));
@@ -492,9 +501,211 @@ static void test_render_random(void **st) {
   }
 }
 
+/* The fix-it under the message: the lines the edits touch, before and after. */
+static void test_fixit_text(void **st) {
+  (void)st;
+  fs_source *src = src_of("a = 1\nfabric.lanch()\nb = 2\n");
+  fs_diags d;
+  fsD_init(&d);
+  fs_diag *g = fsD_add(&d, FS_SEV_ERROR, "attr", src, span(src, "lanch"), "no attribute 'lanch'");
+  fsD_help(g, "did you mean `launch`?");
+  fsD_edit(g, span(src, "lanch"), "launch");
+  expect_text(&d, "t.fab:2:8: error[attr]: no attribute 'lanch'\n"
+                  "    2 | fabric.lanch()\n"
+                  "      |        ^~~~~\n"
+                  "help: did you mean `launch`?\n"
+                  "fix-it: `fabricscript fix` makes this change\n"
+                  "-   2 | fabric.lanch()\n"
+                  "+   2 | fabric.launch()\n");
+  fsD_free(&d);
+  /* an edit that removes a whole line and one that adds two */
+  g = fsD_add(&d, FS_SEV_ERROR, "R36", src, span(src, "b = 2"), "m");
+  fsD_edit(g, span(src, "a = 1\n"), "");
+  fsD_edit(g, span(src, "b = 2"), "x = 1\ny = 2");
+  expect_text(&d, "t.fab:3:1: error[R36]: m\n"
+                  "    3 | b = 2\n"
+                  "      | ^~~~~\n"
+                  "fix-it: `fabricscript fix` makes this change\n"
+                  "-   1 | a = 1\n"
+                  "-   2 | fabric.lanch()\n"
+                  "-   3 | b = 2\n"
+                  "+   1 | fabric.lanch()\n"
+                  "+   2 | x = 1\n"
+                  "+   3 | y = 2\n");
+  fsD_free(&d);
+  fsA_source_free(src);
+}
+
+static char *render_totals(const fs_diag_totals *t, fs_diag_format format) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  fs_render_opts o = { format, 0, NULL };
+  fsD_render_totals(f, t, &o);
+  fclose(f);
+  return buf;
+}
+
+static void test_totals(void **st) {
+  (void)st;
+  fs_source *src = src_of("x\n");
+  fs_diags d;
+  fsD_init(&d);
+  fsD_add(&d, FS_SEV_ERROR, "a", src, (fs_loc){0, 1}, "one");
+  fs_diag *g = fsD_add(&d, FS_SEV_ERROR, "b", src, (fs_loc){0, 1}, "two");
+  fsD_edit(g, (fs_loc){0, 1}, "y");
+  fsD_edit(g, (fs_loc){1, 1}, "z"); /* two edits, one fix */
+  fsD_add(&d, FS_SEV_WARNING, "c", src, (fs_loc){0, 1}, "three");
+  fsD_add(&d, FS_SEV_NOTE, "d", src, (fs_loc){0, 1}, "not counted");
+  fs_diag_totals t = {0};
+  fsD_count(&d, &t);
+  char *s = render_totals(&t, FS_DIAG_TEXT);
+  assert_string_equal(s, "2 errors, 1 warning; fabricscript fix can apply 1 fix\n");
+  free(s);
+  s = render_totals(&t, FS_DIAG_JSON); /* a machine's channel has no prose */
+  assert_string_equal(s, "");
+  free(s);
+  t = (fs_diag_totals){0, 2, 0};
+  s = render_totals(&t, FS_DIAG_TEXT);
+  assert_string_equal(s, "2 warnings\n");
+  free(s);
+  t = (fs_diag_totals){0, 0, 0};
+  s = render_totals(&t, FS_DIAG_TEXT);
+  assert_string_equal(s, "");
+  free(s);
+  fsD_free(&d);
+  fsA_source_free(src);
+}
+
+/* Columns in UTF-16 code units: a code point above U+FFFF counts two. */
+static void test_utf16_columns(void **st) {
+  (void)st;
+  fs_source *src = src_of("s = \"\xf0\x9f\x98\x80\xc3\xa9\" + x\n");
+  uint32_t line, col;
+  fs_loc x = span(src, "x");
+  fsD_position(src, x.start, &line, &col);
+  assert_int_equal(col, 12);
+  assert_int_equal(fsD_column_utf16(src, x.start), 13);
+  fs_diags d;
+  fsD_init(&d);
+  fsD_add(&d, FS_SEV_ERROR, "name", src, x, "m");
+  char *j = render(&d, FS_DIAG_JSON, 0);
+  json_t *o = json_loads(j, 0, NULL);
+  assert_int_equal(json_integer_value(json_object_get(o, "column")), 12);
+  assert_int_equal(json_integer_value(json_object_get(o, "column_utf16")), 13);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "end"), "column_utf16")), 14);
+  assert_int_equal(json_integer_value(json_object_get(o, "version")), FS_DIAG_JSON_VERSION);
+  assert_null(json_object_get(o, "rank"));
+  json_decref(o);
+  free(j);
+  fsD_set_rank(3); /* a rank of a multi-rank run says which */
+  j = render(&d, FS_DIAG_JSON, 0);
+  fsD_set_rank(-1);
+  o = json_loads(j, 0, NULL);
+  assert_int_equal(json_integer_value(json_object_get(o, "rank")), 3);
+  json_decref(o);
+  free(j);
+  fsD_free(&d);
+  fsA_source_free(src);
+}
+
+static void test_closest(void **st) {
+  (void)st;
+  const char *strategies[] = {"ddp", "ddp_spawn", "fsdp", "deepspeed", "xla_fsdp"};
+  assert_string_equal(fsD_closest("fdsp", strategies, 5), "fsdp"); /* a swap is one edit */
+  assert_string_equal(fsD_closest("FSDP", strategies, 5), "fsdp"); /* case folded */
+  assert_string_equal(fsD_closest("deepspede", strategies, 5), "deepspeed");
+  assert_null(fsD_closest("megatron", strategies, 5));
+  assert_null(fsD_closest("ddp", strategies, 5)); /* the word itself is no suggestion */
+  const char *members[] = {"launch", "setup", "backward", NULL, "optimizer"};
+  assert_string_equal(fsD_closest("lanch", members, 5), "launch");
+  assert_string_equal(fsD_closest("optimzer", members, 5), "optimizer");
+  assert_null(fsD_closest("x", members, 5));
+  const char *opts[] = {"--devices", "--strategy", "--precision"};
+  assert_string_equal(fsD_closest("--devcies", opts, 3), "--devices");
+  const char *cmds[] = {"check", "plan", "fix", "test", "explain"};
+  assert_string_equal(fsD_closest("chek", cmds, 5), "check");
+  assert_null(fsD_closest("train", cmds, 5));
+}
+
+static const char *describe(const char *rule) { return !strcmp(rule, "R36") ? "in words" : NULL; }
+
+/* SARIF 2.1.0: the properties the specification requires, rules with ids
+ * and help, fixes as replacements, positions in UTF-16 code units. */
+static void test_sarif(void **st) {
+  (void)st;
+  fs_source *src = fsA_source_from_buffer("dir/my train.fab", "a = \xf0\x9f\x98\x80 + bb\n", 15);
+  fs_diags d;
+  fsD_init(&d);
+  fs_diag *g = fsD_add(&d, FS_SEV_ERROR, "R36", src, span(src, "bb"), "msg");
+  fsD_help(g, "help text");
+  fsD_note(g, src, span(src, "a"), "a note");
+  fsD_edit(g, span(src, "bb"), "cc");
+  fsD_add(&d, FS_SEV_WARNING, "W9", src, span(src, "a"), "warn");
+  fsD_add(&d, FS_SEV_ERROR, "R36", src, span(src, "a"), "again");
+  fsD_add(&d, FS_SEV_ERROR, "io", NULL, (fs_loc){0, 0}, "no location");
+  fs_sarif *sarif = fsD_sarif_new("9.9", describe);
+  fs_render_opts o = { FS_DIAG_SARIF, 0, sarif };
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fsD_render_all(f, &d, &o); /* collects, writes nothing */
+  fclose(f);
+  assert_int_equal(len, 0);
+  free(buf);
+  f = open_memstream(&buf, &len);
+  fsD_sarif_write(f, sarif);
+  fclose(f);
+  json_t *log = json_loads(buf, 0, NULL);
+  assert_non_null(log);
+  assert_string_equal(json_string_value(json_object_get(log, "version")), "2.1.0");
+  assert_non_null(json_string_value(json_object_get(log, "$schema")));
+  json_t *run = json_array_get(json_object_get(log, "runs"), 0);
+  json_t *driver = json_object_get(json_object_get(run, "tool"), "driver");
+  assert_string_equal(json_string_value(json_object_get(driver, "name")), "fabricscript");
+  assert_string_equal(json_string_value(json_object_get(run, "columnKind")), "utf16CodeUnits");
+  json_t *rules = json_object_get(driver, "rules");
+  assert_int_equal(json_array_size(rules), 3); /* R36 once, W9, io */
+  json_t *r36 = json_array_get(rules, 0);
+  assert_string_equal(json_string_value(json_object_get(r36, "id")), "R36");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(r36, "shortDescription"), "text")), "in words");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(r36, "help"), "text")), "help text");
+  json_t *results = json_object_get(run, "results");
+  assert_int_equal(json_array_size(results), 4);
+  json_t *r = json_array_get(results, 0);
+  assert_string_equal(json_string_value(json_object_get(r, "ruleId")), "R36");
+  assert_int_equal(json_integer_value(json_object_get(r, "ruleIndex")), 0);
+  assert_string_equal(json_string_value(json_object_get(r, "level")), "error");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(r, "message"), "text")), "msg");
+  json_t *pl = json_object_get(json_array_get(json_object_get(r, "locations"), 0), "physicalLocation");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(pl, "artifactLocation"), "uri")),
+                      "dir/my%20train.fab");
+  json_t *region = json_object_get(pl, "region");
+  assert_int_equal(json_integer_value(json_object_get(region, "startLine")), 1);
+  assert_int_equal(json_integer_value(json_object_get(region, "startColumn")), 10); /* the emoji is 2 */
+  assert_int_equal(json_integer_value(json_object_get(region, "endColumn")), 12);
+  assert_int_equal(json_array_size(json_object_get(r, "relatedLocations")), 1);
+  json_t *rep = json_array_get(json_object_get(json_array_get(json_object_get(json_array_get(
+      json_object_get(r, "fixes"), 0), "artifactChanges"), 0), "replacements"), 0);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(rep, "insertedContent"), "text")), "cc");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(rep, "deletedRegion"), "startColumn")), 10);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(results, 1), "level")), "warning");
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(results, 2), "ruleIndex")), 0);
+  assert_int_equal(json_array_size(json_object_get(json_array_get(results, 3), "locations")), 0);
+  json_decref(log);
+  free(buf);
+  fsD_sarif_free(sarif);
+  fsD_free(&d);
+  fsA_source_free(src);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_spec_example), cmocka_unit_test(test_color),
+    cmocka_unit_test(test_fixit_text),   cmocka_unit_test(test_totals),
+    cmocka_unit_test(test_utf16_columns), cmocka_unit_test(test_closest),
+    cmocka_unit_test(test_sarif),
     cmocka_unit_test(test_no_location),  cmocka_unit_test(test_gutter),
     cmocka_unit_test(test_tabs),         cmocka_unit_test(test_utf8_columns),
     cmocka_unit_test(test_invalid_bytes), cmocka_unit_test(test_span_shapes),

@@ -143,6 +143,32 @@ static void test_collectives(void **state) {
   }
 }
 
+/* Under fsLN_json_stderr a rank's stderr is JSON lines: its own JSON passes
+ * as it is, anything else becomes a note with its rank, quotes and control
+ * characters escaped; stdout keeps the prefix. */
+static int body_json(fsLN_env *env) {
+  fprintf(stderr, "{\"rank\":%d}\n", env->rank);
+  fprintf(stderr, "raw \"%d\"\tline\n", env->rank);
+  printf("out %d\n", env->rank);
+  return 0;
+}
+
+static void test_json_stderr(void **state) {
+  fsLN_json_stderr(true);
+  captured cap;
+  int rc = launch(2, body_json, &cap);
+  fsLN_json_stderr(false);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(cap.err, "{\"rank\":1}\n"));
+  assert_null(strstr(cap.err, "[rank 1]"));
+  assert_non_null(strstr(cap.err,
+      "{\"version\":1,\"file\":null,\"line\":null,\"column\":null,\"column_utf16\":null,\"end\":null,"
+      "\"severity\":\"note\",\"rule\":\"output\",\"message\":\"raw \\\"1\\\"\\u0009line\","
+      "\"notes\":[],\"help\":null,\"fix\":[],\"rank\":1}\n"));
+  assert_non_null(strstr(cap.out, "[rank 1] out 1\n"));
+  (void)state;
+}
+
 /* Rank 1 aborts while the others wait in a collective (rank 2 also ignores
  * SIGTERM: it gets SIGKILL); the launcher reports rank 1 and status 3. */
 static int body_abort(fsLN_env *env) {
@@ -294,6 +320,7 @@ int main(void) {
   clear_env(NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_collectives, clear_env),
+      cmocka_unit_test_teardown(test_json_stderr, clear_env),
       cmocka_unit_test_teardown(test_abort, clear_env),
       cmocka_unit_test_teardown(test_script_error, clear_env),
       cmocka_unit_test_teardown(test_single, clear_env),

@@ -90,7 +90,7 @@ static void test_parse_errors(void **st) {
             "line 1: `# out:`, `# args:`, `# mode:` and `# warnings:` must be whole-line comments");
   parse_bad("# mode: fast\n", "line 1: `# mode:` is `check` or `run`");
   parse_bad("# warnings: none\n", "line 1: `# warnings:` is `exact` or `allowed`");
-  parse_bad("\n\nx  # error:  \n", "line 3: an error or warning annotation needs the message text");
+  parse_bad("\n\nx  # error:  \n", "line 3: an error, warning, note or help annotation needs the text");
 }
 
 /* A run result with the given stdout, exit status and diagnostics. */

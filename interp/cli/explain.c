@@ -1,0 +1,224 @@
+/* explain.c -- `fabricscript explain ID`: each rule id a diagnostic can
+ * carry, in words, with why Fabric (or the language) has it, and for the
+ * Fabric rules a before/after pair: the rule's trigger script and its
+ * near-miss from tests/scripts/rules/, compiled in from
+ * explain_examples.h (scripts/gen-explain). Invariant: every id the
+ * checker, the runtime or fabric/ reports has a row here
+ * (tests/cli-test.sh asks for each id the sources report, and for the
+ * before/after of each id of docs/rules.md's table). */
+#include "explain.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "diag.h"
+
+typedef struct explain_example {
+  const char *rule, *before_name, *before, *after_name, *after;
+} explain_example;
+
+#include "explain_examples.h"
+
+typedef struct explain_row {
+  const char *id;
+  const char *words; /* the rule, one sentence */
+  const char *why;   /* why it exists */
+} explain_row;
+
+static const explain_row rows[] = {
+  {"R1", "`strategy=` must name a registered strategy (case-insensitive) or be a Strategy object.",
+   "Fabric looks the name up in its STRATEGY_REGISTRY; an unknown name has no class to instantiate."},
+  {"R2", "`accelerator=` must be one of auto, cpu, cuda, gpu, mps, tpu, in that exact case.",
+   "The accelerator registry is keyed by these names and is not case-folded."},
+  {"R3", "`precision=` must be one of Fabric's precision names or the legacy numbers 16, 32, 64.",
+   "Each precision selects a plugin (autocast, true half, Transformer Engine); any other value has none."},
+  {"R4", "`num_nodes=` must convert to a positive integer.",
+   "The world size is num_nodes x devices; Fabric calls int() on it and refuses values below 1."},
+  {"R5", "`devices=0` (or an empty list) is not a valid device selection.",
+   "Zero devices leaves no process to run on; use `accelerator=\"cpu\"` with devices=1 instead."},
+  {"R6", "`accelerator=\"gpu\"` needs CUDA or MPS on the machine.",
+   "\"gpu\" is resolved to whichever GPU backend exists; with none there is nothing to resolve to."},
+  {"R7", "The accelerator asked for is not available on the machine checked for.",
+   "Fabric instantiates the accelerator and asks it whether it can run; CUDA without a GPU cannot. "
+   "`check` checks for the machine the script declares unless given --here."},
+  {"R8", "On CPU, `devices=` must be a positive number of processes.",
+   "The CPU accelerator runs one process per device; only an int > 0 (or its digit string) says how many."},
+  {"R9", "`devices=` must name GPUs that exist, each once.",
+   "Fabric parses devices into CUDA ids and checks them against the visible devices; a duplicate or "
+   "missing id would put two ranks on one GPU or none."},
+  {"R10", "The FSDP strategy runs on CUDA GPUs only.",
+   "FSDP shards parameters across GPUs with NCCL collectives; Fabric refuses it on other accelerators."},
+  {"R11", "FSDP and DeepSpeed accept only the 32/16/bf16 true and mixed precisions.",
+   "Their sharded precision plugins implement those; 64-bit and Transformer Engine are not among them."},
+  {"R12", "ModelParallelStrategy accepts 32-true, bf16-mixed, bf16-true and 16-true.",
+   "Its precision plugin supports only these."},
+  {"R13", "The DeepSpeed strategy needs the deepspeed package.",
+   "Fabric imports deepspeed when the strategy is created. `check` assumes it where the script declares it."},
+  {"R14", "XLA strategies and the TPU accelerator need torch_xla.",
+   "They run through torch_xla; without it Fabric raises before anything starts."},
+  {"R15", "Fork-based strategies need a platform that can fork.",
+   "ddp_fork and ddp_notebook start ranks with fork(), which some platforms lack; ddp_spawn works everywhere."},
+  {"R16", "With more than one device, call `fabric.launch()` before setting up, initialising or communicating.",
+   "The other processes do not exist until launch() starts them; a setup before it would run on one rank."},
+  {"R17", "Spawn, fork and XLA launchers need `fabric.launch(function)`.",
+   "These launchers start new processes that run the function, not the rest of the script."},
+  {"R18", "What `fabric.launch()` gets must be callable.",
+   "Each process calls it with the Fabric object as its first argument."},
+  {"R19", "The function given to `fabric.launch()` must take the Fabric object as its first parameter.",
+   "Fabric calls fn(fabric, *args); a function without a parameter fails in every process."},
+  {"R20", "Under `fabric run` (LT_CLI_USED=1), do not call `fabric.launch()`.",
+   "The CLI has already created the processes; launching again would nest them."},
+  {"R21", "The DeepSpeed strategy runs on CUDA GPUs only.",
+   "DeepSpeed's engine needs CUDA."},
+  {"R22", "A model is set up once: `setup` refuses an already set-up model.",
+   "Setting it up again would wrap the wrapper (DDP in DDP, FSDP in FSDP)."},
+  {"R23", "An optimizer is set up once.",
+   "Wrapping a _FabricOptimizer again would step the wrapped optimizer twice through two strategies."},
+  {"R24", "`setup_module` refuses an already set-up model.", "As R22: the model would be wrapped twice."},
+  {"R25", "DeepSpeed (and XLA) set up the model and its optimizers together: `setup(model, optimizer)`.",
+   "The DeepSpeed engine is built from the model and the optimizer at once; `setup_optimizers` alone cannot build it."},
+  {"R26", "`setup_optimizers` needs at least one optimizer.", "There is nothing to set up otherwise."},
+  {"R27", "`setup_optimizers` refuses an already set-up optimizer.", "As R23."},
+  {"R28", "`setup_dataloaders` needs at least one data loader.", "There is nothing to set up otherwise."},
+  {"R29", "A data loader is set up once.", "Its sampler would be replaced by a distributed one twice."},
+  {"R30", "`setup_dataloaders` takes DataLoader objects only.",
+   "Fabric replaces the loader's sampler with a DistributedSampler; only a DataLoader has one."},
+  {"R31", "DeepSpeed takes exactly one optimizer per setup.", "The DeepSpeed engine drives a single optimizer."},
+  {"R32", "`FSDPStrategy(use_orig_params=False)` cannot set up model and optimizer jointly.",
+   "Without the original parameters, an optimizer made before setup cannot be re-pointed at FSDP's flat parameters."},
+  {"R33", "Under FSDP, the optimizer must be created from the set-up model's parameters.",
+   "FSDP replaces the parameters when it wraps the model; an optimizer over the old ones would update nothing."},
+  {"R34", "XLAFSDPStrategy cannot set up model and optimizer jointly.",
+   "As R33, for XLA's FSDP: set up the model, then create and set up the optimizer."},
+  {"R35", "Under XLAFSDPStrategy, the optimizer must be created from the set-up model's parameters.", "As R33."},
+  {"R36", "An optimizer over meta-device parameters cannot be set up jointly with its model.",
+   "`init_module(empty_init=True)` under FSDP puts parameters on the meta device; setup materializes "
+   "new parameters, so an optimizer created before it points at parameters that no longer exist."},
+  {"R37", "`setup_optimizers` refuses an optimizer over meta-device parameters.",
+   "As R36: the optimizer must be created after the model is set up and materialized."},
+  {"R38", "DeepSpeed ZeRO stage 3 needs `init_module(empty_init=True)` (or the default).",
+   "Stage 3 partitions parameters as they are created; empty_init=False would create them whole on every rank."},
+  {"R39", "Under DeepSpeed, `fabric.backward` needs a set-up model.",
+   "DeepSpeed's engine performs the backward pass; without setup there is no engine."},
+  {"R40", "Under DeepSpeed with several models, `fabric.backward(loss, model=...)` must name the model.",
+   "Each model has its own engine; Fabric needs to know whose backward to run."},
+  {"R41", "`fabric.backward(loss, model=m)` needs m to be a set-up model.", "Only a set-up model has an engine to run it."},
+  {"R42", "With this strategy and precision, call `fabric.backward(loss)`, not `loss.backward()`.",
+   "FSDP, DeepSpeed and mixed precision scale or shard gradients in the backward; `loss.backward()` bypasses that."},
+  {"R43", "`clip_gradients` takes `clip_val` or `max_norm`, not both.", "They are two different clipping methods."},
+  {"R44", "`clip_gradients` needs `clip_val` or `max_norm`.", "Without either there is nothing to clip to."},
+  {"R45", "Under DeepSpeed, clip with the strategy's config, not `fabric.clip_gradients`.",
+   "DeepSpeed clips inside its engine."},
+  {"R46", "XLAFSDPStrategy clips by norm only.", "Its sharded gradients support norm clipping, not value clipping."},
+  {"R47", "Under FSDP, clip the set-up model's gradients.",
+   "FSDP's clip_grad_norm_ lives on the wrapped module; the raw one has no sharded gradients."},
+  {"R48", "`no_backward_sync` needs a set-up model.", "Only the wrapped model has a gradient synchronization to skip."},
+  {"R51", "`mark_forward_method` takes a method or its name.", "Fabric marks methods by name on the wrapped module."},
+  {"R52", "`forward` cannot be marked as a forward method.", "It always is one: the wrapper routes it through the strategy."},
+  {"R53", "`mark_forward_method` needs a set-up model and one of its methods.",
+   "Only the _FabricModule has the method, and only an existing method can be routed through it."},
+  {"R55", "`fabric.save(filter=...)` takes a dict.", "The filter maps state keys to functions."},
+  {"R56", "Every filter key must be a key of the state being saved.", "A filter for a missing key filters nothing: a typo."},
+  {"R57", "Each filter value must be a callable `(key, value) -> bool`.", "Fabric calls it for every entry."},
+  {"R58", "DeepSpeed checkpoints cannot be filtered.", "DeepSpeed serializes its state itself."},
+  {"R59", "Sharded FSDP checkpoints cannot be filtered.", "FSDP cannot load a filtered sharded checkpoint back."},
+  {"R60", "Distributed ModelParallelStrategy checkpoints cannot be filtered.",
+   "A filtered distributed checkpoint could not be loaded back."},
+  {"R61", "A sharded FSDP save or load needs the FSDP model in the state.",
+   "The sharded state is written per rank through the FSDP model."},
+  {"R62", "A DeepSpeed save needs the DeepSpeed engine (the set-up model) in the state.",
+   "DeepSpeed writes its checkpoint through the engine."},
+  {"R63", "Loading a sharded or DeepSpeed checkpoint needs a state with the model to restore into.",
+   "These checkpoints are loaded in place into the objects; there is nothing to return."},
+  {"R64", "FSDP cannot load a single raw optimizer from a checkpoint.",
+   "Its optimizer state is sharded with the model; load them together."},
+  {"R65", "One FSDP model per sharded checkpoint.", "The checkpoint layout holds a single sharded model."},
+  {"R66", "Under XLA, the device is known only inside the launched function.",
+   "XLA processes are spawned; the parent has no device."},
+  {"R67", "XLAStrategy with PjRT needs all devices (or SingleDeviceXLAStrategy).", "PjRT runs one process per device."},
+  {"R68", "A `fabric run` option conflicts with a different value in `Fabric(...)`.",
+   "Fabric refuses to guess which of the two the user meant."},
+  {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",
+   "FSDP materializes only what it wraps itself; these parameters stay without data."},
+  {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},
+  {"W3", "Modules without `reset_parameters()` keep uninitialized memory after materialization.",
+   "ModelParallelStrategy re-initializes parameters through `reset_parameters()`."},
+  {"W5", "This strategy cannot skip gradient synchronization: `no_backward_sync` does nothing.",
+   "DP and DeepSpeed synchronize inside their engines."},
+  {"W7", "`strategy=\"dp\"` on CPU becomes ddp.", "DataParallel needs GPUs."},
+  {"W8", "`precision=\"16-mixed\"` on CPU becomes bf16-mixed.", "CPU autocast has no float16."},
+  {"W9", "`precision=16/\"16\"/\"bf16\"` are legacy names.", "The full names say whether the precision is mixed or true."},
+  {"W10", "FSDP with a true half precision computes in the lower precision.",
+   "Its parameters stay float32 in the shards; say `bf16-mixed` for float32 weights with autocast."},
+  {"W13", "State keys collide with DeepSpeed's engine state.", "DeepSpeed may overwrite them on load."},
+  {"syntax", "The script does not parse.", "FabricScript is Python-shaped: the parser says where it stopped."},
+  {"name", "A name is used that no statement defines and no builtin has.", "Python raises NameError at run time; the check says it first."},
+  {"attr", "An object has no such attribute or method.", "Python raises AttributeError at run time; the check says it first."},
+  {"call", "A call's arguments do not fit the function's parameters.", "Python raises TypeError at run time."},
+  {"type", "A literal argument has a type the parameter does not take.", "torch raises TypeError at run time."},
+  {"shape", "A layer's input size does not match what the layer before it gives.", "torch raises a shape error at the first forward."},
+  {"layer", "A model body is not a sequence of layers.", "A `model` declaration builds an nn.Sequential-like module."},
+  {"index", "A known list or tuple is indexed out of range.", "Python raises IndexError."},
+  {"value", "A value is out of the range its operation accepts.", "torch or Python raises ValueError."},
+  {"recursion", "A function calls itself (or a model contains itself).", "The checker analyses calls inline; the language has no recursion."},
+  {"meta-forward", "A model whose parameters are on the meta device is run.", "Meta tensors hold no data; the forward cannot compute."},
+  {"meta-move", "A meta-device model is moved with `.to()`.", "There is no data to move; use `to_empty()` and initialise it."},
+  {"meta-optimizer", "An optimizer is created over meta-device parameters.", "Its state would refer to parameters that are replaced at materialization."},
+  {"uninit", "A model runs on uninitialized parameters (after `to_empty()`).", "`to_empty()` allocates without initialising; call `reset_parameters()` first."},
+  {"param", "A -D value does not fit its param(), or no param() uses it.", "Script parameters are typed by their default."},
+  {"assert", "An assert statement failed.", "As Python's assert."},
+  {"runtime", "The run failed.", "The message is the runtime's (torch's words where it has them)."},
+  {"launch", "A rank of a multi-process run failed; the launcher stopped the others.", "A run is whole or not at all."},
+  {"io", "A file could not be read or written.", "The message names the file and the system's reason."},
+  {"env", "A package the configuration needs is missing.", "Fabric checks its optional requirements when the plugin is created."},
+  {"log", "A logger call failed.", "Loggers write files; the message says which."},
+  {"output", "A line a rank wrote to standard error outside a diagnostic.", "Under JSON diagnostics every line of stderr is a JSON object."},
+  {"preflight", "The check ran for the machine the script declares, not this one.",
+   "People check on a laptop before they submit to a cluster; --here checks for this machine."},
+};
+#define NROWS (sizeof rows / sizeof rows[0])
+
+static const explain_row *find_row(const char *id) {
+  for (size_t i = 0; i < NROWS; i++)
+    if (!strcmp(rows[i].id, id)) return &rows[i];
+  return NULL;
+}
+
+const char *fsW_rule_words(const char *id) {
+  const explain_row *r = find_row(id);
+  return r ? r->words : NULL;
+}
+
+static void put_script(FILE *out, const char *text) {
+  for (const char *p = text; *p;) {
+    size_t n = strcspn(p, "\n");
+    fprintf(out, "    %.*s\n", (int)n, p);
+    p += n + (p[n] == '\n');
+  }
+}
+
+int fsW_explain(FILE *out, FILE *err, const char *id) {
+  char up[16]; /* r36 is R36 */
+  snprintf(up, sizeof up, "%s", id);
+  if ((up[0] == 'r' || up[0] == 'w') && up[1] >= '0' && up[1] <= '9') up[0] = (char)(up[0] - 'a' + 'A');
+  const explain_row *r = find_row(up);
+  if (!r) {
+    const char *ids[NROWS];
+    for (size_t i = 0; i < NROWS; i++) ids[i] = rows[i].id;
+    const char *near = fsD_closest(id, ids, NROWS);
+    fprintf(err, "fabricscript: explain: no rule '%s'", id);
+    if (near) fprintf(err, "; did you mean '%s'?", near);
+    fputs("\n(the ids are those in brackets in `error[R36]:`; docs/rules.md lists them)\n", err);
+    return 2;
+  }
+  fprintf(out, "%s: %s\n\n%s\n", r->id, r->words, r->why);
+  for (size_t i = 0; i < sizeof explain_examples / sizeof explain_examples[0]; i++) {
+    const explain_example *e = &explain_examples[i];
+    if (strcmp(e->rule, r->id)) continue;
+    fprintf(out, "\nBefore (tests/scripts/rules/%s):\n\n", e->before_name);
+    put_script(out, e->before);
+    fprintf(out, "\nAfter (tests/scripts/rules/%s):\n\n", e->after_name);
+    put_script(out, e->after);
+  }
+  return 0;
+}
