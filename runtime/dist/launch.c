@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #define GRACE 2.0      /* seconds between SIGTERM and SIGKILL for the other ranks */
+#define SETTLE 0.5     /* how long a rank's plain failure waits for a signalled one to show */
 #define TICK_MS 20     /* how often the supervisor looks for ended ranks */
 #define LINE_MAX_BYTES (1 << 16) /* longer lines are relayed in pieces */
 
@@ -113,7 +114,10 @@ typedef struct sup {
   stream s[2 * FSCC_MAX_WORLD];  /* stdout and stderr of ranks 1..n-1 */
   int ns;
   int failed;                    /* the first rank that failed, or -1 */
+  int suspect;                   /* a rank that exited with an error, before failed is decided, or -1 */
+  double settle_at;              /* when suspect becomes failed; 0: none */
   double kill_at;                /* when stragglers get SIGKILL; 0: not stopping */
+  bool stopping;                 /* the others were sent SIGTERM */
 } sup;
 
 static volatile sig_atomic_t stop_signal;
@@ -220,26 +224,34 @@ static void stop_all(sup *s, int sig) {
     if (!s->ended[r]) kill(s->pid[r], sig);
 }
 
-/* Of the ranks found failed in one pass, one killed by a signal is the
- * cause: the others (status 1) may only have reported that it died. */
+/* Which rank failed first.  A rank killed by a signal is the cause; a rank
+ * that exited with an error may only be reporting that another died (its
+ * collective saw the peer vanish before the supervisor reaped the peer), so
+ * such a failure waits SETTLE seconds for a signalled rank to show before it
+ * is taken, and only then are the others stopped. */
 static void reap(sup *s) {
-  int first = -1;
   for (int r = 0; r < s->n; r++) {
     if (s->ended[r] || waitpid(s->pid[r], &s->status[r], WNOHANG) != s->pid[r]) continue;
     s->ended[r] = true;
     int st = s->status[r];
     if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || s->failed >= 0) continue;
-    if (first < 0 || (WIFSIGNALED(st) && !WIFSIGNALED(s->status[first]))) first = r;
+    if (WIFSIGNALED(st)) s->failed = r;
+    else if (s->suspect < 0) {
+      s->suspect = r;
+      s->settle_at = now() + SETTLE;
+    }
   }
-  if (first < 0) return;
-  s->failed = first;
+  if (s->failed < 0 && s->suspect >= 0 && now() >= s->settle_at) s->failed = s->suspect;
+  if (s->failed < 0 || s->stopping) return;
+  s->stopping = true;
   stop_all(s, SIGTERM);
   s->kill_at = now() + GRACE;
 }
 
 static int outcome(sup *s) {
-  if (s->failed < 0) return 0;
-  int r = s->failed, st = s->status[r];
+  int r = s->failed >= 0 ? s->failed : s->suspect; /* every rank ended before suspect settled */
+  if (r < 0) return 0;
+  int st = s->status[r];
   if (WIFSIGNALED(st))
     fsT_seterr("rank %d (pid %d) was killed by signal %d (%s); the other ranks were stopped", r,
                 (int)s->pid[r], WTERMSIG(st), strsignal(WTERMSIG(st)));
@@ -350,7 +362,7 @@ static fsLN_role spawn(int n, fsLN_env *env, int *status) {
     return FSLN_ERROR;
   }
   s->n = n;
-  s->failed = -1;
+  s->failed = s->suspect = -1;
   for (int r = 1; r < n; r++)
     for (int k = 0; k < 2; k++) {
       int p[2];

@@ -224,6 +224,23 @@ static void test_script_error(void **state) {
   assert_non_null(strstr(fsT_error(), "exited with status 1"));
 }
 
+/* Rank 0 reports its peer's death (status 1) before the peer, killed by a
+ * signal, has been reaped: the summary names the killed rank, not the one
+ * that only reported it (it named rank 0 whenever rank 0 was reaped first). */
+static int body_reports_death(fsLN_env *env) {
+  if (env->rank == 0) return 1;
+  usleep(100 * 1000); /* reaped a pass or more after rank 0 */
+  raise(SIGKILL);
+  return 0;
+}
+
+static void test_killed_rank_named(void **state) {
+  captured cap;
+  assert_int_equal(launch(2, body_reports_death, &cap), 3);
+  assert_non_null(strstr(fsT_error(), "rank 1 (pid"));
+  assert_non_null(strstr(fsT_error(), "killed by signal 9"));
+}
+
 /* A single device: no fork, this process is rank 0. */
 static void test_single(void **state) {
   fsLN_env env;
@@ -323,6 +340,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_json_stderr, clear_env),
       cmocka_unit_test_teardown(test_abort, clear_env),
       cmocka_unit_test_teardown(test_script_error, clear_env),
+      cmocka_unit_test_teardown(test_killed_rank_named, clear_env),
       cmocka_unit_test_teardown(test_single, clear_env),
       cmocka_unit_test_teardown(test_join, clear_env),
       cmocka_unit_test_teardown(test_bad_environment, clear_env),
