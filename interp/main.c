@@ -274,6 +274,7 @@ static void repl_plan(void *ud, const fs_source *src, const fs_node *ast, fs_dia
 }
 
 static int repl(fs_cli *cli) {
+  cli->machine.interactive = 1; /* Fabric's rules for a notebook hold in the REPL (R69) */
   repl_state R = {.cli = cli, .eval_opt = eval_options(cli)};
   R.session = fsE_session_new(&R.eval_opt);
   if (!R.session) return EXIT_SYSTEM;
