@@ -367,8 +367,13 @@ int main(int argc, char **argv) {
   } else if (strcmp(args[0], "check") == 0) {
     status = nargs < 2 ? usage_error("%s", "check: no script given") : check_files(&cli, args + 1, nargs - 1);
   } else if (strcmp(args[0], "test") == 0) {
+    /* the binary's own path, not /proc/self/exe: under valgrind that names
+     * valgrind's tool, which its --trace-children cannot exec */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) self[n] = '\0';
     status = nargs < 2 ? usage_error("%s", "test: no script or directory given")
-                       : fsX_main(nargs - 1, args + 1, "/proc/self/exe");
+                       : fsX_main(nargs - 1, args + 1, n > 0 ? self : "/proc/self/exe");
   } else if (strcmp(args[0], "fix") == 0) {
     status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
   } else if (strcmp(args[0], "plan") == 0) {
