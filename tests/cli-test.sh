@@ -32,6 +32,20 @@ expect 2 "$fs" --diagnostics-format=xml "$tmp/ok.fab"
 expect 2 "$fs" check
 expect 3 "$fs" "$tmp/missing.fab"
 expect 3 "$fs" check "$tmp"                   # a directory
+# issue 18: a -D literal and checkpoint metadata nested 40,000 deep are errors, not crashes
+deep=$(awk 'BEGIN { for (i = 0; i < 40000; i++) printf "["; for (i = 0; i < 40000; i++) printf "]" }')
+printf 'x = param("x", None)\nprint(x)\n' > "$tmp/deep.fab"
+expect 2 "$fs" -D "x=$deep" "$tmp/deep.fab"
+grep -q "too many nested parentheses" "$tmp/err" || { echo "FAIL: deep -D literal: $(tail -c 300 "$tmp/err")"; fail=1; }
+expect 2 "$fs" check -D "x=$deep" "$tmp/deep.fab"
+header="{\"__metadata__\":{\"x\":\"$deep\"}}"
+n=${#header}
+le64=""
+for i in 0 1 2 3 4 5 6 7; do le64="$le64\\$(printf %03o $(( (n >> (8 * i)) & 255 )))"; done
+{ printf "$le64"; printf '%s' "$header"; } > "$tmp/deep.safetensors"
+printf 'fabric = Fabric(accelerator="cpu", devices=1)\nstate = {"x": 0}\nfabric.load("%s", state)\n' "$tmp/deep.safetensors" > "$tmp/load.fab"
+expect 1 "$fs" "$tmp/load.fab"
+grep -q "too many nested parentheses" "$tmp/err" || { echo "FAIL: deep checkpoint metadata: $(tail -c 300 "$tmp/err")"; fail=1; }
 expect 0 "$fs" --help
 grep -q "^Usage: fabricscript" "$tmp/out" || { echo "FAIL: --help"; fail=1; }
 expect 0 "$fs" --version

@@ -138,6 +138,8 @@ static const explain_row rows[] = {
   {"R67", "XLAStrategy with PjRT needs all devices (or SingleDeviceXLAStrategy).", "PjRT runs one process per device."},
   {"R68", "A `fabric run` option conflicts with a different value in `Fabric(...)`.",
    "Fabric refuses to guess which of the two the user meant."},
+  {"R69", "In an interactive session a strategy whose launcher starts the script again cannot run.",
+   "A subprocess launcher would re-run the script, and spawn pickles what a REPL cannot; only forking the session works."},
   {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",
    "FSDP materializes only what it wraps itself; these parameters stay without data."},
   {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},

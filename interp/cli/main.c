@@ -318,6 +318,7 @@ static void repl_plan(void *ud, const fs_source *src, const fs_node *ast, fs_dia
 }
 
 static int repl(fs_cli *cli) {
+  cli->machine.interactive = 1; /* Fabric's rules for a notebook hold in the REPL (R69) */
   repl_state R = {.cli = cli, .eval_opt = eval_options(cli)};
   R.session = fsE_session_new(&R.eval_opt);
   if (!R.session) return EXIT_SYSTEM;
@@ -431,8 +432,13 @@ int main(int argc, char **argv) {
   } else if (strcmp(args[0], "check") == 0) {
     status = nargs < 2 ? usage_error("%s", "check: no script given") : check_files(&cli, args + 1, nargs - 1);
   } else if (strcmp(args[0], "test") == 0) {
+    /* the binary's own path, not /proc/self/exe: under valgrind that names
+     * valgrind's tool, which its --trace-children cannot exec */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) self[n] = '\0';
     status = nargs < 2 ? usage_error("%s", "test: no script or directory given")
-                       : fsX_main(nargs - 1, args + 1, "/proc/self/exe");
+                       : fsX_main(nargs - 1, args + 1, n > 0 ? self : "/proc/self/exe");
   } else if (strcmp(args[0], "fix") == 0) {
     status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
   } else if (strcmp(args[0], "explain") == 0) {

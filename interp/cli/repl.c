@@ -2,8 +2,11 @@
  * accepted entry; a new entry is parsed and checked as the continuation of
  * that text (so its diagnostics are those `fabricscript check` gives the
  * saved session); an entry with an error is dropped, a clean one is kept and
- * run. libedit's callback interface lets a
- * select() loop see Ctrl-C at the prompt, as Python's REPL does. */
+ * run. libedit's native interface, unbuffered (one key per el_gets), lets a
+ * select() loop see Ctrl-C at the prompt, as Python's REPL does. Not its
+ * readline emulation: that keeps rl_line_buffer pointing into a conversion
+ * buffer el_gets reallocates past each 1 KB of line, then writes through the
+ * stale pointer (libedit 3.1-20221030: a heap overflow from ~1 KB of input). */
 #define _POSIX_C_SOURCE 200809L
 #include "repl.h"
 
@@ -13,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <unistd.h>
 
-#include <editline/readline.h>
+#include <histedit.h>
+#include <wchar.h>
 
 #include "config.h"
 #include "eval.h"
@@ -289,17 +294,6 @@ static const char *value_type(const fs_node *v, const fs_node *const *stmts, siz
 }
 
 static names candidates;
-static size_t candidate_next;
-
-static char *next_candidate(const char *text, int state) {
-  if (state == 0) candidate_next = 0;
-  size_t len = strlen(text);
-  while (candidate_next < candidates.n) {
-    const char *c = candidates.v[candidate_next++];
-    if (strncmp(c, text, len) == 0) return strdup(c);
-  }
-  return NULL;
-}
 
 /* Fills `candidates` for the word that ends at `start` in the line. */
 static void collect(session *S, const char *line, int start) {
@@ -346,20 +340,94 @@ static void collect(session *S, const char *line, int start) {
   free(stmts);
 }
 
-static char **complete(const char *text, int start, int end) {
-  (void)end;
-  collect(completing, rl_line_buffer, start);
-  rl_attempted_completion_over = 1; /* never fall back to file names */
-  return rl_completion_matches(text, next_candidate);
+/* Characters that end the word being completed. */
+static const char word_breaks[] = " \t\n()[]{},.=+-*/%<>:\"'";
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The candidates for the word, sorted, in columns (as readline lists them). */
+static void list_matches(const char *word, size_t wordlen) {
+  const char **match = malloc((candidates.n ? candidates.n : 1) * sizeof *match);
+  if (!match) return;
+  size_t width = 0, nmatch = 0;
+  for (size_t i = 0; i < candidates.n; i++)
+    if (strncmp(candidates.v[i], word, wordlen) == 0) {
+      size_t l = strlen(candidates.v[i]);
+      if (l > width) width = l;
+      match[nmatch++] = candidates.v[i];
+    }
+  qsort(match, nmatch, sizeof *match, by_name);
+  struct winsize ws;
+  size_t cols = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col ? ws.ws_col : 80;
+  size_t per_row = cols / (width + 2) ? cols / (width + 2) : 1;
+  fputc('\n', stdout);
+  for (size_t k = 0; k < nmatch; k++)
+    printf("%-*s%s", (int)width + 2, match[k], (k + 1) % per_row == 0 || k + 1 == nmatch ? "\n" : "");
+  fflush(stdout);
+  free(match);
+}
+
+/* Tab: the word before the cursor grows to the candidates' common prefix;
+ * when it cannot grow, a second Tab lists them (as readline does). */
+static unsigned char complete_key(EditLine *el, int ch) {
+  (void)ch;
+  static char *last_ambiguous; /* the line at the last Tab that could not grow */
+  const LineInfo *li = el_line(el);
+  size_t cursor = (size_t)(li->cursor - li->buffer), start = cursor;
+  while (start > 0 && !strchr(word_breaks, li->buffer[start - 1])) start--;
+  char *line = strndup(li->buffer, cursor);
+  if (!line) return CC_REFRESH_BEEP;
+  collect(completing, line, (int)start);
+  const char *word = line + start, *first = NULL;
+  size_t wordlen = cursor - start, common = 0, nmatch = 0;
+  for (size_t i = 0; i < candidates.n; i++) {
+    const char *c = candidates.v[i];
+    if (strncmp(c, word, wordlen) != 0) continue;
+    if (!first) first = c, common = strlen(c);
+    else
+      for (size_t k = wordlen; k < common; k++)
+        if (c[k] != first[k]) { common = k; break; }
+    nmatch++;
+  }
+  unsigned char r = CC_REFRESH_BEEP;
+  char *now = NULL; /* the line after this Tab, while still ambiguous */
+  if (common > wordlen) {
+    size_t n = cursor + common - wordlen;
+    now = malloc(n + 1);
+    if (now) {
+      memcpy(now, line, cursor);
+      memcpy(now + cursor, first + wordlen, common - wordlen);
+      now[n] = '\0';
+      r = el_insertstr(el, now + cursor) == 0 ? CC_REFRESH : CC_REFRESH_BEEP;
+    }
+  } else if (nmatch > 1 && last_ambiguous && strcmp(last_ambiguous, line) == 0) {
+    list_matches(word, wordlen);
+    r = CC_REDISPLAY;
+  } else {
+    now = line;
+    line = NULL;
+  }
+  free(last_ambiguous);
+  last_ambiguous = nmatch > 1 ? now : NULL;
+  if (last_ambiguous != now) free(now);
+  free(line);
+  return r;
 }
 
 /* --- the loop ------------------------------------------------------------- */
 
-static session *active; /* libedit's line callback takes no user data */
+static session *active; /* libedit's prompt callback takes no user data */
 
-static void on_line(char *line) {
-  session *S = active;
-  rl_callback_handler_remove();
+static char *prompt(EditLine *el) {
+  (void)el;
+  return active->pending.n ? "... " : ">>> ";
+}
+
+/* A finished line (without its newline), or NULL for Ctrl-D. */
+static void on_line(session *S, History *hist, const char *line) {
+  HistEvent ev;
   fsE_interrupt = 0; /* a Ctrl-C from here on is for what this line starts */
   sigset_t sigint;
   sigemptyset(&sigint);
@@ -373,10 +441,12 @@ static void on_line(char *line) {
   }
   int blank = line[strspn(line, " \t")] == '\0';
   if (S->pending.n == 0 && line[0] == ':') {
-    add_history(line);
-    command(S, line);
+    history(hist, &ev, H_ENTER, line);
+    char *cmd = strdup(line);
+    if (cmd) command(S, cmd);
+    free(cmd);
   } else if (!(S->pending.n == 0 && blank)) {
-    if (!blank) add_history(line);
+    if (!blank) history(hist, &ev, H_ENTER, line);
     buf_add(&S->pending, line, strlen(line));
     buf_add(&S->pending, "\n", 1);
     if (!fsRP_needs_more(S->pending.s, blank)) {
@@ -384,37 +454,55 @@ static void on_line(char *line) {
       S->pending.n = 0;
     }
   }
-  free(line);
   fflush(stdout);
-  if (!S->quit) rl_callback_handler_install(S->pending.n ? "... " : ">>> ", on_line);
 }
 
 int fsRP_main(const fsRP_options *opt) {
   session S = {0};
   S.opt = opt;
   active = completing = &S;
-  char *history = NULL;
-  if (opt->history_path) history = strdup(opt->history_path);
+  char *history_file = NULL;
+  if (opt->history_path) history_file = strdup(opt->history_path);
   else if (getenv("HOME")) {
     size_t n = strlen(getenv("HOME")) + 32;
-    history = malloc(n);
-    if (history) snprintf(history, n, "%s/.fabricscript_history", getenv("HOME"));
+    history_file = malloc(n);
+    if (history_file) snprintf(history_file, n, "%s/.fabricscript_history", getenv("HOME"));
   }
-  using_history();
-  if (history) read_history(history);
-  rl_attempted_completion_function = complete;
-  rl_catch_signals = 0; /* Ctrl-C is ours (on_sigint): libedit must not take SIGINT over */
-  /* libedit reads the basic set; readline the completer one. */
-  static char word_breaks[] = " \t\n()[]{},.=+-*/%<>:";
-  rl_basic_word_break_characters = word_breaks;
-  rl_completer_word_break_characters = word_breaks;
+  EditLine *el = el_init("fabricscript", stdin, stdout, stderr);
+  History *hist = history_init();
+  if (!el || !hist) {
+    fputs("fabricscript: cannot start the line editor\n", stderr);
+    if (el) el_end(el);
+    if (hist) history_end(hist);
+    free(history_file);
+    return 3;
+  }
+  HistEvent ev;
+  history(hist, &ev, H_SETSIZE, 1 << 30);
+  if (history_file) history(hist, &ev, H_LOAD, history_file);
+  el_set(el, EL_HIST, history, hist);
+  el_set(el, EL_EDITOR, "emacs");
+  el_set(el, EL_SIGNAL, 0); /* Ctrl-C is ours (on_sigint) */
+  el_set(el, EL_PROMPT, prompt);
+  el_set(el, EL_ADDFN, "fs-complete", "complete a name of the session or the API", complete_key);
+  el_set(el, EL_BIND, "^I", "fs-complete", NULL);
+  /* readline's keys where libedit's emacs map differs (its ^U is a repeat count) */
+  static const char *const keys[][2] = {
+    {"^R", "em-inc-search-prev"}, {"^U", "em-kill-line"}, {"^W", "ed-delete-prev-word"},
+    {"\\e[1~", "ed-move-to-beg"}, {"\\e[4~", "ed-move-to-end"}, {"\\e[7~", "ed-move-to-beg"},
+    {"\\e[8~", "ed-move-to-end"}, {"\\e[H", "ed-move-to-beg"}, {"\\e[F", "ed-move-to-end"},
+    {"\\e[3~", "ed-delete-next-char"},
+  };
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) el_set(el, EL_BIND, keys[i][0], keys[i][1], NULL);
+  el_source(el, NULL); /* ~/.editrc */
   struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint; /* no SA_RESTART: select() must return EINTR */
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
   printf("fabricscript %s -- :help for commands, Ctrl-D to leave\n", PACKAGE_VERSION);
-  rl_callback_handler_install(">>> ", on_line);
+  fflush(stdout);
+  el_set(el, EL_UNBUFFERED, 1); /* raw terminal, the prompt, an empty line */
   /* SIGINT is blocked except inside pselect (and while a line runs), so a
    * Ctrl-C that came between two waits is seen at the next one, not lost. */
   sigset_t sigint, unblocked;
@@ -433,21 +521,40 @@ int fsRP_main(const fsRP_options *opt) {
     fsE_interrupt = 0;
     if (interrupted) {
       sigprocmask(SIG_SETMASK, &unblocked, NULL);
-      rl_callback_handler_remove();
+      el_set(el, EL_UNBUFFERED, 0); /* cooked terminal; the half line is dropped */
       S.pending.n = 0;
       fputs("\nKeyboardInterrupt\n", stdout);
-      rl_callback_handler_install(">>> ", on_line);
+      fflush(stdout);
+      el_set(el, EL_UNBUFFERED, 1);
       continue;
     }
     if (r < 0 && errno == EINTR) { sigprocmask(SIG_SETMASK, &unblocked, NULL); continue; }
     if (r < 0) break;
-    rl_callback_read_char(); /* a finished line runs in here: SIGINT must reach it */
+    int count = 0;
+    /* One key: the line so far, wide (el_gets would encode the whole line
+     * at every key, quadratic in a pasted line); NULL and -1 when the line
+     * is empty, or (errno set) when the terminal cannot be read. */
+    errno = 0;
+    const wchar_t *got = el_wgets(el, &count);
+    int eof = (count < 0 && errno != 0) || (got && count == 1 && got[0] == 4); /* or Ctrl-D */
+    if (eof || (got && count > 0 && (got[count - 1] == '\n' || got[count - 1] == '\r'))) {
+      const LineInfo *li = eof ? NULL : el_line(el); /* the finished line, encoded once */
+      size_t n = li ? (size_t)(li->lastchar - li->buffer) : 0;
+      if (n && (li->buffer[n - 1] == '\n' || li->buffer[n - 1] == '\r')) n--;
+      char *line = li ? strndup(li->buffer, n) : NULL;
+      el_set(el, EL_UNBUFFERED, 0); /* a line runs with the terminal cooked */
+      on_line(&S, hist, eof ? NULL : line ? line : "");
+      free(line);
+      if (!S.quit) el_set(el, EL_UNBUFFERED, 1); /* the next prompt */
+    }
     sigprocmask(SIG_SETMASK, &unblocked, NULL);
   }
-  rl_callback_handler_remove();
+  el_set(el, EL_UNBUFFERED, 0);
   sigaction(SIGINT, &old, NULL);
-  if (history) write_history(history);
-  free(history);
+  if (history_file) history(hist, &ev, H_SAVE, history_file);
+  el_end(el);
+  history_end(hist);
+  free(history_file);
   for (size_t i = 0; i < S.nkept; i++) { fsA_free(S.kept[i].ast); fsA_source_free(S.kept[i].src); }
   free(S.kept);
   free(S.text.s);

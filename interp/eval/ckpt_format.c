@@ -165,9 +165,11 @@ static int st_get_name(const ck_file *f, const char *name, int depth, fs_value *
   const char *text = in ? NULL : fsK_meta_get(&f->k, name);
   if (in) return (*out = ck_read_value(f, in)) ? 1 : -1;
   if (!text) return st_unflatten(f, name, depth, out);
-  *out = fsV_literal(text);
-  if (!*out) fsV_clearerr(); /* not an entry this module wrote */
-  return *out != NULL;
+  if ((*out = fsV_literal(text))) return 1;
+  char *why = strdup(fsV_error()); /* a value this module would have written readable: the file is damaged */
+  fsV_seterr("checkpoint entry '%s': %s", name, why ? why : "out of memory");
+  free(why);
+  return -1;
 }
 
 static int st_get(const ck_file *f, const char *const *path, int n, fs_value **out) {

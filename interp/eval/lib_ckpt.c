@@ -122,8 +122,8 @@ static fsQ_value *ck_sliced(ckpt *c, const fs_tensor *like, int64_t first, int64
 static fsQ_value *ck_plain(ckpt *c, const char *key, const fs_value *v, int depth) {
   fs_tensor *t = fsE_as_tensor(v);
   fsQ_value *q = NULL;
-  if (depth > FSQ_MAX_DEPTH) {
-    fsV_seterr("cannot save state entry '%s': it is nested more than %d deep", key, FSQ_MAX_DEPTH);
+  if (depth >= FSV_MAX_DEPTH) { /* what a literal reads back, as the run's values go */
+    fsV_seterr("RecursionError: maximum recursion depth exceeded while pickling an object");
     return NULL;
   }
   switch (v->type) {
@@ -680,6 +680,10 @@ NATIVE(ckpt_load) {
     if (!key || (state->type == FSV_DICT && fsV_dict_getstr(state, key))) continue;
     fs_value *kv = fsV_cstr(key), *x = NULL;
     int got = kv ? cf.fmt->get(&cf, &key, 1, &x) : -1;
+    if (kv && got < 0) { /* metadata another tool wrote (safetensors' "format": "pt") is not a literal */
+      fsV_clearerr();
+      got = 0;
+    }
     if (got < 0 || (got > 0 && fsV_dict_set(rest, kv, x) < 0)) {
       fsV_release(rest);
       rest = NULL;

@@ -646,6 +646,21 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
                 : start == FSF_START_FORK ? FSF_LAUNCH_FORK : FSF_LAUNCH_POPEN;
   cfg->launch_needs_fn = cfg->launcher == FSF_LAUNCH_SPAWN || cfg->launcher == FSF_LAUNCH_FORK ||
                          cfg->launcher == FSF_LAUNCH_XLA;
+  /* R69: in an interactive session (the REPL) only a launcher that forks
+   * the session itself, or XLA's, can start the ranks: a subprocess launcher
+   * would start the script again, and spawn pickles what a REPL cannot
+   * (connector.py, _lazy_init_strategy: launcher.is_interactive_compatible).
+   * Fabric refuses such a launcher even for one process; the REPL, which
+   * starts no process for one rank, refuses it only for more than one. */
+  if (m->interactive && cfg->launch_required && cfg->world_size > 1 &&
+      cfg->launcher != FSF_LAUNCH_FORK && cfg->launcher != FSF_LAUNCH_XLA) {
+    char *flag = obj ? NULL : fsF_repr_str(reg >= 0 ? registry[reg].name : "ddp");
+    fsF_fail(iss, "R69", "run the code as a script, or use `strategy=\"ddp_notebook\"` in the REPL",
+             "`Fabric(strategy=%s)` is not compatible with an interactive environment. Run your code as a script, or choose one of the compatible strategies: `Fabric(strategy='dp'|'ddp_notebook')`. In case you are spawning processes yourself, make sure to include the Fabric creation inside the worker function.",
+             flag ? flag : fsF_cls_name(obj->cls));
+    free(flag);
+    goto out;
+  }
   cfg->setup_optimizers_allowed = c != FSF_DEEPSPEED && c != FSF_XLA;
   int mixed = cfg->precision == FSF_P16_MIXED || cfg->precision == FSF_PBF16_MIXED;
   cfg->fabric_backward_required = c == FSF_FSDP || c == FSF_DEEPSPEED ||

@@ -144,20 +144,39 @@ fs_value *fsV_obj(const fsV_class *cls, void *data) {
   return v;
 }
 
+/* Depth first over an explicit stack (a value may be nested far deeper than
+ * the C stack allows). If the stack cannot grow, the answer is "yes": the
+ * caller then refuses a store that might have made a cycle. */
 bool fsV_reaches(const fs_value *from, const fs_value *target) {
-  if (from == target) return true;
-  switch (from->type) {
-  case FSV_LIST:
-  case FSV_TUPLE:
-    for (size_t i = 0; i < from->u.seq.n; i++)
-      if (fsV_reaches(from->u.seq.items[i], target)) return true;
-    return false;
-  case FSV_DICT:
-    for (size_t i = 0; i < from->u.dict.n; i++)
-      if (fsV_reaches(from->u.dict.vals[i], target)) return true;
-    return false;
-  default: return false;
+  const fs_value *first = from, **stack = &first;
+  size_t n = 1, cap = 0;
+  bool found = false;
+  while (n && !found) {
+    const fs_value *v = stack[--n];
+    if (v == target) {
+      found = true;
+      break;
+    }
+    bool dict = v->type == FSV_DICT;
+    if (!dict && v->type != FSV_LIST && v->type != FSV_TUPLE) continue;
+    size_t k = dict ? v->u.dict.n : v->u.seq.n;
+    if (n + k > cap) {
+      size_t ncap = cap ? cap : 16;
+      while (ncap < n + k) ncap *= 2;
+      const fs_value **ns = malloc(ncap * sizeof *ns);
+      if (!ns) {
+        found = true;
+        break;
+      }
+      memcpy(ns, stack, n * sizeof *ns);
+      if (cap) free(stack);
+      stack = ns;
+      cap = ncap;
+    }
+    for (size_t i = 0; i < k; i++) stack[n++] = dict ? v->u.dict.vals[i] : v->u.seq.items[i];
   }
+  if (cap) free(stack);
+  return found;
 }
 
 void *fsV_objdata(const fs_value *v, const fsV_class *cls) {
@@ -169,29 +188,72 @@ fs_value *fsV_retain(fs_value *v) {
   return v;
 }
 
+/* A dead container's next child to release, taken off its end (a dict gives
+ * each value, then its key): 1 and *child (which may be a NULL slot of an
+ * unfilled tuple), or 0 when it has none left. */
+static int take_child(fs_value *c, fs_value **child) {
+  if (c->type == FSV_DICT) {
+    if (c->u.dict.n == 0) return 0;
+    size_t last = c->u.dict.n - 1;
+    if (c->u.dict.vals[last]) {
+      *child = c->u.dict.vals[last];
+      c->u.dict.vals[last] = NULL;
+    } else {
+      *child = c->u.dict.keys[last];
+      c->u.dict.n--;
+    }
+    return 1;
+  }
+  if (c->u.seq.n == 0) return 0;
+  *child = c->u.seq.items[--c->u.seq.n];
+  return 1;
+}
+
+/* Iterative, as CPython's trashcan: a container whose count reaches zero
+ * joins a list of dead containers (linked through dead_next), and children
+ * are released one at a time off the list's head, so a list nested 400,000
+ * deep frees in constant stack. An object's free hook may release values
+ * itself: that starts a list of its own. */
 void fsV_release(fs_value *v) {
   if (!v || v->refcount < 0 || --v->refcount > 0) return;
-  switch (v->type) {
-  case FSV_STR: free(v->u.str.s); break;
-  case FSV_LIST:
-  case FSV_TUPLE:
-    for (size_t i = 0; i < v->u.seq.n; i++) fsV_release(v->u.seq.items[i]);
-    free(v->u.seq.items);
-    break;
-  case FSV_DICT:
-    for (size_t i = 0; i < v->u.dict.n; i++) {
-      fsV_release(v->u.dict.keys[i]);
-      fsV_release(v->u.dict.vals[i]);
+  fs_value *dead = NULL;
+  for (;;) {
+    switch (v->type) {
+    case FSV_LIST:
+    case FSV_TUPLE:
+      v->u.seq.dead_next = dead;
+      dead = v;
+      break;
+    case FSV_DICT:
+      v->u.dict.dead_next = dead;
+      dead = v;
+      break;
+    case FSV_STR: free(v->u.str.s); free(v); break;
+    case FSV_OBJ:
+      if (v->u.obj.cls->free) v->u.obj.cls->free(v->u.obj.data);
+      free(v);
+      break;
+    default: free(v); break;
     }
-    free(v->u.dict.keys);
-    free(v->u.dict.vals);
-    break;
-  case FSV_OBJ:
-    if (v->u.obj.cls->free) v->u.obj.cls->free(v->u.obj.data);
-    break;
-  default: break;
+    for (v = NULL; !v && dead;) {
+      fs_value *child;
+      if (take_child(dead, &child)) {
+        if (child && child->refcount >= 0 && --child->refcount == 0) v = child;
+        continue;
+      }
+      fs_value *c = dead;
+      if (c->type == FSV_DICT) {
+        dead = c->u.dict.dead_next;
+        free(c->u.dict.keys);
+        free(c->u.dict.vals);
+      } else {
+        dead = c->u.seq.dead_next;
+        free(c->u.seq.items);
+      }
+      free(c);
+    }
+    if (!v) return;
   }
-  free(v);
 }
 
 int fsV_list_append(fs_value *list, fs_value *v) {
@@ -212,30 +274,42 @@ int fsV_list_append(fs_value *list, fs_value *v) {
 
 void fsV_seq_set(fs_value *seq, size_t i, fs_value *v) { seq->u.seq.items[i] = v; }
 
-static bool hashable(const fs_value *k) {
+/* 1 if k can be a dict key, 0 if not, -1 (RecursionError set) past
+ * FSV_MAX_DEPTH nested tuples. */
+static int hashable(const fs_value *k, int depth) {
   switch (k->type) {
-  case FSV_LIST: case FSV_DICT: return false;
+  case FSV_LIST: case FSV_DICT: return 0;
   case FSV_TUPLE:
-    for (size_t i = 0; i < k->u.seq.n; i++)
-      if (!hashable(k->u.seq.items[i])) return false;
-    return true;
-  default: return true;
+    if (depth >= FSV_MAX_DEPTH) {
+      fsV_seterr("RecursionError: maximum recursion depth exceeded while calling a Python object");
+      return -1;
+    }
+    for (size_t i = 0; i < k->u.seq.n; i++) {
+      int h = hashable(k->u.seq.items[i], depth + 1);
+      if (h <= 0) return h;
+    }
+    return 1;
+  default: return 1;
   }
 }
 
+/* The key's index, -1 if absent, -2 (error set) if a comparison went too deep. */
 static ptrdiff_t dict_find(const fs_value *d, const fs_value *key) {
-  for (size_t i = 0; i < d->u.dict.n; i++)
-    if (fsV_equal(d->u.dict.keys[i], key)) return (ptrdiff_t)i;
+  for (size_t i = 0; i < d->u.dict.n; i++) {
+    int eq = fsV_equal_checked(d->u.dict.keys[i], key);
+    if (eq) return eq > 0 ? (ptrdiff_t)i : -2;
+  }
   return -1;
 }
 
 int fsV_dict_set(fs_value *d, fs_value *key, fs_value *v) {
-  if (!hashable(key)) {
-    fsV_seterr("unhashable type: '%s'", fsV_type_name(key));
+  int h = hashable(key, 0);
+  if (h == 0) fsV_seterr("unhashable type: '%s'", fsV_type_name(key));
+  ptrdiff_t i = h > 0 ? dict_find(d, key) : -2;
+  if (i == -2) {
     fsV_release(v);
     return -1;
   }
-  ptrdiff_t i = dict_find(d, key);
   if (i >= 0) {
     fsV_release(d->u.dict.vals[i]);
     d->u.dict.vals[i] = v;
@@ -260,7 +334,8 @@ int fsV_dict_set(fs_value *d, fs_value *key, fs_value *v) {
 }
 
 fs_value *fsV_dict_get(const fs_value *d, const fs_value *key) {
-  ptrdiff_t i = hashable(key) ? dict_find(d, key) : -1;
+  int h = hashable(key, 0);
+  ptrdiff_t i = h > 0 ? dict_find(d, key) : -1;
   return i >= 0 ? d->u.dict.vals[i] : NULL;
 }
 
@@ -316,7 +391,7 @@ double fsV_to_double(const fs_value *v) {
 /* ---- repr ---------------------------------------------------------------- */
 
 void fsV_buf_put(fsV_buf *b, const char *s, size_t n) {
-  if (b->oom) return;
+  if (b->oom || b->too_deep) return;
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 32;
     while (cap < b->n + n + 1) cap *= 2;
@@ -359,11 +434,14 @@ void fsV_buf_printf(fsV_buf *b, const char *fmt, ...) {
 }
 
 char *fsV_buf_take(fsV_buf *b) {
-  if (!b->oom && !b->s) fsV_buf_put(b, "", 0);
-  if (b->oom) {
+  if (!b->oom && !b->too_deep && !b->s) fsV_buf_put(b, "", 0);
+  if (b->oom || b->too_deep) {
     free(b->s);
     b->s = NULL;
-    fsV_seterr("out of memory");
+    if (b->too_deep) fsV_seterr("RecursionError: maximum recursion depth exceeded while getting the repr of an object");
+    else fsV_seterr("out of memory");
+    b->n = b->cap = 0;
+    b->oom = b->too_deep = false;
     return NULL;
   }
   char *s = b->s;
@@ -444,7 +522,20 @@ static void repr_str(fsV_buf *b, const char *s, size_t n) {
   fsV_buf_put(b, &q, 1);
 }
 
-void fsV_buf_repr(fsV_buf *b, const fs_value *v) {
+static void repr_at(fsV_buf *b, const fs_value *v, int depth);
+
+static void repr_items(fsV_buf *b, const fs_value *v, int depth) {
+  if (depth >= FSV_MAX_DEPTH) {
+    b->too_deep = true;
+    return;
+  }
+  for (size_t i = 0; i < v->u.seq.n && !b->too_deep; i++) {
+    if (i) fsV_buf_puts(b, ", ");
+    repr_at(b, v->u.seq.items[i], depth + 1);
+  }
+}
+
+static void repr_at(fsV_buf *b, const fs_value *v, int depth) {
   char num[40];
   switch (v->type) {
   case FSV_NONE: fsV_buf_puts(b, "None"); break;
@@ -458,20 +549,18 @@ void fsV_buf_repr(fsV_buf *b, const fs_value *v) {
   case FSV_LIST:
   case FSV_TUPLE:
     fsV_buf_puts(b, v->type == FSV_LIST ? "[" : "(");
-    for (size_t i = 0; i < v->u.seq.n; i++) {
-      if (i) fsV_buf_puts(b, ", ");
-      fsV_buf_repr(b, v->u.seq.items[i]);
-    }
+    repr_items(b, v, depth);
     if (v->type == FSV_TUPLE && v->u.seq.n == 1) fsV_buf_puts(b, ",");
     fsV_buf_puts(b, v->type == FSV_LIST ? "]" : ")");
     break;
   case FSV_DICT:
     fsV_buf_puts(b, "{");
-    for (size_t i = 0; i < v->u.dict.n; i++) {
+    if (depth >= FSV_MAX_DEPTH) b->too_deep = true;
+    for (size_t i = 0; i < v->u.dict.n && !b->too_deep; i++) {
       if (i) fsV_buf_puts(b, ", ");
-      fsV_buf_repr(b, v->u.dict.keys[i]);
+      repr_at(b, v->u.dict.keys[i], depth + 1);
       fsV_buf_puts(b, ": ");
-      fsV_buf_repr(b, v->u.dict.vals[i]);
+      repr_at(b, v->u.dict.vals[i], depth + 1);
     }
     fsV_buf_puts(b, "}");
     break;
@@ -489,6 +578,8 @@ void fsV_buf_repr(fsV_buf *b, const fs_value *v) {
   }
   }
 }
+
+void fsV_buf_repr(fsV_buf *b, const fs_value *v) { repr_at(b, v, 0); }
 
 char *fsV_repr(const fs_value *v) {
   fsV_buf b = {0};

@@ -65,8 +65,11 @@ struct fs_value {
     int64_t i;
     double f;
     struct { char *s; size_t len; } str;                 /* NUL-terminated too */
-    struct { fs_value **items; size_t n, cap; } seq;     /* list, tuple */
-    struct { fs_value **keys, **vals; size_t n, cap; } dict; /* insertion order */
+    /* dead_next: while fsV_release dismantles a dead container, the capacity
+     * (no longer needed) links it to the next dead one, so freeing any depth
+     * takes no stack and no allocation */
+    struct { fs_value **items; size_t n; union { size_t cap; fs_value *dead_next; }; } seq; /* list, tuple */
+    struct { fs_value **keys, **vals; size_t n; union { size_t cap; fs_value *dead_next; }; } dict; /* insertion order */
     struct { int64_t start, stop, step; } range;
     struct { const fsV_class *cls; void *data; } obj;
   } u;
@@ -92,14 +95,20 @@ fs_value *fsV_range(int64_t start, int64_t stop, int64_t step); /* step != 0 */
 fs_value *fsV_obj(const fsV_class *cls, void *data); /* takes data (freed via cls->free on failure) */
 
 fs_value *fsV_retain(fs_value *v);
-void fsV_release(fs_value *v);                    /* NULL is a no-op */
+void fsV_release(fs_value *v);                    /* NULL is a no-op; any depth */
+
+/* How deep repr, comparison, hashing and literal parsing go into nested
+ * containers before they fail with Python's RecursionError words (Python's
+ * default recursion limit). Building and freeing values has no such limit. */
+#define FSV_MAX_DEPTH 1000
 
 /* containers */
 int fsV_list_append(fs_value *list, fs_value *v); /* takes v; -1 on OOM (v released) */
 void fsV_seq_set(fs_value *seq, size_t i, fs_value *v); /* takes v; slot must be NULL */
 /* dict: key must be hashable (None, bool, int, float, str, tuple of those) */
 int fsV_dict_set(fs_value *d, fs_value *key, fs_value *v); /* borrows key, takes v */
-fs_value *fsV_dict_get(const fs_value *d, const fs_value *key); /* borrowed; NULL if absent */
+/* borrowed; NULL if absent, or (with fsV_error() set) if the key is too deep to compare */
+fs_value *fsV_dict_get(const fs_value *d, const fs_value *key);
 fs_value *fsV_dict_getstr(const fs_value *d, const char *key);  /* borrowed */
 int64_t fsV_range_len(const fs_value *r);
 int64_t fsV_range_at(const fs_value *r, int64_t i);
@@ -117,7 +126,11 @@ const char *fsV_type_name(const fs_value *v);    /* "int", "list", "Fabric" */
 bool fsV_truthy(const fs_value *v);              /* objects are true */
 bool fsV_is_number(const fs_value *v);           /* bool, int, float */
 double fsV_to_double(const fs_value *v);          /* of a number */
-/* Equality as Python's == on built-in types (1 == 1.0 == True); objects by identity. */
+/* Equality as Python's == on built-in types (1 == 1.0 == True); objects by identity.
+ * fsV_equal_checked gives 1 or 0, or -1 with "RecursionError: maximum
+ * recursion depth exceeded in comparison" past FSV_MAX_DEPTH levels;
+ * fsV_equal counts that as unequal (and leaves the error set). */
+int fsV_equal_checked(const fs_value *a, const fs_value *b);
 bool fsV_equal(const fs_value *a, const fs_value *b);
 /* Arithmetic and comparison on the built-in types: + - * / // % ** == != < <= > >= in, not in.
  * Objects are dispatched to their class's binop. */
@@ -130,7 +143,9 @@ fs_value *fsV_slice(const fs_value *obj, const fs_value *lo, const fs_value *hi,
                     const fs_value *step);
 int64_t fsV_len(fsE_ctx *E, fs_value *v);        /* -1 + error if it has none */
 
-/* Python's repr() and str(), malloc'd (NULL on OOM). */
+/* Python's repr() and str(), malloc'd (NULL + fsV_error() on OOM, or past
+ * FSV_MAX_DEPTH levels: "RecursionError: maximum recursion depth exceeded
+ * while getting the repr of an object"). */
 char *fsV_repr(const fs_value *v);
 char *fsV_tostr(const fs_value *v);
 /* The shortest repr of a double that reads back to it: "0.1", "1e-05", "inf". */
@@ -138,7 +153,9 @@ void fsV_float_repr(double f, char *buf, size_t len);
 
 /* Parses a Python literal: None True False, ints (with _ separators),
  * floats, quoted strings, and tuples or lists of those, with an optional
- * leading sign on numbers. Used for signature defaults and -D values. */
+ * leading sign on numbers. Used for signature defaults, -D values and
+ * checkpoint metadata. Nesting past FSV_MAX_DEPTH (the depth repr writes)
+ * fails with "too many nested parentheses", as Python's tokenizer says. */
 fs_value *fsV_literal(const char *text);
 /* A -D value typed by the parameter's default: bool accepts True/False/
  * true/false/1/0, int and float a Python literal of that kind (an int is
@@ -147,8 +164,9 @@ fs_value *fsV_literal(const char *text);
  * parse ("-D lr=abc: expected a float"). */
 int fsV_parse_param(const char *text, const fs_value *default_value, fs_value **out, char **err);
 
-/* A growing string; after an allocation failure it only records `oom`. */
-typedef struct fsV_buf { char *s; size_t n, cap; bool oom; } fsV_buf;
+/* A growing string; after an allocation failure it only records `oom`
+ * (too_deep: a repr went past FSV_MAX_DEPTH, which fsV_buf_take reports). */
+typedef struct fsV_buf { char *s; size_t n, cap; bool oom, too_deep; } fsV_buf;
 void fsV_buf_put(fsV_buf *b, const char *s, size_t n);
 void fsV_buf_puts(fsV_buf *b, const char *s);
 void fsV_buf_printf(fsV_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

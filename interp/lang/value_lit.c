@@ -1,4 +1,7 @@
-/* value_lit.c -- Python literals from text: signature defaults and -D values. */
+/* value_lit.c -- Python literals from text: signature defaults, -D values and
+ * checkpoint metadata (which value.c's repr wrote). Nesting is bounded by
+ * FSV_MAX_DEPTH, so hostile text cannot exhaust the stack and all repr writes
+ * reads back. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +14,9 @@ static void skip_ws(const char **p) {
   while (**p == ' ' || **p == '\t') (*p)++;
 }
 
-static fs_value *parse(const char **p);
+static fs_value *parse(const char **p, int depth);
+
+static const char too_deep[] = "too many nested parentheses"; /* Python's tokenizer's words */
 
 /* A number: [sign] digits with '_' between them, optional fraction/exponent. */
 static fs_value *parse_number(const char **p) {
@@ -80,7 +85,11 @@ static fs_value *parse_string(const char **p) {
   return t ? fsV_str_own(t, n) : NULL;
 }
 
-static fs_value *parse_seq(const char **p) {
+static fs_value *parse_seq(const char **p, int depth) {
+  if (depth >= FSV_MAX_DEPTH) {
+    fsV_seterr("%s", too_deep);
+    return NULL;
+  }
   char close = **p == '(' ? ')' : ']';
   bool tuple = close == ')', comma = false;
   (*p)++;
@@ -89,7 +98,7 @@ static fs_value *parse_seq(const char **p) {
   for (;;) {
     skip_ws(p);
     if (**p == close) break;
-    fs_value *v = parse(p);
+    fs_value *v = parse(p, depth + 1);
     if (!v || fsV_list_append(list, v) < 0) goto fail;
     skip_ws(p);
     if (**p == ',') {
@@ -113,7 +122,7 @@ fail:
   return NULL;
 }
 
-static fs_value *parse(const char **p) {
+static fs_value *parse(const char **p, int depth) {
   skip_ws(p);
   static const struct { const char *word; int v; } words[] = {{"None", -1}, {"True", 1}, {"False", 0}};
   for (size_t i = 0; i < 3; i++) {
@@ -127,14 +136,14 @@ static fs_value *parse(const char **p) {
     }
   }
   if (**p == '\'' || **p == '"') return parse_string(p);
-  if (**p == '(' || **p == '[') return parse_seq(p);
+  if (**p == '(' || **p == '[') return parse_seq(p, depth);
   return parse_number(p);
 }
 
 fs_value *fsV_literal(const char *text) {
   const char *p = text;
   fsV_clearerr();
-  fs_value *v = parse(&p);
+  fs_value *v = parse(&p, 0);
   skip_ws(&p);
   if (v && *p) {
     fsV_release(v);
@@ -170,6 +179,11 @@ int fsV_parse_param(const char *text, const fs_value *def, fs_value **out, char 
   default: break;
   }
   fs_value *v = fsV_literal(text);
+  if (!v && strcmp(fsV_error(), too_deep) == 0) { /* a literal, but one too deep: not text */
+    *err = malloc(sizeof too_deep + 32);
+    if (*err) snprintf(*err, sizeof too_deep + 32, "%s (more than %d levels)", too_deep, FSV_MAX_DEPTH);
+    return -1;
+  }
   if (def->type == FSV_NONE) { /* no type to go by: a literal, else the text */
     *out = v ? v : fsV_cstr(text);
     return *out ? 0 : bad(err, "a value (out of memory)", text);

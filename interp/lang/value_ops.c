@@ -190,9 +190,15 @@ static int cmp_int_double(int64_t i, double d) {
   return t == d ? 0 : (d > t ? -1 : 1);
 }
 
+static int equal_at(const fs_value *a, const fs_value *b, int depth);
+
+static void too_deep(void) {
+  fsV_seterr("RecursionError: maximum recursion depth exceeded in comparison");
+}
+
 /* Ordering of two values: 0 and *c in {-1, 0, 1}; 1 when unordered (NaN);
- * -1 when the types cannot be ordered. */
-static int order(const fs_value *a, const fs_value *b, int *c) {
+ * -1 when the types cannot be ordered; -2 (error set) past FSV_MAX_DEPTH. */
+static int order(const fs_value *a, const fs_value *b, int *c, int depth) {
   if (fsV_is_number(a) && fsV_is_number(b)) {
     if (intlike(a) && intlike(b)) {
       *c = (ival(a) > ival(b)) - (ival(a) < ival(b));
@@ -211,48 +217,72 @@ static int order(const fs_value *a, const fs_value *b, int *c) {
     return 0;
   }
   if (a->type == b->type && (a->type == FSV_LIST || a->type == FSV_TUPLE)) {
+    if (depth >= FSV_MAX_DEPTH) {
+      too_deep();
+      return -2;
+    }
     size_t n = a->u.seq.n < b->u.seq.n ? a->u.seq.n : b->u.seq.n;
-    for (size_t i = 0; i < n; i++)
-      if (!fsV_equal(a->u.seq.items[i], b->u.seq.items[i]))
-        return order(a->u.seq.items[i], b->u.seq.items[i], c);
+    for (size_t i = 0; i < n; i++) {
+      int eq = equal_at(a->u.seq.items[i], b->u.seq.items[i], depth + 1);
+      if (eq < 0) return -2;
+      if (!eq) return order(a->u.seq.items[i], b->u.seq.items[i], c, depth + 1);
+    }
     *c = (a->u.seq.n > b->u.seq.n) - (a->u.seq.n < b->u.seq.n);
     return 0;
   }
   return -1;
 }
 
-bool fsV_equal(const fs_value *a, const fs_value *b) {
+/* 1 equal, 0 not, -1 (error set) past FSV_MAX_DEPTH */
+static int equal_at(const fs_value *a, const fs_value *b, int depth) {
   if (a == b) return !(a->type == FSV_FLOAT && isnan(a->u.f));
   if (fsV_is_number(a) && fsV_is_number(b)) {
     int c;
-    return order(a, b, &c) == 0 && c == 0;
+    return order(a, b, &c, depth) == 0 && c == 0;
   }
-  if (a->type != b->type) return false;
+  if (a->type != b->type) return 0;
   switch (a->type) {
-  case FSV_NONE: return true;
+  case FSV_NONE: return 1;
   case FSV_STR: return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0;
   case FSV_LIST:
   case FSV_TUPLE:
-    if (a->u.seq.n != b->u.seq.n) return false;
-    for (size_t i = 0; i < a->u.seq.n; i++)
-      if (!fsV_equal(a->u.seq.items[i], b->u.seq.items[i])) return false;
-    return true;
-  case FSV_DICT:
-    if (a->u.dict.n != b->u.dict.n) return false;
-    for (size_t i = 0; i < a->u.dict.n; i++) {
-      const fs_value *o = fsV_dict_get(b, a->u.dict.keys[i]);
-      if (!o || !fsV_equal(a->u.dict.vals[i], o)) return false;
+    if (a->u.seq.n != b->u.seq.n) return 0;
+    if (depth >= FSV_MAX_DEPTH && a->u.seq.n) {
+      too_deep();
+      return -1;
     }
-    return true;
+    for (size_t i = 0; i < a->u.seq.n; i++) {
+      int eq = equal_at(a->u.seq.items[i], b->u.seq.items[i], depth + 1);
+      if (eq <= 0) return eq;
+    }
+    return 1;
+  case FSV_DICT:
+    if (a->u.dict.n != b->u.dict.n) return 0;
+    if (depth >= FSV_MAX_DEPTH && a->u.dict.n) {
+      too_deep();
+      return -1;
+    }
+    for (size_t i = 0; i < a->u.dict.n; i++) {
+      fsV_clearerr();
+      const fs_value *o = fsV_dict_get(b, a->u.dict.keys[i]);
+      if (!o) return fsV_error()[0] ? -1 : 0;
+      int eq = equal_at(a->u.dict.vals[i], o, depth + 1);
+      if (eq <= 0) return eq;
+    }
+    return 1;
   case FSV_RANGE: {
     int64_t n = fsV_range_len(a);
-    if (n != fsV_range_len(b)) return false;
+    if (n != fsV_range_len(b)) return 0;
     return n == 0 || (a->u.range.start == b->u.range.start &&
                       (n == 1 || a->u.range.step == b->u.range.step));
   }
-  default: return false; /* objects: identity, handled above */
+  default: return 0; /* objects: identity, handled above */
   }
 }
+
+int fsV_equal_checked(const fs_value *a, const fs_value *b) { return equal_at(a, b, 0); }
+
+bool fsV_equal(const fs_value *a, const fs_value *b) { return equal_at(a, b, 0) > 0; }
 
 static fs_value *contains(fs_value *item, fs_value *c) {
   switch (c->type) {
@@ -267,10 +297,16 @@ static fs_value *contains(fs_value *item, fs_value *c) {
     return fsV_bool(false);
   case FSV_LIST:
   case FSV_TUPLE:
-    for (size_t i = 0; i < c->u.seq.n; i++)
-      if (fsV_equal(item, c->u.seq.items[i])) return fsV_bool(true);
+    for (size_t i = 0; i < c->u.seq.n; i++) {
+      int eq = fsV_equal_checked(item, c->u.seq.items[i]);
+      if (eq) return eq > 0 ? fsV_bool(true) : NULL;
+    }
     return fsV_bool(false);
-  case FSV_DICT: return fsV_bool(fsV_dict_get(c, item) != NULL);
+  case FSV_DICT: {
+    fsV_clearerr();
+    fs_value *v = fsV_dict_get(c, item);
+    return v || !fsV_error()[0] ? fsV_bool(v != NULL) : NULL;
+  }
   case FSV_RANGE: {
     if (!fsV_is_number(item)) return fsV_bool(false);
     int64_t n = fsV_range_len(c);
@@ -307,10 +343,13 @@ fs_value *fsV_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
     fs_value *r = contains(a, b);
     return r && op == FS_OP_NOT_IN ? fsV_bool(!r->u.b) : r;
   }
-  if (op == FS_OP_EQ) return fsV_bool(fsV_equal(a, b));
-  if (op == FS_OP_NE) return fsV_bool(!fsV_equal(a, b));
+  if (op == FS_OP_EQ || op == FS_OP_NE) {
+    int eq = fsV_equal_checked(a, b);
+    return eq < 0 ? NULL : fsV_bool((eq > 0) == (op == FS_OP_EQ));
+  }
   if (op >= FS_OP_LT && op <= FS_OP_GE) {
-    int c = 0, rc = order(a, b, &c);
+    int c = 0, rc = order(a, b, &c, 0);
+    if (rc == -2) return NULL;
     if (rc < 0) return type_error(op, a, b);
     if (rc > 0) return fsV_bool(false);
     return fsV_bool(op == FS_OP_LT ? c < 0 : op == FS_OP_LE ? c <= 0 : op == FS_OP_GT ? c > 0 : c >= 0);
@@ -357,8 +396,10 @@ int64_t fsV_len(fsE_ctx *E, fs_value *v) {
 
 fs_value *fsV_index(fsE_ctx *E, fs_value *obj, fs_value *key) {
   if (obj->type == FSV_DICT) {
+    fsV_clearerr();
     fs_value *v = fsV_dict_get(obj, key);
     if (v) return fsV_retain(v);
+    if (fsV_error()[0]) return NULL;
     char *r = fsV_repr(key);
     fsV_seterr("KeyError: %s", r ? r : "?");
     free(r);

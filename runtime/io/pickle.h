@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include "tensor.h"
 
-#define FSQ_MAX_DEPTH 512
+#define FSQ_MAX_DEPTH 1024 /* above the interpreter's 1000 levels, with room for the state dict around them */
 
 typedef enum fsQ_kind {
   FSQ_NONE, FSQ_BOOL, FSQ_INT, FSQ_FLOAT, FSQ_STR,

@@ -2,8 +2,10 @@
 """repl_pty.py FABRICSCRIPT -- drives the interactive session through a
 pseudo-terminal, as a person at a keyboard would, and checks what it shows:
 completion, a multi-line model, the seed's error and recovery, history across
-two sessions, Ctrl-C. Prints `N passed, N failed`; exits 1 on any failure."""
-import os, pty, re, select, signal, sys, tempfile, time
+two sessions, Ctrl-C, long pasted lines. Prints `N passed, N failed`; exits
+1 on any failure. REPL_WRAPPER (e.g. "valgrind --log-file=...") runs each
+session under a tool (`make check-valgrind`)."""
+import os, pty, re, select, shlex, signal, sys, tempfile, time
 
 BIN = os.path.abspath(sys.argv[1])
 R36 = ("The optimizer has references to the model's meta-device parameters. Materializing them "
@@ -15,7 +17,8 @@ class Session:
         env = dict(os.environ, FABRICSCRIPT_HISTORY=history, TERM="xterm", NO_COLOR="1")
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
-            os.execve(BIN, [BIN, "--gpus=1"], env)
+            argv = shlex.split(os.environ.get("REPL_WRAPPER", "")) + [BIN, "--gpus=1"]
+            os.execvpe(argv[0], argv, env)
         self.out = b""
         self.expect(">>> ")
 
@@ -48,6 +51,20 @@ class Session:
 
     def line(self, text):
         self.send(text + "\r")
+
+    def paste(self, text, timeout=600.0):
+        """Writes all of `text` as a terminal does a paste: as fast as the
+        session takes it, reading its echo meanwhile (a pty's buffers hold
+        about 4 KB each way; os.write alone would block or write part)."""
+        data, end = text.encode(), time.time() + timeout
+        while data:
+            if time.time() > end:
+                raise AssertionError(f"the session stopped taking input; {len(data)} bytes left")
+            r, w, _ = select.select([self.fd], [self.fd], [], 1.0)
+            if r:
+                self.read(0)
+            if w:
+                data = data[os.write(self.fd, data[:1024]):]
 
     def close(self):
         """Ctrl-D at an idle prompt ends the session. A Ctrl-D typed while a
@@ -222,9 +239,36 @@ def test_plan(hist):
     s.close()
 
 
+def test_ddp_is_refused(hist):
+    """Fabric's interactive-environment error (R69), not two ranks that
+    both read the terminal."""
+    s = Session(hist)
+    s.line('fabric = Fabric(accelerator="cpu", strategy="ddp", devices=2)')
+    shown = s.expect(">>> ").replace("\r", "")
+    assert ("error[R69]: `Fabric(strategy='ddp')` is not compatible with an interactive environment. "
+            "Run your code as a script") in shown, f"no R69:\n{shown}"
+    s.line("1 + 41")
+    s.expect("42")
+    s.close()
+
+
+def test_long_lines(hist):
+    """Pasted lines of 1 KB, 4 KB and 64 KB (libedit's readline emulation
+    wrote through a stale pointer from about 1 KB of line: issue 18)."""
+    s = Session(hist)
+    for n in (1024, 4096, 65536):
+        s.paste("x = '" + "a" * (n - 6) + "'\r")
+        s.expect(">>> ", timeout=600)
+        s.line("len(x)")
+        s.expect(str(n - 6), timeout=60)
+        s.expect(">>> ")
+    s.close()
+
+
 def main():
     tests = [test_multiline_model_and_completion, test_seed_error_and_recovery,
-             test_history_across_sessions, test_ctrl_c, test_save_and_load, test_plan]
+             test_history_across_sessions, test_ctrl_c, test_save_and_load, test_plan,
+             test_long_lines, test_ddp_is_refused]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as d:
         for t in tests:

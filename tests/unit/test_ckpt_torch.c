@@ -270,12 +270,12 @@ static void test_refuses_absurd_sizes(void **state) {
 
 static void test_refuses_cycles_and_depth(void **state) {
   refused(pickle("c.pt", "]q\1h\1a."), "data.pkl: the value contains itself at byte 8");
-  char ops[2000];
+  char ops[2400];
   size_t n = 0;
-  for (int i = 0; i < 600; i++) ops[n++] = ']';
-  for (int i = 0; i < 599; i++) ops[n++] = 'a';
+  for (int i = 0; i < 1100; i++) ops[n++] = ']';
+  for (int i = 0; i < 1099; i++) ops[n++] = 'a';
   ops[n++] = '.';
-  refused(pickle_n("deep.pt", ops, n), "data.pkl: the value is nested deeper than 512 at byte 1201");
+  refused(pickle_n("deep.pt", ops, n), "data.pkl: the value is nested deeper than 1024 at byte 2201");
   refused(pickle("k.pt", "}(]Nu."), "data.pkl: a dict key must be a str, a number, None or a tuple of them, not list at byte 7");
   refused(pickle("p.pt", "\x80\x02."), "data.pkl: STOP needs 1 value on the stack at byte 4");
   refused(pickle("e.pt", "N"), "data.pkl: the pickle ends without STOP at byte 3");

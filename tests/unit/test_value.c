@@ -183,6 +183,130 @@ static void test_reaches(void **st) {
   for (size_t i = 0; i < 4; i++) fsV_release(vals[i]);
 }
 
+/* ---- deep values (issue 18): free at any depth; repr, ==, <, hashing and
+ * literals stop at FSV_MAX_DEPTH with Python's words instead of the stack ---- */
+
+/* [[...[]...]] with `levels` lists, built as a script would (x = [x]) */
+static fs_value *nest(size_t levels, fs_vtype type) {
+  fs_value *x = type == FSV_TUPLE ? fsV_tuple(0) : fsV_list(0);
+  for (size_t i = 1; i < levels; i++) {
+    fs_value *y;
+    if (type == FSV_DICT) {
+      y = fsV_dict();
+      fs_value *k = fsV_int((int64_t)i);
+      assert_int_equal(fsV_dict_set(y, k, x), 0);
+      fsV_release(k);
+    } else if (type == FSV_TUPLE) {
+      y = fsV_tuple(1);
+      fsV_seq_set(y, 0, x);
+    } else {
+      y = fsV_list(1);
+      assert_int_equal(fsV_list_append(y, x), 0);
+    }
+    x = y;
+  }
+  return x;
+}
+
+static void test_deep_free(void **st) {
+  (void)st;
+  fsV_release(nest(400000, FSV_LIST)); /* recursive freeing overflowed the stack here */
+  fsV_release(nest(400000, FSV_DICT));
+  fsV_release(nest(400000, FSV_TUPLE));
+  /* a shared deep child outlives the first parent released */
+  fs_value *deep = nest(100000, FSV_LIST), *a = fsV_list(0), *b = fsV_list(0);
+  assert_int_equal(fsV_list_append(a, fsV_retain(deep)), 0);
+  assert_int_equal(fsV_list_append(b, deep), 0);
+  fsV_release(a);
+  assert_int_equal(deep->refcount, 1);
+  fsV_release(b);
+  fs_value *unfilled = fsV_tuple(3); /* NULL slots of a tuple abandoned half-built */
+  fsV_seq_set(unfilled, 0, fsV_int(1));
+  fsV_release(unfilled);
+}
+
+static void test_deep_repr(void **st) {
+  (void)st;
+  const char *recursion = "RecursionError: maximum recursion depth exceeded while getting the repr of an object";
+  fs_value *ok = nest(FSV_MAX_DEPTH, FSV_LIST), *deep = nest(100000, FSV_LIST);
+  char *r = fsV_repr(ok);
+  assert_non_null(r);
+  assert_int_equal(strlen(r), 2 * FSV_MAX_DEPTH);
+  fs_value *back = fsV_literal(r); /* what repr writes reads back */
+  free(r);
+  assert_non_null(back);
+  assert_int_equal(fsV_equal_checked(back, ok), 1);
+  fsV_release(back);
+  fs_value *over = fsV_list(1);
+  assert_int_equal(fsV_list_append(over, fsV_retain(ok)), 0);
+  assert_null(fsV_repr(over));
+  assert_string_equal(fsV_error(), recursion);
+  assert_null(fsV_repr(deep));
+  assert_string_equal(fsV_error(), recursion);
+  fs_value *d = nest(100000, FSV_DICT);
+  assert_null(fsV_tostr(d));
+  assert_string_equal(fsV_error(), recursion);
+  fs_value *vals[] = {ok, deep, over, d};
+  for (size_t i = 0; i < 4; i++) fsV_release(vals[i]);
+}
+
+static void test_deep_compare(void **st) {
+  (void)st;
+  const char *recursion = "RecursionError: maximum recursion depth exceeded in comparison";
+  fs_value *a = nest(100000, FSV_LIST), *b = nest(100000, FSV_LIST);
+  fs_op ops[] = {FS_OP_EQ, FS_OP_NE, FS_OP_LT, FS_OP_GE, FS_OP_IN};
+  fs_value *in_b = fsV_list(1);
+  assert_int_equal(fsV_list_append(in_b, fsV_retain(b)), 0);
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    fsV_clearerr();
+    assert_null(fsV_binop(NULL, ops[i], a, ops[i] == FS_OP_IN ? in_b : b));
+    assert_string_equal(fsV_error(), recursion);
+  }
+  assert_int_equal(fsV_equal_checked(a, b), -1);
+  assert_false(fsV_equal(a, b));
+  assert_int_equal(fsV_equal_checked(a, a), 1); /* identity, as Python */
+  fs_value *ta = nest(100000, FSV_TUPLE), *tb = nest(100000, FSV_TUPLE), *d = fsV_dict();
+  assert_int_equal(fsV_dict_set(d, ta, fsV_int(1)), -1); /* a key too deep to hash */
+  assert_string_equal(fsV_error(), "RecursionError: maximum recursion depth exceeded while calling a Python object");
+  fs_value *shallow = fsV_tuple(0);
+  assert_int_equal(fsV_dict_set(d, shallow, fsV_int(1)), 0);
+  fsV_clearerr();
+  assert_null(fsV_index(NULL, d, tb));
+  assert_string_equal(fsV_error(), "RecursionError: maximum recursion depth exceeded while calling a Python object");
+  fs_value *vals[] = {a, b, in_b, ta, tb, d, shallow};
+  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) fsV_release(vals[i]);
+}
+
+static void test_deep_literal(void **st) {
+  (void)st;
+  size_t levels = 40000;
+  char *text = malloc(2 * levels + 1);
+  memset(text, '[', levels);
+  memset(text + levels, ']', levels);
+  text[2 * levels] = '\0';
+  assert_null(fsV_literal(text));
+  assert_string_equal(fsV_error(), "too many nested parentheses");
+  fs_value *out, *none = fsV_none();
+  char *err;
+  assert_int_equal(fsV_parse_param(text, none, &out, &err), -1); /* not taken as a string */
+  assert_string_equal(err, "too many nested parentheses (more than 1000 levels)");
+  free(err);
+  memset(text, '(', levels);
+  memset(text + levels, ')', levels);
+  assert_null(fsV_literal(text));
+  free(text);
+}
+
+static void test_deep_reaches(void **st) {
+  (void)st;
+  fs_value *deep = nest(400000, FSV_LIST), *other = fsV_list(0), *leaf = deep;
+  while (leaf->u.seq.n) leaf = leaf->u.seq.items[0];
+  assert_true(fsV_reaches(deep, leaf));
+  assert_false(fsV_reaches(deep, other));
+  fsV_release(deep);
+  fsV_release(other);
+}
+
 static void test_literal(void **st) {
   (void)st;
   check_repr(lit("50_304"), "50304");
@@ -275,6 +399,9 @@ int main(void) {
     cmocka_unit_test(test_arith),       cmocka_unit_test(test_compare),
     cmocka_unit_test(test_index_slice), cmocka_unit_test(test_literal),
     cmocka_unit_test(test_reaches),
+    cmocka_unit_test(test_deep_free),   cmocka_unit_test(test_deep_repr),
+    cmocka_unit_test(test_deep_compare), cmocka_unit_test(test_deep_literal),
+    cmocka_unit_test(test_deep_reaches),
     cmocka_unit_test(test_param),       cmocka_unit_test(test_format),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
