@@ -285,14 +285,28 @@ const char *fsA_kind_name(fs_node_kind kind) {
     "assignment", "augmented assignment", "if", "for", "with", "def",
     "parameter", "return", "break", "continue", "pass", "assert", "model",
     "repeat", "residual", "error",
+    "bytes", "int", "complex", "Ellipsis", "set", "comparison", "starred expression",
+    "named expression", "lambda", "comprehension", "comprehension clause", "yield", "await",
+    "class", "annotated assignment", "del", "global", "nonlocal", "raise", "import",
+    "from-import", "import alias", "while", "try", "except clause", "match", "case",
+    "as-pattern", "type alias",
   };
   return (unsigned)kind < FS_N__COUNT ? names[kind] : "?";
+}
+
+int fsA_def_plain(const fs_node *def) {
+  if (def->op || (def->nkids > 2 && def->kids[2])) return 0;
+  const fs_node *params = def->kids[0];
+  for (uint32_t i = 0; i < params->nkids; i++)
+    if (params->kids[i]->op != FS_PARAM_PLAIN) return 0;
+  return 1;
 }
 
 const char *fsA_op_text(fs_op op) {
   static const char *const text[] = {
     "", "+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=", ">", ">=",
     "in", "not in", "and", "or", "-", "+", "not",
+    "@", "<<", ">>", "&", "|", "^", "~", "is", "is not",
   };
   return (unsigned)op < sizeof text / sizeof *text ? text[op] : "?";
 }
