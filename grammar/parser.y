@@ -31,7 +31,8 @@ void fsP_flush_held(fs_parser *P);
 static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...);
 static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, ...);
 static fs_node *fstring(fs_parser *P, fs_node *raw);
-static fs_node *concat_strings(fs_parser *P, fs_node *a, fs_node *b);
+static fs_node *string_more(fs_parser *P, fs_node *list, fs_node *s);
+static fs_node *strings_done(fs_parser *P, fs_node *list);
 static fs_node *as_block(fs_parser *P, fs_node *stmt);
 static fs_node *suite_of(fs_parser *P, fs_node *line);
 static void push_stmt(fs_parser *P, fs_node *block, fs_node *s);
@@ -102,10 +103,11 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %type <fs_node *> names match_stmt subject subject_items cases case_block guard_opt
 %type <fs_node *> patterns pattern_seq pat_items mstar_pattern pattern or_pattern closed_pattern
 %type <fs_node *> attr_chain literal_pattern signed_number cls_args cls_arg map_items map_item
-%type <fs_node *> star_testlist star_items star_item targetlist target_items target_item
+%type <fs_node *> star_testlist star_items targetlist target_items target_item
 %type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comparison comp_chain
-%type <fs_node *> or_expr xor_expr and_expr shift_expr arith term factor power await_primary primary atom
-%type <fs_node *> star_expr strings string yield_expr field_expr
+%type <fs_node *> or_expr bitor_op or_level xor_op xor_level bitand_op and_level shift_op shift_level
+%type <fs_node *> not_op and_op or_op arith term term_op factor primary
+%type <fs_node *> star_expr strings string_list string yield_expr field_expr
 %type <fs_node *> args arg_list arg subscripts subscript_items subscript opt_test
 %type <fs_node *> seq_items dict_items dict_item comp_clauses comp_for
 %type <int> dots
@@ -597,13 +599,10 @@ star_testlist
 /* A lone item is itself; a TUPLE tagged with ival == 1 is still "open":
  * tuple_close closes it. */
 star_items
-  : star_item
-  | star_items ',' star_item       { $$ = tuple_add(P, $1, $3, @$); }
-  ;
-
-star_item
   : test
   | star_expr
+  | star_items ',' test            { $$ = tuple_add(P, $1, $3, @$); }
+  | star_items ',' star_expr       { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 /* for-loop, comprehension and del targets: above comparisons, so `in` ends them */
@@ -631,8 +630,13 @@ namedexpr_test
   | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
   ;
 
+/* As with the bitwise levels below, an operand without `not`, `and` or
+ * `or` goes from comparison to test in one reduction. */
 test
-  : or_test
+  : comparison
+  | not_op
+  | and_op
+  | or_op
   | or_test IF or_test ELSE test   { $$ = mk(P, FS_N_COND, @$, 3, $3, $1, $5); }
   | lambdef
   ;
@@ -643,17 +647,29 @@ lambdef
 
 or_test
   : and_test
-  | or_test OR and_test            { $$ = mk_op(P, FS_N_BINARY, FS_OP_OR, @$, 2, $1, $3); }
+  | or_op
+  ;
+
+or_op
+  : or_test OR and_test            { $$ = mk_op(P, FS_N_BINARY, FS_OP_OR, @$, 2, $1, $3); }
   ;
 
 and_test
   : not_test
-  | and_test AND not_test          { $$ = mk_op(P, FS_N_BINARY, FS_OP_AND, @$, 2, $1, $3); }
+  | and_op
+  ;
+
+and_op
+  : and_test AND not_test          { $$ = mk_op(P, FS_N_BINARY, FS_OP_AND, @$, 2, $1, $3); }
   ;
 
 not_test
   : comparison
-  | NOT not_test                   { $$ = mk_op(P, FS_N_UNARY, FS_OP_NOT, @$, 1, $2); }
+  | not_op
+  ;
+
+not_op
+  : NOT not_test                   { $$ = mk_op(P, FS_N_UNARY, FS_OP_NOT, @$, 1, $2); }
   ;
 
 /* `a < b` is a BINARY; a longer chain a COMPARE, each operand evaluated once. */
@@ -674,66 +690,122 @@ compop
   | IS { $$ = FS_OP_IS; } | IS NOT { $$ = FS_OP_IS_NOT; }
   ;
 
+/* The bitwise levels (|, ^, &, <<) are rare: an operand without them goes
+ * from arith to or_expr in one reduction; each *_op is a level's form with
+ * its operator, each *_level the level as an operand of the one above. */
 or_expr
-  : xor_expr
-  | or_expr '|' xor_expr           { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
-  ;
-
-xor_expr
-  : and_expr
-  | xor_expr '^' and_expr          { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
-  ;
-
-and_expr
-  : shift_expr
-  | and_expr '&' shift_expr        { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
-  ;
-
-shift_expr
   : arith
-  | shift_expr LSHIFT arith        { $$ = mk_op(P, FS_N_BINARY, FS_OP_LSHIFT, @$, 2, $1, $3); }
-  | shift_expr RSHIFT arith        { $$ = mk_op(P, FS_N_BINARY, FS_OP_RSHIFT, @$, 2, $1, $3); }
+  | shift_op
+  | bitand_op
+  | xor_op
+  | bitor_op
   ;
 
+bitor_op
+  : or_level '|' xor_level         { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
+  ;
+
+or_level
+  : xor_level
+  | bitor_op
+  ;
+
+xor_op
+  : xor_level '^' and_level        { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
+  ;
+
+xor_level
+  : and_level
+  | xor_op
+  ;
+
+bitand_op
+  : and_level '&' shift_level      { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
+  ;
+
+and_level
+  : shift_level
+  | bitand_op
+  ;
+
+shift_op
+  : shift_level LSHIFT arith       { $$ = mk_op(P, FS_N_BINARY, FS_OP_LSHIFT, @$, 2, $1, $3); }
+  | shift_level RSHIFT arith       { $$ = mk_op(P, FS_N_BINARY, FS_OP_RSHIFT, @$, 2, $1, $3); }
+  ;
+
+shift_level
+  : arith
+  | shift_op
+  ;
+
+/* arith is a sum, term a product: an operand without either operator goes
+ * from factor to arith in one reduction. */
 arith
-  : term
+  : factor
+  | term_op
   | arith '+' term                 { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
   | arith '-' term                 { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
   ;
 
 term
   : factor
-  | term '*' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
+  | term_op
+  ;
+
+term_op
+  : term '*' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
   | term '/' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_DIV, @$, 2, $1, $3); }
   | term FDIV factor               { $$ = mk_op(P, FS_N_BINARY, FS_OP_FDIV, @$, 2, $1, $3); }
   | term '%' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MOD, @$, 2, $1, $3); }
   | term '@' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MATMUL, @$, 2, $1, $3); }
   ;
 
+/* power (`**`, binding tighter than a unary minus on its left) is folded in */
 factor
-  : power
+  : primary
+  | primary POW factor             { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
+  | AWAIT primary                  { $$ = mk(P, FS_N_AWAIT, @$, 1, $2); }
+  | AWAIT primary POW factor       { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, mk(P, FS_N_AWAIT, @$, 1, $2), $4);
+                                     $$->kids[0]->loc = (fs_loc){@1.start, @2.end}; }
   | '-' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
   | '+' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
   | '~' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
   ;
 
-power
-  : await_primary
-  | await_primary POW factor       { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
-  ;
-
-await_primary
-  : primary
-  | AWAIT primary                  { $$ = mk(P, FS_N_AWAIT, @$, 1, $2); }
-  ;
-
 primary
-  : atom
-  | primary '(' args ')'           { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
+  : primary '(' args ')'           { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
   | primary '.' NAME               { $$ = mk(P, FS_N_ATTR, @$, 1, $1); $$->name_loc = @3; steal_name($$, $3); }
   | primary '[' subscripts ']'     { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
   | primary '(' error ')'          { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
   | primary '[' error ']'          { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
+  /* the atoms (primary's operands, without a reduction of their own) */
+  | NAME
+  | INT
+  | FLOAT
+  | strings
+  | ELLIPSIS                       { $$ = NEW(FS_N_ELLIPSIS, @$); }
+  | TRUE                           { $$ = NEW(FS_N_TRUE, @$); }
+  | FALSE                          { $$ = NEW(FS_N_FALSE, @$); }
+  | NONE                           { $$ = NEW(FS_N_NONE, @$); }
+  | '(' ')'                        { $$ = NEW(FS_N_TUPLE, @$); }
+  | '(' yield_expr ')'             { $$ = $2; }
+  | '(' seq_items ')'              { $$ = expression(P, tuple_close($2)); if ($$->kind == FS_N_TUPLE) $$->loc = @$; }
+  | '(' seq_items ',' ')'          { $$ = tuple_trailing(P, $2, @$); }
+  | '(' namedexpr_test comp_clauses ')' { $$ = comp(P, FS_COMP_GEN, $2, NULL, $3, @$); }
+  | '[' ']'                        { $$ = NEW(FS_N_LIST, @$); }
+  | '[' seq_items ']'              { $$ = as_seq(P, $2, FS_N_LIST, @$); }
+  | '[' seq_items ',' ']'          { $$ = as_seq(P, $2, FS_N_LIST, @$); }
+  | '[' namedexpr_test comp_clauses ']' { $$ = comp(P, FS_COMP_LIST, $2, NULL, $3, @$); }
+  | '{' '}'                        { $$ = NEW(FS_N_DICT, @$); }
+  | '{' dict_items '}'             { $$ = $2; $$->loc = @$; }
+  | '{' dict_items ',' '}'         { $$ = $2; $$->loc = @$; }
+  | '{' test ':' test comp_clauses '}' { $$ = comp(P, FS_COMP_DICT, $2, $4, $5, @$); }
+  | '{' seq_items '}'              { $$ = as_seq(P, $2, FS_N_SET, @$); }
+  | '{' seq_items ',' '}'          { $$ = as_seq(P, $2, FS_N_SET, @$); }
+  | '{' namedexpr_test comp_clauses '}' { $$ = comp(P, FS_COMP_SET, $2, NULL, $3, @$); }
+  | '(' error ')'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
+  | '[' error ']'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
+  | '{' error '}'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
   ;
 
 /* The callee slot is kids[0]; it is filled in by the `primary` rule. */
@@ -796,39 +868,15 @@ yield_expr
   | YIELD FROM test                { $$ = mk(P, FS_N_YIELD, @$, 1, $3); $$->op = 1; }
   ;
 
-atom
-  : NAME
-  | INT
-  | FLOAT
-  | strings
-  | ELLIPSIS                       { $$ = NEW(FS_N_ELLIPSIS, @$); }
-  | TRUE                           { $$ = NEW(FS_N_TRUE, @$); }
-  | FALSE                          { $$ = NEW(FS_N_FALSE, @$); }
-  | NONE                           { $$ = NEW(FS_N_NONE, @$); }
-  | '(' ')'                        { $$ = NEW(FS_N_TUPLE, @$); }
-  | '(' yield_expr ')'             { $$ = $2; }
-  | '(' seq_items ')'              { $$ = expression(P, tuple_close($2)); if ($$->kind == FS_N_TUPLE) $$->loc = @$; }
-  | '(' seq_items ',' ')'          { $$ = tuple_trailing(P, $2, @$); }
-  | '(' namedexpr_test comp_clauses ')' { $$ = comp(P, FS_COMP_GEN, $2, NULL, $3, @$); }
-  | '[' ']'                        { $$ = NEW(FS_N_LIST, @$); }
-  | '[' seq_items ']'              { $$ = as_seq(P, $2, FS_N_LIST, @$); }
-  | '[' seq_items ',' ']'          { $$ = as_seq(P, $2, FS_N_LIST, @$); }
-  | '[' namedexpr_test comp_clauses ']' { $$ = comp(P, FS_COMP_LIST, $2, NULL, $3, @$); }
-  | '{' '}'                        { $$ = NEW(FS_N_DICT, @$); }
-  | '{' dict_items '}'             { $$ = $2; $$->loc = @$; }
-  | '{' dict_items ',' '}'         { $$ = $2; $$->loc = @$; }
-  | '{' test ':' test comp_clauses '}' { $$ = comp(P, FS_COMP_DICT, $2, $4, $5, @$); }
-  | '{' seq_items '}'              { $$ = as_seq(P, $2, FS_N_SET, @$); }
-  | '{' seq_items ',' '}'          { $$ = as_seq(P, $2, FS_N_SET, @$); }
-  | '{' namedexpr_test comp_clauses '}' { $$ = comp(P, FS_COMP_SET, $2, NULL, $3, @$); }
-  | '(' error ')'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
-  | '[' error ']'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
-  | '{' error '}'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
+/* Adjacent literals gather in a list (an FSTR with op 1) and join once:
+ * a file of thousands of them must not copy the growing string each time. */
+strings
+  : string_list                    { $$ = strings_done(P, $1); }
   ;
 
-strings
+string_list
   : string
-  | strings string                 { $$ = concat_strings(P, $1, $2); $$->loc.end = @2.end; }
+  | string_list string             { $$ = string_more(P, $1, $2); $$->loc.end = @2.end; }
   ;
 
 string
@@ -1219,24 +1267,48 @@ static fs_node *named(fs_parser *P, fs_node *block, fs_node *target) {
 
 /* Implicit concatenation: str with str, bytes with bytes; an f-string makes
  * the whole an f-string. */
-static fs_node *concat_strings(fs_parser *P, fs_node *a, fs_node *b) {
-  if ((a->kind == FS_N_BYTES) != (b->kind == FS_N_BYTES)) {
-    syntax_error(P, (fs_loc){a->loc.start, b->loc.end}, "cannot mix bytes and nonbytes literals");
-    return a;
+static fs_node *string_more(fs_parser *P, fs_node *list, fs_node *s) {
+  if (list->kind != FS_N_FSTR || list->op != 1) {
+    fs_node *first = list;
+    list = mk(P, FS_N_FSTR, first->loc, 1, first);
+    list->op = 1;
   }
-  if (a->kind == FS_N_FSTR || b->kind == FS_N_FSTR) {
-    fs_node *out = a;
-    if (a->kind != FS_N_FSTR) out = mk(P, FS_N_FSTR, a->loc, 1, a);
-    if (b->kind != FS_N_FSTR) fsA_push(P->lex.arena, out, b);
-    else for (uint32_t i = 0; i < b->nkids; i++) fsA_push(P->lex.arena, out, b->kids[i]);
+  const fs_node *first = list->kids[0];
+  if ((first->kind == FS_N_BYTES) != (s->kind == FS_N_BYTES))
+    syntax_error(P, (fs_loc){list->loc.start, s->loc.end}, "cannot mix bytes and nonbytes literals");
+  else
+    fsA_push(P->lex.arena, list, s);
+  return list;
+}
+
+static fs_node *strings_done(fs_parser *P, fs_node *list) {
+  if (list->kind != FS_N_FSTR || list->op != 1) return list;
+  int fields = 0;
+  size_t len = 0;
+  for (uint32_t i = 0; i < list->nkids; i++) {
+    fields |= list->kids[i]->kind == FS_N_FSTR;
+    len += list->kids[i]->slen;
+  }
+  if (fields) { /* pieces of an f-string, in order */
+    fs_node *out = fsA_new(P->lex.arena, FS_N_FSTR, list->loc);
+    for (uint32_t i = 0; i < list->nkids; i++) {
+      fs_node *k = list->kids[i];
+      if (k->kind != FS_N_FSTR) { fsA_push(P->lex.arena, out, k); continue; }
+      for (uint32_t j = 0; j < k->nkids; j++) fsA_push(P->lex.arena, out, k->kids[j]);
+    }
     return out;
   }
-  char *s = fsA_alloc(P->lex.arena, a->slen + b->slen + 1);
-  memcpy(s, a->str, a->slen);
-  memcpy(s + a->slen, b->str, b->slen + 1);
-  a->str = s;
-  a->slen += b->slen;
-  return a;
+  fs_node *out = fsA_new(P->lex.arena, (fs_node_kind)list->kids[0]->kind, list->loc);
+  char *t = fsA_alloc(P->lex.arena, len + 1);
+  size_t n = 0;
+  for (uint32_t i = 0; i < list->nkids; i++) {
+    memcpy(t + n, list->kids[i]->str, list->kids[i]->slen);
+    n += list->kids[i]->slen;
+  }
+  t[n] = '\0';
+  out->str = t;
+  out->slen = (uint32_t)n;
+  return out;
 }
 
 static fs_node *str_piece(fs_parser *P, const char *text, size_t len, fs_loc loc) {
