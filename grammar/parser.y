@@ -56,7 +56,7 @@ static fs_node *params_done(fs_parser *P, fs_node *params);
 static fs_node *call_done(fs_parser *P, fs_node *call);
 static fs_node *comp(fs_parser *P, fs_comp kind, fs_node *elt, fs_node *value, fs_node *clauses, fs_loc loc);
 static fs_node *def(fs_parser *P, fs_node *name, fs_node *tparams, fs_node *params, fs_node *ret, fs_node *body, fs_loc loc);
-static fs_node *decorate(fs_parser *P, fs_node *decorators, fs_node *defn, fs_loc loc);
+static fs_node *decorate(fs_parser *P, fs_node *decorators, fs_node *defn);
 static fs_node *with_items(fs_parser *P, fs_node *items, fs_node *body, fs_loc loc);
 static fs_node *dotted(fs_parser *P, fs_node *a, fs_node *b);
 static fs_node *steal_name(fs_node *into, fs_node *name);
@@ -262,9 +262,9 @@ compound_stmt
   | with_stmt
   | funcdef
   | classdef
-  | decorators funcdef             { $$ = decorate(P, $1, $2, @$); }
-  | decorators classdef            { $$ = decorate(P, $1, $2, @$); }
-  | decorators ASYNC funcdef       { $3->op = 1; $$ = decorate(P, $1, $3, @$); }
+  | decorators funcdef             { $$ = decorate(P, $1, $2); }
+  | decorators classdef            { $$ = decorate(P, $1, $2); }
+  | decorators ASYNC funcdef       { $3->op = 1; $$ = decorate(P, $1, $3); }
   | ASYNC funcdef                  { $$ = $2; $$->op = 1; $$->loc = @$; }
   | ASYNC for_stmt                 { $$ = $2; $$->op = 1; $$->loc = @$; }
   | ASYNC with_stmt                { $$ = $2; $$->loc = @$;
@@ -1216,12 +1216,12 @@ static fs_node *def(fs_parser *P, fs_node *name, fs_node *tparams, fs_node *para
   return x;
 }
 
-static fs_node *decorate(fs_parser *P, fs_node *decorators, fs_node *defn, fs_loc loc) {
-  uint32_t slot = 2;
+/* Decorators are kids[2] of a DEF (Python's form) or CLASS; the statement
+ * keeps the `def`/`class` line's span, as CPython's does. */
+static fs_node *decorate(fs_parser *P, fs_node *decorators, fs_node *defn) {
   if (defn->kind == FS_N_DEF)
     while (defn->nkids < 5) fsA_push(P->lex.arena, defn, NULL);
-  set_kid(defn, slot, decorators);
-  (void)loc;
+  set_kid(defn, 2, decorators);
   return defn;
 }
 

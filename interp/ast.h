@@ -103,7 +103,8 @@ typedef enum fs_node_kind {
   FS_N_STARRED, /* op 1 `*kids[0]`, op 2 `**kids[0]` (call arguments, displays, targets) */
   FS_N_NAMEDEXPR, /* kids[0] NAME target, kids[1] value (`:=`) */
   FS_N_LAMBDA,  /* kids[0] BLOCK of FS_N_PARAM, kids[1] body expression */
-  FS_N_COMP,    /* op fs_comp; kids[0] element (dict: key), kids[1] dict value or NULL, kids[2..] FS_N_COMPFOR */
+  FS_N_COMP,    /* op fs_comp; kids[0] element (dict: key), kids[1] dict value or NULL, kids[2..]
+                 * FS_N_COMPFOR; ival 1: a call's unparenthesised generator argument */
   FS_N_COMPFOR, /* op 1 async; kids[0] target, kids[1] iterable, kids[2..] `if` conditions */
   FS_N_YIELD,   /* op 1 `yield from`; kids[0] value or NULL */
   FS_N_AWAIT,   /* kids[0] */

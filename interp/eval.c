@@ -635,7 +635,11 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
       r = b ? python_binop(E, (fs_op)n->str[i - 1], a, b) : NULL;
       fsV_release(a);
       a = b;
-      if (!r) { fsV_release(b); return b ? failed(E, n->kids[i]->loc) : NULL; }
+      if (!r) {
+        bool evaluated = b != NULL;
+        fsV_release(b);
+        return evaluated ? failed(E, n->kids[i]->loc) : NULL;
+      }
       if (i + 1 == n->nkids || !fsV_truthy(r)) break;
       fsV_release(r);
       r = NULL;
