@@ -39,6 +39,9 @@ typedef struct fs_lexer {
   uint32_t line_first;  /* offset of the first token of the current logical line */
   uint32_t bracket_at[FS_MAX_BRACKETS]; /* offsets of the open brackets, innermost last */
   int nbrackets;
+  unsigned char match_body[FS_MAX_INDENT_LEVELS]; /* the block is a match statement's body */
+  int line_match;       /* the current logical line starts with `match` */
+  int last_line_match;  /* ... the previous one did */
   int eof_done;
   int start_token;      /* first token handed to the parser (mode selector) */
   int nerrors;
@@ -72,6 +75,9 @@ fs_node *fsP_parse_expr(fs_arena *arena, const fs_source *src, uint32_t start, u
  * '=', '!' or ':' when there is one), *spec_at the offset after the spec's
  * ':' or 0. Quotes inside the expression start nested strings. */
 uint32_t fsL_fstring_field(const char *text, uint32_t at, uint32_t end, uint32_t *expr_end, uint32_t *spec_at);
+/* The length of the escape at text[i] == '\\' inside an f-string's literal
+ * text: a backslash never escapes a brace, and \N{NAME}'s braces are no field. */
+size_t fsL_fstring_escape(const char *text, size_t i, size_t end);
 /* Decodes one escape sequence at text[i] == '\\' of a str (bytes: 0) literal
  * into out (at most 4 bytes); returns the bytes written and sets *used to
  * the source bytes consumed. */

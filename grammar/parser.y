@@ -1335,9 +1335,13 @@ static void fstring_body(fs_parser *P, fs_node *out, uint32_t start, uint32_t en
       continue;
     }
     if (c == '\\' && i + 1 < end) {
-      size_t used;
-      if (raw) { lit[nlit++] = c; lit[nlit++] = t[i + 1]; i += 2; continue; }
-      nlit += fsL_escape(t, i, end, 0, lit + nlit, &used);
+      size_t used = fsL_fstring_escape(t, i, end);
+      if (raw || used != 2) { /* kept as written: raw text, `\{`, \N{NAME} */
+        memcpy(lit + nlit, t + i, used);
+        nlit += used;
+      } else {
+        nlit += fsL_escape(t, i, end, 0, lit + nlit, &used);
+      }
       i += (uint32_t)used;
       continue;
     }
