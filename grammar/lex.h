@@ -58,6 +58,9 @@ typedef struct fs_parser {
   char held[256];
   fs_loc held_loc;
   int held_tok;         /* the lookahead token when it was raised */
+  int recovering;       /* from an error to the error production that ends its recovery:
+                         * the lexer hands over a bracketed group opened meanwhile as
+                         * one token, so `( error )` resumes at the matching closer */
 } fs_parser;
 
 /* Parse a whole file; always returns a tree (possibly with FS_N_ERROR nodes).

@@ -36,6 +36,7 @@ static fs_node *strings_done(fs_parser *P, fs_node *list);
 static fs_node *as_block(fs_parser *P, fs_node *stmt);
 static fs_node *suite_of(fs_parser *P, fs_node *line);
 static void push_stmt(fs_parser *P, fs_node *block, fs_node *s);
+static void stray_block(fs_parser *P, fs_node *into, fs_node *block, fs_loc indent);
 static fs_node *stmt_line(fs_parser *P, fs_node *line, fs_node *s);
 static fs_node *tuple_add(fs_parser *P, fs_node *items, fs_node *x, fs_loc loc);
 static fs_node *tuple_trailing(fs_parser *P, fs_node *items, fs_loc loc);
@@ -96,7 +97,7 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 
 %type <fs_node *> stmts stmt simple_stmt small_stmts small_stmt expr_stmt assign rhs compound_stmt
 %type <fs_node *> suite block if_tail else_opt finally_opt handlers handler
-%type <fs_node *> with_stmt with_list with_item for_stmt funcdef classdef decorators decorator
+%type <fs_node *> with_stmt with_list with_parens with_item for_stmt funcdef parameters classdef decorators decorator
 %type <fs_node *> params param_list mparam typedargs tparams tparam lparams_opt lparams lparam
 %type <fs_node *> ret_opt class_args_opt type_params_opt type_params type_param
 %type <fs_node *> dotted_name dotted_as_names dotted_as_name import_targets import_as_names import_as_name
@@ -128,6 +129,7 @@ stmts
   : %empty                 { $$ = NEW(FS_N_BLOCK, @$); }
   | stmts stmt             { $$ = $1; push_stmt(P, $$, $2); $$->loc.end = @2.end; }
   | stmts NEWLINE          { $$ = $1; }
+  | stmts INDENT block DEDENT { $$ = $1; stray_block(P, $$, $3, @2); }
   ;
 
 stmt
@@ -244,10 +246,13 @@ import_as_name
   | NAME AS NAME                   { $$ = steal_name(mk(P, FS_N_ALIAS, @$, 1, $3), $1); }
   ;
 
-/* A header's ':' -- or the error production that reports it missing. */
+/* A header's ':' -- or the error production that reports it missing. The
+ * bracket productions below call yyerrok (their closer resynchronises the
+ * parse); this one consumes no token, so it must not, or an error at the
+ * same token would recover here forever. */
 colon
   : ':'
-  | error                          { expected_colon(P, @1); }
+  | error                          { expected_colon(P, @1); } /* no yyerrok: nothing was consumed */
   ;
 
 compound_stmt
@@ -321,9 +326,14 @@ handler
 
 /* Items are pushed as (expression, target or NULL) pairs, then nested. */
 with_stmt
-  : WITH with_list colon suite                    { $$ = with_items(P, $2, $4, @$); }
-  | WITH WITH_LPAREN with_list ')' colon suite     { $$ = with_items(P, $3, $6, @$); }
-  | WITH WITH_LPAREN with_list ',' ')' colon suite { $$ = with_items(P, $3, $7, @$); }
+  : WITH with_list colon suite     { $$ = with_items(P, $2, $4, @$); }
+  | WITH with_parens colon suite   { $$ = with_items(P, $2, $4, @$); }
+  ;
+
+with_parens
+  : WITH_LPAREN with_list ')'      { $$ = $2; }
+  | WITH_LPAREN with_list ',' ')'  { $$ = $2; }
+  | WITH_LPAREN error ')'          { fsP_flush_held(P); yyerrok; $$ = mk(P, FS_N_BLOCK, @$, 2, NEW(FS_N_ERROR, @2), NULL); }
   ;
 
 with_list
@@ -337,7 +347,12 @@ with_item
   ;
 
 funcdef
-  : DEF NAME type_params_opt '(' typedargs ')' ret_opt colon suite { $$ = def(P, $2, $3, $5, $7, $9, @$); }
+  : DEF NAME type_params_opt parameters ret_opt colon suite { $$ = def(P, $2, $3, $4, $5, $7, @$); }
+  ;
+
+parameters
+  : '(' typedargs ')'              { $$ = $2; }
+  | '(' error ')'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_BLOCK, @2); }
   ;
 
 ret_opt
@@ -354,6 +369,7 @@ classdef
 class_args_opt
   : %empty                         { $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
   | '(' args ')'                   { $$ = call_done(P, $2); $$->loc = @$; }
+  | '(' error ')'                  { fsP_flush_held(P); yyerrok; $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
   ;
 
 decorators
@@ -587,6 +603,7 @@ suite
 block
   : stmt                           { $$ = suite_of(P, $1); }
   | block stmt                     { $$ = $1; push_stmt(P, $$, $2); $$->loc.end = @2.end; }
+  | block INDENT block DEDENT      { $$ = $1; stray_block(P, $$, $3, @2); }
   ;
 
 /* ---- expressions ---- */
@@ -776,8 +793,8 @@ primary
   : primary '(' args ')'           { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
   | primary '.' NAME               { $$ = mk(P, FS_N_ATTR, @$, 1, $1); $$->name_loc = @3; steal_name($$, $3); }
   | primary '[' subscripts ']'     { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
-  | primary '(' error ')'          { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
-  | primary '[' error ']'          { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
+  | primary '(' error ')'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | primary '[' error ']'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
   /* the atoms (primary's operands, without a reduction of their own) */
   | NAME
   | INT
@@ -803,9 +820,9 @@ primary
   | '{' seq_items '}'              { $$ = as_seq(P, $2, FS_N_SET, @$); }
   | '{' seq_items ',' '}'          { $$ = as_seq(P, $2, FS_N_SET, @$); }
   | '{' namedexpr_test comp_clauses '}' { $$ = comp(P, FS_COMP_SET, $2, NULL, $3, @$); }
-  | '(' error ')'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
-  | '[' error ']'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
-  | '{' error '}'                  { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); }
+  | '(' error ')'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | '[' error ']'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | '{' error '}'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
   ;
 
 /* The callee slot is kids[0]; it is filled in by the `primary` rule. */
@@ -974,6 +991,17 @@ static void push_stmt(fs_parser *P, fs_node *block, fs_node *s) {
   } else if (s) {
     fsA_push(P->lex.arena, block, s);
   }
+}
+
+/* An indented block where none opens: CPython's "unexpected indent", unless
+ * it is the body of a header already reported (the statement before it is
+ * an error); its statements are parsed and kept, so their own mistakes are
+ * reported and nothing cascades from the indentation. */
+static void stray_block(fs_parser *P, fs_node *into, fs_node *block, fs_loc indent) {
+  const fs_node *before = into->nkids ? into->kids[into->nkids - 1] : NULL;
+  if (!before || before->kind != FS_N_ERROR) syntax_error(P, indent, "unexpected indent");
+  for (uint32_t i = 0; i < block->nkids; i++) fsA_push(P->lex.arena, into, block->kids[i]);
+  if (block->nkids) into->loc.end = block->loc.end;
 }
 
 static fs_node *suite_of(fs_parser *P, fs_node *line) {
@@ -1411,6 +1439,7 @@ static fs_node *fstring(fs_parser *P, fs_node *raw) {
 /* ---- errors ---- */
 
 void fsP_flush_held(fs_parser *P) {
+  P->recovering = 0;
   if (!P->held[0]) return;
   P->nerrors++;
   fsD_add(P->lex.diags, FS_SEV_ERROR, "syntax", P->lex.src, P->held_loc, "%s", P->held);
@@ -1418,10 +1447,12 @@ void fsP_flush_held(fs_parser *P) {
 }
 
 /* The colon of a compound statement's header is missing: CPython's words
- * when the line ended there, bison's otherwise. */
+ * when the line ended right there (the recovery popped nothing, so the
+ * error is where ':' belongs), bison's otherwise. */
 static void expected_colon(fs_parser *P, fs_loc err) {
+  P->recovering = 0;
   if (!P->held[0]) return;
-  if (P->held_tok == NEWLINE) {
+  if (P->held_tok == NEWLINE && err.start == P->held_loc.start) {
     P->held[0] = '\0';
     uint32_t start = P->lex.line_first < err.start ? P->lex.line_first : err.start;
     syntax_error(P, (fs_loc){start, err.start > start ? err.start : start + 1}, "expected ':'");
@@ -1431,8 +1462,10 @@ static void expected_colon(fs_parser *P, fs_loc err) {
 }
 
 void fsP_error(fs_loc *loc, fs_parser *P, const char *msg) {
-  if (P->lex.nerrors && loc->start == P->lex.last_error.start && loc->end == P->lex.last_error.end) return;
-  fsP_flush_held(P);
+  int said = P->lex.nerrors && loc->start == P->lex.last_error.start && loc->end == P->lex.last_error.end;
+  if (!said) fsP_flush_held(P); /* the previous error's words, before this one's recovery starts */
+  P->recovering = 1;
+  if (said) return;
   if (strcmp(msg, "memory exhausted") == 0) {
     syntax_error(P, *loc, "expression nested too deeply for the parser");
     return;

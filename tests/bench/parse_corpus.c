@@ -1,7 +1,8 @@
 /* parse_corpus.c -- `parse_corpus < PATHS`: parses each file named on
  * standard input (one path a line) with fabricscript's parser alone and
  * prints `ok PATH` or `error PATH:LINE: MESSAGE` (its first syntax error by
- * position) for each, then `lines N files N seconds S cpu C` where S is the
+ * position) and `lines PATH: LINE...` (the lines of all its errors) for
+ * each, then `lines N files N seconds S cpu C` where S is the
  * wall time spent in fsP_parse alone (no reading, no checking) and C the
  * CPU time of the same (what a loaded machine does not inflate). scripts/parse-corpus
  * compares the verdicts with CPython's; this is its measuring half. */
@@ -53,7 +54,13 @@ int main(void) {
         if (diags.items[i].severity == FS_SEV_ERROR) first = &diags.items[i];
       uint32_t line = 0, col = 0;
       if (first && first->src) fsA_source_position(src, first->loc.start, &line, &col);
-      printf("error %s:%u: %s\n", path, line, first ? first->message : "?");
+      printf("error %s:%u: %s\nlines %s:", path, line, first ? first->message : "?", path);
+      for (size_t i = 0; i < diags.n; i++)
+        if (diags.items[i].severity == FS_SEV_ERROR) {
+          fsA_source_position(src, diags.items[i].loc.start, &line, &col);
+          printf(" %u", line);
+        }
+      putchar('\n');
     }
     fsA_free(ast);
     fsD_free(&diags);
