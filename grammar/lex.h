@@ -39,6 +39,8 @@ typedef struct fs_lexer {
   uint32_t line_first;  /* offset of the first token of the current logical line */
   uint32_t bracket_at[FS_MAX_BRACKETS]; /* offsets of the open brackets, innermost last */
   int nbrackets;
+  int skip_group;       /* 1 + the bracket depth to skip back to: the token an error was
+                         * found at opened a group, which recovery takes as one token */
   unsigned char match_body[FS_MAX_INDENT_LEVELS]; /* the block is a match statement's body */
   int line_match;       /* the current logical line starts with `match` */
   int last_line_match;  /* ... the previous one did */

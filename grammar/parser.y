@@ -1465,6 +1465,9 @@ void fsP_error(fs_loc *loc, fs_parser *P, const char *msg) {
   int said = P->lex.nerrors && loc->start == P->lex.last_error.start && loc->end == P->lex.last_error.end;
   if (!said) fsP_flush_held(P); /* the previous error's words, before this one's recovery starts */
   P->recovering = 1;
+  int t = P->lex.last_tok;
+  if ((t == '(' || t == '[' || t == '{' || t == WITH_LPAREN) && P->lex.nbrackets > 0)
+    P->lex.skip_group = P->lex.nbrackets; /* its group is skipped whole, to its closer */
   if (said) return;
   if (strcmp(msg, "memory exhausted") == 0) {
     syntax_error(P, *loc, "expression nested too deeply for the parser");
