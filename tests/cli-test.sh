@@ -23,7 +23,15 @@ expect 0 "$fs" "$tmp/ok.fab" -D lr=0.5        # GNU-style: options after the fil
 expect 0 "$fs" check "$tmp/ok.fab"
 expect 1 "$fs" "$tmp/bad.fab"
 expect 1 "$fs" check "$tmp/syntax.fab"
-grep -q "syntax.fab:2:1: error\[syntax\]: " "$tmp/err" || { echo "FAIL: no file:line:col for a syntax error"; fail=1; }
+grep -q "syntax.fab:1:5: error\[syntax\]: '(' was never closed" "$tmp/err" || { echo "FAIL: no file:line:col for a syntax error"; fail=1; }
+# a .py file is checked, not run: exit status as `check`'s, and the way to run it
+printf 'import torch\nprint("ran")\n' > "$tmp/train.py"
+expect 0 "$fs" "$tmp/train.py"
+[ ! -s "$tmp/out" ] || { echo "FAIL: a .py file ran: $(cat "$tmp/out")"; fail=1; }
+grep -q "train.py: Python files are checked, not run; run it with \`fabric run .*train.py\` or \`python .*train.py\`" "$tmp/err" ||
+  { echo "FAIL: no word that a .py file is not run: $(cat "$tmp/err")"; fail=1; }
+printf 'def f(:\n' > "$tmp/broken.py"
+expect 1 "$fs" "$tmp/broken.py"
 expect 2 "$fs" -D lr=abc "$tmp/ok.fab"       # a -D value its param() cannot take
 expect 2 "$fs" -D lr "$tmp/ok.fab"
 expect 2 "$fs" --no-such-option "$tmp/ok.fab"

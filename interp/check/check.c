@@ -700,6 +700,13 @@ static cv ev_index(C *c, const fs_node *n) {
 /* Calls: builtins through signatures.h, defs inlined, models forwarded. */
 static cv ev_call(C *c, const fs_node *n) {
   const fs_node *callee = n->kids[0];
+  for (uint32_t i = 1; i < n->nkids; i++)
+    if (n->kids[i]->kind == FS_N_STARRED) { /* `f(*a, **k)`: which parameter gets what is unknown */
+      ev(c, callee->kind == FS_N_ATTR ? callee->kids[0] : callee);
+      for (uint32_t j = 1; j < n->nkids; j++)
+        ev(c, n->kids[j]->kind == FS_N_STARRED || n->kids[j]->kind == FS_N_KWARG ? n->kids[j]->kids[0] : n->kids[j]);
+      return fsC_unknown();
+    }
   size_t npos = 0, nkw = 0;
   for (uint32_t i = 1; i < n->nkids; i++) if (n->kids[i]->kind == FS_N_KWARG) nkw++; else npos++;
   cv *pos = fsC_alloc(c, (npos + 1) * sizeof *pos), *kwv = fsC_alloc(c, (nkw + 1) * sizeof *kwv);
@@ -791,6 +798,12 @@ static cv ev(C *c, const fs_node *n) {
       if (n->kids[i] && n->kids[i]->kind == FS_N_FMT) ev(c, n->kids[i]->kids[0]);
     return fsC_unknown();
   case FS_N_LIST: case FS_N_TUPLE: case FS_N_DICT: {
+    for (uint32_t i = 0; i < n->nkids; i++)
+      if (!n->kids[i] || n->kids[i]->kind == FS_N_STARRED) { /* `[*a]`, `{**m}`: contents unknown */
+        for (uint32_t j = 0; j < n->nkids; j++)
+          if (n->kids[j]) ev(c, n->kids[j]->kind == FS_N_STARRED ? n->kids[j]->kids[0] : n->kids[j]);
+        return fsC_unknown();
+      }
     cv *items = fsC_alloc(c, (n->nkids + 1) * sizeof *items);
     for (uint32_t i = 0; i < n->nkids; i++) items[i] = ev(c, n->kids[i]);
     if (n->kind != FS_N_DICT) return (cv){.k = CV_SEQ, .sub = n->kind == FS_N_TUPLE, .n = n->nkids, .p = items};
@@ -802,6 +815,7 @@ static cv ev(C *c, const fs_node *n) {
   }
   case FS_N_UNARY: {
     cv a = ev(c, n->kids[0]);
+    if (n->op == FS_OP_INVERT) return fsC_unknown();
     if (a.k == CV_CONST) {
       fsV_clearerr();
       fs_value *r = fsV_unop(NULL, n->op, (fs_value *)a.p);
@@ -823,7 +837,16 @@ static cv ev(C *c, const fs_node *n) {
       return t < 0 ? fsC_unknown() : b;
     }
     cv b = ev(c, n->kids[1]);
+    if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^, is, is not: not modelled */
     return binop(c, n, n->op, a, b);
+  }
+  case FS_N_COMPARE:
+    for (uint32_t i = 0; i < n->nkids; i++) ev(c, n->kids[i]);
+    return fsC_unknown();
+  case FS_N_NAMEDEXPR: {
+    cv v = ev(c, n->kids[1]);
+    fsC_setvar(c, n->kids[0]->str, v);
+    return v;
   }
   case FS_N_COND: {
     cv k = ev(c, n->kids[0]);
@@ -844,7 +867,10 @@ static cv ev(C *c, const fs_node *n) {
 static void assign(C *c, const fs_node *t, cv v) {
   switch (t->kind) {
   case FS_N_NAME: fsC_setvar(c, t->str, v); break;
+  case FS_N_STARRED: assign(c, t->kids[0], fsC_unknown()); break;
   case FS_N_TUPLE: case FS_N_LIST: {
+    for (uint32_t i = 0; i < t->nkids; i++)
+      if (t->kids[i]->kind == FS_N_STARRED) v = fsC_unknown(); /* `a, *b = v`: lengths not modelled */
     if (v.k == CV_SEQ && v.n != t->nkids) {
       if (v.n > t->nkids)
         fsC_report(c, FS_SEV_ERROR, "value", t->loc, "too many values to unpack (expected %u)", t->nkids);
@@ -956,21 +982,108 @@ static void st_with(C *c, const fs_node *s) {
   if (pushed) c->nctx--;
 }
 
+/* A block that may run or not: analysed on its own path, joined with the
+ * path that skips it. */
+static void maybe(C *c, const fs_node *b, fs_loc why) {
+  int dead0 = c->dead;
+  size_t m = mark(c);
+  block(c, b);
+  int dA = c->dead;
+  c->dead = dead0;
+  chgset A, B;
+  capture(c, m, &A);
+  capture(c, m, &B);
+  join_paths(c, &A, dA, &B, 0, new_reason(c, why, 0, 1), new_reason(c, why, 0, 2));
+}
+
+/* The names a match pattern binds (captures), as unknown values. */
+static void bind_captures(C *c, const fs_node *p) {
+  if (!p) return;
+  switch (p->kind) {
+  case FS_N_NAME: if (strcmp(p->str, "_") != 0) fsC_setvar(c, p->str, fsC_unknown()); return;
+  case FS_N_ATTR: return; /* a value pattern */
+  case FS_N_CALL: for (uint32_t i = 1; i < p->nkids; i++) bind_captures(c, p->kids[i]); return;
+  case FS_N_KWARG: case FS_N_STARRED: bind_captures(c, p->kids[0]); return;
+  case FS_N_DICT: for (uint32_t i = 0; i < p->nkids; i++) if (i % 2 || (p->kids[i] && p->kids[i]->kind == FS_N_STARRED)) bind_captures(c, p->kids[i]); return;
+  case FS_N_LIST: case FS_N_TUPLE: case FS_N_MATCHAS: for (uint32_t i = 0; i < p->nkids; i++) bind_captures(c, p->kids[i]); return;
+  case FS_N_BINARY: if (p->op == FS_OP_BITOR) { bind_captures(c, p->kids[0]); bind_captures(c, p->kids[1]); } return;
+  default: return;
+  }
+}
+
+/* while, try and match, which the checker does not model exactly: a loop
+ * body, an else, a handler or a case may run or not. */
+static void st_python(C *c, const fs_node *s) {
+  switch (s->kind) {
+  case FS_N_WHILE:
+    ev(c, s->kids[0]);
+    maybe(c, s->kids[1], s->kids[0]->loc);
+    if (s->kids[2]) maybe(c, s->kids[2], s->kids[0]->loc);
+    break;
+  case FS_N_TRY:
+    block(c, s->kids[0]);
+    block(c, s->kids[1]);
+    for (uint32_t i = 3; i < s->nkids && !c->dead; i++) {
+      const fs_node *h = s->kids[i];
+      if (h->kids[0]) ev(c, h->kids[0]);
+      if (h->kids[2]) fsC_setvar(c, h->kids[2]->str, fsC_unknown());
+      maybe(c, h->kids[1], h->loc);
+    }
+    block(c, s->kids[2]);
+    break;
+  case FS_N_MATCH:
+    ev(c, s->kids[0]);
+    for (uint32_t i = 1; i < s->nkids && !c->dead; i++) {
+      const fs_node *k = s->kids[i];
+      bind_captures(c, k->kids[0]);
+      if (k->kids[1]) ev(c, k->kids[1]);
+      maybe(c, k->kids[2], k->kids[0]->loc);
+    }
+    break;
+  default: break;
+  }
+}
+
 static void st(C *c, const fs_node *s) {
   const fs_node *prev = c->stmt;
   c->stmt = s;
   switch (s->kind) {
   case FS_N_EXPR: ev(c, s->kids[0]); break;
-  case FS_N_ASSIGN: { cv v = ev(c, s->kids[1]); assign(c, s->kids[0], v); break; }
-  case FS_N_AUGASSIGN: {
-    cv a = ev(c, s->kids[0]), b = ev(c, s->kids[1]);
-    assign(c, s->kids[0], binop(c, s, s->op, a, b));
+  case FS_N_ASSIGN: {
+    cv v = ev(c, s->kids[1]);
+    assign(c, s->kids[0], v);
+    for (uint32_t i = 2; i < s->nkids; i++) assign(c, s->kids[i], v); /* `a = b = v` */
     break;
   }
+  case FS_N_AUGASSIGN: {
+    cv a = ev(c, s->kids[0]), b = ev(c, s->kids[1]);
+    assign(c, s->kids[0], s->op >= FS_OP_MATMUL ? fsC_unknown() : binop(c, s, s->op, a, b));
+    break;
+  }
+  case FS_N_ANNASSIGN:
+    if (s->kids[2]) assign(c, s->kids[0], ev(c, s->kids[2]));
+    break;
   case FS_N_IF: st_if(c, s); break;
-  case FS_N_FOR: st_for(c, s); break;
+  case FS_N_FOR: st_for(c, s); if (s->nkids > 3) block(c, s->kids[3]); break;
   case FS_N_WITH: st_with(c, s); break;
+  case FS_N_WHILE: case FS_N_TRY: case FS_N_MATCH: st_python(c, s); break;
+  case FS_N_IMPORT: case FS_N_IMPORTFROM:
+    for (uint32_t i = 0; i < s->nkids; i++) {
+      const fs_node *a = s->kids[i];
+      if (a->kids[0]) { fsC_setvar(c, a->kids[0]->str, fsC_unknown()); continue; }
+      if (strcmp(a->str, "*") == 0) continue;
+      size_t n = strcspn(a->str, "."); /* `import a.b` binds a */
+      fsC_setvar(c, a->str[n] ? fsC_text(c, (fs_loc){a->loc.start, a->loc.start + (uint32_t)n}) : a->str, fsC_unknown());
+    }
+    break;
+  case FS_N_CLASS: fsC_setvar(c, s->str, fsC_unknown()); break;
+  case FS_N_TYPEALIAS: fsC_setvar(c, s->kids[0]->str, fsC_unknown()); break;
+  case FS_N_RAISE:
+    for (uint32_t i = 0; i < 2; i++) if (s->kids[i]) ev(c, s->kids[i]);
+    c->dead = 1;
+    break;
   case FS_N_DEF:
+    if (!fsA_def_plain(s)) { fsC_setvar(c, s->str, fsC_unknown()); break; } /* decorated, async, *args ... */
     fsC_setvar(c, s->str, (cv){.k = CV_FUNC, .p = s});
     GROW(c->defs, c->ndefs, c->capdefs);
     c->defs[c->ndefs++] = (struct defrec){s, 0};

@@ -198,6 +198,11 @@ static int check_files(fs_cli *cli, char **paths, int npaths) {
   return status;
 }
 
+static int is_python(const char *path) {
+  size_t n = strlen(path);
+  return n > 3 && strcmp(path + n - 3, ".py") == 0;
+}
+
 /* FILE: check, then run; plan != NULL: `plan FILE`, the run stops at the plan. */
 static int run_file(fs_cli *cli, const char *path, FILE *plan) {
   fs_diags diags;
@@ -449,6 +454,11 @@ int main(int argc, char **argv) {
     status = EXIT_USAGE;
   } else if (nargs > 1) {
     status = usage_error("unexpected argument '%s' after the script", args[1]);
+  } else if (is_python(args[0])) {
+    /* a .py file is checked, never run: Python runs it (docs/python.md) */
+    status = check_files(&cli, args, 1);
+    fprintf(stderr, "fabricscript: %s: Python files are checked, not run; run it with `fabric run %s` "
+            "or `python %s`\n", args[0], args[0], args[0]);
   } else {
     status = run_file(&cli, args[0], NULL);
   }

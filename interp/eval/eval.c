@@ -426,6 +426,24 @@ void fsE_iter_end(fsE_iter *it) {
 
 /* ---- expressions ------------------------------------------------------------------ */
 
+/* Python's operators beyond the value layer's: `is` is identity; None and
+ * the bools are single objects, and equal ints, floats and strs count as
+ * one (CPython shares small ints and a script's equal constants). The other
+ * operators are reported. */
+static fs_value *python_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
+  if (op == FS_OP_IS || op == FS_OP_IS_NOT) {
+    bool scalar = a->type == FSV_NONE || a->type == FSV_BOOL || a->type == FSV_INT || a->type == FSV_FLOAT ||
+                  a->type == FSV_STR;
+    bool same = a == b || (a->type == b->type && scalar && fsV_equal(a, b));
+    return fsV_bool(same == (op == FS_OP_IS));
+  }
+  if (op >= FS_OP_MATMUL) {
+    fsV_seterr("operator '%s' is not supported at run time yet", fsA_op_text(op));
+    return NULL;
+  }
+  return fsV_binop(E, op, a, b);
+}
+
 static fs_value *eval_fstr(fsE_ctx *E, const fs_node *n) {
   fsV_buf b = {0};
   fsV_buf_put(&b, "", 0);
@@ -435,7 +453,17 @@ static fs_value *eval_fstr(fsE_ctx *E, const fs_node *n) {
       fsV_buf_put(&b, k->str, k->slen);
       continue;
     }
+    if (k->nkids > 1) { /* `{x:{width}}` */
+      free(b.s);
+      return fsE_error(E, k->kids[1]->loc, "a format spec with fields is not supported at run time yet");
+    }
     fs_value *v = eval(E, k->kids[0]);
+    if (v && k->op) { /* !r, !a (repr) and !s (str) */
+      char *t = k->op == 's' ? fsV_tostr(v) : fsV_repr(v);
+      fsV_release(v);
+      v = t ? fsV_str_own(t, strlen(t)) : NULL;
+      if (!v) failed(E, k->loc);
+    }
     if (v && v->type == FSV_OBJ && k->str && *k->str) { /* a tensor formats as its item() */
       fsV_args none = {.loc = k->loc};
       fs_value *item = fsE_call_method(E, v, "item", &none);
@@ -558,6 +586,7 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_CALL: return eval_call(E, n);
   case FS_N_INDEX: return eval_index(E, n);
   case FS_N_UNARY: {
+    if (n->op == FS_OP_INVERT) return fsE_error(E, n->loc, "operator '~' is not supported at run time yet");
     fs_value *v = eval(E, n->kids[0]);
     if (!v) return NULL;
     r = fsV_unop(E, n->op, v);
@@ -573,12 +602,32 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
       return eval(E, n->kids[1]);
     }
     fs_value *b = eval(E, n->kids[1]);
-    if (b) r = fsV_binop(E, n->op, a, b);
+    if (b) r = python_binop(E, n->op, a, b);
     fsV_release(a);
     if (!b) return NULL;
     fsV_release(b);
     break;
   }
+  case FS_N_COMPARE: { /* a < b < c: each operand once, stopping at the first false link */
+    fs_value *a = eval(E, n->kids[0]);
+    for (uint32_t i = 1; a && i < n->nkids; i++) {
+      fs_value *b = eval(E, n->kids[i]);
+      r = b ? python_binop(E, (fs_op)n->str[i - 1], a, b) : NULL;
+      fsV_release(a);
+      a = b;
+      if (!r) {
+        bool evaluated = b != NULL;
+        fsV_release(b);
+        return evaluated ? failed(E, n->kids[i]->loc) : NULL;
+      }
+      if (i + 1 == n->nkids || !fsV_truthy(r)) break;
+      fsV_release(r);
+      r = NULL;
+    }
+    fsV_release(a);
+    return r;
+  }
+  case FS_N_BIGINT: return fsE_error(E, n->loc, "integer literal too large (integers are 64-bit)");
   case FS_N_COND: {
     fs_value *c = eval(E, n->kids[0]);
     if (!c) return NULL;
@@ -594,6 +643,8 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
     return r ? r : failed(E, n->name_loc);
   }
   default:
+    if (n->kind > FS_N_ERROR) /* Python's constructs (ast.h lists them after ERROR) */
+      return fsE_error(E, n->loc, "%s is not supported at run time yet", fsA_kind_name(n->kind));
     return fsE_error(E, n->loc, "%s cannot be evaluated here", fsA_kind_name(n->kind));
   }
   return r ? r : failed(E, n->loc);
@@ -642,7 +693,11 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
   case FS_N_NAME:
     return set_name(E, t->str, v) ? 0 : (failed(E, t->loc), -1);
   case FS_N_TUPLE:
-  case FS_N_LIST: return unpack(E, t, v);
+  case FS_N_LIST:
+    for (uint32_t i = 0; i < t->nkids; i++)
+      if (t->kids[i]->kind == FS_N_STARRED)
+        return fsE_error(E, t->kids[i]->loc, "starred assignment is not supported at run time yet"), -1;
+    return unpack(E, t, v);
   case FS_N_ATTR: {
     fs_value *o = eval(E, t->kids[0]);
     if (!o) return -1;
@@ -816,6 +871,7 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     if (E->building && s->kids[0]->kind == FS_N_NAME) rc = fsE_append_layer(E, s->kids[0]->str, v);
     if (rc < 0) failed(E, s->loc);
     else if (rc == 0) rc = assign(E, s->kids[0], v); /* not a layer: a local of the body */
+    for (uint32_t i = 2; rc >= 0 && i < s->nkids; i++) rc = assign(E, s->kids[i], v); /* `a = b = v` */
     fsV_release(v);
     return rc < 0 ? FSE_ERROR : FSE_OK;
   }
@@ -823,6 +879,8 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     const fs_node *t = s->kids[0];
     if (t->kind != FS_N_NAME && t->kind != FS_N_ATTR && t->kind != FS_N_INDEX)
       return fsE_error(E, t->loc, "illegal expression for augmented assignment"), FSE_ERROR;
+    if (s->op >= FS_OP_MATMUL)
+      return fsE_error(E, s->loc, "operator '%s=' is not supported at run time yet", fsA_op_text(s->op)), FSE_ERROR;
     fs_value *cur = eval(E, t), *rhs = cur ? eval(E, s->kids[1]) : NULL, *r = NULL;
     if (rhs && !(r = fsV_binop(E, s->op, cur, rhs))) failed(E, s->loc);
     int rc = r ? assign(E, t, r) : -1;
@@ -840,9 +898,25 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     return s->kids[2] ? exec(E, s->kids[2]) : FSE_OK;
   }
   case FS_N_BLOCK: return fsE_exec_block(E, s);
-  case FS_N_FOR: return exec_for(E, s);
-  case FS_N_WITH: return exec_with(E, s);
+  case FS_N_FOR:
+    if (s->nkids > 3 || s->op)
+      return fsE_error(E, s->loc, "%s is not supported at run time yet", s->op ? "`async for`" : "`for ... else`"), FSE_ERROR;
+    return exec_for(E, s);
+  case FS_N_WITH:
+    if (s->op) return fsE_error(E, s->loc, "`async with` is not supported at run time yet"), FSE_ERROR;
+    return exec_with(E, s);
+  case FS_N_ANNASSIGN: {
+    if (!s->kids[2]) return FSE_OK; /* `x: int` declares, binds nothing */
+    fs_value *v = eval(E, s->kids[2]);
+    int rc = v ? assign(E, s->kids[0], v) : -1;
+    fsV_release(v);
+    return rc < 0 ? FSE_ERROR : FSE_OK;
+  }
   case FS_N_DEF:
+    if (!fsA_def_plain(s))
+      return fsE_error(E, s->loc, "a decorated or async def, or one with *args, **kwargs, keyword-only or "
+                       "positional-only parameters, is not supported at run time yet"), FSE_ERROR;
+    return exec_def(E, s);
   case FS_N_MODEL: return exec_def(E, s);
   case FS_N_RETURN:
     if (!E->depth) return fsE_error(E, s->loc, "'return' outside function"), FSE_ERROR;
@@ -855,6 +929,8 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
   case FS_N_REPEAT:
   case FS_N_RESIDUAL: return exec_layer_block(E, s);
   default:
+    if (s->kind > FS_N_ERROR) /* Python's statements (ast.h lists them after ERROR) */
+      return fsE_error(E, s->loc, "%s is not supported at run time yet", fsA_kind_name(s->kind)), FSE_ERROR;
     return fsE_error(E, s->loc, "%s cannot be executed", fsA_kind_name(s->kind)), FSE_ERROR;
   }
 }

@@ -180,6 +180,13 @@ struct fs_arena { arena_block *head; size_t next_cap; };
 #define ARENA_FIRST (64u << 10)
 #define ARENA_HUGE (2u << 20)
 
+/* Huge blocks a freed arena leaves for the next one in this thread: a
+ * process that parses many files (check FILE..., the REPL, the corpus
+ * bench) pays for clearing their pages once, not per file. */
+#define ARENA_SPARE_MAX 8
+static _Thread_local arena_block *arena_spare;
+static _Thread_local int arena_nspare;
+
 fs_arena *fsA_arena_new(void) {
   fs_arena *a = fsA_xrealloc(NULL, sizeof *a);
   a->head = NULL;
@@ -193,7 +200,12 @@ static void arena_grow(fs_arena *a, size_t need) {
   a->next_cap = a->next_cap < ARENA_FIRST * 4 ? a->next_cap * 4 : ARENA_HUGE;
   arena_block *b;
   size_t mapped = 0;
-  if (cap >= ARENA_HUGE) {
+  if (cap == ARENA_HUGE && arena_spare) {
+    b = arena_spare;
+    arena_spare = b->next;
+    arena_nspare--;
+    mapped = cap;
+  } else if (cap >= ARENA_HUGE) {
     void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) fsA_oom();
     madvise(p, cap, MADV_HUGEPAGE);
@@ -227,8 +239,15 @@ char *fsA_strndup(fs_arena *a, const char *s, size_t n) {
 void fsA_arena_free(fs_arena *a) {
   for (arena_block *b = a->head, *next; b; b = next) {
     next = b->next;
-    if (b->mapped) munmap(b, b->mapped);
-    else free(b);
+    if (b->mapped == ARENA_HUGE && arena_nspare < ARENA_SPARE_MAX) {
+      b->next = arena_spare;
+      arena_spare = b;
+      arena_nspare++;
+    } else if (b->mapped) {
+      munmap(b, b->mapped);
+    } else {
+      free(b);
+    }
   }
   free(a);
 }
@@ -285,14 +304,28 @@ const char *fsA_kind_name(fs_node_kind kind) {
     "assignment", "augmented assignment", "if", "for", "with", "def",
     "parameter", "return", "break", "continue", "pass", "assert", "model",
     "repeat", "residual", "error",
+    "bytes", "int", "complex", "Ellipsis", "set", "comparison", "starred expression",
+    "named expression", "lambda", "comprehension", "comprehension clause", "yield", "await",
+    "class", "annotated assignment", "del", "global", "nonlocal", "raise", "import",
+    "from-import", "import alias", "while", "try", "except clause", "match", "case",
+    "as-pattern", "type alias",
   };
   return (unsigned)kind < FS_N__COUNT ? names[kind] : "?";
+}
+
+int fsA_def_plain(const fs_node *def) {
+  if (def->op || (def->nkids > 2 && def->kids[2])) return 0;
+  const fs_node *params = def->kids[0];
+  for (uint32_t i = 0; i < params->nkids; i++)
+    if (params->kids[i]->op != FS_PARAM_PLAIN) return 0;
+  return 1;
 }
 
 const char *fsA_op_text(fs_op op) {
   static const char *const text[] = {
     "", "+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=", ">", ">=",
     "in", "not in", "and", "or", "-", "+", "not",
+    "@", "<<", ">>", "&", "|", "^", "~", "is", "is not",
   };
   return (unsigned)op < sizeof text / sizeof *text ? text[op] : "?";
 }

@@ -50,15 +50,17 @@ typedef enum fs_node_kind {
   FS_N_FLOAT,   /* fval */
   FS_N_STR,     /* str (decoded), slen bytes */
   FS_N_FSTR,    /* kids: FS_N_STR literal pieces and FS_N_FMT fields in order */
-  FS_N_FMT,     /* kids[0] expression; str = format spec after ':' or NULL */
+  FS_N_FMT,     /* kids[0] expression; str = format spec after ':' or NULL; op = conversion
+                 * 'r', 's', 'a' or 0; kids[1] FS_N_FSTR when the spec has fields of its own */
   FS_N_TRUE, FS_N_FALSE, FS_N_NONE,
-  FS_N_LIST,    /* kids: elements */
+  FS_N_LIST,    /* kids: elements (FS_N_STARRED among them in Python's form) */
   FS_N_TUPLE,   /* kids: elements (also bare `a, b` targets and values) */
-  FS_N_DICT,    /* kids: key0, value0, key1, value1, ... */
+  FS_N_DICT,    /* kids: key0, value0, key1, value1, ...; `**m` is the pair (STARRED m, NULL) */
   FS_N_UNARY,   /* op (FS_OP_NEG, FS_OP_POS, FS_OP_NOT), kids[0] */
   FS_N_BINARY,  /* op, kids[0] op kids[1]; also and/or, comparisons, in */
   FS_N_COND,    /* kids[0] cond, kids[1] then-value, kids[2] else-value */
-  FS_N_CALL,    /* kids[0] callee, kids[1..] args: expressions, then FS_N_KWARG */
+  FS_N_CALL,    /* kids[0] callee, kids[1..] args: expressions, then FS_N_KWARG; Python's forms
+                 * add FS_N_STARRED (`*a`, `**k`) and a lone FS_N_COMP generator */
   FS_N_KWARG,   /* str = keyword, kids[0] value; name_loc = keyword span */
   FS_N_ATTR,    /* kids[0] object, str = attribute; name_loc = attribute span */
   FS_N_INDEX,   /* kids[0] object, kids[1] index (may be FS_N_SLICE) */
@@ -66,13 +68,19 @@ typedef enum fs_node_kind {
   /* statements */
   FS_N_BLOCK,   /* kids: statements */
   FS_N_EXPR,    /* kids[0] */
-  FS_N_ASSIGN,  /* kids[0] target (NAME, TUPLE, LIST, ATTR, INDEX), kids[1] value */
+  FS_N_ASSIGN,  /* kids[0] target (NAME, TUPLE, LIST, ATTR, INDEX), kids[1] value;
+                 * `a = b = v`: kids[2..] the further targets, assigned after kids[0] */
   FS_N_AUGASSIGN, /* op, kids[0] target, kids[1] value */
   FS_N_IF,      /* kids[0] cond, kids[1] BLOCK, kids[2] else BLOCK (an elif is a BLOCK holding one IF) or NULL */
-  FS_N_FOR,     /* kids[0] target, kids[1] iterable, kids[2] BLOCK */
-  FS_N_WITH,    /* kids[0] context expr, kids[1] NAME target or NULL, kids[2] BLOCK */
-  FS_N_DEF,     /* str name, name_loc; kids[0] BLOCK of FS_N_PARAM, kids[1] BLOCK */
-  FS_N_PARAM,   /* str name, kids[0] default or NULL */
+  FS_N_FOR,     /* kids[0] target, kids[1] iterable, kids[2] BLOCK; kids[3] else BLOCK when
+                 * there is one; op 1 `async for` */
+  FS_N_WITH,    /* kids[0] context expr, kids[1] target or NULL, kids[2] BLOCK; op 1 `async with`.
+                 * Several items nest: `with a, b:` is WITH a holding WITH b */
+  FS_N_DEF,     /* str name, name_loc; kids[0] BLOCK of FS_N_PARAM, kids[1] BLOCK; Python's
+                 * forms add kids[2] decorators BLOCK or NULL, kids[3] return annotation or
+                 * NULL, kids[4] type parameters BLOCK or NULL; op 1 `async def` */
+  FS_N_PARAM,   /* str name, kids[0] default or NULL; kids[1] annotation (type parameter: bound)
+                 * when there is one; op fs_param_kind */
   FS_N_RETURN,  /* kids[0] value or NULL */
   FS_N_BREAK, FS_N_CONTINUE, FS_N_PASS,
   FS_N_ASSERT,  /* kids[0] cond, kids[1] message or NULL */
@@ -82,6 +90,44 @@ typedef enum fs_node_kind {
   FS_N_REPEAT,  /* str name or NULL (`h = repeat n:`), kids[0] count, kids[1] BLOCK */
   FS_N_RESIDUAL,/* str name or NULL, kids[0] BLOCK */
   FS_N_ERROR,   /* placeholder after a syntax error (recovery) */
+  /* Python's other constructs. The checker treats what it does not model as
+   * unknown; the evaluator reports them as not supported at run time yet.
+   * Forms of the kinds above that they do not model carry extra kids or op
+   * (documented there), which both sides test before assuming the plain form. */
+  FS_N_BYTES,   /* str (decoded bytes), slen */
+  FS_N_BIGINT,  /* str = the literal's digits (an int beyond 64 bits) */
+  FS_N_IMAG,    /* fval = the imaginary part */
+  FS_N_ELLIPSIS,
+  FS_N_SET,     /* kids: elements */
+  FS_N_COMPARE, /* a chain `a < b <= c`: kids operands; str holds the fs_op of each link, slen links */
+  FS_N_STARRED, /* op 1 `*kids[0]`, op 2 `**kids[0]` (call arguments, displays, targets) */
+  FS_N_NAMEDEXPR, /* kids[0] NAME target, kids[1] value (`:=`) */
+  FS_N_LAMBDA,  /* kids[0] BLOCK of FS_N_PARAM, kids[1] body expression */
+  FS_N_COMP,    /* op fs_comp; kids[0] element (dict: key), kids[1] dict value or NULL, kids[2..]
+                 * FS_N_COMPFOR; ival 1: a call's unparenthesised generator argument */
+  FS_N_COMPFOR, /* op 1 async; kids[0] target, kids[1] iterable, kids[2..] `if` conditions */
+  FS_N_YIELD,   /* op 1 `yield from`; kids[0] value or NULL */
+  FS_N_AWAIT,   /* kids[0] */
+  FS_N_CLASS,   /* str name, name_loc; kids[0] CALL of bases and keywords (kids[0] NULL), kids[1] BLOCK,
+                 * kids[2] decorators BLOCK or NULL, kids[3] type parameters BLOCK or NULL */
+  FS_N_ANNASSIGN, /* kids[0] target, kids[1] annotation, kids[2] value or NULL */
+  FS_N_DEL,     /* kids: targets */
+  FS_N_GLOBAL, FS_N_NONLOCAL, /* kids: NAME */
+  FS_N_RAISE,   /* kids[0] exception or NULL, kids[1] cause (`from`) or NULL */
+  FS_N_IMPORT,  /* kids: FS_N_ALIAS (str dotted module) */
+  FS_N_IMPORTFROM, /* str dotted module or NULL (`from . import x`), op = leading dots;
+                    * kids: FS_N_ALIAS (str name, "*" for `import *`) */
+  FS_N_ALIAS,   /* str name, kids[0] NAME of `as` or NULL */
+  FS_N_WHILE,   /* kids[0] cond, kids[1] BLOCK, kids[2] else BLOCK or NULL */
+  FS_N_TRY,     /* kids[0] BLOCK, kids[1] else BLOCK or NULL, kids[2] finally BLOCK or NULL, kids[3..] FS_N_EXCEPT */
+  FS_N_EXCEPT,  /* op 1 `except*`; kids[0] type or NULL, kids[1] BLOCK, kids[2] NAME of `as` or NULL */
+  FS_N_MATCH,   /* kids[0] subject, kids[1..] FS_N_CASE */
+  FS_N_CASE,    /* kids[0] pattern, kids[1] guard or NULL, kids[2] BLOCK. Patterns are expression
+                 * nodes: NAME capture (`_` the wildcard), ATTR value, literals, LIST/TUPLE sequence,
+                 * DICT mapping (`**rest` as STARRED, NULL), CALL class pattern (KWARG keywords),
+                 * STARRED `*rest`, BINARY FS_OP_BITOR alternatives, FS_N_MATCHAS */
+  FS_N_MATCHAS, /* kids[0] pattern, kids[1] NAME (`pattern as name`) */
+  FS_N_TYPEALIAS, /* kids[0] NAME, kids[1] type parameters BLOCK or NULL, kids[2] value */
   FS_N__COUNT
 } fs_node_kind;
 
@@ -90,8 +136,22 @@ typedef enum fs_op {
   FS_OP_ADD, FS_OP_SUB, FS_OP_MUL, FS_OP_DIV, FS_OP_FDIV, FS_OP_MOD, FS_OP_POW,
   FS_OP_EQ, FS_OP_NE, FS_OP_LT, FS_OP_LE, FS_OP_GT, FS_OP_GE,
   FS_OP_IN, FS_OP_NOT_IN, FS_OP_AND, FS_OP_OR,
-  FS_OP_NEG, FS_OP_POS, FS_OP_NOT
+  FS_OP_NEG, FS_OP_POS, FS_OP_NOT,
+  FS_OP_MATMUL, FS_OP_LSHIFT, FS_OP_RSHIFT, FS_OP_BITAND, FS_OP_BITOR, FS_OP_BITXOR,
+  FS_OP_INVERT, FS_OP_IS, FS_OP_IS_NOT
 } fs_op;
+
+/* FS_N_PARAM's op: how an argument reaches it. */
+typedef enum fs_param_kind {
+  FS_PARAM_PLAIN,     /* positional or keyword */
+  FS_PARAM_POSONLY,   /* before `/` */
+  FS_PARAM_KWONLY,    /* after `*` or `*args` */
+  FS_PARAM_VARARGS,   /* `*args` */
+  FS_PARAM_VARKW,     /* `**kwargs` */
+} fs_param_kind;
+
+/* FS_N_COMP's op. */
+typedef enum fs_comp { FS_COMP_LIST, FS_COMP_SET, FS_COMP_DICT, FS_COMP_GEN } fs_comp;
 
 /* Every node, kid array and string of a tree lives in one arena, freed with
  * the tree: a parse makes millions of small objects and frees them at once.
@@ -135,6 +195,10 @@ fs_node *fsA_root(fs_arena *a, const fs_node *n);
  * freeing it alone does nothing. */
 void fsA_free(fs_node *root);
 const char *fsA_kind_name(fs_node_kind kind);
+/* Whether a def is one the checker and the evaluator model: no decorators,
+ * not async, every parameter positional-or-keyword (annotations, a return
+ * annotation and type parameters change nothing they see). */
+int fsA_def_plain(const fs_node *def);
 const char *fsA_op_text(fs_op op);              /* "+", "not in", ... */
 
 #endif

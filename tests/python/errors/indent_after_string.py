@@ -1,0 +1,4 @@
+x = """
+	tabs inside
+"""
+	if_ = 1

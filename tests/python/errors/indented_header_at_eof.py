@@ -1,0 +1,1 @@
+        for key, o in kwargs.items():

@@ -1,0 +1,2 @@
+class C(A, B, metaclass=M, **kw): pass
+class D(): pass

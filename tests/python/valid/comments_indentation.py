@@ -1,0 +1,7 @@
+if a:
+    pass
+# comment
+
+    # indented comment
+else:
+    pass

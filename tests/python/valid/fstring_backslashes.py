@@ -1,0 +1,2 @@
+x = f"\{a} \N{BULLET} {b!r}"
+y = rf"\{a}\n"

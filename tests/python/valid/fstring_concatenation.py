@@ -1,0 +1,2 @@
+x = f"{a}" "plain" f"{b}"
+y = "plain" f"{a}"

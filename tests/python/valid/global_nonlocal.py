@@ -1,0 +1,4 @@
+global_ = 1
+def f():
+    global global_, y
+    nonlocal_ = 2

@@ -1,0 +1,3 @@
+lambda: 1
+x = lambda: lambda: 0
+(lambda x: x)(1)

@@ -1,0 +1,8 @@
+try:
+    pass
+except:
+    pass
+try:
+    pass
+except* E as e:
+    pass
