@@ -165,9 +165,11 @@ static int st_get_name(const ck_file *f, const char *name, int depth, fs_value *
   const char *text = in ? NULL : fsK_meta_get(&f->k, name);
   if (in) return (*out = ck_read_value(f, in)) ? 1 : -1;
   if (!text) return st_unflatten(f, name, depth, out);
-  *out = fsV_literal(text);
-  if (!*out) fsV_clearerr(); /* not an entry this module wrote */
-  return *out != NULL;
+  if ((*out = fsV_literal(text))) return 1;
+  char why[512]; /* a value fabric.save wrote is a repr: anything else is a damaged file */
+  snprintf(why, sizeof why, "%s", fsV_error());
+  fsV_seterr("%s: the metadata of '%s' is not a Python literal (%s): %.60s", f->k.path, name, why, text);
+  return -1;
 }
 
 static int st_get(const ck_file *f, const char *const *path, int n, fs_value **out) {
