@@ -223,6 +223,7 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
       status = fsE_run(src, ast, &eo, &run);
     }
     fflush(stdout);
+    fsD_drop_repeated_warnings(&run, &diags); /* the check printed them */
     fsD_render_all(stderr, &run, &cli->render);
     if (eo.plan) {
       if (status == 0 && ftell(eo.plan) == 0) {
