@@ -166,5 +166,14 @@ if command -v python3 >/dev/null; then
   python3 "$src/tests/json-schema.py" "$src/docs/diagnostics.schema.json" --lines "$tmp/err" || fails "a multi-rank run's stderr does not validate"
 fi
 
+# A warning of Fabric(...) is shown once, not by the check and again by the run
+printf 'fabric = Fabric(accelerator="cpu", devices=1, precision="16-mixed")\nprint("hi")\n' > "$tmp/warn.fab"
+"$fs" "$tmp/warn.fab" >"$tmp/out" 2>"$tmp/err"
+[ "$(grep -c 'warning\[W8\]' "$tmp/err")" -eq 1 ] || { echo "FAIL: the precision warning is not shown once: $(cat "$tmp/err")"; fail=1; }
+# A loader with zero batches runs zero steps and draws no progress line
+printf 'loader = DataLoader(RandomDataset(3, 4, 3, 0), batch_size=8, drop_last=True)\nn = 0\nfor epoch in range(2):\n    for x, y in loader:\n        n += 1\nprint(n)\n' > "$tmp/empty.fab"
+FABRICSCRIPT_PROGRESS_INTERVAL=0 "$fs" "$tmp/empty.fab" >"$tmp/out" 2>"$tmp/err"
+grep -qx 0 "$tmp/out" && ! [ -s "$tmp/err" ] || { echo "FAIL: a loader of zero batches: $(cat "$tmp/out" "$tmp/err")"; fail=1; }
+
 [ $fail -eq 0 ] && echo "cli-test: all passed"
 exit $fail

@@ -11,7 +11,9 @@
 
 #include "config.h"
 #include "ast.h"
+#include "atomicfile.h"
 #include "check.h"
+#include "dataio.h"
 #include "diag.h"
 #include "eval.h"
 #include "explain.h"
@@ -226,6 +228,7 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
       status = fsE_run(src, ast, &eo, &run);
     }
     fflush(stdout);
+    fsD_drop_repeated_warnings(&run, &diags); /* the check printed them */
     fsD_render_all(stderr, &run, &cli->render);
     if (eo.plan) {
       if (status == 0 && ftell(eo.plan) == 0) {
@@ -244,19 +247,17 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
   return status;
 }
 
-/* Writes `text` to `path` atomically: a temporary file beside it, fsync, rename. */
-static int write_atomically(const char *path, const char *text, size_t len) {
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (!tmp) return -1;
-  snprintf(tmp, n, "%s.fix-%ld.tmp", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  int ok = f && fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  if (f && fclose(f) != 0) ok = 0;
-  if (ok && rename(tmp, path) != 0) ok = 0;
-  if (!ok) { int e = errno; remove(tmp); errno = e; }
-  free(tmp);
-  return ok ? 0 : -1;
+/* Writes `text` to `path` atomically (atomicfile.h): through a symbolic link
+ * to its target, keeping the file's mode. -1 with the message in *err. */
+static int write_atomically(const char *path, const char *text, size_t len, char **err) {
+  fsK_atomic a;
+  if (fsK_atomic_open(&a, path, err) < 0) return -1;
+  if (fsIO_pwrite_full(a.fd, text, len, 0) != (ssize_t)len) {
+    fsIO_fail(err, "%s: cannot write: %s", path, strerror(errno));
+    fsK_atomic_abort(&a);
+    return -1;
+  }
+  return fsK_atomic_commit(&a, err);
 }
 
 /* fix: apply every mechanical fix; print a unified diff, or rewrite the file. */
@@ -279,8 +280,10 @@ static int fix_file(fs_cli *cli, const char *path) {
   else if (!nedits) {
     fsD_render_all(stderr, &diags, &cli->render); /* nothing mechanical: say what is wrong */
   } else if (cli->write) {
-    if (write_atomically(path, fixed, len) != 0) {
-      fprintf(stderr, "fabricscript: cannot write %s: %s\n", path, strerror(errno));
+    char *err = NULL;
+    if (write_atomically(path, fixed, len, &err) != 0) {
+      fprintf(stderr, "fabricscript: %s\n", err ? err : "out of memory");
+      free(err);
       status = EXIT_SYSTEM;
     } else {
       fprintf(stderr, "fabricscript: %s: applied %zu fix%s\n", path, nedits, nedits == 1 ? "" : "es");

@@ -166,9 +166,9 @@ static int st_get_name(const ck_file *f, const char *name, int depth, fs_value *
   if (in) return (*out = ck_read_value(f, in)) ? 1 : -1;
   if (!text) return st_unflatten(f, name, depth, out);
   if ((*out = fsV_literal(text))) return 1;
-  char *why = strdup(fsV_error()); /* a value this module would have written readable: the file is damaged */
-  fsV_seterr("checkpoint entry '%s': %s", name, why ? why : "out of memory");
-  free(why);
+  char why[512]; /* a value fabric.save wrote is a repr: anything else is a damaged file */
+  snprintf(why, sizeof why, "%s", fsV_error());
+  fsV_seterr("%s: the metadata of '%s' is not a Python literal (%s): %.60s", f->k.path, name, why, text);
   return -1;
 }
 

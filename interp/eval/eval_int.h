@@ -176,6 +176,40 @@ extern const fsV_class fsE_optim_class;
 int fsE_optim_sync(optv *ov);
 /* Parameter i's state_dict entry: 1 and *out, 0 when it has none yet, -1. */
 int fsE_optim_param_state(const fs_optim *o, int64_t i, fs_value **out);
+/* A load of a saved state into an optimizer, staged so that a failure leaves
+ * the optimizer exactly as it was: the saved groups go into copies of the
+ * live group dicts, the saved state into new steps and buffers (torch
+ * replaces the whole state: a parameter the saved state lacks starts
+ * fresh); _check validates all of it (hyper-parameters, a step for every
+ * stated parameter, the buffers its group's options need), _apply installs
+ * it and cannot fail, _abort drops it. Every function but _apply and _abort
+ * returns -1 + fsV_error; i is the runtime's parameter index. */
+enum { FSE_STATED = 1, FSE_STEPPED = 2 };
+typedef struct fsE_optim_load {
+  optv *ov;
+  int64_t *steps;      /* per parameter */
+  unsigned char *stated; /* per parameter: FSE_STATED when the saved state has an
+                          * entry for it, FSE_STEPPED when that has a step */
+  fs_tensor **bufs;    /* 3 per parameter (fsO_state_name's order); NULL: none */
+  fs_value **groups;   /* per group: the live dict's copy with the saved values */
+  fsO_hyper *hyper;    /* per group, read by _check */
+} fsE_optim_load;
+int fsE_optim_load_begin(fsE_optim_load *L, optv *ov);
+/* Saved param_groups (a list, or a dict keyed "0", "1", ...) after torch's
+ * checks: the number of groups, then each one's size (size, or the live
+ * group's when size < 0). */
+int fsE_optim_load_groups(fsE_optim_load *L, const fs_value *groups, int64_t size);
+/* A saved state entry of parameter i: "step" (a non-negative integer: int,
+ * integral float or one-element tensor) or a buffer (a tensor of the
+ * parameter's shape, copied); other keys are ignored, as torch never uses them. */
+int fsE_optim_load_entry(fsE_optim_load *L, int64_t i, const char *name, const fs_value *v);
+int fsE_optim_load_step(fsE_optim_load *L, int64_t i, const fs_value *v);
+/* The staged buffer `name` of parameter i (zeros like it until filled), for
+ * a reader that fills it in place (FSDP's slices). NULL + fsV_error. */
+fs_tensor *fsE_optim_load_slot(fsE_optim_load *L, int64_t i, const char *name);
+int fsE_optim_load_check(fsE_optim_load *L);
+void fsE_optim_load_apply(fsE_optim_load *L);
+void fsE_optim_load_abort(fsE_optim_load *L);
 /* Group 0's "params" = the runtime's parameters again (FSDP swapped them). */
 int fsE_optim_params_swapped(optv *ov);
 

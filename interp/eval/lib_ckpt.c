@@ -390,62 +390,132 @@ done:
 
 /* ---- fabric.load --------------------------------------------------------------------- */
 
-/* Reads names[0..n) (with shapes of ts) into ts' storage, all or nothing.
+/* A load is all-or-nothing: every entry is first staged -- read, converted
+ * and validated without touching the live objects -- and only when all of
+ * them are staged is anything installed (ck_apply). A module's tensors are
+ * staged as host copies (ck_copy), an optimizer's state as an
+ * fsE_optim_load, a plain entry as its new value. A scheduler's load is
+ * itself all-or-nothing (lib_sched.c), so it is applied while staging and
+ * its state before is kept to put back if a later entry fails. */
+
+/* nbytes of host memory that apply copies into dst's storage at byte off. */
+typedef struct ck_copy { fs_tensor *dst; size_t off, nbytes; void *host; } ck_copy;
+
+typedef struct ck_load {
+  ck_copy *copies;
+  size_t ncopies, capcopies;
+  modv **mods; /* modules loaded: their meta state is read again after apply */
+  fsE_optim_load *optims;
+  fs_value **plain;  /* per state entry: its new value, or NULL */
+  fs_value **scheds; /* per state entry: a loaded scheduler's state before, or NULL */
+  size_t n, nmods, noptims;
+} ck_load;
+
+static int ck_load_init(ck_load *L, size_t n) {
+  memset(L, 0, sizeof *L);
+  L->n = n;
+  L->mods = calloc(n + 1, sizeof *L->mods);
+  L->optims = calloc(n + 1, sizeof *L->optims);
+  L->plain = calloc(n + 1, sizeof *L->plain);
+  L->scheds = calloc(n + 1, sizeof *L->scheds);
+  if (L->mods && L->optims && L->plain && L->scheds) return 0;
+  fsV_seterr("out of memory");
+  return -1;
+}
+
+/* Drops what was staged; undo: put the schedulers loaded back as they were. */
+static void ck_load_free(ck_load *L, const fs_value *state, bool undo) {
+  for (size_t i = 0; i < L->ncopies; i++) free(L->copies[i].host);
+  for (size_t i = 0; L->optims && i < L->noptims; i++) fsE_optim_load_abort(&L->optims[i]);
+  for (size_t i = 0; L->plain && i < L->n; i++) fsV_release(L->plain[i]);
+  for (size_t i = 0; L->scheds && i < L->n; i++) {
+    if (undo && L->scheds[i]) (void)fsE_sched_load(state->u.dict.vals[i], L->scheds[i]); /* its own state */
+    fsV_release(L->scheds[i]);
+  }
+  free(L->copies);
+  free(L->mods);
+  free(L->optims);
+  free(L->plain);
+  free(L->scheds);
+}
+
+/* Stages host (taken; nbytes for dst at byte off). -1 + fsV_error. */
+static int ck_stage_copy(ck_load *L, fs_tensor *dst, size_t off, void *host, size_t nbytes) {
+  ck_copy *c = fsE_ck_room(L->copies, L->ncopies, &L->capcopies, sizeof *c);
+  if (!c) {
+    free(host);
+    fsV_seterr("out of memory");
+    return -1;
+  }
+  L->copies = c;
+  L->copies[L->ncopies++] = (ck_copy){dst, off, nbytes, host};
+  return 0;
+}
+
+/* Installs everything staged. Only a device failing to take a copy can
+ * fail here (fsE_rt_fail). */
+static int ck_apply(ck_load *L, fs_value *state) {
+  int rc = 0;
+  for (size_t i = 0; i < L->ncopies; i++) {
+    ck_copy *c = &L->copies[i];
+    if ((!c->dst->data && fsT_alloc_storage(c->dst, FS_DEV_CPU) < 0) ||
+        fsB_transfer(c->dst->device, (char *)c->dst->data + c->off, FS_DEV_CPU, c->host, c->nbytes) < 0)
+      rc = -1;
+  }
+  for (size_t i = 0; i < L->nmods; i++) L->mods[i]->st.meta = fsE_has_meta(L->mods[i]->m);
+  for (size_t i = 0; i < L->noptims; i++) fsE_optim_load_apply(&L->optims[i]);
+  L->noptims = 0;
+  for (size_t i = 0; i < L->n; i++)
+    if (L->plain[i] && fsV_dict_set(state, state->u.dict.keys[i], L->plain[i]) == 0) L->plain[i] = NULL;
+  return rc < 0 ? (fsE_rt_fail(), -1) : 0;
+}
+
+/* Stages names[0..n) (with shapes of ts) as host copies for ts.
  * strict: the tensors under prefix must be exactly these; else missing and
  * mismatched ones are skipped. */
-static int ck_read(const ck_file *f, fs_tensor *const *ts, const char *const *names, size_t n, const char *prefix,
-                   bool strict) {
+static int ck_read(ck_load *L, const ck_file *f, fs_tensor *const *ts, const char *const *names, size_t n,
+                   const char *prefix, bool strict) {
   fsK_entry *want = calloc(n + 1, sizeof *want);
   const fsK_info **found = calloc(n + 1, sizeof *found);
-  void **bufs = calloc(n + 1, sizeof *bufs);
   char *err = NULL, *report = NULL;
   int rc = -1;
-  if (!want || !bufs || !found) fsV_seterr("out of memory");
+  if (!want || !found) fsV_seterr("out of memory");
   else {
     for (size_t i = 0; i < n; i++) want[i] = (fsK_entry){names[i], ts[i]->dtype, ts[i]->rank, ts[i]->shape, NULL};
     report = fsK_match(&f->k, want, n, prefix, found);
     rc = report && strict ? -1 : 0;
     if (rc < 0) fsV_seterr("%s", report);
     for (size_t i = 0; rc == 0 && i < n; i++) {
+      void *buf = found[i] ? malloc(fsT_nbytes(ts[i]) + 1) : NULL;
       if (!found[i]) continue;
-      if (!(bufs[i] = malloc(fsT_nbytes(ts[i]) + 1))) rc = -1, fsV_seterr("out of memory");
-      else if (f->fmt->read(f, found[i], 0, found[i]->numel, ts[i]->dtype, bufs[i], &err) < 0) rc = -1, fsE_err_own(err);
-    }
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-      if (!bufs[i]) {
-        continue;
-      } else if ((!ts[i]->data && fsT_alloc_storage(ts[i], FS_DEV_CPU) < 0) ||
-                 fsB_transfer(ts[i]->device, ts[i]->data, FS_DEV_CPU, bufs[i], fsT_nbytes(ts[i])) < 0) {
-        fsE_rt_fail();
-        rc = -1;
-      }
+      if (!buf) rc = -1, fsV_seterr("out of memory");
+      else if (f->fmt->read(f, found[i], 0, found[i]->numel, ts[i]->dtype, buf, &err) < 0) rc = -1, free(buf), fsE_err_own(err);
+      else rc = ck_stage_copy(L, ts[i], 0, buf, fsT_nbytes(ts[i]));
     }
   }
-  for (size_t i = 0; bufs && i < n; i++) free(bufs[i]);
-  free(bufs);
   free(want);
   free(found);
   free(report);
   return rc;
 }
 
-/* count floats of a checkpoint entry from first into dst on dev (through the
- * host when dev is a device); -1 + fsV_error. */
-static int ck_read_slice(const ck_file *f, const fsK_info *in, int64_t first, int64_t count, fs_device dev,
-                         float *dst) {
-  float *h = dev == FS_DEV_CPU ? dst : malloc((size_t)count * sizeof *h);
+/* count floats of a checkpoint entry from first into host memory: *out. -1 + fsV_error. */
+static int ck_read_slice(const ck_file *f, const fsK_info *in, int64_t first, int64_t count, float **out) {
+  float *h = malloc((size_t)count * sizeof *h + 1);
   char *err = NULL;
-  int rc = -1;
-  if (!h) fsV_seterr("out of memory");
-  else if (f->fmt->read(f, in, (uint64_t)first, (uint64_t)count, FS_F32, h, &err) < 0) fsE_err_own(err);
-  else if (h != dst && fsB_transfer(dev, dst, FS_DEV_CPU, h, (size_t)count * sizeof *h) < 0) fsE_rt_fail();
-  else rc = 0;
-  if (h != dst) free(h);
-  return rc;
+  *out = NULL;
+  if (!h) return fsV_seterr("out of memory"), -1;
+  if (f->fmt->read(f, in, (uint64_t)first, (uint64_t)count, FS_F32, h, &err) < 0) {
+    free(h);
+    fsE_err_own(err);
+    return -1;
+  }
+  *out = h;
+  return 0;
 }
 
 /* FSDP: each rank reads only its slices of the one-device layout. */
-static int load_sharded(const ck_file *f, const char *key, fsSH_model *sh, bool strict) {
+static int load_sharded(ck_load *L, const ck_file *f, const char *key, fsSH_model *sh, bool strict) {
   fsK_entry *want = calloc((size_t)sh->nall + 1, sizeof *want);
   char **names = calloc((size_t)sh->nall + 1, sizeof *names);
   const fsK_info **found = calloc((size_t)sh->nall + 1, sizeof *found);
@@ -467,9 +537,10 @@ static int load_sharded(const ck_file *f, const char *key, fsSH_model *sh, bool 
   for (int64_t i = 0; rc == 0 && i < sh->nall; i++) {
     int64_t first, count, at;
     int u = fsSH_param_slice(sh, i, &first, &count, &at);
-    fs_tensor *flat = sh->units[u].flat;
-    if (found[i] && count && ck_read_slice(f, found[i], first, count, flat->device, fsT_f32(flat) + at) < 0)
-      rc = -1;
+    float *h;
+    if (found[i] && count)
+      rc = ck_read_slice(f, found[i], first, count, &h) < 0 ? -1
+         : ck_stage_copy(L, sh->units[u].flat, (size_t)at * sizeof *h, h, (size_t)count * sizeof *h);
   }
   for (int64_t i = 0; names && i < sh->nall; i++) free(names[i]);
   free(names);
@@ -479,8 +550,9 @@ static int load_sharded(const ck_file *f, const char *key, fsSH_model *sh, bool 
   return rc;
 }
 
-static int load_module(const ck_file *f, const char *key, modv *mv, bool strict) {
-  if (mv->sh) return load_sharded(f, key, mv->sh, strict);
+static int load_module(ck_load *L, const ck_file *f, const char *key, modv *mv, bool strict) {
+  L->mods[L->nmods++] = mv;
+  if (mv->sh) return load_sharded(L, f, key, mv->sh, strict);
   fsM_param *ps;
   int64_t n = fsM_parameters(mv->m, &ps);
   if (n < 0) return fsE_rt_fail(), -1;
@@ -497,9 +569,8 @@ static int load_module(const ck_file *f, const char *key, modv *mv, bool strict)
   else {
     char prefix[512];
     snprintf(prefix, sizeof prefix, "%s%s", key, *key ? "." : "");
-    rc = ck_read(f, ts, (const char *const *)names, (size_t)n, prefix, strict);
+    rc = ck_read(L, f, ts, (const char *const *)names, (size_t)n, prefix, strict);
   }
-  if (rc == 0) mv->st.meta = fsE_has_meta(mv->m);
   for (int64_t i = 0; names && i < n; i++) free(names[i]);
   free(names);
   free(ts);
@@ -514,92 +585,73 @@ static int ck_get(const ck_file *f, const char *key, const char *a, const char *
   return f->fmt->get(f, path + skip, (c ? 4 : b ? 3 : a ? 2 : 1) - skip, out);
 }
 
-/* The number at key's path (an int, a float or a one-element tensor, as
- * torch's step is one); 0 when absent. -1 + fsV_error. */
-static int ck_number(const ck_file *f, const char *key, const char *a, const char *b, const char *c, double *out) {
-  fs_value *v = NULL;
-  int found = ck_get(f, key, a, b, c, &v);
-  fs_tensor *t = found > 0 ? fsE_as_tensor(v) : NULL;
-  if (found > 0 && t && t->numel == 1) found = fsG_item(t, out) == 0 ? 1 : (fsE_rt_fail(), -1);
-  else if (found > 0 && fsV_is_number(v)) *out = fsV_to_double(v);
-  else if (found > 0) found = 0; /* not a number: not this module's entry */
-  fsV_release(v);
+/* The saved param_groups into the staged group dicts, after torch's checks.
+ * A checkpoint of the layout before torch's has only "K.lr", which every
+ * group takes. 0 when the file has neither (the optimizer is not in it). */
+static int stage_groups(const ck_file *f, const char *key, fsE_optim_load *O, const fsSH_model *sh) {
+  fs_value *groups = NULL, *lr = NULL, *name = NULL;
+  int found = ck_get(f, key, "param_groups", NULL, NULL, &groups);
+  if (found > 0) {
+    int rc = fsE_optim_load_groups(O, groups, sh ? sh->nall : -1); /* FSDP: the one-device layout */
+    fsV_release(groups);
+    return rc < 0 ? -1 : 1;
+  }
+  if (found < 0 || (found = ck_get(f, key, "lr", NULL, NULL, &lr)) <= 0) return found; /* the old layout */
+  if (!(name = fsV_cstr("lr"))) found = -1;
+  for (int64_t g = 0; found > 0 && g < O->ov->o->ngroups; g++)
+    if (fsV_dict_set(O->groups[g], name, fsV_retain(lr)) < 0) found = -1;
+  fsV_release(name);
+  fsV_release(lr);
   return found;
 }
 
-/* Saved group g of param_groups (a list, or a dict keyed "0", "1", ... as
- * the safetensors layout reads back), or NULL. */
-static const fs_value *saved_group(const fs_value *groups, int64_t g) {
-  char gi[24];
-  snprintf(gi, sizeof gi, "%lld", (long long)g);
-  if (groups->type == FSV_DICT) return fsV_dict_getstr(groups, gi);
-  return groups->type == FSV_LIST && g < (int64_t)groups->u.seq.n ? groups->u.seq.items[g] : NULL;
-}
-
-/* The saved param_groups replace the live group dicts' values (all but
- * "params"), after torch's load_state_dict checks: the number of groups,
- * then their sizes.  A checkpoint of the layout before torch's has only
- * "K.lr", which every group takes. */
-static int load_groups(const ck_file *f, const char *key, optv *ov, const fsSH_model *sh) {
-  int64_t ng = ov->o->ngroups;
-  fs_value *groups = NULL;
-  int found = ck_get(f, key, "param_groups", NULL, NULL, &groups);
-  if (found < 0) return -1;
-  if (!found) { /* the old layout */
-    double lr;
-    if ((found = ck_number(f, key, "lr", NULL, NULL, &lr)) <= 0) return found;
-    for (int64_t g = 0; g < ng; g++) {
-      fs_value *x = fsV_float(lr), *name = x ? fsV_cstr("lr") : NULL;
-      int rc = name ? fsV_dict_set(ov->groups->u.seq.items[g], name, x) : (fsV_release(x), -1);
-      fsV_release(name);
-      if (rc < 0) return -1;
-    }
-    return fsE_optim_sync(ov);
+/* Stages an optimizer's saved state: its groups, then each parameter's
+ * step and buffers (FSDP: this rank's slices of each buffer), validated.
+ * 0 without staging anything when the file has no such optimizer. */
+static int load_optim(ck_load *L, const ck_file *f, const char *key, fabv *fv, optv *ov) {
+  fsSH_model *sh = fv ? fsE_sharded_of(fv, ov->o) : NULL;
+  fsE_optim_load *O = &L->optims[L->noptims];
+  if (fsE_optim_load_begin(O, ov) < 0) return -1;
+  L->noptims++;
+  int rc = stage_groups(f, key, O, sh);
+  if (rc <= 0) {
+    fsE_optim_load_abort(O);
+    L->noptims--;
+    return rc;
   }
-  int64_t n = groups->type == FSV_DICT ? (int64_t)groups->u.dict.n : groups->type == FSV_LIST ? (int64_t)groups->u.seq.n : -1;
-  int rc = n == ng ? 0 : (fsV_seterr("loaded state dict has a different number of parameter groups"), -1);
-  for (int64_t g = 0; rc == 0 && g < ng; g++) {
-    const fs_value *d = saved_group(groups, g), *ps = d && d->type == FSV_DICT ? fsV_dict_getstr(d, "params") : NULL;
-    int64_t size = sh ? sh->nall : ov->o->groups[g].n; /* FSDP: the one-device layout */
-    if (!ps || (ps->type != FSV_LIST && ps->type != FSV_TUPLE) || (int64_t)ps->u.seq.n != size)
-      rc = (fsV_seterr("loaded state dict contains a parameter group that doesn't match the size of optimizer's group"), -1);
-  }
-  for (int64_t g = 0; rc == 0 && g < ng; g++) {
-    const fs_value *d = saved_group(groups, g);
-    for (size_t e = 0; rc == 0 && e < d->u.dict.n; e++)
-      if (d->u.dict.keys[e]->type == FSV_STR && strcmp(d->u.dict.keys[e]->u.str.s, "params"))
-        rc = fsV_dict_set(ov->groups->u.seq.items[g], d->u.dict.keys[e], fsV_retain(d->u.dict.vals[e]));
-  }
-  fsV_release(groups);
-  return rc < 0 ? -1 : fsE_optim_sync(ov);
-}
-
-static int load_optim(const ck_file *f, const char *key, fabv *fv, optv *ov) {
-  fsSH_model *sh = fv ? fsE_sharded_of(fv, ov->o) : NULL; /* FSDP: this rank's slices of each state */
-  if (load_groups(f, key, ov, sh) < 0) return -1;
-  for (int64_t i = 0; i < (sh ? sh->nall : ov->o->nparams); i++) {
+  rc = 0;
+  for (int64_t i = 0; rc == 0 && i < (sh ? sh->nall : ov->o->nparams); i++) {
     int64_t first = 0, count = 0, at = 0, j = sh ? fsSH_param_slice(sh, i, &first, &count, &at) : i;
-    char index[24], name[768];
-    double step;
-    int found;
+    char index[24];
     snprintf(index, sizeof index, "%lld", (long long)i);
-    if ((found = ck_number(f, key, "state", index, "step", &step)) < 0) return -1;
-    ov->o->steps[j] = found ? (int64_t)step : 0;
-    fs_tensor **slot[3] = {&ov->o->buf0[j], &ov->o->buf1[j], &ov->o->buf2[j]};
-    for (int w = 0; w < 3; w++) {
-      const char *bn = fsO_state_name(ov->o->kind, w);
+    for (int w = -1; rc == 0 && w < 3; w++) {
+      const char *bn = w < 0 ? "step" : fsO_state_name(ov->o->kind, w);
+      char name[768];
+      const fsK_info *in = NULL;
+      fs_value *v = NULL;
       if (!bn) continue;
       snprintf(name, sizeof name, "%s%sstate.%s.%s", key, *key ? "." : "", index, bn);
-      const fsK_info *in = fsK_find(&f->k, name);
-      if (!in) continue;
-      if (!*slot[w] && !(*slot[w] = fsT_zeros_like(ov->o->params[j]))) return fsE_rt_fail(), -1;
-      if (sh && count && ck_read_slice(f, in, first, count, (*slot[w])->device, fsT_f32(*slot[w]) + at) < 0)
-        return -1;
-      const char *nm = name;
-      if (!sh && ck_read(f, slot[w], &nm, 1, NULL, false) < 0) return -1;
+      if (sh && w >= 0 && (in = fsK_find(&f->k, name))) { /* a slice straight into the staged buffer */
+        fs_tensor *t = sh->all[i].t, *slot = fsE_optim_load_slot(O, j, bn);
+        float *h = NULL;
+        if (in->ndim != t->rank || memcmp(in->shape, t->shape, (size_t)t->rank * sizeof *t->shape)) {
+          char b[64];
+          fsV_seterr("optimizer state %s: '%s' must be a tensor of shape %s", index, bn, fsT_shape_str(t, b, sizeof b));
+          rc = -1;
+        } else if (!slot || (count && ck_read_slice(f, in, first, count, &h) < 0)) {
+          rc = -1;
+        } else if (count && fsB_transfer(slot->device, fsT_f32(slot) + at, FS_DEV_CPU, h, (size_t)count * sizeof *h) < 0) {
+          rc = (fsE_rt_fail(), -1);
+        }
+        free(h);
+        continue;
+      }
+      int found = ck_get(f, key, "state", index, bn, &v);
+      rc = found < 0 ? -1 : found == 0 ? 0 : w < 0 ? fsE_optim_load_step(O, j, v) : fsE_optim_load_entry(O, j, bn, v);
+      fsV_release(v);
     }
   }
-  return 0;
+  return rc < 0 ? -1 : fsE_optim_load_check(O);
 }
 
 /* The saved value at path[0..n) shaped like `like` (a live state dict):
@@ -636,10 +688,13 @@ static fs_value *ck_get_like(const ck_file *f, const char **path, int n, const f
   return r;
 }
 
-static int load_sched(const ck_file *f, const char *key, fs_value *v) {
+/* A scheduler's saved state, loaded (all or nothing); its state before in
+ * *before, for ck_load_free to put back. */
+static int load_sched(const ck_file *f, const char *key, fs_value *v, fs_value **before) {
   const char *path[16] = {key};
   fs_value *like = fsE_sched_state(v), *sd = like ? ck_get_like(f, path, 1, like) : NULL;
   int rc = sd ? fsE_sched_load(v, sd) : -1;
+  if (rc == 0) *before = like, like = NULL;
   fsV_release(like);
   fsV_release(sd);
   return rc;
@@ -656,22 +711,23 @@ NATIVE(ckpt_load) {
   fsF_issues iss;
   fsF_issues_init(&iss);
   ck_file cf;
+  ck_load L;
   if (fsE_fabric_issues(E, a, &iss, fsF_check_load(f, es, n, state->type == FSV_NONE, &iss)) < 0) {
     free(es);
     return NULL;
   }
   free(es);
   if (fsE_ck_open(&cf, s[0]->u.str.s) < 0) return NULL;
-  int rc = 0;
+  int rc = ck_load_init(&L, n);
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    fs_value *k = state->u.dict.keys[i], *v = state->u.dict.vals[i], *x;
+    fs_value *k = state->u.dict.keys[i], *v = state->u.dict.vals[i];
     const char *path[1] = {k->u.str.s};
     modv *mv = fsV_objdata(v, &fsE_module_class);
     optv *ov = fsV_objdata(v, &fsE_optim_class);
-    if (mv) rc = load_module(&cf, k->u.str.s, mv, fsV_truthy(s[2]));
-    else if (ov) rc = load_optim(&cf, k->u.str.s, fv, ov);
-    else if (fsE_is_sched(v)) rc = load_sched(&cf, k->u.str.s, v);
-    else if ((rc = cf.fmt->get(&cf, path, 1, &x)) > 0) rc = fsV_dict_set(state, k, x);
+    if (mv) rc = load_module(&L, &cf, k->u.str.s, mv, fsV_truthy(s[2]));
+    else if (ov) rc = load_optim(&L, &cf, k->u.str.s, fv, ov);
+    else if (fsE_is_sched(v)) rc = load_sched(&cf, k->u.str.s, v, &L.scheds[i]);
+    else rc = cf.fmt->get(&cf, path, 1, &L.plain[i]) < 0 ? -1 : 0;
   }
   /* what the state did not consume: the checkpoint's other entries */
   fs_value *rest = rc == 0 ? fsV_dict() : NULL;
@@ -680,10 +736,6 @@ NATIVE(ckpt_load) {
     if (!key || (state->type == FSV_DICT && fsV_dict_getstr(state, key))) continue;
     fs_value *kv = fsV_cstr(key), *x = NULL;
     int got = kv ? cf.fmt->get(&cf, &key, 1, &x) : -1;
-    if (kv && got < 0) { /* metadata another tool wrote (safetensors' "format": "pt") is not a literal */
-      fsV_clearerr();
-      got = 0;
-    }
     if (got < 0 || (got > 0 && fsV_dict_set(rest, kv, x) < 0)) {
       fsV_release(rest);
       rest = NULL;
@@ -691,6 +743,11 @@ NATIVE(ckpt_load) {
     fsV_release(kv);
   }
   cf.fmt->close(&cf);
+  if (rest && ck_apply(&L, state) < 0) {
+    fsV_release(rest);
+    rest = NULL;
+  }
+  ck_load_free(&L, state, !rest);
   if (!rest && !fsV_error()[0]) fsV_seterr("out of memory");
   return rest;
 }
@@ -706,11 +763,19 @@ NATIVE(ckpt_load_raw) {
   modv *mv = fsV_objdata(s[1], &fsE_module_class);
   optv *ov = fsV_objdata(s[1], &fsE_optim_class);
   ck_file cf;
+  ck_load L;
   if (!mv && !ov) fsV_seterr("load_raw(): expected a module or an optimizer, got %s", fsV_type_name(s[1]));
   else if (fsE_fabric_issues(E, a, &iss, fsF_check_load_raw(&fv->f, ov != NULL, &iss)) < 0) {
-  } else if (fsE_ck_open(&cf, s[0]->u.str.s) == 0) {
-    if ((mv ? load_module(&cf, "", mv, fsV_truthy(s[2])) : load_optim(&cf, "", fv, ov)) == 0) r = fsV_none();
-    cf.fmt->close(&cf);
+  } else if (ck_load_init(&L, 1) == 0) {
+    if (fsE_ck_open(&cf, s[0]->u.str.s) == 0) {
+      if ((mv ? load_module(&L, &cf, "", mv, fsV_truthy(s[2])) : load_optim(&L, &cf, "", fv, ov)) == 0 &&
+          ck_apply(&L, NULL) == 0)
+        r = fsV_none();
+      cf.fmt->close(&cf);
+    }
+    ck_load_free(&L, NULL, false);
+  } else {
+    ck_load_free(&L, NULL, false);
   }
   fsF_issues_free(&iss);
   return r;

@@ -163,12 +163,13 @@ static void progress_end(loaderv *lv) {
 static fs_value *loader_iter(fsE_ctx *E, fs_value *v) {
   loaderv *lv = v->u.obj.data;
   fsDL_start(&lv->L, lv->epoch++);
-  if (!lv->pg && !E->progress && E->opt->progress && fsE_current_rank(E) == 0) {
+  bool empty = fsDL_len(&lv->L) == 0; /* zero batches: zero steps, no progress lines */
+  if (!empty && !lv->pg && !E->progress && E->opt->progress && fsE_current_rank(E) == 0) {
     int tty = isatty(fileno(E->opt->progress));
     if ((lv->pg = fsPG_new(E->opt->progress, tty, (int64_t)fsDL_len(&lv->L), 0)))
       fsPG_set_interval(lv->pg, E->opt->progress_interval);
   }
-  if (lv->pg && !E->progress) {
+  if (!empty && lv->pg && !E->progress) {
     fsPG_epoch_begin(lv->pg);
     E->progress = lv->pg;
     lv->active = &E->progress;
@@ -181,6 +182,7 @@ static fs_value *loader_iter(fsE_ctx *E, fs_value *v) {
 static int loader_next(fsE_ctx *E, fs_value *it, fs_value **out) {
   loaderv *lv = ((fs_value *)it->u.obj.data)->u.obj.data;
   if (lv->active && lv->done > 0) fsPG_step(lv->pg, lv->done, E->last_loss);
+  if (lv->active) E->last_loss = NAN; /* counted once: a step without backward adds none */
   lv->done++;
   if (!fsDL_next(&lv->L)) {
     progress_end(lv);

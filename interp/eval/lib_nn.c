@@ -204,7 +204,8 @@ static fs_value *state_dict(modv *mv) {
 }
 
 /* load_state_dict(sd, strict): copies matching tensors into the parameters
- * (giving meta ones storage); strict: torch's missing/unexpected-key error. */
+ * (giving meta ones storage); strict: torch's missing/unexpected-key error.
+ * Every check comes before the first copy: an error changes nothing. */
 static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
   fsM_param *ps;
   int64_t n = fsM_parameters(mv->m, &ps);
@@ -224,14 +225,6 @@ static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
                  "current model is %s.", ps[i].name, fsT_shape_str(src, a, sizeof a), fsT_shape_str(dst, b, sizeof b));
       goto done;
     }
-    fs_tensor *conv = fsT_to_dtype(src, dst->dtype);
-    if (!conv || (!dst->data && fsT_alloc_storage(dst, src->device) < 0) ||
-        fsB_transfer(dst->device, dst->data, conv->device, conv->data, fsT_nbytes(dst)) < 0) {
-      fsT_release(conv);
-      fsE_rt_fail();
-      goto done;
-    }
-    fsT_release(conv);
   }
   for (size_t k = 0; k < sd->u.dict.n; k++) {
     const fs_value *key = sd->u.dict.keys[k];
@@ -244,15 +237,27 @@ static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
       free(t);
     }
   }
-  if (strict && (missing.n || unexpected.n))
+  if (strict && (missing.n || unexpected.n)) {
     fsV_seterr("Error(s) in loading state_dict for %s: %s%s%s%s%s", mv->cls,
                missing.n ? "Missing key(s) in state_dict: " : "", missing.n ? missing.s : "",
                missing.n && unexpected.n ? ". " : "", unexpected.n ? "Unexpected key(s) in state_dict: " : "",
                unexpected.n ? unexpected.s : "");
-  else {
-    mv->st.meta = fsE_has_meta(mv->m);
-    r = fsV_none();
+    goto done;
   }
+  for (int64_t i = 0; i < n; i++) {
+    fs_value *v = fsV_dict_getstr(sd, ps[i].name);
+    fs_tensor *src = v ? fsE_as_tensor(v) : NULL, *dst = ps[i].t;
+    fs_tensor *conv = src ? fsT_to_dtype(src, dst->dtype) : NULL;
+    if (src && (!conv || (!dst->data && fsT_alloc_storage(dst, src->device) < 0) ||
+                fsB_transfer(dst->device, dst->data, conv->device, conv->data, fsT_nbytes(dst)) < 0)) {
+      fsT_release(conv);
+      fsE_rt_fail();
+      goto done;
+    }
+    fsT_release(conv);
+  }
+  mv->st.meta = fsE_has_meta(mv->m);
+  r = fsV_none();
 done:
   free(missing.s);
   free(unexpected.s);

@@ -11,8 +11,11 @@
  * (add_param_group adds parameters).  Each optimizer remembers whether it was
  * made over meta parameters (Fabric's rules, fabric.h). */
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "autograd.h"
 #include "backend.h"
 #include "eval_int.h"
 
@@ -350,66 +353,195 @@ NATIVE(optim_state_dict) {
   return NULL;
 }
 
-/* One saved state entry of parameter i into its slot (copied, on the
- * parameter's device, as torch's load_state_dict casts). */
-static int load_entry(fs_optim *o, int64_t i, const char *name, const fs_value *v) {
-  if (!strcmp(name, "step")) {
-    fs_tensor *t = fsE_as_tensor(v);
-    if (t && t->numel == 1 && t->data && t->device == FS_DEV_CPU) o->steps[i] = (int64_t)fsT_f32(t)[0];
-    else if (fsV_is_number(v)) o->steps[i] = (int64_t)fsV_to_double(v);
-    else return fsV_seterr("state %lld 'step' must be a number or a one-element tensor", (long long)i), -1;
-    return 0;
+/* ---- loading a state, staged --------------------------------------------------- */
+
+/* A load never leaves an optimizer half-loaded: the saved groups go into
+ * copies of the live group dicts and the saved state into new steps and
+ * buffers (fsE_optim_load); fsE_optim_load_check validates all of it, and
+ * only then fsE_optim_load_apply installs it, which cannot fail. */
+
+int fsE_optim_load_begin(fsE_optim_load *L, optv *ov) {
+  fs_optim *o = ov->o;
+  size_t n = (size_t)o->nparams, ng = (size_t)o->ngroups;
+  memset(L, 0, sizeof *L);
+  L->ov = ov;
+  L->steps = calloc(n + 1, sizeof *L->steps);
+  L->stated = calloc(n + 1, sizeof *L->stated);
+  L->bufs = calloc(3 * n + 1, sizeof *L->bufs);
+  L->groups = calloc(ng + 1, sizeof *L->groups);
+  L->hyper = calloc(ng + 1, sizeof *L->hyper);
+  int rc = L->steps && L->stated && L->bufs && L->groups && L->hyper ? 0 : -1;
+  for (size_t k = 0; rc == 0 && k < ng; k++) {
+    const fs_value *live = ov->groups->u.seq.items[k];
+    rc = live->type == FSV_DICT && (L->groups[k] = fsV_dict()) ? 0 : -1;
+    for (size_t e = 0; rc == 0 && e < live->u.dict.n; e++)
+      rc = fsV_dict_set(L->groups[k], live->u.dict.keys[e], fsV_retain(live->u.dict.vals[e]));
   }
-  fs_tensor **slots[3] = {&o->buf0[i], &o->buf1[i], &o->buf2[i]};
+  if (rc == 0) return 0;
+  if (!fsV_error()[0]) fsV_seterr("out of memory");
+  fsE_optim_load_abort(L);
+  return -1;
+}
+
+void fsE_optim_load_abort(fsE_optim_load *L) {
+  if (!L->ov) return;
+  for (int64_t i = 0; L->bufs && i < 3 * L->ov->o->nparams; i++) fsT_release(L->bufs[i]);
+  for (int64_t k = 0; L->groups && k < L->ov->o->ngroups; k++) fsV_release(L->groups[k]);
+  free(L->steps);
+  free(L->stated);
+  free(L->bufs);
+  free(L->groups);
+  free(L->hyper);
+  memset(L, 0, sizeof *L);
+}
+
+/* Saved group g of param_groups: a list, or a dict keyed "0", "1", ... as
+ * the safetensors layout reads back; NULL when absent. */
+static const fs_value *saved_group(const fs_value *groups, int64_t g) {
+  char gi[24];
+  snprintf(gi, sizeof gi, "%lld", (long long)g);
+  if (groups->type == FSV_DICT) return fsV_dict_getstr(groups, gi);
+  return (groups->type == FSV_LIST || groups->type == FSV_TUPLE) && g < (int64_t)groups->u.seq.n ? groups->u.seq.items[g] : NULL;
+}
+
+int fsE_optim_load_groups(fsE_optim_load *L, const fs_value *groups, int64_t size) {
+  fs_optim *o = L->ov->o;
+  int64_t n = groups->type == FSV_DICT ? (int64_t)groups->u.dict.n
+            : groups->type == FSV_LIST || groups->type == FSV_TUPLE ? (int64_t)groups->u.seq.n : -1;
+  if (n != o->ngroups) return fsV_seterr("loaded state dict has a different number of parameter groups"), -1;
+  for (int64_t g = 0; g < o->ngroups; g++) {
+    const fs_value *d = saved_group(groups, g), *ps = d && d->type == FSV_DICT ? fsV_dict_getstr(d, "params") : NULL;
+    if (!ps || (ps->type != FSV_LIST && ps->type != FSV_TUPLE) || (int64_t)ps->u.seq.n != (size < 0 ? o->groups[g].n : size))
+      return fsV_seterr("loaded state dict contains a parameter group that doesn't match the size of optimizer's group"), -1;
+  }
+  for (int64_t g = 0; g < o->ngroups; g++) {
+    const fs_value *d = saved_group(groups, g);
+    for (size_t e = 0; e < d->u.dict.n; e++)
+      if (d->u.dict.keys[e]->type == FSV_STR && strcmp(d->u.dict.keys[e]->u.str.s, "params") &&
+          fsV_dict_set(L->groups[g], d->u.dict.keys[e], fsV_retain(d->u.dict.vals[e])) < 0)
+        return -1;
+  }
+  return 0;
+}
+
+/* Which of the kind's buffers (fsO_state_name) a stepped parameter of a
+ * group with hyper-parameters h has, as torch's first step creates them;
+ * SGD's momentum_buffer may be None in torch's own state, so it never is. */
+static bool state_needed(fsO_kind kind, const fsO_hyper *h, int w) {
+  switch (kind) {
+  case FSO_SGD: return false;
+  case FSO_ADAM:
+  case FSO_ADAMW: return w < 2 || h->amsgrad;
+  case FSO_RMSPROP: return w == 0 || (w == 1 && h->momentum > 0) || (w == 2 && h->centered);
+  default: return w == 0;
+  }
+}
+
+fs_tensor *fsE_optim_load_slot(fsE_optim_load *L, int64_t i, const char *name) {
+  fs_optim *o = L->ov->o;
   for (int w = 0; w < 3; w++) {
     const char *sn = fsO_state_name(o->kind, w);
     if (!sn || strcmp(sn, name)) continue;
-    if (v->type == FSV_NONE) return 0; /* SGD's momentum_buffer None */
-    fs_tensor *t = fsE_as_tensor(v), *p = o->params[i];
-    if (!t || t->numel != p->numel || t->dtype != FS_F32) {
-      fsV_seterr("state %lld '%s' must be a float32 tensor of %lld elements", (long long)i, name, (long long)p->numel);
-      return -1;
-    }
-    fs_tensor *copy = fsT_zeros_like(p);
-    if (!copy || fsB_transfer(p->device, copy->data, t->device, t->data, (size_t)t->numel * sizeof(float)) < 0) {
-      fsT_release(copy);
-      return fsE_rt_fail(), -1;
-    }
-    fsT_release(*slots[w]);
-    *slots[w] = copy;
-    return 0;
+    fs_tensor **slot = &L->bufs[3 * i + w];
+    if (!*slot && !(*slot = fsT_zeros_like(o->params[i]))) return fsE_rt_fail(), NULL;
+    L->stated[i] |= FSE_STATED;
+    return *slot;
   }
-  return 0; /* a key this optimizer does not keep */
+  fsV_seterr("optimizer state %lld: '%s' is not a state of %s", (long long)i, name, L->ov->cls);
+  return NULL;
 }
 
-/* load_state_dict(state_dict): torch's checks and words; the groups' hyper-
- * parameters replace the live dicts' (which stay the same dict objects). */
+int fsE_optim_load_step(fsE_optim_load *L, int64_t i, const fs_value *v) {
+  fs_tensor *t = fsE_as_tensor(v);
+  double step = -1;
+  if (t && t->numel == 1 && fsG_item(t, &step) < 0) return fsE_rt_fail(), -1;
+  if (!t && fsV_is_number(v) && v->type != FSV_BOOL) step = fsV_to_double(v);
+  if (!(step >= 0 && step <= 9007199254740992.0 && step == (double)(int64_t)step)) {
+    char *r = fsV_repr(v);
+    fsV_seterr("optimizer state %lld: 'step' must be a non-negative integer, got %s", (long long)i, r ? r : "?");
+    free(r);
+    return -1;
+  }
+  L->steps[i] = (int64_t)step;
+  L->stated[i] |= FSE_STATED | FSE_STEPPED;
+  return 0;
+}
+
+int fsE_optim_load_entry(fsE_optim_load *L, int64_t i, const char *name, const fs_value *v) {
+  fs_optim *o = L->ov->o;
+  if (!strcmp(name, "step")) return fsE_optim_load_step(L, i, v);
+  bool known = false;
+  for (int w = 0; w < 3; w++) known |= fsO_state_name(o->kind, w) && !strcmp(fsO_state_name(o->kind, w), name);
+  if (!known) return 0; /* a key this optimizer does not keep: torch keeps it, never uses it */
+  if (v->type == FSV_NONE && o->kind == FSO_SGD) return L->stated[i] |= FSE_STATED, 0; /* torch: None without momentum */
+  fs_tensor *t = fsE_as_tensor(v), *p = o->params[i];
+  if (!t || !fsT_same_shape(t, p) || !t->data) {
+    char a[64], b[64];
+    fsV_seterr("optimizer state %lld: '%s' must be a tensor of shape %s, got %s", (long long)i, name,
+               fsT_shape_str(p, b, sizeof b), t ? fsT_shape_str(t, a, sizeof a) : fsV_type_name(v));
+    return -1;
+  }
+  fs_tensor *slot = fsE_optim_load_slot(L, i, name), *conv = slot ? fsT_to_dtype(t, slot->dtype) : NULL;
+  int rc = conv && fsB_transfer(slot->device, slot->data, conv->device, conv->data, fsT_nbytes(slot)) == 0 ? 0 : -1;
+  fsT_release(conv);
+  return rc < 0 ? (slot ? fsE_rt_fail() : NULL, -1) : 0;
+}
+
+int fsE_optim_load_check(fsE_optim_load *L) {
+  fs_optim *o = L->ov->o;
+  for (int64_t k = 0; k < o->ngroups; k++)
+    if (read_hyper(L->ov->defaults, L->groups[k], k, &L->hyper[k]) < 0) return -1;
+  for (int64_t k = 0; k < o->ngroups; k++)
+    for (int64_t i = o->groups[k].first; i < o->groups[k].first + o->groups[k].n; i++) {
+      if (!L->stated[i]) continue;
+      if (o->kind != FSO_SGD && !(L->stated[i] & FSE_STEPPED)) /* every kind but SGD saves a step */
+        return fsV_seterr("optimizer state %lld has no 'step'", (long long)i), -1;
+      for (int w = 0; w < 3; w++)
+        if (state_needed(o->kind, &L->hyper[k], w) && !L->bufs[3 * i + w])
+          return fsV_seterr("optimizer state %lld has no '%s'", (long long)i, fsO_state_name(o->kind, w)), -1;
+    }
+  return 0;
+}
+
+void fsE_optim_load_apply(fsE_optim_load *L) {
+  optv *ov = L->ov;
+  fs_optim *o = ov->o;
+  for (int64_t i = 0; i < o->nparams; i++) { /* torch replaces the whole state */
+    fs_tensor **live[3] = {&o->buf0[i], &o->buf1[i], &o->buf2[i]};
+    for (int w = 0; w < 3; w++) {
+      fsT_release(*live[w]);
+      *live[w] = L->bufs[3 * i + w];
+      L->bufs[3 * i + w] = NULL;
+    }
+    o->steps[i] = L->steps[i];
+  }
+  for (int64_t k = 0; k < o->ngroups; k++) { /* the live dicts stay the same objects: their items swap */
+    fs_value *live = ov->groups->u.seq.items[k];
+    fs_value *copy = L->groups[k], **keys = live->u.dict.keys, **vals = live->u.dict.vals;
+    size_t n = live->u.dict.n, cap = live->u.dict.cap;
+    live->u.dict.keys = copy->u.dict.keys, live->u.dict.vals = copy->u.dict.vals;
+    live->u.dict.n = copy->u.dict.n, live->u.dict.cap = copy->u.dict.cap;
+    copy->u.dict.keys = keys, copy->u.dict.vals = vals, copy->u.dict.n = n, copy->u.dict.cap = cap;
+    o->groups[k].h = L->hyper[k];
+  }
+  fsE_optim_load_abort(L);
+}
+
+/* load_state_dict(state_dict): torch's checks and words, all before any of
+ * it is installed. */
 NATIVE(optim_load_state_dict) {
   optv *ov = OPTV(self);
   fs_optim *o = ov->o;
   const fs_value *sd = s[0], *state = fsV_dict_getstr(sd, "state"), *groups = fsV_dict_getstr(sd, "param_groups");
+  fsE_optim_load L;
   if (!state || state->type != FSV_DICT || !groups || groups->type != FSV_LIST) {
     fsV_seterr("optimizer state_dict must have 'state' (a dict) and 'param_groups' (a list)");
     return NULL;
   }
-  if ((int64_t)groups->u.seq.n != o->ngroups) {
-    fsV_seterr("loaded state dict has a different number of parameter groups");
-    return NULL;
-  }
-  for (int64_t k = 0; k < o->ngroups; k++) {
-    const fs_value *g = groups->u.seq.items[k], *ps = g->type == FSV_DICT ? fsV_dict_getstr(g, "params") : NULL;
-    if (!ps || (ps->type != FSV_LIST && ps->type != FSV_TUPLE) || (int64_t)ps->u.seq.n != o->groups[k].n) {
-      fsV_seterr("loaded state dict contains a parameter group that doesn't match the size of optimizer's group");
-      return NULL;
-    }
-  }
-  for (int64_t i = 0; i < o->nparams; i++) { /* torch replaces the whole state */
-    fsT_release(o->buf0[i]), fsT_release(o->buf1[i]), fsT_release(o->buf2[i]);
-    o->buf0[i] = o->buf1[i] = o->buf2[i] = NULL;
-    o->steps[i] = 0;
-  }
+  if (fsE_optim_load_begin(&L, ov) < 0) return NULL;
+  int rc = fsE_optim_load_groups(&L, groups, -1);
   /* saved index -> parameter, in group order (torch's id_map) */
-  for (size_t e = 0; e < state->u.dict.n; e++) {
+  for (size_t e = 0; rc == 0 && e < state->u.dict.n; e++) {
     const fs_value *key = state->u.dict.keys[e], *st = state->u.dict.vals[e];
     int64_t i = -1;
     for (int64_t k = 0; i < 0 && key->type == FSV_INT && k < o->ngroups; k++) {
@@ -418,19 +550,17 @@ NATIVE(optim_load_state_dict) {
         if (fsV_equal(ps->u.seq.items[j], key)) i = o->groups[k].first + j;
     }
     if (i < 0 || st->type != FSV_DICT) continue; /* torch keeps such state as is; it is never used */
-    for (size_t j = 0; j < st->u.dict.n; j++)
-      if (st->u.dict.keys[j]->type == FSV_STR && load_entry(o, i, st->u.dict.keys[j]->u.str.s, st->u.dict.vals[j]) < 0)
-        return NULL;
+    for (size_t j = 0; rc == 0 && j < st->u.dict.n; j++)
+      if (st->u.dict.keys[j]->type == FSV_STR)
+        rc = fsE_optim_load_entry(&L, i, st->u.dict.keys[j]->u.str.s, st->u.dict.vals[j]);
   }
-  for (int64_t k = 0; k < o->ngroups; k++) {
-    const fs_value *g = groups->u.seq.items[k];
-    fs_value *live = ov->groups->u.seq.items[k];
-    for (size_t j = 0; j < g->u.dict.n; j++)
-      if (g->u.dict.keys[j]->type == FSV_STR && strcmp(g->u.dict.keys[j]->u.str.s, "params") &&
-          fsV_dict_set(live, g->u.dict.keys[j], fsV_retain(g->u.dict.vals[j])) < 0)
-        return NULL;
+  if (rc == 0) rc = fsE_optim_load_check(&L);
+  if (rc < 0) {
+    fsE_optim_load_abort(&L);
+    return NULL;
   }
-  return fsE_optim_sync(ov) < 0 ? NULL : fsV_none();
+  fsE_optim_load_apply(&L);
+  return fsV_none();
 }
 
 static int optim_setattr(fsE_ctx *E, fs_value *v, const char *name, fs_value *x) {

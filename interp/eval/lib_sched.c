@@ -11,6 +11,7 @@
  * "LRScheduler.step"); values of class LRScheduler, or ReduceLROnPlateau,
  * whose step takes the metric. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "eval_int.h"
@@ -523,11 +524,27 @@ static int load_state(const fs_value *v, const fs_value *sd) {
   return 0;
 }
 
-NATIVE(sched_load_state_dict) { return load_state(self, s[0]) < 0 ? NULL : fsV_none(); }
+/* load_state reads field by field; all or nothing: a failure puts back the
+ * state before, which load_state always accepts (it wrote it). */
+static int load_whole(const fs_value *v, const fs_value *sd) {
+  fs_value *before = state_of(v);
+  if (!before) return -1;
+  int rc = load_state(v, sd);
+  if (rc < 0) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", fsV_error());
+    (void)load_state(v, before);
+    fsV_seterr("%s", why);
+  }
+  fsV_release(before);
+  return rc;
+}
+
+NATIVE(sched_load_state_dict) { return load_whole(self, s[0]) < 0 ? NULL : fsV_none(); }
 
 bool fsE_is_sched(const fs_value *v) { return sched_of(v) != NULL; }
 fs_value *fsE_sched_state(const fs_value *v) { return state_of(v); }
-int fsE_sched_load(const fs_value *v, const fs_value *sd) { return load_state(v, sd); }
+int fsE_sched_load(const fs_value *v, const fs_value *sd) { return load_whole(v, sd); }
 
 static const fsE_reg sched_funcs[] = {
   {"StepLR", sched_steplr}, {"MultiStepLR", sched_multisteplr}, {"ExponentialLR", sched_explr},

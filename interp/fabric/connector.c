@@ -593,7 +593,7 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   }
   if (cfg->cls == FSF_FSDP && cfg->accel != FSF_CUDA) {
     /* The resolved flag must be "cuda"/"gpu" (scripts pass names only). */
-    fsF_fail(iss, "R10", "use `accelerator=\"cuda\"` with FSDP (pass --gpus=N on a machine without GPUs)",
+    fsF_fail(iss, "R10", "use `accelerator=\"cuda\"` with FSDP; on a machine without GPUs, --emulate-cuda runs it on emulated GPUs (--gpus=N only lets `check` pass)",
          "You selected the FSDP strategy but FSDP is only available on GPU. Set `Fabric(accelerator='gpu', ...)` to continue or select a different strategy.");
     goto out;
   }

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,19 +32,38 @@ static char *vformat(const char *fmt, va_list ap) {
 
 void fsD_init(fs_diags *d) { memset(d, 0, sizeof *d); }
 
+static void free_diag(fs_diag *g) {
+  free(g->rule);
+  free(g->message);
+  for (size_t j = 0; j < g->nnotes; j++) free(g->notes[j].message);
+  free(g->notes);
+  free(g->help);
+  for (size_t j = 0; j < g->nedits; j++) free(g->edits[j].text);
+  free(g->edits);
+}
+
 void fsD_free(fs_diags *d) {
-  for (size_t i = 0; i < d->n; i++) {
-    fs_diag *g = &d->items[i];
-    free(g->rule);
-    free(g->message);
-    for (size_t j = 0; j < g->nnotes; j++) free(g->notes[j].message);
-    free(g->notes);
-    free(g->help);
-    for (size_t j = 0; j < g->nedits; j++) free(g->edits[j].text);
-    free(g->edits);
-  }
+  for (size_t i = 0; i < d->n; i++) free_diag(&d->items[i]);
   free(d->items);
   fsD_init(d);
+}
+
+void fsD_drop_repeated_warnings(fs_diags *d, const fs_diags *seen) {
+  size_t kept = 0;
+  for (size_t i = 0; i < d->n; i++) {
+    fs_diag *g = &d->items[i];
+    bool repeated = false;
+    for (size_t j = 0; g->severity == FS_SEV_WARNING && !repeated && j < seen->n; j++)
+      repeated = seen->items[j].severity == FS_SEV_WARNING && !strcmp(seen->items[j].rule, g->rule) &&
+                 !strcmp(seen->items[j].message, g->message);
+    if (repeated) {
+      free_diag(g);
+      d->nwarnings--;
+    } else {
+      d->items[kept++] = *g;
+    }
+  }
+  d->n = kept;
 }
 
 fs_diag *fsD_add(fs_diags *d, fs_severity sev, const char *rule,

@@ -52,6 +52,10 @@ void fsD_note(fs_diag *g, const fs_source *src, fs_loc loc, const char *fmt, ...
     __attribute__((format(printf, 4, 5)));
 void fsD_help(fs_diag *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fsD_edit(fs_diag *g, fs_loc loc, const char *text);
+/* Removes from d the warnings that seen already holds (same rule and
+ * message, wherever they point): a run repeats the warnings its pre-flight
+ * check printed, and a user should read each once. */
+void fsD_drop_repeated_warnings(fs_diags *d, const fs_diags *seen);
 /* Stable sort by (source order of primary location); keeps insertion order on ties. */
 void fsD_sort(fs_diags *d);
 

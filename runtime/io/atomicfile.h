@@ -3,8 +3,11 @@
  * Writes go to a temporary file in the target's directory; commit fsyncs
  * it, renames it over the target and fsyncs the directory. A process killed
  * at any point before the rename leaves the target as it was (plus, at
- * worst, a stale "<path>.tmp.<pid>.<n>" file); after it the new content is
- * durable. */
+ * worst, a stale "<path>.tmp.<pid>.<n>" file, which the next commit to that
+ * path removes once its pid is gone); after it the new content is durable.
+ * The target is what the path names: symbolic links are followed (the new
+ * content lands in the link's target), and an existing destination that is
+ * not a regular file is refused. The new file keeps the old one's mode. */
 #ifndef FS_ATOMICFILE_H
 #define FS_ATOMICFILE_H
 
@@ -14,7 +17,8 @@ typedef struct fsK_atomic {
   int fd;     /* open for writing on tmp; -1 when closed */
 } fsK_atomic;
 
-/* Creates the temporary file (mode 0666 minus umask, like a plain create). */
+/* Creates the temporary file (the replaced file's mode, or 0666 minus the
+ * umask for a new one). a->path is the resolved target. */
 int fsK_atomic_open(fsK_atomic *a, const char *path, char **err);
 /* fsync + rename + fsync of the directory; releases a whether or not it
  * succeeds (on failure the temporary file is removed). */

@@ -73,8 +73,14 @@ void *fsIO_alloc_big(size_t n) {
   return p;
 }
 
-int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+const char *fsIO_file_kind(unsigned mode) {
+  return S_ISDIR(mode) ? "is a directory" : S_ISFIFO(mode) ? "is a FIFO" : S_ISSOCK(mode) ? "is a socket"
+       : S_ISCHR(mode) || S_ISBLK(mode) ? "is a device" : "is a special file";
+}
+
+int fsIO_open_regular(const char *path, char **err) {
+  /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fsIO_fail(err, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -84,7 +90,25 @@ int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return fsIO_fail(err, "%s: not a regular file", path);
+    return fsIO_fail(err, "%s: %s, not a regular file", path, fsIO_file_kind(st.st_mode));
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    int e = errno;
+    close(fd);
+    return fsIO_fail(err, "%s: cannot open: %s", path, strerror(e));
+  }
+  return fd;
+}
+
+int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
+  int fd = fsIO_open_regular(path, err);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return fsIO_fail(err, "%s: cannot stat: %s", path, strerror(e));
   }
   size_t n = (size_t)st.st_size;
   uint8_t *buf = fsIO_alloc_big(n + 1);

@@ -29,6 +29,14 @@ ssize_t fsIO_pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
  * Release with free(). NULL when out of memory. */
 void *fsIO_alloc_big(size_t n);
 
+/* Opens path read-only if it is a regular file (following symlinks), else
+ * fails naming what it is ("is a directory", "is a FIFO", "is a device"):
+ * opened without blocking, so a FIFO with no writer cannot hang the reader.
+ * The descriptor, or -1 + *err. */
+int fsIO_open_regular(const char *path, char **err);
+/* What a file of this st_mode is, for "PATH: <kind>, not a regular file". */
+const char *fsIO_file_kind(unsigned mode);
+
 /* Reads a whole regular file into a malloc'd buffer (plus a NUL that *len
  * does not count). -1 + *err on failure. */
 int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err);

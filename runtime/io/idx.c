@@ -46,15 +46,12 @@ static uint32_t be32(const uint8_t *p) {
 int fsI_read(const char *path, int ndim, const char *what, fsI_array *out, char **err) {
   memset(out, 0, sizeof *out);
   struct stat st;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, &st) != 0) {
+  int fd = fsIO_open_regular(path, err);
+  if (fd < 0) return -1;
+  if (fstat(fd, &st) != 0) {
     int e = errno;
-    if (fd >= 0) close(fd);
-    return fsIO_fail(err, "%s: cannot open: %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return fsIO_fail(err, "%s: not a regular file", path);
+    return fsIO_fail(err, "%s: cannot stat: %s", path, strerror(e));
   }
   gzFile f = gzdopen(fd, "rb"); /* owns fd from here */
   if (!f) {

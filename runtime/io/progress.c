@@ -26,7 +26,9 @@ struct fsPG {
   double last_draw; /* when the last line was drawn */
   double interval;  /* plain: seconds between lines */
   int64_t done;
-  double loss;
+  double loss;      /* the mean of the epoch's losses so far (NaN: none) */
+  double loss_sum, last_loss; /* last_loss: step loss_step's, counted in loss_sum */
+  int64_t nloss, loss_step;
 };
 
 double fsPG_monotonic(void) {
@@ -144,6 +146,8 @@ void fsPG_epoch_begin(fsPG *p) {
   p->in_epoch = 1;
   p->done = 0;
   p->loss = NAN;
+  p->loss_sum = 0;
+  p->nloss = p->loss_step = 0;
   p->start = p->now();
   /* in place the first step shows at once; a log gets its first line
    * one interval into the epoch */
@@ -153,7 +157,13 @@ void fsPG_epoch_begin(fsPG *p) {
 void fsPG_step(fsPG *p, int64_t done, double loss) {
   if (!p->in_epoch) fsPG_epoch_begin(p);
   p->done = done;
-  p->loss = loss;
+  if (!isnan(loss)) { /* the epoch's mean, as Lightning's bar shows an epoch-level loss */
+    if (p->nloss && done == p->loss_step) p->loss_sum -= p->last_loss, p->nloss--; /* the step again */
+    p->loss_sum += loss;
+    p->last_loss = loss;
+    p->loss_step = done;
+    p->loss = p->loss_sum / (double)++p->nloss;
+  }
   /* a log's last step is left to the end of the epoch's line */
   if (p->now() - p->last_draw >= (p->tty ? FSPG_TTY_INTERVAL : p->interval) &&
       (p->tty || !p->total || done < p->total))

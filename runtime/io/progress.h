@@ -40,7 +40,9 @@ void fsPG_set_interval(fsPG *p, double seconds);
 /* Epochs count from 1 on each begin; a step outside an epoch begins one. */
 void fsPG_epoch_begin(fsPG *p);
 /* done: the steps finished in this epoch, this one included (1 after the
- * first batch); loss: the value to show, NaN for none. */
+ * first batch); loss: this step's loss, NaN for none. The line shows the
+ * mean of the epoch's losses so far (the last batch's alone swings: it read
+ * as divergence while accuracy rose), so the epoch's line shows its mean. */
 void fsPG_step(fsPG *p, int64_t done, double loss);
 /* Draws the final line of the epoch; a no-op outside one. */
 void fsPG_epoch_end(fsPG *p);

@@ -305,6 +305,113 @@ static void test_checkpoint_old_optimizer_layout(void **st) {
   rmdir(dir);
 }
 
+/* fabric.load and load_state_dict are all-or-nothing (issue 18, point 3):
+ * each bad checkpoint below fails with its error, and the model, the
+ * optimizer (its state and its group dicts) and the state dict are exactly
+ * as before, in one session as the REPL runs them. Before, an optimizer
+ * state of the wrong shape or missing was skipped, a step "abc" became 0
+ * and -5 was taken (NaN weights at the next step), unparsable metadata was
+ * dropped, and the model was overwritten before the optimizer failed. */
+static void test_checkpoint_all_or_nothing(void **st) {
+  (void)st;
+  char dir[] = "/tmp/test_eval_ckptXXXXXX", text[8192];
+  assert_non_null(mkdtemp(dir));
+  /* each entry after the first two: one load that must fail, then the
+   * state printed again, which must be what the first print showed */
+  snprintf(text, sizeof text,
+    "fabric = Fabric(accelerator='cpu', devices=1)\n"
+    "model = Linear(2, 2)\n"
+    "opt = Adam(model.parameters(), lr=0.01)\n"
+    "model, opt = fabric.setup(model, opt)\n"
+    "fabric.backward(model(ones(3, 2)).sum())\n"
+    "opt.step()\n"
+    "state = {'model': model, 'opt': opt, 'n': 1}\n"
+    "def show():\n"
+    "    sd = opt.state_dict()\n"
+    "    print(model.parameters()[0].sum().item(), opt.param_groups[0]['lr'], state['n'], sd['state'][0]['step'].item(), sd['state'][0]['exp_avg'].sum().item())\n"
+    "def good(step, avg, lr):\n"
+    "    return {'state': {0: {'step': step, 'exp_avg': avg, 'exp_avg_sq': ones(2, 2)}, 1: {'step': tensor(1.0), 'exp_avg': zeros(2), 'exp_avg_sq': zeros(2)}}, 'param_groups': [{'lr': lr, 'betas': (0.9, 0.999), 'eps': 1e-8, 'weight_decay': 0, 'amsgrad': False, 'maximize': False, 'foreach': None, 'capturable': False, 'params': [0, 1]}]}\n"
+    "m = {'weight': ones(2, 2) * 7, 'bias': zeros(2)}\n"
+    "fabric.save('%1$s/shape.ckpt', {'model': m, 'opt': good(tensor(1.0), ones(3), 0.5), 'n': 2})\n"
+    "fabric.save('%1$s/abc.ckpt', {'model': m, 'opt': good('abc', ones(2, 2), 0.5), 'n': 2})\n"
+    "fabric.save('%1$s/neg.ckpt', {'model': m, 'opt': good(-5, ones(2, 2), 0.5), 'n': 2})\n"
+    "fabric.save('%1$s/frac.ckpt', {'model': m, 'opt': good(1.5, ones(2, 2), 0.5), 'n': 2})\n"
+    "bad = good(tensor(1.0), ones(2, 2), 0.5)\n"
+    "bad['state'][1] = {'step': tensor(1.0), 'exp_avg': zeros(2)}\n"
+    "fabric.save('%1$s/missing.ckpt', {'model': m, 'opt': bad, 'n': 2})\n"
+    "fabric.save('%1$s/lr.ckpt', {'model': m, 'opt': good(tensor(1.0), ones(2, 2), 'x'), 'n': 2})\n"
+    "fabric.save('%1$s/meta.safetensors', {'model': model, 'opt': opt, 'n': 1e999})\n"
+    "show()\n"
+    "fabric.load('%1$s/shape.ckpt', state)\n"
+    "fabric.load('%1$s/abc.ckpt', state)\n"
+    "fabric.load('%1$s/neg.ckpt', state)\n"
+    "fabric.load('%1$s/frac.ckpt', state)\n"
+    "fabric.load('%1$s/missing.ckpt', state)\n"
+    "fabric.load('%1$s/lr.ckpt', state)\n"
+    "fabric.load('%1$s/meta.safetensors', state)\n"
+    "opt.load_state_dict(good(tensor(1.0), ones(3), 0.5))\n"
+    "opt.load_state_dict(good(-5, ones(2, 2), 0.5))\n"
+    "model.load_state_dict({'weight': ones(2, 2) * 7})\n"
+    "show()\n",
+    dir);
+  fs_source *src = fsA_source_from_buffer("t.fab", text, strlen(text));
+  fs_diags d;
+  fsD_init(&d);
+  int nerr = 0;
+  fs_node *ast = fsP_parse(src, &d, &nerr);
+  assert_int_equal(nerr, 0);
+  char *out = NULL;
+  size_t olen;
+  FILE *o = open_memstream(&out, &olen);
+  fsE_options opt = {.out = o};
+  fsE_session *S = fsE_session_new(&opt);
+  assert_non_null(S);
+  static const char *const errors[] = {
+    "optimizer state 0: 'exp_avg' must be a tensor of shape [2, 2], got [3]",
+    "optimizer state 0: 'step' must be a non-negative integer, got 'abc'",
+    "optimizer state 0: 'step' must be a non-negative integer, got -5",
+    "optimizer state 0: 'step' must be a non-negative integer, got 1.5",
+    "optimizer state 1 has no 'exp_avg_sq'",
+    "param_groups[0] 'lr' must be a number, not str",
+    "the metadata of 'n' is not a Python literal",
+    "optimizer state 0: 'exp_avg' must be a tensor of shape [2, 2], got [3]",
+    "optimizer state 0: 'step' must be a non-negative integer, got -5",
+    "Missing key(s) in state_dict: \"bias\"",
+  };
+  size_t nstmt = ast->nkids, first_load = nstmt - 1 - sizeof errors / sizeof *errors;
+  for (size_t i = 0; i < nstmt; i++) {
+    size_t before = d.n;
+    int rc = fsE_session_exec(S, src, &ast->kids[i], 1, &d, 0);
+    bool should_fail = i >= first_load && i < nstmt - 1;
+    if (!should_fail) {
+      if (rc != 0) fail_msg("statement %zu failed: %s", i + 1, d.n ? d.items[d.n - 1].message : "?");
+      continue;
+    }
+    assert_int_equal(rc, 1);
+    assert_int_equal(d.n, before + 1);
+    if (!strstr(d.items[before].message, errors[i - first_load]))
+      fail_msg("statement %zu: \"%s\" does not say \"%s\"", i + 1, d.items[before].message, errors[i - first_load]);
+  }
+  fsE_session_free(S);
+  fclose(o);
+  /* two prints, the same */
+  char *nl = strchr(out, '\n');
+  assert_non_null(nl);
+  assert_int_equal(strlen(nl + 1), (size_t)(nl + 1 - out));
+  assert_memory_equal(out, nl + 1, (size_t)(nl + 1 - out));
+  free(out);
+  fsA_free(ast);
+  fsD_free(&d);
+  fsA_source_free(src);
+  const char *files[] = {"shape.ckpt", "abc.ckpt", "neg.ckpt", "frac.ckpt", "missing.ckpt", "lr.ckpt", "meta.safetensors"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
 static void test_log(void **st) {
   (void)st;
   char dir[] = "/tmp/test_eval_logXXXXXX", cwd[4096];
@@ -341,6 +448,7 @@ int main(void) {
     cmocka_unit_test(test_fstrings),   cmocka_unit_test(test_model_names),
     cmocka_unit_test(test_meta_and_fabric), cmocka_unit_test(test_checkpoint),
     cmocka_unit_test(test_checkpoint_hostile),
+    cmocka_unit_test(test_checkpoint_all_or_nothing),
     cmocka_unit_test(test_checkpoint_old_optimizer_layout),
     cmocka_unit_test(test_log),
   };

@@ -1,0 +1,26 @@
+#!/bin/sh
+# examples-test.sh -- every command an example's header shows
+# ("#   fabricscript examples/NAME.fab ...") runs as written and exits 0, with
+# only its length shortened (-D steps / -D epochs) to keep the suite quick:
+# a new user's first command must work (issue 18, point 8).
+fs=$(cd "$(dirname "${FABRICSCRIPT:-./fabricscript}")" && pwd)/$(basename "${FABRICSCRIPT:-./fabricscript}")
+src=$(cd "${srcdir:-.}" && pwd)
+[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: no Fashion-MNIST data"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+n=0
+for ex in "$src"/examples/*.fab; do
+  grep '^#   fabricscript examples/' "$ex" | sed 's/^#   fabricscript //' > "$tmp/cmds"
+  while IFS= read -r cmd; do
+    n=$((n + 1))
+    short=$(printf '%s\n' "$cmd" | sed 's/-D steps=[0-9]*/-D steps=3/; s/-D epochs=[0-9]*/-D epochs=1/')
+    # shellcheck disable=SC2086 # the command's words, as the header writes them
+    (cd "$tmp" && ln -sf "$src/examples" examples && timeout 300 "$fs" $short >"$tmp/out" 2>"$tmp/err")
+    rc=$?
+    [ $rc -eq 0 ] || { echo "FAIL: '$cmd' exited $rc:"; tail -5 "$tmp/err"; fail=1; }
+  done < "$tmp/cmds"
+done
+[ $n -ge 3 ] || { echo "FAIL: found $n header commands in examples/"; fail=1; }
+[ $fail -eq 0 ] && echo "examples-test: $n header commands ran"
+exit $fail
