@@ -99,6 +99,28 @@ printf 'fabric = Fabric(strategy="fsdp", accelerator="cuda", devices=2)\nfabric.
 CUDA_VISIBLE_DEVICES= expect 0 "$fs" plan "$tmp/plan.fab"
 has "note: checked for 2 CUDA GPUs" "plan pre-flight"
 grep -q "rank" "$tmp/out" || fails "plan printed no plan for the declared machine: $(cat "$tmp/out")"
+# plan's options (issue 16): the fit against a size or a GPU's name, the
+# batch for the activations, JSON; they belong to plan alone.  40 KiB: the
+# 4160 parameters need 16 * ceil(4160 / W) + 8 * W * ceil(4160 / W) bytes
+# under FSDP over W ranks (the one unit gathered), <= 40960 from W = 10 on
+CUDA_VISIBLE_DEVICES= expect 0 "$fs" plan --gpu-memory=H100 --batch-size=8 "$tmp/plan.fab"
+grep -q "^fits in H100 (80.0 GiB): " "$tmp/out" || fails "plan --gpu-memory=H100: $(cat "$tmp/out")"
+grep -q "^input: \[8, 64\] per rank, from --batch-size" "$tmp/out" || fails "plan --batch-size=8: $(cat "$tmp/out")"
+CUDA_VISIBLE_DEVICES= expect 0 "$fs" plan --gpu-memory=40KiB "$tmp/plan.fab"
+grep -q "^does not fit in 40.0 KiB: " "$tmp/out" || fails "plan --gpu-memory=40KiB: $(cat "$tmp/out")"
+grep -q "^smallest change that fits: FSDP on 5 nodes x 2 devices (10 ranks) (39.0 KiB per rank)" "$tmp/out" || fails "plan: no change proposed: $(cat "$tmp/out")"
+CUDA_VISIBLE_DEVICES= expect 0 "$fs" plan --format=json --gpu-memory=80GB "$tmp/plan.fab"
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["plan"]; assert p["gpu"]["fits"] and p["gpu"]["bytes"] == 80 * 10**9 and p["layouts"][0]["last_rank"] == 1, p' "$tmp/out" ||
+  fails "plan --format=json: $(cat "$tmp/out")"
+expect 2 "$fs" plan --gpu-memory=80XB "$tmp/plan.fab"
+has "--gpu-memory must be a size" "a bad --gpu-memory"
+expect 2 "$fs" plan --gpu-memory=H1000 "$tmp/plan.fab"
+expect 2 "$fs" plan --batch-size=0 "$tmp/plan.fab"
+expect 2 "$fs" plan --context=x "$tmp/plan.fab"
+expect 2 "$fs" plan --format=yaml "$tmp/plan.fab"
+expect 2 "$fs" --batch-size=8 "$tmp/ok.fab"
+has "options of plan" "--batch-size outside plan"
+expect 2 "$fs" check --gpu-memory=H100 "$tmp/ok.fab"
 
 # Diagnostics: error[ID], suggestions, fix-its, the closing line, explain
 printf 'fabric = Fabric(strategy="fdsp", accelerator="cpu")\nfabric.lanch()\n' > "$tmp/typo.fab"

@@ -19,6 +19,7 @@
 #include "explain.h"
 #include "fabric.h"
 #include "launch.h"
+#include "plan.h"
 #include "lex.h"
 #include "progress.h"
 #include "repl.h"
@@ -37,13 +38,16 @@ typedef struct fs_cli {
   int preflight;           /* check for the machine the script declares (fsC_options) */
   int emulate_cuda;        /* --emulate-cuda */
   double progress_interval; /* FABRICSCRIPT_PROGRESS_INTERVAL */
+  fsPL_options plan;        /* plan's --format, --batch-size, --context, --gpu-memory */
+  int plan_given;           /* one of them was passed: only `plan` takes them */
 } fs_cli;
 
 static const char usage_text[] =
   "Usage: fabricscript FILE [OPTIONS]        check, then run\n"
   "       fabricscript check FILE... [OPTIONS] static checks only; nothing is executed\n"
   "       fabricscript plan FILE [OPTIONS]    per-rank memory plan: parameters, gradients,\n"
-  "                                          optimizer states, largest gathered unit\n"
+  "                                          optimizer states, gathered unit, activations;\n"
+  "                                          with --gpu-memory, whether it fits\n"
   "       fabricscript fix FILE [--write]     apply the fix-its of the diagnostics\n"
   "       fabricscript test PATH...           run annotated regression scripts\n"
   "       fabricscript explain ID             a rule in words, why, before and after\n"
@@ -68,6 +72,12 @@ static const char usage_text[] =
   "                                lines, or one SARIF 2.1.0 log at the end\n"
   "  --color=auto|always|never     colour in text diagnostics (default auto)\n"
   "  --write                       with fix: rewrite FILE instead of printing a diff\n"
+  "  --gpu-memory=SIZE|GPU         with plan: say whether a rank fits in SIZE (80GiB,\n"
+  "                                40GB, ...) or a GPU's memory (H100, H200, A100-40GB,\n"
+  "                                L4, ...), and the smallest change that fits if not\n"
+  "  --batch-size=N --context=T    with plan: the per-rank batch and sequence length\n"
+  "                                for the activations (default: the script's)\n"
+  "  --format=text|json            with plan: how the plan is printed\n"
   "  -h, --help                    show this help and exit\n"
   "  --version                     show the version and the backends compiled in\n"
   "\n"
@@ -87,6 +97,7 @@ static const char *const subcommands[] = {"check", "plan", "fix", "test", "expla
 static const char *const long_options[] = {
   "--help", "--version", "--diagnostics-format", "--color", "--write", "--emulate-cuda", "--here",
   "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--gpus", "--assume",
+  "--gpu-memory", "--batch-size", "--context", "--format",
 };
 
 /* An option getopt does not know: say which, and the nearest one. */
@@ -221,6 +232,8 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
     fsD_init(&run);
     fsE_options eo = eval_options(cli);
     eo.plan = plan ? tmpfile() : NULL; /* to tell whether the script reached a setup */
+    eo.plan_options = &cli->plan;
+    if (plan) eo.progress = NULL; /* a plan's loop stops at its first batch */
     if (plan && !eo.plan) {
       fprintf(stderr, "fabricscript: plan: cannot create a temporary file: %s\n", strerror(errno));
       status = EXIT_SYSTEM;
@@ -322,6 +335,7 @@ static void repl_plan(void *ud, const fs_source *src, const fs_node *ast, fs_dia
   repl_state *R = ud;
   fsE_options eo = eval_options(R->cli);
   eo.plan = stdout;
+  eo.plan_options = &R->cli->plan;
   fsE_run(src, ast, &eo, diags);
 }
 
@@ -338,7 +352,8 @@ static int repl(fs_cli *cli) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE, OPT_EMULATE, OPT_HERE };
+  enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE, OPT_EMULATE, OPT_HERE,
+         OPT_GPU_MEMORY, OPT_BATCH, OPT_CONTEXT, OPT_PLAN_FORMAT };
   static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -347,6 +362,10 @@ int main(int argc, char **argv) {
     {"write", no_argument, NULL, OPT_WRITE},
     {"emulate-cuda", no_argument, NULL, OPT_EMULATE},
     {"here", no_argument, NULL, OPT_HERE},
+    {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+    {"batch-size", required_argument, NULL, OPT_BATCH},
+    {"context", required_argument, NULL, OPT_CONTEXT},
+    {"format", required_argument, NULL, OPT_PLAN_FORMAT},
     {NULL, 0, NULL, 0},
   };
   fs_cli cli = {0};
@@ -404,6 +423,34 @@ int main(int argc, char **argv) {
     case OPT_WRITE: cli.write = 1; break;
     case OPT_EMULATE: cli.emulate_cuda = 1; break;
     case OPT_HERE: cli.machine_given = 1; break;
+    case OPT_GPU_MEMORY:
+      cli.plan_given = 1;
+      if (fsPL_parse_gpu_memory(optarg, &cli.plan) < 0) {
+        status = usage_error("--gpu-memory must be a size (80GiB, 40GB, 24G) or a GPU name (H100, H200, "
+                             "A100-40GB, A100-80GB, L4, ...), not '%s'", optarg);
+        goto done;
+      }
+      break;
+    case OPT_BATCH:
+    case OPT_CONTEXT: {
+      char *e = NULL;
+      errno = 0;
+      long long v = strtoll(optarg, &e, 10);
+      cli.plan_given = 1;
+      if (e == optarg || *e || errno || v < 1 || v > ((long long)1 << 40)) {
+        status = usage_error(c == OPT_BATCH ? "--batch-size must be a positive integer, not '%s'"
+                                            : "--context must be a positive integer, not '%s'", optarg);
+        goto done;
+      }
+      *(c == OPT_BATCH ? &cli.plan.batch_size : &cli.plan.context) = v;
+      break;
+    }
+    case OPT_PLAN_FORMAT:
+      cli.plan_given = 1;
+      if (strcmp(optarg, "text") == 0) cli.plan.format = FSPL_TEXT;
+      else if (strcmp(optarg, "json") == 0) cli.plan.format = FSPL_JSON;
+      else { status = usage_error("--format must be text or json, not '%s'", optarg); goto done; }
+      break;
     default:
       if (optopt == 0 && optind > 0 && strncmp(argv[optind - 1], "--", 2) == 0)
         status = unknown_option(argv[optind - 1]);
@@ -435,6 +482,10 @@ int main(int argc, char **argv) {
                   : strcmp(args[0], "check") == 0 || strcmp(args[0], "plan") == 0 ||
                     strcmp(args[0], "fix") == 0;
   cli.preflight = checks_only && !cli.machine_given;
+  if (cli.plan_given && !(nargs > 0 && strcmp(args[0], "plan") == 0)) {
+    status = usage_error("%s", "--gpu-memory, --batch-size, --context and --format are options of plan");
+    goto done;
+  }
   if (nargs == 0) {
     status = isatty(STDIN_FILENO) ? repl(&cli) : run_file(&cli, "-", NULL);
   } else if (strcmp(args[0], "check") == 0) {

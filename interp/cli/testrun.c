@@ -150,15 +150,16 @@ static int parse_line(fsX_spec *spec, strv *out, strv *args, uint32_t lineno,
       return -1;
     }
   } else {
-    /* `# mode: check|run`, `# warnings: exact|allowed`: a flag set or cleared */
+    /* `# mode: check|run` (or plan), `# warnings: exact|allowed`: a flag set or cleared */
     static const char *const words[][3] = {
-      { "check", "run", "`# mode:` is `check` or `run`" },
+      { "check", "run", "`# mode:` is `check`, `plan` or `run`" },
       { "exact", "allowed", "`# warnings:` is `exact` or `allowed`" } };
     const char *const *w = words[kind == 'w'];
     int *flag = kind == 'w' ? &spec->exact_warnings : &spec->check_mode;
     trim(&rest, &end);
     size_t len = (size_t)(end - rest);
-    if (len == strlen(w[0]) && memcmp(rest, w[0], len) == 0) *flag = 1;
+    if (kind != 'w' && len == 4 && memcmp(rest, "plan", 4) == 0) *flag = 2;
+    else if (len == strlen(w[0]) && memcmp(rest, w[0], len) == 0) *flag = 1;
     else if (len == strlen(w[1]) && memcmp(rest, w[1], len) == 0) *flag = 0;
     else {
       spec->error = fail_line(lineno, w[2]);
@@ -557,7 +558,7 @@ static char *run_script(const char *path, const char *exe, double timeout) {
   char **argv = fsA_xrealloc(NULL, (spec.nargs + 5) * sizeof *argv);
   size_t n = 0;
   argv[n++] = "fabricscript"; /* what its messages call it */
-  if (spec.check_mode) argv[n++] = "check", argv[n++] = "--diagnostics-format=json";
+  if (spec.check_mode) argv[n++] = spec.check_mode == 2 ? "plan" : "check", argv[n++] = "--diagnostics-format=json";
   for (size_t i = 0; i < spec.nargs; i++) argv[n++] = spec.args[i];
   if (!spec.check_mode) argv[n++] = "--diagnostics-format=json";
   argv[n++] = (char *)path;

@@ -44,7 +44,7 @@ typedef struct fsX_spec {
   fsX_expect *expects; size_t nexpects;
   char **out; size_t nout;   /* expected stdout lines, checked when nout > 0 */
   char **args; size_t nargs;
-  int check_mode;
+  int check_mode;            /* `# mode:` 0 run, 1 check, 2 plan */
   int exact_warnings;        /* `# warnings: exact`: unannotated warnings fail */
   char *error;               /* a malformed annotation, or NULL */
 } fsX_spec;

@@ -1023,6 +1023,7 @@ int fsE_run(const fs_source *src, const fs_node *ast, const fsE_options *opt, fs
     return 3;
   }
   int status = fsE_session_exec(S, src, ast->kids, ast->nkids, diags, 0);
+  if (opt->plan && status == 0 && !S->E.halt) status = fsE_plan_end(&S->E);
   fsE_session_free(S);
   return status;
 }

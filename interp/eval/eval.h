@@ -30,10 +30,12 @@ typedef struct fsE_options {
    * (progress.h); NULL: nowhere */
   FILE *progress;
   double progress_interval;
-  /* `fabricscript plan`: nothing is materialized; the first setup of an
-   * optimizer (or the first model call) prints the plan (plan.h) here and
-   * stops the run; launch() starts no ranks */
+  /* `fabricscript plan`: nothing is materialized; the first call of the
+   * set-up model (or the first use of its values: save, load, backward, or
+   * the end of the script) prints the plan (plan.h) here and stops the run;
+   * launch() starts no ranks */
   FILE *plan;
+  const struct fsPL_options *plan_options; /* plan.h; NULL: text, the script's batch, no fit check */
 } fsE_options;
 
 /* Runs the script. Returns 0 ok, 1 the script failed (diagnostic added),

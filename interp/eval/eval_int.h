@@ -246,6 +246,7 @@ typedef struct fabv {
   bool no_sync;      /* inside no_backward_sync */
   fsLG *lg;          /* fabric.log's CSV logger, made at the first call */
   fs_value *planned; /* plan mode: the module set up last */
+  fs_value *planned_optim; /* plan mode: the first optimizer set up, or NULL */
   fs_diags *diags;   /* for the logger's warnings (the run outlives the value) */
 } fabv;
 extern const fsV_class fsE_fabric_class;
@@ -255,8 +256,11 @@ int fsE_cuda_index(fsE_ctx *E);             /* the process's GPU: its local rank
 fs_value *fsE_comm_fail(void);
 /* Reports fabric.h's issues of a call (warnings, then the error); rc as given. */
 int fsE_fabric_issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc);
-/* plan mode: prints the plan once the model (and optimizer ov) is set up */
-fs_value *fsE_plan_done(fsE_ctx *E, const optv *ov);
+/* plan mode: prints the plan of the model set up last (x: the input of its
+ * first call, or NULL) and stops the run; fsE_plan_end: at the end of a
+ * script that never used its model (0, or 1 after a diagnostic) */
+fs_value *fsE_plan_done(fsE_ctx *E, const fs_tensor *x);
+int fsE_plan_end(fsE_ctx *E);
 fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o); /* the FSDP model o steps, or NULL */
 
 

@@ -45,6 +45,7 @@ static void fabv_free(void *p) {
   fsCC_destroy(fv->comm);
   fsV_release(fv->synced);
   fsV_release(fv->planned);
+  fsV_release(fv->planned_optim);
   free(fv);
 }
 
@@ -56,7 +57,12 @@ fs_value *fsE_comm_fail(void) {
 /* launch(): DDP forks the ranks here; this process becomes their supervisor
  * and stops the script with their status, each rank continues it. */
 static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
-  if ((fv->cfg.cls != FSF_DDP && fv->cfg.cls != FSF_FSDP) || fv->comm || E->opt->plan) return fsV_none();
+  if ((fv->cfg.cls != FSF_DDP && fv->cfg.cls != FSF_FSDP) || fv->comm) return fsV_none();
+  if (E->opt->plan) { /* no ranks start; rank 0 sees the world it would (world_size, its loader's batch) */
+    fv->env.world_size = fv->cfg.world_size;
+    fv->env.local_world_size = fv->cfg.devices;
+    return fsV_none();
+  }
   fflush(E->out); /* buffered output must not be copied into every rank */
   fflush(stdout);
   fflush(stderr);
@@ -107,27 +113,70 @@ static int fsdp_rebind(modv *mv, optv *const *ov, size_t no) {
   return 0;
 }
 
-/* plan mode: prints the plan of the model set up last, with optimizer ov
- * (NULL: none), and stops the run. */
-fs_value *fsE_plan_done(fsE_ctx *E, const optv *ov) {
+/* plan mode: the per-rank input for the activations: x's shape (the
+ * script's first call of the model), or one built from the model's first
+ * layer, with --batch-size and --context put in.  in->in_rank stays 0 when
+ * neither says it. */
+static void plan_input(const fsPL_options *o, const fs_module *m, const fs_tensor *x, fsPL_input *in) {
+  int64_t batch = o ? o->batch_size : 0, context = o ? o->context : 0;
+  if (x) {
+    in->in_rank = x->rank < 8 ? x->rank : 8;
+    memcpy(in->in_shape, x->shape, (size_t)in->in_rank * sizeof *in->in_shape);
+    in->in_bytes = (int)fsT_dtype_size(x->dtype);
+    bool tokens = x->dtype == FS_I64 && x->rank >= 2;
+    if (batch && x->rank) in->in_shape[0] = batch;
+    if (context && tokens) in->in_shape[1] = context;
+    in->in_source = batch || (context && tokens) ? "the script's first call of the model, resized by the options"
+                                                  : "the script's first call of the model";
+    return;
+  }
+  if (!batch) return;
+  for (int i = 0; !context && m->kind == FSM_SEQUENTIAL && i < m->nkids; i++) /* GPT: wpe's context */
+    if (m->kids[i]->kind == FSM_POSEMB) context = m->kids[i]->in;
+  while (m->nkids && (m->kind == FSM_SEQUENTIAL || m->kind == FSM_REPEAT || m->kind == FSM_RESIDUAL))
+    m = m->kids[0];
+  if (m->kind == FSM_EMBEDDING) {
+    if (!context) return;
+    *in = (fsPL_input){.in_rank = 2, .in_shape = {batch, context}, .in_bytes = 8,
+                       .in_source = o->context ? "--batch-size and --context" : "--batch-size and the model's context"};
+  } else if (m->kind == FSM_LINEAR) {
+    *in = (fsPL_input){.in_rank = 2, .in_shape = {batch, m->in}, .in_bytes = 4, .in_source = "--batch-size"};
+  }
+}
+
+fs_value *fsE_plan_done(fsE_ctx *E, const fs_tensor *x) {
   fabv *fv = E->fabric ? E->fabric->u.obj.data : NULL;
   if (!fv || !fv->planned) {
     fsV_seterr("plan: the script runs a model it has not set up with Fabric (setup or setup_module)");
     return NULL;
   }
   modv *mv = fv->planned->u.obj.data;
+  const optv *ov = fv->planned_optim ? fv->planned_optim->u.obj.data : NULL;
   fsF_prec p = fv->cfg.precision;
-  fsPL_input in = {
-    .strategy = fsF_cls_name(fv->cfg.cls), .accelerator = fsF_accel_name(fv->cfg.accel),
-    .precision = fsF_prec_name(p), .world = fv->cfg.world_size, .sharded = fv->cfg.cls == FSF_FSDP,
-    .param_bytes = p == FSF_P16_TRUE || p == FSF_PBF16_TRUE ? 2 : p == FSF_P64 ? 8 : 4,
-    .model = mv->m, .model_class = mv->cls, .optimizer = ov ? ov->cls : NULL,
-    .states = ov ? fsO_state_buffers(ov->o) : 0,
-  };
-  if (fsPL_print(E->opt->plan, &in) < 0) return fsE_rt_fail();
+  fsPL_input in = {0};
+  plan_input(E->opt->plan_options, mv->m, x, &in);
+  in.strategy = fsF_cls_name(fv->cfg.cls);
+  in.accelerator = fsF_accel_name(fv->cfg.accel);
+  in.precision = fsF_prec_name(p);
+  in.world = fv->cfg.world_size;
+  in.devices = fv->cfg.devices;
+  in.num_nodes = fv->cfg.num_nodes;
+  in.sharded = fv->cfg.cls == FSF_FSDP;
+  in.model = mv->m;
+  in.model_class = mv->cls;
+  in.optimizer = ov ? ov->cls : NULL;
+  in.states = ov ? fsO_state_buffers(ov->o) : 0;
+  if (fsPL_print(E->opt->plan, &in, E->opt->plan_options) < 0) return fsE_rt_fail();
   E->halt = true;
   E->halt_status = 0;
   return NULL;
+}
+
+int fsE_plan_end(fsE_ctx *E) {
+  fabv *fv = E->fabric ? E->fabric->u.obj.data : NULL;
+  if (!fv || !fv->planned || fsE_plan_done(E, NULL) || E->halt) return 0;
+  fsD_add(E->diags, FS_SEV_ERROR, "runtime", NULL, (fs_loc){0, 0}, "%s", fsV_error());
+  return 1;
 }
 
 /* FSDP: the last unit's reduce-scatter after backward (ok: it succeeded;
@@ -591,8 +640,8 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
                                               : fsF_check_setup_module(&fv->f, &mv->st, &iss));
   if (rc == 0 && (!module || (setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0))) {
     for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
-    r = E->opt->plan && no ? fsE_plan_done(E, ov[0])
-      : !opts ? fsV_retain(module) : no || module ? one_or_tuple(module, opts) : fsV_none();
+    if (E->opt->plan && no && !fv->planned_optim) fv->planned_optim = fsV_retain(opts->u.seq.items[0]);
+    r = !opts ? fsV_retain(module) : no || module ? one_or_tuple(module, opts) : fsV_none();
   }
   fsF_issues_free(&iss);
   free(st);

@@ -144,8 +144,8 @@ static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
   }
-  if (E->opt->plan) return fsE_plan_done(E, NULL); /* no optimizer was set up before the first step */
   fs_tensor *x = fsE_need_tensor(a->pos[0], "forward", "input");
+  if (E->opt->plan) return x ? fsE_plan_done(E, x) : NULL; /* its shape gives the activations */
   return x ? fsE_tensor_value(mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x)) : NULL;
 }
 
@@ -328,6 +328,7 @@ NATIVE(module_to_empty) {
 }
 
 NATIVE(module_reset_parameters) {
+  if (E->opt->plan) return fsV_none(); /* plan: the parameters stay on meta, nothing to initialize */
   modv *mv = MODV(self);
   int rc = mv->sh ? fsSH_reset_parameters(mv->sh, E->seed) : fsM_reset_parameters(mv->m, E->seed);
   return rc < 0 ? fsE_rt_fail() : fsV_none();

@@ -9,7 +9,8 @@
 #   - a checkpoint FSDP x2 saves loads on one device, and FSDP x2 resumes
 #     from it as the single device does; in both formats (.st, .ckpt);
 #   - a rank killed mid-run stops the run with status 3, naming the rank;
-#   - `plan` gives the formula's bytes for FSDP x2, DDP x2 and one device.
+#   - `plan` gives the formula's bytes for FSDP x2, DDP x2 and one device,
+#     activations included, one line for both ranks.
 set -u
 FS=${FABRICSCRIPT:-$PWD/fabricscript}
 SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
@@ -81,15 +82,28 @@ grep -q "rank [0-9] (pid $victim) was killed by signal 9" long.err || { bad "kil
 # 5. plan: the MLP's 1637 parameters (units of 416, 1056 and 165) under FSDP x2
 # shard to 208 + 528 + 83 = 819 per rank: 3276 B of parameters and as much
 # gradient, 6552 B of Adam states, the largest unit gathered with its
-# gradient 8 * 1056 = 8448 B; 21552 B in all; one device: 6548, 6548, 13096
+# gradient 8 * 1056 = 8448 B; one device: 6548, 6548, 13096.  Activations
+# for a per-rank batch of B rows (32 // world_size): the batch 48 B, fc1,
+# ReLU, fc2 and Tanh 128 B each, fc3 20 B per row, and the gradients of one
+# layer's 32-wide input and output during backward, 256 B per row: 836 * B
+# = 13376 B for B = 16, 26752 B for B = 32.  One line for ranks 0-1, then
+# the sum over ranks.
 plan_row() { "$FS" plan --emulate-cuda --gpus=4 "$SRC/train.fab" "$@" | awk '$1 == "'"${R:-0}"'" { $1 = ""; print substr($0, 2) }'; }
-[ "$(plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 21.0 KiB" ] || bad "plan fsdp 2: $(plan_row -D strategy=fsdp -D devices=2)"
-[ "$(R=1 plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 21.0 KiB" ] || bad "plan fsdp 2, rank 1"
-[ "$(plan_row -D strategy=auto)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 25.6 KiB" ] || bad "plan single: $(plan_row -D strategy=auto)"
-[ "$(plan_row -D strategy=ddp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 25.6 KiB" ] || bad "plan ddp 2"
+[ "$(R=0-1 plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.1 KiB 34.1 KiB" ] ||
+  bad "plan fsdp 2: $(R=0-1 plan_row -D strategy=fsdp -D devices=2)"
+[ "$(R=all plan_row -D strategy=fsdp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 16.5 KiB 26.1 KiB 68.2 KiB" ] ||
+  bad "plan fsdp 2, all ranks"
+[ "$(plan_row -D strategy=auto)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 26.1 KiB 51.7 KiB" ] || bad "plan single: $(plan_row -D strategy=auto)"
+[ "$(R=0-1 plan_row -D strategy=ddp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 13.1 KiB 38.6 KiB" ] || bad "plan ddp 2"
+# exact bytes in JSON
+json=$("$FS" plan --format=json --emulate-cuda --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2)
+case $json in
+  *'"layouts": [{"first_rank": 0, "last_rank": 1, "parameters": 3276, "gradients": 3276, "optimizer": 6552, "gathered_unit": 8448, "activations": 13376,'*) ;;
+  *) bad "plan --format=json: $json" ;;
+esac
 # a plan is for the target machine --gpus describes: no GPU (or emulation) needed here
-gpu_plan=$("$FS" plan --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2 | awk '$1 == "0" { $1 = ""; print substr($0, 2) }')
-[ "$gpu_plan" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 21.0 KiB" ] || bad "plan --gpus=4 without --emulate-cuda: $gpu_plan"
+gpu_plan=$("$FS" plan --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2 | awk '$1 == "0-1" { $1 = ""; print substr($0, 2) }')
+[ "$gpu_plan" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.1 KiB 34.1 KiB" ] || bad "plan --gpus=4 without --emulate-cuda: $gpu_plan"
 plan_row -D strategy=fsdp -D devices=2 -D save=planned.st > /dev/null
 [ ! -e planned.st ] || bad "plan ran the training (it wrote the checkpoint)"
 

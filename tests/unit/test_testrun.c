@@ -53,7 +53,10 @@ static void test_parse(void **st) {
   const char *args[] = { "-D", "lr=0.1", "--strategy", "ddp spawn", "-Dname=a bc", "-D", "x=1" };
   assert_int_equal(s.nargs, 7);
   for (size_t i = 0; i < 7; i++) assert_string_equal(s.args[i], args[i]);
-  assert_true(s.check_mode);
+  assert_int_equal(s.check_mode, 1);
+  fsX_spec_free(&s);
+  assert_int_equal(fsX_parse_spec("# mode: plan\n", 13, &s), 0);
+  assert_int_equal(s.check_mode, 2); /* `fabricscript plan` */
   fsX_spec_free(&s);
 
   assert_false(s.exact_warnings);
@@ -88,7 +91,7 @@ static void test_parse_errors(void **st) {
             "line 1: `# out:`, `# args:`, `# mode:` and `# warnings:` must be whole-line comments");
   parse_bad("x = 1  # warnings: exact\n",
             "line 1: `# out:`, `# args:`, `# mode:` and `# warnings:` must be whole-line comments");
-  parse_bad("# mode: fast\n", "line 1: `# mode:` is `check` or `run`");
+  parse_bad("# mode: fast\n", "line 1: `# mode:` is `check`, `plan` or `run`");
   parse_bad("# warnings: none\n", "line 1: `# warnings:` is `exact` or `allowed`");
   parse_bad("\n\nx  # error:  \n", "line 3: an error, warning, note or help annotation needs the text");
 }
@@ -378,7 +381,7 @@ static void test_run_paths(void **st) {
   snprintf(want, sizeof want,
            "PASS %s/t/a.fab\n"
            "PASS %s/t/b.fab\n"
-           "FAIL %s/t/bad.fab: line 1: `# mode:` is `check` or `run`\n"
+           "FAIL %s/t/bad.fab: line 1: `# mode:` is `check`, `plan` or `run`\n"
            "FAIL %s/t/sub/c.fab: missing error at line 1: \"never reported\"; "
            "exit status 0, expected 1\n"
            "2 passed, 2 failed\n", dir, dir, dir, dir);

@@ -1,0 +1,192 @@
+/* plan_act.c -- activation memory of one forward and backward, per layer
+ * kind, from the input's shape (see plan.h).
+ *
+ * The rule: count what the runtime keeps, no more.  A tape node holds its
+ * inputs (autograd.c, fsG_record), so every tensor a layer makes stays alive
+ * until the end of fabric.backward: each layer's output counts once, as the
+ * next layer's saved input.  On top of the outputs: LayerNorm's mean and rstd
+ * (one float32 per row each), attention's probabilities [B, heads, T, T].
+ * Views (Flatten) and Dropout in eval mode make nothing; Dropout keeps no
+ * mask (it is regenerated from its key).  During backward each tensor's
+ * gradient lives from the backward of its consumer to its own, so at most a
+ * layer's output gradient, its input gradient and the gradients of the
+ * residual streams around it are alive at once (fsG_backward frees an
+ * intermediate's gradient once its node has run).  Under autocast (*-mixed)
+ * matrix products write the low type and keep a low-precision copy of a
+ * float32 input, as torch's autocast does; a new layer kind needs one case
+ * in `leaf` (and is reported, not guessed, until it has one). */
+#include "plan.h"
+
+#include <string.h>
+
+typedef struct shape {
+  int rank;
+  int64_t d[FS_MAX_RANK];
+  int bytes; /* per element */
+} shape;
+
+typedef struct walk {
+  const fsPL_sizes *sz;
+  uint64_t saved, transient;
+  uint64_t around; /* gradients of the residual streams enclosing the current layer */
+  char *err;
+  size_t errlen;
+} walk;
+
+static uint64_t bytes_of(const shape *s) {
+  uint64_t n = (uint64_t)s->bytes;
+  for (int i = 0; i < s->rank; i++) n *= (uint64_t)s->d[i];
+  return n;
+}
+
+static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* out's shape as fsM_out_shape gives it (PyTorch's message on a mismatch). */
+static int out_shape(walk *w, const fs_module *m, const shape *in, shape *out) {
+  const fs_module *bad = NULL;
+  out->bytes = in->bytes;
+  return fsM_out_shape(m, in->rank, in->d, &out->rank, out->d, &bad, w->err, w->errlen);
+}
+
+/* A layer has run: it made out from in, keeping `extra` bytes besides. */
+static void made(walk *w, const shape *in, const shape *out, uint64_t extra, uint64_t scratch) {
+  w->saved += bytes_of(out) + extra;
+  w->transient = max64(w->transient, bytes_of(in) + bytes_of(out) + w->around + scratch);
+}
+
+/* in and out never alias: a layer reads its input's shape after writing its output's */
+static int node(walk *w, const fs_module *m, const shape *in, shape *out);
+
+static int chain(walk *w, const fs_module *m, const shape *in, shape *out) {
+  shape cur = *in, next;
+  for (int i = 0; i < m->nkids; i++, cur = next)
+    if (node(w, m->kids[i], &cur, &next) < 0) return -1;
+  *out = cur;
+  return 0;
+}
+
+/* A matrix product's output element size; under autocast a float32 input is
+ * first copied to the low type, and the copy is what backward keeps. */
+static int matmul_bytes(walk *w, const shape *in, uint64_t *copy) {
+  *copy = 0;
+  if (!w->sz->autocast) return in->bytes;
+  if (in->bytes != w->sz->act_low) *copy = bytes_of(in) / (uint64_t)in->bytes * (uint64_t)w->sz->act_low;
+  return w->sz->act_low;
+}
+
+static int leaf(walk *w, const fs_module *m, const shape *in, shape *out) {
+  if (out_shape(w, m, in, out) < 0) return -1;
+  uint64_t copy = 0;
+  switch (m->kind) {
+  case FSM_LINEAR:
+    out->bytes = matmul_bytes(w, in, &copy);
+    made(w, in, out, copy, 0);
+    return 0;
+  case FSM_EMBEDDING: /* token ids in, rows of the table out */
+  case FSM_POSEMB:
+    out->bytes = w->sz->act_high;
+    made(w, in, out, 0, 0);
+    return 0;
+  case FSM_LAYERNORM: { /* normalization runs in float32 under autocast; mean and rstd per row */
+    uint64_t rows = bytes_of(in) / (uint64_t)in->bytes / (uint64_t)in->d[in->rank - 1];
+    out->bytes = w->sz->act_high;
+    made(w, in, out, 2 * 4 * rows, 0);
+    return 0;
+  }
+  case FSM_RELU:
+  case FSM_GELU:
+  case FSM_TANH:
+  case FSM_SIGMOID:
+  case FSM_SILU:
+    made(w, in, out, 0, 0);
+    return 0;
+  case FSM_DROPOUT:
+    if (m->training && m->p > 0) made(w, in, out, 0, 0);
+    return 0;
+  case FSM_FLATTEN: /* a view of its input */
+    return 0;
+  default:
+    snprintf(w->err, w->errlen, "no activation model for %s", fsM_kind_name(m->kind));
+    return -1;
+  }
+}
+
+/* CausalSelfAttention: c_attn, the attention op (output and probabilities
+ * [B, heads, T, T]; backward's scratch is one T x T float32 matrix), c_proj. */
+static int attention(walk *w, const fs_module *m, const shape *in, shape *out) {
+  shape qkv, y, probs;
+  if (out_shape(w, m, in, &y) < 0 || node(w, m->kids[0], in, &qkv) < 0) return -1;
+  int64_t B = in->d[0], T = in->d[1];
+  y.bytes = qkv.bytes;
+  probs = (shape){4, {B, m->out, T, T}, w->sz->autocast ? 4 : qkv.bytes}; /* softmax: float32 under autocast */
+  made(w, &qkv, &y, bytes_of(&probs), 4 * (uint64_t)T * (uint64_t)T);
+  return node(w, m->kids[1], &y, out);
+}
+
+static int node(walk *w, const fs_module *m, const shape *in, shape *out) {
+  switch (m->kind) {
+  case FSM_SEQUENTIAL:
+  case FSM_REPEAT:
+    return chain(w, m, in, out);
+  case FSM_RESIDUAL: { /* x + body(x): x's gradient lives through the body's backward */
+    shape body;
+    w->around += bytes_of(in);
+    int rc = chain(w, m, in, &body);
+    w->around -= bytes_of(in);
+    if (rc < 0) return -1;
+    if (out_shape(w, m, in, out) < 0) return -1;
+    out->bytes = in->bytes > body.bytes ? in->bytes : body.bytes; /* type promotion */
+    made(w, &body, out, 0, bytes_of(in));
+    return 0;
+  }
+  case FSM_ATTENTION:
+    return attention(w, m, in, out);
+  default:
+    return leaf(w, m, in, out);
+  }
+}
+
+/* A step of FSDP's wrapping (fsdp.c each_step): checkpointing keeps only its
+ * output, and recomputes its activations during its own backward. */
+static int step(walk *w, const fs_module *m, shape *cur, fsPL_acts *out) {
+  uint64_t before = w->saved;
+  shape next;
+  if (node(w, m, cur, &next) < 0) return -1;
+  *cur = next;
+  uint64_t inside = w->saved - before;
+  if (fsM_num_parameters(m) == 0) {
+    out->ckpt_saved += inside; /* not a unit: nothing wraps it */
+  } else {
+    out->ckpt_saved += bytes_of(cur);
+    out->ckpt_unit = max64(out->ckpt_unit, inside);
+  }
+  return 0;
+}
+
+int fsPL_activations(const fs_module *m, int rank, const int64_t *in, int in_bytes,
+                     const fsPL_sizes *sz, fsPL_acts *out, char *err, size_t errlen) {
+  walk w = {.sz = sz, .err = err, .errlen = errlen};
+  shape cur = {.rank = rank, .bytes = in_bytes};
+  memset(out, 0, sizeof *out);
+  if (rank < 1 || rank > FS_MAX_RANK) {
+    snprintf(err, errlen, "an input of %d dimensions", rank);
+    return -1;
+  }
+  memcpy(cur.d, in, (size_t)rank * sizeof *in);
+  w.saved = bytes_of(&cur); /* the batch itself, held by the first layer */
+  out->ckpt_saved = w.saved;
+  if (m->kind != FSM_SEQUENTIAL) {
+    if (step(&w, m, &cur, out) < 0) return -1;
+  } else {
+    for (int i = 0; i < m->nkids; i++) {
+      const fs_module *k = m->kids[i];
+      for (int j = 0; j < (k->kind == FSM_REPEAT ? k->nkids : 1); j++)
+        if (step(&w, k->kind == FSM_REPEAT ? k->kids[j] : k, &cur, out) < 0) return -1;
+    }
+  }
+  /* the loss's gradient with respect to the output, with the output's own */
+  w.transient = max64(w.transient, 2 * bytes_of(&cur));
+  out->saved = w.saved;
+  out->transient = w.transient;
+  return 0;
+}
