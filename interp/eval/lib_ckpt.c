@@ -159,7 +159,7 @@ static int ck_add(fsE_ctx *E, fabv *fv, ckpt *c, fs_value *key, fs_value *v, fs_
   if (mv && mv->sh) return ck_sharded_module(E, c, key, mv->sh, filter);
   if (mv) {
     fsM_param *ps;
-    int64_t n = fsM_parameters(mv->m, &ps);
+    int64_t n = fsM_state(mv->m, &ps); /* parameters and buffers */
     int rc = n < 0 ? (fsE_rt_fail(), -1) : 0;
     for (int64_t i = 0; rc == 0 && i < n; i++) {
       bool yes;
@@ -403,7 +403,7 @@ static int load_sharded(const fsK_file *kf, const char *key, fsSH_model *sh, boo
 static int load_module(const fsK_file *kf, const char *key, modv *mv, bool strict) {
   if (mv->sh) return load_sharded(kf, key, mv->sh, strict);
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = fsM_state(mv->m, &ps); /* parameters and buffers */
   if (n < 0) return fsE_rt_fail(), -1;
   fs_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
   char **names = calloc((size_t)n + 1, sizeof *names);

@@ -3,6 +3,7 @@
  * module (parameters, state_dict, generate ...).  A module's Fabric state
  * (fsF_model) lives beside it, so fabric.h's rules see what the checker sees. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
+#include <math.h>
 #include <string.h>
 
 #include "autograd.h"
@@ -129,6 +130,79 @@ NATIVE(l_flatten) {
   return module_value(E, fsM_activation(FSM_FLATTEN), "Flatten");
 }
 
+/* ---- convolutional layers (issue 14 point 4) ---- */
+
+/* Conv1d/Conv2d(in_channels, out_channels, kernel_size, stride, padding,
+ * dilation, groups, bias, padding_mode) */
+static fs_value *nn_conv(fsE_ctx *E, int nd, fs_value **s) {
+  const char *cls = nd == 1 ? "Conv1d" : "Conv2d";
+  int64_t k[2], st[2], pad[2], dil[2];
+  if (fsE_size_arg(s[2], cls, "kernel_size", nd, k) < 0 || fsE_size_arg(s[3], cls, "stride", nd, st) < 0 ||
+      fsE_size_arg(s[5], cls, "dilation", nd, dil) < 0 || fsE_conv_padding(s[4], cls, nd, k, st, dil, pad) < 0)
+    return NULL;
+  if (strcmp(s[8]->u.str.s, "zeros")) {
+    fsV_seterr("%s(): padding_mode '%s' is not supported (only 'zeros')", cls, s[8]->u.str.s);
+    return NULL;
+  }
+  return module_value(E, fsM_conv(nd, fsE_ival(s[0]), fsE_ival(s[1]), k, st, pad, dil, fsE_ival(s[6]),
+                                  fsV_truthy(s[7])), cls);
+}
+
+NATIVE(nn_conv1d) { return nn_conv(E, 1, s); }
+NATIVE(nn_conv2d) { return nn_conv(E, 2, s); }
+
+/* BatchNorm1d/2d(num_features, eps, momentum, affine, track_running_stats) */
+static fs_value *nn_batchnorm(fsE_ctx *E, int nd, fs_value **s) {
+  double momentum = s[2]->type == FSV_NONE ? NAN : fsV_to_double(s[2]);
+  return module_value(E, fsM_batchnorm(nd, fsE_ival(s[0]), fsV_to_double(s[1]), momentum, fsV_truthy(s[3]),
+                                       fsV_truthy(s[4])), nd == 1 ? "BatchNorm1d" : "BatchNorm2d");
+}
+
+NATIVE(nn_batchnorm1d) { return nn_batchnorm(E, 1, s); }
+NATIVE(nn_batchnorm2d) { return nn_batchnorm(E, 2, s); }
+
+/* kernel_size, stride (None: the kernel), padding of a pooling layer */
+static int pool_sizes(fs_value **s, const char *cls, int64_t *k, int64_t *st, int64_t *p) {
+  if (fsE_size_arg(s[0], cls, "kernel_size", 2, k) < 0 || fsE_size_arg(s[2], cls, "padding", 2, p) < 0)
+    return -1;
+  if (s[1]->type == FSV_NONE) {
+    memcpy(st, k, 2 * sizeof *k);
+    return 0;
+  }
+  return fsE_size_arg(s[1], cls, "stride", 2, st);
+}
+
+/* MaxPool2d(kernel_size, stride, padding, dilation, return_indices, ceil_mode) */
+NATIVE(nn_maxpool2d) {
+  int64_t k[2], st[2], p[2], d[2];
+  if (pool_sizes(s, "MaxPool2d", k, st, p) < 0 || fsE_size_arg(s[3], "MaxPool2d", "dilation", 2, d) < 0)
+    return NULL;
+  if (fsV_truthy(s[4])) {
+    fsV_seterr("MaxPool2d(): return_indices=True is not supported");
+    return NULL;
+  }
+  return module_value(E, fsM_pool2d(FSM_MAXPOOL2D, k, st, p, d, fsV_truthy(s[5]), false), "MaxPool2d");
+}
+
+/* AvgPool2d(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) */
+NATIVE(nn_avgpool2d) {
+  static const int64_t one[2] = {1, 1};
+  int64_t k[2], st[2], p[2];
+  if (pool_sizes(s, "AvgPool2d", k, st, p) < 0) return NULL;
+  if (s[5]->type != FSV_NONE) {
+    fsV_seterr("AvgPool2d(): divisor_override is not supported");
+    return NULL;
+  }
+  return module_value(E, fsM_pool2d(FSM_AVGPOOL2D, k, st, p, one, fsV_truthy(s[3]), fsV_truthy(s[4])),
+                      "AvgPool2d");
+}
+
+NATIVE(nn_adaptive_avgpool2d) {
+  int64_t size[2];
+  if (fsE_adaptive_size(s[0], "AdaptiveAvgPool2d", size) < 0) return NULL;
+  return module_value(E, fsM_adaptive_avg_pool2d(size), "AdaptiveAvgPool2d");
+}
+
 static char *module_repr(fs_value *v) {
   modv *mv = v->u.obj.data;
   fsV_buf b = {0};
@@ -170,10 +244,11 @@ static fs_value *flat_params(fsSH_model *sh, bool named) {
   return l;
 }
 
-static fs_value *params_list(modv *mv, bool named) {
+/* parameters() / named_parameters(); with buffers: the state_dict's entries */
+static fs_value *params_list(modv *mv, bool named, bool buffers) {
   if (mv->sh) return flat_params(mv->sh, named);
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = buffers ? fsM_state(mv->m, &ps) : fsM_parameters(mv->m, &ps);
   if (n < 0) return fsE_rt_fail();
   fs_value *l = fsV_list((size_t)n);
   for (int64_t i = 0; l && i < n; i++) {
@@ -191,7 +266,7 @@ static fs_value *params_list(modv *mv, bool named) {
 
 /* state_dict(): name -> parameter (the tensors themselves, as torch's are views) */
 static fs_value *state_dict(modv *mv) {
-  fs_value *l = params_list(mv, true), *d = l ? fsV_dict() : NULL;
+  fs_value *l = params_list(mv, true, true), *d = l ? fsV_dict() : NULL;
   for (size_t i = 0; d && i < l->u.seq.n; i++) {
     fs_value *p = l->u.seq.items[i];
     if (fsV_dict_set(d, p->u.seq.items[0], fsV_retain(p->u.seq.items[1])) < 0) {
@@ -207,7 +282,7 @@ static fs_value *state_dict(modv *mv) {
  * (giving meta ones storage); strict: torch's missing/unexpected-key error. */
 static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = fsM_state(mv->m, &ps);
   if (n < 0) return fsE_rt_fail();
   fsV_buf missing = {0}, unexpected = {0};
   fs_value *r = NULL;
@@ -295,8 +370,8 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
 #define MODV(self) ((modv *)(self)->u.obj.data)
 
 NATIVE(module_forward) { return module_call(E, self, a); }
-NATIVE(module_parameters) { return params_list(MODV(self), false); }
-NATIVE(module_named_parameters) { return params_list(MODV(self), true); }
+NATIVE(module_parameters) { return params_list(MODV(self), false, false); }
+NATIVE(module_named_parameters) { return params_list(MODV(self), true, false); }
 NATIVE(module_num_parameters) { return fsV_int(fsM_num_parameters(MODV(self)->m)); }
 
 NATIVE(module_train) {
@@ -366,6 +441,9 @@ static const fsE_reg nn_funcs[] = {
   {"LayerNorm", l_layernorm}, {"ReLU", l_relu}, {"GELU", l_gelu}, {"Tanh", l_tanh},
   {"Sigmoid", l_sigmoid}, {"SiLU", l_silu}, {"Dropout", l_dropout}, {"Flatten", l_flatten},
   {"CausalSelfAttention", l_attention},
+  {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"BatchNorm1d", nn_batchnorm1d},
+  {"BatchNorm2d", nn_batchnorm2d}, {"MaxPool2d", nn_maxpool2d}, {"AvgPool2d", nn_avgpool2d},
+  {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d},
   {"Module.forward", module_forward}, {"Module.parameters", module_parameters},
   {"Module.named_parameters", module_named_parameters}, {"Module.num_parameters", module_num_parameters},
   {"Module.train", module_train}, {"Module.eval", module_eval}, {"Module.to_empty", module_to_empty},

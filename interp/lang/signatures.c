@@ -87,6 +87,33 @@ PARAMS(p_dropout, P("p", NUM, "0.5"))
 PARAMS(p_flatten, P("start_dim", INT, "1"), P("end_dim", INT, "-1"))
 PARAMS(p_attention, P("dim", INT, NULL), P("heads", INT, NULL), P("bias", BOOL, "True"))
 
+/* convolutional layers and their F. forms (issue 14 point 4; lib_nn.c, lib_functional.c) */
+#define SIZE2 (FSSIG_T_INT | FSSIG_T_SEQ)
+#define OPTSIZE2 (FSSIG_T_INT | FSSIG_T_SEQ | FSSIG_T_NONE)
+#define CONV_OPTS P("stride", SIZE2, "1"), P("padding", SIZE2 | FSSIG_T_STR, "0"), \
+                  P("dilation", SIZE2, "1"), P("groups", INT, "1")
+PARAMS(p_conv, P("in_channels", INT, NULL), P("out_channels", INT, NULL), P("kernel_size", SIZE2, NULL),
+       CONV_OPTS, P("bias", BOOL, "True"), P("padding_mode", STR, "'zeros'"))
+PARAMS(p_batchnorm, P("num_features", INT, NULL), P("eps", NUM, "1e-05"), P("momentum", OPTNUM, "0.1"),
+       P("affine", BOOL, "True"), P("track_running_stats", BOOL, "True"))
+PARAMS(p_maxpool, P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"), P("padding", SIZE2, "0"),
+       P("dilation", SIZE2, "1"), P("return_indices", BOOL, "False"), P("ceil_mode", BOOL, "False"))
+PARAMS(p_avgpool, P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"), P("padding", SIZE2, "0"),
+       P("ceil_mode", BOOL, "False"), P("count_include_pad", BOOL, "True"),
+       PT("divisor_override", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_adaptive, P("output_size", OPTSIZE2, NULL))
+PARAMS(p_f_conv, P("input", OBJ, NULL), P("weight", OBJ, NULL), P("bias", ANY, "None"), CONV_OPTS)
+PARAMS(p_f_maxpool, P("input", OBJ, NULL), P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"),
+       P("padding", SIZE2, "0"), P("dilation", SIZE2, "1"), P("ceil_mode", BOOL, "False"),
+       P("return_indices", BOOL, "False"))
+PARAMS(p_f_avgpool, P("input", OBJ, NULL), P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"),
+       P("padding", SIZE2, "0"), P("ceil_mode", BOOL, "False"), P("count_include_pad", BOOL, "True"),
+       PT("divisor_override", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_f_adaptive, P("input", OBJ, NULL), P("output_size", OPTSIZE2, NULL))
+PARAMS(p_f_batchnorm, P("input", OBJ, NULL), P("running_mean", ANY, NULL), P("running_var", ANY, NULL),
+       P("weight", ANY, "None"), P("bias", ANY, "None"), P("training", BOOL, "False"),
+       P("momentum", NUM, "0.1"), P("eps", NUM, "1e-05"))
+
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
 PARAMS(p_seed, PT("seed", FSSIG_T_INT | FSSIG_T_NONE, "None", 0),
@@ -243,6 +270,13 @@ static const fsSig table[] = {
   FN("log_softmax", p_t_softmax_fn, "Tensor"),
   FN("matmul", p_t_binary, "Tensor"),
   FN("bmm", p_t_binary, "Tensor"),
+  /* torch.nn.functional's convolutional layers (issue 14 point 4; lib_functional.c) */
+  FN("conv1d", p_f_conv, "Tensor"),
+  FN("conv2d", p_f_conv, "Tensor"),
+  FN("max_pool2d", p_f_maxpool, "Tensor"),
+  FN("avg_pool2d", p_f_avgpool, "Tensor"),
+  FN("adaptive_avg_pool2d", p_f_adaptive, "Tensor"),
+  FN("batch_norm", p_f_batchnorm, "Tensor"),
 
   CLS("Fabric", p_fabric, "Fabric"),
   CLS("FSDPStrategy", p_fsdp, "Strategy"),
@@ -269,6 +303,14 @@ static const fsSig table[] = {
   LAYER("Dropout", p_dropout),
   LAYER("Flatten", p_flatten),
   LAYER("CausalSelfAttention", p_attention),
+  /* convolutional layers (issue 14 point 4; lib_nn.c) */
+  LAYER("Conv1d", p_conv),
+  LAYER("Conv2d", p_conv),
+  LAYER("BatchNorm1d", p_batchnorm),
+  LAYER("BatchNorm2d", p_batchnorm),
+  LAYER("MaxPool2d", p_maxpool),
+  LAYER("AvgPool2d", p_avgpool),
+  LAYER("AdaptiveAvgPool2d", p_adaptive),
 
   M("Fabric.launch", p_launch, "any"),
   M("Fabric.seed_everything", p_seed, "int"),

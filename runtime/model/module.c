@@ -14,7 +14,8 @@
 static const char *const kind_names[FSM__COUNT] = {
   "Sequential", "Residual", "Repeat", "Linear", "Embedding", "PositionalEmbedding",
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
-  "CausalSelfAttention",
+  "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
+  "AvgPool2d", "AdaptiveAvgPool2d",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -32,12 +33,24 @@ static fs_module *new_module(fsM_kind kind) {
 }
 
 /* A meta f32 parameter of the given shape. */
-static int add_param(fs_module *m, int rank, int64_t d0, int64_t d1) {
-  int64_t shape[2] = {d0, d1};
+static int add_param_shape(fs_module *m, int rank, const int64_t *shape) {
   fs_tensor *t = fsT_new(FS_F32, FS_DEV_META, rank, shape);
   if (!t) return -1;
   t->requires_grad = true;
   m->params[m->nparams++] = t;
+  return 0;
+}
+
+static int add_param(fs_module *m, int rank, int64_t d0, int64_t d1) {
+  int64_t shape[2] = {d0, d1};
+  return add_param_shape(m, rank, shape);
+}
+
+/* A meta buffer (no grad): rank 1 of n elements, or rank 0 */
+static int add_buffer(fs_module *m, fs_dtype dt, int rank, int64_t n) {
+  fs_tensor *t = fsT_new(dt, FS_DEV_META, rank, &n);
+  if (!t) return -1;
+  m->buffers[m->nbuffers++] = t;
   return 0;
 }
 
@@ -145,6 +158,99 @@ fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias) {
   return m;
 }
 
+fs_module *fsM_conv(int nd, int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                    const int64_t *pad, const int64_t *dil, int64_t groups, bool bias) {
+  const char *name = nd == 1 ? "Conv1d" : "Conv2d";
+  if (!positive(name, in, "in_channels") || !positive(name, out, "out_channels") ||
+      !positive(name, groups, "groups"))
+    return NULL;
+  if (in % groups || out % groups) {
+    fsT_seterr(in % groups ? "in_channels must be divisible by groups" : "out_channels must be divisible by groups");
+    return NULL;
+  }
+  for (int i = 0; i < nd; i++)
+    if (!positive(name, kernel[i], "kernel_size") || !positive(name, stride[i], "stride") ||
+        !positive(name, dil[i], "dilation") || (pad[i] < 0 && !positive(name, pad[i], "padding")))
+      return NULL;
+  fs_module *m = new_module(nd == 1 ? FSM_CONV1D : FSM_CONV2D);
+  if (!m) return NULL;
+  m->in = in;
+  m->out = out;
+  m->bias = bias;
+  m->groups = groups;
+  for (int i = 0; i < 2; i++) { /* 1-d: height 1 (index 0), the one dim at index 1 */
+    int j = nd == 1 ? 0 : i;
+    bool used = nd == 2 || i == 1;
+    m->kernel[i] = used ? kernel[j] : 1;
+    m->stride[i] = used ? stride[j] : 1;
+    m->pad[i] = used ? pad[j] : 0;
+    m->dil[i] = used ? dil[j] : 1;
+  }
+  int64_t shape[4] = {out, in / groups, m->kernel[2 - nd], m->kernel[1]};
+  if (add_param_shape(m, nd + 2, shape) || (bias && add_param(m, 1, out, 0))) {
+    fsM_release(m);
+    return NULL;
+  }
+  return m;
+}
+
+fs_module *fsM_batchnorm(int nd, int64_t features, double eps, double momentum, bool affine,
+                         bool track_running_stats) {
+  const char *name = nd == 1 ? "BatchNorm1d" : "BatchNorm2d";
+  if (!positive(name, features, "num_features")) return NULL;
+  if (!(eps > 0)) {
+    fsT_seterr("%s: eps must be positive, got %g", name, eps);
+    return NULL;
+  }
+  fs_module *m = new_module(nd == 1 ? FSM_BATCHNORM1D : FSM_BATCHNORM2D);
+  if (!m) return NULL;
+  m->in = m->out = features;
+  m->p = eps;
+  m->momentum = momentum;
+  if ((affine && (add_param(m, 1, features, 0) || add_param(m, 1, features, 0))) ||
+      (track_running_stats && (add_buffer(m, FS_F32, 1, features) || add_buffer(m, FS_F32, 1, features) ||
+                               add_buffer(m, FS_I64, 0, 0)))) {
+    fsM_release(m);
+    return NULL;
+  }
+  return m;
+}
+
+fs_module *fsM_pool2d(fsM_kind kind, const int64_t *kernel, const int64_t *stride, const int64_t *pad,
+                      const int64_t *dil, bool ceil_mode, bool count_include_pad) {
+  const char *name = fsM_kind_name(kind);
+  for (int i = 0; i < 2; i++) {
+    if (!positive(name, kernel[i], "kernel_size") || !positive(name, stride[i], "stride") ||
+        !positive(name, dil[i], "dilation"))
+      return NULL;
+    if (pad[i] < 0 || pad[i] > kernel[i] / 2) {
+      fsT_seterr("pad should be at most half of effective kernel size, but got pad=%lld, kernel_size=%lld and dilation=%lld",
+                 (long long)pad[i], (long long)kernel[i], (long long)dil[i]);
+      return NULL;
+    }
+  }
+  fs_module *m = new_module(kind);
+  if (!m) return NULL;
+  memcpy(m->kernel, kernel, sizeof m->kernel);
+  memcpy(m->stride, stride, sizeof m->stride);
+  memcpy(m->pad, pad, sizeof m->pad);
+  memcpy(m->dil, dil, sizeof m->dil);
+  m->ceil_mode = ceil_mode;
+  m->count_include_pad = count_include_pad;
+  return m;
+}
+
+fs_module *fsM_adaptive_avg_pool2d(const int64_t *size) {
+  for (int i = 0; i < 2; i++)
+    if (size[i] == 0) {
+      fsT_seterr("AdaptiveAvgPool2d: output_size must be positive or None, got 0");
+      return NULL;
+    }
+  fs_module *m = new_module(FSM_ADAPTIVEAVGPOOL2D);
+  if (m) memcpy(m->kernel, size, sizeof m->kernel); /* the output size */
+  return m;
+}
+
 /* Containers and the attention's fixed children share the kids array;
  * fsM_append is public for Sequential and Residual only. */
 int fsM_append(fs_module *seq, const char *key, fs_module *child) {
@@ -214,7 +320,15 @@ fs_module *fsM_clone(const fs_module *src) {
   m->key = NULL;
   m->kids = kids;
   m->nkids = m->capkids = 0;
-  m->nparams = 0;
+  m->nparams = m->nbuffers = 0;
+  for (int i = 0; i < src->nbuffers; i++) {
+    const fs_tensor *b = src->buffers[i];
+    if (!(m->buffers[i] = b->data ? fsT_copy(b) : fsT_new(b->dtype, FS_DEV_META, b->rank, b->shape))) {
+      fsM_release(m);
+      return NULL;
+    }
+    m->nbuffers++;
+  }
   for (int i = 0; i < src->nparams; i++) {
     fs_tensor *t = src->params[i]->data ? fsT_copy(src->params[i])
                                         : fsT_new(FS_F32, FS_DEV_META, src->params[i]->rank, src->params[i]->shape);
@@ -242,6 +356,7 @@ void fsM_release(fs_module *m) {
   if (!m || --m->refcount > 0) return;
   for (int i = 0; i < m->nkids; i++) fsM_release(m->kids[i]);
   for (int i = 0; i < m->nparams; i++) fsT_release(m->params[i]);
+  for (int i = 0; i < m->nbuffers; i++) fsT_release(m->buffers[i]);
   free(m->kids);
   free(m->key);
   free(m);
@@ -254,7 +369,13 @@ static const char *const leaf_param_names[FSM__COUNT][FSM_MAX_PARAMS] = {
   [FSM_EMBEDDING] = {"weight"},
   [FSM_POSEMB] = {"weight"},
   [FSM_LAYERNORM] = {"weight", "bias"},
+  [FSM_CONV1D] = {"weight", "bias"},
+  [FSM_CONV2D] = {"weight", "bias"},
+  [FSM_BATCHNORM1D] = {"weight", "bias"},
+  [FSM_BATCHNORM2D] = {"weight", "bias"},
 };
+
+static const char *const buffer_names[FSM_MAX_BUFFERS] = {"running_mean", "running_var", "num_batches_tracked"};
 
 typedef int (*visit_fn)(fs_module *m, const char *prefix, void *ud);
 
@@ -284,15 +405,16 @@ static int walk_root(fs_module *m, visit_fn fn, void *ud) {
   return walk(m, prefix, 0, NAME_CAP, fn, ud);
 }
 
+/* Entry i of a module's state: its parameters, then its buffers. */
 static void param_name(char *buf, size_t cap, const char *prefix, const fs_module *m, int i) {
-  snprintf(buf, cap, "%s%s", prefix, leaf_param_names[m->kind][i]);
+  snprintf(buf, cap, "%s%s", prefix, i < m->nparams ? leaf_param_names[m->kind][i] : buffer_names[i - m->nparams]);
 }
 
-typedef struct { fsM_param *v; int64_t n, cap; } plist;
+typedef struct { fsM_param *v; int64_t n, cap; bool buffers; } plist;
 
 static int collect(fs_module *m, const char *prefix, void *ud) {
   plist *l = ud;
-  for (int i = 0; i < m->nparams; i++) {
+  for (int i = 0; i < m->nparams + (l->buffers ? m->nbuffers : 0); i++) {
     if (l->n == l->cap) {
       int64_t cap = l->cap ? 2 * l->cap : 16;
       fsM_param *v = realloc(l->v, (size_t)cap * sizeof *v);
@@ -304,7 +426,7 @@ static int collect(fs_module *m, const char *prefix, void *ud) {
     param_name(name, sizeof name, prefix, m, i);
     fsM_param *p = &l->v[l->n];
     if (!(p->name = strdup(name))) return -1;
-    p->t = m->params[i];
+    p->t = i < m->nparams ? m->params[i] : m->buffers[i - m->nparams];
     p->owner = m;
     p->index = i;
     l->n++;
@@ -312,8 +434,8 @@ static int collect(fs_module *m, const char *prefix, void *ud) {
   return 0;
 }
 
-int64_t fsM_parameters(fs_module *m, fsM_param **out) {
-  plist l = {0};
+static int64_t collect_all(fs_module *m, fsM_param **out, bool buffers) {
+  plist l = {.buffers = buffers};
   if (walk_root(m, collect, &l)) {
     fsM_params_free(l.v, l.n);
     fsT_seterr("out of memory");
@@ -323,6 +445,9 @@ int64_t fsM_parameters(fs_module *m, fsM_param **out) {
   *out = l.v;
   return l.n;
 }
+
+int64_t fsM_parameters(fs_module *m, fsM_param **out) { return collect_all(m, out, false); }
+int64_t fsM_state(fs_module *m, fsM_param **out) { return collect_all(m, out, true); }
 
 void fsM_params_free(fsM_param *ps, int64_t n) {
   for (int64_t i = 0; i < n; i++) free(ps[i].name);
@@ -355,7 +480,17 @@ static void init_range(const fsB_backend *be, const fs_module *m, int index, uin
     be->fill_uniform(dst, n, key, offset, -bound, bound);
     break;
   }
-  case FSM_LAYERNORM: be->fill(dst, n, index == 0 ? 1.0f : 0.0f); break;
+  case FSM_CONV1D:
+  case FSM_CONV2D: { /* kaiming_uniform_(a=sqrt(5)) and the bias rule: U(+-1/sqrt(fan_in)) */
+    float bound = (float)(1.0 / sqrt((double)(m->in / m->groups * m->kernel[0] * m->kernel[1])));
+    be->fill_uniform(dst, n, key, offset, -bound, bound);
+    break;
+  }
+  case FSM_LAYERNORM:
+  case FSM_BATCHNORM1D:
+  case FSM_BATCHNORM2D:
+    be->fill(dst, n, index == 0 ? 1.0f : 0.0f);
+    break;
   default: be->fill_normal(dst, n, key, offset, 0.0f, 1.0f); break;
   }
 }
@@ -390,8 +525,34 @@ static int move_param(fs_tensor *t, fs_device dev) {
   return 0;
 }
 
+/* A buffer's initial values (BatchNorm's reset_running_stats). */
+static void init_buffer(fs_tensor *t, int index) {
+  const fsB_backend *be = fsB_of(t);
+  if (index == 1) be->fill(fsT_f32(t), (size_t)t->numel, 1.0f);
+  else be->zero(t->data, fsT_nbytes(t));
+}
+
+static int buffers_visit(fs_module *m, const init_ctx *c) {
+  for (int i = 0; i < m->nbuffers; i++) {
+    fs_tensor *t = m->buffers[i];
+    if (c->what == MOVE) {
+      if (t->data && t->device != c->dev && move_param(t, c->dev) < 0) return -1;
+      continue;
+    }
+    if (c->what == EMPTY && t->data) {
+      fsB_get(t->device)->free(t->data, fsT_nbytes(t));
+      t->data = NULL;
+    }
+    if (c->what == MAT && t->data) continue;
+    if (!t->data && c->dev != FS_DEV_META && fsT_alloc_storage(t, c->dev)) return -1;
+    if (c->what != EMPTY && t->data) init_buffer(t, i);
+  }
+  return 0;
+}
+
 static int init_visit(fs_module *m, const char *prefix, void *ud) {
   init_ctx *c = ud;
+  if (buffers_visit(m, c) < 0) return -1;
   if (m->kind == FSM_DROPOUT && c->what != EMPTY) {
     char name[NAME_CAP + 16];
     snprintf(name, sizeof name, "%sdropout", prefix);
@@ -424,6 +585,17 @@ static int init_visit(fs_module *m, const char *prefix, void *ud) {
 static int init_all(fs_module *m, init_ctx c) {
   if (c.dev != FS_DEV_META && !fsB_get(c.dev)) return -1;
   return walk_root(m, init_visit, &c);
+}
+
+static int buffers_only(fs_module *m, const char *prefix, void *ud) {
+  (void)prefix;
+  return buffers_visit(m, ud);
+}
+
+int fsM_materialize_buffers(fs_module *m, fs_device dev) {
+  init_ctx c = {dev, 0, MAT};
+  if (!fsB_get(dev)) return -1;
+  return walk_root(m, buffers_only, &c);
 }
 
 int fsM_to_device(fs_module *m, fs_device dev) { return init_all(m, (init_ctx){dev, 0, MOVE}); }
@@ -480,6 +652,66 @@ static int last_dim_is(const fs_module *m, int rank, const int64_t *in, int64_t 
   }
   return shape_err(m, bad, err, errlen, "%s expects input with last dimension %lld, got %s",
                    fsM_kind_name(m->kind), (long long)want, s);
+}
+
+/* One spatial output size of a window (torch's pooling_output_shape); -1
+ * stays unknown */
+static int64_t window_len(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  if (in < 0) return -1;
+  int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (o - 1) * s >= in + p) o--;
+  return o;
+}
+
+/* Conv, BatchNorm and pooling: the input's rank, channels and spatial sizes. */
+static int spatial_shape(const fs_module *m, int *rank, int64_t *cur, const fs_module **bad,
+                         char *err, size_t errlen) {
+  char s[160];
+  fsT_dims_str(*rank, cur, s, sizeof s);
+  int nd = m->kind == FSM_CONV1D ? 1 : 2;
+  switch (m->kind) {
+  case FSM_CONV1D:
+  case FSM_CONV2D:
+    if (*rank != nd + 2)
+      return shape_err(m, bad, err, errlen, "Expected %dD (unbatched) or %dD (batched) input to conv%dd, but got input of size: %s",
+                       nd + 1, nd + 2, nd, s);
+    if (cur[1] >= 0 && cur[1] != m->in)
+      return shape_err(m, bad, err, errlen, "Given groups=%lld, expected input%s to have %lld channels, but got %lld channels instead",
+                       (long long)m->groups, s, (long long)m->in, (long long)cur[1]);
+    cur[1] = m->out;
+    for (int i = 2 - nd; i < 2; i++) {
+      int64_t *d = &cur[*rank - 2 + i];
+      *d = window_len(*d, m->kernel[i], m->stride[i], m->pad[i], m->dil[i], false);
+      if (*d == 0 || *d < -1)
+        return shape_err(m, bad, err, errlen, "%s: input %s gives an output size that is too small",
+                         fsM_kind_name(m->kind), s);
+    }
+    return 0;
+  case FSM_BATCHNORM1D:
+  case FSM_BATCHNORM2D:
+    if (m->kind == FSM_BATCHNORM1D ? *rank != 2 && *rank != 3 : *rank != 4)
+      return shape_err(m, bad, err, errlen, m->kind == FSM_BATCHNORM1D ? "expected 2D or 3D input (got %dD input)"
+                                                                          : "expected 4D input (got %dD input)", *rank);
+    if (cur[1] >= 0 && cur[1] != m->in)
+      return shape_err(m, bad, err, errlen, "running_mean should contain %lld elements not %lld",
+                       (long long)cur[1], (long long)m->in);
+    return 0;
+  default: /* pooling */
+    if (*rank != 3 && *rank != 4)
+      return shape_err(m, bad, err, errlen, "%s: Expected 3D or 4D (batch mode) tensor for input, but got: %s",
+                       fsM_kind_name(m->kind), s);
+    for (int i = 0; i < 2; i++) {
+      int64_t *d = &cur[*rank - 2 + i];
+      if (m->kind == FSM_ADAPTIVEAVGPOOL2D) *d = m->kernel[i] < 0 ? *d : m->kernel[i];
+      else *d = window_len(*d, m->kernel[i], m->stride[i], m->pad[i], m->kind == FSM_MAXPOOL2D ? m->dil[i] : 1,
+                           m->ceil_mode);
+      if (*d == 0 || *d < -1)
+        return shape_err(m, bad, err, errlen, "%s: input %s gives an output size that is too small",
+                         fsM_kind_name(m->kind), s);
+    }
+    return 0;
+  }
 }
 
 int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
@@ -541,6 +773,15 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
     cur[1] = prod(rank - 1, cur + 1);
     rank = 2;
     break;
+  case FSM_CONV1D:
+  case FSM_CONV2D:
+  case FSM_BATCHNORM1D:
+  case FSM_BATCHNORM2D:
+  case FSM_MAXPOOL2D:
+  case FSM_AVGPOOL2D:
+  case FSM_ADAPTIVEAVGPOOL2D:
+    if (spatial_shape(m, &rank, cur, bad, err, errlen)) return -1;
+    break;
   default: /* elementwise */
     break;
   }
@@ -564,6 +805,34 @@ static fs_tensor *forward_seq(fs_module *m, fs_tensor *x) {
 static const fsN_act act_of[FSM__COUNT] = {
   [FSM_RELU] = FSN_RELU, [FSM_TANH] = FSN_TANH, [FSM_SIGMOID] = FSN_SIGMOID, [FSM_SILU] = FSN_SILU,
 };
+
+/* BatchNorm's forward: batch statistics when training (updating the
+ * running ones) or when it keeps none; the running ones otherwise. */
+static fs_tensor *batchnorm_forward(fs_module *m, fs_tensor *x) {
+  int nd = m->kind == FSM_BATCHNORM1D ? 1 : 2;
+  if (nd == 1 ? x->rank != 2 && x->rank != 3 : x->rank != 4) {
+    fsT_seterr(nd == 1 ? "expected 2D or 3D input (got %dD input)" : "expected 4D input (got %dD input)", x->rank);
+    return NULL;
+  }
+  bool track = m->nbuffers > 0, affine = m->nparams > 0;
+  double factor = m->momentum;
+  if (m->training && track) {
+    fs_tensor *nbt = m->buffers[2];
+    int64_t count;
+    if (!nbt->data) {
+      fsT_seterr("BatchNorm: buffer num_batches_tracked is on the meta device; materialize it first");
+      return NULL;
+    }
+    const fsB_backend *be = fsB_of(nbt);
+    if (be->to_host(&count, nbt->data, sizeof count) < 0) return NULL;
+    count++;
+    if (be->from_host(nbt->data, &count, sizeof count) < 0) return NULL;
+    if (isnan(factor)) factor = 1.0 / (double)count; /* momentum=None: cumulative average */
+  }
+  return fsG_batch_norm(x, track ? m->buffers[0] : NULL, track ? m->buffers[1] : NULL,
+                        affine ? m->params[0] : NULL, affine ? m->params[1] : NULL,
+                        m->training || !track, factor, m->p);
+}
 
 fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
   fs_tensor **p = m->params;
@@ -619,6 +888,17 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
     fsT_release(y);
     return out;
   }
+  case FSM_CONV1D:
+    return fsG_conv(1, x, p[0], m->bias ? p[1] : NULL, m->stride + 1, m->pad + 1, m->dil + 1, m->groups);
+  case FSM_CONV2D:
+    return fsG_conv(2, x, p[0], m->bias ? p[1] : NULL, m->stride, m->pad, m->dil, m->groups);
+  case FSM_BATCHNORM1D:
+  case FSM_BATCHNORM2D:
+    return batchnorm_forward(m, x);
+  case FSM_MAXPOOL2D: return fsG_max_pool2d(x, m->kernel, m->stride, m->pad, m->dil, m->ceil_mode);
+  case FSM_AVGPOOL2D:
+    return fsG_avg_pool2d(x, m->kernel, m->stride, m->pad, m->ceil_mode, m->count_include_pad);
+  case FSM_ADAPTIVEAVGPOOL2D: return fsG_adaptive_avg_pool2d(x, m->kernel);
   default:
     fsT_seterr("%s has no forward", fsM_kind_name(m->kind));
     return NULL;

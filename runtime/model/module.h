@@ -23,7 +23,21 @@
  *   - leaves: Linear `weight` [out,in], `bias` [out]; Embedding `weight`
  *     [num,dim]; PositionalEmbedding `weight` [context,dim]; LayerNorm
  *     `weight`, `bias` [dim]; CausalSelfAttention has child Linears `c_attn`
- *     (dim -> 3*dim) and `c_proj` (dim -> dim).
+ *     (dim -> 3*dim) and `c_proj` (dim -> dim);
+ *   - Conv1d/Conv2d `weight` [out, in/groups, kernel...], `bias` [out];
+ *     BatchNorm1d/2d `weight`, `bias` [features] (affine) and the BUFFERS
+ *     `running_mean`, `running_var` [features] (f32) and
+ *     `num_batches_tracked` (0-d int64) when track_running_stats.
+ *
+ * Buffers (torch's register_buffer): tensors a module keeps and updates in
+ * its forward without gradients.  They are not parameters: fsM_parameters
+ * (and so optimizers, gradient clipping, DDP's gradient reduction and FSDP's
+ * flat shards) never sees them; fsM_state lists parameters and buffers in
+ * torch's state_dict order (per module: its parameters, then its buffers),
+ * which is what state_dict() and checkpoints save.  They materialize, move
+ * and reset with the parameters (running_mean 0, running_var 1,
+ * num_batches_tracked 0); under FSDP every rank holds them whole
+ * (fsM_materialize_buffers), as torch's FSDP does not shard buffers.
  *
  * Ownership: modules are reference counted like tensors; a parent owns one
  * reference to each child; fsM_append takes over the caller's reference. */
@@ -37,10 +51,13 @@ typedef enum fsM_kind {
   FSM_LINEAR, FSM_EMBEDDING, FSM_POSEMB, FSM_LAYERNORM,
   FSM_RELU, FSM_GELU, FSM_TANH, FSM_SIGMOID, FSM_SILU,
   FSM_DROPOUT, FSM_FLATTEN, FSM_ATTENTION,
+  FSM_CONV1D, FSM_CONV2D, FSM_BATCHNORM1D, FSM_BATCHNORM2D,
+  FSM_MAXPOOL2D, FSM_AVGPOOL2D, FSM_ADAPTIVEAVGPOOL2D,
   FSM__COUNT
 } fsM_kind;
 
 #define FSM_MAX_PARAMS 2
+#define FSM_MAX_BUFFERS 3
 
 typedef struct fs_module fs_module;
 struct fs_module {
@@ -59,6 +76,12 @@ struct fs_module {
   uint64_t calls;            /* Dropout: forward calls so far (mask counter) */
   uint64_t seed;             /* Dropout: rng key of (seed, its full name), set by
                                 fsM_materialize; masks use (key, calls) */
+  /* Conv and pooling windows, [H, W] (1-d layers use index 1 only);
+   * Conv in/out are in/out, BatchNorm's features are in */
+  int64_t kernel[2], stride[2], pad[2], dil[2], groups;
+  bool ceil_mode, count_include_pad;
+  double momentum;           /* BatchNorm; NaN = None (a cumulative average) */
+  fs_tensor *buffers[FSM_MAX_BUFFERS]; int nbuffers; /* see "Buffers" above */
 };
 
 /* Builders (NULL + fsT_error on a bad argument such as Linear(0, 3)). */
@@ -73,6 +96,17 @@ fs_module *fsM_activation(fsM_kind kind);   /* RELU, TANH, SIGMOID, SILU, FLATTE
 fs_module *fsM_gelu(bool tanh_approx);
 fs_module *fsM_dropout(double p);           /* 0 <= p <= 1 */
 fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias); /* dim % heads == 0 */
+/* Conv1d (nd 1) / Conv2d (nd 2): kernel, stride, pad, dil hold nd values */
+fs_module *fsM_conv(int nd, int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                    const int64_t *pad, const int64_t *dil, int64_t groups, bool bias);
+/* BatchNorm1d (nd 1) / BatchNorm2d (nd 2); momentum NaN = None */
+fs_module *fsM_batchnorm(int nd, int64_t features, double eps, double momentum, bool affine,
+                         bool track_running_stats);
+/* MaxPool2d / AvgPool2d (kind); stride defaults to the kernel at the caller */
+fs_module *fsM_pool2d(fsM_kind kind, const int64_t *kernel, const int64_t *stride, const int64_t *pad,
+                      const int64_t *dil, bool ceil_mode, bool count_include_pad);
+/* AdaptiveAvgPool2d; a size < 0 keeps that input dim (torch's None) */
+fs_module *fsM_adaptive_avg_pool2d(const int64_t *size);
 /* Appends child to a Sequential or Residual; key NULL means anonymous (keyed
  * by its index).  Takes the caller's reference to child.  -1 on a duplicate
  * name (fsT_error "duplicate layer name 'fc1'"); child is released then. */
@@ -95,6 +129,12 @@ typedef struct fsM_param {
 int64_t fsM_parameters(fs_module *m, fsM_param **out);
 void fsM_params_free(fsM_param *ps, int64_t n);
 int64_t fsM_num_parameters(const fs_module *m);  /* total elements */
+/* Parameters and buffers in torch's state_dict order (index >= nparams is
+ * buffer index - nparams); same contract as fsM_parameters. */
+int64_t fsM_state(fs_module *m, fsM_param **out);
+/* Gives every buffer still on meta storage on dev with its initial values
+ * (FSDP's setup: parameters come as shards, buffers whole). */
+int fsM_materialize_buffers(fs_module *m, fs_device dev);
 
 /* Static shape inference: out = shape of m(x) for x of shape in.  A dim of -1
  * is unknown (e.g. the batch) and propagates.  On a mismatch returns -1,

@@ -57,6 +57,24 @@ fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key);          /* traini
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads);               /* [B,T,3C] -> [B,T,C] */
 fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape);  /* a view */
 
+/* ---- convolutional layers (cnn_grad.c; kernels in cnn.h) ----
+ * Images are NCHW; stride/padding/dilation/kernel arrays hold one value per
+ * spatial dim (nd of them, [H, W] order). */
+/* x[N,C,L] W[OC,C/G,K] (nd 1) or x[N,C,H,W] W[OC,C/G,KH,KW] (nd 2); b may be NULL */
+fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
+                    const int64_t *pad, const int64_t *dil, int64_t groups);
+/* x[N,C,H,W] or [C,H,W]; padding at most half the kernel, as torch */
+fs_tensor *fsG_max_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
+                          const int64_t *d, bool ceil_mode);
+fs_tensor *fsG_avg_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
+                          bool ceil_mode, bool count_include_pad);
+/* size[i] < 0 keeps that input dim (torch's None) */
+fs_tensor *fsG_adaptive_avg_pool2d(fs_tensor *x, const int64_t *size);
+/* x[N,C,...]; rm/rv (running stats, may both be NULL when training) are
+ * updated in place when training; w, b may be NULL (affine=False) */
+fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
+                          bool training, double momentum, double eps);
+
 /* ---- arithmetic ---- int64 op int64 stays int64 except `/`; else float32 */
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
 /* a op s, or s op a when scalar_first; s is an int64 scalar when s_is_int */
