@@ -10,112 +10,164 @@
 #include "tensor.h"
 #include "vmath.h"
 
-/* col[Cg*KH*KW, OH*OW] = the windows of one group's channels x[Cg,H,W] */
-static void im2col(float *col, const float *x, int64_t Cg, const fsN_conv *g) {
-  int64_t P = g->OH * g->OW;
+/* The output columns [*lo, *hi) whose input column ow*s + off lies inside
+ * [0, W): the rest of a row reads padding. */
+static void valid_cols(int64_t OW, int64_t W, int64_t s, int64_t off, int64_t *lo, int64_t *hi) {
+  /* ow*s + off >= 0  <=>  ow >= ceil(-off / s);  ow*s + off < W  <=>  ow < ceil((W - off) / s) */
+  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s, b = W - off <= 0 ? 0 : (W - off + s - 1) / s;
+  *lo = a < OW ? a : OW;
+  *hi = b < *lo ? *lo : b < OW ? b : OW;
+}
+
+/* col[Cg*KH*KW, ld] columns [0, OH*OW) = the windows of one image's group
+ * of channels x[Cg,H,W]; ld is the row stride (a chunk of images side by side) */
+FS_VECTOR_TARGET
+static void im2col(float *col, int64_t ld, const float *x, int64_t Cg, const fsN_conv *g) {
   for (int64_t c = 0; c < Cg; c++)
     for (int64_t kh = 0; kh < g->KH; kh++)
       for (int64_t kw = 0; kw < g->KW; kw++) {
-        float *row = col + ((c * g->KH + kh) * g->KW + kw) * P;
+        float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
+        int64_t off = kw * g->dw - g->pw, lo, hi;
+        valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t h = oh * g->sh - g->ph + kh * g->dh;
           float *dst = row + oh * g->OW;
+          /* rows are short (an image's width): plain loops, no library calls */
           if (h < 0 || h >= g->H) {
-            memset(dst, 0, (size_t)g->OW * sizeof *dst);
+            for (int64_t ow = 0; ow < g->OW; ow++) dst[ow] = 0.0f;
             continue;
           }
           const float *src = x + (c * g->H + h) * g->W;
-          for (int64_t ow = 0; ow < g->OW; ow++) {
-            int64_t w = ow * g->sw - g->pw + kw * g->dw;
-            dst[ow] = w >= 0 && w < g->W ? src[w] : 0.0f;
-          }
+          for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+          if (g->sw == 1) {
+            const float *s1 = src + off; /* s1[ow] for ow in [lo, hi) is in the row */
+#pragma omp simd
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = s1[ow];
+          } else
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->sw + off];
+          for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0.0f;
         }
       }
 }
 
 /* dx[Cg,H,W] += the windows of col (im2col's adjoint) */
-static void col2im(float *dx, const float *col, int64_t Cg, const fsN_conv *g) {
-  int64_t P = g->OH * g->OW;
+FS_VECTOR_TARGET
+static void col2im(float *dx, const float *col, int64_t ld, int64_t Cg, const fsN_conv *g) {
   for (int64_t c = 0; c < Cg; c++)
     for (int64_t kh = 0; kh < g->KH; kh++)
       for (int64_t kw = 0; kw < g->KW; kw++) {
-        const float *row = col + ((c * g->KH + kh) * g->KW + kw) * P;
+        const float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
+        int64_t off = kw * g->dw - g->pw, lo, hi;
+        valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t h = oh * g->sh - g->ph + kh * g->dh;
           if (h < 0 || h >= g->H) continue;
           float *dst = dx + (c * g->H + h) * g->W;
           const float *src = row + oh * g->OW;
-          for (int64_t ow = 0; ow < g->OW; ow++) {
-            int64_t w = ow * g->sw - g->pw + kw * g->dw;
-            if (w >= 0 && w < g->W) dst[w] += src[ow];
-          }
+          if (g->sw == 1) {
+            float *d = dst + off; /* d[ow] for ow in [lo, hi) is in the row */
+#pragma omp simd
+            for (int64_t ow = lo; ow < hi; ow++) d[ow] += src[ow];
+          } else
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow * g->sw + off] += src[ow];
         }
       }
 }
 
-/* A 1x1 convolution without stride or padding needs no im2col: the image
- * itself is the column matrix. */
-static bool pointwise(const fsN_conv *g) {
-  return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+/* sum of n floats: vector lanes in float, one row at a time (a row is an
+ * image plane, so the float partial sums stay short) */
+FS_VECTOR_TARGET
+static float row_sum(const float *x, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+:s)
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
 }
 
-static float *col_buffer(const fsN_conv *g) {
-  size_t n = (size_t)(g->C / g->G * g->KH * g->KW * g->OH * g->OW);
-  float *col = malloc((n ? n : 1) * sizeof *col);
-  if (!col) fsT_seterr("out of memory (conv2d column buffer of %zu floats)", n);
-  return col;
+/* Images go through the GEMMs in chunks of `nb` side by side, so one GEMM
+ * has nb*OH*OW columns (a few per-image GEMMs of 200 columns run the BLAS
+ * far below its speed); a chunk's column buffer stays under CHUNK floats. */
+#define CHUNK ((int64_t)1 << 21)
+
+typedef struct conv_work {
+  int64_t Cg, OCg, P, K, nb;
+  float *col;  /* [K, nb*P] */
+  float *y;    /* [OCg, nb*P]: a chunk's outputs (or their gradient) by channel */
+} conv_work;
+
+static int work_begin(conv_work *w, const fsN_conv *g) {
+  w->Cg = g->C / g->G;
+  w->OCg = g->OC / g->G;
+  w->P = g->OH * g->OW;
+  w->K = w->Cg * g->KH * g->KW;
+  int64_t per = w->K * w->P > 0 ? w->K * w->P : 1;
+  w->nb = CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
+  size_t ncol = (size_t)(w->K * w->nb * w->P), ny = (size_t)(w->OCg * w->nb * w->P);
+  w->col = malloc((ncol ? ncol : 1) * sizeof *w->col);
+  w->y = malloc((ny ? ny : 1) * sizeof *w->y);
+  if (w->col && w->y) return 0;
+  free(w->col);
+  free(w->y);
+  fsT_seterr("out of memory (conv2d buffers of %zu floats)", ncol + ny);
+  return -1;
+}
+
+static void work_end(conv_work *w) {
+  free(w->col);
+  free(w->y);
 }
 
 int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *b, const fsN_conv *g) {
-  int64_t Cg = g->C / g->G, OCg = g->OC / g->G, P = g->OH * g->OW, K = Cg * g->KH * g->KW;
-  bool direct = pointwise(g);
-  float *col = direct ? NULL : col_buffer(g);
-  if (!direct && !col) return -1;
+  conv_work w;
+  if (work_begin(&w, g) < 0) return -1;
   int rc = 0;
-  for (int64_t n = 0; !rc && n < g->N; n++)
+  for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
+    int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
     for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      const float *xg = x + (n * g->C + gr * Cg) * g->H * g->W;
-      float *og = out + (n * g->OC + gr * OCg) * P;
-      if (b)
-        for (int64_t o = 0; o < OCg; o++)
-          for (int64_t p = 0; p < P; p++) og[o * P + p] = b[gr * OCg + o];
-      if (!direct) im2col(col, xg, Cg, g);
-      rc = fsB_sgemm(false, false, OCg, P, K, 1.0f, W + gr * OCg * K, K, direct ? xg : col, P,
-                     b ? 1.0f : 0.0f, og, P);
+      for (int64_t i = 0; i < nb; i++)
+        im2col(w.col + i * w.P, ld, x + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.Cg, g);
+      rc = fsB_sgemm(false, false, w.OCg, ld, w.K, 1.0f, W + gr * w.OCg * w.K, w.K, w.col, ld, 0.0f, w.y, ld);
+      for (int64_t o = 0; !rc && o < w.OCg; o++) { /* y[o, i*P + p] -> out[n0+i, gr*OCg + o, p] */
+        float bias = b ? b[gr * w.OCg + o] : 0.0f;
+        for (int64_t i = 0; i < nb; i++) {
+          float *dst = out + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
+          const float *src = w.y + o * ld + i * w.P;
+          for (int64_t p = 0; p < w.P; p++) dst[p] = src[p] + bias;
+        }
+      }
     }
-  free(col);
+  }
+  work_end(&w);
   return rc;
 }
 
 int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
                         const float *W, const fsN_conv *g) {
-  int64_t Cg = g->C / g->G, OCg = g->OC / g->G, P = g->OH * g->OW, K = Cg * g->KH * g->KW;
-  bool direct = pointwise(g);
-  float *col = direct ? NULL : col_buffer(g);
-  if (!direct && !col) return -1;
+  conv_work w;
+  if (work_begin(&w, g) < 0) return -1;
   int rc = 0;
-  for (int64_t n = 0; !rc && n < g->N; n++)
+  for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
+    int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
     for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      const float *xg = x + (n * g->C + gr * Cg) * g->H * g->W;
-      const float *dy = dout + (n * g->OC + gr * OCg) * P, *Wg = W + gr * OCg * K;
-      if (db)
-        for (int64_t o = 0; o < OCg; o++) {
-          double s = 0;
-          for (int64_t p = 0; p < P; p++) s += dy[o * P + p];
-          db[gr * OCg + o] += (float)s;
+      for (int64_t o = 0; o < w.OCg; o++) /* dout[n0+i, gr*OCg + o, :] -> y[o, i*P ...] */
+        for (int64_t i = 0; i < nb; i++) {
+          const float *src = dout + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
+          memcpy(w.y + o * ld + i * w.P, src, (size_t)w.P * sizeof *src);
+          if (db) db[gr * w.OCg + o] += row_sum(src, w.P);
         }
       if (dW) {
-        if (!direct) im2col(col, xg, Cg, g);
-        rc = fsB_sgemm(false, true, OCg, K, P, 1.0f, dy, P, direct ? xg : col, P, 1.0f, dW + gr * OCg * K, K);
+        for (int64_t i = 0; i < nb; i++)
+          im2col(w.col + i * w.P, ld, x + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.Cg, g);
+        rc = fsB_sgemm(false, true, w.OCg, w.K, ld, 1.0f, w.y, ld, w.col, ld, 1.0f, dW + gr * w.OCg * w.K, w.K);
       }
       if (!rc && dx) {
-        float *dxg = dx + (n * g->C + gr * Cg) * g->H * g->W;
-        if (direct) rc = fsB_sgemm(true, false, K, P, OCg, 1.0f, Wg, K, dy, P, 1.0f, dxg, P);
-        else if (!(rc = fsB_sgemm(true, false, K, P, OCg, 1.0f, Wg, K, dy, P, 0.0f, col, P)))
-          col2im(dxg, col, Cg, g);
+        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, w.y, ld, 0.0f, w.col, ld);
+        for (int64_t i = 0; !rc && i < nb; i++)
+          col2im(dx + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.col + i * w.P, ld, w.Cg, g);
       }
     }
-  free(col);
+  }
+  work_end(&w);
   return rc;
 }
 
@@ -126,14 +178,16 @@ void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_c
       for (int64_t ow = 0; ow < g->OW; ow++) {
         float best = -INFINITY;
         int64_t at = -1;
+        int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
         for (int64_t kh = 0; kh < g->KH; kh++) {
-          int64_t h = oh * g->sh - g->ph + kh * g->dh;
+          int64_t h = h0 + kh * g->dh;
           if (h < 0 || h >= g->H) continue;
           for (int64_t kw = 0; kw < g->KW; kw++) {
-            int64_t w = ow * g->sw - g->pw + kw * g->dw;
+            int64_t w = w0 + kw * g->dw;
             if (w < 0 || w >= g->W) continue;
             float v = xp[h * g->W + w];
-            if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
+            /* first maximum; a NaN wins and stays (v != v), as torch */
+            if (at < 0 || v > best || (v != v && best == best)) {
               best = v;
               at = h * g->W + w;
             }
@@ -187,14 +241,15 @@ void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x,
     float m, r;
     if (training) {
       double s = 0, ss = 0;
-      for (int64_t n = 0; n < N; n++) {
-        const float *xp = x + (n * C + c) * S;
-        for (int64_t i = 0; i < S; i++) s += xp[i];
-      }
+      for (int64_t n = 0; n < N; n++) s += row_sum(x + (n * C + c) * S, S);
       double mu = s / (double)M;
+      float muf = (float)mu;
       for (int64_t n = 0; n < N; n++) {
         const float *xp = x + (n * C + c) * S;
-        for (int64_t i = 0; i < S; i++) ss += (xp[i] - mu) * (xp[i] - mu);
+        float r2 = 0;
+#pragma omp simd reduction(+:r2)
+        for (int64_t i = 0; i < S; i++) r2 += (xp[i] - muf) * (xp[i] - muf);
+        ss += r2;
       }
       double var = ss / (double)M;
       m = (float)mu;
@@ -227,10 +282,14 @@ void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, 
     double sdy = 0, sdyxh = 0;
     for (int64_t n = 0; n < N; n++) {
       const float *xp = x + (n * C + c) * S, *dy = dout + (n * C + c) * S;
+      float a = 0, k = 0;
+#pragma omp simd reduction(+:a, k)
       for (int64_t i = 0; i < S; i++) {
-        sdy += dy[i];
-        sdyxh += dy[i] * (xp[i] - m) * r;
+        a += dy[i];
+        k += dy[i] * (xp[i] - m);
       }
+      sdy += a;
+      sdyxh += (double)k * r;
     }
     if (dw) dw[c] += (float)sdyxh;
     if (db) db[c] += (float)sdy;

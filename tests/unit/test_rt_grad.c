@@ -485,6 +485,146 @@ static void test_api_errors(void **state) {
   fsT_release(x); fsT_release(v); fsT_release(u);
 }
 
+/* ---- convolutional layers (cnn_grad.c) ---- */
+
+typedef struct conv_case { int nd; int64_t stride[2], pad[2], dil[2], groups; } conv_case;
+
+static fs_tensor *f_conv(fs_tensor **in, const void *ctx) {
+  const conv_case *c = ctx;
+  return fsG_conv(c->nd, in[0], in[1], in[2], c->stride, c->pad, c->dil, c->groups);
+}
+
+static void test_conv(void **state) {
+  static const conv_case cases[] = {
+    {2, {1, 1}, {0, 0}, {1, 1}, 1},
+    {2, {2, 1}, {1, 2}, {1, 2}, 1},   /* stride, asymmetric padding, dilation */
+    {2, {1, 2}, {1, 0}, {2, 1}, 2},   /* groups */
+    {2, {1, 1}, {0, 0}, {1, 1}, 4},   /* depthwise */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_case *c = &cases[i];
+    int64_t xs[4] = {2, 4, 6, 5}, ws[4] = {4, 4 / c->groups, 3, 2}, bs[1] = {4};
+    fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), param("b", 1, bs)};
+    gradcheck(f_conv, in, 3, c, 1e-2, 5e-3);
+    release_all(in, 3);
+  }
+  /* 1x1 (no im2col) without bias */
+  conv_case pw = {2, {1, 1}, {0, 0}, {1, 1}, 1};
+  int64_t xs[4] = {2, 3, 4, 4}, ws[4] = {5, 3, 1, 1};
+  fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), NULL};
+  gradcheck(f_conv, in, 3, &pw, 1e-2, 5e-3);
+  release_all(in, 3);
+  /* Conv1d */
+  conv_case c1 = {1, {2}, {1}, {2}, 1};
+  int64_t x1[3] = {2, 3, 9}, w1[3] = {4, 3, 3}, b1[1] = {4};
+  fs_tensor *in1[3] = {param("x", 3, x1), param("W", 3, w1), param("b", 1, b1)};
+  gradcheck(f_conv, in1, 3, &c1, 1e-2, 5e-3);
+  fs_tensor *y = rt_ok(f_conv(in1, &c1));
+  assert_int_equal(y->rank, 3);
+  assert_int_equal(y->shape[2], 4); /* (9 + 2 - 2*2 - 1) / 2 + 1 */
+  fsT_release(y);
+  release_all(in1, 3);
+}
+
+static void test_conv_errors(void **state) {
+  int64_t xs[4] = {2, 3, 5, 5}, ws[4] = {8, 1, 3, 3};
+  fs_tensor *x = param("x", 4, xs), *W = param("W", 4, ws);
+  int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+  assert_null(fsG_conv(2, x, W, NULL, one, zero, one, 1));
+  assert_string_equal(fsT_error(), "Given groups=1, weight of size [8, 1, 3, 3], expected input[2, 3, 5, 5] to have 1 channels, but got 3 channels instead");
+  int64_t big[2] = {3, 3};
+  assert_null(fsG_max_pool2d(x, big, one, big, one, false));
+  assert_string_equal(fsT_error(), "pad should be at most half of effective kernel size, but got pad=3, kernel_size=3 and dilation=1");
+  fsT_release(x);
+  fsT_release(W);
+}
+
+typedef struct pool_case { int kind; int64_t k[2], s[2], p[2], d[2]; bool ceil, incl; } pool_case;
+
+static fs_tensor *f_pool(fs_tensor **in, const void *ctx) {
+  const pool_case *c = ctx;
+  if (c->kind == 0) return fsG_max_pool2d(in[0], c->k, c->s, c->p, c->d, c->ceil);
+  if (c->kind == 1) return fsG_avg_pool2d(in[0], c->k, c->s, c->p, c->ceil, c->incl);
+  return fsG_adaptive_avg_pool2d(in[0], c->k);
+}
+
+static void test_pooling(void **state) {
+  static const pool_case cases[] = {
+    {0, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true},
+    {0, {3, 2}, {2, 1}, {1, 1}, {1, 2}, true, true},
+    {1, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true},
+    {1, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true},
+    {1, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true, false},
+    {2, {3, 2}, {0, 0}, {0, 0}, {0, 0}, false, false},  /* adaptive to 3x2 */
+    {2, {4, -1}, {0, 0}, {0, 0}, {0, 0}, false, false}, /* None keeps W */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t xs[4] = {2, 3, 7, 6};
+    fs_tensor *in[1] = {param("x", 4, xs)};
+    gradcheck(f_pool, in, 1, &cases[i], 1e-3, 5e-3);
+    release_all(in, 1);
+  }
+  /* values: a 4x4 ramp pooled 2x2 */
+  int64_t xs[3] = {1, 4, 4};
+  fs_tensor *x = fsT_new(FS_F32, FS_DEV_CPU, 3, xs);
+  for (int i = 0; i < 16; i++) fsT_f32(x)[i] = (float)i;
+  fs_tensor *mx = rt_ok(f_pool(&x, &cases[0])), *av = rt_ok(f_pool(&x, &cases[2]));
+  const float want_max[4] = {5, 7, 13, 15}, want_avg[4] = {2.5f, 4.5f, 10.5f, 12.5f};
+  for (int i = 0; i < 4; i++) {
+    assert_true(fsT_f32(mx)[i] == want_max[i]);
+    assert_true(fsT_f32(av)[i] == want_avg[i]);
+  }
+  fsT_release(mx);
+  fsT_release(av);
+  fsT_release(x);
+}
+
+typedef struct bn_case { bool training, affine; fs_tensor *rm, *rv; } bn_case;
+
+static fs_tensor *f_bn(fs_tensor **in, const void *ctx) {
+  const bn_case *c = ctx;
+  return fsG_batch_norm(in[0], c->rm, c->rv, c->affine ? in[1] : NULL, c->affine ? in[2] : NULL,
+                        c->training, 0.1, 1e-5);
+}
+
+static void test_batchnorm(void **state) {
+  int64_t xs[4] = {3, 2, 2, 3}, cs[1] = {2}, x1[2] = {5, 2};
+  fs_tensor *rm = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs), *rv = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs);
+  fsT_f32(rv)[0] = 1.5f;
+  fsT_f32(rv)[1] = 0.5f;
+  fsT_f32(rm)[1] = 0.25f;
+  /* training with batch statistics (no running ones) and in eval mode */
+  bn_case train = {true, true, NULL, NULL}, eval = {false, true, rm, rv}, plain = {true, false, NULL, NULL};
+  const bn_case *cases[3] = {&train, &eval, &plain};
+  for (int i = 0; i < 3; i++) { /* fresh inputs: gradients accumulate */
+    fs_tensor *in[3] = {param("x", 4, xs), cases[i]->affine ? param("w", 1, cs) : NULL,
+                        cases[i]->affine ? param("b", 1, cs) : NULL};
+    gradcheck(f_bn, in, 3, cases[i], 1e-2, 5e-3);
+    release_all(in, 3);
+  }
+  fs_tensor *in1[3] = {param("x", 2, x1), param("w", 1, cs), param("b", 1, cs)};
+  gradcheck(f_bn, in1, 3, &train, 1e-2, 5e-3);
+  /* the running statistics move by momentum, the variance unbiased */
+  fs_tensor *m = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs), *v = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs);
+  fsT_f32(v)[0] = fsT_f32(v)[1] = 1.0f;
+  bool old = fsG_set_grad_enabled(false);
+  fs_tensor *y = rt_ok(fsG_batch_norm(in1[0], m, v, NULL, NULL, true, 0.1, 1e-5));
+  fsG_set_grad_enabled(old);
+  for (int c = 0; c < 2; c++) {
+    double s = 0, ss = 0;
+    for (int n = 0; n < 5; n++) s += fsT_f32(in1[0])[n * 2 + c];
+    for (int n = 0; n < 5; n++) ss += pow(fsT_f32(in1[0])[n * 2 + c] - s / 5, 2);
+    assert_true(fabs(fsT_f32(m)[c] - 0.1 * s / 5) < 1e-6);
+    assert_true(fabs(fsT_f32(v)[c] - (0.9 + 0.1 * ss / 4)) < 1e-6);
+  }
+  fsT_release(y);
+  fsT_release(m);
+  fsT_release(v);
+  release_all(in1, 3);
+  fsT_release(rm);
+  fsT_release(rv);
+}
+
 /* A failed check longjmps out of gradcheck with grad mode off. */
 static int reset_grad_mode(void **state) {
   fsG_set_grad_enabled(true);
@@ -515,6 +655,10 @@ int main(void) {
     cmocka_unit_test_setup(test_compare_and_item, reset_grad_mode),
     cmocka_unit_test_setup(test_meta_rejected, reset_grad_mode),
     cmocka_unit_test_setup(test_bad_inputs, reset_grad_mode),
+    cmocka_unit_test_setup(test_conv, reset_grad_mode),
+    cmocka_unit_test_setup(test_conv_errors, reset_grad_mode),
+    cmocka_unit_test_setup(test_pooling, reset_grad_mode),
+    cmocka_unit_test_setup(test_batchnorm, reset_grad_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
