@@ -1,9 +1,13 @@
 /* lib_functional.c -- torch.nn.functional's forms of the layers (`conv2d`,
- * `max_pool2d`, `batch_norm` ...) over runtime/tensor/autograd.h, named as
- * torch names them (the import work maps `F.x` to `x`).  Each takes its
- * weights as arguments; the layer classes (lib_nn.c) hold them.  Rows:
+ * `max_pool2d`, `batch_norm` ...) and its losses (`cross_entropy` with all
+ * its options, `nll_loss`, ...) with their module forms (`CrossEntropyLoss()`,
+ * Loss values), over runtime/tensor/autograd.h, named as torch names them
+ * (the import work maps `F.x` to `x`).  Layer functions take their weights as
+ * arguments; the layer classes (lib_nn.c) hold them.  Rows:
  * interp/lang/signatures.c ("torch.nn.functional"); the checker knows them
  * only by their rows' return type.  Messages are torch's words. */
+#include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd.h"
@@ -148,10 +152,209 @@ NATIVE(functional_batch_norm) {
                                          fsV_to_double(s[7])));
 }
 
+/* ---- losses (issue 14 point 5) ---- */
+
+/* reduction= as torch spells it; 'batchmean' is kl_div's only */
+static int reduction_of(const fs_value *v, bool batchmean, fsG_reduction *red) {
+  const char *r = v->u.str.s;
+  if (!strcmp(r, "mean")) *red = FSG_MEAN;
+  else if (!strcmp(r, "sum")) *red = FSG_SUM;
+  else if (!strcmp(r, "none")) *red = FSG_NONE;
+  else if (batchmean && !strcmp(r, "batchmean")) *red = FSG_BATCHMEAN;
+  else {
+    fsV_seterr("%s is not a valid value for reduction", r);
+    return -1;
+  }
+  return 0;
+}
+
+/* input, target and the deprecated size_average/reduce (which must be None) */
+static int loss_inputs(fs_value **s, const char *fn, const fs_value *size_average, const fs_value *reduce,
+                       fs_tensor **x, fs_tensor **y) {
+  if ((size_average && size_average->type != FSV_NONE) || (reduce && reduce->type != FSV_NONE)) {
+    fsV_seterr("%s(): size_average and reduce are deprecated and not supported; use reduction= instead", fn);
+    return -1;
+  }
+  *x = fsE_need_tensor(s[0], fn, "input");
+  *y = *x ? fsE_need_tensor(s[1], fn, "target") : NULL;
+  return *y ? 0 : -1;
+}
+
+/* cross_entropy / nll_loss (input, target, weight, size_average, ignore_index,
+ * reduce, reduction[, label_smoothing]) */
+static fs_value *class_loss(fs_value **s, bool logits) {
+  const char *fn = logits ? "cross_entropy" : "nll_loss";
+  fs_tensor *x, *y, *w;
+  fsG_reduction red;
+  if (loss_inputs(s, fn, s[3], s[5], &x, &y) < 0 || opt_tensor(s[2], fn, "weight", &w) < 0 ||
+      reduction_of(s[6], false, &red) < 0)
+    return NULL;
+  int64_t ignore = fsE_ival(s[4]);
+  double ls = logits ? fsV_to_double(s[7]) : 0.0;
+  /* torch's defaults on class-last rows take the training fast path, unless
+   * a target is ignore_index (the fast kernel knows no ignored rows) */
+  bool fast = logits && !w && ls == 0 && red == FSG_MEAN && y->dtype == FS_I64 && x->rank >= 2 &&
+              y->rank == x->rank - 1 && !memcmp(y->shape, x->shape, (size_t)y->rank * sizeof *y->shape);
+  if (fast) {
+    fs_tensor *hy = fsT_to_device(y, FS_DEV_CPU);
+    if (!hy) return fsE_rt_fail();
+    for (int64_t i = 0; fast && i < hy->numel; i++) fast = fsT_i64(hy)[i] != ignore;
+    fsT_release(hy);
+  }
+  if (fast) return fsE_tensor_value(fsG_cross_entropy(x, y));
+  return fsE_tensor_value(fsG_nll(x, y, w, logits, ignore, ls, red));
+}
+
+NATIVE(functional_cross_entropy) { return class_loss(s, true); }
+NATIVE(functional_nll_loss) { return class_loss(s, false); }
+
+/* an elementwise loss: x, y already bound; the rest from its row */
+static fs_value *point_loss(fsN_ploss kind, const char *fn, fs_value **s, const fs_value *sa, const fs_value *rd,
+                            const fs_value *reduction, double param, const fs_value *weight, const fs_value *pos_weight) {
+  fs_tensor *x, *y, *w = NULL, *pw = NULL;
+  fsG_reduction red;
+  if (loss_inputs(s, fn, sa, rd, &x, &y) < 0 || reduction_of(reduction, kind == FSN_KL_DIV, &red) < 0 ||
+      (weight && opt_tensor(weight, fn, "weight", &w) < 0) ||
+      (pos_weight && opt_tensor(pos_weight, fn, "pos_weight", &pw) < 0))
+    return NULL;
+  if (kind == FSN_MSE && red == FSG_MEAN && x->dtype == FS_F32 && y->dtype == FS_F32 && fsT_same_shape(x, y))
+    return fsE_tensor_value(fsG_mse_loss(x, y)); /* the training fast path */
+  return fsE_tensor_value(fsG_ploss(kind, x, y, param, pw, w, red));
+}
+
+/* mse_loss/l1_loss(input, target, size_average, reduce, reduction) */
+NATIVE(functional_mse_loss) { return point_loss(FSN_MSE, "mse_loss", s, s[2], s[3], s[4], 0, NULL, NULL); }
+NATIVE(functional_l1_loss) { return point_loss(FSN_L1, "l1_loss", s, s[2], s[3], s[4], 0, NULL, NULL); }
+
+/* smooth_l1_loss(input, target, size_average, reduce, reduction, beta) */
+NATIVE(functional_smooth_l1_loss) {
+  double beta = fsV_to_double(s[5]);
+  if (beta < 0) {
+    fsV_seterr("smooth_l1_loss does not support negative values for beta.");
+    return NULL;
+  }
+  return point_loss(FSN_SMOOTH_L1, "smooth_l1_loss", s, s[2], s[3], s[4], beta, NULL, NULL);
+}
+
+/* huber_loss(input, target, reduction, delta) */
+NATIVE(functional_huber_loss) {
+  double delta = fsV_to_double(s[3]);
+  if (!(delta > 0)) {
+    fsV_seterr("huber_loss does not support non-positive values for delta.");
+    return NULL;
+  }
+  return point_loss(FSN_HUBER, "huber_loss", s, NULL, NULL, s[2], delta, NULL, NULL);
+}
+
+/* binary_cross_entropy(input, target, weight, size_average, reduce, reduction) */
+NATIVE(functional_bce) {
+  return point_loss(FSN_BCE, "binary_cross_entropy", s, s[3], s[4], s[5], 0, s[2], NULL);
+}
+
+/* binary_cross_entropy_with_logits(input, target, weight, size_average, reduce, reduction, pos_weight) */
+NATIVE(functional_bce_logits) {
+  return point_loss(FSN_BCE_LOGITS, "binary_cross_entropy_with_logits", s, s[3], s[4], s[5], 0, s[2], s[6]);
+}
+
+/* kl_div(input, target, size_average, reduce, reduction, log_target) */
+NATIVE(functional_kl_div) {
+  return point_loss(FSN_KL_DIV, "kl_div", s, s[2], s[3], s[4], fsV_truthy(s[5]), NULL, NULL);
+}
+
+/* cosine_similarity(x1, x2, dim, eps) */
+NATIVE(functional_cosine_similarity) {
+  fs_tensor *x1 = fsE_need_tensor(s[0], "cosine_similarity", "x1");
+  fs_tensor *x2 = x1 ? fsE_need_tensor(s[1], "cosine_similarity", "x2") : NULL;
+  return x2 ? fsE_tensor_value(fsG_cosine_similarity(x1, x2, (int)fsE_ival(s[2]), fsV_to_double(s[3]))) : NULL;
+}
+
+/* ---- the losses' module forms: CrossEntropyLoss(...)(input, target) ----
+ * A Loss value keeps its constructor's bound slots; calling it runs the
+ * function whose parameters are (input, target) followed by those slots. */
+
+typedef struct lossv {
+  const char *cls;
+  fsE_native fn;
+  size_t n;
+  fs_value **slots; /* held */
+} lossv;
+
+static void loss_free(void *p) {
+  lossv *l = p;
+  for (size_t i = 0; i < l->n; i++) fsV_release(l->slots[i]);
+  free(l->slots);
+  free(l);
+}
+
+static fs_value *loss_call(fsE_ctx *E, fs_value *self, const fsV_args *a) {
+  lossv *l = self->u.obj.data;
+  if (a->npos != 2 || a->nkw) {
+    fsV_seterr("%s.forward() takes exactly two tensor arguments (input, target)", l->cls);
+    return NULL;
+  }
+  fs_value **s = malloc((l->n + 2) * sizeof *s);
+  if (!s) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  s[0] = a->pos[0];
+  s[1] = a->pos[1];
+  memcpy(s + 2, l->slots, l->n * sizeof *s);
+  fs_value *r = l->fn(E, NULL, s, a);
+  free(s);
+  return r;
+}
+
+static char *loss_repr(fs_value *v) {
+  lossv *l = v->u.obj.data;
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "%s()", l->cls);
+  return fsV_buf_take(&b);
+}
+
+static const fsV_class loss_class = {.name = "Loss", .call = loss_call, .repr = loss_repr, .free = loss_free};
+
+static fs_value *loss_value(const char *cls, fsE_native fn, fs_value **s) {
+  const fsSig *sig = fsSig_find(cls);
+  assert(sig && sig->kind == FSSIG_CLASS);
+  lossv *l = calloc(1, sizeof *l);
+  if (l) l->slots = calloc(sig->nparams + 1, sizeof *l->slots);
+  if (!l || !l->slots) {
+    free(l);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  l->cls = sig->name;
+  l->fn = fn;
+  for (; l->n < sig->nparams; l->n++) l->slots[l->n] = fsV_retain(s[l->n]);
+  return fsV_obj(&loss_class, l);
+}
+
+#define LOSS_CLASS(cls, fn) NATIVE(module_##fn) { return loss_value(cls, functional_##fn, s); }
+LOSS_CLASS("CrossEntropyLoss", cross_entropy)
+LOSS_CLASS("NLLLoss", nll_loss)
+LOSS_CLASS("MSELoss", mse_loss)
+LOSS_CLASS("L1Loss", l1_loss)
+LOSS_CLASS("SmoothL1Loss", smooth_l1_loss)
+LOSS_CLASS("HuberLoss", huber_loss)
+LOSS_CLASS("BCELoss", bce)
+LOSS_CLASS("BCEWithLogitsLoss", bce_logits)
+LOSS_CLASS("KLDivLoss", kl_div)
+LOSS_CLASS("CosineSimilarity", cosine_similarity)
+
 static const fsE_reg functional_funcs[] = {
   {"conv1d", functional_conv1d}, {"conv2d", functional_conv2d},
   {"max_pool2d", functional_max_pool2d}, {"avg_pool2d", functional_avg_pool2d},
   {"adaptive_avg_pool2d", functional_adaptive_avg_pool2d}, {"batch_norm", functional_batch_norm},
+  {"cross_entropy", functional_cross_entropy}, {"nll_loss", functional_nll_loss},
+  {"mse_loss", functional_mse_loss}, {"l1_loss", functional_l1_loss},
+  {"smooth_l1_loss", functional_smooth_l1_loss}, {"huber_loss", functional_huber_loss},
+  {"binary_cross_entropy", functional_bce}, {"binary_cross_entropy_with_logits", functional_bce_logits},
+  {"kl_div", functional_kl_div}, {"cosine_similarity", functional_cosine_similarity},
+  {"CrossEntropyLoss", module_cross_entropy}, {"NLLLoss", module_nll_loss}, {"MSELoss", module_mse_loss},
+  {"L1Loss", module_l1_loss}, {"SmoothL1Loss", module_smooth_l1_loss}, {"HuberLoss", module_huber_loss},
+  {"BCELoss", module_bce}, {"BCEWithLogitsLoss", module_bce_logits}, {"KLDivLoss", module_kl_div},
+  {"CosineSimilarity", module_cosine_similarity},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_functional = {"functional", functional_funcs};

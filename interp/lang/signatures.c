@@ -45,7 +45,6 @@ PARAMS(p_sum, PO("iterable", ANY, NULL), P("start", ANY, "0"))
 PARAMS(p_round, P("number", NUMB, NULL), P("ndigits", FSSIG_T_INT | FSSIG_T_NONE, "None"))
 PARAMS(p_sorted, PO("iterable", ANY, NULL), KW("key", ANY, "None"), KW("reverse", BOOL, "False"))
 PARAMS(p_device, PO("type", STR, NULL))
-PARAMS(p_loss, P("input", OBJ, NULL), P("target", OBJ, NULL))
 
 /* classes */
 PARAMS(p_fabric, P("accelerator", ANY, "'auto'"), P("strategy", ANY, "'auto'"),
@@ -113,6 +112,36 @@ PARAMS(p_f_adaptive, P("input", OBJ, NULL), P("output_size", OPTSIZE2, NULL))
 PARAMS(p_f_batchnorm, P("input", OBJ, NULL), P("running_mean", ANY, NULL), P("running_var", ANY, NULL),
        P("weight", ANY, "None"), P("bias", ANY, "None"), P("training", BOOL, "False"),
        P("momentum", NUM, "0.1"), P("eps", NUM, "1e-05"))
+
+/* losses (issue 14 point 5; lib_functional.c): a function's parameters are
+ * (input, target) and then its module form's, in the same order, so that
+ * `CrossEntropyLoss(...)(input, target)` is `cross_entropy(input, target, ...)` */
+#define LOSS_IO P("input", OBJ, NULL), P("target", OBJ, NULL)
+#define LEGACY P("size_average", ANY, "None"), P("reduce", ANY, "None")
+#define REDUCTION P("reduction", STR, "'mean'")
+#define CE_OPTS P("weight", ANY, "None"), P("size_average", ANY, "None"), P("ignore_index", INT, "-100"), \
+                P("reduce", ANY, "None"), REDUCTION
+#define LS P("label_smoothing", NUM, "0.0")
+#define BCE_OPTS P("weight", ANY, "None"), LEGACY, REDUCTION
+#define PW P("pos_weight", ANY, "None")
+PARAMS(p_loss_ce, LOSS_IO, CE_OPTS, LS)
+PARAMS(p_loss_nll, LOSS_IO, CE_OPTS)
+PARAMS(p_loss_plain, LOSS_IO, LEGACY, REDUCTION)
+PARAMS(p_loss_smooth_l1, LOSS_IO, LEGACY, REDUCTION, P("beta", NUM, "1.0"))
+PARAMS(p_loss_huber, LOSS_IO, REDUCTION, P("delta", NUM, "1.0"))
+PARAMS(p_loss_bce, LOSS_IO, BCE_OPTS)
+PARAMS(p_loss_bce_logits, LOSS_IO, BCE_OPTS, PW)
+PARAMS(p_loss_kl, LOSS_IO, LEGACY, REDUCTION, P("log_target", BOOL, "False"))
+PARAMS(p_cosine, P("x1", OBJ, NULL), P("x2", OBJ, NULL), P("dim", INT, "1"), P("eps", NUM, "1e-08"))
+PARAMS(p_cls_ce, CE_OPTS, LS)
+PARAMS(p_cls_nll, CE_OPTS)
+PARAMS(p_cls_plain, LEGACY, REDUCTION)
+PARAMS(p_cls_smooth_l1, LEGACY, REDUCTION, P("beta", NUM, "1.0"))
+PARAMS(p_cls_huber, REDUCTION, P("delta", NUM, "1.0"))
+PARAMS(p_cls_bce, BCE_OPTS)
+PARAMS(p_cls_bce_logits, BCE_OPTS, PW)
+PARAMS(p_cls_kl, LEGACY, REDUCTION, P("log_target", BOOL, "False"))
+PARAMS(p_cls_cosine, P("dim", INT, "1"), P("eps", NUM, "1e-08"))
 
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
@@ -231,8 +260,8 @@ static const fsSig table[] = {
   FN("sorted", p_sorted, "list"),
   FN("device", p_device, "device"),
   FN0("no_grad", "context", FSSIG_CONTEXT),
-  FN("cross_entropy", p_loss, "Tensor"),
-  FN("mse_loss", p_loss, "Tensor"),
+  FN("cross_entropy", p_loss_ce, "Tensor"),
+  FN("mse_loss", p_loss_plain, "Tensor"),
   /* the torch-like tensor API (issue 14; lib_torch.c) */
   FN0("float32", "dtype", FSSIG_CONST),
   FN0("bfloat16", "dtype", FSSIG_CONST),
@@ -277,6 +306,15 @@ static const fsSig table[] = {
   FN("avg_pool2d", p_f_avgpool, "Tensor"),
   FN("adaptive_avg_pool2d", p_f_adaptive, "Tensor"),
   FN("batch_norm", p_f_batchnorm, "Tensor"),
+  /* torch.nn.functional's losses (issue 14 point 5; lib_functional.c) */
+  FN("nll_loss", p_loss_nll, "Tensor"),
+  FN("l1_loss", p_loss_plain, "Tensor"),
+  FN("smooth_l1_loss", p_loss_smooth_l1, "Tensor"),
+  FN("huber_loss", p_loss_huber, "Tensor"),
+  FN("binary_cross_entropy", p_loss_bce, "Tensor"),
+  FN("binary_cross_entropy_with_logits", p_loss_bce_logits, "Tensor"),
+  FN("kl_div", p_loss_kl, "Tensor"),
+  FN("cosine_similarity", p_cosine, "Tensor"),
 
   CLS("Fabric", p_fabric, "Fabric"),
   CLS("FSDPStrategy", p_fsdp, "Strategy"),
@@ -290,6 +328,17 @@ static const fsSig table[] = {
   CLS("TextDataset", p_textds, "Dataset"),
   CLS("RandomDataset", p_randomds, "Dataset"),
   CLS("DataLoader", p_loader, "DataLoader"),
+  /* the losses' module forms (issue 14 point 5; lib_functional.c) */
+  CLS("CrossEntropyLoss", p_cls_ce, "Loss"),
+  CLS("NLLLoss", p_cls_nll, "Loss"),
+  CLS("MSELoss", p_cls_plain, "Loss"),
+  CLS("L1Loss", p_cls_plain, "Loss"),
+  CLS("SmoothL1Loss", p_cls_smooth_l1, "Loss"),
+  CLS("HuberLoss", p_cls_huber, "Loss"),
+  CLS("BCELoss", p_cls_bce, "Loss"),
+  CLS("BCEWithLogitsLoss", p_cls_bce_logits, "Loss"),
+  CLS("KLDivLoss", p_cls_kl, "Loss"),
+  CLS("CosineSimilarity", p_cls_cosine, "Loss"),
 
   LAYER("Linear", p_linear),
   LAYER("Embedding", p_embedding),

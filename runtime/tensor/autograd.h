@@ -27,6 +27,7 @@
 #define FS_AUTOGRAD_H
 
 #include "backend.h"
+#include "loss.h"
 #include "nn.h"
 #include "ops.h"
 #include "tensor.h"
@@ -112,6 +113,23 @@ fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b);                     /* torch.
 /* logits [N,C] with targets [N], or [B,T,C] with [B,T]; mean over rows */
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets);
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target);           /* mean */
+
+/* torch.nn.functional's losses with their options (loss_grad.c; kernels in
+ * loss.h).  reduction: 'none' keeps the per-element (per-row) shape,
+ * 'mean' divides by the count (class losses with index targets: by the
+ * summed class weights of the rows not ignored, as torch), 'batchmean'
+ * (kl_div) by the first dim. */
+typedef enum fsG_reduction { FSG_NONE, FSG_MEAN, FSG_SUM, FSG_BATCHMEAN } fsG_reduction;
+/* cross_entropy (from_logits) / nll_loss: x [N, C] / [N, C, d...] (torch's
+ * class dim 1) / [B, T, C] with [B, T]; target int64 class indices, or
+ * (cross_entropy) float class probabilities of x's shape; weight [C] or NULL */
+fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
+                   int64_t ignore_index, double smoothing, fsG_reduction red);
+/* elementwise losses (loss.h fsN_ploss); param: beta, delta, log_target;
+ * pos_weight [last dim] (BCE with logits), weight broadcast (BCE) or NULL */
+fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
+                     fs_tensor *weight, fsG_reduction red);
+fs_tensor *fsG_cosine_similarity(fs_tensor *a, fs_tensor *b, int dim, double eps);
 
 /* ---- not differentiable ---- */
 typedef enum fsG_cmp { FSG_EQ, FSG_NE, FSG_LT, FSG_LE, FSG_GT, FSG_GE } fsG_cmp;
