@@ -7,6 +7,7 @@
  * interp/lang/signatures.c ("torch.nn.functional"); the checker knows them
  * only by their rows' return type.  Messages are torch's words. */
 #include <assert.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,46 @@ NATIVE(functional_batch_norm) {
     return NULL;
   return fsE_tensor_value(fsG_batch_norm(x, rm, rv, w, b, fsV_truthy(s[5]), fsV_to_double(s[6]),
                                          fsV_to_double(s[7])));
+}
+
+/* leaky_relu(input, negative_slope, inplace), mish(input, inplace) */
+static bool not_inplace(const fs_value *v, const char *fn) {
+  if (!fsV_truthy(v)) return true;
+  fsV_seterr("%s(): inplace=True is not supported", fn);
+  return false;
+}
+
+NATIVE(functional_leaky_relu) {
+  fs_tensor *x = fsE_need_tensor(s[0], "leaky_relu", "input");
+  if (!x || !not_inplace(s[2], "leaky_relu")) return NULL;
+  return fsE_tensor_value(fsG_unary(FSU_LEAKY_RELU, x, fsV_to_double(s[1]), 0));
+}
+
+NATIVE(functional_mish) {
+  fs_tensor *x = fsE_need_tensor(s[0], "mish", "input");
+  return x && not_inplace(s[1], "mish") ? fsE_tensor_value(fsG_unary(FSU_MISH, x, 0, 0)) : NULL;
+}
+
+/* group_norm(input, num_groups, weight, bias, eps) */
+NATIVE(functional_group_norm) {
+  fs_tensor *x = fsE_need_tensor(s[0], "group_norm", "input"), *w, *b;
+  if (!x || opt_tensor(s[2], "group_norm", "weight", &w) < 0 || opt_tensor(s[3], "group_norm", "bias", &b) < 0)
+    return NULL;
+  return fsE_tensor_value(fsG_group_norm(x, fsE_ival(s[1]), w, b, fsV_to_double(s[4])));
+}
+
+/* rms_norm(input, normalized_shape, weight, eps): torch 2.4's, not in 1.13 */
+NATIVE(functional_rms_norm) {
+  fs_tensor *x = fsE_need_tensor(s[0], "rms_norm", "input"), *w;
+  int64_t shape[FS_MAX_RANK];
+  int nd = s[1]->type == FSV_INT ? 1 : (int)s[1]->u.seq.n;
+  if (!x || opt_tensor(s[2], "rms_norm", "weight", &w) < 0) return NULL;
+  if (nd < 1 || nd > FS_MAX_RANK) {
+    fsV_seterr("rms_norm(): normalized_shape must have 1 to %d dims", FS_MAX_RANK);
+    return NULL;
+  }
+  if (fsE_size_arg(s[1], "rms_norm", "normalized_shape", nd, shape) < 0) return NULL;
+  return fsE_tensor_value(fsG_rms_norm(x, nd, shape, w, s[3]->type == FSV_NONE ? NAN : fsV_to_double(s[3])));
 }
 
 /* ---- losses (issue 14 point 5) ---- */
@@ -346,6 +387,8 @@ static const fsE_reg functional_funcs[] = {
   {"conv1d", functional_conv1d}, {"conv2d", functional_conv2d},
   {"max_pool2d", functional_max_pool2d}, {"avg_pool2d", functional_avg_pool2d},
   {"adaptive_avg_pool2d", functional_adaptive_avg_pool2d}, {"batch_norm", functional_batch_norm},
+  {"leaky_relu", functional_leaky_relu}, {"mish", functional_mish},
+  {"group_norm", functional_group_norm}, {"rms_norm", functional_rms_norm},
   {"cross_entropy", functional_cross_entropy}, {"nll_loss", functional_nll_loss},
   {"mse_loss", functional_mse_loss}, {"l1_loss", functional_l1_loss},
   {"smooth_l1_loss", functional_smooth_l1_loss}, {"huber_loss", functional_huber_loss},

@@ -203,6 +203,42 @@ NATIVE(nn_adaptive_avgpool2d) {
   return module_value(E, fsM_adaptive_avg_pool2d(size), "AdaptiveAvgPool2d");
 }
 
+/* ---- activations and normalization (issue 14 point 4) ---- */
+
+/* inplace=True would write through to the input: values here are never
+ * shared that way, so it is refused rather than silently copied */
+static bool not_inplace(const fs_value *v, const char *cls) {
+  if (!fsV_truthy(v)) return true;
+  fsV_seterr("%s(): inplace=True is not supported", cls);
+  return false;
+}
+
+NATIVE(nn_leaky_relu) {
+  return not_inplace(s[1], "LeakyReLU") ? module_value(E, fsM_leaky_relu(fsV_to_double(s[0])), "LeakyReLU") : NULL;
+}
+NATIVE(nn_softmax) {
+  return module_value(E, fsM_softmax(s[0]->type == FSV_NONE ? 0 : fsE_ival(s[0]), s[0]->type == FSV_NONE), "Softmax");
+}
+NATIVE(nn_mish) { return not_inplace(s[0], "Mish") ? module_value(E, fsM_mish(), "Mish") : NULL; }
+
+/* GroupNorm(num_groups, num_channels, eps, affine) */
+NATIVE(nn_groupnorm) {
+  return module_value(E, fsM_groupnorm(fsE_ival(s[0]), fsE_ival(s[1]), fsV_to_double(s[2]), fsV_truthy(s[3])),
+                      "GroupNorm");
+}
+
+/* RMSNorm(normalized_shape, eps, elementwise_affine): an int or up to 2 dims */
+NATIVE(nn_rmsnorm) {
+  int64_t shape[2];
+  int nd = s[0]->type == FSV_INT ? 1 : (int)s[0]->u.seq.n;
+  if (nd < 1 || nd > 2 || fsE_size_arg(s[0], "RMSNorm", "normalized_shape", nd, shape) < 0) {
+    if (nd < 1 || nd > 2) fsV_seterr("RMSNorm(): normalized_shape of 1 or 2 dims is supported");
+    return NULL;
+  }
+  double eps = s[1]->type == FSV_NONE ? NAN : fsV_to_double(s[1]);
+  return module_value(E, fsM_rmsnorm(nd, shape, eps, fsV_truthy(s[2])), "RMSNorm");
+}
+
 static char *module_repr(fs_value *v) {
   modv *mv = v->u.obj.data;
   fsV_buf b = {0};
@@ -443,7 +479,8 @@ static const fsE_reg nn_funcs[] = {
   {"CausalSelfAttention", l_attention},
   {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"BatchNorm1d", nn_batchnorm1d},
   {"BatchNorm2d", nn_batchnorm2d}, {"MaxPool2d", nn_maxpool2d}, {"AvgPool2d", nn_avgpool2d},
-  {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d},
+  {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d}, {"LeakyReLU", nn_leaky_relu}, {"Softmax", nn_softmax},
+  {"Mish", nn_mish}, {"GroupNorm", nn_groupnorm}, {"RMSNorm", nn_rmsnorm},
   {"Module.forward", module_forward}, {"Module.parameters", module_parameters},
   {"Module.named_parameters", module_named_parameters}, {"Module.num_parameters", module_num_parameters},
   {"Module.train", module_train}, {"Module.eval", module_eval}, {"Module.to_empty", module_to_empty},

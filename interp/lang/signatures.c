@@ -113,6 +113,21 @@ PARAMS(p_f_batchnorm, P("input", OBJ, NULL), P("running_mean", ANY, NULL), P("ru
        P("weight", ANY, "None"), P("bias", ANY, "None"), P("training", BOOL, "False"),
        P("momentum", NUM, "0.1"), P("eps", NUM, "1e-05"))
 
+/* activations and normalization layers (issue 14 point 4; lib_nn.c, lib_functional.c) */
+PARAMS(p_leaky, P("negative_slope", NUM, "0.01"), P("inplace", BOOL, "False"))
+PARAMS(p_softmax_layer, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_inplace, P("inplace", BOOL, "False"))
+PARAMS(p_groupnorm, P("num_groups", INT, NULL), P("num_channels", INT, NULL), P("eps", NUM, "1e-05"),
+       P("affine", BOOL, "True"))
+PARAMS(p_rmsnorm, P("normalized_shape", SIZE2, NULL), P("eps", OPTNUM, "None"),
+       P("elementwise_affine", BOOL, "True"))
+PARAMS(p_f_leaky, P("input", OBJ, NULL), P("negative_slope", NUM, "0.01"), P("inplace", BOOL, "False"))
+PARAMS(p_f_mish, P("input", OBJ, NULL), P("inplace", BOOL, "False"))
+PARAMS(p_f_groupnorm, P("input", OBJ, NULL), P("num_groups", INT, NULL), P("weight", ANY, "None"),
+       P("bias", ANY, "None"), P("eps", NUM, "1e-05"))
+PARAMS(p_f_rmsnorm, P("input", OBJ, NULL), P("normalized_shape", SIZE2, NULL), P("weight", ANY, "None"),
+       P("eps", OPTNUM, "None"))
+
 /* losses (issue 14 point 5; lib_functional.c): a function's parameters are
  * (input, target) and then its module form's, in the same order, so that
  * `CrossEntropyLoss(...)(input, target)` is `cross_entropy(input, target, ...)` */
@@ -306,6 +321,10 @@ static const fsSig table[] = {
   FN("avg_pool2d", p_f_avgpool, "Tensor"),
   FN("adaptive_avg_pool2d", p_f_adaptive, "Tensor"),
   FN("batch_norm", p_f_batchnorm, "Tensor"),
+  FN("leaky_relu", p_f_leaky, "Tensor"),
+  FN("mish", p_f_mish, "Tensor"),
+  FN("group_norm", p_f_groupnorm, "Tensor"),
+  FN("rms_norm", p_f_rmsnorm, "Tensor"),
   /* torch.nn.functional's losses (issue 14 point 5; lib_functional.c) */
   FN("nll_loss", p_loss_nll, "Tensor"),
   FN("l1_loss", p_loss_plain, "Tensor"),
@@ -360,6 +379,11 @@ static const fsSig table[] = {
   LAYER("MaxPool2d", p_maxpool),
   LAYER("AvgPool2d", p_avgpool),
   LAYER("AdaptiveAvgPool2d", p_adaptive),
+  LAYER("LeakyReLU", p_leaky),
+  LAYER("Softmax", p_softmax_layer),
+  LAYER("Mish", p_inplace),
+  LAYER("GroupNorm", p_groupnorm),
+  LAYER("RMSNorm", p_rmsnorm),
 
   M("Fabric.launch", p_launch, "any"),
   M("Fabric.seed_everything", p_seed, "int"),

@@ -15,7 +15,7 @@ static const char *const kind_names[FSM__COUNT] = {
   "Sequential", "Residual", "Repeat", "Linear", "Embedding", "PositionalEmbedding",
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
   "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
-  "AvgPool2d", "AdaptiveAvgPool2d",
+  "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "Softmax", "Mish", "GroupNorm", "RMSNorm",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -251,6 +251,57 @@ fs_module *fsM_adaptive_avg_pool2d(const int64_t *size) {
   return m;
 }
 
+fs_module *fsM_leaky_relu(double negative_slope) {
+  fs_module *m = new_module(FSM_LEAKYRELU);
+  if (m) m->p = negative_slope;
+  return m;
+}
+
+fs_module *fsM_softmax(int64_t dim, bool dim_none) {
+  fs_module *m = new_module(FSM_SOFTMAX);
+  if (m) {
+    m->in = dim;
+    m->bias = dim_none; /* the flag: no dim given */
+  }
+  return m;
+}
+
+fs_module *fsM_mish(void) { return new_module(FSM_MISH); }
+
+fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affine) {
+  if (!positive("GroupNorm", groups, "num_groups") || !positive("GroupNorm", channels, "num_channels")) return NULL;
+  if (channels % groups) {
+    fsT_seterr("num_channels must be divisible by num_groups");
+    return NULL;
+  }
+  fs_module *m = new_module(FSM_GROUPNORM);
+  if (!m) return NULL;
+  m->in = m->out = channels;
+  m->groups = groups;
+  m->p = eps;
+  if (affine && (add_param(m, 1, channels, 0) || add_param(m, 1, channels, 0))) {
+    fsM_release(m);
+    return NULL;
+  }
+  return m;
+}
+
+fs_module *fsM_rmsnorm(int nd, const int64_t *shape, double eps, bool affine) {
+  for (int i = 0; i < nd; i++)
+    if (!positive("RMSNorm", shape[i], "normalized_shape")) return NULL;
+  fs_module *m = new_module(FSM_RMSNORM);
+  if (!m) return NULL;
+  memcpy(m->normalized, shape, (size_t)nd * sizeof *shape);
+  m->nnormalized = nd;
+  m->in = m->out = shape[nd - 1];
+  m->p = eps;
+  if (affine && add_param_shape(m, nd, shape)) {
+    fsM_release(m);
+    return NULL;
+  }
+  return m;
+}
+
 /* Containers and the attention's fixed children share the kids array;
  * fsM_append is public for Sequential and Residual only. */
 int fsM_append(fs_module *seq, const char *key, fs_module *child) {
@@ -373,6 +424,8 @@ static const char *const leaf_param_names[FSM__COUNT][FSM_MAX_PARAMS] = {
   [FSM_CONV2D] = {"weight", "bias"},
   [FSM_BATCHNORM1D] = {"weight", "bias"},
   [FSM_BATCHNORM2D] = {"weight", "bias"},
+  [FSM_GROUPNORM] = {"weight", "bias"},
+  [FSM_RMSNORM] = {"weight"},
 };
 
 static const char *const buffer_names[FSM_MAX_BUFFERS] = {"running_mean", "running_var", "num_batches_tracked"};
@@ -489,6 +542,8 @@ static void init_range(const fsB_backend *be, const fs_module *m, int index, uin
   case FSM_LAYERNORM:
   case FSM_BATCHNORM1D:
   case FSM_BATCHNORM2D:
+  case FSM_GROUPNORM:
+  case FSM_RMSNORM:
     be->fill(dst, n, index == 0 ? 1.0f : 0.0f);
     break;
   default: be->fill_normal(dst, n, key, offset, 0.0f, 1.0f); break;
@@ -899,6 +954,13 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
   case FSM_AVGPOOL2D:
     return fsG_avg_pool2d(x, m->kernel, m->stride, m->pad, m->ceil_mode, m->count_include_pad);
   case FSM_ADAPTIVEAVGPOOL2D: return fsG_adaptive_avg_pool2d(x, m->kernel);
+  case FSM_LEAKYRELU: return fsG_unary(FSU_LEAKY_RELU, x, m->p, 0);
+  case FSM_MISH: return fsG_unary(FSU_MISH, x, 0, 0);
+  case FSM_SOFTMAX: /* dim None: torch's _get_softmax_dim, 0 for 0-, 1- and 3-d input, else 1 */
+    return fsG_softmax(x, m->bias ? (x->rank == 0 || x->rank == 1 || x->rank == 3 ? 0 : 1) : (int)m->in, false);
+  case FSM_GROUPNORM:
+    return fsG_group_norm(x, m->groups, m->nparams ? p[0] : NULL, m->nparams ? p[1] : NULL, m->p);
+  case FSM_RMSNORM: return fsG_rms_norm(x, m->nnormalized, m->normalized, m->nparams ? p[0] : NULL, m->p);
   default:
     fsT_seterr("%s has no forward", fsM_kind_name(m->kind));
     return NULL;

@@ -27,7 +27,8 @@
  *   - Conv1d/Conv2d `weight` [out, in/groups, kernel...], `bias` [out];
  *     BatchNorm1d/2d `weight`, `bias` [features] (affine) and the BUFFERS
  *     `running_mean`, `running_var` [features] (f32) and
- *     `num_batches_tracked` (0-d int64) when track_running_stats.
+ *     `num_batches_tracked` (0-d int64) when track_running_stats;
+ *     GroupNorm `weight`, `bias` [channels]; RMSNorm `weight` [normalized_shape].
  *
  * Buffers (torch's register_buffer): tensors a module keeps and updates in
  * its forward without gradients.  They are not parameters: fsM_parameters
@@ -53,6 +54,7 @@ typedef enum fsM_kind {
   FSM_DROPOUT, FSM_FLATTEN, FSM_ATTENTION,
   FSM_CONV1D, FSM_CONV2D, FSM_BATCHNORM1D, FSM_BATCHNORM2D,
   FSM_MAXPOOL2D, FSM_AVGPOOL2D, FSM_ADAPTIVEAVGPOOL2D,
+  FSM_LEAKYRELU, FSM_SOFTMAX, FSM_MISH, FSM_GROUPNORM, FSM_RMSNORM,
   FSM__COUNT
 } fsM_kind;
 
@@ -81,6 +83,7 @@ struct fs_module {
   int64_t kernel[2], stride[2], pad[2], dil[2], groups;
   bool ceil_mode, count_include_pad;
   double momentum;           /* BatchNorm; NaN = None (a cumulative average) */
+  int64_t normalized[2]; int nnormalized; /* RMSNorm's normalized_shape */
   fs_tensor *buffers[FSM_MAX_BUFFERS]; int nbuffers; /* see "Buffers" above */
 };
 
@@ -107,6 +110,12 @@ fs_module *fsM_pool2d(fsM_kind kind, const int64_t *kernel, const int64_t *strid
                       const int64_t *dil, bool ceil_mode, bool count_include_pad);
 /* AdaptiveAvgPool2d; a size < 0 keeps that input dim (torch's None) */
 fs_module *fsM_adaptive_avg_pool2d(const int64_t *size);
+fs_module *fsM_leaky_relu(double negative_slope);
+fs_module *fsM_softmax(int64_t dim, bool dim_none); /* dim None: torch's legacy choice */
+fs_module *fsM_mish(void);
+fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affine);
+/* normalized_shape of nd (1 or 2) dims; eps NaN = None */
+fs_module *fsM_rmsnorm(int nd, const int64_t *shape, double eps, bool affine);
 /* Appends child to a Sequential or Residual; key NULL means anonymous (keyed
  * by its index).  Takes the caller's reference to child.  -1 on a duplicate
  * name (fsT_error "duplicate layer name 'fc1'"); child is released then. */

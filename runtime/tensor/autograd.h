@@ -76,6 +76,13 @@ fs_tensor *fsG_adaptive_avg_pool2d(fs_tensor *x, const int64_t *size);
 fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
                           bool training, double momentum, double eps);
 
+/* ---- normalization (norm_grad.c; kernels in norm.h) ---- */
+/* x[N,C,...] over groups of C/groups channels; w, b [C] or NULL */
+fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps);
+/* over x's last nd dims, which must be shape[0..nd); w of that shape or
+ * NULL; eps NaN = torch's None (float32's machine epsilon) */
+fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps);
+
 /* ---- arithmetic ---- int64 op int64 stays int64 except `/`; else float32 */
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
 /* a op s, or s op a when scalar_first; s is an int64 scalar when s_is_int */

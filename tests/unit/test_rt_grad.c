@@ -625,6 +625,132 @@ static void test_batchnorm(void **state) {
   fsT_release(rv);
 }
 
+/* ---- normalization and activations (norm_grad.c, ops.c) ---- */
+
+static fs_tensor *f_groupnorm(fs_tensor **in, const void *ctx) {
+  return fsG_group_norm(in[0], *(const int64_t *)ctx, in[1], in[2], 1e-5);
+}
+
+static fs_tensor *f_rmsnorm(fs_tensor **in, const void *ctx) {
+  const int64_t *shape = ctx;
+  return fsG_rms_norm(in[0], (int)shape[0], shape + 1, in[1], 1e-6);
+}
+
+static fs_tensor *f_unary_param(fs_tensor **in, const void *ctx) {
+  const double *c = ctx;
+  return fsG_unary((fsU_unary)c[0], in[0], c[1], 0);
+}
+
+static void test_norms_and_activations(void **state) {
+  int64_t xs[4] = {2, 6, 2, 3}, cs[1] = {6}, groups = 3, one = 2;
+  fs_tensor *in[3] = {param("x", 4, xs), param("w", 1, cs), param("b", 1, cs)};
+  gradcheck(f_groupnorm, in, 3, &groups, 1e-2, 5e-3);
+  release_all(in, 3);
+  fs_tensor *in2[3] = {param("x", 4, xs), NULL, NULL}; /* affine=False */
+  gradcheck(f_groupnorm, in2, 3, &one, 1e-2, 5e-3);
+  release_all(in2, 3);
+  const int64_t last[2] = {1, 3}, two[3] = {2, 2, 3};
+  int64_t ws[2] = {2, 3};
+  fs_tensor *in3[2] = {param("x", 4, xs), param("w", 1, ws + 1)};
+  gradcheck(f_rmsnorm, in3, 2, last, 1e-2, 5e-3);
+  release_all(in3, 2);
+  fs_tensor *in4[2] = {param("x", 4, xs), param("w", 2, ws)};
+  gradcheck(f_rmsnorm, in4, 2, two, 1e-2, 5e-3);
+  release_all(in4, 2);
+  static const double leaky[2] = {FSU_LEAKY_RELU, 0.2}, mish[2] = {FSU_MISH, 0};
+  const double *acts[2] = {leaky, mish};
+  for (int i = 0; i < 2; i++) { /* fresh inputs: gradients accumulate */
+    fs_tensor *in5[1] = {param("x", 4, xs)};
+    gradcheck(f_unary_param, in5, 1, acts[i], 1e-3, 5e-3);
+    release_all(in5, 1);
+  }
+}
+
+/* ---- losses with options (loss_grad.c) ---- */
+
+typedef struct nll_case { fs_tensor *target, *weight; bool logits; int64_t ignore; double ls; fsG_reduction red; } nll_case;
+
+static fs_tensor *f_nll(fs_tensor **in, const void *ctx) {
+  const nll_case *c = ctx;
+  return fsG_nll(in[0], c->target ? c->target : in[1], c->weight, c->logits, c->ignore, c->ls, c->red);
+}
+
+static void test_class_losses(void **state) {
+  int64_t xs[2] = {5, 4}, ts[1] = {5}, ws[1] = {4}, x3[3] = {2, 4, 3}, t3[2] = {2, 3};
+  fs_tensor *t = fsT_new(FS_I64, FS_DEV_CPU, 1, ts), *w = rt_rand("w", 0.2, 1, 1, ws);
+  const int64_t tv[5] = {0, 3, 2, 3, 1};
+  memcpy(t->data, tv, sizeof tv);
+  const nll_case cases[] = {
+    {t, NULL, true, -100, 0, FSG_MEAN}, {t, w, true, 3, 0.2, FSG_MEAN}, {t, w, true, 1, 0.1, FSG_SUM},
+    {t, NULL, true, -100, 0.3, FSG_NONE}, {t, w, false, 2, 0, FSG_MEAN},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fs_tensor *in[1] = {param("x", 2, xs)};
+    gradcheck(f_nll, in, 1, &cases[i], 1e-2, 5e-3);
+    release_all(in, 1);
+  }
+  /* probability targets: gradients for both sides */
+  nll_case probs = {NULL, w, true, -100, 0.2, FSG_MEAN};
+  fs_tensor *pin[2] = {param("x", 2, xs), param("p", 2, xs)};
+  gradcheck(f_nll, pin, 2, &probs, 1e-2, 5e-3);
+  release_all(pin, 2);
+  /* torch's layout [N, C, d] with [N, d] */
+  fs_tensor *t2 = fsT_new(FS_I64, FS_DEV_CPU, 2, t3);
+  const int64_t tv2[6] = {0, 3, 1, 2, 2, 0};
+  memcpy(t2->data, tv2, sizeof tv2);
+  nll_case dim1 = {t2, NULL, true, -100, 0.1, FSG_MEAN};
+  fs_tensor *in3[1] = {param("x", 3, x3)};
+  gradcheck(f_nll, in3, 1, &dim1, 1e-2, 5e-3);
+  release_all(in3, 1);
+  /* an out-of-range target that is not ignore_index is torch's error */
+  fsT_i64(t)[2] = 7;
+  fs_tensor *x = param("x", 2, xs);
+  assert_null(fsG_nll(x, t, NULL, true, -100, 0, FSG_MEAN));
+  assert_string_equal(fsT_error(), "Target 7 is out of bounds.");
+  fsT_release(x);
+  fsT_release(t);
+  fsT_release(t2);
+  fsT_release(w);
+}
+
+typedef struct ploss_case { fsN_ploss kind; double param; bool pos_weight, weight; fsG_reduction red; } ploss_case;
+
+static fs_tensor *f_ploss(fs_tensor **in, const void *ctx) {
+  const ploss_case *c = ctx;
+  return fsG_ploss(c->kind, in[0], in[1], c->param, c->pos_weight ? in[2] : NULL, c->weight ? in[2] : NULL, c->red);
+}
+
+static void test_pointwise_losses(void **state) {
+  static const ploss_case cases[] = {
+    {FSN_MSE, 0, false, false, FSG_NONE}, {FSN_L1, 0, false, false, FSG_SUM},
+    {FSN_SMOOTH_L1, 0.5, false, false, FSG_MEAN}, {FSN_HUBER, 0.7, false, false, FSG_MEAN},
+    {FSN_BCE, 0, false, true, FSG_MEAN}, {FSN_BCE_LOGITS, 0, true, false, FSG_MEAN},
+    {FSN_BCE_LOGITS, 0, false, false, FSG_SUM}, {FSN_KL_DIV, 0, false, false, FSG_BATCHMEAN},
+    {FSN_KL_DIV, 1, false, false, FSG_SUM},
+  };
+  int64_t xs[2] = {3, 4}, ws[1] = {4};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const ploss_case *c = &cases[i];
+    bool probs = c->kind == FSN_BCE || (c->kind == FSN_KL_DIV && c->param == 0);
+    fs_tensor *in[3] = {probs && c->kind == FSN_BCE ? rt_rand("x", 0.1, 0.9, 2, xs) : param("x", 2, xs),
+                        probs ? rt_rand("y", 0.05, 1, 2, xs) : param("y", 2, xs),
+                        c->pos_weight || c->weight ? rt_rand("w", 0.5, 2, 1, ws) : NULL};
+    in[0]->requires_grad = in[1]->requires_grad = true;
+    /* h stays inside BCE's (0, 1) and off |x - y| = beta's kink for these draws */
+    gradcheck(f_ploss, in, 2, c, 1e-3, 1e-2);
+    release_all(in, 3);
+  }
+}
+
+static fs_tensor *f_cosine(fs_tensor **in, const void *ctx) { return fsG_cosine_similarity(in[0], in[1], 1, 1e-8); }
+
+static void test_cosine_similarity(void **state) {
+  int64_t as[3] = {3, 4, 2}, bs[3] = {1, 4, 2};
+  fs_tensor *in[2] = {param("a", 3, as), param("b", 3, bs)}; /* b broadcasts over the batch */
+  gradcheck(f_cosine, in, 2, NULL, 1e-2, 5e-3);
+  release_all(in, 2);
+}
+
 /* A failed check longjmps out of gradcheck with grad mode off. */
 static int reset_grad_mode(void **state) {
   fsG_set_grad_enabled(true);
@@ -659,6 +785,10 @@ int main(void) {
     cmocka_unit_test_setup(test_conv_errors, reset_grad_mode),
     cmocka_unit_test_setup(test_pooling, reset_grad_mode),
     cmocka_unit_test_setup(test_batchnorm, reset_grad_mode),
+    cmocka_unit_test_setup(test_norms_and_activations, reset_grad_mode),
+    cmocka_unit_test_setup(test_class_losses, reset_grad_mode),
+    cmocka_unit_test_setup(test_pointwise_losses, reset_grad_mode),
+    cmocka_unit_test_setup(test_cosine_similarity, reset_grad_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
