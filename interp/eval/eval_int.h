@@ -129,6 +129,15 @@ int fsE_conv_padding(const fs_value *v, const char *fn, int nd, const int64_t *k
 /* an adaptive pool's output size: int, or a pair whose None keeps a dim (-1) */
 int fsE_adaptive_size(const fs_value *v, const char *fn, int64_t *size);
 
+/* interpolate's size, scale_factor, mode, align_corners,
+ * recompute_scale_factor slots (from s[0]) for input x: the output size and
+ * the scale factors (NaN unless given) per spatial dim; -1 + torch's message */
+int fsE_interp_args(fs_value **s, const fs_tensor *x, int64_t *size, double *scale);
+
+/* lib_torch.c: n elements of the script's random stream (keyed by the seed
+ * of fabric.seed_everything): the offset of the first, the counter advanced */
+uint64_t fsE_draw(fsE_ctx *E, int64_t n);
+
 /* lib_tensor.c */
 extern const fsV_class fsE_tensor_class;
 fs_value *fsE_tensor_value(fs_tensor *t); /* takes t; NULL t: the runtime's error */

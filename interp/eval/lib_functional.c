@@ -13,6 +13,7 @@
 
 #include "autograd.h"
 #include "eval_int.h"
+#include "rng.h"
 
 /* ---- sizes: an int or a tuple of nd ints (kernel_size, stride, ...) ---- */
 
@@ -191,6 +192,74 @@ NATIVE(functional_rms_norm) {
   }
   if (fsE_size_arg(s[1], "rms_norm", "normalized_shape", nd, shape) < 0) return NULL;
   return fsE_tensor_value(fsG_rms_norm(x, nd, shape, w, s[3]->type == FSV_NONE ? NAN : fsV_to_double(s[3])));
+}
+
+/* scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+ * is_causal): dropout masks come from the script's random stream */
+NATIVE(functional_sdpa) {
+  const char *fn = "scaled_dot_product_attention";
+  fs_tensor *q = fsE_need_tensor(s[0], fn, "query"), *k = q ? fsE_need_tensor(s[1], fn, "key") : NULL;
+  fs_tensor *v = k ? fsE_need_tensor(s[2], fn, "value") : NULL, *mask;
+  if (!v || opt_tensor(s[3], fn, "attn_mask", &mask) < 0) return NULL;
+  double p = fsV_to_double(s[4]);
+  uint64_t key = p > 0 ? fsR_subkey(fsR_key(E->seed, "F.dropout"), fsE_draw(E, 1)) : 0;
+  return fsE_tensor_value(fsG_scaled_dot_product_attention(q, k, v, mask, p, fsV_truthy(s[5]), key));
+}
+
+/* interpolate(input, size, scale_factor, mode, align_corners,
+ * recompute_scale_factor[, antialias]) with s pointing at size: the output
+ * size per spatial dim and the scale factors as given (NaN: none) */
+int fsE_interp_args(fs_value **s, const fs_tensor *x, int64_t *size, double *scale) {
+  int nd = x->rank - 2;
+  if (nd < 1 || nd > 2) {
+    fsV_seterr("interpolate: only 3D and 4D input (1 or 2 spatial dims) is supported, got %dD", x->rank);
+    return -1;
+  }
+  if (strcmp(s[2]->u.str.s, "nearest")) {
+    fsV_seterr("interpolate: mode '%s' is not supported (only 'nearest')", s[2]->u.str.s);
+    return -1;
+  }
+  if (s[3]->type != FSV_NONE || fsV_truthy(s[4])) {
+    fsV_seterr("interpolate: align_corners and recompute_scale_factor are not supported with mode 'nearest'");
+    return -1;
+  }
+  if ((s[0]->type == FSV_NONE) == (s[1]->type == FSV_NONE)) {
+    fsV_seterr("only one of size or scale_factor should be defined");
+    return -1;
+  }
+  if (s[0]->type != FSV_NONE) {
+    for (int i = 0; i < nd; i++) scale[i] = NAN;
+    return fsE_size_arg(s[0], "interpolate", "size", nd, size);
+  }
+  const fs_value *f = s[1];
+  bool seq = f->type == FSV_LIST || f->type == FSV_TUPLE;
+  if (seq && f->u.seq.n != (size_t)nd) {
+    fsV_seterr("Input and scale_factor must have the same number of spatial dimensions, but got input with spatial dimensions of %d and scale_factor of length %zu",
+               nd, f->u.seq.n);
+    return -1;
+  }
+  for (int i = 0; i < nd; i++) {
+    const fs_value *v = seq ? f->u.seq.items[i] : f;
+    if (v->type != FSV_INT && v->type != FSV_FLOAT) {
+      fsV_seterr("interpolate(): scale_factor must be a number or a tuple of numbers");
+      return -1;
+    }
+    scale[i] = fsV_to_double(v);
+    size[i] = (int64_t)floor((double)x->shape[2 + i] * scale[i]); /* torch: floor(float(size * factor)) */
+  }
+  return 0;
+}
+
+NATIVE(functional_interpolate) {
+  int64_t size[2];
+  double scale[2];
+  fs_tensor *x = fsE_need_tensor(s[0], "interpolate", "input");
+  if (!x || fsE_interp_args(s + 1, x, size, scale) < 0) return NULL;
+  if (fsV_truthy(s[6])) {
+    fsV_seterr("interpolate: antialias=True is not supported with mode 'nearest'");
+    return NULL;
+  }
+  return fsE_tensor_value(fsG_interpolate_nearest(x, x->rank - 2, size, scale));
 }
 
 /* ---- losses (issue 14 point 5) ---- */
@@ -387,7 +456,7 @@ static const fsE_reg functional_funcs[] = {
   {"conv1d", functional_conv1d}, {"conv2d", functional_conv2d},
   {"max_pool2d", functional_max_pool2d}, {"avg_pool2d", functional_avg_pool2d},
   {"adaptive_avg_pool2d", functional_adaptive_avg_pool2d}, {"batch_norm", functional_batch_norm},
-  {"leaky_relu", functional_leaky_relu}, {"mish", functional_mish},
+  {"scaled_dot_product_attention", functional_sdpa}, {"interpolate", functional_interpolate}, {"leaky_relu", functional_leaky_relu}, {"mish", functional_mish},
   {"group_norm", functional_group_norm}, {"rms_norm", functional_rms_norm},
   {"cross_entropy", functional_cross_entropy}, {"nll_loss", functional_nll_loss},
   {"mse_loss", functional_mse_loss}, {"l1_loss", functional_l1_loss},

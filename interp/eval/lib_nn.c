@@ -239,6 +239,34 @@ NATIVE(nn_rmsnorm) {
   return module_value(E, fsM_rmsnorm(nd, shape, eps, fsV_truthy(s[2])), "RMSNorm");
 }
 
+/* Upsample(size, scale_factor, mode, align_corners, recompute_scale_factor) */
+NATIVE(nn_upsample) {
+  int64_t size[2] = {0, 0};
+  double scale[2] = {0, 0};
+  int nsize = 0, nscale = 0;
+  if (strcmp(s[2]->u.str.s, "nearest") || s[3]->type != FSV_NONE || fsV_truthy(s[4])) {
+    fsV_seterr("Upsample(): only mode='nearest' without align_corners or recompute_scale_factor is supported");
+    return NULL;
+  }
+  if (s[0]->type != FSV_NONE) {
+    nsize = s[0]->type == FSV_INT ? 1 : (int)s[0]->u.seq.n;
+    if (nsize < 1 || nsize > 2 || fsE_size_arg(s[0], "Upsample", "size", nsize, size) < 0) {
+      if (nsize < 1 || nsize > 2) fsV_seterr("Upsample(): size must be an int or a tuple of 1 or 2 ints");
+      return NULL;
+    }
+  }
+  if (s[1]->type != FSV_NONE) {
+    bool seq = s[1]->type == FSV_LIST || s[1]->type == FSV_TUPLE;
+    nscale = seq ? (int)s[1]->u.seq.n : 1;
+    for (int i = 0; i < nscale && i < 2; i++) {
+      const fs_value *v = seq ? s[1]->u.seq.items[i] : s[1];
+      if (v->type != FSV_INT && v->type != FSV_FLOAT) nscale = 3;
+      else scale[i] = fsV_to_double(v);
+    }
+  }
+  return module_value(E, fsM_upsample(nsize, size, nscale, scale), "Upsample");
+}
+
 static char *module_repr(fs_value *v) {
   modv *mv = v->u.obj.data;
   fsV_buf b = {0};
@@ -480,7 +508,7 @@ static const fsE_reg nn_funcs[] = {
   {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"BatchNorm1d", nn_batchnorm1d},
   {"BatchNorm2d", nn_batchnorm2d}, {"MaxPool2d", nn_maxpool2d}, {"AvgPool2d", nn_avgpool2d},
   {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d}, {"LeakyReLU", nn_leaky_relu}, {"Softmax", nn_softmax},
-  {"Mish", nn_mish}, {"GroupNorm", nn_groupnorm}, {"RMSNorm", nn_rmsnorm},
+  {"Mish", nn_mish}, {"Upsample", nn_upsample}, {"GroupNorm", nn_groupnorm}, {"RMSNorm", nn_rmsnorm},
   {"Module.forward", module_forward}, {"Module.parameters", module_parameters},
   {"Module.named_parameters", module_named_parameters}, {"Module.num_parameters", module_num_parameters},
   {"Module.train", module_train}, {"Module.eval", module_eval}, {"Module.to_empty", module_to_empty},

@@ -121,6 +121,13 @@ PARAMS(p_groupnorm, P("num_groups", INT, NULL), P("num_channels", INT, NULL), P(
        P("affine", BOOL, "True"))
 PARAMS(p_rmsnorm, P("normalized_shape", SIZE2, NULL), P("eps", OPTNUM, "None"),
        P("elementwise_affine", BOOL, "True"))
+PARAMS(p_f_sdpa, P("query", OBJ, NULL), P("key", OBJ, NULL), P("value", OBJ, NULL), P("attn_mask", ANY, "None"),
+       P("dropout_p", NUM, "0.0"), P("is_causal", BOOL, "False"))
+#define INTERP_OPTS PT("size", FSSIG_T_INT | FSSIG_T_SEQ | FSSIG_T_NONE, "None", 0), \
+                    PT("scale_factor", FSSIG_T_NUM | FSSIG_T_SEQ | FSSIG_T_NONE, "None", 0), \
+                    P("mode", STR, "'nearest'"), P("align_corners", ANY, "None"), P("recompute_scale_factor", ANY, "None")
+PARAMS(p_f_interpolate, P("input", OBJ, NULL), INTERP_OPTS, P("antialias", BOOL, "False"))
+PARAMS(p_upsample, INTERP_OPTS)
 PARAMS(p_f_leaky, P("input", OBJ, NULL), P("negative_slope", NUM, "0.01"), P("inplace", BOOL, "False"))
 PARAMS(p_f_mish, P("input", OBJ, NULL), P("inplace", BOOL, "False"))
 PARAMS(p_f_groupnorm, P("input", OBJ, NULL), P("num_groups", INT, NULL), P("weight", ANY, "None"),
@@ -321,6 +328,8 @@ static const fsSig table[] = {
   FN("avg_pool2d", p_f_avgpool, "Tensor"),
   FN("adaptive_avg_pool2d", p_f_adaptive, "Tensor"),
   FN("batch_norm", p_f_batchnorm, "Tensor"),
+  FN("scaled_dot_product_attention", p_f_sdpa, "Tensor"),
+  FN("interpolate", p_f_interpolate, "Tensor"),
   FN("leaky_relu", p_f_leaky, "Tensor"),
   FN("mish", p_f_mish, "Tensor"),
   FN("group_norm", p_f_groupnorm, "Tensor"),
@@ -379,6 +388,7 @@ static const fsSig table[] = {
   LAYER("MaxPool2d", p_maxpool),
   LAYER("AvgPool2d", p_avgpool),
   LAYER("AdaptiveAvgPool2d", p_adaptive),
+  LAYER("Upsample", p_upsample),
   LAYER("LeakyReLU", p_leaky),
   LAYER("Softmax", p_softmax_layer),
   LAYER("Mish", p_inplace),

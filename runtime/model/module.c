@@ -16,6 +16,7 @@ static const char *const kind_names[FSM__COUNT] = {
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
   "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
   "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "Softmax", "Mish", "GroupNorm", "RMSNorm",
+  "Upsample",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -267,6 +268,42 @@ fs_module *fsM_softmax(int64_t dim, bool dim_none) {
 }
 
 fs_module *fsM_mish(void) { return new_module(FSM_MISH); }
+
+fs_module *fsM_upsample(int nsize, const int64_t *size, int nscale, const double *scale) {
+  if ((nsize > 0) == (nscale > 0) || nsize > 2 || nscale > 2) {
+    fsT_seterr("Upsample: give either size or scale_factor (one value or one per spatial dim)");
+    return NULL;
+  }
+  fs_module *m = new_module(FSM_UPSAMPLE);
+  if (!m) return NULL;
+  m->up_n = nsize;
+  m->up_nscale = nscale;
+  for (int i = 0; i < nsize; i++) m->up_size[i] = size[i];
+  for (int i = 0; i < nscale; i++) m->up_scale[i] = scale[i];
+  return m;
+}
+
+/* Upsample's output size for x (torch: floor(size * scale_factor)) */
+static fs_tensor *upsample_forward(const fs_module *m, fs_tensor *x) {
+  int nd = x->rank - 2;
+  int64_t size[2];
+  double scale[2] = {NAN, NAN};
+  int n = m->up_n ? m->up_n : m->up_nscale;
+  if (nd < 1 || nd > 2 || (n == 2 && nd != 2)) {
+    char s[96];
+    fsT_seterr("Upsample: expected a 3D or 4D input matching its %d size(s), got %s", n, fsT_shape_str(x, s, sizeof s));
+    return NULL;
+  }
+  for (int i = 0; i < nd; i++) {
+    int j = n == 1 ? 0 : i;
+    if (m->up_n) size[i] = m->up_size[j];
+    else {
+      scale[i] = m->up_scale[j];
+      size[i] = (int64_t)floor((double)x->shape[2 + i] * scale[i]);
+    }
+  }
+  return fsG_interpolate_nearest(x, nd, size, scale);
+}
 
 fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affine) {
   if (!positive("GroupNorm", groups, "num_groups") || !positive("GroupNorm", channels, "num_channels")) return NULL;
@@ -955,6 +992,7 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
     return fsG_avg_pool2d(x, m->kernel, m->stride, m->pad, m->ceil_mode, m->count_include_pad);
   case FSM_ADAPTIVEAVGPOOL2D: return fsG_adaptive_avg_pool2d(x, m->kernel);
   case FSM_LEAKYRELU: return fsG_unary(FSU_LEAKY_RELU, x, m->p, 0);
+  case FSM_UPSAMPLE: return upsample_forward(m, x);
   case FSM_MISH: return fsG_unary(FSU_MISH, x, 0, 0);
   case FSM_SOFTMAX: /* dim None: torch's _get_softmax_dim, 0 for 0-, 1- and 3-d input, else 1 */
     return fsG_softmax(x, m->bias ? (x->rank == 0 || x->rank == 1 || x->rank == 3 ? 0 : 1) : (int)m->in, false);

@@ -54,7 +54,7 @@ typedef enum fsM_kind {
   FSM_DROPOUT, FSM_FLATTEN, FSM_ATTENTION,
   FSM_CONV1D, FSM_CONV2D, FSM_BATCHNORM1D, FSM_BATCHNORM2D,
   FSM_MAXPOOL2D, FSM_AVGPOOL2D, FSM_ADAPTIVEAVGPOOL2D,
-  FSM_LEAKYRELU, FSM_SOFTMAX, FSM_MISH, FSM_GROUPNORM, FSM_RMSNORM,
+  FSM_LEAKYRELU, FSM_SOFTMAX, FSM_MISH, FSM_GROUPNORM, FSM_RMSNORM, FSM_UPSAMPLE,
   FSM__COUNT
 } fsM_kind;
 
@@ -84,6 +84,9 @@ struct fs_module {
   bool ceil_mode, count_include_pad;
   double momentum;           /* BatchNorm; NaN = None (a cumulative average) */
   int64_t normalized[2]; int nnormalized; /* RMSNorm's normalized_shape */
+  /* Upsample: size (n values: 1 = one for every spatial dim) or, n == 0,
+   * scale factors (n_scale values, 1 = one for every dim) */
+  int64_t up_size[2]; double up_scale[2]; int up_n, up_nscale;
   fs_tensor *buffers[FSM_MAX_BUFFERS]; int nbuffers; /* see "Buffers" above */
 };
 
@@ -113,6 +116,9 @@ fs_module *fsM_adaptive_avg_pool2d(const int64_t *size);
 fs_module *fsM_leaky_relu(double negative_slope);
 fs_module *fsM_softmax(int64_t dim, bool dim_none); /* dim None: torch's legacy choice */
 fs_module *fsM_mish(void);
+/* Upsample(mode='nearest'): nsize sizes (1: every spatial dim) or, nsize
+ * 0, nscale scale factors */
+fs_module *fsM_upsample(int nsize, const int64_t *size, int nscale, const double *scale);
 fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affine);
 /* normalized_shape of nd (1 or 2) dims; eps NaN = None */
 fs_module *fsM_rmsnorm(int nd, const int64_t *shape, double eps, bool affine);

@@ -83,6 +83,18 @@ fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor 
  * NULL; eps NaN = torch's None (float32's machine epsilon) */
 fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps);
 
+/* softmax(q k^T / sqrt(E) + mask) v over q[..., L, E], k[..., S, E],
+ * v[..., S, Ev] (batch dims broadcast); mask: int64 0/1 (1 = attend, torch's
+ * boolean) or float (added), broadcast to [..., L, S], or NULL; is_causal:
+ * key j only for query i >= j; dropout on the probabilities with rng key
+ * `key` (compose.c) */
+fs_tensor *fsG_scaled_dot_product_attention(fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *mask,
+                                            double dropout_p, bool is_causal, uint64_t key);
+
+/* interpolate(mode='nearest') of x[N, C, (H,) W] to size[nd]; scale_factor[i]
+ * NaN unless given (torch computes the source index from it then) */
+fs_tensor *fsG_interpolate_nearest(fs_tensor *x, int nd, const int64_t *size, const double *scale_factor);
+
 /* ---- arithmetic ---- int64 op int64 stays int64 except `/`; else float32 */
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
 /* a op s, or s op a when scalar_first; s is an int64 scalar when s_is_int */
