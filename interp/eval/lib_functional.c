@@ -82,6 +82,19 @@ static fs_value *functional_conv(int nd, fs_value **s) {
 NATIVE(functional_conv1d) { return functional_conv(1, s); }
 NATIVE(functional_conv2d) { return functional_conv(2, s); }
 
+/* conv_transpose2d(input, weight, bias, stride, padding, output_padding,
+ * groups, dilation) */
+NATIVE(functional_conv_transpose2d) {
+  const char *fn = "conv_transpose2d";
+  fs_tensor *x = fsE_need_tensor(s[0], fn, "input"), *W = x ? fsE_need_tensor(s[1], fn, "weight") : NULL, *b;
+  int64_t st[2], pad[2], op[2], dil[2];
+  if (!W || opt_tensor(s[2], fn, "bias", &b) < 0 || fsE_size_arg(s[3], fn, "stride", 2, st) < 0 ||
+      fsE_size_arg(s[4], fn, "padding", 2, pad) < 0 || fsE_size_arg(s[5], fn, "output_padding", 2, op) < 0 ||
+      fsE_size_arg(s[7], fn, "dilation", 2, dil) < 0)
+    return NULL;
+  return fsE_tensor_value(fsG_conv_transpose2d(x, W, b, st, pad, op, dil, fsE_ival(s[6])));
+}
+
 /* ---- pooling ---- */
 
 /* kernel_size, stride (None: the kernel), padding of a pooling call */
@@ -454,7 +467,7 @@ LOSS_CLASS("CosineSimilarity", cosine_similarity)
 
 static const fsE_reg functional_funcs[] = {
   {"conv1d", functional_conv1d}, {"conv2d", functional_conv2d},
-  {"max_pool2d", functional_max_pool2d}, {"avg_pool2d", functional_avg_pool2d},
+  {"conv_transpose2d", functional_conv_transpose2d}, {"max_pool2d", functional_max_pool2d}, {"avg_pool2d", functional_avg_pool2d},
   {"adaptive_avg_pool2d", functional_adaptive_avg_pool2d}, {"batch_norm", functional_batch_norm},
   {"scaled_dot_product_attention", functional_sdpa}, {"interpolate", functional_interpolate}, {"leaky_relu", functional_leaky_relu}, {"mish", functional_mish},
   {"group_norm", functional_group_norm}, {"rms_norm", functional_rms_norm},

@@ -149,6 +149,23 @@ static fs_value *nn_conv(fsE_ctx *E, int nd, fs_value **s) {
 }
 
 NATIVE(nn_conv1d) { return nn_conv(E, 1, s); }
+
+/* ConvTranspose2d(in_channels, out_channels, kernel_size, stride, padding,
+ * output_padding, groups, bias, dilation, padding_mode) */
+NATIVE(nn_conv_transpose2d) {
+  const char *cls = "ConvTranspose2d";
+  int64_t k[2], st[2], pad[2], op[2], dil[2];
+  if (fsE_size_arg(s[2], cls, "kernel_size", 2, k) < 0 || fsE_size_arg(s[3], cls, "stride", 2, st) < 0 ||
+      fsE_size_arg(s[4], cls, "padding", 2, pad) < 0 || fsE_size_arg(s[5], cls, "output_padding", 2, op) < 0 ||
+      fsE_size_arg(s[8], cls, "dilation", 2, dil) < 0)
+    return NULL;
+  if (strcmp(s[9]->u.str.s, "zeros")) {
+    fsV_seterr("%s(): padding_mode '%s' is not supported (only 'zeros')", cls, s[9]->u.str.s);
+    return NULL;
+  }
+  return module_value(E, fsM_conv_transpose2d(fsE_ival(s[0]), fsE_ival(s[1]), k, st, pad, op, dil, fsE_ival(s[6]),
+                                              fsV_truthy(s[7])), cls);
+}
 NATIVE(nn_conv2d) { return nn_conv(E, 2, s); }
 
 /* BatchNorm1d/2d(num_features, eps, momentum, affine, track_running_stats) */
@@ -505,7 +522,7 @@ static const fsE_reg nn_funcs[] = {
   {"LayerNorm", l_layernorm}, {"ReLU", l_relu}, {"GELU", l_gelu}, {"Tanh", l_tanh},
   {"Sigmoid", l_sigmoid}, {"SiLU", l_silu}, {"Dropout", l_dropout}, {"Flatten", l_flatten},
   {"CausalSelfAttention", l_attention},
-  {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"BatchNorm1d", nn_batchnorm1d},
+  {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"ConvTranspose2d", nn_conv_transpose2d}, {"BatchNorm1d", nn_batchnorm1d},
   {"BatchNorm2d", nn_batchnorm2d}, {"MaxPool2d", nn_maxpool2d}, {"AvgPool2d", nn_avgpool2d},
   {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d}, {"LeakyReLU", nn_leaky_relu}, {"Softmax", nn_softmax},
   {"Mish", nn_mish}, {"Upsample", nn_upsample}, {"GroupNorm", nn_groupnorm}, {"RMSNorm", nn_rmsnorm},

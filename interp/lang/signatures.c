@@ -93,6 +93,11 @@ PARAMS(p_attention, P("dim", INT, NULL), P("heads", INT, NULL), P("bias", BOOL, 
                   P("dilation", SIZE2, "1"), P("groups", INT, "1")
 PARAMS(p_conv, P("in_channels", INT, NULL), P("out_channels", INT, NULL), P("kernel_size", SIZE2, NULL),
        CONV_OPTS, P("bias", BOOL, "True"), P("padding_mode", STR, "'zeros'"))
+PARAMS(p_conv_t, P("in_channels", INT, NULL), P("out_channels", INT, NULL), P("kernel_size", SIZE2, NULL),
+       P("stride", SIZE2, "1"), P("padding", SIZE2, "0"), P("output_padding", SIZE2, "0"), P("groups", INT, "1"),
+       P("bias", BOOL, "True"), P("dilation", SIZE2, "1"), P("padding_mode", STR, "'zeros'"))
+PARAMS(p_f_conv_t, P("input", OBJ, NULL), P("weight", OBJ, NULL), P("bias", ANY, "None"), P("stride", SIZE2, "1"),
+       P("padding", SIZE2, "0"), P("output_padding", SIZE2, "0"), P("groups", INT, "1"), P("dilation", SIZE2, "1"))
 PARAMS(p_batchnorm, P("num_features", INT, NULL), P("eps", NUM, "1e-05"), P("momentum", OPTNUM, "0.1"),
        P("affine", BOOL, "True"), P("track_running_stats", BOOL, "True"))
 PARAMS(p_maxpool, P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"), P("padding", SIZE2, "0"),
@@ -324,6 +329,7 @@ static const fsSig table[] = {
   /* torch.nn.functional's convolutional layers (issue 14 point 4; lib_functional.c) */
   FN("conv1d", p_f_conv, "Tensor"),
   FN("conv2d", p_f_conv, "Tensor"),
+  FN("conv_transpose2d", p_f_conv_t, "Tensor"),
   FN("max_pool2d", p_f_maxpool, "Tensor"),
   FN("avg_pool2d", p_f_avgpool, "Tensor"),
   FN("adaptive_avg_pool2d", p_f_adaptive, "Tensor"),
@@ -383,6 +389,7 @@ static const fsSig table[] = {
   /* convolutional layers (issue 14 point 4; lib_nn.c) */
   LAYER("Conv1d", p_conv),
   LAYER("Conv2d", p_conv),
+  LAYER("ConvTranspose2d", p_conv_t),
   LAYER("BatchNorm1d", p_batchnorm),
   LAYER("BatchNorm2d", p_batchnorm),
   LAYER("MaxPool2d", p_maxpool),

@@ -16,7 +16,7 @@ static const char *const kind_names[FSM__COUNT] = {
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
   "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
   "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "Softmax", "Mish", "GroupNorm", "RMSNorm",
-  "Upsample",
+  "Upsample", "ConvTranspose2d",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -192,6 +192,24 @@ fs_module *fsM_conv(int nd, int64_t in, int64_t out, const int64_t *kernel, cons
     fsM_release(m);
     return NULL;
   }
+  return m;
+}
+
+fs_module *fsM_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                                const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
+                                int64_t groups, bool bias) {
+  fs_module *m = fsM_conv(2, in, out, kernel, stride, pad, dil, groups, bias);
+  if (!m) return NULL;
+  for (int i = 0; i < 2; i++)
+    if (output_pad[i] < 0 || output_pad[i] >= stride[i]) {
+      fsT_seterr("ConvTranspose2d: output padding must be smaller than the stride");
+      fsM_release(m);
+      return NULL;
+    }
+  m->kind = FSM_CONVTRANSPOSE2D;
+  memcpy(m->output_pad, output_pad, sizeof m->output_pad);
+  m->params[0]->shape[0] = in; /* torch's transposed weight [in, out/groups, kH, kW] */
+  m->params[0]->shape[1] = out / groups;
   return m;
 }
 
@@ -459,6 +477,7 @@ static const char *const leaf_param_names[FSM__COUNT][FSM_MAX_PARAMS] = {
   [FSM_LAYERNORM] = {"weight", "bias"},
   [FSM_CONV1D] = {"weight", "bias"},
   [FSM_CONV2D] = {"weight", "bias"},
+  [FSM_CONVTRANSPOSE2D] = {"weight", "bias"},
   [FSM_BATCHNORM1D] = {"weight", "bias"},
   [FSM_BATCHNORM2D] = {"weight", "bias"},
   [FSM_GROUPNORM] = {"weight", "bias"},
@@ -571,8 +590,11 @@ static void init_range(const fsB_backend *be, const fs_module *m, int index, uin
     break;
   }
   case FSM_CONV1D:
-  case FSM_CONV2D: { /* kaiming_uniform_(a=sqrt(5)) and the bias rule: U(+-1/sqrt(fan_in)) */
-    float bound = (float)(1.0 / sqrt((double)(m->in / m->groups * m->kernel[0] * m->kernel[1])));
+  case FSM_CONV2D:
+  case FSM_CONVTRANSPOSE2D: { /* kaiming_uniform_(a=sqrt(5)) and the bias rule: U(+-1/sqrt(fan_in)),
+                               fan_in = weight.size(1) * kernel: in/groups, or out/groups transposed */
+    int64_t per_group = (m->kind == FSM_CONVTRANSPOSE2D ? m->out : m->in) / m->groups;
+    float bound = (float)(1.0 / sqrt((double)(per_group * m->kernel[0] * m->kernel[1])));
     be->fill_uniform(dst, n, key, offset, -bound, bound);
     break;
   }
@@ -865,6 +887,16 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
     cur[1] = prod(rank - 1, cur + 1);
     rank = 2;
     break;
+  case FSM_CONVTRANSPOSE2D:
+    if (rank != 4) {
+      fsT_dims_str(rank, cur, s, sizeof s);
+      return shape_err(m, bad, err, errlen, "ConvTranspose2d expects input [N, %lld, H, W], got %s", (long long)m->in, s);
+    }
+    cur[1] = m->out;
+    for (int i = 0; i < 2; i++)
+      if (cur[2 + i] >= 0)
+        cur[2 + i] = (cur[2 + i] - 1) * m->stride[i] - 2 * m->pad[i] + m->dil[i] * (m->kernel[i] - 1) + m->output_pad[i] + 1;
+    break;
   case FSM_CONV1D:
   case FSM_CONV2D:
   case FSM_BATCHNORM1D:
@@ -993,6 +1025,8 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
   case FSM_ADAPTIVEAVGPOOL2D: return fsG_adaptive_avg_pool2d(x, m->kernel);
   case FSM_LEAKYRELU: return fsG_unary(FSU_LEAKY_RELU, x, m->p, 0);
   case FSM_UPSAMPLE: return upsample_forward(m, x);
+  case FSM_CONVTRANSPOSE2D:
+    return fsG_conv_transpose2d(x, p[0], m->bias ? p[1] : NULL, m->stride, m->pad, m->output_pad, m->dil, m->groups);
   case FSM_MISH: return fsG_unary(FSU_MISH, x, 0, 0);
   case FSM_SOFTMAX: /* dim None: torch's _get_softmax_dim, 0 for 0-, 1- and 3-d input, else 1 */
     return fsG_softmax(x, m->bias ? (x->rank == 0 || x->rank == 1 || x->rank == 3 ? 0 : 1) : (int)m->in, false);

@@ -28,7 +28,8 @@
  *     BatchNorm1d/2d `weight`, `bias` [features] (affine) and the BUFFERS
  *     `running_mean`, `running_var` [features] (f32) and
  *     `num_batches_tracked` (0-d int64) when track_running_stats;
- *     GroupNorm `weight`, `bias` [channels]; RMSNorm `weight` [normalized_shape].
+ *     GroupNorm `weight`, `bias` [channels]; RMSNorm `weight` [normalized_shape];
+ *     ConvTranspose2d `weight` [in, out/groups, kH, kW], `bias` [out].
  *
  * Buffers (torch's register_buffer): tensors a module keeps and updates in
  * its forward without gradients.  They are not parameters: fsM_parameters
@@ -55,6 +56,7 @@ typedef enum fsM_kind {
   FSM_CONV1D, FSM_CONV2D, FSM_BATCHNORM1D, FSM_BATCHNORM2D,
   FSM_MAXPOOL2D, FSM_AVGPOOL2D, FSM_ADAPTIVEAVGPOOL2D,
   FSM_LEAKYRELU, FSM_SOFTMAX, FSM_MISH, FSM_GROUPNORM, FSM_RMSNORM, FSM_UPSAMPLE,
+  FSM_CONVTRANSPOSE2D,
   FSM__COUNT
 } fsM_kind;
 
@@ -80,7 +82,7 @@ struct fs_module {
                                 fsM_materialize; masks use (key, calls) */
   /* Conv and pooling windows, [H, W] (1-d layers use index 1 only);
    * Conv in/out are in/out, BatchNorm's features are in */
-  int64_t kernel[2], stride[2], pad[2], dil[2], groups;
+  int64_t kernel[2], stride[2], pad[2], dil[2], groups, output_pad[2];
   bool ceil_mode, count_include_pad;
   double momentum;           /* BatchNorm; NaN = None (a cumulative average) */
   int64_t normalized[2]; int nnormalized; /* RMSNorm's normalized_shape */
@@ -105,6 +107,10 @@ fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias); /* dim % heads 
 /* Conv1d (nd 1) / Conv2d (nd 2): kernel, stride, pad, dil hold nd values */
 fs_module *fsM_conv(int nd, int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
                     const int64_t *pad, const int64_t *dil, int64_t groups, bool bias);
+/* ConvTranspose2d: arrays of 2 ([H, W]) */
+fs_module *fsM_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                                const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
+                                int64_t groups, bool bias);
 /* BatchNorm1d (nd 1) / BatchNorm2d (nd 2); momentum NaN = None */
 fs_module *fsM_batchnorm(int nd, int64_t features, double eps, double momentum, bool affine,
                          bool track_running_stats);

@@ -64,6 +64,11 @@ fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape);  /* a view
 /* x[N,C,L] W[OC,C/G,K] (nd 1) or x[N,C,H,W] W[OC,C/G,KH,KW] (nd 2); b may be NULL */
 fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
                     const int64_t *pad, const int64_t *dil, int64_t groups);
+/* x[N,Cin,H,W] W[Cin,Cout/G,KH,KW] -> [N,Cout,OH,OW], OH = (H-1) s - 2p +
+ * d (KH-1) + output_pad + 1 (output_pad < stride); b [Cout] or NULL */
+fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
+                                const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
+                                int64_t groups);
 /* x[N,C,H,W] or [C,H,W]; padding at most half the kernel, as torch */
 fs_tensor *fsG_max_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
                           const int64_t *d, bool ceil_mode);

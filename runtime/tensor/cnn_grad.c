@@ -121,6 +121,105 @@ fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int6
   return out;
 }
 
+/* ---- transposed convolution ----
+ * ConvTranspose2d of x[N,Cin,H,W] by W[Cin,Cout/G,KH,KW] is the gradient
+ * of a convolution of its output [N,Cout,OH,OW] by W: the geometry g below
+ * is that convolution's (C = Cout, OC = Cin, its output = this input), so
+ * the forward is conv2d's backward-data, and the backward is conv2d's
+ * forward (for dx) and weight gradient (for dW) with the roles swapped. */
+
+static int conv_transpose_bw(fsG_node *n, fs_tensor *out) {
+  fsN_conv g;
+  fsG_bwstage c;
+  geom_load(n, &g);
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
+  int rc = 0;
+  if (c.d[0]) { /* dx += conv2d(dy, W): computed aside, then added */
+    fs_tensor *tmp = fsG_host_new(FS_F32, 4, c.in[0]->shape);
+    rc = tmp ? fsN_conv2d_forward(fsT_f32(tmp), fsT_f32(c.gout), fsT_f32(c.in[1]), NULL, &g) : -1;
+    for (int64_t i = 0; !rc && i < tmp->numel; i++) c.d[0][i] += fsT_f32(tmp)[i];
+    fsT_release(tmp);
+  }
+  if (!rc && c.d[1])
+    rc = fsN_conv2d_backward(NULL, c.d[1], NULL, fsT_f32(c.in[0]), fsT_f32(c.gout), fsT_f32(c.in[1]), &g);
+  if (!rc && c.d[2]) {
+    const float *dy = fsT_f32(c.gout);
+    int64_t P = g.H * g.W;
+    for (int64_t i = 0; i < g.N; i++)
+      for (int64_t ch = 0; ch < g.C; ch++) {
+        double sum = 0;
+        for (int64_t p = 0; p < P; p++) sum += dy[(i * g.C + ch) * P + p];
+        c.d[2][ch] += (float)sum;
+      }
+  }
+  int end = fsG_bw_end(&c, n);
+  return rc ? -1 : end;
+}
+
+fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
+                                const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
+                                int64_t groups) {
+  fs_tensor *ins[3] = {x, W, b};
+  const char *op = "conv_transpose2d";
+  char a[96], s[96];
+  if (!fsG_check_inputs(op, 3, ins) || !float_input(op, x) || !float_input(op, W) || !float_input(op, b))
+    return NULL;
+  if (x->rank != 4 || W->rank != 4) {
+    fsT_seterr("conv_transpose2d: expected a 4D input [N, C, H, W] and a 4D weight [in, out/groups, kH, kW], got %s and %s",
+               fsT_shape_str(x, a, sizeof a), fsT_shape_str(W, s, sizeof s));
+    return NULL;
+  }
+  if (groups <= 0 || x->shape[1] != W->shape[0] || W->shape[0] % groups) {
+    fsT_seterr("Given transposed=1, weight of size %s, expected input%s to have %lld channels, but got %lld channels instead",
+               fsT_shape_str(W, a, sizeof a), fsT_shape_str(x, s, sizeof s), (long long)W->shape[0],
+               (long long)x->shape[1]);
+    return NULL;
+  }
+  for (int i = 0; i < 2; i++)
+    if (stride[i] <= 0 || pad[i] < 0 || dil[i] <= 0 || output_pad[i] < 0 || output_pad[i] >= stride[i]) {
+      fsT_seterr(output_pad[i] >= stride[i] ? "conv_transpose2d: output padding must be smaller than the stride (torch also allows it below the dilation; not supported)"
+                                            : "conv_transpose2d: stride and dilation must be positive, padding non-negative");
+      return NULL;
+    }
+  int64_t Cout = W->shape[1] * groups;
+  if (b && (b->rank != 1 || b->shape[0] != Cout)) {
+    fsT_seterr("conv_transpose2d: expected a bias of shape [%lld], got %s", (long long)Cout, fsT_shape_str(b, a, sizeof a));
+    return NULL;
+  }
+  int64_t OH = (x->shape[2] - 1) * stride[0] - 2 * pad[0] + dil[0] * (W->shape[2] - 1) + output_pad[0] + 1;
+  int64_t OW = (x->shape[3] - 1) * stride[1] - 2 * pad[1] + dil[1] * (W->shape[3] - 1) + output_pad[1] + 1;
+  if (OH <= 0 || OW <= 0) {
+    fsT_seterr("Given input size per channel: (%lldx%lld). Calculated output size per channel: (%lldx%lld). Output size is too small",
+               (long long)x->shape[2], (long long)x->shape[3], (long long)OH, (long long)OW);
+    return NULL;
+  }
+  fsN_conv g = {.N = x->shape[0], .C = Cout, .H = OH, .W = OW, .OC = W->shape[0], .KH = W->shape[2],
+                .KW = W->shape[3], .sh = stride[0], .sw = stride[1], .ph = pad[0], .pw = pad[1],
+                .dh = dil[0], .dw = dil[1], .G = groups, .OH = x->shape[2], .OW = x->shape[3]};
+  fsG_stage st;
+  if (fsG_stage_begin(&st, op, 3, ins) < 0) return NULL;
+  int64_t shape[4] = {g.N, Cout, OH, OW};
+  fs_tensor *out = fsG_host_new(FS_F32, 4, shape);
+  int rc = out ? 0 : -1;
+  if (!rc) {
+    memset(out->data, 0, fsT_nbytes(out));
+    rc = fsN_conv2d_backward(fsT_f32(out), NULL, NULL, fsT_f32(st.h[0]), NULL, fsT_f32(st.h[1]), &g);
+  }
+  if (!rc && b)
+    for (int64_t i = 0; i < g.N; i++)
+      for (int64_t ch = 0; ch < Cout; ch++)
+        for (int64_t p = 0; p < OH * OW; p++) fsT_f32(out)[(i * Cout + ch) * OH * OW + p] += fsT_f32(st.h[2])[ch];
+  fsG_stage_end(&st);
+  if (rc) {
+    fsT_release(out);
+    return NULL;
+  }
+  out = fsG_to_dev(out, st.dev);
+  if (out) out = fsG_record(out, conv_transpose_bw, 3, ins, NULL, NULL, 0, 0);
+  if (out && out->node) geom_save(out->node, &g);
+  return out;
+}
+
 /* ---- pooling ---- */
 
 /* The window of pooling x[N,C,H,W] (or [C,H,W]) as a conv geometry; -1 +

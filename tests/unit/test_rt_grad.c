@@ -526,6 +526,23 @@ static void test_conv(void **state) {
   release_all(in1, 3);
 }
 
+typedef struct convt_case { int64_t stride[2], pad[2], opad[2], dil[2], groups; } convt_case;
+
+static fs_tensor *f_convt(fs_tensor **in, const void *ctx) {
+  const convt_case *c = ctx;
+  return fsG_conv_transpose2d(in[0], in[1], in[2], c->stride, c->pad, c->opad, c->dil, c->groups);
+}
+
+static void test_conv_transpose(void **state) {
+  static const convt_case cases[] = {{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, {{2, 3}, {1, 0}, {1, 2}, {1, 2}, 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t xs[4] = {2, 4, 3, 3}, ws[4] = {4, 6 / cases[i].groups, 3, 2}, bs[1] = {6};
+    fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), param("b", 1, bs)};
+    gradcheck(f_convt, in, 3, &cases[i], 1e-2, 5e-3);
+    release_all(in, 3);
+  }
+}
+
 static void test_conv_errors(void **state) {
   int64_t xs[4] = {2, 3, 5, 5}, ws[4] = {8, 1, 3, 3};
   fs_tensor *x = param("x", 4, xs), *W = param("W", 4, ws);
@@ -782,6 +799,7 @@ int main(void) {
     cmocka_unit_test_setup(test_meta_rejected, reset_grad_mode),
     cmocka_unit_test_setup(test_bad_inputs, reset_grad_mode),
     cmocka_unit_test_setup(test_conv, reset_grad_mode),
+    cmocka_unit_test_setup(test_conv_transpose, reset_grad_mode),
     cmocka_unit_test_setup(test_conv_errors, reset_grad_mode),
     cmocka_unit_test_setup(test_pooling, reset_grad_mode),
     cmocka_unit_test_setup(test_batchnorm, reset_grad_mode),
