@@ -220,6 +220,63 @@ NATIVE(nn_adaptive_avgpool2d) {
   return module_value(E, fsM_adaptive_avg_pool2d(size), "AdaptiveAvgPool2d");
 }
 
+/* MultiheadAttention(embed_dim, num_heads, dropout, bias, add_bias_kv,
+ * add_zero_attn, kdim, vdim, batch_first) */
+NATIVE(nn_mha) {
+  if (fsV_truthy(s[4]) || fsV_truthy(s[5]) || (s[6]->type != FSV_NONE && fsE_ival(s[6]) != fsE_ival(s[0])) ||
+      (s[7]->type != FSV_NONE && fsE_ival(s[7]) != fsE_ival(s[0]))) {
+    fsV_seterr("MultiheadAttention(): add_bias_kv, add_zero_attn and kdim/vdim other than embed_dim are not supported");
+    return NULL;
+  }
+  return module_value(E, fsM_mha(fsE_ival(s[0]), fsE_ival(s[1]), fsV_to_double(s[2]), fsV_truthy(s[3]),
+                                 fsV_truthy(s[8])), "MultiheadAttention");
+}
+
+/* mha(query, key, value, key_padding_mask=None, need_weights=True,
+ * attn_mask=None, average_attn_weights=True): (output, weights or None) */
+static fs_value *mha_call(modv *mv, const fsV_args *a) {
+  static const char *const names[] = {"query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+                                      "average_attn_weights"};
+  fs_value *arg[7] = {NULL};
+  if (a->npos > 7) {
+    fsV_seterr("MultiheadAttention.forward() takes at most 7 arguments (%zu given)", a->npos);
+    return NULL;
+  }
+  for (size_t i = 0; i < a->npos; i++) arg[i] = a->pos[i];
+  for (size_t i = 0; i < a->nkw; i++) {
+    size_t j = 0;
+    while (j < 7 && strcmp(names[j], a->kwnames[i])) j++;
+    if (j == 7 || arg[j]) {
+      fsV_seterr(j == 7 ? "MultiheadAttention.forward() got an unexpected keyword argument '%s'"
+                        : "MultiheadAttention.forward() got multiple values for argument '%s'", a->kwnames[i]);
+      return NULL;
+    }
+    arg[j] = a->kw[i];
+  }
+  fs_tensor *t[3], *masks[2] = {NULL, NULL};
+  for (int i = 0; i < 3; i++)
+    if (!arg[i] || !(t[i] = fsE_need_tensor(arg[i], "MultiheadAttention.forward", names[i]))) {
+      if (!arg[i]) fsV_seterr("MultiheadAttention.forward() missing required argument '%s'", names[i]);
+      return NULL;
+    }
+  for (int i = 0; i < 2; i++) {
+    fs_value *m = arg[i ? 5 : 3];
+    if (m && m->type != FSV_NONE && !(masks[i] = fsE_need_tensor(m, "MultiheadAttention.forward", names[i ? 5 : 3])))
+      return NULL;
+  }
+  bool need = !arg[4] || fsV_truthy(arg[4]), average = !arg[6] || fsV_truthy(arg[6]);
+  fs_tensor *w = NULL;
+  fs_value *out = fsE_tensor_value(fsM_mha_forward(mv->m, t[0], t[1], t[2], masks[0], masks[1], average,
+                                                    need ? &w : NULL));
+  if (!out) return NULL;
+  fs_value *wv = w ? fsE_tensor_value(w) : fsV_none();
+  if (!wv) {
+    fsV_release(out);
+    return NULL;
+  }
+  return fsV_pair(out, wv);
+}
+
 /* ---- activations and normalization (issue 14 point 4) ---- */
 
 /* inplace=True would write through to the input: values here are never
@@ -295,6 +352,7 @@ static char *module_repr(fs_value *v) {
 
 static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
+  if (mv->m->kind == FSM_MHA && !mv->sh && !E->opt->plan) return mha_call(mv, a);
   if (a->npos != 1 || a->nkw) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
@@ -522,7 +580,7 @@ static const fsE_reg nn_funcs[] = {
   {"LayerNorm", l_layernorm}, {"ReLU", l_relu}, {"GELU", l_gelu}, {"Tanh", l_tanh},
   {"Sigmoid", l_sigmoid}, {"SiLU", l_silu}, {"Dropout", l_dropout}, {"Flatten", l_flatten},
   {"CausalSelfAttention", l_attention},
-  {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"ConvTranspose2d", nn_conv_transpose2d}, {"BatchNorm1d", nn_batchnorm1d},
+  {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"MultiheadAttention", nn_mha}, {"ConvTranspose2d", nn_conv_transpose2d}, {"BatchNorm1d", nn_batchnorm1d},
   {"BatchNorm2d", nn_batchnorm2d}, {"MaxPool2d", nn_maxpool2d}, {"AvgPool2d", nn_avgpool2d},
   {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d}, {"LeakyReLU", nn_leaky_relu}, {"Softmax", nn_softmax},
   {"Mish", nn_mish}, {"Upsample", nn_upsample}, {"GroupNorm", nn_groupnorm}, {"RMSNorm", nn_rmsnorm},

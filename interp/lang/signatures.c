@@ -98,6 +98,9 @@ PARAMS(p_conv_t, P("in_channels", INT, NULL), P("out_channels", INT, NULL), P("k
        P("bias", BOOL, "True"), P("dilation", SIZE2, "1"), P("padding_mode", STR, "'zeros'"))
 PARAMS(p_f_conv_t, P("input", OBJ, NULL), P("weight", OBJ, NULL), P("bias", ANY, "None"), P("stride", SIZE2, "1"),
        P("padding", SIZE2, "0"), P("output_padding", SIZE2, "0"), P("groups", INT, "1"), P("dilation", SIZE2, "1"))
+PARAMS(p_mha, P("embed_dim", INT, NULL), P("num_heads", INT, NULL), P("dropout", NUM, "0.0"), P("bias", BOOL, "True"),
+       P("add_bias_kv", BOOL, "False"), P("add_zero_attn", BOOL, "False"), P("kdim", ANY, "None"),
+       P("vdim", ANY, "None"), P("batch_first", BOOL, "False"))
 PARAMS(p_batchnorm, P("num_features", INT, NULL), P("eps", NUM, "1e-05"), P("momentum", OPTNUM, "0.1"),
        P("affine", BOOL, "True"), P("track_running_stats", BOOL, "True"))
 PARAMS(p_maxpool, P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"), P("padding", SIZE2, "0"),
@@ -390,6 +393,7 @@ static const fsSig table[] = {
   LAYER("Conv1d", p_conv),
   LAYER("Conv2d", p_conv),
   LAYER("ConvTranspose2d", p_conv_t),
+  LAYER("MultiheadAttention", p_mha),
   LAYER("BatchNorm1d", p_batchnorm),
   LAYER("BatchNorm2d", p_batchnorm),
   LAYER("MaxPool2d", p_maxpool),

@@ -16,7 +16,7 @@ static const char *const kind_names[FSM__COUNT] = {
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
   "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
   "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "Softmax", "Mish", "GroupNorm", "RMSNorm",
-  "Upsample", "ConvTranspose2d",
+  "Upsample", "ConvTranspose2d", "MultiheadAttention",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -211,6 +211,56 @@ fs_module *fsM_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel, 
   m->params[0]->shape[0] = in; /* torch's transposed weight [in, out/groups, kH, kW] */
   m->params[0]->shape[1] = out / groups;
   return m;
+}
+
+fs_module *fsM_mha(int64_t embed, int64_t heads, double dropout, bool bias, bool batch_first) {
+  if (!positive("MultiheadAttention", embed, "embed_dim") || !positive("MultiheadAttention", heads, "num_heads"))
+    return NULL;
+  if (embed % heads) {
+    fsT_seterr("embed_dim must be divisible by num_heads");
+    return NULL;
+  }
+  if (!(dropout >= 0 && dropout <= 1)) {
+    fsT_seterr("dropout probability has to be between 0 and 1, but got %g", dropout);
+    return NULL;
+  }
+  fs_module *m = new_module(FSM_MHA);
+  if (!m) return NULL;
+  m->in = embed;
+  m->out = heads;
+  m->p = dropout;
+  m->bias = bias;
+  m->batch_first = batch_first;
+  fs_module *proj = fsM_linear(embed, embed, bias);
+  if (proj) proj->zero_bias_init = true;
+  if (add_param(m, 2, 3 * embed, embed) || (bias && add_param(m, 1, 3 * embed, 0)) ||
+      fsM_append(m, "out_proj", proj)) {
+    fsM_release(m);
+    return NULL;
+  }
+  return m;
+}
+
+fs_tensor *fsM_mha_forward(fs_module *m, fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *key_padding_mask,
+                           fs_tensor *attn_mask, bool average, fs_tensor **weights) {
+  fs_tensor *in[3] = {q, k, v}, *bf[3] = {NULL, NULL, NULL}, *out = NULL;
+  bool ok = true;
+  for (int i = 0; i < 3; i++) /* batch_first=False: [T, B, E] seen as [B, T, E] */
+    ok = ok && (bf[i] = m->batch_first || in[i]->rank != 3 ? fsT_retain(in[i]) : fsG_transpose(in[i], 0, 1));
+  const fs_module *proj = m->kids[0];
+  bool drop = m->training && m->p > 0;
+  if (ok)
+    out = fsG_multihead_attention(bf[0], bf[1], bf[2], m->params[0], m->bias ? m->params[1] : NULL,
+                                  proj->params[0], proj->bias ? proj->params[1] : NULL, m->out, attn_mask,
+                                  key_padding_mask, drop ? m->p : 0, drop ? fsR_subkey(m->seed, m->calls++) : 0,
+                                  average, weights);
+  if (out && !m->batch_first) {
+    fs_tensor *t = fsG_transpose(out, 0, 1);
+    fsT_release(out);
+    out = t;
+  }
+  for (int i = 0; i < 3; i++) fsT_release(bf[i]);
+  return out;
 }
 
 fs_module *fsM_batchnorm(int nd, int64_t features, double eps, double momentum, bool affine,
@@ -478,6 +528,7 @@ static const char *const leaf_param_names[FSM__COUNT][FSM_MAX_PARAMS] = {
   [FSM_CONV1D] = {"weight", "bias"},
   [FSM_CONV2D] = {"weight", "bias"},
   [FSM_CONVTRANSPOSE2D] = {"weight", "bias"},
+  [FSM_MHA] = {"in_proj_weight", "in_proj_bias"},
   [FSM_BATCHNORM1D] = {"weight", "bias"},
   [FSM_BATCHNORM2D] = {"weight", "bias"},
   [FSM_GROUPNORM] = {"weight", "bias"},
@@ -586,7 +637,14 @@ static void init_range(const fsB_backend *be, const fs_module *m, int index, uin
   switch (m->kind) {
   case FSM_LINEAR: {
     float bound = (float)(1.0 / sqrt((double)m->in));
-    be->fill_uniform(dst, n, key, offset, -bound, bound);
+    if (index == 1 && m->zero_bias_init) be->fill(dst, n, 0.0f);
+    else be->fill_uniform(dst, n, key, offset, -bound, bound);
+    break;
+  }
+  case FSM_MHA: { /* xavier_uniform_(in_proj_weight), in_proj_bias 0 */
+    float bound = (float)sqrt(6.0 / (double)(m->in + 3 * m->in));
+    if (index == 0) be->fill_uniform(dst, n, key, offset, -bound, bound);
+    else be->fill(dst, n, 0.0f);
     break;
   }
   case FSM_CONV1D:
@@ -667,7 +725,7 @@ static int buffers_visit(fs_module *m, const init_ctx *c) {
 static int init_visit(fs_module *m, const char *prefix, void *ud) {
   init_ctx *c = ud;
   if (buffers_visit(m, c) < 0) return -1;
-  if (m->kind == FSM_DROPOUT && c->what != EMPTY) {
+  if ((m->kind == FSM_DROPOUT || m->kind == FSM_MHA) && c->what != EMPTY) {
     char name[NAME_CAP + 16];
     snprintf(name, sizeof name, "%sdropout", prefix);
     m->seed = fsR_key(c->seed, name);
@@ -1025,6 +1083,9 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
   case FSM_ADAPTIVEAVGPOOL2D: return fsG_adaptive_avg_pool2d(x, m->kernel);
   case FSM_LEAKYRELU: return fsG_unary(FSU_LEAKY_RELU, x, m->p, 0);
   case FSM_UPSAMPLE: return upsample_forward(m, x);
+  case FSM_MHA:
+    fsT_seterr("MultiheadAttention takes (query, key, value) and returns (output, weights): call it directly, not as a layer of a model body");
+    return NULL;
   case FSM_CONVTRANSPOSE2D:
     return fsG_conv_transpose2d(x, p[0], m->bias ? p[1] : NULL, m->stride, m->pad, m->output_pad, m->dil, m->groups);
   case FSM_MISH: return fsG_unary(FSU_MISH, x, 0, 0);

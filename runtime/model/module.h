@@ -29,7 +29,9 @@
  *     `running_mean`, `running_var` [features] (f32) and
  *     `num_batches_tracked` (0-d int64) when track_running_stats;
  *     GroupNorm `weight`, `bias` [channels]; RMSNorm `weight` [normalized_shape];
- *     ConvTranspose2d `weight` [in, out/groups, kH, kW], `bias` [out].
+ *     ConvTranspose2d `weight` [in, out/groups, kH, kW], `bias` [out];
+ *     MultiheadAttention `in_proj_weight` [3E, E], `in_proj_bias` [3E] and the
+ *     child Linear `out_proj` (E -> E).
  *
  * Buffers (torch's register_buffer): tensors a module keeps and updates in
  * its forward without gradients.  They are not parameters: fsM_parameters
@@ -56,7 +58,7 @@ typedef enum fsM_kind {
   FSM_CONV1D, FSM_CONV2D, FSM_BATCHNORM1D, FSM_BATCHNORM2D,
   FSM_MAXPOOL2D, FSM_AVGPOOL2D, FSM_ADAPTIVEAVGPOOL2D,
   FSM_LEAKYRELU, FSM_SOFTMAX, FSM_MISH, FSM_GROUPNORM, FSM_RMSNORM, FSM_UPSAMPLE,
-  FSM_CONVTRANSPOSE2D,
+  FSM_CONVTRANSPOSE2D, FSM_MHA,
   FSM__COUNT
 } fsM_kind;
 
@@ -76,6 +78,8 @@ struct fs_module {
   double p;                  /* LayerNorm eps; Dropout p */
   bool bias;                 /* Linear, Attention */
   bool tanh_approx;          /* GELU(approximate="tanh") */
+  bool zero_bias_init;       /* Linear: bias starts at 0 (MultiheadAttention's out_proj) */
+  bool batch_first;          /* MultiheadAttention */
   bool training;             /* train()/eval(); modules start in training mode */
   uint64_t calls;            /* Dropout: forward calls so far (mask counter) */
   uint64_t seed;             /* Dropout: rng key of (seed, its full name), set by
@@ -111,6 +115,12 @@ fs_module *fsM_conv(int nd, int64_t in, int64_t out, const int64_t *kernel, cons
 fs_module *fsM_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
                                 const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
                                 int64_t groups, bool bias);
+/* MultiheadAttention(embed_dim, num_heads, dropout, bias, batch_first); it
+ * takes (query, key, value): fsM_mha_forward, not fsM_forward */
+fs_module *fsM_mha(int64_t embed, int64_t heads, double dropout, bool bias, bool batch_first);
+/* *weights: NULL when not wanted; masks as fsG_multihead_attention's */
+fs_tensor *fsM_mha_forward(fs_module *m, fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *key_padding_mask,
+                           fs_tensor *attn_mask, bool average, fs_tensor **weights);
 /* BatchNorm1d (nd 1) / BatchNorm2d (nd 2); momentum NaN = None */
 fs_module *fsM_batchnorm(int nd, int64_t features, double eps, double momentum, bool affine,
                          bool track_running_stats);

@@ -100,6 +100,17 @@ fs_tensor *fsG_scaled_dot_product_attention(fs_tensor *q, fs_tensor *k, fs_tenso
  * NaN unless given (torch computes the source index from it then) */
 fs_tensor *fsG_interpolate_nearest(fs_tensor *x, int nd, const int64_t *size, const double *scale_factor);
 
+/* torch's multi_head_attention_forward with batch-first q[B,L,E], k and
+ * v[B,S,E]: packed in_w[3E,E] (in_b[3E] or NULL), out_w[E,E], out_b or NULL,
+ * H heads; masks int64 0/1 (1 = masked out, torch's boolean) or float added:
+ * attn_mask [L,S] or [B*H,L,S], key_padding_mask [B,S]; *weights (when not
+ * NULL) gets the attention probabilities, averaged over heads when average
+ * (compose.c) */
+fs_tensor *fsG_multihead_attention(fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *in_w, fs_tensor *in_b,
+                                   fs_tensor *out_w, fs_tensor *out_b, int64_t H, fs_tensor *attn_mask,
+                                   fs_tensor *key_padding_mask, double dropout_p, uint64_t key,
+                                   bool average, fs_tensor **weights);
+
 /* ---- arithmetic ---- int64 op int64 stays int64 except `/`; else float32 */
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
 /* a op s, or s op a when scalar_first; s is an int64 scalar when s_is_int */

@@ -129,3 +129,109 @@ fs_tensor *fsG_interpolate_nearest(fs_tensor *x, int nd, const int64_t *size, co
   }
   return cur;
 }
+
+/* ---- multi-head attention (torch's F.multi_head_attention_forward, batch first) ---- */
+
+/* rows [i*E, (i+1)*E) of the packed projection (a copy on the tape) */
+static fs_tensor *third(fs_tensor *t, int i, int64_t E) { return t ? fsG_slice(t, 0, i * E, (i + 1) * E, 1) : NULL; }
+
+/* x[B, T, E] -> [B, H, T, E/H] */
+static fs_tensor *heads_of(fs_tensor *x, int64_t H) {
+  if (!x) return NULL;
+  int64_t shape[4] = {x->shape[0], x->shape[1], H, x->shape[2] / H};
+  fs_tensor *v = fsG_reshape(x, 4, shape), *t = v ? fsG_transpose(v, 1, 2) : NULL;
+  fsT_release(v);
+  return t;
+}
+
+/* a boolean (int64 0/1, 1 = masked out) or float mask as an additive float
+ * one of its own shape (new reference; NULL mask stays NULL) */
+static fs_tensor *mha_additive(fs_tensor *mask, bool *failed) {
+  if (!mask || mask->dtype != FS_I64) return mask ? fsT_retain(mask) : NULL;
+  fs_tensor *h = fsT_to_device(mask, FS_DEV_CPU), *f = h ? fsT_new(FS_F32, FS_DEV_CPU, h->rank, h->shape) : NULL;
+  for (int64_t i = 0; f && i < f->numel; i++) fsT_f32(f)[i] = fsT_i64(h)[i] ? -INFINITY : 0.0f;
+  fsT_release(h);
+  fs_tensor *d = f ? fsT_to_device(f, mask->device) : NULL;
+  fsT_release(f);
+  if (!d) *failed = true;
+  return d;
+}
+
+fs_tensor *fsG_multihead_attention(fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *in_w, fs_tensor *in_b,
+                                   fs_tensor *out_w, fs_tensor *out_b, int64_t H, fs_tensor *attn_mask,
+                                   fs_tensor *key_padding_mask, double dropout_p, uint64_t key,
+                                   bool average, fs_tensor **weights) {
+  char a[96], b[96];
+  int64_t E = in_w->shape[1];
+  if (weights) *weights = NULL;
+  if (q->rank != 3 || k->rank != 3 || v->rank != 3 || q->shape[2] != E || k->shape[2] != E || v->shape[2] != E ||
+      k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] || k->shape[1] != v->shape[1]) {
+    fsT_seterr("MultiheadAttention(batch_first=True): expected query [B, L, %lld], key and value [B, S, %lld], got %s, %s and %s",
+               (long long)E, (long long)E, fsT_shape_str(q, a, sizeof a), fsT_shape_str(k, b, sizeof b),
+               fsT_shape_str(v, b + 48, 48));
+    return NULL;
+  }
+  int64_t B = q->shape[0], L = q->shape[1], S = k->shape[1];
+  bool failed = false;
+  fs_tensor *w[3], *bias[3], *proj[3], *hd[3];
+  fs_tensor *x[3] = {q, k, v};
+  for (int i = 0; i < 3; i++) {
+    w[i] = third(in_w, i, E);
+    bias[i] = third(in_b, i, E);
+    proj[i] = w[i] && (!in_b || bias[i]) ? fsG_linear(x[i], w[i], bias[i]) : NULL;
+    hd[i] = heads_of(proj[i], H);
+    failed |= !hd[i];
+  }
+  fs_tensor *kt = failed ? NULL : fsG_transpose(hd[1], -2, -1);
+  fs_tensor *s = kt ? fsG_matmul(hd[0], kt) : NULL;
+  fs_tensor *cur = s ? fsG_binary_scalar(FSB_MUL, s, 1.0 / sqrt((double)(E / H)), false, false) : NULL;
+  fsT_release(kt);
+  fsT_release(s);
+  /* masks: attn_mask [L, S] or [B*H, L, S]; key_padding_mask [B, S] */
+  fs_tensor *am = mha_additive(attn_mask, &failed), *kp = mha_additive(key_padding_mask, &failed);
+  if (cur && am) {
+    fs_tensor *m4 = am;
+    if (am->rank == 3) {
+      int64_t shape[4] = {B, H, L, S};
+      m4 = fsG_reshape(am, 4, shape);
+    } else fsT_retain(m4);
+    fs_tensor *n = m4 ? fsG_binary_op(FSU_ADD, cur, m4) : NULL;
+    fsT_release(m4);
+    fsT_release(cur);
+    cur = n;
+  }
+  if (cur && kp) {
+    int64_t shape[4] = {B, 1, 1, S};
+    fs_tensor *m4 = fsG_reshape(kp, 4, shape), *n = m4 ? fsG_binary_op(FSU_ADD, cur, m4) : NULL;
+    fsT_release(m4);
+    fsT_release(cur);
+    cur = n;
+  }
+  fsT_release(am);
+  fsT_release(kp);
+  if (failed) {
+    fsT_release(cur);
+    cur = NULL;
+  }
+  fs_tensor *p = cur ? fsG_softmax(cur, -1, false) : NULL;
+  fsT_release(cur);
+  if (p && dropout_p > 0) {
+    fs_tensor *d = fsG_dropout(p, dropout_p, key);
+    fsT_release(p);
+    p = d;
+  }
+  fs_tensor *o = p ? fsG_matmul(p, hd[2]) : NULL, *ot = o ? fsG_transpose(o, 1, 2) : NULL; /* [B, L, H, hd] */
+  int64_t oshape[3] = {B, L, E};
+  fs_tensor *merged = ot ? fsG_reshape(ot, 3, oshape) : NULL;
+  fs_tensor *out = merged ? fsG_linear(merged, out_w, out_b) : NULL;
+  if (out && weights)
+    *weights = average ? fsG_sum_dim(p, 1, false, true) : fsT_retain(p); /* the mean over heads */
+  if (out && weights && !*weights) {
+    fsT_release(out);
+    out = NULL;
+  }
+  fs_tensor *all[] = {w[0], w[1], w[2], bias[0], bias[1], bias[2], proj[0], proj[1], proj[2],
+                      hd[0], hd[1], hd[2], p, o, ot, merged};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+  return out;
+}
