@@ -1,4 +1,5 @@
-/* module.c -- module tree: builders, naming, shapes, init, forward. */
+/* module.c -- module tree: builders, naming, shapes, init, forward (the layers
+ * of issue 14 build, shape and run in layers.c, through model_int.h). */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "module.h"
 
@@ -10,6 +11,7 @@
 #include "autograd.h"
 #include "backend.h"
 #include "rng.h"
+#include "model_int.h"
 
 static const char *const kind_names[FSM__COUNT] = {
   "Sequential", "Residual", "Repeat", "Linear", "Embedding", "PositionalEmbedding",
@@ -21,7 +23,7 @@ static const char *const kind_names[FSM__COUNT] = {
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
 
-static fs_module *new_module(fsM_kind kind) {
+fs_module *fsM_new_module(fsM_kind kind) {
   fs_module *m = calloc(1, sizeof *m);
   if (!m) {
     fsT_seterr("out of memory");
@@ -34,7 +36,7 @@ static fs_module *new_module(fsM_kind kind) {
 }
 
 /* A meta f32 parameter of the given shape. */
-static int add_param_shape(fs_module *m, int rank, const int64_t *shape) {
+int fsM_add_param_shape(fs_module *m, int rank, const int64_t *shape) {
   fs_tensor *t = fsT_new(FS_F32, FS_DEV_META, rank, shape);
   if (!t) return -1;
   t->requires_grad = true;
@@ -42,36 +44,36 @@ static int add_param_shape(fs_module *m, int rank, const int64_t *shape) {
   return 0;
 }
 
-static int add_param(fs_module *m, int rank, int64_t d0, int64_t d1) {
+int fsM_add_param(fs_module *m, int rank, int64_t d0, int64_t d1) {
   int64_t shape[2] = {d0, d1};
-  return add_param_shape(m, rank, shape);
+  return fsM_add_param_shape(m, rank, shape);
 }
 
 /* A meta buffer (no grad): rank 1 of n elements, or rank 0 */
-static int add_buffer(fs_module *m, fs_dtype dt, int rank, int64_t n) {
+int fsM_add_buffer(fs_module *m, fs_dtype dt, int rank, int64_t n) {
   fs_tensor *t = fsT_new(dt, FS_DEV_META, rank, &n);
   if (!t) return -1;
   m->buffers[m->nbuffers++] = t;
   return 0;
 }
 
-static bool positive(const char *layer, int64_t v, const char *what) {
+bool fsM_positive(const char *layer, int64_t v, const char *what) {
   if (v > 0) return true;
   fsT_seterr("%s: %s must be positive, got %lld", layer, what, (long long)v);
   return false;
 }
 
-fs_module *fsM_sequential(void) { return new_module(FSM_SEQUENTIAL); }
-fs_module *fsM_residual(void) { return new_module(FSM_RESIDUAL); }
+fs_module *fsM_sequential(void) { return fsM_new_module(FSM_SEQUENTIAL); }
+fs_module *fsM_residual(void) { return fsM_new_module(FSM_RESIDUAL); }
 
 fs_module *fsM_linear(int64_t in, int64_t out, bool bias) {
-  if (!positive("Linear", in, "in_features") || !positive("Linear", out, "out_features")) return NULL;
-  fs_module *m = new_module(FSM_LINEAR);
+  if (!fsM_positive("Linear", in, "in_features") || !fsM_positive("Linear", out, "out_features")) return NULL;
+  fs_module *m = fsM_new_module(FSM_LINEAR);
   if (!m) return NULL;
   m->in = in;
   m->out = out;
   m->bias = bias;
-  if (add_param(m, 2, out, in) || (bias && add_param(m, 1, out, 0))) {
+  if (fsM_add_param(m, 2, out, in) || (bias && fsM_add_param(m, 1, out, 0))) {
     fsM_release(m);
     return NULL;
   }
@@ -79,14 +81,14 @@ fs_module *fsM_linear(int64_t in, int64_t out, bool bias) {
 }
 
 static fs_module *table(fsM_kind kind, const char *layer, int64_t rows, int64_t dim) {
-  if (!positive(layer, rows, kind == FSM_EMBEDDING ? "num_embeddings" : "context") ||
-      !positive(layer, dim, "embedding_dim"))
+  if (!fsM_positive(layer, rows, kind == FSM_EMBEDDING ? "num_embeddings" : "context") ||
+      !fsM_positive(layer, dim, "embedding_dim"))
     return NULL;
-  fs_module *m = new_module(kind);
+  fs_module *m = fsM_new_module(kind);
   if (!m) return NULL;
   m->in = rows;
   m->out = dim;
-  if (add_param(m, 2, rows, dim)) {
+  if (fsM_add_param(m, 2, rows, dim)) {
     fsM_release(m);
     return NULL;
   }
@@ -97,16 +99,16 @@ fs_module *fsM_embedding(int64_t num, int64_t dim) { return table(FSM_EMBEDDING,
 fs_module *fsM_posemb(int64_t context, int64_t dim) { return table(FSM_POSEMB, "PositionalEmbedding", context, dim); }
 
 fs_module *fsM_layernorm(int64_t dim, double eps) {
-  if (!positive("LayerNorm", dim, "normalized_shape")) return NULL;
+  if (!fsM_positive("LayerNorm", dim, "normalized_shape")) return NULL;
   if (!(eps > 0)) {
     fsT_seterr("LayerNorm: eps must be positive, got %g", eps);
     return NULL;
   }
-  fs_module *m = new_module(FSM_LAYERNORM);
+  fs_module *m = fsM_new_module(FSM_LAYERNORM);
   if (!m) return NULL;
   m->in = m->out = dim;
   m->p = eps;
-  if (add_param(m, 1, dim, 0) || add_param(m, 1, dim, 0)) {
+  if (fsM_add_param(m, 1, dim, 0) || fsM_add_param(m, 1, dim, 0)) {
     fsM_release(m);
     return NULL;
   }
@@ -119,11 +121,11 @@ fs_module *fsM_activation(fsM_kind kind) {
     fsT_seterr("%s is not a parameterless activation", fsM_kind_name(kind));
     return NULL;
   }
-  return new_module(kind);
+  return fsM_new_module(kind);
 }
 
 fs_module *fsM_gelu(bool tanh_approx) {
-  fs_module *m = new_module(FSM_GELU);
+  fs_module *m = fsM_new_module(FSM_GELU);
   if (m) m->tanh_approx = tanh_approx;
   return m;
 }
@@ -133,274 +135,26 @@ fs_module *fsM_dropout(double p) {
     fsT_seterr("dropout probability has to be between 0 and 1, but got %g", p);
     return NULL;
   }
-  fs_module *m = new_module(FSM_DROPOUT);
+  fs_module *m = fsM_new_module(FSM_DROPOUT);
   if (m) m->p = p;
   return m;
 }
 
 fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias) {
-  if (!positive("CausalSelfAttention", dim, "dim") || !positive("CausalSelfAttention", heads, "heads"))
+  if (!fsM_positive("CausalSelfAttention", dim, "dim") || !fsM_positive("CausalSelfAttention", heads, "heads"))
     return NULL;
   if (dim % heads) {
     fsT_seterr("CausalSelfAttention: dim %lld is not divisible by heads %lld",
                (long long)dim, (long long)heads);
     return NULL;
   }
-  fs_module *m = new_module(FSM_ATTENTION);
+  fs_module *m = fsM_new_module(FSM_ATTENTION);
   if (!m) return NULL;
   m->in = dim;
   m->out = heads;
   m->bias = bias;
   if (fsM_append(m, "c_attn", fsM_linear(dim, 3 * dim, bias)) ||
       fsM_append(m, "c_proj", fsM_linear(dim, dim, bias))) {
-    fsM_release(m);
-    return NULL;
-  }
-  return m;
-}
-
-fs_module *fsM_conv(int nd, int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
-                    const int64_t *pad, const int64_t *dil, int64_t groups, bool bias) {
-  const char *name = nd == 1 ? "Conv1d" : "Conv2d";
-  if (!positive(name, in, "in_channels") || !positive(name, out, "out_channels") ||
-      !positive(name, groups, "groups"))
-    return NULL;
-  if (in % groups || out % groups) {
-    fsT_seterr(in % groups ? "in_channels must be divisible by groups" : "out_channels must be divisible by groups");
-    return NULL;
-  }
-  for (int i = 0; i < nd; i++)
-    if (!positive(name, kernel[i], "kernel_size") || !positive(name, stride[i], "stride") ||
-        !positive(name, dil[i], "dilation") || (pad[i] < 0 && !positive(name, pad[i], "padding")))
-      return NULL;
-  fs_module *m = new_module(nd == 1 ? FSM_CONV1D : FSM_CONV2D);
-  if (!m) return NULL;
-  m->in = in;
-  m->out = out;
-  m->bias = bias;
-  m->groups = groups;
-  for (int i = 0; i < 2; i++) { /* 1-d: height 1 (index 0), the one dim at index 1 */
-    int j = nd == 1 ? 0 : i;
-    bool used = nd == 2 || i == 1;
-    m->kernel[i] = used ? kernel[j] : 1;
-    m->stride[i] = used ? stride[j] : 1;
-    m->pad[i] = used ? pad[j] : 0;
-    m->dil[i] = used ? dil[j] : 1;
-  }
-  int64_t shape[4] = {out, in / groups, m->kernel[2 - nd], m->kernel[1]};
-  if (add_param_shape(m, nd + 2, shape) || (bias && add_param(m, 1, out, 0))) {
-    fsM_release(m);
-    return NULL;
-  }
-  return m;
-}
-
-fs_module *fsM_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
-                                const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
-                                int64_t groups, bool bias) {
-  fs_module *m = fsM_conv(2, in, out, kernel, stride, pad, dil, groups, bias);
-  if (!m) return NULL;
-  for (int i = 0; i < 2; i++)
-    if (output_pad[i] < 0 || output_pad[i] >= stride[i]) {
-      fsT_seterr("ConvTranspose2d: output padding must be smaller than the stride");
-      fsM_release(m);
-      return NULL;
-    }
-  m->kind = FSM_CONVTRANSPOSE2D;
-  memcpy(m->output_pad, output_pad, sizeof m->output_pad);
-  m->params[0]->shape[0] = in; /* torch's transposed weight [in, out/groups, kH, kW] */
-  m->params[0]->shape[1] = out / groups;
-  return m;
-}
-
-fs_module *fsM_mha(int64_t embed, int64_t heads, double dropout, bool bias, bool batch_first) {
-  if (!positive("MultiheadAttention", embed, "embed_dim") || !positive("MultiheadAttention", heads, "num_heads"))
-    return NULL;
-  if (embed % heads) {
-    fsT_seterr("embed_dim must be divisible by num_heads");
-    return NULL;
-  }
-  if (!(dropout >= 0 && dropout <= 1)) {
-    fsT_seterr("dropout probability has to be between 0 and 1, but got %g", dropout);
-    return NULL;
-  }
-  fs_module *m = new_module(FSM_MHA);
-  if (!m) return NULL;
-  m->in = embed;
-  m->out = heads;
-  m->p = dropout;
-  m->bias = bias;
-  m->batch_first = batch_first;
-  fs_module *proj = fsM_linear(embed, embed, bias);
-  if (proj) proj->zero_bias_init = true;
-  if (add_param(m, 2, 3 * embed, embed) || (bias && add_param(m, 1, 3 * embed, 0)) ||
-      fsM_append(m, "out_proj", proj)) {
-    fsM_release(m);
-    return NULL;
-  }
-  return m;
-}
-
-fs_tensor *fsM_mha_forward(fs_module *m, fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *key_padding_mask,
-                           fs_tensor *attn_mask, bool average, fs_tensor **weights) {
-  fs_tensor *in[3] = {q, k, v}, *bf[3] = {NULL, NULL, NULL}, *out = NULL;
-  bool ok = true;
-  for (int i = 0; i < 3; i++) /* batch_first=False: [T, B, E] seen as [B, T, E] */
-    ok = ok && (bf[i] = m->batch_first || in[i]->rank != 3 ? fsT_retain(in[i]) : fsG_transpose(in[i], 0, 1));
-  const fs_module *proj = m->kids[0];
-  bool drop = m->training && m->p > 0;
-  if (ok)
-    out = fsG_multihead_attention(bf[0], bf[1], bf[2], m->params[0], m->bias ? m->params[1] : NULL,
-                                  proj->params[0], proj->bias ? proj->params[1] : NULL, m->out, attn_mask,
-                                  key_padding_mask, drop ? m->p : 0, drop ? fsR_subkey(m->seed, m->calls++) : 0,
-                                  average, weights);
-  if (out && !m->batch_first) {
-    fs_tensor *t = fsG_transpose(out, 0, 1);
-    fsT_release(out);
-    out = t;
-  }
-  for (int i = 0; i < 3; i++) fsT_release(bf[i]);
-  return out;
-}
-
-fs_module *fsM_batchnorm(int nd, int64_t features, double eps, double momentum, bool affine,
-                         bool track_running_stats) {
-  const char *name = nd == 1 ? "BatchNorm1d" : "BatchNorm2d";
-  if (!positive(name, features, "num_features")) return NULL;
-  if (!(eps > 0)) {
-    fsT_seterr("%s: eps must be positive, got %g", name, eps);
-    return NULL;
-  }
-  fs_module *m = new_module(nd == 1 ? FSM_BATCHNORM1D : FSM_BATCHNORM2D);
-  if (!m) return NULL;
-  m->in = m->out = features;
-  m->p = eps;
-  m->momentum = momentum;
-  if ((affine && (add_param(m, 1, features, 0) || add_param(m, 1, features, 0))) ||
-      (track_running_stats && (add_buffer(m, FS_F32, 1, features) || add_buffer(m, FS_F32, 1, features) ||
-                               add_buffer(m, FS_I64, 0, 0)))) {
-    fsM_release(m);
-    return NULL;
-  }
-  return m;
-}
-
-fs_module *fsM_pool2d(fsM_kind kind, const int64_t *kernel, const int64_t *stride, const int64_t *pad,
-                      const int64_t *dil, bool ceil_mode, bool count_include_pad) {
-  const char *name = fsM_kind_name(kind);
-  for (int i = 0; i < 2; i++) {
-    if (!positive(name, kernel[i], "kernel_size") || !positive(name, stride[i], "stride") ||
-        !positive(name, dil[i], "dilation"))
-      return NULL;
-    if (pad[i] < 0 || pad[i] > kernel[i] / 2) {
-      fsT_seterr("pad should be at most half of effective kernel size, but got pad=%lld, kernel_size=%lld and dilation=%lld",
-                 (long long)pad[i], (long long)kernel[i], (long long)dil[i]);
-      return NULL;
-    }
-  }
-  fs_module *m = new_module(kind);
-  if (!m) return NULL;
-  memcpy(m->kernel, kernel, sizeof m->kernel);
-  memcpy(m->stride, stride, sizeof m->stride);
-  memcpy(m->pad, pad, sizeof m->pad);
-  memcpy(m->dil, dil, sizeof m->dil);
-  m->ceil_mode = ceil_mode;
-  m->count_include_pad = count_include_pad;
-  return m;
-}
-
-fs_module *fsM_adaptive_avg_pool2d(const int64_t *size) {
-  for (int i = 0; i < 2; i++)
-    if (size[i] == 0) {
-      fsT_seterr("AdaptiveAvgPool2d: output_size must be positive or None, got 0");
-      return NULL;
-    }
-  fs_module *m = new_module(FSM_ADAPTIVEAVGPOOL2D);
-  if (m) memcpy(m->kernel, size, sizeof m->kernel); /* the output size */
-  return m;
-}
-
-fs_module *fsM_leaky_relu(double negative_slope) {
-  fs_module *m = new_module(FSM_LEAKYRELU);
-  if (m) m->p = negative_slope;
-  return m;
-}
-
-fs_module *fsM_softmax(int64_t dim, bool dim_none) {
-  fs_module *m = new_module(FSM_SOFTMAX);
-  if (m) {
-    m->in = dim;
-    m->bias = dim_none; /* the flag: no dim given */
-  }
-  return m;
-}
-
-fs_module *fsM_mish(void) { return new_module(FSM_MISH); }
-
-fs_module *fsM_upsample(int nsize, const int64_t *size, int nscale, const double *scale) {
-  if ((nsize > 0) == (nscale > 0) || nsize > 2 || nscale > 2) {
-    fsT_seterr("Upsample: give either size or scale_factor (one value or one per spatial dim)");
-    return NULL;
-  }
-  fs_module *m = new_module(FSM_UPSAMPLE);
-  if (!m) return NULL;
-  m->up_n = nsize;
-  m->up_nscale = nscale;
-  for (int i = 0; i < nsize; i++) m->up_size[i] = size[i];
-  for (int i = 0; i < nscale; i++) m->up_scale[i] = scale[i];
-  return m;
-}
-
-/* Upsample's output size for x (torch: floor(size * scale_factor)) */
-static fs_tensor *upsample_forward(const fs_module *m, fs_tensor *x) {
-  int nd = x->rank - 2;
-  int64_t size[2];
-  double scale[2] = {NAN, NAN};
-  int n = m->up_n ? m->up_n : m->up_nscale;
-  if (nd < 1 || nd > 2 || (n == 2 && nd != 2)) {
-    char s[96];
-    fsT_seterr("Upsample: expected a 3D or 4D input matching its %d size(s), got %s", n, fsT_shape_str(x, s, sizeof s));
-    return NULL;
-  }
-  for (int i = 0; i < nd; i++) {
-    int j = n == 1 ? 0 : i;
-    if (m->up_n) size[i] = m->up_size[j];
-    else {
-      scale[i] = m->up_scale[j];
-      size[i] = (int64_t)floor((double)x->shape[2 + i] * scale[i]);
-    }
-  }
-  return fsG_interpolate_nearest(x, nd, size, scale);
-}
-
-fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affine) {
-  if (!positive("GroupNorm", groups, "num_groups") || !positive("GroupNorm", channels, "num_channels")) return NULL;
-  if (channels % groups) {
-    fsT_seterr("num_channels must be divisible by num_groups");
-    return NULL;
-  }
-  fs_module *m = new_module(FSM_GROUPNORM);
-  if (!m) return NULL;
-  m->in = m->out = channels;
-  m->groups = groups;
-  m->p = eps;
-  if (affine && (add_param(m, 1, channels, 0) || add_param(m, 1, channels, 0))) {
-    fsM_release(m);
-    return NULL;
-  }
-  return m;
-}
-
-fs_module *fsM_rmsnorm(int nd, const int64_t *shape, double eps, bool affine) {
-  for (int i = 0; i < nd; i++)
-    if (!positive("RMSNorm", shape[i], "normalized_shape")) return NULL;
-  fs_module *m = new_module(FSM_RMSNORM);
-  if (!m) return NULL;
-  memcpy(m->normalized, shape, (size_t)nd * sizeof *shape);
-  m->nnormalized = nd;
-  m->in = m->out = shape[nd - 1];
-  m->p = eps;
-  if (affine && add_param_shape(m, nd, shape)) {
     fsM_release(m);
     return NULL;
   }
@@ -456,7 +210,7 @@ fs_module *fsM_repeat(int64_t n, fs_module *body) {
     fsM_release(body);
     body = only;
   }
-  fs_module *m = new_module(FSM_REPEAT);
+  fs_module *m = fsM_new_module(FSM_REPEAT);
   if (m) m->in = n;
   for (int64_t i = 0; m && i < n; i++)
     if (fsM_append(m, NULL, fsM_clone(body))) {
@@ -468,7 +222,7 @@ fs_module *fsM_repeat(int64_t n, fs_module *body) {
 }
 
 fs_module *fsM_clone(const fs_module *src) {
-  fs_module *m = new_module(src->kind);
+  fs_module *m = fsM_new_module(src->kind);
   if (!m) return NULL;
   fs_module **kids = m->kids;
   *m = *src;
@@ -784,8 +538,7 @@ int fsM_reset_parameters(fs_module *m, uint64_t seed) {
 
 /* ---- static shapes ---- */
 
-__attribute__((format(printf, 5, 6)))
-static int shape_err(const fs_module *m, const fs_module **bad, char *err, size_t errlen,
+int fsM_shape_err(const fs_module *m, const fs_module **bad, char *err, size_t errlen,
                      const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -819,71 +572,11 @@ static int last_dim_is(const fs_module *m, int rank, const int64_t *in, int64_t 
     char r[24], c[24];
     dim_str(rank ? prod(rank - 1, in) : 1, r, sizeof r);
     dim_str(rank ? in[rank - 1] : 1, c, sizeof c);
-    return shape_err(m, bad, err, errlen, "mat1 and mat2 shapes cannot be multiplied (%sx%s and %lldx%lld)",
+    return fsM_shape_err(m, bad, err, errlen, "mat1 and mat2 shapes cannot be multiplied (%sx%s and %lldx%lld)",
                      r, c, (long long)m->in, (long long)m->out);
   }
-  return shape_err(m, bad, err, errlen, "%s expects input with last dimension %lld, got %s",
+  return fsM_shape_err(m, bad, err, errlen, "%s expects input with last dimension %lld, got %s",
                    fsM_kind_name(m->kind), (long long)want, s);
-}
-
-/* One spatial output size of a window (torch's pooling_output_shape); -1
- * stays unknown */
-static int64_t window_len(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  if (in < 0) return -1;
-  int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (o - 1) * s >= in + p) o--;
-  return o;
-}
-
-/* Conv, BatchNorm and pooling: the input's rank, channels and spatial sizes. */
-static int spatial_shape(const fs_module *m, int *rank, int64_t *cur, const fs_module **bad,
-                         char *err, size_t errlen) {
-  char s[160];
-  fsT_dims_str(*rank, cur, s, sizeof s);
-  int nd = m->kind == FSM_CONV1D ? 1 : 2;
-  switch (m->kind) {
-  case FSM_CONV1D:
-  case FSM_CONV2D:
-    if (*rank != nd + 2)
-      return shape_err(m, bad, err, errlen, "Expected %dD (unbatched) or %dD (batched) input to conv%dd, but got input of size: %s",
-                       nd + 1, nd + 2, nd, s);
-    if (cur[1] >= 0 && cur[1] != m->in)
-      return shape_err(m, bad, err, errlen, "Given groups=%lld, expected input%s to have %lld channels, but got %lld channels instead",
-                       (long long)m->groups, s, (long long)m->in, (long long)cur[1]);
-    cur[1] = m->out;
-    for (int i = 2 - nd; i < 2; i++) {
-      int64_t *d = &cur[*rank - 2 + i];
-      *d = window_len(*d, m->kernel[i], m->stride[i], m->pad[i], m->dil[i], false);
-      if (*d == 0 || *d < -1)
-        return shape_err(m, bad, err, errlen, "%s: input %s gives an output size that is too small",
-                         fsM_kind_name(m->kind), s);
-    }
-    return 0;
-  case FSM_BATCHNORM1D:
-  case FSM_BATCHNORM2D:
-    if (m->kind == FSM_BATCHNORM1D ? *rank != 2 && *rank != 3 : *rank != 4)
-      return shape_err(m, bad, err, errlen, m->kind == FSM_BATCHNORM1D ? "expected 2D or 3D input (got %dD input)"
-                                                                          : "expected 4D input (got %dD input)", *rank);
-    if (cur[1] >= 0 && cur[1] != m->in)
-      return shape_err(m, bad, err, errlen, "running_mean should contain %lld elements not %lld",
-                       (long long)cur[1], (long long)m->in);
-    return 0;
-  default: /* pooling */
-    if (*rank != 3 && *rank != 4)
-      return shape_err(m, bad, err, errlen, "%s: Expected 3D or 4D (batch mode) tensor for input, but got: %s",
-                       fsM_kind_name(m->kind), s);
-    for (int i = 0; i < 2; i++) {
-      int64_t *d = &cur[*rank - 2 + i];
-      if (m->kind == FSM_ADAPTIVEAVGPOOL2D) *d = m->kernel[i] < 0 ? *d : m->kernel[i];
-      else *d = window_len(*d, m->kernel[i], m->stride[i], m->pad[i], m->kind == FSM_MAXPOOL2D ? m->dil[i] : 1,
-                           m->ceil_mode);
-      if (*d == 0 || *d < -1)
-        return shape_err(m, bad, err, errlen, "%s: input %s gives an output size that is too small",
-                         fsM_kind_name(m->kind), s);
-    }
-    return 0;
-  }
 }
 
 int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
@@ -892,7 +585,7 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   int64_t cur[FS_MAX_RANK];
   int rank = in_rank;
   char s[160];
-  if (rank > FS_MAX_RANK) return shape_err(m, bad, err, errlen, "input has more than %d dimensions", FS_MAX_RANK);
+  if (rank > FS_MAX_RANK) return fsM_shape_err(m, bad, err, errlen, "input has more than %d dimensions", FS_MAX_RANK);
   memcpy(cur, in, (size_t)rank * sizeof *in);
   switch (m->kind) {
   case FSM_SEQUENTIAL:
@@ -904,7 +597,7 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
       char a[160];
       fsT_dims_str(in_rank, in, a, sizeof a);
       fsT_dims_str(rank, cur, s, sizeof s);
-      return shape_err(m, bad, err, errlen, "residual: the body's output %s does not match its input %s", s, a);
+      return fsM_shape_err(m, bad, err, errlen, "residual: the body's output %s does not match its input %s", s, a);
     }
     if (m->kind == FSM_RESIDUAL) rank = in_rank, memcpy(cur, in, (size_t)rank * sizeof *in);
     break;
@@ -913,18 +606,18 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
     cur[rank - 1] = m->out;
     break;
   case FSM_EMBEDDING:
-    if (rank >= FS_MAX_RANK) return shape_err(m, bad, err, errlen, "input has too many dimensions");
+    if (rank >= FS_MAX_RANK) return fsM_shape_err(m, bad, err, errlen, "input has too many dimensions");
     cur[rank++] = m->out;
     break;
   case FSM_POSEMB:
     if (rank < 2) {
       fsT_dims_str(rank, cur, s, sizeof s);
-      return shape_err(m, bad, err, errlen, "PositionalEmbedding expects input [..., T, %lld], got %s",
+      return fsM_shape_err(m, bad, err, errlen, "PositionalEmbedding expects input [..., T, %lld], got %s",
                        (long long)m->out, s);
     }
     if (last_dim_is(m, rank, cur, m->out, bad, err, errlen)) return -1;
     if (cur[rank - 2] > m->in)
-      return shape_err(m, bad, err, errlen, "PositionalEmbedding: sequence length %lld exceeds the context %lld",
+      return fsM_shape_err(m, bad, err, errlen, "PositionalEmbedding: sequence length %lld exceeds the context %lld",
                        (long long)cur[rank - 2], (long long)m->in);
     break;
   case FSM_LAYERNORM:
@@ -933,14 +626,14 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   case FSM_ATTENTION:
     if (rank != 3) {
       fsT_dims_str(rank, cur, s, sizeof s);
-      return shape_err(m, bad, err, errlen, "CausalSelfAttention expects input [B, T, %lld], got %s",
+      return fsM_shape_err(m, bad, err, errlen, "CausalSelfAttention expects input [B, T, %lld], got %s",
                        (long long)m->in, s);
     }
     if (last_dim_is(m, rank, cur, m->in, bad, err, errlen)) return -1;
     break;
   case FSM_FLATTEN:
     if (rank < 2)
-      return shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
+      return fsM_shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
                        rank ? -rank : -1, rank ? rank - 1 : 0);
     cur[1] = prod(rank - 1, cur + 1);
     rank = 2;
@@ -948,7 +641,7 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   case FSM_CONVTRANSPOSE2D:
     if (rank != 4) {
       fsT_dims_str(rank, cur, s, sizeof s);
-      return shape_err(m, bad, err, errlen, "ConvTranspose2d expects input [N, %lld, H, W], got %s", (long long)m->in, s);
+      return fsM_shape_err(m, bad, err, errlen, "ConvTranspose2d expects input [N, %lld, H, W], got %s", (long long)m->in, s);
     }
     cur[1] = m->out;
     for (int i = 0; i < 2; i++)
@@ -962,7 +655,7 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   case FSM_MAXPOOL2D:
   case FSM_AVGPOOL2D:
   case FSM_ADAPTIVEAVGPOOL2D:
-    if (spatial_shape(m, &rank, cur, bad, err, errlen)) return -1;
+    if (fsM_spatial_shape(m, &rank, cur, bad, err, errlen)) return -1;
     break;
   default: /* elementwise */
     break;
@@ -987,34 +680,6 @@ static fs_tensor *forward_seq(fs_module *m, fs_tensor *x) {
 static const fsN_act act_of[FSM__COUNT] = {
   [FSM_RELU] = FSN_RELU, [FSM_TANH] = FSN_TANH, [FSM_SIGMOID] = FSN_SIGMOID, [FSM_SILU] = FSN_SILU,
 };
-
-/* BatchNorm's forward: batch statistics when training (updating the
- * running ones) or when it keeps none; the running ones otherwise. */
-static fs_tensor *batchnorm_forward(fs_module *m, fs_tensor *x) {
-  int nd = m->kind == FSM_BATCHNORM1D ? 1 : 2;
-  if (nd == 1 ? x->rank != 2 && x->rank != 3 : x->rank != 4) {
-    fsT_seterr(nd == 1 ? "expected 2D or 3D input (got %dD input)" : "expected 4D input (got %dD input)", x->rank);
-    return NULL;
-  }
-  bool track = m->nbuffers > 0, affine = m->nparams > 0;
-  double factor = m->momentum;
-  if (m->training && track) {
-    fs_tensor *nbt = m->buffers[2];
-    int64_t count;
-    if (!nbt->data) {
-      fsT_seterr("BatchNorm: buffer num_batches_tracked is on the meta device; materialize it first");
-      return NULL;
-    }
-    const fsB_backend *be = fsB_of(nbt);
-    if (be->to_host(&count, nbt->data, sizeof count) < 0) return NULL;
-    count++;
-    if (be->from_host(nbt->data, &count, sizeof count) < 0) return NULL;
-    if (isnan(factor)) factor = 1.0 / (double)count; /* momentum=None: cumulative average */
-  }
-  return fsG_batch_norm(x, track ? m->buffers[0] : NULL, track ? m->buffers[1] : NULL,
-                        affine ? m->params[0] : NULL, affine ? m->params[1] : NULL,
-                        m->training || !track, factor, m->p);
-}
 
 fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
   fs_tensor **p = m->params;
@@ -1076,13 +741,13 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
     return fsG_conv(2, x, p[0], m->bias ? p[1] : NULL, m->stride, m->pad, m->dil, m->groups);
   case FSM_BATCHNORM1D:
   case FSM_BATCHNORM2D:
-    return batchnorm_forward(m, x);
+    return fsM_batchnorm_forward(m, x);
   case FSM_MAXPOOL2D: return fsG_max_pool2d(x, m->kernel, m->stride, m->pad, m->dil, m->ceil_mode);
   case FSM_AVGPOOL2D:
     return fsG_avg_pool2d(x, m->kernel, m->stride, m->pad, m->ceil_mode, m->count_include_pad);
   case FSM_ADAPTIVEAVGPOOL2D: return fsG_adaptive_avg_pool2d(x, m->kernel);
   case FSM_LEAKYRELU: return fsG_unary(FSU_LEAKY_RELU, x, m->p, 0);
-  case FSM_UPSAMPLE: return upsample_forward(m, x);
+  case FSM_UPSAMPLE: return fsM_upsample_forward(m, x);
   case FSM_MHA:
     fsT_seterr("MultiheadAttention takes (query, key, value) and returns (output, weights): call it directly, not as a layer of a model body");
     return NULL;
