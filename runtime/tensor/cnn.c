@@ -19,16 +19,52 @@ static void valid_cols(int64_t OW, int64_t W, int64_t s, int64_t off, int64_t *l
   *hi = b < *lo ? *lo : b < OW ? b : OW;
 }
 
+/* A stride-1 convolution whose output rows are as wide as its input's
+ * ('same' padding): an output plane is the input plane shifted by (kh*dh -
+ * ph) rows and `off` columns, so one contiguous copy moves all its valid rows
+ * and only the few columns that wrap into the next row are then fixed. */
+static bool shifted_planes(const fsN_conv *g) { return g->sh == 1 && g->sw == 1 && g->OW == g->W; }
+
+/* The output rows [*r0, *r1) whose input row oh + dh*kh - ph is inside */
+static void valid_rows(const fsN_conv *g, int64_t kh, int64_t *r0, int64_t *r1) {
+  int64_t shift = kh * g->dh - g->ph;
+  *r0 = shift >= 0 ? 0 : -shift < g->OH ? -shift : g->OH;
+  *r1 = g->H - shift < g->OH ? g->H - shift : g->OH;
+  if (*r1 < *r0) *r1 = *r0;
+}
+
+/* plane[OH, OW] columns outside [lo, hi) := 0 on rows [r0, r1) */
+static void zero_edges(float *plane, int64_t OW, int64_t r0, int64_t r1, int64_t lo, int64_t hi) {
+  for (int64_t oh = r0; oh < r1; oh++) {
+    for (int64_t ow = 0; ow < lo; ow++) plane[oh * OW + ow] = 0.0f;
+    for (int64_t ow = hi; ow < OW; ow++) plane[oh * OW + ow] = 0.0f;
+  }
+}
+
 /* col[Cg*KH*KW, ld] columns [0, OH*OW) = the windows of one image's group
  * of channels x[Cg,H,W]; ld is the row stride (a chunk of images side by side) */
 FS_VECTOR_TARGET
 static void im2col(float *col, int64_t ld, const float *x, int64_t Cg, const fsN_conv *g) {
+  bool shifted = shifted_planes(g);
   for (int64_t c = 0; c < Cg; c++)
     for (int64_t kh = 0; kh < g->KH; kh++)
       for (int64_t kw = 0; kw < g->KW; kw++) {
         float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
         int64_t off = kw * g->dw - g->pw, lo, hi;
         valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
+        if (shifted) {
+          int64_t r0, r1, P = g->OH * g->OW;
+          valid_rows(g, kh, &r0, &r1);
+          memset(row, 0, (size_t)(r0 * g->OW) * sizeof *row);
+          memset(row + r1 * g->OW, 0, (size_t)(P - r1 * g->OW) * sizeof *row);
+          if (r1 > r0 && hi > lo) { /* rows r0..r1-1, columns lo..hi-1 and the wrap between them */
+            int64_t first = r0 * g->OW + lo, n = (r1 - r0 - 1) * g->OW + (hi - lo);
+            const float *src = x + (c * g->H + r0 + kh * g->dh - g->ph) * g->W + lo + off;
+            memcpy(row + first, src, (size_t)n * sizeof *row);
+          }
+          zero_edges(row, g->OW, r0, r1, lo, hi);
+          continue;
+        }
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t h = oh * g->sh - g->ph + kh * g->dh;
           float *dst = row + oh * g->OW;
@@ -50,15 +86,29 @@ static void im2col(float *col, int64_t ld, const float *x, int64_t Cg, const fsN
       }
 }
 
-/* dx[Cg,H,W] += the windows of col (im2col's adjoint) */
+/* dx[Cg,H,W] += the windows of col (im2col's adjoint); col is scratch and
+ * may be changed */
 FS_VECTOR_TARGET
-static void col2im(float *dx, const float *col, int64_t ld, int64_t Cg, const fsN_conv *g) {
+static void col2im(float *dx, float *col, int64_t ld, int64_t Cg, const fsN_conv *g) {
+  bool shifted = shifted_planes(g);
   for (int64_t c = 0; c < Cg; c++)
     for (int64_t kh = 0; kh < g->KH; kh++)
       for (int64_t kw = 0; kw < g->KW; kw++) {
-        const float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
+        float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
         int64_t off = kw * g->dw - g->pw, lo, hi;
         valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
+        if (shifted) { /* the padding's columns are zeroed in col (scratch), then one contiguous add */
+          int64_t r0, r1;
+          valid_rows(g, kh, &r0, &r1);
+          if (r1 <= r0 || hi <= lo) continue;
+          zero_edges(row, g->OW, r0, r1, lo, hi);
+          int64_t first = r0 * g->OW + lo, n = (r1 - r0 - 1) * g->OW + (hi - lo);
+          float *dst = dx + (c * g->H + r0 + kh * g->dh - g->ph) * g->W + lo + off;
+          const float *src = row + first;
+#pragma omp simd
+          for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+          continue;
+        }
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t h = oh * g->sh - g->ph + kh * g->dh;
           if (h < 0 || h >= g->H) continue;

@@ -500,6 +500,8 @@ static void test_conv(void **state) {
     {2, {2, 1}, {1, 2}, {1, 2}, 1},   /* stride, asymmetric padding, dilation */
     {2, {1, 2}, {1, 0}, {2, 1}, 2},   /* groups */
     {2, {1, 1}, {0, 0}, {1, 1}, 4},   /* depthwise */
+    {2, {1, 1}, {2, 1}, {2, 1}, 1},   /* 'same' width and height: im2col's shifted planes */
+    {2, {1, 1}, {4, 1}, {4, 1}, 1},   /* shifts of most of the image's height */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const conv_case *c = &cases[i];
