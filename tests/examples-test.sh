@@ -1,7 +1,8 @@
 #!/bin/sh
 # examples-test.sh -- every command an example's header shows
 # ("#   fabricscript examples/NAME.fab ...") runs as written and exits 0, with
-# only its length shortened (-D steps / -D epochs) to keep the suite quick:
+# only its length shortened (-D steps / -D epochs, and -D train_batches /
+# test_batches where the example has them) to keep the suite quick:
 # a new user's first command must work (issue 18, point 8).
 fs=$(cd "$(dirname "${FABRICSCRIPT:-./fabricscript}")" && pwd)/$(basename "${FABRICSCRIPT:-./fabricscript}")
 src=$(cd "${srcdir:-.}" && pwd)
@@ -15,6 +16,10 @@ for ex in "$src"/examples/*.fab; do
   while IFS= read -r cmd; do
     n=$((n + 1))
     short=$(printf '%s\n' "$cmd" | sed 's/-D steps=[0-9]*/-D steps=3/; s/-D epochs=[0-9]*/-D epochs=1/')
+    # an example that can stop an epoch early (cnn.fab) does, after 20 batches
+    if grep -q 'param("train_batches"' "$ex" && ! printf '%s' "$short" | grep -q train_batches; then
+      short="$short -D train_batches=20 -D test_batches=2"
+    fi
     # shellcheck disable=SC2086 # the command's words, as the header writes them
     (cd "$tmp" && ln -sf "$src/examples" examples && timeout 300 "$fs" $short >"$tmp/out" 2>"$tmp/err")
     rc=$?

@@ -26,6 +26,17 @@ static void mismatch(C *c, const fs_node *call, const char *what, int64_t want, 
 
 static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p);
 
+/* The layers whose output has the input's feature size (the last dimension
+ * for the Linear chains this file follows); any other layer this file has no
+ * rule for makes the size unknown, so a new layer can never cause an error. */
+static int keeps_features(const char *n) {
+  static const char *const names[] = {"ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "LeakyReLU",
+                                      "Softmax", "Mish", "BatchNorm1d", "BatchNorm2d", "GroupNorm", "RMSNorm"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(n, names[i])) return 1;
+  return 0;
+}
+
 /* One layer call: checks it and returns the feature size after it. */
 static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   if (call->kind != FS_N_CALL || call->kids[0]->kind != FS_N_NAME) {
@@ -75,7 +86,6 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   else if (!strcmp(n, "Embedding")) out = int_arg(&a, "embedding_dim");
   else if (!strcmp(n, "PositionalEmbedding")) in = out = int_arg(&a, "dim");
   else if (!strcmp(n, "LayerNorm")) in = out = int_arg(&a, "normalized_shape");
-  else if (!strcmp(n, "Flatten")) out = -1;
   else if (!strcmp(n, "CausalSelfAttention")) {
     in = out = int_arg(&a, "dim");
     int64_t heads = int_arg(&a, "heads");
@@ -83,6 +93,8 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
       fsC_report(c, FS_SEV_ERROR, "shape", call->loc,
                  "`CausalSelfAttention`: dim %lld is not divisible by heads %lld",
                  (long long)in, (long long)heads);
+  } else if (!keeps_features(n)) {
+    out = -1;
   }
   if (in >= 0 && d >= 0 && in != d) mismatch(c, call, n, in, p);
   if (out != d || in >= 0) { p->loc = call->loc; p->d = out; }

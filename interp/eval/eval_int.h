@@ -89,7 +89,7 @@ typedef struct fsE_reg { const char *name; fsE_native fn; } fsE_reg;
 typedef struct fsE_lib { const char *name; const fsE_reg *funcs; } fsE_lib;
 extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_lib_optim,
     fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt, fsE_lib_torch, fsE_lib_shape,
-    fsE_lib_arith;
+    fsE_lib_arith, fsE_lib_functional;
 extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
@@ -122,6 +122,24 @@ static inline fs_value *fsE_err_own(char *err) { /* takes err; NULL: out of memo
   return NULL;
 }
 static inline int64_t fsE_ival(const fs_value *v) { return v->type == FSV_INT ? v->u.i : v->u.b; }
+
+/* lib_functional.c: size arguments of the convolutional layers.  An int or
+ * a tuple of nd ints into out; -1 + "fn(): argument 'what' must be ...". */
+int fsE_size_arg(const fs_value *v, const char *fn, const char *what, int nd, int64_t *out);
+/* padding: sizes, 'valid' or 'same' (stride 1, symmetric only) */
+int fsE_conv_padding(const fs_value *v, const char *fn, int nd, const int64_t *kernel,
+                     const int64_t *stride, const int64_t *dil, int64_t *pad);
+/* an adaptive pool's output size: int, or a pair whose None keeps a dim (-1) */
+int fsE_adaptive_size(const fs_value *v, const char *fn, int64_t *size);
+
+/* interpolate's size, scale_factor, mode, align_corners,
+ * recompute_scale_factor slots (from s[0]) for input x: the output size and
+ * the scale factors (NaN unless given) per spatial dim; -1 + torch's message */
+int fsE_interp_args(fs_value **s, const fs_tensor *x, int64_t *size, double *scale);
+
+/* lib_torch.c: n elements of the script's random stream (keyed by the seed
+ * of fabric.seed_everything): the offset of the first, the counter advanced */
+uint64_t fsE_draw(fsE_ctx *E, int64_t n);
 
 /* lib_tensor.c */
 extern const fsV_class fsE_tensor_class;

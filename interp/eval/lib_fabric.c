@@ -190,8 +190,27 @@ static int fsdp_backward_done(fabv *fv, bool ok) {
   return rc;
 }
 
+/* DDP's broadcast_buffers: torch sends rank 0's buffers (BatchNorm's running
+ * statistics) to every rank at the start of each forward; sending them after
+ * each backward gives every later forward the same state, without a
+ * collective in the forward itself (which eval and generation also run). */
+static int ddp_sync_buffers(fabv *fv, modv *mv) {
+  fsM_param *ps;
+  int64_t n = fsM_state(mv->m, &ps);
+  if (n < 0) return fsE_rt_fail(), -1;
+  int rc = 0;
+  for (int64_t k = 0; rc == 0 && k < n; k++)
+    if (ps[k].index >= ps[k].owner->nparams && fsCC_broadcast_tensor(fv->comm, ps[k].t, 0) < 0) rc = -1;
+  fsM_params_free(ps, n);
+  return rc < 0 ? (fsE_comm_fail(), -1) : 0;
+}
+
 /* DDP's gradient all-reduce (mean) after backward, as its reducer does. */
 static int ddp_sync_grads(fabv *fv) {
+  for (size_t i = 0; fv->comm && fv->synced && i < fv->synced->u.seq.n; i++) {
+    modv *mv = fv->synced->u.seq.items[i]->u.obj.data;
+    if (!mv->sh && ddp_sync_buffers(fv, mv) < 0) return -1;
+  }
   if (!fv->comm || fv->no_sync || !fv->synced) return 0;
   for (size_t i = 0; i < fv->synced->u.seq.n; i++) {
     modv *mv = fv->synced->u.seq.items[i]->u.obj.data;
@@ -520,9 +539,9 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
   }
   if ((mv->st.meta && fsM_materialize(mv->m, fv->dev, E->seed) < 0) || fsM_to_device(mv->m, fv->dev) < 0)
     return fsE_rt_fail(), -1;
-  if (fv->comm) { /* DDP: every rank starts from rank 0's parameters */
+  if (fv->comm) { /* DDP: every rank starts from rank 0's parameters and buffers */
     fsM_param *ps;
-    int64_t n = fsM_parameters(mv->m, &ps);
+    int64_t n = fsM_state(mv->m, &ps);
     if (n < 0) return fsE_rt_fail(), -1;
     int rc = 0;
     for (int64_t i = 0; rc == 0 && i < n; i++) rc = fsCC_broadcast_tensor(fv->comm, ps[i].t, 0);

@@ -3,6 +3,7 @@
  * module (parameters, state_dict, generate ...).  A module's Fabric state
  * (fsF_model) lives beside it, so fabric.h's rules see what the checker sees. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
+#include <math.h>
 #include <string.h>
 
 #include "autograd.h"
@@ -129,6 +130,217 @@ NATIVE(l_flatten) {
   return module_value(E, fsM_activation(FSM_FLATTEN), "Flatten");
 }
 
+/* ---- convolutional layers (issue 14 point 4) ---- */
+
+/* Conv1d/Conv2d(in_channels, out_channels, kernel_size, stride, padding,
+ * dilation, groups, bias, padding_mode) */
+static fs_value *nn_conv(fsE_ctx *E, int nd, fs_value **s) {
+  const char *cls = nd == 1 ? "Conv1d" : "Conv2d";
+  int64_t k[2], st[2], pad[2], dil[2];
+  if (fsE_size_arg(s[2], cls, "kernel_size", nd, k) < 0 || fsE_size_arg(s[3], cls, "stride", nd, st) < 0 ||
+      fsE_size_arg(s[5], cls, "dilation", nd, dil) < 0 || fsE_conv_padding(s[4], cls, nd, k, st, dil, pad) < 0)
+    return NULL;
+  if (strcmp(s[8]->u.str.s, "zeros")) {
+    fsV_seterr("%s(): padding_mode '%s' is not supported (only 'zeros')", cls, s[8]->u.str.s);
+    return NULL;
+  }
+  return module_value(E, fsM_conv(nd, fsE_ival(s[0]), fsE_ival(s[1]), k, st, pad, dil, fsE_ival(s[6]),
+                                  fsV_truthy(s[7])), cls);
+}
+
+NATIVE(nn_conv1d) { return nn_conv(E, 1, s); }
+
+/* ConvTranspose2d(in_channels, out_channels, kernel_size, stride, padding,
+ * output_padding, groups, bias, dilation, padding_mode) */
+NATIVE(nn_conv_transpose2d) {
+  const char *cls = "ConvTranspose2d";
+  int64_t k[2], st[2], pad[2], op[2], dil[2];
+  if (fsE_size_arg(s[2], cls, "kernel_size", 2, k) < 0 || fsE_size_arg(s[3], cls, "stride", 2, st) < 0 ||
+      fsE_size_arg(s[4], cls, "padding", 2, pad) < 0 || fsE_size_arg(s[5], cls, "output_padding", 2, op) < 0 ||
+      fsE_size_arg(s[8], cls, "dilation", 2, dil) < 0)
+    return NULL;
+  if (strcmp(s[9]->u.str.s, "zeros")) {
+    fsV_seterr("%s(): padding_mode '%s' is not supported (only 'zeros')", cls, s[9]->u.str.s);
+    return NULL;
+  }
+  return module_value(E, fsM_conv_transpose2d(fsE_ival(s[0]), fsE_ival(s[1]), k, st, pad, op, dil, fsE_ival(s[6]),
+                                              fsV_truthy(s[7])), cls);
+}
+NATIVE(nn_conv2d) { return nn_conv(E, 2, s); }
+
+/* BatchNorm1d/2d(num_features, eps, momentum, affine, track_running_stats) */
+static fs_value *nn_batchnorm(fsE_ctx *E, int nd, fs_value **s) {
+  double momentum = s[2]->type == FSV_NONE ? NAN : fsV_to_double(s[2]);
+  return module_value(E, fsM_batchnorm(nd, fsE_ival(s[0]), fsV_to_double(s[1]), momentum, fsV_truthy(s[3]),
+                                       fsV_truthy(s[4])), nd == 1 ? "BatchNorm1d" : "BatchNorm2d");
+}
+
+NATIVE(nn_batchnorm1d) { return nn_batchnorm(E, 1, s); }
+NATIVE(nn_batchnorm2d) { return nn_batchnorm(E, 2, s); }
+
+/* kernel_size, stride (None: the kernel), padding of a pooling layer */
+static int pool_sizes(fs_value **s, const char *cls, int64_t *k, int64_t *st, int64_t *p) {
+  if (fsE_size_arg(s[0], cls, "kernel_size", 2, k) < 0 || fsE_size_arg(s[2], cls, "padding", 2, p) < 0)
+    return -1;
+  if (s[1]->type == FSV_NONE) {
+    memcpy(st, k, 2 * sizeof *k);
+    return 0;
+  }
+  return fsE_size_arg(s[1], cls, "stride", 2, st);
+}
+
+/* MaxPool2d(kernel_size, stride, padding, dilation, return_indices, ceil_mode) */
+NATIVE(nn_maxpool2d) {
+  int64_t k[2], st[2], p[2], d[2];
+  if (pool_sizes(s, "MaxPool2d", k, st, p) < 0 || fsE_size_arg(s[3], "MaxPool2d", "dilation", 2, d) < 0)
+    return NULL;
+  if (fsV_truthy(s[4])) {
+    fsV_seterr("MaxPool2d(): return_indices=True is not supported");
+    return NULL;
+  }
+  return module_value(E, fsM_pool2d(FSM_MAXPOOL2D, k, st, p, d, fsV_truthy(s[5]), false), "MaxPool2d");
+}
+
+/* AvgPool2d(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) */
+NATIVE(nn_avgpool2d) {
+  static const int64_t one[2] = {1, 1};
+  int64_t k[2], st[2], p[2];
+  if (pool_sizes(s, "AvgPool2d", k, st, p) < 0) return NULL;
+  if (s[5]->type != FSV_NONE) {
+    fsV_seterr("AvgPool2d(): divisor_override is not supported");
+    return NULL;
+  }
+  return module_value(E, fsM_pool2d(FSM_AVGPOOL2D, k, st, p, one, fsV_truthy(s[3]), fsV_truthy(s[4])),
+                      "AvgPool2d");
+}
+
+NATIVE(nn_adaptive_avgpool2d) {
+  int64_t size[2];
+  if (fsE_adaptive_size(s[0], "AdaptiveAvgPool2d", size) < 0) return NULL;
+  return module_value(E, fsM_adaptive_avg_pool2d(size), "AdaptiveAvgPool2d");
+}
+
+/* MultiheadAttention(embed_dim, num_heads, dropout, bias, add_bias_kv,
+ * add_zero_attn, kdim, vdim, batch_first) */
+NATIVE(nn_mha) {
+  if (fsV_truthy(s[4]) || fsV_truthy(s[5]) || (s[6]->type != FSV_NONE && fsE_ival(s[6]) != fsE_ival(s[0])) ||
+      (s[7]->type != FSV_NONE && fsE_ival(s[7]) != fsE_ival(s[0]))) {
+    fsV_seterr("MultiheadAttention(): add_bias_kv, add_zero_attn and kdim/vdim other than embed_dim are not supported");
+    return NULL;
+  }
+  return module_value(E, fsM_mha(fsE_ival(s[0]), fsE_ival(s[1]), fsV_to_double(s[2]), fsV_truthy(s[3]),
+                                 fsV_truthy(s[8])), "MultiheadAttention");
+}
+
+/* mha(query, key, value, key_padding_mask=None, need_weights=True,
+ * attn_mask=None, average_attn_weights=True): (output, weights or None) */
+static fs_value *mha_call(modv *mv, const fsV_args *a) {
+  static const char *const names[] = {"query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+                                      "average_attn_weights"};
+  fs_value *arg[7] = {NULL};
+  if (a->npos > 7) {
+    fsV_seterr("MultiheadAttention.forward() takes at most 7 arguments (%zu given)", a->npos);
+    return NULL;
+  }
+  for (size_t i = 0; i < a->npos; i++) arg[i] = a->pos[i];
+  for (size_t i = 0; i < a->nkw; i++) {
+    size_t j = 0;
+    while (j < 7 && strcmp(names[j], a->kwnames[i])) j++;
+    if (j == 7 || arg[j]) {
+      fsV_seterr(j == 7 ? "MultiheadAttention.forward() got an unexpected keyword argument '%s'"
+                        : "MultiheadAttention.forward() got multiple values for argument '%s'", a->kwnames[i]);
+      return NULL;
+    }
+    arg[j] = a->kw[i];
+  }
+  fs_tensor *t[3], *masks[2] = {NULL, NULL};
+  for (int i = 0; i < 3; i++)
+    if (!arg[i] || !(t[i] = fsE_need_tensor(arg[i], "MultiheadAttention.forward", names[i]))) {
+      if (!arg[i]) fsV_seterr("MultiheadAttention.forward() missing required argument '%s'", names[i]);
+      return NULL;
+    }
+  for (int i = 0; i < 2; i++) {
+    fs_value *m = arg[i ? 5 : 3];
+    if (m && m->type != FSV_NONE && !(masks[i] = fsE_need_tensor(m, "MultiheadAttention.forward", names[i ? 5 : 3])))
+      return NULL;
+  }
+  bool need = !arg[4] || fsV_truthy(arg[4]), average = !arg[6] || fsV_truthy(arg[6]);
+  fs_tensor *w = NULL;
+  fs_value *out = fsE_tensor_value(fsM_mha_forward(mv->m, t[0], t[1], t[2], masks[0], masks[1], average,
+                                                    need ? &w : NULL));
+  if (!out) return NULL;
+  fs_value *wv = w ? fsE_tensor_value(w) : fsV_none();
+  if (!wv) {
+    fsV_release(out);
+    return NULL;
+  }
+  return fsV_pair(out, wv);
+}
+
+/* ---- activations and normalization (issue 14 point 4) ---- */
+
+/* inplace=True would write through to the input: values here are never
+ * shared that way, so it is refused rather than silently copied */
+static bool not_inplace(const fs_value *v, const char *cls) {
+  if (!fsV_truthy(v)) return true;
+  fsV_seterr("%s(): inplace=True is not supported", cls);
+  return false;
+}
+
+NATIVE(nn_leaky_relu) {
+  return not_inplace(s[1], "LeakyReLU") ? module_value(E, fsM_leaky_relu(fsV_to_double(s[0])), "LeakyReLU") : NULL;
+}
+NATIVE(nn_softmax) {
+  return module_value(E, fsM_softmax(s[0]->type == FSV_NONE ? 0 : fsE_ival(s[0]), s[0]->type == FSV_NONE), "Softmax");
+}
+NATIVE(nn_mish) { return not_inplace(s[0], "Mish") ? module_value(E, fsM_mish(), "Mish") : NULL; }
+
+/* GroupNorm(num_groups, num_channels, eps, affine) */
+NATIVE(nn_groupnorm) {
+  return module_value(E, fsM_groupnorm(fsE_ival(s[0]), fsE_ival(s[1]), fsV_to_double(s[2]), fsV_truthy(s[3])),
+                      "GroupNorm");
+}
+
+/* RMSNorm(normalized_shape, eps, elementwise_affine): an int or up to 2 dims */
+NATIVE(nn_rmsnorm) {
+  int64_t shape[2];
+  int nd = s[0]->type == FSV_INT ? 1 : (int)s[0]->u.seq.n;
+  if (nd < 1 || nd > 2 || fsE_size_arg(s[0], "RMSNorm", "normalized_shape", nd, shape) < 0) {
+    if (nd < 1 || nd > 2) fsV_seterr("RMSNorm(): normalized_shape of 1 or 2 dims is supported");
+    return NULL;
+  }
+  double eps = s[1]->type == FSV_NONE ? NAN : fsV_to_double(s[1]);
+  return module_value(E, fsM_rmsnorm(nd, shape, eps, fsV_truthy(s[2])), "RMSNorm");
+}
+
+/* Upsample(size, scale_factor, mode, align_corners, recompute_scale_factor) */
+NATIVE(nn_upsample) {
+  int64_t size[2] = {0, 0};
+  double scale[2] = {0, 0};
+  int nsize = 0, nscale = 0;
+  if (strcmp(s[2]->u.str.s, "nearest") || s[3]->type != FSV_NONE || fsV_truthy(s[4])) {
+    fsV_seterr("Upsample(): only mode='nearest' without align_corners or recompute_scale_factor is supported");
+    return NULL;
+  }
+  if (s[0]->type != FSV_NONE) {
+    nsize = s[0]->type == FSV_INT ? 1 : (int)s[0]->u.seq.n;
+    if (nsize < 1 || nsize > 2 || fsE_size_arg(s[0], "Upsample", "size", nsize, size) < 0) {
+      if (nsize < 1 || nsize > 2) fsV_seterr("Upsample(): size must be an int or a tuple of 1 or 2 ints");
+      return NULL;
+    }
+  }
+  if (s[1]->type != FSV_NONE) {
+    bool seq = s[1]->type == FSV_LIST || s[1]->type == FSV_TUPLE;
+    nscale = seq ? (int)s[1]->u.seq.n : 1;
+    for (int i = 0; i < nscale && i < 2; i++) {
+      const fs_value *v = seq ? s[1]->u.seq.items[i] : s[1];
+      if (v->type != FSV_INT && v->type != FSV_FLOAT) nscale = 3;
+      else scale[i] = fsV_to_double(v);
+    }
+  }
+  return module_value(E, fsM_upsample(nsize, size, nscale, scale), "Upsample");
+}
+
 static char *module_repr(fs_value *v) {
   modv *mv = v->u.obj.data;
   fsV_buf b = {0};
@@ -140,6 +352,7 @@ static char *module_repr(fs_value *v) {
 
 static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
+  if (mv->m->kind == FSM_MHA && !mv->sh && !E->opt->plan) return mha_call(mv, a);
   if (a->npos != 1 || a->nkw) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
@@ -170,10 +383,11 @@ static fs_value *flat_params(fsSH_model *sh, bool named) {
   return l;
 }
 
-static fs_value *params_list(modv *mv, bool named) {
+/* parameters() / named_parameters(); with buffers: the state_dict's entries */
+static fs_value *params_list(modv *mv, bool named, bool buffers) {
   if (mv->sh) return flat_params(mv->sh, named);
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = buffers ? fsM_state(mv->m, &ps) : fsM_parameters(mv->m, &ps);
   if (n < 0) return fsE_rt_fail();
   fs_value *l = fsV_list((size_t)n);
   for (int64_t i = 0; l && i < n; i++) {
@@ -191,7 +405,7 @@ static fs_value *params_list(modv *mv, bool named) {
 
 /* state_dict(): name -> parameter (the tensors themselves, as torch's are views) */
 static fs_value *state_dict(modv *mv) {
-  fs_value *l = params_list(mv, true), *d = l ? fsV_dict() : NULL;
+  fs_value *l = params_list(mv, true, true), *d = l ? fsV_dict() : NULL;
   for (size_t i = 0; d && i < l->u.seq.n; i++) {
     fs_value *p = l->u.seq.items[i];
     if (fsV_dict_set(d, p->u.seq.items[0], fsV_retain(p->u.seq.items[1])) < 0) {
@@ -208,7 +422,7 @@ static fs_value *state_dict(modv *mv) {
  * Every check comes before the first copy: an error changes nothing. */
 static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = fsM_state(mv->m, &ps);
   if (n < 0) return fsE_rt_fail();
   fsV_buf missing = {0}, unexpected = {0};
   fs_value *r = NULL;
@@ -300,8 +514,8 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
 #define MODV(self) ((modv *)(self)->u.obj.data)
 
 NATIVE(module_forward) { return module_call(E, self, a); }
-NATIVE(module_parameters) { return params_list(MODV(self), false); }
-NATIVE(module_named_parameters) { return params_list(MODV(self), true); }
+NATIVE(module_parameters) { return params_list(MODV(self), false, false); }
+NATIVE(module_named_parameters) { return params_list(MODV(self), true, false); }
 NATIVE(module_num_parameters) { return fsV_int(fsM_num_parameters(MODV(self)->m)); }
 
 NATIVE(module_train) {
@@ -372,6 +586,10 @@ static const fsE_reg nn_funcs[] = {
   {"LayerNorm", l_layernorm}, {"ReLU", l_relu}, {"GELU", l_gelu}, {"Tanh", l_tanh},
   {"Sigmoid", l_sigmoid}, {"SiLU", l_silu}, {"Dropout", l_dropout}, {"Flatten", l_flatten},
   {"CausalSelfAttention", l_attention},
+  {"Conv1d", nn_conv1d}, {"Conv2d", nn_conv2d}, {"MultiheadAttention", nn_mha}, {"ConvTranspose2d", nn_conv_transpose2d}, {"BatchNorm1d", nn_batchnorm1d},
+  {"BatchNorm2d", nn_batchnorm2d}, {"MaxPool2d", nn_maxpool2d}, {"AvgPool2d", nn_avgpool2d},
+  {"AdaptiveAvgPool2d", nn_adaptive_avgpool2d}, {"LeakyReLU", nn_leaky_relu}, {"Softmax", nn_softmax},
+  {"Mish", nn_mish}, {"Upsample", nn_upsample}, {"GroupNorm", nn_groupnorm}, {"RMSNorm", nn_rmsnorm},
   {"Module.forward", module_forward}, {"Module.parameters", module_parameters},
   {"Module.named_parameters", module_named_parameters}, {"Module.num_parameters", module_num_parameters},
   {"Module.train", module_train}, {"Module.eval", module_eval}, {"Module.to_empty", module_to_empty},

@@ -242,18 +242,7 @@ fs_tensor *fsE_need_tensor(const fs_value *v, const char *fn, const char *arg) {
   return t;
 }
 
-NATIVE(b_cross_entropy) {
-  fs_tensor *x = fsE_need_tensor(s[0], "cross_entropy", "input"), *y = x ? fsE_need_tensor(s[1], "cross_entropy", "target") : NULL;
-  return y ? fsE_tensor_value(fsG_cross_entropy(x, y)) : NULL;
-}
-
-NATIVE(b_mse_loss) {
-  fs_tensor *x = fsE_need_tensor(s[0], "mse_loss", "input"), *y = x ? fsE_need_tensor(s[1], "mse_loss", "target") : NULL;
-  return y ? fsE_tensor_value(fsG_mse_loss(x, y)) : NULL;
-}
-
 static const fsE_reg tensor_funcs[] = {
-  {"cross_entropy", b_cross_entropy}, {"mse_loss", b_mse_loss},
   {"Tensor.item", tensor_item}, {"Tensor.argmax", tensor_argmax}, {"Tensor.sum", tensor_sum},
   {"Tensor.mean", tensor_mean}, {"Tensor.float", tensor_float}, {"Tensor.backward", tensor_backward},
   {"Tensor.size", tensor_size}, {"Tensor.numel", tensor_numel}, {"Tensor.detach", tensor_detach},

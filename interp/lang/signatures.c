@@ -46,7 +46,6 @@ PARAMS(p_sum, PO("iterable", ANY, NULL), P("start", ANY, "0"))
 PARAMS(p_round, P("number", NUMB, NULL), P("ndigits", FSSIG_T_INT | FSSIG_T_NONE, "None"))
 PARAMS(p_sorted, PO("iterable", ANY, NULL), KW("key", ANY, "None"), KW("reverse", BOOL, "False"))
 PARAMS(p_device, PO("type", STR, NULL))
-PARAMS(p_loss, P("input", OBJ, NULL), P("target", OBJ, NULL))
 
 /* classes */
 PARAMS(p_fabric, P("accelerator", ANY, "'auto'"), P("strategy", ANY, "'auto'"),
@@ -90,6 +89,93 @@ PARAMS(p_gelu, P("approximate", STR, "'none'"))
 PARAMS(p_dropout, P("p", NUM, "0.5"))
 PARAMS(p_flatten, P("start_dim", INT, "1"), P("end_dim", INT, "-1"))
 PARAMS(p_attention, P("dim", INT, NULL), P("heads", INT, NULL), P("bias", BOOL, "True"))
+
+/* convolutional layers and their F. forms (issue 14 point 4; lib_nn.c, lib_functional.c) */
+#define SIZE2 (FSSIG_T_INT | FSSIG_T_SEQ)
+#define OPTSIZE2 (FSSIG_T_INT | FSSIG_T_SEQ | FSSIG_T_NONE)
+#define CONV_OPTS P("stride", SIZE2, "1"), P("padding", SIZE2 | FSSIG_T_STR, "0"), \
+                  P("dilation", SIZE2, "1"), P("groups", INT, "1")
+PARAMS(p_conv, P("in_channels", INT, NULL), P("out_channels", INT, NULL), P("kernel_size", SIZE2, NULL),
+       CONV_OPTS, P("bias", BOOL, "True"), P("padding_mode", STR, "'zeros'"))
+PARAMS(p_conv_t, P("in_channels", INT, NULL), P("out_channels", INT, NULL), P("kernel_size", SIZE2, NULL),
+       P("stride", SIZE2, "1"), P("padding", SIZE2, "0"), P("output_padding", SIZE2, "0"), P("groups", INT, "1"),
+       P("bias", BOOL, "True"), P("dilation", SIZE2, "1"), P("padding_mode", STR, "'zeros'"))
+PARAMS(p_f_conv_t, P("input", OBJ, NULL), P("weight", OBJ, NULL), P("bias", ANY, "None"), P("stride", SIZE2, "1"),
+       P("padding", SIZE2, "0"), P("output_padding", SIZE2, "0"), P("groups", INT, "1"), P("dilation", SIZE2, "1"))
+PARAMS(p_mha, P("embed_dim", INT, NULL), P("num_heads", INT, NULL), P("dropout", NUM, "0.0"), P("bias", BOOL, "True"),
+       P("add_bias_kv", BOOL, "False"), P("add_zero_attn", BOOL, "False"), P("kdim", ANY, "None"),
+       P("vdim", ANY, "None"), P("batch_first", BOOL, "False"))
+PARAMS(p_batchnorm, P("num_features", INT, NULL), P("eps", NUM, "1e-05"), P("momentum", OPTNUM, "0.1"),
+       P("affine", BOOL, "True"), P("track_running_stats", BOOL, "True"))
+PARAMS(p_maxpool, P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"), P("padding", SIZE2, "0"),
+       P("dilation", SIZE2, "1"), P("return_indices", BOOL, "False"), P("ceil_mode", BOOL, "False"))
+PARAMS(p_avgpool, P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"), P("padding", SIZE2, "0"),
+       P("ceil_mode", BOOL, "False"), P("count_include_pad", BOOL, "True"),
+       PT("divisor_override", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_adaptive, P("output_size", OPTSIZE2, NULL))
+PARAMS(p_f_conv, P("input", OBJ, NULL), P("weight", OBJ, NULL), P("bias", ANY, "None"), CONV_OPTS)
+PARAMS(p_f_maxpool, P("input", OBJ, NULL), P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"),
+       P("padding", SIZE2, "0"), P("dilation", SIZE2, "1"), P("ceil_mode", BOOL, "False"),
+       P("return_indices", BOOL, "False"))
+PARAMS(p_f_avgpool, P("input", OBJ, NULL), P("kernel_size", SIZE2, NULL), P("stride", OPTSIZE2, "None"),
+       P("padding", SIZE2, "0"), P("ceil_mode", BOOL, "False"), P("count_include_pad", BOOL, "True"),
+       PT("divisor_override", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_f_adaptive, P("input", OBJ, NULL), P("output_size", OPTSIZE2, NULL))
+PARAMS(p_f_batchnorm, P("input", OBJ, NULL), P("running_mean", ANY, NULL), P("running_var", ANY, NULL),
+       P("weight", ANY, "None"), P("bias", ANY, "None"), P("training", BOOL, "False"),
+       P("momentum", NUM, "0.1"), P("eps", NUM, "1e-05"))
+
+/* activations and normalization layers (issue 14 point 4; lib_nn.c, lib_functional.c) */
+PARAMS(p_leaky, P("negative_slope", NUM, "0.01"), P("inplace", BOOL, "False"))
+PARAMS(p_softmax_layer, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
+PARAMS(p_inplace, P("inplace", BOOL, "False"))
+PARAMS(p_groupnorm, P("num_groups", INT, NULL), P("num_channels", INT, NULL), P("eps", NUM, "1e-05"),
+       P("affine", BOOL, "True"))
+PARAMS(p_rmsnorm, P("normalized_shape", SIZE2, NULL), P("eps", OPTNUM, "None"),
+       P("elementwise_affine", BOOL, "True"))
+PARAMS(p_f_sdpa, P("query", OBJ, NULL), P("key", OBJ, NULL), P("value", OBJ, NULL), P("attn_mask", ANY, "None"),
+       P("dropout_p", NUM, "0.0"), P("is_causal", BOOL, "False"))
+#define INTERP_OPTS PT("size", FSSIG_T_INT | FSSIG_T_SEQ | FSSIG_T_NONE, "None", 0), \
+                    PT("scale_factor", FSSIG_T_NUM | FSSIG_T_SEQ | FSSIG_T_NONE, "None", 0), \
+                    P("mode", STR, "'nearest'"), P("align_corners", ANY, "None"), P("recompute_scale_factor", ANY, "None")
+PARAMS(p_f_interpolate, P("input", OBJ, NULL), INTERP_OPTS, P("antialias", BOOL, "False"))
+PARAMS(p_upsample, INTERP_OPTS)
+PARAMS(p_f_leaky, P("input", OBJ, NULL), P("negative_slope", NUM, "0.01"), P("inplace", BOOL, "False"))
+PARAMS(p_f_mish, P("input", OBJ, NULL), P("inplace", BOOL, "False"))
+PARAMS(p_f_groupnorm, P("input", OBJ, NULL), P("num_groups", INT, NULL), P("weight", ANY, "None"),
+       P("bias", ANY, "None"), P("eps", NUM, "1e-05"))
+PARAMS(p_f_rmsnorm, P("input", OBJ, NULL), P("normalized_shape", SIZE2, NULL), P("weight", ANY, "None"),
+       P("eps", OPTNUM, "None"))
+
+/* losses (issue 14 point 5; lib_functional.c): a function's parameters are
+ * (input, target) and then its module form's, in the same order, so that
+ * `CrossEntropyLoss(...)(input, target)` is `cross_entropy(input, target, ...)` */
+#define LOSS_IO P("input", OBJ, NULL), P("target", OBJ, NULL)
+#define LEGACY P("size_average", ANY, "None"), P("reduce", ANY, "None")
+#define REDUCTION P("reduction", STR, "'mean'")
+#define CE_OPTS P("weight", ANY, "None"), P("size_average", ANY, "None"), P("ignore_index", INT, "-100"), \
+                P("reduce", ANY, "None"), REDUCTION
+#define LS P("label_smoothing", NUM, "0.0")
+#define BCE_OPTS P("weight", ANY, "None"), LEGACY, REDUCTION
+#define PW P("pos_weight", ANY, "None")
+PARAMS(p_loss_ce, LOSS_IO, CE_OPTS, LS)
+PARAMS(p_loss_nll, LOSS_IO, CE_OPTS)
+PARAMS(p_loss_plain, LOSS_IO, LEGACY, REDUCTION)
+PARAMS(p_loss_smooth_l1, LOSS_IO, LEGACY, REDUCTION, P("beta", NUM, "1.0"))
+PARAMS(p_loss_huber, LOSS_IO, REDUCTION, P("delta", NUM, "1.0"))
+PARAMS(p_loss_bce, LOSS_IO, BCE_OPTS)
+PARAMS(p_loss_bce_logits, LOSS_IO, BCE_OPTS, PW)
+PARAMS(p_loss_kl, LOSS_IO, LEGACY, REDUCTION, P("log_target", BOOL, "False"))
+PARAMS(p_cosine, P("x1", OBJ, NULL), P("x2", OBJ, NULL), P("dim", INT, "1"), P("eps", NUM, "1e-08"))
+PARAMS(p_cls_ce, CE_OPTS, LS)
+PARAMS(p_cls_nll, CE_OPTS)
+PARAMS(p_cls_plain, LEGACY, REDUCTION)
+PARAMS(p_cls_smooth_l1, LEGACY, REDUCTION, P("beta", NUM, "1.0"))
+PARAMS(p_cls_huber, REDUCTION, P("delta", NUM, "1.0"))
+PARAMS(p_cls_bce, BCE_OPTS)
+PARAMS(p_cls_bce_logits, BCE_OPTS, PW)
+PARAMS(p_cls_kl, LEGACY, REDUCTION, P("log_target", BOOL, "False"))
+PARAMS(p_cls_cosine, P("dim", INT, "1"), P("eps", NUM, "1e-08"))
 
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
@@ -248,8 +334,8 @@ static const fsSig table[] = {
   FN("sorted", p_sorted, "list"),
   FN("device", p_device, "device"),
   FN0("no_grad", "context", FSSIG_CONTEXT),
-  FN("cross_entropy", p_loss, "Tensor"),
-  FN("mse_loss", p_loss, "Tensor"),
+  FN("cross_entropy", p_loss_ce, "Tensor"),
+  FN("mse_loss", p_loss_plain, "Tensor"),
   /* the torch-like tensor API (issue 14; lib_torch.c) */
   FN0("float32", "dtype", FSSIG_CONST),
   FN0("bfloat16", "dtype", FSSIG_CONST),
@@ -287,6 +373,29 @@ static const fsSig table[] = {
   FN("log_softmax", p_t_softmax_fn, "Tensor"),
   FN("matmul", p_t_binary, "Tensor"),
   FN("bmm", p_t_binary, "Tensor"),
+  /* torch.nn.functional's convolutional layers (issue 14 point 4; lib_functional.c) */
+  FN("conv1d", p_f_conv, "Tensor"),
+  FN("conv2d", p_f_conv, "Tensor"),
+  FN("conv_transpose2d", p_f_conv_t, "Tensor"),
+  FN("max_pool2d", p_f_maxpool, "Tensor"),
+  FN("avg_pool2d", p_f_avgpool, "Tensor"),
+  FN("adaptive_avg_pool2d", p_f_adaptive, "Tensor"),
+  FN("batch_norm", p_f_batchnorm, "Tensor"),
+  FN("scaled_dot_product_attention", p_f_sdpa, "Tensor"),
+  FN("interpolate", p_f_interpolate, "Tensor"),
+  FN("leaky_relu", p_f_leaky, "Tensor"),
+  FN("mish", p_f_mish, "Tensor"),
+  FN("group_norm", p_f_groupnorm, "Tensor"),
+  FN("rms_norm", p_f_rmsnorm, "Tensor"),
+  /* torch.nn.functional's losses (issue 14 point 5; lib_functional.c) */
+  FN("nll_loss", p_loss_nll, "Tensor"),
+  FN("l1_loss", p_loss_plain, "Tensor"),
+  FN("smooth_l1_loss", p_loss_smooth_l1, "Tensor"),
+  FN("huber_loss", p_loss_huber, "Tensor"),
+  FN("binary_cross_entropy", p_loss_bce, "Tensor"),
+  FN("binary_cross_entropy_with_logits", p_loss_bce_logits, "Tensor"),
+  FN("kl_div", p_loss_kl, "Tensor"),
+  FN("cosine_similarity", p_cosine, "Tensor"),
 
   CLS("Fabric", p_fabric, "Fabric"),
   CLS("FSDPStrategy", p_fsdp, "Strategy"),
@@ -316,6 +425,17 @@ static const fsSig table[] = {
   CLS("ReduceLROnPlateau", p_plateau, "ReduceLROnPlateau"),
   MODULE("math"),
   MODULE("time"),
+  /* the losses' module forms (issue 14 point 5; lib_functional.c) */
+  CLS("CrossEntropyLoss", p_cls_ce, "Loss"),
+  CLS("NLLLoss", p_cls_nll, "Loss"),
+  CLS("MSELoss", p_cls_plain, "Loss"),
+  CLS("L1Loss", p_cls_plain, "Loss"),
+  CLS("SmoothL1Loss", p_cls_smooth_l1, "Loss"),
+  CLS("HuberLoss", p_cls_huber, "Loss"),
+  CLS("BCELoss", p_cls_bce, "Loss"),
+  CLS("BCEWithLogitsLoss", p_cls_bce_logits, "Loss"),
+  CLS("KLDivLoss", p_cls_kl, "Loss"),
+  CLS("CosineSimilarity", p_cls_cosine, "Loss"),
 
   LAYER("Linear", p_linear),
   LAYER("Embedding", p_embedding),
@@ -329,6 +449,22 @@ static const fsSig table[] = {
   LAYER("Dropout", p_dropout),
   LAYER("Flatten", p_flatten),
   LAYER("CausalSelfAttention", p_attention),
+  /* convolutional layers (issue 14 point 4; lib_nn.c) */
+  LAYER("Conv1d", p_conv),
+  LAYER("Conv2d", p_conv),
+  LAYER("ConvTranspose2d", p_conv_t),
+  LAYER("MultiheadAttention", p_mha),
+  LAYER("BatchNorm1d", p_batchnorm),
+  LAYER("BatchNorm2d", p_batchnorm),
+  LAYER("MaxPool2d", p_maxpool),
+  LAYER("AvgPool2d", p_avgpool),
+  LAYER("AdaptiveAvgPool2d", p_adaptive),
+  LAYER("Upsample", p_upsample),
+  LAYER("LeakyReLU", p_leaky),
+  LAYER("Softmax", p_softmax_layer),
+  LAYER("Mish", p_inplace),
+  LAYER("GroupNorm", p_groupnorm),
+  LAYER("RMSNorm", p_rmsnorm),
 
   M("Fabric.launch", p_launch, "any"),
   M("Fabric.seed_everything", p_seed, "int"),

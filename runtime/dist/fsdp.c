@@ -254,6 +254,8 @@ fsSH_model *fsSH_wrap(fs_module *root, fsCC_comm *comm, fs_device dev, uint64_t 
   s->pending = -1;
   /* dropout keys as fsM_materialize sets them; meta parameters stay meta */
   if (!fsB_get(dev) || fsM_materialize(root, FS_DEV_META, seed) < 0) goto fail;
+  /* buffers (BatchNorm's running statistics) are not sharded: whole on every rank */
+  if (fsM_materialize_buffers(root, dev) < 0) goto fail;
   if ((s->nall = fsM_parameters(root, &s->all)) < 0 || plan_steps(s) < 0) goto oom;
   if (!(s->units = calloc((size_t)(s->nunits ? s->nunits : 1), sizeof *s->units))) goto oom;
   int64_t cursor = 0;

@@ -1,4 +1,5 @@
-/* module.c -- module tree: builders, naming, shapes, init, forward. */
+/* module.c -- module tree: builders, naming, shapes, init, forward (the layers
+ * of issue 14 build, shape and run in layers.c, through model_int.h). */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "module.h"
 
@@ -10,16 +11,19 @@
 #include "autograd.h"
 #include "backend.h"
 #include "rng.h"
+#include "model_int.h"
 
 static const char *const kind_names[FSM__COUNT] = {
   "Sequential", "Residual", "Repeat", "Linear", "Embedding", "PositionalEmbedding",
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
-  "CausalSelfAttention",
+  "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
+  "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "Softmax", "Mish", "GroupNorm", "RMSNorm",
+  "Upsample", "ConvTranspose2d", "MultiheadAttention",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
 
-static fs_module *new_module(fsM_kind kind) {
+fs_module *fsM_new_module(fsM_kind kind) {
   fs_module *m = calloc(1, sizeof *m);
   if (!m) {
     fsT_seterr("out of memory");
@@ -32,8 +36,7 @@ static fs_module *new_module(fsM_kind kind) {
 }
 
 /* A meta f32 parameter of the given shape. */
-static int add_param(fs_module *m, int rank, int64_t d0, int64_t d1) {
-  int64_t shape[2] = {d0, d1};
+int fsM_add_param_shape(fs_module *m, int rank, const int64_t *shape) {
   fs_tensor *t = fsT_new(FS_F32, FS_DEV_META, rank, shape);
   if (!t) return -1;
   t->requires_grad = true;
@@ -41,23 +44,36 @@ static int add_param(fs_module *m, int rank, int64_t d0, int64_t d1) {
   return 0;
 }
 
-static bool positive(const char *layer, int64_t v, const char *what) {
+int fsM_add_param(fs_module *m, int rank, int64_t d0, int64_t d1) {
+  int64_t shape[2] = {d0, d1};
+  return fsM_add_param_shape(m, rank, shape);
+}
+
+/* A meta buffer (no grad): rank 1 of n elements, or rank 0 */
+int fsM_add_buffer(fs_module *m, fs_dtype dt, int rank, int64_t n) {
+  fs_tensor *t = fsT_new(dt, FS_DEV_META, rank, &n);
+  if (!t) return -1;
+  m->buffers[m->nbuffers++] = t;
+  return 0;
+}
+
+bool fsM_positive(const char *layer, int64_t v, const char *what) {
   if (v > 0) return true;
   fsT_seterr("%s: %s must be positive, got %lld", layer, what, (long long)v);
   return false;
 }
 
-fs_module *fsM_sequential(void) { return new_module(FSM_SEQUENTIAL); }
-fs_module *fsM_residual(void) { return new_module(FSM_RESIDUAL); }
+fs_module *fsM_sequential(void) { return fsM_new_module(FSM_SEQUENTIAL); }
+fs_module *fsM_residual(void) { return fsM_new_module(FSM_RESIDUAL); }
 
 fs_module *fsM_linear(int64_t in, int64_t out, bool bias) {
-  if (!positive("Linear", in, "in_features") || !positive("Linear", out, "out_features")) return NULL;
-  fs_module *m = new_module(FSM_LINEAR);
+  if (!fsM_positive("Linear", in, "in_features") || !fsM_positive("Linear", out, "out_features")) return NULL;
+  fs_module *m = fsM_new_module(FSM_LINEAR);
   if (!m) return NULL;
   m->in = in;
   m->out = out;
   m->bias = bias;
-  if (add_param(m, 2, out, in) || (bias && add_param(m, 1, out, 0))) {
+  if (fsM_add_param(m, 2, out, in) || (bias && fsM_add_param(m, 1, out, 0))) {
     fsM_release(m);
     return NULL;
   }
@@ -65,14 +81,14 @@ fs_module *fsM_linear(int64_t in, int64_t out, bool bias) {
 }
 
 static fs_module *table(fsM_kind kind, const char *layer, int64_t rows, int64_t dim) {
-  if (!positive(layer, rows, kind == FSM_EMBEDDING ? "num_embeddings" : "context") ||
-      !positive(layer, dim, "embedding_dim"))
+  if (!fsM_positive(layer, rows, kind == FSM_EMBEDDING ? "num_embeddings" : "context") ||
+      !fsM_positive(layer, dim, "embedding_dim"))
     return NULL;
-  fs_module *m = new_module(kind);
+  fs_module *m = fsM_new_module(kind);
   if (!m) return NULL;
   m->in = rows;
   m->out = dim;
-  if (add_param(m, 2, rows, dim)) {
+  if (fsM_add_param(m, 2, rows, dim)) {
     fsM_release(m);
     return NULL;
   }
@@ -83,16 +99,16 @@ fs_module *fsM_embedding(int64_t num, int64_t dim) { return table(FSM_EMBEDDING,
 fs_module *fsM_posemb(int64_t context, int64_t dim) { return table(FSM_POSEMB, "PositionalEmbedding", context, dim); }
 
 fs_module *fsM_layernorm(int64_t dim, double eps) {
-  if (!positive("LayerNorm", dim, "normalized_shape")) return NULL;
+  if (!fsM_positive("LayerNorm", dim, "normalized_shape")) return NULL;
   if (!(eps > 0)) {
     fsT_seterr("LayerNorm: eps must be positive, got %g", eps);
     return NULL;
   }
-  fs_module *m = new_module(FSM_LAYERNORM);
+  fs_module *m = fsM_new_module(FSM_LAYERNORM);
   if (!m) return NULL;
   m->in = m->out = dim;
   m->p = eps;
-  if (add_param(m, 1, dim, 0) || add_param(m, 1, dim, 0)) {
+  if (fsM_add_param(m, 1, dim, 0) || fsM_add_param(m, 1, dim, 0)) {
     fsM_release(m);
     return NULL;
   }
@@ -105,11 +121,11 @@ fs_module *fsM_activation(fsM_kind kind) {
     fsT_seterr("%s is not a parameterless activation", fsM_kind_name(kind));
     return NULL;
   }
-  return new_module(kind);
+  return fsM_new_module(kind);
 }
 
 fs_module *fsM_gelu(bool tanh_approx) {
-  fs_module *m = new_module(FSM_GELU);
+  fs_module *m = fsM_new_module(FSM_GELU);
   if (m) m->tanh_approx = tanh_approx;
   return m;
 }
@@ -119,20 +135,20 @@ fs_module *fsM_dropout(double p) {
     fsT_seterr("dropout probability has to be between 0 and 1, but got %g", p);
     return NULL;
   }
-  fs_module *m = new_module(FSM_DROPOUT);
+  fs_module *m = fsM_new_module(FSM_DROPOUT);
   if (m) m->p = p;
   return m;
 }
 
 fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias) {
-  if (!positive("CausalSelfAttention", dim, "dim") || !positive("CausalSelfAttention", heads, "heads"))
+  if (!fsM_positive("CausalSelfAttention", dim, "dim") || !fsM_positive("CausalSelfAttention", heads, "heads"))
     return NULL;
   if (dim % heads) {
     fsT_seterr("CausalSelfAttention: dim %lld is not divisible by heads %lld",
                (long long)dim, (long long)heads);
     return NULL;
   }
-  fs_module *m = new_module(FSM_ATTENTION);
+  fs_module *m = fsM_new_module(FSM_ATTENTION);
   if (!m) return NULL;
   m->in = dim;
   m->out = heads;
@@ -194,7 +210,7 @@ fs_module *fsM_repeat(int64_t n, fs_module *body) {
     fsM_release(body);
     body = only;
   }
-  fs_module *m = new_module(FSM_REPEAT);
+  fs_module *m = fsM_new_module(FSM_REPEAT);
   if (m) m->in = n;
   for (int64_t i = 0; m && i < n; i++)
     if (fsM_append(m, NULL, fsM_clone(body))) {
@@ -206,7 +222,7 @@ fs_module *fsM_repeat(int64_t n, fs_module *body) {
 }
 
 fs_module *fsM_clone(const fs_module *src) {
-  fs_module *m = new_module(src->kind);
+  fs_module *m = fsM_new_module(src->kind);
   if (!m) return NULL;
   fs_module **kids = m->kids;
   *m = *src;
@@ -214,7 +230,15 @@ fs_module *fsM_clone(const fs_module *src) {
   m->key = NULL;
   m->kids = kids;
   m->nkids = m->capkids = 0;
-  m->nparams = 0;
+  m->nparams = m->nbuffers = 0;
+  for (int i = 0; i < src->nbuffers; i++) {
+    const fs_tensor *b = src->buffers[i];
+    if (!(m->buffers[i] = b->data ? fsT_copy(b) : fsT_new(b->dtype, FS_DEV_META, b->rank, b->shape))) {
+      fsM_release(m);
+      return NULL;
+    }
+    m->nbuffers++;
+  }
   for (int i = 0; i < src->nparams; i++) {
     fs_tensor *t = src->params[i]->data ? fsT_copy(src->params[i])
                                         : fsT_new(FS_F32, FS_DEV_META, src->params[i]->rank, src->params[i]->shape);
@@ -242,6 +266,7 @@ void fsM_release(fs_module *m) {
   if (!m || --m->refcount > 0) return;
   for (int i = 0; i < m->nkids; i++) fsM_release(m->kids[i]);
   for (int i = 0; i < m->nparams; i++) fsT_release(m->params[i]);
+  for (int i = 0; i < m->nbuffers; i++) fsT_release(m->buffers[i]);
   free(m->kids);
   free(m->key);
   free(m);
@@ -254,7 +279,17 @@ static const char *const leaf_param_names[FSM__COUNT][FSM_MAX_PARAMS] = {
   [FSM_EMBEDDING] = {"weight"},
   [FSM_POSEMB] = {"weight"},
   [FSM_LAYERNORM] = {"weight", "bias"},
+  [FSM_CONV1D] = {"weight", "bias"},
+  [FSM_CONV2D] = {"weight", "bias"},
+  [FSM_CONVTRANSPOSE2D] = {"weight", "bias"},
+  [FSM_MHA] = {"in_proj_weight", "in_proj_bias"},
+  [FSM_BATCHNORM1D] = {"weight", "bias"},
+  [FSM_BATCHNORM2D] = {"weight", "bias"},
+  [FSM_GROUPNORM] = {"weight", "bias"},
+  [FSM_RMSNORM] = {"weight"},
 };
+
+static const char *const buffer_names[FSM_MAX_BUFFERS] = {"running_mean", "running_var", "num_batches_tracked"};
 
 typedef int (*visit_fn)(fs_module *m, const char *prefix, void *ud);
 
@@ -284,15 +319,16 @@ static int walk_root(fs_module *m, visit_fn fn, void *ud) {
   return walk(m, prefix, 0, NAME_CAP, fn, ud);
 }
 
+/* Entry i of a module's state: its parameters, then its buffers. */
 static void param_name(char *buf, size_t cap, const char *prefix, const fs_module *m, int i) {
-  snprintf(buf, cap, "%s%s", prefix, leaf_param_names[m->kind][i]);
+  snprintf(buf, cap, "%s%s", prefix, i < m->nparams ? leaf_param_names[m->kind][i] : buffer_names[i - m->nparams]);
 }
 
-typedef struct { fsM_param *v; int64_t n, cap; } plist;
+typedef struct { fsM_param *v; int64_t n, cap; bool buffers; } plist;
 
 static int collect(fs_module *m, const char *prefix, void *ud) {
   plist *l = ud;
-  for (int i = 0; i < m->nparams; i++) {
+  for (int i = 0; i < m->nparams + (l->buffers ? m->nbuffers : 0); i++) {
     if (l->n == l->cap) {
       int64_t cap = l->cap ? 2 * l->cap : 16;
       fsM_param *v = realloc(l->v, (size_t)cap * sizeof *v);
@@ -304,7 +340,7 @@ static int collect(fs_module *m, const char *prefix, void *ud) {
     param_name(name, sizeof name, prefix, m, i);
     fsM_param *p = &l->v[l->n];
     if (!(p->name = strdup(name))) return -1;
-    p->t = m->params[i];
+    p->t = i < m->nparams ? m->params[i] : m->buffers[i - m->nparams];
     p->owner = m;
     p->index = i;
     l->n++;
@@ -312,8 +348,8 @@ static int collect(fs_module *m, const char *prefix, void *ud) {
   return 0;
 }
 
-int64_t fsM_parameters(fs_module *m, fsM_param **out) {
-  plist l = {0};
+static int64_t collect_all(fs_module *m, fsM_param **out, bool buffers) {
+  plist l = {.buffers = buffers};
   if (walk_root(m, collect, &l)) {
     fsM_params_free(l.v, l.n);
     fsT_seterr("out of memory");
@@ -323,6 +359,9 @@ int64_t fsM_parameters(fs_module *m, fsM_param **out) {
   *out = l.v;
   return l.n;
 }
+
+int64_t fsM_parameters(fs_module *m, fsM_param **out) { return collect_all(m, out, false); }
+int64_t fsM_state(fs_module *m, fsM_param **out) { return collect_all(m, out, true); }
 
 void fsM_params_free(fsM_param *ps, int64_t n) {
   for (int64_t i = 0; i < n; i++) free(ps[i].name);
@@ -352,10 +391,32 @@ static void init_range(const fsB_backend *be, const fs_module *m, int index, uin
   switch (m->kind) {
   case FSM_LINEAR: {
     float bound = (float)(1.0 / sqrt((double)m->in));
+    if (index == 1 && m->zero_bias_init) be->fill(dst, n, 0.0f);
+    else be->fill_uniform(dst, n, key, offset, -bound, bound);
+    break;
+  }
+  case FSM_MHA: { /* xavier_uniform_(in_proj_weight), in_proj_bias 0 */
+    float bound = (float)sqrt(6.0 / (double)(m->in + 3 * m->in));
+    if (index == 0) be->fill_uniform(dst, n, key, offset, -bound, bound);
+    else be->fill(dst, n, 0.0f);
+    break;
+  }
+  case FSM_CONV1D:
+  case FSM_CONV2D:
+  case FSM_CONVTRANSPOSE2D: { /* kaiming_uniform_(a=sqrt(5)) and the bias rule: U(+-1/sqrt(fan_in)),
+                               fan_in = weight.size(1) * kernel: in/groups, or out/groups transposed */
+    int64_t per_group = (m->kind == FSM_CONVTRANSPOSE2D ? m->out : m->in) / m->groups;
+    float bound = (float)(1.0 / sqrt((double)(per_group * m->kernel[0] * m->kernel[1])));
     be->fill_uniform(dst, n, key, offset, -bound, bound);
     break;
   }
-  case FSM_LAYERNORM: be->fill(dst, n, index == 0 ? 1.0f : 0.0f); break;
+  case FSM_LAYERNORM:
+  case FSM_BATCHNORM1D:
+  case FSM_BATCHNORM2D:
+  case FSM_GROUPNORM:
+  case FSM_RMSNORM:
+    be->fill(dst, n, index == 0 ? 1.0f : 0.0f);
+    break;
   default: be->fill_normal(dst, n, key, offset, 0.0f, 1.0f); break;
   }
 }
@@ -390,9 +451,35 @@ static int move_param(fs_tensor *t, fs_device dev) {
   return 0;
 }
 
+/* A buffer's initial values (BatchNorm's reset_running_stats). */
+static void init_buffer(fs_tensor *t, int index) {
+  const fsB_backend *be = fsB_of(t);
+  if (index == 1) be->fill(fsT_f32(t), (size_t)t->numel, 1.0f);
+  else be->zero(t->data, fsT_nbytes(t));
+}
+
+static int buffers_visit(fs_module *m, const init_ctx *c) {
+  for (int i = 0; i < m->nbuffers; i++) {
+    fs_tensor *t = m->buffers[i];
+    if (c->what == MOVE) {
+      if (t->data && t->device != c->dev && move_param(t, c->dev) < 0) return -1;
+      continue;
+    }
+    if (c->what == EMPTY && t->data) {
+      fsB_get(t->device)->free(t->data, fsT_nbytes(t));
+      t->data = NULL;
+    }
+    if (c->what == MAT && t->data) continue;
+    if (!t->data && c->dev != FS_DEV_META && fsT_alloc_storage(t, c->dev)) return -1;
+    if (c->what != EMPTY && t->data) init_buffer(t, i);
+  }
+  return 0;
+}
+
 static int init_visit(fs_module *m, const char *prefix, void *ud) {
   init_ctx *c = ud;
-  if (m->kind == FSM_DROPOUT && c->what != EMPTY) {
+  if (buffers_visit(m, c) < 0) return -1;
+  if ((m->kind == FSM_DROPOUT || m->kind == FSM_MHA) && c->what != EMPTY) {
     char name[NAME_CAP + 16];
     snprintf(name, sizeof name, "%sdropout", prefix);
     m->seed = fsR_key(c->seed, name);
@@ -426,6 +513,17 @@ static int init_all(fs_module *m, init_ctx c) {
   return walk_root(m, init_visit, &c);
 }
 
+static int buffers_only(fs_module *m, const char *prefix, void *ud) {
+  (void)prefix;
+  return buffers_visit(m, ud);
+}
+
+int fsM_materialize_buffers(fs_module *m, fs_device dev) {
+  init_ctx c = {dev, 0, MAT};
+  if (!fsB_get(dev)) return -1;
+  return walk_root(m, buffers_only, &c);
+}
+
 int fsM_to_device(fs_module *m, fs_device dev) { return init_all(m, (init_ctx){dev, 0, MOVE}); }
 
 int fsM_materialize(fs_module *m, fs_device dev, uint64_t seed) {
@@ -440,8 +538,7 @@ int fsM_reset_parameters(fs_module *m, uint64_t seed) {
 
 /* ---- static shapes ---- */
 
-__attribute__((format(printf, 5, 6)))
-static int shape_err(const fs_module *m, const fs_module **bad, char *err, size_t errlen,
+int fsM_shape_err(const fs_module *m, const fs_module **bad, char *err, size_t errlen,
                      const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -475,10 +572,10 @@ static int last_dim_is(const fs_module *m, int rank, const int64_t *in, int64_t 
     char r[24], c[24];
     dim_str(rank ? prod(rank - 1, in) : 1, r, sizeof r);
     dim_str(rank ? in[rank - 1] : 1, c, sizeof c);
-    return shape_err(m, bad, err, errlen, "mat1 and mat2 shapes cannot be multiplied (%sx%s and %lldx%lld)",
+    return fsM_shape_err(m, bad, err, errlen, "mat1 and mat2 shapes cannot be multiplied (%sx%s and %lldx%lld)",
                      r, c, (long long)m->in, (long long)m->out);
   }
-  return shape_err(m, bad, err, errlen, "%s expects input with last dimension %lld, got %s",
+  return fsM_shape_err(m, bad, err, errlen, "%s expects input with last dimension %lld, got %s",
                    fsM_kind_name(m->kind), (long long)want, s);
 }
 
@@ -488,7 +585,7 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   int64_t cur[FS_MAX_RANK];
   int rank = in_rank;
   char s[160];
-  if (rank > FS_MAX_RANK) return shape_err(m, bad, err, errlen, "input has more than %d dimensions", FS_MAX_RANK);
+  if (rank > FS_MAX_RANK) return fsM_shape_err(m, bad, err, errlen, "input has more than %d dimensions", FS_MAX_RANK);
   memcpy(cur, in, (size_t)rank * sizeof *in);
   switch (m->kind) {
   case FSM_SEQUENTIAL:
@@ -500,7 +597,7 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
       char a[160];
       fsT_dims_str(in_rank, in, a, sizeof a);
       fsT_dims_str(rank, cur, s, sizeof s);
-      return shape_err(m, bad, err, errlen, "residual: the body's output %s does not match its input %s", s, a);
+      return fsM_shape_err(m, bad, err, errlen, "residual: the body's output %s does not match its input %s", s, a);
     }
     if (m->kind == FSM_RESIDUAL) rank = in_rank, memcpy(cur, in, (size_t)rank * sizeof *in);
     break;
@@ -509,18 +606,18 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
     cur[rank - 1] = m->out;
     break;
   case FSM_EMBEDDING:
-    if (rank >= FS_MAX_RANK) return shape_err(m, bad, err, errlen, "input has too many dimensions");
+    if (rank >= FS_MAX_RANK) return fsM_shape_err(m, bad, err, errlen, "input has too many dimensions");
     cur[rank++] = m->out;
     break;
   case FSM_POSEMB:
     if (rank < 2) {
       fsT_dims_str(rank, cur, s, sizeof s);
-      return shape_err(m, bad, err, errlen, "PositionalEmbedding expects input [..., T, %lld], got %s",
+      return fsM_shape_err(m, bad, err, errlen, "PositionalEmbedding expects input [..., T, %lld], got %s",
                        (long long)m->out, s);
     }
     if (last_dim_is(m, rank, cur, m->out, bad, err, errlen)) return -1;
     if (cur[rank - 2] > m->in)
-      return shape_err(m, bad, err, errlen, "PositionalEmbedding: sequence length %lld exceeds the context %lld",
+      return fsM_shape_err(m, bad, err, errlen, "PositionalEmbedding: sequence length %lld exceeds the context %lld",
                        (long long)cur[rank - 2], (long long)m->in);
     break;
   case FSM_LAYERNORM:
@@ -529,17 +626,36 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   case FSM_ATTENTION:
     if (rank != 3) {
       fsT_dims_str(rank, cur, s, sizeof s);
-      return shape_err(m, bad, err, errlen, "CausalSelfAttention expects input [B, T, %lld], got %s",
+      return fsM_shape_err(m, bad, err, errlen, "CausalSelfAttention expects input [B, T, %lld], got %s",
                        (long long)m->in, s);
     }
     if (last_dim_is(m, rank, cur, m->in, bad, err, errlen)) return -1;
     break;
   case FSM_FLATTEN:
     if (rank < 2)
-      return shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
+      return fsM_shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
                        rank ? -rank : -1, rank ? rank - 1 : 0);
     cur[1] = prod(rank - 1, cur + 1);
     rank = 2;
+    break;
+  case FSM_CONVTRANSPOSE2D:
+    if (rank != 4) {
+      fsT_dims_str(rank, cur, s, sizeof s);
+      return fsM_shape_err(m, bad, err, errlen, "ConvTranspose2d expects input [N, %lld, H, W], got %s", (long long)m->in, s);
+    }
+    cur[1] = m->out;
+    for (int i = 0; i < 2; i++)
+      if (cur[2 + i] >= 0)
+        cur[2 + i] = (cur[2 + i] - 1) * m->stride[i] - 2 * m->pad[i] + m->dil[i] * (m->kernel[i] - 1) + m->output_pad[i] + 1;
+    break;
+  case FSM_CONV1D:
+  case FSM_CONV2D:
+  case FSM_BATCHNORM1D:
+  case FSM_BATCHNORM2D:
+  case FSM_MAXPOOL2D:
+  case FSM_AVGPOOL2D:
+  case FSM_ADAPTIVEAVGPOOL2D:
+    if (fsM_spatial_shape(m, &rank, cur, bad, err, errlen)) return -1;
     break;
   default: /* elementwise */
     break;
@@ -619,6 +735,30 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
     fsT_release(y);
     return out;
   }
+  case FSM_CONV1D:
+    return fsG_conv(1, x, p[0], m->bias ? p[1] : NULL, m->stride + 1, m->pad + 1, m->dil + 1, m->groups);
+  case FSM_CONV2D:
+    return fsG_conv(2, x, p[0], m->bias ? p[1] : NULL, m->stride, m->pad, m->dil, m->groups);
+  case FSM_BATCHNORM1D:
+  case FSM_BATCHNORM2D:
+    return fsM_batchnorm_forward(m, x);
+  case FSM_MAXPOOL2D: return fsG_max_pool2d(x, m->kernel, m->stride, m->pad, m->dil, m->ceil_mode);
+  case FSM_AVGPOOL2D:
+    return fsG_avg_pool2d(x, m->kernel, m->stride, m->pad, m->ceil_mode, m->count_include_pad);
+  case FSM_ADAPTIVEAVGPOOL2D: return fsG_adaptive_avg_pool2d(x, m->kernel);
+  case FSM_LEAKYRELU: return fsG_unary(FSU_LEAKY_RELU, x, m->p, 0);
+  case FSM_UPSAMPLE: return fsM_upsample_forward(m, x);
+  case FSM_MHA:
+    fsT_seterr("MultiheadAttention takes (query, key, value) and returns (output, weights): call it directly, not as a layer of a model body");
+    return NULL;
+  case FSM_CONVTRANSPOSE2D:
+    return fsG_conv_transpose2d(x, p[0], m->bias ? p[1] : NULL, m->stride, m->pad, m->output_pad, m->dil, m->groups);
+  case FSM_MISH: return fsG_unary(FSU_MISH, x, 0, 0);
+  case FSM_SOFTMAX: /* dim None: torch's _get_softmax_dim, 0 for 0-, 1- and 3-d input, else 1 */
+    return fsG_softmax(x, m->bias ? (x->rank == 0 || x->rank == 1 || x->rank == 3 ? 0 : 1) : (int)m->in, false);
+  case FSM_GROUPNORM:
+    return fsG_group_norm(x, m->groups, m->nparams ? p[0] : NULL, m->nparams ? p[1] : NULL, m->p);
+  case FSM_RMSNORM: return fsG_rms_norm(x, m->nnormalized, m->normalized, m->nparams ? p[0] : NULL, m->p);
   default:
     fsT_seterr("%s has no forward", fsM_kind_name(m->kind));
     return NULL;

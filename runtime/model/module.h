@@ -23,7 +23,25 @@
  *   - leaves: Linear `weight` [out,in], `bias` [out]; Embedding `weight`
  *     [num,dim]; PositionalEmbedding `weight` [context,dim]; LayerNorm
  *     `weight`, `bias` [dim]; CausalSelfAttention has child Linears `c_attn`
- *     (dim -> 3*dim) and `c_proj` (dim -> dim).
+ *     (dim -> 3*dim) and `c_proj` (dim -> dim);
+ *   - Conv1d/Conv2d `weight` [out, in/groups, kernel...], `bias` [out];
+ *     BatchNorm1d/2d `weight`, `bias` [features] (affine) and the BUFFERS
+ *     `running_mean`, `running_var` [features] (f32) and
+ *     `num_batches_tracked` (0-d int64) when track_running_stats;
+ *     GroupNorm `weight`, `bias` [channels]; RMSNorm `weight` [normalized_shape];
+ *     ConvTranspose2d `weight` [in, out/groups, kH, kW], `bias` [out];
+ *     MultiheadAttention `in_proj_weight` [3E, E], `in_proj_bias` [3E] and the
+ *     child Linear `out_proj` (E -> E).
+ *
+ * Buffers (torch's register_buffer): tensors a module keeps and updates in
+ * its forward without gradients.  They are not parameters: fsM_parameters
+ * (and so optimizers, gradient clipping, DDP's gradient reduction and FSDP's
+ * flat shards) never sees them; fsM_state lists parameters and buffers in
+ * torch's state_dict order (per module: its parameters, then its buffers),
+ * which is what state_dict() and checkpoints save.  They materialize, move
+ * and reset with the parameters (running_mean 0, running_var 1,
+ * num_batches_tracked 0); under FSDP every rank holds them whole
+ * (fsM_materialize_buffers), as torch's FSDP does not shard buffers.
  *
  * Ownership: modules are reference counted like tensors; a parent owns one
  * reference to each child; fsM_append takes over the caller's reference. */
@@ -37,10 +55,15 @@ typedef enum fsM_kind {
   FSM_LINEAR, FSM_EMBEDDING, FSM_POSEMB, FSM_LAYERNORM,
   FSM_RELU, FSM_GELU, FSM_TANH, FSM_SIGMOID, FSM_SILU,
   FSM_DROPOUT, FSM_FLATTEN, FSM_ATTENTION,
+  FSM_CONV1D, FSM_CONV2D, FSM_BATCHNORM1D, FSM_BATCHNORM2D,
+  FSM_MAXPOOL2D, FSM_AVGPOOL2D, FSM_ADAPTIVEAVGPOOL2D,
+  FSM_LEAKYRELU, FSM_SOFTMAX, FSM_MISH, FSM_GROUPNORM, FSM_RMSNORM, FSM_UPSAMPLE,
+  FSM_CONVTRANSPOSE2D, FSM_MHA,
   FSM__COUNT
 } fsM_kind;
 
 #define FSM_MAX_PARAMS 2
+#define FSM_MAX_BUFFERS 3
 
 typedef struct fs_module fs_module;
 struct fs_module {
@@ -55,10 +78,22 @@ struct fs_module {
   double p;                  /* LayerNorm eps; Dropout p */
   bool bias;                 /* Linear, Attention */
   bool tanh_approx;          /* GELU(approximate="tanh") */
+  bool zero_bias_init;       /* Linear: bias starts at 0 (MultiheadAttention's out_proj) */
+  bool batch_first;          /* MultiheadAttention */
   bool training;             /* train()/eval(); modules start in training mode */
   uint64_t calls;            /* Dropout: forward calls so far (mask counter) */
   uint64_t seed;             /* Dropout: rng key of (seed, its full name), set by
                                 fsM_materialize; masks use (key, calls) */
+  /* Conv and pooling windows, [H, W] (1-d layers use index 1 only);
+   * Conv in/out are in/out, BatchNorm's features are in */
+  int64_t kernel[2], stride[2], pad[2], dil[2], groups, output_pad[2];
+  bool ceil_mode, count_include_pad;
+  double momentum;           /* BatchNorm; NaN = None (a cumulative average) */
+  int64_t normalized[2]; int nnormalized; /* RMSNorm's normalized_shape */
+  /* Upsample: size (n values: 1 = one for every spatial dim) or, n == 0,
+   * scale factors (n_scale values, 1 = one for every dim) */
+  int64_t up_size[2]; double up_scale[2]; int up_n, up_nscale;
+  fs_tensor *buffers[FSM_MAX_BUFFERS]; int nbuffers; /* see "Buffers" above */
 };
 
 /* Builders (NULL + fsT_error on a bad argument such as Linear(0, 3)). */
@@ -73,6 +108,36 @@ fs_module *fsM_activation(fsM_kind kind);   /* RELU, TANH, SIGMOID, SILU, FLATTE
 fs_module *fsM_gelu(bool tanh_approx);
 fs_module *fsM_dropout(double p);           /* 0 <= p <= 1 */
 fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias); /* dim % heads == 0 */
+/* Conv1d (nd 1) / Conv2d (nd 2): kernel, stride, pad, dil hold nd values */
+fs_module *fsM_conv(int nd, int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                    const int64_t *pad, const int64_t *dil, int64_t groups, bool bias);
+/* ConvTranspose2d: arrays of 2 ([H, W]) */
+fs_module *fsM_conv_transpose2d(int64_t in, int64_t out, const int64_t *kernel, const int64_t *stride,
+                                const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
+                                int64_t groups, bool bias);
+/* MultiheadAttention(embed_dim, num_heads, dropout, bias, batch_first); it
+ * takes (query, key, value): fsM_mha_forward, not fsM_forward */
+fs_module *fsM_mha(int64_t embed, int64_t heads, double dropout, bool bias, bool batch_first);
+/* *weights: NULL when not wanted; masks as fsG_multihead_attention's */
+fs_tensor *fsM_mha_forward(fs_module *m, fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *key_padding_mask,
+                           fs_tensor *attn_mask, bool average, fs_tensor **weights);
+/* BatchNorm1d (nd 1) / BatchNorm2d (nd 2); momentum NaN = None */
+fs_module *fsM_batchnorm(int nd, int64_t features, double eps, double momentum, bool affine,
+                         bool track_running_stats);
+/* MaxPool2d / AvgPool2d (kind); stride defaults to the kernel at the caller */
+fs_module *fsM_pool2d(fsM_kind kind, const int64_t *kernel, const int64_t *stride, const int64_t *pad,
+                      const int64_t *dil, bool ceil_mode, bool count_include_pad);
+/* AdaptiveAvgPool2d; a size < 0 keeps that input dim (torch's None) */
+fs_module *fsM_adaptive_avg_pool2d(const int64_t *size);
+fs_module *fsM_leaky_relu(double negative_slope);
+fs_module *fsM_softmax(int64_t dim, bool dim_none); /* dim None: torch's legacy choice */
+fs_module *fsM_mish(void);
+/* Upsample(mode='nearest'): nsize sizes (1: every spatial dim) or, nsize
+ * 0, nscale scale factors */
+fs_module *fsM_upsample(int nsize, const int64_t *size, int nscale, const double *scale);
+fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affine);
+/* normalized_shape of nd (1 or 2) dims; eps NaN = None */
+fs_module *fsM_rmsnorm(int nd, const int64_t *shape, double eps, bool affine);
 /* Appends child to a Sequential or Residual; key NULL means anonymous (keyed
  * by its index).  Takes the caller's reference to child.  -1 on a duplicate
  * name (fsT_error "duplicate layer name 'fc1'"); child is released then. */
@@ -95,6 +160,12 @@ typedef struct fsM_param {
 int64_t fsM_parameters(fs_module *m, fsM_param **out);
 void fsM_params_free(fsM_param *ps, int64_t n);
 int64_t fsM_num_parameters(const fs_module *m);  /* total elements */
+/* Parameters and buffers in torch's state_dict order (index >= nparams is
+ * buffer index - nparams); same contract as fsM_parameters. */
+int64_t fsM_state(fs_module *m, fsM_param **out);
+/* Gives every buffer still on meta storage on dev with its initial values
+ * (FSDP's setup: parameters come as shards, buffers whole). */
+int fsM_materialize_buffers(fs_module *m, fs_device dev);
 
 /* Static shape inference: out = shape of m(x) for x of shape in.  A dim of -1
  * is unknown (e.g. the batch) and propagates.  On a mismatch returns -1,

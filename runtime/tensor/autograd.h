@@ -27,6 +27,7 @@
 #define FS_AUTOGRAD_H
 
 #include "backend.h"
+#include "loss.h"
 #include "nn.h"
 #include "ops.h"
 #include "tensor.h"
@@ -56,6 +57,59 @@ fs_tensor *fsG_act(fsN_act act, fs_tensor *x);
 fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key);          /* training mode */
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads);               /* [B,T,3C] -> [B,T,C] */
 fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape);  /* a view */
+
+/* ---- convolutional layers (cnn_grad.c; kernels in cnn.h) ----
+ * Images are NCHW; stride/padding/dilation/kernel arrays hold one value per
+ * spatial dim (nd of them, [H, W] order). */
+/* x[N,C,L] W[OC,C/G,K] (nd 1) or x[N,C,H,W] W[OC,C/G,KH,KW] (nd 2); b may be NULL */
+fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
+                    const int64_t *pad, const int64_t *dil, int64_t groups);
+/* x[N,Cin,H,W] W[Cin,Cout/G,KH,KW] -> [N,Cout,OH,OW], OH = (H-1) s - 2p +
+ * d (KH-1) + output_pad + 1 (output_pad < stride); b [Cout] or NULL */
+fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
+                                const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
+                                int64_t groups);
+/* x[N,C,H,W] or [C,H,W]; padding at most half the kernel, as torch */
+fs_tensor *fsG_max_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
+                          const int64_t *d, bool ceil_mode);
+fs_tensor *fsG_avg_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
+                          bool ceil_mode, bool count_include_pad);
+/* size[i] < 0 keeps that input dim (torch's None) */
+fs_tensor *fsG_adaptive_avg_pool2d(fs_tensor *x, const int64_t *size);
+/* x[N,C,...]; rm/rv (running stats, may both be NULL when training) are
+ * updated in place when training; w, b may be NULL (affine=False) */
+fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
+                          bool training, double momentum, double eps);
+
+/* ---- normalization (norm_grad.c; kernels in norm.h) ---- */
+/* x[N,C,...] over groups of C/groups channels; w, b [C] or NULL */
+fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps);
+/* over x's last nd dims, which must be shape[0..nd); w of that shape or
+ * NULL; eps NaN = torch's None (float32's machine epsilon) */
+fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps);
+
+/* softmax(q k^T / sqrt(E) + mask) v over q[..., L, E], k[..., S, E],
+ * v[..., S, Ev] (batch dims broadcast); mask: int64 0/1 (1 = attend, torch's
+ * boolean) or float (added), broadcast to [..., L, S], or NULL; is_causal:
+ * key j only for query i >= j; dropout on the probabilities with rng key
+ * `key` (compose.c) */
+fs_tensor *fsG_scaled_dot_product_attention(fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *mask,
+                                            double dropout_p, bool is_causal, uint64_t key);
+
+/* interpolate(mode='nearest') of x[N, C, (H,) W] to size[nd]; scale_factor[i]
+ * NaN unless given (torch computes the source index from it then) */
+fs_tensor *fsG_interpolate_nearest(fs_tensor *x, int nd, const int64_t *size, const double *scale_factor);
+
+/* torch's multi_head_attention_forward with batch-first q[B,L,E], k and
+ * v[B,S,E]: packed in_w[3E,E] (in_b[3E] or NULL), out_w[E,E], out_b or NULL,
+ * H heads; masks int64 0/1 (1 = masked out, torch's boolean) or float added:
+ * attn_mask [L,S] or [B*H,L,S], key_padding_mask [B,S]; *weights (when not
+ * NULL) gets the attention probabilities, averaged over heads when average
+ * (compose.c) */
+fs_tensor *fsG_multihead_attention(fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *in_w, fs_tensor *in_b,
+                                   fs_tensor *out_w, fs_tensor *out_b, int64_t H, fs_tensor *attn_mask,
+                                   fs_tensor *key_padding_mask, double dropout_p, uint64_t key,
+                                   bool average, fs_tensor **weights);
 
 /* ---- arithmetic ---- int64 op int64 stays int64 except `/`; else float32 */
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
@@ -94,6 +148,23 @@ fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b);                     /* torch.
 /* logits [N,C] with targets [N], or [B,T,C] with [B,T]; mean over rows */
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets);
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target);           /* mean */
+
+/* torch.nn.functional's losses with their options (loss_grad.c; kernels in
+ * loss.h).  reduction: 'none' keeps the per-element (per-row) shape,
+ * 'mean' divides by the count (class losses with index targets: by the
+ * summed class weights of the rows not ignored, as torch), 'batchmean'
+ * (kl_div) by the first dim. */
+typedef enum fsG_reduction { FSG_NONE, FSG_MEAN, FSG_SUM, FSG_BATCHMEAN } fsG_reduction;
+/* cross_entropy (from_logits) / nll_loss: x [N, C] / [N, C, d...] (torch's
+ * class dim 1) / [B, T, C] with [B, T]; target int64 class indices, or
+ * (cross_entropy) float class probabilities of x's shape; weight [C] or NULL */
+fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
+                   int64_t ignore_index, double smoothing, fsG_reduction red);
+/* elementwise losses (loss.h fsN_ploss); param: beta, delta, log_target;
+ * pos_weight [last dim] (BCE with logits), weight broadcast (BCE) or NULL */
+fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
+                     fs_tensor *weight, fsG_reduction red);
+fs_tensor *fsG_cosine_similarity(fs_tensor *a, fs_tensor *b, int dim, double eps);
 
 /* ---- not differentiable ---- */
 typedef enum fsG_cmp { FSG_EQ, FSG_NE, FSG_LT, FSG_LE, FSG_GT, FSG_GE } fsG_cmp;

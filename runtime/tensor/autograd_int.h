@@ -37,4 +37,37 @@ fs_tensor *fsG_on_host(fs_tensor *t);
 /* out, built on the cpu, moved to dev (out is consumed). */
 fs_tensor *fsG_to_dev(fs_tensor *out, fs_device dev);
 
+/* ---- staging through host memory (ops_grad.c) ----
+ * Kernels that exist for the cpu only (the tensor API's ops when a backend
+ * has no `ops` table; the cnn.h layers on every device but the cpu) run on
+ * host copies: on the cpu the "copies" are the tensors themselves. */
+
+/* An op's view of its inputs: the kernels to run and host tensors to run
+ * them on (new references). */
+typedef struct fsG_stage {
+  const fsU_kernels *k;
+  bool staged;         /* inputs were copied off a device */
+  fs_device dev;       /* where results go */
+  fs_tensor *h[3];
+} fsG_stage;
+/* Checks the inputs (fsG_check_inputs) and makes their host copies. */
+int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins);
+void fsG_stage_end(fsG_stage *s);
+/* A host output of shape (rank dims) for the forward to fill. */
+fs_tensor *fsG_host_new(fs_dtype dt, int rank, const int64_t *shape);
+
+/* Backward's view: host copies of the node's inputs, saved buffers, the
+ * output and its gradient, and host gradient buffers d[i] for the inputs
+ * that need one (the inputs' own .grad on the cpu; zeroed scratch added to
+ * .grad at fsG_bw_end otherwise). */
+typedef struct fsG_bwstage {
+  const fsU_kernels *k;
+  bool staged;
+  fs_tensor *in[3], *saved[2], *out, *gout, *scratch[3];
+  float *d[3];
+} fsG_bwstage;
+int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out);
+/* Adds the staged gradients into the inputs' .grad on their device. */
+int fsG_bw_end(fsG_bwstage *c, fsG_node *n);
+
 #endif

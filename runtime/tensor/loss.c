@@ -1,7 +1,9 @@
-/* loss.c -- cross entropy and mean squared error. */
+/* loss.c -- loss kernels (loss.h): the fast cross entropy and mean squared
+ * error, and torch.nn.functional's losses with their options. */
 #include "loss.h"
 
 #include <math.h>
+#include "tensor.h"
 #include "vmath.h"
 
 /* logsumexp of one row, max-shifted; the sum is kept in double: the loss is
@@ -56,5 +58,159 @@ void fsN_mse_backward(float *dpred, float *dtarget, const float *pred, const flo
     float g = scale * (pred[i] - target[i]);
     if (dpred) dpred[i] += g;
     if (dtarget) dtarget[i] -= g;
+  }
+}
+
+/* ---- class losses ---- */
+
+static float class_weight(const fsN_nll *o, int64_t c) { return o->weight ? o->weight[c] : 1.0f; }
+
+int fsN_nll_forward(float *loss, double *wsum, const float *x, const int64_t *t, const fsN_nll *o) {
+  double W = 0;
+  float ls = o->smoothing;
+  for (int64_t m = 0; m < o->M; m++) {
+    int64_t tm = t[m];
+    if (tm == o->ignore_index) {
+      loss[m] = 0;
+      continue;
+    }
+    if (tm < 0 || tm >= o->C) {
+      fsT_seterr("Target %lld is out of bounds.", (long long)tm);
+      return -1;
+    }
+    const float *xr = x + m * o->C;
+    float lse = o->from_logits ? (float)row_lse(xr, o->C) : 0.0f;
+    double smooth = 0;
+    if (ls > 0)
+      for (int64_t c = 0; c < o->C; c++) smooth -= class_weight(o, c) * (double)(xr[c] - lse);
+    float wt = class_weight(o, tm);
+    loss[m] = (float)((1 - ls) * wt * -(double)(xr[tm] - lse) + ls / (double)o->C * smooth);
+    W += wt;
+  }
+  *wsum = W;
+  return 0;
+}
+
+void fsN_nll_backward(float *dx, const float *g, const float *x, const int64_t *t, const fsN_nll *o) {
+  float ls = o->smoothing;
+  for (int64_t m = 0; m < o->M; m++) {
+    if (t[m] == o->ignore_index || g[m] == 0) continue;
+    const float *xr = x + m * o->C;
+    float *d = dx + m * o->C;
+    /* dloss/dlogp[c] = -g ((1-ls) w[t] [c == t] + ls/C w[c]); through
+     * log_softmax: dx[c] = dlogp[c] - softmax[c] sum_j dlogp[j] */
+    float lse = o->from_logits ? (float)row_lse(xr, o->C) : 0.0f;
+    double total = 0;
+    for (int64_t c = 0; c < o->C; c++) {
+      float dl = -g[m] * ((c == t[m] ? (1 - ls) * class_weight(o, c) : 0.0f) + ls / (float)o->C * class_weight(o, c));
+      total += dl;
+      d[c] += dl;
+    }
+    if (o->from_logits)
+      for (int64_t c = 0; c < o->C; c++) d[c] -= expf(xr[c] - lse) * (float)total;
+  }
+}
+
+void fsN_nll_prob_forward(float *loss, const float *x, const float *p, const fsN_nll *o) {
+  float ls = o->smoothing;
+  for (int64_t m = 0; m < o->M; m++) {
+    const float *xr = x + m * o->C, *pr = p + m * o->C;
+    float lse = o->from_logits ? (float)row_lse(xr, o->C) : 0.0f;
+    double s = 0;
+    for (int64_t c = 0; c < o->C; c++)
+      s -= class_weight(o, c) * ((1 - ls) * pr[c] + ls / (float)o->C) * (double)(xr[c] - lse);
+    loss[m] = (float)s;
+  }
+}
+
+void fsN_nll_prob_backward(float *dx, float *dp, const float *g, const float *x, const float *p,
+                           const fsN_nll *o) {
+  float ls = o->smoothing;
+  for (int64_t m = 0; m < o->M; m++) {
+    const float *xr = x + m * o->C, *pr = p + m * o->C;
+    float lse = o->from_logits ? (float)row_lse(xr, o->C) : 0.0f;
+    if (dp)
+      for (int64_t c = 0; c < o->C; c++) dp[m * o->C + c] -= g[m] * class_weight(o, c) * (1 - ls) * (xr[c] - lse);
+    if (!dx) continue;
+    float *d = dx + m * o->C;
+    double total = 0;
+    for (int64_t c = 0; c < o->C; c++) {
+      float dl = -g[m] * class_weight(o, c) * ((1 - ls) * pr[c] + ls / (float)o->C);
+      total += dl;
+      d[c] += dl;
+    }
+    if (o->from_logits)
+      for (int64_t c = 0; c < o->C; c++) d[c] -= expf(xr[c] - lse) * (float)total;
+  }
+}
+
+/* ---- elementwise losses ---- */
+
+static float pos_weight_at(const fsN_ploss_opts *o, size_t i) {
+  return o->pos_weight ? o->pos_weight[(int64_t)i % o->n_pw] : 1.0f;
+}
+
+static float clamped_log(float v) { /* torch's BCE clamps its logs at -100 */
+  float l = logf(v);
+  return l < -100.0f ? -100.0f : l;
+}
+
+void fsN_ploss_forward(float *out, const float *x, const float *y, size_t n, const fsN_ploss_opts *o) {
+  float p = (float)o->param;
+  for (size_t i = 0; i < n; i++) {
+    float d = x[i] - y[i], a = fabsf(d);
+    switch (o->op) {
+    case FSN_MSE: out[i] = d * d; break;
+    case FSN_L1: out[i] = a; break;
+    case FSN_SMOOTH_L1: out[i] = a < p ? 0.5f * d * d / p : a - 0.5f * p; break;
+    case FSN_HUBER: out[i] = a <= p ? 0.5f * d * d : p * (a - 0.5f * p); break;
+    case FSN_BCE: out[i] = -(y[i] * clamped_log(x[i]) + (1 - y[i]) * clamped_log(1 - x[i])); break;
+    case FSN_BCE_LOGITS: {
+      float lw = 1 + (pos_weight_at(o, i) - 1) * y[i];
+      out[i] = (1 - y[i]) * x[i] + lw * (log1pf(expf(-fabsf(x[i]))) + fmaxf(-x[i], 0.0f));
+      break;
+    }
+    case FSN_KL_DIV:
+      out[i] = p != 0 ? expf(y[i]) * (y[i] - x[i]) : y[i] > 0 ? y[i] * (logf(y[i]) - x[i]) : 0.0f;
+      break;
+    }
+  }
+}
+
+void fsN_ploss_backward(float *dx, float *dy, const float *g, const float *x, const float *y,
+                        size_t n, const fsN_ploss_opts *o) {
+  float p = (float)o->param;
+  for (size_t i = 0; i < n; i++) {
+    float d = x[i] - y[i], a = fabsf(d), sgn = (float)((d > 0) - (d < 0)), gx = 0, gy = 0;
+    switch (o->op) {
+    case FSN_MSE: gx = 2 * d; gy = -gx; break;
+    case FSN_L1: gx = sgn; gy = -gx; break;
+    case FSN_SMOOTH_L1: gx = a < p ? d / p : sgn; gy = -gx; break;
+    case FSN_HUBER: gx = a <= p ? d : p * sgn; gy = -gx; break;
+    case FSN_BCE: { /* torch: (x - y) / max((1 - x) x, eps) with eps 1e-12 */
+      float den = (1 - x[i]) * x[i];
+      gx = d / (den > 1e-12f ? den : 1e-12f);
+      gy = clamped_log(1 - x[i]) - clamped_log(x[i]);
+      break;
+    }
+    case FSN_BCE_LOGITS: { /* d/dx = (1-y) - lw sigmoid(-x);  d/dy = -x - (pw-1) softplus(-x) */
+      float pw = pos_weight_at(o, i), lw = 1 + (pw - 1) * y[i];
+      float sig_neg = 1.0f / (1.0f + expf(x[i]));
+      gx = (1 - y[i]) - lw * sig_neg;
+      gy = -x[i] + (pw - 1) * (log1pf(expf(-fabsf(x[i]))) + fmaxf(-x[i], 0.0f));
+      break;
+    }
+    case FSN_KL_DIV:
+      if (p != 0) {
+        gx = -expf(y[i]);
+        gy = expf(y[i]) * (y[i] - x[i] + 1);
+      } else if (y[i] > 0) {
+        gx = -y[i];
+        gy = logf(y[i]) + 1 - x[i];
+      }
+      break;
+    }
+    if (dx) dx[i] += g[i] * gx;
+    if (dy) dy[i] += g[i] * gy;
   }
 }

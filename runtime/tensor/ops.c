@@ -56,6 +56,9 @@ static inline bool step(int rank, const int64_t *shape, int64_t *idx, int n,
 
 /* ---- unary ---- */
 
+/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
+static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
 static float unary1(fsU_unary op, float x, double p0, double p1) {
   switch (op) {
   case FSU_EXP: return expf(x);
@@ -69,6 +72,8 @@ static float unary1(fsU_unary op, float x, double p0, double p1) {
   case FSU_SIGMOID: return 1.0f / (1.0f + expf(-x));
   case FSU_POW: return powf(x, (float)p0);
   case FSU_RELU: return x > 0 ? x : 0;
+  case FSU_LEAKY_RELU: return x > 0 ? x : x * (float)p0;
+  case FSU_MISH: return x * tanhf(softplus(x));
   case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
     if (!isnan(p0) && x < (float)p0) x = (float)p0;
     if (!isnan(p1) && x > (float)p1) x = (float)p1;
@@ -95,6 +100,11 @@ static float unary_grad(fsU_unary op, float g, float x, float y, double p0, doub
   case FSU_SIGMOID: return g * y * (1 - y);
   case FSU_POW: return p0 == 0 ? 0 : g * (float)p0 * powf(x, (float)p0 - 1);
   case FSU_RELU: return x > 0 ? g : 0;
+  case FSU_LEAKY_RELU: return x > 0 ? g : g * (float)p0;
+  case FSU_MISH: { /* tanh(sp) + x sech^2(sp) sigmoid(x) */
+    float t = tanhf(softplus(x)), s = 1.0f / (1.0f + expf(-x));
+    return g * (t + x * (1 - t * t) * s);
+  }
   case FSU_CLAMP: /* torch: the gradient passes where lo <= x <= hi */
     return (isnan(p0) || x >= (float)p0) && (isnan(p1) || x <= (float)p1) ? g : 0;
   }

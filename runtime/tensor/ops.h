@@ -20,10 +20,11 @@
 #include "tensor.h"
 
 /* Elementwise ops of one tensor; p0/p1 are POW's exponent and CLAMP's
- * bounds (NaN bound = none). */
+ * bounds (NaN bound = none), LEAKY_RELU's negative slope (p0). */
 typedef enum fsU_unary {
   FSU_EXP, FSU_LOG, FSU_SQRT, FSU_RSQRT, FSU_ABS, FSU_SIN, FSU_COS, FSU_TANH,
-  FSU_SIGMOID, FSU_POW, FSU_CLAMP, FSU_RELU
+  FSU_SIGMOID, FSU_POW, FSU_CLAMP, FSU_RELU,
+  FSU_LEAKY_RELU, FSU_MISH /* x > 0 ? x : slope x;  x tanh(softplus(x)) */
 } fsU_unary;
 
 /* Broadcast elementwise ops of two tensors (torch.add ... torch.minimum). */

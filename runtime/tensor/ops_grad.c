@@ -16,20 +16,11 @@
 
 /* ---- staging ---- */
 
-/* An op's view of its inputs: the kernels to run and host tensors to run
- * them on (new references). */
-typedef struct stage {
-  const fsU_kernels *k;
-  bool staged;         /* inputs were copied off a device */
-  fs_device dev;       /* where results go */
-  fs_tensor *h[3];
-} stage;
-
-static void stage_end(stage *s) {
+void fsG_stage_end(fsG_stage *s) {
   for (int i = 0; i < 3; i++) fsT_release(s->h[i]);
 }
 
-static int stage_begin(stage *s, const char *op, int n, fs_tensor *const *ins) {
+int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins) {
   memset(s, 0, sizeof *s);
   const fsB_backend *be = fsG_check_inputs(op, n, ins);
   if (!be) return -1;
@@ -38,29 +29,18 @@ static int stage_begin(stage *s, const char *op, int n, fs_tensor *const *ins) {
   s->dev = ins[0]->device;
   for (int i = 0; i < n; i++)
     if (ins[i] && !(s->h[i] = fsG_on_host(ins[i]))) {
-      stage_end(s);
+      fsG_stage_end(s);
       return -1;
     }
   return 0;
 }
 
 /* A host output of shape (rank dims) for the forward to fill. */
-static fs_tensor *host_new(fs_dtype dt, int rank, const int64_t *shape) {
+fs_tensor *fsG_host_new(fs_dtype dt, int rank, const int64_t *shape) {
   return fsT_new(dt, FS_DEV_CPU, rank, shape);
 }
 
-/* Backward's view: host copies of the node's inputs, saved buffers, the
- * output and its gradient, and host gradient buffers d[i] for the inputs
- * that need one (the inputs' own .grad on the cpu; zeroed scratch added to
- * .grad at bw_end otherwise). */
-typedef struct bwstage {
-  const fsU_kernels *k;
-  bool staged;
-  fs_tensor *in[3], *saved[2], *out, *gout, *scratch[3];
-  float *d[3];
-} bwstage;
-
-static void bw_release(bwstage *c) {
+static void bw_release(fsG_bwstage *c) {
   for (int i = 0; i < 3; i++) {
     fsT_release(c->in[i]);
     fsT_release(c->scratch[i]);
@@ -70,7 +50,7 @@ static void bw_release(bwstage *c) {
   fsT_release(c->gout);
 }
 
-static int bw_begin(bwstage *c, fsG_node *n, fs_tensor *out) {
+int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out) {
   memset(c, 0, sizeof *c);
   const fsB_backend *be = fsB_of(out);
   c->staged = be->ops == NULL;
@@ -93,7 +73,7 @@ static int bw_begin(bwstage *c, fsG_node *n, fs_tensor *out) {
 }
 
 /* Adds the staged gradients into the inputs' .grad on their device. */
-static int bw_end(bwstage *c, fsG_node *n) {
+int fsG_bw_end(fsG_bwstage *c, fsG_node *n) {
   int rc = 0;
   for (int i = 0; i < 3 && !rc; i++) {
     fs_tensor *x = n->in[i];
@@ -144,24 +124,24 @@ static int reduced_shape(const fs_tensor *x, int d, bool keepdim, int64_t *shape
 /* ---- unary ---- */
 
 static int unary_bw(fsG_node *n, fs_tensor *out) {
-  bwstage c;
-  if (bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0])
     c.k->unary_backward((fsU_unary)n->k, (size_t)out->numel, c.d[0], fsT_f32(c.gout), fsT_f32(c.in[0]),
                         fsT_f32(c.out), n->s, n->s2);
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
   fs_tensor *fx = as_f32(x);
-  stage s;
-  if (!fx || stage_begin(&s, "elementwise", 1, &fx) < 0) {
+  fsG_stage s;
+  if (!fx || fsG_stage_begin(&s, "elementwise", 1, &fx) < 0) {
     fsT_release(fx);
     return NULL;
   }
-  fs_tensor *out = host_new(FS_F32, x->rank, x->shape);
+  fs_tensor *out = fsG_host_new(FS_F32, x->rank, x->shape);
   if (out) s.k->unary_forward(op, (size_t)x->numel, fsT_f32(s.h[0]), fsT_f32(out), p0, p1);
-  stage_end(&s);
+  fsG_stage_end(&s);
   out = fsG_to_dev(out, s.dev);
   if (out) out = fsG_record(out, unary_bw, 1, &fx, NULL, NULL, p0, op);
   if (out && out->node) out->node->s2 = p1;
@@ -184,11 +164,11 @@ static int bcast_of(fsU_bcast *bc, int n, fs_tensor *const *ins) {
 
 static int binary_op_bw(fsG_node *n, fs_tensor *out) {
   fsU_bcast bc;
-  bwstage c;
-  if (bcast_of(&bc, 2, n->in) < 0 || bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (bcast_of(&bc, 2, n->in) < 0 || fsG_bw_begin(&c, n, out) < 0) return -1;
   c.k->binary_backward((fsU_binary)n->k, &bc, c.d[0], c.d[1], fsT_f32(c.gout), fsT_f32(c.in[0]),
                        fsT_f32(c.in[1]), fsT_f32(c.out));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
@@ -197,11 +177,11 @@ fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
   if (!fsG_check_inputs("arithmetic", 2, ins) || bcast_of(&bc, 2, ins) < 0) return NULL;
   bool ints = a->dtype == FS_I64 && b->dtype == FS_I64 && (op == FSU_MAXIMUM || op == FSU_MINIMUM);
   fs_tensor *f[2] = {as_f32(a), NULL}, *out = NULL;
-  stage s;
-  if (f[0] && (f[1] = as_f32(b)) && stage_begin(&s, "arithmetic", 2, f) == 0) {
-    if ((out = host_new(FS_F32, bc.rank, bc.shape)))
+  fsG_stage s;
+  if (f[0] && (f[1] = as_f32(b)) && fsG_stage_begin(&s, "arithmetic", 2, f) == 0) {
+    if ((out = fsG_host_new(FS_F32, bc.rank, bc.shape)))
       s.k->binary_forward(op, &bc, fsT_f32(s.h[0]), fsT_f32(s.h[1]), fsT_f32(out));
-    stage_end(&s);
+    fsG_stage_end(&s);
     out = fsG_to_dev(out, s.dev);
     if (out && ints) { /* torch keeps integer maximum/minimum integral */
       fs_tensor *i = fsT_to_dtype(out, FS_I64);
@@ -216,10 +196,10 @@ fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
 
 static int where_bw(fsG_node *n, fs_tensor *out) {
   fsU_bcast bc;
-  bwstage c;
-  if (bcast_of(&bc, 3, n->in) < 0 || bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (bcast_of(&bc, 3, n->in) < 0 || fsG_bw_begin(&c, n, out) < 0) return -1;
   c.k->where_backward(&bc, fsT_i64(c.in[0]), c.d[1], c.d[2], fsT_f32(c.gout));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
@@ -232,11 +212,11 @@ fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
     return NULL;
   }
   fs_tensor *f[3] = {fsT_retain(cond), as_f32(a), NULL}, *out = NULL;
-  stage s;
-  if (f[1] && (f[2] = as_f32(b)) && stage_begin(&s, "where", 3, f) == 0) {
-    if ((out = host_new(FS_F32, bc.rank, bc.shape)))
+  fsG_stage s;
+  if (f[1] && (f[2] = as_f32(b)) && fsG_stage_begin(&s, "where", 3, f) == 0) {
+    if ((out = fsG_host_new(FS_F32, bc.rank, bc.shape)))
       s.k->where_forward(&bc, fsT_i64(s.h[0]), fsT_f32(s.h[1]), fsT_f32(s.h[2]), fsT_f32(out));
-    stage_end(&s);
+    fsG_stage_end(&s);
     out = fsG_to_dev(out, s.dev);
     if (out) out = fsG_record(out, where_bw, 3, f, NULL, NULL, 0, 0);
   }
@@ -262,19 +242,19 @@ static void window_load(const fsG_node *n, fsU_window *w) {
 
 static int window_bw(fsG_node *n, fs_tensor *out) {
   fsU_window w;
-  bwstage c;
+  fsG_bwstage c;
   window_load(n, &w);
-  if (bw_begin(&c, n, out) < 0) return -1;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0]) c.k->gather_backward(&w, c.d[0], fsT_f32(c.gout));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
-  stage s;
-  if (stage_begin(&s, "view", 1, &x) < 0) return NULL;
-  fs_tensor *out = host_new(x->dtype, w->rank, w->shape);
+  fsG_stage s;
+  if (fsG_stage_begin(&s, "view", 1, &x) < 0) return NULL;
+  fs_tensor *out = fsG_host_new(x->dtype, w->rank, w->shape);
   if (out) s.k->gather(w, fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
-  stage_end(&s);
+  fsG_stage_end(&s);
   out = fsG_to_dev(out, s.dev);
   if (out && x->dtype == FS_F32) out = fsG_record(out, window_bw, 1, &x, NULL, NULL, 0, 0);
   if (out && out->node) window_save(out->node, w);
@@ -404,12 +384,12 @@ fs_tensor *fsG_select(fs_tensor *x, int dim, int64_t i) {
  * of the gradient, in[1] (the chain so far) all of it. */
 static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
   fsU_window w;
-  bwstage c;
+  fsG_bwstage c;
   window_load(n, &w);
-  if (bw_begin(&c, n, out) < 0) return -1;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   int rc = 0;
   if (c.d[0]) { /* d piece += the piece's window of the gradient */
-    fs_tensor *part = host_new(FS_F32, w.rank, w.shape);
+    fs_tensor *part = fsG_host_new(FS_F32, w.rank, w.shape);
     if (part) {
       c.k->gather(&w, sizeof(float), fsT_f32(c.gout), fsT_f32(part));
       for (int64_t i = 0; i < part->numel; i++) c.d[0][i] += fsT_f32(part)[i];
@@ -418,7 +398,7 @@ static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
   }
   if (c.d[1])
     for (int64_t i = 0; i < out->numel; i++) c.d[1][i] += fsT_f32(c.gout)[i];
-  return bw_end(&c, n) < 0 ? -1 : rc;
+  return fsG_bw_end(&c, n) < 0 ? -1 : rc;
 }
 
 fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
@@ -458,7 +438,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     any_f32 |= t->dtype != FS_I64;
   }
   fs_dtype dt = any_f32 ? FS_F32 : FS_I64;
-  fs_tensor *out = host_new(dt, ts[0]->rank, shape);
+  fs_tensor *out = fsG_host_new(dt, ts[0]->rank, shape);
   fsU_window w;
   int64_t at = 0;
   for (int i = 0; out && i < n; i++) { /* piece i fills out's [at, at + len) along d */
@@ -511,8 +491,8 @@ static int64_t *node_oli(fsG_node *n, int64_t O, int64_t L, int64_t I) {
 }
 
 static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
-  bwstage c;
-  if (bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   const int64_t *v = n->iv;
   if (c.d[0]) {
     if (n->s != 1) { /* mean: the gradient scaled by 1/L */
@@ -521,7 +501,7 @@ static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
     }
     c.k->sum_dim_backward(v[0], v[1], v[2], c.d[0], fsT_f32(c.gout));
   }
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
@@ -535,14 +515,14 @@ fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
   split_at(x, d, &O, &L, &I);
   int r = reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
-  stage s;
-  if (fx && stage_begin(&s, mean ? "mean" : "sum", 1, &fx) == 0) {
-    if ((out = host_new(FS_F32, r, shape))) {
+  fsG_stage s;
+  if (fx && fsG_stage_begin(&s, mean ? "mean" : "sum", 1, &fx) == 0) {
+    if ((out = fsG_host_new(FS_F32, r, shape))) {
       s.k->sum_dim_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
       if (mean)
         for (int64_t i = 0; i < out->numel; i++) fsT_f32(out)[i] /= (float)L;
     }
-    stage_end(&s);
+    fsG_stage_end(&s);
     out = fsG_to_dev(out, s.dev);
     if (out && x->dtype == FS_I64) { /* integer sums stay integral */
       fs_tensor *i = fsT_to_dtype(out, FS_I64);
@@ -556,10 +536,10 @@ fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
 }
 
 static int extreme_bw(fsG_node *n, fs_tensor *out) {
-  bwstage c;
-  if (bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0]) c.k->extreme_backward(n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout), fsT_i64(c.saved[0]));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
@@ -575,12 +555,12 @@ fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_te
   }
   int r = reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL, *idx = NULL;
-  stage s;
-  if (fx && stage_begin(&s, name, 1, &fx) == 0) {
-    out = host_new(FS_F32, r, shape);
-    idx = out ? host_new(FS_I64, r, shape) : NULL;
+  fsG_stage s;
+  if (fx && fsG_stage_begin(&s, name, 1, &fx) == 0) {
+    out = fsG_host_new(FS_F32, r, shape);
+    idx = out ? fsG_host_new(FS_I64, r, shape) : NULL;
     if (idx) s.k->extreme_forward(want_max, O, L, I, fsT_f32(s.h[0]), fsT_f32(out), fsT_i64(idx));
-    stage_end(&s);
+    fsG_stage_end(&s);
     out = idx ? fsG_to_dev(out, s.dev) : (fsT_release(out), NULL);
     idx = fsG_to_dev(idx, s.dev);
     if (!idx) {
@@ -603,10 +583,10 @@ fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_te
 }
 
 static int softmax_bw(fsG_node *n, fs_tensor *out) {
-  bwstage c;
-  if (bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0]) c.k->softmax_backward(n->k, n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout), fsT_f32(c.out));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
@@ -619,11 +599,11 @@ fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
   int64_t O, L, I;
   split_at(x, d, &O, &L, &I);
   fs_tensor *fx = as_f32(x), *out = NULL;
-  stage s;
-  if (fx && stage_begin(&s, "softmax", 1, &fx) == 0) {
-    if ((out = host_new(FS_F32, x->rank, x->shape)))
+  fsG_stage s;
+  if (fx && fsG_stage_begin(&s, "softmax", 1, &fx) == 0) {
+    if ((out = fsG_host_new(FS_F32, x->rank, x->shape)))
       s.k->softmax_forward(log, O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
-    stage_end(&s);
+    fsG_stage_end(&s);
     out = fsG_to_dev(out, s.dev);
     if (out) out = fsG_record(out, softmax_bw, 1, &fx, NULL, NULL, 0, log);
     if (out && out->node) node_oli(out->node, O, L, I);
@@ -633,12 +613,12 @@ fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
 }
 
 static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
-  bwstage c;
-  if (bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0])
     c.k->logsumexp_backward(n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout), fsT_f32(c.in[0]),
                             fsT_f32(c.out));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
@@ -648,10 +628,10 @@ fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
   split_at(x, d, &O, &L, &I);
   int r = reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
-  stage s;
-  if (fx && stage_begin(&s, "logsumexp", 1, &fx) == 0) {
-    if ((out = host_new(FS_F32, r, shape))) s.k->logsumexp_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
-    stage_end(&s);
+  fsG_stage s;
+  if (fx && fsG_stage_begin(&s, "logsumexp", 1, &fx) == 0) {
+    if ((out = fsG_host_new(FS_F32, r, shape))) s.k->logsumexp_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
+    fsG_stage_end(&s);
     out = fsG_to_dev(out, s.dev);
     if (out) out = fsG_record(out, logsumexp_bw, 1, &fx, NULL, NULL, 0, 0);
     if (out && out->node) node_oli(out->node, O, L, I);
@@ -661,10 +641,10 @@ fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
 }
 
 static int cumsum_bw(fsG_node *n, fs_tensor *out) {
-  bwstage c;
-  if (bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0]) c.k->cumsum_backward(n->iv[0], n->iv[1], n->iv[2], c.d[0], fsT_f32(c.gout));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
@@ -673,10 +653,10 @@ fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
   int64_t O, L, I;
   split_at(x, d, &O, &L, &I);
   fs_tensor *fx = as_f32(x), *out = NULL;
-  stage s;
-  if (fx && stage_begin(&s, "cumsum", 1, &fx) == 0) {
-    if ((out = host_new(FS_F32, x->rank, x->shape))) s.k->cumsum_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
-    stage_end(&s);
+  fsG_stage s;
+  if (fx && fsG_stage_begin(&s, "cumsum", 1, &fx) == 0) {
+    if ((out = fsG_host_new(FS_F32, x->rank, x->shape))) s.k->cumsum_forward(O, L, I, fsT_f32(s.h[0]), fsT_f32(out));
+    fsG_stage_end(&s);
     out = fsG_to_dev(out, s.dev);
     if (out && x->dtype == FS_I64) {
       fs_tensor *i = fsT_to_dtype(out, FS_I64);
@@ -692,12 +672,12 @@ fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
 /* ---- index_select ---- */
 
 static int index_select_bw(fsG_node *n, fs_tensor *out) {
-  bwstage c;
-  if (bw_begin(&c, n, out) < 0) return -1;
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0])
     c.k->index_select_backward(n->iv[0], n->iv[1], n->iv[2], fsT_i64(c.in[1]), c.in[1]->numel, c.d[0],
                                fsT_f32(c.gout));
-  return bw_end(&c, n);
+  return fsG_bw_end(&c, n);
 }
 
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
@@ -716,21 +696,21 @@ fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
   memcpy(shape, x->shape, sizeof shape);
   if (x->rank) shape[d] = idx->numel;
   fs_tensor *ins[2] = {x, idx}, *out = NULL;
-  stage s;
-  if (stage_begin(&s, "index_select", 2, ins) < 0) return NULL;
+  fsG_stage s;
+  if (fsG_stage_begin(&s, "index_select", 2, ins) < 0) return NULL;
   int64_t *iv = fsT_i64(s.h[1]);
   for (int64_t k = 0; k < idx->numel; k++)
     if (iv[k] < -L || iv[k] >= L) {
       fsT_seterr("index %lld is out of bounds for dimension %d with size %lld", (long long)iv[k], d, (long long)L);
-      stage_end(&s);
+      fsG_stage_end(&s);
       return NULL;
     }
   /* negative indices count from the end, as Python's */
-  fs_tensor *pos = host_new(FS_I64, 1, &idx->numel);
+  fs_tensor *pos = fsG_host_new(FS_I64, 1, &idx->numel);
   for (int64_t k = 0; pos && k < idx->numel; k++) fsT_i64(pos)[k] = iv[k] < 0 ? iv[k] + L : iv[k];
-  if (pos && (out = host_new(x->dtype, x->rank ? x->rank : 0, shape)))
+  if (pos && (out = fsG_host_new(x->dtype, x->rank ? x->rank : 0, shape)))
     s.k->index_select(O, L, I, fsT_i64(pos), idx->numel, fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
-  stage_end(&s);
+  fsG_stage_end(&s);
   out = fsG_to_dev(out, x->device);
   fs_tensor *dpos = pos ? fsG_to_dev(pos, x->device) : NULL;
   if (out && dpos && x->dtype == FS_F32) {

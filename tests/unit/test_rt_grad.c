@@ -485,6 +485,291 @@ static void test_api_errors(void **state) {
   fsT_release(x); fsT_release(v); fsT_release(u);
 }
 
+/* ---- convolutional layers (cnn_grad.c) ---- */
+
+typedef struct conv_case { int nd; int64_t stride[2], pad[2], dil[2], groups; } conv_case;
+
+static fs_tensor *f_conv(fs_tensor **in, const void *ctx) {
+  const conv_case *c = ctx;
+  return fsG_conv(c->nd, in[0], in[1], in[2], c->stride, c->pad, c->dil, c->groups);
+}
+
+static void test_conv(void **state) {
+  static const conv_case cases[] = {
+    {2, {1, 1}, {0, 0}, {1, 1}, 1},
+    {2, {2, 1}, {1, 2}, {1, 2}, 1},   /* stride, asymmetric padding, dilation */
+    {2, {1, 2}, {1, 0}, {2, 1}, 2},   /* groups */
+    {2, {1, 1}, {0, 0}, {1, 1}, 4},   /* depthwise */
+    {2, {1, 1}, {2, 1}, {2, 1}, 1},   /* 'same' width and height: im2col's shifted planes */
+    {2, {1, 1}, {4, 1}, {4, 1}, 1},   /* shifts of most of the image's height */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_case *c = &cases[i];
+    int64_t xs[4] = {2, 4, 6, 5}, ws[4] = {4, 4 / c->groups, 3, 2}, bs[1] = {4};
+    fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), param("b", 1, bs)};
+    gradcheck(f_conv, in, 3, c, 1e-2, 5e-3);
+    release_all(in, 3);
+  }
+  /* 1x1 (no im2col) without bias */
+  conv_case pw = {2, {1, 1}, {0, 0}, {1, 1}, 1};
+  int64_t xs[4] = {2, 3, 4, 4}, ws[4] = {5, 3, 1, 1};
+  fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), NULL};
+  gradcheck(f_conv, in, 3, &pw, 1e-2, 5e-3);
+  release_all(in, 3);
+  /* Conv1d */
+  conv_case c1 = {1, {2}, {1}, {2}, 1};
+  int64_t x1[3] = {2, 3, 9}, w1[3] = {4, 3, 3}, b1[1] = {4};
+  fs_tensor *in1[3] = {param("x", 3, x1), param("W", 3, w1), param("b", 1, b1)};
+  gradcheck(f_conv, in1, 3, &c1, 1e-2, 5e-3);
+  fs_tensor *y = rt_ok(f_conv(in1, &c1));
+  assert_int_equal(y->rank, 3);
+  assert_int_equal(y->shape[2], 4); /* (9 + 2 - 2*2 - 1) / 2 + 1 */
+  fsT_release(y);
+  release_all(in1, 3);
+}
+
+typedef struct convt_case { int64_t stride[2], pad[2], opad[2], dil[2], groups; } convt_case;
+
+static fs_tensor *f_convt(fs_tensor **in, const void *ctx) {
+  const convt_case *c = ctx;
+  return fsG_conv_transpose2d(in[0], in[1], in[2], c->stride, c->pad, c->opad, c->dil, c->groups);
+}
+
+static void test_conv_transpose(void **state) {
+  static const convt_case cases[] = {{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, {{2, 3}, {1, 0}, {1, 2}, {1, 2}, 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t xs[4] = {2, 4, 3, 3}, ws[4] = {4, 6 / cases[i].groups, 3, 2}, bs[1] = {6};
+    fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), param("b", 1, bs)};
+    gradcheck(f_convt, in, 3, &cases[i], 1e-2, 5e-3);
+    release_all(in, 3);
+  }
+}
+
+static void test_conv_errors(void **state) {
+  int64_t xs[4] = {2, 3, 5, 5}, ws[4] = {8, 1, 3, 3};
+  fs_tensor *x = param("x", 4, xs), *W = param("W", 4, ws);
+  int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+  assert_null(fsG_conv(2, x, W, NULL, one, zero, one, 1));
+  assert_string_equal(fsT_error(), "Given groups=1, weight of size [8, 1, 3, 3], expected input[2, 3, 5, 5] to have 1 channels, but got 3 channels instead");
+  int64_t big[2] = {3, 3};
+  assert_null(fsG_max_pool2d(x, big, one, big, one, false));
+  assert_string_equal(fsT_error(), "pad should be at most half of effective kernel size, but got pad=3, kernel_size=3 and dilation=1");
+  fsT_release(x);
+  fsT_release(W);
+}
+
+typedef struct pool_case { int kind; int64_t k[2], s[2], p[2], d[2]; bool ceil, incl; } pool_case;
+
+static fs_tensor *f_pool(fs_tensor **in, const void *ctx) {
+  const pool_case *c = ctx;
+  if (c->kind == 0) return fsG_max_pool2d(in[0], c->k, c->s, c->p, c->d, c->ceil);
+  if (c->kind == 1) return fsG_avg_pool2d(in[0], c->k, c->s, c->p, c->ceil, c->incl);
+  return fsG_adaptive_avg_pool2d(in[0], c->k);
+}
+
+static void test_pooling(void **state) {
+  static const pool_case cases[] = {
+    {0, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true},
+    {0, {3, 2}, {2, 1}, {1, 1}, {1, 2}, true, true},
+    {1, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true},
+    {1, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true, true},
+    {1, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true, false},
+    {2, {3, 2}, {0, 0}, {0, 0}, {0, 0}, false, false},  /* adaptive to 3x2 */
+    {2, {4, -1}, {0, 0}, {0, 0}, {0, 0}, false, false}, /* None keeps W */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t xs[4] = {2, 3, 7, 6};
+    fs_tensor *in[1] = {param("x", 4, xs)};
+    gradcheck(f_pool, in, 1, &cases[i], 1e-3, 5e-3);
+    release_all(in, 1);
+  }
+  /* values: a 4x4 ramp pooled 2x2 */
+  int64_t xs[3] = {1, 4, 4};
+  fs_tensor *x = fsT_new(FS_F32, FS_DEV_CPU, 3, xs);
+  for (int i = 0; i < 16; i++) fsT_f32(x)[i] = (float)i;
+  fs_tensor *mx = rt_ok(f_pool(&x, &cases[0])), *av = rt_ok(f_pool(&x, &cases[2]));
+  const float want_max[4] = {5, 7, 13, 15}, want_avg[4] = {2.5f, 4.5f, 10.5f, 12.5f};
+  for (int i = 0; i < 4; i++) {
+    assert_true(fsT_f32(mx)[i] == want_max[i]);
+    assert_true(fsT_f32(av)[i] == want_avg[i]);
+  }
+  fsT_release(mx);
+  fsT_release(av);
+  fsT_release(x);
+}
+
+typedef struct bn_case { bool training, affine; fs_tensor *rm, *rv; } bn_case;
+
+static fs_tensor *f_bn(fs_tensor **in, const void *ctx) {
+  const bn_case *c = ctx;
+  return fsG_batch_norm(in[0], c->rm, c->rv, c->affine ? in[1] : NULL, c->affine ? in[2] : NULL,
+                        c->training, 0.1, 1e-5);
+}
+
+static void test_batchnorm(void **state) {
+  int64_t xs[4] = {3, 2, 2, 3}, cs[1] = {2}, x1[2] = {5, 2};
+  fs_tensor *rm = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs), *rv = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs);
+  fsT_f32(rv)[0] = 1.5f;
+  fsT_f32(rv)[1] = 0.5f;
+  fsT_f32(rm)[1] = 0.25f;
+  /* training with batch statistics (no running ones) and in eval mode */
+  bn_case train = {true, true, NULL, NULL}, eval = {false, true, rm, rv}, plain = {true, false, NULL, NULL};
+  const bn_case *cases[3] = {&train, &eval, &plain};
+  for (int i = 0; i < 3; i++) { /* fresh inputs: gradients accumulate */
+    fs_tensor *in[3] = {param("x", 4, xs), cases[i]->affine ? param("w", 1, cs) : NULL,
+                        cases[i]->affine ? param("b", 1, cs) : NULL};
+    gradcheck(f_bn, in, 3, cases[i], 1e-2, 5e-3);
+    release_all(in, 3);
+  }
+  fs_tensor *in1[3] = {param("x", 2, x1), param("w", 1, cs), param("b", 1, cs)};
+  gradcheck(f_bn, in1, 3, &train, 1e-2, 5e-3);
+  /* the running statistics move by momentum, the variance unbiased */
+  fs_tensor *m = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs), *v = fsT_zeros(FS_F32, FS_DEV_CPU, 1, cs);
+  fsT_f32(v)[0] = fsT_f32(v)[1] = 1.0f;
+  bool old = fsG_set_grad_enabled(false);
+  fs_tensor *y = rt_ok(fsG_batch_norm(in1[0], m, v, NULL, NULL, true, 0.1, 1e-5));
+  fsG_set_grad_enabled(old);
+  for (int c = 0; c < 2; c++) {
+    double s = 0, ss = 0;
+    for (int n = 0; n < 5; n++) s += fsT_f32(in1[0])[n * 2 + c];
+    for (int n = 0; n < 5; n++) ss += pow(fsT_f32(in1[0])[n * 2 + c] - s / 5, 2);
+    assert_true(fabs(fsT_f32(m)[c] - 0.1 * s / 5) < 1e-6);
+    assert_true(fabs(fsT_f32(v)[c] - (0.9 + 0.1 * ss / 4)) < 1e-6);
+  }
+  fsT_release(y);
+  fsT_release(m);
+  fsT_release(v);
+  release_all(in1, 3);
+  fsT_release(rm);
+  fsT_release(rv);
+}
+
+/* ---- normalization and activations (norm_grad.c, ops.c) ---- */
+
+static fs_tensor *f_groupnorm(fs_tensor **in, const void *ctx) {
+  return fsG_group_norm(in[0], *(const int64_t *)ctx, in[1], in[2], 1e-5);
+}
+
+static fs_tensor *f_rmsnorm(fs_tensor **in, const void *ctx) {
+  const int64_t *shape = ctx;
+  return fsG_rms_norm(in[0], (int)shape[0], shape + 1, in[1], 1e-6);
+}
+
+static fs_tensor *f_unary_param(fs_tensor **in, const void *ctx) {
+  const double *c = ctx;
+  return fsG_unary((fsU_unary)c[0], in[0], c[1], 0);
+}
+
+static void test_norms_and_activations(void **state) {
+  int64_t xs[4] = {2, 6, 2, 3}, cs[1] = {6}, groups = 3, one = 2;
+  fs_tensor *in[3] = {param("x", 4, xs), param("w", 1, cs), param("b", 1, cs)};
+  gradcheck(f_groupnorm, in, 3, &groups, 1e-2, 5e-3);
+  release_all(in, 3);
+  fs_tensor *in2[3] = {param("x", 4, xs), NULL, NULL}; /* affine=False */
+  gradcheck(f_groupnorm, in2, 3, &one, 1e-2, 5e-3);
+  release_all(in2, 3);
+  const int64_t last[2] = {1, 3}, two[3] = {2, 2, 3};
+  int64_t ws[2] = {2, 3};
+  fs_tensor *in3[2] = {param("x", 4, xs), param("w", 1, ws + 1)};
+  gradcheck(f_rmsnorm, in3, 2, last, 1e-2, 5e-3);
+  release_all(in3, 2);
+  fs_tensor *in4[2] = {param("x", 4, xs), param("w", 2, ws)};
+  gradcheck(f_rmsnorm, in4, 2, two, 1e-2, 5e-3);
+  release_all(in4, 2);
+  static const double leaky[2] = {FSU_LEAKY_RELU, 0.2}, mish[2] = {FSU_MISH, 0};
+  const double *acts[2] = {leaky, mish};
+  for (int i = 0; i < 2; i++) { /* fresh inputs: gradients accumulate */
+    fs_tensor *in5[1] = {param("x", 4, xs)};
+    gradcheck(f_unary_param, in5, 1, acts[i], 1e-3, 5e-3);
+    release_all(in5, 1);
+  }
+}
+
+/* ---- losses with options (loss_grad.c) ---- */
+
+typedef struct nll_case { fs_tensor *target, *weight; bool logits; int64_t ignore; double ls; fsG_reduction red; } nll_case;
+
+static fs_tensor *f_nll(fs_tensor **in, const void *ctx) {
+  const nll_case *c = ctx;
+  return fsG_nll(in[0], c->target ? c->target : in[1], c->weight, c->logits, c->ignore, c->ls, c->red);
+}
+
+static void test_class_losses(void **state) {
+  int64_t xs[2] = {5, 4}, ts[1] = {5}, ws[1] = {4}, x3[3] = {2, 4, 3}, t3[2] = {2, 3};
+  fs_tensor *t = fsT_new(FS_I64, FS_DEV_CPU, 1, ts), *w = rt_rand("w", 0.2, 1, 1, ws);
+  const int64_t tv[5] = {0, 3, 2, 3, 1};
+  memcpy(t->data, tv, sizeof tv);
+  const nll_case cases[] = {
+    {t, NULL, true, -100, 0, FSG_MEAN}, {t, w, true, 3, 0.2, FSG_MEAN}, {t, w, true, 1, 0.1, FSG_SUM},
+    {t, NULL, true, -100, 0.3, FSG_NONE}, {t, w, false, 2, 0, FSG_MEAN},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fs_tensor *in[1] = {param("x", 2, xs)};
+    gradcheck(f_nll, in, 1, &cases[i], 1e-2, 5e-3);
+    release_all(in, 1);
+  }
+  /* probability targets: gradients for both sides */
+  nll_case probs = {NULL, w, true, -100, 0.2, FSG_MEAN};
+  fs_tensor *pin[2] = {param("x", 2, xs), param("p", 2, xs)};
+  gradcheck(f_nll, pin, 2, &probs, 1e-2, 5e-3);
+  release_all(pin, 2);
+  /* torch's layout [N, C, d] with [N, d] */
+  fs_tensor *t2 = fsT_new(FS_I64, FS_DEV_CPU, 2, t3);
+  const int64_t tv2[6] = {0, 3, 1, 2, 2, 0};
+  memcpy(t2->data, tv2, sizeof tv2);
+  nll_case dim1 = {t2, NULL, true, -100, 0.1, FSG_MEAN};
+  fs_tensor *in3[1] = {param("x", 3, x3)};
+  gradcheck(f_nll, in3, 1, &dim1, 1e-2, 5e-3);
+  release_all(in3, 1);
+  /* an out-of-range target that is not ignore_index is torch's error */
+  fsT_i64(t)[2] = 7;
+  fs_tensor *x = param("x", 2, xs);
+  assert_null(fsG_nll(x, t, NULL, true, -100, 0, FSG_MEAN));
+  assert_string_equal(fsT_error(), "Target 7 is out of bounds.");
+  fsT_release(x);
+  fsT_release(t);
+  fsT_release(t2);
+  fsT_release(w);
+}
+
+typedef struct ploss_case { fsN_ploss kind; double param; bool pos_weight, weight; fsG_reduction red; } ploss_case;
+
+static fs_tensor *f_ploss(fs_tensor **in, const void *ctx) {
+  const ploss_case *c = ctx;
+  return fsG_ploss(c->kind, in[0], in[1], c->param, c->pos_weight ? in[2] : NULL, c->weight ? in[2] : NULL, c->red);
+}
+
+static void test_pointwise_losses(void **state) {
+  static const ploss_case cases[] = {
+    {FSN_MSE, 0, false, false, FSG_NONE}, {FSN_L1, 0, false, false, FSG_SUM},
+    {FSN_SMOOTH_L1, 0.5, false, false, FSG_MEAN}, {FSN_HUBER, 0.7, false, false, FSG_MEAN},
+    {FSN_BCE, 0, false, true, FSG_MEAN}, {FSN_BCE_LOGITS, 0, true, false, FSG_MEAN},
+    {FSN_BCE_LOGITS, 0, false, false, FSG_SUM}, {FSN_KL_DIV, 0, false, false, FSG_BATCHMEAN},
+    {FSN_KL_DIV, 1, false, false, FSG_SUM},
+  };
+  int64_t xs[2] = {3, 4}, ws[1] = {4};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const ploss_case *c = &cases[i];
+    bool probs = c->kind == FSN_BCE || (c->kind == FSN_KL_DIV && c->param == 0);
+    fs_tensor *in[3] = {probs && c->kind == FSN_BCE ? rt_rand("x", 0.1, 0.9, 2, xs) : param("x", 2, xs),
+                        probs ? rt_rand("y", 0.05, 1, 2, xs) : param("y", 2, xs),
+                        c->pos_weight || c->weight ? rt_rand("w", 0.5, 2, 1, ws) : NULL};
+    in[0]->requires_grad = in[1]->requires_grad = true;
+    /* h stays inside BCE's (0, 1) and off |x - y| = beta's kink for these draws */
+    gradcheck(f_ploss, in, 2, c, 1e-3, 1e-2);
+    release_all(in, 3);
+  }
+}
+
+static fs_tensor *f_cosine(fs_tensor **in, const void *ctx) { return fsG_cosine_similarity(in[0], in[1], 1, 1e-8); }
+
+static void test_cosine_similarity(void **state) {
+  int64_t as[3] = {3, 4, 2}, bs[3] = {1, 4, 2};
+  fs_tensor *in[2] = {param("a", 3, as), param("b", 3, bs)}; /* b broadcasts over the batch */
+  gradcheck(f_cosine, in, 2, NULL, 1e-2, 5e-3);
+  release_all(in, 2);
+}
+
 /* A failed check longjmps out of gradcheck with grad mode off. */
 static int reset_grad_mode(void **state) {
   fsG_set_grad_enabled(true);
@@ -515,6 +800,15 @@ int main(void) {
     cmocka_unit_test_setup(test_compare_and_item, reset_grad_mode),
     cmocka_unit_test_setup(test_meta_rejected, reset_grad_mode),
     cmocka_unit_test_setup(test_bad_inputs, reset_grad_mode),
+    cmocka_unit_test_setup(test_conv, reset_grad_mode),
+    cmocka_unit_test_setup(test_conv_transpose, reset_grad_mode),
+    cmocka_unit_test_setup(test_conv_errors, reset_grad_mode),
+    cmocka_unit_test_setup(test_pooling, reset_grad_mode),
+    cmocka_unit_test_setup(test_batchnorm, reset_grad_mode),
+    cmocka_unit_test_setup(test_norms_and_activations, reset_grad_mode),
+    cmocka_unit_test_setup(test_class_losses, reset_grad_mode),
+    cmocka_unit_test_setup(test_pointwise_losses, reset_grad_mode),
+    cmocka_unit_test_setup(test_cosine_similarity, reset_grad_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

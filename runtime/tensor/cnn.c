@@ -1,0 +1,356 @@
+/* cnn.c -- cpu kernels of the convolutional layers (cnn.h gives the shapes
+ * and conventions).  Convolutions are im2col + the sgemm of blas.h, one GEMM
+ * per image and group, so they run at the BLAS's speed. */
+#include "cnn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "blas.h"
+#include "tensor.h"
+#include "vmath.h"
+
+/* The output columns [*lo, *hi) whose input column ow*s + off lies inside
+ * [0, W): the rest of a row reads padding. */
+static void valid_cols(int64_t OW, int64_t W, int64_t s, int64_t off, int64_t *lo, int64_t *hi) {
+  /* ow*s + off >= 0  <=>  ow >= ceil(-off / s);  ow*s + off < W  <=>  ow < ceil((W - off) / s) */
+  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s, b = W - off <= 0 ? 0 : (W - off + s - 1) / s;
+  *lo = a < OW ? a : OW;
+  *hi = b < *lo ? *lo : b < OW ? b : OW;
+}
+
+/* A stride-1 convolution whose output rows are as wide as its input's
+ * ('same' padding): an output plane is the input plane shifted by (kh*dh -
+ * ph) rows and `off` columns, so one contiguous copy moves all its valid rows
+ * and only the few columns that wrap into the next row are then fixed. */
+static bool shifted_planes(const fsN_conv *g) { return g->sh == 1 && g->sw == 1 && g->OW == g->W; }
+
+/* The output rows [*r0, *r1) whose input row oh + dh*kh - ph is inside */
+static void valid_rows(const fsN_conv *g, int64_t kh, int64_t *r0, int64_t *r1) {
+  int64_t shift = kh * g->dh - g->ph;
+  *r0 = shift >= 0 ? 0 : -shift < g->OH ? -shift : g->OH;
+  *r1 = g->H - shift < g->OH ? g->H - shift : g->OH;
+  if (*r1 < *r0) *r1 = *r0;
+}
+
+/* plane[OH, OW] columns outside [lo, hi) := 0 on rows [r0, r1) */
+static void zero_edges(float *plane, int64_t OW, int64_t r0, int64_t r1, int64_t lo, int64_t hi) {
+  for (int64_t oh = r0; oh < r1; oh++) {
+    for (int64_t ow = 0; ow < lo; ow++) plane[oh * OW + ow] = 0.0f;
+    for (int64_t ow = hi; ow < OW; ow++) plane[oh * OW + ow] = 0.0f;
+  }
+}
+
+/* col[Cg*KH*KW, ld] columns [0, OH*OW) = the windows of one image's group
+ * of channels x[Cg,H,W]; ld is the row stride (a chunk of images side by side) */
+FS_VECTOR_TARGET
+static void im2col(float *col, int64_t ld, const float *x, int64_t Cg, const fsN_conv *g) {
+  bool shifted = shifted_planes(g);
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t kh = 0; kh < g->KH; kh++)
+      for (int64_t kw = 0; kw < g->KW; kw++) {
+        float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
+        int64_t off = kw * g->dw - g->pw, lo, hi;
+        valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
+        if (shifted) {
+          int64_t r0, r1, P = g->OH * g->OW;
+          valid_rows(g, kh, &r0, &r1);
+          memset(row, 0, (size_t)(r0 * g->OW) * sizeof *row);
+          memset(row + r1 * g->OW, 0, (size_t)(P - r1 * g->OW) * sizeof *row);
+          if (r1 > r0 && hi > lo) { /* rows r0..r1-1, columns lo..hi-1 and the wrap between them */
+            int64_t first = r0 * g->OW + lo, n = (r1 - r0 - 1) * g->OW + (hi - lo);
+            const float *src = x + (c * g->H + r0 + kh * g->dh - g->ph) * g->W + lo + off;
+            memcpy(row + first, src, (size_t)n * sizeof *row);
+          }
+          zero_edges(row, g->OW, r0, r1, lo, hi);
+          continue;
+        }
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+          int64_t h = oh * g->sh - g->ph + kh * g->dh;
+          float *dst = row + oh * g->OW;
+          /* rows are short (an image's width): plain loops, no library calls */
+          if (h < 0 || h >= g->H) {
+            for (int64_t ow = 0; ow < g->OW; ow++) dst[ow] = 0.0f;
+            continue;
+          }
+          const float *src = x + (c * g->H + h) * g->W;
+          for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+          if (g->sw == 1) {
+            const float *s1 = src + off; /* s1[ow] for ow in [lo, hi) is in the row */
+#pragma omp simd
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = s1[ow];
+          } else
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->sw + off];
+          for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0.0f;
+        }
+      }
+}
+
+/* dx[Cg,H,W] += the windows of col (im2col's adjoint); col is scratch and
+ * may be changed */
+FS_VECTOR_TARGET
+static void col2im(float *dx, float *col, int64_t ld, int64_t Cg, const fsN_conv *g) {
+  bool shifted = shifted_planes(g);
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t kh = 0; kh < g->KH; kh++)
+      for (int64_t kw = 0; kw < g->KW; kw++) {
+        float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
+        int64_t off = kw * g->dw - g->pw, lo, hi;
+        valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
+        if (shifted) { /* the padding's columns are zeroed in col (scratch), then one contiguous add */
+          int64_t r0, r1;
+          valid_rows(g, kh, &r0, &r1);
+          if (r1 <= r0 || hi <= lo) continue;
+          zero_edges(row, g->OW, r0, r1, lo, hi);
+          int64_t first = r0 * g->OW + lo, n = (r1 - r0 - 1) * g->OW + (hi - lo);
+          float *dst = dx + (c * g->H + r0 + kh * g->dh - g->ph) * g->W + lo + off;
+          const float *src = row + first;
+#pragma omp simd
+          for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+          continue;
+        }
+        for (int64_t oh = 0; oh < g->OH; oh++) {
+          int64_t h = oh * g->sh - g->ph + kh * g->dh;
+          if (h < 0 || h >= g->H) continue;
+          float *dst = dx + (c * g->H + h) * g->W;
+          const float *src = row + oh * g->OW;
+          if (g->sw == 1) {
+            float *d = dst + off; /* d[ow] for ow in [lo, hi) is in the row */
+#pragma omp simd
+            for (int64_t ow = lo; ow < hi; ow++) d[ow] += src[ow];
+          } else
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow * g->sw + off] += src[ow];
+        }
+      }
+}
+
+/* sum of n floats: vector lanes in float, one row at a time (a row is an
+ * image plane, so the float partial sums stay short) */
+FS_VECTOR_TARGET
+static float row_sum(const float *x, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+:s)
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+
+/* Images go through the GEMMs in chunks of `nb` side by side, so one GEMM
+ * has nb*OH*OW columns (a few per-image GEMMs of 200 columns run the BLAS
+ * far below its speed); a chunk's column buffer stays under CHUNK floats. */
+#define CHUNK ((int64_t)1 << 21)
+
+typedef struct conv_work {
+  int64_t Cg, OCg, P, K, nb;
+  float *col;  /* [K, nb*P] */
+  float *y;    /* [OCg, nb*P]: a chunk's outputs (or their gradient) by channel */
+} conv_work;
+
+static int work_begin(conv_work *w, const fsN_conv *g) {
+  w->Cg = g->C / g->G;
+  w->OCg = g->OC / g->G;
+  w->P = g->OH * g->OW;
+  w->K = w->Cg * g->KH * g->KW;
+  int64_t per = w->K * w->P > 0 ? w->K * w->P : 1;
+  w->nb = CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
+  size_t ncol = (size_t)(w->K * w->nb * w->P), ny = (size_t)(w->OCg * w->nb * w->P);
+  w->col = malloc((ncol ? ncol : 1) * sizeof *w->col);
+  w->y = malloc((ny ? ny : 1) * sizeof *w->y);
+  if (w->col && w->y) return 0;
+  free(w->col);
+  free(w->y);
+  fsT_seterr("out of memory (conv2d buffers of %zu floats)", ncol + ny);
+  return -1;
+}
+
+static void work_end(conv_work *w) {
+  free(w->col);
+  free(w->y);
+}
+
+int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *b, const fsN_conv *g) {
+  conv_work w;
+  if (work_begin(&w, g) < 0) return -1;
+  int rc = 0;
+  for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
+    int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
+    for (int64_t gr = 0; !rc && gr < g->G; gr++) {
+      for (int64_t i = 0; i < nb; i++)
+        im2col(w.col + i * w.P, ld, x + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.Cg, g);
+      rc = fsB_sgemm(false, false, w.OCg, ld, w.K, 1.0f, W + gr * w.OCg * w.K, w.K, w.col, ld, 0.0f, w.y, ld);
+      for (int64_t o = 0; !rc && o < w.OCg; o++) { /* y[o, i*P + p] -> out[n0+i, gr*OCg + o, p] */
+        float bias = b ? b[gr * w.OCg + o] : 0.0f;
+        for (int64_t i = 0; i < nb; i++) {
+          float *dst = out + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
+          const float *src = w.y + o * ld + i * w.P;
+          for (int64_t p = 0; p < w.P; p++) dst[p] = src[p] + bias;
+        }
+      }
+    }
+  }
+  work_end(&w);
+  return rc;
+}
+
+int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
+                        const float *W, const fsN_conv *g) {
+  conv_work w;
+  if (work_begin(&w, g) < 0) return -1;
+  int rc = 0;
+  for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
+    int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
+    for (int64_t gr = 0; !rc && gr < g->G; gr++) {
+      for (int64_t o = 0; o < w.OCg; o++) /* dout[n0+i, gr*OCg + o, :] -> y[o, i*P ...] */
+        for (int64_t i = 0; i < nb; i++) {
+          const float *src = dout + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
+          memcpy(w.y + o * ld + i * w.P, src, (size_t)w.P * sizeof *src);
+          if (db) db[gr * w.OCg + o] += row_sum(src, w.P);
+        }
+      if (dW) {
+        for (int64_t i = 0; i < nb; i++)
+          im2col(w.col + i * w.P, ld, x + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.Cg, g);
+        rc = fsB_sgemm(false, true, w.OCg, w.K, ld, 1.0f, w.y, ld, w.col, ld, 1.0f, dW + gr * w.OCg * w.K, w.K);
+      }
+      if (!rc && dx) {
+        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, w.y, ld, 0.0f, w.col, ld);
+        for (int64_t i = 0; !rc && i < nb; i++)
+          col2im(dx + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.col + i * w.P, ld, w.Cg, g);
+      }
+    }
+  }
+  work_end(&w);
+  return rc;
+}
+
+void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_conv *g) {
+  for (int64_t nc = 0; nc < g->N * g->C; nc++) {
+    const float *xp = x + nc * g->H * g->W;
+    for (int64_t oh = 0; oh < g->OH; oh++)
+      for (int64_t ow = 0; ow < g->OW; ow++) {
+        float best = -INFINITY;
+        int64_t at = -1;
+        int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
+        for (int64_t kh = 0; kh < g->KH; kh++) {
+          int64_t h = h0 + kh * g->dh;
+          if (h < 0 || h >= g->H) continue;
+          for (int64_t kw = 0; kw < g->KW; kw++) {
+            int64_t w = w0 + kw * g->dw;
+            if (w < 0 || w >= g->W) continue;
+            float v = xp[h * g->W + w];
+            /* first maximum; a NaN wins and stays (v != v), as torch */
+            if (at < 0 || v > best || (v != v && best == best)) {
+              best = v;
+              at = h * g->W + w;
+            }
+          }
+        }
+        int64_t o = (nc * g->OH + oh) * g->OW + ow;
+        out[o] = best;
+        idx[o] = at;
+      }
+  }
+}
+
+void fsN_maxpool2d_backward(float *dx, const float *dout, const int64_t *idx, const fsN_conv *g) {
+  int64_t P = g->OH * g->OW;
+  for (int64_t nc = 0; nc < g->N * g->C; nc++)
+    for (int64_t p = 0; p < P; p++)
+      if (idx[nc * P + p] >= 0) dx[nc * g->H * g->W + idx[nc * P + p]] += dout[nc * P + p];
+}
+
+void fsN_avgpool2d_forward(float *out, const float *x, int64_t NC, const fsN_avgwin *w) {
+  for (int64_t nc = 0; nc < NC; nc++) {
+    const float *xp = x + nc * w->H * w->W;
+    for (int64_t oh = 0; oh < w->OH; oh++)
+      for (int64_t ow = 0; ow < w->OW; ow++) {
+        float s = 0;
+        for (int64_t h = w->hs[oh]; h < w->he[oh]; h++)
+          for (int64_t c = w->ws[ow]; c < w->we[ow]; c++) s += xp[h * w->W + c];
+        out[(nc * w->OH + oh) * w->OW + ow] = s / (float)(w->hdiv[oh] * w->wdiv[ow]);
+      }
+  }
+}
+
+void fsN_avgpool2d_backward(float *dx, const float *dout, int64_t NC, const fsN_avgwin *w) {
+  for (int64_t nc = 0; nc < NC; nc++) {
+    float *dp = dx + nc * w->H * w->W;
+    for (int64_t oh = 0; oh < w->OH; oh++)
+      for (int64_t ow = 0; ow < w->OW; ow++) {
+        float g = dout[(nc * w->OH + oh) * w->OW + ow] / (float)(w->hdiv[oh] * w->wdiv[ow]);
+        for (int64_t h = w->hs[oh]; h < w->he[oh]; h++)
+          for (int64_t c = w->ws[ow]; c < w->we[ow]; c++) dp[h * w->W + c] += g;
+      }
+  }
+}
+
+FS_VECTOR_TARGET
+void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, float *rm, float *rv, int64_t N, int64_t C, int64_t S,
+                           bool training, float momentum, float eps) {
+  int64_t M = N * S;
+  for (int64_t c = 0; c < C; c++) {
+    float m, r;
+    if (training) {
+      double s = 0, ss = 0;
+      for (int64_t n = 0; n < N; n++) s += row_sum(x + (n * C + c) * S, S);
+      double mu = s / (double)M;
+      float muf = (float)mu;
+      for (int64_t n = 0; n < N; n++) {
+        const float *xp = x + (n * C + c) * S;
+        float r2 = 0;
+#pragma omp simd reduction(+:r2)
+        for (int64_t i = 0; i < S; i++) r2 += (xp[i] - muf) * (xp[i] - muf);
+        ss += r2;
+      }
+      double var = ss / (double)M;
+      m = (float)mu;
+      r = (float)(1.0 / sqrt(var + eps));
+      if (rm) rm[c] = (1 - momentum) * rm[c] + momentum * m;
+      if (rv) rv[c] = (1 - momentum) * rv[c] + momentum * (float)(M > 1 ? ss / (double)(M - 1) : var);
+    } else {
+      m = rm[c];
+      r = 1.0f / sqrtf(rv[c] + eps);
+    }
+    mean[c] = m;
+    rstd[c] = r;
+    float sc = r * (w ? w[c] : 1.0f), sh = (b ? b[c] : 0.0f) - m * sc;
+    for (int64_t n = 0; n < N; n++) {
+      const float *xp = x + (n * C + c) * S;
+      float *op = out + (n * C + c) * S;
+#pragma omp simd
+      for (int64_t i = 0; i < S; i++) op[i] = xp[i] * sc + sh;
+    }
+  }
+}
+
+FS_VECTOR_TARGET
+void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, const float *mean, const float *rstd, int64_t N,
+                            int64_t C, int64_t S, bool training) {
+  int64_t M = N * S;
+  for (int64_t c = 0; c < C; c++) {
+    float m = mean[c], r = rstd[c], wc = w ? w[c] : 1.0f;
+    double sdy = 0, sdyxh = 0;
+    for (int64_t n = 0; n < N; n++) {
+      const float *xp = x + (n * C + c) * S, *dy = dout + (n * C + c) * S;
+      float a = 0, k = 0;
+#pragma omp simd reduction(+:a, k)
+      for (int64_t i = 0; i < S; i++) {
+        a += dy[i];
+        k += dy[i] * (xp[i] - m);
+      }
+      sdy += a;
+      sdyxh += (double)k * r;
+    }
+    if (dw) dw[c] += (float)sdyxh;
+    if (db) db[c] += (float)sdy;
+    if (!dx) continue;
+    /* training: dx = w r (dy - mean(dy) - xh mean(dy xh)) */
+    float a = training ? (float)(sdy / (double)M) : 0.0f, k = training ? (float)(sdyxh / (double)M) : 0.0f;
+    for (int64_t n = 0; n < N; n++) {
+      const float *xp = x + (n * C + c) * S, *dy = dout + (n * C + c) * S;
+      float *dp = dx + (n * C + c) * S;
+#pragma omp simd
+      for (int64_t i = 0; i < S; i++) dp[i] += wc * r * (dy[i] - a - (xp[i] - m) * r * k);
+    }
+  }
+}

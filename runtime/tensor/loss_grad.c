@@ -1,0 +1,230 @@
+/* loss_grad.c -- autograd entry points of torch.nn.functional's losses with
+ * all their options (autograd.h "losses"): each checks its inputs with
+ * torch's messages, computes per-row or per-element losses with a loss.h
+ * kernel on host tensors (staged off other devices, as cnn_grad.c), records
+ * the backward, and reduces with the tape's own ops (sum, mean, a scale), so
+ * the reduction's gradient needs no code of its own.  The fast paths that
+ * training uses by default stay fsG_cross_entropy and fsG_mse_loss. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd_int.h"
+#include "loss.h"
+
+static bool float_arg(const char *op, const fs_tensor *t) {
+  if (!t || t->dtype == FS_F32) return true;
+  fsT_seterr("%s: expected a float32 tensor, got %s", op, fsT_dtype_name(t->dtype));
+  return false;
+}
+
+/* ---- reduction ---- */
+
+/* Takes `per`; scale_by: the mean's divisor (NaN: per's numel). */
+static fs_tensor *reduce(fs_tensor *per, fsG_reduction red, double divisor, int rank, const int64_t *shape) {
+  fs_tensor *out = NULL;
+  switch (red) {
+  case FSG_NONE: out = fsG_reshape(per, rank, shape); break;
+  case FSG_SUM: out = fsG_sum(per); break;
+  case FSG_MEAN:
+  case FSG_BATCHMEAN: {
+    fs_tensor *s = fsG_sum(per);
+    out = s ? fsG_binary_scalar(FSB_MUL, s, 1.0 / divisor, false, false) : NULL;
+    fsT_release(s);
+    break;
+  }
+  }
+  fsT_release(per);
+  return out;
+}
+
+/* ---- class losses ---- */
+
+static void nll_opts(const fsG_node *n, const fs_tensor *x, const fs_tensor *w, fsN_nll *o) {
+  *o = (fsN_nll){.M = x->shape[0], .C = x->shape[1], .from_logits = n->iv[0] != 0,
+                 .weight = w ? fsT_f32(w) : NULL, .ignore_index = n->k, .smoothing = (float)n->s};
+}
+
+static int nll_bw(fsG_node *n, fs_tensor *out) {
+  fsG_bwstage c;
+  fsN_nll o;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
+  nll_opts(n, c.in[0], c.in[2], &o);
+  if (n->iv[1]) fsN_nll_prob_backward(c.d[0], c.d[1], fsT_f32(c.gout), fsT_f32(c.in[0]), fsT_f32(c.in[1]), &o);
+  else if (c.d[0]) fsN_nll_backward(c.d[0], fsT_f32(c.gout), fsT_f32(c.in[0]), fsT_i64(c.in[1]), &o);
+  return fsG_bw_end(&c, n);
+}
+
+/* x's class dim moved last (a copy on the tape when it moves) */
+static fs_tensor *class_last(fs_tensor *x, bool move) {
+  if (!move) return fsG_reshape(x, x->rank, x->shape);
+  int perm[FS_MAX_RANK];
+  for (int d = 0; d < x->rank; d++) perm[d] = d == x->rank - 1 ? 1 : d < 1 ? d : d + 1;
+  return fsG_permute(x, perm);
+}
+
+fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
+                   int64_t ignore_index, double smoothing, fsG_reduction red) {
+  const char *op = from_logits ? "cross_entropy" : "nll_loss";
+  fs_tensor *ins[3] = {x, target, weight};
+  char a[96], b[96];
+  if (!fsG_check_inputs(op, 3, ins) || !float_arg(op, x) || !float_arg(op, weight)) return NULL;
+  bool probs = target->dtype != FS_I64;
+  if (probs && (!from_logits || !fsT_same_shape(x, target))) {
+    fsT_seterr(from_logits ? "cross_entropy: a float target holds class probabilities and must have the input's shape; input %s, target %s"
+                           : "expected scalar type Long but found %s", from_logits ? fsT_shape_str(x, a, sizeof a) : fsT_dtype_name(target->dtype),
+               fsT_shape_str(target, b, sizeof b));
+    return NULL;
+  }
+  if (!(smoothing >= 0 && smoothing <= 1)) {
+    fsT_seterr("label_smoothing must be between 0.0 and 1.0. Got: %g", smoothing);
+    return NULL;
+  }
+  /* layouts: [C] with [] (one row), [N, C] with [N], torch's [N, C, d...] with
+   * [N, d...], or this runtime's [B, T, C] with [B, T] (class dim last) */
+  int r = x->rank; /* where both layouts fit ([B, T, T] with [B, T]) the class dim is the last */
+  bool last_layout = r >= 2 && !probs && target->rank == r - 1 &&
+                     !memcmp(target->shape, x->shape, (size_t)(r - 1) * sizeof *x->shape);
+  bool torch_layout = r > 2 && !last_layout &&
+                      (probs || (target->rank == r - 1 && target->shape[0] == x->shape[0] &&
+                                 !memcmp(target->shape + 1, x->shape + 2, (size_t)(r - 2) * sizeof *x->shape)));
+  if (r == 0 || (r == 1 && !probs && target->rank != 0) || (r >= 2 && !probs && !torch_layout && !last_layout)) {
+    fsT_seterr("%s: input %s and target %s do not match (expected [N, C] with [N], or [N, C, d1, ...] with [N, d1, ...])",
+               op, fsT_shape_str(x, a, sizeof a), fsT_shape_str(target, b, sizeof b));
+    return NULL;
+  }
+  int64_t C = torch_layout ? x->shape[1] : x->shape[r - 1], M = C ? x->numel / C : 0;
+  if (weight && (weight->rank != 1 || weight->shape[0] != C)) {
+    fsT_seterr("%s: weight tensor should be defined either for all %lld classes or no classes but got weight tensor of shape: %s",
+               op, (long long)C, fsT_shape_str(weight, a, sizeof a));
+    return NULL;
+  }
+  /* the rows [M, C] of x and the targets [M] (or [M, C]) */
+  int64_t rows[2] = {M, C};
+  fs_tensor *xl = class_last(x, torch_layout), *xr = xl ? fsG_reshape(xl, 2, rows) : NULL;
+  fs_tensor *tl = probs ? class_last(target, torch_layout) : fsT_retain(target);
+  fs_tensor *tr = tl ? fsG_reshape(tl, probs ? 2 : 1, rows) : NULL;
+  fsT_release(xl);
+  fsT_release(tl);
+  fs_tensor *per = NULL;
+  double wsum = (double)M;
+  fsG_stage st;
+  fs_tensor *rins[3] = {xr, tr, weight};
+  if (tr && fsG_stage_begin(&st, op, 3, rins) == 0) {
+    fsN_nll o = {.M = M, .C = C, .from_logits = from_logits, .weight = weight ? fsT_f32(st.h[2]) : NULL,
+                 .ignore_index = ignore_index, .smoothing = (float)smoothing};
+    if ((per = fsG_host_new(FS_F32, 1, &M))) {
+      if (probs) fsN_nll_prob_forward(fsT_f32(per), fsT_f32(st.h[0]), fsT_f32(st.h[1]), &o);
+      else if (fsN_nll_forward(fsT_f32(per), &wsum, fsT_f32(st.h[0]), fsT_i64(st.h[1]), &o) < 0) {
+        fsT_release(per);
+        per = NULL;
+      }
+    }
+    fsG_stage_end(&st);
+    per = fsG_to_dev(per, st.dev);
+    if (per) per = fsG_record(per, nll_bw, 3, rins, NULL, NULL, smoothing, ignore_index);
+    if (per && per->node) {
+      per->node->iv[0] = from_logits;
+      per->node->iv[1] = probs;
+    }
+  }
+  fsT_release(xr);
+  fsT_release(tr);
+  if (!per) return NULL;
+  /* 'none' keeps the target's shape (without the class dim for probabilities) */
+  int64_t shape[FS_MAX_RANK];
+  int rank = 0;
+  for (int d = 0; d < r; d++)
+    if (d != (torch_layout ? 1 : r - 1)) shape[rank++] = x->shape[d];
+  return reduce(per, red, wsum, rank, shape);
+}
+
+/* ---- elementwise losses ---- */
+
+static int ploss_bw(fsG_node *n, fs_tensor *out) {
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
+  fsN_ploss_opts o = {.op = (fsN_ploss)n->k, .param = n->s, .pos_weight = c.in[2] ? fsT_f32(c.in[2]) : NULL,
+                      .n_pw = c.in[2] ? c.in[2]->numel : 0};
+  fsN_ploss_backward(c.d[0], c.d[1], fsT_f32(c.gout), fsT_f32(c.in[0]), fsT_f32(c.in[1]),
+                     (size_t)out->numel, &o);
+  return fsG_bw_end(&c, n);
+}
+
+static const char *const ploss_names[] = {
+  "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+  "binary_cross_entropy_with_logits", "kl_div",
+};
+
+fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
+                     fs_tensor *weight, fsG_reduction red) {
+  const char *op = ploss_names[kind];
+  fs_tensor *ins[3] = {x, y, pos_weight};
+  char a[96], b[96];
+  if (!fsG_check_inputs(op, 3, ins) || !float_arg(op, x) || !float_arg(op, pos_weight) ||
+      (weight && !fsG_check_inputs(op, 1, &weight)))
+    return NULL;
+  if (!fsT_same_shape(x, y) && (kind == FSN_BCE || kind == FSN_BCE_LOGITS)) {
+    fsT_seterr(kind == FSN_BCE ? "Using a target size (torch.Size(%s)) that is different to the input size (torch.Size(%s)) is deprecated. Please ensure they have the same size."
+                               : "Target size (torch.Size(%s)) must be the same as input size (torch.Size(%s))",
+               fsT_shape_str(y, a, sizeof a), fsT_shape_str(x, b, sizeof b));
+    return NULL;
+  }
+  if (pos_weight && pos_weight->numel != 1 && (x->rank == 0 || pos_weight->numel != x->shape[x->rank - 1])) {
+    fsT_seterr("%s: pos_weight of shape %s must broadcast over the last dim of input %s", op,
+               fsT_shape_str(pos_weight, a, sizeof a), fsT_shape_str(x, b, sizeof b));
+    return NULL;
+  }
+  /* the target as float, both broadcast to one shape (copies on the tape) */
+  int64_t shape[FS_MAX_RANK];
+  int rank;
+  if (fsU_broadcast_shape(x->rank, x->shape, y->rank, y->shape, &rank, shape) < 0) return NULL;
+  fs_tensor *yf = fsT_to_dtype(y, FS_F32);
+  fs_tensor *xe = yf ? fsG_expand(x, rank, shape) : NULL, *ye = xe ? fsG_expand(yf, rank, shape) : NULL;
+  fsT_release(yf);
+  fs_tensor *per = NULL;
+  fs_tensor *pins[3] = {xe, ye, pos_weight};
+  fsG_stage st;
+  if (ye && fsG_stage_begin(&st, op, 3, pins) == 0) {
+    fsN_ploss_opts o = {.op = kind, .param = param, .pos_weight = pos_weight ? fsT_f32(st.h[2]) : NULL,
+                        .n_pw = pos_weight ? pos_weight->numel : 0};
+    if ((per = fsG_host_new(FS_F32, rank, shape)))
+      fsN_ploss_forward(fsT_f32(per), fsT_f32(st.h[0]), fsT_f32(st.h[1]), (size_t)per->numel, &o);
+    fsG_stage_end(&st);
+    per = fsG_to_dev(per, st.dev);
+    if (per) per = fsG_record(per, ploss_bw, 3, pins, NULL, NULL, param, kind);
+  }
+  fsT_release(xe);
+  fsT_release(ye);
+  if (per && weight) { /* BCE's per-element weight, broadcast */
+    fs_tensor *w = fsG_binary_op(FSU_MUL, per, weight);
+    fsT_release(per);
+    per = w;
+    if (per) memcpy(shape, per->shape, sizeof shape), rank = per->rank;
+  }
+  if (!per) return NULL;
+  double divisor = red == FSG_BATCHMEAN ? (double)(rank ? shape[0] : 1) : (double)per->numel;
+  return reduce(per, red, divisor, rank, shape);
+}
+
+/* ---- cosine similarity ---- */
+
+/* sum(a b, dim) / sqrt(max(sum(a a, dim) sum(b b, dim), eps^2)), torch 1.12's
+ * formula, composed of the tape's ops (their backwards give its gradient) */
+fs_tensor *fsG_cosine_similarity(fs_tensor *a, fs_tensor *b, int dim, double eps) {
+  int64_t shape[FS_MAX_RANK];
+  int rank;
+  if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0) return NULL;
+  /* both in the broadcast shape (views when nothing stretches), then the sums */
+  fs_tensor *ea = fsG_expand(a, rank, shape), *eb = ea ? fsG_expand(b, rank, shape) : NULL;
+  fs_tensor *ab = eb ? fsG_binary_op(FSU_MUL, ea, eb) : NULL, *aa = ab ? fsG_binary_op(FSU_MUL, ea, ea) : NULL;
+  fs_tensor *bb = aa ? fsG_binary_op(FSU_MUL, eb, eb) : NULL;
+  fs_tensor *w12 = bb ? fsG_sum_dim(ab, dim, false, false) : NULL;
+  fs_tensor *w1 = w12 ? fsG_sum_dim(aa, dim, false, false) : NULL, *w2 = w1 ? fsG_sum_dim(bb, dim, false, false) : NULL;
+  fs_tensor *n = w2 ? fsG_binary_op(FSU_MUL, w1, w2) : NULL;
+  fs_tensor *c = n ? fsG_unary(FSU_CLAMP, n, eps * eps, NAN) : NULL, *q = c ? fsG_unary(FSU_SQRT, c, 0, 0) : NULL;
+  fs_tensor *out = q ? fsG_binary_op(FSU_DIV, w12, q) : NULL;
+  fs_tensor *all[] = {ea, eb, ab, aa, bb, w12, w1, w2, n, c, q};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+  return out;
+}
