@@ -21,7 +21,7 @@ for ex in "$src"/examples/*.fab; do
       short="$short -D train_batches=20 -D test_batches=2"
     fi
     # shellcheck disable=SC2086 # the command's words, as the header writes them
-    (cd "$tmp" && ln -sf "$src/examples" examples && timeout 300 "$fs" $short >"$tmp/out" 2>"$tmp/err")
+    (cd "$tmp" && ln -sfn "$src/examples" examples && timeout 300 "$fs" $short >"$tmp/out" 2>"$tmp/err")
     rc=$?
     [ $rc -eq 0 ] || { echo "FAIL: '$cmd' exited $rc:"; tail -5 "$tmp/err"; fail=1; }
   done < "$tmp/cmds"
