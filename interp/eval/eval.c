@@ -20,7 +20,8 @@ fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...) {
   va_end(ap);
   fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, "runtime", E->src, loc, "%s", msg);
   for (size_t i = E->depth; i-- > 0;)
-    fsD_note(g, E->src, E->call_sites[i], "in the call of `%s` from here", E->stack[i]->str);
+    fsD_note(g, E->src, E->call_sites[i], "in the call of `%s` from here",
+             E->stack[i]->str ? E->stack[i]->str : "<lambda>");
   E->reported = true;
   if (!E->status) E->status = strcmp(msg, "out of memory") == 0 ? 3 : 1;
   return NULL;
@@ -216,7 +217,7 @@ static void func_free(void *p) {
 static char *func_repr(fs_value *v) {
   func *f = v->u.obj.data;
   fsV_buf b = {0};
-  fsV_buf_printf(&b, f->node->kind == FS_N_MODEL ? "<model %s>" : "<function %s>", f->node->str);
+  fsV_buf_printf(&b, f->node->kind == FS_N_MODEL ? "<model %s>" : "<function %s>", f->sig.name);
   return fsV_buf_take(&b);
 }
 
@@ -241,7 +242,7 @@ static fs_value *make_func(fsE_ctx *E, const fs_node *n) {
     return fsE_error(E, n->loc, "out of memory");
   }
   f->node = n;
-  f->sig = (fsSig){n->str, FSSIG_FUNC, f->params, np, "any", 0};
+  f->sig = (fsSig){n->str ? n->str : "<lambda>", FSSIG_FUNC, f->params, np, "any", 0};
   for (size_t i = 0; i < np; i++) {
     const fs_node *p = params->kids[i];
     f->params[i] = (fsSig_param){p->str, FSSIG_T_ANY, p->nkids && p->kids[0] ? "" : NULL, 0};
@@ -267,7 +268,7 @@ static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   func *f = v->u.obj.data;
   for (size_t i = 0; i < E->depth; i++)
     if (E->stack[i] == f->node) { /* the checker's wording, for the cases it cannot see */
-      fsV_seterr("recursion is not supported: `%s` calls itself", f->node->str);
+      fsV_seterr("recursion is not supported: `%s` calls itself", f->sig.name);
       return NULL;
     }
   if (E->depth == E->cap) {
@@ -302,6 +303,8 @@ static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
     E->call_sites[E->depth++] = a->loc;
     if (f->node->kind == FS_N_MODEL) {
       r = fsE_build_sequence(E, f->node->kids[1], FSM_SEQUENTIAL, f->node->str);
+    } else if (f->node->kind == FS_N_LAMBDA) {
+      r = eval(E, f->node->kids[1]);
     } else {
       fsE_flow fl = fsE_exec_block(E, f->node->kids[1]);
       r = fl == FSE_ERROR ? NULL : E->retval ? E->retval : fsV_none();
@@ -332,6 +335,7 @@ static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   if (!v) v = fsV_dict_getstr(E->builtins, n->str);
   if (v) return fsV_retain(v);
   const fsSig *sig = fsSig_find(n->str);
+  if (!sig && (v = fsE_class_builtin(E, n->str))) return v;
   if (!sig) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
   fs_value *b, *k;
   if ((sig->flags & FSSIG_CONST) || sig->kind == FSSIG_MODULE) { /* float32, math: the value itself, made once */
@@ -359,6 +363,9 @@ fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name) {
 
 /* obj.name: an attribute row of the sig table, else a bound method. */
 static fs_value *getattr(fsE_ctx *E, fs_value *obj, const char *name) {
+  fs_value *own = NULL;
+  int k = fsE_instance_getattr(E, obj, name, &own);
+  if (k) return k > 0 ? own : NULL;
   const fsSig *sig = fsSig_member(fsV_type_name(obj), name);
   fsE_native fn = sig && sig->kind == FSSIG_ATTR ? fsE_native_of(sig) : NULL;
   fsV_clearerr();
@@ -372,6 +379,13 @@ fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a) {
 }
 
 fs_value *fsE_call_method(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a) {
+  fs_value *own = NULL;
+  int k = fsE_instance_getattr(E, self, name, &own); /* a script class's method comes first */
+  if (k) {
+    fs_value *r = k > 0 ? fsE_call(E, own, a) : NULL;
+    fsV_release(own);
+    return r;
+  }
   const fsSig *sig = fsSig_member(fsV_type_name(self), name);
   if (sig && sig->kind == FSSIG_METHOD) return run_native(E, sig, fsE_native_of(sig), self, a);
   /* not a method: an attribute holding a callable */
@@ -570,6 +584,71 @@ static fs_value *eval_index(fsE_ctx *E, const fs_node *n) {
   return r;
 }
 
+fs_value *fsE_eval(fsE_ctx *E, const fs_node *n) { return eval(E, n); }
+
+static int assign(fsE_ctx *E, const fs_node *t, fs_value *v);
+
+/* The comprehension's `for` clause i (kids[2 + i]) and the ones after it,
+ * adding each element to out (a list or a dict). */
+static int comp_clause(fsE_ctx *E, const fs_node *n, uint32_t i, fs_value *out) {
+  if (2 + i == n->nkids) {
+    fs_value *k = eval(E, n->kids[0]), *v = k && n->kids[1] ? eval(E, n->kids[1]) : NULL;
+    int rc = !k || (n->kids[1] && !v) ? -1
+             : out->type == FSV_DICT ? fsV_dict_set(out, k, v) : fsV_list_append(out, fsV_retain(k));
+    if (rc < 0 && k && (!n->kids[1] || v)) failed(E, n->kids[0]->loc);
+    fsV_release(k);
+    return rc;
+  }
+  const fs_node *f = n->kids[2 + i];
+  fs_value *src = eval(E, f->kids[1]), *item;
+  fsE_iter it;
+  if (!src) return -1;
+  int rc = fsE_iter_begin(E, src, &it), st = 0;
+  if (rc < 0) failed(E, f->kids[1]->loc);
+  while (rc == 0 && (st = fsE_iter_next(E, &it, &item)) == 1) {
+    rc = assign(E, f->kids[0], item);
+    fsV_release(item);
+    bool keep = true;
+    for (uint32_t c = 2; rc == 0 && keep && c < f->nkids; c++) {
+      fs_value *cv = eval(E, f->kids[c]);
+      if (!cv) rc = -1;
+      else keep = fsV_truthy(cv);
+      fsV_release(cv);
+    }
+    if (rc == 0 && keep) rc = comp_clause(E, n, i + 1, out);
+  }
+  if (rc == 0 && st < 0) rc = -1, failed(E, f->kids[1]->loc);
+  fsE_iter_end(&it);
+  fsV_release(src);
+  return rc;
+}
+
+/* [x for ...], {k: v for ...}, and a generator expression, which runs at
+ * once into a list (what list(), sum(), tuple() and a for loop consume).
+ * Its names live in a scope of their own, a copy of the enclosing one. */
+static fs_value *eval_comp(fsE_ctx *E, const fs_node *n) {
+  if (n->op == FS_COMP_SET) return fsE_error(E, n->loc, "a set is not supported at run time yet");
+  for (uint32_t i = 2; i < n->nkids; i++)
+    if (n->kids[i]->op) return fsE_error(E, n->kids[i]->loc, "`async for` is not supported at run time yet");
+  fs_value *out = n->op == FS_COMP_DICT ? fsV_dict() : fsV_list(0), *scope = fsV_dict(), *saved = E->locals;
+  for (size_t i = 0; out && scope && saved && i < saved->u.dict.n; i++)
+    if (fsV_dict_set(scope, saved->u.dict.keys[i], fsV_retain(saved->u.dict.vals[i])) < 0) fsV_release(scope), scope = NULL;
+  if (!out || !scope) {
+    fsV_release(out);
+    fsV_release(scope);
+    return fsE_error(E, n->loc, "out of memory");
+  }
+  E->locals = scope;
+  int rc = comp_clause(E, n, 0, out);
+  E->locals = saved;
+  fsV_release(scope);
+  if (rc < 0) {
+    fsV_release(out);
+    return NULL;
+  }
+  return out;
+}
+
 static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   fs_value *r = NULL;
   switch (n->kind) {
@@ -585,6 +664,13 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_DICT: return eval_dict(E, n);
   case FS_N_CALL: return eval_call(E, n);
   case FS_N_INDEX: return eval_index(E, n);
+  case FS_N_COMP: return eval_comp(E, n);
+  case FS_N_LAMBDA:
+    for (uint32_t i = 0; i < n->kids[0]->nkids; i++)
+      if (n->kids[0]->kids[i]->op != FS_PARAM_PLAIN)
+        return fsE_error(E, n->kids[0]->kids[i]->loc, "a lambda's *args, **kwargs, keyword-only or positional-only "
+                         "parameters are not supported at run time yet");
+    return make_func(E, n);
   case FS_N_UNARY: {
     if (n->op == FS_OP_INVERT) return fsE_error(E, n->loc, "operator '~' is not supported at run time yet");
     fs_value *v = eval(E, n->kids[0]);
@@ -651,8 +737,6 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
 }
 
 /* ---- statements -------------------------------------------------------------- */
-
-static int assign(fsE_ctx *E, const fs_node *t, fs_value *v);
 
 static int unpack(fsE_ctx *E, const fs_node *t, fs_value *v) {
   fsE_iter it;
@@ -918,6 +1002,7 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
                        "positional-only parameters, is not supported at run time yet"), FSE_ERROR;
     return exec_def(E, s);
   case FS_N_MODEL: return exec_def(E, s);
+  case FS_N_CLASS: return fsE_exec_class(E, s);
   case FS_N_RETURN:
     if (!E->depth) return fsE_error(E, s->loc, "'return' outside function"), FSE_ERROR;
     E->retval = s->nkids && s->kids[0] ? eval(E, s->kids[0]) : fsV_none();

@@ -46,6 +46,8 @@ struct fsE_ctx {
   double last_loss;              /* the last loss fabric.backward saw (the line shows it) */
   bool halt;                     /* stop quietly with halt_status (a launcher's supervisor) */
   int halt_status;
+  int module_init;               /* __init__s of script Module classes running: layers wait to be initialized */
+  fs_value *method_owner, *method_self; /* the running method's class and self (super()), borrowed */
 };
 
 /* print's body (slots of print's signature); also Fabric.print. */
@@ -161,6 +163,25 @@ typedef struct modv {
 } modv;
 extern const fsV_class fsE_module_class;
 bool fsE_has_meta(fs_module *m);
+
+/* A Module value for a module a script class's constructor makes (taken):
+ * it is not initialized until fsE_module_built, once its __init__ has
+ * assigned its layers (their names are known only then). */
+fs_value *fsE_module_new(fsE_ctx *E, fs_module *m, const char *cls);
+int fsE_module_built(fsE_ctx *E, fs_value *v); /* -1 + fsV_error */
+
+/* classes.c: the script's own classes (docs/classes.md) */
+fsE_flow fsE_exec_class(fsE_ctx *E, const fs_node *s);
+/* The builtins `Module` and `super`, or NULL (no error) for another name. */
+fs_value *fsE_class_builtin(fsE_ctx *E, const char *name);
+/* obj.name of a script class's instance, class or super(): 1 and *out, 0
+ * when obj has no such attribute of its own (the sig table's rows come
+ * next), -1 + fsV_error. */
+int fsE_instance_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out);
+/* A script Module instance: its forward called, an attribute set. */
+fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a);
+int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v);
+fs_value *fsE_eval(fsE_ctx *E, const fs_node *n); /* eval.c: an expression's value */
 
 /* lib_optim.c */
 typedef struct optv {

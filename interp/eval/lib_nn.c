@@ -33,7 +33,7 @@ bool fsE_has_meta(fs_module *m) {
 
 /* A Module value for m (taken). Built outside a model body, it is complete:
  * it gets its initial values now unless parameters go to the meta device. */
-static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
+fs_value *fsE_module_new(fsE_ctx *E, fs_module *m, const char *cls) {
   if (!m) return fsE_rt_fail();
   modv *mv = calloc(1, sizeof *mv);
   if (!mv || !(mv->cls = strdup(cls))) {
@@ -44,14 +44,29 @@ static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
   }
   mv->m = m;
   mv->dev = E->device == FS_DEV_META ? FS_DEV_CPU : E->device;
-  if (!E->building && E->device != FS_DEV_META && !E->opt->plan && fsM_materialize(m, E->device, E->seed) < 0) {
-    modv_free(mv);
-    return fsE_rt_fail();
-  }
-  /* plan: everything stays on meta; the rules see where it would be */
-  bool meta = E->opt->plan ? E->device == FS_DEV_META : fsE_has_meta(m);
-  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = meta};
+  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = true};
   return fsV_obj(&fsE_module_class, mv);
+}
+
+/* Inside a model body or a script Module's __init__ the module is a part:
+ * the root initializes it once every name is known. */
+int fsE_module_built(fsE_ctx *E, fs_value *v) {
+  modv *mv = v->u.obj.data;
+  if (!E->building && !E->module_init && E->device != FS_DEV_META && !E->opt->plan &&
+      fsM_materialize(mv->m, E->device, E->seed) < 0)
+    return fsE_rt_fail(), -1;
+  /* plan: everything stays on meta; the rules see where it would be */
+  mv->st.meta = E->opt->plan ? E->device == FS_DEV_META : fsE_has_meta(mv->m);
+  return 0;
+}
+
+static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
+  fs_value *v = fsE_module_new(E, m, cls);
+  if (v && fsE_module_built(E, v) < 0) {
+    fsV_release(v);
+    return NULL;
+  }
+  return v;
 }
 
 int fsE_append_layer(fsE_ctx *E, const char *key, fs_value *layer) {
@@ -140,11 +155,12 @@ static char *module_repr(fs_value *v) {
 
 static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
+  if (E->opt->plan) return fsE_plan_done(E, NULL); /* no optimizer was set up before the first step */
+  if (mv->m->kind == FSM_CUSTOM && !mv->sh) return fsE_custom_call(E, v, a);
   if (a->npos != 1 || a->nkw) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
   }
-  if (E->opt->plan) return fsE_plan_done(E, NULL); /* no optimizer was set up before the first step */
   fs_tensor *x = fsE_need_tensor(a->pos[0], "forward", "input");
   return x ? fsE_tensor_value(mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x)) : NULL;
 }
@@ -356,8 +372,15 @@ NATIVE(module_load_state_dict) {
 
 NATIVE(module_training) { return fsV_bool(MODV(self)->m->training); }
 
+/* self.name = v: a script Module's attribute; the runtime's modules have none */
+static int module_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v) {
+  if (MODV(self)->m->kind == FSM_CUSTOM) return fsE_custom_setattr(E, self, name, v);
+  fsV_seterr("'%s' object attribute '%s' cannot be set", MODV(self)->cls, name);
+  return -1;
+}
+
 const fsV_class fsE_module_class = {
-  .name = "Module", .call = module_call,
+  .name = "Module", .call = module_call, .setattr = module_setattr,
   .repr = module_repr, .free = modv_free,
 };
 

@@ -14,7 +14,7 @@
 static const char *const kind_names[FSM__COUNT] = {
   "Sequential", "Residual", "Repeat", "Linear", "Embedding", "PositionalEmbedding",
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
-  "CausalSelfAttention",
+  "CausalSelfAttention", "Module",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -182,6 +182,36 @@ int fsM_append(fs_module *seq, const char *key, fs_module *child) {
   return 0;
 }
 
+fs_module *fsM_custom_new(fsM_custom *hook) {
+  fs_module *m = new_module(FSM_CUSTOM);
+  if (!m) {
+    hook->release(hook);
+    return NULL;
+  }
+  m->custom = hook;
+  return m;
+}
+
+int fsM_set_child(fs_module *m, const char *key, fs_module *child) {
+  if (!child) return -1;
+  for (int i = 0; i < m->nkids; i++)
+    if (!strcmp(m->kids[i]->key, key)) {
+      char *k = strdup(key);
+      if (!k) {
+        fsT_seterr("out of memory");
+        fsM_release(child);
+        return -1;
+      }
+      free(child->key);
+      child->key = k;
+      child->named = true;
+      fsM_release(m->kids[i]);
+      m->kids[i] = child;
+      return 0;
+    }
+  return fsM_append(m, key, child);
+}
+
 fs_module *fsM_repeat(int64_t n, fs_module *body) {
   if (!body) return NULL;
   if (n < 0) {
@@ -206,6 +236,10 @@ fs_module *fsM_repeat(int64_t n, fs_module *body) {
 }
 
 fs_module *fsM_clone(const fs_module *src) {
+  if (src->kind == FSM_CUSTOM) { /* its attributes are the evaluator's values */
+    fsT_seterr("%s cannot be repeated yet: create one instance per use", src->custom->class_name);
+    return NULL;
+  }
   fs_module *m = new_module(src->kind);
   if (!m) return NULL;
   fs_module **kids = m->kids;
@@ -242,6 +276,7 @@ void fsM_release(fs_module *m) {
   if (!m || --m->refcount > 0) return;
   for (int i = 0; i < m->nkids; i++) fsM_release(m->kids[i]);
   for (int i = 0; i < m->nparams; i++) fsT_release(m->params[i]);
+  if (m->custom) m->custom->release(m->custom);
   free(m->kids);
   free(m->key);
   free(m);
@@ -534,6 +569,9 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
     }
     if (last_dim_is(m, rank, cur, m->in, bad, err, errlen)) return -1;
     break;
+  case FSM_CUSTOM:
+    return shape_err(m, bad, err, errlen, "the output shape of %s's forward is known only by running it",
+                     m->custom->class_name);
   case FSM_FLATTEN:
     if (rank < 2)
       return shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
@@ -619,6 +657,7 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
     fsT_release(y);
     return out;
   }
+  case FSM_CUSTOM: return m->custom->forward(m->custom, m, x);
   default:
     fsT_seterr("%s has no forward", fsM_kind_name(m->kind));
     return NULL;

@@ -37,12 +37,30 @@ typedef enum fsM_kind {
   FSM_LINEAR, FSM_EMBEDDING, FSM_POSEMB, FSM_LAYERNORM,
   FSM_RELU, FSM_GELU, FSM_TANH, FSM_SIGMOID, FSM_SILU,
   FSM_DROPOUT, FSM_FLATTEN, FSM_ATTENTION,
+  FSM_CUSTOM,   /* a script's own class: its forward is a callback (fsM_custom) */
   FSM__COUNT
 } fsM_kind;
 
 #define FSM_MAX_PARAMS 2
 
 typedef struct fs_module fs_module;
+
+/* A module whose forward the runtime does not know: a script's
+ * `class M(nn.Module)`, whose forward the evaluator interprets.  The runtime
+ * must not include the interpreter, so the module holds this hook: the
+ * evaluator embeds it first in a struct of its own (its class, the
+ * instance's attributes) and casts back in the callbacks.  The module owns
+ * the hook: fsM_release calls release once the module dies.  Its children
+ * (kids) are the modules the script assigned as attributes, keyed by the
+ * attribute's name, so naming, parameters, init, train/eval and
+ * checkpoints treat it as any other parent. */
+typedef struct fsM_custom fsM_custom;
+struct fsM_custom {
+  const char *class_name;                                   /* "Net" (owned by the hook) */
+  fs_tensor *(*forward)(fsM_custom *c, fs_module *m, fs_tensor *x); /* NULL + fsT_error */
+  void (*release)(fsM_custom *c);
+};
+
 struct fs_module {
   int refcount;
   fsM_kind kind;
@@ -59,6 +77,7 @@ struct fs_module {
   uint64_t calls;            /* Dropout: forward calls so far (mask counter) */
   uint64_t seed;             /* Dropout: rng key of (seed, its full name), set by
                                 fsM_materialize; masks use (key, calls) */
+  fsM_custom *custom;        /* FSM_CUSTOM: the forward hook (owned) */
 };
 
 /* Builders (NULL + fsT_error on a bad argument such as Linear(0, 3)). */
@@ -73,6 +92,10 @@ fs_module *fsM_activation(fsM_kind kind);   /* RELU, TANH, SIGMOID, SILU, FLATTE
 fs_module *fsM_gelu(bool tanh_approx);
 fs_module *fsM_dropout(double p);           /* 0 <= p <= 1 */
 fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias); /* dim % heads == 0 */
+fs_module *fsM_custom_new(fsM_custom *hook); /* takes hook (released on failure) */
+/* Sets child under key in a custom module: replaces a child of that name,
+ * else appends.  Takes the caller's reference to child; -1 + fsT_error. */
+int fsM_set_child(fs_module *m, const char *key, fs_module *child);
 /* Appends child to a Sequential or Residual; key NULL means anonymous (keyed
  * by its index).  Takes the caller's reference to child.  -1 on a duplicate
  * name (fsT_error "duplicate layer name 'fc1'"); child is released then. */
