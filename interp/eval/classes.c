@@ -397,8 +397,9 @@ fsE_flow fsE_exec_class(fsE_ctx *E, const fs_node *s) {
     return fsE_error(E, s->loc, "a decorated or generic class is not supported at run time yet"), FSE_ERROR;
   size_t nb = args ? args->nkids - 1 : 0;
   for (size_t i = 1; args && i < args->nkids; i++)
-    if (args->kids[i]->kind != FS_N_NAME && args->kids[i]->kind != FS_N_ATTR)
-      return fsE_error(E, args->kids[i]->loc, "only a class's base is supported at run time yet"), FSE_ERROR;
+    if (args->kids[i]->kind == FS_N_KWARG || args->kids[i]->kind == FS_N_STARRED)
+      return fsE_error(E, args->kids[i]->loc, "a class's keywords (metaclass=...) and starred bases are not "
+                       "supported at run time yet"), FSE_ERROR;
   if (nb > 1) return fsE_error(E, args->kids[2]->loc, "multiple inheritance is not supported at run time yet"), FSE_ERROR;
   fs_value *base = NULL;
   klass *bk = NULL;

@@ -121,6 +121,36 @@ static void test_errors(void **st) {
   expect("x = 3\nx.lr = 1\n", 1, "", "2:3: error: 'int' object attribute 'lr' cannot be set\n");
 }
 
+/* A script Module class's mistakes, each stopping the run with its own words. */
+static void test_classes(void **st) {
+  (void)st;
+#define HOLDER "class H(Module):\n    def __init__(self, layer):\n        super().__init__()\n" \
+               "        self.layer = layer\n    def forward(self, x):\n        return self.layer(x)\n"
+  expect("class N(Module):\n    pass\nN()(ones(1))\n", 1, "",
+         "3:1: error: Module [N] is missing the required \"forward\" function\n");
+  expect(HOLDER "s = Linear(2, 2)\na = H(s)\nb = H(s)\n", 1, "",
+         "4:14: error: this Linear is already part of a model; create a new one for each use\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.layer = 3\n", 1, "",
+         "8:3: error: cannot assign 'int' as child module 'layer' (torch.nn.Module or None expected)\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.me = [a]\n", 1, "",
+         "8:3: error: an object cannot hold itself as attribute 'me' (reference cycles are not supported)\n");
+  expect(HOLDER "with device('meta'):\n    H(Linear(2, 2))\n", 1, "",
+         "8:5: error: H: building a script's own Module class on the meta device (init_module(empty_init=True) "
+         "or device(\"meta\")) is not supported yet\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.zz\n", 1, "", "8:3: error: 'Module' object has no attribute 'zz'\n");
+  expect(HOLDER "a = H(ReLU())\nprint(a(ones(2)).shape, len(a.parameters()))\n", 0, "(2,) 0\n", "");
+  expect("class A:\n    pass\nA(1)\n", 1, "", "3:1: error: A() takes no arguments\n");
+  expect("class A:\n    def __init__(self):\n        return 1\nA()\n", 1, "",
+         "4:1: error: __init__() should return None, not 'int'\n");
+  expect("class A(3):\n    pass\n", 1, "", "1:9: error: a class can derive from a class or Module, not int "
+         "(built-in types are not supported as bases at run time yet)\n");
+  expect("super()\n", 1, "", "1:1: error: super(): no arguments\n");
+  expect("class A:\n    x = 1\nprint(A.x)\nA.y\n", 1, "1\n", "4:3: error: type object 'A' has no attribute 'y'\n");
+  expect("f = lambda x: x + 1\nprint(f(1), [f(i) for i in range(3)], {i: 0 for i in []})\n", 0, "2 [1, 2, 3] {}\n", "");
+  expect("print([x for x in 3])\n", 1, "", "1:19: error: 'int' object is not iterable\n");
+#undef HOLDER
+}
+
 static void test_params(void **st) {
   (void)st;
   const char *defs[] = {"lr=0.5", "epochs=3", "unused=1"};
@@ -343,6 +373,7 @@ int main(void) {
     cmocka_unit_test(test_checkpoint_hostile),
     cmocka_unit_test(test_checkpoint_old_optimizer_layout),
     cmocka_unit_test(test_log),
+    cmocka_unit_test(test_classes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
