@@ -319,9 +319,12 @@ static fs_value *new_module_instance(fsE_ctx *E, fs_value *cls, const fsV_args *
   sm->cls = fsV_retain(cls);
   fs_value *self = fsE_module_new(E, fsM_custom_new(&sm->hook), k->name);
   if (!self) return NULL;
+  fs_module *building = E->building; /* __init__'s statements are not a model body's */
+  E->building = NULL;
   E->module_init++;
   fs_value *r = run_init(E, self, cls, a);
   E->module_init--;
+  E->building = building;
   if (!r || fsE_module_built(E, self) < 0) {
     fsV_release(r);
     fsV_release(self);
