@@ -499,35 +499,103 @@ static fs_value *eval_fstr(fsE_ctx *E, const fs_node *n) {
   return r ? r : failed(E, n->loc);
 }
 
+/* A call's argument values as they are gathered: positionals, then keywords
+ * (names[i] for i >= npos; a `**m`'s names point into m, which held keeps). */
+typedef struct call_args {
+  fs_value **vals; const char **names; size_t n, cap, npos;
+  fs_value *held; /* list of the `**` dicts */
+} call_args;
+
+static int push_arg(call_args *c, fs_value *v, const char *name) { /* takes v */
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? 2 * c->cap : 8;
+    fs_value **vals = realloc(c->vals, cap * sizeof *vals);
+    if (vals) c->vals = vals;
+    const char **names = vals ? realloc(c->names, cap * sizeof *names) : NULL;
+    if (!names) {
+      fsV_release(v);
+      fsV_seterr("out of memory");
+      return -1;
+    }
+    c->names = names;
+    c->cap = cap;
+  }
+  for (size_t i = c->npos; name && i < c->n; i++)
+    if (strcmp(c->names[i], name) == 0) {
+      fsV_seterr("got multiple values for keyword argument '%s'", name);
+      fsV_release(v);
+      return -1;
+    }
+  c->names[c->n] = name;
+  c->vals[c->n++] = v;
+  return 0;
+}
+
+/* One argument node into c: an expression, `*it`, `name=v` or `**m`. */
+static int gather_arg(fsE_ctx *E, const fs_node *k, call_args *c) {
+  bool kw = k->kind == FS_N_KWARG;
+  fs_value *v = eval(E, kw || k->kind == FS_N_STARRED ? k->kids[0] : k);
+  if (!v) return -1;
+  if (k->kind != FS_N_STARRED) return push_arg(c, v, kw ? k->str : NULL) < 0 ? (failed(E, k->loc), -1) : 0;
+  int rc = 0;
+  if (k->op == 2) { /* **m: its str keys as keywords */
+    if (v->type != FSV_DICT) {
+      fsE_error(E, k->loc, "argument after ** must be a mapping, not %s", fsV_type_name(v));
+      fsV_release(v);
+      return -1;
+    }
+    for (size_t i = 0; rc == 0 && i < v->u.dict.n; i++) {
+      if (v->u.dict.keys[i]->type != FSV_STR) {
+        fsE_error(E, k->loc, "keywords must be strings");
+        rc = -1;
+      } else if (push_arg(c, fsV_retain(v->u.dict.vals[i]), v->u.dict.keys[i]->u.str.s) < 0) {
+        rc = -1;
+        failed(E, k->loc);
+      }
+    }
+    if (rc == 0 && (c->held || (c->held = fsV_list(0))) && fsV_list_append(c->held, v) == 0) return 0;
+    if (rc == 0) failed(E, k->loc);
+    return -1;
+  }
+  fsE_iter it; /* *it: each item a positional */
+  fs_value *item;
+  int st = 0;
+  if (fsE_iter_begin(E, v, &it) < 0) {
+    fsE_error(E, k->loc, "argument after * must be an iterable, not %s", fsV_type_name(v));
+    rc = -1;
+  }
+  while (rc == 0 && (st = fsE_iter_next(E, &it, &item)) == 1) rc = push_arg(c, item, NULL);
+  if (rc == 0 && st < 0) rc = -1;
+  if (rc < 0) failed(E, k->loc);
+  fsE_iter_end(&it);
+  fsV_release(v);
+  return rc;
+}
+
 static fs_value *eval_call(fsE_ctx *E, const fs_node *n) {
   const fs_node *callee = n->kids[0];
-  size_t nargs = n->nkids - 1, npos = 0;
-  fs_value **vals = calloc(nargs + 1, sizeof *vals);
-  const char **names = calloc(nargs + 1, sizeof *names);
+  call_args c = {0};
   fs_value *self = NULL, *fn = NULL, *r = NULL;
-  if (!vals || !names) {
-    fsE_error(E, n->loc, "out of memory");
-    goto done;
-  }
   if (callee->kind == FS_N_ATTR) self = eval(E, callee->kids[0]);
   else fn = eval(E, callee);
   if (!self && !fn) goto done;
   /* positionals first, then keywords, in source order within each */
-  for (size_t pass = 0, o = 0; pass < 2; pass++)
-    for (size_t i = 0; i < nargs; i++) {
-      const fs_node *k = n->kids[i + 1];
-      if ((k->kind == FS_N_KWARG) != (pass == 1)) continue;
-      if (pass == 1) names[o - npos] = k->str;
-      if (!(vals[o++] = eval(E, pass ? k->kids[0] : k))) goto done;
-      if (pass == 0) npos++;
+  for (int pass = 0; pass < 2; pass++) {
+    for (uint32_t i = 1; i < n->nkids; i++) {
+      const fs_node *k = n->kids[i];
+      bool kw = k->kind == FS_N_KWARG || (k->kind == FS_N_STARRED && k->op == 2);
+      if (kw == (pass == 1) && gather_arg(E, k, &c) < 0) goto done;
     }
-  fsV_args a = {vals, npos, names, vals + npos, nargs - npos, n->loc};
+    if (pass == 0) c.npos = c.n;
+  }
+  fsV_args a = {c.vals, c.npos, c.names + c.npos, c.vals + c.npos, c.n - c.npos, n->loc};
   r = self ? fsE_call_method(E, self, callee->str, &a) : fsE_call(E, fn, &a);
   if (!r) failed(E, self ? callee->name_loc : n->loc);
 done:
-  for (size_t i = 0; vals && i < nargs; i++) fsV_release(vals[i]);
-  free(vals);
-  free(names);
+  for (size_t i = 0; i < c.n; i++) fsV_release(c.vals[i]);
+  free(c.vals);
+  free(c.names);
+  fsV_release(c.held);
   fsV_release(self);
   fsV_release(fn);
   return r;
@@ -772,6 +840,41 @@ static int unpack(fsE_ctx *E, const fs_node *t, fs_value *v) {
   return rc;
 }
 
+/* a, *rest, z = v: the starred target (kids[star]) takes a list of the middle */
+static int unpack_starred(fsE_ctx *E, const fs_node *t, uint32_t star, fs_value *v) {
+  fs_value *all = fsV_list(0), *item;
+  fsE_iter it;
+  int rc = all ? fsE_iter_begin(E, v, &it) : -1, st = 0;
+  if (!all) return fsE_error(E, t->loc, "out of memory"), -1;
+  if (rc < 0) fsE_error(E, t->loc, "cannot unpack non-iterable %s object", fsV_type_name(v));
+  while (rc == 0 && (st = fsE_iter_next(E, &it, &item)) == 1) rc = fsV_list_append(all, item);
+  if (rc == 0 && st < 0) rc = -1;
+  if (rc < 0) failed(E, t->loc);
+  fsE_iter_end(&it);
+  size_t n = all->u.seq.n, after = t->nkids - 1 - star;
+  if (rc == 0 && n < t->nkids - 1) {
+    fsE_error(E, t->loc, "not enough values to unpack (expected at least %u, got %zu)", t->nkids - 1, n);
+    rc = -1;
+  }
+  for (uint32_t i = 0; rc == 0 && i < t->nkids; i++) {
+    if (i != star) {
+      rc = assign(E, t->kids[i], all->u.seq.items[i < star ? i : n - (t->nkids - i)]);
+      continue;
+    }
+    fs_value *mid = fsV_slice(all, NULL, NULL, NULL);
+    if (mid) { /* the middle: drop the heads and tails of the copy */
+      for (size_t j = 0; j < star; j++) fsV_release(mid->u.seq.items[j]);
+      for (size_t j = n - after; j < n; j++) fsV_release(mid->u.seq.items[j]);
+      memmove(mid->u.seq.items, mid->u.seq.items + star, (n - after - star) * sizeof *mid->u.seq.items);
+      mid->u.seq.n = n - after - star;
+    }
+    rc = mid ? assign(E, t->kids[i]->kids[0], mid) : (failed(E, t->loc), -1);
+    fsV_release(mid);
+  }
+  fsV_release(all);
+  return rc;
+}
+
 static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
   switch (t->kind) {
   case FS_N_NAME:
@@ -779,8 +882,7 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
   case FS_N_TUPLE:
   case FS_N_LIST:
     for (uint32_t i = 0; i < t->nkids; i++)
-      if (t->kids[i]->kind == FS_N_STARRED)
-        return fsE_error(E, t->kids[i]->loc, "starred assignment is not supported at run time yet"), -1;
+      if (t->kids[i]->kind == FS_N_STARRED) return unpack_starred(E, t, i, v);
     return unpack(E, t, v);
   case FS_N_ATTR: {
     fs_value *o = eval(E, t->kids[0]);
@@ -831,6 +933,14 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
 
 static fsE_flow exec(fsE_ctx *E, const fs_node *s);
 
+/* Ctrl-C: every loop looks once per iteration */
+static bool interrupted(fsE_ctx *E, const fs_node *s) {
+  if (!fsE_interrupt) return false;
+  fsE_interrupt = 0;
+  fsE_error(E, s->loc, "KeyboardInterrupt");
+  return true;
+}
+
 static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
   fs_value *src = eval(E, s->kids[1]);
   if (!src) return FSE_ERROR;
@@ -852,16 +962,30 @@ static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
     fsV_release(item);
     fl = rc < 0 ? FSE_ERROR : fsE_exec_block(E, s->kids[2]);
     if (fl == FSE_CONTINUE) fl = FSE_OK;
-    if (fl == FSE_OK && fsE_interrupt) { /* every loop is a for: the one place to look */
-      fsE_interrupt = 0;
-      fsE_error(E, s->loc, "KeyboardInterrupt");
-      fl = FSE_ERROR;
-    }
+    if (fl == FSE_OK && interrupted(E, s)) fl = FSE_ERROR;
   }
-  if (fl == FSE_BREAK) fl = FSE_OK;
   fsE_iter_end(&it);
   fsV_release(src);
-  return fl;
+  if (fl == FSE_BREAK) return FSE_OK;
+  return fl == FSE_OK && s->nkids > 3 && s->kids[3] ? fsE_exec_block(E, s->kids[3]) : fl; /* for ... else */
+}
+
+/* while cond: body [else: ...] -- the else runs when cond turns false, not after a break */
+static fsE_flow exec_while(fsE_ctx *E, const fs_node *s) {
+  fsE_flow fl = FSE_OK;
+  for (;;) {
+    fs_value *c = eval(E, s->kids[0]);
+    if (!c) return FSE_ERROR;
+    bool go = fsV_truthy(c);
+    fsV_release(c);
+    if (!go) break;
+    fl = fsE_exec_block(E, s->kids[1]);
+    if (fl == FSE_CONTINUE) fl = FSE_OK;
+    if (fl == FSE_OK && interrupted(E, s)) fl = FSE_ERROR;
+    if (fl != FSE_OK) break;
+  }
+  if (fl == FSE_BREAK) return FSE_OK;
+  return fl == FSE_OK && s->kids[2] ? fsE_exec_block(E, s->kids[2]) : fl;
 }
 
 static fsE_flow exec_with(fsE_ctx *E, const fs_node *s) {
@@ -983,9 +1107,9 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
   }
   case FS_N_BLOCK: return fsE_exec_block(E, s);
   case FS_N_FOR:
-    if (s->nkids > 3 || s->op)
-      return fsE_error(E, s->loc, "%s is not supported at run time yet", s->op ? "`async for`" : "`for ... else`"), FSE_ERROR;
+    if (s->op) return fsE_error(E, s->loc, "`async for` is not supported at run time yet"), FSE_ERROR;
     return exec_for(E, s);
+  case FS_N_WHILE: return exec_while(E, s);
   case FS_N_WITH:
     if (s->op) return fsE_error(E, s->loc, "`async with` is not supported at run time yet"), FSE_ERROR;
     return exec_with(E, s);
