@@ -18,6 +18,10 @@ fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (E->try_depth) { /* a handler may catch it: reported only if none does */
+    fsE_hold_error(E, loc, msg);
+    return NULL;
+  }
   fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, "runtime", E->src, loc, "%s", msg);
   for (size_t i = E->depth; i-- > 0;)
     fsD_note(g, E->src, E->call_sites[i], "in the call of `%s` from here",
@@ -328,6 +332,8 @@ static fs_value *set_name(fsE_ctx *E, const char *name, fs_value *v) {
   fsV_release(k);
   return rc < 0 ? NULL : v;
 }
+
+int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v) { return set_name(E, name, v) ? 0 : -1; }
 
 static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   fs_value *v = E->locals ? fsV_dict_getstr(E->locals, n->str) : NULL;
@@ -1135,6 +1141,8 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
   case FS_N_CONTINUE: return FSE_CONTINUE;
   case FS_N_PASS: return FSE_OK;
   case FS_N_ASSERT: return exec_assert(E, s);
+  case FS_N_TRY: return fsE_exec_try(E, s);
+  case FS_N_RAISE: return fsE_exec_raise(E, s);
   case FS_N_REPEAT:
   case FS_N_RESIDUAL: return exec_layer_block(E, s);
   default:
@@ -1216,6 +1224,7 @@ void fsE_session_free(fsE_session *S) {
   if (!S) return;
   fsE_ctx *E = &S->E;
   fsV_release(E->retval);
+  fsE_exc_clear(&E->pending);
   fsV_release(E->fabric);
   fsV_release(E->globals);
   fsV_release(E->builtins);

@@ -48,6 +48,10 @@ struct fsE_ctx {
   int halt_status;
   int module_init;               /* __init__s of script Module classes running: layers wait to be initialized */
   fs_value *method_owner, *method_self; /* the running method's class and self (super()), borrowed */
+  int try_depth;                 /* try bodies running: an error waits in `pending` for their handlers */
+  struct fsE_exc { char *type, *text, *msg; fs_loc loc; } pending; /* the error a try may catch */
+  const char *raise_type;        /* set by raise for the fsE_error it makes: the exception's class */
+  struct fsE_exc *handling;      /* the error an except block is handling (a bare raise), or NULL */
 };
 
 /* print's body (slots of print's signature); also Fabric.print. */
@@ -182,6 +186,15 @@ int fsE_instance_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value *
 fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a);
 int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v);
 fs_value *fsE_eval(fsE_ctx *E, const fs_node *n); /* eval.c: an expression's value */
+int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v); /* eval.c: name = v in the scope; -1 + fsV_error */
+
+/* except.c: try/except/else/finally and raise (docs/classes.md) */
+fsE_flow fsE_exec_try(fsE_ctx *E, const fs_node *s);
+fsE_flow fsE_exec_raise(fsE_ctx *E, const fs_node *s);
+/* The error a try body stopped with becomes pending (its words, a class
+ * named from them); NULL, as fsE_error returns. */
+void fsE_hold_error(fsE_ctx *E, fs_loc loc, const char *msg);
+void fsE_exc_clear(struct fsE_exc *x);
 
 /* lib_optim.c */
 typedef struct optv {
