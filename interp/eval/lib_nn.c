@@ -306,6 +306,119 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
   return r;
 }
 
+/* ---- containers: Sequential, ModuleList, Identity ------------------------ */
+
+static bool is_container(const fs_module *m) { return m->kind == FSM_SEQUENTIAL || m->kind == FSM_MODULELIST; }
+
+/* A Module value for m, a part of a tree (another value onto the same module). */
+static fs_value *part_value(fsE_ctx *E, fs_module *m) {
+  fs_value *v = fsE_module_new(E, fsM_retain(m), m->kind == FSM_CUSTOM ? m->custom->class_name : fsM_kind_name(m->kind));
+  if (v) ((modv *)v->u.obj.data)->st.meta = fsE_has_meta(m);
+  return v;
+}
+
+/* Appends module value v to container c, anonymous (keyed by its index). */
+static int container_add(fs_module *c, const fs_value *v) {
+  modv *mv = fsV_objdata(v, &fsE_module_class);
+  if (!mv) {
+    fsV_seterr("%s is not a Module subclass", fsV_type_name(v));
+    return -1;
+  }
+  if (mv->m->refcount > 1) {
+    fsV_seterr("this %s is already part of a model; create a new one for each use", mv->cls);
+    return -1;
+  }
+  return fsM_append(c, NULL, fsM_retain(mv->m)) < 0 ? (fsE_rt_fail(), -1) : 0;
+}
+
+static fs_value *container_of(fsE_ctx *E, fsM_kind kind, const fs_value *items) {
+  fs_module *c = fsM_container(kind);
+  if (!c) return fsE_rt_fail();
+  for (size_t i = 0; items && items->type != FSV_NONE && i < items->u.seq.n; i++)
+    if (container_add(c, items->u.seq.items[i]) < 0) {
+      fsM_release(c);
+      return NULL;
+    }
+  return module_value(E, c, fsM_kind_name(kind));
+}
+
+NATIVE(l_sequential) { return container_of(E, FSM_SEQUENTIAL, s[0]); }
+NATIVE(l_modulelist) { return container_of(E, FSM_MODULELIST, s[0]); }
+NATIVE(l_identity) { return container_of(E, FSM_IDENTITY, NULL); } /* torch's Identity ignores its arguments */
+
+NATIVE(module_append) {
+  modv *mv = self->u.obj.data;
+  if (!is_container(mv->m)) {
+    fsV_seterr("'%s' object has no attribute 'append'", mv->cls);
+    return NULL;
+  }
+  return container_add(mv->m, s[0]) < 0 ? NULL : fsV_retain(self);
+}
+
+static int64_t module_len(fsE_ctx *E, fs_value *self) {
+  (void)E;
+  modv *mv = self->u.obj.data;
+  if (is_container(mv->m)) return mv->m->nkids;
+  fsV_seterr("object of type '%s' has no len()", mv->cls);
+  return -1;
+}
+
+static fs_value *module_index(fsE_ctx *E, fs_value *self, fs_value *key) {
+  modv *mv = self->u.obj.data;
+  int64_t n = mv->m->nkids, i = key->type == FSV_INT ? key->u.i : 0;
+  if (!is_container(mv->m)) {
+    fsV_seterr("'%s' object is not subscriptable", mv->cls);
+    return NULL;
+  }
+  if (key->type != FSV_INT) {
+    fsV_seterr("%s indices must be integers, not %s", mv->cls, fsV_type_name(key));
+    return NULL;
+  }
+  if (i < -n || i >= n) {
+    fsV_seterr("index %lld is out of range", (long long)i);
+    return NULL;
+  }
+  return part_value(E, mv->m->kids[i < 0 ? i + n : i]);
+}
+
+/* iter(container): an iterator over a list of its children's values */
+typedef struct kids_iter { fs_value *items; size_t i; } kids_iter;
+static void kids_iter_free(void *p) {
+  fsV_release(((kids_iter *)p)->items);
+  free(p);
+}
+static int kids_iter_next(fsE_ctx *E, fs_value *self, fs_value **out) {
+  (void)E;
+  kids_iter *it = self->u.obj.data;
+  if (it->i == it->items->u.seq.n) return 0;
+  *out = fsV_retain(it->items->u.seq.items[it->i++]);
+  return 1;
+}
+static const fsV_class kids_iter_class = {.name = "iterator", .next = kids_iter_next, .free = kids_iter_free};
+
+static fs_value *module_iter(fsE_ctx *E, fs_value *self) {
+  modv *mv = self->u.obj.data;
+  if (!is_container(mv->m)) {
+    fsV_seterr("'%s' object is not iterable", mv->cls);
+    return NULL;
+  }
+  kids_iter *it = calloc(1, sizeof *it);
+  if (!it || !(it->items = fsV_list((size_t)mv->m->nkids))) {
+    free(it);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  for (int i = 0; i < mv->m->nkids; i++) {
+    fs_value *v = part_value(E, mv->m->kids[i]);
+    if (!v) {
+      kids_iter_free(it);
+      return NULL;
+    }
+    fsV_list_append(it->items, v); /* capacity reserved */
+  }
+  return fsV_obj(&kids_iter_class, it);
+}
+
 /* ---- methods and attributes (rows of the sig table's "Module." entries) ---- */
 
 #define MODV(self) ((modv *)(self)->u.obj.data)
@@ -381,6 +494,7 @@ static int module_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value
 
 const fsV_class fsE_module_class = {
   .name = "Module", .call = module_call, .setattr = module_setattr,
+  .iter = module_iter, .index = module_index, .len = module_len,
   .repr = module_repr, .free = modv_free,
 };
 
@@ -395,6 +509,8 @@ static const fsE_reg nn_funcs[] = {
   {"Module.reset_parameters", module_reset_parameters}, {"Module.zero_grad", module_zero_grad},
   {"Module.state_dict", module_state_dict}, {"Module.load_state_dict", module_load_state_dict},
   {"Module.generate", module_generate}, {"Module.training", module_training},
+  {"Sequential", l_sequential}, {"ModuleList", l_modulelist}, {"Identity", l_identity},
+  {"Module.append", module_append},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_nn = {"nn", nn_funcs};

@@ -90,6 +90,10 @@ PARAMS(p_gelu, P("approximate", STR, "'none'"))
 PARAMS(p_dropout, P("p", NUM, "0.5"))
 PARAMS(p_flatten, P("start_dim", INT, "1"), P("end_dim", INT, "-1"))
 PARAMS(p_attention, P("dim", INT, NULL), P("heads", INT, NULL), P("bias", BOOL, "True"))
+/* issue 14, point 3: containers of modules */
+PARAMS(p_container_args, VARARGS("args"))
+PARAMS(p_modulelist, P("modules", SEQ | FSSIG_T_NONE, "None"))
+PARAMS(p_module_append, P("module", OBJ, NULL))
 
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
@@ -371,6 +375,11 @@ static const fsSig table[] = {
   M("Module.load_state_dict", p_load_sd, "None"),
   M("Module.generate", p_generate, "str"),
   ATTR("Module.training", "bool", 0),
+  /* issue 14, point 3: containers of modules */
+  LAYER("Sequential", p_container_args),
+  LAYER("ModuleList", p_modulelist),
+  LAYER("Identity", p_container_args),
+  M("Module.append", p_module_append, "Module"),
 
   M("Optimizer.step", p_step, "None"),
   M("Optimizer.zero_grad", p_set_to_none, "None"),

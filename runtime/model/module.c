@@ -14,7 +14,7 @@
 static const char *const kind_names[FSM__COUNT] = {
   "Sequential", "Residual", "Repeat", "Linear", "Embedding", "PositionalEmbedding",
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
-  "CausalSelfAttention", "Module",
+  "CausalSelfAttention", "Module", "ModuleList", "Identity",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -180,6 +180,14 @@ int fsM_append(fs_module *seq, const char *key, fs_module *child) {
   child->named = key != idx;
   seq->kids[seq->nkids++] = child;
   return 0;
+}
+
+fs_module *fsM_container(fsM_kind kind) {
+  if (kind != FSM_SEQUENTIAL && kind != FSM_MODULELIST && kind != FSM_IDENTITY) {
+    fsT_seterr("%s is not a container", fsM_kind_name(kind));
+    return NULL;
+  }
+  return new_module(kind);
 }
 
 fs_module *fsM_custom_new(fsM_custom *hook) {
@@ -572,6 +580,8 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   case FSM_CUSTOM:
     return shape_err(m, bad, err, errlen, "the output shape of %s's forward is known only by running it",
                      m->custom->class_name);
+  case FSM_MODULELIST:
+    return shape_err(m, bad, err, errlen, "ModuleList has no forward: call its modules in a forward");
   case FSM_FLATTEN:
     if (rank < 2)
       return shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
@@ -658,6 +668,10 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
     return out;
   }
   case FSM_CUSTOM: return m->custom->forward(m->custom, m, x);
+  case FSM_IDENTITY: return fsT_retain(x);
+  case FSM_MODULELIST:
+    fsT_seterr("Module [ModuleList] is missing the required \"forward\" function");
+    return NULL;
   default:
     fsT_seterr("%s has no forward", fsM_kind_name(m->kind));
     return NULL;

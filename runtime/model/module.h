@@ -38,6 +38,8 @@ typedef enum fsM_kind {
   FSM_RELU, FSM_GELU, FSM_TANH, FSM_SIGMOID, FSM_SILU,
   FSM_DROPOUT, FSM_FLATTEN, FSM_ATTENTION,
   FSM_CUSTOM,   /* a script's own class: its forward is a callback (fsM_custom) */
+  FSM_MODULELIST, /* nn.ModuleList: children keyed 0, 1, ...; no forward of its own */
+  FSM_IDENTITY, /* nn.Identity */
   FSM__COUNT
 } fsM_kind;
 
@@ -93,6 +95,7 @@ fs_module *fsM_gelu(bool tanh_approx);
 fs_module *fsM_dropout(double p);           /* 0 <= p <= 1 */
 fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias); /* dim % heads == 0 */
 fs_module *fsM_custom_new(fsM_custom *hook); /* takes hook (released on failure) */
+fs_module *fsM_container(fsM_kind kind);    /* an empty SEQUENTIAL, MODULELIST or IDENTITY */
 /* Sets child under key in a custom module: replaces a child of that name,
  * else appends.  Takes the caller's reference to child; -1 + fsT_error. */
 int fsM_set_child(fs_module *m, const char *key, fs_module *child);
