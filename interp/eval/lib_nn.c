@@ -419,6 +419,66 @@ static fs_value *module_iter(fsE_ctx *E, fs_value *self) {
   return fsV_obj(&kids_iter_class, it);
 }
 
+/* The modules of self's tree as torch lists them: self first ("" its name),
+ * then each child's tree, pre-order (all: every depth; else the children
+ * only); named: (name, module) pairs. */
+static int tree_list(fsE_ctx *E, fs_value *self, fs_module *m, const char *prefix, bool all, bool named,
+                     fs_value *out) {
+  for (int i = 0; i < m->nkids; i++) {
+    fs_module *k = m->kids[i];
+    char *name = malloc(strlen(prefix) + strlen(k->key) + 2);
+    if (!name) return fsV_seterr("out of memory"), -1;
+    sprintf(name, "%s%s%s", prefix, *prefix ? "." : "", k->key);
+    fs_value *v = part_value(E, k);
+    if (v && named) v = fsV_pair(fsV_cstr(name), v);
+    int rc = v ? fsV_list_append(out, v) : -1;
+    if (rc == 0 && all) rc = tree_list(E, self, k, name, all, named, out);
+    free(name);
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
+static fs_value *modules_of(fsE_ctx *E, fs_value *self, bool all, bool named) {
+  fs_value *out = fsV_list(0), *me = NULL;
+  if (out && all) { /* self leads modules() and named_modules() */
+    me = named ? fsV_pair(fsV_cstr(""), fsV_retain(self)) : fsV_retain(self);
+    if (!me || fsV_list_append(out, me) < 0) {
+      fsV_release(out);
+      return NULL;
+    }
+  }
+  if (out && tree_list(E, self, ((modv *)self->u.obj.data)->m, "", all, named, out) < 0) {
+    fsV_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+NATIVE(module_children) { return modules_of(E, self, false, false); }
+NATIVE(module_named_children) { return modules_of(E, self, false, true); }
+NATIVE(module_modules) { return modules_of(E, self, true, false); }
+NATIVE(module_named_modules) { return modules_of(E, self, true, true); }
+
+/* apply(fn): fn on every child's tree, then on self (torch's order) */
+NATIVE(module_apply) {
+  fs_value *kids = modules_of(E, self, false, false);
+  if (!kids) return NULL;
+  for (size_t i = 0; i < kids->u.seq.n; i++) {
+    fs_value *r = fsE_call_method(E, kids->u.seq.items[i], "apply", &(fsV_args){&s[0], 1, NULL, NULL, 0, a->loc});
+    if (!r) {
+      fsV_release(kids);
+      return NULL;
+    }
+    fsV_release(r);
+  }
+  fsV_release(kids);
+  fs_value *r = fsE_call(E, s[0], &(fsV_args){&self, 1, NULL, NULL, 0, a->loc});
+  if (!r) return NULL;
+  fsV_release(r);
+  return fsV_retain(self);
+}
+
 /* ---- methods and attributes (rows of the sig table's "Module." entries) ---- */
 
 #define MODV(self) ((modv *)(self)->u.obj.data)
@@ -510,7 +570,9 @@ static const fsE_reg nn_funcs[] = {
   {"Module.state_dict", module_state_dict}, {"Module.load_state_dict", module_load_state_dict},
   {"Module.generate", module_generate}, {"Module.training", module_training},
   {"Sequential", l_sequential}, {"ModuleList", l_modulelist}, {"Identity", l_identity},
-  {"Module.append", module_append},
+  {"Module.append", module_append}, {"Module.children", module_children},
+  {"Module.named_children", module_named_children}, {"Module.modules", module_modules},
+  {"Module.named_modules", module_named_modules}, {"Module.apply", module_apply},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_nn = {"nn", nn_funcs};

@@ -94,6 +94,7 @@ PARAMS(p_attention, P("dim", INT, NULL), P("heads", INT, NULL), P("bias", BOOL, 
 PARAMS(p_container_args, VARARGS("args"))
 PARAMS(p_modulelist, P("modules", SEQ | FSSIG_T_NONE, "None"))
 PARAMS(p_module_append, P("module", OBJ, NULL))
+PARAMS(p_module_apply, P("fn", FSSIG_T_FUNC | OBJ, NULL))
 
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
@@ -380,6 +381,11 @@ static const fsSig table[] = {
   LAYER("ModuleList", p_modulelist),
   LAYER("Identity", p_container_args),
   M("Module.append", p_module_append, "Module"),
+  M0("Module.children", "list"),
+  M0("Module.named_children", "list"),
+  M0("Module.modules", "list"),
+  M0("Module.named_modules", "list"),
+  M("Module.apply", p_module_apply, "Module"),
 
   M("Optimizer.step", p_step, "None"),
   M("Optimizer.zero_grad", p_set_to_none, "None"),

@@ -2,8 +2,9 @@
 
 Usage: class_parity.py FABRICSCRIPT TMPDIR.
 
-A FabricScript run defines a residual MLP as classes (a Block whose forward
-writes out x + fc2(relu(fc1(x))) * scale, nested in a Net), saves its
+A FabricScript run defines a residual MLP as classes (Blocks whose forward
+writes out x + fc2(relu(fc1(x))) * scale, in a ModuleList of a Net, with a
+Sequential head holding an Identity), saves its
 initial weights with fabric.save to a .ckpt, trains it with SGD (momentum)
 for STEPS steps on data computed from arange (so torch can compute the same)
 and prints each loss. Torch builds the same classes with torch.nn, loads the
@@ -34,11 +35,13 @@ class Net(Module):
     def __init__(self, d, classes):
         super().__init__()
         self.inp = Linear(d, 12)
-        self.block = Block(12, 24, 0.5)
-        self.head = Linear(12, classes)
+        self.blocks = ModuleList([Block(12, 24, 0.5) for _ in range(2)])
+        self.head = Sequential(Linear(12, 12), Identity(), Linear(12, classes))
 
     def forward(self, x):
-        h = self.block(self.inp(x).tanh())
+        h = self.inp(x).tanh()
+        for block in self.blocks:
+            h = block(h)
         return self.head(h - h.mean(dim=-1, keepdim=True))
 
 fabric = Fabric(accelerator="cpu", devices=1)
@@ -73,11 +76,13 @@ class Net(nn.Module):
     def __init__(self, d, classes):
         super().__init__()
         self.inp = nn.Linear(d, 12)
-        self.block = Block(12, 24, 0.5)
-        self.head = nn.Linear(12, classes)
+        self.blocks = nn.ModuleList([Block(12, 24, 0.5) for _ in range(2)])
+        self.head = nn.Sequential(nn.Linear(12, 12), nn.Identity(), nn.Linear(12, classes))
 
     def forward(self, x):
-        h = self.block(self.inp(x).tanh())
+        h = self.inp(x).tanh()
+        for block in self.blocks:
+            h = block(h)
         return self.head(h - h.mean(dim=-1, keepdim=True))
 
 
