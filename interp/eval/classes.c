@@ -217,7 +217,8 @@ static char *instance_repr(fs_value *v) {
 
 /* attrs[name] = v unless v holds self */
 static int store_attr(fs_value *attrs, fs_value *self, const char *name, fs_value *v) {
-  if (v == self || fsV_reaches(v, self)) {
+  bound *b = fsV_objdata(v, &bound_class); /* self.f = self.method holds self too */
+  if (v == self || fsV_reaches(v, self) || (b && b->self == self)) {
     fsV_seterr("an object cannot hold itself as attribute '%s' (reference cycles are not supported)", name);
     return -1;
   }

@@ -134,6 +134,8 @@ static void test_classes(void **st) {
          "8:3: error: cannot assign 'int' as child module 'layer' (torch.nn.Module or None expected)\n");
   expect(HOLDER "a = H(Linear(2, 2))\na.me = [a]\n", 1, "",
          "8:3: error: an object cannot hold itself as attribute 'me' (reference cycles are not supported)\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.f = a.forward\n", 1, "",
+         "8:3: error: an object cannot hold itself as attribute 'f' (reference cycles are not supported)\n");
   expect(HOLDER "with device('meta'):\n    H(Linear(2, 2))\n", 1, "",
          "8:5: error: H: building a script's own Module class on the meta device (init_module(empty_init=True) "
          "or device(\"meta\")) is not supported yet\n");
@@ -151,8 +153,8 @@ static void test_classes(void **st) {
 #undef HOLDER
 }
 
-/* try/except/else/finally and raise at run time (the checker does not know
- * exception names yet, so scripts reach them only past it: here and the REPL). */
+/* try/except/else/finally and raise at run time (the checker, which runs
+ * before a script and the REPL's entries, does not know exception names yet). */
 static void test_try(void **st) {
   (void)st;
   expect("def risky(k):\n"
