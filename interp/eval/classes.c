@@ -237,7 +237,10 @@ int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v
   (void)E;
   script_module *sm = script_module_of(self);
   modv *mv = self->u.obj.data, *child = fsV_objdata(v, &fsE_module_class);
-  if (child) {
+  fs_tensor *t = fsE_as_tensor(v);
+  if (t && t->requires_grad && !t->node) { /* a leaf that requires grad: a Parameter of this module */
+    if (fsM_set_child(mv->m, name, fsM_param_holder(t)) < 0) return fsE_rt_fail(), -1;
+  } else if (child) {
     if (child->m == mv->m || child->m->refcount > 1) {
       fsV_seterr("this %s is already part of a model; create a new one for each use", child->cls);
       return -1;
@@ -246,8 +249,9 @@ int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v
   } else {
     for (int i = 0; i < mv->m->nkids; i++)
       if (strcmp(mv->m->kids[i]->key, name) == 0) {
-        fsV_seterr("cannot assign '%s' as child module '%s' (torch.nn.Module or None expected)",
-                   fsV_type_name(v), name);
+        fsV_seterr("cannot assign '%s' as %s '%s' (torch.nn.%s or None expected)", fsV_type_name(v),
+                   mv->m->kids[i]->kind == FSM_PARAM ? "parameter" : "child module", name,
+                   mv->m->kids[i]->kind == FSM_PARAM ? "Parameter" : "Module");
         return -1;
       }
   }

@@ -342,6 +342,20 @@ static fs_value *container_of(fsE_ctx *E, fsM_kind kind, const fs_value *items) 
   return module_value(E, c, fsM_kind_name(kind));
 }
 
+/* Parameter(data, requires_grad): a leaf copy of data (torch shares its
+ * storage); assigned to a script Module's attribute, it is its parameter. */
+NATIVE(l_parameter) {
+  fs_tensor *t = fsE_need_tensor(s[0], "Parameter", "data");
+  if (!t) return NULL;
+  if (t->dtype == FS_I64 && fsV_truthy(s[1])) {
+    fsV_seterr("Only Tensors of floating point and complex dtype can require gradients");
+    return NULL;
+  }
+  fs_tensor *p = fsT_copy(t);
+  if (p) p->requires_grad = fsV_truthy(s[1]);
+  return fsE_tensor_value(p);
+}
+
 NATIVE(l_sequential) { return container_of(E, FSM_SEQUENTIAL, s[0]); }
 NATIVE(l_modulelist) { return container_of(E, FSM_MODULELIST, s[0]); }
 NATIVE(l_identity) { return container_of(E, FSM_IDENTITY, NULL); } /* torch's Identity ignores its arguments */
@@ -569,7 +583,7 @@ static const fsE_reg nn_funcs[] = {
   {"Module.reset_parameters", module_reset_parameters}, {"Module.zero_grad", module_zero_grad},
   {"Module.state_dict", module_state_dict}, {"Module.load_state_dict", module_load_state_dict},
   {"Module.generate", module_generate}, {"Module.training", module_training},
-  {"Sequential", l_sequential}, {"ModuleList", l_modulelist}, {"Identity", l_identity},
+  {"Parameter", l_parameter}, {"Sequential", l_sequential}, {"ModuleList", l_modulelist}, {"Identity", l_identity},
   {"Module.append", module_append}, {"Module.children", module_children},
   {"Module.named_children", module_named_children}, {"Module.modules", module_modules},
   {"Module.named_modules", module_named_modules}, {"Module.apply", module_apply},

@@ -95,6 +95,7 @@ PARAMS(p_container_args, VARARGS("args"))
 PARAMS(p_modulelist, P("modules", SEQ | FSSIG_T_NONE, "None"))
 PARAMS(p_module_append, P("module", OBJ, NULL))
 PARAMS(p_module_apply, P("fn", FSSIG_T_FUNC | OBJ, NULL))
+PARAMS(p_parameter, P("data", OBJ, NULL), P("requires_grad", BOOL, "True"))
 
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
@@ -380,6 +381,7 @@ static const fsSig table[] = {
   LAYER("Sequential", p_container_args),
   LAYER("ModuleList", p_modulelist),
   LAYER("Identity", p_container_args),
+  FN("Parameter", p_parameter, "Tensor"),
   M("Module.append", p_module_append, "Module"),
   M0("Module.children", "list"),
   M0("Module.named_children", "list"),

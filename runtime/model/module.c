@@ -14,7 +14,7 @@
 static const char *const kind_names[FSM__COUNT] = {
   "Sequential", "Residual", "Repeat", "Linear", "Embedding", "PositionalEmbedding",
   "LayerNorm", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "Dropout", "Flatten",
-  "CausalSelfAttention", "Module", "ModuleList", "Identity",
+  "CausalSelfAttention", "Module", "ModuleList", "Identity", "Parameter",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -190,6 +190,13 @@ fs_module *fsM_container(fsM_kind kind) {
   return new_module(kind);
 }
 
+fs_module *fsM_param_holder(fs_tensor *t) {
+  fs_module *m = new_module(FSM_PARAM);
+  if (!m) return NULL;
+  m->params[m->nparams++] = fsT_retain(t);
+  return m;
+}
+
 fs_module *fsM_custom_new(fsM_custom *hook) {
   fs_module *m = new_module(FSM_CUSTOM);
   if (!m) {
@@ -217,7 +224,11 @@ int fsM_set_child(fs_module *m, const char *key, fs_module *child) {
       m->kids[i] = child;
       return 0;
     }
-  return fsM_append(m, key, child);
+  if (fsM_append(m, key, child) < 0) return -1;
+  int at = m->nkids - 1; /* a parameter goes before the modules */
+  for (; child->kind == FSM_PARAM && at > 0 && m->kids[at - 1]->kind != FSM_PARAM; at--) m->kids[at] = m->kids[at - 1];
+  m->kids[at] = child;
+  return 0;
 }
 
 fs_module *fsM_repeat(int64_t n, fs_module *body) {
@@ -328,6 +339,10 @@ static int walk_root(fs_module *m, visit_fn fn, void *ud) {
 }
 
 static void param_name(char *buf, size_t cap, const char *prefix, const fs_module *m, int i) {
+  if (m->kind == FSM_PARAM) { /* "norm.weight." names "norm.weight" */
+    snprintf(buf, cap, "%.*s", (int)(strlen(prefix) ? strlen(prefix) - 1 : 0), prefix);
+    return;
+  }
   snprintf(buf, cap, "%s%s", prefix, leaf_param_names[m->kind][i]);
 }
 
@@ -336,6 +351,9 @@ typedef struct { fsM_param *v; int64_t n, cap; } plist;
 static int collect(fs_module *m, const char *prefix, void *ud) {
   plist *l = ud;
   for (int i = 0; i < m->nparams; i++) {
+    bool seen = false; /* a script's parameter held twice (tied) counts once, under its first name, as torch's */
+    for (int64_t j = 0; m->kind == FSM_PARAM && j < l->n && !seen; j++) seen = l->v[j].t == m->params[i];
+    if (seen) continue;
     if (l->n == l->cap) {
       int64_t cap = l->cap ? 2 * l->cap : 16;
       fsM_param *v = realloc(l->v, (size_t)cap * sizeof *v);
@@ -446,6 +464,7 @@ static int init_visit(fs_module *m, const char *prefix, void *ud) {
       if (t->data && t->device != c->dev && move_param(t, c->dev) < 0) return -1;
       continue;
     }
+    if (m->kind == FSM_PARAM && c->what == RESET) continue; /* the script's values: no rule to redo */
     char name[NAME_CAP + 16];
     param_name(name, sizeof name, prefix, m, i);
     if (c->what == EMPTY && t->data) {

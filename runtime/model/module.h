@@ -40,6 +40,7 @@ typedef enum fsM_kind {
   FSM_CUSTOM,   /* a script's own class: its forward is a callback (fsM_custom) */
   FSM_MODULELIST, /* nn.ModuleList: children keyed 0, 1, ...; no forward of its own */
   FSM_IDENTITY, /* nn.Identity */
+  FSM_PARAM,    /* a script Module's own parameter: a leaf holding one tensor, named by its key alone */
   FSM__COUNT
 } fsM_kind;
 
@@ -96,6 +97,11 @@ fs_module *fsM_dropout(double p);           /* 0 <= p <= 1 */
 fs_module *fsM_attention(int64_t dim, int64_t heads, bool bias); /* dim % heads == 0 */
 fs_module *fsM_custom_new(fsM_custom *hook); /* takes hook (released on failure) */
 fs_module *fsM_container(fsM_kind kind);    /* an empty SEQUENTIAL, MODULELIST or IDENTITY */
+/* A holder of parameter t (retained) for fsM_set_child: the parent's own
+ * parameter `key` (state-dict name "<parent>.key"), listed before the
+ * parent's modules as torch lists _parameters before _modules.  Its values
+ * are the script's: materializing and reset_parameters leave them. */
+fs_module *fsM_param_holder(fs_tensor *t);
 /* Sets child under key in a custom module: replaces a child of that name,
  * else appends.  Takes the caller's reference to child; -1 + fsT_error. */
 int fsM_set_child(fs_module *m, const char *key, fs_module *child);
@@ -109,7 +115,8 @@ void fsM_release(fs_module *m);
 
 const char *fsM_kind_name(fsM_kind kind);   /* "Linear", "Sequential", ... */
 
-/* Parameters in state-dict order (PyTorch's parameters() order). */
+/* Parameters in state-dict order (PyTorch's parameters() order); a tensor
+ * held by two FSM_PARAM holders (a tied parameter) is listed once. */
 typedef struct fsM_param {
   char *name;          /* full state-dict key, "h.0.0.1.c_attn.weight" */
   fs_tensor *t;        /* borrowed from the module */

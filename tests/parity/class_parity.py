@@ -4,7 +4,8 @@ Usage: class_parity.py FABRICSCRIPT TMPDIR.
 
 A FabricScript run defines a residual MLP as classes (Blocks whose forward
 writes out x + fc2(relu(fc1(x))) * scale, in a ModuleList of a Net, with a
-Sequential head holding an Identity), saves its
+Sequential head holding an Identity, and an RMSNorm whose weight is a
+Parameter), saves its
 initial weights with fabric.save to a .ckpt, trains it with SGD (momentum)
 for STEPS steps on data computed from arange (so torch can compute the same)
 and prints each loss. Torch builds the same classes with torch.nn, loads the
@@ -31,10 +32,19 @@ class Block(Module):
     def forward(self, x):
         return x + self.fc2(self.fc1(x).relu()) * self.scale
 
+class RMSNorm(Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = Parameter(full((d,), 0.8))
+
+    def forward(self, x):
+        return x * (x.pow(2).mean(dim=-1, keepdim=True) + 1e-6).rsqrt() * self.weight
+
 class Net(Module):
     def __init__(self, d, classes):
         super().__init__()
         self.inp = Linear(d, 12)
+        self.norm = RMSNorm(12)
         self.blocks = ModuleList([Block(12, 24, 0.5) for _ in range(2)])
         self.head = Sequential(Linear(12, 12), Identity(), Linear(12, classes))
 
@@ -42,7 +52,7 @@ class Net(Module):
         h = self.inp(x).tanh()
         for block in self.blocks:
             h = block(h)
-        return self.head(h - h.mean(dim=-1, keepdim=True))
+        return self.head(self.norm(h - h.mean(dim=-1, keepdim=True)))
 
 fabric = Fabric(accelerator="cpu", devices=1)
 fabric.seed_everything(5)
@@ -72,10 +82,20 @@ class Block(nn.Module):
         return x + self.fc2(self.fc1(x).relu()) * self.scale
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((d,), 0.8))
+
+    def forward(self, x):
+        return x * (x.pow(2).mean(dim=-1, keepdim=True) + 1e-6).rsqrt() * self.weight
+
+
 class Net(nn.Module):
     def __init__(self, d, classes):
         super().__init__()
         self.inp = nn.Linear(d, 12)
+        self.norm = RMSNorm(12)
         self.blocks = nn.ModuleList([Block(12, 24, 0.5) for _ in range(2)])
         self.head = nn.Sequential(nn.Linear(12, 12), nn.Identity(), nn.Linear(12, classes))
 
@@ -83,7 +103,7 @@ class Net(nn.Module):
         h = self.inp(x).tanh()
         for block in self.blocks:
             h = block(h)
-        return self.head(h - h.mean(dim=-1, keepdim=True))
+        return self.head(self.norm(h - h.mean(dim=-1, keepdim=True)))
 
 
 path = f"{tmp}/class.fab"
