@@ -176,7 +176,7 @@ static fsQ_value *ck_module(fsE_ctx *E, ckpt *c, fs_value *key, modv *mv, fs_val
   fsQ_value *od = fsQ_ordered_dict(c->doc);
   fsSH_model *sh = mv->sh;
   fsM_param *ps = NULL;
-  int64_t n = sh ? sh->nall : fsM_parameters(mv->m, &ps);
+  int64_t n = sh ? sh->nall : fsM_state_params(mv->m, &ps);
   if (n < 0) return fsE_rt_fail(), NULL;
   for (int64_t i = 0; od && i < n; i++) {
     const char *name = sh ? sh->all[i].name : ps[i].name;
@@ -482,7 +482,7 @@ static int load_sharded(const ck_file *f, const char *key, fsSH_model *sh, bool 
 static int load_module(const ck_file *f, const char *key, modv *mv, bool strict) {
   if (mv->sh) return load_sharded(f, key, mv->sh, strict);
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = fsM_state_params(mv->m, &ps);
   if (n < 0) return fsE_rt_fail(), -1;
   fs_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
   char **names = calloc((size_t)n + 1, sizeof *names);

@@ -186,10 +186,11 @@ static fs_value *flat_params(fsSH_model *sh, bool named) {
   return l;
 }
 
-static fs_value *params_list(modv *mv, bool named) {
+/* every_name: a tied parameter under each of its names (the state dict's view) */
+static fs_value *params_list(modv *mv, bool named, bool every_name) {
   if (mv->sh) return flat_params(mv->sh, named);
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = every_name ? fsM_state_params(mv->m, &ps) : fsM_parameters(mv->m, &ps);
   if (n < 0) return fsE_rt_fail();
   fs_value *l = fsV_list((size_t)n);
   for (int64_t i = 0; l && i < n; i++) {
@@ -207,7 +208,7 @@ static fs_value *params_list(modv *mv, bool named) {
 
 /* state_dict(): name -> parameter (the tensors themselves, as torch's are views) */
 static fs_value *state_dict(modv *mv) {
-  fs_value *l = params_list(mv, true), *d = l ? fsV_dict() : NULL;
+  fs_value *l = params_list(mv, true, true), *d = l ? fsV_dict() : NULL;
   for (size_t i = 0; d && i < l->u.seq.n; i++) {
     fs_value *p = l->u.seq.items[i];
     if (fsV_dict_set(d, p->u.seq.items[0], fsV_retain(p->u.seq.items[1])) < 0) {
@@ -223,7 +224,7 @@ static fs_value *state_dict(modv *mv) {
  * (giving meta ones storage); strict: torch's missing/unexpected-key error. */
 static fs_value *load_state_dict(modv *mv, fs_value *sd, bool strict) {
   fsM_param *ps;
-  int64_t n = fsM_parameters(mv->m, &ps);
+  int64_t n = fsM_state_params(mv->m, &ps);
   if (n < 0) return fsE_rt_fail();
   fsV_buf missing = {0}, unexpected = {0};
   fs_value *r = NULL;
@@ -498,8 +499,8 @@ NATIVE(module_apply) {
 #define MODV(self) ((modv *)(self)->u.obj.data)
 
 NATIVE(module_forward) { return module_call(E, self, a); }
-NATIVE(module_parameters) { return params_list(MODV(self), false); }
-NATIVE(module_named_parameters) { return params_list(MODV(self), true); }
+NATIVE(module_parameters) { return params_list(MODV(self), false, false); }
+NATIVE(module_named_parameters) { return params_list(MODV(self), true, false); }
 NATIVE(module_num_parameters) { return fsV_int(fsM_num_parameters(MODV(self)->m)); }
 
 NATIVE(module_train) {
@@ -559,9 +560,37 @@ NATIVE(module_load_state_dict) {
 
 NATIVE(module_training) { return fsV_bool(MODV(self)->m->training); }
 
+/* layer.weight, layer.bias: the parameter itself (torch's are views of it) */
+static fs_value *layer_param(fs_value *self, const char *name) {
+  modv *mv = MODV(self);
+  int i = mv->sh ? -1 : fsM_param_index(mv->m, name);
+  if (i < 0) {
+    fsV_seterr("'%s' object has no attribute '%s'", mv->cls, name);
+    return NULL;
+  }
+  if (i >= mv->m->nparams) return fsV_none(); /* Linear(..., bias=False).bias */
+  return fsE_tensor_value(fsT_retain(mv->m->params[i]));
+}
+NATIVE(module_weight) { return layer_param(self, "weight"); }
+NATIVE(module_bias) { return layer_param(self, "bias"); }
+
 /* self.name = v: a script Module's attribute; the runtime's modules have none */
 static int module_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v) {
-  if (MODV(self)->m->kind == FSM_CUSTOM) return fsE_custom_setattr(E, self, name, v);
+  fs_module *m = MODV(self)->m;
+  if (m->kind == FSM_CUSTOM) return fsE_custom_setattr(E, self, name, v);
+  int i = fsM_param_index(m, name);
+  fs_tensor *t = fsE_as_tensor(v);
+  if (i >= m->nparams) {
+    fsV_seterr("%s has no parameter '%s' to tie", MODV(self)->cls, name);
+    return -1;
+  }
+  if (i >= 0 && !MODV(self)->sh) { /* layer.weight = other.weight: one parameter in both */
+    if (!t) {
+      fsV_seterr("cannot assign '%s' as parameter '%s' (torch.nn.Parameter or None expected)", fsV_type_name(v), name);
+      return -1;
+    }
+    return fsM_tie_param(m, i, t) < 0 ? (fsE_rt_fail(), -1) : 0;
+  }
   fsV_seterr("'%s' object attribute '%s' cannot be set", MODV(self)->cls, name);
   return -1;
 }
@@ -584,7 +613,7 @@ static const fsE_reg nn_funcs[] = {
   {"Module.state_dict", module_state_dict}, {"Module.load_state_dict", module_load_state_dict},
   {"Module.generate", module_generate}, {"Module.training", module_training},
   {"Parameter", l_parameter}, {"Sequential", l_sequential}, {"ModuleList", l_modulelist}, {"Identity", l_identity},
-  {"Module.append", module_append}, {"Module.children", module_children},
+  {"Module.append", module_append}, {"Module.weight", module_weight}, {"Module.bias", module_bias}, {"Module.children", module_children},
   {"Module.named_children", module_named_children}, {"Module.modules", module_modules},
   {"Module.named_modules", module_named_modules}, {"Module.apply", module_apply},
   {NULL, NULL},

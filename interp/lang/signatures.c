@@ -382,6 +382,8 @@ static const fsSig table[] = {
   LAYER("ModuleList", p_modulelist),
   LAYER("Identity", p_container_args),
   FN("Parameter", p_parameter, "Tensor"),
+  ATTR("Module.weight", "Tensor", FSSIG_SETTABLE),
+  ATTR("Module.bias", "Tensor", FSSIG_SETTABLE),
   M("Module.append", p_module_append, "Module"),
   M0("Module.children", "list"),
   M0("Module.named_children", "list"),

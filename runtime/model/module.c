@@ -310,6 +310,25 @@ static const char *const leaf_param_names[FSM__COUNT][FSM_MAX_PARAMS] = {
   [FSM_LAYERNORM] = {"weight", "bias"},
 };
 
+int fsM_param_index(const fs_module *m, const char *name) {
+  for (int i = 0; m->kind < FSM__COUNT && i < FSM_MAX_PARAMS; i++)
+    if (leaf_param_names[m->kind][i] && strcmp(leaf_param_names[m->kind][i], name) == 0) return i;
+  return -1;
+}
+
+int fsM_tie_param(fs_module *m, int i, fs_tensor *t) {
+  fs_tensor *old = m->params[i];
+  if (!fsT_same_shape(old, t) || old->dtype != t->dtype) {
+    char a[96], b[96];
+    fsT_seterr("cannot tie %s's %s of shape %s to a tensor of shape %s", fsM_kind_name(m->kind),
+               leaf_param_names[m->kind][i], fsT_shape_str(old, a, sizeof a), fsT_shape_str(t, b, sizeof b));
+    return -1;
+  }
+  m->params[i] = fsT_retain(t);
+  fsT_release(old);
+  return 0;
+}
+
 typedef int (*visit_fn)(fs_module *m, const char *prefix, void *ud);
 
 /* Pre-order walk; prefix is the module's full key with a trailing '.' ("" at
@@ -346,13 +365,13 @@ static void param_name(char *buf, size_t cap, const char *prefix, const fs_modul
   snprintf(buf, cap, "%s%s", prefix, leaf_param_names[m->kind][i]);
 }
 
-typedef struct { fsM_param *v; int64_t n, cap; } plist;
+typedef struct { fsM_param *v; int64_t n, cap; bool every_name; } plist;
 
 static int collect(fs_module *m, const char *prefix, void *ud) {
   plist *l = ud;
   for (int i = 0; i < m->nparams; i++) {
-    bool seen = false; /* a script's parameter held twice (tied) counts once, under its first name, as torch's */
-    for (int64_t j = 0; m->kind == FSM_PARAM && j < l->n && !seen; j++) seen = l->v[j].t == m->params[i];
+    bool seen = false; /* a parameter held twice (tied) counts once, under its first name, as torch's */
+    for (int64_t j = 0; !l->every_name && j < l->n && !seen; j++) seen = l->v[j].t == m->params[i];
     if (seen) continue;
     if (l->n == l->cap) {
       int64_t cap = l->cap ? 2 * l->cap : 16;
@@ -373,8 +392,8 @@ static int collect(fs_module *m, const char *prefix, void *ud) {
   return 0;
 }
 
-int64_t fsM_parameters(fs_module *m, fsM_param **out) {
-  plist l = {0};
+static int64_t list_params(fs_module *m, fsM_param **out, bool every_name) {
+  plist l = {.every_name = every_name};
   if (walk_root(m, collect, &l)) {
     fsM_params_free(l.v, l.n);
     fsT_seterr("out of memory");
@@ -385,16 +404,20 @@ int64_t fsM_parameters(fs_module *m, fsM_param **out) {
   return l.n;
 }
 
+int64_t fsM_parameters(fs_module *m, fsM_param **out) { return list_params(m, out, false); }
+int64_t fsM_state_params(fs_module *m, fsM_param **out) { return list_params(m, out, true); }
+
 void fsM_params_free(fsM_param *ps, int64_t n) {
   for (int64_t i = 0; i < n; i++) free(ps[i].name);
   free(ps);
 }
 
 int64_t fsM_num_parameters(const fs_module *m) {
-  int64_t n = 0;
-  for (int i = 0; i < m->nparams; i++) n += m->params[i]->numel;
-  for (int i = 0; i < m->nkids; i++) n += fsM_num_parameters(m->kids[i]);
-  return n;
+  fsM_param *ps; /* the listing counts a tied parameter once; the walk writes nothing */
+  int64_t n = fsM_parameters((fs_module *)m, &ps), total = 0;
+  for (int64_t i = 0; i < n; i++) total += ps[i].t->numel;
+  if (n >= 0) fsM_params_free(ps, n);
+  return total;
 }
 
 void fsM_train(fs_module *m, bool training) {

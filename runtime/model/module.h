@@ -102,6 +102,13 @@ fs_module *fsM_container(fsM_kind kind);    /* an empty SEQUENTIAL, MODULELIST o
  * parent's modules as torch lists _parameters before _modules.  Its values
  * are the script's: materializing and reset_parameters leave them. */
 fs_module *fsM_param_holder(fs_tensor *t);
+/* The index of a built-in layer's parameter by its name ("weight", "bias"),
+ * or -1; an index >= nparams: the layer has no such parameter this time
+ * (Linear(..., bias=False)'s bias). */
+int fsM_param_index(const fs_module *m, const char *name);
+/* Ties parameter i of m to t (retained; same shape and dtype): weight
+ * tying, `lm_head.weight = wte.weight`.  -1 + fsT_error. */
+int fsM_tie_param(fs_module *m, int i, fs_tensor *t);
 /* Sets child under key in a custom module: replaces a child of that name,
  * else appends.  Takes the caller's reference to child; -1 + fsT_error. */
 int fsM_set_child(fs_module *m, const char *key, fs_module *child);
@@ -116,7 +123,7 @@ void fsM_release(fs_module *m);
 const char *fsM_kind_name(fsM_kind kind);   /* "Linear", "Sequential", ... */
 
 /* Parameters in state-dict order (PyTorch's parameters() order); a tensor
- * held by two FSM_PARAM holders (a tied parameter) is listed once. */
+ * held twice (a tied parameter) is listed once, under its first name. */
 typedef struct fsM_param {
   char *name;          /* full state-dict key, "h.0.0.1.c_attn.weight" */
   fs_tensor *t;        /* borrowed from the module */
@@ -127,6 +134,9 @@ typedef struct fsM_param {
  * or -1 on out of memory. */
 int64_t fsM_parameters(fs_module *m, fsM_param **out);
 void fsM_params_free(fsM_param *ps, int64_t n);
+/* The state dict's entries: as fsM_parameters, but a tied parameter under
+ * each of its names (torch's state_dict keeps both keys). */
+int64_t fsM_state_params(fs_module *m, fsM_param **out);
 int64_t fsM_num_parameters(const fs_module *m);  /* total elements */
 
 /* Static shape inference: out = shape of m(x) for x of shape in.  A dim of -1

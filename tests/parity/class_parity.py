@@ -4,8 +4,8 @@ Usage: class_parity.py FABRICSCRIPT TMPDIR.
 
 A FabricScript run defines a residual MLP as classes (Blocks whose forward
 writes out x + fc2(relu(fc1(x))) * scale, in a ModuleList of a Net, with a
-Sequential head holding an Identity, and an RMSNorm whose weight is a
-Parameter), saves its
+Sequential head holding an Identity, an RMSNorm whose weight is a
+Parameter, and an aux Linear whose weight is tied to the head's last), saves its
 initial weights with fabric.save to a .ckpt, trains it with SGD (momentum)
 for STEPS steps on data computed from arange (so torch can compute the same)
 and prints each loss. Torch builds the same classes with torch.nn, loads the
@@ -47,12 +47,15 @@ class Net(Module):
         self.norm = RMSNorm(12)
         self.blocks = ModuleList([Block(12, 24, 0.5) for _ in range(2)])
         self.head = Sequential(Linear(12, 12), Identity(), Linear(12, classes))
+        self.aux = Linear(12, classes, bias=False)
+        self.aux.weight = self.head[2].weight  # tied: one parameter
 
     def forward(self, x):
         h = self.inp(x).tanh()
         for block in self.blocks:
             h = block(h)
-        return self.head(self.norm(h - h.mean(dim=-1, keepdim=True)))
+        n = self.norm(h - h.mean(dim=-1, keepdim=True))
+        return self.head(n) + self.aux(n) * 0.5
 
 fabric = Fabric(accelerator="cpu", devices=1)
 fabric.seed_everything(5)
@@ -98,12 +101,15 @@ class Net(nn.Module):
         self.norm = RMSNorm(12)
         self.blocks = nn.ModuleList([Block(12, 24, 0.5) for _ in range(2)])
         self.head = nn.Sequential(nn.Linear(12, 12), nn.Identity(), nn.Linear(12, classes))
+        self.aux = nn.Linear(12, classes, bias=False)
+        self.aux.weight = self.head[2].weight  # tied: one parameter
 
     def forward(self, x):
         h = self.inp(x).tanh()
         for block in self.blocks:
             h = block(h)
-        return self.head(self.norm(h - h.mean(dim=-1, keepdim=True)))
+        n = self.norm(h - h.mean(dim=-1, keepdim=True))
+        return self.head(n) + self.aux(n) * 0.5
 
 
 path = f"{tmp}/class.fab"
