@@ -97,6 +97,7 @@ extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_
     fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt, fsE_lib_torch, fsE_lib_shape,
     fsE_lib_arith;
 extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
+extern const fsE_lib fsE_lib_init; /* torch.nn.init */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -142,6 +143,8 @@ fs_value *fsE_item_value(const fs_tensor *t);
 int fsE_dims_of(const fs_value *args, int64_t *dims, int *rank, const char *fn);
 /* A cpu tensor of dt filled with v. */
 fs_tensor *fsE_filled(fs_dtype dt, int rank, const int64_t *dims, double v);
+/* The offset of n elements drawn from the seed's random stream (rand, randn, nn.init). */
+uint64_t fsE_draw(fsE_ctx *E, int64_t n);
 /* A dim argument (int) -> *d; -1 with torch's error otherwise. */
 int fsE_dim_arg(const fs_value *v, int *d);
 

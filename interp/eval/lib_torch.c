@@ -323,7 +323,7 @@ NATIVE(b_eye) {
 /* rand/randn/randint: the runtime's counter-based stream (rng.h) keyed by
  * fabric.seed_everything's seed, element offsets advancing per draw; the
  * values cannot match torch's Philox/MT stream, only its distributions */
-static uint64_t draw(fsE_ctx *E, int64_t n) {
+uint64_t fsE_draw(fsE_ctx *E, int64_t n) {
   if (E->drawn_seed != E->seed) {
     E->drawn_seed = E->seed;
     E->drawn = 0;
@@ -344,7 +344,7 @@ static fs_value *random_fill(fsE_ctx *E, int rank, const int64_t *dims, fs_value
   }
   fs_tensor *t = fsT_new(FS_F32, FS_DEV_CPU, rank, dims);
   if (t) {
-    uint64_t key = fsR_key(E->seed, "torch.rand"), at = draw(E, t->numel);
+    uint64_t key = fsR_key(E->seed, "torch.rand"), at = fsE_draw(E, t->numel);
     if (normal) fsR_normal_key(fsT_f32(t), (size_t)t->numel, key, (size_t)at, 0, 1);
     else fsR_uniform_key(fsT_f32(t), (size_t)t->numel, key, (size_t)at, 0, 1);
   }
@@ -388,7 +388,7 @@ NATIVE(b_randint) {
   }
   fs_tensor *t = fsT_new(FS_I64, FS_DEV_CPU, rank, dims);
   if (t) {
-    uint64_t key = fsR_key(E->seed, "torch.randint"), at = draw(E, t->numel);
+    uint64_t key = fsR_key(E->seed, "torch.randint"), at = fsE_draw(E, t->numel);
     for (int64_t i = 0; i < t->numel; i++) /* 64 random bits, reduced (bias < 2^-40 for small ranges) */
       fsT_i64(t)[i] = lo + (int64_t)(fsR_bits(key, at + (uint64_t)i) % (uint64_t)(hi - lo));
   }

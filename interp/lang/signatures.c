@@ -96,6 +96,16 @@ PARAMS(p_modulelist, P("modules", SEQ | FSSIG_T_NONE, "None"))
 PARAMS(p_module_append, P("module", OBJ, NULL))
 PARAMS(p_module_apply, P("fn", FSSIG_T_FUNC | OBJ, NULL))
 PARAMS(p_parameter, P("data", OBJ, NULL), P("requires_grad", BOOL, "True"))
+/* torch.nn.init */
+PARAMS(p_init_uniform, P("tensor", OBJ, NULL), P("a", NUM, "0.0"), P("b", NUM, "1.0"))
+PARAMS(p_init_normal, P("tensor", OBJ, NULL), P("mean", NUM, "0.0"), P("std", NUM, "1.0"))
+PARAMS(p_init_constant, P("tensor", OBJ, NULL), P("val", NUM, NULL))
+PARAMS(p_init_tensor, P("tensor", OBJ, NULL))
+PARAMS(p_init_trunc, P("tensor", OBJ, NULL), P("mean", NUM, "0.0"), P("std", NUM, "1.0"), P("a", NUM, "-2.0"),
+       P("b", NUM, "2.0"))
+PARAMS(p_init_xavier, P("tensor", OBJ, NULL), P("gain", NUM, "1.0"))
+PARAMS(p_init_kaiming, P("tensor", OBJ, NULL), P("a", NUM, "0"), P("mode", STR, "'fan_in'"),
+       P("nonlinearity", STR, "'leaky_relu'"))
 
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
@@ -382,6 +392,16 @@ static const fsSig table[] = {
   LAYER("ModuleList", p_modulelist),
   LAYER("Identity", p_container_args),
   FN("Parameter", p_parameter, "Tensor"),
+  FN("uniform_", p_init_uniform, "Tensor"),
+  FN("normal_", p_init_normal, "Tensor"),
+  FN("constant_", p_init_constant, "Tensor"),
+  FN("zeros_", p_init_tensor, "Tensor"),
+  FN("ones_", p_init_tensor, "Tensor"),
+  FN("trunc_normal_", p_init_trunc, "Tensor"),
+  FN("xavier_uniform_", p_init_xavier, "Tensor"),
+  FN("xavier_normal_", p_init_xavier, "Tensor"),
+  FN("kaiming_uniform_", p_init_kaiming, "Tensor"),
+  FN("kaiming_normal_", p_init_kaiming, "Tensor"),
   ATTR("Module.weight", "Tensor", FSSIG_SETTABLE),
   ATTR("Module.bias", "Tensor", FSSIG_SETTABLE),
   M("Module.append", p_module_append, "Module"),
