@@ -376,6 +376,47 @@ fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a) {
   return r;
 }
 
+/* ---- isinstance ---------------------------------------------------------------------- */
+
+/* Whether v is an instance of one class: a script class (its chain), the
+ * builtin Module (any module), a layer or type builtin (its name). */
+static int instance_of(const fs_value *v, const fs_value *cls) {
+  klass *k = class_of(cls);
+  if (k && !k->ns) return fsV_objdata(v, &fsE_module_class) != NULL; /* Module */
+  if (k) {
+    script_module *sm = script_module_of(v);
+    fs_value *c = sm ? sm->cls : is_instance(v) ? ((instance *)v->u.obj.data)->cls : NULL;
+    for (; c; c = class_of(c)->base)
+      if (c == cls) return 1;
+    return 0;
+  }
+  const fsSig *sig = fsE_native_sig(cls);
+  if (!sig) {
+    fsV_seterr("isinstance() arg 2 must be a type, a tuple of types, or a union");
+    return -1;
+  }
+  modv *mv = fsV_objdata(v, &fsE_module_class);
+  if (mv) return strcmp(mv->cls, sig->name) == 0;
+  const char *t = fsV_type_name(v);
+  return strcmp(t, sig->name) == 0 || (v->type == FSV_BOOL && strcmp(sig->name, "int") == 0);
+}
+
+NATIVE(isinstance) {
+  (void)E, (void)self, (void)a;
+  if (s[1]->type != FSV_TUPLE) {
+    int r = instance_of(s[0], s[1]);
+    return r < 0 ? NULL : fsV_bool(r);
+  }
+  for (size_t i = 0; i < s[1]->u.seq.n; i++) {
+    int r = instance_of(s[0], s[1]->u.seq.items[i]);
+    if (r) return r < 0 ? NULL : fsV_bool(true);
+  }
+  return fsV_bool(false);
+}
+
+static const fsE_reg classes_funcs[] = {{"isinstance", isinstance}, {NULL, NULL}};
+const fsE_lib fsE_lib_classes = {"classes", classes_funcs};
+
 /* ---- the class statement ---------------------------------------------------------- */
 
 static fs_value *new_class(const char *name, fs_value *base, bool module) {

@@ -79,6 +79,11 @@ static fs_value *native_value(const fsSig *sig, fs_value *self) {
   return fsV_obj(&native_class, n);
 }
 
+const fsSig *fsE_native_sig(const fs_value *v) {
+  native *n = fsV_objdata(v, &native_class);
+  return n && !n->self ? n->sig : NULL;
+}
+
 static const char *mask_name(unsigned m, char *buf, size_t len) {
   static const char *names[] = {"None", "bool", "int", "float", "str", "list",
                                 "tuple", "dict", "function", "object"};

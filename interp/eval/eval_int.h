@@ -190,6 +190,8 @@ fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a);
 int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v);
 fs_value *fsE_eval(fsE_ctx *E, const fs_node *n); /* eval.c: an expression's value */
 int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v); /* eval.c: name = v in the scope; -1 + fsV_error */
+const fsSig *fsE_native_sig(const fs_value *v); /* eval.c: the sig row of a builtin function value, or NULL */
+extern const fsE_lib fsE_lib_classes; /* classes.c: isinstance */
 
 /* except.c: try/except/else/finally and raise (docs/classes.md) */
 fsE_flow fsE_exec_try(fsE_ctx *E, const fs_node *s);

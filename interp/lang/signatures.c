@@ -96,6 +96,7 @@ PARAMS(p_modulelist, P("modules", SEQ | FSSIG_T_NONE, "None"))
 PARAMS(p_module_append, P("module", OBJ, NULL))
 PARAMS(p_module_apply, P("fn", FSSIG_T_FUNC | OBJ, NULL))
 PARAMS(p_parameter, P("data", OBJ, NULL), P("requires_grad", BOOL, "True"))
+PARAMS(p_isinstance, PO("obj", ANY, NULL), PO("class_or_tuple", ANY, NULL))
 /* torch.nn.init */
 PARAMS(p_init_uniform, P("tensor", OBJ, NULL), P("a", NUM, "0.0"), P("b", NUM, "1.0"))
 PARAMS(p_init_normal, P("tensor", OBJ, NULL), P("mean", NUM, "0.0"), P("std", NUM, "1.0"))
@@ -392,6 +393,7 @@ static const fsSig table[] = {
   LAYER("ModuleList", p_modulelist),
   LAYER("Identity", p_container_args),
   FN("Parameter", p_parameter, "Tensor"),
+  FN("isinstance", p_isinstance, "bool"),
   FN("uniform_", p_init_uniform, "Tensor"),
   FN("normal_", p_init_normal, "Tensor"),
   FN("constant_", p_init_constant, "Tensor"),

@@ -141,6 +141,8 @@ static void test_classes(void **st) {
          "or device(\"meta\")) is not supported yet\n");
   expect(HOLDER "a = H(Linear(2, 2))\na.zz\n", 1, "", "8:3: error: 'Module' object has no attribute 'zz'\n");
   expect(HOLDER "a = H(ReLU())\nprint(a(ones(2)).shape, len(a.parameters()))\n", 0, "(2,) 0\n", "");
+  expect(HOLDER "print(isinstance(H(ReLU()), Module), isinstance(ReLU(), Module), isinstance(3, Module))\n", 0,
+         "True True False\n", "");
   expect("class A:\n    pass\nA(1)\n", 1, "", "3:1: error: A() takes no arguments\n");
   expect("class A:\n    def __init__(self):\n        return 1\nA()\n", 1, "",
          "4:1: error: __init__() should return None, not 'int'\n");
