@@ -18,9 +18,14 @@ fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (E->try_depth) { /* a handler may catch it: reported only if none does */
+    fsE_hold_error(E, loc, msg);
+    return NULL;
+  }
   fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, "runtime", E->src, loc, "%s", msg);
   for (size_t i = E->depth; i-- > 0;)
-    fsD_note(g, E->src, E->call_sites[i], "in the call of `%s` from here", E->stack[i]->str);
+    fsD_note(g, E->src, E->call_sites[i], "in the call of `%s` from here",
+             E->stack[i]->str ? E->stack[i]->str : "<lambda>");
   E->reported = true;
   if (!E->status) E->status = strcmp(msg, "out of memory") == 0 ? 3 : 1;
   return NULL;
@@ -72,6 +77,11 @@ static fs_value *native_value(const fsSig *sig, fs_value *self) {
   n->fn = fsE_native_of(sig);
   n->self = fsV_retain(self);
   return fsV_obj(&native_class, n);
+}
+
+const fsSig *fsE_native_sig(const fs_value *v) {
+  native *n = fsV_objdata(v, &native_class);
+  return n && !n->self ? n->sig : NULL;
 }
 
 static const char *mask_name(unsigned m, char *buf, size_t len) {
@@ -216,7 +226,7 @@ static void func_free(void *p) {
 static char *func_repr(fs_value *v) {
   func *f = v->u.obj.data;
   fsV_buf b = {0};
-  fsV_buf_printf(&b, f->node->kind == FS_N_MODEL ? "<model %s>" : "<function %s>", f->node->str);
+  fsV_buf_printf(&b, f->node->kind == FS_N_MODEL ? "<model %s>" : "<function %s>", f->sig.name);
   return fsV_buf_take(&b);
 }
 
@@ -241,7 +251,7 @@ static fs_value *make_func(fsE_ctx *E, const fs_node *n) {
     return fsE_error(E, n->loc, "out of memory");
   }
   f->node = n;
-  f->sig = (fsSig){n->str, FSSIG_FUNC, f->params, np, "any", 0};
+  f->sig = (fsSig){n->str ? n->str : "<lambda>", FSSIG_FUNC, f->params, np, "any", 0};
   for (size_t i = 0; i < np; i++) {
     const fs_node *p = params->kids[i];
     f->params[i] = (fsSig_param){p->str, FSSIG_T_ANY, p->nkids && p->kids[0] ? "" : NULL, 0};
@@ -267,7 +277,7 @@ static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   func *f = v->u.obj.data;
   for (size_t i = 0; i < E->depth; i++)
     if (E->stack[i] == f->node) { /* the checker's wording, for the cases it cannot see */
-      fsV_seterr("recursion is not supported: `%s` calls itself", f->node->str);
+      fsV_seterr("recursion is not supported: `%s` calls itself", f->sig.name);
       return NULL;
     }
   if (E->depth == E->cap) {
@@ -302,6 +312,8 @@ static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
     E->call_sites[E->depth++] = a->loc;
     if (f->node->kind == FS_N_MODEL) {
       r = fsE_build_sequence(E, f->node->kids[1], FSM_SEQUENTIAL, f->node->str);
+    } else if (f->node->kind == FS_N_LAMBDA) {
+      r = eval(E, f->node->kids[1]);
     } else {
       fsE_flow fl = fsE_exec_block(E, f->node->kids[1]);
       r = fl == FSE_ERROR ? NULL : E->retval ? E->retval : fsV_none();
@@ -326,12 +338,15 @@ static fs_value *set_name(fsE_ctx *E, const char *name, fs_value *v) {
   return rc < 0 ? NULL : v;
 }
 
+int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v) { return set_name(E, name, v) ? 0 : -1; }
+
 static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   fs_value *v = E->locals ? fsV_dict_getstr(E->locals, n->str) : NULL;
   if (!v) v = fsV_dict_getstr(E->globals, n->str);
   if (!v) v = fsV_dict_getstr(E->builtins, n->str);
   if (v) return fsV_retain(v);
   const fsSig *sig = fsSig_find(n->str);
+  if (!sig && (v = fsE_class_builtin(E, n->str))) return v;
   if (!sig) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
   fs_value *b, *k;
   if ((sig->flags & FSSIG_CONST) || sig->kind == FSSIG_MODULE) { /* float32, math: the value itself, made once */
@@ -359,6 +374,9 @@ fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name) {
 
 /* obj.name: an attribute row of the sig table, else a bound method. */
 static fs_value *getattr(fsE_ctx *E, fs_value *obj, const char *name) {
+  fs_value *own = NULL;
+  int k = fsE_instance_getattr(E, obj, name, &own);
+  if (k) return k > 0 ? own : NULL;
   const fsSig *sig = fsSig_member(fsV_type_name(obj), name);
   fsE_native fn = sig && sig->kind == FSSIG_ATTR ? fsE_native_of(sig) : NULL;
   fsV_clearerr();
@@ -372,6 +390,13 @@ fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a) {
 }
 
 fs_value *fsE_call_method(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a) {
+  fs_value *own = NULL;
+  int k = fsE_instance_getattr(E, self, name, &own); /* a script class's method comes first */
+  if (k) {
+    fs_value *r = k > 0 ? fsE_call(E, own, a) : NULL;
+    fsV_release(own);
+    return r;
+  }
   const fsSig *sig = fsSig_member(fsV_type_name(self), name);
   if (sig && sig->kind == FSSIG_METHOD) return run_native(E, sig, fsE_native_of(sig), self, a);
   /* not a method: an attribute holding a callable */
@@ -485,35 +510,103 @@ static fs_value *eval_fstr(fsE_ctx *E, const fs_node *n) {
   return r ? r : failed(E, n->loc);
 }
 
+/* A call's argument values as they are gathered: positionals, then keywords
+ * (names[i] for i >= npos; a `**m`'s names point into m, which held keeps). */
+typedef struct call_args {
+  fs_value **vals; const char **names; size_t n, cap, npos;
+  fs_value *held; /* list of the `**` dicts */
+} call_args;
+
+static int push_arg(call_args *c, fs_value *v, const char *name) { /* takes v */
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? 2 * c->cap : 8;
+    fs_value **vals = realloc(c->vals, cap * sizeof *vals);
+    if (vals) c->vals = vals;
+    const char **names = vals ? realloc(c->names, cap * sizeof *names) : NULL;
+    if (!names) {
+      fsV_release(v);
+      fsV_seterr("out of memory");
+      return -1;
+    }
+    c->names = names;
+    c->cap = cap;
+  }
+  for (size_t i = c->npos; name && i < c->n; i++)
+    if (strcmp(c->names[i], name) == 0) {
+      fsV_seterr("got multiple values for keyword argument '%s'", name);
+      fsV_release(v);
+      return -1;
+    }
+  c->names[c->n] = name;
+  c->vals[c->n++] = v;
+  return 0;
+}
+
+/* One argument node into c: an expression, `*it`, `name=v` or `**m`. */
+static int gather_arg(fsE_ctx *E, const fs_node *k, call_args *c) {
+  bool kw = k->kind == FS_N_KWARG;
+  fs_value *v = eval(E, kw || k->kind == FS_N_STARRED ? k->kids[0] : k);
+  if (!v) return -1;
+  if (k->kind != FS_N_STARRED) return push_arg(c, v, kw ? k->str : NULL) < 0 ? (failed(E, k->loc), -1) : 0;
+  int rc = 0;
+  if (k->op == 2) { /* **m: its str keys as keywords */
+    if (v->type != FSV_DICT) {
+      fsE_error(E, k->loc, "argument after ** must be a mapping, not %s", fsV_type_name(v));
+      fsV_release(v);
+      return -1;
+    }
+    for (size_t i = 0; rc == 0 && i < v->u.dict.n; i++) {
+      if (v->u.dict.keys[i]->type != FSV_STR) {
+        fsE_error(E, k->loc, "keywords must be strings");
+        rc = -1;
+      } else if (push_arg(c, fsV_retain(v->u.dict.vals[i]), v->u.dict.keys[i]->u.str.s) < 0) {
+        rc = -1;
+        failed(E, k->loc);
+      }
+    }
+    if (rc == 0 && (c->held || (c->held = fsV_list(0))) && fsV_list_append(c->held, v) == 0) return 0;
+    if (rc == 0) failed(E, k->loc);
+    return -1;
+  }
+  fsE_iter it; /* *it: each item a positional */
+  fs_value *item;
+  int st = 0;
+  if (fsE_iter_begin(E, v, &it) < 0) {
+    fsE_error(E, k->loc, "argument after * must be an iterable, not %s", fsV_type_name(v));
+    rc = -1;
+  }
+  while (rc == 0 && (st = fsE_iter_next(E, &it, &item)) == 1) rc = push_arg(c, item, NULL);
+  if (rc == 0 && st < 0) rc = -1;
+  if (rc < 0) failed(E, k->loc);
+  fsE_iter_end(&it);
+  fsV_release(v);
+  return rc;
+}
+
 static fs_value *eval_call(fsE_ctx *E, const fs_node *n) {
   const fs_node *callee = n->kids[0];
-  size_t nargs = n->nkids - 1, npos = 0;
-  fs_value **vals = calloc(nargs + 1, sizeof *vals);
-  const char **names = calloc(nargs + 1, sizeof *names);
+  call_args c = {0};
   fs_value *self = NULL, *fn = NULL, *r = NULL;
-  if (!vals || !names) {
-    fsE_error(E, n->loc, "out of memory");
-    goto done;
-  }
   if (callee->kind == FS_N_ATTR) self = eval(E, callee->kids[0]);
   else fn = eval(E, callee);
   if (!self && !fn) goto done;
   /* positionals first, then keywords, in source order within each */
-  for (size_t pass = 0, o = 0; pass < 2; pass++)
-    for (size_t i = 0; i < nargs; i++) {
-      const fs_node *k = n->kids[i + 1];
-      if ((k->kind == FS_N_KWARG) != (pass == 1)) continue;
-      if (pass == 1) names[o - npos] = k->str;
-      if (!(vals[o++] = eval(E, pass ? k->kids[0] : k))) goto done;
-      if (pass == 0) npos++;
+  for (int pass = 0; pass < 2; pass++) {
+    for (uint32_t i = 1; i < n->nkids; i++) {
+      const fs_node *k = n->kids[i];
+      bool kw = k->kind == FS_N_KWARG || (k->kind == FS_N_STARRED && k->op == 2);
+      if (kw == (pass == 1) && gather_arg(E, k, &c) < 0) goto done;
     }
-  fsV_args a = {vals, npos, names, vals + npos, nargs - npos, n->loc};
+    if (pass == 0) c.npos = c.n;
+  }
+  fsV_args a = {c.vals, c.npos, c.names + c.npos, c.vals + c.npos, c.n - c.npos, n->loc};
   r = self ? fsE_call_method(E, self, callee->str, &a) : fsE_call(E, fn, &a);
   if (!r) failed(E, self ? callee->name_loc : n->loc);
 done:
-  for (size_t i = 0; vals && i < nargs; i++) fsV_release(vals[i]);
-  free(vals);
-  free(names);
+  for (size_t i = 0; i < c.n; i++) fsV_release(c.vals[i]);
+  free(c.vals);
+  free(c.names);
+  fsV_release(c.held);
   fsV_release(self);
   fsV_release(fn);
   return r;
@@ -570,6 +663,71 @@ static fs_value *eval_index(fsE_ctx *E, const fs_node *n) {
   return r;
 }
 
+fs_value *fsE_eval(fsE_ctx *E, const fs_node *n) { return eval(E, n); }
+
+static int assign(fsE_ctx *E, const fs_node *t, fs_value *v);
+
+/* The comprehension's `for` clause i (kids[2 + i]) and the ones after it,
+ * adding each element to out (a list or a dict). */
+static int comp_clause(fsE_ctx *E, const fs_node *n, uint32_t i, fs_value *out) {
+  if (2 + i == n->nkids) {
+    fs_value *k = eval(E, n->kids[0]), *v = k && n->kids[1] ? eval(E, n->kids[1]) : NULL;
+    int rc = !k || (n->kids[1] && !v) ? -1
+             : out->type == FSV_DICT ? fsV_dict_set(out, k, v) : fsV_list_append(out, fsV_retain(k));
+    if (rc < 0 && k && (!n->kids[1] || v)) failed(E, n->kids[0]->loc);
+    fsV_release(k);
+    return rc;
+  }
+  const fs_node *f = n->kids[2 + i];
+  fs_value *src = eval(E, f->kids[1]), *item;
+  fsE_iter it;
+  if (!src) return -1;
+  int rc = fsE_iter_begin(E, src, &it), st = 0;
+  if (rc < 0) failed(E, f->kids[1]->loc);
+  while (rc == 0 && (st = fsE_iter_next(E, &it, &item)) == 1) {
+    rc = assign(E, f->kids[0], item);
+    fsV_release(item);
+    bool keep = true;
+    for (uint32_t c = 2; rc == 0 && keep && c < f->nkids; c++) {
+      fs_value *cv = eval(E, f->kids[c]);
+      if (!cv) rc = -1;
+      else keep = fsV_truthy(cv);
+      fsV_release(cv);
+    }
+    if (rc == 0 && keep) rc = comp_clause(E, n, i + 1, out);
+  }
+  if (rc == 0 && st < 0) rc = -1, failed(E, f->kids[1]->loc);
+  fsE_iter_end(&it);
+  fsV_release(src);
+  return rc;
+}
+
+/* [x for ...], {k: v for ...}, and a generator expression, which runs at
+ * once into a list (what list(), sum(), tuple() and a for loop consume).
+ * Its names live in a scope of their own, a copy of the enclosing one. */
+static fs_value *eval_comp(fsE_ctx *E, const fs_node *n) {
+  if (n->op == FS_COMP_SET) return fsE_error(E, n->loc, "a set is not supported at run time yet");
+  for (uint32_t i = 2; i < n->nkids; i++)
+    if (n->kids[i]->op) return fsE_error(E, n->kids[i]->loc, "`async for` is not supported at run time yet");
+  fs_value *out = n->op == FS_COMP_DICT ? fsV_dict() : fsV_list(0), *scope = fsV_dict(), *saved = E->locals;
+  for (size_t i = 0; out && scope && saved && i < saved->u.dict.n; i++)
+    if (fsV_dict_set(scope, saved->u.dict.keys[i], fsV_retain(saved->u.dict.vals[i])) < 0) fsV_release(scope), scope = NULL;
+  if (!out || !scope) {
+    fsV_release(out);
+    fsV_release(scope);
+    return fsE_error(E, n->loc, "out of memory");
+  }
+  E->locals = scope;
+  int rc = comp_clause(E, n, 0, out);
+  E->locals = saved;
+  fsV_release(scope);
+  if (rc < 0) {
+    fsV_release(out);
+    return NULL;
+  }
+  return out;
+}
+
 static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   fs_value *r = NULL;
   switch (n->kind) {
@@ -585,6 +743,13 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_DICT: return eval_dict(E, n);
   case FS_N_CALL: return eval_call(E, n);
   case FS_N_INDEX: return eval_index(E, n);
+  case FS_N_COMP: return eval_comp(E, n);
+  case FS_N_LAMBDA:
+    for (uint32_t i = 0; i < n->kids[0]->nkids; i++)
+      if (n->kids[0]->kids[i]->op != FS_PARAM_PLAIN)
+        return fsE_error(E, n->kids[0]->kids[i]->loc, "a lambda's *args, **kwargs, keyword-only or positional-only "
+                         "parameters are not supported at run time yet");
+    return make_func(E, n);
   case FS_N_UNARY: {
     if (n->op == FS_OP_INVERT) return fsE_error(E, n->loc, "operator '~' is not supported at run time yet");
     fs_value *v = eval(E, n->kids[0]);
@@ -652,8 +817,6 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
 
 /* ---- statements -------------------------------------------------------------- */
 
-static int assign(fsE_ctx *E, const fs_node *t, fs_value *v);
-
 static int unpack(fsE_ctx *E, const fs_node *t, fs_value *v) {
   fsE_iter it;
   fs_value **items = calloc(t->nkids + 1, sizeof *items);
@@ -688,6 +851,41 @@ static int unpack(fsE_ctx *E, const fs_node *t, fs_value *v) {
   return rc;
 }
 
+/* a, *rest, z = v: the starred target (kids[star]) takes a list of the middle */
+static int unpack_starred(fsE_ctx *E, const fs_node *t, uint32_t star, fs_value *v) {
+  fs_value *all = fsV_list(0), *item;
+  fsE_iter it;
+  int rc = all ? fsE_iter_begin(E, v, &it) : -1, st = 0;
+  if (!all) return fsE_error(E, t->loc, "out of memory"), -1;
+  if (rc < 0) fsE_error(E, t->loc, "cannot unpack non-iterable %s object", fsV_type_name(v));
+  while (rc == 0 && (st = fsE_iter_next(E, &it, &item)) == 1) rc = fsV_list_append(all, item);
+  if (rc == 0 && st < 0) rc = -1;
+  if (rc < 0) failed(E, t->loc);
+  fsE_iter_end(&it);
+  size_t n = all->u.seq.n, after = t->nkids - 1 - star;
+  if (rc == 0 && n < t->nkids - 1) {
+    fsE_error(E, t->loc, "not enough values to unpack (expected at least %u, got %zu)", t->nkids - 1, n);
+    rc = -1;
+  }
+  for (uint32_t i = 0; rc == 0 && i < t->nkids; i++) {
+    if (i != star) {
+      rc = assign(E, t->kids[i], all->u.seq.items[i < star ? i : n - (t->nkids - i)]);
+      continue;
+    }
+    fs_value *mid = fsV_slice(all, NULL, NULL, NULL);
+    if (mid) { /* the middle: drop the heads and tails of the copy */
+      for (size_t j = 0; j < star; j++) fsV_release(mid->u.seq.items[j]);
+      for (size_t j = n - after; j < n; j++) fsV_release(mid->u.seq.items[j]);
+      memmove(mid->u.seq.items, mid->u.seq.items + star, (n - after - star) * sizeof *mid->u.seq.items);
+      mid->u.seq.n = n - after - star;
+    }
+    rc = mid ? assign(E, t->kids[i]->kids[0], mid) : (failed(E, t->loc), -1);
+    fsV_release(mid);
+  }
+  fsV_release(all);
+  return rc;
+}
+
 static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
   switch (t->kind) {
   case FS_N_NAME:
@@ -695,8 +893,7 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
   case FS_N_TUPLE:
   case FS_N_LIST:
     for (uint32_t i = 0; i < t->nkids; i++)
-      if (t->kids[i]->kind == FS_N_STARRED)
-        return fsE_error(E, t->kids[i]->loc, "starred assignment is not supported at run time yet"), -1;
+      if (t->kids[i]->kind == FS_N_STARRED) return unpack_starred(E, t, i, v);
     return unpack(E, t, v);
   case FS_N_ATTR: {
     fs_value *o = eval(E, t->kids[0]);
@@ -747,6 +944,14 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
 
 static fsE_flow exec(fsE_ctx *E, const fs_node *s);
 
+/* Ctrl-C: every loop looks once per iteration */
+static bool interrupted(fsE_ctx *E, const fs_node *s) {
+  if (!fsE_interrupt) return false;
+  fsE_interrupt = 0;
+  fsE_error(E, s->loc, "KeyboardInterrupt");
+  return true;
+}
+
 static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
   fs_value *src = eval(E, s->kids[1]);
   if (!src) return FSE_ERROR;
@@ -768,16 +973,30 @@ static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
     fsV_release(item);
     fl = rc < 0 ? FSE_ERROR : fsE_exec_block(E, s->kids[2]);
     if (fl == FSE_CONTINUE) fl = FSE_OK;
-    if (fl == FSE_OK && fsE_interrupt) { /* every loop is a for: the one place to look */
-      fsE_interrupt = 0;
-      fsE_error(E, s->loc, "KeyboardInterrupt");
-      fl = FSE_ERROR;
-    }
+    if (fl == FSE_OK && interrupted(E, s)) fl = FSE_ERROR;
   }
-  if (fl == FSE_BREAK) fl = FSE_OK;
   fsE_iter_end(&it);
   fsV_release(src);
-  return fl;
+  if (fl == FSE_BREAK) return FSE_OK;
+  return fl == FSE_OK && s->nkids > 3 && s->kids[3] ? fsE_exec_block(E, s->kids[3]) : fl; /* for ... else */
+}
+
+/* while cond: body [else: ...] -- the else runs when cond turns false, not after a break */
+static fsE_flow exec_while(fsE_ctx *E, const fs_node *s) {
+  fsE_flow fl = FSE_OK;
+  for (;;) {
+    fs_value *c = eval(E, s->kids[0]);
+    if (!c) return FSE_ERROR;
+    bool go = fsV_truthy(c);
+    fsV_release(c);
+    if (!go) break;
+    fl = fsE_exec_block(E, s->kids[1]);
+    if (fl == FSE_CONTINUE) fl = FSE_OK;
+    if (fl == FSE_OK && interrupted(E, s)) fl = FSE_ERROR;
+    if (fl != FSE_OK) break;
+  }
+  if (fl == FSE_BREAK) return FSE_OK;
+  return fl == FSE_OK && s->kids[2] ? fsE_exec_block(E, s->kids[2]) : fl;
 }
 
 static fsE_flow exec_with(fsE_ctx *E, const fs_node *s) {
@@ -899,9 +1118,9 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
   }
   case FS_N_BLOCK: return fsE_exec_block(E, s);
   case FS_N_FOR:
-    if (s->nkids > 3 || s->op)
-      return fsE_error(E, s->loc, "%s is not supported at run time yet", s->op ? "`async for`" : "`for ... else`"), FSE_ERROR;
+    if (s->op) return fsE_error(E, s->loc, "`async for` is not supported at run time yet"), FSE_ERROR;
     return exec_for(E, s);
+  case FS_N_WHILE: return exec_while(E, s);
   case FS_N_WITH:
     if (s->op) return fsE_error(E, s->loc, "`async with` is not supported at run time yet"), FSE_ERROR;
     return exec_with(E, s);
@@ -918,6 +1137,7 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
                        "positional-only parameters, is not supported at run time yet"), FSE_ERROR;
     return exec_def(E, s);
   case FS_N_MODEL: return exec_def(E, s);
+  case FS_N_CLASS: return fsE_exec_class(E, s);
   case FS_N_RETURN:
     if (!E->depth) return fsE_error(E, s->loc, "'return' outside function"), FSE_ERROR;
     E->retval = s->nkids && s->kids[0] ? eval(E, s->kids[0]) : fsV_none();
@@ -926,6 +1146,8 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
   case FS_N_CONTINUE: return FSE_CONTINUE;
   case FS_N_PASS: return FSE_OK;
   case FS_N_ASSERT: return exec_assert(E, s);
+  case FS_N_TRY: return fsE_exec_try(E, s);
+  case FS_N_RAISE: return fsE_exec_raise(E, s);
   case FS_N_REPEAT:
   case FS_N_RESIDUAL: return exec_layer_block(E, s);
   default:
@@ -1007,6 +1229,7 @@ void fsE_session_free(fsE_session *S) {
   if (!S) return;
   fsE_ctx *E = &S->E;
   fsV_release(E->retval);
+  fsE_exc_clear(&E->pending);
   fsV_release(E->fabric);
   fsV_release(E->globals);
   fsV_release(E->builtins);

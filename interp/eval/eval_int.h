@@ -46,6 +46,12 @@ struct fsE_ctx {
   double last_loss;              /* the last loss fabric.backward saw (the line shows it) */
   bool halt;                     /* stop quietly with halt_status (a launcher's supervisor) */
   int halt_status;
+  int module_init;               /* __init__s of script Module classes running: layers wait to be initialized */
+  fs_value *method_owner, *method_self; /* the running method's class and self (super()), borrowed */
+  int try_depth;                 /* try bodies running: an error waits in `pending` for their handlers */
+  struct fsE_exc { char *type, *text, *msg; fs_loc loc; } pending; /* the error a try may catch */
+  const char *raise_type;        /* set by raise for the fsE_error it makes: the exception's class */
+  struct fsE_exc *handling;      /* the error an except block is handling (a bare raise), or NULL */
 };
 
 /* print's body (slots of print's signature); also Fabric.print. */
@@ -91,6 +97,7 @@ extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_
     fsE_lib_data, fsE_lib_strategy, fsE_lib_fabric, fsE_lib_ckpt, fsE_lib_torch, fsE_lib_shape,
     fsE_lib_arith, fsE_lib_functional;
 extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
+extern const fsE_lib fsE_lib_init; /* torch.nn.init */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -154,6 +161,8 @@ fs_value *fsE_item_value(const fs_tensor *t);
 int fsE_dims_of(const fs_value *args, int64_t *dims, int *rank, const char *fn);
 /* A cpu tensor of dt filled with v. */
 fs_tensor *fsE_filled(fs_dtype dt, int rank, const int64_t *dims, double v);
+/* The offset of n elements drawn from the seed's random stream (rand, randn, nn.init). */
+uint64_t fsE_draw(fsE_ctx *E, int64_t n);
 /* A dim argument (int) -> *d; -1 with torch's error otherwise. */
 int fsE_dim_arg(const fs_value *v, int *d);
 
@@ -179,6 +188,36 @@ typedef struct modv {
 } modv;
 extern const fsV_class fsE_module_class;
 bool fsE_has_meta(fs_module *m);
+
+/* A Module value for a module a script class's constructor makes (taken):
+ * it is not initialized until fsE_module_built, once its __init__ has
+ * assigned its layers (their names are known only then). */
+fs_value *fsE_module_new(fsE_ctx *E, fs_module *m, const char *cls);
+int fsE_module_built(fsE_ctx *E, fs_value *v); /* -1 + fsV_error */
+
+/* classes.c: the script's own classes (docs/classes.md) */
+fsE_flow fsE_exec_class(fsE_ctx *E, const fs_node *s);
+/* The builtins `Module` and `super`, or NULL (no error) for another name. */
+fs_value *fsE_class_builtin(fsE_ctx *E, const char *name);
+/* obj.name of a script class's instance, class or super(): 1 and *out, 0
+ * when obj has no such attribute of its own (the sig table's rows come
+ * next), -1 + fsV_error. */
+int fsE_instance_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out);
+/* A script Module instance: its forward called, an attribute set. */
+fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a);
+int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v);
+fs_value *fsE_eval(fsE_ctx *E, const fs_node *n); /* eval.c: an expression's value */
+int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v); /* eval.c: name = v in the scope; -1 + fsV_error */
+const fsSig *fsE_native_sig(const fs_value *v); /* eval.c: the sig row of a builtin function value, or NULL */
+extern const fsE_lib fsE_lib_classes; /* classes.c: isinstance */
+
+/* except.c: try/except/else/finally and raise (docs/classes.md) */
+fsE_flow fsE_exec_try(fsE_ctx *E, const fs_node *s);
+fsE_flow fsE_exec_raise(fsE_ctx *E, const fs_node *s);
+/* The error a try body stopped with becomes pending (its words, a class
+ * named from them); NULL, as fsE_error returns. */
+void fsE_hold_error(fsE_ctx *E, fs_loc loc, const char *msg);
+void fsE_exc_clear(struct fsE_exc *x);
 
 /* lib_optim.c */
 typedef struct optv {

@@ -34,7 +34,7 @@ bool fsE_has_meta(fs_module *m) {
 
 /* A Module value for m (taken). Built outside a model body, it is complete:
  * it gets its initial values now unless parameters go to the meta device. */
-static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
+fs_value *fsE_module_new(fsE_ctx *E, fs_module *m, const char *cls) {
   if (!m) return fsE_rt_fail();
   modv *mv = calloc(1, sizeof *mv);
   if (!mv || !(mv->cls = strdup(cls))) {
@@ -45,14 +45,29 @@ static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
   }
   mv->m = m;
   mv->dev = E->device == FS_DEV_META ? FS_DEV_CPU : E->device;
-  if (!E->building && E->device != FS_DEV_META && !E->opt->plan && fsM_materialize(m, E->device, E->seed) < 0) {
-    modv_free(mv);
-    return fsE_rt_fail();
-  }
-  /* plan: everything stays on meta; the rules see where it would be */
-  bool meta = E->opt->plan ? E->device == FS_DEV_META : fsE_has_meta(m);
-  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = meta};
+  mv->st = (fsF_model){.class_name = mv->cls, .is_module = 1, .meta = true};
   return fsV_obj(&fsE_module_class, mv);
+}
+
+/* Inside a model body or a script Module's __init__ the module is a part:
+ * the root initializes it once every name is known. */
+int fsE_module_built(fsE_ctx *E, fs_value *v) {
+  modv *mv = v->u.obj.data;
+  if (!E->building && !E->module_init && E->device != FS_DEV_META && !E->opt->plan &&
+      fsM_materialize(mv->m, E->device, E->seed) < 0)
+    return fsE_rt_fail(), -1;
+  /* plan: everything stays on meta; the rules see where it would be */
+  mv->st.meta = E->opt->plan ? E->device == FS_DEV_META : fsE_has_meta(mv->m);
+  return 0;
+}
+
+static fs_value *module_value(fsE_ctx *E, fs_module *m, const char *cls) {
+  fs_value *v = fsE_module_new(E, m, cls);
+  if (v && fsE_module_built(E, v) < 0) {
+    fsV_release(v);
+    return NULL;
+  }
+  return v;
 }
 
 int fsE_append_layer(fsE_ctx *E, const char *key, fs_value *layer) {
@@ -352,7 +367,10 @@ static char *module_repr(fs_value *v) {
 
 static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
-  if (mv->m->kind == FSM_MHA && !mv->sh && !E->opt->plan) return mha_call(mv, a);
+  if (E->opt->plan && (mv->m->kind == FSM_MHA || mv->m->kind == FSM_CUSTOM))
+    return fsE_plan_done(E, NULL); /* its input gives no feature shape to plan activations from */
+  if (mv->m->kind == FSM_MHA && !mv->sh) return mha_call(mv, a);
+  if (mv->m->kind == FSM_CUSTOM && !mv->sh) return fsE_custom_call(E, v, a);
   if (a->npos != 1 || a->nkw) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
@@ -383,11 +401,12 @@ static fs_value *flat_params(fsSH_model *sh, bool named) {
   return l;
 }
 
-/* parameters() / named_parameters(); with buffers: the state_dict's entries */
-static fs_value *params_list(modv *mv, bool named, bool buffers) {
+/* parameters() / named_parameters(); state: the state dict's entries (a
+ * tied parameter under each of its names, and the buffers) */
+static fs_value *params_list(modv *mv, bool named, bool state) {
   if (mv->sh) return flat_params(mv->sh, named);
   fsM_param *ps;
-  int64_t n = buffers ? fsM_state(mv->m, &ps) : fsM_parameters(mv->m, &ps);
+  int64_t n = state ? fsM_state(mv->m, &ps) : fsM_parameters(mv->m, &ps);
   if (n < 0) return fsE_rt_fail();
   fs_value *l = fsV_list((size_t)n);
   for (int64_t i = 0; l && i < n; i++) {
@@ -509,6 +528,193 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
   return r;
 }
 
+/* ---- containers: Sequential, ModuleList, Identity ------------------------ */
+
+static bool is_container(const fs_module *m) { return m->kind == FSM_SEQUENTIAL || m->kind == FSM_MODULELIST; }
+
+/* A Module value for m, a part of a tree (another value onto the same module). */
+static fs_value *part_value(fsE_ctx *E, fs_module *m) {
+  fs_value *v = fsE_module_new(E, fsM_retain(m), m->kind == FSM_CUSTOM ? m->custom->class_name : fsM_kind_name(m->kind));
+  if (v) ((modv *)v->u.obj.data)->st.meta = fsE_has_meta(m);
+  return v;
+}
+
+/* Appends module value v to container c, anonymous (keyed by its index). */
+static int container_add(fs_module *c, const fs_value *v) {
+  modv *mv = fsV_objdata(v, &fsE_module_class);
+  if (!mv) {
+    fsV_seterr("%s is not a Module subclass", fsV_type_name(v));
+    return -1;
+  }
+  if (mv->m->refcount > 1) {
+    fsV_seterr("this %s is already part of a model; create a new one for each use", mv->cls);
+    return -1;
+  }
+  return fsM_append(c, NULL, fsM_retain(mv->m)) < 0 ? (fsE_rt_fail(), -1) : 0;
+}
+
+static fs_value *container_of(fsE_ctx *E, fsM_kind kind, const fs_value *items) {
+  fs_module *c = fsM_container(kind);
+  if (!c) return fsE_rt_fail();
+  for (size_t i = 0; items && items->type != FSV_NONE && i < items->u.seq.n; i++)
+    if (container_add(c, items->u.seq.items[i]) < 0) {
+      fsM_release(c);
+      return NULL;
+    }
+  return module_value(E, c, fsM_kind_name(kind));
+}
+
+/* Parameter(data, requires_grad): a leaf copy of data (torch shares its
+ * storage); assigned to a script Module's attribute, it is its parameter. */
+NATIVE(l_parameter) {
+  fs_tensor *t = fsE_need_tensor(s[0], "Parameter", "data");
+  if (!t) return NULL;
+  if (t->dtype == FS_I64 && fsV_truthy(s[1])) {
+    fsV_seterr("Only Tensors of floating point and complex dtype can require gradients");
+    return NULL;
+  }
+  fs_tensor *p = fsT_copy(t);
+  if (p) p->requires_grad = fsV_truthy(s[1]);
+  return fsE_tensor_value(p);
+}
+
+NATIVE(l_sequential) { return container_of(E, FSM_SEQUENTIAL, s[0]); }
+NATIVE(l_modulelist) { return container_of(E, FSM_MODULELIST, s[0]); }
+NATIVE(l_identity) { return container_of(E, FSM_IDENTITY, NULL); } /* torch's Identity ignores its arguments */
+
+NATIVE(module_append) {
+  modv *mv = self->u.obj.data;
+  if (!is_container(mv->m)) {
+    fsV_seterr("'%s' object has no attribute 'append'", mv->cls);
+    return NULL;
+  }
+  return container_add(mv->m, s[0]) < 0 ? NULL : fsV_retain(self);
+}
+
+static int64_t module_len(fsE_ctx *E, fs_value *self) {
+  (void)E;
+  modv *mv = self->u.obj.data;
+  if (is_container(mv->m)) return mv->m->nkids;
+  fsV_seterr("object of type '%s' has no len()", mv->cls);
+  return -1;
+}
+
+static fs_value *module_index(fsE_ctx *E, fs_value *self, fs_value *key) {
+  modv *mv = self->u.obj.data;
+  int64_t n = mv->m->nkids, i = key->type == FSV_INT ? key->u.i : 0;
+  if (!is_container(mv->m)) {
+    fsV_seterr("'%s' object is not subscriptable", mv->cls);
+    return NULL;
+  }
+  if (key->type != FSV_INT) {
+    fsV_seterr("%s indices must be integers, not %s", mv->cls, fsV_type_name(key));
+    return NULL;
+  }
+  if (i < -n || i >= n) {
+    fsV_seterr("index %lld is out of range", (long long)i);
+    return NULL;
+  }
+  return part_value(E, mv->m->kids[i < 0 ? i + n : i]);
+}
+
+/* iter(container): an iterator over a list of its children's values */
+typedef struct kids_iter { fs_value *items; size_t i; } kids_iter;
+static void kids_iter_free(void *p) {
+  fsV_release(((kids_iter *)p)->items);
+  free(p);
+}
+static int kids_iter_next(fsE_ctx *E, fs_value *self, fs_value **out) {
+  (void)E;
+  kids_iter *it = self->u.obj.data;
+  if (it->i == it->items->u.seq.n) return 0;
+  *out = fsV_retain(it->items->u.seq.items[it->i++]);
+  return 1;
+}
+static const fsV_class kids_iter_class = {.name = "iterator", .next = kids_iter_next, .free = kids_iter_free};
+
+static fs_value *module_iter(fsE_ctx *E, fs_value *self) {
+  modv *mv = self->u.obj.data;
+  if (!is_container(mv->m)) {
+    fsV_seterr("'%s' object is not iterable", mv->cls);
+    return NULL;
+  }
+  kids_iter *it = calloc(1, sizeof *it);
+  if (!it || !(it->items = fsV_list((size_t)mv->m->nkids))) {
+    free(it);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  for (int i = 0; i < mv->m->nkids; i++) {
+    fs_value *v = part_value(E, mv->m->kids[i]);
+    if (!v) {
+      kids_iter_free(it);
+      return NULL;
+    }
+    fsV_list_append(it->items, v); /* capacity reserved */
+  }
+  return fsV_obj(&kids_iter_class, it);
+}
+
+/* The modules of self's tree as torch lists them: self first ("" its name),
+ * then each child's tree, pre-order (all: every depth; else the children
+ * only); named: (name, module) pairs. */
+static int tree_list(fsE_ctx *E, fs_value *self, fs_module *m, const char *prefix, bool all, bool named,
+                     fs_value *out) {
+  for (int i = 0; i < m->nkids; i++) {
+    fs_module *k = m->kids[i];
+    char *name = malloc(strlen(prefix) + strlen(k->key) + 2);
+    if (!name) return fsV_seterr("out of memory"), -1;
+    sprintf(name, "%s%s%s", prefix, *prefix ? "." : "", k->key);
+    fs_value *v = part_value(E, k);
+    if (v && named) v = fsV_pair(fsV_cstr(name), v);
+    int rc = v ? fsV_list_append(out, v) : -1;
+    if (rc == 0 && all) rc = tree_list(E, self, k, name, all, named, out);
+    free(name);
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
+static fs_value *modules_of(fsE_ctx *E, fs_value *self, bool all, bool named) {
+  fs_value *out = fsV_list(0), *me = NULL;
+  if (out && all) { /* self leads modules() and named_modules() */
+    me = named ? fsV_pair(fsV_cstr(""), fsV_retain(self)) : fsV_retain(self);
+    if (!me || fsV_list_append(out, me) < 0) {
+      fsV_release(out);
+      return NULL;
+    }
+  }
+  if (out && tree_list(E, self, ((modv *)self->u.obj.data)->m, "", all, named, out) < 0) {
+    fsV_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+NATIVE(module_children) { return modules_of(E, self, false, false); }
+NATIVE(module_named_children) { return modules_of(E, self, false, true); }
+NATIVE(module_modules) { return modules_of(E, self, true, false); }
+NATIVE(module_named_modules) { return modules_of(E, self, true, true); }
+
+/* apply(fn): fn on every child's tree, then on self (torch's order) */
+NATIVE(module_apply) {
+  fs_value *kids = modules_of(E, self, false, false);
+  if (!kids) return NULL;
+  for (size_t i = 0; i < kids->u.seq.n; i++) {
+    fs_value *r = fsE_call_method(E, kids->u.seq.items[i], "apply", &(fsV_args){&s[0], 1, NULL, NULL, 0, a->loc});
+    if (!r) {
+      fsV_release(kids);
+      return NULL;
+    }
+    fsV_release(r);
+  }
+  fsV_release(kids);
+  fs_value *r = fsE_call(E, s[0], &(fsV_args){&self, 1, NULL, NULL, 0, a->loc});
+  if (!r) return NULL;
+  fsV_release(r);
+  return fsV_retain(self);
+}
+
 /* ---- methods and attributes (rows of the sig table's "Module." entries) ---- */
 
 #define MODV(self) ((modv *)(self)->u.obj.data)
@@ -576,8 +782,44 @@ NATIVE(module_load_state_dict) {
 
 NATIVE(module_training) { return fsV_bool(MODV(self)->m->training); }
 
+/* layer.weight, layer.bias: the parameter itself (torch's are views of it) */
+static fs_value *layer_param(fs_value *self, const char *name) {
+  modv *mv = MODV(self);
+  int i = mv->sh ? -1 : fsM_param_index(mv->m, name);
+  if (i < 0) {
+    fsV_seterr("'%s' object has no attribute '%s'", mv->cls, name);
+    return NULL;
+  }
+  if (i >= mv->m->nparams) return fsV_none(); /* Linear(..., bias=False).bias */
+  return fsE_tensor_value(fsT_retain(mv->m->params[i]));
+}
+NATIVE(module_weight) { return layer_param(self, "weight"); }
+NATIVE(module_bias) { return layer_param(self, "bias"); }
+
+/* self.name = v: a script Module's attribute; the runtime's modules have none */
+static int module_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v) {
+  fs_module *m = MODV(self)->m;
+  if (m->kind == FSM_CUSTOM) return fsE_custom_setattr(E, self, name, v);
+  int i = fsM_param_index(m, name);
+  fs_tensor *t = fsE_as_tensor(v);
+  if (i >= m->nparams) {
+    fsV_seterr("%s has no parameter '%s' to tie", MODV(self)->cls, name);
+    return -1;
+  }
+  if (i >= 0 && !MODV(self)->sh) { /* layer.weight = other.weight: one parameter in both */
+    if (!t) {
+      fsV_seterr("cannot assign '%s' as parameter '%s' (torch.nn.Parameter or None expected)", fsV_type_name(v), name);
+      return -1;
+    }
+    return fsM_tie_param(m, i, t) < 0 ? (fsE_rt_fail(), -1) : 0;
+  }
+  fsV_seterr("'%s' object attribute '%s' cannot be set", MODV(self)->cls, name);
+  return -1;
+}
+
 const fsV_class fsE_module_class = {
-  .name = "Module", .call = module_call,
+  .name = "Module", .call = module_call, .setattr = module_setattr,
+  .iter = module_iter, .index = module_index, .len = module_len,
   .repr = module_repr, .free = modv_free,
 };
 
@@ -596,6 +838,10 @@ static const fsE_reg nn_funcs[] = {
   {"Module.reset_parameters", module_reset_parameters}, {"Module.zero_grad", module_zero_grad},
   {"Module.state_dict", module_state_dict}, {"Module.load_state_dict", module_load_state_dict},
   {"Module.generate", module_generate}, {"Module.training", module_training},
+  {"Parameter", l_parameter}, {"Sequential", l_sequential}, {"ModuleList", l_modulelist}, {"Identity", l_identity},
+  {"Module.append", module_append}, {"Module.weight", module_weight}, {"Module.bias", module_bias}, {"Module.children", module_children},
+  {"Module.named_children", module_named_children}, {"Module.modules", module_modules},
+  {"Module.named_modules", module_named_modules}, {"Module.apply", module_apply},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_nn = {"nn", nn_funcs};

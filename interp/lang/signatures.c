@@ -89,6 +89,23 @@ PARAMS(p_gelu, P("approximate", STR, "'none'"))
 PARAMS(p_dropout, P("p", NUM, "0.5"))
 PARAMS(p_flatten, P("start_dim", INT, "1"), P("end_dim", INT, "-1"))
 PARAMS(p_attention, P("dim", INT, NULL), P("heads", INT, NULL), P("bias", BOOL, "True"))
+/* issue 14, point 3: containers of modules */
+PARAMS(p_container_args, VARARGS("args"))
+PARAMS(p_modulelist, P("modules", SEQ | FSSIG_T_NONE, "None"))
+PARAMS(p_module_append, P("module", OBJ, NULL))
+PARAMS(p_module_apply, P("fn", FSSIG_T_FUNC | OBJ, NULL))
+PARAMS(p_parameter, P("data", OBJ, NULL), P("requires_grad", BOOL, "True"))
+PARAMS(p_isinstance, PO("obj", ANY, NULL), PO("class_or_tuple", ANY, NULL))
+/* torch.nn.init */
+PARAMS(p_init_uniform, P("tensor", OBJ, NULL), P("a", NUM, "0.0"), P("b", NUM, "1.0"))
+PARAMS(p_init_normal, P("tensor", OBJ, NULL), P("mean", NUM, "0.0"), P("std", NUM, "1.0"))
+PARAMS(p_init_constant, P("tensor", OBJ, NULL), P("val", NUM, NULL))
+PARAMS(p_init_tensor, P("tensor", OBJ, NULL))
+PARAMS(p_init_trunc, P("tensor", OBJ, NULL), P("mean", NUM, "0.0"), P("std", NUM, "1.0"), P("a", NUM, "-2.0"),
+       P("b", NUM, "2.0"))
+PARAMS(p_init_xavier, P("tensor", OBJ, NULL), P("gain", NUM, "1.0"))
+PARAMS(p_init_kaiming, P("tensor", OBJ, NULL), P("a", NUM, "0"), P("mode", STR, "'fan_in'"),
+       P("nonlinearity", STR, "'leaky_relu'"))
 
 /* convolutional layers and their F. forms (issue 14 point 4; lib_nn.c, lib_functional.c) */
 #define SIZE2 (FSSIG_T_INT | FSSIG_T_SEQ)
@@ -507,6 +524,30 @@ static const fsSig table[] = {
   M("Module.load_state_dict", p_load_sd, "None"),
   M("Module.generate", p_generate, "str"),
   ATTR("Module.training", "bool", 0),
+  /* issue 14, point 3: containers of modules */
+  LAYER("Sequential", p_container_args),
+  LAYER("ModuleList", p_modulelist),
+  LAYER("Identity", p_container_args),
+  FN("Parameter", p_parameter, "Tensor"),
+  FN("isinstance", p_isinstance, "bool"),
+  FN("uniform_", p_init_uniform, "Tensor"),
+  FN("normal_", p_init_normal, "Tensor"),
+  FN("constant_", p_init_constant, "Tensor"),
+  FN("zeros_", p_init_tensor, "Tensor"),
+  FN("ones_", p_init_tensor, "Tensor"),
+  FN("trunc_normal_", p_init_trunc, "Tensor"),
+  FN("xavier_uniform_", p_init_xavier, "Tensor"),
+  FN("xavier_normal_", p_init_xavier, "Tensor"),
+  FN("kaiming_uniform_", p_init_kaiming, "Tensor"),
+  FN("kaiming_normal_", p_init_kaiming, "Tensor"),
+  ATTR("Module.weight", "Tensor", FSSIG_SETTABLE),
+  ATTR("Module.bias", "Tensor", FSSIG_SETTABLE),
+  M("Module.append", p_module_append, "Module"),
+  M0("Module.children", "list"),
+  M0("Module.named_children", "list"),
+  M0("Module.modules", "list"),
+  M0("Module.named_modules", "list"),
+  M("Module.apply", p_module_apply, "Module"),
 
   M("Optimizer.step", p_step, "None"),
   M("Optimizer.zero_grad", p_set_to_none, "None"),

@@ -19,6 +19,7 @@ static const char *const kind_names[FSM__COUNT] = {
   "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
   "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "Softmax", "Mish", "GroupNorm", "RMSNorm",
   "Upsample", "ConvTranspose2d", "MultiheadAttention",
+  "Module", "ModuleList", "Identity", "Parameter",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -198,6 +199,55 @@ int fsM_append(fs_module *seq, const char *key, fs_module *child) {
   return 0;
 }
 
+fs_module *fsM_container(fsM_kind kind) {
+  if (kind != FSM_SEQUENTIAL && kind != FSM_MODULELIST && kind != FSM_IDENTITY) {
+    fsT_seterr("%s is not a container", fsM_kind_name(kind));
+    return NULL;
+  }
+  return fsM_new_module(kind);
+}
+
+fs_module *fsM_param_holder(fs_tensor *t) {
+  fs_module *m = fsM_new_module(FSM_PARAM);
+  if (!m) return NULL;
+  m->params[m->nparams++] = fsT_retain(t);
+  return m;
+}
+
+fs_module *fsM_custom_new(fsM_custom *hook) {
+  fs_module *m = fsM_new_module(FSM_CUSTOM);
+  if (!m) {
+    hook->release(hook);
+    return NULL;
+  }
+  m->custom = hook;
+  return m;
+}
+
+int fsM_set_child(fs_module *m, const char *key, fs_module *child) {
+  if (!child) return -1;
+  for (int i = 0; i < m->nkids; i++)
+    if (!strcmp(m->kids[i]->key, key)) {
+      char *k = strdup(key);
+      if (!k) {
+        fsT_seterr("out of memory");
+        fsM_release(child);
+        return -1;
+      }
+      free(child->key);
+      child->key = k;
+      child->named = true;
+      fsM_release(m->kids[i]);
+      m->kids[i] = child;
+      return 0;
+    }
+  if (fsM_append(m, key, child) < 0) return -1;
+  int at = m->nkids - 1; /* a parameter goes before the modules */
+  for (; child->kind == FSM_PARAM && at > 0 && m->kids[at - 1]->kind != FSM_PARAM; at--) m->kids[at] = m->kids[at - 1];
+  m->kids[at] = child;
+  return 0;
+}
+
 fs_module *fsM_repeat(int64_t n, fs_module *body) {
   if (!body) return NULL;
   if (n < 0) {
@@ -222,6 +272,10 @@ fs_module *fsM_repeat(int64_t n, fs_module *body) {
 }
 
 fs_module *fsM_clone(const fs_module *src) {
+  if (src->kind == FSM_CUSTOM) { /* its attributes are the evaluator's values */
+    fsT_seterr("%s cannot be repeated yet: create one instance per use", src->custom->class_name);
+    return NULL;
+  }
   fs_module *m = fsM_new_module(src->kind);
   if (!m) return NULL;
   fs_module **kids = m->kids;
@@ -267,6 +321,7 @@ void fsM_release(fs_module *m) {
   for (int i = 0; i < m->nkids; i++) fsM_release(m->kids[i]);
   for (int i = 0; i < m->nparams; i++) fsT_release(m->params[i]);
   for (int i = 0; i < m->nbuffers; i++) fsT_release(m->buffers[i]);
+  if (m->custom) m->custom->release(m->custom);
   free(m->kids);
   free(m->key);
   free(m);
@@ -290,6 +345,25 @@ static const char *const leaf_param_names[FSM__COUNT][FSM_MAX_PARAMS] = {
 };
 
 static const char *const buffer_names[FSM_MAX_BUFFERS] = {"running_mean", "running_var", "num_batches_tracked"};
+
+int fsM_param_index(const fs_module *m, const char *name) {
+  for (int i = 0; m->kind < FSM__COUNT && i < FSM_MAX_PARAMS; i++)
+    if (leaf_param_names[m->kind][i] && strcmp(leaf_param_names[m->kind][i], name) == 0) return i;
+  return -1;
+}
+
+int fsM_tie_param(fs_module *m, int i, fs_tensor *t) {
+  fs_tensor *old = m->params[i];
+  if (!fsT_same_shape(old, t) || old->dtype != t->dtype) {
+    char a[96], b[96];
+    fsT_seterr("cannot tie %s's %s of shape %s to a tensor of shape %s", fsM_kind_name(m->kind),
+               leaf_param_names[m->kind][i], fsT_shape_str(old, a, sizeof a), fsT_shape_str(t, b, sizeof b));
+    return -1;
+  }
+  m->params[i] = fsT_retain(t);
+  fsT_release(old);
+  return 0;
+}
 
 typedef int (*visit_fn)(fs_module *m, const char *prefix, void *ud);
 
@@ -321,14 +395,24 @@ static int walk_root(fs_module *m, visit_fn fn, void *ud) {
 
 /* Entry i of a module's state: its parameters, then its buffers. */
 static void param_name(char *buf, size_t cap, const char *prefix, const fs_module *m, int i) {
+  if (m->kind == FSM_PARAM) { /* "norm.weight." names "norm.weight" */
+    snprintf(buf, cap, "%.*s", (int)(strlen(prefix) ? strlen(prefix) - 1 : 0), prefix);
+    return;
+  }
   snprintf(buf, cap, "%s%s", prefix, i < m->nparams ? leaf_param_names[m->kind][i] : buffer_names[i - m->nparams]);
 }
 
-typedef struct { fsM_param *v; int64_t n, cap; bool buffers; } plist;
+/* state: the state dict's view (a tied parameter under each of its names,
+ * then the buffers); else parameters() (a tied parameter once, under its
+ * first name, as torch's) */
+typedef struct { fsM_param *v; int64_t n, cap; bool state; } plist;
 
 static int collect(fs_module *m, const char *prefix, void *ud) {
   plist *l = ud;
-  for (int i = 0; i < m->nparams + (l->buffers ? m->nbuffers : 0); i++) {
+  for (int i = 0; i < m->nparams + (l->state ? m->nbuffers : 0); i++) {
+    bool seen = false;
+    for (int64_t j = 0; !l->state && j < l->n && !seen; j++) seen = l->v[j].t == m->params[i];
+    if (seen) continue;
     if (l->n == l->cap) {
       int64_t cap = l->cap ? 2 * l->cap : 16;
       fsM_param *v = realloc(l->v, (size_t)cap * sizeof *v);
@@ -348,8 +432,8 @@ static int collect(fs_module *m, const char *prefix, void *ud) {
   return 0;
 }
 
-static int64_t collect_all(fs_module *m, fsM_param **out, bool buffers) {
-  plist l = {.buffers = buffers};
+static int64_t collect_all(fs_module *m, fsM_param **out, bool state) {
+  plist l = {.state = state};
   if (walk_root(m, collect, &l)) {
     fsM_params_free(l.v, l.n);
     fsT_seterr("out of memory");
@@ -369,10 +453,11 @@ void fsM_params_free(fsM_param *ps, int64_t n) {
 }
 
 int64_t fsM_num_parameters(const fs_module *m) {
-  int64_t n = 0;
-  for (int i = 0; i < m->nparams; i++) n += m->params[i]->numel;
-  for (int i = 0; i < m->nkids; i++) n += fsM_num_parameters(m->kids[i]);
-  return n;
+  fsM_param *ps; /* the listing counts a tied parameter once; the walk writes nothing */
+  int64_t n = fsM_parameters((fs_module *)m, &ps), total = 0;
+  for (int64_t i = 0; i < n; i++) total += ps[i].t->numel;
+  if (n >= 0) fsM_params_free(ps, n);
+  return total;
 }
 
 void fsM_train(fs_module *m, bool training) {
@@ -490,6 +575,7 @@ static int init_visit(fs_module *m, const char *prefix, void *ud) {
       if (t->data && t->device != c->dev && move_param(t, c->dev) < 0) return -1;
       continue;
     }
+    if (m->kind == FSM_PARAM && c->what == RESET) continue; /* the script's values: no rule to redo */
     char name[NAME_CAP + 16];
     param_name(name, sizeof name, prefix, m, i);
     if (c->what == EMPTY && t->data) {
@@ -631,6 +717,11 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
     }
     if (last_dim_is(m, rank, cur, m->in, bad, err, errlen)) return -1;
     break;
+  case FSM_CUSTOM:
+    return fsM_shape_err(m, bad, err, errlen, "the output shape of %s's forward is known only by running it",
+                     m->custom->class_name);
+  case FSM_MODULELIST:
+    return fsM_shape_err(m, bad, err, errlen, "ModuleList has no forward: call its modules in a forward");
   case FSM_FLATTEN:
     if (rank < 2)
       return fsM_shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
@@ -759,6 +850,11 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
   case FSM_GROUPNORM:
     return fsG_group_norm(x, m->groups, m->nparams ? p[0] : NULL, m->nparams ? p[1] : NULL, m->p);
   case FSM_RMSNORM: return fsG_rms_norm(x, m->nnormalized, m->normalized, m->nparams ? p[0] : NULL, m->p);
+  case FSM_CUSTOM: return m->custom->forward(m->custom, m, x);
+  case FSM_IDENTITY: return fsT_retain(x);
+  case FSM_MODULELIST:
+    fsT_seterr("Module [ModuleList] is missing the required \"forward\" function");
+    return NULL;
   default:
     fsT_seterr("%s has no forward", fsM_kind_name(m->kind));
     return NULL;

@@ -59,6 +59,10 @@ typedef enum fsM_kind {
   FSM_MAXPOOL2D, FSM_AVGPOOL2D, FSM_ADAPTIVEAVGPOOL2D,
   FSM_LEAKYRELU, FSM_SOFTMAX, FSM_MISH, FSM_GROUPNORM, FSM_RMSNORM, FSM_UPSAMPLE,
   FSM_CONVTRANSPOSE2D, FSM_MHA,
+  FSM_CUSTOM,   /* a script's own class: its forward is a callback (fsM_custom) */
+  FSM_MODULELIST, /* nn.ModuleList: children keyed 0, 1, ...; no forward of its own */
+  FSM_IDENTITY, /* nn.Identity */
+  FSM_PARAM,    /* a script Module's own parameter: a leaf holding one tensor, named by its key alone */
   FSM__COUNT
 } fsM_kind;
 
@@ -66,6 +70,23 @@ typedef enum fsM_kind {
 #define FSM_MAX_BUFFERS 3
 
 typedef struct fs_module fs_module;
+
+/* A module whose forward the runtime does not know: a script's
+ * `class M(nn.Module)`, whose forward the evaluator interprets.  The runtime
+ * must not include the interpreter, so the module holds this hook: the
+ * evaluator embeds it first in a struct of its own (its class, the
+ * instance's attributes) and casts back in the callbacks.  The module owns
+ * the hook: fsM_release calls release once the module dies.  Its children
+ * (kids) are the modules the script assigned as attributes, keyed by the
+ * attribute's name, so naming, parameters, init, train/eval and
+ * checkpoints treat it as any other parent. */
+typedef struct fsM_custom fsM_custom;
+struct fsM_custom {
+  const char *class_name;                                   /* "Net" (owned by the hook) */
+  fs_tensor *(*forward)(fsM_custom *c, fs_module *m, fs_tensor *x); /* NULL + fsT_error */
+  void (*release)(fsM_custom *c);
+};
+
 struct fs_module {
   int refcount;
   fsM_kind kind;
@@ -94,6 +115,7 @@ struct fs_module {
    * scale factors (n_scale values, 1 = one for every dim) */
   int64_t up_size[2]; double up_scale[2]; int up_n, up_nscale;
   fs_tensor *buffers[FSM_MAX_BUFFERS]; int nbuffers; /* see "Buffers" above */
+  fsM_custom *custom;        /* FSM_CUSTOM: the forward hook (owned) */
 };
 
 /* Builders (NULL + fsT_error on a bad argument such as Linear(0, 3)). */
@@ -138,6 +160,23 @@ fs_module *fsM_upsample(int nsize, const int64_t *size, int nscale, const double
 fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affine);
 /* normalized_shape of nd (1 or 2) dims; eps NaN = None */
 fs_module *fsM_rmsnorm(int nd, const int64_t *shape, double eps, bool affine);
+fs_module *fsM_custom_new(fsM_custom *hook); /* takes hook (released on failure) */
+fs_module *fsM_container(fsM_kind kind);    /* an empty SEQUENTIAL, MODULELIST or IDENTITY */
+/* A holder of parameter t (retained) for fsM_set_child: the parent's own
+ * parameter `key` (state-dict name "<parent>.key"), listed before the
+ * parent's modules as torch lists _parameters before _modules.  Its values
+ * are the script's: materializing and reset_parameters leave them. */
+fs_module *fsM_param_holder(fs_tensor *t);
+/* The index of a built-in layer's parameter by its name ("weight", "bias"),
+ * or -1; an index >= nparams: the layer has no such parameter this time
+ * (Linear(..., bias=False)'s bias). */
+int fsM_param_index(const fs_module *m, const char *name);
+/* Ties parameter i of m to t (retained; same shape and dtype): weight
+ * tying, `lm_head.weight = wte.weight`.  -1 + fsT_error. */
+int fsM_tie_param(fs_module *m, int i, fs_tensor *t);
+/* Sets child under key in a custom module: replaces a child of that name,
+ * else appends.  Takes the caller's reference to child; -1 + fsT_error. */
+int fsM_set_child(fs_module *m, const char *key, fs_module *child);
 /* Appends child to a Sequential or Residual; key NULL means anonymous (keyed
  * by its index).  Takes the caller's reference to child.  -1 on a duplicate
  * name (fsT_error "duplicate layer name 'fc1'"); child is released then. */
@@ -148,7 +187,8 @@ void fsM_release(fs_module *m);
 
 const char *fsM_kind_name(fsM_kind kind);   /* "Linear", "Sequential", ... */
 
-/* Parameters in state-dict order (PyTorch's parameters() order). */
+/* Parameters in state-dict order (PyTorch's parameters() order); a tensor
+ * held twice (a tied parameter) is listed once, under its first name. */
 typedef struct fsM_param {
   char *name;          /* full state-dict key, "h.0.0.1.c_attn.weight" */
   fs_tensor *t;        /* borrowed from the module */
@@ -160,8 +200,9 @@ typedef struct fsM_param {
 int64_t fsM_parameters(fs_module *m, fsM_param **out);
 void fsM_params_free(fsM_param *ps, int64_t n);
 int64_t fsM_num_parameters(const fs_module *m);  /* total elements */
-/* Parameters and buffers in torch's state_dict order (index >= nparams is
- * buffer index - nparams); same contract as fsM_parameters. */
+/* The state dict's entries in torch's order: parameters (a tied one under
+ * each of its names, as torch's state_dict keeps both keys) and buffers
+ * (index >= nparams is buffer index - nparams); as fsM_parameters. */
 int64_t fsM_state(fs_module *m, fsM_param **out);
 /* Gives every buffer still on meta storage on dev with its initial values
  * (FSDP's setup: parameters come as shards, buffers whole). */

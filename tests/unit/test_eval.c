@@ -121,6 +121,73 @@ static void test_errors(void **st) {
   expect("x = 3\nx.lr = 1\n", 1, "", "2:3: error: 'int' object attribute 'lr' cannot be set\n");
 }
 
+/* A script Module class's mistakes, each stopping the run with its own words. */
+static void test_classes(void **st) {
+  (void)st;
+#define HOLDER "class H(Module):\n    def __init__(self, layer):\n        super().__init__()\n" \
+               "        self.layer = layer\n    def forward(self, x):\n        return self.layer(x)\n"
+  expect("class N(Module):\n    pass\nN()(ones(1))\n", 1, "",
+         "3:1: error: Module [N] is missing the required \"forward\" function\n");
+  expect(HOLDER "s = Linear(2, 2)\na = H(s)\nb = H(s)\n", 1, "",
+         "4:14: error: this Linear is already part of a model; create a new one for each use\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.layer = 3\n", 1, "",
+         "8:3: error: cannot assign 'int' as child module 'layer' (torch.nn.Module or None expected)\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.me = [a]\n", 1, "",
+         "8:3: error: an object cannot hold itself as attribute 'me' (reference cycles are not supported)\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.f = a.forward\n", 1, "",
+         "8:3: error: an object cannot hold itself as attribute 'f' (reference cycles are not supported)\n");
+  expect(HOLDER "with device('meta'):\n    H(Linear(2, 2))\n", 1, "",
+         "8:5: error: H: building a script's own Module class on the meta device (init_module(empty_init=True) "
+         "or device(\"meta\")) is not supported yet\n");
+  expect(HOLDER "a = H(Linear(2, 2))\na.zz\n", 1, "", "8:3: error: 'Module' object has no attribute 'zz'\n");
+  expect(HOLDER "a = H(ReLU())\nprint(a(ones(2)).shape, len(a.parameters()))\n", 0, "(2,) 0\n", "");
+  expect(HOLDER "print(isinstance(H(ReLU()), Module), isinstance(ReLU(), Module), isinstance(3, Module))\n", 0,
+         "True True False\n", "");
+  expect("class A:\n    pass\nA(1)\n", 1, "", "3:1: error: A() takes no arguments\n");
+  expect("class A:\n    def __init__(self):\n        return 1\nA()\n", 1, "",
+         "4:1: error: __init__() should return None, not 'int'\n");
+  expect("class A(3):\n    pass\n", 1, "", "1:9: error: a class can derive from a class or Module, not int "
+         "(built-in types are not supported as bases at run time yet)\n");
+  expect("super()\n", 1, "", "1:1: error: super(): no arguments\n");
+  expect("class A:\n    x = 1\nprint(A.x)\nA.y\n", 1, "1\n", "4:3: error: type object 'A' has no attribute 'y'\n");
+  expect("f = lambda x: x + 1\nprint(f(1), [f(i) for i in range(3)], {i: 0 for i in []})\n", 0, "2 [1, 2, 3] {}\n", "");
+  expect("print([x for x in 3])\n", 1, "", "1:19: error: 'int' object is not iterable\n");
+#undef HOLDER
+}
+
+/* try/except/else/finally and raise at run time (the checker, which runs
+ * before a script and the REPL's entries, does not know exception names yet). */
+static void test_try(void **st) {
+  (void)st;
+  expect("def risky(k):\n"
+         "    if k == 0:\n        return 1 / k\n"
+         "    if k == 1:\n        raise ValueError(f'bad k {k}')\n"
+         "    return [1][k]\n"
+         "for k in range(4):\n"
+         "    try:\n        print(risky(k - 1))\n"
+         "    except ZeroDivisionError as e:\n        print('zero:', e)\n"
+         "    except (ValueError, TypeError) as e:\n        print('value:', e)\n"
+         "    except LookupError as e:\n        print('lookup:', e)\n"
+         "    else:\n        print('else')\n"
+         "    finally:\n        print('finally', k)\n",
+         0, "1\nelse\nfinally 0\nzero: division by zero\nfinally 1\nvalue: bad k 1\nfinally 2\n"
+            "lookup: list index out of range\nfinally 3\n", "");
+  expect("try:\n    x = {}['m']\nexcept Exception as e:\n    print('caught', e)\n", 0, "caught 'm'\n", "");
+  expect("def f():\n    try:\n        return 5\n    finally:\n        print('cleanup')\nprint(f())\n", 0,
+         "cleanup\n5\n", "");
+  expect("try:\n    try:\n        assert False, 'inner'\n    except KeyError:\n        print('no')\n"
+         "except AssertionError as e:\n    print('outer', e)\n", 0, "outer inner\n", "");
+  expect("try:\n    zeros(2, 3) + zeros(4)\nexcept RuntimeError as e:\n    print('torch')\n", 0, "torch\n", "");
+  /* not caught: reported where it happened, after the finally ran */
+  expect("try:\n    1 / 0\nexcept KeyError:\n    pass\nfinally:\n    print('f')\n", 1, "f\n",
+         "2:5: error: division by zero\n");
+  expect("try:\n    1 / 0\nexcept ZeroDivisionError:\n    raise\n", 1, "", "4:5: error: division by zero\n");
+  expect("raise ValueError('no good')\n", 1, "", "1:1: error: ValueError: no good\n");
+  expect("raise\n", 1, "", "1:1: error: RuntimeError: No active exception to reraise\n");
+  expect("class C:\n    def m(self):\n        raise KeyboardInterrupt\ntry:\n    C().m()\nexcept Exception:\n    print('no')\n",
+         1, "", "3:9: error: KeyboardInterrupt\n");
+}
+
 static void test_params(void **st) {
   (void)st;
   const char *defs[] = {"lr=0.5", "epochs=3", "unused=1"};
@@ -451,6 +518,8 @@ int main(void) {
     cmocka_unit_test(test_checkpoint_all_or_nothing),
     cmocka_unit_test(test_checkpoint_old_optimizer_layout),
     cmocka_unit_test(test_log),
+    cmocka_unit_test(test_classes),
+    cmocka_unit_test(test_try),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
