@@ -3,6 +3,7 @@
  * expressions. Fabric's semantics are in fabric/ (reached via paths.c and api_*.c);
  * nothing here runs anything. */
 #include "check_int.h"
+#include "pynames.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -623,6 +624,13 @@ static cv ev_name(C *c, const fs_node *n) {
   if (v.k != CV_UNDEF) return v;
   const fsSig *sig = sig_lookup(c, NULL, n->str);
   if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
+  if (!strcmp(n->str, "__name__")) { /* a checked script is the one Python runs */
+    fs_value *main_str = arena_value(c, FSV_STR);
+    main_str->u.str.s = (char *)"__main__";
+    main_str->u.str.len = 8;
+    return (cv){.k = CV_CONST, .p = main_str};
+  }
+  if (fsSig_python_builtin(n->str) || c->star_import) return fsC_unknown();
   fs_diag *g = fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
   if (g) { /* the nearest variable bound here, or builtin */
     size_t nsig, k = 0;
@@ -639,11 +647,127 @@ static cv ev_name(C *c, const fs_node *n) {
   return fsC_unknown();
 }
 
+/* ---- Python's imports and classes ----------------------------------------- */
+
+/* What a dotted torch/lightning name is to the checker: a builtin's row, a
+ * namespace not modelled (CLS_NS), or, outside those packages, unknown. */
+static cv ns_value(C *c, const char *dotted) {
+  const char *row = NULL;
+  switch (fsSig_resolve(dotted, &row)) {
+  case FSSIG_NS_ROW: {
+    const fsSig *sig = sig_lookup(c, NULL, row);
+    if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
+    return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
+  }
+  case FSSIG_NS_MEMBER: return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
+  default: return fsC_unknown();
+  }
+}
+
+/* ns.attr for a namespace value. */
+static cv ns_attr(C *c, const cv *ns, const char *attr) {
+  size_t a = strlen(ns->p), b = strlen(attr);
+  char *s = fsC_alloc(c, a + b + 2);
+  memcpy(s, ns->p, a);
+  s[a] = '.';
+  memcpy(s + a + 1, attr, b + 1);
+  return ns_value(c, s);
+}
+
+/* The Python class of a model value (its raw object's), or NULL: such a
+ * model has the attributes and methods its class gives it, beyond Module's. */
+static const pyclass *pyclass_of(C *c, const cv *v) {
+  const cv *x = v->k == CV_PHI ? &((const cv *)v->p)[0] : v;
+  uint32_t raw;
+  return fsC_model_obj(c, x, &raw) ? c->objs[raw].pycls : NULL;
+}
+
+/* The def of method name in class k or its Python bases, or NULL. */
+static const fs_node *py_method(const pyclass *k, const char *name) {
+  const fs_node *body = k->node->kids[1];
+  for (uint32_t i = 0; body && i < body->nkids; i++)
+    if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, name)) return body->kids[i];
+  for (uint8_t i = 0; i < k->nbases; i++) {
+    const fs_node *d = py_method(k->bases[i], name);
+    if (d) return d;
+  }
+  return NULL;
+}
+
+/* Whether a base class value makes a class an nn.Module. */
+static int module_base(const cv *b) {
+  if (b->k != CV_CLASS) return 0;
+  switch (b->sub) {
+  case CLS_SIG: return ((const fsSig *)b->p)->kind == FSSIG_LAYER;
+  case CLS_MODEL: return 1;
+  case CLS_PY: return ((const pyclass *)b->p)->module;
+  case CLS_NS: {
+    const char *d = b->p, *last = strrchr(d, '.');
+    return last && (!strcmp(last, ".LightningModule") ||
+                    (!strcmp(last, ".Module") && !strncmp(d, "torch.", 6)));
+  }
+  default: return 0;
+  }
+}
+
+/* `class K(bases): body`: the class value; its plain methods are analysed
+ * where called (and, like every def, once with unknown arguments if never). */
+static void st_class(C *c, const fs_node *s) {
+  pyclass *k = fsC_alloc(c, sizeof *k);
+  memset(k, 0, sizeof *k);
+  k->node = s;
+  const fs_node *bases = s->kids[0];
+  for (uint32_t i = 1; bases && i < bases->nkids; i++) {
+    const fs_node *b = bases->kids[i];
+    cv v = ev(c, b->kind == FS_N_KWARG || b->kind == FS_N_STARRED ? b->kids[0] : b);
+    if (b->kind != FS_N_NAME && b->kind != FS_N_ATTR) continue;
+    if (module_base(&v)) k->module = 1;
+    if (v.k == CV_CLASS && v.sub == CLS_PY && k->nbases < 4) k->bases[k->nbases++] = v.p;
+  }
+  if (fsC_kid(s, 2))
+    for (uint32_t i = 0; i < s->kids[2]->nkids; i++) ev(c, s->kids[2]->kids[i]);
+  const fs_node *body = s->kids[1];
+  for (uint32_t i = 0; body && i < body->nkids; i++) {
+    const fs_node *m = body->kids[i];
+    if (m->kind == FS_N_DEF && fsA_def_plain(m)) {
+      GROW(c->defs, c->ndefs, c->capdefs);
+      c->defs[c->ndefs++] = (struct defrec){m, 0};
+    } else if (m->kind == FS_N_ASSIGN || m->kind == FS_N_EXPR) {
+      ev(c, m->kids[m->kind == FS_N_ASSIGN]);
+    } else if (m->kind == FS_N_ANNASSIGN && m->kids[2]) {
+      ev(c, m->kids[2]);
+    }
+  }
+  fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_PY, .p = k});
+}
+
+/* K(args): an nn.Module class makes a model object (under the active
+ * contexts, so meta under init_module(empty_init=True) with FSDP); its
+ * __init__ is analysed with self bound to it. Other instances are unknown. */
+static cv new_instance(C *c, const pyclass *k, const fs_node *call, const cv *pos, size_t npos,
+                       const char *const *kw, const cv *kwv, size_t nkw) {
+  cv self = fsC_unknown();
+  if (k->module) {
+    self = fsC_new_model(c, k->node->str, call->loc);
+    fsC_o(c, self.id)->pycls = k;
+  }
+  const fs_node *init = py_method(k, "__init__");
+  if (init && fsA_def_plain(init)) {
+    cv *args = fsC_alloc(c, (npos + 2) * sizeof *args);
+    args[0] = self;
+    if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
+    fsC_call_def(c, init, call, args, npos + 1, kw, kwv, nkw);
+  }
+  return self;
+}
+
 static cv ev_attr(C *c, const fs_node *n) {
   cv r = ev(c, n->kids[0]);
+  if (r.k == CV_CLASS && r.sub == CLS_NS) return ns_attr(c, &r, n->str);
   const char *t = fsC_type_name(c, &r);
   if (!has_members(t)) return fsC_unknown();
   const fsSig *sig = sig_lookup(c, t, n->str);
+  if (!sig && pyclass_of(c, &r)) return fsC_unknown(); /* set by its class's code */
   if (!sig) {
     fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
                             display_type(c, &r), n->str);
@@ -717,6 +841,10 @@ static cv ev_call(C *c, const fs_node *n) {
   if (callee->kind == FS_N_ATTR) {
     recv = ev(c, callee->kids[0]);
     mname = callee->str;
+    if (recv.k == CV_CLASS && recv.sub == CLS_NS) { /* nn.Linear(...): a builtin, or not modelled */
+      fn = ns_attr(c, &recv, mname);
+      mname = NULL;
+    }
   } else {
     fn = ev(c, callee);
   }
@@ -729,6 +857,15 @@ static cv ev_call(C *c, const fs_node *n) {
     const char *t = fsC_type_name(c, &recv);
     if (!has_members(t)) return fsC_unknown();
     const fsSig *sig = sig_lookup(c, t, mname);
+    const pyclass *cls = sig ? NULL : pyclass_of(c, &recv);
+    if (cls) { /* the class's own method, with self bound; else an attribute its code set */
+      const fs_node *def = py_method(cls, mname);
+      if (!def || !fsA_def_plain(def)) return fsC_unknown();
+      cv *args = fsC_alloc(c, (npos + 2) * sizeof *args);
+      args[0] = recv;
+      if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
+      return fsC_call_def(c, def, n, args, npos + 1, kw, kwv, nkw);
+    }
     if (!sig || sig->kind != FSSIG_METHOD) {
       fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
                               sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
@@ -772,6 +909,7 @@ static cv ev_call(C *c, const fs_node *n) {
     fsC_shape_model(c, decl, n, pos, npos, kw, kwv, nkw);
     return fsC_new_model(c, decl->str, n->loc);
   }
+  if (fn.k == CV_CLASS && fn.sub == CLS_PY) return new_instance(c, fn.p, n, pos, npos, kw, kwv, nkw);
   if (fn.k == CV_FUNC) return fsC_call_def(c, fn.p, n, pos, npos, kw, kwv, nkw);
   if (fn.k == CV_OBJ || fn.k == CV_PHI) {
     const char *t = fsC_type_name(c, &fn);
@@ -901,6 +1039,7 @@ static void assign(C *c, const fs_node *t, cv v) {
     const char *ty = fsC_type_name(c, &o);
     if (!has_members(ty)) break;
     const fsSig *sig = sig_lookup(c, ty, t->str);
+    if (!sig && pyclass_of(c, &o)) break; /* `self.fc = ...`: its class's own attribute */
     if (!sig)
       fsC_report(c, FS_SEV_ERROR, "attr", t->name_loc, "'%s' object has no attribute '%s'",
                  display_type(c, &o), t->str);
@@ -1044,6 +1183,30 @@ static void st_python(C *c, const fs_node *s) {
   }
 }
 
+/* `import torch.nn as nn`, `from lightning.fabric import Fabric`: each name
+ * is what pynames.c says the dotted name is (a relative import's is unknown). */
+static void st_import(C *c, const fs_node *s) {
+  const char *from = s->kind == FS_N_IMPORTFROM && !s->op ? s->str : NULL;
+  for (uint32_t i = 0; i < s->nkids; i++) {
+    const fs_node *a = s->kids[i];
+    if (!strcmp(a->str, "*")) { c->star_import = 1; continue; }
+    const char *bound = a->kids[0] ? a->kids[0]->str : a->str, *dotted = a->str;
+    if (s->kind == FS_N_IMPORTFROM) {
+      if (!from) { fsC_setvar(c, bound, fsC_unknown()); continue; }
+      size_t m = strlen(from), k = strlen(a->str);
+      char *d = fsC_alloc(c, m + k + 2);
+      memcpy(d, from, m);
+      d[m] = '.';
+      memcpy(d + m + 1, a->str, k + 1);
+      dotted = d;
+    } else if (!a->kids[0]) { /* `import a.b` binds a */
+      size_t n = strcspn(a->str, ".");
+      if (a->str[n]) bound = dotted = fsC_text(c, (fs_loc){a->loc.start, a->loc.start + (uint32_t)n});
+    }
+    fsC_setvar(c, bound, ns_value(c, dotted));
+  }
+}
+
 static void st(C *c, const fs_node *s) {
   const fs_node *prev = c->stmt;
   c->stmt = s;
@@ -1067,16 +1230,8 @@ static void st(C *c, const fs_node *s) {
   case FS_N_FOR: st_for(c, s); if (s->nkids > 3) block(c, s->kids[3]); break;
   case FS_N_WITH: st_with(c, s); break;
   case FS_N_WHILE: case FS_N_TRY: case FS_N_MATCH: st_python(c, s); break;
-  case FS_N_IMPORT: case FS_N_IMPORTFROM:
-    for (uint32_t i = 0; i < s->nkids; i++) {
-      const fs_node *a = s->kids[i];
-      if (a->kids[0]) { fsC_setvar(c, a->kids[0]->str, fsC_unknown()); continue; }
-      if (strcmp(a->str, "*") == 0) continue;
-      size_t n = strcspn(a->str, "."); /* `import a.b` binds a */
-      fsC_setvar(c, a->str[n] ? fsC_text(c, (fs_loc){a->loc.start, a->loc.start + (uint32_t)n}) : a->str, fsC_unknown());
-    }
-    break;
-  case FS_N_CLASS: fsC_setvar(c, s->str, fsC_unknown()); break;
+  case FS_N_IMPORT: case FS_N_IMPORTFROM: st_import(c, s); break;
+  case FS_N_CLASS: st_class(c, s); break;
   case FS_N_TYPEALIAS: fsC_setvar(c, s->kids[0]->str, fsC_unknown()); break;
   case FS_N_RAISE:
     for (uint32_t i = 0; i < 2; i++) if (s->kids[i]) ev(c, s->kids[i]);

@@ -32,11 +32,21 @@ typedef enum cvk {
   CV_DICT,    /* p: n keys then n values */
   CV_TENSOR,  /* id: fabric object + 1 when computed by a set-up model, else 0 */
   CV_FUNC,    /* p: FS_N_DEF */
-  CV_CLASS,   /* sub CLS_SIG: p fsSig; sub CLS_MODEL: p FS_N_MODEL */
+  CV_CLASS,   /* sub CLS_SIG: p fsSig; sub CLS_MODEL: p FS_N_MODEL; sub CLS_NS: p the dotted
+               * name (arena) of a torch/lightning module or member not modelled;
+               * sub CLS_PY: p pyclass, a Python `class` statement */
   CV_PHI      /* p: n alternatives (one per path); id: reason */
 } cvk;
 
-enum { CLS_SIG, CLS_MODEL };
+enum { CLS_SIG, CLS_MODEL, CLS_NS, CLS_PY };
+
+/* A Python class: its statement, its Python-class bases, whether it is an
+ * nn.Module (its instances are model objects). */
+typedef struct pyclass {
+  const fs_node *node;
+  const struct pyclass *bases[4];
+  uint8_t nbases, module;
+} pyclass;
 
 #define MAXALT 8 /* alternatives a value keeps over paths; more is CV_UNKNOWN */
 #define SMALL_INTS 1024
@@ -73,6 +83,7 @@ typedef struct cobj {
   fs_loc loc;           /* the call that created it */
   fs_loc why_loc;       /* model: what made it meta/uninitialized; optimizer: its params */
   const char *cls;      /* model class name */
+  const pyclass *pycls; /* model: the Python class it is an instance of, or NULL */
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
 } cobj;
@@ -115,6 +126,7 @@ typedef struct C {
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
+  int star_import;      /* a `from m import *` ran: an unbound name may come from m */
 } C;
 
 /* A call's arguments after binding to its signature. */

@@ -478,9 +478,10 @@ char *fsX_compare(const fsX_spec *spec, const fsX_result *r) {
 
 /* ---- the command --------------------------------------------------------- */
 
+/* FabricScript scripts, and Python ones (checked, not run: they say `# mode: check`). */
 static int is_script(const char *name) {
   size_t n = strlen(name);
-  return n > 4 && strcmp(name + n - 4, ".fab") == 0;
+  return (n > 4 && strcmp(name + n - 4, ".fab") == 0) || (n > 3 && strcmp(name + n - 3, ".py") == 0);
 }
 
 static int cmp_str(const void *a, const void *b) {
