@@ -653,10 +653,12 @@ static cv ev_name(C *c, const fs_node *n) {
  * namespace not modelled (CLS_NS), or, outside those packages, unknown. */
 static cv ns_value(C *c, const char *dotted) {
   const char *row = NULL;
-  switch (fsSig_resolve(dotted, &row)) {
-  case FSSIG_NS_ROW: {
+  fsSig_ns ns = fsSig_resolve(dotted, &row);
+  switch (ns) {
+  case FSSIG_NS_ROW: case FSSIG_NS_LOOSE: {
     const fsSig *sig = sig_lookup(c, NULL, row);
-    if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
+    /* id 1: a Python script calls it with the real API's arguments, not bound here */
+    if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig, .id = ns == FSSIG_NS_LOOSE && c->python};
     return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
   }
   case FSSIG_NS_MEMBER: return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
@@ -761,13 +763,19 @@ static cv new_instance(C *c, const pyclass *k, const fs_node *call, const cv *po
   return self;
 }
 
+/* A member torch or Lightning has and signatures.h does not model: in a
+ * Python script it exists, and its value is unknown. */
+static int real_member(C *c, const char *type, const char *member) {
+  return c->python && fsSig_real_member(type, member);
+}
+
 static cv ev_attr(C *c, const fs_node *n) {
   cv r = ev(c, n->kids[0]);
   if (r.k == CV_CLASS && r.sub == CLS_NS) return ns_attr(c, &r, n->str);
   const char *t = fsC_type_name(c, &r);
   if (!has_members(t)) return fsC_unknown();
   const fsSig *sig = sig_lookup(c, t, n->str);
-  if (!sig && pyclass_of(c, &r)) return fsC_unknown(); /* set by its class's code */
+  if (!sig && (pyclass_of(c, &r) || real_member(c, t, n->str))) return fsC_unknown(); /* set by its class's code */
   if (!sig) {
     fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
                             display_type(c, &r), n->str);
@@ -866,6 +874,7 @@ static cv ev_call(C *c, const fs_node *n) {
       if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
       return fsC_call_def(c, def, n, args, npos + 1, kw, kwv, nkw);
     }
+    if (!sig && real_member(c, t, mname)) return fsC_unknown();
     if (!sig || sig->kind != FSSIG_METHOD) {
       fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
                               sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
@@ -884,6 +893,11 @@ static cv ev_call(C *c, const fs_node *n) {
     if (!strcmp(sig->returns, "Module")) return recv;
     if (!strcmp(sig->returns, "None")) return fsC_const(c, fsV_none());
     return fsC_unknown();
+  }
+  if (fn.k == CV_CLASS && fn.sub == CLS_SIG && fn.id) { /* the real API's arguments: not bound */
+    const fsSig *sig = fn.p;
+    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
+    return !strcmp(sig->returns, "Tensor") ? (cv){.k = CV_TENSOR} : fsC_unknown();
   }
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG) {
     const fsSig *sig = fn.p;
@@ -1039,7 +1053,7 @@ static void assign(C *c, const fs_node *t, cv v) {
     const char *ty = fsC_type_name(c, &o);
     if (!has_members(ty)) break;
     const fsSig *sig = sig_lookup(c, ty, t->str);
-    if (!sig && pyclass_of(c, &o)) break; /* `self.fc = ...`: its class's own attribute */
+    if (!sig && (pyclass_of(c, &o) || real_member(c, ty, t->str))) break; /* `self.fc = ...` */
     if (!sig)
       fsC_report(c, FS_SEV_ERROR, "attr", t->name_loc, "'%s' object has no attribute '%s'",
                  display_type(c, &o), t->str);
@@ -1353,6 +1367,8 @@ int fsC_parse_arg(fsC_options *o, const char *arg, const char *next, const char 
 
 int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs_diags *d) {
   C c = {.src = src, .o = o, .d = d};
+  size_t plen = src && src->path ? strlen(src->path) : 0;
+  c.python = plen > 3 && !strcmp(src->path + plen - 3, ".py");
   GROW(c.reasons, c.nreasons, c.capreasons);
   c.nreasons = 1; /* 0 is "no reason" */
   c.define_used = fsA_xrealloc(NULL, o->ndefines + 1);

@@ -126,6 +126,7 @@ typedef struct C {
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
+  int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
   int star_import;      /* a `from m import *` ran: an unbound name may come from m */
 } C;
 

@@ -44,28 +44,136 @@ int fsSig_python_builtin(const char *name) {
   return 0;
 }
 
-/* Each module and the rows it exports under their own names (space-separated). */
-static const struct { const char *module, *rows; } namespaces[] = {
-  {"torch", "device no_grad float32 bfloat16 int64 long tensor zeros ones empty full arange "
-            "linspace eye rand randn randint zeros_like ones_like empty_like full_like rand_like "
-            "randn_like cat stack where exp log sqrt tanh sigmoid maximum minimum clamp softmax "
-            "log_softmax matmul bmm"},
-  {"torch.nn", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten"},
-  {"torch.nn.functional", "cross_entropy mse_loss softmax log_softmax sigmoid tanh"},
-  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad"},
+/* Each module and the rows it exports under their own names (space-separated):
+ * `rows` whose parameters are the real API's (bound and checked as in a
+ * FabricScript script), `loose` whose real API takes more than the row
+ * (`nn.Linear(..., device=)`, `torch.zeros(..., generator=)`): a Python
+ * script's call makes the object without its arguments being bound. */
+static const struct { const char *module, *rows, *loose; } namespaces[] = {
+  {"torch", "no_grad float32 bfloat16 int64 long",
+   "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
+   "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
+   "maximum minimum clamp softmax log_softmax matmul bmm"},
+  {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten"},
+  {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh"},
+  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad", ""},
   {"torch.optim.lr_scheduler", "StepLR MultiStepLR ExponentialLR CosineAnnealingLR "
                                "CosineAnnealingWarmRestarts LinearLR ConstantLR LambdaLR "
-                               "OneCycleLR SequentialLR ReduceLROnPlateau"},
-  {"torch.utils.data", "DataLoader"},
-  {"torch.utils.data.dataloader", "DataLoader"},
-  {"torchvision.datasets", "MNIST FashionMNIST"},
-  {"lightning", "Fabric"},
-  {"lightning.fabric", "Fabric"},
-  {"lightning.fabric.fabric", "Fabric"},
-  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy"},
-  {"lightning.fabric.strategies.fsdp", "FSDPStrategy"},
-  {"lightning.fabric.strategies.ddp", "DDPStrategy"},
-  {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy"},
+                               "OneCycleLR SequentialLR ReduceLROnPlateau", ""},
+  {"torch.utils.data", "", "DataLoader"},
+  {"torch.utils.data.dataloader", "", "DataLoader"},
+  {"lightning", "Fabric", ""},
+  {"lightning.fabric", "Fabric", ""},
+  {"lightning.fabric.fabric", "Fabric", ""},
+  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", ""},
+  {"lightning.fabric.strategies.fsdp", "FSDPStrategy", ""},
+  {"lightning.fabric.strategies.ddp", "DDPStrategy", ""},
+  {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", ""},
+};
+
+/* The members torch and Lightning give the types signatures.h models, beyond
+ * its rows: in a Python script they exist, unknown to the checker. Tensor,
+ * Module, Optimizer, DataLoader and Dataset: the public names of dir() of
+ * torch 1.13's classes (/usr/bin/python3 -c 'import torch; print(dir(torch.Tensor))')
+ * and their instances' attributes, with Fabric's wrappers' (`module`,
+ * `mark_forward_method`, `optimizer`, `device`) and the attributes of the
+ * layers signatures.h has (`weight`, `in_features` ...); list, dict and str: CPython
+ * 3.11's; Fabric: Lightning 2.4's API. */
+static const struct { const char *type, *members; } real_members[] = {
+  {"Fabric",
+   "accelerator strategy device global_rank local_rank node_rank world_size is_global_zero "
+   "loggers logger launch setup setup_module setup_optimizers setup_dataloaders backward "
+   "clip_gradients autocast to_device print barrier broadcast all_gather all_reduce "
+   "no_backward_sync sharded_model init_tensor init_module save load load_raw call log "
+   "log_dict seed_everything rank_zero_first run"},
+  {"list",
+   "append clear copy count extend index insert pop remove reverse sort"},
+  {"dict",
+   "clear copy fromkeys get items keys pop popitem setdefault update values"},
+  {"str",
+   "capitalize casefold center count encode endswith expandtabs find format format_map index "
+   "isalnum isalpha isascii isdecimal isdigit isidentifier islower isnumeric isprintable isspace "
+   "istitle isupper join ljust lower lstrip maketrans partition removeprefix removesuffix "
+   "replace rfind rindex rjust rpartition rsplit rstrip split splitlines startswith strip "
+   "swapcase title translate upper zfill"},
+  {"Tensor",
+   "H T __getitem__ __iter__ __len__ abs abs_ absolute absolute_ acos acos_ acosh acosh_ add "
+   "add_ addbmm addbmm_ addcdiv addcdiv_ addcmul addcmul_ addmm addmm_ addmv addmv_ addr addr_ "
+   "adjoint align_as align_to all allclose amax amin aminmax angle any apply_ arccos arccos_ "
+   "arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan2 arctan2_ arctan_ arctanh "
+   "arctanh_ argmax argmin argsort argwhere as_strided as_strided_ as_strided_scatter "
+   "as_subclass asin asin_ asinh asinh_ atan atan2 atan2_ atan_ atanh atanh_ backward baddbmm "
+   "baddbmm_ bernoulli bernoulli_ bfloat16 bincount bitwise_and bitwise_and_ bitwise_left_shift "
+   "bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or bitwise_or_ bitwise_right_shift "
+   "bitwise_right_shift_ bitwise_xor bitwise_xor_ bmm bool broadcast_to byte cauchy_ "
+   "ccol_indices cdouble ceil ceil_ cfloat chalf char cholesky cholesky_inverse cholesky_solve "
+   "chunk clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ clone coalesce "
+   "col_indices conj conj_physical conj_physical_ contiguous copy_ copysign copysign_ corrcoef "
+   "cos cos_ cosh cosh_ count_nonzero cov cpu cross crow_indices cuda cummax cummin cumprod "
+   "cumprod_ cumsum cumsum_ data data_ptr deg2rad deg2rad_ dense_dim dequantize det detach "
+   "detach_ device diag diag_embed diagflat diagonal diagonal_scatter diff digamma digamma_ dim "
+   "dist div div_ divide divide_ dot double dsplit dtype eig element_size eq eq_ equal erf erf_ "
+   "erfc erfc_ erfinv erfinv_ exp exp2 exp2_ exp_ expand expand_as expm1 expm1_ exponential_ "
+   "fill_ fill_diagonal_ fix fix_ flatten flip fliplr flipud float float_power float_power_ "
+   "floor floor_ floor_divide floor_divide_ fmax fmin fmod fmod_ frac frac_ frexp gather gcd "
+   "gcd_ ge ge_ geometric_ geqrf ger get_device grad grad_fn greater greater_ greater_equal "
+   "greater_equal_ gt gt_ half hardshrink has_names heaviside heaviside_ histc histogram hsplit "
+   "hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag index_add index_add_ index_copy "
+   "index_copy_ index_fill index_fill_ index_put index_put_ index_reduce index_reduce_ "
+   "index_select indices inner int int_repr inverse ipu is_coalesced is_complex is_conj "
+   "is_contiguous is_cpu is_cuda is_distributed is_floating_point is_inference is_ipu is_leaf "
+   "is_meta is_mkldnn is_mps is_neg is_nested is_nonzero is_ort is_pinned is_quantized "
+   "is_same_size is_set_to is_shared is_signed is_sparse is_sparse_csr is_vulkan is_xpu isclose "
+   "isfinite isinf isnan isneginf isposinf isreal istft item kron kthvalue layout lcm lcm_ ldexp "
+   "ldexp_ le le_ lerp lerp_ less less_ less_equal less_equal_ lgamma lgamma_ log log10 log10_ "
+   "log1p log1p_ log2 log2_ log_ log_normal_ log_softmax logaddexp logaddexp2 logcumsumexp "
+   "logdet logical_and logical_and_ logical_not logical_not_ logical_or logical_or_ logical_xor "
+   "logical_xor_ logit logit_ logsumexp long lstsq lt lt_ lu lu_solve mH mT map2_ map_ "
+   "masked_fill masked_fill_ masked_scatter masked_scatter_ masked_select matmul matrix_exp "
+   "matrix_power max maximum mean median min minimum mm mode moveaxis movedim msort mul mul_ "
+   "multinomial multiply multiply_ mv mvlgamma mvlgamma_ name names nan_to_num nan_to_num_ "
+   "nanmean nanmedian nanquantile nansum narrow narrow_copy ndim ndimension ne ne_ neg neg_ "
+   "negative negative_ nelement new new_empty new_empty_strided new_full new_ones new_tensor "
+   "new_zeros nextafter nextafter_ nonzero norm normal_ not_equal not_equal_ numel numpy orgqr "
+   "ormqr outer output_nr permute pin_memory pinverse polygamma polygamma_ positive pow pow_ "
+   "prelu prod put put_ q_per_channel_axis q_per_channel_scales q_per_channel_zero_points "
+   "q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_ random_ ravel real reciprocal "
+   "reciprocal_ record_stream refine_names register_hook reinforce relu relu_ remainder "
+   "remainder_ rename rename_ renorm renorm_ repeat repeat_interleave requires_grad "
+   "requires_grad_ reshape reshape_as resize resize_ resize_as resize_as_ resize_as_sparse_ "
+   "resolve_conj resolve_neg retain_grad retains_grad roll rot90 round round_ row_indices rsqrt "
+   "rsqrt_ scatter scatter_ scatter_add scatter_add_ scatter_reduce scatter_reduce_ select "
+   "select_scatter set_ sgn sgn_ shape share_memory_ short sigmoid sigmoid_ sign sign_ signbit "
+   "sin sin_ sinc sinc_ sinh sinh_ size slice_scatter slogdet smm softmax solve sort sparse_dim "
+   "sparse_mask sparse_resize_ sparse_resize_and_clear_ split split_with_sizes sqrt sqrt_ square "
+   "square_ squeeze squeeze_ sspaddmm std stft storage storage_offset storage_type stride sub "
+   "sub_ subtract subtract_ sum sum_to_size svd swapaxes swapaxes_ swapdims swapdims_ symeig t "
+   "t_ take take_along_dim tan tan_ tanh tanh_ tensor_split tile to to_dense to_mkldnn "
+   "to_padded_tensor to_sparse to_sparse_bsc to_sparse_bsr to_sparse_coo to_sparse_csc "
+   "to_sparse_csr tolist topk trace transpose transpose_ triangular_solve tril tril_ triu triu_ "
+   "true_divide true_divide_ trunc trunc_ type type_as unbind unflatten unfold uniform_ unique "
+   "unique_consecutive unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze unsqueeze_ "
+   "values var vdot view view_as volatile vsplit where xlogy xlogy_ xpu zero_"},
+  {"Module",
+   "weight bias in_features out_features num_embeddings embedding_dim padding_idx "
+   "normalized_shape eps elementwise_affine p inplace approximate start_dim end_dim "
+   "T_destination _buffers _forward_module _modules _original_module _parameters add_module "
+   "apply bfloat16 buffers children cpu cuda double dump_patches eval extra_repr float forward "
+   "get_buffer get_extra_state get_parameter get_submodule half ipu load_state_dict "
+   "mark_forward_method module modules named_buffers named_children named_modules "
+   "named_parameters parameters register_backward_hook register_buffer register_forward_hook "
+   "register_forward_pre_hook register_full_backward_hook register_load_state_dict_post_hook "
+   "register_module register_parameter requires_grad_ set_extra_state share_memory state_dict to "
+   "to_empty train training type xpu zero_grad"},
+  {"Optimizer",
+   "add_param_group defaults load_state_dict optimizer param_groups state state_dict step "
+   "zero_grad"},
+  {"DataLoader",
+   "batch_sampler batch_size check_worker_number_rationality collate_fn dataset device drop_last "
+   "generator multiprocessing_context num_workers persistent_workers pin_memory "
+   "pin_memory_device prefetch_factor sampler timeout worker_init_fn"},
+  {"Dataset",
+   "classes data root target_transform targets train transform"},
 };
 
 /* Whether word is one of the space-separated words of list. */
@@ -105,10 +213,15 @@ fsSig_ns fsSig_resolve(const char *dotted, const char **row) {
   for (size_t i = 0; i < sizeof namespaces / sizeof *namespaces; i++) {
     const char *m = namespaces[i].module;
     if (strncmp(m, pkg, plen) || strncmp(m + plen, rest, mlen) || m[plen + mlen]) continue;
-    if (has_word(namespaces[i].rows, last + 1, strlen(last + 1))) {
-      *row = last + 1;
-      return FSSIG_NS_ROW;
-    }
+    *row = last + 1;
+    if (has_word(namespaces[i].rows, last + 1, strlen(last + 1))) return FSSIG_NS_ROW;
+    if (has_word(namespaces[i].loose, last + 1, strlen(last + 1))) return FSSIG_NS_LOOSE;
   }
   return FSSIG_NS_MEMBER;
+}
+
+int fsSig_real_member(const char *type, const char *member) {
+  for (size_t i = 0; i < sizeof real_members / sizeof *real_members; i++)
+    if (!strcmp(real_members[i].type, type)) return has_word(real_members[i].members, member, strlen(member));
+  return 0;
 }

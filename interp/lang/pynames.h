@@ -16,13 +16,19 @@ int fsSig_python_builtin(const char *name);
 typedef enum fsSig_ns {
   FSSIG_NS_FOREIGN, /* not torch or lightning: numpy, argparse, a local module */
   FSSIG_NS_MEMBER,  /* inside torch/lightning, not modelled (a module or a name) */
-  FSSIG_NS_ROW      /* a signatures.h row */
+  FSSIG_NS_ROW,     /* a signatures.h row with the real API's parameters */
+  FSSIG_NS_LOOSE    /* a signatures.h row narrower than the real API */
 } fsSig_ns;
 
 /* What the dotted name ("torch.nn.Linear", "lightning.fabric", "L.Fabric"
- * after alias expansion) is. For FSSIG_NS_ROW, *row is the row's name
+ * after alias expansion) is. For FSSIG_NS_ROW and _LOOSE, *row is the row's name
  * ("Linear"). lightning_fabric and pytorch_lightning are Lightning's
  * standalone packages and resolve as lightning.fabric and lightning.pytorch. */
 fsSig_ns fsSig_resolve(const char *dotted, const char **row);
+
+/* 1 when torch or Lightning give objects of the modelled type ("Tensor",
+ * "Module", "Optimizer", "DataLoader", "Dataset", "Fabric") this member,
+ * whether or not signatures.h has a row for it. */
+int fsSig_real_member(const char *type, const char *member);
 
 #endif
