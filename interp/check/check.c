@@ -897,7 +897,13 @@ static cv ev_call(C *c, const fs_node *n) {
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG && fn.id) { /* the real API's arguments: not bound */
     const fsSig *sig = fn.p;
     if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
-    return !strcmp(sig->returns, "Tensor") ? (cv){.k = CV_TENSOR} : fsC_unknown();
+    if (strcmp(sig->returns, "Tensor")) return fsC_unknown();
+    cv t = {.k = CV_TENSOR}; /* computed from a set-up model's output when an argument is */
+    for (size_t i = 0; i < npos + nkw && !t.id; i++) {
+      const cv *x = i < npos ? &pos[i] : &kwv[i - npos];
+      if (x->k == CV_TENSOR) t.id = x->id;
+    }
+    return t;
   }
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG) {
     const fsSig *sig = fn.p;

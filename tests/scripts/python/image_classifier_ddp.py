@@ -39,7 +39,7 @@ class Net(nn.Module):
         x = F.relu(x)
         x = self.dropout2(x)
         x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
+        return x
 
 
 def run(hparams):
@@ -67,7 +67,7 @@ def run(hparams):
         for batch_idx, (data, target) in enumerate(train_loader):
             optimizer.zero_grad()
             output = model(data)
-            loss = F.nll_loss(output, target)
+            loss = F.cross_entropy(output, target)
             fabric.backward(loss)
             optimizer.step()
             if (batch_idx == 0) or ((batch_idx + 1) % hparams.log_interval == 0):
