@@ -166,5 +166,13 @@ if command -v python3 >/dev/null; then
   python3 "$src/tests/json-schema.py" "$src/docs/diagnostics.schema.json" --lines "$tmp/err" || fails "a multi-rank run's stderr does not validate"
 fi
 
+# fix on a .py file: the seed's mistake inside main(fabric) of the LLM script,
+# fixed in place, then checks clean (issue 19, point 6)
+sed 's/  # error:.*$//' "$src/tests/scripts/python/mistakes/llm_pretrain_fsdp_seed.py" >"$tmp/pretrain.py"
+expect 1 "$fs" check "$tmp/pretrain.py"
+expect 0 "$fs" fix "$tmp/pretrain.py" --write
+grep -qF '    model = fabric.setup_module(model)' "$tmp/pretrain.py" || fails "fix --write on a .py file: $(cat "$tmp/err")"
+expect 0 "$fs" check "$tmp/pretrain.py"
+
 [ $fail -eq 0 ] && echo "cli-test: all passed"
 exit $fail
