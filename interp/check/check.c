@@ -769,9 +769,38 @@ static int real_member(C *c, const char *type, const char *member) {
   return c->python && fsSig_real_member(type, member);
 }
 
+/* `-D name=value` read as a Python literal: an int, a float, True, False,
+ * None, else the text as a str. */
+static cv literal_define(C *c, const char *text) {
+  char *end;
+  long long i = strtoll(text, &end, 10);
+  if (*text && !*end) return fsC_int(c, i);
+  double f = strtod(text, &end);
+  if (*text && !*end) return fsC_const(c, fsV_float(f));
+  if (!strcmp(text, "True") || !strcmp(text, "False")) return fsC_const(c, fsV_bool(text[0] == 'T'));
+  if (!strcmp(text, "None")) return fsC_const(c, fsV_none());
+  return fsC_const(c, fsV_str(text, strlen(text)));
+}
+
+/* In a Python script, `args.devices` of a value the checker does not know
+ * (an argparse Namespace, a jsonargparse config) is -D devices=V's V. */
+static int define_attr(C *c, const char *name, cv *out) {
+  size_t len = strlen(name);
+  for (size_t i = 0; i < c->o->ndefines; i++) {
+    const char *d = c->o->defines[i];
+    if (strncmp(d, name, len) || d[len] != '=') continue;
+    c->define_used[i] = 1;
+    *out = literal_define(c, d + len + 1);
+    return 1;
+  }
+  return 0;
+}
+
 static cv ev_attr(C *c, const fs_node *n) {
   cv r = ev(c, n->kids[0]);
   if (r.k == CV_CLASS && r.sub == CLS_NS) return ns_attr(c, &r, n->str);
+  cv given;
+  if (c->python && r.k == CV_UNKNOWN && define_attr(c, n->str, &given)) return given;
   const char *t = fsC_type_name(c, &r);
   if (!has_members(t)) return fsC_unknown();
   const fsSig *sig = sig_lookup(c, t, n->str);
@@ -1400,7 +1429,8 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
     if (c.define_used[i]) continue;
     size_t k = strcspn(o->defines[i], "=");
     fsD_add(d, FS_SEV_WARNING, "param", NULL, (fs_loc){0, 0},
-            "-D %.*s is not used by any param() call", (int)k, o->defines[i]);
+            c.python ? "-D %.*s is not used by any param() call or attribute of a value not known"
+                     : "-D %.*s is not used by any param() call", (int)k, o->defines[i]);
   }
   for (size_t i = 0; i < c.nconsts; i++) fsV_release(c.consts[i]);
   if (c.arena) fsA_arena_free(c.arena);
