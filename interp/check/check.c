@@ -661,6 +661,15 @@ static cv ns_value(C *c, const char *dotted) {
     if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig, .id = ns == FSSIG_NS_LOOSE && c->python};
     return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
   }
+  case FSSIG_NS_MODULE:
+    if (c->python) { /* nn.Sequential(...): a module whose contents are unknown */
+      pyclass *k = fsC_alloc(c, sizeof *k);
+      memset(k, 0, sizeof *k);
+      k->name = row;
+      k->module = 1;
+      return (cv){.k = CV_CLASS, .sub = CLS_PY, .p = k};
+    }
+    return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
   case FSSIG_NS_MEMBER: return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
   default: return fsC_unknown();
   }
@@ -681,12 +690,63 @@ static cv ns_attr(C *c, const cv *ns, const char *attr) {
 static const pyclass *pyclass_of(C *c, const cv *v) {
   const cv *x = v->k == CV_PHI ? &((const cv *)v->p)[0] : v;
   uint32_t raw;
+  if (x->k == CV_OBJ && c->objs[x->id].kind == OB_INSTANCE) return c->objs[x->id].pycls;
   return fsC_model_obj(c, x, &raw) ? c->objs[raw].pycls : NULL;
+}
+
+/* The object whose attributes `v.name = ...` sets: an instance of a Python
+ * class, or the raw model a Python nn.Module (wrapped or not) is; -1 if none. */
+static int64_t attr_owner(C *c, const cv *v) {
+  uint32_t raw;
+  if (v->k != CV_OBJ) return -1;
+  if (c->objs[v->id].kind == OB_INSTANCE) return v->id;
+  return fsC_model_obj(c, v, &raw) && c->objs[raw].pycls ? (int64_t)raw : -1;
+}
+
+/* An object's attributes are globals under a key no name can spell
+ * ("\x01<id>.<name>"), so the undo trail and the joins at branches cover
+ * them as they cover variables. */
+static uintptr_t *attr_slot(C *c, uint32_t id, const char *name, int create) {
+  char key[160];
+  if (snprintf(key, sizeof key, "\x01%u.%s", id, name) >= (int)sizeof key) return NULL;
+  int fresh = 0;
+  uintptr_t *s = map_slot(c, &c->globals, create ? strcpy(fsC_alloc(c, strlen(key) + 1), key) : key, create, &fresh);
+  if (s && fresh) {
+    GROW(c->slots, c->nslots, c->capslots);
+    c->slots[c->nslots] = (cv){.k = CV_UNDEF};
+    *s = c->nslots++;
+  }
+  return s;
+}
+
+static cv get_attr(C *c, const cv *obj, const char *name) {
+  int64_t id = attr_owner(c, obj);
+  uintptr_t *s = id < 0 ? NULL : attr_slot(c, (uint32_t)id, name, 0);
+  return s && c->slots[*s].k != CV_UNDEF ? c->slots[*s] : fsC_unknown();
+}
+
+/* Only objects are remembered (a fabric, a model, an optimizer): numbers,
+ * strings and containers an attribute holds may be changed by code the
+ * checker does not see (a callback run by fabric.call, a library), so they
+ * are unknown when read. */
+static void set_attr(C *c, const cv *obj, const char *name, cv v) {
+  size_t n = v.k == CV_PHI ? v.n : 1;
+  const cv *alts = v.k == CV_PHI ? v.p : &v;
+  for (size_t i = 0; i < n; i++)
+    if (alts[i].k != CV_OBJ && alts[i].k != CV_TENSOR && alts[i].k != CV_FUNC && alts[i].k != CV_CLASS) {
+      v = fsC_unknown();
+      break;
+    }
+  int64_t id = attr_owner(c, obj);
+  uintptr_t *s = id < 0 ? NULL : attr_slot(c, (uint32_t)id, name, 1);
+  if (!s) return;
+  log_old(c, TR_SLOT, (uint32_t)*s);
+  c->slots[*s] = v;
 }
 
 /* The def of method name in class k or its Python bases, or NULL. */
 static const fs_node *py_method(const pyclass *k, const char *name) {
-  const fs_node *body = k->node->kids[1];
+  const fs_node *body = k->node ? k->node->kids[1] : NULL;
   for (uint32_t i = 0; body && i < body->nkids; i++)
     if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, name)) return body->kids[i];
   for (uint8_t i = 0; i < k->nbases; i++) {
@@ -718,6 +778,7 @@ static void st_class(C *c, const fs_node *s) {
   pyclass *k = fsC_alloc(c, sizeof *k);
   memset(k, 0, sizeof *k);
   k->node = s;
+  k->name = s->str;
   const fs_node *bases = s->kids[0];
   for (uint32_t i = 1; bases && i < bases->nkids; i++) {
     const fs_node *b = bases->kids[i];
@@ -744,15 +805,14 @@ static void st_class(C *c, const fs_node *s) {
 }
 
 /* K(args): an nn.Module class makes a model object (under the active
- * contexts, so meta under init_module(empty_init=True) with FSDP); its
- * __init__ is analysed with self bound to it. Other instances are unknown. */
+ * contexts, so meta under init_module(empty_init=True) with FSDP), another
+ * class an instance; __init__ is analysed with self bound to it, and so is
+ * each method called on it. Its attributes are unknown. */
 static cv new_instance(C *c, const pyclass *k, const fs_node *call, const cv *pos, size_t npos,
                        const char *const *kw, const cv *kwv, size_t nkw) {
-  cv self = fsC_unknown();
-  if (k->module) {
-    self = fsC_new_model(c, k->node->str, call->loc);
-    fsC_o(c, self.id)->pycls = k;
-  }
+  cv self = k->module ? fsC_new_model(c, k->name, call->loc)
+                      : fsC_obj(fsC_new_obj(c, OB_INSTANCE, call->loc));
+  fsC_o(c, self.id)->pycls = k;
   const fs_node *init = py_method(k, "__init__");
   if (init && fsA_def_plain(init)) {
     cv *args = fsC_alloc(c, (npos + 2) * sizeof *args);
@@ -802,9 +862,11 @@ static cv ev_attr(C *c, const fs_node *n) {
   cv given;
   if (c->python && r.k == CV_UNKNOWN && define_attr(c, n->str, &given)) return given;
   const char *t = fsC_type_name(c, &r);
+  if (!t && pyclass_of(c, &r)) return get_attr(c, &r, n->str);
   if (!has_members(t)) return fsC_unknown();
   const fsSig *sig = sig_lookup(c, t, n->str);
-  if (!sig && (pyclass_of(c, &r) || real_member(c, t, n->str))) return fsC_unknown(); /* set by its class's code */
+  if (!sig && pyclass_of(c, &r)) return get_attr(c, &r, n->str); /* set by its class's code */
+  if (!sig && real_member(c, t, n->str)) return fsC_unknown();
   if (!sig) {
     fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
                             display_type(c, &r), n->str);
@@ -892,8 +954,8 @@ static cv ev_call(C *c, const fs_node *n) {
   }
   if (mname) {
     const char *t = fsC_type_name(c, &recv);
-    if (!has_members(t)) return fsC_unknown();
-    const fsSig *sig = sig_lookup(c, t, mname);
+    if (!has_members(t) && !pyclass_of(c, &recv)) return fsC_unknown();
+    const fsSig *sig = t ? sig_lookup(c, t, mname) : NULL;
     const pyclass *cls = sig ? NULL : pyclass_of(c, &recv);
     if (cls) { /* the class's own method, with self bound; else an attribute its code set */
       const fs_node *def = py_method(cls, mname);
@@ -969,6 +1031,18 @@ static cv ev_call(C *c, const fs_node *n) {
   return fsC_unknown();
 }
 
+/* `a is b` where it is known: None, True and False are single objects, and
+ * an object the checker tracks is none of them. 1 same, 0 not, -1 unknown. */
+static int identical(const cv *a, const cv *b) {
+  const fs_value *x = fsC_cval(a), *y = fsC_cval(b);
+  int xs = x && (x->type == FSV_NONE || x->type == FSV_BOOL), ys = y && (y->type == FSV_NONE || y->type == FSV_BOOL);
+  if (xs && ys) return x->type == y->type && fsV_equal(x, y);
+  int aobj = a->k == CV_OBJ || a->k == CV_SEQ || a->k == CV_DICT || a->k == CV_TENSOR || a->k == CV_FUNC || a->k == CV_CLASS;
+  int bobj = b->k == CV_OBJ || b->k == CV_SEQ || b->k == CV_DICT || b->k == CV_TENSOR || b->k == CV_FUNC || b->k == CV_CLASS;
+  if ((xs && bobj) || (ys && aobj)) return 0;
+  return -1;
+}
+
 cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
 
 static cv ev(C *c, const fs_node *n) {
@@ -1024,7 +1098,11 @@ static cv ev(C *c, const fs_node *n) {
       return t < 0 ? fsC_unknown() : b;
     }
     cv b = ev(c, n->kids[1]);
-    if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^, is, is not: not modelled */
+    if (n->op == FS_OP_IS || n->op == FS_OP_IS_NOT) {
+      int same = identical(&a, &b);
+      return same < 0 ? fsC_unknown() : fsC_const(c, fsV_bool((n->op == FS_OP_IS) == same));
+    }
+    if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^: not modelled */
     return binop(c, n, n->op, a, b);
   }
   case FS_N_COMPARE:
@@ -1086,9 +1164,10 @@ static void assign(C *c, const fs_node *t, cv v) {
   case FS_N_ATTR: {
     cv o = ev(c, t->kids[0]);
     const char *ty = fsC_type_name(c, &o);
+    const fsSig *sig = has_members(ty) ? sig_lookup(c, ty, t->str) : NULL;
+    if (!sig && pyclass_of(c, &o)) { set_attr(c, &o, t->str, v); break; } /* `self.fc = ...` */
     if (!has_members(ty)) break;
-    const fsSig *sig = sig_lookup(c, ty, t->str);
-    if (!sig && (pyclass_of(c, &o) || real_member(c, ty, t->str))) break; /* `self.fc = ...` */
+    if (!sig && real_member(c, ty, t->str)) break;
     if (!sig)
       fsC_report(c, FS_SEV_ERROR, "attr", t->name_loc, "'%s' object has no attribute '%s'",
                  display_type(c, &o), t->str);
@@ -1337,6 +1416,7 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
   fs_loc at = call ? call->loc : fn->name_loc;
   for (int i = 0; i < c->nframes; i++)
     if (c->frames[i]->fn == fn) {
+      if (c->python && fn->kind == FS_N_DEF) return -1; /* Python recurses: the result is unknown */
       fsC_report(c, FS_SEV_ERROR, "recursion", at, fn->kind == FS_N_MODEL ? "model `%s` contains itself"
                  : "recursion is not supported: `%s` calls itself", fn->str);
       return -1;

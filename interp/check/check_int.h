@@ -40,9 +40,11 @@ typedef enum cvk {
 
 enum { CLS_SIG, CLS_MODEL, CLS_NS, CLS_PY };
 
-/* A Python class: its statement, its Python-class bases, whether it is an
- * nn.Module (its instances are model objects). */
+/* A Python class: its name, its statement (NULL for torch's containers,
+ * nn.Sequential ...), its Python-class bases, whether it is an nn.Module
+ * (its instances are model objects). */
 typedef struct pyclass {
+  const char *name;
   const fs_node *node;
   const struct pyclass *bases[4];
   uint8_t nbases, module;
@@ -61,7 +63,8 @@ typedef struct cv {
 } cv;
 
 typedef enum obk {
-  OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX
+  OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX,
+  OB_INSTANCE /* an instance of a Python class that is not an nn.Module (pycls) */
 } obk;
 
 enum { CTX_OTHER, CTX_INIT, CTX_META, CTX_DEVICE }; /* OB_CTX kinds */
@@ -83,7 +86,7 @@ typedef struct cobj {
   fs_loc loc;           /* the call that created it */
   fs_loc why_loc;       /* model: what made it meta/uninitialized; optimizer: its params */
   const char *cls;      /* model class name */
-  const pyclass *pycls; /* model: the Python class it is an instance of, or NULL */
+  const pyclass *pycls; /* model, instance: the Python class it is an instance of, or NULL */
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
 } cobj;

@@ -48,27 +48,29 @@ int fsSig_python_builtin(const char *name) {
  * `rows` whose parameters are the real API's (bound and checked as in a
  * FabricScript script), `loose` whose real API takes more than the row
  * (`nn.Linear(..., device=)`, `torch.zeros(..., generator=)`): a Python
- * script's call makes the object without its arguments being bound. */
-static const struct { const char *module, *rows, *loose; } namespaces[] = {
+ * script's call makes the object without its arguments being bound;
+ * `modules` nn.Module classes without a row whose instances are modules. */
+static const struct { const char *module, *rows, *loose, *modules; } namespaces[] = {
   {"torch", "no_grad float32 bfloat16 int64 long",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
-   "maximum minimum clamp softmax log_softmax matmul bmm"},
-  {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten"},
-  {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh"},
-  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad", ""},
+   "maximum minimum clamp softmax log_softmax matmul bmm", ""},
+  {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten",
+   "Sequential ModuleList ModuleDict"},
+  {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh", ""},
+  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad", "", ""},
   {"torch.optim.lr_scheduler", "StepLR MultiStepLR ExponentialLR CosineAnnealingLR "
                                "CosineAnnealingWarmRestarts LinearLR ConstantLR LambdaLR "
-                               "OneCycleLR SequentialLR ReduceLROnPlateau", ""},
-  {"torch.utils.data", "", "DataLoader"},
-  {"torch.utils.data.dataloader", "", "DataLoader"},
-  {"lightning", "Fabric", ""},
-  {"lightning.fabric", "Fabric", ""},
-  {"lightning.fabric.fabric", "Fabric", ""},
-  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", ""},
-  {"lightning.fabric.strategies.fsdp", "FSDPStrategy", ""},
-  {"lightning.fabric.strategies.ddp", "DDPStrategy", ""},
-  {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", ""},
+                               "OneCycleLR SequentialLR ReduceLROnPlateau", "", ""},
+  {"torch.utils.data", "", "DataLoader", ""},
+  {"torch.utils.data.dataloader", "", "DataLoader", ""},
+  {"lightning", "Fabric", "", ""},
+  {"lightning.fabric", "Fabric", "", ""},
+  {"lightning.fabric.fabric", "Fabric", "", ""},
+  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", "", ""},
+  {"lightning.fabric.strategies.fsdp", "FSDPStrategy", "", ""},
+  {"lightning.fabric.strategies.ddp", "DDPStrategy", "", ""},
+  {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", "", ""},
 };
 
 /* The members torch and Lightning give the types signatures.h models, beyond
@@ -216,6 +218,7 @@ fsSig_ns fsSig_resolve(const char *dotted, const char **row) {
     *row = last + 1;
     if (has_word(namespaces[i].rows, last + 1, strlen(last + 1))) return FSSIG_NS_ROW;
     if (has_word(namespaces[i].loose, last + 1, strlen(last + 1))) return FSSIG_NS_LOOSE;
+    if (has_word(namespaces[i].modules, last + 1, strlen(last + 1))) return FSSIG_NS_MODULE;
   }
   return FSSIG_NS_MEMBER;
 }

@@ -17,7 +17,9 @@ typedef enum fsSig_ns {
   FSSIG_NS_FOREIGN, /* not torch or lightning: numpy, argparse, a local module */
   FSSIG_NS_MEMBER,  /* inside torch/lightning, not modelled (a module or a name) */
   FSSIG_NS_ROW,     /* a signatures.h row with the real API's parameters */
-  FSSIG_NS_LOOSE    /* a signatures.h row narrower than the real API */
+  FSSIG_NS_LOOSE,   /* a signatures.h row narrower than the real API */
+  FSSIG_NS_MODULE   /* an nn.Module class with no row (nn.Sequential, nn.ModuleList,
+                     * nn.ModuleDict): its instances are modules, their contents unknown */
 } fsSig_ns;
 
 /* What the dotted name ("torch.nn.Linear", "lightning.fabric", "L.Fabric"
