@@ -843,7 +843,8 @@ static cv literal_define(C *c, const char *text) {
 }
 
 /* In a Python script, `args.devices` of a value the checker does not know
- * (an argparse Namespace, a jsonargparse config) is -D devices=V's V. */
+ * (an argparse Namespace, a jsonargparse config), and the parameter devices
+ * of a def no path calls (CLI(setup) calls it), is -D devices=V's V. */
 static int define_attr(C *c, const char *name, cv *out) {
   size_t len = strlen(name);
   for (size_t i = 0; i < c->o->ndefines; i++) {
@@ -1496,13 +1497,19 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;
-  c.uncalled = 1;
   for (size_t i = 0; i < c.ndefs; i++) {
     if (c.defs[i].called) continue;
     const fs_node *def = c.defs[i].def;
     size_t n = def->kids[0]->nkids;
     cv *args = fsC_alloc(&c, (n + 1) * sizeof *args);
-    for (size_t k = 0; k < n; k++) args[k] = fsC_unknown();
+    /* A Python entry point's parameters come from its command line
+     * (jsonargparse's CLI(setup) calls it): given by -D, the def is taken
+     * as run, and Fabric's rules apply to it. */
+    int given = 0;
+    for (size_t k = 0; k < n; k++)
+      if (c.python && define_attr(&c, def->kids[0]->kids[k]->str, &args[k])) given = 1;
+      else args[k] = fsC_unknown();
+    c.uncalled = !given;
     fsC_call_def(&c, def, NULL, args, n, NULL, NULL, 0);
   }
   for (size_t i = 0; i < o->ndefines; i++) {
