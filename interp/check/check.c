@@ -243,6 +243,10 @@ static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *
 
 static cv getvar(C *c, const char *name) {
   uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  /* a closure's free name: the enclosing def's, when it is the caller (as
+   * when a nested def is called where it is defined) */
+  for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
+    s = map_slot(c, &c->frames[i - 1]->locals, name, 0, NULL);
   if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
   return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
 }
@@ -591,6 +595,8 @@ static int truth(const cv *v) {
 }
 
 static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
+  const fs_value *fa = fsC_cval(&a);
+  if (c->python && op == FS_OP_MOD && fa && fa->type == FSV_STR) return fsC_unknown(); /* printf-style */
   if (a.k == CV_CONST && b.k == CV_CONST) {
     fsV_clearerr();
     fs_value *r = fsV_binop(NULL, op, (fs_value *)a.p, (fs_value *)b.p);
@@ -631,6 +637,13 @@ static cv ev_name(C *c, const fs_node *n) {
     return (cv){.k = CV_CONST, .p = main_str};
   }
   if (fsSig_python_builtin(n->str) || c->star_import) return fsC_unknown();
+  /* a closure called away from its enclosing def: its free names are not known here */
+  if (c->nframes && c->frames[c->nframes - 1]->closure) return fsC_unknown();
+  /* bound in this scope on a path the checker does not follow to here (an
+   * assignment before a `break`): Python's loops and exceptions decide */
+  if (c->python && ((c->nframes && map_slot(c, &c->frames[c->nframes - 1]->locals, n->str, 0, NULL)) ||
+                    map_slot(c, &c->globals, n->str, 0, NULL)))
+    return fsC_unknown();
   fs_diag *g = fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
   if (g) { /* the nearest variable bound here, or builtin */
     size_t nsig, k = 0;
@@ -789,17 +802,28 @@ static void st_class(C *c, const fs_node *s) {
   }
   if (fsC_kid(s, 2))
     for (uint32_t i = 0; i < s->kids[2]->nkids; i++) ev(c, s->kids[2]->kids[i]);
+  /* The body runs in a scope of its own (class attributes are not globals);
+   * its methods see the enclosing def's names, not the class's. */
   const fs_node *body = s->kids[1];
-  for (uint32_t i = 0; body && i < body->nkids; i++) {
-    const fs_node *m = body->kids[i];
-    if (m->kind == FS_N_DEF && fsA_def_plain(m)) {
+  int nested = c->nframes > 0;
+  if (c->nframes < 32 && body) {
+    frame f;
+    memset(&f, 0, sizeof f);
+    f.fn = s;
+    f.closure = nested;
+    c->frames[c->nframes++] = &f;
+    int dead0 = c->dead;
+    for (uint32_t i = 0; i < body->nkids && !c->dead; i++) {
+      const fs_node *m = body->kids[i];
+      if (m->kind != FS_N_DEF) { st(c, m); continue; }
+      if (!fsA_def_plain(m)) { fsC_setvar(c, m->str, fsC_unknown()); continue; } /* decorated ... */
       GROW(c->defs, c->ndefs, c->capdefs);
-      c->defs[c->ndefs++] = (struct defrec){m, 0};
-    } else if (m->kind == FS_N_ASSIGN || m->kind == FS_N_EXPR) {
-      ev(c, m->kids[m->kind == FS_N_ASSIGN]);
-    } else if (m->kind == FS_N_ANNASSIGN && m->kids[2]) {
-      ev(c, m->kids[2]);
+      c->defs[c->ndefs++] = (struct defrec){m, 0, nested};
+      fsC_setvar(c, m->str, (cv){.k = CV_FUNC, .p = m});
     }
+    c->dead = dead0;
+    c->nframes--;
+    map_free(&f.locals);
   }
   fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_PY, .p = k});
 }
@@ -1002,6 +1026,14 @@ static cv ev_call(C *c, const fs_node *n) {
     if (sig->kind == FSSIG_FUNC && !sig->params && (npos || nkw)) {
       fsC_report(c, FS_SEV_ERROR, "call", n->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
       return fsC_unknown();
+    }
+    if (c->python && sig->params && fsSig_python_builtin(sig->name)) {
+      /* Python's own builtin takes more than its row (str(b, "utf-8"),
+       * print(file=)): a call the row cannot bind is unknown, not an error */
+      char *err = NULL;
+      int bad = fsSig_bind(sig, npos, kw, nkw, pos_slot, kw_slot, &err);
+      free(err);
+      if (bad) return fsC_unknown();
     }
     if (sig->params && fsC_bind(c, sig, n, pos_slot, kw_slot)) return fsC_unknown();
     if (!sig->params && (npos || nkw)) {
@@ -1369,8 +1401,11 @@ static void st(C *c, const fs_node *s) {
   case FS_N_DEF:
     if (!fsA_def_plain(s)) { fsC_setvar(c, s->str, fsC_unknown()); break; } /* decorated, async, *args ... */
     fsC_setvar(c, s->str, (cv){.k = CV_FUNC, .p = s});
+    for (size_t i = 0; c->nframes && i < c->ndefs; i++) /* a nested def's statement runs at each call */
+      if (c->defs[i].def == s) goto registered;
     GROW(c->defs, c->ndefs, c->capdefs);
-    c->defs[c->ndefs++] = (struct defrec){s, 0};
+    c->defs[c->ndefs++] = (struct defrec){s, 0, c->nframes > 0};
+  registered:
     break;
   case FS_N_MODEL:
     fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_MODEL, .p = s});
@@ -1461,7 +1496,8 @@ cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, si
                 const char *const *kw, const cv *kwv, size_t nkw) {
   frame f;
   if (fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
-  for (size_t i = 0; i < c->ndefs; i++) if (c->defs[i].def == def) c->defs[i].called = 1;
+  for (size_t i = 0; i < c->ndefs; i++)
+    if (c->defs[i].def == def) { c->defs[i].called = 1; f.closure = c->defs[i].nested; }
   int dead0 = c->dead;
   c->dead = 0;
   block(c, def->kids[1]);

@@ -101,6 +101,7 @@ typedef struct frame {
   name_map locals;
   const fs_node *fn;
   cv ret; int has_ret;
+  int closure;          /* a def defined inside another: its free names are the enclosing def's */
 } frame;
 
 typedef struct C {
@@ -125,7 +126,7 @@ typedef struct C {
   fs_value *small_ints[SMALL_INTS]; /* fsC_int's, made on first use */
   name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
-  struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;
+  struct defrec { const fs_node *def; int called, nested; } *defs; size_t ndefs, capdefs;
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */

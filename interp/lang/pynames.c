@@ -75,12 +75,12 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
 
 /* The members torch and Lightning give the types signatures.h models, beyond
  * its rows: in a Python script they exist, unknown to the checker. Tensor,
- * Module, Optimizer, DataLoader and Dataset: the public names of dir() of
+ * Module, Optimizer, DataLoader and Dataset: the public and dunder names of dir() of
  * torch 1.13's classes (/usr/bin/python3 -c 'import torch; print(dir(torch.Tensor))')
  * and their instances' attributes, with Fabric's wrappers' (`module`,
  * `mark_forward_method`, `optimizer`, `device`) and the attributes of the
  * layers signatures.h has (`weight`, `in_features` ...); list, dict and str: CPython
- * 3.11's; Fabric: Lightning 2.4's API. */
+ * 3.11's dir(); Fabric: Lightning 2.4's API. */
 static const struct { const char *type, *members; } real_members[] = {
   {"Fabric",
    "accelerator strategy device global_rank local_rank node_rank world_size is_global_zero "
@@ -99,32 +99,43 @@ static const struct { const char *type, *members; } real_members[] = {
    "replace rfind rindex rjust rpartition rsplit rstrip split splitlines startswith strip "
    "swapcase title translate upper zfill"},
   {"Tensor",
-   "H T __getitem__ __iter__ __len__ abs abs_ absolute absolute_ acos acos_ acosh acosh_ add "
-   "add_ addbmm addbmm_ addcdiv addcdiv_ addcmul addcmul_ addmm addmm_ addmv addmv_ addr addr_ "
-   "adjoint align_as align_to all allclose amax amin aminmax angle any apply_ arccos arccos_ "
-   "arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan2 arctan2_ arctan_ arctanh "
-   "arctanh_ argmax argmin argsort argwhere as_strided as_strided_ as_strided_scatter "
-   "as_subclass asin asin_ asinh asinh_ atan atan2 atan2_ atan_ atanh atanh_ backward baddbmm "
-   "baddbmm_ bernoulli bernoulli_ bfloat16 bincount bitwise_and bitwise_and_ bitwise_left_shift "
-   "bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or bitwise_or_ bitwise_right_shift "
-   "bitwise_right_shift_ bitwise_xor bitwise_xor_ bmm bool broadcast_to byte cauchy_ "
-   "ccol_indices cdouble ceil ceil_ cfloat chalf char cholesky cholesky_inverse cholesky_solve "
-   "chunk clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ clone coalesce "
-   "col_indices conj conj_physical conj_physical_ contiguous copy_ copysign copysign_ corrcoef "
-   "cos cos_ cosh cosh_ count_nonzero cov cpu cross crow_indices cuda cummax cummin cumprod "
-   "cumprod_ cumsum cumsum_ data data_ptr deg2rad deg2rad_ dense_dim dequantize det detach "
-   "detach_ device diag diag_embed diagflat diagonal diagonal_scatter diff digamma digamma_ dim "
-   "dist div div_ divide divide_ dot double dsplit dtype eig element_size eq eq_ equal erf erf_ "
-   "erfc erfc_ erfinv erfinv_ exp exp2 exp2_ exp_ expand expand_as expm1 expm1_ exponential_ "
-   "fill_ fill_diagonal_ fix fix_ flatten flip fliplr flipud float float_power float_power_ "
-   "floor floor_ floor_divide floor_divide_ fmax fmin fmod fmod_ frac frac_ frexp gather gcd "
-   "gcd_ ge ge_ geometric_ geqrf ger get_device grad grad_fn greater greater_ greater_equal "
-   "greater_equal_ gt gt_ half hardshrink has_names heaviside heaviside_ histc histogram hsplit "
-   "hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag index_add index_add_ index_copy "
-   "index_copy_ index_fill index_fill_ index_put index_put_ index_reduce index_reduce_ "
-   "index_select indices inner int int_repr inverse ipu is_coalesced is_complex is_conj "
-   "is_contiguous is_cpu is_cuda is_distributed is_floating_point is_inference is_ipu is_leaf "
-   "is_meta is_mkldnn is_mps is_neg is_nested is_nonzero is_ort is_pinned is_quantized "
+   "H T __abs__ __add__ __and__ __array__ __array_priority__ __array_wrap__ __bool__ __class__ "
+   "__complex__ __contains__ __cuda_array_interface__ __deepcopy__ __delattr__ __delitem__ "
+   "__dict__ __dir__ __div__ __dlpack__ __dlpack_device__ __doc__ __eq__ __float__ __floordiv__ "
+   "__format__ __ge__ __getattribute__ __getitem__ __getstate__ __gt__ __hash__ __iadd__ "
+   "__iand__ __idiv__ __ifloordiv__ __ilshift__ __imod__ __imul__ __index__ __init__ "
+   "__init_subclass__ __int__ __invert__ __ior__ __ipow__ __irshift__ __isub__ __iter__ "
+   "__itruediv__ __ixor__ __le__ __len__ __long__ __lshift__ __lt__ __matmul__ __mod__ "
+   "__module__ __mul__ __ne__ __neg__ __new__ __nonzero__ __or__ __pos__ __pow__ __radd__ "
+   "__rand__ __rdiv__ __reduce__ __reduce_ex__ __repr__ __reversed__ __rfloordiv__ __rlshift__ "
+   "__rmatmul__ __rmod__ __rmul__ __ror__ __rpow__ __rrshift__ __rshift__ __rsub__ __rtruediv__ "
+   "__rxor__ __setattr__ __setitem__ __setstate__ __sizeof__ __str__ __sub__ __subclasshook__ "
+   "__torch_dispatch__ __torch_function__ __truediv__ __weakref__ __xor__ abs abs_ absolute "
+   "absolute_ acos acos_ acosh acosh_ add add_ addbmm addbmm_ addcdiv addcdiv_ addcmul addcmul_ "
+   "addmm addmm_ addmv addmv_ addr addr_ adjoint align_as align_to all allclose amax amin "
+   "aminmax angle any apply_ arccos arccos_ arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ "
+   "arctan arctan2 arctan2_ arctan_ arctanh arctanh_ argmax argmin argsort argwhere as_strided "
+   "as_strided_ as_strided_scatter as_subclass asin asin_ asinh asinh_ atan atan2 atan2_ atan_ "
+   "atanh atanh_ backward baddbmm baddbmm_ bernoulli bernoulli_ bfloat16 bincount bitwise_and "
+   "bitwise_and_ bitwise_left_shift bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or "
+   "bitwise_or_ bitwise_right_shift bitwise_right_shift_ bitwise_xor bitwise_xor_ bmm bool "
+   "broadcast_to byte cauchy_ ccol_indices cdouble ceil ceil_ cfloat chalf char cholesky "
+   "cholesky_inverse cholesky_solve chunk clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ "
+   "clip clip_ clone coalesce col_indices conj conj_physical conj_physical_ contiguous copy_ "
+   "copysign copysign_ corrcoef cos cos_ cosh cosh_ count_nonzero cov cpu cross crow_indices "
+   "cuda cummax cummin cumprod cumprod_ cumsum cumsum_ data data_ptr deg2rad deg2rad_ dense_dim "
+   "dequantize det detach detach_ device diag diag_embed diagflat diagonal diagonal_scatter diff "
+   "digamma digamma_ dim dist div div_ divide divide_ dot double dsplit dtype eig element_size "
+   "eq eq_ equal erf erf_ erfc erfc_ erfinv erfinv_ exp exp2 exp2_ exp_ expand expand_as expm1 "
+   "expm1_ exponential_ fill_ fill_diagonal_ fix fix_ flatten flip fliplr flipud float "
+   "float_power float_power_ floor floor_ floor_divide floor_divide_ fmax fmin fmod fmod_ frac "
+   "frac_ frexp gather gcd gcd_ ge ge_ geometric_ geqrf ger get_device grad grad_fn greater "
+   "greater_ greater_equal greater_equal_ gt gt_ half hardshrink has_names heaviside heaviside_ "
+   "histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag index_add "
+   "index_add_ index_copy index_copy_ index_fill index_fill_ index_put index_put_ index_reduce "
+   "index_reduce_ index_select indices inner int int_repr inverse ipu is_coalesced is_complex "
+   "is_conj is_contiguous is_cpu is_cuda is_distributed is_floating_point is_inference is_ipu "
+   "is_leaf is_meta is_mkldnn is_mps is_neg is_nested is_nonzero is_ort is_pinned is_quantized "
    "is_same_size is_set_to is_shared is_signed is_sparse is_sparse_csr is_vulkan is_xpu isclose "
    "isfinite isinf isnan isneginf isposinf isreal istft item kron kthvalue layout lcm lcm_ ldexp "
    "ldexp_ le le_ lerp lerp_ less less_ less_equal less_equal_ lgamma lgamma_ log log10 log10_ "
@@ -159,23 +170,60 @@ static const struct { const char *type, *members; } real_members[] = {
   {"Module",
    "weight bias in_features out_features num_embeddings embedding_dim padding_idx "
    "normalized_shape eps elementwise_affine p inplace approximate start_dim end_dim "
-   "T_destination _buffers _forward_module _modules _original_module _parameters add_module "
-   "apply bfloat16 buffers children cpu cuda double dump_patches eval extra_repr float forward "
-   "get_buffer get_extra_state get_parameter get_submodule half ipu load_state_dict "
-   "mark_forward_method module modules named_buffers named_children named_modules "
-   "named_parameters parameters register_backward_hook register_buffer register_forward_hook "
-   "register_forward_pre_hook register_full_backward_hook register_load_state_dict_post_hook "
-   "register_module register_parameter requires_grad_ set_extra_state share_memory state_dict to "
-   "to_empty train training type xpu zero_grad"},
+   "T_destination __annotations__ __call__ __class__ __delattr__ __dict__ __dir__ __doc__ __eq__ "
+   "__format__ __ge__ __getattr__ __getattribute__ __getstate__ __gt__ __hash__ __init__ "
+   "__init_subclass__ __le__ __lt__ __module__ __ne__ __new__ __reduce__ __reduce_ex__ __repr__ "
+   "__setattr__ __setstate__ __sizeof__ __str__ __subclasshook__ __weakref__ _buffers "
+   "_forward_module _modules _original_module _parameters add_module apply bfloat16 buffers "
+   "children cpu cuda double dump_patches eval extra_repr float forward get_buffer "
+   "get_extra_state get_parameter get_submodule half ipu load_state_dict mark_forward_method "
+   "module modules named_buffers named_children named_modules named_parameters parameters "
+   "register_backward_hook register_buffer register_forward_hook register_forward_pre_hook "
+   "register_full_backward_hook register_load_state_dict_post_hook register_module "
+   "register_parameter requires_grad_ set_extra_state share_memory state_dict to to_empty train "
+   "training type xpu zero_grad"},
   {"Optimizer",
-   "add_param_group defaults load_state_dict optimizer param_groups state state_dict step "
-   "zero_grad"},
+   "__class__ __delattr__ __dict__ __dir__ __doc__ __eq__ __format__ __ge__ __getattribute__ "
+   "__getstate__ __gt__ __hash__ __init__ __init_subclass__ __le__ __lt__ __module__ __ne__ "
+   "__new__ __reduce__ __reduce_ex__ __repr__ __setattr__ __setstate__ __sizeof__ __str__ "
+   "__subclasshook__ __weakref__ add_param_group defaults load_state_dict optimizer param_groups "
+   "state state_dict step zero_grad"},
   {"DataLoader",
-   "batch_sampler batch_size check_worker_number_rationality collate_fn dataset device drop_last "
-   "generator multiprocessing_context num_workers persistent_workers pin_memory "
+   "__annotations__ __class__ __class_getitem__ __delattr__ __dict__ __dir__ __doc__ __eq__ "
+   "__format__ __ge__ __getattribute__ __getstate__ __gt__ __hash__ __init__ __init_subclass__ "
+   "__iter__ __le__ __len__ __lt__ __module__ __ne__ __new__ __orig_bases__ __parameters__ "
+   "__reduce__ __reduce_ex__ __repr__ __setattr__ __sizeof__ __slots__ __str__ __subclasshook__ "
+   "__weakref__ batch_sampler batch_size check_worker_number_rationality collate_fn dataset "
+   "device drop_last generator multiprocessing_context num_workers persistent_workers pin_memory "
    "pin_memory_device prefetch_factor sampler timeout worker_init_fn"},
   {"Dataset",
+   "__add__ __class__ __class_getitem__ __delattr__ __dict__ __dir__ __doc__ __eq__ __format__ "
+   "__ge__ __getattribute__ __getitem__ __getstate__ __gt__ __hash__ __init__ __init_subclass__ "
+   "__le__ __lt__ __module__ __ne__ __new__ __orig_bases__ __parameters__ __reduce__ "
+   "__reduce_ex__ __repr__ __setattr__ __sizeof__ __slots__ __str__ __subclasshook__ __weakref__ "
    "classes data root target_transform targets train transform"},
+  {"list",
+   "__add__ __class__ __class_getitem__ __contains__ __delattr__ __delitem__ __dir__ __doc__ "
+   "__eq__ __format__ __ge__ __getattribute__ __getitem__ __getstate__ __gt__ __hash__ __iadd__ "
+   "__imul__ __init__ __init_subclass__ __iter__ __le__ __len__ __lt__ __mul__ __ne__ __new__ "
+   "__reduce__ __reduce_ex__ __repr__ __reversed__ __rmul__ __setattr__ __setitem__ __sizeof__ "
+   "__str__ __subclasshook__ append clear copy count extend index insert pop remove reverse sort"},
+  {"dict",
+   "__class__ __class_getitem__ __contains__ __delattr__ __delitem__ __dir__ __doc__ __eq__ "
+   "__format__ __ge__ __getattribute__ __getitem__ __getstate__ __gt__ __hash__ __init__ "
+   "__init_subclass__ __ior__ __iter__ __le__ __len__ __lt__ __ne__ __new__ __or__ __reduce__ "
+   "__reduce_ex__ __repr__ __reversed__ __ror__ __setattr__ __setitem__ __sizeof__ __str__ "
+   "__subclasshook__ clear copy fromkeys get items keys pop popitem setdefault update values"},
+  {"str",
+   "__add__ __class__ __contains__ __delattr__ __dir__ __doc__ __eq__ __format__ __ge__ "
+   "__getattribute__ __getitem__ __getnewargs__ __getstate__ __gt__ __hash__ __init__ "
+   "__init_subclass__ __iter__ __le__ __len__ __lt__ __mod__ __mul__ __ne__ __new__ __reduce__ "
+   "__reduce_ex__ __repr__ __rmod__ __rmul__ __setattr__ __sizeof__ __str__ __subclasshook__ "
+   "capitalize casefold center count encode endswith expandtabs find format format_map index "
+   "isalnum isalpha isascii isdecimal isdigit isidentifier islower isnumeric isprintable isspace "
+   "istitle isupper join ljust lower lstrip maketrans partition removeprefix removesuffix "
+   "replace rfind rindex rjust rpartition rsplit rstrip split splitlines startswith strip "
+   "swapcase title translate upper zfill"},
 };
 
 /* Whether word is one of the space-separated words of list. */
