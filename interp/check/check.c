@@ -1368,6 +1368,22 @@ static void st_import(C *c, const fs_node *s) {
   }
 }
 
+/* `@torch.no_grad()`, `@torch.inference_mode()`, `@torch.enable_grad()`
+ * (called or not): the decorated function is the function. */
+static int grad_mode_decorator(const fs_node *d) {
+  const fs_node *f = d->kind == FS_N_CALL && d->nkids == 1 ? d->kids[0] : d;
+  const char *name = f->kind == FS_N_NAME || f->kind == FS_N_ATTR ? f->str : NULL;
+  return name && (!strcmp(name, "no_grad") || !strcmp(name, "inference_mode") || !strcmp(name, "enable_grad"));
+}
+
+/* fsA_def_plain but for decorators: not async, every parameter positional-or-keyword. */
+static int params_plain(const fs_node *def) {
+  const fs_node *params = def->kids[0];
+  for (uint32_t i = 0; i < params->nkids; i++)
+    if (params->kids[i]->op != FS_PARAM_PLAIN) return 0;
+  return !def->op;
+}
+
 static void st(C *c, const fs_node *s) {
   const fs_node *prev = c->stmt;
   c->stmt = s;
@@ -1398,15 +1414,25 @@ static void st(C *c, const fs_node *s) {
     for (uint32_t i = 0; i < 2; i++) if (s->kids[i]) ev(c, s->kids[i]);
     c->dead = 1;
     break;
-  case FS_N_DEF:
-    if (!fsA_def_plain(s)) { fsC_setvar(c, s->str, fsC_unknown()); break; } /* decorated, async, *args ... */
-    fsC_setvar(c, s->str, (cv){.k = CV_FUNC, .p = s});
+  case FS_N_DEF: {
+    /* Decorators run (their names are checked); torch's grad-mode ones
+     * (`@torch.no_grad()`) return the function itself. A def under another
+     * decorator is unknown, its body analysed once for its own errors. */
+    const fs_node *decos = fsC_kid(s, 2);
+    int transparent = 1;
+    for (uint32_t i = 0; decos && i < decos->nkids; i++) {
+      ev(c, decos->kids[i]);
+      transparent &= grad_mode_decorator(decos->kids[i]);
+    }
+    if (!params_plain(s)) { fsC_setvar(c, s->str, fsC_unknown()); break; } /* async, *args ... */
+    fsC_setvar(c, s->str, transparent ? (cv){.k = CV_FUNC, .p = s} : fsC_unknown());
     for (size_t i = 0; c->nframes && i < c->ndefs; i++) /* a nested def's statement runs at each call */
       if (c->defs[i].def == s) goto registered;
     GROW(c->defs, c->ndefs, c->capdefs);
     c->defs[c->ndefs++] = (struct defrec){s, 0, c->nframes > 0};
   registered:
     break;
+  }
   case FS_N_MODEL:
     fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_MODEL, .p = s});
     fsC_declare_model(c, s);

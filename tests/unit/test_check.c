@@ -456,6 +456,17 @@ static void test_python(void **state) {
     "fabric = Fabric(accelerator=\"cpu\", strategy=args.strategy)\n", "strategy=fsdp"), 1);
   expect(&r, 0, "R10", 4, 45, "You selected the FSDP strategy");
   run_free(&r);
+  /* @torch.no_grad() returns the function: its body is checked where called;
+   * under a decorator not modelled the def is unknown, its body still checked */
+  assert_int_equal(check_py(&r,
+    "import functools, torch\nfrom lightning.fabric import Fabric\n"
+    "@torch.no_grad()\ndef validate(fabric, model):\n    return fabric.setup(model)\n"
+    "@functools.cache\ndef other(x):\n    return y\n"
+    "fabric = Fabric(accelerator=\"cpu\")\n"
+    "validate(fabric, fabric.setup(torch.nn.Linear(2, 2)))\n", NULL), 2);
+  expect(&r, 0, "R22", 5, 12, "A model should be passed only once");
+  expect(&r, 1, "name", 8, 12, "name 'y' is not defined");
+  run_free(&r);
 }
 
 int main(void) {
