@@ -1410,6 +1410,16 @@ static void st(C *c, const fs_node *s) {
   case FS_N_IMPORT: case FS_N_IMPORTFROM: st_import(c, s); break;
   case FS_N_CLASS: st_class(c, s); break;
   case FS_N_TYPEALIAS: fsC_setvar(c, s->kids[0]->str, fsC_unknown()); break;
+  case FS_N_GLOBAL: /* the def may bind these module names: unknown where not bound yet */
+    for (uint32_t i = 0; c->nframes && i < s->nkids; i++) {
+      int fresh = 0;
+      uintptr_t *g = map_slot(c, &c->globals, s->kids[i]->str, 1, &fresh);
+      if (!fresh) continue;
+      GROW(c->slots, c->nslots, c->capslots);
+      c->slots[c->nslots] = fsC_unknown();
+      *g = c->nslots++;
+    }
+    break;
   case FS_N_RAISE:
     for (uint32_t i = 0; i < 2; i++) if (s->kids[i]) ev(c, s->kids[i]);
     c->dead = 1;
