@@ -196,6 +196,13 @@ printf 'fabric = Fabric(accelerator="cpu", devices=1, precision="16-mixed")\npri
 printf 'loader = DataLoader(RandomDataset(3, 4, 3, 0), batch_size=8, drop_last=True)\nn = 0\nfor epoch in range(2):\n    for x, y in loader:\n        n += 1\nprint(n)\n' > "$tmp/empty.fab"
 FABRICSCRIPT_PROGRESS_INTERVAL=0 "$fs" "$tmp/empty.fab" >"$tmp/out" 2>"$tmp/err"
 grep -qx 0 "$tmp/out" && ! [ -s "$tmp/err" ] || { echo "FAIL: a loader of zero batches: $(cat "$tmp/out" "$tmp/err")"; fail=1; }
+# fix on a .py file: the seed's mistake inside main(fabric) of the LLM script,
+# fixed in place, then checks clean (issue 19, point 6)
+sed 's/  # error:.*$//' "$src/tests/scripts/python/mistakes/llm_pretrain_fsdp_seed.py" >"$tmp/pretrain.py"
+expect 1 "$fs" check "$tmp/pretrain.py"
+expect 0 "$fs" fix "$tmp/pretrain.py" --write
+grep -qF '    model = fabric.setup_module(model)' "$tmp/pretrain.py" || fails "fix --write on a .py file: $(cat "$tmp/err")"
+expect 0 "$fs" check "$tmp/pretrain.py"
 
 [ $fail -eq 0 ] && echo "cli-test: all passed"
 exit $fail

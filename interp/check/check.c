@@ -3,6 +3,7 @@
  * expressions. Fabric's semantics are in fabric/ (reached via paths.c and api_*.c);
  * nothing here runs anything. */
 #include "check_int.h"
+#include "pynames.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -242,6 +243,10 @@ static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *
 
 static cv getvar(C *c, const char *name) {
   uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  /* a closure's free name: the enclosing def's, when it is the caller (as
+   * when a nested def is called where it is defined) */
+  for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
+    s = map_slot(c, &c->frames[i - 1]->locals, name, 0, NULL);
   if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
   return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
 }
@@ -590,6 +595,8 @@ static int truth(const cv *v) {
 }
 
 static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
+  const fs_value *fa = fsC_cval(&a);
+  if (c->python && op == FS_OP_MOD && fa && fa->type == FSV_STR) return fsC_unknown(); /* printf-style */
   if (a.k == CV_CONST && b.k == CV_CONST) {
     fsV_clearerr();
     fs_value *r = fsV_binop(NULL, op, (fs_value *)a.p, (fs_value *)b.p);
@@ -618,11 +625,29 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
   return fsC_unknown();
 }
 
+static cv ns_value(C *c, const char *dotted);
+
 static cv ev_name(C *c, const fs_node *n) {
   cv v = getvar(c, n->str);
   if (v.k != CV_UNDEF) return v;
   const fsSig *sig = sig_lookup(c, NULL, n->str);
   if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
+  /* the class a FabricScript script's modules subclass, as the run binds it */
+  if (!strcmp(n->str, "Module")) return ns_value(c, "torch.nn.Module");
+  if (!strcmp(n->str, "__name__")) { /* a checked script is the one Python runs */
+    fs_value *main_str = arena_value(c, FSV_STR);
+    main_str->u.str.s = (char *)"__main__";
+    main_str->u.str.len = 8;
+    return (cv){.k = CV_CONST, .p = main_str};
+  }
+  if (fsSig_python_builtin(n->str) || c->star_import) return fsC_unknown();
+  /* a closure called away from its enclosing def: its free names are not known here */
+  if (c->nframes && c->frames[c->nframes - 1]->closure) return fsC_unknown();
+  /* bound in this scope on a path the checker does not follow to here (an
+   * assignment before a `break`): Python's loops and exceptions decide */
+  if (c->python && ((c->nframes && map_slot(c, &c->frames[c->nframes - 1]->locals, n->str, 0, NULL)) ||
+                    map_slot(c, &c->globals, n->str, 0, NULL)))
+    return fsC_unknown();
   fs_diag *g = fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
   if (g) { /* the nearest variable bound here, or builtin */
     size_t nsig, k = 0;
@@ -639,11 +664,238 @@ static cv ev_name(C *c, const fs_node *n) {
   return fsC_unknown();
 }
 
+/* ---- Python's imports and classes ----------------------------------------- */
+
+/* What a dotted torch/lightning name is to the checker: a builtin's row, a
+ * namespace not modelled (CLS_NS), or, outside those packages, unknown. */
+static cv ns_value(C *c, const char *dotted) {
+  const char *row = NULL;
+  fsSig_ns ns = fsSig_resolve(dotted, &row);
+  switch (ns) {
+  case FSSIG_NS_ROW: case FSSIG_NS_LOOSE: {
+    const fsSig *sig = sig_lookup(c, NULL, row);
+    /* id 1: a Python script calls it with the real API's arguments, not bound here */
+    if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig, .id = ns == FSSIG_NS_LOOSE && c->python};
+    return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
+  }
+  case FSSIG_NS_MODULE:
+    if (c->python) { /* nn.Sequential(...): a module whose contents are unknown */
+      pyclass *k = fsC_alloc(c, sizeof *k);
+      memset(k, 0, sizeof *k);
+      k->name = row;
+      k->module = 1;
+      return (cv){.k = CV_CLASS, .sub = CLS_PY, .p = k};
+    }
+    return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
+  case FSSIG_NS_MEMBER: return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
+  default: return fsC_unknown();
+  }
+}
+
+/* ns.attr for a namespace value. */
+static cv ns_attr(C *c, const cv *ns, const char *attr) {
+  size_t a = strlen(ns->p), b = strlen(attr);
+  char *s = fsC_alloc(c, a + b + 2);
+  memcpy(s, ns->p, a);
+  s[a] = '.';
+  memcpy(s + a + 1, attr, b + 1);
+  return ns_value(c, s);
+}
+
+/* The Python class of a model value (its raw object's), or NULL: such a
+ * model has the attributes and methods its class gives it, beyond Module's. */
+static const pyclass *pyclass_of(C *c, const cv *v) {
+  const cv *x = v->k == CV_PHI ? &((const cv *)v->p)[0] : v;
+  uint32_t raw;
+  if (x->k == CV_OBJ && c->objs[x->id].kind == OB_INSTANCE) return c->objs[x->id].pycls;
+  return fsC_model_obj(c, x, &raw) ? c->objs[raw].pycls : NULL;
+}
+
+/* The object whose attributes `v.name = ...` sets: an instance of a Python
+ * class, or the raw model a Python nn.Module (wrapped or not) is; -1 if none. */
+static int64_t attr_owner(C *c, const cv *v) {
+  uint32_t raw;
+  if (v->k != CV_OBJ) return -1;
+  if (c->objs[v->id].kind == OB_INSTANCE) return v->id;
+  return fsC_model_obj(c, v, &raw) && c->objs[raw].pycls ? (int64_t)raw : -1;
+}
+
+/* An object's attributes are globals under a key no name can spell
+ * ("\x01<id>.<name>"), so the undo trail and the joins at branches cover
+ * them as they cover variables. */
+static uintptr_t *attr_slot(C *c, uint32_t id, const char *name, int create) {
+  char key[160];
+  if (snprintf(key, sizeof key, "\x01%u.%s", id, name) >= (int)sizeof key) return NULL;
+  int fresh = 0;
+  uintptr_t *s = map_slot(c, &c->globals, create ? strcpy(fsC_alloc(c, strlen(key) + 1), key) : key, create, &fresh);
+  if (s && fresh) {
+    GROW(c->slots, c->nslots, c->capslots);
+    c->slots[c->nslots] = (cv){.k = CV_UNDEF};
+    *s = c->nslots++;
+  }
+  return s;
+}
+
+static cv get_attr(C *c, const cv *obj, const char *name) {
+  int64_t id = attr_owner(c, obj);
+  uintptr_t *s = id < 0 ? NULL : attr_slot(c, (uint32_t)id, name, 0);
+  return s && c->slots[*s].k != CV_UNDEF ? c->slots[*s] : fsC_unknown();
+}
+
+/* Only objects are remembered (a fabric, a model, an optimizer): numbers,
+ * strings and containers an attribute holds may be changed by code the
+ * checker does not see (a callback run by fabric.call, a library), so they
+ * are unknown when read. */
+static void set_attr(C *c, const cv *obj, const char *name, cv v) {
+  size_t n = v.k == CV_PHI ? v.n : 1;
+  const cv *alts = v.k == CV_PHI ? v.p : &v;
+  for (size_t i = 0; i < n; i++)
+    if (alts[i].k != CV_OBJ && alts[i].k != CV_TENSOR && alts[i].k != CV_FUNC && alts[i].k != CV_CLASS) {
+      v = fsC_unknown();
+      break;
+    }
+  int64_t id = attr_owner(c, obj);
+  uintptr_t *s = id < 0 ? NULL : attr_slot(c, (uint32_t)id, name, 1);
+  if (!s) return;
+  log_old(c, TR_SLOT, (uint32_t)*s);
+  c->slots[*s] = v;
+}
+
+/* The def of method name in class k or its Python bases, or NULL. */
+static const fs_node *py_method(const pyclass *k, const char *name) {
+  const fs_node *body = k->node ? k->node->kids[1] : NULL;
+  for (uint32_t i = 0; body && i < body->nkids; i++)
+    if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, name)) return body->kids[i];
+  for (uint8_t i = 0; i < k->nbases; i++) {
+    const fs_node *d = py_method(k->bases[i], name);
+    if (d) return d;
+  }
+  return NULL;
+}
+
+/* Whether a base class value makes a class an nn.Module. */
+static int module_base(const cv *b) {
+  if (b->k != CV_CLASS) return 0;
+  switch (b->sub) {
+  case CLS_SIG: return ((const fsSig *)b->p)->kind == FSSIG_LAYER;
+  case CLS_MODEL: return 1;
+  case CLS_PY: return ((const pyclass *)b->p)->module;
+  case CLS_NS: {
+    const char *d = b->p, *last = strrchr(d, '.');
+    return last && (!strcmp(last, ".LightningModule") ||
+                    (!strcmp(last, ".Module") && !strncmp(d, "torch.", 6)));
+  }
+  default: return 0;
+  }
+}
+
+/* `class K(bases): body`: the class value; its plain methods are analysed
+ * where called (and, like every def, once with unknown arguments if never). */
+static void st_class(C *c, const fs_node *s) {
+  pyclass *k = fsC_alloc(c, sizeof *k);
+  memset(k, 0, sizeof *k);
+  k->node = s;
+  k->name = s->str;
+  const fs_node *bases = s->kids[0];
+  for (uint32_t i = 1; bases && i < bases->nkids; i++) {
+    const fs_node *b = bases->kids[i];
+    cv v = ev(c, b->kind == FS_N_KWARG || b->kind == FS_N_STARRED ? b->kids[0] : b);
+    if (b->kind != FS_N_NAME && b->kind != FS_N_ATTR) continue;
+    if (module_base(&v)) k->module = 1;
+    if (v.k == CV_CLASS && v.sub == CLS_PY && k->nbases < 4) k->bases[k->nbases++] = v.p;
+  }
+  if (fsC_kid(s, 2))
+    for (uint32_t i = 0; i < s->kids[2]->nkids; i++) ev(c, s->kids[2]->kids[i]);
+  /* The body runs in a scope of its own (class attributes are not globals);
+   * its methods see the enclosing def's names, not the class's. */
+  const fs_node *body = s->kids[1];
+  int nested = c->nframes > 0;
+  if (c->nframes < 32 && body) {
+    frame f;
+    memset(&f, 0, sizeof f);
+    f.fn = s;
+    f.closure = nested;
+    c->frames[c->nframes++] = &f;
+    int dead0 = c->dead;
+    for (uint32_t i = 0; i < body->nkids && !c->dead; i++) {
+      const fs_node *m = body->kids[i];
+      if (m->kind != FS_N_DEF) { st(c, m); continue; }
+      if (!fsA_def_plain(m)) { fsC_setvar(c, m->str, fsC_unknown()); continue; } /* decorated ... */
+      GROW(c->defs, c->ndefs, c->capdefs);
+      c->defs[c->ndefs++] = (struct defrec){m, 0, nested};
+      fsC_setvar(c, m->str, (cv){.k = CV_FUNC, .p = m});
+    }
+    c->dead = dead0;
+    c->nframes--;
+    map_free(&f.locals);
+  }
+  fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_PY, .p = k});
+}
+
+/* K(args): an nn.Module class makes a model object (under the active
+ * contexts, so meta under init_module(empty_init=True) with FSDP), another
+ * class an instance; __init__ is analysed with self bound to it, and so is
+ * each method called on it. Its attributes are unknown. */
+static cv new_instance(C *c, const pyclass *k, const fs_node *call, const cv *pos, size_t npos,
+                       const char *const *kw, const cv *kwv, size_t nkw) {
+  cv self = k->module ? fsC_new_model(c, k->name, call->loc)
+                      : fsC_obj(fsC_new_obj(c, OB_INSTANCE, call->loc));
+  fsC_o(c, self.id)->pycls = k;
+  const fs_node *init = py_method(k, "__init__");
+  if (init && fsA_def_plain(init)) {
+    cv *args = fsC_alloc(c, (npos + 2) * sizeof *args);
+    args[0] = self;
+    if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
+    fsC_call_def(c, init, call, args, npos + 1, kw, kwv, nkw);
+  }
+  return self;
+}
+
+/* A member torch or Lightning has and signatures.h does not model: in a
+ * Python script it exists, and its value is unknown. */
+static int real_member(C *c, const char *type, const char *member) {
+  return c->python && fsSig_real_member(type, member);
+}
+
+/* `-D name=value` read as a Python literal: an int, a float, True, False,
+ * None, else the text as a str. */
+static cv literal_define(C *c, const char *text) {
+  char *end;
+  long long i = strtoll(text, &end, 10);
+  if (*text && !*end) return fsC_int(c, i);
+  double f = strtod(text, &end);
+  if (*text && !*end) return fsC_const(c, fsV_float(f));
+  if (!strcmp(text, "True") || !strcmp(text, "False")) return fsC_const(c, fsV_bool(text[0] == 'T'));
+  if (!strcmp(text, "None")) return fsC_const(c, fsV_none());
+  return fsC_const(c, fsV_str(text, strlen(text)));
+}
+
+/* In a Python script, `args.devices` of a value the checker does not know
+ * (an argparse Namespace, a jsonargparse config), and the parameter devices
+ * of a def no path calls (CLI(setup) calls it), is -D devices=V's V. */
+static int define_attr(C *c, const char *name, cv *out) {
+  size_t len = strlen(name);
+  for (size_t i = 0; i < c->o->ndefines; i++) {
+    const char *d = c->o->defines[i];
+    if (strncmp(d, name, len) || d[len] != '=') continue;
+    c->define_used[i] = 1;
+    *out = literal_define(c, d + len + 1);
+    return 1;
+  }
+  return 0;
+}
+
 static cv ev_attr(C *c, const fs_node *n) {
   cv r = ev(c, n->kids[0]);
+  if (r.k == CV_CLASS && r.sub == CLS_NS) return ns_attr(c, &r, n->str);
+  cv given;
+  if (c->python && r.k == CV_UNKNOWN && define_attr(c, n->str, &given)) return given;
   const char *t = fsC_type_name(c, &r);
+  if (!t && pyclass_of(c, &r)) return get_attr(c, &r, n->str);
   if (!has_members(t)) return fsC_unknown();
   const fsSig *sig = sig_lookup(c, t, n->str);
+  if (!sig && pyclass_of(c, &r)) return get_attr(c, &r, n->str); /* set by its class's code */
+  if (!sig && real_member(c, t, n->str)) return fsC_unknown();
   if (!sig) {
     fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
                             display_type(c, &r), n->str);
@@ -717,6 +969,10 @@ static cv ev_call(C *c, const fs_node *n) {
   if (callee->kind == FS_N_ATTR) {
     recv = ev(c, callee->kids[0]);
     mname = callee->str;
+    if (recv.k == CV_CLASS && recv.sub == CLS_NS) { /* nn.Linear(...): a builtin, or not modelled */
+      fn = ns_attr(c, &recv, mname);
+      mname = NULL;
+    }
   } else {
     fn = ev(c, callee);
   }
@@ -727,8 +983,18 @@ static cv ev_call(C *c, const fs_node *n) {
   }
   if (mname) {
     const char *t = fsC_type_name(c, &recv);
-    if (!has_members(t)) return fsC_unknown();
-    const fsSig *sig = sig_lookup(c, t, mname);
+    if (!has_members(t) && !pyclass_of(c, &recv)) return fsC_unknown();
+    const fsSig *sig = t ? sig_lookup(c, t, mname) : NULL;
+    const pyclass *cls = sig ? NULL : pyclass_of(c, &recv);
+    if (cls) { /* the class's own method, with self bound; else an attribute its code set */
+      const fs_node *def = py_method(cls, mname);
+      if (!def || !fsA_def_plain(def)) return fsC_unknown();
+      cv *args = fsC_alloc(c, (npos + 2) * sizeof *args);
+      args[0] = recv;
+      if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
+      return fsC_call_def(c, def, n, args, npos + 1, kw, kwv, nkw);
+    }
+    if (!sig && real_member(c, t, mname)) return fsC_unknown();
     if (!sig || sig->kind != FSSIG_METHOD) {
       fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
                               sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
@@ -748,11 +1014,30 @@ static cv ev_call(C *c, const fs_node *n) {
     if (!strcmp(sig->returns, "None")) return fsC_const(c, fsV_none());
     return fsC_unknown();
   }
+  if (fn.k == CV_CLASS && fn.sub == CLS_SIG && fn.id) { /* the real API's arguments: not bound */
+    const fsSig *sig = fn.p;
+    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
+    if (strcmp(sig->returns, "Tensor")) return fsC_unknown();
+    cv t = {.k = CV_TENSOR}; /* computed from a set-up model's output when an argument is */
+    for (size_t i = 0; i < npos + nkw && !t.id; i++) {
+      const cv *x = i < npos ? &pos[i] : &kwv[i - npos];
+      if (x->k == CV_TENSOR) t.id = x->id;
+    }
+    return t;
+  }
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG) {
     const fsSig *sig = fn.p;
     if (sig->kind == FSSIG_FUNC && !sig->params && (npos || nkw)) {
       fsC_report(c, FS_SEV_ERROR, "call", n->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
       return fsC_unknown();
+    }
+    if (c->python && sig->params && fsSig_python_builtin(sig->name)) {
+      /* Python's own builtin takes more than its row (str(b, "utf-8"),
+       * print(file=)): a call the row cannot bind is unknown, not an error */
+      char *err = NULL;
+      int bad = fsSig_bind(sig, npos, kw, nkw, pos_slot, kw_slot, &err);
+      free(err);
+      if (bad) return fsC_unknown();
     }
     if (sig->params && fsC_bind(c, sig, n, pos_slot, kw_slot)) return fsC_unknown();
     if (!sig->params && (npos || nkw)) {
@@ -772,6 +1057,7 @@ static cv ev_call(C *c, const fs_node *n) {
     fsC_shape_model(c, decl, n, pos, npos, kw, kwv, nkw);
     return fsC_new_model(c, decl->str, n->loc);
   }
+  if (fn.k == CV_CLASS && fn.sub == CLS_PY) return new_instance(c, fn.p, n, pos, npos, kw, kwv, nkw);
   if (fn.k == CV_FUNC) return fsC_call_def(c, fn.p, n, pos, npos, kw, kwv, nkw);
   if (fn.k == CV_OBJ || fn.k == CV_PHI) {
     const char *t = fsC_type_name(c, &fn);
@@ -780,6 +1066,18 @@ static cv ev_call(C *c, const fs_node *n) {
   if (fn.k == CV_CONST || fn.k == CV_SEQ || fn.k == CV_DICT)
     fsC_report(c, FS_SEV_ERROR, "type", n->loc, "'%s' object is not callable", fsC_type_name(c, &fn));
   return fsC_unknown();
+}
+
+/* `a is b` where it is known: None, True and False are single objects, and
+ * an object the checker tracks is none of them. 1 same, 0 not, -1 unknown. */
+static int identical(const cv *a, const cv *b) {
+  const fs_value *x = fsC_cval(a), *y = fsC_cval(b);
+  int xs = x && (x->type == FSV_NONE || x->type == FSV_BOOL), ys = y && (y->type == FSV_NONE || y->type == FSV_BOOL);
+  if (xs && ys) return x->type == y->type && fsV_equal(x, y);
+  int aobj = a->k == CV_OBJ || a->k == CV_SEQ || a->k == CV_DICT || a->k == CV_TENSOR || a->k == CV_FUNC || a->k == CV_CLASS;
+  int bobj = b->k == CV_OBJ || b->k == CV_SEQ || b->k == CV_DICT || b->k == CV_TENSOR || b->k == CV_FUNC || b->k == CV_CLASS;
+  if ((xs && bobj) || (ys && aobj)) return 0;
+  return -1;
 }
 
 cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
@@ -837,7 +1135,11 @@ static cv ev(C *c, const fs_node *n) {
       return t < 0 ? fsC_unknown() : b;
     }
     cv b = ev(c, n->kids[1]);
-    if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^, is, is not: not modelled */
+    if (n->op == FS_OP_IS || n->op == FS_OP_IS_NOT) {
+      int same = identical(&a, &b);
+      return same < 0 ? fsC_unknown() : fsC_const(c, fsV_bool((n->op == FS_OP_IS) == same));
+    }
+    if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^: not modelled */
     return binop(c, n, n->op, a, b);
   }
   case FS_N_COMPARE:
@@ -899,8 +1201,10 @@ static void assign(C *c, const fs_node *t, cv v) {
   case FS_N_ATTR: {
     cv o = ev(c, t->kids[0]);
     const char *ty = fsC_type_name(c, &o);
+    const fsSig *sig = has_members(ty) ? sig_lookup(c, ty, t->str) : NULL;
+    if (!sig && pyclass_of(c, &o)) { set_attr(c, &o, t->str, v); break; } /* `self.fc = ...` */
     if (!has_members(ty)) break;
-    const fsSig *sig = sig_lookup(c, ty, t->str);
+    if (!sig && real_member(c, ty, t->str)) break;
     if (!sig)
       fsC_report(c, FS_SEV_ERROR, "attr", t->name_loc, "'%s' object has no attribute '%s'",
                  display_type(c, &o), t->str);
@@ -1044,6 +1348,46 @@ static void st_python(C *c, const fs_node *s) {
   }
 }
 
+/* `import torch.nn as nn`, `from lightning.fabric import Fabric`: each name
+ * is what pynames.c says the dotted name is (a relative import's is unknown). */
+static void st_import(C *c, const fs_node *s) {
+  const char *from = s->kind == FS_N_IMPORTFROM && !s->op ? s->str : NULL;
+  for (uint32_t i = 0; i < s->nkids; i++) {
+    const fs_node *a = s->kids[i];
+    if (!strcmp(a->str, "*")) { c->star_import = 1; continue; }
+    const char *bound = a->kids[0] ? a->kids[0]->str : a->str, *dotted = a->str;
+    if (s->kind == FS_N_IMPORTFROM) {
+      if (!from) { fsC_setvar(c, bound, fsC_unknown()); continue; }
+      size_t m = strlen(from), k = strlen(a->str);
+      char *d = fsC_alloc(c, m + k + 2);
+      memcpy(d, from, m);
+      d[m] = '.';
+      memcpy(d + m + 1, a->str, k + 1);
+      dotted = d;
+    } else if (!a->kids[0]) { /* `import a.b` binds a */
+      size_t n = strcspn(a->str, ".");
+      if (a->str[n]) bound = dotted = fsC_text(c, (fs_loc){a->loc.start, a->loc.start + (uint32_t)n});
+    }
+    fsC_setvar(c, bound, ns_value(c, dotted));
+  }
+}
+
+/* `@torch.no_grad()`, `@torch.inference_mode()`, `@torch.enable_grad()`
+ * (called or not): the decorated function is the function. */
+static int grad_mode_decorator(const fs_node *d) {
+  const fs_node *f = d->kind == FS_N_CALL && d->nkids == 1 ? d->kids[0] : d;
+  const char *name = f->kind == FS_N_NAME || f->kind == FS_N_ATTR ? f->str : NULL;
+  return name && (!strcmp(name, "no_grad") || !strcmp(name, "inference_mode") || !strcmp(name, "enable_grad"));
+}
+
+/* fsA_def_plain but for decorators: not async, every parameter positional-or-keyword. */
+static int params_plain(const fs_node *def) {
+  const fs_node *params = def->kids[0];
+  for (uint32_t i = 0; i < params->nkids; i++)
+    if (params->kids[i]->op != FS_PARAM_PLAIN) return 0;
+  return !def->op;
+}
+
 static void st(C *c, const fs_node *s) {
   const fs_node *prev = c->stmt;
   c->stmt = s;
@@ -1067,27 +1411,42 @@ static void st(C *c, const fs_node *s) {
   case FS_N_FOR: st_for(c, s); if (s->nkids > 3) block(c, s->kids[3]); break;
   case FS_N_WITH: st_with(c, s); break;
   case FS_N_WHILE: case FS_N_TRY: case FS_N_MATCH: st_python(c, s); break;
-  case FS_N_IMPORT: case FS_N_IMPORTFROM:
-    for (uint32_t i = 0; i < s->nkids; i++) {
-      const fs_node *a = s->kids[i];
-      if (a->kids[0]) { fsC_setvar(c, a->kids[0]->str, fsC_unknown()); continue; }
-      if (strcmp(a->str, "*") == 0) continue;
-      size_t n = strcspn(a->str, "."); /* `import a.b` binds a */
-      fsC_setvar(c, a->str[n] ? fsC_text(c, (fs_loc){a->loc.start, a->loc.start + (uint32_t)n}) : a->str, fsC_unknown());
+  case FS_N_IMPORT: case FS_N_IMPORTFROM: st_import(c, s); break;
+  case FS_N_CLASS: st_class(c, s); break;
+  case FS_N_TYPEALIAS: fsC_setvar(c, s->kids[0]->str, fsC_unknown()); break;
+  case FS_N_GLOBAL: /* the def may bind these module names: unknown where not bound yet */
+    for (uint32_t i = 0; c->nframes && i < s->nkids; i++) {
+      int fresh = 0;
+      uintptr_t *g = map_slot(c, &c->globals, s->kids[i]->str, 1, &fresh);
+      if (!fresh) continue;
+      GROW(c->slots, c->nslots, c->capslots);
+      c->slots[c->nslots] = fsC_unknown();
+      *g = c->nslots++;
     }
     break;
-  case FS_N_CLASS: fsC_setvar(c, s->str, fsC_unknown()); break;
-  case FS_N_TYPEALIAS: fsC_setvar(c, s->kids[0]->str, fsC_unknown()); break;
   case FS_N_RAISE:
     for (uint32_t i = 0; i < 2; i++) if (s->kids[i]) ev(c, s->kids[i]);
     c->dead = 1;
     break;
-  case FS_N_DEF:
-    if (!fsA_def_plain(s)) { fsC_setvar(c, s->str, fsC_unknown()); break; } /* decorated, async, *args ... */
-    fsC_setvar(c, s->str, (cv){.k = CV_FUNC, .p = s});
+  case FS_N_DEF: {
+    /* Decorators run (their names are checked); torch's grad-mode ones
+     * (`@torch.no_grad()`) return the function itself. A def under another
+     * decorator is unknown, its body analysed once for its own errors. */
+    const fs_node *decos = fsC_kid(s, 2);
+    int transparent = 1;
+    for (uint32_t i = 0; decos && i < decos->nkids; i++) {
+      ev(c, decos->kids[i]);
+      transparent &= grad_mode_decorator(decos->kids[i]);
+    }
+    if (!params_plain(s)) { fsC_setvar(c, s->str, fsC_unknown()); break; } /* async, *args ... */
+    fsC_setvar(c, s->str, transparent ? (cv){.k = CV_FUNC, .p = s} : fsC_unknown());
+    for (size_t i = 0; c->nframes && i < c->ndefs; i++) /* a nested def's statement runs at each call */
+      if (c->defs[i].def == s) goto registered;
     GROW(c->defs, c->ndefs, c->capdefs);
-    c->defs[c->ndefs++] = (struct defrec){s, 0};
+    c->defs[c->ndefs++] = (struct defrec){s, 0, c->nframes > 0};
+  registered:
     break;
+  }
   case FS_N_MODEL:
     fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_MODEL, .p = s});
     fsC_declare_model(c, s);
@@ -1133,6 +1492,7 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
   fs_loc at = call ? call->loc : fn->name_loc;
   for (int i = 0; i < c->nframes; i++)
     if (c->frames[i]->fn == fn) {
+      if (c->python && fn->kind == FS_N_DEF) return -1; /* Python recurses: the result is unknown */
       fsC_report(c, FS_SEV_ERROR, "recursion", at, fn->kind == FS_N_MODEL ? "model `%s` contains itself"
                  : "recursion is not supported: `%s` calls itself", fn->str);
       return -1;
@@ -1176,7 +1536,8 @@ cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, si
                 const char *const *kw, const cv *kwv, size_t nkw) {
   frame f;
   if (fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
-  for (size_t i = 0; i < c->ndefs; i++) if (c->defs[i].def == def) c->defs[i].called = 1;
+  for (size_t i = 0; i < c->ndefs; i++)
+    if (c->defs[i].def == def) { c->defs[i].called = 1; f.closure = c->defs[i].nested; }
   int dead0 = c->dead;
   c->dead = 0;
   block(c, def->kids[1]);
@@ -1198,6 +1559,8 @@ int fsC_parse_arg(fsC_options *o, const char *arg, const char *next, const char 
 
 int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs_diags *d) {
   C c = {.src = src, .o = o, .d = d};
+  size_t plen = src && src->path ? strlen(src->path) : 0;
+  c.python = plen > 3 && !strcmp(src->path + plen - 3, ".py");
   GROW(c.reasons, c.nreasons, c.capreasons);
   c.nreasons = 1; /* 0 is "no reason" */
   c.define_used = fsA_xrealloc(NULL, o->ndefines + 1);
@@ -1210,20 +1573,27 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;
-  c.uncalled = 1;
   for (size_t i = 0; i < c.ndefs; i++) {
     if (c.defs[i].called) continue;
     const fs_node *def = c.defs[i].def;
     size_t n = def->kids[0]->nkids;
     cv *args = fsC_alloc(&c, (n + 1) * sizeof *args);
-    for (size_t k = 0; k < n; k++) args[k] = fsC_unknown();
+    /* A Python entry point's parameters come from its command line
+     * (jsonargparse's CLI(setup) calls it): given by -D, the def is taken
+     * as run, and Fabric's rules apply to it. */
+    int given = 0;
+    for (size_t k = 0; k < n; k++)
+      if (c.python && define_attr(&c, def->kids[0]->kids[k]->str, &args[k])) given = 1;
+      else args[k] = fsC_unknown();
+    c.uncalled = !given;
     fsC_call_def(&c, def, NULL, args, n, NULL, NULL, 0);
   }
   for (size_t i = 0; i < o->ndefines; i++) {
     if (c.define_used[i]) continue;
     size_t k = strcspn(o->defines[i], "=");
     fsD_add(d, FS_SEV_WARNING, "param", NULL, (fs_loc){0, 0},
-            "-D %.*s is not used by any param() call", (int)k, o->defines[i]);
+            c.python ? "-D %.*s is not used by any param() call or attribute of a value not known"
+                     : "-D %.*s is not used by any param() call", (int)k, o->defines[i]);
   }
   for (size_t i = 0; i < c.nconsts; i++) fsV_release(c.consts[i]);
   if (c.arena) fsA_arena_free(c.arena);

@@ -32,11 +32,23 @@ typedef enum cvk {
   CV_DICT,    /* p: n keys then n values */
   CV_TENSOR,  /* id: fabric object + 1 when computed by a set-up model, else 0 */
   CV_FUNC,    /* p: FS_N_DEF */
-  CV_CLASS,   /* sub CLS_SIG: p fsSig; sub CLS_MODEL: p FS_N_MODEL */
+  CV_CLASS,   /* sub CLS_SIG: p fsSig; sub CLS_MODEL: p FS_N_MODEL; sub CLS_NS: p the dotted
+               * name (arena) of a torch/lightning module or member not modelled;
+               * sub CLS_PY: p pyclass, a Python `class` statement */
   CV_PHI      /* p: n alternatives (one per path); id: reason */
 } cvk;
 
-enum { CLS_SIG, CLS_MODEL };
+enum { CLS_SIG, CLS_MODEL, CLS_NS, CLS_PY };
+
+/* A Python class: its name, its statement (NULL for torch's containers,
+ * nn.Sequential ...), its Python-class bases, whether it is an nn.Module
+ * (its instances are model objects). */
+typedef struct pyclass {
+  const char *name;
+  const fs_node *node;
+  const struct pyclass *bases[4];
+  uint8_t nbases, module;
+} pyclass;
 
 #define MAXALT 8 /* alternatives a value keeps over paths; more is CV_UNKNOWN */
 #define SMALL_INTS 1024
@@ -51,7 +63,8 @@ typedef struct cv {
 } cv;
 
 typedef enum obk {
-  OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX
+  OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX,
+  OB_INSTANCE /* an instance of a Python class that is not an nn.Module (pycls) */
 } obk;
 
 enum { CTX_OTHER, CTX_INIT, CTX_META, CTX_DEVICE }; /* OB_CTX kinds */
@@ -73,6 +86,7 @@ typedef struct cobj {
   fs_loc loc;           /* the call that created it */
   fs_loc why_loc;       /* model: what made it meta/uninitialized; optimizer: its params */
   const char *cls;      /* model class name */
+  const pyclass *pycls; /* model, instance: the Python class it is an instance of, or NULL */
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
 } cobj;
@@ -87,6 +101,7 @@ typedef struct frame {
   name_map locals;
   const fs_node *fn;
   cv ret; int has_ret;
+  int closure;          /* a def defined inside another: its free names are the enclosing def's */
 } frame;
 
 typedef struct C {
@@ -111,10 +126,12 @@ typedef struct C {
   fs_value *small_ints[SMALL_INTS]; /* fsC_int's, made on first use */
   name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
-  struct defrec { const fs_node *def; int called; } *defs; size_t ndefs, capdefs;
+  struct defrec { const fs_node *def; int called, nested; } *defs; size_t ndefs, capdefs;
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
+  int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
+  int star_import;      /* a `from m import *` ran: an unbound name may come from m */
 } C;
 
 /* A call's arguments after binding to its signature. */

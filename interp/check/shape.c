@@ -66,6 +66,10 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
     fsC_leave(c, &f);
     return d;
   }
+  /* a script's Module class or a torch module the checker does not model is
+   * a layer whose sizes are not followed */
+  if (cls.k == CV_CLASS && (cls.sub == CLS_NS || (cls.sub == CLS_PY && ((const pyclass *)cls.p)->module)))
+    return -1;
   if (cls.k != CV_CLASS || cls.sub != CLS_SIG || ((const fsSig *)cls.p)->kind != FSSIG_LAYER) {
     if (cls.k != CV_UNKNOWN)
       fsC_report(c, FS_SEV_ERROR, "layer", call->kids[0]->loc, "`%s` is not a layer", call->kids[0]->str);

@@ -479,9 +479,10 @@ char *fsX_compare(const fsX_spec *spec, const fsX_result *r) {
 
 /* ---- the command --------------------------------------------------------- */
 
+/* FabricScript scripts, and Python ones (always in check mode: a .py is checked, not run). */
 static int is_script(const char *name) {
   size_t n = strlen(name);
-  return n > 4 && strcmp(name + n - 4, ".fab") == 0;
+  return (n > 4 && strcmp(name + n - 4, ".fab") == 0) || (n > 3 && strcmp(name + n - 3, ".py") == 0);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -555,6 +556,8 @@ static char *run_script(const char *path, const char *exe, double timeout) {
     fsX_spec_free(&spec);
     return why;
   }
+  size_t plen = strlen(path);
+  if (plen > 3 && !strcmp(path + plen - 3, ".py")) spec.check_mode = 1; /* checked, never run */
   char **argv = fsA_xrealloc(NULL, (spec.nargs + 5) * sizeof *argv);
   size_t n = 0;
   argv[n++] = "fabricscript"; /* what its messages call it */

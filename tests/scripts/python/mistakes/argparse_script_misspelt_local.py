@@ -1,0 +1,51 @@
+# mode: check
+"""An argparse-driven script: accelerator, devices, strategy and precision
+come from the command line (unknown to the checker unless given with -D)."""
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+from lightning.fabric import Fabric
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--accelerator", default="auto")
+    parser.add_argument("--devices", type=int, default=int(os.environ.get("NUM_DEVICES", "1")))
+    parser.add_argument("--strategy", default="auto")
+    parser.add_argument("--precision", default="32-true")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    return parser.parse_args()
+
+
+def build_model(hidden):
+    return nn.Sequential(nn.Linear(20, hidden), nn.GELU(), nn.LayerNorm(hidden), nn.Linear(hidden, 2))
+
+
+def main(args):
+    fabric = Fabric(accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
+                    precision=args.precision)
+    fabric.launch()
+    model = build_model(128)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    model, optimizer = fabric.setup(model, optimizer)
+    data = TensorDataset(torch.randn(512, 20), torch.randint(0, 2, (512,)))
+    loader = fabric.setup_dataloaders(DataLoader(data, batch_size=64, shuffle=True))
+    for epoch in range(args.epochs):
+        total = 0.0
+        for x, y in loadr:  # error: name 'loadr' is not defined
+            loss = nn.functional.cross_entropy(model(x), y)
+            fabric.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            total += loss.item()
+        fabric.print(f"epoch {epoch}: {total / len(loader):.4f}")
+    if fabric.is_global_zero:
+        torch.save(model.state_dict(), "model.pt")
+
+
+if __name__ == "__main__":
+    main(parse_args())
