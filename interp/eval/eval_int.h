@@ -40,7 +40,7 @@ struct fsE_ctx {
   fs_device device;              /* where new parameters go (`with device(...)`) */
   uint64_t seed;                 /* fabric.seed_everything; 0 until then */
   uint64_t samples;              /* bytes model.generate drew since the seed was set */
-  uint64_t drawn, drawn_seed;    /* elements rand/randn/randint drew since seed drawn_seed was set */
+  uint64_t drawn;                /* elements rand/randn/randint drew since the seed was set */
   fs_value *fabric;              /* the last Fabric created (loss.backward() rules), or NULL */
   struct fsPG *progress;         /* the progress line a loop over a loader draws, or NULL */
   double last_loss;              /* the last loss fabric.backward saw (the line shows it) */

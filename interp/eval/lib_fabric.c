@@ -640,7 +640,8 @@ NATIVE(fabric_launch) {
 NATIVE(fabric_seed_everything) {
   int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
   E->seed = (uint64_t)seed;
-  E->samples = 0; /* sampling starts over, as torch's generator does */
+  E->samples = 0; /* sampling and rand/randn start over, as torch's generator does */
+  E->drawn = 0;   /* (even when the seed is the one already set) */
   return fsV_int(seed);
 }
 

@@ -324,10 +324,6 @@ NATIVE(b_eye) {
  * fabric.seed_everything's seed, element offsets advancing per draw; the
  * values cannot match torch's Philox/MT stream, only its distributions */
 uint64_t fsE_draw(fsE_ctx *E, int64_t n) {
-  if (E->drawn_seed != E->seed) {
-    E->drawn_seed = E->seed;
-    E->drawn = 0;
-  }
   uint64_t at = E->drawn;
   E->drawn += (uint64_t)n;
   return at;
