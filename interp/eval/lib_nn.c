@@ -365,12 +365,37 @@ static char *module_repr(fs_value *v) {
 }
 
 
+static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a);
+
+/* A unit of a script class's FSDP root, called from the class's forward:
+ * gathered around the call, its output behind the tape hook that gathers it
+ * again for the backward (fsdp.h). */
+static fs_value *unit_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+  modv *mv = v->u.obj.data;
+  fsSH_model *sh = mv->m->shard;
+  int k = mv->m->shard_unit;
+  if (fsSH_enter(sh, k) < 0) return fsE_rt_fail();
+  mv->m->shard = NULL; /* the call itself runs as any module's */
+  fs_value *r = module_call(E, v, a);
+  mv->m->shard = sh;
+  fs_tensor *t = r ? fsE_as_tensor(r) : NULL;
+  if (r && !t)
+    fsV_seterr("FSDP: %s.forward() returned %s, where a wrapped unit must return one Tensor", mv->cls,
+               fsV_type_name(r));
+  fs_tensor *hooked = fsSH_leave(sh, k, t); /* releases the unit in any case */
+  fsV_release(r);
+  if (!t) return NULL;
+  return hooked ? fsE_tensor_value(hooked) : fsE_rt_fail();
+}
+
 static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
   if (E->opt->plan && (mv->m->kind == FSM_MHA || mv->m->kind == FSM_CUSTOM))
     return fsE_plan_done(E, NULL); /* its input gives no feature shape to plan activations from */
+  if (mv->m->shard && !E->opt->plan) return unit_call(E, v, a);
   if (mv->m->kind == FSM_MHA && !mv->sh) return mha_call(mv, a);
-  if (mv->m->kind == FSM_CUSTOM && !mv->sh) return fsE_custom_call(E, v, a);
+  if (mv->m->kind == FSM_CUSTOM && mv->sh && fsSH_begin(mv->sh) < 0) return fsE_rt_fail();
+  if (mv->m->kind == FSM_CUSTOM) return fsE_custom_call(E, v, a);
   if (a->npos != 1 || a->nkw) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
