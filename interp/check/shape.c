@@ -105,10 +105,24 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   return out;
 }
 
+/* A model body that defines `forward` runs it instead of its layers in
+ * sequence: its layers are checked one by one, not chained. */
+static bool defines_forward(const fs_node *body) {
+  for (uint32_t i = 0; body && i < body->nkids; i++)
+    if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, "forward")) return true;
+  return false;
+}
+
 static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p) {
+  bool own_forward = defines_forward(body);
   for (uint32_t i = 0; body && i < body->nkids; i++) {
     const fs_node *s = body->kids[i];
+    if (own_forward) d = -1;
     switch (s->kind) {
+    case FS_N_DEF:
+      if (strcmp(s->str, "forward"))
+        fsC_report(c, FS_SEV_ERROR, "layer", s->loc, "a model body may define `forward` only");
+      break;
     case FS_N_EXPR: d = layer_dim(c, s->kids[0], d, p); break;
     case FS_N_ASSIGN:
       if (s->kids[0]->kind != FS_N_NAME) {
@@ -136,7 +150,7 @@ static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p) {
     }
     case FS_N_PASS: break;
     default:
-      fsC_report(c, FS_SEV_ERROR, "layer", s->loc, "only layers, `repeat` and `residual` can appear in a model body");
+      fsC_report(c, FS_SEV_ERROR, "layer", s->loc, "only layers, `repeat`, `residual` and `def forward` can appear in a model body");
       break;
     }
   }

@@ -380,6 +380,54 @@ static fs_value *new_module_instance(fsE_ctx *E, fs_value *cls, const fsV_args *
   return self;
 }
 
+static fs_value *new_class(const char *name, fs_value *base, bool module);
+
+/* dict[name] = v (taken) */
+static int set_str(fs_value *dict, const char *name, fs_value *v) {
+  fs_value *k = v ? fsV_cstr(name) : NULL;
+  int rc = k ? fsV_dict_set(dict, k, v) : -1;
+  if (!k) fsV_release(v);
+  fsV_release(k);
+  return rc;
+}
+
+fs_value *fsE_model_with_forward(fsE_ctx *E, fs_module *seq, const char *name, fs_value *fwd) {
+  fs_value *cls = new_class(name, NULL, true), *self = NULL;
+  klass *k = cls ? class_of(cls) : NULL;
+  script_module *sm = k ? calloc(1, sizeof *sm) : NULL;
+  if (!sm || !(k->ns = fsV_dict()) || set_str(k->ns, "forward", fsV_retain(fwd)) < 0 || !(sm->attrs = fsV_dict())) {
+    if (sm) fsV_release(sm->attrs);
+    free(sm);
+    fsV_release(cls);
+    fsM_release(seq);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  sm->hook = (fsM_custom){k->name, script_module_forward, script_module_release};
+  sm->E = E;
+  sm->cls = cls;
+  fs_module *m = fsM_custom_new(&sm->hook);
+  for (int i = 0; m && i < seq->nkids; i++) { /* the layers keep their keys: fc1.weight, 0.weight */
+    fs_module *kid = seq->kids[i];
+    const char *kind = kid->kind == FSM_CUSTOM ? kid->custom->class_name : fsM_kind_name(kid->kind);
+    char *key = kid->named ? strdup(kid->key) : NULL; /* fsM_append replaces kid->key */
+    if ((kid->named && !key) || fsM_append(m, key, fsM_retain(kid)) < 0 ||
+        (key && set_str(sm->attrs, key, fsE_module_new(E, fsM_retain(kid), kind)) < 0)) {
+      fsM_release(m);
+      m = NULL;
+    }
+    free(key);
+  }
+  fsM_release(seq);
+  if (!m) return fsE_rt_fail();
+  if (!(self = fsE_module_new(E, m, name))) return NULL;
+  if (fsE_module_built(E, self) < 0) {
+    fsV_release(self);
+    return NULL;
+  }
+  return self;
+}
+
 static fs_value *klass_call(fsE_ctx *E, fs_value *cls, const fsV_args *a) {
   klass *k = class_of(cls);
   if (k->module) {
