@@ -105,16 +105,10 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   return out;
 }
 
-/* A model body that defines `forward` runs it instead of its layers in
- * sequence: its layers are checked one by one, not chained. */
-static bool defines_forward(const fs_node *body) {
-  for (uint32_t i = 0; body && i < body->nkids; i++)
-    if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, "forward")) return true;
-  return false;
-}
-
 static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p) {
-  bool own_forward = defines_forward(body);
+  /* a body that defines `forward` runs it instead of its layers in
+   * sequence: its layers are checked one by one, not chained */
+  bool own_forward = fsA_block_def(body, "forward") != NULL;
   for (uint32_t i = 0; body && i < body->nkids; i++) {
     const fs_node *s = body->kids[i];
     if (own_forward) d = -1;

@@ -105,16 +105,9 @@ static fs_module *build_raw(fsE_ctx *E, const fs_node *body, fsM_kind kind) {
   return seq;
 }
 
-/* The body's own `def forward`, or NULL */
-static bool defines_forward(const fs_node *body) {
-  for (uint32_t i = 0; body && i < body->nkids; i++)
-    if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, "forward")) return true;
-  return false;
-}
-
 fs_value *fsE_build_sequence(fsE_ctx *E, const fs_node *body, fsM_kind kind, const char *cls) {
   fs_module *m = build_raw(E, body, kind);
-  fs_value *fwd = m && cls && E->locals && defines_forward(body) ? fsV_dict_getstr(E->locals, "forward") : NULL;
+  fs_value *fwd = m && cls && E->locals && fsA_block_def(body, "forward") ? fsV_dict_getstr(E->locals, "forward") : NULL;
   if (fwd) return fsE_model_with_forward(E, m, cls, fwd);
   return m ? module_value(E, m, cls ? cls : fsM_kind_name(kind)) : NULL;
 }
