@@ -106,9 +106,17 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
 }
 
 static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p) {
+  /* a body that defines `forward` runs it instead of its layers in
+   * sequence: its layers are checked one by one, not chained */
+  bool own_forward = fsA_block_def(body, "forward") != NULL;
   for (uint32_t i = 0; body && i < body->nkids; i++) {
     const fs_node *s = body->kids[i];
+    if (own_forward) d = -1;
     switch (s->kind) {
+    case FS_N_DEF:
+      if (strcmp(s->str, "forward"))
+        fsC_report(c, FS_SEV_ERROR, "layer", s->loc, "a model body may define `forward` only");
+      break;
     case FS_N_EXPR: d = layer_dim(c, s->kids[0], d, p); break;
     case FS_N_ASSIGN:
       if (s->kids[0]->kind != FS_N_NAME) {
@@ -136,7 +144,7 @@ static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p) {
     }
     case FS_N_PASS: break;
     default:
-      fsC_report(c, FS_SEV_ERROR, "layer", s->loc, "only layers, `repeat` and `residual` can appear in a model body");
+      fsC_report(c, FS_SEV_ERROR, "layer", s->loc, "only layers, `repeat`, `residual` and `def forward` can appear in a model body");
       break;
     }
   }

@@ -238,24 +238,63 @@ int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v
   script_module *sm = script_module_of(self);
   modv *mv = self->u.obj.data, *child = fsV_objdata(v, &fsE_module_class);
   fs_tensor *t = fsE_as_tensor(v);
+  fs_module *had = NULL; /* the tree's leaf or child under this name */
+  for (int i = 0; i < mv->m->nkids && !had; i++)
+    if (strcmp(mv->m->kids[i]->key, name) == 0) had = mv->m->kids[i];
   if (t && t->requires_grad && !t->node) { /* a leaf that requires grad: a Parameter of this module */
     if (fsM_set_child(mv->m, name, fsM_param_holder(t)) < 0) return fsE_rt_fail(), -1;
+  } else if (had && had->kind == FSM_BUFFER && (t || v->type == FSV_NONE)) { /* a new value for a buffer */
+    /* None: torch keeps a None buffer out of the state dict */
+    if (t ? fsM_set_child(mv->m, name, fsM_buffer_holder(t, had->transient)) < 0 : (fsM_remove_child(mv->m, name), 0))
+      return fsE_rt_fail(), -1;
   } else if (child) {
     if (child->m == mv->m || child->m->refcount > 1) {
       fsV_seterr("this %s is already part of a model; create a new one for each use", child->cls);
       return -1;
     }
     if (fsM_set_child(mv->m, name, fsM_retain(child->m)) < 0) return fsE_rt_fail(), -1;
-  } else {
-    for (int i = 0; i < mv->m->nkids; i++)
-      if (strcmp(mv->m->kids[i]->key, name) == 0) {
-        fsV_seterr("cannot assign '%s' as %s '%s' (torch.nn.%s or None expected)", fsV_type_name(v),
-                   mv->m->kids[i]->kind == FSM_PARAM ? "parameter" : "child module", name,
-                   mv->m->kids[i]->kind == FSM_PARAM ? "Parameter" : "Module");
-        return -1;
-      }
+  } else if (had && had->kind == FSM_BUFFER) {
+    fsV_seterr("cannot assign '%s' as buffer '%s' (torch.Tensor or None expected)", fsV_type_name(v), name);
+    return -1;
+  } else if (had) {
+    fsV_seterr("cannot assign '%s' as %s '%s' (torch.nn.%s or None expected)", fsV_type_name(v),
+               had->kind == FSM_PARAM ? "parameter" : "child module", name,
+               had->kind == FSM_PARAM ? "Parameter" : "Module");
+    return -1;
   }
   return store_attr(sm->attrs, self, name, v);
+}
+
+/* register_buffer(name, tensor, persistent): torch's checks and words */
+NATIVE(module_register_buffer) {
+  (void)a;
+  script_module *sm = script_module_of(self);
+  modv *mv = self->u.obj.data;
+  const char *name = s[0]->u.str.s;
+  fs_tensor *t = fsE_as_tensor(s[1]);
+  if (!sm) {
+    fsV_seterr("%s.register_buffer(): buffers can be registered on a script's own Module class, not on a built-in %s",
+               mv->cls, mv->cls);
+    return NULL;
+  }
+  if (!*name || strchr(name, '.')) {
+    fsV_seterr(*name ? "KeyError: 'buffer name can\\'t contain \".\"'" : "KeyError: 'buffer name can\\'t be empty string \"\"'");
+    return NULL;
+  }
+  bool is_buffer = false;
+  for (int i = 0; i < mv->m->nkids; i++)
+    if (strcmp(mv->m->kids[i]->key, name) == 0) is_buffer = mv->m->kids[i]->kind == FSM_BUFFER;
+  if (!is_buffer && (fsV_dict_getstr(sm->attrs, name) || class_find(sm->cls, name, &(fs_value *){NULL}))) {
+    fsV_seterr("KeyError: \"attribute '%s' already exists\"", name);
+    return NULL;
+  }
+  if (!t && s[1]->type != FSV_NONE) {
+    fsV_seterr("cannot assign '%s' object to buffer '%s' (torch Tensor or None required)", fsV_type_name(s[1]), name);
+    return NULL;
+  }
+  if (t ? fsM_set_child(mv->m, name, fsM_buffer_holder(t, !fsV_truthy(s[2]))) < 0 : (fsM_remove_child(mv->m, name), 0))
+    return fsE_rt_fail();
+  return store_attr(sm->attrs, self, name, s[1]) < 0 ? NULL : fsV_none();
 }
 
 /* ---- calling a class: a new instance ------------------------------------------ */
@@ -308,11 +347,6 @@ static fs_tensor *script_module_forward(fsM_custom *c, fs_module *m, fs_tensor *
 
 static fs_value *new_module_instance(fsE_ctx *E, fs_value *cls, const fsV_args *a) {
   klass *k = class_of(cls);
-  if (E->device == FS_DEV_META) {
-    fsV_seterr("%s: building a script's own Module class on the meta device (init_module(empty_init=True) "
-               "or device(\"meta\")) is not supported yet", k->name);
-    return NULL;
-  }
   script_module *sm = calloc(1, sizeof *sm);
   if (!sm || !(sm->attrs = fsV_dict())) {
     free(sm);
@@ -325,17 +359,72 @@ static fs_value *new_module_instance(fsE_ctx *E, fs_value *cls, const fsV_args *
   fs_value *self = fsE_module_new(E, fsM_custom_new(&sm->hook), k->name);
   if (!self) return NULL;
   fs_module *building = E->building; /* __init__'s statements are not a model body's */
+  fs_device device = E->device;
   E->building = NULL;
+  /* On the meta device the layers' parameters stay meta until setup (layers
+   * are built on meta and the root materializes them); the tensors __init__
+   * makes itself (a Parameter's data, a buffer) are made on the CPU, as they
+   * have no initialization rule to recreate them from. */
+  if (E->device == FS_DEV_META) E->device = FS_DEV_CPU;
   E->module_init++;
   fs_value *r = run_init(E, self, cls, a);
   E->module_init--;
   E->building = building;
+  E->device = device;
   if (!r || fsE_module_built(E, self) < 0) {
     fsV_release(r);
     fsV_release(self);
     return NULL;
   }
   fsV_release(r);
+  return self;
+}
+
+static fs_value *new_class(const char *name, fs_value *base, bool module);
+
+/* dict[name] = v (taken) */
+static int set_str(fs_value *dict, const char *name, fs_value *v) {
+  fs_value *k = v ? fsV_cstr(name) : NULL;
+  int rc = k ? fsV_dict_set(dict, k, v) : -1;
+  if (!k) fsV_release(v);
+  fsV_release(k);
+  return rc;
+}
+
+fs_value *fsE_model_with_forward(fsE_ctx *E, fs_module *seq, const char *name, fs_value *fwd) {
+  fs_value *cls = new_class(name, NULL, true), *self = NULL;
+  klass *k = cls ? class_of(cls) : NULL;
+  script_module *sm = k ? calloc(1, sizeof *sm) : NULL;
+  if (!sm || !(k->ns = fsV_dict()) || set_str(k->ns, "forward", fsV_retain(fwd)) < 0 || !(sm->attrs = fsV_dict())) {
+    if (sm) fsV_release(sm->attrs);
+    free(sm);
+    fsV_release(cls);
+    fsM_release(seq);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  sm->hook = (fsM_custom){k->name, script_module_forward, script_module_release};
+  sm->E = E;
+  sm->cls = cls;
+  fs_module *m = fsM_custom_new(&sm->hook);
+  for (int i = 0; m && i < seq->nkids; i++) { /* the layers keep their keys: fc1.weight, 0.weight */
+    fs_module *kid = seq->kids[i];
+    const char *kind = kid->kind == FSM_CUSTOM ? kid->custom->class_name : fsM_kind_name(kid->kind);
+    char *key = kid->named ? strdup(kid->key) : NULL; /* fsM_append replaces kid->key */
+    if ((kid->named && !key) || fsM_append(m, key, fsM_retain(kid)) < 0 ||
+        (key && set_str(sm->attrs, key, fsE_module_new(E, fsM_retain(kid), kind)) < 0)) {
+      fsM_release(m);
+      m = NULL;
+    }
+    free(key);
+  }
+  fsM_release(seq);
+  if (!m) return fsE_rt_fail();
+  if (!(self = fsE_module_new(E, m, name))) return NULL;
+  if (fsE_module_built(E, self) < 0) {
+    fsV_release(self);
+    return NULL;
+  }
   return self;
 }
 
@@ -414,7 +503,9 @@ NATIVE(isinstance) {
   return fsV_bool(false);
 }
 
-static const fsE_reg classes_funcs[] = {{"isinstance", isinstance}, {NULL, NULL}};
+static const fsE_reg classes_funcs[] = {
+  {"isinstance", isinstance}, {"Module.register_buffer", module_register_buffer}, {NULL, NULL},
+};
 const fsE_lib fsE_lib_classes = {"classes", classes_funcs};
 
 /* ---- the class statement ---------------------------------------------------------- */

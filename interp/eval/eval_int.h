@@ -206,6 +206,10 @@ int fsE_instance_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value *
 /* A script Module instance: its forward called, an attribute set. */
 fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a);
 int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v);
+/* A model block whose body defines `forward` (the function value fwd): a
+ * script Module named name whose children are seq's layers under their
+ * keys (taken: seq is released), its named layers its attributes. */
+fs_value *fsE_model_with_forward(fsE_ctx *E, fs_module *seq, const char *name, fs_value *fwd);
 fs_value *fsE_eval(fsE_ctx *E, const fs_node *n); /* eval.c: an expression's value */
 int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v); /* eval.c: name = v in the scope; -1 + fsV_error */
 const fsSig *fsE_native_sig(const fs_value *v); /* eval.c: the sig row of a builtin function value, or NULL */

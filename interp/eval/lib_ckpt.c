@@ -170,31 +170,40 @@ static int keep(fsE_ctx *E, fs_value *filter, fs_value *key, const char *name, f
   return 0;
 }
 
-/* module.state_dict(): an OrderedDict of the parameters the filter keeps;
- * under FSDP every parameter under its full name, this rank holding a slice. */
+/* The index of parameter t among an FSDP model's, or -1 (a buffer). */
+static int64_t sharded_index(const fsSH_model *sh, const fs_tensor *t) {
+  for (int64_t i = 0; i < sh->nall; i++)
+    if (sh->all[i].t == t) return i;
+  return -1;
+}
+
+/* module.state_dict(): an OrderedDict of the parameters and buffers the
+ * filter keeps; under FSDP each parameter under its full name(s), this rank
+ * holding a slice, and the buffers (whole on every rank) as they are. */
 static fsQ_value *ck_module(fsE_ctx *E, ckpt *c, fs_value *key, modv *mv, fs_value *filter) {
   fsQ_value *od = fsQ_ordered_dict(c->doc);
   fsSH_model *sh = mv->sh;
   fsM_param *ps = NULL;
-  int64_t n = sh ? sh->nall : fsM_state(mv->m, &ps); /* parameters and buffers */
+  int64_t n = fsM_state(mv->m, &ps); /* parameters and buffers */
   if (n < 0) return fsE_rt_fail(), NULL;
   for (int64_t i = 0; od && i < n; i++) {
-    const char *name = sh ? sh->all[i].name : ps[i].name;
-    fs_tensor *t = sh ? sh->all[i].t : ps[i].t;
+    const char *name = ps[i].name;
+    fs_tensor *t = ps[i].t;
+    int64_t j = sh ? sharded_index(sh, t) : -1;
     bool yes;
     fsQ_value *q = NULL;
     if (keep(E, filter, key, name, t, &yes) < 0) od = NULL;
     else if (!yes) continue;
-    else if (sh) {
+    else if (j >= 0) {
       int64_t first, count, at;
-      int u = fsSH_param_slice(sh, i, &first, &count, &at);
+      int u = fsSH_param_slice(sh, j, &first, &count, &at);
       q = ck_sliced(c, t, first, count, sh->units[u].flat->device, fsT_f32(sh->units[u].flat) + at);
     } else {
       q = ck_tensor(c, name, t);
     }
     if (od && (!q || fsQ_set(od, fsQ_str(c->doc, name), q) < 0)) od = NULL;
   }
-  if (!sh) fsM_params_free(ps, n);
+  fsM_params_free(ps, n);
   return od;
 }
 
@@ -470,6 +479,19 @@ static int ck_apply(ck_load *L, fs_value *state) {
   return rc < 0 ? (fsE_rt_fail(), -1) : 0;
 }
 
+/* Stages the whole entry in as a host copy for t. */
+static int ck_read_whole(ck_load *L, const ck_file *f, const fsK_info *in, fs_tensor *t) {
+  void *buf = malloc(fsT_nbytes(t) + 1);
+  char *err = NULL;
+  if (!buf) return fsV_seterr("out of memory"), -1;
+  if (f->fmt->read(f, in, 0, in->numel, t->dtype, buf, &err) < 0) {
+    free(buf);
+    fsE_err_own(err);
+    return -1;
+  }
+  return ck_stage_copy(L, t, 0, buf, fsT_nbytes(t));
+}
+
 /* Stages names[0..n) (with shapes of ts) as host copies for ts.
  * strict: the tensors under prefix must be exactly these; else missing and
  * mismatched ones are skipped. */
@@ -477,7 +499,7 @@ static int ck_read(ck_load *L, const ck_file *f, fs_tensor *const *ts, const cha
                    const char *prefix, bool strict) {
   fsK_entry *want = calloc(n + 1, sizeof *want);
   const fsK_info **found = calloc(n + 1, sizeof *found);
-  char *err = NULL, *report = NULL;
+  char *report = NULL;
   int rc = -1;
   if (!want || !found) fsV_seterr("out of memory");
   else {
@@ -485,13 +507,8 @@ static int ck_read(ck_load *L, const ck_file *f, fs_tensor *const *ts, const cha
     report = fsK_match(&f->k, want, n, prefix, found);
     rc = report && strict ? -1 : 0;
     if (rc < 0) fsV_seterr("%s", report);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-      void *buf = found[i] ? malloc(fsT_nbytes(ts[i]) + 1) : NULL;
-      if (!found[i]) continue;
-      if (!buf) rc = -1, fsV_seterr("out of memory");
-      else if (f->fmt->read(f, found[i], 0, found[i]->numel, ts[i]->dtype, buf, &err) < 0) rc = -1, free(buf), fsE_err_own(err);
-      else rc = ck_stage_copy(L, ts[i], 0, buf, fsT_nbytes(ts[i]));
-    }
+    for (size_t i = 0; rc == 0 && i < n; i++)
+      if (found[i]) rc = ck_read_whole(L, f, found[i], ts[i]);
   }
   free(want);
   free(found);
@@ -514,36 +531,34 @@ static int ck_read_slice(const ck_file *f, const fsK_info *in, int64_t first, in
   return 0;
 }
 
-/* FSDP: each rank reads only its slices of the one-device layout. */
-static int load_sharded(ck_load *L, const ck_file *f, const char *key, fsSH_model *sh, bool strict) {
-  fsK_entry *want = calloc((size_t)sh->nall + 1, sizeof *want);
-  char **names = calloc((size_t)sh->nall + 1, sizeof *names);
-  const fsK_info **found = calloc((size_t)sh->nall + 1, sizeof *found);
-  char prefix[512], *report = NULL;
-  snprintf(prefix, sizeof prefix, "%s%s", key, *key ? "." : "");
-  int rc = want && names && found ? 0 : -1;
-  for (int64_t i = 0; rc == 0 && i < sh->nall; i++) {
-    fs_tensor *t = sh->all[i].t;
-    size_t len = strlen(prefix) + strlen(sh->all[i].name) + 1;
-    if (!(names[i] = malloc(len))) rc = -1;
-    else snprintf(names[i], len, "%s%s", prefix, sh->all[i].name);
-    want[i] = (fsK_entry){names[i], t->dtype, t->rank, t->shape, NULL};
-  }
+/* FSDP: each rank reads only its slices of the one-device layout for the
+ * parameters, and the buffers (whole on every rank) as they are; ts and
+ * names as load_module gives them. */
+static int load_sharded(ck_load *L, const ck_file *f, fsSH_model *sh, fs_tensor *const *ts, const char *const *names,
+                        size_t n, const char *prefix, bool strict) {
+  fsK_entry *want = calloc(n + 1, sizeof *want);
+  const fsK_info **found = calloc(n + 1, sizeof *found);
+  char *report = NULL;
+  int rc = want && found ? 0 : -1;
   if (rc < 0) fsV_seterr("out of memory");
-  else if ((report = fsK_match(&f->k, want, (size_t)sh->nall, prefix, found)) && strict) {
+  for (size_t i = 0; rc == 0 && i < n; i++) want[i] = (fsK_entry){names[i], ts[i]->dtype, ts[i]->rank, ts[i]->shape, NULL};
+  if (rc == 0 && (report = fsK_match(&f->k, want, n, prefix, found)) && strict) {
     fsV_seterr("%s", report);
     rc = -1;
   }
-  for (int64_t i = 0; rc == 0 && i < sh->nall; i++) {
-    int64_t first, count, at;
-    int u = fsSH_param_slice(sh, i, &first, &count, &at);
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    int64_t j = sharded_index(sh, ts[i]), first, count, at;
     float *h;
-    if (found[i] && count)
+    if (!found[i]) continue;
+    if (j < 0) {
+      rc = ck_read_whole(L, f, found[i], ts[i]);
+      continue;
+    }
+    int u = fsSH_param_slice(sh, j, &first, &count, &at);
+    if (count)
       rc = ck_read_slice(f, found[i], first, count, &h) < 0 ? -1
          : ck_stage_copy(L, sh->units[u].flat, (size_t)at * sizeof *h, h, (size_t)count * sizeof *h);
   }
-  for (int64_t i = 0; names && i < sh->nall; i++) free(names[i]);
-  free(names);
   free(want);
   free(found);
   free(report);
@@ -552,7 +567,6 @@ static int load_sharded(ck_load *L, const ck_file *f, const char *key, fsSH_mode
 
 static int load_module(ck_load *L, const ck_file *f, const char *key, modv *mv, bool strict) {
   L->mods[L->nmods++] = mv;
-  if (mv->sh) return load_sharded(L, f, key, mv->sh, strict);
   fsM_param *ps;
   int64_t n = fsM_state(mv->m, &ps); /* parameters and buffers */
   if (n < 0) return fsE_rt_fail(), -1;
@@ -569,7 +583,8 @@ static int load_module(ck_load *L, const ck_file *f, const char *key, modv *mv, 
   else {
     char prefix[512];
     snprintf(prefix, sizeof prefix, "%s%s", key, *key ? "." : "");
-    rc = ck_read(L, f, ts, (const char *const *)names, (size_t)n, prefix, strict);
+    rc = mv->sh ? load_sharded(L, f, mv->sh, ts, (const char *const *)names, (size_t)n, prefix, strict)
+                : ck_read(L, f, ts, (const char *const *)names, (size_t)n, prefix, strict);
   }
   for (int64_t i = 0; names && i < n; i++) free(names[i]);
   free(names);

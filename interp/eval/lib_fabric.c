@@ -519,24 +519,8 @@ static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim *
   return 0;
 }
 
-/* The class name of the first script Module class in m's tree, or NULL. */
-static const char *script_class_in(const fs_module *m) {
-  if (m->kind == FSM_CUSTOM) return m->custom->class_name;
-  for (int i = 0; i < m->nkids; i++) {
-    const char *c = script_class_in(m->kids[i]);
-    if (c) return c;
-  }
-  return NULL;
-}
-
 /* What a successful setup of a module does: materialize it, mark it set up. */
 static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
-  const char *script_class = fv->cfg.cls == FSF_FSDP ? script_class_in(mv->m) : NULL;
-  if (script_class) {
-    fsV_seterr("FSDP of a script's own Module class (%s) is not supported yet: use strategy=\"ddp\" or a "
-               "model block", script_class);
-    return -1;
-  }
   mv->dev = fv->dev;
   if (E->opt->plan) { /* nothing to materialize: remember the model */
     fsV_release(fv->planned);

@@ -107,6 +107,8 @@ static fs_module *build_raw(fsE_ctx *E, const fs_node *body, fsM_kind kind) {
 
 fs_value *fsE_build_sequence(fsE_ctx *E, const fs_node *body, fsM_kind kind, const char *cls) {
   fs_module *m = build_raw(E, body, kind);
+  fs_value *fwd = m && cls && E->locals && fsA_block_def(body, "forward") ? fsV_dict_getstr(E->locals, "forward") : NULL;
+  if (fwd) return fsE_model_with_forward(E, m, cls, fwd);
   return m ? module_value(E, m, cls ? cls : fsM_kind_name(kind)) : NULL;
 }
 
@@ -365,12 +367,37 @@ static char *module_repr(fs_value *v) {
 }
 
 
+static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a);
+
+/* A unit of a script class's FSDP root, called from the class's forward:
+ * gathered around the call, its output behind the tape hook that gathers it
+ * again for the backward (fsdp.h). */
+static fs_value *unit_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+  modv *mv = v->u.obj.data;
+  fsSH_model *sh = mv->m->shard;
+  int k = mv->m->shard_unit;
+  if (fsSH_enter(sh, k) < 0) return fsE_rt_fail();
+  mv->m->shard = NULL; /* the call itself runs as any module's */
+  fs_value *r = module_call(E, v, a);
+  mv->m->shard = sh;
+  fs_tensor *t = r ? fsE_as_tensor(r) : NULL;
+  if (r && !t)
+    fsV_seterr("FSDP: %s.forward() returned %s, where a wrapped unit must return one Tensor", mv->cls,
+               fsV_type_name(r));
+  fs_tensor *hooked = fsSH_leave(sh, k, t); /* releases the unit in any case */
+  fsV_release(r);
+  if (!t) return NULL;
+  return hooked ? fsE_tensor_value(hooked) : fsE_rt_fail();
+}
+
 static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
   if (E->opt->plan && (mv->m->kind == FSM_MHA || mv->m->kind == FSM_CUSTOM))
     return fsE_plan_done(E, NULL); /* its input gives no feature shape to plan activations from */
+  if (mv->m->shard && !E->opt->plan) return unit_call(E, v, a);
   if (mv->m->kind == FSM_MHA && !mv->sh) return mha_call(mv, a);
-  if (mv->m->kind == FSM_CUSTOM && !mv->sh) return fsE_custom_call(E, v, a);
+  if (mv->m->kind == FSM_CUSTOM && mv->sh && fsSH_begin(mv->sh) < 0) return fsE_rt_fail();
+  if (mv->m->kind == FSM_CUSTOM) return fsE_custom_call(E, v, a);
   if (a->npos != 1 || a->nkw) {
     fsV_seterr("%s.forward() takes exactly one tensor argument", mv->cls);
     return NULL;
@@ -530,7 +557,13 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
 
 /* ---- containers: Sequential, ModuleList, Identity ------------------------ */
 
-static bool is_container(const fs_module *m) { return m->kind == FSM_SEQUENTIAL || m->kind == FSM_MODULELIST; }
+static bool is_container(const fs_module *m) {
+  return m->kind == FSM_SEQUENTIAL || m->kind == FSM_MODULELIST || m->kind == FSM_MODULEDICT;
+}
+
+/* A script Module's own parameters and buffers are leaves of the runtime's
+ * tree, not modules: children() and modules() do not list them. */
+static bool is_holder(const fs_module *m) { return m->kind == FSM_PARAM || m->kind == FSM_BUFFER; }
 
 /* A Module value for m, a part of a tree (another value onto the same module). */
 static fs_value *part_value(fsE_ctx *E, fs_module *m) {
@@ -539,8 +572,9 @@ static fs_value *part_value(fsE_ctx *E, fs_module *m) {
   return v;
 }
 
-/* Appends module value v to container c, anonymous (keyed by its index). */
-static int container_add(fs_module *c, const fs_value *v) {
+/* Appends module value v to container c, anonymous (keyed by its index),
+ * or under key (a ModuleDict's, replacing a module of that key). */
+static int container_add(fs_module *c, const char *key, const fs_value *v) {
   modv *mv = fsV_objdata(v, &fsE_module_class);
   if (!mv) {
     fsV_seterr("%s is not a Module subclass", fsV_type_name(v));
@@ -550,14 +584,46 @@ static int container_add(fs_module *c, const fs_value *v) {
     fsV_seterr("this %s is already part of a model; create a new one for each use", mv->cls);
     return -1;
   }
-  return fsM_append(c, NULL, fsM_retain(mv->m)) < 0 ? (fsE_rt_fail(), -1) : 0;
+  int rc = key ? fsM_set_child(c, key, fsM_retain(mv->m)) : fsM_append(c, NULL, fsM_retain(mv->m));
+  return rc < 0 ? (fsE_rt_fail(), -1) : 0;
+}
+
+/* ModuleDict(modules): a dict, or an iterable of (key, module) pairs, in order */
+static int moduledict_add(fs_module *c, const fs_value *items) {
+  bool dict = items->type == FSV_DICT;
+  size_t n = dict ? items->u.dict.n : items->u.seq.n;
+  for (size_t i = 0; i < n; i++) {
+    const fs_value *pair = dict ? NULL : items->u.seq.items[i];
+    if (pair && ((pair->type != FSV_TUPLE && pair->type != FSV_LIST) || pair->u.seq.n != 2)) {
+      fsV_seterr("ModuleDict update sequence element #%zu should be an iterable of length 2", i);
+      return -1;
+    }
+    const fs_value *k = dict ? items->u.dict.keys[i] : pair->u.seq.items[0];
+    const fs_value *v = dict ? items->u.dict.vals[i] : pair->u.seq.items[1];
+    if (k->type != FSV_STR) {
+      fsV_seterr("module name should be a string. Got %s", fsV_type_name(k));
+      return -1;
+    }
+    if (!*k->u.str.s || strchr(k->u.str.s, '.')) {
+      fsV_seterr(*k->u.str.s ? "KeyError: 'module name can\\'t contain \".\", got: %s'"
+                             : "KeyError: 'module name can\\'t be empty string \"\"%s'",
+                 k->u.str.s);
+      return -1;
+    }
+    if (container_add(c, k->u.str.s, v) < 0) return -1;
+  }
+  return 0;
 }
 
 static fs_value *container_of(fsE_ctx *E, fsM_kind kind, const fs_value *items) {
   fs_module *c = fsM_container(kind);
   if (!c) return fsE_rt_fail();
-  for (size_t i = 0; items && items->type != FSV_NONE && i < items->u.seq.n; i++)
-    if (container_add(c, items->u.seq.items[i]) < 0) {
+  if (kind == FSM_MODULEDICT && items && items->type != FSV_NONE && moduledict_add(c, items) < 0) {
+    fsM_release(c);
+    return NULL;
+  }
+  for (size_t i = 0; kind != FSM_MODULEDICT && items && items->type != FSV_NONE && i < items->u.seq.n; i++)
+    if (container_add(c, NULL, items->u.seq.items[i]) < 0) {
       fsM_release(c);
       return NULL;
     }
@@ -580,15 +646,16 @@ NATIVE(l_parameter) {
 
 NATIVE(l_sequential) { return container_of(E, FSM_SEQUENTIAL, s[0]); }
 NATIVE(l_modulelist) { return container_of(E, FSM_MODULELIST, s[0]); }
+NATIVE(l_moduledict) { return container_of(E, FSM_MODULEDICT, s[0]); }
 NATIVE(l_identity) { return container_of(E, FSM_IDENTITY, NULL); } /* torch's Identity ignores its arguments */
 
 NATIVE(module_append) {
   modv *mv = self->u.obj.data;
-  if (!is_container(mv->m)) {
+  if (!is_container(mv->m) || mv->m->kind == FSM_MODULEDICT) {
     fsV_seterr("'%s' object has no attribute 'append'", mv->cls);
     return NULL;
   }
-  return container_add(mv->m, s[0]) < 0 ? NULL : fsV_retain(self);
+  return container_add(mv->m, NULL, s[0]) < 0 ? NULL : fsV_retain(self);
 }
 
 static int64_t module_len(fsE_ctx *E, fs_value *self) {
@@ -604,6 +671,14 @@ static fs_value *module_index(fsE_ctx *E, fs_value *self, fs_value *key) {
   int64_t n = mv->m->nkids, i = key->type == FSV_INT ? key->u.i : 0;
   if (!is_container(mv->m)) {
     fsV_seterr("'%s' object is not subscriptable", mv->cls);
+    return NULL;
+  }
+  if (mv->m->kind == FSM_MODULEDICT) {
+    for (int k = 0; key->type == FSV_STR && k < n; k++)
+      if (strcmp(mv->m->kids[k]->key, key->u.str.s) == 0) return part_value(E, mv->m->kids[k]);
+    char *t = fsV_repr(key);
+    fsV_seterr("KeyError: %s", t ? t : "?");
+    free(t);
     return NULL;
   }
   if (key->type != FSV_INT) {
@@ -644,8 +719,8 @@ static fs_value *module_iter(fsE_ctx *E, fs_value *self) {
     fsV_seterr("out of memory");
     return NULL;
   }
-  for (int i = 0; i < mv->m->nkids; i++) {
-    fs_value *v = part_value(E, mv->m->kids[i]);
+  for (int i = 0; i < mv->m->nkids; i++) { /* a ModuleDict iterates over its keys */
+    fs_value *v = mv->m->kind == FSM_MODULEDICT ? fsV_cstr(mv->m->kids[i]->key) : part_value(E, mv->m->kids[i]);
     if (!v) {
       kids_iter_free(it);
       return NULL;
@@ -662,6 +737,7 @@ static int tree_list(fsE_ctx *E, fs_value *self, fs_module *m, const char *prefi
                      fs_value *out) {
   for (int i = 0; i < m->nkids; i++) {
     fs_module *k = m->kids[i];
+    if (is_holder(k)) continue;
     char *name = malloc(strlen(prefix) + strlen(k->key) + 2);
     if (!name) return fsV_seterr("out of memory"), -1;
     sprintf(name, "%s%s%s", prefix, *prefix ? "." : "", k->key);
@@ -689,6 +765,39 @@ static fs_value *modules_of(fsE_ctx *E, fs_value *self, bool all, bool named) {
     return NULL;
   }
   return out;
+}
+
+/* ModuleDict's keys(), values(), items(): lists in insertion order */
+static fs_value *dict_view(fsE_ctx *E, fs_value *self, int what, const char *name) {
+  fs_module *m = ((modv *)self->u.obj.data)->m;
+  if (m->kind != FSM_MODULEDICT) {
+    fsV_seterr("'%s' object has no attribute '%s'", ((modv *)self->u.obj.data)->cls, name);
+    return NULL;
+  }
+  fs_value *l = fsV_list((size_t)m->nkids);
+  for (int i = 0; l && i < m->nkids; i++) {
+    fs_value *k = what != 1 ? fsV_cstr(m->kids[i]->key) : NULL, *v = what ? part_value(E, m->kids[i]) : NULL;
+    fs_value *item = what == 0 ? k : what == 1 ? v : k && v ? fsV_pair(k, v) : NULL;
+    if (what == 2 && !item) fsV_release(k), fsV_release(v);
+    if (!item || fsV_list_append(l, item) < 0) {
+      fsV_release(l);
+      l = NULL;
+    }
+  }
+  return l;
+}
+NATIVE(module_keys) { return dict_view(E, self, 0, "keys"); }
+NATIVE(module_values) { return dict_view(E, self, 1, "values"); }
+NATIVE(module_items) { return dict_view(E, self, 2, "items"); }
+
+/* `key in module_dict`; anything else falls back to the generic operators */
+static fs_value *module_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
+  (void)E;
+  modv *mv = fsV_objdata(b, &fsE_module_class);
+  if ((op != FS_OP_IN && op != FS_OP_NOT_IN) || !mv || mv->m->kind != FSM_MODULEDICT) return NULL;
+  bool found = false;
+  for (int i = 0; a->type == FSV_STR && i < mv->m->nkids && !found; i++) found = strcmp(mv->m->kids[i]->key, a->u.str.s) == 0;
+  return fsV_bool(found == (op == FS_OP_IN));
 }
 
 NATIVE(module_children) { return modules_of(E, self, false, false); }
@@ -768,6 +877,70 @@ NATIVE(module_zero_grad) {
 
 NATIVE(module_generate) { return generate(E, MODV(self), s); }
 
+/* requires_grad_(requires_grad): every parameter (an FSDP model's flat shards) */
+NATIVE(module_requires_grad_) {
+  modv *mv = MODV(self);
+  bool on = fsV_truthy(s[0]);
+  for (int k = 0; mv->sh && k < mv->sh->nunits; k++) mv->sh->units[k].flat->requires_grad = on;
+  fsM_param *ps;
+  int64_t n = fsM_parameters(mv->m, &ps);
+  if (n < 0) return fsE_rt_fail();
+  for (int64_t i = 0; i < n; i++) ps[i].t->requires_grad = on;
+  fsM_params_free(ps, n);
+  return fsV_retain(self);
+}
+
+/* module.to(device), cpu(), cuda(): parameters and buffers move in place */
+static fs_value *module_move(fs_value *self, fs_device dev) {
+  modv *mv = MODV(self);
+  if (mv->sh) {
+    fsV_seterr("%s: an FSDP-wrapped module's shards are placed by setup; it cannot be moved", mv->cls);
+    return NULL;
+  }
+  if (dev == FS_DEV_META) {
+    fsV_seterr("%s.to(\"meta\") is not supported: build it under device(\"meta\") instead", mv->cls);
+    return NULL;
+  }
+  if (fsM_to_device(mv->m, dev) < 0) return fsE_rt_fail();
+  mv->dev = dev;
+  return fsV_retain(self);
+}
+
+NATIVE(module_to) {
+  (void)E;
+  ctxv *c = fsV_objdata(s[0], &fsE_ctx_class);
+  if (c && c->kind == 0) return module_move(self, c->dev);
+  for (int d = 0; s[0]->type == FSV_STR && d < FS_DEV__COUNT; d++) {
+    size_t l = strlen(fsT_device_name((fs_device)d));
+    if (strncmp(s[0]->u.str.s, fsT_device_name((fs_device)d), l) == 0 && (!s[0]->u.str.s[l] || s[0]->u.str.s[l] == ':'))
+      return module_move(self, (fs_device)d);
+  }
+  fsV_seterr("%s.to(): expected a device (device(...), \"cpu\", \"cuda\"), got %s", MODV(self)->cls,
+             s[0]->type == FSV_STR ? s[0]->u.str.s : fsV_type_name(s[0]));
+  return NULL;
+}
+NATIVE(module_cpu) { return (void)E, (void)s, (void)a, module_move(self, FS_DEV_CPU); }
+NATIVE(module_cuda) { return (void)E, (void)s, (void)a, module_move(self, FS_DEV_CUDA); }
+
+/* buffers() / named_buffers(): persistent or not, in state-dict order */
+static fs_value *buffers_list(modv *mv, bool named) {
+  fsM_param *ps;
+  int64_t n = fsM_buffers(mv->m, &ps);
+  if (n < 0) return fsE_rt_fail();
+  fs_value *l = fsV_list((size_t)n);
+  for (int64_t i = 0; l && i < n; i++) {
+    fs_value *item = param_item(ps[i].name, ps[i].t, named);
+    if (!item || fsV_list_append(l, item) < 0) {
+      fsV_release(l);
+      l = NULL;
+    }
+  }
+  fsM_params_free(ps, n);
+  return l;
+}
+NATIVE(module_buffers) { return buffers_list(MODV(self), false); }
+NATIVE(module_named_buffers) { return buffers_list(MODV(self), true); }
+
 /* The FSDP wrapper's parameters are flat shards: no per-parameter state dict. */
 static bool unsharded(const modv *mv, const char *name) {
   if (mv->sh) fsV_seterr("%s() of an FSDP-wrapped module is not supported; use fabric.save / fabric.load", name);
@@ -819,7 +992,7 @@ static int module_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value
 
 const fsV_class fsE_module_class = {
   .name = "Module", .call = module_call, .setattr = module_setattr,
-  .iter = module_iter, .index = module_index, .len = module_len,
+  .iter = module_iter, .index = module_index, .len = module_len, .binop = module_binop,
   .repr = module_repr, .free = modv_free,
 };
 
@@ -842,6 +1015,10 @@ static const fsE_reg nn_funcs[] = {
   {"Module.append", module_append}, {"Module.weight", module_weight}, {"Module.bias", module_bias}, {"Module.children", module_children},
   {"Module.named_children", module_named_children}, {"Module.modules", module_modules},
   {"Module.named_modules", module_named_modules}, {"Module.apply", module_apply},
+  {"ModuleDict", l_moduledict}, {"Module.keys", module_keys}, {"Module.values", module_values},
+  {"Module.items", module_items}, {"Module.requires_grad_", module_requires_grad_}, {"Module.to", module_to},
+  {"Module.cpu", module_cpu}, {"Module.cuda", module_cuda}, {"Module.buffers", module_buffers},
+  {"Module.named_buffers", module_named_buffers},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_nn = {"nn", nn_funcs};

@@ -321,6 +321,12 @@ int fsA_def_plain(const fs_node *def) {
   return 1;
 }
 
+const fs_node *fsA_block_def(const fs_node *block, const char *name) {
+  for (uint32_t i = 0; block && i < block->nkids; i++)
+    if (block->kids[i]->kind == FS_N_DEF && !strcmp(block->kids[i]->str, name)) return block->kids[i];
+  return NULL;
+}
+
 const char *fsA_op_text(fs_op op) {
   static const char *const text[] = {
     "", "+", "-", "*", "/", "//", "%", "**", "==", "!=", "<", "<=", ">", ">=",

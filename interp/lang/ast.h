@@ -199,6 +199,8 @@ const char *fsA_kind_name(fs_node_kind kind);
  * not async, every parameter positional-or-keyword (annotations, a return
  * annotation and type parameters change nothing they see). */
 int fsA_def_plain(const fs_node *def);
+/* The `def name` statement directly in block (a model body's forward), or NULL. */
+const fs_node *fsA_block_def(const fs_node *block, const char *name);
 const char *fsA_op_text(fs_op op);              /* "+", "not in", ... */
 
 #endif

@@ -96,6 +96,11 @@ PARAMS(p_module_append, P("module", OBJ, NULL))
 PARAMS(p_module_apply, P("fn", FSSIG_T_FUNC | OBJ, NULL))
 PARAMS(p_parameter, P("data", OBJ, NULL), P("requires_grad", BOOL, "True"))
 PARAMS(p_isinstance, PO("obj", ANY, NULL), PO("class_or_tuple", ANY, NULL))
+/* issue 14, point 3: ModuleDict, buffers, module-wide switches */
+PARAMS(p_moduledict, P("modules", DICT | SEQ | FSSIG_T_NONE, "None"))
+PARAMS(p_register_buffer, P("name", STR, NULL), P("tensor", ANY, NULL), P("persistent", BOOL, "True"))
+PARAMS(p_module_requires_grad, P("requires_grad", BOOL, "True"))
+PARAMS(p_module_to, P("device", ANY, NULL))
 /* torch.nn.init */
 PARAMS(p_init_uniform, P("tensor", OBJ, NULL), P("a", NUM, "0.0"), P("b", NUM, "1.0"))
 PARAMS(p_init_normal, P("tensor", OBJ, NULL), P("mean", NUM, "0.0"), P("std", NUM, "1.0"))
@@ -548,6 +553,17 @@ static const fsSig table[] = {
   M0("Module.modules", "list"),
   M0("Module.named_modules", "list"),
   M("Module.apply", p_module_apply, "Module"),
+  LAYER("ModuleDict", p_moduledict),
+  M0("Module.keys", "list"),
+  M0("Module.values", "list"),
+  M0("Module.items", "list"),
+  M("Module.register_buffer", p_register_buffer, "None"),
+  M0("Module.buffers", "list"),
+  M0("Module.named_buffers", "list"),
+  M("Module.requires_grad_", p_module_requires_grad, "Module"),
+  M("Module.to", p_module_to, "Module"),
+  M0("Module.cpu", "Module"),
+  M0("Module.cuda", "Module"),
 
   M("Optimizer.step", p_step, "None"),
   M("Optimizer.zero_grad", p_set_to_none, "None"),

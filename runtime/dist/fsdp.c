@@ -110,10 +110,35 @@ fs_tensor *fsSH_forward(fsSH_model *s, fs_tensor *x) {
   return cur;
 }
 
+/* ---- a script class's root: its forward calls the units itself ---- */
+
+/* The root's own parameters (units of FSM_PARAM holders) are used anywhere
+ * in its forward: gathered with their gradients for the whole step. */
+static bool root_param_unit(const fsSH_unit *u) { return u->m->kind == FSM_PARAM; }
+
+int fsSH_begin(fsSH_model *s) {
+  for (int k = 0; k < s->nunits; k++) {
+    fsSH_unit *u = &s->units[k];
+    if (!root_param_unit(u)) continue;
+    release_unit(u); /* a forward without a backward since: its values are stale */
+    if (gather(s, u, true) < 0) return -1;
+  }
+  return 0;
+}
+
+int fsSH_enter(fsSH_model *s, int k) { return gather(s, &s->units[k], false); }
+
+fs_tensor *fsSH_leave(fsSH_model *s, int k, fs_tensor *out) {
+  if (s->pending != k) release_unit(&s->units[k]); /* kept while its backward runs */
+  return out ? fsG_hook(out, hook, s, k) : NULL;
+}
+
 int fsSH_backward_done(fsSH_model *s, bool ok) {
   int rc = 0;
   if (s->pending >= 0) rc = ok ? finish(s, &s->units[s->pending]) : (release_unit(&s->units[s->pending]), 0);
   s->pending = -1;
+  for (int k = 0; k < s->nunits; k++) /* in unit order on every rank: the collectives pair up */
+    if (root_param_unit(&s->units[k]) && s->units[k].gfull && ok && finish(s, &s->units[k]) < 0) rc = -1;
   for (int k = 0; k < s->nunits; k++) release_unit(&s->units[k]);
   return rc;
 }
@@ -121,8 +146,19 @@ int fsSH_backward_done(fsSH_model *s, bool ok) {
 /* ---- wrapping ---- */
 
 /* The forward steps: the root's children, a top-level repeat's copies one
- * by one; a root that is not a Sequential is one step. */
+ * by one; a root that is not a Sequential is one step.  A script class's
+ * root (its forward calls its children itself): each child, each module of
+ * a top-level ModuleList or ModuleDict, and each of its own parameters. */
 static int each_step(fs_module *r, int (*fn)(fs_module *m, void *ud), void *ud) {
+  if (r->kind == FSM_CUSTOM) {
+    for (int i = 0; i < r->nkids; i++) {
+      fs_module *k = r->kids[i];
+      bool list = k->kind == FSM_MODULELIST || k->kind == FSM_MODULEDICT;
+      for (int j = 0; j < (list ? k->nkids : 1); j++)
+        if (fn(list ? k->kids[j] : k, ud) < 0) return -1;
+    }
+    return 0;
+  }
   if (r->kind != FSM_SEQUENTIAL) return fn(r, ud);
   for (int i = 0; i < r->nkids; i++) {
     fs_module *k = r->kids[i];
@@ -252,8 +288,9 @@ fsSH_model *fsSH_wrap(fs_module *root, fsCC_comm *comm, fs_device dev, uint64_t 
   s->world = comm ? comm->world : 1;
   s->dev = dev;
   s->pending = -1;
-  /* dropout keys as fsM_materialize sets them; meta parameters stay meta */
-  if (!fsB_get(dev) || fsM_materialize(root, FS_DEV_META, seed) < 0) goto fail;
+  /* dropout keys as fsM_materialize sets them; meta parameters stay meta;
+   * values a script made (its Parameters, its buffers) come to dev first */
+  if (!fsB_get(dev) || fsM_to_device(root, dev) < 0 || fsM_materialize(root, FS_DEV_META, seed) < 0) goto fail;
   /* buffers (BatchNorm's running statistics) are not sharded: whole on every rank */
   if (fsM_materialize_buffers(root, dev) < 0) goto fail;
   if ((s->nall = fsM_parameters(root, &s->all)) < 0 || plan_steps(s) < 0) goto oom;
@@ -266,11 +303,26 @@ fsSH_model *fsSH_wrap(fs_module *root, fsCC_comm *comm, fs_device dev, uint64_t 
     fsM_param *mine;
     int64_t n = fsM_parameters(u->m, &mine);
     if (n < 0) goto oom;
+    /* units cover s->all in order unless a parameter is tied across two */
+    for (int64_t j = 0; j < n; j++)
+      if (cursor + j >= s->nall || mine[j].t != s->all[cursor + j].t) {
+        int64_t first = 0;
+        while (first < s->nall && s->all[first].t != mine[j].t) first++;
+        fsT_seterr("FSDP: parameter '%s' is also %s's '%s' (weight tying across wrapped units); tie parameters "
+                   "within one top-level child, or use strategy=\"ddp\"", first < s->nall ? s->all[first].name : "?",
+                   u->m->key ? u->m->key : "the root", mine[j].name);
+        fsM_params_free(mine, n);
+        goto fail;
+      }
     fsM_params_free(mine, n);
     u->ps = s->all + cursor;
     u->np = n;
     cursor += n;
     if (shard_unit(s, u, seed) < 0) goto fail;
+    if (root->kind == FSM_CUSTOM) { /* the evaluator brackets its calls with fsSH_enter/fsSH_leave */
+      u->m->shard = s;
+      u->m->shard_unit = s->step_unit[i];
+    }
   }
   return s;
 oom:
@@ -283,6 +335,7 @@ fail:
 void fsSH_free(fsSH_model *s) {
   if (!s) return;
   for (int k = 0; s->units && k < s->nunits; k++) {
+    if (s->units[k].m && s->units[k].m->shard == s) s->units[k].m->shard = NULL;
     release_unit(&s->units[k]);
     fsT_release(s->units[k].flat);
     free(s->units[k].off);

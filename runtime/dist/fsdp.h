@@ -2,7 +2,9 @@
  * (docs/distributed.md, "How DDP and FSDP use it").
  *
  * Wrapped units: each child of a Sequential root, each copy of a top-level
- * repeat on its own; any other root is one unit.  A unit's parameters, in
+ * repeat on its own; for a script class's root (FSM_CUSTOM) each child,
+ * each module of a top-level ModuleList/ModuleDict, and each of the root's
+ * own parameters; any other root is one unit.  A unit's parameters, in
  * state-dict order, make one flat parameter of n elements padded to
  * fsCC_padded(n, world); this rank owns the shard [rank * shard, (rank + 1)
  * * shard), a float32 tensor that requires grad: it is what parameters()
@@ -55,6 +57,16 @@ int fsSH_reset_parameters(fsSH_model *s, uint64_t seed);
 
 /* model(x) with the gathers and hooks above; a new reference or NULL. */
 fs_tensor *fsSH_forward(fsSH_model *s, fs_tensor *x);
+/* A script class's root runs its own forward (the evaluator's): fsSH_begin
+ * before it gathers the root's own parameters (with gradients, for the
+ * whole step); each call of a unit module m (m->shard == s) is bracketed by
+ * fsSH_enter(s, m->shard_unit) and fsSH_leave, which releases the gathered
+ * unit and returns the unit's output out (borrowed) behind the tape hook
+ * that gathers it again for its backward (a new reference; NULL stays NULL).
+ * -1 / NULL + fsT_error. */
+int fsSH_begin(fsSH_model *s);
+int fsSH_enter(fsSH_model *s, int k);
+fs_tensor *fsSH_leave(fsSH_model *s, int k, fs_tensor *out);
 /* After fsG_backward: the last pending unit's reduce-scatter; on a failed
  * backward it only releases what is gathered.  -1 + fsT_error. */
 int fsSH_backward_done(fsSH_model *s, bool ok);

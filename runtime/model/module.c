@@ -19,7 +19,7 @@ static const char *const kind_names[FSM__COUNT] = {
   "CausalSelfAttention", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "MaxPool2d",
   "AvgPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "Softmax", "Mish", "GroupNorm", "RMSNorm",
   "Upsample", "ConvTranspose2d", "MultiheadAttention",
-  "Module", "ModuleList", "Identity", "Parameter",
+  "Module", "ModuleList", "Identity", "Parameter", "ModuleDict", "Buffer",
 };
 
 const char *fsM_kind_name(fsM_kind kind) { return kind < FSM__COUNT ? kind_names[kind] : "?"; }
@@ -200,7 +200,7 @@ int fsM_append(fs_module *seq, const char *key, fs_module *child) {
 }
 
 fs_module *fsM_container(fsM_kind kind) {
-  if (kind != FSM_SEQUENTIAL && kind != FSM_MODULELIST && kind != FSM_IDENTITY) {
+  if (kind != FSM_SEQUENTIAL && kind != FSM_MODULELIST && kind != FSM_MODULEDICT && kind != FSM_IDENTITY) {
     fsT_seterr("%s is not a container", fsM_kind_name(kind));
     return NULL;
   }
@@ -211,6 +211,14 @@ fs_module *fsM_param_holder(fs_tensor *t) {
   fs_module *m = fsM_new_module(FSM_PARAM);
   if (!m) return NULL;
   m->params[m->nparams++] = fsT_retain(t);
+  return m;
+}
+
+fs_module *fsM_buffer_holder(fs_tensor *t, bool transient) {
+  fs_module *m = fsM_new_module(FSM_BUFFER);
+  if (!m) return NULL;
+  m->buffers[m->nbuffers++] = fsT_retain(t);
+  m->transient = transient;
   return m;
 }
 
@@ -242,10 +250,25 @@ int fsM_set_child(fs_module *m, const char *key, fs_module *child) {
       return 0;
     }
   if (fsM_append(m, key, child) < 0) return -1;
-  int at = m->nkids - 1; /* a parameter goes before the modules */
-  for (; child->kind == FSM_PARAM && at > 0 && m->kids[at - 1]->kind != FSM_PARAM; at--) m->kids[at] = m->kids[at - 1];
+  /* torch's order: _parameters, then _buffers, then _modules */
+  int rank = child->kind == FSM_PARAM ? 0 : child->kind == FSM_BUFFER ? 1 : 2, at = m->nkids - 1;
+  for (; at > 0; at--) {
+    fsM_kind k = m->kids[at - 1]->kind;
+    if ((k == FSM_PARAM ? 0 : k == FSM_BUFFER ? 1 : 2) <= rank) break;
+    m->kids[at] = m->kids[at - 1];
+  }
   m->kids[at] = child;
   return 0;
+}
+
+void fsM_remove_child(fs_module *m, const char *key) {
+  for (int i = 0; i < m->nkids; i++)
+    if (!strcmp(m->kids[i]->key, key)) {
+      fsM_release(m->kids[i]);
+      memmove(m->kids + i, m->kids + i + 1, (size_t)(m->nkids - i - 1) * sizeof *m->kids);
+      m->nkids--;
+      return;
+    }
 }
 
 fs_module *fsM_repeat(int64_t n, fs_module *body) {
@@ -282,6 +305,7 @@ fs_module *fsM_clone(const fs_module *src) {
   *m = *src;
   m->refcount = 1;
   m->key = NULL;
+  m->shard = NULL;
   m->kids = kids;
   m->nkids = m->capkids = 0;
   m->nparams = m->nbuffers = 0;
@@ -395,23 +419,26 @@ static int walk_root(fs_module *m, visit_fn fn, void *ud) {
 
 /* Entry i of a module's state: its parameters, then its buffers. */
 static void param_name(char *buf, size_t cap, const char *prefix, const fs_module *m, int i) {
-  if (m->kind == FSM_PARAM) { /* "norm.weight." names "norm.weight" */
+  if (m->kind == FSM_PARAM || m->kind == FSM_BUFFER) { /* "norm.weight." names "norm.weight" */
     snprintf(buf, cap, "%.*s", (int)(strlen(prefix) ? strlen(prefix) - 1 : 0), prefix);
     return;
   }
   snprintf(buf, cap, "%s%s", prefix, i < m->nparams ? leaf_param_names[m->kind][i] : buffer_names[i - m->nparams]);
 }
 
-/* state: the state dict's view (a tied parameter under each of its names,
- * then the buffers); else parameters() (a tied parameter once, under its
- * first name, as torch's) */
-typedef struct { fsM_param *v; int64_t n, cap; bool state; } plist;
+/* STATE: the state dict's view (a tied parameter under each of its names,
+ * then the persistent buffers); PARAMS: parameters() (a tied parameter
+ * once, under its first name, as torch's); BUFFERS: every buffer */
+typedef enum { PARAMS, STATE, BUFFERS } plist_what;
+typedef struct { fsM_param *v; int64_t n, cap; plist_what what; } plist;
 
 static int collect(fs_module *m, const char *prefix, void *ud) {
   plist *l = ud;
-  for (int i = 0; i < m->nparams + (l->state ? m->nbuffers : 0); i++) {
+  int from = l->what == BUFFERS ? m->nparams : 0;
+  int to = m->nparams + (l->what == PARAMS || (l->what == STATE && m->transient) ? 0 : m->nbuffers);
+  for (int i = from; i < to; i++) {
     bool seen = false;
-    for (int64_t j = 0; !l->state && j < l->n && !seen; j++) seen = l->v[j].t == m->params[i];
+    for (int64_t j = 0; l->what == PARAMS && j < l->n && !seen; j++) seen = l->v[j].t == m->params[i];
     if (seen) continue;
     if (l->n == l->cap) {
       int64_t cap = l->cap ? 2 * l->cap : 16;
@@ -432,8 +459,8 @@ static int collect(fs_module *m, const char *prefix, void *ud) {
   return 0;
 }
 
-static int64_t collect_all(fs_module *m, fsM_param **out, bool state) {
-  plist l = {.state = state};
+static int64_t collect_all(fs_module *m, fsM_param **out, plist_what what) {
+  plist l = {.what = what};
   if (walk_root(m, collect, &l)) {
     fsM_params_free(l.v, l.n);
     fsT_seterr("out of memory");
@@ -444,8 +471,9 @@ static int64_t collect_all(fs_module *m, fsM_param **out, bool state) {
   return l.n;
 }
 
-int64_t fsM_parameters(fs_module *m, fsM_param **out) { return collect_all(m, out, false); }
-int64_t fsM_state(fs_module *m, fsM_param **out) { return collect_all(m, out, true); }
+int64_t fsM_parameters(fs_module *m, fsM_param **out) { return collect_all(m, out, PARAMS); }
+int64_t fsM_state(fs_module *m, fsM_param **out) { return collect_all(m, out, STATE); }
+int64_t fsM_buffers(fs_module *m, fsM_param **out) { return collect_all(m, out, BUFFERS); }
 
 void fsM_params_free(fsM_param *ps, int64_t n) {
   for (int64_t i = 0; i < n; i++) free(ps[i].name);
@@ -550,6 +578,7 @@ static int buffers_visit(fs_module *m, const init_ctx *c) {
       if (t->data && t->device != c->dev && move_param(t, c->dev) < 0) return -1;
       continue;
     }
+    if (m->kind == FSM_BUFFER && c->what == RESET) continue; /* the script's values, as FSM_PARAM's */
     if (c->what == EMPTY && t->data) {
       fsB_get(t->device)->free(t->data, fsT_nbytes(t));
       t->data = NULL;
@@ -721,7 +750,9 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
     return fsM_shape_err(m, bad, err, errlen, "the output shape of %s's forward is known only by running it",
                      m->custom->class_name);
   case FSM_MODULELIST:
-    return fsM_shape_err(m, bad, err, errlen, "ModuleList has no forward: call its modules in a forward");
+  case FSM_MODULEDICT:
+    return fsM_shape_err(m, bad, err, errlen, "%s has no forward: call its modules in a forward",
+                         fsM_kind_name(m->kind));
   case FSM_FLATTEN:
     if (rank < 2)
       return fsM_shape_err(m, bad, err, errlen, "Dimension out of range (expected to be in range of [%d, %d], but got 1)",
@@ -853,7 +884,8 @@ fs_tensor *fsM_forward(fs_module *m, fs_tensor *x) {
   case FSM_CUSTOM: return m->custom->forward(m->custom, m, x);
   case FSM_IDENTITY: return fsT_retain(x);
   case FSM_MODULELIST:
-    fsT_seterr("Module [ModuleList] is missing the required \"forward\" function");
+  case FSM_MODULEDICT:
+    fsT_seterr("Module [%s] is missing the required \"forward\" function", fsM_kind_name(m->kind));
     return NULL;
   default:
     fsT_seterr("%s has no forward", fsM_kind_name(m->kind));

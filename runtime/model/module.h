@@ -63,6 +63,8 @@ typedef enum fsM_kind {
   FSM_MODULELIST, /* nn.ModuleList: children keyed 0, 1, ...; no forward of its own */
   FSM_IDENTITY, /* nn.Identity */
   FSM_PARAM,    /* a script Module's own parameter: a leaf holding one tensor, named by its key alone */
+  FSM_MODULEDICT, /* nn.ModuleDict: children keyed by the script's strings; no forward of its own */
+  FSM_BUFFER,   /* a script Module's register_buffer: a leaf holding buffers[0], named by its key alone */
   FSM__COUNT
 } fsM_kind;
 
@@ -116,6 +118,12 @@ struct fs_module {
   int64_t up_size[2]; double up_scale[2]; int up_n, up_nscale;
   fs_tensor *buffers[FSM_MAX_BUFFERS]; int nbuffers; /* see "Buffers" above */
   fsM_custom *custom;        /* FSM_CUSTOM: the forward hook (owned) */
+  bool transient;            /* FSM_BUFFER: register_buffer(persistent=False), not in the state dict */
+  /* FSDP: the sharded model this module is a unit of (borrowed; set and
+   * cleared by runtime/dist/fsdp.c) and its unit index; NULL otherwise.
+   * A caller that runs the module itself (the evaluator, for a unit inside a
+   * script class's forward) brackets the run with fsSH_enter/fsSH_leave. */
+  struct fsSH_model *shard; int shard_unit;
 };
 
 /* Builders (NULL + fsT_error on a bad argument such as Linear(0, 3)). */
@@ -161,12 +169,17 @@ fs_module *fsM_groupnorm(int64_t groups, int64_t channels, double eps, bool affi
 /* normalized_shape of nd (1 or 2) dims; eps NaN = None */
 fs_module *fsM_rmsnorm(int nd, const int64_t *shape, double eps, bool affine);
 fs_module *fsM_custom_new(fsM_custom *hook); /* takes hook (released on failure) */
-fs_module *fsM_container(fsM_kind kind);    /* an empty SEQUENTIAL, MODULELIST or IDENTITY */
+fs_module *fsM_container(fsM_kind kind);    /* an empty SEQUENTIAL, MODULELIST, MODULEDICT or IDENTITY */
 /* A holder of parameter t (retained) for fsM_set_child: the parent's own
  * parameter `key` (state-dict name "<parent>.key"), listed before the
  * parent's modules as torch lists _parameters before _modules.  Its values
  * are the script's: materializing and reset_parameters leave them. */
 fs_module *fsM_param_holder(fs_tensor *t);
+/* A holder of buffer t (retained) for fsM_set_child: the parent's buffer
+ * `key` (register_buffer), listed after its parameters and before its
+ * modules, as torch lists _buffers; transient: persistent=False, so not in
+ * the state dict.  Its values are the script's (as fsM_param_holder's). */
+fs_module *fsM_buffer_holder(fs_tensor *t, bool transient);
 /* The index of a built-in layer's parameter by its name ("weight", "bias"),
  * or -1; an index >= nparams: the layer has no such parameter this time
  * (Linear(..., bias=False)'s bias). */
@@ -177,6 +190,8 @@ int fsM_tie_param(fs_module *m, int i, fs_tensor *t);
 /* Sets child under key in a custom module: replaces a child of that name,
  * else appends.  Takes the caller's reference to child; -1 + fsT_error. */
 int fsM_set_child(fs_module *m, const char *key, fs_module *child);
+/* Removes m's child under key, if any (a buffer set to None). */
+void fsM_remove_child(fs_module *m, const char *key);
 /* Appends child to a Sequential or Residual; key NULL means anonymous (keyed
  * by its index).  Takes the caller's reference to child.  -1 on a duplicate
  * name (fsT_error "duplicate layer name 'fc1'"); child is released then. */
@@ -204,6 +219,8 @@ int64_t fsM_num_parameters(const fs_module *m);  /* total elements */
  * each of its names, as torch's state_dict keeps both keys) and buffers
  * (index >= nparams is buffer index - nparams); as fsM_parameters. */
 int64_t fsM_state(fs_module *m, fsM_param **out);
+/* Every buffer (persistent or not) in state-dict order: torch's buffers(). */
+int64_t fsM_buffers(fs_module *m, fsM_param **out);
 /* Gives every buffer still on meta storage on dev with its initial values
  * (FSDP's setup: parameters come as shards, buffers whole). */
 int fsM_materialize_buffers(fs_module *m, fs_device dev);

@@ -10,7 +10,9 @@
 #     from it as the single device does; in both formats (.st, .ckpt);
 #   - a rank killed mid-run stops the run with status 3, naming the rank;
 #   - `plan` gives the formula's bytes for FSDP x2, DDP x2 and one device,
-#     activations included, one line for both ranks.
+#     activations included, one line for both ranks;
+#   - the same for a script's own Module class (initial bytes, losses,
+#     checkpoints; section 6).
 set -u
 FS=${FABRICSCRIPT:-$PWD/fabricscript}
 SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
@@ -106,6 +108,30 @@ gpu_plan=$("$FS" plan --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2 | 
 [ "$gpu_plan" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.1 KiB 34.1 KiB" ] || bad "plan --gpus=4 without --emulate-cuda: $gpu_plan"
 plan_row -D strategy=fsdp -D devices=2 -D save=planned.st > /dev/null
 [ ! -e planned.st ] || bad "plan ran the training (it wrote the checkpoint)"
+
+# 6. a script's own Module class (class_init.fab, class_train.fab): the same
+# initial bytes (parameters and buffers, BatchNorm's too) on every strategy,
+# world size and meta or not; the same losses on one device, DDP x2 and FSDP
+# x2/x4 built on meta; FSDP x2's checkpoint resumed on one device and on
+# FSDP x2 alike
+run "$SRC/class_init.fab" -D strategy=auto -D meta=False -D out=csingle.st > /dev/null || bad "class: single init"
+for cfg in "ddp 2 False" "fsdp 2 True" "fsdp 4 True" "fsdp 3 False" "fsdp 1 True"; do
+  set -- $cfg
+  run "$SRC/class_init.fab" -D strategy=$1 -D devices=$2 -D meta=$3 -D out=c$1$2$3.st > /dev/null || bad "class: $cfg init"
+  cmp -s csingle.st c$1$2$3.st || bad "class: $cfg: initial parameters differ from the single device's"
+done
+run "$SRC/class_train.fab" -D strategy=auto > csingle.txt || bad "class: single train"
+for cfg in "ddp 2 False" "fsdp 2 True" "fsdp 4 True" "fsdp 2 False"; do
+  set -- $cfg
+  run "$SRC/class_train.fab" -D strategy=$1 -D devices=$2 -D meta=$3 > c$1$2$3.txt || bad "class: $cfg train"
+  close csingle.txt c$1$2$3.txt || bad "class: $cfg: losses differ from the single device's"
+done
+run "$SRC/class_train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=cck.ckpt > /dev/null ||
+  bad "class: fsdp 2 save"
+run "$SRC/class_train.fab" -D strategy=auto -D epochs=2 -D resume=cck.ckpt > cresumed1.txt || bad "class: single resume"
+run "$SRC/class_train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=cck.ckpt > cresumed2.txt ||
+  bad "class: fsdp 2 resume"
+close cresumed1.txt cresumed2.txt || bad "class: resuming FSDP x2's checkpoint: losses differ"
 
 [ $fail -eq 0 ] && echo "equivalence: all passed"
 exit $fail

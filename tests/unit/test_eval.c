@@ -136,9 +136,9 @@ static void test_classes(void **st) {
          "8:3: error: an object cannot hold itself as attribute 'me' (reference cycles are not supported)\n");
   expect(HOLDER "a = H(Linear(2, 2))\na.f = a.forward\n", 1, "",
          "8:3: error: an object cannot hold itself as attribute 'f' (reference cycles are not supported)\n");
-  expect(HOLDER "with device('meta'):\n    H(Linear(2, 2))\n", 1, "",
-         "8:5: error: H: building a script's own Module class on the meta device (init_module(empty_init=True) "
-         "or device(\"meta\")) is not supported yet\n");
+  /* on meta the layers' parameters stay meta; the class's own tensors are made on the CPU */
+  expect(HOLDER "with device('meta'):\n    print(H(Linear(2, 2)), H(Linear(2, 2)).layer.weight.device)\n", 0,
+         "H(6 parameters, on meta) meta\n", "");
   expect(HOLDER "a = H(Linear(2, 2))\na.zz\n", 1, "", "8:3: error: 'Module' object has no attribute 'zz'\n");
   expect(HOLDER "a = H(ReLU())\nprint(a(ones(2)).shape, len(a.parameters()))\n", 0, "(2,) 0\n", "");
   expect(HOLDER "print(isinstance(H(ReLU()), Module), isinstance(ReLU(), Module), isinstance(3, Module))\n", 0,
