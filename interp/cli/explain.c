@@ -199,6 +199,10 @@ static void put_script(FILE *out, const char *text) {
   }
 }
 
+void fsW_list(FILE *out) {
+  for (size_t i = 0; i < NROWS; i++) fprintf(out, "%-7s %s\n", rows[i].id, rows[i].words);
+}
+
 int fsW_explain(FILE *out, FILE *err, const char *id) {
   char up[16]; /* r36 is R36 */
   snprintf(up, sizeof up, "%s", id);

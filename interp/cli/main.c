@@ -50,7 +50,8 @@ static const char usage_text[] =
   "                                          with --gpu-memory, whether it fits\n"
   "       fabricscript fix FILE [--write]     apply the fix-its of the diagnostics\n"
   "       fabricscript test PATH...           run annotated regression scripts\n"
-  "       fabricscript explain ID             a rule in words, why, before and after\n"
+  "       fabricscript explain [ID]           a rule in words, why, before and after;\n"
+  "                                          without ID, every rule id in a line\n"
   "\n"
   "Options:\n"
   "  -D NAME=VALUE                 set the script parameter NAME (see param())\n"
@@ -511,7 +512,8 @@ int main(int argc, char **argv) {
   } else if (strcmp(args[0], "fix") == 0) {
     status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
   } else if (strcmp(args[0], "explain") == 0) {
-    status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsW_explain(stdout, stderr, args[1]);
+    if (nargs == 1) fsW_list(stdout); /* the ids, for a reader and for completion */
+    else status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsW_explain(stdout, stderr, args[1]);
   } else if (strcmp(args[0], "plan") == 0) {
     status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
   } else if (misspelt_command(args[0])) {
