@@ -343,6 +343,7 @@ static const fsSig table[] = {
   FN("bool", p_bool, "bool"),
   FN("list", p_iter, "list"),
   FN("tuple", p_iter, "tuple"),
+  FN("set", p_iter, "set"),
   FN("dict", p_dict, "dict"),
   FN("enumerate", p_enumerate, "list"),
   FN("zip", p_zip, "list"),
