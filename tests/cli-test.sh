@@ -204,5 +204,21 @@ expect 0 "$fs" fix "$tmp/pretrain.py" --write
 grep -qF '    model = fabric.setup_module(model)' "$tmp/pretrain.py" || fails "fix --write on a .py file: $(cat "$tmp/err")"
 expect 0 "$fs" check "$tmp/pretrain.py"
 
+# test --format: TAP 13 and JUnit XML that their readers accept (issue 17, point 5)
+printf 'x = 1  # error: never reported\n' > "$tmp/miss.fab"
+expect 1 "$fs" test --format=tap "$tmp/ok.fab" "$tmp/miss.fab"
+head -1 "$tmp/out" | grep -qx 'TAP version 13' && grep -q "^ok 1 - $tmp/ok.fab\$" "$tmp/out" &&
+  grep -q "^not ok 2 - $tmp/miss.fab\$" "$tmp/out" && tail -1 "$tmp/out" | grep -qx '1..2' ||
+  fails "test --format=tap: $(cat "$tmp/out")"
+expect 1 "$fs" test --format=junit "$tmp/ok.fab" "$tmp/miss.fab"
+python3 -c 'import sys, xml.etree.ElementTree as E
+s = E.parse(sys.argv[1]).getroot().find("testsuite")
+cases = s.findall("testcase")
+assert s.get("tests") == "2" and s.get("failures") == "1", s.attrib
+assert cases[0].find("failure") is None and cases[1].find("failure") is not None
+assert "missing error at line 1" in cases[1].find("failure").text' "$tmp/out" || fails "test --format=junit: $(cat "$tmp/out")"
+expect 2 "$fs" test --format=xml "$tmp/ok.fab"
+expect 2 "$fs" plan --format=tap "$tmp/ok.fab"
+
 [ $fail -eq 0 ] && echo "cli-test: all passed"
 exit $fail

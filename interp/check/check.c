@@ -679,6 +679,8 @@ static cv ns_value(C *c, const char *dotted) {
     return (cv){.k = CV_CLASS, .sub = CLS_NS, .p = dotted};
   }
   case FSSIG_NS_MODULE:
+    if (!c->python && sig_lookup(c, NULL, row)) /* nn.Sequential: the run's own class */
+      return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig_lookup(c, NULL, row)};
     if (c->python) { /* nn.Sequential(...): a module whose contents are unknown */
       pyclass *k = fsC_alloc(c, sizeof *k);
       memset(k, 0, sizeof *k);
@@ -975,6 +977,12 @@ static cv ev_call(C *c, const fs_node *n) {
     }
   } else {
     fn = ev(c, callee);
+  }
+  if (!mname && !c->python && fn.k == CV_CLASS && fn.sub == CLS_NS) { /* the run has no such builtin */
+    fs_diag *g = fsC_report(c, FS_SEV_ERROR, "unsupported", callee->loc, "`%s` is not supported at run time yet",
+                            (const char *)fn.p);
+    if (g) fsD_help(g, "torch and Lightning names the runtime has are listed in docs/builtins.md");
+    return fsC_unknown();
   }
   for (uint32_t i = 1, p = 0, k = 0; i < n->nkids; i++) {
     const fs_node *a = n->kids[i];
@@ -1570,6 +1578,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   size_t cap = 16;
   while (ast && cap < 2 * (size_t)ast->nkids) cap *= 2;
   map_grow(&c, &c.globals, cap);
+  fsC_runnable(&c, ast);
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;

@@ -202,6 +202,8 @@ int fsC_fabric_state(C *c, paths *e, uint32_t id, fsF_fabric *f);
 /* One of them, at loc. */
 fs_diag *fsC_report_issue(C *c, const fsF_issue *s, fs_loc loc);
 fs_diag *fsC_report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warnings);
+/* Rule `unsupported` over the whole tree of a script that will run (runnable.c). */
+void fsC_runnable(C *c, const fs_node *root);
 /* The whole lines of s (with its comment), from line start to past the newline. */
 fs_loc fsC_lines_of(C *c, fs_loc s);
 /* `fabric = Fabric(...)`: the statement that named a fabric, or NULL. */

@@ -170,6 +170,9 @@ static const explain_row rows[] = {
   {"param", "A -D value does not fit its param(), or no param() uses it.", "Script parameters are typed by their default."},
   {"assert", "An assert statement failed.", "As Python's assert."},
   {"runtime", "The run failed.", "The message is the runtime's (torch's words where it has them)."},
+  {"unsupported", "A construct or name the check understands but this runtime does not run yet.",
+   "What `check` accepts, a run must do: a script that would stop at it halfway through a training run is "
+   "refused before anything runs. Python scripts (.py) are checked, not run, so the rule does not apply to them."},
   {"launch", "A rank of a multi-process run failed; the launcher stopped the others.", "A run is whole or not at all."},
   {"io", "A file could not be read or written.", "The message names the file and the system's reason."},
   {"env", "A package the configuration needs is missing.", "Fabric checks its optional requirements when the plugin is created."},
@@ -197,6 +200,10 @@ static void put_script(FILE *out, const char *text) {
     fprintf(out, "    %.*s\n", (int)n, p);
     p += n + (p[n] == '\n');
   }
+}
+
+void fsW_list(FILE *out) {
+  for (size_t i = 0; i < NROWS; i++) fprintf(out, "%-7s %s\n", rows[i].id, rows[i].words);
 }
 
 int fsW_explain(FILE *out, FILE *err, const char *id) {

@@ -50,7 +50,8 @@ static const char usage_text[] =
   "                                          with --gpu-memory, whether it fits\n"
   "       fabricscript fix FILE [--write]     apply the fix-its of the diagnostics\n"
   "       fabricscript test PATH...           run annotated regression scripts\n"
-  "       fabricscript explain ID             a rule in words, why, before and after\n"
+  "       fabricscript explain [ID]           a rule in words, why, before and after;\n"
+  "                                          without ID, every rule id in a line\n"
   "\n"
   "Options:\n"
   "  -D NAME=VALUE                 set the script parameter NAME (see param())\n"
@@ -78,6 +79,7 @@ static const char usage_text[] =
   "  --batch-size=N --context=T    with plan: the per-rank batch and sequence length\n"
   "                                for the activations (default: the script's)\n"
   "  --format=text|json            with plan: how the plan is printed\n"
+  "  --format=text|tap|junit       with test: plain lines, TAP 13 or JUnit XML\n"
   "  -h, --help                    show this help and exit\n"
   "  --version                     show the version and the backends compiled in\n"
   "\n"
@@ -370,6 +372,7 @@ int main(int argc, char **argv) {
   };
   fs_cli cli = {0};
   const char *color = "auto";
+  const char *format = NULL; /* --format=: plan's text|json or test's text|tap|junit */
   int status = 0;
   cli.defines = calloc((size_t)argc, sizeof *cli.defines);
   if (!cli.defines) return EXIT_SYSTEM;
@@ -445,12 +448,7 @@ int main(int argc, char **argv) {
       *(c == OPT_BATCH ? &cli.plan.batch_size : &cli.plan.context) = v;
       break;
     }
-    case OPT_PLAN_FORMAT:
-      cli.plan_given = 1;
-      if (strcmp(optarg, "text") == 0) cli.plan.format = FSPL_TEXT;
-      else if (strcmp(optarg, "json") == 0) cli.plan.format = FSPL_JSON;
-      else { status = usage_error("--format must be text or json, not '%s'", optarg); goto done; }
-      break;
+    case OPT_PLAN_FORMAT: format = optarg; break; /* plan's or test's: read once the command is known */
     default:
       if (optopt == 0 && optind > 0 && strncmp(argv[optind - 1], "--", 2) == 0)
         status = unknown_option(argv[optind - 1]);
@@ -473,6 +471,19 @@ int main(int argc, char **argv) {
                      (strcmp(color, "auto") == 0 && isatty(STDERR_FILENO) && getenv("NO_COLOR") == NULL);
   int nargs = argc - optind;
   char **args = argv + optind;
+  int testing = nargs > 0 && strcmp(args[0], "test") == 0;
+  fsX_format test_format = FSX_PLAIN;
+  if (format && testing) {
+    if (strcmp(format, "text") == 0) test_format = FSX_PLAIN;
+    else if (strcmp(format, "tap") == 0) test_format = FSX_TAP;
+    else if (strcmp(format, "junit") == 0) test_format = FSX_JUNIT;
+    else { status = usage_error("test: --format must be text, tap or junit, not '%s'", format); goto done; }
+  } else if (format) {
+    cli.plan_given = 1;
+    if (strcmp(format, "text") == 0) cli.plan.format = FSPL_TEXT;
+    else if (strcmp(format, "json") == 0) cli.plan.format = FSPL_JSON;
+    else { status = usage_error("--format must be text or json, not '%s'", format); goto done; }
+  }
   /* JSON and SARIF make stderr a machine's channel, the ranks' lines too */
   fsLN_json_stderr(cli.render.format != FS_DIAG_TEXT);
   if (cli.render.format == FS_DIAG_SARIF) cli.render.sarif = fsD_sarif_new(PACKAGE_VERSION, fsW_rule_words);
@@ -497,11 +508,12 @@ int main(int argc, char **argv) {
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n > 0) self[n] = '\0';
     status = nargs < 2 ? usage_error("%s", "test: no script or directory given")
-                       : fsX_main(nargs - 1, args + 1, n > 0 ? self : "/proc/self/exe");
+                       : fsX_main(nargs - 1, args + 1, n > 0 ? self : "/proc/self/exe", test_format);
   } else if (strcmp(args[0], "fix") == 0) {
     status = nargs != 2 ? usage_error("%s", "fix: expects exactly one script") : fix_file(&cli, args[1]);
   } else if (strcmp(args[0], "explain") == 0) {
-    status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsW_explain(stdout, stderr, args[1]);
+    if (nargs == 1) fsW_list(stdout); /* the ids, for a reader and for completion */
+    else status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsW_explain(stdout, stderr, args[1]);
   } else if (strcmp(args[0], "plan") == 0) {
     status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
   } else if (misspelt_command(args[0])) {

@@ -89,6 +89,7 @@ typedef struct entry { fs_source *src; fs_node *ast; } entry;
 typedef struct session {
   const fsRP_options *opt;
   buf text;           /* every accepted entry */
+  buf clean;          /* the accepted entries that also ran without error: :save's script */
   entry *kept; size_t nkept, capkept; /* sources and trees that run code may point into */
   buf pending;        /* the entry being typed */
   int quit;
@@ -138,15 +139,19 @@ static int submit(session *S, const char *text, size_t len) {
   /* An entry that passed the check is part of the session even if it fails
    * while running: what it did before failing (an interrupted training loop)
    * stays done, and later entries are checked knowing it. */
+  int ran_clean = ok;
   if (ok && E && E->exec) {
     size_t first = 0;
     while (first < ast->nkids && ast->kids[first]->loc.start < base) first++;
     fs_diags run;
     fsD_init(&run);
-    E->exec(E->ud, src, ast->kids + first, ast->nkids - first, &run);
+    ran_clean = E->exec(E->ud, src, ast->kids + first, ast->nkids - first, &run) == 0 && !fsD_has_errors(&run);
     fsD_render_all(stderr, &run, &S->opt->render);
     fsD_free(&run);
   }
+  /* A saved session must run as a script: an entry that failed while running
+   * (a runtime error, Ctrl-C) would fail there again, so it is not saved. */
+  if (ran_clean) buf_add(&S->clean, src->text + base, src->len - base);
   fsD_free(&all);
   fsD_free(&shown);
   if (!ok) {
@@ -168,7 +173,7 @@ static const char help_text[] =
   "  :help        this text\n"
   "  :check       check the whole session again\n"
   "  :plan        the per-rank memory plan of the session (as `fabricscript plan`)\n"
-  "  :save FILE   write the accepted statements as a script\n"
+  "  :save FILE   write the statements that checked and ran cleanly as a script\n"
   "  :load FILE   check and run a script as one entry\n"
   "  :quit        leave (also Ctrl-D); Ctrl-C interrupts a running statement\n";
 
@@ -178,7 +183,7 @@ static int save_session(session *S, const char *path) {
   if (!tmp) return -1;
   snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "w");
-  int ok = f && fwrite(S->text.s ? S->text.s : "", 1, S->text.n, f) == S->text.n;
+  int ok = f && fwrite(S->clean.s ? S->clean.s : "", 1, S->clean.n, f) == S->clean.n;
   if (f && fclose(f) != 0) ok = 0;
   if (ok && rename(tmp, path) != 0) ok = 0;
   if (!ok) { fprintf(stderr, "fabricscript: cannot write %s: %s\n", path, strerror(errno)); remove(tmp); }
@@ -214,7 +219,7 @@ static void command(session *S, char *line) {
     fsA_source_free(src);
   } else if (strcmp(cmd, "save") == 0) {
     if (!*arg) fputs("usage: :save FILE\n", stderr);
-    else if (save_session(S, arg) == 0) printf("saved %zu bytes to %s\n", S->text.n, arg);
+    else if (save_session(S, arg) == 0) printf("saved %zu bytes to %s\n", S->clean.n, arg);
   } else if (strcmp(cmd, "load") == 0) {
     fs_source *file = *arg ? fsA_source_from_file(arg, 0) : NULL;
     if (!*arg) fputs("usage: :load FILE\n", stderr);
@@ -446,10 +451,17 @@ static void on_line(session *S, History *hist, const char *line) {
     if (cmd) command(S, cmd);
     free(cmd);
   } else if (!(S->pending.n == 0 && blank)) {
-    if (!blank) history(hist, &ev, H_ENTER, line);
     buf_add(&S->pending, line, strlen(line));
     buf_add(&S->pending, "\n", 1);
-    if (!fsRP_needs_more(S->pending.s, blank)) {
+    /* A recalled multi-line entry (it holds newlines) is complete as it is. */
+    if (strchr(line, '\n') || !fsRP_needs_more(S->pending.s, blank)) {
+      /* One history entry per entry, its lines joined, so Up recalls a
+       * whole block; the blank line that ended it is not part of it. */
+      size_t n = S->pending.n;
+      while (n > 0 && (S->pending.s[n - 1] == '\n' || S->pending.s[n - 1] == ' ' || S->pending.s[n - 1] == '\t')) n--;
+      char *whole = strndup(S->pending.s, n);
+      if (whole) history(hist, &ev, H_ENTER, whole);
+      free(whole);
       submit(S, S->pending.s, S->pending.n);
       S->pending.n = 0;
     }
@@ -558,6 +570,7 @@ int fsRP_main(const fsRP_options *opt) {
   for (size_t i = 0; i < S.nkept; i++) { fsA_free(S.kept[i].ast); fsA_source_free(S.kept[i].src); }
   free(S.kept);
   free(S.text.s);
+  free(S.clean.s);
   free(S.pending.s);
   names_free(&candidates);
   candidates = (names){0};

@@ -539,22 +539,48 @@ static char *read_all(const char *path, size_t *len) {
   return buf;
 }
 
-/* Runs one script; returns a malloc'd failure reason or NULL. */
-static char *run_script(const char *path, const char *exe, double timeout) {
+/* What one script's run came to: the failure reason (NULL: it passed) and
+ * the diagnostics it reported, one per line, for the TAP and JUnit reports. */
+typedef struct outcome { char *path, *why, *diags; double secs; } outcome;
+
+/* The child's diagnostics as `LINE: severity: message` lines (help on a
+ * line of its own), or its raw standard error when that was not JSON. */
+static char *render_diags(const fsX_result *r) {
+  static const char *const sev[] = { "note", "warning", "error" };
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return xstrndup("", 0);
+  for (size_t i = 0; i < r->ndiags; i++) {
+    const fsX_reported *d = &r->diags[i];
+    if (d->line) fprintf(f, "%u: ", d->line);
+    fprintf(f, "%s: %s\n", sev[d->severity], d->message);
+    if (*d->help) fprintf(f, "  help: %s\n", d->help);
+  }
+  if (r->bad_stderr) fprintf(f, "%s\n", r->bad_stderr);
+  fclose(f);
+  return buf;
+}
+
+/* Runs one script into o: its failure reason or NULL, and its diagnostics. */
+static void run_script(const char *path, const char *exe, double timeout, outcome *o) {
+  double start = now();
+  o->diags = xstrndup("", 0);
   size_t len;
   char *text = read_all(path, &len);
   if (!text) {
     const char *why = strerror(errno);
-    return xstrndup(why, strlen(why));
+    o->why = xstrndup(why, strlen(why));
+    return;
   }
   fsX_spec spec;
   int bad = fsX_parse_spec(text, len, &spec);
   free(text);
   if (bad) {
-    char *why = spec.error;
+    o->why = spec.error;
     spec.error = NULL;
     fsX_spec_free(&spec);
-    return why;
+    return;
   }
   size_t plen = strlen(path);
   if (plen > 3 && !strcmp(path + plen - 3, ".py")) spec.check_mode = 1; /* checked, never run */
@@ -567,23 +593,118 @@ static char *run_script(const char *path, const char *exe, double timeout) {
   argv[n++] = (char *)path;
   argv[n] = NULL;
   fsX_result r;
-  char *why;
   if (fsX_spawn(exe, argv, timeout, &r) < 0) {
     const char *e = strerror(errno);
-    why = fsA_xrealloc(NULL, strlen(exe) + strlen(e) + 16);
-    sprintf(why, "cannot run %s: %s", exe, e);
+    o->why = fsA_xrealloc(NULL, strlen(exe) + strlen(e) + 16);
+    sprintf(o->why, "cannot run %s: %s", exe, e);
   } else {
     fsX_parse_stderr(&r);
-    why = fsX_compare(&spec, &r);
+    o->why = fsX_compare(&spec, &r);
+    free(o->diags);
+    o->diags = render_diags(&r);
   }
   fsX_result_free(&r);
   free(argv);
   fsX_spec_free(&spec);
-  return why;
+  o->secs = now() - start;
 }
 
-int fsX_run_paths(FILE *out, char **paths, size_t npaths, const char *exe, double timeout) {
-  size_t passed = 0, failed = 0;
+/* ---- reports ------------------------------------------------------------- */
+
+/* Writes s for an XML attribute or text: the five entities escaped, and
+ * what XML 1.0 cannot hold (C0 controls but tab and newline, bytes that are
+ * not UTF-8) as U+FFFD. */
+static void put_xml(FILE *f, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    size_t k = 1;
+    if (*p >= 0x80) { /* the length of a well-formed sequence, else 0 */
+      k = (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 4 : 0;
+      for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xc0) != 0x80) k = 0;
+    }
+    if (k == 0 || (*p < 0x20 && *p != '\t' && *p != '\n')) { fputs("\xef\xbf\xbd", f); p++; continue; }
+    switch (*p) {
+    case '&': fputs("&amp;", f); break;
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '"': fputs("&quot;", f); break;
+    default: fwrite(p, 1, k, f);
+    }
+    p += k;
+  }
+}
+
+/* Writes text as the lines of a YAML literal block indented by ind spaces. */
+static void put_yaml_block(FILE *f, const char *text, const char *ind) {
+  for (const char *l = text; *l;) {
+    const char *nl = strchr(l, '\n');
+    size_t n = nl ? (size_t)(nl - l) : strlen(l);
+    fprintf(f, "%s", ind);
+    for (size_t i = 0; i < n; i++) fputc((unsigned char)l[i] < 0x20 && l[i] != '\t' ? '?' : l[i], f);
+    fputc('\n', f);
+    l += n + (nl != NULL);
+  }
+}
+
+/* One script's line, as soon as it has run (JUnit waits for the end). */
+static void report_one(FILE *out, fsX_format format, size_t number, const outcome *o) {
+  if (format == FSX_PLAIN) {
+    if (o->why) fprintf(out, "FAIL %s: %s\n", o->path, o->why);
+    else fprintf(out, "PASS %s\n", o->path);
+  } else if (format == FSX_TAP) {
+    fprintf(out, "%s %zu - %s\n", o->why ? "not ok" : "ok", number, o->path);
+    if (o->why) {
+      fprintf(out, "  ---\n  message: |-\n");
+      put_yaml_block(out, o->why, "    ");
+      fprintf(out, "  duration_ms: %.1f\n", o->secs * 1e3);
+      if (*o->diags) fprintf(out, "  diagnostics: |\n"), put_yaml_block(out, o->diags, "    ");
+      fprintf(out, "  ...\n");
+    }
+  }
+  fflush(out);
+}
+
+static void report_end(FILE *out, fsX_format format, const outcome *all, size_t n, size_t failed) {
+  if (format == FSX_PLAIN) fprintf(out, "%zu passed, %zu failed\n", n - failed, failed);
+  else if (format == FSX_TAP) fprintf(out, "1..%zu\n", n);
+  else {
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += all[i].secs;
+    fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                 "<testsuites name=\"fabricscript test\" tests=\"%zu\" failures=\"%zu\" time=\"%.3f\">\n"
+                 "  <testsuite name=\"fabricscript test\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" "
+                 "skipped=\"0\" time=\"%.3f\">\n", n, failed, total, n, failed, total);
+    for (size_t i = 0; i < n; i++) {
+      const char *slash = strrchr(all[i].path, '/');
+      fputs("    <testcase classname=\"", out);
+      if (slash) { /* the directory, dotted as JUnit readers group by it */
+        for (const char *p = all[i].path; p < slash; p++) {
+          char c[2] = { *p == '/' ? '.' : *p, 0 };
+          put_xml(out, c);
+        }
+      } else fputs(".", out);
+      fputs("\" name=\"", out);
+      put_xml(out, slash ? slash + 1 : all[i].path);
+      fputs("\" file=\"", out);
+      put_xml(out, all[i].path);
+      fprintf(out, "\" time=\"%.3f\"", all[i].secs);
+      if (!all[i].why) { fputs("/>\n", out); continue; }
+      fputs(">\n      <failure type=\"mismatch\" message=\"", out);
+      put_xml(out, all[i].why);
+      fputs("\">", out);
+      put_xml(out, all[i].why);
+      if (*all[i].diags) fputs("\n\ndiagnostics:\n", out), put_xml(out, all[i].diags);
+      fputs("</failure>\n    </testcase>\n", out);
+    }
+    fputs("  </testsuite>\n</testsuites>\n", out);
+  }
+  fflush(out);
+}
+
+int fsX_run_paths(FILE *out, char **paths, size_t npaths, const char *exe, double timeout, fsX_format format) {
+  outcome *all = NULL;
+  size_t n = 0, failed = 0;
+  if (format == FSX_TAP) fputs("TAP version 13\n", out);
   for (size_t i = 0; i < npaths; i++) {
     strv scripts = { 0 };
     struct stat st;
@@ -593,21 +714,23 @@ int fsX_run_paths(FILE *out, char **paths, size_t npaths, const char *exe, doubl
     } else {
       strv_push(&scripts, xstrndup(paths[i], strlen(paths[i])));
     }
+    all = fsA_xrealloc(all, (n + scripts.n + 1) * sizeof *all);
     for (size_t k = 0; k < scripts.n; k++) {
-      char *why = run_script(scripts.v[k], exe, timeout);
-      if (why) fprintf(out, "FAIL %s: %s\n", scripts.v[k], why), failed++;
-      else fprintf(out, "PASS %s\n", scripts.v[k]), passed++;
-      fflush(out);
-      free(why);
+      outcome *o = &all[n++];
+      *o = (outcome){ .path = scripts.v[k] }; /* the outcome owns the path now */
+      run_script(o->path, exe, timeout, o);
+      failed += o->why != NULL;
+      report_one(out, format, n, o);
     }
-    strv_free(scripts.v, scripts.n);
+    free(scripts.v);
   }
-  fprintf(out, "%zu passed, %zu failed\n", passed, failed);
-  fflush(out);
+  report_end(out, format, all, n, failed);
+  for (size_t i = 0; i < n; i++) free(all[i].path), free(all[i].why), free(all[i].diags);
+  free(all);
   return failed > 0;
 }
 
-int fsX_main(int argc, char **argv, const char *self_exe) {
+int fsX_main(int argc, char **argv, const char *self_exe, fsX_format format) {
   if (argc < 1) {
     fputs("fabricscript test: no scripts given (usage: fabricscript test PATH...)\n", stderr);
     return 2;
@@ -623,5 +746,5 @@ int fsX_main(int argc, char **argv, const char *self_exe) {
       return 2;
     }
   }
-  return fsX_run_paths(stdout, argv, (size_t)argc, self_exe, timeout);
+  return fsX_run_paths(stdout, argv, (size_t)argc, self_exe, timeout, format);
 }

@@ -88,6 +88,11 @@ void fsX_result_free(fsX_result *r);
  * what was missing or unexpected. */
 char *fsX_compare(const fsX_spec *spec, const fsX_result *r);
 
+/* How `fabricscript test` reports: `PASS path` lines, TAP 13 (a YAML block
+ * with the reason and the diagnostics under each `not ok`), or one JUnit XML
+ * document (a <failure> per failed script) once every script has run. */
+typedef enum fsX_format { FSX_PLAIN, FSX_TAP, FSX_JUNIT } fsX_format;
+
 /* `fabricscript test PATH...`: paths are .fab files or directories searched
  * recursively for *.fab (sorted). Each script runs as
  * `self_exe [args] --diagnostics-format=json FILE`, or
@@ -95,8 +100,8 @@ char *fsX_compare(const fsX_spec *spec, const fsX_result *r);
  * a timeout of FABRICSCRIPT_TEST_TIMEOUT seconds (default 120). Prints
  * `PASS path` or `FAIL path: reason` per script, then `N passed, N failed`.
  * Returns 0 if all passed, 1 if any failed, 2 on bad usage. */
-int fsX_main(int argc, char **argv, const char *self_exe);
+int fsX_main(int argc, char **argv, const char *self_exe, fsX_format format);
 /* fsX_main after its argument checks: reports to out. */
-int fsX_run_paths(FILE *out, char **paths, size_t npaths, const char *exe, double timeout);
+int fsX_run_paths(FILE *out, char **paths, size_t npaths, const char *exe, double timeout, fsX_format format);
 
 #endif

@@ -208,16 +208,35 @@ static fs_value *native_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
 
 /* ---- def functions and model classes ---------------------------------------- */
 
+/* A def or lambda made inside a call closes over that call's locals and,
+ * through the running function's own, over its enclosing calls': envs[0] is
+ * the innermost. A closure held (directly or in a container) by the locals it
+ * closes over would be a reference cycle, which reference counting never
+ * frees; so when a call returns, each live closure over its locals gets a
+ * snapshot of just the names its body uses, without closures over them.
+ * (Closures defined side by side therefore cannot call each other once the
+ * call that made them has returned; docs/language-notes.md.) */
 typedef struct func {
-  const fs_node *node; /* FS_N_DEF or FS_N_MODEL */
+  const fs_node *node; /* FS_N_DEF, FS_N_LAMBDA or FS_N_MODEL */
   fsSig sig;
   fsSig_param *params;
   fs_value **defaults; /* per parameter; NULL when required */
+  fs_value **envs; size_t nenvs; /* enclosing calls' locals, innermost first (owned) */
+  struct func *prev, *next;      /* the live closures (nenvs > 0) */
 } func;
+
+static func *live_closures;
 
 static void func_free(void *p) {
   func *f = p;
   for (size_t i = 0; i < f->sig.nparams; i++) fsV_release(f->defaults[i]);
+  for (size_t i = 0; i < f->nenvs; i++) fsV_release(f->envs[i]);
+  if (f->nenvs) {
+    if (f->prev) f->prev->next = f->next;
+    else live_closures = f->next;
+    if (f->next) f->next->prev = f->prev;
+  }
+  free(f->envs);
   free(f->defaults);
   free(f->params);
   free(f);
@@ -252,9 +271,13 @@ static fs_value *make_func(fsE_ctx *E, const fs_node *n) {
   }
   f->node = n;
   f->sig = (fsSig){n->str ? n->str : "<lambda>", FSSIG_FUNC, f->params, np, "any", 0};
+  static const unsigned kind_flags[] = {
+    [FS_PARAM_PLAIN] = 0, [FS_PARAM_POSONLY] = FSSIG_POSONLY, [FS_PARAM_KWONLY] = FSSIG_KWONLY,
+    [FS_PARAM_VARARGS] = FSSIG_VARARGS, [FS_PARAM_VARKW] = FSSIG_VARKW,
+  };
   for (size_t i = 0; i < np; i++) {
     const fs_node *p = params->kids[i];
-    f->params[i] = (fsSig_param){p->str, FSSIG_T_ANY, p->nkids && p->kids[0] ? "" : NULL, 0};
+    f->params[i] = (fsSig_param){p->str, FSSIG_T_ANY, p->nkids && p->kids[0] ? "" : NULL, kind_flags[p->op]};
     for (size_t j = 0; j < i; j++)
       if (strcmp(f->params[j].name, p->str) == 0) {
         f->sig.nparams = i;
@@ -267,8 +290,61 @@ static fs_value *make_func(fsE_ctx *E, const fs_node *n) {
       return NULL;
     }
   }
+  if (E->frame && E->locals == E->frame && n->kind != FS_N_MODEL) {
+    if (!(f->envs = malloc((E->nenvs + 1) * sizeof *f->envs))) {
+      func_free(f);
+      return fsE_error(E, n->loc, "out of memory");
+    }
+    f->envs[0] = fsV_retain(E->frame);
+    for (size_t i = 0; i < E->nenvs; i++) f->envs[i + 1] = fsV_retain(E->envs[i]);
+    f->nenvs = E->nenvs + 1;
+    if ((f->next = live_closures)) live_closures->prev = f;
+    live_closures = f;
+  }
   fs_value *v = fsV_obj(&fn_class, f);
   return v ? v : failed(E, n->loc);
+}
+
+/* Whether v is a closure over the dict env. */
+static bool closes_over(const fs_value *v, const fs_value *env) {
+  const func *g = fsV_objdata(v, &fn_class);
+  for (size_t i = 0; g && i < g->nenvs; i++)
+    if (g->envs[i] == env) return true;
+  return false;
+}
+
+/* Adds to snap the entries of env named anywhere in the tree n, but
+ * closures over env. */
+static int snapshot_names(const fs_node *n, const fs_value *env, fs_value *snap) {
+  if (!n) return 0;
+  if (n->kind == FS_N_NAME && !fsV_dict_getstr(snap, n->str)) {
+    fs_value *v = fsV_dict_getstr(env, n->str);
+    if (v && !closes_over(v, env)) {
+      fs_value *k = fsV_cstr(n->str);
+      int rc = k ? fsV_dict_set(snap, k, fsV_retain(v)) : -1;
+      fsV_release(k);
+      if (rc < 0) return -1;
+    }
+  }
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if (snapshot_names(n->kids[i], env, snap) < 0) return -1;
+  return 0;
+}
+
+/* The call whose locals are env returns: its live closures keep snapshots. */
+static int detach_closures(fs_value *env) {
+  for (func *f = live_closures; f; f = f->next)
+    for (size_t i = 0; i < f->nenvs; i++) {
+      if (f->envs[i] != env) continue;
+      fs_value *snap = fsV_dict();
+      if (!snap || snapshot_names(f->node, env, snap) < 0) {
+        fsV_release(snap);
+        return -1;
+      }
+      f->envs[i] = snap;
+      fsV_release(env);
+    }
+  return 0;
 }
 
 static fs_value *set_name(fsE_ctx *E, const char *name, fs_value *v);
@@ -300,8 +376,13 @@ static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
     fsV_release(locals);
     return NULL;
   }
-  fs_value *saved = E->locals;
-  E->locals = locals;
+  fs_value *saved = E->locals, *saved_frame = E->frame, *saved_decls = E->decls;
+  fs_value *const *saved_envs = E->envs;
+  size_t saved_nenvs = E->nenvs;
+  E->locals = E->frame = locals;
+  E->envs = f->envs;
+  E->nenvs = f->nenvs;
+  E->decls = NULL;
   bool ok = true;
   for (size_t i = 0; i < np && ok; i++) ok = set_name(E, f->params[i].name, slots[i]) != NULL;
   fsE_unbind(&f->sig, slots);
@@ -325,15 +406,37 @@ static fs_value *func_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
     failed(E, a->loc);
   }
   E->locals = saved;
+  E->frame = saved_frame;
+  E->envs = saved_envs;
+  E->nenvs = saved_nenvs;
+  fsV_release(E->decls);
+  E->decls = saved_decls;
+  if (live_closures && detach_closures(locals) < 0) {
+    fsV_release(r);
+    r = NULL;
+    fsV_seterr("out of memory");
+  }
   fsV_release(locals);
   return r;
 }
 
 /* ---- names, attributes, calls -------------------------------------------------- */
 
+/* The dict a name's binding lives in for an assignment: the running
+ * call's locals, unless `global` or `nonlocal` said otherwise. */
+static fs_value *scope_of(fsE_ctx *E, const char *name) {
+  fs_value *decl = E->decls ? fsV_dict_getstr(E->decls, name) : NULL;
+  if (!decl) return E->locals ? E->locals : E->globals;
+  if (decl->type == FSV_BOOL) return E->globals; /* global */
+  for (size_t i = 0; i < E->nenvs; i++)          /* nonlocal */
+    if (fsV_dict_getstr(E->envs[i], name)) return E->envs[i];
+  fsV_seterr("no binding for nonlocal '%s' found", name);
+  return NULL;
+}
+
 static fs_value *set_name(fsE_ctx *E, const char *name, fs_value *v) {
-  fs_value *k = fsV_cstr(name);
-  int rc = k ? fsV_dict_set(E->locals ? E->locals : E->globals, k, fsV_retain(v)) : -1;
+  fs_value *d = scope_of(E, name), *k = d ? fsV_cstr(name) : NULL;
+  int rc = k ? fsV_dict_set(d, k, fsV_retain(v)) : -1;
   fsV_release(k);
   return rc < 0 ? NULL : v;
 }
@@ -342,22 +445,30 @@ int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v) { return set_name(E,
 
 static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   fs_value *v = E->locals ? fsV_dict_getstr(E->locals, n->str) : NULL;
+  for (size_t i = 0; !v && i < E->nenvs; i++) v = fsV_dict_getstr(E->envs[i], n->str);
   if (!v) v = fsV_dict_getstr(E->globals, n->str);
-  if (!v) v = fsV_dict_getstr(E->builtins, n->str);
   if (v) return fsV_retain(v);
-  const fsSig *sig = fsSig_find(n->str);
-  if (!sig && (v = fsE_class_builtin(E, n->str))) return v;
-  if (!sig) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
+  if ((v = fsE_builtin(E, n->str))) return v;
+  if (!*fsV_error()) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
+  return failed(E, n->loc);
+}
+
+fs_value *fsE_builtin(fsE_ctx *E, const char *name) {
+  fs_value *v = fsV_dict_getstr(E->builtins, name);
+  if (v) return fsV_retain(v);
+  const fsSig *sig = fsSig_find(name);
+  fsV_clearerr();
+  if (!sig) return fsE_class_builtin(E, name);
   fs_value *b, *k;
   if ((sig->flags & FSSIG_CONST) || sig->kind == FSSIG_MODULE) { /* float32, math: the value itself, made once */
-    fsV_clearerr();
     b = fsE_native_of(sig) ? fsE_native_of(sig)(E, NULL, NULL, NULL) : NULL;
   } else b = native_value(sig, NULL);
-  k = b ? fsV_cstr(n->str) : NULL;
+  k = b ? fsV_cstr(name) : NULL;
   if (!k || fsV_dict_set(E->builtins, k, fsV_retain(b)) < 0) {
     fsV_release(k);
     fsV_release(b);
-    return failed(E, n->loc);
+    if (!*fsV_error()) fsV_seterr("out of memory");
+    return NULL;
   }
   fsV_release(k);
   return b;
@@ -376,12 +487,15 @@ fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name) {
 static fs_value *getattr(fsE_ctx *E, fs_value *obj, const char *name) {
   fs_value *own = NULL;
   int k = fsE_instance_getattr(E, obj, name, &own);
+  if (!k) k = fsE_module_getattr(E, obj, name, &own);
   if (k) return k > 0 ? own : NULL;
   const fsSig *sig = fsSig_member(fsV_type_name(obj), name);
   fsE_native fn = sig && sig->kind == FSSIG_ATTR ? fsE_native_of(sig) : NULL;
   fsV_clearerr();
   return fn ? fn(E, obj, NULL, NULL) : fsE_method_value(E, obj, name);
 }
+
+fs_value *fsE_getattr(fsE_ctx *E, fs_value *obj, const char *name) { return getattr(E, obj, name); }
 
 fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a) {
   if (callee->type == FSV_OBJ && callee->u.obj.cls->call) return callee->u.obj.cls->call(E, callee, a);
@@ -462,9 +576,26 @@ static fs_value *python_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
     bool same = a == b || (a->type == b->type && scalar && fsV_equal(a, b));
     return fsV_bool(same == (op == FS_OP_IS));
   }
-  if (op >= FS_OP_MATMUL) {
-    fsV_seterr("operator '%s' is not supported at run time yet", fsA_op_text(op));
-    return NULL;
+  if ((op == FS_OP_IN || op == FS_OP_NOT_IN) && fsE_is_set(b)) return b->u.obj.cls->binop(E, op, a, b);
+  bool ints = (a->type == FSV_INT || a->type == FSV_BOOL) && (b->type == FSV_INT || b->type == FSV_BOOL);
+  if (ints && op >= FS_OP_LSHIFT && op <= FS_OP_BITXOR) { /* Python's bitwise operators on ints and bools */
+    int64_t x = a->u.i, y = b->u.i;
+    if ((op == FS_OP_LSHIFT || op == FS_OP_RSHIFT) && y < 0) {
+      fsV_seterr("negative shift count");
+      return NULL;
+    }
+    if (op == FS_OP_LSHIFT && (y >= 63 || (x != 0 && (x > (INT64_MAX >> y) || x < (INT64_MIN >> y))))) {
+      fsV_seterr("integer overflow: the result does not fit in 64 bits");
+      return NULL;
+    }
+    bool both_bool = a->type == FSV_BOOL && b->type == FSV_BOOL;
+    switch (op) {
+    case FS_OP_LSHIFT: return fsV_int(x << y);
+    case FS_OP_RSHIFT: return fsV_int(y >= 63 ? (x < 0 ? -1 : 0) : x >> y);
+    case FS_OP_BITAND: return both_bool ? fsV_bool(x & y) : fsV_int(x & y);
+    case FS_OP_BITOR: return both_bool ? fsV_bool(x | y) : fsV_int(x | y);
+    default: return both_bool ? fsV_bool(x ^ y) : fsV_int(x ^ y);
+    }
   }
   return fsV_binop(E, op, a, b);
 }
@@ -478,9 +609,10 @@ static fs_value *eval_fstr(fsE_ctx *E, const fs_node *n) {
       fsV_buf_put(&b, k->str, k->slen);
       continue;
     }
-    if (k->nkids > 1) { /* `{x:{width}}` */
+    const char *unsupported = fsA_run_unsupported(k);
+    if (unsupported) {
       free(b.s);
-      return fsE_error(E, k->kids[1]->loc, "a format spec with fields is not supported at run time yet");
+      return fsE_error(E, k->kids[1]->loc, "%s is not supported at run time yet", unsupported);
     }
     fs_value *v = eval(E, k->kids[0]);
     if (v && k->op) { /* !r, !a (repr) and !s (str) */
@@ -706,9 +838,10 @@ static int comp_clause(fsE_ctx *E, const fs_node *n, uint32_t i, fs_value *out) 
  * once into a list (what list(), sum(), tuple() and a for loop consume).
  * Its names live in a scope of their own, a copy of the enclosing one. */
 static fs_value *eval_comp(fsE_ctx *E, const fs_node *n) {
-  if (n->op == FS_COMP_SET) return fsE_error(E, n->loc, "a set is not supported at run time yet");
-  for (uint32_t i = 2; i < n->nkids; i++)
-    if (n->kids[i]->op) return fsE_error(E, n->kids[i]->loc, "`async for` is not supported at run time yet");
+  for (uint32_t i = 2; i < n->nkids; i++) {
+    const char *unsupported = fsA_run_unsupported(n->kids[i]);
+    if (unsupported) return fsE_error(E, n->kids[i]->loc, "%s is not supported at run time yet", unsupported);
+  }
   fs_value *out = n->op == FS_COMP_DICT ? fsV_dict() : fsV_list(0), *scope = fsV_dict(), *saved = E->locals;
   for (size_t i = 0; out && scope && saved && i < saved->u.dict.n; i++)
     if (fsV_dict_set(scope, saved->u.dict.keys[i], fsV_retain(saved->u.dict.vals[i])) < 0) fsV_release(scope), scope = NULL;
@@ -717,10 +850,21 @@ static fs_value *eval_comp(fsE_ctx *E, const fs_node *n) {
     fsV_release(scope);
     return fsE_error(E, n->loc, "out of memory");
   }
+  fs_value *saved_frame = E->frame;
+  if (saved && saved == E->frame) E->frame = scope; /* a lambda here closes over the scope */
   E->locals = scope;
   int rc = comp_clause(E, n, 0, out);
   E->locals = saved;
+  E->frame = saved_frame;
+  if (live_closures && detach_closures(scope) < 0 && rc == 0) rc = -1, fsE_error(E, n->loc, "out of memory");
   fsV_release(scope);
+  if (rc == 0 && n->op == FS_COMP_SET) { /* {x for ...}: the elements collected as a list first */
+    fs_value *set = fsE_set_new();
+    for (size_t i = 0; set && i < out->u.seq.n; i++)
+      if (fsE_set_add(set, out->u.seq.items[i]) < 0) fsV_release(set), set = NULL;
+    fsV_release(out);
+    if (!(out = set)) rc = -1, failed(E, n->loc);
+  }
   if (rc < 0) {
     fsV_release(out);
     return NULL;
@@ -730,6 +874,8 @@ static fs_value *eval_comp(fsE_ctx *E, const fs_node *n) {
 
 static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   fs_value *r = NULL;
+  const char *unsupported = fsA_run_unsupported(n);
+  if (unsupported) return fsE_error(E, n->loc, "%s is not supported at run time yet", unsupported);
   switch (n->kind) {
   case FS_N_NAME: return lookup(E, n);
   case FS_N_INT: r = fsV_int(n->ival); break;
@@ -741,20 +887,24 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_FSTR: return eval_fstr(E, n);
   case FS_N_LIST: case FS_N_TUPLE: return eval_seq(E, n);
   case FS_N_DICT: return eval_dict(E, n);
+  case FS_N_SET: {
+    fs_value *items = eval_seq(E, n);
+    r = items ? fsE_set_new() : NULL;
+    for (uint32_t i = 0; r && i < items->u.seq.n; i++)
+      if (fsE_set_add(r, items->u.seq.items[i]) < 0) fsV_release(r), r = NULL;
+    if (!items) return NULL;
+    fsV_release(items);
+    break;
+  }
   case FS_N_CALL: return eval_call(E, n);
   case FS_N_INDEX: return eval_index(E, n);
   case FS_N_COMP: return eval_comp(E, n);
-  case FS_N_LAMBDA:
-    for (uint32_t i = 0; i < n->kids[0]->nkids; i++)
-      if (n->kids[0]->kids[i]->op != FS_PARAM_PLAIN)
-        return fsE_error(E, n->kids[0]->kids[i]->loc, "a lambda's *args, **kwargs, keyword-only or positional-only "
-                         "parameters are not supported at run time yet");
-    return make_func(E, n);
+  case FS_N_LAMBDA: return make_func(E, n);
   case FS_N_UNARY: {
-    if (n->op == FS_OP_INVERT) return fsE_error(E, n->loc, "operator '~' is not supported at run time yet");
     fs_value *v = eval(E, n->kids[0]);
     if (!v) return NULL;
-    r = fsV_unop(E, n->op, v);
+    r = n->op == FS_OP_INVERT && (v->type == FSV_INT || v->type == FSV_BOOL) ? fsV_int(~v->u.i)
+                                                                            : fsV_unop(E, n->op, v);
     fsV_release(v);
     break;
   }
@@ -799,6 +949,11 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
     bool t = fsV_truthy(c);
     fsV_release(c);
     return eval(E, n->kids[t ? 1 : 2]);
+  }
+  case FS_N_NAMEDEXPR: { /* (n := v): binds n in the running scope, and is v */
+    fs_value *v = eval(E, n->kids[1]);
+    if (v && assign(E, n->kids[0], v) < 0) fsV_release(v), v = NULL;
+    return v;
   }
   case FS_N_ATTR: {
     fs_value *o = eval(E, n->kids[0]);
@@ -1040,13 +1195,49 @@ static fsE_flow exec_assert(fsE_ctx *E, const fs_node *s) {
   return FSE_ERROR;
 }
 
-/* Binds a def or model declaration's name. */
+/* Binds a def or model declaration's name: `@d1 @d2 def f` binds
+ * d1(d2(f)), each decorator evaluated before the def, as Python does. */
 static fsE_flow exec_def(fsE_ctx *E, const fs_node *s) {
-  fs_value *f = make_func(E, s);
+  const fs_node *decos = s->kind == FS_N_DEF && s->nkids > 2 ? s->kids[2] : NULL;
+  uint32_t nd = decos ? decos->nkids : 0;
+  fs_value **d = nd ? calloc(nd, sizeof *d) : NULL;
+  if (nd && !d) return fsE_error(E, s->loc, "out of memory"), FSE_ERROR;
+  uint32_t got = 0;
+  while (got < nd && (d[got] = eval(E, decos->kids[got]))) got++;
+  fs_value *f = got == nd ? make_func(E, s) : NULL;
+  for (uint32_t i = got; f && i-- > 0;) {
+    fs_value *arg[1] = {f};
+    fsV_args a = {.pos = arg, .npos = 1, .loc = decos->kids[i]->loc};
+    fs_value *g = fsE_call(E, d[i], &a);
+    fsV_release(f);
+    f = g ? g : failed(E, decos->kids[i]->loc);
+  }
+  for (uint32_t i = 0; i < got; i++) fsV_release(d[i]);
+  free(d);
   if (!f) return FSE_ERROR;
   fs_value *ok = set_name(E, s->str, f);
   fsV_release(f);
   return ok ? FSE_OK : (failed(E, s->name_loc), FSE_ERROR);
+}
+
+/* `global a, b` / `nonlocal a, b`: later assignments in this call bind
+ * the names in the globals / the nearest enclosing call's locals. */
+static fsE_flow exec_scope_decl(fsE_ctx *E, const fs_node *s) {
+  bool global = s->kind == FS_N_GLOBAL;
+  if (!E->locals) return FSE_OK; /* at module level both say what is already true */
+  for (uint32_t i = 0; i < s->nkids; i++) {
+    const char *name = s->kids[i]->str;
+    size_t k = 0;
+    while (!global && k < E->nenvs && !fsV_dict_getstr(E->envs[k], name)) k++;
+    if (!global && k == E->nenvs)
+      return fsE_error(E, s->kids[i]->loc, "no binding for nonlocal '%s' found", name), FSE_ERROR;
+    fs_value *key = (E->decls || (E->decls = fsV_dict())) ? fsV_cstr(name) : NULL;
+    fs_value *mark = global ? fsV_bool(true) : fsV_int(2);
+    int rc = key && mark ? fsV_dict_set(E->decls, key, mark) : (fsV_release(mark), -1);
+    fsV_release(key);
+    if (rc < 0) return fsE_error(E, s->loc, "out of memory"), FSE_ERROR;
+  }
+  return FSE_OK;
 }
 
 /* A layer block outside a model body, or a statement that produced a layer. */
@@ -1075,6 +1266,8 @@ static fsE_flow exec_layer_block(fsE_ctx *E, const fs_node *s) {
 }
 
 static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
+  const char *unsupported = fsA_run_unsupported(s);
+  if (unsupported) return fsE_error(E, s->loc, "%s is not supported at run time yet", unsupported), FSE_ERROR;
   switch (s->kind) {
   case FS_N_EXPR: {
     fs_value *v = eval(E, s->kids[0]);
@@ -1098,10 +1291,8 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     const fs_node *t = s->kids[0];
     if (t->kind != FS_N_NAME && t->kind != FS_N_ATTR && t->kind != FS_N_INDEX)
       return fsE_error(E, t->loc, "illegal expression for augmented assignment"), FSE_ERROR;
-    if (s->op >= FS_OP_MATMUL)
-      return fsE_error(E, s->loc, "operator '%s=' is not supported at run time yet", fsA_op_text(s->op)), FSE_ERROR;
     fs_value *cur = eval(E, t), *rhs = cur ? eval(E, s->kids[1]) : NULL, *r = NULL;
-    if (rhs && !(r = fsV_binop(E, s->op, cur, rhs))) failed(E, s->loc);
+    if (rhs && !(r = python_binop(E, s->op, cur, rhs))) failed(E, s->loc);
     int rc = r ? assign(E, t, r) : -1;
     fsV_release(cur);
     fsV_release(rhs);
@@ -1117,13 +1308,9 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     return s->kids[2] ? exec(E, s->kids[2]) : FSE_OK;
   }
   case FS_N_BLOCK: return fsE_exec_block(E, s);
-  case FS_N_FOR:
-    if (s->op) return fsE_error(E, s->loc, "`async for` is not supported at run time yet"), FSE_ERROR;
-    return exec_for(E, s);
+  case FS_N_FOR: return exec_for(E, s);
   case FS_N_WHILE: return exec_while(E, s);
-  case FS_N_WITH:
-    if (s->op) return fsE_error(E, s->loc, "`async with` is not supported at run time yet"), FSE_ERROR;
-    return exec_with(E, s);
+  case FS_N_WITH: return exec_with(E, s);
   case FS_N_ANNASSIGN: {
     if (!s->kids[2]) return FSE_OK; /* `x: int` declares, binds nothing */
     fs_value *v = eval(E, s->kids[2]);
@@ -1131,17 +1318,17 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     fsV_release(v);
     return rc < 0 ? FSE_ERROR : FSE_OK;
   }
-  case FS_N_DEF:
-    if (!fsA_def_plain(s))
-      return fsE_error(E, s->loc, "a decorated or async def, or one with *args, **kwargs, keyword-only or "
-                       "positional-only parameters, is not supported at run time yet"), FSE_ERROR;
-    return exec_def(E, s);
+  case FS_N_DEF: return exec_def(E, s);
   case FS_N_MODEL: return exec_def(E, s);
   case FS_N_CLASS: return fsE_exec_class(E, s);
   case FS_N_RETURN:
     if (!E->depth) return fsE_error(E, s->loc, "'return' outside function"), FSE_ERROR;
     E->retval = s->nkids && s->kids[0] ? eval(E, s->kids[0]) : fsV_none();
     return E->retval ? FSE_RETURN : FSE_ERROR;
+  case FS_N_GLOBAL:
+  case FS_N_NONLOCAL: return exec_scope_decl(E, s);
+  case FS_N_IMPORT:
+  case FS_N_IMPORTFROM: return fsE_exec_import(E, s);
   case FS_N_BREAK: return FSE_BREAK;
   case FS_N_CONTINUE: return FSE_CONTINUE;
   case FS_N_PASS: return FSE_OK;

@@ -29,6 +29,10 @@ struct fsE_ctx {
   const fsE_options *opt;
   FILE *out;
   fs_value *globals, *locals;    /* dicts; locals NULL at top level */
+  fs_value *frame;               /* the running call's locals (or a comprehension's scope
+                                    within it): what a def or lambda made here closes over */
+  fs_value *const *envs; size_t nenvs; /* the running function's enclosing calls' locals */
+  fs_value *decls;               /* the running call's `global`/`nonlocal` names (dict), or NULL */
   fs_value *builtins;            /* cache of builtin values by name */
   fsE_define *defines; size_t ndefines;
   const fs_node **stack; size_t depth, cap; /* active def/model calls (no recursion) */
@@ -74,6 +78,7 @@ int fsE_bind(fsE_ctx *E, const fsSig *sig, const fsV_args *a, fs_value **slots);
 void fsE_unbind(const fsSig *sig, fs_value **slots);
 
 fs_value *fsE_call(fsE_ctx *E, fs_value *callee, const fsV_args *a);
+fs_value *fsE_getattr(fsE_ctx *E, fs_value *obj, const char *name); /* obj.name; NULL + fsV_error */
 fs_value *fsE_call_method(fsE_ctx *E, fs_value *self, const char *name, const fsV_args *a);
 /* A bound builtin method value (for `f = obj.method`). */
 fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name);
@@ -112,9 +117,27 @@ fs_value *fsE_build_sequence(fsE_ctx *E, const fs_node *body, fsM_kind kind,
 /* repeat N: body -> Module value */
 fs_value *fsE_build_repeat(fsE_ctx *E, int64_t n, const fs_node *body);
 
+/* The builtin value of a sig row's name ("zeros", "math", "math.cos"), or
+ * of a class the evaluator makes ("Module"); NULL with fsV_error() set, or
+ * empty when there is no such builtin. New reference. */
+fs_value *fsE_builtin(fsE_ctx *E, const char *name);
+
+/* Sets (sets.c): a new empty set; adding an element (borrowed; -1 +
+ * fsV_error when it is unhashable); whether v is a set. */
+fs_value *fsE_set_new(void);
+int fsE_set_add(fs_value *set, fs_value *v);
+bool fsE_is_set(const fs_value *v);
+
 /* Statement execution for the builders. */
 typedef enum fsE_flow { FSE_OK, FSE_BREAK, FSE_CONTINUE, FSE_RETURN, FSE_ERROR } fsE_flow;
 fsE_flow fsE_exec_block(fsE_ctx *E, const fs_node *block);
+
+/* Imports (imports.c): `import` and `from ... import` statements, and the
+ * attributes of the module values they bind (0: obj is not a module; 1 and
+ * *out; -1 with fsV_error()). */
+fsE_flow fsE_exec_import(fsE_ctx *E, const fs_node *s);
+int fsE_module_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out);
+
 
 
 /* ---- runtime values the libraries share ------------------------------------ */

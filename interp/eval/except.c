@@ -125,8 +125,10 @@ static fsE_flow run_finally(fsE_ctx *E, const fs_node *block, fsE_flow fl) {
 }
 
 fsE_flow fsE_exec_try(fsE_ctx *E, const fs_node *s) {
-  for (uint32_t i = 3; i < s->nkids; i++)
-    if (s->kids[i]->op) return fsE_error(E, s->kids[i]->loc, "`except*` is not supported at run time yet"), FSE_ERROR;
+  for (uint32_t i = 3; i < s->nkids; i++) {
+    const char *unsupported = fsA_run_unsupported(s->kids[i]);
+    if (unsupported) return fsE_error(E, s->kids[i]->loc, "%s is not supported at run time yet", unsupported), FSE_ERROR;
+  }
   int status = E->status;
   E->try_depth++;
   fsE_flow fl = fsE_exec_block(E, s->kids[0]);

@@ -203,6 +203,15 @@ NATIVE(b_tuple) {
   return l;
 }
 
+/* set(iterable): sets.c's set of the iterable's elements. */
+NATIVE(b_set) {
+  fs_value *items = collect(E, s[0]), *r = items ? fsE_set_new() : NULL;
+  for (size_t i = 0; r && i < items->u.seq.n; i++)
+    if (fsE_set_add(r, items->u.seq.items[i]) < 0) fsV_release(r), r = NULL;
+  fsV_release(items);
+  return r;
+}
+
 NATIVE(b_dict) {
   fs_value *d = fsV_dict(), *pairs = NULL;
   if (!d) return NULL;
@@ -485,6 +494,7 @@ static const fsE_reg core_funcs[] = {
   {"print", b_print}, {"param", b_param}, {"range", b_range}, {"len", b_len},
   {"min", b_min}, {"max", b_max}, {"abs", b_abs}, {"int", b_int}, {"float", b_float},
   {"str", b_str}, {"repr", b_repr}, {"bool", b_bool}, {"list", b_list}, {"tuple", b_tuple}, {"dict", b_dict},
+  {"set", b_set},
   {"enumerate", b_enumerate}, {"zip", b_zip}, {"sum", b_sum}, {"round", b_round},
   {"sorted", b_sorted},
   {"list.append", m_append}, {"dict.keys", m_keys}, {"dict.values", m_values},

@@ -635,7 +635,7 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   }
   cfg->precision = (fsF_prec)prec;
 
-  /* Traits (fabric-rules.md 1.1). */
+  /* Traits (as Fabric's connector.py derives them). */
   fsF_cls c = cfg->cls;
   cfg->world_size = cfg->devices * cfg->num_nodes;
   cfg->launch_required = c != FSF_SINGLE && c != FSF_SINGLE_XLA && c != FSF_DP;

@@ -1,7 +1,7 @@
 /* fabric.h -- Lightning Fabric's semantics in one place: resolving
  * `Fabric(...)` against a machine model, the state of every object Fabric
  * hands out, and one validation per API, in Fabric's order of checks and with
- * Fabric's exact messages (fabric-rules.md). The checker calls it with
+ * Fabric's exact messages (docs/rules.md). The checker calls it with
  * abstract states built from the script's literals, the runtime with the
  * states of real objects, so a rule cannot drift between the two. Nothing here
  * allocates tensors, touches files or starts processes. */
@@ -136,7 +136,7 @@ typedef struct fsF_config {
   int devices;                 /* devices per node */
   int device_ids[FSF_MAX_GPUS];/* CUDA ids (first `devices`), else 0..devices-1 */
   int num_nodes, world_size;
-  /* traits (fabric-rules.md 1.1) */
+  /* traits (as Fabric's connector.py derives them) */
   int launch_required;         /* R16 */
   int launch_needs_fn;         /* R17 */
   int setup_optimizers_allowed;/* else R25 */
@@ -156,7 +156,7 @@ typedef struct fsF_args {
   fsF_value accelerator, strategy, devices, num_nodes, precision;
 } fsF_args;
 
-/* Resolves as Fabric's connector does (fabric-rules.md 1.1, 1.3). Returns 0
+/* Resolves as Fabric's connector does (connector.py, then fabric.py's checks). Returns 0
  * with *cfg filled (warnings W7, W8, W9 in iss), or -1 with the first error
  * last in iss. */
 int fsF_resolve(const fsF_args *a, const fsF_overrides *o, const fsF_machine *m,

@@ -335,3 +335,36 @@ const char *fsA_op_text(fs_op op) {
   };
   return (unsigned)op < sizeof text / sizeof *text ? text[op] : "?";
 }
+
+const char *fsA_run_unsupported(const fs_node *n) {
+  switch (n->kind) {
+  case FS_N_COMPFOR: case FS_N_FOR: return n->op ? "`async for`" : NULL;
+  case FS_N_WITH: return n->op ? "`async with`" : NULL;
+  case FS_N_BYTES: return "bytes";
+  case FS_N_IMAG: return "a complex number";
+  case FS_N_YIELD: return "a generator (`yield`)";
+  case FS_N_AWAIT: return "`await`";
+  case FS_N_MATCH: return "`match`";
+  case FS_N_DEL: return "`del`";
+  case FS_N_EXCEPT: return n->op ? "`except*`" : NULL;
+  case FS_N_FMT: return n->nkids > 1 && n->kids[1] ? "a format spec with fields" : NULL;
+  case FS_N_DEF: return n->op ? "an async def" : n->nkids > 4 && n->kids[4] ? "a generic def" : NULL;
+  case FS_N_IMPORTFROM:
+    if (!n->str || n->op) return "a relative import";
+    for (uint32_t i = 0; i < n->nkids; i++)
+      if (!strcmp(n->kids[i]->str, "*")) return "`import *`";
+    return NULL;
+  case FS_N_CLASS: {
+    if ((n->nkids > 2 && n->kids[2]) || (n->nkids > 3 && n->kids[3])) return "a decorated or generic class";
+    const fs_node *args = n->kids[0];
+    for (uint32_t i = 1; args && i < args->nkids; i++)
+      if (args->kids[i]->kind == FS_N_KWARG || args->kids[i]->kind == FS_N_STARRED)
+        return "a class's keywords (metaclass=...) or starred bases";
+    return args && args->nkids > 2 ? "multiple inheritance" : NULL;
+  }
+  case FS_N_CALL: /* super(Class, self): the arguments Python 3 infers */
+    return n->kids[0] && n->kids[0]->kind == FS_N_NAME && !strcmp(n->kids[0]->str, "super") && n->nkids > 1
+               ? "super() with arguments" : NULL;
+  default: return NULL;
+  }
+}

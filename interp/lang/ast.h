@@ -195,6 +195,12 @@ fs_node *fsA_root(fs_arena *a, const fs_node *n);
  * freeing it alone does nothing. */
 void fsA_free(fs_node *root);
 const char *fsA_kind_name(fs_node_kind kind);
+/* What of Python the evaluator does not run yet, as a phrase for "... is not
+ * supported at run time yet" ("a set", "`async for`", "del"), or NULL when
+ * the node's own form runs (its children are asked separately). The
+ * evaluator refuses exactly these, and the checker reports them in a script
+ * that will run (rule `unsupported`), so check and run agree. */
+const char *fsA_run_unsupported(const fs_node *n);
 /* Whether a def is one the checker and the evaluator model: no decorators,
  * not async, every parameter positional-or-keyword (annotations, a return
  * annotation and type parameters change nothing they see). */

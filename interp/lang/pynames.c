@@ -55,9 +55,19 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
    "maximum minimum clamp softmax log_softmax matmul bmm", ""},
-  {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten",
+  {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten "
+   "Conv1d Conv2d ConvTranspose2d MultiheadAttention BatchNorm1d BatchNorm2d MaxPool2d AvgPool2d "
+   "AdaptiveAvgPool2d Upsample LeakyReLU Softmax Mish GroupNorm RMSNorm Identity Parameter "
+   "CrossEntropyLoss NLLLoss MSELoss L1Loss SmoothL1Loss HuberLoss BCELoss BCEWithLogitsLoss "
+   "KLDivLoss CosineSimilarity",
    "Sequential ModuleList ModuleDict"},
-  {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh", ""},
+  {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh "
+   "conv1d conv2d conv_transpose2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm "
+   "scaled_dot_product_attention interpolate leaky_relu mish group_norm rms_norm nll_loss l1_loss "
+   "smooth_l1_loss huber_loss binary_cross_entropy binary_cross_entropy_with_logits kl_div "
+   "cosine_similarity", ""},
+  {"torch.nn.init", "", "uniform_ normal_ constant_ zeros_ ones_ trunc_normal_ xavier_uniform_ "
+   "xavier_normal_ kaiming_uniform_ kaiming_normal_", ""},
   {"torch.optim", "SGD Adam AdamW RMSprop Adagrad", "", ""},
   {"torch.optim.lr_scheduler", "StepLR MultiStepLR ExponentialLR CosineAnnealingLR "
                                "CosineAnnealingWarmRestarts LinearLR ConstantLR LambdaLR "
@@ -274,5 +284,14 @@ fsSig_ns fsSig_resolve(const char *dotted, const char **row) {
 int fsSig_real_member(const char *type, const char *member) {
   for (size_t i = 0; i < sizeof real_members / sizeof *real_members; i++)
     if (!strcmp(real_members[i].type, type)) return has_word(real_members[i].members, member, strlen(member));
+  return 0;
+}
+
+int fsSig_run_importable(const char *dotted) {
+  static const char *const own[] = {"math", "time", "typing", "__future__"};
+  size_t skip, n = strcspn(dotted, ".");
+  if (package_of(dotted, &skip)) return 1;
+  for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+    if (strlen(own[i]) == n && !memcmp(own[i], dotted, n)) return 1;
   return 0;
 }

@@ -33,4 +33,10 @@ fsSig_ns fsSig_resolve(const char *dotted, const char **row);
  * whether or not signatures.h has a row for it. */
 int fsSig_real_member(const char *type, const char *member);
 
+/* 1 when a run can bind `import dotted`: torch's and Lightning's namespaces
+ * (a name of theirs with no row fails where the run uses it), math and time,
+ * and the modules that only annotate (typing, __future__). The checker
+ * reports any other import in a script that will run (rule `unsupported`). */
+int fsSig_run_importable(const char *dotted);
+
 #endif

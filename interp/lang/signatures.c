@@ -348,6 +348,7 @@ static const fsSig table[] = {
   FN("bool", p_bool, "bool"),
   FN("list", p_iter, "list"),
   FN("tuple", p_iter, "tuple"),
+  FN("set", p_iter, "set"),
   FN("dict", p_dict, "dict"),
   FN("enumerate", p_enumerate, "list"),
   FN("zip", p_zip, "list"),
@@ -711,6 +712,27 @@ const fsSig *fsSig_member(const char *type, const char *member) {
       return &table[i];
   }
   return NULL;
+}
+
+void fsSig_format(const fsSig *sig, FILE *out) {
+  fputs(sig->name, out);
+  if (sig->kind != FSSIG_ATTR && !(sig->flags & FSSIG_CONST) && sig->kind != FSSIG_MODULE) {
+    fputc('(', out);
+    int starred = 0; /* a `*` or `*args` already opened the keyword-only part */
+    for (size_t i = 0; i < sig->nparams; i++) {
+      const fsSig_param *p = &sig->params[i];
+      if (i) fputs(", ", out);
+      if ((p->flags & FSSIG_KWONLY) && !starred) fputs("*, ", out), starred = 1;
+      if (p->flags & FSSIG_VARARGS) fputc('*', out), starred = 1;
+      if (p->flags & FSSIG_VARKW) fputs("**", out);
+      fputs(p->name, out);
+      if (p->def && *p->def) fprintf(out, "=%s", p->def);
+      if ((p->flags & FSSIG_POSONLY) && (i + 1 == sig->nparams || !(sig->params[i + 1].flags & FSSIG_POSONLY)))
+        fputs(", /", out);
+    }
+    fputc(')', out);
+  }
+  if (sig->kind != FSSIG_MODULE && sig->returns) fprintf(out, " -> %s", sig->returns);
 }
 
 int fsSig_param_index(const fsSig *sig, const char *name) {

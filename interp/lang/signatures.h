@@ -8,6 +8,7 @@
 #define FS_SIGNATURES_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Literal types a parameter accepts (bit mask); FSSIG_T_ANY = unchecked. */
 enum {
@@ -79,6 +80,16 @@ const fsSig *fsSig_all(size_t *n);
  * memory. Parameters reached by no argument take their default. */
 int fsSig_bind(const fsSig *sig, size_t npos, const char *const *kw, size_t nkw,
                int *pos_slot, int *kw_slot, char **err);
+
+/* Writes the signature as Python shows it: `zeros(*size, dtype=None) -> Tensor`,
+ * `Tensor.shape -> tuple` for an attribute or constant; `/` and `*` mark
+ * positional-only and keyword-only parameters. */
+void fsSig_format(const fsSig *sig, FILE *out);
+/* The row's one line of documentation (sigdoc.c), NULL if it has none. */
+const char *fsSig_doc(const char *name);
+/* The i-th documented name in sorted order, NULL past the end (for the test
+ * that every line names a row). */
+const char *fsSig_doc_name(size_t i);
 
 /* The index of parameter `name`, or -1. */
 int fsSig_param_index(const fsSig *sig, const char *name);

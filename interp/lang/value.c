@@ -376,7 +376,7 @@ bool fsV_truthy(const fs_value *v) {
   case FSV_LIST: case FSV_TUPLE: return v->u.seq.n != 0;
   case FSV_DICT: return v->u.dict.n != 0;
   case FSV_RANGE: return fsV_range_len(v) != 0;
-  default: return true;
+  default: return !(v->type == FSV_OBJ && v->u.obj.cls->truthy) || v->u.obj.cls->truthy(v);
   }
 }
 

@@ -55,6 +55,7 @@ struct fsV_class {
   int64_t (*len)(fsE_ctx *E, fs_value *self);       /* -1 on error */
   char *(*repr)(fs_value *self);                   /* malloc'd; NULL: "<Name object>" */
   void (*free)(void *data);
+  bool (*truthy)(const fs_value *self);             /* bool(self); NULL: always true */
 };
 
 struct fs_value {

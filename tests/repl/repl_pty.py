@@ -166,6 +166,28 @@ def test_history_across_sessions(hist):
     s.close()
 
 
+def test_history_multiline(hist):
+    """A block is one history entry: Up recalls all of it, in this session
+    and the next, and Enter runs it again."""
+    s = Session(hist)
+    s.line("for i in range(2):")
+    s.expect("... ")
+    s.line("    print('row', i)")
+    s.expect("... ")
+    s.line("")
+    s.expect("row 1")
+    s.expect(">>> ")
+    s.close()
+    s = Session(hist)
+    s.send("\x1b[A")
+    s.expect("print('row', i)")
+    s.send("\r")
+    shown = s.expect("row 1")
+    assert "row 0" in shown and "... " not in shown, f"the block did not come back whole:\n{shown}"
+    s.expect(">>> ")
+    s.close()
+
+
 def test_ctrl_c(hist):
     s = Session(hist)
     s.line("for i in range(1000000000):")
@@ -209,13 +231,18 @@ def test_save_and_load(hist):
     s.line("x = t.num_parameters() * 2")
     s.line("y = nope  # rejected: not part of the session")
     s.expect("name 'nope' is not defined")
+    s.line("z = 1 / (sum([1, 2]) - 3)  # checks clean, fails while running: not saved")
+    s.expect("division by zero")
     s.line(f":save {script}")
     s.expect("saved")
     s.close()
     saved = open(script).read()
     assert "nope" not in saved and "t = Tiny()" in saved, f"saved session:\n{saved}"
+    assert "sum([1, 2])" not in saved, f"an entry that failed while running was saved:\n{saved}"
     r = subprocess.run([BIN, "check", script], capture_output=True, text=True)
     assert r.returncode == 0, f"fabricscript check rejects the saved session:\n{r.stderr}"
+    r = subprocess.run([BIN, script], capture_output=True, text=True)
+    assert r.returncode == 0, f"the saved session does not run:\n{r.stderr}"
     s = Session(hist)
     s.line(f":load {script}")
     s.line("x + 1")
@@ -267,7 +294,7 @@ def test_long_lines(hist):
 
 def main():
     tests = [test_multiline_model_and_completion, test_seed_error_and_recovery,
-             test_history_across_sessions, test_ctrl_c, test_save_and_load, test_plan,
+             test_history_across_sessions, test_history_multiline, test_ctrl_c, test_save_and_load, test_plan,
              test_long_lines, test_ddp_is_refused]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as d:

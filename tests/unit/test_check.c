@@ -1,6 +1,6 @@
 /* test_check.c -- the checker on small scripts: Fabric's rules along paths
  * (branches, loops, def calls), the seed's diagnostic exactly as
- * language.md section 8 shows it, its fix-it, and the non-Fabric checks. */
+ * docs/tutorial.md shows it, its fix-it, and the non-Fabric checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>

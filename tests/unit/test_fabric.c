@@ -1,5 +1,5 @@
 /* test_fabric.c -- every message fsF_ produces, pinned byte for byte against
- * fabric-rules.md (SPEC_* are that file's ```text blocks, copied verbatim),
+ * Fabric's own text (SPEC_* are the messages of Lightning's source, copied verbatim),
  * and the resolution and state rules behind them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include "fabric.h"
 
-/* fabric-rules.md, verbatim: SPEC_<rule>_<n> is the n-th message of <rule>. */
+/* Fabric's messages, verbatim: SPEC_<rule>_<n> is the n-th message of <rule> (docs/rules.md). */
 #define SPEC_R1_1 "You selected an invalid strategy name: `strategy='cocofruit'`. It must be either a string or an instance of `lightning.fabric.strategies.Strategy`. Example choices: auto, ddp, ddp_spawn, deepspeed, dp, ... Find a complete list of options in our documentation at https://lightning.ai"
 #define SPEC_R2_1 "You selected an invalid accelerator name: `accelerator='cocofruit'`. Available names are: auto, cpu, cuda, mps, tpu."
 #define SPEC_R3_1 "Precision 'invalid' is invalid. Allowed precision values: ('transformer-engine', 'transformer-engine-float16', '16-true', '16-mixed', 'bf16-true', 'bf16-mixed', '32-true', '64-true', 64, 32, 16, '64', '32', '16', 'bf16')"

@@ -368,6 +368,7 @@ static void test_run_paths(void **st) {
   put_file("t/a.fab.err", "{\"line\":3,\"severity\":\"error\",\"message\":\"unknown name\"}\n");
   put_file("t/a.fab.rc", "1\n");
   put_file("t/sub/c.fab", "x = 1  # error: never reported\n");
+  put_file("t/sub/c.fab.err", "{\"line\":1,\"severity\":\"warning\",\"message\":\"a <b> & c\",\"help\":\"h\"}\n");
   put_file("t/notes.txt", "# error: not a script\n");
   put_file("t/bad.fab", "# mode: later\n");
   char *paths[] = { t };
@@ -375,7 +376,7 @@ static void test_run_paths(void **st) {
   size_t len = 0;
   FILE *out = open_memstream(&buf, &len);
   assert_non_null(out);
-  assert_int_equal(fsX_run_paths(out, paths, 1, exe, 60), 1);
+  assert_int_equal(fsX_run_paths(out, paths, 1, exe, 60, FSX_PLAIN), 1);
   fclose(out);
   char want[2048];
   snprintf(want, sizeof want,
@@ -400,11 +401,35 @@ static void test_run_paths(void **st) {
   snprintf(want, sizeof want, "--diagnostics-format=json %s/t/b.fab\n", dir);
   assert_string_equal(line, want);
   fclose(lf);
+  /* TAP 13: a YAML block under each failure with its reason and diagnostics */
+  buf = NULL;
+  out = open_memstream(&buf, &len);
+  assert_int_equal(fsX_run_paths(out, paths, 1, exe, 60, FSX_TAP), 1);
+  fclose(out);
+  snprintf(want, sizeof want,
+           "TAP version 13\nok 1 - %s/t/a.fab\nok 2 - %s/t/b.fab\nnot ok 3 - %s/t/bad.fab\n"
+           "  ---\n  message: |-\n    line 1: `# mode:` is `check`, `plan` or `run`\n  duration_ms: ", dir, dir, dir);
+  assert_memory_equal(buf, want, strlen(want));
+  snprintf(want, sizeof want, "not ok 4 - %s/t/sub/c.fab\n", dir);
+  assert_non_null(strstr(buf, want));
+  assert_non_null(strstr(buf, "  diagnostics: |\n    1: warning: a <b> & c\n      help: h\n  ...\n1..4\n"));
+  free(buf);
+  /* JUnit: one testcase per script, the failure's text escaped */
+  buf = NULL;
+  out = open_memstream(&buf, &len);
+  assert_int_equal(fsX_run_paths(out, paths, 1, exe, 60, FSX_JUNIT), 1);
+  fclose(out);
+  assert_non_null(strstr(buf, "<testsuite name=\"fabricscript test\" tests=\"4\" failures=\"2\""));
+  assert_non_null(strstr(buf, "name=\"a.fab\""));
+  assert_non_null(strstr(buf, "<failure type=\"mismatch\" message=\"line 1: `# mode:` is `check`, `plan` or `run`\">"));
+  assert_non_null(strstr(buf, "diagnostics:\n1: warning: a &lt;b&gt; &amp; c\n  help: h\n</failure>"));
+  assert_non_null(strstr(buf, "</testsuites>\n"));
+  free(buf);
   /* a missing path fails; an empty list passes */
   buf = NULL;
   out = open_memstream(&buf, &len);
   char *nowhere[] = { "/nonexistent/x.fab" };
-  assert_int_equal(fsX_run_paths(out, nowhere, 1, exe, 60), 1);
+  assert_int_equal(fsX_run_paths(out, nowhere, 1, exe, 60, FSX_PLAIN), 1);
   fclose(out);
   assert_string_equal(buf, "FAIL /nonexistent/x.fab: No such file or directory\n"
                            "0 passed, 1 failed\n");
@@ -416,12 +441,12 @@ static void test_run_paths(void **st) {
 
 static void test_main_usage(void **st) {
   (void)st;
-  assert_int_equal(fsX_main(0, NULL, "/bin/false"), 2);
+  assert_int_equal(fsX_main(0, NULL, "/bin/false", FSX_PLAIN), 2);
   char *p[] = { "x.fab" };
   setenv("FABRICSCRIPT_TEST_TIMEOUT", "soon", 1);
-  assert_int_equal(fsX_main(1, p, "/bin/false"), 2);
+  assert_int_equal(fsX_main(1, p, "/bin/false", FSX_PLAIN), 2);
   setenv("FABRICSCRIPT_TEST_TIMEOUT", "-1", 1);
-  assert_int_equal(fsX_main(1, p, "/bin/false"), 2);
+  assert_int_equal(fsX_main(1, p, "/bin/false", FSX_PLAIN), 2);
   unsetenv("FABRICSCRIPT_TEST_TIMEOUT");
 }
 

@@ -1,6 +1,7 @@
-# mode: check
 # Python's statements and expressions parse, and the checker takes what it
-# does not model as unknown: no error, no rule firing.
+# does not model as unknown: no error, no rule firing (a .py file is checked,
+# never run; the same constructs in a .fab script are rule `unsupported`,
+# tests/scripts/lang/unsupported.fab).
 import os, os.path as osp
 from collections import OrderedDict as OD, defaultdict
 from builtins import ValueError, TypeError, RuntimeError, open
