@@ -98,6 +98,7 @@ extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_
     fsE_lib_arith, fsE_lib_functional;
 extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
 extern const fsE_lib fsE_lib_init; /* torch.nn.init */
+extern const fsE_lib fsE_lib_metrics; /* torchmetrics */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */

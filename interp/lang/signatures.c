@@ -316,6 +316,21 @@ PARAMS(p_math_x, PO("x", NUMB, NULL))
 PARAMS(p_math_log, PO("x", NUMB, NULL), PO("base", NUMB | FSSIG_T_NONE, "None"))
 PARAMS(p_math_pow, PO("x", NUMB, NULL), PO("y", NUMB, NULL))
 PARAMS(p_sleep, PO("secs", NUMB, NULL))
+/* torchmetrics' metrics (issue 15 point 4; lib_metrics.c): torchmetrics 1.x's parameters */
+#define OPTINT (FSSIG_T_INT | FSSIG_T_NONE)
+#define OPTSTR (FSSIG_T_STR | FSSIG_T_NONE)
+PARAMS(p_accuracy, P("task", STR, NULL), P("threshold", NUM, "0.5"), P("num_classes", OPTINT, "None"),
+       P("num_labels", OPTINT, "None"), P("average", OPTSTR, "'micro'"), P("multidim_average", STR, "'global'"),
+       P("top_k", OPTINT, "1"), P("ignore_index", OPTINT, "None"), P("validate_args", BOOL, "True"),
+       VARKW("kwargs"))
+PARAMS(p_mc_accuracy, P("num_classes", INT, NULL), P("top_k", INT, "1"), P("average", OPTSTR, "'macro'"),
+       P("multidim_average", STR, "'global'"), P("ignore_index", OPTINT, "None"), P("validate_args", BOOL, "True"),
+       VARKW("kwargs"))
+PARAMS(p_aggregation, P("nan_strategy", STR | NUM, "'warn'"), VARKW("kwargs"))
+PARAMS(p_running_mean, P("window", INT, "5"), P("nan_strategy", STR | NUM, "'warn'"), VARKW("kwargs"))
+PARAMS(p_mse, P("squared", BOOL, "True"), P("num_outputs", INT, "1"), VARKW("kwargs"))
+PARAMS(p_metric_update, VARARGS("args"), VARKW("kwargs"))
+PARAMS(p_metric_to, PO("device", ANY, NULL))
 
 #define N(a) a, sizeof a / sizeof a[0]
 #define FN(name, p, ret) {name, FSSIG_FUNC, N(p), ret, 0}
@@ -453,6 +468,14 @@ static const fsSig table[] = {
   CLS("BCEWithLogitsLoss", p_cls_bce_logits, "Loss"),
   CLS("KLDivLoss", p_cls_kl, "Loss"),
   CLS("CosineSimilarity", p_cls_cosine, "Loss"),
+  /* torchmetrics (issue 15 point 4; lib_metrics.c) */
+  CLS("Accuracy", p_accuracy, "Metric"),
+  CLS("MulticlassAccuracy", p_mc_accuracy, "Metric"),
+  CLS("MeanMetric", p_aggregation, "Metric"),
+  CLS("SumMetric", p_aggregation, "Metric"),
+  CLS("MaxMetric", p_aggregation, "Metric"),
+  CLS("RunningMean", p_running_mean, "Metric"),
+  CLS("MeanSquaredError", p_mse, "Metric"),
 
   LAYER("Linear", p_linear),
   LAYER("Embedding", p_embedding),
@@ -593,6 +616,12 @@ static const fsSig table[] = {
   M0("time.perf_counter", "float"),
   M0("time.monotonic", "float"),
   M("time.sleep", p_sleep, "None"),
+  /* torchmetrics (issue 15 point 4; lib_metrics.c) */
+  M("Metric.update", p_metric_update, "None"),
+  M0("Metric.compute", "Tensor"),
+  M0("Metric.reset", "None"),
+  M("Metric.to", p_metric_to, "Metric"),
+  ATTR("Metric.device", "device", 0),
 
   M0("Tensor.item", "any"),
   M("Tensor.argmax", p_dim, "Tensor"),
