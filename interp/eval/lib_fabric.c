@@ -308,7 +308,7 @@ static fs_value *log_metrics(fsE_ctx *E, fabv *fv, fs_value *const *names, fs_va
     m[k] = (fsLG_metric){names[k]->u.str.s, texts[k] ? texts[k] : "", fsV_to_double(item)};
     fsV_release(item);
   }
-  if (!fv->lg && !(fv->lg = fsLG_new("logs"))) {
+  if (!fv->lg && !(fv->lg = fsLG_new(&(fsLG_where){.root = "logs", .format = FSLG_CSV}))) {
     fsV_seterr("out of memory");
     goto done;
   }
