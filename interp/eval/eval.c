@@ -238,6 +238,11 @@ static const fsV_class fn_class = {
 
 static fs_value *eval(fsE_ctx *E, const fs_node *n);
 
+const fsSig *fsE_func_sig(const fs_value *v) {
+  func *f = fsV_objdata(v, &fn_class);
+  return f ? &f->sig : NULL;
+}
+
 static fs_value *make_func(fsE_ctx *E, const fs_node *n) {
   const fs_node *params = n->kids[0];
   func *f = calloc(1, sizeof *f);

@@ -99,6 +99,7 @@ extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_
 extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
 extern const fsE_lib fsE_lib_init; /* torch.nn.init */
 extern const fsE_lib fsE_lib_metrics; /* torchmetrics */
+extern const fsE_lib fsE_lib_loggers; /* lightning.fabric.loggers */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -210,6 +211,9 @@ int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v
 fs_value *fsE_eval(fsE_ctx *E, const fs_node *n); /* eval.c: an expression's value */
 int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v); /* eval.c: name = v in the scope; -1 + fsV_error */
 const fsSig *fsE_native_sig(const fs_value *v); /* eval.c: the sig row of a builtin function value, or NULL */
+const fsSig *fsE_func_sig(const fs_value *v);     /* eval.c: a def function's parameters, or NULL */
+const fsSig *fsE_callable_sig(const fs_value *v); /* classes.c: the parameters of a function, builtin or
+                                                   * bound method (self first), or NULL */
 extern const fsE_lib fsE_lib_classes; /* classes.c: isinstance */
 
 /* except.c: try/except/else/finally and raise (docs/classes.md) */
@@ -292,6 +296,19 @@ int fsE_sched_load(const fs_value *v, const fs_value *sd);
 
 /* lib_strategy.c */
 extern const fsV_class fsE_strategy_class;
+fs_value *fsE_strategy_value(fsF_cls cls); /* fabric.strategy: a strategy object of the resolved class */
+/* The Lightning class name of a strategy value ("DDPStrategy"), or NULL when v is none. */
+const char *fsE_strategy_class_name(const fs_value *v);
+
+/* lib_loggers.c: Fabric's loggers; fabric.log / log_dict and Logger.log_metrics:
+ * names[i] = values[i] (numbers or one-element tensors) to *lg (NULL or none:
+ * skipped) and to every Logger of loggers (a list, or NULL); file errors are
+ * warnings. -1 + fsV_error on a value that is not a scalar. */
+extern const fsV_class fsE_logger_class;
+int fsE_log_metrics(fsE_ctx *E, fsLG *const *lg, const fs_value *loggers, fs_value *const *names,
+                    fs_value *const *values, size_t n, const fs_value *step);
+/* Closes lg (NULL: nothing) and says in a note where its files went, or warns of its error. */
+void fsE_logger_close(fs_diags *diags, fsLG *lg, fsLG_format format);
 
 /* lib_fabric.c */
 typedef struct fabv {
@@ -306,6 +323,8 @@ typedef struct fabv {
   fs_value *planned; /* plan mode: the module set up last */
   fs_value *planned_optim; /* plan mode: the first optimizer set up, or NULL */
   fs_diags *diags;   /* for the logger's warnings (the run outlives the value) */
+  fs_value *loggers;   /* Fabric(loggers=...) as a list, or NULL for None (fabric.log's default CSV, lg) */
+  fs_value *callbacks; /* Fabric(callbacks=...) as a list (empty for None) */
 } fabv;
 extern const fsV_class fsE_fabric_class;
 fsF_fabric *fsE_current_fabric(fsE_ctx *E); /* the last Fabric made, or NULL */

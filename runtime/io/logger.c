@@ -442,6 +442,11 @@ int fsLG_log(fsLG *lg, const fsLG_metric *m, size_t n, int64_t step, char **err)
   return 0;
 }
 
+int fsLG_flush(fsLG *lg, char **err) {
+  if (lg->off || !lg->dirty || lg->format != FSLG_CSV) return 0;
+  return flush(lg, err) < 0 ? fail(lg) : 0;
+}
+
 int fsLG_hparams(fsLG *lg, const fsLG_hparam *h, size_t n, int64_t step, char **err) {
   if (lg->off) return 0;
   if (!lg->dir && open_run(lg, err) < 0) return fail(lg);

@@ -71,6 +71,9 @@ void fsLG_set_clock(fsLG *lg, fsPG_clock now);
  * 0, or -1 and *err (malloc'd; the caller frees it) on the error that turns
  * logging off. */
 int fsLG_log(fsLG *lg, const fsLG_metric *m, size_t n, int64_t step, char **err);
+/* metrics.csv as it is now (CSV; event records are written as they come):
+ * Lightning's save(). 0, or -1 and *err as fsLG_log. */
+int fsLG_flush(fsLG *lg, char **err);
 /* "<root>/<name>/<version>" once created and while logging is on, else NULL. */
 const char *fsLG_dir(const fsLG *lg);
 /* The run's directory name ("version_3"), choosing the next version_N (by
