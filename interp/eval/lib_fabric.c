@@ -924,8 +924,8 @@ NATIVE(fabric_call) {
   for (size_t i = 0; i < fv->callbacks->u.seq.n; i++) {
     fs_value *cb = fv->callbacks->u.seq.items[i], *method = NULL;
     int has = fsE_instance_getattr(E, cb, hook, &method);
-    if (has < 0) return NULL;
-    if (!has) continue;
+    if (has < 0 && !strstr(fsV_error(), "has no attribute")) return NULL;
+    if (has <= 0) continue; /* getattr(callback, hook_name, None): an AttributeError is "none" */
     if (method->type != FSV_OBJ || !method->u.obj.cls->call) {
       if (fv->env.rank == 0)
         fsD_add(E->diags, FS_SEV_WARNING, "callback", E->src, a->loc,
