@@ -43,6 +43,8 @@ struct fsE_ctx {
   uint64_t drawn;                /* elements rand/randn/randint drew since the seed was set */
   fs_value *fabric;              /* the last Fabric created (loss.backward() rules), or NULL */
   struct fsPG *progress;         /* the progress line a loop over a loader draws, or NULL */
+  int64_t loop_round, loop_rounds; /* the innermost running `for ... in range(n)`: its round (0-based) and n;
+                                 * rounds 0 outside one (a loader's progress line names its epoch) */
   double last_loss;              /* the last loss fabric.backward saw (the line shows it) */
   bool halt;                     /* stop quietly with halt_status (a launcher's supervisor) */
   int halt_status;
