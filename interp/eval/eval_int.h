@@ -327,6 +327,8 @@ typedef struct fabv {
   fs_diags *diags;   /* for the logger's warnings (the run outlives the value) */
   fs_value *loggers;   /* Fabric(loggers=...) as a list, or NULL for None (fabric.log's default CSV, lg) */
   fs_value *callbacks; /* Fabric(callbacks=...) as a list (empty for None) */
+  char *last_checkpoint; /* the path fabric.save wrote last, or NULL */
+  int64_t checkpoints;   /* how many saves */
 } fabv;
 extern const fsV_class fsE_fabric_class;
 fsF_fabric *fsE_current_fabric(fsE_ctx *E); /* the last Fabric made, or NULL */
@@ -341,6 +343,8 @@ int fsE_fabric_issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc);
 fs_value *fsE_plan_done(fsE_ctx *E, const fs_tensor *x);
 int fsE_plan_end(fsE_ctx *E);
 fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o); /* the FSDP model o steps, or NULL */
+/* fabric.save wrote path: at the run's end a note names the last one. -1 + error on OOM. */
+int fsE_checkpoint_saved(fabv *fv, const char *path);
 
 
 

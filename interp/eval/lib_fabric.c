@@ -32,9 +32,27 @@ int fsE_cuda_index(fsE_ctx *E) {
   return fv ? fv->env.local_rank : 0;
 }
 
+int fsE_checkpoint_saved(fabv *fv, const char *path) {
+  size_t n = strlen(path);
+  char *copy = malloc(n + 1);
+  if (!copy) {
+    fsV_seterr("out of memory");
+    return -1;
+  }
+  memcpy(copy, path, n + 1);
+  free(fv->last_checkpoint);
+  fv->last_checkpoint = copy;
+  fv->checkpoints++;
+  return 0;
+}
+
 static void fabv_free(void *p) {
   fabv *fv = p;
   fsE_logger_close(fv->diags, fv->lg, FSLG_CSV);
+  if (fv->last_checkpoint && fv->env.rank == 0) /* the run says where its checkpoints went */
+    fsD_add(fv->diags, FS_SEV_NOTE, "checkpoint", NULL, (fs_loc){0, 0}, "checkpoint%s: %lld saved, the last to %s",
+            fv->checkpoints == 1 ? "" : "s", (long long)fv->checkpoints, fv->last_checkpoint);
+  free(fv->last_checkpoint);
   fsV_release(fv->loggers);
   fsV_release(fv->callbacks);
   fsCC_destroy(fv->comm);

@@ -326,7 +326,7 @@ static int plot(fsLG *lg, char **err) {
   fsSVG_series *s = calloc(lg->ncols + 1, sizeof *s);
   double *xy = calloc(2 * lg->ncols * lg->nrows + 1, sizeof *xy);
   char *path = fsIO_errf("%s/metrics.svg", lg->dir);
-  char *title = fsIO_errf("%s/%s", lg->dir, lg->format == FSLG_CSV ? "metrics.csv" : "");
+  char *title = lg->format == FSLG_CSV ? fsIO_errf("%s/metrics.csv", lg->dir) : fsIO_errf("%s", lg->dir);
   size_t len = 0;
   char *svg = NULL;
   if (s && xy && path && title) {
@@ -424,7 +424,9 @@ static int save_hparams(fsLG *lg, const fsLG_hparam *h, size_t n, char **err) {
 int fsLG_log(fsLG *lg, const fsLG_metric *m, size_t n, int64_t step, char **err) {
   if (lg->off) return 0;
   int64_t given = step;
-  if (step == FSLG_STEP_NONE) step = lg->calls;
+  /* step=None: CSV counts the calls, as Lightning's CSVLogger; TensorBoard's
+   * record has no step, which TensorBoard reads as 0 */
+  if (step == FSLG_STEP_NONE) step = lg->format == FSLG_CSV ? lg->calls : 0;
   lg->calls++;
   if (!lg->dir && open_run(lg, err) < 0) return fail(lg);
   row *r = row_of(lg, step);

@@ -148,18 +148,13 @@ static void series(FILE *f, const fsSVG_series *s, const char *colour, range xr,
 
 /* One panel: its heading (the series' name and colour, above the plot
  * area), axes over the series' own ranges, the frame and the line. */
-static void panel(FILE *f, const fsSVG_series *s, size_t k, double top) {
-  range xr = {INFINITY, -INFINITY}, yr = {INFINITY, -INFINITY};
-  int whole = 1;
+static void panel(FILE *f, const fsSVG_series *s, size_t k, double top, range xr, int whole) {
+  range yr = {INFINITY, -INFINITY};
   for (size_t i = 0; s && i < s->n; i++)
     if (usable(s->x[i], s->y[i])) {
-      xr.lo = fmin(xr.lo, s->x[i]);
-      xr.hi = fmax(xr.hi, s->x[i]);
       yr.lo = fmin(yr.lo, s->y[i]);
       yr.hi = fmax(yr.hi, s->y[i]);
-      whole &= s->x[i] == floor(s->x[i]);
     }
-  xr = pad(xr, 0);
   yr = pad(yr, 0.05);
   area A = {top + HEAD_H, top + PANEL_H - TICKS_H};
   const char *colour = colours[k % NCOLOURS];
@@ -189,7 +184,18 @@ char *fsSVG_render(const char *title, const char *xlabel, const fsSVG_series *s,
   fprintf(f, "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", W / 2.0);
   put_text(f, title);
   fputs("</text>\n", f);
-  for (size_t k = 0; k < panels; k++) panel(f, ns ? &s[k] : NULL, k, TITLE_H + PANEL_H * (double)k);
+  /* one x range for every panel, so a step lines up across metrics */
+  range xr = {INFINITY, -INFINITY};
+  int whole = 1;
+  for (size_t k = 0; k < ns; k++)
+    for (size_t i = 0; i < s[k].n; i++)
+      if (usable(s[k].x[i], s[k].y[i])) {
+        xr.lo = fmin(xr.lo, s[k].x[i]);
+        xr.hi = fmax(xr.hi, s[k].x[i]);
+        whole &= s[k].x[i] == floor(s[k].x[i]);
+      }
+  xr = pad(xr, 0);
+  for (size_t k = 0; k < panels; k++) panel(f, ns ? &s[k] : NULL, k, TITLE_H + PANEL_H * (double)k, xr, whole);
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", (X0 + X1) / 2, H - 10);
   put_text(f, xlabel);
   fputs("</text>\n</svg>\n", f);

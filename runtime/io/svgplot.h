@@ -5,7 +5,8 @@
  * under the last panel and a title on top. Written by hand so that the
  * metrics plot needs no library; every number in it is finite.
  *
- * x ticks: when every x of a panel is an integer (training steps), the tick
+ * The panels share one x range, so a step lines up across them. x ticks:
+ * when every x is an integer (training steps), the tick
  * step is a whole number (at least 1), so ticks fall on integer steps and
  * read as integers. Points whose x or y is not finite or beyond +-1e300 are
  * left out (so a range always fits in a double). A series of more than
