@@ -490,6 +490,15 @@ static void test_integer_steps_tick_on_integers(void **state) {
   free(svg);
 }
 
+/* CRC-32C's check value (RFC 3720, B.4) and TensorBoard's mask of a known CRC. */
+static void test_crc32c_check_value(void **state) {
+  (void)state;
+  assert_int_equal(fsLG_crc32c("123456789", 9), 0xe3069283u);
+  assert_int_equal(fsLG_crc32c("", 0), 0);
+  uint32_t c = 0xe3069283u;
+  assert_int_equal(fsLG_masked_crc("123456789", 9), ((c >> 15) | (c << 17)) + 0xa282ead8u);
+}
+
 static void test_empty_plot_is_well_formed(void **state) {
   size_t len;
   char *svg = fsSVG_render("no data", "step", NULL, 0, &len);
@@ -514,6 +523,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_plot_without_losses_shows_every_metric, setup, teardown),
       cmocka_unit_test(test_long_series_keeps_its_spike),
       cmocka_unit_test(test_empty_plot_is_well_formed),
+      cmocka_unit_test(test_crc32c_check_value),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
