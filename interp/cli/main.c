@@ -38,6 +38,7 @@ typedef struct fs_cli {
   int preflight;           /* check for the machine the script declares (fsC_options) */
   int emulate_cuda;        /* --emulate-cuda */
   double progress_interval; /* FABRICSCRIPT_PROGRESS_INTERVAL */
+  int no_progress;          /* --no-progress or FABRICSCRIPT_PROGRESS=0 */
   fsPL_options plan;        /* plan's --format, --batch-size, --context, --gpu-memory */
   int plan_given;           /* one of them was passed: only `plan` takes them */
 } fs_cli;
@@ -68,6 +69,8 @@ static const char usage_text[] =
   "                                per rank (GPU scripts on a machine without GPUs);\n"
   "                                implies --gpus=N for the check (N: --devices, else\n"
   "                                the number of CPUs) when --gpus is not given\n"
+  "  --no-progress                 no progress line while a script trains (also\n"
+  "                                FABRICSCRIPT_PROGRESS=0 in the environment)\n"
   "  --diagnostics-format=text|json|sarif\n"
   "                                how diagnostics are written to stderr: text, JSON\n"
   "                                lines, or one SARIF 2.1.0 log at the end\n"
@@ -99,7 +102,7 @@ static const char *const subcommands[] = {"check", "plan", "fix", "test", "expla
 static const char *const long_options[] = {
   "--help", "--version", "--diagnostics-format", "--color", "--write", "--emulate-cuda", "--here",
   "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--gpus", "--assume",
-  "--gpu-memory", "--batch-size", "--context", "--format",
+  "--gpu-memory", "--batch-size", "--context", "--format", "--no-progress",
 };
 
 /* An option getopt does not know: say which, and the nearest one. */
@@ -178,7 +181,7 @@ static fsE_options eval_options(const fs_cli *cli) {
     .precision = cli->overrides.precision, .out = stdout,
     .machine = &cli->machine, .emulate_cuda = cli->emulate_cuda, .preflight = cli->preflight,
     /* JSON and SARIF make stderr a machine's channel: no progress there */
-    .progress = cli->render.format != FS_DIAG_TEXT ? NULL : stderr,
+    .progress = cli->render.format != FS_DIAG_TEXT || cli->no_progress ? NULL : stderr,
     .progress_interval = cli->progress_interval,
   };
 }
@@ -355,7 +358,7 @@ static int repl(fs_cli *cli) {
 
 int main(int argc, char **argv) {
   enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE, OPT_EMULATE, OPT_HERE,
-         OPT_GPU_MEMORY, OPT_BATCH, OPT_CONTEXT, OPT_PLAN_FORMAT };
+         OPT_GPU_MEMORY, OPT_BATCH, OPT_CONTEXT, OPT_PLAN_FORMAT, OPT_NO_PROGRESS };
   static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -368,6 +371,7 @@ int main(int argc, char **argv) {
     {"batch-size", required_argument, NULL, OPT_BATCH},
     {"context", required_argument, NULL, OPT_CONTEXT},
     {"format", required_argument, NULL, OPT_PLAN_FORMAT},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {NULL, 0, NULL, 0},
   };
   fs_cli cli = {0};
@@ -425,6 +429,7 @@ int main(int argc, char **argv) {
       break;
     case OPT_WRITE: cli.write = 1; break;
     case OPT_EMULATE: cli.emulate_cuda = 1; break;
+    case OPT_NO_PROGRESS: cli.no_progress = 1; break;
     case OPT_HERE: cli.machine_given = 1; break;
     case OPT_GPU_MEMORY:
       cli.plan_given = 1;
@@ -460,6 +465,12 @@ int main(int argc, char **argv) {
     }
   }
   if (cli.emulate_cuda && !cli.gpus_given) emulated_gpus(&cli);
+  const char *progress = getenv("FABRICSCRIPT_PROGRESS");
+  if (progress && strcmp(progress, "0") && strcmp(progress, "1")) {
+    status = usage_error("FABRICSCRIPT_PROGRESS must be 0 (no progress line) or 1, not '%s'", progress);
+    goto done;
+  }
+  if (progress && !strcmp(progress, "0")) cli.no_progress = 1;
   const char *interval = getenv("FABRICSCRIPT_PROGRESS_INTERVAL");
   char *end = NULL;
   cli.progress_interval = interval ? strtod(interval, &end) : FSPG_PLAIN_INTERVAL;

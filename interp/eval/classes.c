@@ -90,6 +90,13 @@ static fs_value *bound_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
 
 static const fsV_class bound_class = {.name = "method", .call = bound_call, .free = bound_free};
 
+const fsSig *fsE_callable_sig(const fs_value *v) {
+  bound *b = fsV_objdata(v, &bound_class);
+  if (b) v = b->fn;
+  const fsSig *sig = fsE_func_sig(v);
+  return sig ? sig : fsE_native_sig(v);
+}
+
 static void super_free(void *p) {
   super_of *s = p;
   fsV_release(s->owner);
@@ -486,6 +493,8 @@ static int instance_of(const fs_value *v, const fs_value *cls) {
   }
   modv *mv = fsV_objdata(v, &fsE_module_class);
   if (mv) return strcmp(mv->cls, sig->name) == 0;
+  const char *strategy = fsE_strategy_class_name(v); /* fabric.strategy: its Lightning class */
+  if (strategy) return strcmp(strategy, sig->name) == 0;
   const char *t = fsV_type_name(v);
   return strcmp(t, sig->name) == 0 || (v->type == FSV_BOOL && strcmp(sig->name, "int") == 0);
 }

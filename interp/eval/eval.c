@@ -257,6 +257,11 @@ static const fsV_class fn_class = {
 
 static fs_value *eval(fsE_ctx *E, const fs_node *n);
 
+const fsSig *fsE_func_sig(const fs_value *v) {
+  func *f = fsV_objdata(v, &fn_class);
+  return f ? &f->sig : NULL;
+}
+
 static fs_value *make_func(fsE_ctx *E, const fs_node *n) {
   const fs_node *params = n->kids[0];
   func *f = calloc(1, sizeof *f);
@@ -1112,6 +1117,7 @@ static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
   if (!src) return FSE_ERROR;
   fsE_iter it;
   fsE_flow fl = FSE_OK;
+  int64_t saved_round = E->loop_round, saved_rounds = E->loop_rounds, round = 0;
   if (fsE_iter_begin(E, src, &it) < 0) {
     failed(E, s->kids[1]->loc);
     fl = FSE_ERROR;
@@ -1126,10 +1132,16 @@ static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
     }
     int rc = assign(E, s->kids[0], item);
     fsV_release(item);
+    if (src->type == FSV_RANGE) { /* `for epoch in range(n)`: loaders inside show "epoch k/n" */
+      E->loop_round = round++;
+      E->loop_rounds = fsV_range_len(src);
+    }
     fl = rc < 0 ? FSE_ERROR : fsE_exec_block(E, s->kids[2]);
     if (fl == FSE_CONTINUE) fl = FSE_OK;
     if (fl == FSE_OK && interrupted(E, s)) fl = FSE_ERROR;
   }
+  E->loop_round = saved_round;
+  E->loop_rounds = saved_rounds;
   fsE_iter_end(&it);
   fsV_release(src);
   if (fl == FSE_BREAK) return FSE_OK;

@@ -47,6 +47,8 @@ struct fsE_ctx {
   uint64_t drawn;                /* elements rand/randn/randint drew since the seed was set */
   fs_value *fabric;              /* the last Fabric created (loss.backward() rules), or NULL */
   struct fsPG *progress;         /* the progress line a loop over a loader draws, or NULL */
+  int64_t loop_round, loop_rounds; /* the innermost running `for ... in range(n)`: its round (0-based) and n;
+                                 * rounds 0 outside one (a loader's progress line names its epoch) */
   double last_loss;              /* the last loss fabric.backward saw (the line shows it) */
   bool halt;                     /* stop quietly with halt_status (a launcher's supervisor) */
   int halt_status;
@@ -103,6 +105,8 @@ extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_
     fsE_lib_arith, fsE_lib_functional;
 extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
 extern const fsE_lib fsE_lib_init; /* torch.nn.init */
+extern const fsE_lib fsE_lib_metrics; /* torchmetrics */
+extern const fsE_lib fsE_lib_loggers; /* lightning.fabric.loggers */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -236,6 +240,9 @@ fs_value *fsE_model_with_forward(fsE_ctx *E, fs_module *seq, const char *name, f
 fs_value *fsE_eval(fsE_ctx *E, const fs_node *n); /* eval.c: an expression's value */
 int fsE_set_name(fsE_ctx *E, const char *name, fs_value *v); /* eval.c: name = v in the scope; -1 + fsV_error */
 const fsSig *fsE_native_sig(const fs_value *v); /* eval.c: the sig row of a builtin function value, or NULL */
+const fsSig *fsE_func_sig(const fs_value *v);     /* eval.c: a def function's parameters, or NULL */
+const fsSig *fsE_callable_sig(const fs_value *v); /* classes.c: the parameters of a function, builtin or
+                                                   * bound method (self first), or NULL */
 extern const fsE_lib fsE_lib_classes; /* classes.c: isinstance */
 
 /* except.c: try/except/else/finally and raise (docs/classes.md) */
@@ -318,6 +325,19 @@ int fsE_sched_load(const fs_value *v, const fs_value *sd);
 
 /* lib_strategy.c */
 extern const fsV_class fsE_strategy_class;
+fs_value *fsE_strategy_value(fsF_cls cls); /* fabric.strategy: a strategy object of the resolved class */
+/* The Lightning class name of a strategy value ("DDPStrategy"), or NULL when v is none. */
+const char *fsE_strategy_class_name(const fs_value *v);
+
+/* lib_loggers.c: Fabric's loggers; fabric.log / log_dict and Logger.log_metrics:
+ * names[i] = values[i] (numbers or one-element tensors) to *lg (NULL or none:
+ * skipped) and to every Logger of loggers (a list, or NULL); file errors are
+ * warnings. -1 + fsV_error on a value that is not a scalar. */
+extern const fsV_class fsE_logger_class;
+int fsE_log_metrics(fsE_ctx *E, fsLG *const *lg, const fs_value *loggers, fs_value *const *names,
+                    fs_value *const *values, size_t n, const fs_value *step);
+/* Closes lg (NULL: nothing) and says in a note where its files went, or warns of its error. */
+void fsE_logger_close(fs_diags *diags, fsLG *lg, fsLG_format format);
 
 /* lib_fabric.c */
 typedef struct fabv {
@@ -332,6 +352,10 @@ typedef struct fabv {
   fs_value *planned; /* plan mode: the module set up last */
   fs_value *planned_optim; /* plan mode: the first optimizer set up, or NULL */
   fs_diags *diags;   /* for the logger's warnings (the run outlives the value) */
+  fs_value *loggers;   /* Fabric(loggers=...) as a list, or NULL for None (fabric.log's default CSV, lg) */
+  fs_value *callbacks; /* Fabric(callbacks=...) as a list (empty for None) */
+  char *last_checkpoint; /* the path fabric.save wrote last, or NULL */
+  int64_t checkpoints;   /* how many saves */
 } fabv;
 extern const fsV_class fsE_fabric_class;
 fsF_fabric *fsE_current_fabric(fsE_ctx *E); /* the last Fabric made, or NULL */
@@ -346,6 +370,8 @@ int fsE_fabric_issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc);
 fs_value *fsE_plan_done(fsE_ctx *E, const fs_tensor *x);
 int fsE_plan_end(fsE_ctx *E);
 fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o); /* the FSDP model o steps, or NULL */
+/* fabric.save wrote path: at the run's end a note names the last one. -1 + error on OOM. */
+int fsE_checkpoint_saved(fabv *fv, const char *path);
 
 
 

@@ -384,7 +384,7 @@ NATIVE(ckpt_save) {
   if (ck_describe(E, fv, &c, s[1], filter) < 0) {
     if (!fsV_error()[0]) fsV_seterr("out of memory");
   } else if (ck_write_file(fv, s[0]->u.str.s, &c) == 0) {
-    r = fsV_none();
+    r = fsE_checkpoint_saved(fv, s[0]->u.str.s) < 0 ? NULL : fsV_none(); /* the run's end names it */
   }
   ck_free(&c);
 done:

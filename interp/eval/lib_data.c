@@ -170,6 +170,9 @@ static fs_value *loader_iter(fsE_ctx *E, fs_value *v) {
       fsPG_set_interval(lv->pg, E->opt->progress_interval);
   }
   if (!empty && lv->pg && !E->progress) {
+    /* the enclosing range loop's round as the epoch; a pass under no_grad validates */
+    fsPG_set_pass(lv->pg, E->loop_rounds > 0 ? (int)E->loop_round + 1 : 0, (int)E->loop_rounds,
+                  !fsG_grad_enabled());
     fsPG_epoch_begin(lv->pg);
     E->progress = lv->pg;
     lv->active = &E->progress;

@@ -32,16 +32,29 @@ int fsE_cuda_index(fsE_ctx *E) {
   return fv ? fv->env.local_rank : 0;
 }
 
-static void log_warning(fabv *fv, char *err) {
-  fsD_add(fv->diags, FS_SEV_WARNING, "log", NULL, (fs_loc){0, 0}, "%s; logging is off",
-          err ? err : "out of memory");
-  free(err);
+int fsE_checkpoint_saved(fabv *fv, const char *path) {
+  size_t n = strlen(path);
+  char *copy = malloc(n + 1);
+  if (!copy) {
+    fsV_seterr("out of memory");
+    return -1;
+  }
+  memcpy(copy, path, n + 1);
+  free(fv->last_checkpoint);
+  fv->last_checkpoint = copy;
+  fv->checkpoints++;
+  return 0;
 }
 
 static void fabv_free(void *p) {
   fabv *fv = p;
-  char *err = NULL;
-  if (fsLG_close(fv->lg, &err) < 0) log_warning(fv, err);
+  fsE_logger_close(fv->diags, fv->lg, FSLG_CSV);
+  if (fv->last_checkpoint && fv->env.rank == 0) /* the run says where its checkpoints went */
+    fsD_add(fv->diags, FS_SEV_NOTE, "checkpoint", NULL, (fs_loc){0, 0}, "checkpoint%s: %lld saved, the last to %s",
+            fv->checkpoints == 1 ? "" : "s", (long long)fv->checkpoints, fv->last_checkpoint);
+  free(fv->last_checkpoint);
+  fsV_release(fv->loggers);
+  fsV_release(fv->callbacks);
   fsCC_destroy(fv->comm);
   fsV_release(fv->synced);
   fsV_release(fv->planned);
@@ -281,46 +294,16 @@ static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
   return fsE_tensor_value(t);
 }
 
-/* fabric.log / log_dict: names[i] = values[i], as Lightning's CSVLogger
- * under logs/ would write them. */
+/* fabric.log / log_dict: names[i] = values[i] to every logger of
+ * Fabric(loggers=...), or with none given to fabric.log's default, a CSV
+ * logger under logs/ (made at the first call). */
 static fs_value *log_metrics(fsE_ctx *E, fabv *fv, fs_value *const *names, fs_value *const *values,
                             size_t n, const fs_value *step) {
-  fsLG_metric *m = calloc(n + 1, sizeof *m);
-  char **texts = calloc(n + 1, sizeof *texts);
-  fs_value *r = NULL;
-  size_t k = 0;
-  if (!m || !texts) {
+  if (!fv->loggers && !fv->lg && !(fv->lg = fsLG_new(&(fsLG_where){.root = "logs", .format = FSLG_CSV}))) {
     fsV_seterr("out of memory");
-    goto done;
+    return NULL;
   }
-  for (; k < n; k++) {
-    fs_value *v = values[k];
-    fs_tensor *t = fsE_as_tensor(v);
-    fs_value *item = t ? fsE_item_value(t) : fsV_retain(v);
-    if (!item) goto done;
-    if (names[k]->type != FSV_STR || !fsV_is_number(item)) {
-      fsV_seterr("log: %s must be a number or a one-element tensor, not %s",
-                 names[k]->type == FSV_STR ? names[k]->u.str.s : "a metric", fsV_type_name(item));
-      fsV_release(item);
-      goto done;
-    }
-    texts[k] = fsV_tostr(item);
-    m[k] = (fsLG_metric){names[k]->u.str.s, texts[k] ? texts[k] : "", fsV_to_double(item)};
-    fsV_release(item);
-  }
-  if (!fv->lg && !(fv->lg = fsLG_new("logs"))) {
-    fsV_seterr("out of memory");
-    goto done;
-  }
-  char *err = NULL;
-  if (fsLG_log(fv->lg, m, n, step->type == FSV_NONE ? FSLG_STEP_NONE : fsE_ival(step), &err) < 0)
-    log_warning(fv, err); /* logging never stops training */
-  r = fsV_none();
-done:
-  for (size_t i = 0; texts && i < k; i++) free(texts[i]);
-  free(texts);
-  free(m);
-  return r;
+  return fsE_log_metrics(E, &fv->lg, fv->loggers, names, values, n, step) < 0 ? NULL : fsV_none();
 }
 
 /* Reports the issues of a validation: warnings as diagnostics, the error via fsV_error. */
@@ -432,6 +415,24 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
   return 0;
 }
 
+/* Fabric(callbacks=..., loggers=...): None is [] (loggers: NULL, fabric.log's default),
+ * a list stays, anything else is a list of it; each a `cls` when given. */
+static int as_list(fs_value *v, fs_value **out, const fsV_class *cls) {
+  *out = NULL;
+  if (v->type == FSV_NONE && cls) return 0;
+  fs_value *l = v->type == FSV_LIST ? fsV_retain(v) : fsV_list(1);
+  if (l && v->type != FSV_LIST && v->type != FSV_NONE && fsV_list_append(l, fsV_retain(v)) < 0) l = NULL;
+  for (size_t i = 0; l && cls && i < l->u.seq.n; i++)
+    if (!fsV_objdata(l->u.seq.items[i], cls)) {
+      fsV_seterr("Fabric(loggers=...): this build's loggers are CSVLogger and TensorBoardLogger, not %s",
+                 fsV_type_name(l->u.seq.items[i]));
+      fsV_release(l);
+      return -1;
+    }
+  *out = l;
+  return l ? 0 : -1;
+}
+
 NATIVE(f_fabric) {
   const fsE_options *o = E->opt;
   fsF_overrides ov = {o->accelerator, o->strategy, o->devices, o->num_nodes, o->precision};
@@ -484,6 +485,11 @@ NATIVE(f_fabric) {
 #endif
   fv->diags = E->diags;
   fv->env.world_size = fv->env.local_world_size = 1;
+  if (as_list(s[6], &fv->callbacks, NULL) < 0 || as_list(s[7], &fv->loggers, &fsE_logger_class) < 0) {
+    fsV_release(fv->callbacks);
+    free(fv);
+    return NULL;
+  }
   fs_value *r = fsV_obj(&fsE_fabric_class, fv);
   if (r) {
     fsV_release(E->fabric);
@@ -816,6 +822,138 @@ NATIVE(fabric_device) { /* torch.device("cuda", local_rank), as Fabric's */
   return d;
 }
 
+/* ---- the loop API: loggers, strategy, rank_zero_first, init_tensor, autocast, call (issue 15.6) ---- */
+
+NATIVE(fabric_loggers) { /* the list Fabric keeps (None: []) */
+  fabv *fv = FABV(self);
+  return fv->loggers ? fsV_retain(fv->loggers) : fsV_list(0);
+}
+
+NATIVE(fabric_logger) { /* loggers[0], as Lightning's property (an IndexError without loggers) */
+  fabv *fv = FABV(self);
+  if (!fv->loggers || fv->loggers->u.seq.n == 0) {
+    E->raise_type = "IndexError";
+    fsV_seterr("list index out of range");
+    return NULL;
+  }
+  return fsV_retain(fv->loggers->u.seq.items[0]);
+}
+
+NATIVE(fabric_strategy) { return fsE_strategy_value(FABV(self)->cfg.cls); }
+
+/* rank_zero_first(local): rank 0 (global, or local with local=True) runs
+ * the block first; the others wait at a barrier on entry that rank 0 joins
+ * when it leaves the block, as Lightning's _InfiniteBarrier (no barrier
+ * before launch or on one process). */
+typedef struct first_ctx { fs_value *fabric; bool local; } first_ctx;
+
+static int first_rank(const first_ctx *c) {
+  const fabv *fv = c->fabric->u.obj.data;
+  return c->local ? fv->env.local_rank : fv->env.rank;
+}
+
+static int first_barrier(const first_ctx *c) {
+  fabv *fv = c->fabric->u.obj.data;
+  return !fv->comm || fsCC_barrier(fv->comm) == 0 ? 0 : (fsE_comm_fail(), -1);
+}
+
+static fs_value *first_enter(fsE_ctx *E, fs_value *v) {
+  (void)E;
+  first_ctx *c = v->u.obj.data;
+  return first_rank(c) > 0 && first_barrier(c) < 0 ? NULL : fsV_retain(v);
+}
+
+static int first_exit(fsE_ctx *E, fs_value *v) {
+  (void)E;
+  first_ctx *c = v->u.obj.data;
+  return first_rank(c) == 0 ? first_barrier(c) : 0;
+}
+
+static void first_free(void *p) {
+  fsV_release(((first_ctx *)p)->fabric);
+  free(p);
+}
+
+static const fsV_class first_class = {.name = "context", .enter = first_enter, .exit = first_exit,
+                                      .free = first_free};
+
+NATIVE(fabric_rank_zero_first) {
+  (void)E, (void)a;
+  first_ctx *c = malloc(sizeof *c);
+  if (!c) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  *c = (first_ctx){fsV_retain(self), fsV_truthy(s[0])};
+  return fsV_obj(&first_class, c);
+}
+
+/* init_tensor(): new tensors on the Fabric's device (float32: the only precision this build runs) */
+NATIVE(fabric_init_tensor) {
+  (void)E, (void)s, (void)a;
+  return fsE_make_ctx(2, FABV(self)->dev);
+}
+
+/* autocast(): precision 32-true's forward context, a no-op */
+NATIVE(fabric_autocast) {
+  (void)E, (void)self, (void)s, (void)a;
+  return fsE_make_ctx(3, FS_DEV_CPU);
+}
+
+/* The keyword arguments a callback's method takes (Fabric's
+ * _filter_kwargs_for_callback): all when its parameters are not known or
+ * it takes **kwargs, else those it names. */
+static fs_value *callback_kwargs(const fs_value *method, fs_value *kwargs) {
+  const fsSig *sig = fsE_callable_sig(method);
+  bool all = !sig;
+  for (size_t i = 0; sig && i < sig->nparams; i++) all |= (sig->params[i].flags & FSSIG_VARKW) != 0;
+  if (all) return fsV_retain(kwargs);
+  fs_value *d = fsV_dict();
+  for (size_t i = 0; d && i < kwargs->u.dict.n; i++)
+    if (fsSig_param_index(sig, kwargs->u.dict.keys[i]->u.str.s) >= 0 &&
+        fsV_dict_set(d, kwargs->u.dict.keys[i], fsV_retain(kwargs->u.dict.vals[i])) < 0) {
+      fsV_release(d);
+      d = NULL;
+    }
+  return d;
+}
+
+/* call(hook_name, *args, **kwargs): the method of that name of every
+ * callback that has one, in order. slots: hook_name, args, kwargs */
+NATIVE(fabric_call) {
+  fabv *fv = FABV(self);
+  const char *hook = s[0]->u.str.s;
+  for (size_t i = 0; i < fv->callbacks->u.seq.n; i++) {
+    fs_value *cb = fv->callbacks->u.seq.items[i], *method = NULL;
+    int has = fsE_instance_getattr(E, cb, hook, &method);
+    if (has < 0 && !strstr(fsV_error(), "has no attribute")) return NULL;
+    if (has <= 0) continue; /* getattr(callback, hook_name, None): an AttributeError is "none" */
+    if (method->type != FSV_OBJ || !method->u.obj.cls->call) {
+      if (fv->env.rank == 0)
+        fsD_add(E->diags, FS_SEV_WARNING, "callback", E->src, a->loc,
+                "Skipping the callback `%s.%s` because it is not callable.", fsV_type_name(cb), hook);
+      fsV_release(method);
+      continue;
+    }
+    fs_value *kw = callback_kwargs(method, s[2]);
+    const char **names = kw ? calloc(kw->u.dict.n + 1, sizeof *names) : NULL;
+    fs_value *r = NULL;
+    if (names) {
+      for (size_t k = 0; k < kw->u.dict.n; k++) names[k] = kw->u.dict.keys[k]->u.str.s;
+      fsV_args args = {s[1]->u.seq.items, s[1]->u.seq.n, names, kw->u.dict.vals, kw->u.dict.n, a->loc};
+      r = fsE_call(E, method, &args);
+    } else {
+      fsV_seterr("out of memory");
+    }
+    free(names);
+    fsV_release(kw);
+    fsV_release(method);
+    if (!r) return NULL;
+    fsV_release(r);
+  }
+  return fsV_none();
+}
+
 static char *fabric_repr(fs_value *v) {
   fabv *fv = v->u.obj.data;
   fsV_buf b = {0};
@@ -842,6 +980,9 @@ static const fsE_reg fabric_funcs[] = {
   {"Fabric.global_rank", fabric_global_rank}, {"Fabric.local_rank", fabric_local_rank},
   {"Fabric.node_rank", fabric_node_rank}, {"Fabric.world_size", fabric_world_size},
   {"Fabric.is_global_zero", fabric_is_global_zero}, {"Fabric.device", fabric_device},
+  {"Fabric.logger", fabric_logger}, {"Fabric.loggers", fabric_loggers}, {"Fabric.strategy", fabric_strategy},
+  {"Fabric.rank_zero_first", fabric_rank_zero_first}, {"Fabric.init_tensor", fabric_init_tensor},
+  {"Fabric.autocast", fabric_autocast}, {"Fabric.call", fabric_call},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_fabric = {"fabric", fabric_funcs};

@@ -34,6 +34,17 @@ static fs_value *strategy_value(fsF_strategy_obj so) {
 static const fsF_strategy_obj no_kwargs = {.use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
                                            .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
 
+fs_value *fsE_strategy_value(fsF_cls cls) {
+  fsF_strategy_obj so = no_kwargs;
+  so.cls = cls;
+  return strategy_value(so);
+}
+
+const char *fsE_strategy_class_name(const fs_value *v) {
+  const fsF_strategy_obj *so = fsV_objdata(v, &fsE_strategy_class);
+  return so ? fsF_cls_name(so->cls) : NULL;
+}
+
 /* slots: FSDPStrategy's parameters in signatures.c order */
 NATIVE(s_fsdp) {
   fsF_strategy_obj so = no_kwargs;

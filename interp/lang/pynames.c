@@ -81,6 +81,14 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning.fabric.strategies.fsdp", "FSDPStrategy", "", ""},
   {"lightning.fabric.strategies.ddp", "DDPStrategy", "", ""},
   {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", "", ""},
+  /* issue 15 points 4-5: torchmetrics' metrics, Fabric's loggers */
+  {"torchmetrics", "Accuracy MeanMetric SumMetric MaxMetric RunningMean MeanSquaredError", "", ""},
+  {"torchmetrics.classification", "Accuracy MulticlassAccuracy", "", ""},
+  {"torchmetrics.aggregation", "MeanMetric SumMetric MaxMetric RunningMean", "", ""},
+  {"torchmetrics.regression", "MeanSquaredError", "", ""},
+  {"lightning.fabric.loggers", "CSVLogger TensorBoardLogger", "", ""},
+  {"lightning.fabric.loggers.csv_logs", "CSVLogger", "", ""},
+  {"lightning.fabric.loggers.tensorboard", "TensorBoardLogger", "", ""},
 };
 
 /* The members torch and Lightning give the types signatures.h models, beyond
@@ -252,6 +260,7 @@ static const char *package_of(const char *dotted, size_t *skip) {
   static const struct { const char *name, *as; } packages[] = {
     {"torch", "torch"}, {"torchvision", "torchvision"}, {"lightning", "lightning"},
     {"lightning_fabric", "lightning.fabric"}, {"pytorch_lightning", "lightning.pytorch"},
+    {"torchmetrics", "torchmetrics"},
   };
   size_t n = strcspn(dotted, ".");
   for (size_t i = 0; i < sizeof packages / sizeof *packages; i++)

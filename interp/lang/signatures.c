@@ -321,6 +321,31 @@ PARAMS(p_math_x, PO("x", NUMB, NULL))
 PARAMS(p_math_log, PO("x", NUMB, NULL), PO("base", NUMB | FSSIG_T_NONE, "None"))
 PARAMS(p_math_pow, PO("x", NUMB, NULL), PO("y", NUMB, NULL))
 PARAMS(p_sleep, PO("secs", NUMB, NULL))
+/* torchmetrics' metrics (issue 15 point 4; lib_metrics.c): torchmetrics 1.x's parameters */
+#define OPTINT (FSSIG_T_INT | FSSIG_T_NONE)
+#define OPTSTR (FSSIG_T_STR | FSSIG_T_NONE)
+PARAMS(p_accuracy, P("task", STR, NULL), P("threshold", NUM, "0.5"), P("num_classes", OPTINT, "None"),
+       P("num_labels", OPTINT, "None"), P("average", OPTSTR, "'micro'"), P("multidim_average", STR, "'global'"),
+       P("top_k", OPTINT, "1"), P("ignore_index", OPTINT, "None"), P("validate_args", BOOL, "True"),
+       VARKW("kwargs"))
+PARAMS(p_mc_accuracy, P("num_classes", INT, NULL), P("top_k", INT, "1"), P("average", OPTSTR, "'macro'"),
+       P("multidim_average", STR, "'global'"), P("ignore_index", OPTINT, "None"), P("validate_args", BOOL, "True"),
+       VARKW("kwargs"))
+PARAMS(p_aggregation, P("nan_strategy", STR | NUM, "'warn'"), VARKW("kwargs"))
+PARAMS(p_running_mean, P("window", INT, "5"), P("nan_strategy", STR | NUM, "'warn'"), VARKW("kwargs"))
+PARAMS(p_mse, P("squared", BOOL, "True"), P("num_outputs", INT, "1"), VARKW("kwargs"))
+PARAMS(p_metric_update, VARARGS("args"), VARKW("kwargs"))
+PARAMS(p_metric_to, PO("device", ANY, NULL))
+/* lightning.fabric.loggers (issue 15 point 5; lib_loggers.c) and Fabric's loop API (point 6; lib_fabric.c) */
+PARAMS(p_csvlogger, P("root_dir", STR, NULL), P("name", OPTSTR, "'lightning_logs'"), P("version", ANY, "None"),
+       P("prefix", STR, "''"), P("flush_logs_every_n_steps", INT, "100"))
+PARAMS(p_tblogger, P("root_dir", STR, NULL), P("name", OPTSTR, "'lightning_logs'"), P("version", ANY, "None"),
+       P("default_hp_metric", BOOL, "True"), P("prefix", STR, "''"), P("sub_dir", ANY, "None"), VARKW("kwargs"))
+PARAMS(p_log_metrics, P("metrics", DICT, NULL), PT("step", OPTINT, "None", 0))
+PARAMS(p_log_hparams, P("params", DICT, NULL), P("metrics", ANY, "None"), PT("step", OPTINT, "None", 0))
+PARAMS(p_finalize, P("status", STR, NULL))
+PARAMS(p_rank_zero_first, P("local", BOOL, "False"))
+PARAMS(p_call, P("hook_name", STR, NULL), VARARGS("args"), VARKW("kwargs"))
 
 #define N(a) a, sizeof a / sizeof a[0]
 #define FN(name, p, ret) {name, FSSIG_FUNC, N(p), ret, 0}
@@ -459,6 +484,17 @@ static const fsSig table[] = {
   CLS("BCEWithLogitsLoss", p_cls_bce_logits, "Loss"),
   CLS("KLDivLoss", p_cls_kl, "Loss"),
   CLS("CosineSimilarity", p_cls_cosine, "Loss"),
+  /* torchmetrics (issue 15 point 4; lib_metrics.c) */
+  CLS("Accuracy", p_accuracy, "Metric"),
+  CLS("MulticlassAccuracy", p_mc_accuracy, "Metric"),
+  CLS("MeanMetric", p_aggregation, "Metric"),
+  CLS("SumMetric", p_aggregation, "Metric"),
+  CLS("MaxMetric", p_aggregation, "Metric"),
+  CLS("RunningMean", p_running_mean, "Metric"),
+  CLS("MeanSquaredError", p_mse, "Metric"),
+  /* lightning.fabric.loggers (issue 15 point 5; lib_loggers.c) */
+  CLS("CSVLogger", p_csvlogger, "Logger"),
+  CLS("TensorBoardLogger", p_tblogger, "Logger"),
 
   LAYER("Linear", p_linear),
   LAYER("Embedding", p_embedding),
@@ -516,6 +552,14 @@ static const fsSig table[] = {
   ATTR("Fabric.world_size", "int", 0),
   ATTR("Fabric.device", "device", 0),
   ATTR("Fabric.is_global_zero", "bool", 0),
+  /* issue 15 points 5-6: loggers and the loop API (lib_fabric.c) */
+  ATTR("Fabric.logger", "Logger", 0),
+  ATTR("Fabric.loggers", "list", 0),
+  ATTR("Fabric.strategy", "Strategy", 0),
+  {"Fabric.rank_zero_first", FSSIG_METHOD, N(p_rank_zero_first), "context", FSSIG_CONTEXT},
+  {"Fabric.init_tensor", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
+  {"Fabric.autocast", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
+  M("Fabric.call", p_call, "None"),
 
   M("Module.forward", p_forward, "Tensor"),
   M("Module.parameters", p_recurse, "list"),
@@ -610,6 +654,21 @@ static const fsSig table[] = {
   M0("time.perf_counter", "float"),
   M0("time.monotonic", "float"),
   M("time.sleep", p_sleep, "None"),
+  /* torchmetrics (issue 15 point 4; lib_metrics.c) */
+  M("Metric.update", p_metric_update, "None"),
+  M0("Metric.compute", "Tensor"),
+  M0("Metric.reset", "None"),
+  M("Metric.to", p_metric_to, "Metric"),
+  ATTR("Metric.device", "device", 0),
+  /* lightning.fabric.loggers (issue 15 point 5; lib_loggers.c) */
+  M("Logger.log_metrics", p_log_metrics, "None"),
+  M("Logger.log_hyperparams", p_log_hparams, "None"),
+  M0("Logger.save", "None"),
+  M("Logger.finalize", p_finalize, "None"),
+  ATTR("Logger.name", "str", 0),
+  ATTR("Logger.version", "any", 0),
+  ATTR("Logger.root_dir", "str", 0),
+  ATTR("Logger.log_dir", "str", 0),
 
   M0("Tensor.item", "any"),
   M("Tensor.argmax", p_dim, "Tensor"),

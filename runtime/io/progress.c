@@ -20,6 +20,9 @@ struct fsPG {
   int epochs;
   fsPG_clock now;
   int epoch;        /* 1-based number of the current (or last) epoch */
+  int shown_epochs; /* the current epoch's count (0: unknown) */
+  int validation;   /* the current pass validates */
+  int next_epoch, next_epochs, next_validation; /* set_pass: for the next begin */
   int in_epoch;
   int open;         /* tty: a line is drawn and not yet ended */
   double start;     /* when the epoch began */
@@ -91,7 +94,8 @@ static void render(const fsPG *p, int final, char *buf, size_t len) {
   double elapsed = p->now() - p->start;
   double rate = (double)p->done / elapsed;
   buf[0] = '\0';
-  put(buf, len, &n, p->epochs ? "epoch %d/%d" : "epoch %d", p->epoch, p->epochs);
+  put(buf, len, &n, p->shown_epochs ? "%sepoch %d/%d" : "%sepoch %d", p->validation ? "val " : "", p->epoch,
+      p->shown_epochs);
   put(buf, len, &n, p->total ? "  %lld/%lld" : "  %lld", (long long)p->done, (long long)p->total);
   if (p->total) {
     int fill = p->done >= p->total ? BAR_WIDTH : (int)(p->done * BAR_WIDTH / p->total);
@@ -140,9 +144,18 @@ static void draw(fsPG *p, int final) {
   p->last_draw = p->now();
 }
 
+void fsPG_set_pass(fsPG *p, int epoch, int epochs, int validation) {
+  p->next_epoch = epoch > 0 ? epoch : 0;
+  p->next_epochs = epochs > 0 ? epochs : 0;
+  p->next_validation = validation;
+}
+
 void fsPG_epoch_begin(fsPG *p) {
   if (p->in_epoch) fsPG_epoch_end(p);
-  p->epoch++;
+  p->epoch = p->next_epoch ? p->next_epoch : p->epoch + 1;
+  p->shown_epochs = p->next_epoch ? p->next_epochs : p->epochs;
+  p->validation = p->next_validation;
+  p->next_epoch = p->next_epochs = p->next_validation = 0;
   p->in_epoch = 1;
   p->done = 0;
   p->loss = NAN;

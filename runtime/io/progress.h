@@ -2,6 +2,7 @@
  *
  * On a terminal: one line rewritten in place ("\r", the line, ESC[K),
  *   epoch 1/2  234/469 [=========>          ]  412.3 it/s  loss 0.4312  ETA 00:00:03
+ * ("val epoch 1/2" for a validation pass)
  * redrawn at most every FSPG_TTY_INTERVAL seconds and always at the end of
  * the epoch, which ends it with a newline ("time hh:mm:ss" replaces the ETA
  * there). Elsewhere (a log file, a pipe): the same text as plain lines, one
@@ -39,6 +40,11 @@ void fsPG_set_clock(fsPG *p, fsPG_clock now);
 void fsPG_set_interval(fsPG *p, double seconds);
 /* Epochs count from 1 on each begin; a step outside an epoch begins one. */
 void fsPG_epoch_begin(fsPG *p);
+/* What the next epoch_begin heads its line with: epoch of epochs (the
+ * caller's loop knows them: `for epoch in range(10)` gives 3 of 10 in its
+ * third round; 0 keeps the bar's own count and the count it was made
+ * with), and "val epoch" for a validation pass. */
+void fsPG_set_pass(fsPG *p, int epoch, int epochs, int validation);
 /* done: the steps finished in this epoch, this one included (1 after the
  * first batch); loss: this step's loss, NaN for none. The line shows the
  * mean of the epoch's losses so far (the last batch's alone swings: it read

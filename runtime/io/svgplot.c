@@ -1,4 +1,5 @@
-/* svgplot.c -- line charts as SVG text, written into a memory stream. */
+/* svgplot.c -- line charts as SVG text, one panel per series, written
+ * into a memory stream. */
 #define _POSIX_C_SOURCE 200809L
 #include "svgplot.h"
 
@@ -6,13 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* the canvas and the plot area inside its margins */
+/* the canvas: a title band, then panels of PANEL_H each (a heading band
+ * of HEAD_H over a plot area), then the x axis label */
 #define W 800
-#define H 480
+#define TITLE_H 44.0
+#define PANEL_H 230.0
+#define HEAD_H 26.0
+#define TICKS_H 24.0 /* under each plot area: the x tick labels */
+#define XLABEL_H 30.0
 #define X0 80.0
 #define X1 (W - 20.0)
-#define Y0 50.0
-#define Y1 (H - 60.0)
 #define LIMIT 1e300
 #define MAX_TICKS 40
 
@@ -67,17 +71,23 @@ static double map(range r, double v, double a, double b) {
   return a + (v - r.lo) / (r.hi - r.lo) * (b - a);
 }
 
-/* A 1, 2 or 5 times a power of ten giving about six ticks over r. */
-static double tick_step(range r) {
+/* A 1, 2 or 5 times a power of ten giving about six ticks over r; at
+ * least 1 when whole (the axis holds integers only). */
+static double tick_step(range r, int whole) {
   double raw = (r.hi - r.lo) / 6;
   double mag = pow(10, floor(log10(raw)));
   double f = raw / mag;
-  return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
+  double step = (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
+  return whole && step < 1 ? 1 : step;
 }
 
+/* One panel's plot area: [X0, X1] x [y0, y1]. */
+typedef struct area { double y0, y1; } area;
+
 /* Grid lines, tick marks and labels of one axis (horizontal when xaxis). */
-static void axis(FILE *f, range r, int xaxis) {
-  double step = tick_step(r);
+static void axis(FILE *f, range r, int xaxis, int whole, area A) {
+  double Y0 = A.y0, Y1 = A.y1;
+  double step = tick_step(r, whole);
   double first = ceil(r.lo / step) * step;
   for (int i = 0; i < MAX_TICKS; i++) {
     double t = first + i * step;
@@ -99,17 +109,17 @@ static void axis(FILE *f, range r, int xaxis) {
 
 /* The points of one series, each run of `bucket` usable points reduced to
  * its lowest and highest, in their order. */
-static void point(FILE *f, const fsSVG_series *s, size_t i, range xr, range yr) {
-  fprintf(f, "%.1f,%.1f ", map(xr, s->x[i], X0, X1), map(yr, s->y[i], Y1, Y0));
+static void point(FILE *f, const fsSVG_series *s, size_t i, range xr, range yr, area A) {
+  fprintf(f, "%.1f,%.1f ", map(xr, s->x[i], X0, X1), map(yr, s->y[i], A.y1, A.y0));
 }
 
-static void points(FILE *f, const fsSVG_series *s, size_t bucket, range xr, range yr) {
+static void points(FILE *f, const fsSVG_series *s, size_t bucket, range xr, range yr, area A) {
   size_t in = 0, lo = 0, hi = 0;
   for (size_t i = 0; i <= s->n; i++) {
     if (i < s->n && !usable(s->x[i], s->y[i])) continue;
     if (i == s->n ? in > 0 : in == bucket) { /* a full run, or the last one */
-      point(f, s, lo < hi ? lo : hi, xr, yr);
-      if (lo != hi) point(f, s, lo < hi ? hi : lo, xr, yr);
+      point(f, s, lo < hi ? lo : hi, xr, yr, A);
+      if (lo != hi) point(f, s, lo < hi ? hi : lo, xr, yr, A);
       in = 0;
     }
     if (i == s->n) break;
@@ -119,7 +129,7 @@ static void points(FILE *f, const fsSVG_series *s, size_t bucket, range xr, rang
   }
 }
 
-static void series(FILE *f, const fsSVG_series *s, const char *colour, range xr, range yr) {
+static void series(FILE *f, const fsSVG_series *s, const char *colour, range xr, range yr, area A) {
   size_t n = 0, only = 0;
   for (size_t i = 0; i < s->n; i++)
     if (usable(s->x[i], s->y[i])) {
@@ -128,65 +138,67 @@ static void series(FILE *f, const fsSVG_series *s, const char *colour, range xr,
     }
   if (n == 1) { /* a polyline of one point draws nothing */
     fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-            map(xr, s->x[only], X0, X1), map(yr, s->y[only], Y1, Y0), colour);
+            map(xr, s->x[only], X0, X1), map(yr, s->y[only], A.y1, A.y0), colour);
   } else if (n > 1) {
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colour);
-    points(f, s, (n + FSSVG_MAX_POINTS / 2 - 1) / (FSSVG_MAX_POINTS / 2), xr, yr);
+    points(f, s, (n + FSSVG_MAX_POINTS / 2 - 1) / (FSSVG_MAX_POINTS / 2), xr, yr, A);
     fputs("\"/>\n", f);
   }
 }
 
-static void legend(FILE *f, const fsSVG_series *s, size_t ns) {
-  if (ns == 0) return;
-  fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"170\" height=\"%zu\" fill=\"#fff\" fill-opacity=\"0.8\" stroke=\"#999\"/>\n",
-          X1 - 180, Y0 + 10, 18 * ns + 8);
-  for (size_t i = 0; i < ns; i++) {
-    double y = Y0 + 27 + 18.0 * (double)i;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
-            X1 - 172, y - 4, X1 - 148, y - 4, colours[i % NCOLOURS]);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", X1 - 142, y);
-    put_text(f, s[i].name);
-    fputs("</text>\n", f);
-  }
+/* One panel: its heading (the series' name and colour, above the plot
+ * area), axes over the series' own ranges, the frame and the line. */
+static void panel(FILE *f, const fsSVG_series *s, size_t k, double top, range xr, int whole) {
+  range yr = {INFINITY, -INFINITY};
+  for (size_t i = 0; s && i < s->n; i++)
+    if (usable(s->x[i], s->y[i])) {
+      yr.lo = fmin(yr.lo, s->y[i]);
+      yr.hi = fmax(yr.hi, s->y[i]);
+    }
+  yr = pad(yr, 0.05);
+  area A = {top + HEAD_H, top + PANEL_H - TICKS_H};
+  const char *colour = colours[k % NCOLOURS];
+  fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+          X0, top + HEAD_H - 10, X0 + 24, top + HEAD_H - 10, colour);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\">", X0 + 30, top + HEAD_H - 6);
+  put_text(f, s ? s->name : "no metrics logged");
+  fputs("</text>\n", f);
+  axis(f, xr, 1, whole, A);
+  axis(f, yr, 0, 0, A);
+  fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#000\"/>\n",
+          X0, A.y0, X1 - X0, A.y1 - A.y0);
+  if (s) series(f, s, colour, xr, yr, A);
 }
 
-char *fsSVG_render(const char *title, const char *xlabel, const char *ylabel,
-                   const fsSVG_series *s, size_t ns, size_t *len) {
-  range xr = {INFINITY, -INFINITY}, yr = {INFINITY, -INFINITY};
+char *fsSVG_render(const char *title, const char *xlabel, const fsSVG_series *s, size_t ns, size_t *len) {
+  size_t panels = ns ? ns : 1;
+  double H = TITLE_H + PANEL_H * (double)panels + XLABEL_H;
+  char *buf = NULL;
+  FILE *f = open_memstream(&buf, len);
+  if (!f) return NULL;
+  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%.0f\" "
+             "viewBox=\"0 0 %d %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
+             "<rect width=\"%d\" height=\"%.0f\" fill=\"#fff\"/>\n",
+          W, H, W, H, W, H);
+  fprintf(f, "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", W / 2.0);
+  put_text(f, title);
+  fputs("</text>\n", f);
+  /* one x range for every panel, so a step lines up across metrics */
+  range xr = {INFINITY, -INFINITY};
+  int whole = 1;
   for (size_t k = 0; k < ns; k++)
     for (size_t i = 0; i < s[k].n; i++)
       if (usable(s[k].x[i], s[k].y[i])) {
         xr.lo = fmin(xr.lo, s[k].x[i]);
         xr.hi = fmax(xr.hi, s[k].x[i]);
-        yr.lo = fmin(yr.lo, s[k].y[i]);
-        yr.hi = fmax(yr.hi, s[k].y[i]);
+        whole &= s[k].x[i] == floor(s[k].x[i]);
       }
   xr = pad(xr, 0);
-  yr = pad(yr, 0.05);
-  char *buf = NULL;
-  FILE *f = open_memstream(&buf, len);
-  if (!f) return NULL;
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-             "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-             "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n",
-          W, H, W, H, W, H);
-  fprintf(f, "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", W / 2.0);
-  put_text(f, title);
-  fputs("</text>\n", f);
-  axis(f, xr, 1);
-  axis(f, yr, 0);
-  fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#000\"/>\n",
-          X0, Y0, X1 - X0, Y1 - Y0);
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", (X0 + X1) / 2, H - 18.0);
+  for (size_t k = 0; k < panels; k++) panel(f, ns ? &s[k] : NULL, k, TITLE_H + PANEL_H * (double)k, xr, whole);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", (X0 + X1) / 2, H - 10);
   put_text(f, xlabel);
-  fprintf(f, "</text>\n<text x=\"20\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 20 %.1f)\">",
-          (Y0 + Y1) / 2, (Y0 + Y1) / 2);
-  put_text(f, ylabel);
-  fputs("</text>\n", f);
-  for (size_t k = 0; k < ns; k++) series(f, &s[k], colours[k % NCOLOURS], xr, yr);
-  legend(f, s, ns);
-  fputs("</svg>\n", f);
+  fputs("</text>\n</svg>\n", f);
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
     free(buf);

@@ -38,7 +38,8 @@ static result run(const char *text, const char *const *defines, size_t ndefines)
     uint32_t line = 0, col = 0;
     if (d.items[i].src) fsA_source_position(src, d.items[i].loc.start, &line, &col);
     fprintf(dg, "%u:%u: %s: %s\n", line, col,
-            d.items[i].severity == FS_SEV_ERROR ? "error" : "warning", d.items[i].message);
+            d.items[i].severity == FS_SEV_ERROR ? "error" : d.items[i].severity == FS_SEV_WARNING ? "warning" : "note",
+            d.items[i].message);
   }
   fclose(out);
   fclose(dg);
@@ -491,7 +492,8 @@ static void test_log(void **st) {
                  "    fabric.log_dict({'acc': 0.5, 'n': step})\n"
                  "fabric.log('bad', 'x')\n",
                  NULL, 0);
-  assert_string_equal(r.diags, "5:8: error: log: bad must be a number or a one-element tensor, not str\n");
+  assert_string_equal(r.diags, "5:8: error: log: bad must be a number or a one-element tensor, not str\n"
+                               "0:0: note: CSVLogger: metrics in logs/version_0/ (metrics.csv, metrics.svg)\n");
   assert_int_equal(r.status, 1);
   free(r.out);
   free(r.diags);

@@ -71,7 +71,7 @@ static void assert_file(const char *dir, const char *name, const char *want) {
 }
 
 static fsLG *new_logger(const char *root) {
-  fsLG *lg = fsLG_new(root);
+  fsLG *lg = fsLG_new(&(fsLG_where){.root = root, .format = FSLG_CSV});
   assert_non_null(lg);
   fsLG_set_clock(lg, fake_clock);
   return lg;
@@ -388,12 +388,12 @@ static size_t occurrences(const char *s, const char *what) {
   return n;
 }
 
-static void test_close_writes_a_loss_plot(void **state) {
+static void test_close_plots_every_metric_in_its_panel(void **state) {
   char *root = path_of(*state, "logs");
   fsLG *lg = new_logger(root);
   for (int i = 0; i < 50; i++) {
     log1(lg, "train_loss", exp(-i / 10.0), i);
-    log1(lg, "acc", i / 50.0, i); /* not a loss: left out */
+    log1(lg, "acc", i / 50.0, i); /* not a loss: a panel too */
     if (i % 10 == 0) log1(lg, "val <loss> & more", exp(-i / 12.0), i);
   }
   log1(lg, "train_loss", NAN, 50); /* not plotted */
@@ -405,11 +405,12 @@ static void test_close_writes_a_loss_plot(void **state) {
   char *svg = slurp(p);
   assert_non_null(svg);
   assert_well_formed(svg);
-  assert_int_equal(occurrences(svg, "<polyline"), 2);
+  assert_int_equal(occurrences(svg, "<polyline"), 3);
   assert_int_equal(occurrences(svg, "<circle"), 1);
+  assert_int_equal(occurrences(svg, "<rect x="), 4); /* a frame per metric */
   assert_non_null(strstr(svg, ">train_loss</text>"));
   assert_non_null(strstr(svg, ">val &lt;loss&gt; &amp; more</text>"));
-  assert_null(strstr(svg, ">acc</text>"));
+  assert_non_null(strstr(svg, ">acc</text>"));
   free(svg);
   free(p);
   free(dir);
@@ -446,7 +447,7 @@ static void test_long_series_keeps_its_spike(void **state) {
   }
   fsSVG_series s = {"loss", x, y, N};
   size_t len;
-  char *svg = fsSVG_render("t", "step", "loss", &s, 1, &len);
+  char *svg = fsSVG_render("t", "step", &s, 1, &len);
   assert_non_null(svg);
   assert_int_equal(strlen(svg), len);
   assert_well_formed(svg);
@@ -465,15 +466,42 @@ static void test_long_series_keeps_its_spike(void **state) {
     n++;
   }
   assert_true(n > 100 && n <= FSSVG_MAX_POINTS);
-  assert_true(top < 70); /* the spike reaches the top of the plot */
+  assert_true(top < 80); /* the spike reaches the top of the plot area (y 70) */
   free(svg);
   free(x);
   free(y);
 }
 
+/* Four integer steps: ticks at 0, 1, 2, 3 only, not at 0.5 steps. */
+static void test_integer_steps_tick_on_integers(void **state) {
+  (void)state;
+  double x[] = {0, 1, 2, 3}, y[] = {100, 200, 300, 400};
+  fsSVG_series s = {"loss", x, y, 4};
+  size_t len;
+  char *svg = fsSVG_render("t", "step", &s, 1, &len);
+  assert_non_null(svg);
+  assert_null(strstr(svg, ">0.5</text>"));
+  assert_null(strstr(svg, ">2.5</text>"));
+  for (int i = 0; i < 4; i++) {
+    char label[32];
+    snprintf(label, sizeof label, "text-anchor=\"middle\">%d</text>", i);
+    assert_non_null(strstr(svg, label));
+  }
+  free(svg);
+}
+
+/* CRC-32C's check value (RFC 3720, B.4) and TensorBoard's mask of a known CRC. */
+static void test_crc32c_check_value(void **state) {
+  (void)state;
+  assert_int_equal(fsLG_crc32c("123456789", 9), 0xe3069283u);
+  assert_int_equal(fsLG_crc32c("", 0), 0);
+  uint32_t c = 0xe3069283u;
+  assert_int_equal(fsLG_masked_crc("123456789", 9), ((c >> 15) | (c << 17)) + 0xa282ead8u);
+}
+
 static void test_empty_plot_is_well_formed(void **state) {
   size_t len;
-  char *svg = fsSVG_render("no data", "step", "value", NULL, 0, &len);
+  char *svg = fsSVG_render("no data", "step", NULL, 0, &len);
   assert_non_null(svg);
   assert_well_formed(svg);
   free(svg);
@@ -490,10 +518,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_atomic_flushes_leave_no_temporary_files, setup, teardown),
       cmocka_unit_test_setup_teardown(test_directory_error_turns_logging_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_error_turns_logging_off, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_close_writes_a_loss_plot, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_close_plots_every_metric_in_its_panel, setup, teardown),
+      cmocka_unit_test(test_integer_steps_tick_on_integers),
       cmocka_unit_test_setup_teardown(test_plot_without_losses_shows_every_metric, setup, teardown),
       cmocka_unit_test(test_long_series_keeps_its_spike),
       cmocka_unit_test(test_empty_plot_is_well_formed),
+      cmocka_unit_test(test_crc32c_check_value),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

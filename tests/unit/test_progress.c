@@ -117,6 +117,34 @@ static void test_plain_lines_without_control_characters(void **state) {
   free(s.buf);
 }
 
+/* The loop's epoch and count head the line; a validation pass says so;
+ * an unset pass goes back to the bar's own count. */
+static void test_pass_names_its_epoch_and_kind(void **state) {
+  (void)state;
+  sink s;
+  sink_open(&s, 0, 2, 0);
+  fsPG_set_interval(s.p, INFINITY);
+  fsPG_set_pass(s.p, 3, 10, 0);
+  fsPG_epoch_begin(s.p);
+  now_s = 1;
+  fsPG_step(s.p, 2, 0.5);
+  fsPG_epoch_end(s.p);
+  fsPG_set_pass(s.p, 3, 10, 1);
+  fsPG_epoch_begin(s.p);
+  now_s = 2;
+  fsPG_step(s.p, 2, NAN);
+  fsPG_epoch_end(s.p);
+  fsPG_epoch_begin(s.p);
+  now_s = 3;
+  fsPG_step(s.p, 2, NAN);
+  fsPG_epoch_end(s.p);
+  sink_close(&s);
+  assert_string_equal(s.buf, "epoch 3/10  2/2 [====================]  2.0 it/s  loss 0.5000  time 00:00:01\n"
+                             "val epoch 3/10  2/2 [====================]  2.0 it/s  time 00:00:01\n"
+                             "epoch 4  2/2 [====================]  2.0 it/s  time 00:00:01\n");
+  free(s.buf);
+}
+
 static void test_plain_interval_is_settable(void **state) {
   sink s;
   sink_open(&s, 0, 0, 3);
@@ -193,6 +221,7 @@ int main(void) {
       cmocka_unit_test(test_hms_format),
       cmocka_unit_test(test_tty_redraws_in_place),
       cmocka_unit_test(test_plain_lines_without_control_characters),
+      cmocka_unit_test(test_pass_names_its_epoch_and_kind),
       cmocka_unit_test(test_plain_interval_is_settable),
       cmocka_unit_test(test_plain_interval_zero_is_every_step),
       cmocka_unit_test(test_clear_erases_and_next_step_redraws),
