@@ -462,7 +462,7 @@ static fs_value *python_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
     bool same = a == b || (a->type == b->type && scalar && fsV_equal(a, b));
     return fsV_bool(same == (op == FS_OP_IS));
   }
-  if (op >= FS_OP_MATMUL) {
+  if (op >= FS_OP_MATMUL && a->type != FSV_OBJ && b->type != FSV_OBJ) { /* objects (tensors) may define them */
     fsV_seterr("operator '%s' is not supported at run time yet", fsA_op_text(op));
     return NULL;
   }
@@ -647,7 +647,7 @@ static fs_value *eval_index(fsE_ctx *E, const fs_node *n) {
   fs_value *obj = eval(E, n->kids[0]), *r = NULL;
   if (!obj) return NULL;
   const fs_node *ix = n->kids[1];
-  if (ix->kind == FS_N_SLICE) {
+  if (ix->kind == FS_N_SLICE && obj->type != FSV_OBJ) { /* an object gets a slice value (lib_index.c) */
     fs_value *b[3] = {NULL, NULL, NULL};
     bool ok = true;
     for (int i = 0; i < 3 && ok; i++)
@@ -743,6 +743,8 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_DICT: return eval_dict(E, n);
   case FS_N_CALL: return eval_call(E, n);
   case FS_N_INDEX: return eval_index(E, n);
+  case FS_N_SLICE: return fsE_slice_value(E, n); /* an object's subscript: x[1:3, None] */
+  case FS_N_ELLIPSIS: return fsE_ellipsis_value();
   case FS_N_COMP: return eval_comp(E, n);
   case FS_N_LAMBDA:
     for (uint32_t i = 0; i < n->kids[0]->nkids; i++)
@@ -751,9 +753,12 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
                          "parameters are not supported at run time yet");
     return make_func(E, n);
   case FS_N_UNARY: {
-    if (n->op == FS_OP_INVERT) return fsE_error(E, n->loc, "operator '~' is not supported at run time yet");
     fs_value *v = eval(E, n->kids[0]);
     if (!v) return NULL;
+    if (n->op == FS_OP_INVERT && v->type != FSV_OBJ) { /* an object (a tensor) may define it */
+      fsV_release(v);
+      return fsE_error(E, n->loc, "operator '~' is not supported at run time yet");
+    }
     r = fsV_unop(E, n->op, v);
     fsV_release(v);
     break;
@@ -929,6 +934,13 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
         o->u.seq.items[i] = fsV_retain(v);
         rc = 0;
       }
+    } else if (o->type == FSV_OBJ && o->u.obj.cls->setitem) {
+      fsV_clearerr();
+      fs_value *r = o->u.obj.cls->setitem(E, o, k, v);
+      if (!r) failed(E, t->loc);
+      else if (r == o) rc = 0;
+      else rc = assign(E, t->kids[0], r); /* written out of place: the target holds the new value */
+      fsV_release(r);
     } else {
       fsE_error(E, t->loc, "'%s' object does not support item assignment", fsV_type_name(o));
     }
@@ -1041,8 +1053,45 @@ static fsE_flow exec_assert(fsE_ctx *E, const fs_node *s) {
 }
 
 /* Binds a def or model declaration's name. */
+/* A def that fsA_def_plain refuses only for its decorators. */
+static bool decorated_plain(const fs_node *s) {
+  if (s->op || s->nkids <= 2 || !s->kids[2]) return false;
+  const fs_node *params = s->kids[0];
+  for (uint32_t i = 0; i < params->nkids; i++)
+    if (params->kids[i]->op != FS_PARAM_PLAIN) return false;
+  return true;
+}
+
+/* `@d1 @d2 def f` binds f = d1(d2(f)), as Python: the decorator expressions
+ * are evaluated top to bottom, then applied bottom to top. */
+static fs_value *decorate(fsE_ctx *E, const fs_node *decos, fs_value *f) {
+  fs_value *d[64];
+  uint32_t n = decos->nkids, got = 0;
+  if (n > 64) {
+    fsV_release(f);
+    return fsE_error(E, decos->kids[64]->loc, "more than 64 decorators on one def are not supported");
+  }
+  for (; got < n; got++)
+    if (!(d[got] = eval(E, decos->kids[got]))) break;
+  for (uint32_t i = got; f && got == n && i-- > 0;) {
+    fs_value *arg[1] = {f};
+    fsV_args a = {.pos = arg, .npos = 1, .loc = decos->kids[i]->loc};
+    fs_value *g = fsE_call(E, d[i], &a);
+    if (!g) failed(E, decos->kids[i]->loc);
+    fsV_release(f);
+    f = g;
+  }
+  if (got != n) {
+    fsV_release(f);
+    f = NULL;
+  }
+  for (uint32_t i = 0; i < got; i++) fsV_release(d[i]);
+  return f;
+}
+
 static fsE_flow exec_def(fsE_ctx *E, const fs_node *s) {
   fs_value *f = make_func(E, s);
+  if (f && s->kind == FS_N_DEF && s->nkids > 2 && s->kids[2]) f = decorate(E, s->kids[2], f);
   if (!f) return FSE_ERROR;
   fs_value *ok = set_name(E, s->str, f);
   fsV_release(f);
@@ -1098,10 +1147,17 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     const fs_node *t = s->kids[0];
     if (t->kind != FS_N_NAME && t->kind != FS_N_ATTR && t->kind != FS_N_INDEX)
       return fsE_error(E, t->loc, "illegal expression for augmented assignment"), FSE_ERROR;
-    if (s->op >= FS_OP_MATMUL)
-      return fsE_error(E, s->loc, "operator '%s=' is not supported at run time yet", fsA_op_text(s->op)), FSE_ERROR;
     fs_value *cur = eval(E, t), *rhs = cur ? eval(E, s->kids[1]) : NULL, *r = NULL;
-    if (rhs && !(r = fsV_binop(E, s->op, cur, rhs))) failed(E, s->loc);
+    bool refused = false; /* the in-place form failed (not merely absent) */
+    if (rhs && cur->type == FSV_OBJ && cur->u.obj.cls->ibinop) { /* in place, as Python's __iadd__ */
+      fsV_clearerr();
+      r = cur->u.obj.cls->ibinop(E, s->op, cur, rhs);
+      if ((refused = !r && fsV_error()[0])) failed(E, s->loc);
+    }
+    if (!rhs || r || refused) {
+    } else if (s->op >= FS_OP_MATMUL && cur->type != FSV_OBJ && rhs->type != FSV_OBJ)
+      fsE_error(E, s->loc, "operator '%s=' is not supported at run time yet", fsA_op_text(s->op));
+    else if (!(r = python_binop(E, s->op, cur, rhs))) failed(E, s->loc);
     int rc = r ? assign(E, t, r) : -1;
     fsV_release(cur);
     fsV_release(rhs);
@@ -1132,8 +1188,8 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     return rc < 0 ? FSE_ERROR : FSE_OK;
   }
   case FS_N_DEF:
-    if (!fsA_def_plain(s))
-      return fsE_error(E, s->loc, "a decorated or async def, or one with *args, **kwargs, keyword-only or "
+    if (!fsA_def_plain(s) && !decorated_plain(s))
+      return fsE_error(E, s->loc, "an async def, or one with *args, **kwargs, keyword-only or "
                        "positional-only parameters, is not supported at run time yet"), FSE_ERROR;
     return exec_def(E, s);
   case FS_N_MODEL: return exec_def(E, s);

@@ -77,6 +77,11 @@ NATIVE(t_clamp) {
 NATIVE(b_where) {
   fs_tensor *c = fsE_need_tensor(s[0], "where", "condition");
   if (!c) return NULL;
+  if (c->dtype != FS_BOOL) { /* torch 1.13 takes bool conditions only (masked_fill also takes int64) */
+    fsV_seterr("where expected condition to be a boolean tensor, but got a tensor with dtype %s",
+               c->dtype == FS_I64 ? "Long" : c->dtype == FS_BF16 ? "BFloat16" : "Float");
+    return NULL;
+  }
   fs_tensor *a_ = operand(s[1], c, "where"), *b = a_ ? operand(s[2], c, "where") : NULL;
   fs_value *r = b ? fsE_tensor_value(fsG_where(c, a_, b)) : NULL;
   fsT_release(a_);

@@ -37,6 +37,12 @@ fs_tensor *fsG_on_host(fs_tensor *t);
 /* out, built on the cpu, moved to dev (out is consumed). */
 fs_tensor *fsG_to_dev(fs_tensor *out, fs_device dev);
 
+/* dim (negative counts from the end) of a tensor of rank `rank` into *out;
+ * -1 + torch's "Dimension out of range ..." (ops_grad.c) */
+int fsG_norm_dim(int dim, int rank, int *out);
+/* x seen as [O, L, I] around dim d (ops.h's letters) */
+void fsG_split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I);
+
 /* ---- staging through host memory (ops_grad.c) ----
  * Kernels that exist for the cpu only (the tensor API's ops when a backend
  * has no `ops` table; the cnn.h layers on every device but the cpu) run on

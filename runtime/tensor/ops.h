@@ -97,6 +97,19 @@ typedef struct fsU_kernels {
                        const void *x, void *y);
   void (*index_select_backward)(int64_t O, int64_t L, int64_t I, const int64_t *idx, int64_t K,
                                 float *dx, const float *dy);
+  /* indexing by element offsets (index.c computes them): y[N] = x[off[N]]
+   * (esize-byte elements);  dx[off[i]] += dy[i] (a scatter-add: repeated
+   * offsets sum);  put: x[off[i]] = v[i] in order (the last write wins) */
+  void (*take)(int64_t n, const int64_t *off, size_t esize, const void *x, void *y);
+  void (*take_backward)(int64_t n, const int64_t *off, float *dx, const float *dy);
+  void (*put)(int64_t n, const int64_t *off, size_t esize, const void *v, void *x);
+  /* y[O,K,I], idx[O,K,I] = the K largest (smallest) of x[O,L,I] over L,
+   * in order (NaN counts as the largest, ties keep the lower index first);
+   * dx[O, idx[o,k,i], I] += dy[O,K,I];  forward: -1 when out of memory */
+  int (*topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
+                       int64_t *idx);
+  void (*topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
+                        const int64_t *idx);
 } fsU_kernels;
 
 extern const fsU_kernels fsU_cpu;

@@ -92,7 +92,7 @@ int fsG_bw_end(fsG_bwstage *c, fsG_node *n) {
  * promoted, as torch promotes them. */
 static fs_tensor *as_f32(fs_tensor *t) { return fsT_to_dtype(t, FS_F32); }
 
-static int norm_dim(int dim, int rank, int *out) {
+int fsG_norm_dim(int dim, int rank, int *out) {
   int r = rank ? rank : 1;
   if (dim < -r || dim >= r) {
     fsT_seterr("Dimension out of range (expected to be in range of [%d, %d], but got %d)", -r, r - 1, dim);
@@ -103,7 +103,7 @@ static int norm_dim(int dim, int rank, int *out) {
 }
 
 /* x seen as [O, L, I] around dim d */
-static void split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I) {
+void fsG_split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I) {
   *O = *I = 1;
   *L = x->rank ? x->shape[d] : 1;
   for (int i = 0; i < x->rank; i++) {
@@ -206,12 +206,12 @@ fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
   fsU_bcast bc;
   fs_tensor *ins[3] = {cond, a, b};
   if (!fsG_check_inputs("where", 3, ins) || bcast_of(&bc, 3, ins) < 0) return NULL;
-  if (cond->dtype != FS_I64) {
+  if (cond->dtype != FS_I64 && cond->dtype != FS_BOOL) {
     fsT_seterr("where expected condition to be a boolean tensor, but got a tensor with dtype %s",
                fsT_dtype_name(cond->dtype));
     return NULL;
   }
-  fs_tensor *f[3] = {fsT_retain(cond), as_f32(a), NULL}, *out = NULL;
+  fs_tensor *f[3] = {fsG_unbool(cond), as_f32(a), NULL}, *out = NULL; /* the kernel reads int64 */
   fsG_stage s;
   if (f[1] && (f[2] = as_f32(b)) && fsG_stage_begin(&s, "where", 3, f) == 0) {
     if ((out = fsG_host_new(FS_F32, bc.rank, bc.shape)))
@@ -249,7 +249,27 @@ static int window_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n);
 }
 
+/* The window's elements are one contiguous run of x, in order: it can be
+ * a view (dims of one element have no stride to keep). */
+static bool window_contiguous(const fsU_window *w) {
+  int64_t run = 1;
+  for (int d = w->rank - 1; d >= 0; d--) {
+    if (w->shape[d] == 0) return true;
+    if (w->shape[d] == 1) continue;
+    if (w->st[d] != run) return false;
+    run *= w->shape[d];
+  }
+  return true;
+}
+
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
+  if (!fsG_check_inputs("view", 1, &x)) return NULL;
+  if (window_contiguous(w)) { /* shares x's storage, as torch's view would */
+    fs_tensor *v = fsT_view_at(x, w->off, w->rank, w->shape);
+    if (v && x->dtype == FS_F32) v = fsG_record(v, window_bw, 1, &x, NULL, NULL, 0, 0);
+    if (v && v->node) window_save(v->node, w);
+    return v;
+  }
   fsG_stage s;
   if (fsG_stage_begin(&s, "view", 1, &x) < 0) return NULL;
   fs_tensor *out = fsG_host_new(x->dtype, w->rank, w->shape);
@@ -275,7 +295,7 @@ fs_tensor *fsG_permute(fs_tensor *x, const int *perm) {
   bool seen[FS_MAX_RANK] = {false};
   for (int d = 0; d < x->rank; d++) {
     int p;
-    if (norm_dim(perm[d], x->rank, &p) < 0) return NULL;
+    if (fsG_norm_dim(perm[d], x->rank, &p) < 0) return NULL;
     if (seen[p]) {
       fsT_seterr("permute(): duplicate dims are not allowed.");
       return NULL;
@@ -289,7 +309,7 @@ fs_tensor *fsG_permute(fs_tensor *x, const int *perm) {
 
 fs_tensor *fsG_transpose(fs_tensor *x, int d0, int d1) {
   int a, b, perm[FS_MAX_RANK];
-  if (norm_dim(d0, x->rank, &a) < 0 || norm_dim(d1, x->rank, &b) < 0) return NULL;
+  if (fsG_norm_dim(d0, x->rank, &a) < 0 || fsG_norm_dim(d1, x->rank, &b) < 0) return NULL;
   if (x->rank < 2) return fsG_reshape(x, x->rank, x->shape); /* 0-d and 1-d: itself */
   for (int d = 0; d < x->rank; d++) perm[d] = d;
   perm[a] = b;
@@ -332,7 +352,7 @@ fs_tensor *fsG_expand(fs_tensor *x, int rank, const int64_t *shape) {
 
 fs_tensor *fsG_slice(fs_tensor *x, int dim, int64_t start, int64_t stop, int64_t step) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (x->rank == 0) {
     fsT_seterr("slice() cannot be applied to a 0-dim tensor.");
     return NULL;
@@ -360,7 +380,7 @@ fs_tensor *fsG_select(fs_tensor *x, int dim, int64_t i) {
     fsT_seterr("select() cannot be applied to a 0-dim tensor.");
     return NULL;
   }
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t n = x->shape[d];
   if (i < -n || i >= n) {
     fsT_seterr("index %lld is out of bounds for dimension %d with size %lld", (long long)i, d, (long long)n);
@@ -411,7 +431,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     fsT_seterr("zero-dimensional tensor (at position 0) cannot be concatenated");
     return NULL;
   }
-  if (norm_dim(dim, ts[0]->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, ts[0]->rank, &d) < 0) return NULL;
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, ts[0]->shape, sizeof shape);
   shape[d] = 0;
@@ -506,13 +526,19 @@ static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
-  if (mean && x->dtype == FS_I64) {
-    fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long");
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (mean && (x->dtype == FS_I64 || x->dtype == FS_BOOL)) {
+    fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: %s",
+               x->dtype == FS_BOOL ? "Bool" : "Long");
     return NULL;
   }
+  if (x->dtype == FS_BOOL) { /* a bool sum counts, in int64 */
+    fs_tensor *i = fsG_unbool(x), *r = i ? fsG_sum_dim(i, dim, keepdim, mean) : NULL;
+    fsT_release(i);
+    return r;
+  }
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   int r = reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
@@ -546,9 +572,9 @@ fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_te
   int d;
   const char *name = want_max ? "max" : "min";
   if (indices) *indices = NULL;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   if (L == 0) {
     fsT_seterr("%s(): Expected reduction dim %d to have non-zero size.", name, d);
     return NULL;
@@ -591,13 +617,13 @@ static int softmax_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (x->dtype == FS_I64) {
     fsT_seterr("\"%s_lastdim_kernel_impl\" not implemented for 'Long'", log ? "log_softmax" : "softmax");
     return NULL;
   }
   int64_t O, L, I;
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
   if (fx && fsG_stage_begin(&s, "softmax", 1, &fx) == 0) {
@@ -623,9 +649,9 @@ static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   int r = reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
@@ -648,10 +674,15 @@ static int cumsum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
+  if (x->dtype == FS_BOOL) { /* counts, in int64, as torch */
+    fs_tensor *i = fsG_unbool(x), *r = i ? fsG_cumsum(i, dim) : NULL;
+    fsT_release(i);
+    return r;
+  }
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I;
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
   if (fx && fsG_stage_begin(&s, "cumsum", 1, &fx) == 0) {
@@ -682,7 +713,7 @@ static int index_select_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (idx->dtype != FS_I64) {
     fsT_seterr("tensors used as indices must be long, int, byte or bool tensors");
     return NULL;
@@ -692,7 +723,7 @@ fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
     return NULL;
   }
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   memcpy(shape, x->shape, sizeof shape);
   if (x->rank) shape[d] = idx->numel;
   fs_tensor *ins[2] = {x, idx}, *out = NULL;
