@@ -272,7 +272,7 @@ PARAMS(p_t_masked_fill, P("mask", OBJ, NULL), P("value", ANY, NULL))
 PARAMS(p_t_diagonal, P("diagonal", INT, "0"))
 PARAMS(p_t_maxmin, P("dim", ANY, "None"), P("keepdim", BOOL, "False"))
 PARAMS(p_t_var, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("unbiased", BOOL, "True"),
-       P("keepdim", BOOL, "False"))
+       P("keepdim", BOOL, "False"), PT("correction", FSSIG_T_INT | FSSIG_T_NONE, "None", FSSIG_KWONLY))
 PARAMS(p_t_norm, P("p", NUM, "2"), PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("keepdim", BOOL, "False"))
 PARAMS(p_t_dimkeep, P("dim", INT, NULL), P("keepdim", BOOL, "False"))
 PARAMS(p_t_to, P("device", ANY, "None"), P("dtype", ANY, "None"))

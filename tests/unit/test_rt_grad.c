@@ -523,7 +523,7 @@ static fs_tensor *f_topk(fs_tensor **in, const void *ctx) {
 }
 
 static void test_index_backward(void **state) {
-  int64_t s34[2] = {3, 4}, s234[3] = {2, 3, 4}, s4[1] = {4};
+  int64_t s34[2] = {3, 4}, s334[3] = {3, 3, 4}, s4[1] = {4};
   fs_tensor *dup = i64_of(4, (int64_t[]){2, 0, 2, -1}), *rows = i64_of(2, (int64_t[]){0, 2});
   fs_tensor *mask = bool_of(2, s34, "100101100011");
   const fsG_subscript slice_step = {.kind = FSG_IX_SLICE, .has_start = true, .start = 1, .step = 2};
@@ -536,7 +536,7 @@ static void test_index_backward(void **state) {
     {{{.kind = FSG_IX_TENSOR, .t = rows}, {.kind = FSG_IX_ELLIPSIS}, {.kind = FSG_IX_TENSOR, .t = rows}}, 3},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    fs_tensor *in[1] = {param("x", k == 4 ? 3 : 2, k == 4 ? s234 : s34)};
+    fs_tensor *in[1] = {param("x", k == 4 ? 3 : 2, k == 4 ? s334 : s34)};
     print_message("index case %zu\n", k);
     gradcheck(f_index, in, 1, &cases[k], 1e-2, 2e-2);
     fsT_release(in[0]);
