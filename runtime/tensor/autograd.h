@@ -93,7 +93,7 @@ fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor 
 fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps);
 
 /* softmax(q k^T / sqrt(E) + mask) v over q[..., L, E], k[..., S, E],
- * v[..., S, Ev] (batch dims broadcast); mask: int64 0/1 (1 = attend, torch's
+ * v[..., S, Ev] (batch dims broadcast); mask: bool or int64 0/1 (1 = attend, torch's
  * boolean) or float (added), broadcast to [..., L, S], or NULL; is_causal:
  * key j only for query i >= j; dropout on the probabilities with rng key
  * `key` (compose.c) */
@@ -106,7 +106,7 @@ fs_tensor *fsG_interpolate_nearest(fs_tensor *x, int nd, const int64_t *size, co
 
 /* torch's multi_head_attention_forward with batch-first q[B,L,E], k and
  * v[B,S,E]: packed in_w[3E,E] (in_b[3E] or NULL), out_w[E,E], out_b or NULL,
- * H heads; masks int64 0/1 (1 = masked out, torch's boolean) or float added:
+ * H heads; masks bool or int64 0/1 (1 = masked out, torch's boolean) or float added:
  * attn_mask [L,S] or [B*H,L,S], key_padding_mask [B,S]; *weights (when not
  * NULL) gets the attention probabilities, averaged over heads when average
  * (compose.c) */
