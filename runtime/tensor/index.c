@@ -208,7 +208,7 @@ static int plan_of(plan *p, fs_tensor *x, const fsG_subscript *ix, int n) {
   }
   bool adjacent = true;
   for (int j = 1; j < p->nadv; j++) adjacent &= p->advdim[j] == p->advdim[j - 1] + 1;
-  int first = p->advdim[0], last = p->advdim[p->nadv - 1];
+  int first = p->advdim[0];
   p->bat = adjacent ? first : 0;
   if (w->rank - p->nadv + p->brank > FS_MAX_RANK) {
     fsT_seterr("tensor rank %d is out of range (at most %d dimensions)", w->rank - p->nadv + p->brank, FS_MAX_RANK);
@@ -224,7 +224,6 @@ static int plan_of(plan *p, fs_tensor *x, const fsG_subscript *ix, int n) {
     for (int j = 0; j < p->nadv; j++) is_adv |= p->advdim[j] == d;
     if (!is_adv) p->shape[r++] = w->shape[d];
   }
-  (void)last;
   p->rank = r;
   return 0;
 fail:
