@@ -4,6 +4,8 @@
 #ifndef FS_AUTOGRAD_INT_H
 #define FS_AUTOGRAD_INT_H
 
+#include <stddef.h>
+
 #include "autograd.h"
 
 typedef int (*backward_fn)(fsG_node *n, fs_tensor *out);
@@ -56,8 +58,14 @@ typedef struct fsG_stage {
   fs_device dev;       /* where results go */
   fs_tensor *h[3];
 } fsG_stage;
-/* Checks the inputs (fsG_check_inputs) and makes their host copies. */
+/* Checks the inputs (fsG_check_inputs) and makes their host copies, unless
+ * the device's table is complete (the cpu: the "copies" are the inputs). */
 int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins);
+/* The same for an op that runs the one kernel at byte offset `slot` of
+ * fsU_kernels: no staging (h[i] are the inputs themselves, on their
+ * device) when the device's table has that slot, even a partial table. */
+int fsG_stage_begin_slot(fsG_stage *s, const char *op, int n, fs_tensor *const *ins, size_t slot);
+#define FSG_SLOT(name) offsetof(fsU_kernels, name)
 void fsG_stage_end(fsG_stage *s);
 /* A host output of shape (rank dims) for the forward to fill. */
 fs_tensor *fsG_host_new(fs_dtype dt, int rank, const int64_t *shape);
@@ -73,6 +81,8 @@ typedef struct fsG_bwstage {
   float *d[3];
 } fsG_bwstage;
 int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out);
+/* The same for a backward that runs only the kernel at `slot` (above). */
+int fsG_bw_begin_slot(fsG_bwstage *c, fsG_node *n, fs_tensor *out, size_t slot);
 /* Adds the staged gradients into the inputs' .grad on their device. */
 int fsG_bw_end(fsG_bwstage *c, fsG_node *n);
 

@@ -11,8 +11,10 @@
  * fsG_window (a view when the window is one contiguous run); with them,
  * every result element's offset in x is computed and `take` gathers it.
  * Writing always goes by offsets (`put`).  Backward of a read is the
- * scatter-add `take_backward`.  Other half: lib_index.c (the Python-side
- * subscripts), ops.c (kernels), autograd.h (the in-place rules). */
+ * scatter-add `take_backward`.  These kernels run on the device when its
+ * table has them (cuda, emulated cuda: partial tables), else on host
+ * copies.  Other half: lib_index.c (the Python-side subscripts), ops.c and
+ * ops_cuda.cu (kernels), autograd.h (the in-place rules). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,20 +276,28 @@ static fs_tensor *plan_offsets(const plan *p) {
 
 static int take_bw(fsG_node *n, fs_tensor *out) {
   fsG_bwstage c;
-  if (fsG_bw_begin(&c, n, out) < 0) return -1;
+  if (fsG_bw_begin_slot(&c, n, out, FSG_SLOT(take_backward)) < 0) return -1;
   if (c.d[0]) c.k->take_backward(c.saved[0]->numel, fsT_i64(c.saved[0]), c.d[0], fsT_f32(c.gout));
   return fsG_bw_end(&c, n);
 }
 
-/* x's elements at offs (host int64) in offs's shape, on the tape */
+/* The output of a staged op on the host, of an unstaged one on its device. */
+static fs_tensor *out_new(const fsG_stage *s, fs_dtype dt, int rank, const int64_t *shape) {
+  return fsT_new(dt, s->staged ? FS_DEV_CPU : s->dev, rank, shape);
+}
+
+/* x's elements at offs (host int64) in offs's shape, on the tape; the
+ * offsets go where the kernel runs (and stay there for backward) */
 static fs_tensor *take(fs_tensor *x, fs_tensor *offs) {
   fsG_stage s;
-  if (fsG_stage_begin(&s, "index", 1, &x) < 0) return NULL;
-  fs_tensor *out = fsG_host_new(x->dtype, offs->rank, offs->shape);
-  if (out) s.k->take(offs->numel, fsT_i64(offs), fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
+  if (fsG_stage_begin_slot(&s, "index", 1, &x, FSG_SLOT(take)) < 0) return NULL;
+  fs_tensor *o = s.staged ? fsT_retain(offs) : fsT_to_device(offs, s.dev);
+  fs_tensor *out = o ? out_new(&s, x->dtype, offs->rank, offs->shape) : NULL;
+  if (out) s.k->take(offs->numel, fsT_i64(o), fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
   fsG_stage_end(&s);
   out = fsG_to_dev(out, s.dev);
-  if (out && x->dtype == FS_F32) out = fsG_record(out, take_bw, 1, &x, fsT_retain(offs), NULL, 0, 0);
+  if (out && x->dtype == FS_F32) out = fsG_record(out, take_bw, 1, &x, fsT_retain(o), NULL, 0, 0);
+  fsT_release(o);
   return out;
 }
 
@@ -326,9 +336,12 @@ int fsG_inplace_check(const fs_tensor *x, bool through_view) {
 static int put_values(fs_tensor *x, fs_tensor *offs, fs_tensor *v) {
   fsG_stage s;
   fs_tensor *ins[2] = {x, v};
-  if (fsG_stage_begin(&s, "index_put_", 2, ins) < 0) return -1;
-  s.k->put(offs->numel, fsT_i64(offs), fsT_dtype_size(x->dtype), s.h[1]->data, s.h[0]->data);
-  int rc = s.staged ? fsB_transfer(x->device, x->data, FS_DEV_CPU, s.h[0]->data, fsT_nbytes(x)) : 0;
+  if (fsG_stage_begin_slot(&s, "index_put_", 2, ins, FSG_SLOT(put)) < 0) return -1;
+  fs_tensor *o = s.staged ? fsT_retain(offs) : fsT_to_device(offs, s.dev);
+  int rc = o ? 0 : -1;
+  if (o) s.k->put(offs->numel, fsT_i64(o), fsT_dtype_size(x->dtype), s.h[1]->data, s.h[0]->data);
+  if (o && s.staged) rc = fsB_transfer(x->device, x->data, FS_DEV_CPU, s.h[0]->data, fsT_nbytes(x));
+  fsT_release(o);
   fsG_stage_end(&s);
   return rc;
 }
@@ -430,7 +443,7 @@ int fsG_assign(fs_tensor *x, fs_tensor *src) {
 
 static int topk_bw(fsG_node *n, fs_tensor *out) {
   fsG_bwstage c;
-  if (fsG_bw_begin(&c, n, out) < 0) return -1;
+  if (fsG_bw_begin_slot(&c, n, out, FSG_SLOT(topk_backward)) < 0) return -1;
   if (c.d[0])
     c.k->topk_backward(n->iv[0], n->iv[1], n->iv[2], n->iv[3], c.d[0], fsT_f32(c.gout), fsT_i64(c.saved[0]));
   return fsG_bw_end(&c, n);
@@ -451,9 +464,9 @@ fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **
   fs_tensor *fx = fsT_to_dtype(x, x->dtype == FS_BOOL ? FS_I64 : FS_F32), *out = NULL, *idx = NULL;
   fs_tensor *f32 = fx ? fsT_to_dtype(fx, FS_F32) : NULL;
   fsG_stage s;
-  if (f32 && fsG_stage_begin(&s, "topk", 1, &f32) == 0) {
-    out = fsG_host_new(FS_F32, x->rank, shape);
-    idx = out ? fsG_host_new(FS_I64, x->rank, shape) : NULL;
+  if (f32 && fsG_stage_begin_slot(&s, "topk", 1, &f32, FSG_SLOT(topk_forward)) == 0) {
+    out = out_new(&s, FS_F32, x->rank, shape);
+    idx = out ? out_new(&s, FS_I64, x->rank, shape) : NULL;
     if (idx && s.k->topk_forward(largest, O, L, I, k, fsT_f32(s.h[0]), fsT_f32(out), fsT_i64(idx)) < 0) {
       fsT_seterr("out of memory");
       fsT_release(idx);

@@ -8,9 +8,11 @@
  * product of the dims after it.  Broadcasting ops iterate the output's index
  * space with each input's element strides (0 on a broadcast dim), fsU_bcast.
  *
- * The only implementation is the cpu one (fsU_cpu); a backend whose `ops`
- * slot is NULL has its tensors staged through host memory by the entry points
- * in ops_grad.c, so no device ever calls a NULL slot.  Their other half:
+ * The complete implementation is the cpu one (fsU_cpu); cuda (fsU_cuda in
+ * backend_cuda.cu) and emulated cuda (backend_emu.c) have partial tables
+ * (take, take_backward, put, topk).  An op whose slot a backend lacks has its
+ * tensors staged through host memory by its entry point (ops_grad.c,
+ * index.c), so no device ever calls a NULL slot.  Their other half:
  * ops_grad.c (autograd entry points), autograd.h (the conventions). */
 #ifndef FS_OPS_H
 #define FS_OPS_H
@@ -110,6 +112,10 @@ typedef struct fsU_kernels {
                        int64_t *idx);
   void (*topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
                         const int64_t *idx);
+  /* a table with only some slots (cuda's and emulated cuda's: the indexing
+   * and topk kernels); ops whose entry point does not name its slot
+   * (fsG_stage_begin_slot) stage through the host on it */
+  bool partial;
 } fsU_kernels;
 
 extern const fsU_kernels fsU_cpu;

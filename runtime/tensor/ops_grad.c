@@ -2,8 +2,9 @@
  * each checks its inputs with torch's messages, runs an ops.h forward and
  * records the matching backward on the tape.
  *
- * Devices: a backend whose `ops` slot is NULL (cuda, emulated cuda) has its
- * inputs staged through host memory: the cpu kernels run on host copies and
+ * Devices: a backend without a complete `ops` table (cuda's and emulated
+ * cuda's have only index.c's kernels) has these ops' inputs staged through
+ * host memory: the cpu kernels run on host copies and
  * the result, and in backward the gradients, are moved back with
  * fsB_transfer.  On the cpu the "host copies" are the tensors themselves, so
  * that path costs nothing.  Kernels: ops.h/ops.c. */
@@ -20,19 +21,36 @@ void fsG_stage_end(fsG_stage *s) {
   for (int i = 0; i < 3; i++) fsT_release(s->h[i]);
 }
 
-int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins) {
+/* Whether the table has the kernel at byte offset slot (SIZE_MAX: all of them). */
+static bool has_kernel(const fsU_kernels *k, size_t slot) {
+  if (!k) return false;
+  if (slot == SIZE_MAX) return !k->partial;
+  void (*fn)(void);
+  memcpy(&fn, (const char *)k + slot, sizeof fn);
+  return fn != NULL;
+}
+
+static int stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins, size_t slot) {
   memset(s, 0, sizeof *s);
   const fsB_backend *be = fsG_check_inputs(op, n, ins);
   if (!be) return -1;
-  s->staged = be->ops == NULL;
+  s->staged = !has_kernel(be->ops, slot);
   s->k = s->staged ? &fsU_cpu : be->ops;
   s->dev = ins[0]->device;
   for (int i = 0; i < n; i++)
-    if (ins[i] && !(s->h[i] = fsG_on_host(ins[i]))) {
+    if (ins[i] && !(s->h[i] = s->staged ? fsG_on_host(ins[i]) : fsT_retain(ins[i]))) {
       fsG_stage_end(s);
       return -1;
     }
   return 0;
+}
+
+int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins) {
+  return stage_begin(s, op, n, ins, SIZE_MAX);
+}
+
+int fsG_stage_begin_slot(fsG_stage *s, const char *op, int n, fs_tensor *const *ins, size_t slot) {
+  return stage_begin(s, op, n, ins, slot);
 }
 
 /* A host output of shape (rank dims) for the forward to fill. */
@@ -50,26 +68,33 @@ static void bw_release(fsG_bwstage *c) {
   fsT_release(c->gout);
 }
 
-int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out) {
+static int bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out, size_t slot) {
   memset(c, 0, sizeof *c);
   const fsB_backend *be = fsB_of(out);
-  c->staged = be->ops == NULL;
+  c->staged = !has_kernel(be->ops, slot);
   c->k = c->staged ? &fsU_cpu : be->ops;
+  fs_tensor *(*get)(fs_tensor *) = c->staged ? fsG_on_host : fsT_retain; /* where the kernel reads */
   int rc = 0;
   for (int i = 0; i < 3 && !rc; i++) {
     fs_tensor *x = n->in[i];
     if (!x) continue;
-    if (!(c->in[i] = fsG_on_host(x))) rc = -1;
+    if (!(c->in[i] = get(x))) rc = -1;
     else if (!x->requires_grad) continue;
     else if (!c->staged) rc = fsG_grad_buf(x, &c->d[i]);
     else if (!(c->scratch[i] = fsT_zeros(FS_F32, FS_DEV_CPU, x->rank, x->shape))) rc = -1;
     else c->d[i] = fsT_f32(c->scratch[i]);
   }
   for (int i = 0; i < 2 && !rc; i++)
-    if (n->saved[i] && !(c->saved[i] = fsG_on_host(n->saved[i]))) rc = -1;
-  if (!rc && (!(c->out = fsG_on_host(out)) || !(c->gout = fsG_on_host(out->grad)))) rc = -1;
+    if (n->saved[i] && !(c->saved[i] = get(n->saved[i]))) rc = -1;
+  if (!rc && (!(c->out = get(out)) || !(c->gout = get(out->grad)))) rc = -1;
   if (rc) bw_release(c);
   return rc;
+}
+
+int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out) { return bw_begin(c, n, out, SIZE_MAX); }
+
+int fsG_bw_begin_slot(fsG_bwstage *c, fsG_node *n, fs_tensor *out, size_t slot) {
+  return bw_begin(c, n, out, slot);
 }
 
 /* Adds the staged gradients into the inputs' .grad on their device. */
