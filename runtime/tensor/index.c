@@ -112,7 +112,7 @@ static int plan_items(plan *p, fs_tensor *x, const fsG_subscript *ix, int n) {
     switch (it->kind) {
     case FSG_IX_INT: {
       int64_t len = x->shape[d], i = it->i;
-      if (i < -len || i >= len) return oob(i, r, len);
+      if (i < -len || i >= len) return oob(i, k, len); /* torch names the item's place in the index */
       w->off += (i < 0 ? i + len : i) * st[d++];
       break;
     }
@@ -193,7 +193,7 @@ static int plan_of(plan *p, fs_tensor *x, const fsG_subscript *ix, int n) {
     int64_t len = w->shape[p->advdim[j]];
     for (int64_t i = 0; i < t->numel; i++)
       if (fsT_i64(t)[i] < -len || fsT_i64(t)[i] >= len) {
-        oob(fsT_i64(t)[i], p->advdim[j], len);
+        oob(fsT_i64(t)[i], j, len); /* torch names the tensor index's place among them */
         goto fail;
       }
     int64_t prev[FS_MAX_RANK];

@@ -290,7 +290,10 @@ static bool window_contiguous(const fsU_window *w) {
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
   if (!fsG_check_inputs("view", 1, &x)) return NULL;
   if (window_contiguous(w)) { /* shares x's storage, as torch's view would */
-    fs_tensor *v = fsT_view_at(x, w->off, w->rank, w->shape);
+    int64_t n = 1;
+    for (int d = 0; d < w->rank; d++) n *= w->shape[d];
+    /* an empty window's offset may lie past the end (x[3:, 4] of 3 rows) */
+    fs_tensor *v = fsT_view_at(x, n ? w->off : 0, w->rank, w->shape);
     if (v && x->dtype == FS_F32) v = fsG_record(v, window_bw, 1, &x, NULL, NULL, 0, 0);
     if (v && v->node) window_save(v->node, w);
     return v;
