@@ -1052,7 +1052,6 @@ static fsE_flow exec_assert(fsE_ctx *E, const fs_node *s) {
   return FSE_ERROR;
 }
 
-/* Binds a def or model declaration's name. */
 /* A def that fsA_def_plain refuses only for its decorators. */
 static bool decorated_plain(const fs_node *s) {
   if (s->op || s->nkids <= 2 || !s->kids[2]) return false;
@@ -1089,6 +1088,7 @@ static fs_value *decorate(fsE_ctx *E, const fs_node *decos, fs_value *f) {
   return f;
 }
 
+/* Binds a def or model declaration's name (a def's decorators applied). */
 static fsE_flow exec_def(fsE_ctx *E, const fs_node *s) {
   fs_value *f = make_func(E, s);
   if (f && s->kind == FS_N_DEF && s->nkids > 2 && s->kids[2]) f = decorate(E, s->kids[2], f);
@@ -1154,10 +1154,11 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
       r = cur->u.obj.cls->ibinop(E, s->op, cur, rhs);
       if ((refused = !r && fsV_error()[0])) failed(E, s->loc);
     }
-    if (!rhs || r || refused) {
-    } else if (s->op >= FS_OP_MATMUL && cur->type != FSV_OBJ && rhs->type != FSV_OBJ)
-      fsE_error(E, s->loc, "operator '%s=' is not supported at run time yet", fsA_op_text(s->op));
-    else if (!(r = python_binop(E, s->op, cur, rhs))) failed(E, s->loc);
+    if (rhs && !r && !refused) { /* `cur op rhs`, bound to the target */
+      if (s->op >= FS_OP_MATMUL && cur->type != FSV_OBJ && rhs->type != FSV_OBJ)
+        fsE_error(E, s->loc, "operator '%s=' is not supported at run time yet", fsA_op_text(s->op));
+      else if (!(r = python_binop(E, s->op, cur, rhs))) failed(E, s->loc);
+    }
     int rc = r ? assign(E, t, r) : -1;
     fsV_release(cur);
     fsV_release(rhs);
