@@ -602,6 +602,11 @@ static fs_value *python_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
     default: return both_bool ? fsV_bool(x ^ y) : fsV_int(x ^ y);
     }
   }
+  if (op >= FS_OP_MATMUL && a->type != FSV_OBJ && b->type != FSV_OBJ) { /* objects (tensors) may define them */
+    fsV_seterr("unsupported operand type(s) for %s: '%s' and '%s'", fsA_op_text(op),
+               fsV_type_name(a), fsV_type_name(b));
+    return NULL;
+  }
   return fsV_binop(E, op, a, b);
 }
 
@@ -784,7 +789,7 @@ static fs_value *eval_index(fsE_ctx *E, const fs_node *n) {
   fs_value *obj = eval(E, n->kids[0]), *r = NULL;
   if (!obj) return NULL;
   const fs_node *ix = n->kids[1];
-  if (ix->kind == FS_N_SLICE) {
+  if (ix->kind == FS_N_SLICE && obj->type != FSV_OBJ) { /* an object gets a slice value (lib_index.c) */
     fs_value *b[3] = {NULL, NULL, NULL};
     bool ok = true;
     for (int i = 0; i < 3 && ok; i++)
@@ -903,13 +908,19 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   }
   case FS_N_CALL: return eval_call(E, n);
   case FS_N_INDEX: return eval_index(E, n);
+  case FS_N_SLICE: return fsE_slice_value(E, n); /* an object's subscript: x[1:3, None] */
+  case FS_N_ELLIPSIS: return fsE_ellipsis_value();
   case FS_N_COMP: return eval_comp(E, n);
   case FS_N_LAMBDA: return make_func(E, n);
   case FS_N_UNARY: {
     fs_value *v = eval(E, n->kids[0]);
     if (!v) return NULL;
-    r = n->op == FS_OP_INVERT && (v->type == FSV_INT || v->type == FSV_BOOL) ? fsV_int(~v->u.i)
-                                                                            : fsV_unop(E, n->op, v);
+    if (n->op == FS_OP_INVERT && v->type != FSV_OBJ) { /* ints and bools; an object (a tensor) may define it */
+      r = v->type == FSV_INT || v->type == FSV_BOOL ? fsV_int(~v->u.i) : NULL;
+      if (!r) fsV_seterr("bad operand type for unary ~: '%s'", fsV_type_name(v));
+    } else {
+      r = fsV_unop(E, n->op, v);
+    }
     fsV_release(v);
     break;
   }
@@ -1089,6 +1100,13 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
         o->u.seq.items[i] = fsV_retain(v);
         rc = 0;
       }
+    } else if (o->type == FSV_OBJ && o->u.obj.cls->setitem) {
+      fsV_clearerr();
+      fs_value *r = o->u.obj.cls->setitem(E, o, k, v);
+      if (!r) failed(E, t->loc);
+      else if (r == o) rc = 0;
+      else rc = assign(E, t->kids[0], r); /* written out of place: the target holds the new value */
+      fsV_release(r);
     } else {
       fsE_error(E, t->loc, "'%s' object does not support item assignment", fsV_type_name(o));
     }
@@ -1304,7 +1322,13 @@ static fsE_flow exec(fsE_ctx *E, const fs_node *s) {
     if (t->kind != FS_N_NAME && t->kind != FS_N_ATTR && t->kind != FS_N_INDEX)
       return fsE_error(E, t->loc, "illegal expression for augmented assignment"), FSE_ERROR;
     fs_value *cur = eval(E, t), *rhs = cur ? eval(E, s->kids[1]) : NULL, *r = NULL;
-    if (rhs && !(r = python_binop(E, s->op, cur, rhs))) failed(E, s->loc);
+    bool refused = false; /* the in-place form failed (not merely absent) */
+    if (rhs && cur->type == FSV_OBJ && cur->u.obj.cls->ibinop) { /* in place, as Python's __iadd__ */
+      fsV_clearerr();
+      r = cur->u.obj.cls->ibinop(E, s->op, cur, rhs);
+      if ((refused = !r && fsV_error()[0])) failed(E, s->loc);
+    }
+    if (rhs && !r && !refused && !(r = python_binop(E, s->op, cur, rhs))) failed(E, s->loc); /* `cur op rhs` */
     int rc = r ? assign(E, t, r) : -1;
     fsV_release(cur);
     fsV_release(rhs);

@@ -183,6 +183,15 @@ fs_tensor *fsE_need_tensor(const fs_value *v, const char *fn, const char *arg);
 fs_value *fsE_item_value(const fs_tensor *t);
 #define TENSOR(self) ((fs_tensor *)(self)->u.obj.data) /* a Tensor value's tensor */
 
+/* lib_index.c: subscripts -- a slice node's value and Ellipsis (for an
+ * object's subscript), and the Tensor class's index/setitem/ibinop */
+fs_value *fsE_slice_value(fsE_ctx *E, const fs_node *n);
+fs_value *fsE_ellipsis_value(void);
+fs_value *fsE_tensor_getitem(fsE_ctx *E, fs_value *v, fs_value *key);
+fs_value *fsE_tensor_setitem(fsE_ctx *E, fs_value *self, fs_value *key, fs_value *v);
+fs_value *fsE_tensor_ibinop(fsE_ctx *E, fs_op op, fs_value *self, fs_value *b);
+extern const fsE_lib fsE_lib_index;
+
 /* lib_torch.c, lib_shape.c: helpers of the tensor API's libraries */
 /* A size given as *args: (2, 3), ((2, 3),) or ([2, 3],) -> dims; -1 on a bad one. */
 int fsE_dims_of(const fs_value *args, int64_t *dims, int *rank, const char *fn);

@@ -27,6 +27,14 @@ static const char *class_of_error(const char *msg, const char **text) {
     {"KeyboardInterrupt", "KeyboardInterrupt"},
   };
   static const struct { const char *words, *type; } contained[] = {
+    /* torch's indexing errors (runtime/tensor/index.c), before "must be" */
+    {"is out of bounds for dimension", "IndexError"}, {"too many indices for tensor", "IndexError"},
+    {"The shape of the mask", "IndexError"}, {"are valid indices", "IndexError"},
+    {"tensors used as indices must be", "IndexError"}, {"indexing tensors could not be broadcast", "IndexError"},
+    {"slice step cannot be zero", "ValueError"}, {"step must be greater than zero", "ValueError"},
+    {"Dimension out of range", "IndexError"},
+    /* torch's RuntimeErrors worded with "must be" */
+    {"prob_dist must be", "RuntimeError"}, {"Input dtype must be", "RuntimeError"},
     {"is not defined", "NameError"}, {"by zero", "ZeroDivisionError"}, {"index out of range", "IndexError"},
     {"has no attribute", "AttributeError"}, {"out of memory", "MemoryError"},
     {"values to unpack", "ValueError"}, {"invalid literal", "ValueError"},

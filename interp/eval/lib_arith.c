@@ -77,6 +77,11 @@ NATIVE(t_clamp) {
 NATIVE(b_where) {
   fs_tensor *c = fsE_need_tensor(s[0], "where", "condition");
   if (!c) return NULL;
+  if (c->dtype != FS_BOOL) { /* torch 1.13 takes bool conditions only (masked_fill also takes int64) */
+    fsV_seterr("where expected condition to be a boolean tensor, but got a tensor with dtype %s",
+               c->dtype == FS_I64 ? "Long" : c->dtype == FS_BF16 ? "BFloat16" : "Float");
+    return NULL;
+  }
   fs_tensor *a_ = operand(s[1], c, "where"), *b = a_ ? operand(s[2], c, "where") : NULL;
   fs_value *r = b ? fsE_tensor_value(fsG_where(c, a_, b)) : NULL;
   fsT_release(a_);
@@ -194,8 +199,9 @@ static fs_tensor *over(fs_tensor *x, const fs_value *dim, bool keepdim, int *d, 
   return *flat = fsG_reshape(x, 1, &n);
 }
 
-/* var/std(dim=None, unbiased=True, keepdim=False): sum((x - mean)^2) / (N - 1) */
-static fs_tensor *variance(fs_tensor *x, const fs_value *dim, bool unbiased, bool keepdim) {
+/* var/std(dim=None, unbiased=True, keepdim=False, *, correction=None):
+ * sum((x - mean)^2) / (N - c), c = correction if given, else 1 or 0 */
+static fs_tensor *variance(fs_tensor *x, const fs_value *dim, bool unbiased, bool keepdim, const fs_value *corr) {
   int d;
   fs_tensor *flat, *src = over(x, dim, keepdim, &d, &flat);
   if (!src) return NULL;
@@ -204,7 +210,8 @@ static fs_tensor *variance(fs_tensor *x, const fs_value *dim, bool unbiased, boo
   fs_tensor *sum = sq ? fsG_sum_dim(sq, d, keepdim && dim->type != FSV_NONE, false) : NULL;
   int dd = d < 0 ? d + src->rank : d;
   int64_t n = src->rank ? src->shape[dd] : 1;
-  fs_tensor *v = sum ? fsG_binary_scalar(FSB_DIV, sum, (double)(n - (unbiased ? 1 : 0)), false, false) : NULL;
+  int64_t corr_n = corr->type != FSV_NONE ? fsE_ival(corr) : unbiased ? 1 : 0;
+  fs_tensor *v = sum ? fsG_binary_scalar(FSB_DIV, sum, (double)(n - corr_n), false, false) : NULL;
   fsT_release(flat);
   fsT_release(m);
   fsT_release(c);
@@ -213,10 +220,10 @@ static fs_tensor *variance(fs_tensor *x, const fs_value *dim, bool unbiased, boo
   return v;
 }
 
-NATIVE(t_var) { return fsE_tensor_value(variance(TENSOR(self), s[0], fsV_truthy(s[1]), fsV_truthy(s[2]))); }
+NATIVE(t_var) { return fsE_tensor_value(variance(TENSOR(self), s[0], fsV_truthy(s[1]), fsV_truthy(s[2]), s[3])); }
 
 NATIVE(t_std) {
-  fs_tensor *v = variance(TENSOR(self), s[0], fsV_truthy(s[1]), fsV_truthy(s[2]));
+  fs_tensor *v = variance(TENSOR(self), s[0], fsV_truthy(s[1]), fsV_truthy(s[2]), s[3]);
   fs_tensor *r = v ? fsG_unary(FSU_SQRT, v, 0, 0) : NULL;
   fsT_release(v);
   return fsE_tensor_value(r);

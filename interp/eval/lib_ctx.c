@@ -45,8 +45,56 @@ static void ctx_free(void *p) {
   free(p);
 }
 
+/* ---- no_grad() as a decorator: `@no_grad() def f` ---- */
+
+typedef struct wrapv { fs_value *ctx, *fn; } wrapv; /* both held */
+
+static void wrap_free(void *p) {
+  wrapv *w = p;
+  fsV_release(w->ctx);
+  fsV_release(w->fn);
+  free(w);
+}
+
+/* the function called inside the context (entered and exited per call) */
+static fs_value *wrap_call(fsE_ctx *E, fs_value *self, const fsV_args *a) {
+  wrapv *w = self->u.obj.data;
+  fs_value *in = ctx_enter(E, w->ctx);
+  fsV_release(in);
+  fs_value *r = fsE_call(E, w->fn, a);
+  ctx_exit(E, w->ctx);
+  return r;
+}
+
+static char *wrap_repr(fs_value *v) { return fsV_repr(((wrapv *)v->u.obj.data)->fn); }
+
+static const fsV_class wrap_class = {.name = "function", .call = wrap_call, .repr = wrap_repr, .free = wrap_free};
+
+/* no_grad()(f): torch's _DecoratorContextManager.__call__ */
+static fs_value *ctx_call(fsE_ctx *E, fs_value *self, const fsV_args *a) {
+  (void)E;
+  ctxv *c = self->u.obj.data;
+  if (c->kind != 1 || a->npos != 1 || a->nkw) {
+    fsV_seterr("'context' object is not callable");
+    return NULL;
+  }
+  wrapv *w = malloc(sizeof *w);
+  if (!w) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  w->ctx = fsE_make_ctx(1, FS_DEV_CPU); /* its own saved state: calls may nest */
+  w->fn = fsV_retain(a->pos[0]);
+  if (!w->ctx) {
+    wrap_free(w);
+    return NULL;
+  }
+  return fsV_obj(&wrap_class, w);
+}
+
 const fsV_class fsE_ctx_class = {
   .name = "context", .enter = ctx_enter, .exit = ctx_exit, .repr = ctx_repr, .free = ctx_free,
+  .call = ctx_call,
 };
 
 fs_value *fsE_make_ctx(int kind, fs_device dev) {
@@ -75,6 +123,7 @@ NATIVE(b_no_grad) { return fsE_make_ctx(1, FS_DEV_CPU); }
 
 static const fsE_reg ctx_funcs[] = {
   {"device", b_device}, {"no_grad", b_no_grad},
+  {"inference_mode", b_no_grad}, /* torch's inference tensors are not modelled: no_grad's effect */
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_ctx = {"ctx", ctx_funcs};

@@ -39,7 +39,7 @@ static fs_value *shape_tuple(const fs_tensor *t) {
 fs_value *fsE_item_value(const fs_tensor *t) {
   double d;
   if (fsG_item(t, &d) < 0) return fsE_rt_fail();
-  return t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
+  return t->dtype == FS_BOOL ? fsV_bool(d != 0) : t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
 }
 
 /* torch's repr (tensor_str.c) of a host copy; device='cuda:N' as torch */
@@ -55,6 +55,52 @@ static char *tensor_repr(fs_value *v) {
   return r;
 }
 
+/* a & b, a | b, a ^ b of bool or int64 tensors (bool with bool stays bool),
+ * as torch's bitwise ops; a number operand is an int or a bool */
+static fs_value *bitwise(fs_op op, fs_tensor *ta, fs_tensor *tb, fs_tensor *t, const fs_value *other) {
+  fs_tensor *o = fsE_as_tensor(other);
+  bool num_ok = !o && (other->type == FSV_INT || other->type == FSV_BOOL);
+  const char *name = op == FS_OP_BITAND ? "bitwise_and" : op == FS_OP_BITOR ? "bitwise_or" : "bitwise_xor";
+  if ((t->dtype != FS_BOOL && t->dtype != FS_I64) || (o && o->dtype != FS_BOOL && o->dtype != FS_I64) ||
+      (!o && !num_ok)) {
+    fsV_seterr("\"%s_cpu\" not implemented for 'Float'", name);
+    return NULL;
+  }
+  fs_tensor *x = ta ? ta : tb, *y = ta && tb ? tb : NULL, *yv = NULL;
+  if (!y) { /* the number as a 0-d tensor of its kind */
+    yv = fsE_filled(other->type == FSV_BOOL ? FS_BOOL : FS_I64, 0, NULL, 0);
+    if (yv && other->type == FSV_BOOL) fsT_bool(yv)[0] = other->u.b;
+    else if (yv) fsT_i64(yv)[0] = other->u.i;
+    fs_tensor *d = yv ? fsT_to_device(yv, x->device) : NULL;
+    fsT_release(yv);
+    if (!(y = yv = d)) return fsE_rt_fail();
+  }
+  fs_dtype dt = x->dtype == FS_BOOL && y->dtype == FS_BOOL ? FS_BOOL : FS_I64;
+  fs_tensor *ex = NULL, *ey = NULL, *out = NULL;
+  int rank;
+  int64_t shape[FS_MAX_RANK];
+  if (fsU_broadcast_shape(x->rank, x->shape, y->rank, y->shape, &rank, shape) == 0) { /* torch's message */
+    ex = fsG_expand(x, rank, shape);
+    ey = ex ? fsG_expand(y, rank, shape) : NULL;
+  }
+  fs_tensor *hx = ey ? fsT_to_device(ex, FS_DEV_CPU) : NULL, *hy = hx ? fsT_to_device(ey, FS_DEV_CPU) : NULL;
+  if (hy && (out = fsT_new(dt, FS_DEV_CPU, rank, shape)))
+    for (int64_t i = 0; i < out->numel; i++) {
+      int64_t p = (int64_t)fsT_get(hx, i), q = (int64_t)fsT_get(hy, i);
+      int64_t r = op == FS_OP_BITAND ? p & q : op == FS_OP_BITOR ? p | q : p ^ q;
+      if (dt == FS_BOOL) fsT_bool(out)[i] = r != 0;
+      else fsT_i64(out)[i] = r;
+    }
+  fs_tensor *d = out ? fsT_to_device(out, x->device) : NULL;
+  fsT_release(out);
+  fsT_release(ex);
+  fsT_release(ey);
+  fsT_release(hx);
+  fsT_release(hy);
+  fsT_release(yv);
+  return fsE_tensor_value(d);
+}
+
 static fs_value *tensor_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
   fs_tensor *ta = fsE_as_tensor(a), *tb = fsE_as_tensor(b);
   bool first = ta == NULL; /* the scalar comes first */
@@ -63,6 +109,14 @@ static fs_value *tensor_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
   static const fsG_cmp cmps[] = {FSG_EQ, FSG_NE, FSG_LT, FSG_LE, FSG_GT, FSG_GE};
   static const fsB_binop ar[] = {FSB_ADD, FSB_SUB, FSB_MUL, FSB_DIV};
   if (!t || (!fsE_as_tensor(other) && !fsV_is_number(other))) return NULL;
+  if (op == FS_OP_MATMUL) {
+    if (!ta || !tb) {
+      fsV_seterr("unsupported operand type(s) for @: '%s' and '%s'", fsV_type_name(a), fsV_type_name(b));
+      return NULL;
+    }
+    return fsE_tensor_value(fsG_matmul(ta, tb));
+  }
+  if (op == FS_OP_BITAND || op == FS_OP_BITOR || op == FS_OP_BITXOR) return bitwise(op, ta, tb, t, other);
   if (op >= FS_OP_EQ && op <= FS_OP_GE) {
     fsG_cmp c = cmps[op - FS_OP_EQ];
     if (first) c = c == FSG_LT ? FSG_GT : c == FSG_GT ? FSG_LT : c == FSG_LE ? FSG_GE : c == FSG_GE ? FSG_LE : c;
@@ -78,6 +132,24 @@ static fs_value *tensor_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
 
 static fs_value *tensor_unop(fsE_ctx *E, fs_op op, fs_value *v) {
   if (op == FS_OP_POS) return fsV_retain(v);
+  if (op == FS_OP_INVERT) { /* logical not of a bool tensor, bitwise not of an int64 one */
+    fs_tensor *t = v->u.obj.data, *h = fsT_to_device(t, FS_DEV_CPU), *o = NULL;
+    if (h && t->dtype != FS_BOOL && t->dtype != FS_I64) {
+      fsV_seterr("~ (operator.invert) is only implemented on integer and Boolean-type tensors");
+      fsT_release(h);
+      return NULL;
+    }
+    if (h && (o = fsT_copy(h))) {
+      for (int64_t i = 0; i < o->numel; i++) {
+        if (t->dtype == FS_BOOL) fsT_bool(o)[i] = !fsT_bool(h)[i];
+        else fsT_i64(o)[i] = ~fsT_i64(h)[i];
+      }
+    }
+    fsT_release(h);
+    fs_tensor *d = o ? fsT_to_device(o, t->device) : NULL;
+    fsT_release(o);
+    return fsE_tensor_value(d);
+  }
   return fsE_tensor_value(fsG_neg(v->u.obj.data));
 }
 
@@ -89,51 +161,6 @@ static int64_t tensor_len(fsE_ctx *E, fs_value *v) {
     return -1;
   }
   return t->shape[0];
-}
-
-/* t[i] (select on the tape), t[None] (a new leading dim), t[idx] with an
- * int64 tensor idx (index_select along dim 0).  Slices and tuples of
- * indices need the Python-syntax parser (docs/tensors.md). */
-static fs_value *tensor_index(fsE_ctx *E, fs_value *v, fs_value *key) {
-  fs_tensor *t = v->u.obj.data, *k = fsE_as_tensor(key);
-  if (!t->data) {
-    fsV_seterr("a tensor on the meta device has no values");
-    return NULL;
-  }
-  if (key->type == FSV_NONE) {
-    int64_t shape[FS_MAX_RANK];
-    if (t->rank >= FS_MAX_RANK) return fsE_err_own(NULL);
-    shape[0] = 1;
-    memcpy(shape + 1, t->shape, (size_t)t->rank * sizeof *shape);
-    return fsE_tensor_value(fsG_reshape(t, t->rank + 1, shape));
-  }
-  if (k) {
-    if (k->dtype != FS_I64) {
-      fsV_seterr("tensors used as indices must be long, int, byte or bool tensors");
-      return NULL;
-    }
-    int64_t flat = k->numel, shape[FS_MAX_RANK];
-    if (t->rank == 0 || k->rank + t->rank - 1 > FS_MAX_RANK) {
-      fsV_seterr(t->rank == 0 ? "invalid index of a 0-dim tensor" : "too many dimensions");
-      return NULL;
-    }
-    fs_tensor *fk = fsT_view(k, 1, &flat), *r = fk ? fsG_index_select(t, 0, fk) : NULL;
-    memcpy(shape, k->shape, (size_t)k->rank * sizeof *shape); /* the index's shape, then t's rest */
-    memcpy(shape + k->rank, t->shape + 1, (size_t)(t->rank - 1) * sizeof *shape);
-    fs_tensor *out = r ? fsG_reshape(r, k->rank + t->rank - 1, shape) : NULL;
-    fsT_release(fk);
-    fsT_release(r);
-    return fsE_tensor_value(out);
-  }
-  if (key->type != FSV_INT && key->type != FSV_BOOL) {
-    fsV_seterr("tensor indices must be integers, not %s", fsV_type_name(key));
-    return NULL;
-  }
-  if (t->rank == 0) {
-    fsV_seterr("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
-    return NULL;
-  }
-  return fsE_tensor_value(fsG_select(t, 0, fsE_ival(key)));
 }
 
 /* ---- methods and attributes (rows of the sig table's "Tensor." entries) ---- */
@@ -193,23 +220,33 @@ NATIVE(tensor_size) {
 NATIVE(tensor_numel) { return fsV_int(TENSOR(self)->numel); }
 NATIVE(tensor_detach) { return fsE_tensor_value(fsT_copy(TENSOR(self))); }
 
+/* the elements [at, at + numel of dims d..) of h as nested lists */
+static fs_value *nested_list(const fs_tensor *h, int d, int64_t *at) {
+  if (d == h->rank) {
+    double v = fsT_get(h, (*at)++);
+    return h->dtype == FS_BOOL ? fsV_bool(v != 0) : h->dtype == FS_I64 ? fsV_int((int64_t)v) : fsV_float(v);
+  }
+  fs_value *r = fsV_list((size_t)h->shape[d]);
+  for (int64_t i = 0; r && i < h->shape[d]; i++) {
+    fs_value *x = nested_list(h, d + 1, at);
+    if (!x || fsV_list_append(r, x) < 0) {
+      fsV_release(r);
+      r = NULL;
+    }
+  }
+  return r;
+}
+
 NATIVE(tensor_tolist) {
   fs_tensor *t = TENSOR(self);
   if (t->rank == 0) return fsE_item_value(t);
-  if (t->rank != 1 || !t->data) {
-    fsV_seterr("tolist() of a tensor of rank > 1 is not supported");
+  if (!t->data) {
+    fsV_seterr("a tensor on the meta device has no values");
     return NULL;
   }
   fs_tensor *h = fsT_to_device(t, FS_DEV_CPU);
-  fs_value *r = h ? fsV_list((size_t)t->numel) : fsE_rt_fail();
-  for (int64_t i = 0; r && i < t->numel; i++) {
-    double d = fsT_get(h, i);
-    fs_value *x = t->dtype == FS_I64 ? fsV_int((int64_t)d) : fsV_float(d);
-    if (!x) {
-      fsV_release(r);
-      r = NULL;
-    } else fsV_list_append(r, x);
-  }
+  int64_t at = 0;
+  fs_value *r = h ? nested_list(h, 0, &at) : fsE_rt_fail();
   fsT_release(h);
   return r;
 }
@@ -232,8 +269,8 @@ NATIVE(tensor_grad) {
 
 const fsV_class fsE_tensor_class = {
   .name = "Tensor",
-  .binop = tensor_binop, .unop = tensor_unop, .index = tensor_index, .len = tensor_len, .repr = tensor_repr,
-  .free = tensor_free,
+  .binop = tensor_binop, .unop = tensor_unop, .index = fsE_tensor_getitem, .len = tensor_len, .repr = tensor_repr,
+  .free = tensor_free, .setitem = fsE_tensor_setitem, .ibinop = fsE_tensor_ibinop,
 };
 
 fs_tensor *fsE_need_tensor(const fs_value *v, const char *fn, const char *arg) {

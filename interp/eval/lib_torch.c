@@ -40,11 +40,12 @@ static int dtype_of(const fs_value *v, fs_dtype *dt) {
     snprintf(fn, sizeof fn, "%s", r ? r : "");
     free(r);
     if (strcmp(fn, "<class 'float'>") == 0 || strstr(fn, " float>")) name = "float32";
-    else if (strcmp(fn, "<class 'int'>") == 0 || strstr(fn, " int>") || strstr(fn, " bool>")) name = "int64";
+    else if (strcmp(fn, "<class 'int'>") == 0 || strstr(fn, " int>")) name = "int64";
+    else if (strcmp(fn, "<class 'bool'>") == 0 || strstr(fn, " bool>")) name = "bool";
   }
   if (name && strncmp(name, "torch.", 6) == 0) name += 6;
-  static const char *const names[] = {"float32", "bfloat16", "int64"};
-  for (int i = 0; name && i < 3; i++)
+  static const char *const names[] = {"float32", "bfloat16", "int64", "bool"};
+  for (int i = 0; name && i < 4; i++)
     if (strcmp(name, names[i]) == 0 || (i == 0 && strcmp(name, "float") == 0) ||
         (i == 2 && strcmp(name, "long") == 0)) {
       *dt = (fs_dtype)i;
@@ -138,14 +139,20 @@ static fs_value *created(fs_tensor *t, fs_device dev, const fs_value *requires_g
   return fsE_tensor_value(t);
 }
 
+/* Element i of a cpu tensor := v, in its dtype. */
+static void put_elem(fs_tensor *t, int64_t i, double v) {
+  switch (t->dtype) {
+  case FS_I64: fsT_i64(t)[i] = (int64_t)v; break;
+  case FS_F32: fsT_f32(t)[i] = (float)v; break;
+  case FS_BF16: ((uint16_t *)t->data)[i] = fsT_f32_to_bf16((float)v); break;
+  case FS_BOOL: fsT_bool(t)[i] = v != 0; break;
+  }
+}
+
 /* A cpu tensor of dt filled with v. */
 fs_tensor *fsE_filled(fs_dtype dt, int rank, const int64_t *dims, double v) {
   fs_tensor *t = fsT_new(dt, FS_DEV_CPU, rank, dims);
-  for (int64_t i = 0; t && i < t->numel; i++) {
-    if (dt == FS_I64) fsT_i64(t)[i] = (int64_t)v;
-    else if (dt == FS_F32) fsT_f32(t)[i] = (float)v;
-    else ((uint16_t *)t->data)[i] = fsT_f32_to_bf16((float)v);
-  }
+  for (int64_t i = 0; t && i < t->numel; i++) put_elem(t, i, v);
   return t;
 }
 
@@ -187,7 +194,7 @@ NATIVE(b_full) {
 
 /* tensor(data, dtype=None, device=None, requires_grad=False): nested lists
  * of numbers; the dtype is int64 when every element is an int/bool */
-static int scan(const fs_value *v, int depth, int64_t *dims, int *rank, bool *floating) {
+static int scan(const fs_value *v, int depth, int64_t *dims, int *rank, bool *floating, bool *all_bool) {
   if (v->type == FSV_LIST || v->type == FSV_TUPLE) {
     if (depth >= FS_MAX_RANK) {
       fsV_seterr("tensor(): too many dimensions");
@@ -201,7 +208,7 @@ static int scan(const fs_value *v, int depth, int64_t *dims, int *rank, bool *fl
       return -1;
     }
     for (size_t i = 0; i < v->u.seq.n; i++)
-      if (scan(v->u.seq.items[i], depth + 1, dims, rank, floating) < 0) return -1;
+      if (scan(v->u.seq.items[i], depth + 1, dims, rank, floating, all_bool) < 0) return -1;
     return 0;
   }
   if (!fsV_is_number(v)) {
@@ -213,6 +220,7 @@ static int scan(const fs_value *v, int depth, int64_t *dims, int *rank, bool *fl
     return -1;
   }
   if (v->type == FSV_FLOAT) *floating = true;
+  if (v->type != FSV_BOOL) *all_bool = false;
   return 0;
 }
 
@@ -221,11 +229,7 @@ static void fill_from(const fs_value *v, fs_tensor *t, int64_t *at) {
     for (size_t i = 0; i < v->u.seq.n; i++) fill_from(v->u.seq.items[i], t, at);
     return;
   }
-  double d = fsV_to_double(v);
-  if (t->dtype == FS_I64) fsT_i64(t)[*at] = (int64_t)d;
-  else if (t->dtype == FS_F32) fsT_f32(t)[*at] = (float)d;
-  else ((uint16_t *)t->data)[*at] = fsT_f32_to_bf16((float)d);
-  (*at)++;
+  put_elem(t, (*at)++, v->type == FSV_INT ? (double)v->u.i : fsV_to_double(v));
 }
 
 NATIVE(b_tensor) {
@@ -243,9 +247,9 @@ NATIVE(b_tensor) {
   }
   int64_t dims[FS_MAX_RANK];
   int rank = 0;
-  bool floating = false;
-  if (scan(s[0], 0, dims, &rank, &floating) < 0) return NULL;
-  fs_dtype dt = floating ? FS_F32 : FS_I64;
+  bool floating = false, all_bool = true;
+  if (scan(s[0], 0, dims, &rank, &floating, &all_bool) < 0) return NULL;
+  fs_dtype dt = floating ? FS_F32 : all_bool ? FS_BOOL : FS_I64; /* torch.tensor([True]) is bool */
   if (s[1]->type != FSV_NONE && dtype_of(s[1], &dt) < 0) return NULL;
   fs_tensor *t = fsT_new(dt, FS_DEV_CPU, rank, dims);
   int64_t at = 0;
@@ -273,10 +277,7 @@ NATIVE(b_arange) {
   int64_t n = (int64_t)ceil((end - start) / step);
   fs_tensor *t = fsT_new(dt, FS_DEV_CPU, 1, &n);
   for (int64_t i = 0; t && i < n; i++) {
-    double v = start + (double)i * step;
-    if (dt == FS_I64) fsT_i64(t)[i] = (int64_t)v;
-    else if (dt == FS_F32) fsT_f32(t)[i] = (float)v;
-    else ((uint16_t *)t->data)[i] = fsT_f32_to_bf16((float)v);
+    put_elem(t, i, start + (double)i * step);
   }
   return created(t, dev, s[5]);
 }

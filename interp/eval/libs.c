@@ -14,6 +14,7 @@ static const fsE_lib *const libs[] = {
   &fsE_lib_torch, &fsE_lib_shape, &fsE_lib_arith,
   &fsE_lib_sched, &fsE_lib_math, &fsE_lib_functional, &fsE_lib_init, &fsE_lib_classes,
   &fsE_lib_metrics, &fsE_lib_loggers,
+  &fsE_lib_index,
 };
 
 /* Sig index -> implementation, filled on first use (a run is one thread). */

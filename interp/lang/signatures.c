@@ -277,11 +277,17 @@ PARAMS(p_t_masked_fill, P("mask", OBJ, NULL), P("value", ANY, NULL))
 PARAMS(p_t_diagonal, P("diagonal", INT, "0"))
 PARAMS(p_t_maxmin, P("dim", ANY, "None"), P("keepdim", BOOL, "False"))
 PARAMS(p_t_var, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("unbiased", BOOL, "True"),
-       P("keepdim", BOOL, "False"))
+       P("keepdim", BOOL, "False"), PT("correction", FSSIG_T_INT | FSSIG_T_NONE, "None", FSSIG_KWONLY))
 PARAMS(p_t_norm, P("p", NUM, "2"), PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("keepdim", BOOL, "False"))
 PARAMS(p_t_dimkeep, P("dim", INT, NULL), P("keepdim", BOOL, "False"))
 PARAMS(p_t_to, P("device", ANY, "None"), P("dtype", ANY, "None"))
 PARAMS(p_t_requires_grad, P("requires_grad", BOOL, "True"))
+/* tensor indexing and selection (issue 14 points 1-2; lib_index.c) */
+PARAMS(p_t_topk, P("k", INT, NULL), P("dim", INT, "-1"), P("largest", BOOL, "True"), P("sorted", BOOL, "True"))
+PARAMS(p_t_topk_fn, P("input", OBJ, NULL), P("k", INT, NULL), P("dim", INT, "-1"), P("largest", BOOL, "True"),
+       P("sorted", BOOL, "True"))
+PARAMS(p_t_multinomial, P("num_samples", INT, NULL), P("replacement", BOOL, "False"))
+PARAMS(p_t_multinomial_fn, P("input", OBJ, NULL), P("num_samples", INT, NULL), P("replacement", BOOL, "False"))
 /* optimizers, LR schedulers, math and time (issue 15): torch 1.13's and
  * Python's parameter names and defaults */
 PARAMS(p_rmsprop, P("params", ANY, NULL), P("lr", NUM, "0.01"), P("alpha", NUM, "0.99"), P("eps", NUM, "1e-08"),
@@ -421,6 +427,10 @@ static const fsSig table[] = {
   FN("log_softmax", p_t_softmax_fn, "Tensor"),
   FN("matmul", p_t_binary, "Tensor"),
   FN("bmm", p_t_binary, "Tensor"),
+  /* tensor indexing and selection (issue 14 points 1-2; lib_index.c, lib_ctx.c) */
+  FN("topk", p_t_topk_fn, "tuple"),
+  FN("multinomial", p_t_multinomial_fn, "Tensor"),
+  FN0("inference_mode", "context", FSSIG_CONTEXT),
   /* torch.nn.functional's convolutional layers (issue 14 point 4; lib_functional.c) */
   FN("conv1d", p_f_conv, "Tensor"),
   FN("conv2d", p_f_conv, "Tensor"),
@@ -738,6 +748,10 @@ static const fsSig table[] = {
   M("Tensor.requires_grad_", p_t_requires_grad, "Tensor"),
   M0("Tensor.dim", "int"),
   ATTR("Tensor.ndim", "int", 0),
+  /* tensor indexing and selection (issue 14 points 1-2; lib_index.c) */
+  M("Tensor.topk", p_t_topk, "tuple"),
+  M("Tensor.multinomial", p_t_multinomial, "Tensor"),
+  M0("Tensor.bool", "Tensor"),
 
   M("list.append", p_append, "None"),
   M0("dict.items", "list"),

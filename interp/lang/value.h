@@ -56,6 +56,15 @@ struct fsV_class {
   char *(*repr)(fs_value *self);                   /* malloc'd; NULL: "<Name object>" */
   void (*free)(void *data);
   bool (*truthy)(const fs_value *self);             /* bool(self); NULL: always true */
+  /* self[key] = v: the value the subscripted target holds afterwards --
+   * self (retained) when written in place, or a new value the evaluator
+   * binds to the target in self's place (a tensor written on autograd's
+   * tape); NULL + fsV_error on failure */
+  fs_value *(*setitem)(fsE_ctx *E, fs_value *self, fs_value *key, fs_value *v);
+  /* `self op= b` (Python's __iadd__...): self (retained) after an in-place
+   * update, or a new value to bind; NULL with fsV_error() == "" = none, so
+   * the evaluator falls back to `self op b` */
+  fs_value *(*ibinop)(fsE_ctx *E, fs_op op, fs_value *self, fs_value *b);
 };
 
 struct fs_value {

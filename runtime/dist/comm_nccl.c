@@ -117,7 +117,7 @@ static int settle(nccl_comm *s, ncclResult_t rc, bool drain, const char *what) {
 }
 
 static ncclDataType_t type_of(fs_dtype dt) {
-  return dt == FS_F32 ? ncclFloat32 : dt == FS_BF16 ? ncclBfloat16 : ncclInt64;
+  return dt == FS_F32 ? ncclFloat32 : dt == FS_BF16 ? ncclBfloat16 : dt == FS_BOOL ? ncclUint8 : ncclInt64;
 }
 
 static ncclRedOp_t op_of(fsCC_op op) {

@@ -259,7 +259,8 @@ typedef struct dumper {
 static void put_tensor(dumper *w, const fsQ_value *v) {
   static const char *const storage_type[] = {[FS_F32] = "torch\nFloatStorage\n",
                                              [FS_BF16] = "torch\nBFloat16Storage\n",
-                                             [FS_I64] = "torch\nLongStorage\n"};
+                                             [FS_I64] = "torch\nLongStorage\n",
+                                             [FS_BOOL] = "torch\nBoolStorage\n"};
   const fsQ_tensor *t = &v->u.t;
   size_t key = 0;
   while (key < w->nt && w->tensors[key] != v) key++; /* one storage per distinct tensor */

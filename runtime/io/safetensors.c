@@ -22,7 +22,7 @@
 /* ------------------------------------------------------------------ common */
 
 /* Safetensors spelling of the dtypes. */
-static const char *const tags[] = {[FS_F32] = "F32", [FS_BF16] = "BF16", [FS_I64] = "I64"};
+static const char *const tags[] = {[FS_F32] = "F32", [FS_BF16] = "BF16", [FS_I64] = "I64", [FS_BOOL] = "BOOL"};
 
 static const char *dtype_tag(fs_dtype dt) { return tags[dt]; }
 

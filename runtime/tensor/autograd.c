@@ -452,7 +452,18 @@ static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_
   return fsG_to_dev(out, shape->device);
 }
 
+/* A bool tensor as int64 (new reference; other dtypes: t itself): torch
+ * promotes bool to the other operand's type in arithmetic and reductions. */
+fs_tensor *fsG_unbool(fs_tensor *t) { return fsT_to_dtype(t, t->dtype == FS_BOOL ? FS_I64 : t->dtype); }
+
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
+  if (a->dtype == FS_BOOL || b->dtype == FS_BOOL) {
+    fs_tensor *ia = fsG_unbool(a), *ib = ia ? fsG_unbool(b) : NULL;
+    fs_tensor *out = ib ? fsG_binary(op, ia, ib) : NULL;
+    fsT_release(ia);
+    fsT_release(ib);
+    return out;
+  }
   fs_tensor *ins[2] = {a, b};
   const fsB_backend *be = fsG_check_inputs("arithmetic", 2, ins);
   if (!be) return NULL;
@@ -512,15 +523,16 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
 static fs_tensor *reduce(fs_tensor *x, bool mean) {
   const fsB_backend *be = fsG_check_inputs(mean ? "mean" : "sum", 1, &x);
   if (!be) return NULL;
-  if (x->dtype == FS_I64) {
+  if (x->dtype == FS_I64 || x->dtype == FS_BOOL) {
     if (mean) {
-      fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long");
+      fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: %s",
+                 x->dtype == FS_BOOL ? "Bool" : "Long");
       return NULL;
     }
     fs_tensor *hx = fsG_on_host(x);
     if (!hx) return NULL;
     uint64_t s = 0;
-    for (int64_t i = 0; i < x->numel; i++) s += (uint64_t)fsT_i64(hx)[i];
+    for (int64_t i = 0; i < x->numel; i++) s += (uint64_t)(int64_t)fsT_get(hx, i); /* bool sums to int64 */
     fsT_release(hx);
     return scalar_on(FS_I64, x->device, (double)(int64_t)s);
   }
@@ -639,11 +651,11 @@ fs_tensor *fsG_compare(fsG_cmp op, fs_tensor *a, fs_tensor *b) {
     return out;
   }
   fs_tensor *ha = fsG_on_host(a), *hb = ha ? fsG_on_host(b) : NULL;
-  fs_tensor *out = hb ? fsT_new(FS_I64, FS_DEV_CPU, shape->rank, shape->shape) : NULL;
+  fs_tensor *out = hb ? fsT_new(FS_BOOL, FS_DEV_CPU, shape->rank, shape->shape) : NULL;
   if (out) {
     int64_t sa = a->numel == out->numel, sb = b->numel == out->numel;
     for (int64_t i = 0; i < out->numel; i++)
-      fsT_i64(out)[i] = cmp(op, fsT_get(ha, i * sa), fsT_get(hb, i * sb));
+      fsT_bool(out)[i] = cmp(op, fsT_get(ha, i * sa), fsT_get(hb, i * sb));
   }
   fsT_release(ha);
   fsT_release(hb);
@@ -653,10 +665,10 @@ fs_tensor *fsG_compare(fsG_cmp op, fs_tensor *a, fs_tensor *b) {
 fs_tensor *fsG_compare_scalar(fsG_cmp op, fs_tensor *a, double s, bool scalar_first) {
   if (!fsG_check_inputs("comparison", 1, &a)) return NULL;
   fs_tensor *ha = fsG_on_host(a);
-  fs_tensor *out = ha ? fsT_new(FS_I64, FS_DEV_CPU, a->rank, a->shape) : NULL;
+  fs_tensor *out = ha ? fsT_new(FS_BOOL, FS_DEV_CPU, a->rank, a->shape) : NULL;
   for (int64_t i = 0; out && i < a->numel; i++) {
     double v = fsT_get(ha, i);
-    fsT_i64(out)[i] = scalar_first ? cmp(op, s, v) : cmp(op, v, s);
+    fsT_bool(out)[i] = scalar_first ? cmp(op, s, v) : cmp(op, v, s);
   }
   fsT_release(ha);
   return fsG_to_dev(out, a->device);

@@ -14,15 +14,19 @@
  * original fast paths; other pairs go through ops.h's strided kernels.
  *
  * Strides: every tensor is contiguous row-major.  Ops that keep that layout
- * (reshape/view/flatten/squeeze/unsqueeze, fsG_reshape) share storage, as
- * torch's views do; ops that would need strides in torch (transpose,
- * permute, expand, slicing, select) return a contiguous COPY, so a write
- * through their result is not seen in the original (torch would show it).
- * Keeping one layout keeps every kernel a plain loop over contiguous
- * memory, which is what the training speed rests on.
+ * share storage, as torch's views do: reshape/view/flatten/squeeze/
+ * unsqueeze (fsG_reshape), and every window (fsG_window: a slice, select,
+ * permute or expand) whose elements are one contiguous run of the input in
+ * order (x[0], x[1:3], x[:, None], split/chunk along dim 0).  Other windows
+ * (x[:, 0], x[::2], transpose of a matrix, expand that stretches) return a
+ * contiguous COPY, so a write through their result is not seen in the
+ * original (torch would show it).  Keeping one layout keeps every kernel a
+ * plain loop over contiguous memory, which is what the training speed
+ * rests on.
  *
- * Comparisons give int64 0/1 tensors (there is no bool dtype), so
- * `(pred == y).sum().item()` counts. */
+ * Comparisons give bool tensors (torch.bool, one byte per element); bool
+ * promotes to int64 in arithmetic and sums, so `(pred == y).sum().item()`
+ * counts. */
 #ifndef FS_AUTOGRAD_H
 #define FS_AUTOGRAD_H
 
@@ -89,7 +93,7 @@ fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor 
 fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps);
 
 /* softmax(q k^T / sqrt(E) + mask) v over q[..., L, E], k[..., S, E],
- * v[..., S, Ev] (batch dims broadcast); mask: int64 0/1 (1 = attend, torch's
+ * v[..., S, Ev] (batch dims broadcast); mask: bool or int64 0/1 (1 = attend, torch's
  * boolean) or float (added), broadcast to [..., L, S], or NULL; is_causal:
  * key j only for query i >= j; dropout on the probabilities with rng key
  * `key` (compose.c) */
@@ -102,7 +106,7 @@ fs_tensor *fsG_interpolate_nearest(fs_tensor *x, int nd, const int64_t *size, co
 
 /* torch's multi_head_attention_forward with batch-first q[B,L,E], k and
  * v[B,S,E]: packed in_w[3E,E] (in_b[3E] or NULL), out_w[E,E], out_b or NULL,
- * H heads; masks int64 0/1 (1 = masked out, torch's boolean) or float added:
+ * H heads; masks bool or int64 0/1 (1 = masked out, torch's boolean) or float added:
  * attn_mask [L,S] or [B*H,L,S], key_padding_mask [B,S]; *weights (when not
  * NULL) gets the attention probabilities, averaged over heads when average
  * (compose.c) */
@@ -125,7 +129,8 @@ fs_tensor *fsG_mean(fs_tensor *x);  /* float only, as torch */
  * promoted to float32. */
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1);
 fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b);   /* broadcasting */
-fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b);     /* cond int64 0/1 */
+fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b);     /* cond bool or int64 0/1 */
+fs_tensor *fsG_unbool(fs_tensor *t);  /* bool as int64 (new reference); other dtypes: t */
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w);              /* a strided copy */
 fs_tensor *fsG_permute(fs_tensor *x, const int *perm);                 /* x->rank dims */
 fs_tensor *fsG_transpose(fs_tensor *x, int d0, int d1);
@@ -143,6 +148,42 @@ fs_tensor *fsG_cumsum(fs_tensor *x, int dim);
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx);   /* idx int64 [K] */
 fs_tensor *fsG_bmm(fs_tensor *a, fs_tensor *b);                        /* [B,M,K] [B,K,N] */
 fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b);                     /* torch.matmul */
+
+/* ---- indexing and selection (index.c) ----
+ * x[i, a:b:c, None, ..., idx, mask]: torch's basic and advanced indexing.
+ * Items are not held; a TENSOR item is int64 (positions, negative from the
+ * end) or bool (a mask over as many dims as it has). */
+typedef enum fsG_index_kind { FSG_IX_INT, FSG_IX_SLICE, FSG_IX_NONE, FSG_IX_ELLIPSIS, FSG_IX_TENSOR } fsG_index_kind;
+typedef struct fsG_subscript {
+  fsG_index_kind kind;
+  int64_t i;                       /* INT */
+  bool has_start, has_stop;        /* SLICE: absent bounds are Python's */
+  int64_t start, stop, step;
+  fs_tensor *t;                    /* TENSOR */
+} fsG_subscript;
+/* x[ix]: a view sharing x's storage when the selected elements are one
+ * contiguous run in x's order (x[0], x[1:3], x[:, None]...), otherwise a
+ * copy; differentiable (backward scatter-adds, so repeated indices sum). */
+fs_tensor *fsG_index(fs_tensor *x, const fsG_subscript *ix, int n);
+/* x[ix] = v (v broadcast to the indexed shape, converted to x's dtype).
+ * Written IN PLACE (returns a new reference to x) unless autograd records
+ * it -- grad mode on, x float32 and x or v requiring grad -- then x's values
+ * with v's written in come back as a NEW tensor on the tape (x unchanged;
+ * the caller rebinds its name).  A leaf requiring grad, or a view of one,
+ * fails with torch's in-place message while grad mode is on. */
+fs_tensor *fsG_index_put(fs_tensor *x, const fsG_subscript *ix, int n, fs_tensor *v);
+/* -1 + torch's message when writing into x in place is torch's error: grad
+ * mode on and x (or the tensor x is a view of) a leaf that requires grad;
+ * through_view words it as a view of a leaf. */
+int fsG_inplace_check(const fs_tensor *x, bool through_view);
+/* x's values := src's (same shape; src's dtype must cast to x's as torch's
+ * in-place ops allow), in place; the in-place check first. */
+int fsG_assign(fs_tensor *x, fs_tensor *src);
+/* the k largest (smallest) along dim, in order; *indices (int64) */
+fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **indices);
+/* n category indices per row of probs [C] or [R, C] (int64 [n] / [R, n]),
+ * drawn with uniforms [offset, offset + R n) of rng key `key` */
+fs_tensor *fsG_multinomial(fs_tensor *probs, int64_t n, bool replacement, uint64_t key, uint64_t offset);
 
 /* ---- losses ---- */
 /* logits [N,C] with targets [N], or [B,T,C] with [B,T]; mean over rows */

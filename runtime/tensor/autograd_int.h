@@ -4,6 +4,8 @@
 #ifndef FS_AUTOGRAD_INT_H
 #define FS_AUTOGRAD_INT_H
 
+#include <stddef.h>
+
 #include "autograd.h"
 
 typedef int (*backward_fn)(fsG_node *n, fs_tensor *out);
@@ -37,6 +39,12 @@ fs_tensor *fsG_on_host(fs_tensor *t);
 /* out, built on the cpu, moved to dev (out is consumed). */
 fs_tensor *fsG_to_dev(fs_tensor *out, fs_device dev);
 
+/* dim (negative counts from the end) of a tensor of rank `rank` into *out;
+ * -1 + torch's "Dimension out of range ..." (ops_grad.c) */
+int fsG_norm_dim(int dim, int rank, int *out);
+/* x seen as [O, L, I] around dim d (ops.h's letters) */
+void fsG_split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I);
+
 /* ---- staging through host memory (ops_grad.c) ----
  * Kernels that exist for the cpu only (the tensor API's ops when a backend
  * has no `ops` table; the cnn.h layers on every device but the cpu) run on
@@ -50,8 +58,14 @@ typedef struct fsG_stage {
   fs_device dev;       /* where results go */
   fs_tensor *h[3];
 } fsG_stage;
-/* Checks the inputs (fsG_check_inputs) and makes their host copies. */
+/* Checks the inputs (fsG_check_inputs) and makes their host copies, unless
+ * the device's table is complete (the cpu: the "copies" are the inputs). */
 int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins);
+/* The same for an op that runs the one kernel at byte offset `slot` of
+ * fsU_kernels: no staging (h[i] are the inputs themselves, on their
+ * device) when the device's table has that slot, even a partial table. */
+int fsG_stage_begin_slot(fsG_stage *s, const char *op, int n, fs_tensor *const *ins, size_t slot);
+#define FSG_SLOT(name) offsetof(fsU_kernels, name)
 void fsG_stage_end(fsG_stage *s);
 /* A host output of shape (rank dims) for the forward to fill. */
 fs_tensor *fsG_host_new(fs_dtype dt, int rank, const int64_t *shape);
@@ -67,6 +81,8 @@ typedef struct fsG_bwstage {
   float *d[3];
 } fsG_bwstage;
 int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out);
+/* The same for a backward that runs only the kernel at `slot` (above). */
+int fsG_bw_begin_slot(fsG_bwstage *c, fsG_node *n, fs_tensor *out, size_t slot);
 /* Adds the staged gradients into the inputs' .grad on their device. */
 int fsG_bw_end(fsG_bwstage *c, fsG_node *n);
 

@@ -463,5 +463,5 @@ extern "C" const fsB_backend fsB_cuda = {
   cuda_clamp, cuda_sum, cuda_sumsq, cuda_absmax,
   cuda_sgd_update, cuda_adam_update, cuda_rmsprop_update, cuda_adagrad_update,
   &fsN_cuda,
-  /* .ops = */ NULL, /* the tensor API's ops are staged through host memory */
+  /* .ops = */ &fsU_cuda, /* partial (ops_cuda.cu): the other ops stage through host memory */
 };

@@ -19,9 +19,11 @@
 #include <stdint.h>
 #include "backend.h"
 #include "nn.h"
+#include "ops.h"
 
 extern const fsB_backend fsB_cuda;
 extern const fsN_kernels fsN_cuda;
+extern const fsU_kernels fsU_cuda; /* ops_cuda.cu: a partial table (ops.h) */
 
 /* Number of visible CUDA devices; 0 with "no CUDA device: <reason> -- use
  * accelerator="cpu" ..." in err (n bytes) when there is none or no driver. */

@@ -8,6 +8,7 @@
  * base + n) keeps meaning the same element. */
 #include "backend.h"
 #include "nn.h"
+#include "ops.h"
 
 /* 2^52: past the 47- and 48-bit user address spaces, hence non-canonical on
  * x86-64 and a translation fault on arm64 (whose top-byte-ignore spares
@@ -148,10 +149,34 @@ static const fsN_kernels emu_nn = {
   E(cross_entropy_backward), E(mse_forward), E(mse_backward),
 };
 
+/* the tensor API's kernels that cuda has (fsU_cuda): the device-side path of
+ * indexing and topk runs here with device pointers, as on a GPU */
+static void e_take(int64_t n, const int64_t *off, size_t es, const void *x, void *y) {
+  fsU_cpu.take(n, H(off), es, H(x), H(y));
+}
+static void e_take_backward(int64_t n, const int64_t *off, float *dx, const float *dy) {
+  fsU_cpu.take_backward(n, H(off), H(dx), H(dy));
+}
+static void e_put(int64_t n, const int64_t *off, size_t es, const void *v, void *x) {
+  fsU_cpu.put(n, H(off), es, H(v), H(x));
+}
+static int e_topk_forward(bool largest, int64_t O, int64_t L, int64_t I, int64_t Kn, const float *x, float *y,
+                          int64_t *idx) {
+  return fsU_cpu.topk_forward(largest, O, L, I, Kn, H(x), H(y), H(idx));
+}
+static void e_topk_backward(int64_t O, int64_t L, int64_t I, int64_t Kn, float *dx, const float *dy,
+                            const int64_t *idx) {
+  fsU_cpu.topk_backward(O, L, I, Kn, H(dx), H(dy), H(idx));
+}
+
+static const fsU_kernels emu_ops = {
+  E(take), E(take_backward), E(put), E(topk_forward), E(topk_backward), .partial = true,
+};
+
 const fsB_backend fsB_emu_cuda = {
   .name = "cuda (emulated)",
   E(alloc), E(free), E(zero), E(copy), E(from_host), E(to_host), E(sync), E(fill),
   E(fill_uniform), E(fill_normal), E(gemm), E(binary), E(axpy), E(scale), E(clamp), E(sum),
   E(sumsq), E(absmax), E(sgd_update), E(adam_update), E(rmsprop_update), E(adagrad_update),
-  .nn = &emu_nn,
+  .nn = &emu_nn, .ops = &emu_ops,
 };

@@ -30,7 +30,7 @@ static fs_tensor *additive_mask(int64_t L, int64_t S, bool causal, const fs_tens
       for (int64_t e = 0; e < full->numel; e++) {
         int64_t off = 0;
         for (int d = 0; d < rank; d++) off += idx[d] * st[d];
-        fsT_f32(full)[e] = fsT_i64(hb)[off] ? fsT_f32(m)[e % (L * S)] : -INFINITY;
+        fsT_f32(full)[e] = fsT_get(hb, off) != 0 ? fsT_f32(m)[e % (L * S)] : -INFINITY;
         for (int d = rank - 1; d >= 0 && ++idx[d] == fs[d]; d--) idx[d] = 0;
       }
     }
@@ -67,7 +67,7 @@ fs_tensor *fsG_scaled_dot_product_attention(fs_tensor *q, fs_tensor *k, fs_tenso
   fsT_release(kt);
   fsT_release(s);
   fs_tensor *add = NULL;
-  if (scaled && (is_causal || (mask && mask->dtype == FS_I64)))
+  if (scaled && (is_causal || (mask && (mask->dtype == FS_I64 || mask->dtype == FS_BOOL))))
     add = additive_mask(L, S, is_causal, mask, q->device);
   else if (scaled && mask)
     add = fsT_retain(mask); /* a float mask is added as it is (and differentiated) */
@@ -147,9 +147,9 @@ static fs_tensor *heads_of(fs_tensor *x, int64_t H) {
 /* a boolean (int64 0/1, 1 = masked out) or float mask as an additive float
  * one of its own shape (new reference; NULL mask stays NULL) */
 static fs_tensor *mha_additive(fs_tensor *mask, bool *failed) {
-  if (!mask || mask->dtype != FS_I64) return mask ? fsT_retain(mask) : NULL;
+  if (!mask || (mask->dtype != FS_I64 && mask->dtype != FS_BOOL)) return mask ? fsT_retain(mask) : NULL;
   fs_tensor *h = fsT_to_device(mask, FS_DEV_CPU), *f = h ? fsT_new(FS_F32, FS_DEV_CPU, h->rank, h->shape) : NULL;
-  for (int64_t i = 0; f && i < f->numel; i++) fsT_f32(f)[i] = fsT_i64(h)[i] ? -INFINITY : 0.0f;
+  for (int64_t i = 0; f && i < f->numel; i++) fsT_f32(f)[i] = fsT_get(h, i) != 0 ? -INFINITY : 0.0f;
   fsT_release(h);
   fs_tensor *d = f ? fsT_to_device(f, mask->device) : NULL;
   fsT_release(f);

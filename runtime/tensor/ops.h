@@ -8,9 +8,11 @@
  * product of the dims after it.  Broadcasting ops iterate the output's index
  * space with each input's element strides (0 on a broadcast dim), fsU_bcast.
  *
- * The only implementation is the cpu one (fsU_cpu); a backend whose `ops`
- * slot is NULL has its tensors staged through host memory by the entry points
- * in ops_grad.c, so no device ever calls a NULL slot.  Their other half:
+ * The complete implementation is the cpu one (fsU_cpu); cuda (fsU_cuda in
+ * backend_cuda.cu) and emulated cuda (backend_emu.c) have partial tables
+ * (take, take_backward, put, topk).  An op whose slot a backend lacks has its
+ * tensors staged through host memory by its entry point (ops_grad.c,
+ * index.c), so no device ever calls a NULL slot.  Their other half:
  * ops_grad.c (autograd entry points), autograd.h (the conventions). */
 #ifndef FS_OPS_H
 #define FS_OPS_H
@@ -97,6 +99,23 @@ typedef struct fsU_kernels {
                        const void *x, void *y);
   void (*index_select_backward)(int64_t O, int64_t L, int64_t I, const int64_t *idx, int64_t K,
                                 float *dx, const float *dy);
+  /* indexing by element offsets (index.c computes them): y[N] = x[off[N]]
+   * (esize-byte elements);  dx[off[i]] += dy[i] (a scatter-add: repeated
+   * offsets sum);  put: x[off[i]] = v[i] in order (the last write wins) */
+  void (*take)(int64_t n, const int64_t *off, size_t esize, const void *x, void *y);
+  void (*take_backward)(int64_t n, const int64_t *off, float *dx, const float *dy);
+  void (*put)(int64_t n, const int64_t *off, size_t esize, const void *v, void *x);
+  /* y[O,K,I], idx[O,K,I] = the K largest (smallest) of x[O,L,I] over L,
+   * in order (NaN counts as the largest, ties keep the lower index first);
+   * dx[O, idx[o,k,i], I] += dy[O,K,I];  forward: -1 when out of memory */
+  int (*topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
+                       int64_t *idx);
+  void (*topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
+                        const int64_t *idx);
+  /* a table with only some slots (cuda's and emulated cuda's: the indexing
+   * and topk kernels); ops whose entry point does not name its slot
+   * (fsG_stage_begin_slot) stage through the host on it */
+  bool partial;
 } fsU_kernels;
 
 extern const fsU_kernels fsU_cpu;

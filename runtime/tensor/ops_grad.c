@@ -2,8 +2,9 @@
  * each checks its inputs with torch's messages, runs an ops.h forward and
  * records the matching backward on the tape.
  *
- * Devices: a backend whose `ops` slot is NULL (cuda, emulated cuda) has its
- * inputs staged through host memory: the cpu kernels run on host copies and
+ * Devices: a backend without a complete `ops` table (cuda's and emulated
+ * cuda's have only index.c's kernels) has these ops' inputs staged through
+ * host memory: the cpu kernels run on host copies and
  * the result, and in backward the gradients, are moved back with
  * fsB_transfer.  On the cpu the "host copies" are the tensors themselves, so
  * that path costs nothing.  Kernels: ops.h/ops.c. */
@@ -20,19 +21,36 @@ void fsG_stage_end(fsG_stage *s) {
   for (int i = 0; i < 3; i++) fsT_release(s->h[i]);
 }
 
-int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins) {
+/* Whether the table has the kernel at byte offset slot (SIZE_MAX: all of them). */
+static bool has_kernel(const fsU_kernels *k, size_t slot) {
+  if (!k) return false;
+  if (slot == SIZE_MAX) return !k->partial;
+  void (*fn)(void);
+  memcpy(&fn, (const char *)k + slot, sizeof fn);
+  return fn != NULL;
+}
+
+static int stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins, size_t slot) {
   memset(s, 0, sizeof *s);
   const fsB_backend *be = fsG_check_inputs(op, n, ins);
   if (!be) return -1;
-  s->staged = be->ops == NULL;
+  s->staged = !has_kernel(be->ops, slot);
   s->k = s->staged ? &fsU_cpu : be->ops;
   s->dev = ins[0]->device;
   for (int i = 0; i < n; i++)
-    if (ins[i] && !(s->h[i] = fsG_on_host(ins[i]))) {
+    if (ins[i] && !(s->h[i] = s->staged ? fsG_on_host(ins[i]) : fsT_retain(ins[i]))) {
       fsG_stage_end(s);
       return -1;
     }
   return 0;
+}
+
+int fsG_stage_begin(fsG_stage *s, const char *op, int n, fs_tensor *const *ins) {
+  return stage_begin(s, op, n, ins, SIZE_MAX);
+}
+
+int fsG_stage_begin_slot(fsG_stage *s, const char *op, int n, fs_tensor *const *ins, size_t slot) {
+  return stage_begin(s, op, n, ins, slot);
 }
 
 /* A host output of shape (rank dims) for the forward to fill. */
@@ -50,26 +68,33 @@ static void bw_release(fsG_bwstage *c) {
   fsT_release(c->gout);
 }
 
-int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out) {
+static int bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out, size_t slot) {
   memset(c, 0, sizeof *c);
   const fsB_backend *be = fsB_of(out);
-  c->staged = be->ops == NULL;
+  c->staged = !has_kernel(be->ops, slot);
   c->k = c->staged ? &fsU_cpu : be->ops;
+  fs_tensor *(*get)(fs_tensor *) = c->staged ? fsG_on_host : fsT_retain; /* where the kernel reads */
   int rc = 0;
   for (int i = 0; i < 3 && !rc; i++) {
     fs_tensor *x = n->in[i];
     if (!x) continue;
-    if (!(c->in[i] = fsG_on_host(x))) rc = -1;
+    if (!(c->in[i] = get(x))) rc = -1;
     else if (!x->requires_grad) continue;
     else if (!c->staged) rc = fsG_grad_buf(x, &c->d[i]);
     else if (!(c->scratch[i] = fsT_zeros(FS_F32, FS_DEV_CPU, x->rank, x->shape))) rc = -1;
     else c->d[i] = fsT_f32(c->scratch[i]);
   }
   for (int i = 0; i < 2 && !rc; i++)
-    if (n->saved[i] && !(c->saved[i] = fsG_on_host(n->saved[i]))) rc = -1;
-  if (!rc && (!(c->out = fsG_on_host(out)) || !(c->gout = fsG_on_host(out->grad)))) rc = -1;
+    if (n->saved[i] && !(c->saved[i] = get(n->saved[i]))) rc = -1;
+  if (!rc && (!(c->out = get(out)) || !(c->gout = get(out->grad)))) rc = -1;
   if (rc) bw_release(c);
   return rc;
+}
+
+int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out) { return bw_begin(c, n, out, SIZE_MAX); }
+
+int fsG_bw_begin_slot(fsG_bwstage *c, fsG_node *n, fs_tensor *out, size_t slot) {
+  return bw_begin(c, n, out, slot);
 }
 
 /* Adds the staged gradients into the inputs' .grad on their device. */
@@ -92,7 +117,7 @@ int fsG_bw_end(fsG_bwstage *c, fsG_node *n) {
  * promoted, as torch promotes them. */
 static fs_tensor *as_f32(fs_tensor *t) { return fsT_to_dtype(t, FS_F32); }
 
-static int norm_dim(int dim, int rank, int *out) {
+int fsG_norm_dim(int dim, int rank, int *out) {
   int r = rank ? rank : 1;
   if (dim < -r || dim >= r) {
     fsT_seterr("Dimension out of range (expected to be in range of [%d, %d], but got %d)", -r, r - 1, dim);
@@ -103,7 +128,7 @@ static int norm_dim(int dim, int rank, int *out) {
 }
 
 /* x seen as [O, L, I] around dim d */
-static void split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I) {
+void fsG_split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I) {
   *O = *I = 1;
   *L = x->rank ? x->shape[d] : 1;
   for (int i = 0; i < x->rank; i++) {
@@ -206,12 +231,12 @@ fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
   fsU_bcast bc;
   fs_tensor *ins[3] = {cond, a, b};
   if (!fsG_check_inputs("where", 3, ins) || bcast_of(&bc, 3, ins) < 0) return NULL;
-  if (cond->dtype != FS_I64) {
+  if (cond->dtype != FS_I64 && cond->dtype != FS_BOOL) {
     fsT_seterr("where expected condition to be a boolean tensor, but got a tensor with dtype %s",
                fsT_dtype_name(cond->dtype));
     return NULL;
   }
-  fs_tensor *f[3] = {fsT_retain(cond), as_f32(a), NULL}, *out = NULL;
+  fs_tensor *f[3] = {fsG_unbool(cond), as_f32(a), NULL}, *out = NULL; /* the kernel reads int64 */
   fsG_stage s;
   if (f[1] && (f[2] = as_f32(b)) && fsG_stage_begin(&s, "where", 3, f) == 0) {
     if ((out = fsG_host_new(FS_F32, bc.rank, bc.shape)))
@@ -249,7 +274,30 @@ static int window_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n);
 }
 
+/* The window's elements are one contiguous run of x, in order: it can be
+ * a view (dims of one element have no stride to keep). */
+static bool window_contiguous(const fsU_window *w) {
+  int64_t run = 1;
+  for (int d = w->rank - 1; d >= 0; d--) {
+    if (w->shape[d] == 0) return true;
+    if (w->shape[d] == 1) continue;
+    if (w->st[d] != run) return false;
+    run *= w->shape[d];
+  }
+  return true;
+}
+
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
+  if (!fsG_check_inputs("view", 1, &x)) return NULL;
+  if (window_contiguous(w)) { /* shares x's storage, as torch's view would */
+    int64_t n = 1;
+    for (int d = 0; d < w->rank; d++) n *= w->shape[d];
+    /* an empty window's offset may lie past the end (x[3:, 4] of 3 rows) */
+    fs_tensor *v = fsT_view_at(x, n ? w->off : 0, w->rank, w->shape);
+    if (v && x->dtype == FS_F32) v = fsG_record(v, window_bw, 1, &x, NULL, NULL, 0, 0);
+    if (v && v->node) window_save(v->node, w);
+    return v;
+  }
   fsG_stage s;
   if (fsG_stage_begin(&s, "view", 1, &x) < 0) return NULL;
   fs_tensor *out = fsG_host_new(x->dtype, w->rank, w->shape);
@@ -275,7 +323,7 @@ fs_tensor *fsG_permute(fs_tensor *x, const int *perm) {
   bool seen[FS_MAX_RANK] = {false};
   for (int d = 0; d < x->rank; d++) {
     int p;
-    if (norm_dim(perm[d], x->rank, &p) < 0) return NULL;
+    if (fsG_norm_dim(perm[d], x->rank, &p) < 0) return NULL;
     if (seen[p]) {
       fsT_seterr("permute(): duplicate dims are not allowed.");
       return NULL;
@@ -289,7 +337,7 @@ fs_tensor *fsG_permute(fs_tensor *x, const int *perm) {
 
 fs_tensor *fsG_transpose(fs_tensor *x, int d0, int d1) {
   int a, b, perm[FS_MAX_RANK];
-  if (norm_dim(d0, x->rank, &a) < 0 || norm_dim(d1, x->rank, &b) < 0) return NULL;
+  if (fsG_norm_dim(d0, x->rank, &a) < 0 || fsG_norm_dim(d1, x->rank, &b) < 0) return NULL;
   if (x->rank < 2) return fsG_reshape(x, x->rank, x->shape); /* 0-d and 1-d: itself */
   for (int d = 0; d < x->rank; d++) perm[d] = d;
   perm[a] = b;
@@ -332,7 +380,7 @@ fs_tensor *fsG_expand(fs_tensor *x, int rank, const int64_t *shape) {
 
 fs_tensor *fsG_slice(fs_tensor *x, int dim, int64_t start, int64_t stop, int64_t step) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (x->rank == 0) {
     fsT_seterr("slice() cannot be applied to a 0-dim tensor.");
     return NULL;
@@ -360,7 +408,7 @@ fs_tensor *fsG_select(fs_tensor *x, int dim, int64_t i) {
     fsT_seterr("select() cannot be applied to a 0-dim tensor.");
     return NULL;
   }
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t n = x->shape[d];
   if (i < -n || i >= n) {
     fsT_seterr("index %lld is out of bounds for dimension %d with size %lld", (long long)i, d, (long long)n);
@@ -411,7 +459,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     fsT_seterr("zero-dimensional tensor (at position 0) cannot be concatenated");
     return NULL;
   }
-  if (norm_dim(dim, ts[0]->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, ts[0]->rank, &d) < 0) return NULL;
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, ts[0]->shape, sizeof shape);
   shape[d] = 0;
@@ -506,13 +554,19 @@ static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
-  if (mean && x->dtype == FS_I64) {
-    fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long");
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (mean && (x->dtype == FS_I64 || x->dtype == FS_BOOL)) {
+    fsT_seterr("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: %s",
+               x->dtype == FS_BOOL ? "Bool" : "Long");
     return NULL;
   }
+  if (x->dtype == FS_BOOL) { /* a bool sum counts, in int64 */
+    fs_tensor *i = fsG_unbool(x), *r = i ? fsG_sum_dim(i, dim, keepdim, mean) : NULL;
+    fsT_release(i);
+    return r;
+  }
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   int r = reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
@@ -546,9 +600,9 @@ fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_te
   int d;
   const char *name = want_max ? "max" : "min";
   if (indices) *indices = NULL;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   if (L == 0) {
     fsT_seterr("%s(): Expected reduction dim %d to have non-zero size.", name, d);
     return NULL;
@@ -591,13 +645,13 @@ static int softmax_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (x->dtype == FS_I64) {
     fsT_seterr("\"%s_lastdim_kernel_impl\" not implemented for 'Long'", log ? "log_softmax" : "softmax");
     return NULL;
   }
   int64_t O, L, I;
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
   if (fx && fsG_stage_begin(&s, "softmax", 1, &fx) == 0) {
@@ -623,9 +677,9 @@ static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   int r = reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
@@ -648,10 +702,15 @@ static int cumsum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
+  if (x->dtype == FS_BOOL) { /* counts, in int64, as torch */
+    fs_tensor *i = fsG_unbool(x), *r = i ? fsG_cumsum(i, dim) : NULL;
+    fsT_release(i);
+    return r;
+  }
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I;
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
   if (fx && fsG_stage_begin(&s, "cumsum", 1, &fx) == 0) {
@@ -682,7 +741,7 @@ static int index_select_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
   int d;
-  if (norm_dim(dim, x->rank, &d) < 0) return NULL;
+  if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (idx->dtype != FS_I64) {
     fsT_seterr("tensors used as indices must be long, int, byte or bool tensors");
     return NULL;
@@ -692,7 +751,7 @@ fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
     return NULL;
   }
   int64_t O, L, I, shape[FS_MAX_RANK];
-  split_at(x, d, &O, &L, &I);
+  fsG_split_at(x, d, &O, &L, &I);
   memcpy(shape, x->shape, sizeof shape);
   if (x->rank) shape[d] = idx->numel;
   fs_tensor *ins[2] = {x, idx}, *out = NULL;

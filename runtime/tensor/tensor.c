@@ -19,11 +19,11 @@ void fsT_seterr(const char *fmt, ...) {
 
 const char *fsT_error(void) { return errbuf; }
 
-size_t fsT_dtype_size(fs_dtype dt) { return dt == FS_I64 ? 8 : dt == FS_BF16 ? 2 : 4; }
+size_t fsT_dtype_size(fs_dtype dt) { return dt == FS_I64 ? 8 : dt == FS_BF16 ? 2 : dt == FS_BOOL ? 1 : 4; }
 size_t fsT_nbytes(const fs_tensor *t) { return (size_t)t->numel * fsT_dtype_size(t->dtype); }
 
 const char *fsT_dtype_name(fs_dtype dt) {
-  static const char *const names[] = {"float32", "bfloat16", "int64"};
+  static const char *const names[] = {"float32", "bfloat16", "int64", "bool"};
   return names[dt];
 }
 
@@ -106,10 +106,10 @@ fs_tensor *fsT_scalar(float v) {
   return t;
 }
 
-fs_tensor *fsT_view(fs_tensor *t, int rank, const int64_t *shape) {
+fs_tensor *fsT_view_at(fs_tensor *t, int64_t off, int rank, const int64_t *shape) {
   fs_tensor *v = header(t->dtype, t->device, rank, shape);
   if (!v) return NULL;
-  if (v->numel != t->numel) {
+  if (off < 0 || off + v->numel > t->numel) {
     char a[96], b[96];
     fsT_seterr("shape %s is invalid for input of shape %s",
                fsT_dims_str(rank, shape, a, sizeof a), fsT_shape_str(t, b, sizeof b));
@@ -117,8 +117,20 @@ fs_tensor *fsT_view(fs_tensor *t, int rank, const int64_t *shape) {
     return NULL;
   }
   v->base = fsT_retain(t->base ? t->base : t);
-  v->data = t->data;
+  v->data = t->data ? (char *)t->data + (size_t)off * fsT_dtype_size(t->dtype) : NULL;
   return v;
+}
+
+fs_tensor *fsT_view(fs_tensor *t, int rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= shape[i] < 0 ? 0 : shape[i];
+  if (rank >= 0 && rank <= FS_MAX_RANK && n != t->numel) {
+    char a[96], b[96];
+    fsT_seterr("shape %s is invalid for input of shape %s",
+               fsT_dims_str(rank, shape, a, sizeof a), fsT_shape_str(t, b, sizeof b));
+    return NULL;
+  }
+  return fsT_view_at(t, 0, rank, shape);
 }
 
 fs_tensor *fsT_retain(fs_tensor *t) {
@@ -184,6 +196,7 @@ double fsT_get(const fs_tensor *t, int64_t i) {
   case FS_F32: return fsT_f32(t)[i];
   case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)t->data)[i]);
   case FS_I64: return (double)fsT_i64(t)[i];
+  case FS_BOOL: return fsT_bool(t)[i];
   }
   return 0;
 }
@@ -224,6 +237,7 @@ fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt) {
     case FS_I64: /* truncation toward zero, as torch; out of range (and NaN) -> INT64_MIN */
       fsT_i64(c)[i] = v > -9.2e18 && v < 9.2e18 ? (int64_t)v : INT64_MIN;
       break;
+    case FS_BOOL: fsT_bool(c)[i] = v != 0; break; /* NaN is true, as torch */
     }
   }
   return c;
@@ -249,6 +263,7 @@ static double load_elem(fs_dtype dt, const void *p, size_t i) {
   case FS_F32: return ((const float *)p)[i];
   case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)p)[i]);
   case FS_I64: return (double)((const int64_t *)p)[i];
+  case FS_BOOL: return ((const uint8_t *)p)[i];
   }
   return 0;
 }
@@ -264,6 +279,7 @@ void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t 
     case FS_F32: ((float *)dst)[i] = (float)v; break;
     case FS_BF16: ((uint16_t *)dst)[i] = fsT_f32_to_bf16((float)v); break;
     case FS_I64: ((int64_t *)dst)[i] = v > -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN; break;
+    case FS_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
     }
   }
 }

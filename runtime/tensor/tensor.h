@@ -16,7 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum fs_dtype { FS_F32, FS_BF16, FS_I64 } fs_dtype;
+/* FS_BOOL: one byte per element, 0 or 1 (torch.bool: comparisons, masks) */
+typedef enum fs_dtype { FS_F32, FS_BF16, FS_I64, FS_BOOL } fs_dtype;
 typedef enum fs_device { FS_DEV_META, FS_DEV_CPU, FS_DEV_CUDA, FS_DEV__COUNT } fs_device;
 
 #define FS_MAX_RANK 8
@@ -49,6 +50,10 @@ void fsT_release(fs_tensor *t);                /* NULL is a no-op */
 /* A tensor of another shape with the same numel sharing t's storage
  * (reshape/flatten of contiguous data); NULL + fsT_error on a numel mismatch. */
 fs_tensor *fsT_view(fs_tensor *t, int rank, const int64_t *shape);
+/* A tensor of `shape` whose elements are t's [off, off + numel) (a
+ * contiguous block of t, as x[1:3] or x[0] are): shares t's storage.
+ * NULL + fsT_error when the block does not lie inside t. */
+fs_tensor *fsT_view_at(fs_tensor *t, int64_t off, int rank, const int64_t *shape);
 
 /* Allocates storage for a meta tensor in place (uninitialized), so holders of
  * the tensor see it materialize. -1 + fsT_error on failure. */
@@ -56,7 +61,7 @@ int fsT_alloc_storage(fs_tensor *t, fs_device dev);
 
 size_t fsT_dtype_size(fs_dtype dt);
 size_t fsT_nbytes(const fs_tensor *t);
-const char *fsT_dtype_name(fs_dtype dt);   /* "float32", "bfloat16", "int64" */
+const char *fsT_dtype_name(fs_dtype dt);   /* "float32", "bfloat16", "int64", "bool" */
 const char *fsT_device_name(fs_device d);  /* "meta", "cpu", "cuda" */
 bool fsT_same_shape(const fs_tensor *a, const fs_tensor *b);
 /* "[64, 784]" into buf; returns buf. */
@@ -65,6 +70,7 @@ char *fsT_dims_str(int rank, const int64_t *shape, char *buf, size_t len);
 
 static inline float *fsT_f32(const fs_tensor *t) { return (float *)t->data; }
 static inline int64_t *fsT_i64(const fs_tensor *t) { return (int64_t *)t->data; }
+static inline uint8_t *fsT_bool(const fs_tensor *t) { return (uint8_t *)t->data; }
 
 /* Element i as a double, whatever the dtype (cpu only). */
 double fsT_get(const fs_tensor *t, int64_t i);

@@ -42,10 +42,11 @@ static void spaces(sbuf *b, int n) {
 
 /* ---- _Formatter ---- */
 
-typedef struct formatter { bool floating, int_mode, sci; int width; } formatter;
+typedef struct formatter { bool floating, boolean, int_mode, sci; int width; } formatter;
 
 /* value as torch formats it, unpadded, into buf */
 static int format_raw(const formatter *f, double v, char *buf, size_t len) {
+  if (f->boolean) return snprintf(buf, len, "%s", v != 0 ? "True" : "False");
   if (!f->floating) return snprintf(buf, len, "%lld", (long long)v);
   if (f->sci) return snprintf(buf, len, "%.*e", PRECISION, v);
   if (f->int_mode) return snprintf(buf, len, isinf(v) || isnan(v) ? "%.0f" : "%.0f.", v);
@@ -53,12 +54,13 @@ static int format_raw(const formatter *f, double v, char *buf, size_t len) {
 }
 
 /* _Formatter.__init__ over the values shown (vals[n], as doubles) */
-static void formatter_init(formatter *f, bool floating, const double *vals, size_t n) {
+static void formatter_init(formatter *f, fs_dtype dt, const double *vals, size_t n) {
   char tmp[64];
-  *f = (formatter){.floating = floating, .int_mode = true, .width = 1};
-  if (!floating) {
+  bool floating = dt != FS_I64 && dt != FS_BOOL;
+  *f = (formatter){.floating = floating, .boolean = dt == FS_BOOL, .int_mode = true, .width = 1};
+  if (!floating) { /* str(value): an integer, or True/False */
     for (size_t i = 0; i < n; i++) {
-      int w = snprintf(tmp, sizeof tmp, "%lld", (long long)vals[i]);
+      int w = format_raw(f, vals[i], tmp, sizeof tmp);
       if (w > f->width) f->width = w;
     }
     return;
@@ -204,7 +206,7 @@ char *fsT_str(const fs_tensor *t, const char *device, const char *grad_fn) {
   int ns = 0;
   puts_(&b, prefix);
   if (device) snprintf(suffix[ns++], sizeof suffix[0], "device='%s'", device);
-  bool default_dtype = t->dtype == FS_F32 || t->dtype == FS_I64;
+  bool default_dtype = t->dtype == FS_F32 || t->dtype == FS_I64 || t->dtype == FS_BOOL;
   char dims[96];
   tuple_str(t, dims, sizeof dims);
   if (!t->data) { /* meta */
@@ -221,7 +223,7 @@ char *fsT_str(const fs_tensor *t, const char *device, const char *grad_fn) {
     dvec shown = {0};
     collect(t, 0, 0, summarize, &shown);
     formatter f;
-    formatter_init(&f, t->dtype != FS_I64, shown.v, shown.n);
+    formatter_init(&f, t->dtype, shown.v, shown.n);
     b.oom |= shown.oom;
     free(shown.v);
     block_str(&b, t, 0, 0, indent, summarize, &f);

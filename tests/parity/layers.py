@@ -1,6 +1,7 @@
-"""Replays tests/parity/layers.fab's cases in PyTorch 1.13 and compares.
+"""Replays the cases of tests/parity/layers.fab (layers and losses) or
+tests/parity/ops.fab (the tensor API's ops) in PyTorch 1.13 and compares.
 
-Usage: layers.py OUTPUT  (the stdout of `fabricscript tests/parity/layers.fab`).
+Usage: layers.py OUTPUT  (the stdout of `fabricscript tests/parity/X.fab`).
 For each case: the inputs as fabricscript printed them (exact float32 values),
 its torch expression evaluated on them, and then forward (OUT), the running
 statistics changed in place (POST), and the gradients of sum(out * R) (GRAD)
@@ -13,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 TOL = 2e-5
-DTYPES = {"torch.float32": torch.float32, "torch.int64": torch.int64}
+DTYPES = {"torch.float32": torch.float32, "torch.int64": torch.int64, "torch.bool": torch.bool}
 
 
 def tensor_of(dtype, shape, values):

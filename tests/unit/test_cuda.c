@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "backend_cuda.h"
 #include "nn.h"
+#include "ops.h"
 #include "rt_testutil.h"
 
 static const fsB_backend *cpu = &fsB_cpu, *gpu = &fsB_cuda;
@@ -474,6 +475,50 @@ static void test_attention(void **state) {
   dfree(ginp), dfree(gdy), dfree(gdinp), dfree(gout), dfree(gatt);
 }
 
+/* the tensor API's partial table (ops_cuda.cu): take, its scatter-add,
+ * put, topk and its backward against ops.c's */
+static void test_index_ops(void **state) {
+  const fsU_kernels *uc = &fsU_cpu, *ug = &fsU_cuda;
+  enum { N = 4000, M = 1500, O = 3, L = 50, I = 7, K = 5 };
+  int64_t off[M];
+  for (int i = 0; i < M; i++) off[i] = (i * 7919) % N; /* repeated offsets */
+  float *x = rnd("x", N, -1, 1), *dx = rnd("dx", N, -1, 1), *dy = rnd("dy", M, -1, 1), *y = malloc(M * sizeof *y);
+  int64_t *goff = up(off, sizeof off);
+  float *gx = upf(x, N), *gdx = upf(dx, N), *gdy = upf(dy, M), *gy = gpu->alloc(M * sizeof(float));
+  uc->take(M, off, sizeof(float), x, y);
+  ug->take(M, goff, sizeof(float), gx, gy);
+  expect_bitwise(gy, y, M, "take");
+  uc->take_backward(M, off, dx, dy);
+  ug->take_backward(M, goff, gdx, gdy);
+  expect_close(gdx, dx, N, 1e-6, 1e-6, "take_backward"); /* atomics: any order */
+  int64_t uoff[M]; /* distinct offsets: put's result does not depend on the order */
+  for (int i = 0; i < M; i++) uoff[i] = (int64_t)i * 2;
+  int64_t *guoff = up(uoff, sizeof uoff);
+  uc->put(M, uoff, sizeof(float), dy, x);
+  ug->put(M, guoff, sizeof(float), gdy, gx);
+  expect_bitwise(gx, x, N, "put");
+  float *t = rnd("t", O * L * I, -1, 1), *tv = malloc(O * K * I * sizeof *tv);
+  t[3] = NAN, t[10] = t[17]; /* a NaN and a tie */
+  int64_t ti[O * K * I];
+  float *gt = upf(t, O * L * I), *gtv = gpu->alloc(O * K * I * sizeof(float));
+  int64_t *gti = gpu->alloc(sizeof ti);
+  for (int largest = 0; largest < 2; largest++) {
+    OK(uc->topk_forward(largest, O, L, I, K, t, tv, ti));
+    OK(ug->topk_forward(largest, O, L, I, K, gt, gtv, gti));
+    expect_bitwise(gtv, tv, O * K * I, "topk_forward values");
+    int64_t hi[O * K * I];
+    if (fsCU_sync() || fsCU_download(hi, gti, sizeof hi)) fail_msg("%s", fsT_error());
+    assert_memory_equal(hi, ti, sizeof hi);
+  }
+  float *dt = rnd("dt", O * L * I, -1, 1), *gdt = upf(dt, O * L * I), *gdv = upf(dy, O * K * I);
+  uc->topk_backward(O, L, I, K, dt, dy, ti);
+  ug->topk_backward(O, L, I, K, gdt, gdv, gti);
+  expect_bitwise(gdt, dt, O * L * I, "topk_backward");
+  free(x), free(dx), free(dy), free(y), free(t), free(tv), free(dt);
+  dfree(goff), dfree(gx), dfree(gdx), dfree(gdy), dfree(gy), dfree(guoff), dfree(gt), dfree(gtv), dfree(gti);
+  dfree(gdt), dfree(gdv);
+}
+
 static void test_losses(void **state) {
   const int64_t N = 77, C = 1003;
   int64_t tgt[77];
@@ -519,7 +564,7 @@ int main(void) {
     cmocka_unit_test(test_linear),      cmocka_unit_test(test_embeddings),
     cmocka_unit_test(test_layernorm),   cmocka_unit_test(test_activations),
     cmocka_unit_test(test_dropout),     cmocka_unit_test(test_attention),
-    cmocka_unit_test(test_losses),
+    cmocka_unit_test(test_losses),      cmocka_unit_test(test_index_ops),
   };
   return cmocka_run_group_tests_name("cuda backend", tests, NULL, NULL);
 }

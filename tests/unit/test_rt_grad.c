@@ -485,6 +485,120 @@ static void test_api_errors(void **state) {
   fsT_release(x); fsT_release(v); fsT_release(u);
 }
 
+/* ---- indexing, index assignment, topk (index.c) ---- */
+
+static fs_tensor *i64_of(int n, const int64_t *v) {
+  int64_t len = n;
+  fs_tensor *t = fsT_new(FS_I64, FS_DEV_CPU, 1, &len);
+  memcpy(t->data, v, (size_t)n * sizeof *v);
+  return t;
+}
+
+static fs_tensor *bool_of(int rank, const int64_t *shape, const char *bits) {
+  fs_tensor *t = fsT_new(FS_BOOL, FS_DEV_CPU, rank, shape);
+  for (int64_t i = 0; i < t->numel; i++) fsT_bool(t)[i] = bits[i] == '1';
+  return t;
+}
+
+typedef struct index_case { fsG_subscript ix[4]; int n; } index_case;
+
+static fs_tensor *f_index(fs_tensor **in, const void *ctx) {
+  const index_case *c = ctx;
+  return fsG_index(in[0], c->ix, c->n);
+}
+
+/* x[ix] = v written on the tape: x is a product so it is not a leaf */
+static fs_tensor *f_index_put(fs_tensor **in, const void *ctx) {
+  const index_case *c = ctx;
+  fs_tensor *x = rt_ok(fsG_binary_scalar(FSB_MUL, in[0], 2, false, false));
+  fs_tensor *r = fsG_index_put(x, c->ix, c->n, in[1]);
+  fsT_release(x);
+  return r;
+}
+
+static fs_tensor *f_topk(fs_tensor **in, const void *ctx) {
+  fs_tensor *idx = NULL, *v = fsG_topk(in[0], 2, *(const int *)ctx, *(const int *)ctx == 0, &idx);
+  fsT_release(idx);
+  return v;
+}
+
+static void test_index_backward(void **state) {
+  int64_t s34[2] = {3, 4}, s334[3] = {3, 3, 4}, s4[1] = {4};
+  fs_tensor *dup = i64_of(4, (int64_t[]){2, 0, 2, -1}), *rows = i64_of(2, (int64_t[]){0, 2});
+  fs_tensor *mask = bool_of(2, s34, "100101100011");
+  const fsG_subscript slice_step = {.kind = FSG_IX_SLICE, .has_start = true, .start = 1, .step = 2};
+  const fsG_subscript all = {.kind = FSG_IX_SLICE, .step = 1};
+  const index_case cases[] = {
+    {{slice_step, {.kind = FSG_IX_NONE}, {.kind = FSG_IX_INT, .i = -1}}, 3},  /* x[1::2, None, -1] */
+    {{{.kind = FSG_IX_TENSOR, .t = dup}}, 1},                                 /* repeated rows sum */
+    {{all, {.kind = FSG_IX_TENSOR, .t = dup}}, 2},                            /* x[:, idx] */
+    {{{.kind = FSG_IX_TENSOR, .t = mask}}, 1},                                /* x[mask] */
+    {{{.kind = FSG_IX_TENSOR, .t = rows}, {.kind = FSG_IX_ELLIPSIS}, {.kind = FSG_IX_TENSOR, .t = rows}}, 3},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    fs_tensor *in[1] = {param("x", k == 4 ? 3 : 2, k == 4 ? s334 : s34)};
+    print_message("index case %zu\n", k);
+    gradcheck(f_index, in, 1, &cases[k], 1e-2, 2e-2);
+    fsT_release(in[0]);
+  }
+  /* x[:, idx] = v with v broadcast from [4]: v's gradient sums over rows */
+  const index_case put_rows = {{{.kind = FSG_IX_TENSOR, .t = rows}}, 1};
+  fs_tensor *in2[2] = {param("x", 2, s34), param("v", 1, s4)};
+  gradcheck(f_index_put, in2, 2, &put_rows, 1e-2, 2e-2);
+  release_all(in2, 2);
+  const index_case put_mask = {{{.kind = FSG_IX_TENSOR, .t = mask}}, 1};
+  int64_t s1[1] = {1};
+  fs_tensor *in3[2] = {param("x", 2, s34), param("v", 1, s1)};
+  gradcheck(f_index_put, in3, 2, &put_mask, 1e-2, 2e-2);
+  release_all(in3, 2);
+  for (int dim = 0; dim < 2; dim++) { /* largest over dim 0, smallest over dim 1 */
+    fs_tensor *in[1] = {param("x", 2, s34)};
+    gradcheck(f_topk, in, 1, &dim, 1e-3, 2e-2);
+    fsT_release(in[0]);
+  }
+  fsT_release(dup);
+  fsT_release(rows);
+  fsT_release(mask);
+}
+
+/* Views share storage; writes land in place; torch's messages. */
+static void test_index_semantics(void **state) {
+  int64_t s34[2] = {3, 4};
+  fs_tensor *x = rt_rand("x", -1, 1, 2, s34);
+  fsG_subscript row = {.kind = FSG_IX_INT, .i = 1}, col[2] = {{.kind = FSG_IX_SLICE, .step = 1}, {.kind = FSG_IX_INT, .i = 0}};
+  fs_tensor *v = rt_ok(fsG_index(x, &row, 1));
+  assert_ptr_equal(v->data, fsT_f32(x) + 4); /* x[1] is a view */
+  fs_tensor *c = rt_ok(fsG_index(x, col, 2));
+  assert_ptr_not_equal(c->base, x);          /* x[:, 0] is a copy */
+  fs_tensor *seven = fsT_scalar(7), *w = rt_ok(fsG_index_put(x, col, 2, seven));
+  assert_ptr_equal(w, x);                    /* written in place */
+  assert_float_equal(fsT_f32(x)[8], 7, 0);
+  fsT_release(w);
+  fsG_subscript five = {.kind = FSG_IX_INT, .i = 5}, step0 = {.kind = FSG_IX_SLICE, .step = 0};
+  expect_err(fsG_index(x, &five, 1), "index 5 is out of bounds for dimension 0 with size 3");
+  expect_err(fsG_index(x, &step0, 1), "slice step cannot be zero");
+  fsG_subscript three[3] = {row, row, row};
+  expect_err(fsG_index(x, three, 3), "too many indices for tensor of dimension 2");
+  int64_t s2[1] = {2};
+  fs_tensor *m = bool_of(1, s2, "10");
+  fsG_subscript bad = {.kind = FSG_IX_TENSOR, .t = m};
+  expect_err(fsG_index(x, &bad, 1), "The shape of the mask [2] at index 0 does not match the shape of the indexed tensor [3, 4] at index 0");
+  x->requires_grad = true;
+  expect_err(fsG_index_put(x, col, 2, seven), "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+  fs_tensor *idx = NULL;
+  expect_err(fsG_topk(x, 5, 1, true, &idx), "selected index k out of range");
+  int64_t s3[1] = {3};
+  fs_tensor *p = rt_rand("p", 0, 1, 1, s3);
+  expect_err(fsG_multinomial(p, 4, false, 1, 0), "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  fsT_f32(p)[0] = 5, fsT_f32(p)[1] = 0, fsT_f32(p)[2] = 0;
+  fs_tensor *draw = rt_ok(fsG_multinomial(p, 3, false, 1, 0)); /* the positive one first, then the unused */
+  assert_int_equal(fsT_i64(draw)[0], 0);
+  assert_int_equal(fsT_i64(draw)[1], 1);
+  assert_int_equal(fsT_i64(draw)[2], 2);
+  fsT_release(draw); fsT_release(p); fsT_release(m);
+  fsT_release(seven); fsT_release(v); fsT_release(c); fsT_release(x);
+}
+
 /* ---- convolutional layers (cnn_grad.c) ---- */
 
 typedef struct conv_case { int nd; int64_t stride[2], pad[2], dil[2], groups; } conv_case;
@@ -781,6 +895,8 @@ int main(void) {
     cmocka_unit_test_setup(test_linear, reset_grad_mode),
     cmocka_unit_test_setup(test_api_ops, reset_grad_mode),
     cmocka_unit_test_setup(test_api_errors, reset_grad_mode),
+    cmocka_unit_test_setup(test_index_backward, reset_grad_mode),
+    cmocka_unit_test_setup(test_index_semantics, reset_grad_mode),
     cmocka_unit_test_setup(test_linear_shape_error, reset_grad_mode),
     cmocka_unit_test_setup(test_embedding, reset_grad_mode),
     cmocka_unit_test_setup(test_posemb, reset_grad_mode),

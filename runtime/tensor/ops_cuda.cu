@@ -1,0 +1,106 @@
+/* ops_cuda.cu -- cuda's part of the tensor API's kernel table (ops.h): the
+ * indexing kernels (take, its scatter-add backward, put) and topk.
+ *
+ * fsU_cuda is a PARTIAL table (ops.h's `partial`): the entry points that
+ * name these slots (index.c) run them on device pointers; every other op of
+ * ops.h stages through host memory.  The results equal the cpu's (ops.c),
+ * with one difference torch's CUDA kernels share: put with repeated offsets
+ * writes one of the values, not necessarily the last.  Grid-stride loops as
+ * backend_cuda.cu; errors surface at the next checked call (fsCU_sync). */
+#include "cuda_common.cuh"
+extern "C" {
+#include "ops.h"
+}
+
+__global__ void take_k(int64_t n, const int64_t *off, size_t es, const unsigned char *x, unsigned char *y) {
+  FSCU_FOR(i, (size_t)n)
+    for (size_t b = 0; b < es; b++) y[i * es + b] = x[(size_t)off[i] * es + b];
+}
+
+static void cuda_take(int64_t n, const int64_t *off, size_t es, const void *x, void *y) {
+  if (n > 0)
+    take_k<<<fscu_blocks((size_t)n), FSCU_THREADS>>>(n, off, es, (const unsigned char *)x, (unsigned char *)y);
+}
+
+/* repeated offsets sum: atomics (the order of float additions varies) */
+__global__ void take_backward_k(int64_t n, const int64_t *off, float *dx, const float *dy) {
+  FSCU_FOR(i, (size_t)n) atomicAdd(&dx[off[i]], dy[i]);
+}
+
+static void cuda_take_backward(int64_t n, const int64_t *off, float *dx, const float *dy) {
+  if (n > 0) take_backward_k<<<fscu_blocks((size_t)n), FSCU_THREADS>>>(n, off, dx, dy);
+}
+
+__global__ void put_k(int64_t n, const int64_t *off, size_t es, const unsigned char *v, unsigned char *x) {
+  FSCU_FOR(i, (size_t)n)
+    for (size_t b = 0; b < es; b++) x[(size_t)off[i] * es + b] = v[i * es + b];
+}
+
+static void cuda_put(int64_t n, const int64_t *off, size_t es, const void *v, void *x) {
+  if (n > 0) put_k<<<fscu_blocks((size_t)n), FSCU_THREADS>>>(n, off, es, (const unsigned char *)v, (unsigned char *)x);
+}
+
+/* a ranks before b: NaN above everything (below, for the smallest), then
+ * the value, then the lower index, as ops.c's comparators */
+__device__ static bool ranks_before(bool largest, float av, int64_t ai, float bv, int64_t bi) {
+  bool na = isnan(av), nb = isnan(bv);
+  if (na != nb) return largest ? na : nb;
+  if (!na && av != bv) return largest ? av > bv : av < bv;
+  return ai < bi;
+}
+
+/* one thread per (o, i) row: the K first in rank order by repeated
+ * selection of the best element ranking after the previous pick (no scratch) */
+__global__ void topk_k(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
+                       int64_t *idx) {
+  FSCU_FOR(r, (size_t)(O * I)) {
+    int64_t o = (int64_t)r / I, i = (int64_t)r % I, pi = -1;
+    float pv = 0;
+    for (int64_t k = 0; k < K; k++) {
+      int64_t bi = -1;
+      float bv = 0;
+      for (int64_t l = 0; l < L; l++) {
+        float v = x[(o * L + l) * I + i];
+        if (pi >= 0 && !ranks_before(largest, pv, pi, v, l)) continue;
+        if (bi < 0 || ranks_before(largest, v, l, bv, bi)) bv = v, bi = l;
+      }
+      y[(o * K + k) * I + i] = bv;
+      idx[(o * K + k) * I + i] = bi;
+      pv = bv, pi = bi;
+    }
+  }
+}
+
+static int cuda_topk_forward(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
+                             int64_t *idx) {
+  if (O * I > 0 && K > 0) topk_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(largest, O, L, I, K, x, y, idx);
+  return 0;
+}
+
+/* the K indices of a row are distinct: no two threads add to one element */
+__global__ void topk_backward_k(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
+                                const int64_t *idx) {
+  FSCU_FOR(j, (size_t)(O * K * I)) {
+    int64_t o = (int64_t)j / (K * I), i = (int64_t)j % I;
+    dx[(o * L + idx[j]) * I + i] += dy[j];
+  }
+}
+
+static void cuda_topk_backward(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
+                               const int64_t *idx) {
+  if (O * K * I > 0) topk_backward_k<<<fscu_blocks((size_t)(O * K * I)), FSCU_THREADS>>>(O, L, I, K, dx, dy, idx);
+}
+
+/* nvcc's C++17 has no designated initializers: the slots are named here */
+static fsU_kernels make_ops(void) {
+  fsU_kernels k = {};
+  k.take = cuda_take;
+  k.take_backward = cuda_take_backward;
+  k.put = cuda_put;
+  k.topk_forward = cuda_topk_forward;
+  k.topk_backward = cuda_topk_backward;
+  k.partial = true;
+  return k;
+}
+
+extern "C" const fsU_kernels fsU_cuda = make_ops();
