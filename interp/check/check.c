@@ -2,6 +2,7 @@
  * that analyses both arms of an `if` and joins them, statements and
  * expressions. Fabric's semantics are in fabric/ (reached via paths.c and api_*.c);
  * nothing here runs anything. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "check_int.h"
 #include "pynames.h"
 
@@ -9,14 +10,64 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- memory ------------------------------------------------------------ */
 
-#define GROW(arr, n, cap) do { if ((n) == (cap)) { (cap) = (cap) ? 2 * (cap) : 64; \
-  (arr) = fsA_xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
+/* A table's growth is paid from the budget as the arena's is. */
+#define GROW(cc, arr, n, cap) do { if ((n) == (cap)) { spend((cc), ((cap) ? (cap) : 64) * sizeof *(arr)); \
+  (cap) = (cap) ? 2 * (cap) : 64; (arr) = fsA_xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
+
+/* ---- the budget: check always ends ---------------------------------------
+ * Analysing a call inlines the def, and a loop's body is analysed per round,
+ * so nested calls and loops multiply: 30 defs that each call the next twice
+ * are 2^30 analyses. Time and memory are bounded instead of the shapes: what
+ * the analysis takes is paid from the budget, and once it is spent no further
+ * statement is analysed (one warning says where). A value too big for what
+ * is left is unknown (not_affordable), so a valid script never makes the
+ * check run out of memory. */
+
+static void spend(C *c, size_t n) {
+  if (n >= c->bytes_left) { c->bytes_left = 0; c->spent = 1; }
+  else c->bytes_left -= n;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Whether the budget is spent, checked before each statement (the clock
+ * every 64); says so once, at the statement where the analysis stops. */
+static int out_of_budget(C *c, const fs_node *s) {
+  if (!c->spent && ++c->ticks >= 64) {
+    c->ticks = 0;
+    if (now_ns() >= c->deadline_ns) c->spent = 1;
+  }
+  if (!c->spent) return 0;
+  if (c->spent == 1) {
+    c->spent = 2;
+    int timed_out = c->bytes_left > 0;
+    const char *nl = memchr(c->src->text + s->loc.start, '\n', s->loc.end - s->loc.start);
+    fs_loc at = {s->loc.start, nl ? (uint32_t)(nl - c->src->text) : s->loc.end};
+    double secs = c->o->budget_seconds > 0 ? c->o->budget_seconds : FSC_BUDGET_SECONDS;
+    size_t bytes = c->o->budget_bytes ? c->o->budget_bytes : FSC_BUDGET_BYTES;
+    char what[64];
+    if (timed_out) snprintf(what, sizeof what, "%g s", secs);
+    else if (bytes % (1u << 30) == 0) snprintf(what, sizeof what, "%zu GiB", bytes >> 30);
+    else snprintf(what, sizeof what, "%zu MiB", bytes >> 20);
+    fs_diag *g = fsC_report(c, FS_SEV_WARNING, "budget", at, "the check's budget of %s is spent: the analysis "
+                            "stops here; what runs after this point, and every function not analysed yet, "
+                            "is not checked", what);
+    if (g) fsD_help(g, "`--check-budget=SECONDS[,BYTES]` gives the check more (the default is 10 s and 1 GiB)");
+  }
+  return 1;
+}
 
 void *fsC_alloc(C *c, size_t n) {
   if (!c->arena) c->arena = fsA_arena_new();
+  spend(c, n);
   return fsA_alloc(c->arena, n);
 }
 
@@ -68,7 +119,7 @@ cv fsC_const(C *c, fs_value *v) {
     return r;
   }
   if (v->refcount >= 0) {
-    GROW(c->consts, c->nconsts, c->capconsts);
+    GROW(c, c->consts, c->nconsts, c->capconsts);
     c->consts[c->nconsts++] = v;
   }
   return (cv){.k = CV_CONST, .p = v};
@@ -141,7 +192,7 @@ static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
 }
 
 static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
-  GROW(c->reasons, c->nreasons, c->capreasons);
+  GROW(c, c->reasons, c->nreasons, c->capreasons);
   c->reasons[c->nreasons] = (reason){loc, (uint8_t)loop, (uint8_t)side};
   return (uint32_t)c->nreasons++;
 }
@@ -162,7 +213,7 @@ enum { TR_SLOT, TR_OBJ };
 
 static void log_old(C *c, int type, uint32_t idx) {
   if (!c->marks) return;
-  GROW(c->trail, c->ntrail, c->captrail);
+  GROW(c, c->trail, c->ntrail, c->captrail);
   trail_ent *t = &c->trail[c->ntrail++];
   t->type = (uint8_t)type;
   t->idx = idx;
@@ -171,7 +222,7 @@ static void log_old(C *c, int type, uint32_t idx) {
 }
 
 uint32_t fsC_new_obj(C *c, obk kind, fs_loc loc) {
-  GROW(c->objs, c->nobjs, c->capobjs);
+  GROW(c, c->objs, c->nobjs, c->capobjs);
   cobj *o = &c->objs[c->nobjs];
   memset(o, 0, sizeof *o);
   o->kind = (uint8_t)kind;
@@ -256,7 +307,7 @@ void fsC_setvar(C *c, const char *name, cv v) {
   int fresh = 0;
   uintptr_t *s = map_slot(c, m, name, 1, &fresh);
   if (fresh) {
-    GROW(c->slots, c->nslots, c->capslots);
+    GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
     *s = c->nslots++;
   }
@@ -594,10 +645,27 @@ static int truth(const cv *v) {
   }
 }
 
+/* Whether `a op b` of two constants fits in what is left of the budget: a
+ * string grown by + or * is paid for (and unknown when it would not fit). */
+static int affordable(C *c, fs_op op, const fs_value *a, const fs_value *b) {
+  const fs_value *s = a->type == FSV_STR ? a : b->type == FSV_STR ? b : NULL, *k = s == a ? b : a;
+  if (!s || (op != FS_OP_ADD && op != FS_OP_MUL)) return 1;
+  size_t bytes = s->u.str.len;
+  if (op == FS_OP_ADD) bytes += k->type == FSV_STR ? k->u.str.len : 0;
+  else if (k->type == FSV_INT && k->u.i > 0) {
+    if ((uint64_t)k->u.i > c->bytes_left / (bytes ? bytes : 1)) return 0;
+    bytes *= (size_t)k->u.i;
+  }
+  if (bytes >= c->bytes_left) return 0;
+  spend(c, bytes);
+  return 1;
+}
+
 static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
   const fs_value *fa = fsC_cval(&a);
   if (c->python && op == FS_OP_MOD && fa && fa->type == FSV_STR) return fsC_unknown(); /* printf-style */
   if (a.k == CV_CONST && b.k == CV_CONST) {
+    if (!affordable(c, op, a.p, b.p)) return fsC_unknown();
     fsV_clearerr();
     fs_value *r = fsV_binop(NULL, op, (fs_value *)a.p, (fs_value *)b.p);
     if (!r && fsV_error()[0])
@@ -729,7 +797,7 @@ static uintptr_t *attr_slot(C *c, uint32_t id, const char *name, int create) {
   int fresh = 0;
   uintptr_t *s = map_slot(c, &c->globals, create ? strcpy(fsC_alloc(c, strlen(key) + 1), key) : key, create, &fresh);
   if (s && fresh) {
-    GROW(c->slots, c->nslots, c->capslots);
+    GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
     *s = c->nslots++;
   }
@@ -821,7 +889,7 @@ static void st_class(C *c, const fs_node *s) {
       const fs_node *m = body->kids[i];
       if (m->kind != FS_N_DEF) { st(c, m); continue; }
       if (!fsA_def_plain(m)) { fsC_setvar(c, m->str, fsC_unknown()); continue; } /* decorated ... */
-      GROW(c->defs, c->ndefs, c->capdefs);
+      GROW(c, c->defs, c->ndefs, c->capdefs);
       c->defs[c->ndefs++] = (struct defrec){m, 0, nested};
       fsC_setvar(c, m->str, (cv){.k = CV_FUNC, .p = m});
     }
@@ -1419,7 +1487,7 @@ static void st(C *c, const fs_node *s) {
       int fresh = 0;
       uintptr_t *g = map_slot(c, &c->globals, s->kids[i]->str, 1, &fresh);
       if (!fresh) continue;
-      GROW(c->slots, c->nslots, c->capslots);
+      GROW(c, c->slots, c->nslots, c->capslots);
       c->slots[c->nslots] = fsC_unknown();
       *g = c->nslots++;
     }
@@ -1442,7 +1510,7 @@ static void st(C *c, const fs_node *s) {
     fsC_setvar(c, s->str, transparent ? (cv){.k = CV_FUNC, .p = s} : fsC_unknown());
     for (size_t i = 0; c->nframes && i < c->ndefs; i++) /* a nested def's statement runs at each call */
       if (c->defs[i].def == s) goto registered;
-    GROW(c->defs, c->ndefs, c->capdefs);
+    GROW(c, c->defs, c->ndefs, c->capdefs);
     c->defs[c->ndefs++] = (struct defrec){s, 0, c->nframes > 0};
   registered:
     break;
@@ -1481,8 +1549,8 @@ static void st(C *c, const fs_node *s) {
 
 static void block(C *c, const fs_node *b) {
   if (!b) return;
-  if (b->kind != FS_N_BLOCK) { st(c, b); return; }
-  for (uint32_t i = 0; i < b->nkids && !c->dead; i++) st(c, b->kids[i]);
+  if (b->kind != FS_N_BLOCK) { if (!out_of_budget(c, b)) st(c, b); return; }
+  for (uint32_t i = 0; i < b->nkids && !c->dead && !out_of_budget(c, b->kids[i]); i++) st(c, b->kids[i]);
 }
 
 /* ---- def calls: analysed at each call site with the argument values ------ */
@@ -1535,7 +1603,7 @@ void fsC_leave(C *c, frame *f) {
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
                 const char *const *kw, const cv *kwv, size_t nkw) {
   frame f;
-  if (fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
+  if (c->spent || fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
   for (size_t i = 0; i < c->ndefs; i++)
     if (c->defs[i].def == def) { c->defs[i].called = 1; f.closure = c->defs[i].nested; }
   int dead0 = c->dead;
@@ -1553,15 +1621,45 @@ void fsC_options_init(fsC_options *o) {
   fsF_machine_detect(&o->machine);
 }
 
+int fsC_parse_budget(fsC_options *o, const char *text, const char **err) {
+  static const struct { const char *unit; size_t scale; } units[] = {
+    {"", 1}, {"B", 1}, {"K", 1u << 10}, {"KiB", 1u << 10}, {"KB", 1000}, {"M", 1u << 20}, {"MiB", 1u << 20},
+    {"MB", 1000000}, {"G", 1u << 30}, {"GiB", 1u << 30}, {"GB", 1000000000},
+  };
+  char *end;
+  double secs = strtod(text, &end);
+  *err = "--check-budget expects SECONDS[,BYTES]: a number of seconds > 0, then optionally a size "
+         "(1GiB, 512MiB, 2G)";
+  if (end == text || !(secs > 0) || secs > 1e6 || (*end && *end != ',')) return -1;
+  size_t bytes = 0;
+  if (*end == ',') {
+    const char *b = end + 1;
+    double n = strtod(b, &end);
+    size_t i = 0;
+    while (i < sizeof units / sizeof units[0] && strcmp(end, units[i].unit)) i++;
+    if (end == b || i == sizeof units / sizeof units[0] || !(n * (double)units[i].scale >= 1 << 20) ||
+        n * (double)units[i].scale > 1e15)
+      return -1; /* at least 1 MiB: less cannot hold a script's tables */
+    bytes = (size_t)(n * (double)units[i].scale);
+  }
+  o->budget_seconds = secs;
+  o->budget_bytes = bytes;
+  *err = NULL;
+  return 0;
+}
+
 int fsC_parse_arg(fsC_options *o, const char *arg, const char *next, const char **err) {
   return fsF_parse_arg(&o->overrides, &o->machine, arg, next, err);
 }
 
 int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs_diags *d) {
   C c = {.src = src, .o = o, .d = d};
+  double secs = o->budget_seconds > 0 ? o->budget_seconds : FSC_BUDGET_SECONDS;
+  c.deadline_ns = now_ns() + (uint64_t)(secs * 1e9);
+  c.bytes_left = o->budget_bytes ? o->budget_bytes : FSC_BUDGET_BYTES;
   size_t plen = src && src->path ? strlen(src->path) : 0;
   c.python = plen > 3 && !strcmp(src->path + plen - 3, ".py");
-  GROW(c.reasons, c.nreasons, c.capreasons);
+  GROW(&c, c.reasons, c.nreasons, c.capreasons);
   c.nreasons = 1; /* 0 is "no reason" */
   c.define_used = fsA_xrealloc(NULL, o->ndefines + 1);
   memset(c.define_used, 0, o->ndefines + 1);
@@ -1573,7 +1671,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;
-  for (size_t i = 0; i < c.ndefs; i++) {
+  for (size_t i = 0; i < c.ndefs && !c.spent; i++) {
     if (c.defs[i].called) continue;
     const fs_node *def = c.defs[i].def;
     size_t n = def->kids[0]->nkids;
@@ -1588,7 +1686,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
     c.uncalled = !given;
     fsC_call_def(&c, def, NULL, args, n, NULL, NULL, 0);
   }
-  for (size_t i = 0; i < o->ndefines; i++) {
+  for (size_t i = 0; i < o->ndefines && !c.spent; i++) { /* a check cut short cannot tell */
     if (c.define_used[i]) continue;
     size_t k = strcspn(o->defines[i], "=");
     fsD_add(d, FS_SEV_WARNING, "param", NULL, (fs_loc){0, 0},

@@ -132,6 +132,13 @@ typedef struct C {
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
   int star_import;      /* a `from m import *` ran: an unbound name may come from m */
+  /* the budget: wall-clock deadline (CLOCK_MONOTONIC ns), bytes the analysis
+   * may still take (arena, tables, computed values); once either is spent,
+   * `spent` is set and no statement is analysed any more */
+  uint64_t deadline_ns;
+  size_t bytes_left;
+  unsigned ticks;       /* statements since the clock was last read */
+  int spent;
 } C;
 
 /* A call's arguments after binding to its signature. */
@@ -144,7 +151,7 @@ typedef struct cargs {
 } cargs;
 
 /* check.c */
-void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker */
+void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker (budgeted) */
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
 cv fsC_int(C *c, int64_t i);                /* an int living in the arena */

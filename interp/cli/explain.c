@@ -175,6 +175,8 @@ static const explain_row rows[] = {
   {"env", "A package the configuration needs is missing.", "Fabric checks its optional requirements when the plugin is created."},
   {"log", "A logger call failed.", "Loggers write files; the message says which."},
   {"output", "A line a rank wrote to standard error outside a diagnostic.", "Under JSON diagnostics every line of stderr is a JSON object."},
+  {"budget", "The check spent its budget (--check-budget, default 10 s and 1 GiB) and stopped analysing.",
+   "Analysing calls and loops inline multiplies: the budget makes every check end; what follows the warning is not checked."},
   {"preflight", "The check ran for the machine the script declares, not this one.",
    "People check on a laptop before they submit to a cluster; --here checks for this machine."},
 };
