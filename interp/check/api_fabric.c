@@ -18,6 +18,7 @@ static int fvalue(C *c, const cv *v, fsF_value *out) {
     out->strategy = fsC_o(c, v->id)->strat;
     return 1;
   }
+  if (fsC_unsized(v)) return 0; /* its items are not known */
   if (v->k == CV_SEQ) {
     int64_t *ints = fsC_alloc(c, (v->n + 1) * sizeof *ints);
     const cv *items = v->p;
@@ -431,7 +432,7 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
     size_t n = 0;
     int none = fsC_is_none(sv);
     if (!none) {
-      if (sv->k != CV_DICT || sv->n > MAXARGS) return 1;
+      if (sv->k != CV_DICT || sv->n > MAXARGS || fsC_unsized(sv)) return 1;
       const cv *kv = sv->p;
       for (uint32_t i = 0; i < sv->n; i++) {
         const fs_value *k = fsC_cval(&kv[i]);

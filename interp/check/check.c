@@ -174,6 +174,62 @@ static cv cv_join(C *c, const cv *a, const cv *b, uint32_t why) {
   return r;
 }
 
+/* Adds v to alts[0..*n) unless there; 0 when there are MAXALT already. */
+static int add_alt(cv *alts, size_t *n, const cv *v) {
+  for (size_t j = 0; j < *n; j++) if (cv_eq(&alts[j], v)) return 1;
+  if (*n == MAXALT) return 0;
+  alts[(*n)++] = *v;
+  return 1;
+}
+
+cv fsC_unsized_seq(C *c, const cv *items, size_t n, int tuple) {
+  cv alts[MAXALT];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!add_alt(alts, &k, &items[i])) { /* too many to tell apart: some are unknown */
+      alts[MAXALT - 1] = fsC_unknown();
+      break;
+    }
+  cv r = seq(c, alts, k, tuple);
+  r.sub |= SEQ_UNSIZED;
+  return r;
+}
+
+/* One value for "any of these" (a phi), unknown past MAXALT or for none. */
+static cv join_all(C *c, const cv *items, size_t n) {
+  if (!n) return fsC_unknown();
+  cv r = items[0];
+  for (size_t i = 1; i < n && r.k != CV_UNKNOWN; i++) r = cv_join(c, &r, &items[i], 0);
+  return r;
+}
+
+cv fsC_elements(C *c, const cv *v) {
+  switch (v->k) {
+  case CV_SEQ: return join_all(c, v->p, v->n);
+  case CV_DICT: return join_all(c, v->p, v->n); /* its keys */
+  case CV_PHI: {
+    cv parts[MAXALT];
+    for (uint32_t i = 0; i < v->n; i++) parts[i] = fsC_elements(c, &((const cv *)v->p)[i]);
+    return join_all(c, parts, v->n);
+  }
+  case CV_OBJ:
+    if (c->objs[v->id].kind == OB_PARAMS) { /* a parameter: whose it is, on which device */
+      cobj p = c->objs[v->id];
+      uint32_t id = fsC_new_obj(c, OB_PARAM, p.loc);
+      p.kind = OB_PARAM;
+      p.effect = 0;
+      c->objs[id] = p;
+      if (!c->objs[v->id].effect) return fsC_obj(id);
+      cv *pair = fsC_alloc(c, 2 * sizeof *pair); /* named_parameters(): (name, parameter) */
+      pair[0] = fsC_unknown();
+      pair[1] = fsC_obj(id);
+      return (cv){.k = CV_SEQ, .sub = SEQ_TUPLE, .n = 2, .p = pair};
+    }
+    return fsC_unknown();
+  default: return fsC_unknown();
+  }
+}
+
 static mbit mb_join(mbit a, mbit b, uint32_t ra, uint32_t rb) {
   mbit r = {(uint8_t)(a.m | b.m), a.why ? a.why : b.why};
   if ((a.m & MB_T) && !(b.m & MB_T)) r.why = ra;
@@ -315,6 +371,19 @@ void fsC_setvar(C *c, const char *name, cv v) {
   c->slots[*s] = v;
 }
 
+/* Writes name where it is bound (a global from inside a def, the enclosing
+ * def's from a closure), as mutating the container it names would: xs[k] = v
+ * and xs.append(v) make no local. Unbound: as fsC_setvar. */
+void fsC_rebind(C *c, const char *name, cv v) {
+  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
+    s = map_slot(c, &c->frames[i - 1]->locals, name, 0, NULL);
+  if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
+  if (!s) { fsC_setvar(c, name, v); return; }
+  log_old(c, TR_SLOT, (uint32_t)*s);
+  c->slots[*s] = v;
+}
+
 /* A region whose writes can be captured and undone. */
 typedef struct chg { uint8_t type; uint32_t idx; union { cv v; cobj o; } val; } chg;
 typedef struct chgset { chg *a; size_t n; uint32_t epoch; } chgset;
@@ -338,9 +407,8 @@ static void stamps(C *c) {
   }
 }
 
-/* Records the current value of everything written since m, then undoes the
- * writes: the state is back to what it was at the mark. */
-static void capture(C *c, size_t m, chgset *out) {
+/* Records the current value of everything written since m (the writes stay). */
+static void record(C *c, size_t m, chgset *out) {
   stamps(c);
   out->epoch = ++c->epoch;
   out->n = 0;
@@ -358,6 +426,12 @@ static void capture(C *c, size_t m, chgset *out) {
     if (t->type == TR_SLOT) g->val.v = c->slots[t->idx];
     else g->val.o = c->objs[t->idx];
   }
+}
+
+/* Records the current value of everything written since m, then undoes the
+ * writes: the state is back to what it was at the mark. */
+static void capture(C *c, size_t m, chgset *out) {
+  record(c, m, out);
   for (size_t i = c->ntrail; i-- > m;) {
     trail_ent *t = &c->trail[i];
     if (t->type == TR_SLOT) c->slots[t->idx] = t->old.v;
@@ -465,7 +539,7 @@ static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
 const char *fsC_type_name(C *c, const cv *v) {
   switch (v->k) {
   case CV_CONST: return fsV_type_name(v->p);
-  case CV_SEQ: return v->sub ? "tuple" : "list";
+  case CV_SEQ: return v->sub & SEQ_TUPLE ? "tuple" : "list";
   case CV_DICT: return "dict";
   case CV_TENSOR: return "Tensor";
   case CV_FUNC: return "function";
@@ -477,6 +551,7 @@ const char *fsC_type_name(C *c, const cv *v) {
     case OB_LOADER: return "DataLoader";
     case OB_DATASET: return "Dataset";
     case OB_PARAMS: return "list";
+    case OB_PARAM: return "Tensor";
     default: return NULL;
     }
   case CV_PHI: {
@@ -521,7 +596,7 @@ static unsigned type_bit(const cv *v) {
     case FSV_STR: return FSSIG_T_STR;
     default: return FSSIG_T_OBJ;
     }
-  case CV_SEQ: return v->sub ? FSSIG_T_TUPLE : FSSIG_T_LIST;
+  case CV_SEQ: return v->sub & SEQ_TUPLE ? FSSIG_T_TUPLE : FSSIG_T_LIST;
   case CV_DICT: return FSSIG_T_DICT;
   case CV_FUNC: return FSSIG_T_FUNC;
   default: return 0;
@@ -632,6 +707,8 @@ static void check_types(C *c, const fsSig *sig, const fs_node *call, const cv *p
 /* ---- expressions -------------------------------------------------------- */
 
 static cv ev(C *c, const fs_node *n);
+static cv ev_comp(C *c, const fs_node *n);
+static void assign(C *c, const fs_node *t, cv v);
 static void block(C *c, const fs_node *b);
 static void st(C *c, const fs_node *s);
 
@@ -639,7 +716,7 @@ static void st(C *c, const fs_node *s);
 static int truth(const cv *v) {
   switch (v->k) {
   case CV_CONST: return fsV_truthy(v->p);
-  case CV_SEQ: case CV_DICT: return v->n > 0;
+  case CV_SEQ: case CV_DICT: return fsC_unsized(v) ? -1 : v->n > 0;
   case CV_OBJ: case CV_FUNC: case CV_CLASS: return 1;
   default: return -1;
   }
@@ -688,6 +765,7 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
         for (uint32_t i = 0; i < two[s].n && k < 64; i++) items[k++] = ((const cv *)two[s].p)[i];
       else if (k < 64) items[k++] = two[s];
     }
+    if (fsC_unsized(&a) || fsC_unsized(&b)) return fsC_unsized_seq(c, items, k, 0);
     return seq(c, items, k, 0);
   }
   return fsC_unknown();
@@ -993,6 +1071,8 @@ static cv ev_index(C *c, const fs_node *n) {
   }
   cv k = ev(c, ix);
   if (o.k == CV_TENSOR) return o;
+  if (fsC_unsized(&o)) /* any of its elements (a dict: its values) */
+    return o.k == CV_SEQ ? fsC_elements(c, &o) : join_all(c, (const cv *)o.p + o.n, o.n);
   if (o.k == CV_SEQ && k.k == CV_CONST && ((const fs_value *)k.p)->type == FSV_INT) {
     int64_t i = ((const fs_value *)k.p)->u.i;
     if (i < 0) i += o.n;
@@ -1150,6 +1230,35 @@ static int identical(const cv *a, const cv *b) {
 
 cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
 
+/* A comprehension or generator: its names live in a scope of its own (a
+ * closure over the enclosing one); each target is any element of its
+ * iterable, and the result is an unsized list (dict) of what the element
+ * may be, so parameters gathered by `[p for p in ...]` keep their provenance. */
+static cv ev_comp(C *c, const fs_node *n) {
+  if (c->nframes == 32 || n->nkids < 3) return fsC_unknown();
+  cv first = ev(c, n->kids[2]->kids[1]); /* Python evaluates it outside the scope */
+  frame f;
+  memset(&f, 0, sizeof f);
+  f.fn = n;
+  f.closure = 1;
+  c->frames[c->nframes++] = &f;
+  for (uint32_t i = 2; i < n->nkids; i++) {
+    const fs_node *g = n->kids[i];
+    cv it = i == 2 ? first : ev(c, g->kids[1]);
+    assign(c, g->kids[0], fsC_elements(c, &it));
+    for (uint32_t j = 2; j < g->nkids; j++) ev(c, g->kids[j]);
+  }
+  cv elem = ev(c, n->kids[0]);
+  cv val = fsC_kid(n, 1) ? ev(c, n->kids[1]) : fsC_unknown();
+  c->nframes--;
+  map_free(&f.locals);
+  if (n->op != FS_COMP_DICT) return fsC_unsized_seq(c, &elem, 1, 0);
+  cv *kv = fsC_alloc(c, 2 * sizeof *kv);
+  kv[0] = elem;
+  kv[1] = val;
+  return (cv){.k = CV_DICT, .sub = SEQ_UNSIZED, .n = 1, .p = kv};
+}
+
 static cv ev(C *c, const fs_node *n) {
   switch (n->kind) {
   case FS_N_NAME: return ev_name(c, n);
@@ -1228,11 +1337,73 @@ static cv ev(C *c, const fs_node *n) {
   case FS_N_CALL: return ev_call(c, n);
   case FS_N_ATTR: return ev_attr(c, n);
   case FS_N_INDEX: return ev_index(c, n);
+  case FS_N_COMP: return ev_comp(c, n);
   default: return fsC_unknown();
   }
 }
 
 /* ---- statements --------------------------------------------------------- */
+
+/* A dict with key k set to v (copied: the old value may live on in a join). */
+static cv dict_with(C *c, const cv *d, const cv *k, const cv *v) {
+  const cv *kv = d->p;
+  uint32_t n = d->n, at = n;
+  int exact = !fsC_unsized(d) && k->k == CV_CONST;
+  for (uint32_t i = 0; exact && i < n; i++)
+    if (kv[i].k != CV_CONST) exact = 0;
+    else if (fsV_equal(kv[i].p, k->p)) at = i;
+  if (!exact) /* which entry k is, is not known: one more possible pair */
+    for (uint32_t i = 0; i < n; i++)
+      if (cv_eq(&kv[i], k) && cv_eq(&kv[n + i], v)) return *d;
+  if (!exact && n == MAXALT) return fsC_unknown();
+  uint32_t m = at < n ? n : n + 1;
+  cv *out = fsC_alloc(c, 2 * (size_t)m * sizeof *out);
+  for (uint32_t i = 0; i < n; i++) { out[i] = kv[i]; out[m + i] = kv[n + i]; }
+  out[at] = *k;
+  out[m + at] = *v;
+  return (cv){.k = CV_DICT, .sub = exact ? 0 : SEQ_UNSIZED, .n = m, .p = out};
+}
+
+/* `name[k] = v` on a dict or list the checker holds: the variable gets the
+ * container with the item set, exactly where k is known, else as one more
+ * thing its elements may be. */
+static void store_item(C *c, const fs_node *t, cv v) {
+  cv o = ev(c, t->kids[0]);
+  const fs_node *ix = t->kids[1];
+  cv k = fsC_unknown();
+  if (ix->kind == FS_N_SLICE) {
+    for (uint32_t i = 0; i < 3; i++) if (fsC_kid(ix, i)) ev(c, ix->kids[i]);
+    v = fsC_elements(c, &v); /* xs[a:b] = items: a length not known */
+  } else {
+    k = ev(c, ix);
+  }
+  if (t->kids[0]->kind != FS_N_NAME) return;
+  cv r;
+  if (o.k == CV_DICT && ix->kind != FS_N_SLICE) {
+    r = dict_with(c, &o, &k, &v);
+  } else if (o.k == CV_SEQ && !(o.sub & SEQ_TUPLE)) {
+    const fs_value *i = fsC_cval(&k);
+    if (!fsC_unsized(&o) && i && i->type == FSV_INT) {
+      int64_t at = i->u.i < 0 ? i->u.i + o.n : i->u.i;
+      if (at < 0 || at >= (int64_t)o.n) {
+        fsC_report(c, FS_SEV_ERROR, "index", t->loc, "list assignment index out of range");
+        return;
+      }
+      cv *items = fsC_alloc(c, (o.n + 1) * sizeof *items);
+      memcpy(items, o.p, o.n * sizeof *items);
+      items[at] = v;
+      r = (cv){.k = CV_SEQ, .n = o.n, .p = items};
+    } else {
+      cv *items = fsC_alloc(c, (o.n + 1) * sizeof *items);
+      memcpy(items, o.p, o.n * sizeof *items);
+      items[o.n] = v;
+      r = fsC_unsized_seq(c, items, o.n + 1, 0);
+    }
+  } else {
+    return;
+  }
+  fsC_rebind(c, t->kids[0]->str, r);
+}
 
 static void assign(C *c, const fs_node *t, cv v) {
   switch (t->kind) {
@@ -1241,6 +1412,11 @@ static void assign(C *c, const fs_node *t, cv v) {
   case FS_N_TUPLE: case FS_N_LIST: {
     for (uint32_t i = 0; i < t->nkids; i++)
       if (t->kids[i]->kind == FS_N_STARRED) v = fsC_unknown(); /* `a, *b = v`: lengths not modelled */
+    if (fsC_unsized(&v)) { /* each target is any of its elements */
+      cv e = fsC_elements(c, &v);
+      for (uint32_t i = 0; i < t->nkids; i++) assign(c, t->kids[i], e);
+      break;
+    }
     if (v.k == CV_SEQ && v.n != t->nkids) {
       if (v.n > t->nkids)
         fsC_report(c, FS_SEV_ERROR, "value", t->loc, "too many values to unpack (expected %u)", t->nkids);
@@ -1281,15 +1457,13 @@ static void assign(C *c, const fs_node *t, cv v) {
                  t->str, display_type(c, &o));
     break;
   }
-  case FS_N_INDEX:
-    ev(c, t->kids[0]);
-    if (t->kids[1]->kind != FS_N_SLICE) ev(c, t->kids[1]);
-    break;
+  case FS_N_INDEX: store_item(c, t, v); break;
   default: break;
   }
 }
 
 static int64_t known_len(const cv *v) {
+  if (fsC_unsized(v)) return -1;
   if (v->k == CV_SEQ || v->k == CV_DICT) return v->n;
   if (v->k == CV_CONST) {
     const fs_value *x = v->p;
@@ -1299,30 +1473,133 @@ static int64_t known_len(const cv *v) {
   return -1;
 }
 
+/* ---- loops ----------------------------------------------------------------
+ * A loop of a known count up to UNROLL rounds (and no break or continue) is
+ * analysed round by round, exactly. Any other runs its body twice, the
+ * second round seeing what the first did, and is then widened: a variable
+ * whose value the rounds changed is what any number of rounds may leave —
+ * a number or string unknown, a list or dict unsized (its elements still
+ * known as possibilities), an object either one (a join). A loop that may not
+ * run at all is joined with the path that skips it. So a list grown in a loop
+ * is never a guess that raises later (`xs[2]` after three appends). */
+
+#define UNROLL 4
+
+/* Whether a loop body can end a round early: break or continue at its level. */
+static int jumps(const fs_node *b) {
+  if (!b) return 0;
+  switch (b->kind) {
+  case FS_N_BREAK: case FS_N_CONTINUE: return 1;
+  case FS_N_BLOCK: for (uint32_t i = 0; i < b->nkids; i++) if (jumps(b->kids[i])) return 1; return 0;
+  case FS_N_IF: return jumps(b->kids[1]) || jumps(fsC_kid(b, 2));
+  case FS_N_WITH: return jumps(b->kids[2]);
+  case FS_N_FOR: return jumps(fsC_kid(b, 3)); /* an else runs at the outer loop's level */
+  case FS_N_WHILE: return jumps(fsC_kid(b, 2));
+  case FS_N_TRY: for (uint32_t i = 0; i < b->nkids; i++) if (jumps(i < 3 ? b->kids[i] : b->kids[i]->kids[1])) return 1; return 0;
+  case FS_N_MATCH: for (uint32_t i = 1; i < b->nkids; i++) if (jumps(b->kids[i]->kids[2])) return 1; return 0;
+  default: return 0;
+  }
+}
+
+/* Numbers, strings, containers: what a count of rounds changes. */
+static int is_data(const cv *v) {
+  if (v->k == CV_PHI) {
+    for (uint32_t i = 0; i < v->n; i++) if (is_data(&((const cv *)v->p)[i])) return 1;
+    return 0;
+  }
+  return v->k == CV_CONST || v->k == CV_SEQ || v->k == CV_DICT;
+}
+
+static int same_items(const cv *a, const cv *b) {
+  if (a->k != b->k || a->n != b->n || a->sub != b->sub) return 0;
+  size_t n = a->k == CV_DICT ? 2 * (size_t)a->n : a->n;
+  for (size_t i = 0; i < n; i++) if (!cv_eq(&((const cv *)a->p)[i], &((const cv *)b->p)[i])) return 0;
+  return 1;
+}
+
+/* What a variable may hold after any number of rounds, given its value
+ * after one (a) and after two (b). */
+static cv widen(C *c, const cv *a, const cv *b, uint32_t why) {
+  if (cv_eq(a, b)) return *b;
+  if ((a->k == CV_SEQ || a->k == CV_DICT) && same_items(a, b)) return *b;
+  if (a->k == CV_SEQ && b->k == CV_SEQ) {
+    cv *items = fsC_alloc(c, ((size_t)a->n + b->n + 1) * sizeof *items);
+    memcpy(items, a->p, a->n * sizeof *items);
+    memcpy(items + a->n, b->p, b->n * sizeof *items);
+    return fsC_unsized_seq(c, items, (size_t)a->n + b->n, (a->sub & b->sub & SEQ_TUPLE) != 0);
+  }
+  if (a->k == CV_DICT && b->k == CV_DICT) { /* b's pairs and a's, as possibilities */
+    cv r = *b;
+    r.sub |= SEQ_UNSIZED;
+    const cv *kv = a->p;
+    for (uint32_t i = 0; i < a->n && r.k == CV_DICT; i++) r = dict_with(c, &r, &kv[i], &kv[a->n + i]);
+    return r;
+  }
+  if (is_data(a) || is_data(b)) return fsC_unknown();
+  return cv_join(c, a, b, why);
+}
+
+/* The body run twice from the current state, then widened; may_skip: the
+ * loop may not run at all. */
+static void loop_rounds(C *c, const fs_node *target, cv item, const fs_node *body, int may_skip, fs_loc head) {
+  int dead0 = c->dead;
+  size_t m = mark(c);
+  chgset A, B;
+  for (int round = 0; round < 2; round++) {
+    if (target) assign(c, target, item);
+    block(c, body);
+    c->dead = dead0;
+    if (round == 0) record(c, m, &A);
+  }
+  capture(c, m, &B);
+  uint32_t ra = new_reason(c, head, 1, 1), rb = new_reason(c, head, 1, 2);
+  unsigned char *from_a = fsA_xrealloc(NULL, B.n + 1);
+  memset(from_a, 0, B.n + 1);
+  for (size_t i = 0; i < A.n; i++) {
+    const chg *x = &A.a[i];
+    uint32_t *st = x->type == TR_SLOT ? c->stamp_s : c->stamp_o, *pos = x->type == TR_SLOT ? c->pos_s : c->pos_o;
+    if (st[x->idx] != B.epoch) continue;
+    chg *y = &B.a[pos[x->idx]];
+    if (x->type == TR_SLOT) y->val.v = widen(c, &x->val.v, &y->val.v, ra);
+    else y->val.o = cobj_join(&x->val.o, &y->val.o, ra, ra);
+    from_a[pos[x->idx]] = 1;
+  }
+  for (size_t i = 0; i < B.n; i++) { /* first written in the second round: against the state before */
+    chg *y = &B.a[i];
+    if (from_a[i]) continue;
+    if (y->type == TR_SLOT) y->val.v = widen(c, &c->slots[y->idx], &y->val.v, ra);
+    else y->val.o = cobj_join(&c->objs[y->idx], &y->val.o, ra, ra);
+  }
+  free(from_a);
+  free(A.a);
+  if (may_skip) {
+    chgset skip = {NULL, 0, ++c->epoch};
+    join_paths(c, &B, 0, &skip, 0, ra, rb);
+    return;
+  }
+  c->marks--;
+  for (size_t i = 0; i < B.n; i++) write_chg(c, &B.a[i]);
+  free(B.a);
+}
+
 static void st_for(C *c, const fs_node *s) {
   cv it = ev(c, s->kids[1]);
   int64_t count = known_len(&it);
   if (count == 0) return;
-  size_t m = count < 0 ? mark(c) : 0;
-  /* the first elements of a literal sequence (they may differ), else two rounds:
-   * the second sees what the first did */
-  int iters = it.k == CV_SEQ ? (int)(it.n < 4 ? it.n : 4) : count == 1 ? 1 : 2, dead0 = c->dead;
-  for (int i = 0; i < iters && !c->dead; i++) {
-    cv item = fsC_unknown();
-    if (it.k == CV_SEQ) item = ((const cv *)it.p)[i];
-    else if (it.k == CV_CONST && ((const fs_value *)it.p)->type == FSV_RANGE)
-      item = fsC_int(c, fsV_range_at(it.p, i));
-    assign(c, s->kids[0], item);
-    block(c, s->kids[2]);
-    c->dead = dead0;
+  const fs_value *x = fsC_cval(&it);
+  if (count > 0 && count <= UNROLL && !jumps(s->kids[2])) { /* exactly, round by round */
+    for (int64_t i = 0; i < count && !c->dead; i++) {
+      cv item = fsC_unknown();
+      if (it.k == CV_SEQ) item = ((const cv *)it.p)[i];
+      else if (it.k == CV_DICT) item = ((const cv *)it.p)[i];
+      else if (x && x->type == FSV_RANGE) item = fsC_int(c, fsV_range_at(x, i));
+      assign(c, s->kids[0], item);
+      block(c, s->kids[2]);
+    }
+    return;
   }
-  if (count < 0) {
-    chgset A, B;
-    capture(c, m, &A);
-    capture(c, m, &B);
-    fs_loc head = {s->loc.start, s->kids[1]->loc.end};
-    join_paths(c, &A, 0, &B, 0, new_reason(c, head, 1, 1), new_reason(c, head, 1, 2));
-  }
+  fs_loc head = {s->loc.start, s->kids[1]->loc.end};
+  loop_rounds(c, s->kids[0], fsC_elements(c, &it), s->kids[2], count < 0 || jumps(s->kids[2]), head);
 }
 
 static void st_if(C *c, const fs_node *s) {
@@ -1387,11 +1664,13 @@ static void bind_captures(C *c, const fs_node *p) {
  * body, an else, a handler or a case may run or not. */
 static void st_python(C *c, const fs_node *s) {
   switch (s->kind) {
-  case FS_N_WHILE:
-    ev(c, s->kids[0]);
-    maybe(c, s->kids[1], s->kids[0]->loc);
+  case FS_N_WHILE: {
+    cv k = ev(c, s->kids[0]);
+    int t = truth(&k);
+    if (t != 0) loop_rounds(c, NULL, fsC_unknown(), s->kids[1], t < 0 || jumps(s->kids[1]), s->kids[0]->loc);
     if (s->kids[2]) maybe(c, s->kids[2], s->kids[0]->loc);
     break;
+  }
   case FS_N_TRY:
     block(c, s->kids[0]);
     block(c, s->kids[1]);
