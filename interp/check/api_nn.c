@@ -181,6 +181,13 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
     *out = fsC_const(c, fsV_none());
     return 1;
   }
+  if (!strcmp(m, "state_dict")) { /* names not known, every value a tensor: no module in it */
+    cv *kv = fsC_alloc(c, 2 * sizeof *kv);
+    kv[0] = fsC_unknown();
+    kv[1] = (cv){.k = CV_TENSOR};
+    *out = (cv){.k = CV_DICT, .sub = SEQ_UNSIZED, .n = 1, .p = kv};
+    return 1;
+  }
   if (!strcmp(m, "forward")) { *out = fsC_forward(c, recv, a->call->loc); return 1; }
   if (!strcmp(m, "generate")) { /* its forwards need data as model(x)'s do */
     fsC_forward(c, recv, a->call->loc);

@@ -506,6 +506,10 @@ static int state_rule(const char *rule) {
 fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const char *fmt, ...) {
   if (c->uncalled && state_rule(rule)) return NULL; /* no path runs it in any state */
   if (seen_before(c, rule, loc)) return NULL;
+  if (c->launch_diag && !strcmp(rule, "R16")) { /* a missing launch() is one mistake: said once */
+    fsD_note(&c->d->items[c->launch_diag - 1], c->src, loc, "this call needs `launch()` too");
+    return NULL;
+  }
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
@@ -516,6 +520,7 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
   va_end(ap);
   fs_diag *g = fsD_add(c->d, sev, rule, c->src, loc, "%s", msg);
   free(msg);
+  if (!strcmp(rule, "R16")) c->launch_diag = c->d->n;
   if (sev == FS_SEV_ERROR) c->nerrors++;
   return g;
 }

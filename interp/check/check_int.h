@@ -145,6 +145,7 @@ typedef struct C {
   uint64_t deadline_ns;
   size_t bytes_left;
   unsigned ticks;       /* statements since the clock was last read */
+  size_t launch_diag;   /* 1 + the index in d of the missing launch() error (R16), 0: none yet */
   int spent;
 } C;
 
