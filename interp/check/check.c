@@ -230,6 +230,81 @@ cv fsC_elements(C *c, const cv *v) {
   }
 }
 
+/* ---- rank-dependent values ------------------------------------------------
+ * Each process of a run reads its own fabric.global_rank, local_rank,
+ * node_rank and is_global_zero: such a value is a phi with one alternative
+ * per rank (RANKED), operators apply rank by rank, and an `if` on it is
+ * analysed once for the ranks that take each arm, with rank_mask saying
+ * which. A world size known up to MAXRANKS gives one alternative per rank; an
+ * unknown or larger one gives two: rank 0, and every other rank as one. */
+
+static int ranked(const cv *v) { return v->k == CV_PHI && v->sub == RANKED; }
+static cv rank_alt(const cv *v, uint32_t i) { return ranked(v) ? ((const cv *)v->p)[i] : *v; }
+static uint32_t all_ranks(const C *c) { return c->rank_n >= 32 ? ~0u : (1u << c->rank_n) - 1; }
+/* Whether the current path is not taken by every rank. */
+static int rank_restricted(const C *c, uint32_t mask) { return c->rank_n > 1 && (mask & all_ranks(c)) != all_ranks(c); }
+
+/* One value per rank; a constant when every rank has the same. */
+static cv from_ranks(C *c, const cv *alts) {
+  uint32_t i = 1;
+  while (i < c->rank_n && cv_eq(&alts[0], &alts[i])) i++;
+  if (i == c->rank_n) return alts[0];
+  cv r = seq(c, alts, c->rank_n, 0);
+  r.k = CV_PHI;
+  r.sub = RANKED;
+  r.id = 0;
+  return r;
+}
+
+/* fabric.<name> for a rank attribute: 1 and *out. */
+static int rank_value(C *c, uint32_t fid, const char *name, cv *out) {
+  int g = !strcmp(name, "global_rank"), l = !strcmp(name, "local_rank"), nr = !strcmp(name, "node_rank"),
+      zero = !strcmp(name, "is_global_zero");
+  if (!(g || l || nr || zero)) return 0;
+  const fsF_config *cfg = fsC_cfg(c, fid);
+  if (!c->rank_n) {
+    int w = cfg ? cfg->world_size : 0;
+    c->rank_open = !(w >= 1 && w <= MAXRANKS);
+    c->rank_n = c->rank_open ? 2 : (uint32_t)w;
+  }
+  int per_node = cfg && cfg->devices > 0 && cfg->num_nodes >= 1 ? cfg->devices : 0;
+  cv alts[MAXRANKS];
+  for (uint32_t i = 0; i < c->rank_n; i++) {
+    int other = c->rank_open && i == c->rank_n - 1; /* some rank but 0: which, not known */
+    if (zero) alts[i] = fsC_const(c, fsV_bool(i == 0));
+    else if (other && i != 0) alts[i] = fsC_unknown();
+    else if (g) alts[i] = fsC_int(c, i);
+    else if (!per_node) alts[i] = i == 0 ? fsC_int(c, 0) : fsC_unknown();
+    else alts[i] = fsC_int(c, l ? (int64_t)i % per_node : (int64_t)i / per_node);
+  }
+  *out = from_ranks(c, alts);
+  return 1;
+}
+
+
+/* "rank 1", "ranks 1 and 3", "the ranks other than 0". */
+static void ranks_text(const C *c, uint32_t mask, char *buf, size_t len) {
+  mask &= all_ranks(c);
+  if (c->rank_open && mask == 2) { snprintf(buf, len, "the ranks other than 0"); return; }
+  uint32_t n = 0, k = 0;
+  for (uint32_t i = 0; i < c->rank_n; i++) n += (mask >> i) & 1;
+  size_t at = (size_t)snprintf(buf, len, "rank%s", n > 1 ? "s" : "");
+  for (uint32_t i = 0; i < c->rank_n && at < len; i++) {
+    if (!((mask >> i) & 1)) continue;
+    const char *sep = ++k == 1 ? " " : k == n ? " and " : ", ";
+    if (c->rank_open && i == c->rank_n - 1) at += (size_t)snprintf(buf + at, len - at, "%sthe others", sep);
+    else at += (size_t)snprintf(buf + at, len - at, "%s%u", sep, i);
+  }
+}
+
+/* A note on g: it concerns only the ranks in mask, split off at rank_why. */
+static void rank_note(C *c, fs_diag *g, uint32_t mask) {
+  char who[96];
+  ranks_text(c, mask, who, sizeof who);
+  if (c->rank_open) fsD_note(g, c->src, c->rank_why, "only on %s: this condition depends on the rank", who);
+  else fsD_note(g, c->src, c->rank_why, "only on %s (of %u): this condition depends on the rank", who, c->rank_n);
+}
+
 static mbit mb_join(mbit a, mbit b, uint32_t ra, uint32_t rb) {
   mbit r = {(uint8_t)(a.m | b.m), a.why ? a.why : b.why};
   if ((a.m & MB_T) && !(b.m & MB_T)) r.why = ra;
@@ -521,6 +596,7 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
   fs_diag *g = fsD_add(c->d, sev, rule, c->src, loc, "%s", msg);
   free(msg);
   if (!strcmp(rule, "R16")) c->launch_diag = c->d->n;
+  if (g && state_rule(rule) && rank_restricted(c, c->rank_mask)) rank_note(c, g, c->rank_mask);
   if (sev == FS_SEV_ERROR) c->nerrors++;
   return g;
 }
@@ -713,6 +789,9 @@ static void check_types(C *c, const fsSig *sig, const fs_node *call, const cv *p
 
 static cv ev(C *c, const fs_node *n);
 static cv ev_comp(C *c, const fs_node *n);
+static cv unary(C *c, const fs_node *n, cv a);
+static cv binary(C *c, const fs_node *n, cv a, cv b);
+static cv compare_chain(C *c, const fs_node *n, const cv *vals);
 static void assign(C *c, const fs_node *t, cv v);
 static void block(C *c, const fs_node *b);
 static void st(C *c, const fs_node *s);
@@ -741,6 +820,28 @@ static int affordable(C *c, fs_op op, const fs_value *a, const fs_value *b) {
   if (bytes >= c->bytes_left) return 0;
   spend(c, bytes);
   return 1;
+}
+
+/* Which ranks of the current path v is true on (*t: may be, *f: may be
+ * false); a value that is not rank-dependent is the same on all of them. */
+static void truth_ranks(C *c, const cv *v, uint32_t *t, uint32_t *f) {
+  *t = *f = 0;
+  uint32_t path = c->rank_n ? c->rank_mask & all_ranks(c) : 1;
+  for (uint32_t i = 0; i < (c->rank_n ? c->rank_n : 1); i++) {
+    if (!((path >> i) & 1)) continue;
+    cv x = rank_alt(v, i);
+    int ti = truth(&x);
+    if (ti != 0) *t |= 1u << i;
+    if (ti != 1) *f |= 1u << i;
+  }
+}
+
+/* truth() on the ranks of the current path: -1 when not known or they differ. */
+static int truth_on(C *c, const cv *v) {
+  if (!ranked(v)) return truth(v);
+  uint32_t t, f;
+  truth_ranks(c, v, &t, &f);
+  return !t ? 0 : !f ? 1 : -1;
 }
 
 static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
@@ -1063,6 +1164,9 @@ static cv ev_attr(C *c, const fs_node *n) {
     const fsF_config *cfg = fsC_cfg(c, r.id);
     if (cfg) return fsC_int(c, cfg->world_size);
   }
+  cv rank;
+  if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC && rank_value(c, r.id, n->str, &rank))
+    return rank;
   if (sig->kind == FSSIG_ATTR && !strcmp(sig->returns, "Tensor")) return (cv){.k = CV_TENSOR};
   return fsC_unknown();
 }
@@ -1235,6 +1339,54 @@ static int identical(const cv *a, const cv *b) {
 
 cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
 
+static cv unary(C *c, const fs_node *n, cv a) {
+  if (n->op == FS_OP_INVERT) return fsC_unknown();
+  if (a.k == CV_CONST) {
+    fsV_clearerr();
+    fs_value *r = fsV_unop(NULL, n->op, (fs_value *)a.p);
+    if (!r && fsV_error()[0]) fsC_report(c, FS_SEV_ERROR, "type", n->loc, "%s", fsV_error());
+    return fsC_const(c, r);
+  }
+  if (n->op == FS_OP_NOT) {
+    int t = truth(&a);
+    return t < 0 ? fsC_unknown() : fsC_const(c, fsV_bool(!t));
+  }
+  return a.k == CV_TENSOR ? a : fsC_unknown();
+}
+
+/* a op b for a binary operator other than and/or */
+static cv binary(C *c, const fs_node *n, cv a, cv b) {
+  if (n->op == FS_OP_IS || n->op == FS_OP_IS_NOT) {
+    int same = identical(&a, &b);
+    return same < 0 ? fsC_unknown() : fsC_const(c, fsV_bool((n->op == FS_OP_IS) == same));
+  }
+  if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^: not modelled */
+  return binop(c, n, n->op, a, b);
+}
+
+/* `a < b <= c`: false at the first link known false, true when every link
+ * is known true, else unknown (a link that would raise: unknown). */
+static cv compare_chain(C *c, const fs_node *n, const cv *vals) {
+  int known = 1;
+  for (uint32_t j = 0; j + 1 < n->nkids && j < n->slen; j++) {
+    fs_op op = (fs_op)(unsigned char)n->str[j];
+    int t = -1;
+    if (op == FS_OP_IS || op == FS_OP_IS_NOT) {
+      int same = identical(&vals[j], &vals[j + 1]);
+      t = same < 0 ? -1 : (op == FS_OP_IS) == same;
+    } else if (vals[j].k == CV_CONST && vals[j + 1].k == CV_CONST) {
+      fsV_clearerr();
+      fs_value *r = fsV_binop(NULL, op, (fs_value *)vals[j].p, (fs_value *)vals[j + 1].p);
+      if (r) t = fsV_truthy(r);
+      fsV_release(r);
+      fsV_clearerr();
+    }
+    if (t == 0) return fsC_const(c, fsV_bool(0));
+    if (t < 0) known = 0;
+  }
+  return known ? fsC_const(c, fsV_bool(1)) : fsC_unknown();
+}
+
 /* A comprehension or generator: its names live in a scope of its own (a
  * closure over the enclosing one); each target is any element of its
  * iterable, and the result is an unsized list (dict) of what the element
@@ -1295,38 +1447,46 @@ static cv ev(C *c, const fs_node *n) {
   }
   case FS_N_UNARY: {
     cv a = ev(c, n->kids[0]);
-    if (n->op == FS_OP_INVERT) return fsC_unknown();
-    if (a.k == CV_CONST) {
-      fsV_clearerr();
-      fs_value *r = fsV_unop(NULL, n->op, (fs_value *)a.p);
-      if (!r && fsV_error()[0]) fsC_report(c, FS_SEV_ERROR, "type", n->loc, "%s", fsV_error());
-      return fsC_const(c, r);
-    }
-    if (n->op == FS_OP_NOT) {
-      int t = truth(&a);
-      return t < 0 ? fsC_unknown() : fsC_const(c, fsV_bool(!t));
-    }
-    return a.k == CV_TENSOR ? a : fsC_unknown();
+    if (!ranked(&a)) return unary(c, n, a);
+    cv alts[MAXRANKS];
+    for (uint32_t i = 0; i < c->rank_n; i++) alts[i] = unary(c, n, rank_alt(&a, i));
+    return from_ranks(c, alts);
   }
   case FS_N_BINARY: {
     cv a = ev(c, n->kids[0]);
     if (n->op == FS_OP_AND || n->op == FS_OP_OR) {
       int t = truth(&a);
+      if (ranked(&a)) { /* each rank's own short circuit */
+        cv b = ev(c, n->kids[1]), alts[MAXRANKS];
+        for (uint32_t i = 0; i < c->rank_n; i++) {
+          cv x = rank_alt(&a, i);
+          int ti = truth(&x);
+          alts[i] = ti == (n->op == FS_OP_OR) ? x : ti < 0 ? fsC_unknown() : rank_alt(&b, i);
+        }
+        return from_ranks(c, alts);
+      }
       if (t == (n->op == FS_OP_OR)) return a;
       cv b = ev(c, n->kids[1]);
       return t < 0 ? fsC_unknown() : b;
     }
     cv b = ev(c, n->kids[1]);
-    if (n->op == FS_OP_IS || n->op == FS_OP_IS_NOT) {
-      int same = identical(&a, &b);
-      return same < 0 ? fsC_unknown() : fsC_const(c, fsV_bool((n->op == FS_OP_IS) == same));
-    }
-    if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^: not modelled */
-    return binop(c, n, n->op, a, b);
+    if (!ranked(&a) && !ranked(&b)) return binary(c, n, a, b);
+    cv alts[MAXRANKS];
+    for (uint32_t i = 0; i < c->rank_n; i++) alts[i] = binary(c, n, rank_alt(&a, i), rank_alt(&b, i));
+    return from_ranks(c, alts);
   }
-  case FS_N_COMPARE:
-    for (uint32_t i = 0; i < n->nkids; i++) ev(c, n->kids[i]);
-    return fsC_unknown();
+  case FS_N_COMPARE: {
+    cv *vals = fsC_alloc(c, (n->nkids + 1) * sizeof *vals), alts[MAXRANKS];
+    int any_ranked = 0;
+    for (uint32_t i = 0; i < n->nkids; i++) { vals[i] = ev(c, n->kids[i]); any_ranked |= ranked(&vals[i]); }
+    if (!any_ranked) return compare_chain(c, n, vals);
+    cv *one = fsC_alloc(c, (n->nkids + 1) * sizeof *one);
+    for (uint32_t r = 0; r < c->rank_n; r++) {
+      for (uint32_t i = 0; i < n->nkids; i++) one[i] = rank_alt(&vals[i], r);
+      alts[r] = compare_chain(c, n, one);
+    }
+    return from_ranks(c, alts);
+  }
   case FS_N_NAMEDEXPR: {
     cv v = ev(c, n->kids[1]);
     fsC_setvar(c, n->kids[0]->str, v);
@@ -1334,8 +1494,17 @@ static cv ev(C *c, const fs_node *n) {
   }
   case FS_N_COND: {
     cv k = ev(c, n->kids[0]);
-    int t = truth(&k);
+    int t = truth_on(c, &k);
     if (t >= 0) return ev(c, n->kids[t ? 1 : 2]);
+    if (ranked(&k)) { /* each rank its own arm */
+      cv a = ev(c, n->kids[1]), b = ev(c, n->kids[2]), alts[MAXRANKS];
+      for (uint32_t i = 0; i < c->rank_n; i++) {
+        cv x = rank_alt(&k, i);
+        int ti = truth(&x);
+        alts[i] = ti == 1 ? a : ti == 0 ? b : cv_join(c, &a, &b, 0);
+      }
+      return from_ranks(c, alts);
+    }
     cv a = ev(c, n->kids[1]), b = ev(c, n->kids[2]);
     return cv_join(c, &a, &b, new_reason(c, n->kids[0]->loc, 0, 1));
   }
@@ -1609,18 +1778,29 @@ static void st_for(C *c, const fs_node *s) {
 
 static void st_if(C *c, const fs_node *s) {
   cv k = ev(c, s->kids[0]);
-  int t = truth(&k);
+  int t = truth_on(c, &k);
   const fs_node *els = fsC_kid(s, 2);
   if (t == 1) { block(c, s->kids[1]); return; }
   if (t == 0) { if (els) (els->kind == FS_N_IF ? st : block)(c, els); return; }
+  /* a condition that differs between ranks: each arm for the ranks taking it */
+  uint32_t tm = c->rank_mask, fm = c->rank_mask, mask0 = c->rank_mask;
+  fs_loc why0 = c->rank_why;
+  if (ranked(&k)) {
+    truth_ranks(c, &k, &tm, &fm);
+    c->rank_why = s->kids[0]->loc;
+  }
   int dead0 = c->dead;
   size_t m = mark(c);
+  c->rank_mask = tm;
   block(c, s->kids[1]);
   int dA = c->dead;
   c->dead = dead0;
   chgset A, B;
   capture(c, m, &A);
+  c->rank_mask = fm;
   if (els) (els->kind == FS_N_IF ? st : block)(c, els);
+  c->rank_mask = mask0;
+  c->rank_why = why0;
   int dB = c->dead;
   c->dead = dead0;
   capture(c, m, &B);
@@ -1819,10 +1999,24 @@ static void st(C *c, const fs_node *s) {
   case FS_N_ASSERT: {
     cv k = ev(c, s->kids[0]);
     cv msg = fsC_kid(s, 1) ? ev(c, s->kids[1]) : fsC_unknown();
-    if (truth(&k) == 0) {
+    uint32_t maybe_true, maybe_false, fails;
+    truth_ranks(c, &k, &maybe_true, &maybe_false);
+    fails = maybe_false & ~maybe_true; /* the ranks on which it is known to fail */
+    if (fails) {
+      /* Rank 0 is in every run: failing there, the run fails whatever its
+       * size, an error. Failing only on other ranks is a matter for the run
+       * (it stops there, the launcher names the rank): a warning saying which. */
+      int everywhere = !rank_restricted(c, fails), rank0 = fails & 1;
       char *text = msg.k == CV_CONST ? fsV_tostr(msg.p) : NULL;
-      fsC_report(c, FS_SEV_ERROR, "assert", s->loc, "AssertionError%s%s", text ? ": " : "", text ? text : "");
+      fs_diag *g = fsC_report(c, rank0 ? FS_SEV_ERROR : FS_SEV_WARNING, "assert", s->loc, "AssertionError%s%s",
+                              text ? ": " : "", text ? text : "");
       free(text);
+      fs_loc why0 = c->rank_why;
+      if (ranked(&k)) c->rank_why = s->kids[0]->loc; /* the assert's own condition splits the ranks */
+      if (g && !everywhere) rank_note(c, g, fails);
+      c->rank_why = why0;
+      if (g && !rank0)
+        fsD_help(g, "a run fails there on those ranks (and the launcher stops the others); the check leaves it to the run");
     }
     break;
   }
@@ -1941,6 +2135,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   double secs = o->budget_seconds > 0 ? o->budget_seconds : FSC_BUDGET_SECONDS;
   c.deadline_ns = now_ns() + (uint64_t)(secs * 1e9);
   c.bytes_left = o->budget_bytes ? o->budget_bytes : FSC_BUDGET_BYTES;
+  c.rank_mask = ~0u;
   size_t plen = src && src->path ? strlen(src->path) : 0;
   c.python = plen > 3 && !strcmp(src->path + plen - 3, ".py");
   GROW(&c, c.reasons, c.nreasons, c.capreasons);

@@ -45,6 +45,8 @@ enum { CLS_SIG, CLS_MODEL, CLS_NS, CLS_PY };
  * n items (a dict's n pairs) are what its elements may be, not its elements;
  * indexing it gives their join, never "index out of range". */
 enum { SEQ_TUPLE = 1, SEQ_UNSIZED = 2 };
+#define RANKED 1   /* CV_PHI sub: alternative i is the value on rank i (C.rank_n) */
+#define MAXRANKS 8
 
 /* A Python class: its name, its statement (NULL for torch's containers,
  * nn.Sequential ...), its Python-class bases, whether it is an nn.Module
@@ -146,6 +148,15 @@ typedef struct C {
   size_t bytes_left;
   unsigned ticks;       /* statements since the clock was last read */
   size_t launch_diag;   /* 1 + the index in d of the missing launch() error (R16), 0: none yet */
+  /* ranks (check.c "rank-dependent values"): a value read from
+   * fabric.global_rank and the like is a CV_PHI with sub RANKED, one
+   * alternative per rank; rank_n alternatives (fixed at the first read: the
+   * world size up to MAXRANKS, else 2 with rank_open: the last stands for
+   * every rank but 0); rank_mask: the alternatives (ranks) the current path
+   * is taken by; rank_why: the condition that last split them */
+  uint32_t rank_n, rank_mask;
+  int rank_open;
+  fs_loc rank_why;
   int spent;
 } C;
 
