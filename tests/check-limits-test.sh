@@ -23,6 +23,8 @@ gen long_line.py 'print("s = \"" + "x" * 10_000_000 + "\"\nprint(len(s))")'
 expect 0 "$fs" check "$tmp/long_line.py"
 gen big_dict.fab 'print("d = {" + ", ".join(f"\"k{i}\": {i}" for i in range(80000)) + "}\nprint(d[\"k79999\"])")'
 expect 0 "$fs" check "$tmp/big_dict.fab"
+expect 0 "$fs" "$tmp/big_dict.fab" # and the run builds it (the dict's index, not a scan per key)
+grep -qx 79999 "$tmp/out" || fails "the 80,000-key dict's run printed: $(head -c 200 "$tmp/out")"
 
 # Strings the check cannot afford are unknown, not computed.
 printf 's = "x"\nfor i in range(40):\n    s = s + s\nprint(len(s))\n' > "$tmp/doubling.fab"
