@@ -864,15 +864,18 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
   if (op == FS_OP_ADD && aseq && bseq) {
     /* list + list: keep the parameter references for an optimizer */
     cv two[2] = {a, b};
-    cv items[64];
-    size_t k = 0;
+    size_t total = (a.k == CV_SEQ ? a.n : 1) + (b.k == CV_SEQ ? b.n : 1), k = 0;
+    cv *items = fsC_alloc(c, total * sizeof *items);
     for (int s = 0; s < 2; s++) {
       if (two[s].k == CV_SEQ)
-        for (uint32_t i = 0; i < two[s].n && k < 64; i++) items[k++] = ((const cv *)two[s].p)[i];
-      else if (k < 64) items[k++] = two[s];
+        for (uint32_t i = 0; i < two[s].n; i++) items[k++] = ((const cv *)two[s].p)[i];
+      else items[k++] = two[s];
     }
-    if (fsC_unsized(&a) || fsC_unsized(&b)) return fsC_unsized_seq(c, items, k, 0);
-    return seq(c, items, k, 0);
+    int tuple = a.k == CV_SEQ && b.k == CV_SEQ && (a.sub & b.sub & SEQ_TUPLE);
+    /* a parameters() collection is many items: the sum's length is not known */
+    if (fsC_unsized(&a) || fsC_unsized(&b) || a.k != CV_SEQ || b.k != CV_SEQ)
+      return fsC_unsized_seq(c, items, k, tuple);
+    return seq(c, items, k, tuple);
   }
   return fsC_unknown();
 }
