@@ -141,7 +141,7 @@ typedef struct C {
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
   int star_import;      /* a `from m import *` ran: an unbound name may come from m */
-  /* the budget: wall-clock deadline (CLOCK_MONOTONIC ns), bytes the analysis
+  /* the budget: deadline in processor time (CLOCK_PROCESS_CPUTIME_ID ns), bytes the analysis
    * may still take (arena, tables, computed values); once either is spent,
    * `spent` is set and no statement is analysed any more */
   uint64_t deadline_ns;
