@@ -325,9 +325,20 @@ static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
   return r;
 }
 
+static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh);
+
+/* The reason for a branch's side: made once per branch, though a loop or a
+ * def analyses the branch again and again (2^26 nested loop rounds once made
+ * 2^27 reasons, a gigabyte). */
 static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
+  char key[48];
+  snprintf(key, sizeof key, "%u:%u:%d:%d", loc.start, loc.end, loop, side);
+  uintptr_t *known = map_slot(c, &c->reason_ids, key, 0, NULL);
+  if (known) return (uint32_t)*known;
   GROW(c, c->reasons, c->nreasons, c->capreasons);
   c->reasons[c->nreasons] = (reason){loc, (uint8_t)loop, (uint8_t)side};
+  int fresh = 0;
+  *map_slot(c, &c->reason_ids, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = c->nreasons;
   return (uint32_t)c->nreasons++;
 }
 
@@ -2182,7 +2193,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   if (c.arena) fsA_arena_free(c.arena);
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
-  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs);
+  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs); map_free(&c.reason_ids);
   free(c.define_used); free(c.defs);
   return c.nerrors;
 }

@@ -137,6 +137,7 @@ typedef struct C {
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called, nested; } *defs; size_t ndefs, capdefs;
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
+  name_map reason_ids;   /* "start:end:loop:side" -> its reason: one per branch, however often analysed */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
