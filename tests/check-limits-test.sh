@@ -29,7 +29,7 @@ grep -qx 79999 "$tmp/out" || fails "the 80,000-key dict's run printed: $(head -c
 # Strings the check cannot afford are unknown, not computed.
 printf 's = "x"\nfor i in range(40):\n    s = s + s\nprint(len(s))\n' > "$tmp/doubling.fab"
 expect 0 "$fs" check "$tmp/doubling.fab"
-printf 's = "x" * 10**15\nprint(len(s))\n' > "$tmp/huge_repeat.fab"
+printf 's = "x" * 10**15\nt = "y" * 10**9\nprint(len(s))\n' > "$tmp/huge_repeat.fab"
 expect 0 "$fs" check "$tmp/huge_repeat.fab"
 printf 'model M:\n    h = repeat 10**9:\n        Linear(4, 4)\nm = M()\n' > "$tmp/repeat.fab"
 expect 0 "$fs" check "$tmp/repeat.fab"

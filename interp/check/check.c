@@ -820,8 +820,11 @@ static int truth(const cv *v) {
   }
 }
 
-/* Whether `a op b` of two constants fits in what is left of the budget: a
- * string grown by + or * is paid for (and unknown when it would not fit). */
+/* Whether `a op b` of two constants is worth computing: a string grown by +
+ * or * is paid from the budget, and unknown when it would not fit or is
+ * longer than MAX_KNOWN_STR (names, keys and messages are short; a longer
+ * string's text never decides a rule, and "x" * 10**9 took 1 GB and 4 s). */
+#define MAX_KNOWN_STR ((size_t)1 << 20)
 static int affordable(C *c, fs_op op, const fs_value *a, const fs_value *b) {
   const fs_value *s = a->type == FSV_STR ? a : b->type == FSV_STR ? b : NULL, *k = s == a ? b : a;
   if (!s || (op != FS_OP_ADD && op != FS_OP_MUL)) return 1;
@@ -831,7 +834,7 @@ static int affordable(C *c, fs_op op, const fs_value *a, const fs_value *b) {
     if ((uint64_t)k->u.i > c->bytes_left / (bytes ? bytes : 1)) return 0;
     bytes *= (size_t)k->u.i;
   }
-  if (bytes >= c->bytes_left) return 0;
+  if (bytes > MAX_KNOWN_STR || bytes >= c->bytes_left) return 0;
   spend(c, bytes);
   return 1;
 }
