@@ -1226,6 +1226,24 @@ static cv ev_index(C *c, const fs_node *n) {
   return fsC_unknown();
 }
 
+/* xs.extend(it), xs.insert(i, v), xs.pop() ... on a named list the checker
+ * holds (Python's list methods beyond append): its length is no longer
+ * known, and what extend or insert adds is among its elements. */
+static void list_mutated(C *c, const fs_node *callee, const cv *recv, const char *m, const cv *pos, size_t npos) {
+  static const char *const mutators[] = {"extend", "insert", "pop", "remove", "clear", "sort", "reverse"};
+  size_t i = 0;
+  while (i < sizeof mutators / sizeof *mutators && strcmp(m, mutators[i])) i++;
+  if (i == sizeof mutators / sizeof *mutators || recv->k != CV_SEQ || (recv->sub & SEQ_TUPLE) ||
+      callee->kids[0]->kind != FS_N_NAME)
+    return;
+  cv *items = fsC_alloc(c, ((size_t)recv->n + 1) * sizeof *items);
+  memcpy(items, recv->p, recv->n * sizeof *items);
+  size_t n = recv->n;
+  if (!strcmp(m, "extend") && npos == 1) items[n++] = fsC_elements(c, &pos[0]);
+  if (!strcmp(m, "insert") && npos == 2) items[n++] = pos[1];
+  fsC_rebind(c, callee->kids[0]->str, fsC_unsized_seq(c, items, n, 0));
+}
+
 /* Calls: builtins through signatures.h, defs inlined, models forwarded. */
 static cv ev_call(C *c, const fs_node *n) {
   const fs_node *callee = n->kids[0];
@@ -1271,7 +1289,10 @@ static cv ev_call(C *c, const fs_node *n) {
       if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
       return fsC_call_def(c, def, n, args, npos + 1, kw, kwv, nkw);
     }
-    if (!sig && real_member(c, t, mname)) return fsC_unknown();
+    if (!sig && real_member(c, t, mname)) {
+      list_mutated(c, callee, &recv, mname, pos, npos);
+      return fsC_unknown();
+    }
     if (!sig || sig->kind != FSSIG_METHOD) {
       fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
                               sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
