@@ -83,7 +83,8 @@ static int api_range(C *c, const cargs *a, cv *out) {
 static int api_len(C *c, const cargs *a, cv *out) {
   if (a->npos != 1) return 0;
   const cv *x = &a->pos[0];
-  if (x->k == CV_SEQ || x->k == CV_DICT) *out = fsC_int(c, x->n);
+  if (fsC_unsized(x)) *out = fsC_unknown();
+  else if (x->k == CV_SEQ || x->k == CV_DICT) *out = fsC_int(c, x->n);
   else if (fsC_cval(x)) {
     fsV_clearerr();
     int64_t l = fsV_len(NULL, (fs_value *)fsC_cval(x));
@@ -157,15 +158,37 @@ static int tensor_method(C *c, const cargs *a, const cv *recv, const char *m, cv
   return 1;
 }
 
-/* xs.append(v) on a list the checker holds item by item */
+/* xs.append(v) on a list the checker holds item by item (an unsized one:
+ * v is one more thing its elements may be) */
 static int list_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
   if (strcmp(m, "append")) return 0;
   if (recv->k != CV_SEQ || a->npos != 1 || a->call->kids[0]->kids[0]->kind != FS_N_NAME) return 0;
   cv *items = fsC_alloc(c, (recv->n + 1) * sizeof *items);
   memcpy(items, recv->p, recv->n * sizeof *items);
   items[recv->n] = a->pos[0];
-  fsC_setvar(c, a->call->kids[0]->kids[0]->str, (cv){.k = CV_SEQ, .n = recv->n + 1, .p = items});
+  cv grown = fsC_unsized(recv) ? fsC_unsized_seq(c, items, recv->n + 1, 0)
+                               : (cv){.k = CV_SEQ, .n = recv->n + 1, .p = items};
+  fsC_rebind(c, a->call->kids[0]->kids[0]->str, grown);
   *out = fsC_const(c, fsV_none());
+  return 1;
+}
+
+/* d.values(), d.keys(), d.items() of a dict the checker holds: lists of
+ * them (unsized when the dict is), so parameters in a dict reach an optimizer */
+static int dict_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
+  int values = !strcmp(m, "values"), keys = !strcmp(m, "keys"), items = !strcmp(m, "items");
+  if (recv->k != CV_DICT || !(values || keys || items)) return 0;
+  const cv *kv = recv->p;
+  cv *r = fsC_alloc(c, (recv->n + 1) * sizeof *r);
+  for (uint32_t i = 0; i < recv->n; i++) {
+    if (!items) { r[i] = kv[values ? recv->n + i : i]; continue; }
+    cv *pair = fsC_alloc(c, 2 * sizeof *pair);
+    pair[0] = kv[i];
+    pair[1] = kv[recv->n + i];
+    r[i] = (cv){.k = CV_SEQ, .sub = SEQ_TUPLE, .n = 2, .p = pair};
+  }
+  *out = fsC_unsized(recv) ? fsC_unsized_seq(c, r, recv->n, 0) : (cv){.k = CV_SEQ, .n = recv->n, .p = r};
+  (void)a;
   return 1;
 }
 
@@ -178,6 +201,7 @@ static const struct {
   int (*fn)(C *c, const cargs *a, const cv *recv, const char *m, cv *out);
 } method_rows[] = {
   {"Fabric", fabric_method}, {"Module", fsC_module_method}, {"Tensor", tensor_method}, {"list", list_method},
+  {"dict", dict_method},
 };
 
 int fsC_api_method(C *c, const cargs *a, const cv *recv, cv *out) {

@@ -18,6 +18,7 @@ static int fvalue(C *c, const cv *v, fsF_value *out) {
     out->strategy = fsC_o(c, v->id)->strat;
     return 1;
   }
+  if (fsC_unsized(v)) return 0; /* its items are not known */
   if (v->k == CV_SEQ) {
     int64_t *ints = fsC_alloc(c, (v->n + 1) * sizeof *ints);
     const cv *items = v->p;
@@ -430,6 +431,15 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
     fsF_optim os[MAXARGS];
     size_t n = 0;
     int none = fsC_is_none(sv);
+    if (!none && fsC_unsized(sv)) {
+      /* its keys are not known (model.state_dict()): only a state whose
+       * values are all tensors or plain values is known to hold no model */
+      const cv *kv = sv->p;
+      for (uint32_t i = 0; i < sv->n; i++)
+        if (kv[sv->n + i].k != CV_TENSOR && !fsC_cval(&kv[sv->n + i])) return 1;
+      if (!saving || !fsC_is_none(fsC_arg(a, "filter", NULL))) return 1; /* load: not empty, its repr unknown */
+      return fsF_check_save(&f, ents, 0, NULL, iss);
+    }
     if (!none) {
       if (sv->k != CV_DICT || sv->n > MAXARGS) return 1;
       const cv *kv = sv->p;

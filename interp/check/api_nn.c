@@ -84,7 +84,7 @@ static void collect_params(C *c, const cv *v, cobj *opt, int *found, int depth) 
     for (size_t i = 0; i < n; i++) collect_params(c, &((const cv *)v->p)[i], opt, found, depth + 1);
     return;
   }
-  if (!fsC_is(v, OB_PARAMS, c)) return;
+  if (!fsC_is(v, OB_PARAMS, c) && !fsC_is(v, OB_PARAM, c)) return;
   const cobj *p = fsC_o(c, v->id);
   if (!*found) {
     opt->model = p->model;
@@ -145,6 +145,7 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
     uint32_t id = fsC_new_obj(c, OB_PARAMS, a->call->loc);
     cobj p = *fsC_o(c, id);
     p.model = raws[0];
+    p.effect = !strcmp(m, "named_parameters"); /* its elements are (name, parameter) */
     p.pmeta = fsC_o(c, raws[0])->meta;
     for (size_t i = 1; i < nr; i++) {
       p.pmeta.m |= fsC_o(c, raws[i])->meta.m;
@@ -178,6 +179,13 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
   if (!strcmp(m, "reset_parameters") || !strcmp(m, "load_state_dict")) {
     for (size_t i = 0; i < nr; i++) fsC_ow(c, raws[i])->empty = (mbit){MB_F, 0};
     *out = fsC_const(c, fsV_none());
+    return 1;
+  }
+  if (!strcmp(m, "state_dict")) { /* names not known, every value a tensor: no module in it */
+    cv *kv = fsC_alloc(c, 2 * sizeof *kv);
+    kv[0] = fsC_unknown();
+    kv[1] = (cv){.k = CV_TENSOR};
+    *out = (cv){.k = CV_DICT, .sub = SEQ_UNSIZED, .n = 1, .p = kv};
     return 1;
   }
   if (!strcmp(m, "forward")) { *out = fsC_forward(c, recv, a->call->loc); return 1; }

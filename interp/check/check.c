@@ -2,6 +2,7 @@
  * that analyses both arms of an `if` and joins them, statements and
  * expressions. Fabric's semantics are in fabric/ (reached via paths.c and api_*.c);
  * nothing here runs anything. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "check_int.h"
 #include "pynames.h"
 
@@ -9,14 +10,67 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- memory ------------------------------------------------------------ */
 
-#define GROW(arr, n, cap) do { if ((n) == (cap)) { (cap) = (cap) ? 2 * (cap) : 64; \
-  (arr) = fsA_xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
+/* A table's growth is paid from the budget as the arena's is. */
+#define GROW(cc, arr, n, cap) do { if ((n) == (cap)) { spend((cc), ((cap) ? (cap) : 64) * sizeof *(arr)); \
+  (cap) = (cap) ? 2 * (cap) : 64; (arr) = fsA_xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
+
+/* ---- the budget: check always ends ---------------------------------------
+ * Analysing a call inlines the def, and a loop's body is analysed per round,
+ * so nested calls and loops multiply: 30 defs that each call the next twice
+ * are 2^30 analyses. Time and memory are bounded instead of the shapes: what
+ * the analysis takes is paid from the budget, and once it is spent no further
+ * statement is analysed (one warning says where). A value too big for what
+ * is left is unknown (not_affordable), so a valid script never makes the
+ * check run out of memory. */
+
+static void spend(C *c, size_t n) {
+  if (n >= c->bytes_left) { c->bytes_left = 0; c->spent = 1; }
+  else c->bytes_left -= n;
+}
+
+/* The process's processor time, not the wall clock: a check on a loaded
+ * machine (a CI runner, a laptop compiling) is not cut short by the load,
+ * so whether it ends early does not depend on what else runs. */
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Whether the budget is spent, checked before each statement (the clock
+ * every 64); says so once, at the statement where the analysis stops. */
+static int out_of_budget(C *c, const fs_node *s) {
+  if (!c->spent && ++c->ticks >= 64) {
+    c->ticks = 0;
+    if (now_ns() >= c->deadline_ns) c->spent = 1;
+  }
+  if (!c->spent) return 0;
+  if (c->spent == 1) {
+    c->spent = 2;
+    int timed_out = c->bytes_left > 0;
+    const char *nl = memchr(c->src->text + s->loc.start, '\n', s->loc.end - s->loc.start);
+    fs_loc at = {s->loc.start, nl ? (uint32_t)(nl - c->src->text) : s->loc.end};
+    double secs = c->o->budget_seconds > 0 ? c->o->budget_seconds : FSC_BUDGET_SECONDS;
+    size_t bytes = c->o->budget_bytes ? c->o->budget_bytes : FSC_BUDGET_BYTES;
+    char what[64];
+    if (timed_out) snprintf(what, sizeof what, "%g s", secs);
+    else if (bytes % (1u << 30) == 0) snprintf(what, sizeof what, "%zu GiB", bytes >> 30);
+    else snprintf(what, sizeof what, "%zu MiB", bytes >> 20);
+    fs_diag *g = fsC_report(c, FS_SEV_WARNING, "budget", at, "the check's budget of %s is spent: the analysis "
+                            "stops here; what runs after this point, and every function not analysed yet, "
+                            "is not checked", what);
+    if (g) fsD_help(g, "`--check-budget=SECONDS[,BYTES]` gives the check more (the default is 10 s and 1 GiB)");
+  }
+  return 1;
+}
 
 void *fsC_alloc(C *c, size_t n) {
   if (!c->arena) c->arena = fsA_arena_new();
+  spend(c, n);
   return fsA_alloc(c->arena, n);
 }
 
@@ -68,7 +122,7 @@ cv fsC_const(C *c, fs_value *v) {
     return r;
   }
   if (v->refcount >= 0) {
-    GROW(c->consts, c->nconsts, c->capconsts);
+    GROW(c, c->consts, c->nconsts, c->capconsts);
     c->consts[c->nconsts++] = v;
   }
   return (cv){.k = CV_CONST, .p = v};
@@ -123,6 +177,137 @@ static cv cv_join(C *c, const cv *a, const cv *b, uint32_t why) {
   return r;
 }
 
+/* Adds v to alts[0..*n) unless there; 0 when there are MAXALT already. */
+static int add_alt(cv *alts, size_t *n, const cv *v) {
+  for (size_t j = 0; j < *n; j++) if (cv_eq(&alts[j], v)) return 1;
+  if (*n == MAXALT) return 0;
+  alts[(*n)++] = *v;
+  return 1;
+}
+
+cv fsC_unsized_seq(C *c, const cv *items, size_t n, int tuple) {
+  cv alts[MAXALT];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!add_alt(alts, &k, &items[i])) { /* too many to tell apart: some are unknown */
+      alts[MAXALT - 1] = fsC_unknown();
+      break;
+    }
+  cv r = seq(c, alts, k, tuple);
+  r.sub |= SEQ_UNSIZED;
+  return r;
+}
+
+/* One value for "any of these" (a phi), unknown past MAXALT or for none. */
+static cv join_all(C *c, const cv *items, size_t n) {
+  if (!n) return fsC_unknown();
+  cv r = items[0];
+  for (size_t i = 1; i < n && r.k != CV_UNKNOWN; i++) r = cv_join(c, &r, &items[i], 0);
+  return r;
+}
+
+cv fsC_elements(C *c, const cv *v) {
+  switch (v->k) {
+  case CV_SEQ: return join_all(c, v->p, v->n);
+  case CV_DICT: return join_all(c, v->p, v->n); /* its keys */
+  case CV_PHI: {
+    cv parts[MAXALT];
+    for (uint32_t i = 0; i < v->n; i++) parts[i] = fsC_elements(c, &((const cv *)v->p)[i]);
+    return join_all(c, parts, v->n);
+  }
+  case CV_OBJ:
+    if (c->objs[v->id].kind == OB_PARAMS) { /* a parameter: whose it is, on which device */
+      cobj p = c->objs[v->id];
+      uint32_t id = fsC_new_obj(c, OB_PARAM, p.loc);
+      p.kind = OB_PARAM;
+      p.effect = 0;
+      c->objs[id] = p;
+      if (!c->objs[v->id].effect) return fsC_obj(id);
+      cv *pair = fsC_alloc(c, 2 * sizeof *pair); /* named_parameters(): (name, parameter) */
+      pair[0] = fsC_unknown();
+      pair[1] = fsC_obj(id);
+      return (cv){.k = CV_SEQ, .sub = SEQ_TUPLE, .n = 2, .p = pair};
+    }
+    return fsC_unknown();
+  default: return fsC_unknown();
+  }
+}
+
+/* ---- rank-dependent values ------------------------------------------------
+ * Each process of a run reads its own fabric.global_rank, local_rank,
+ * node_rank and is_global_zero: such a value is a phi with one alternative
+ * per rank (RANKED), operators apply rank by rank, and an `if` on it is
+ * analysed once for the ranks that take each arm, with rank_mask saying
+ * which. A world size known up to MAXRANKS gives one alternative per rank; an
+ * unknown or larger one gives two: rank 0, and every other rank as one. */
+
+static int ranked(const cv *v) { return v->k == CV_PHI && v->sub == RANKED; }
+static cv rank_alt(const cv *v, uint32_t i) { return ranked(v) ? ((const cv *)v->p)[i] : *v; }
+static uint32_t all_ranks(const C *c) { return c->rank_n >= 32 ? ~0u : (1u << c->rank_n) - 1; }
+/* Whether the current path is not taken by every rank. */
+static int rank_restricted(const C *c, uint32_t mask) { return c->rank_n > 1 && (mask & all_ranks(c)) != all_ranks(c); }
+
+/* One value per rank; a constant when every rank has the same. */
+static cv from_ranks(C *c, const cv *alts) {
+  uint32_t i = 1;
+  while (i < c->rank_n && cv_eq(&alts[0], &alts[i])) i++;
+  if (i == c->rank_n) return alts[0];
+  cv r = seq(c, alts, c->rank_n, 0);
+  r.k = CV_PHI;
+  r.sub = RANKED;
+  r.id = 0;
+  return r;
+}
+
+/* fabric.<name> for a rank attribute: 1 and *out. */
+static int rank_value(C *c, uint32_t fid, const char *name, cv *out) {
+  int g = !strcmp(name, "global_rank"), l = !strcmp(name, "local_rank"), nr = !strcmp(name, "node_rank"),
+      zero = !strcmp(name, "is_global_zero");
+  if (!(g || l || nr || zero)) return 0;
+  const fsF_config *cfg = fsC_cfg(c, fid);
+  if (!c->rank_n) {
+    int w = cfg ? cfg->world_size : 0;
+    c->rank_open = !(w >= 1 && w <= MAXRANKS);
+    c->rank_n = c->rank_open ? 2 : (uint32_t)w;
+  }
+  int per_node = cfg && cfg->devices > 0 && cfg->num_nodes >= 1 ? cfg->devices : 0;
+  cv alts[MAXRANKS];
+  for (uint32_t i = 0; i < c->rank_n; i++) {
+    int other = c->rank_open && i == c->rank_n - 1; /* some rank but 0: which, not known */
+    if (zero) alts[i] = fsC_const(c, fsV_bool(i == 0));
+    else if (other && i != 0) alts[i] = fsC_unknown();
+    else if (g) alts[i] = fsC_int(c, i);
+    else if (!per_node) alts[i] = i == 0 ? fsC_int(c, 0) : fsC_unknown();
+    else alts[i] = fsC_int(c, l ? (int64_t)i % per_node : (int64_t)i / per_node);
+  }
+  *out = from_ranks(c, alts);
+  return 1;
+}
+
+
+/* "rank 1", "ranks 1 and 3", "the ranks other than 0". */
+static void ranks_text(const C *c, uint32_t mask, char *buf, size_t len) {
+  mask &= all_ranks(c);
+  if (c->rank_open && mask == 2) { snprintf(buf, len, "the ranks other than 0"); return; }
+  uint32_t n = 0, k = 0;
+  for (uint32_t i = 0; i < c->rank_n; i++) n += (mask >> i) & 1;
+  size_t at = (size_t)snprintf(buf, len, "rank%s", n > 1 ? "s" : "");
+  for (uint32_t i = 0; i < c->rank_n && at < len; i++) {
+    if (!((mask >> i) & 1)) continue;
+    const char *sep = ++k == 1 ? " " : k == n ? " and " : ", ";
+    if (c->rank_open && i == c->rank_n - 1) at += (size_t)snprintf(buf + at, len - at, "%sthe others", sep);
+    else at += (size_t)snprintf(buf + at, len - at, "%s%u", sep, i);
+  }
+}
+
+/* A note on g: it concerns only the ranks in mask, split off at rank_why. */
+static void rank_note(C *c, fs_diag *g, uint32_t mask) {
+  char who[96];
+  ranks_text(c, mask, who, sizeof who);
+  if (c->rank_open) fsD_note(g, c->src, c->rank_why, "only on %s: this condition depends on the rank", who);
+  else fsD_note(g, c->src, c->rank_why, "only on %s (of %u): this condition depends on the rank", who, c->rank_n);
+}
+
 static mbit mb_join(mbit a, mbit b, uint32_t ra, uint32_t rb) {
   mbit r = {(uint8_t)(a.m | b.m), a.why ? a.why : b.why};
   if ((a.m & MB_T) && !(b.m & MB_T)) r.why = ra;
@@ -140,9 +325,20 @@ static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
   return r;
 }
 
+static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh);
+
+/* The reason for a branch's side: made once per branch, though a loop or a
+ * def analyses the branch again and again (2^26 nested loop rounds once made
+ * 2^27 reasons, a gigabyte). */
 static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
-  GROW(c->reasons, c->nreasons, c->capreasons);
+  char key[48];
+  snprintf(key, sizeof key, "%u:%u:%d:%d", loc.start, loc.end, loop, side);
+  uintptr_t *known = map_slot(c, &c->reason_ids, key, 0, NULL);
+  if (known) return (uint32_t)*known;
+  GROW(c, c->reasons, c->nreasons, c->capreasons);
   c->reasons[c->nreasons] = (reason){loc, (uint8_t)loop, (uint8_t)side};
+  int fresh = 0;
+  *map_slot(c, &c->reason_ids, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = c->nreasons;
   return (uint32_t)c->nreasons++;
 }
 
@@ -162,7 +358,7 @@ enum { TR_SLOT, TR_OBJ };
 
 static void log_old(C *c, int type, uint32_t idx) {
   if (!c->marks) return;
-  GROW(c->trail, c->ntrail, c->captrail);
+  GROW(c, c->trail, c->ntrail, c->captrail);
   trail_ent *t = &c->trail[c->ntrail++];
   t->type = (uint8_t)type;
   t->idx = idx;
@@ -171,7 +367,7 @@ static void log_old(C *c, int type, uint32_t idx) {
 }
 
 uint32_t fsC_new_obj(C *c, obk kind, fs_loc loc) {
-  GROW(c->objs, c->nobjs, c->capobjs);
+  GROW(c, c->objs, c->nobjs, c->capobjs);
   cobj *o = &c->objs[c->nobjs];
   memset(o, 0, sizeof *o);
   o->kind = (uint8_t)kind;
@@ -256,10 +452,23 @@ void fsC_setvar(C *c, const char *name, cv v) {
   int fresh = 0;
   uintptr_t *s = map_slot(c, m, name, 1, &fresh);
   if (fresh) {
-    GROW(c->slots, c->nslots, c->capslots);
+    GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
     *s = c->nslots++;
   }
+  log_old(c, TR_SLOT, (uint32_t)*s);
+  c->slots[*s] = v;
+}
+
+/* Writes name where it is bound (a global from inside a def, the enclosing
+ * def's from a closure), as mutating the container it names would: xs[k] = v
+ * and xs.append(v) make no local. Unbound: as fsC_setvar. */
+void fsC_rebind(C *c, const char *name, cv v) {
+  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
+    s = map_slot(c, &c->frames[i - 1]->locals, name, 0, NULL);
+  if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
+  if (!s) { fsC_setvar(c, name, v); return; }
   log_old(c, TR_SLOT, (uint32_t)*s);
   c->slots[*s] = v;
 }
@@ -287,9 +496,8 @@ static void stamps(C *c) {
   }
 }
 
-/* Records the current value of everything written since m, then undoes the
- * writes: the state is back to what it was at the mark. */
-static void capture(C *c, size_t m, chgset *out) {
+/* Records the current value of everything written since m (the writes stay). */
+static void record(C *c, size_t m, chgset *out) {
   stamps(c);
   out->epoch = ++c->epoch;
   out->n = 0;
@@ -307,6 +515,12 @@ static void capture(C *c, size_t m, chgset *out) {
     if (t->type == TR_SLOT) g->val.v = c->slots[t->idx];
     else g->val.o = c->objs[t->idx];
   }
+}
+
+/* Records the current value of everything written since m, then undoes the
+ * writes: the state is back to what it was at the mark. */
+static void capture(C *c, size_t m, chgset *out) {
+  record(c, m, out);
   for (size_t i = c->ntrail; i-- > m;) {
     trail_ent *t = &c->trail[i];
     if (t->type == TR_SLOT) c->slots[t->idx] = t->old.v;
@@ -381,6 +595,10 @@ static int state_rule(const char *rule) {
 fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const char *fmt, ...) {
   if (c->uncalled && state_rule(rule)) return NULL; /* no path runs it in any state */
   if (seen_before(c, rule, loc)) return NULL;
+  if (c->launch_diag && !strcmp(rule, "R16")) { /* a missing launch() is one mistake: said once */
+    fsD_note(&c->d->items[c->launch_diag - 1], c->src, loc, "this call needs `launch()` too");
+    return NULL;
+  }
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
@@ -391,6 +609,8 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
   va_end(ap);
   fs_diag *g = fsD_add(c->d, sev, rule, c->src, loc, "%s", msg);
   free(msg);
+  if (!strcmp(rule, "R16")) c->launch_diag = c->d->n;
+  if (g && state_rule(rule) && rank_restricted(c, c->rank_mask)) rank_note(c, g, c->rank_mask);
   if (sev == FS_SEV_ERROR) c->nerrors++;
   return g;
 }
@@ -414,7 +634,7 @@ static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
 const char *fsC_type_name(C *c, const cv *v) {
   switch (v->k) {
   case CV_CONST: return fsV_type_name(v->p);
-  case CV_SEQ: return v->sub ? "tuple" : "list";
+  case CV_SEQ: return v->sub & SEQ_TUPLE ? "tuple" : "list";
   case CV_DICT: return "dict";
   case CV_TENSOR: return "Tensor";
   case CV_FUNC: return "function";
@@ -426,6 +646,7 @@ const char *fsC_type_name(C *c, const cv *v) {
     case OB_LOADER: return "DataLoader";
     case OB_DATASET: return "Dataset";
     case OB_PARAMS: return "list";
+    case OB_PARAM: return "Tensor";
     default: return NULL;
     }
   case CV_PHI: {
@@ -470,7 +691,7 @@ static unsigned type_bit(const cv *v) {
     case FSV_STR: return FSSIG_T_STR;
     default: return FSSIG_T_OBJ;
     }
-  case CV_SEQ: return v->sub ? FSSIG_T_TUPLE : FSSIG_T_LIST;
+  case CV_SEQ: return v->sub & SEQ_TUPLE ? FSSIG_T_TUPLE : FSSIG_T_LIST;
   case CV_DICT: return FSSIG_T_DICT;
   case CV_FUNC: return FSSIG_T_FUNC;
   default: return 0;
@@ -581,6 +802,11 @@ static void check_types(C *c, const fsSig *sig, const fs_node *call, const cv *p
 /* ---- expressions -------------------------------------------------------- */
 
 static cv ev(C *c, const fs_node *n);
+static cv ev_comp(C *c, const fs_node *n);
+static cv unary(C *c, const fs_node *n, cv a);
+static cv binary(C *c, const fs_node *n, cv a, cv b);
+static cv compare_chain(C *c, const fs_node *n, const cv *vals);
+static void assign(C *c, const fs_node *t, cv v);
 static void block(C *c, const fs_node *b);
 static void st(C *c, const fs_node *s);
 
@@ -588,16 +814,58 @@ static void st(C *c, const fs_node *s);
 static int truth(const cv *v) {
   switch (v->k) {
   case CV_CONST: return fsV_truthy(v->p);
-  case CV_SEQ: case CV_DICT: return v->n > 0;
+  case CV_SEQ: case CV_DICT: return fsC_unsized(v) ? -1 : v->n > 0;
   case CV_OBJ: case CV_FUNC: case CV_CLASS: return 1;
   default: return -1;
   }
+}
+
+/* Whether `a op b` of two constants is worth computing: a string grown by +
+ * or * is paid from the budget, and unknown when it would not fit or is
+ * longer than MAX_KNOWN_STR (names, keys and messages are short; a longer
+ * string's text never decides a rule, and "x" * 10**9 took 1 GB and 4 s). */
+#define MAX_KNOWN_STR ((size_t)1 << 20)
+static int affordable(C *c, fs_op op, const fs_value *a, const fs_value *b) {
+  const fs_value *s = a->type == FSV_STR ? a : b->type == FSV_STR ? b : NULL, *k = s == a ? b : a;
+  if (!s || (op != FS_OP_ADD && op != FS_OP_MUL)) return 1;
+  size_t bytes = s->u.str.len;
+  if (op == FS_OP_ADD) bytes += k->type == FSV_STR ? k->u.str.len : 0;
+  else if (k->type == FSV_INT && k->u.i > 0) {
+    if ((uint64_t)k->u.i > c->bytes_left / (bytes ? bytes : 1)) return 0;
+    bytes *= (size_t)k->u.i;
+  }
+  if (bytes > MAX_KNOWN_STR || bytes >= c->bytes_left) return 0;
+  spend(c, bytes);
+  return 1;
+}
+
+/* Which ranks of the current path v is true on (*t: may be, *f: may be
+ * false); a value that is not rank-dependent is the same on all of them. */
+static void truth_ranks(C *c, const cv *v, uint32_t *t, uint32_t *f) {
+  *t = *f = 0;
+  uint32_t path = c->rank_n ? c->rank_mask & all_ranks(c) : 1;
+  for (uint32_t i = 0; i < (c->rank_n ? c->rank_n : 1); i++) {
+    if (!((path >> i) & 1)) continue;
+    cv x = rank_alt(v, i);
+    int ti = truth(&x);
+    if (ti != 0) *t |= 1u << i;
+    if (ti != 1) *f |= 1u << i;
+  }
+}
+
+/* truth() on the ranks of the current path: -1 when not known or they differ. */
+static int truth_on(C *c, const cv *v) {
+  if (!ranked(v)) return truth(v);
+  uint32_t t, f;
+  truth_ranks(c, v, &t, &f);
+  return !t ? 0 : !f ? 1 : -1;
 }
 
 static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
   const fs_value *fa = fsC_cval(&a);
   if (c->python && op == FS_OP_MOD && fa && fa->type == FSV_STR) return fsC_unknown(); /* printf-style */
   if (a.k == CV_CONST && b.k == CV_CONST) {
+    if (!affordable(c, op, a.p, b.p)) return fsC_unknown();
     fsV_clearerr();
     fs_value *r = fsV_binop(NULL, op, (fs_value *)a.p, (fs_value *)b.p);
     if (!r && fsV_error()[0])
@@ -613,14 +881,18 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
   if (op == FS_OP_ADD && aseq && bseq) {
     /* list + list: keep the parameter references for an optimizer */
     cv two[2] = {a, b};
-    cv items[64];
-    size_t k = 0;
+    size_t total = (a.k == CV_SEQ ? a.n : 1) + (b.k == CV_SEQ ? b.n : 1), k = 0;
+    cv *items = fsC_alloc(c, total * sizeof *items);
     for (int s = 0; s < 2; s++) {
       if (two[s].k == CV_SEQ)
-        for (uint32_t i = 0; i < two[s].n && k < 64; i++) items[k++] = ((const cv *)two[s].p)[i];
-      else if (k < 64) items[k++] = two[s];
+        for (uint32_t i = 0; i < two[s].n; i++) items[k++] = ((const cv *)two[s].p)[i];
+      else items[k++] = two[s];
     }
-    return seq(c, items, k, 0);
+    int tuple = a.k == CV_SEQ && b.k == CV_SEQ && (a.sub & b.sub & SEQ_TUPLE);
+    /* a parameters() collection is many items: the sum's length is not known */
+    if (fsC_unsized(&a) || fsC_unsized(&b) || a.k != CV_SEQ || b.k != CV_SEQ)
+      return fsC_unsized_seq(c, items, k, tuple);
+    return seq(c, items, k, tuple);
   }
   return fsC_unknown();
 }
@@ -731,7 +1003,7 @@ static uintptr_t *attr_slot(C *c, uint32_t id, const char *name, int create) {
   int fresh = 0;
   uintptr_t *s = map_slot(c, &c->globals, create ? strcpy(fsC_alloc(c, strlen(key) + 1), key) : key, create, &fresh);
   if (s && fresh) {
-    GROW(c->slots, c->nslots, c->capslots);
+    GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
     *s = c->nslots++;
   }
@@ -823,7 +1095,7 @@ static void st_class(C *c, const fs_node *s) {
       const fs_node *m = body->kids[i];
       if (m->kind != FS_N_DEF) { st(c, m); continue; }
       if (!fsA_def_plain(m)) { fsC_setvar(c, m->str, fsC_unknown()); continue; } /* decorated ... */
-      GROW(c->defs, c->ndefs, c->capdefs);
+      GROW(c, c->defs, c->ndefs, c->capdefs);
       c->defs[c->ndefs++] = (struct defrec){m, 0, nested};
       fsC_setvar(c, m->str, (cv){.k = CV_FUNC, .p = m});
     }
@@ -914,6 +1186,9 @@ static cv ev_attr(C *c, const fs_node *n) {
     const fsF_config *cfg = fsC_cfg(c, r.id);
     if (cfg) return fsC_int(c, cfg->world_size);
   }
+  cv rank;
+  if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC && rank_value(c, r.id, n->str, &rank))
+    return rank;
   if (sig->kind == FSSIG_ATTR && !strcmp(sig->returns, "Tensor")) return (cv){.k = CV_TENSOR};
   return fsC_unknown();
 }
@@ -927,6 +1202,8 @@ static cv ev_index(C *c, const fs_node *n) {
   }
   cv k = ev(c, ix);
   if (o.k == CV_TENSOR) return o;
+  if (fsC_unsized(&o)) /* any of its elements (a dict: its values) */
+    return o.k == CV_SEQ ? fsC_elements(c, &o) : join_all(c, (const cv *)o.p + o.n, o.n);
   if (o.k == CV_SEQ && k.k == CV_CONST && ((const fs_value *)k.p)->type == FSV_INT) {
     int64_t i = ((const fs_value *)k.p)->u.i;
     if (i < 0) i += o.n;
@@ -949,6 +1226,24 @@ static cv ev_index(C *c, const fs_node *n) {
     return fsC_const(c, r);
   }
   return fsC_unknown();
+}
+
+/* xs.extend(it), xs.insert(i, v), xs.pop() ... on a named list the checker
+ * holds (Python's list methods beyond append): its length is no longer
+ * known, and what extend or insert adds is among its elements. */
+static void list_mutated(C *c, const fs_node *callee, const cv *recv, const char *m, const cv *pos, size_t npos) {
+  static const char *const mutators[] = {"extend", "insert", "pop", "remove", "clear", "sort", "reverse"};
+  size_t i = 0;
+  while (i < sizeof mutators / sizeof *mutators && strcmp(m, mutators[i])) i++;
+  if (i == sizeof mutators / sizeof *mutators || recv->k != CV_SEQ || (recv->sub & SEQ_TUPLE) ||
+      callee->kids[0]->kind != FS_N_NAME)
+    return;
+  cv *items = fsC_alloc(c, ((size_t)recv->n + 1) * sizeof *items);
+  memcpy(items, recv->p, recv->n * sizeof *items);
+  size_t n = recv->n;
+  if (!strcmp(m, "extend") && npos == 1) items[n++] = fsC_elements(c, &pos[0]);
+  if (!strcmp(m, "insert") && npos == 2) items[n++] = pos[1];
+  fsC_rebind(c, callee->kids[0]->str, fsC_unsized_seq(c, items, n, 0));
 }
 
 /* Calls: builtins through signatures.h, defs inlined, models forwarded. */
@@ -1002,7 +1297,10 @@ static cv ev_call(C *c, const fs_node *n) {
       if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
       return fsC_call_def(c, def, n, args, npos + 1, kw, kwv, nkw);
     }
-    if (!sig && real_member(c, t, mname)) return fsC_unknown();
+    if (!sig && real_member(c, t, mname)) {
+      list_mutated(c, callee, &recv, mname, pos, npos);
+      return fsC_unknown();
+    }
     if (!sig || sig->kind != FSSIG_METHOD) {
       fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", callee->name_loc,
                               sig ? "'%s' object attribute '%s' is not callable" : "'%s' object has no attribute '%s'",
@@ -1090,6 +1388,83 @@ static int identical(const cv *a, const cv *b) {
 
 cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
 
+static cv unary(C *c, const fs_node *n, cv a) {
+  if (n->op == FS_OP_INVERT) return fsC_unknown();
+  if (a.k == CV_CONST) {
+    fsV_clearerr();
+    fs_value *r = fsV_unop(NULL, n->op, (fs_value *)a.p);
+    if (!r && fsV_error()[0]) fsC_report(c, FS_SEV_ERROR, "type", n->loc, "%s", fsV_error());
+    return fsC_const(c, r);
+  }
+  if (n->op == FS_OP_NOT) {
+    int t = truth(&a);
+    return t < 0 ? fsC_unknown() : fsC_const(c, fsV_bool(!t));
+  }
+  return a.k == CV_TENSOR ? a : fsC_unknown();
+}
+
+/* a op b for a binary operator other than and/or */
+static cv binary(C *c, const fs_node *n, cv a, cv b) {
+  if (n->op == FS_OP_IS || n->op == FS_OP_IS_NOT) {
+    int same = identical(&a, &b);
+    return same < 0 ? fsC_unknown() : fsC_const(c, fsV_bool((n->op == FS_OP_IS) == same));
+  }
+  if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^: not modelled */
+  return binop(c, n, n->op, a, b);
+}
+
+/* `a < b <= c`: false at the first link known false, true when every link
+ * is known true, else unknown (a link that would raise: unknown). */
+static cv compare_chain(C *c, const fs_node *n, const cv *vals) {
+  int known = 1;
+  for (uint32_t j = 0; j + 1 < n->nkids && j < n->slen; j++) {
+    fs_op op = (fs_op)(unsigned char)n->str[j];
+    int t = -1;
+    if (op == FS_OP_IS || op == FS_OP_IS_NOT) {
+      int same = identical(&vals[j], &vals[j + 1]);
+      t = same < 0 ? -1 : (op == FS_OP_IS) == same;
+    } else if (vals[j].k == CV_CONST && vals[j + 1].k == CV_CONST) {
+      fsV_clearerr();
+      fs_value *r = fsV_binop(NULL, op, (fs_value *)vals[j].p, (fs_value *)vals[j + 1].p);
+      if (r) t = fsV_truthy(r);
+      fsV_release(r);
+      fsV_clearerr();
+    }
+    if (t == 0) return fsC_const(c, fsV_bool(0));
+    if (t < 0) known = 0;
+  }
+  return known ? fsC_const(c, fsV_bool(1)) : fsC_unknown();
+}
+
+/* A comprehension or generator: its names live in a scope of its own (a
+ * closure over the enclosing one); each target is any element of its
+ * iterable, and the result is an unsized list (dict) of what the element
+ * may be, so parameters gathered by `[p for p in ...]` keep their provenance. */
+static cv ev_comp(C *c, const fs_node *n) {
+  if (c->nframes == 32 || n->nkids < 3) return fsC_unknown();
+  cv first = ev(c, n->kids[2]->kids[1]); /* Python evaluates it outside the scope */
+  frame f;
+  memset(&f, 0, sizeof f);
+  f.fn = n;
+  f.closure = 1;
+  c->frames[c->nframes++] = &f;
+  for (uint32_t i = 2; i < n->nkids; i++) {
+    const fs_node *g = n->kids[i];
+    cv it = i == 2 ? first : ev(c, g->kids[1]);
+    assign(c, g->kids[0], fsC_elements(c, &it));
+    for (uint32_t j = 2; j < g->nkids; j++) ev(c, g->kids[j]);
+  }
+  cv elem = ev(c, n->kids[0]);
+  cv val = fsC_kid(n, 1) ? ev(c, n->kids[1]) : fsC_unknown();
+  c->nframes--;
+  map_free(&f.locals);
+  if (n->op != FS_COMP_DICT) return fsC_unsized_seq(c, &elem, 1, 0);
+  cv *kv = fsC_alloc(c, 2 * sizeof *kv);
+  kv[0] = elem;
+  kv[1] = val;
+  return (cv){.k = CV_DICT, .sub = SEQ_UNSIZED, .n = 1, .p = kv};
+}
+
 static cv ev(C *c, const fs_node *n) {
   switch (n->kind) {
   case FS_N_NAME: return ev_name(c, n);
@@ -1121,38 +1496,46 @@ static cv ev(C *c, const fs_node *n) {
   }
   case FS_N_UNARY: {
     cv a = ev(c, n->kids[0]);
-    if (n->op == FS_OP_INVERT) return fsC_unknown();
-    if (a.k == CV_CONST) {
-      fsV_clearerr();
-      fs_value *r = fsV_unop(NULL, n->op, (fs_value *)a.p);
-      if (!r && fsV_error()[0]) fsC_report(c, FS_SEV_ERROR, "type", n->loc, "%s", fsV_error());
-      return fsC_const(c, r);
-    }
-    if (n->op == FS_OP_NOT) {
-      int t = truth(&a);
-      return t < 0 ? fsC_unknown() : fsC_const(c, fsV_bool(!t));
-    }
-    return a.k == CV_TENSOR ? a : fsC_unknown();
+    if (!ranked(&a)) return unary(c, n, a);
+    cv alts[MAXRANKS];
+    for (uint32_t i = 0; i < c->rank_n; i++) alts[i] = unary(c, n, rank_alt(&a, i));
+    return from_ranks(c, alts);
   }
   case FS_N_BINARY: {
     cv a = ev(c, n->kids[0]);
     if (n->op == FS_OP_AND || n->op == FS_OP_OR) {
       int t = truth(&a);
+      if (ranked(&a)) { /* each rank's own short circuit */
+        cv b = ev(c, n->kids[1]), alts[MAXRANKS];
+        for (uint32_t i = 0; i < c->rank_n; i++) {
+          cv x = rank_alt(&a, i);
+          int ti = truth(&x);
+          alts[i] = ti == (n->op == FS_OP_OR) ? x : ti < 0 ? fsC_unknown() : rank_alt(&b, i);
+        }
+        return from_ranks(c, alts);
+      }
       if (t == (n->op == FS_OP_OR)) return a;
       cv b = ev(c, n->kids[1]);
       return t < 0 ? fsC_unknown() : b;
     }
     cv b = ev(c, n->kids[1]);
-    if (n->op == FS_OP_IS || n->op == FS_OP_IS_NOT) {
-      int same = identical(&a, &b);
-      return same < 0 ? fsC_unknown() : fsC_const(c, fsV_bool((n->op == FS_OP_IS) == same));
-    }
-    if (n->op >= FS_OP_MATMUL) return fsC_unknown(); /* @, <<, >>, &, |, ^: not modelled */
-    return binop(c, n, n->op, a, b);
+    if (!ranked(&a) && !ranked(&b)) return binary(c, n, a, b);
+    cv alts[MAXRANKS];
+    for (uint32_t i = 0; i < c->rank_n; i++) alts[i] = binary(c, n, rank_alt(&a, i), rank_alt(&b, i));
+    return from_ranks(c, alts);
   }
-  case FS_N_COMPARE:
-    for (uint32_t i = 0; i < n->nkids; i++) ev(c, n->kids[i]);
-    return fsC_unknown();
+  case FS_N_COMPARE: {
+    cv *vals = fsC_alloc(c, (n->nkids + 1) * sizeof *vals), alts[MAXRANKS];
+    int any_ranked = 0;
+    for (uint32_t i = 0; i < n->nkids; i++) { vals[i] = ev(c, n->kids[i]); any_ranked |= ranked(&vals[i]); }
+    if (!any_ranked) return compare_chain(c, n, vals);
+    cv *one = fsC_alloc(c, (n->nkids + 1) * sizeof *one);
+    for (uint32_t r = 0; r < c->rank_n; r++) {
+      for (uint32_t i = 0; i < n->nkids; i++) one[i] = rank_alt(&vals[i], r);
+      alts[r] = compare_chain(c, n, one);
+    }
+    return from_ranks(c, alts);
+  }
   case FS_N_NAMEDEXPR: {
     cv v = ev(c, n->kids[1]);
     fsC_setvar(c, n->kids[0]->str, v);
@@ -1160,19 +1543,90 @@ static cv ev(C *c, const fs_node *n) {
   }
   case FS_N_COND: {
     cv k = ev(c, n->kids[0]);
-    int t = truth(&k);
+    int t = truth_on(c, &k);
     if (t >= 0) return ev(c, n->kids[t ? 1 : 2]);
+    if (ranked(&k)) { /* each rank its own arm */
+      cv a = ev(c, n->kids[1]), b = ev(c, n->kids[2]), alts[MAXRANKS];
+      for (uint32_t i = 0; i < c->rank_n; i++) {
+        cv x = rank_alt(&k, i);
+        int ti = truth(&x);
+        alts[i] = ti == 1 ? a : ti == 0 ? b : cv_join(c, &a, &b, 0);
+      }
+      return from_ranks(c, alts);
+    }
     cv a = ev(c, n->kids[1]), b = ev(c, n->kids[2]);
     return cv_join(c, &a, &b, new_reason(c, n->kids[0]->loc, 0, 1));
   }
   case FS_N_CALL: return ev_call(c, n);
   case FS_N_ATTR: return ev_attr(c, n);
   case FS_N_INDEX: return ev_index(c, n);
+  case FS_N_COMP: return ev_comp(c, n);
   default: return fsC_unknown();
   }
 }
 
 /* ---- statements --------------------------------------------------------- */
+
+/* A dict with key k set to v (copied: the old value may live on in a join). */
+static cv dict_with(C *c, const cv *d, const cv *k, const cv *v) {
+  const cv *kv = d->p;
+  uint32_t n = d->n, at = n;
+  int exact = !fsC_unsized(d) && k->k == CV_CONST;
+  for (uint32_t i = 0; exact && i < n; i++)
+    if (kv[i].k != CV_CONST) exact = 0;
+    else if (fsV_equal(kv[i].p, k->p)) at = i;
+  if (!exact) /* which entry k is, is not known: one more possible pair */
+    for (uint32_t i = 0; i < n; i++)
+      if (cv_eq(&kv[i], k) && cv_eq(&kv[n + i], v)) return *d;
+  if (!exact && n == MAXALT) return fsC_unknown();
+  uint32_t m = at < n ? n : n + 1;
+  cv *out = fsC_alloc(c, 2 * (size_t)m * sizeof *out);
+  for (uint32_t i = 0; i < n; i++) { out[i] = kv[i]; out[m + i] = kv[n + i]; }
+  out[at] = *k;
+  out[m + at] = *v;
+  return (cv){.k = CV_DICT, .sub = exact ? 0 : SEQ_UNSIZED, .n = m, .p = out};
+}
+
+/* `name[k] = v` on a dict or list the checker holds: the variable gets the
+ * container with the item set, exactly where k is known, else as one more
+ * thing its elements may be. */
+static void store_item(C *c, const fs_node *t, cv v) {
+  cv o = ev(c, t->kids[0]);
+  const fs_node *ix = t->kids[1];
+  cv k = fsC_unknown();
+  if (ix->kind == FS_N_SLICE) {
+    for (uint32_t i = 0; i < 3; i++) if (fsC_kid(ix, i)) ev(c, ix->kids[i]);
+    v = fsC_elements(c, &v); /* xs[a:b] = items: a length not known */
+  } else {
+    k = ev(c, ix);
+  }
+  if (t->kids[0]->kind != FS_N_NAME) return;
+  cv r;
+  if (o.k == CV_DICT && ix->kind != FS_N_SLICE) {
+    r = dict_with(c, &o, &k, &v);
+  } else if (o.k == CV_SEQ && !(o.sub & SEQ_TUPLE)) {
+    const fs_value *i = fsC_cval(&k);
+    if (!fsC_unsized(&o) && i && i->type == FSV_INT) {
+      int64_t at = i->u.i < 0 ? i->u.i + o.n : i->u.i;
+      if (at < 0 || at >= (int64_t)o.n) {
+        fsC_report(c, FS_SEV_ERROR, "index", t->loc, "list assignment index out of range");
+        return;
+      }
+      cv *items = fsC_alloc(c, (o.n + 1) * sizeof *items);
+      memcpy(items, o.p, o.n * sizeof *items);
+      items[at] = v;
+      r = (cv){.k = CV_SEQ, .n = o.n, .p = items};
+    } else {
+      cv *items = fsC_alloc(c, (o.n + 1) * sizeof *items);
+      memcpy(items, o.p, o.n * sizeof *items);
+      items[o.n] = v;
+      r = fsC_unsized_seq(c, items, o.n + 1, 0);
+    }
+  } else {
+    return;
+  }
+  fsC_rebind(c, t->kids[0]->str, r);
+}
 
 static void assign(C *c, const fs_node *t, cv v) {
   switch (t->kind) {
@@ -1181,6 +1635,11 @@ static void assign(C *c, const fs_node *t, cv v) {
   case FS_N_TUPLE: case FS_N_LIST: {
     for (uint32_t i = 0; i < t->nkids; i++)
       if (t->kids[i]->kind == FS_N_STARRED) v = fsC_unknown(); /* `a, *b = v`: lengths not modelled */
+    if (fsC_unsized(&v)) { /* each target is any of its elements */
+      cv e = fsC_elements(c, &v);
+      for (uint32_t i = 0; i < t->nkids; i++) assign(c, t->kids[i], e);
+      break;
+    }
     if (v.k == CV_SEQ && v.n != t->nkids) {
       if (v.n > t->nkids)
         fsC_report(c, FS_SEV_ERROR, "value", t->loc, "too many values to unpack (expected %u)", t->nkids);
@@ -1221,15 +1680,13 @@ static void assign(C *c, const fs_node *t, cv v) {
                  t->str, display_type(c, &o));
     break;
   }
-  case FS_N_INDEX:
-    ev(c, t->kids[0]);
-    if (t->kids[1]->kind != FS_N_SLICE) ev(c, t->kids[1]);
-    break;
+  case FS_N_INDEX: store_item(c, t, v); break;
   default: break;
   }
 }
 
 static int64_t known_len(const cv *v) {
+  if (fsC_unsized(v)) return -1;
   if (v->k == CV_SEQ || v->k == CV_DICT) return v->n;
   if (v->k == CV_CONST) {
     const fs_value *x = v->p;
@@ -1239,46 +1696,160 @@ static int64_t known_len(const cv *v) {
   return -1;
 }
 
+/* ---- loops ----------------------------------------------------------------
+ * A loop of a known count up to UNROLL rounds (and no break or continue) is
+ * analysed round by round, exactly. Any other runs its body twice, the
+ * second round seeing what the first did, and is then widened: a variable
+ * whose value the rounds changed is what any number of rounds may leave —
+ * a number or string unknown, a list or dict unsized (its elements still
+ * known as possibilities), an object either one (a join). A loop that may not
+ * run at all is joined with the path that skips it. So a list grown in a loop
+ * is never a guess that raises later (`xs[2]` after three appends). */
+
+#define UNROLL 4
+
+/* Whether a loop body can end a round early: break or continue at its level. */
+static int jumps(const fs_node *b) {
+  if (!b) return 0;
+  switch (b->kind) {
+  case FS_N_BREAK: case FS_N_CONTINUE: return 1;
+  case FS_N_BLOCK: for (uint32_t i = 0; i < b->nkids; i++) if (jumps(b->kids[i])) return 1; return 0;
+  case FS_N_IF: return jumps(b->kids[1]) || jumps(fsC_kid(b, 2));
+  case FS_N_WITH: return jumps(b->kids[2]);
+  case FS_N_FOR: return jumps(fsC_kid(b, 3)); /* an else runs at the outer loop's level */
+  case FS_N_WHILE: return jumps(fsC_kid(b, 2));
+  case FS_N_TRY: for (uint32_t i = 0; i < b->nkids; i++) if (jumps(i < 3 ? b->kids[i] : b->kids[i]->kids[1])) return 1; return 0;
+  case FS_N_MATCH: for (uint32_t i = 1; i < b->nkids; i++) if (jumps(b->kids[i]->kids[2])) return 1; return 0;
+  default: return 0;
+  }
+}
+
+/* Numbers, strings, containers: what a count of rounds changes. */
+static int is_data(const cv *v) {
+  if (v->k == CV_PHI) {
+    for (uint32_t i = 0; i < v->n; i++) if (is_data(&((const cv *)v->p)[i])) return 1;
+    return 0;
+  }
+  return v->k == CV_CONST || v->k == CV_SEQ || v->k == CV_DICT;
+}
+
+static int same_items(const cv *a, const cv *b) {
+  if (a->k != b->k || a->n != b->n || a->sub != b->sub) return 0;
+  size_t n = a->k == CV_DICT ? 2 * (size_t)a->n : a->n;
+  for (size_t i = 0; i < n; i++) if (!cv_eq(&((const cv *)a->p)[i], &((const cv *)b->p)[i])) return 0;
+  return 1;
+}
+
+/* What a variable may hold after any number of rounds, given its value
+ * after one (a) and after two (b). */
+static cv widen(C *c, const cv *a, const cv *b, uint32_t why) {
+  if (cv_eq(a, b)) return *b;
+  if ((a->k == CV_SEQ || a->k == CV_DICT) && same_items(a, b)) return *b;
+  if (a->k == CV_SEQ && b->k == CV_SEQ) {
+    cv *items = fsC_alloc(c, ((size_t)a->n + b->n + 1) * sizeof *items);
+    memcpy(items, a->p, a->n * sizeof *items);
+    memcpy(items + a->n, b->p, b->n * sizeof *items);
+    return fsC_unsized_seq(c, items, (size_t)a->n + b->n, (a->sub & b->sub & SEQ_TUPLE) != 0);
+  }
+  if (a->k == CV_DICT && b->k == CV_DICT) { /* b's pairs and a's, as possibilities */
+    cv r = *b;
+    r.sub |= SEQ_UNSIZED;
+    const cv *kv = a->p;
+    for (uint32_t i = 0; i < a->n && r.k == CV_DICT; i++) r = dict_with(c, &r, &kv[i], &kv[a->n + i]);
+    return r;
+  }
+  if (is_data(a) || is_data(b)) return fsC_unknown();
+  return cv_join(c, a, b, why);
+}
+
+/* The body run twice from the current state, then widened; may_skip: the
+ * loop may not run at all. */
+static void loop_rounds(C *c, const fs_node *target, cv item, const fs_node *body, int may_skip, fs_loc head) {
+  int dead0 = c->dead;
+  size_t m = mark(c);
+  chgset A, B;
+  for (int round = 0; round < 2; round++) {
+    if (target) assign(c, target, item);
+    block(c, body);
+    c->dead = dead0;
+    if (round == 0) record(c, m, &A);
+  }
+  capture(c, m, &B);
+  uint32_t ra = new_reason(c, head, 1, 1), rb = new_reason(c, head, 1, 2);
+  unsigned char *from_a = fsA_xrealloc(NULL, B.n + 1);
+  memset(from_a, 0, B.n + 1);
+  for (size_t i = 0; i < A.n; i++) {
+    const chg *x = &A.a[i];
+    uint32_t *st = x->type == TR_SLOT ? c->stamp_s : c->stamp_o, *pos = x->type == TR_SLOT ? c->pos_s : c->pos_o;
+    if (st[x->idx] != B.epoch) continue;
+    chg *y = &B.a[pos[x->idx]];
+    if (x->type == TR_SLOT) y->val.v = widen(c, &x->val.v, &y->val.v, ra);
+    else y->val.o = cobj_join(&x->val.o, &y->val.o, ra, ra);
+    from_a[pos[x->idx]] = 1;
+  }
+  for (size_t i = 0; i < B.n; i++) { /* first written in the second round: against the state before */
+    chg *y = &B.a[i];
+    if (from_a[i]) continue;
+    if (y->type == TR_SLOT) y->val.v = widen(c, &c->slots[y->idx], &y->val.v, ra);
+    else y->val.o = cobj_join(&c->objs[y->idx], &y->val.o, ra, ra);
+  }
+  free(from_a);
+  free(A.a);
+  if (may_skip) {
+    chgset skip = {NULL, 0, ++c->epoch};
+    join_paths(c, &B, 0, &skip, 0, ra, rb);
+    return;
+  }
+  c->marks--;
+  for (size_t i = 0; i < B.n; i++) write_chg(c, &B.a[i]);
+  free(B.a);
+}
+
 static void st_for(C *c, const fs_node *s) {
   cv it = ev(c, s->kids[1]);
   int64_t count = known_len(&it);
   if (count == 0) return;
-  size_t m = count < 0 ? mark(c) : 0;
-  /* the first elements of a literal sequence (they may differ), else two rounds:
-   * the second sees what the first did */
-  int iters = it.k == CV_SEQ ? (int)(it.n < 4 ? it.n : 4) : count == 1 ? 1 : 2, dead0 = c->dead;
-  for (int i = 0; i < iters && !c->dead; i++) {
-    cv item = fsC_unknown();
-    if (it.k == CV_SEQ) item = ((const cv *)it.p)[i];
-    else if (it.k == CV_CONST && ((const fs_value *)it.p)->type == FSV_RANGE)
-      item = fsC_int(c, fsV_range_at(it.p, i));
-    assign(c, s->kids[0], item);
-    block(c, s->kids[2]);
-    c->dead = dead0;
+  const fs_value *x = fsC_cval(&it);
+  if (count > 0 && count <= UNROLL && !jumps(s->kids[2])) { /* exactly, round by round */
+    for (int64_t i = 0; i < count && !c->dead; i++) {
+      cv item = fsC_unknown();
+      if (it.k == CV_SEQ) item = ((const cv *)it.p)[i];
+      else if (it.k == CV_DICT) item = ((const cv *)it.p)[i];
+      else if (x && x->type == FSV_RANGE) item = fsC_int(c, fsV_range_at(x, i));
+      assign(c, s->kids[0], item);
+      block(c, s->kids[2]);
+    }
+    return;
   }
-  if (count < 0) {
-    chgset A, B;
-    capture(c, m, &A);
-    capture(c, m, &B);
-    fs_loc head = {s->loc.start, s->kids[1]->loc.end};
-    join_paths(c, &A, 0, &B, 0, new_reason(c, head, 1, 1), new_reason(c, head, 1, 2));
-  }
+  fs_loc head = {s->loc.start, s->kids[1]->loc.end};
+  loop_rounds(c, s->kids[0], fsC_elements(c, &it), s->kids[2], count < 0 || jumps(s->kids[2]), head);
 }
 
 static void st_if(C *c, const fs_node *s) {
   cv k = ev(c, s->kids[0]);
-  int t = truth(&k);
+  int t = truth_on(c, &k);
   const fs_node *els = fsC_kid(s, 2);
   if (t == 1) { block(c, s->kids[1]); return; }
   if (t == 0) { if (els) (els->kind == FS_N_IF ? st : block)(c, els); return; }
+  /* a condition that differs between ranks: each arm for the ranks taking it */
+  uint32_t tm = c->rank_mask, fm = c->rank_mask, mask0 = c->rank_mask;
+  fs_loc why0 = c->rank_why;
+  if (ranked(&k)) {
+    truth_ranks(c, &k, &tm, &fm);
+    c->rank_why = s->kids[0]->loc;
+  }
   int dead0 = c->dead;
   size_t m = mark(c);
+  c->rank_mask = tm;
   block(c, s->kids[1]);
   int dA = c->dead;
   c->dead = dead0;
   chgset A, B;
   capture(c, m, &A);
+  c->rank_mask = fm;
   if (els) (els->kind == FS_N_IF ? st : block)(c, els);
+  c->rank_mask = mask0;
+  c->rank_why = why0;
   int dB = c->dead;
   c->dead = dead0;
   capture(c, m, &B);
@@ -1327,11 +1898,13 @@ static void bind_captures(C *c, const fs_node *p) {
  * body, an else, a handler or a case may run or not. */
 static void st_python(C *c, const fs_node *s) {
   switch (s->kind) {
-  case FS_N_WHILE:
-    ev(c, s->kids[0]);
-    maybe(c, s->kids[1], s->kids[0]->loc);
+  case FS_N_WHILE: {
+    cv k = ev(c, s->kids[0]);
+    int t = truth(&k);
+    if (t != 0) loop_rounds(c, NULL, fsC_unknown(), s->kids[1], t < 0 || jumps(s->kids[1]), s->kids[0]->loc);
     if (s->kids[2]) maybe(c, s->kids[2], s->kids[0]->loc);
     break;
+  }
   case FS_N_TRY:
     block(c, s->kids[0]);
     block(c, s->kids[1]);
@@ -1427,7 +2000,7 @@ static void st(C *c, const fs_node *s) {
       int fresh = 0;
       uintptr_t *g = map_slot(c, &c->globals, s->kids[i]->str, 1, &fresh);
       if (!fresh) continue;
-      GROW(c->slots, c->nslots, c->capslots);
+      GROW(c, c->slots, c->nslots, c->capslots);
       c->slots[c->nslots] = fsC_unknown();
       *g = c->nslots++;
     }
@@ -1450,7 +2023,7 @@ static void st(C *c, const fs_node *s) {
     fsC_setvar(c, s->str, transparent ? (cv){.k = CV_FUNC, .p = s} : fsC_unknown());
     for (size_t i = 0; c->nframes && i < c->ndefs; i++) /* a nested def's statement runs at each call */
       if (c->defs[i].def == s) goto registered;
-    GROW(c->defs, c->ndefs, c->capdefs);
+    GROW(c, c->defs, c->ndefs, c->capdefs);
     c->defs[c->ndefs++] = (struct defrec){s, 0, c->nframes > 0};
   registered:
     break;
@@ -1475,10 +2048,24 @@ static void st(C *c, const fs_node *s) {
   case FS_N_ASSERT: {
     cv k = ev(c, s->kids[0]);
     cv msg = fsC_kid(s, 1) ? ev(c, s->kids[1]) : fsC_unknown();
-    if (truth(&k) == 0) {
+    uint32_t maybe_true, maybe_false, fails;
+    truth_ranks(c, &k, &maybe_true, &maybe_false);
+    fails = maybe_false & ~maybe_true; /* the ranks on which it is known to fail */
+    if (fails) {
+      /* Rank 0 is in every run: failing there, the run fails whatever its
+       * size, an error. Failing only on other ranks is a matter for the run
+       * (it stops there, the launcher names the rank): a warning saying which. */
+      int everywhere = !rank_restricted(c, fails), rank0 = fails & 1;
       char *text = msg.k == CV_CONST ? fsV_tostr(msg.p) : NULL;
-      fsC_report(c, FS_SEV_ERROR, "assert", s->loc, "AssertionError%s%s", text ? ": " : "", text ? text : "");
+      fs_diag *g = fsC_report(c, rank0 ? FS_SEV_ERROR : FS_SEV_WARNING, "assert", s->loc, "AssertionError%s%s",
+                              text ? ": " : "", text ? text : "");
       free(text);
+      fs_loc why0 = c->rank_why;
+      if (ranked(&k)) c->rank_why = s->kids[0]->loc; /* the assert's own condition splits the ranks */
+      if (g && !everywhere) rank_note(c, g, fails);
+      c->rank_why = why0;
+      if (g && !rank0)
+        fsD_help(g, "a run fails there on those ranks (and the launcher stops the others); the check leaves it to the run");
     }
     break;
   }
@@ -1489,8 +2076,8 @@ static void st(C *c, const fs_node *s) {
 
 static void block(C *c, const fs_node *b) {
   if (!b) return;
-  if (b->kind != FS_N_BLOCK) { st(c, b); return; }
-  for (uint32_t i = 0; i < b->nkids && !c->dead; i++) st(c, b->kids[i]);
+  if (b->kind != FS_N_BLOCK) { if (!out_of_budget(c, b)) st(c, b); return; }
+  for (uint32_t i = 0; i < b->nkids && !c->dead && !out_of_budget(c, b->kids[i]); i++) st(c, b->kids[i]);
 }
 
 /* ---- def calls: analysed at each call site with the argument values ------ */
@@ -1543,7 +2130,7 @@ void fsC_leave(C *c, frame *f) {
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
                 const char *const *kw, const cv *kwv, size_t nkw) {
   frame f;
-  if (fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
+  if (c->spent || fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
   for (size_t i = 0; i < c->ndefs; i++)
     if (c->defs[i].def == def) { c->defs[i].called = 1; f.closure = c->defs[i].nested; }
   int dead0 = c->dead;
@@ -1561,15 +2148,46 @@ void fsC_options_init(fsC_options *o) {
   fsF_machine_detect(&o->machine);
 }
 
+int fsC_parse_budget(fsC_options *o, const char *text, const char **err) {
+  static const struct { const char *unit; size_t scale; } units[] = {
+    {"", 1}, {"B", 1}, {"K", 1u << 10}, {"KiB", 1u << 10}, {"KB", 1000}, {"M", 1u << 20}, {"MiB", 1u << 20},
+    {"MB", 1000000}, {"G", 1u << 30}, {"GiB", 1u << 30}, {"GB", 1000000000},
+  };
+  char *end;
+  double secs = strtod(text, &end);
+  *err = "--check-budget expects SECONDS[,BYTES]: a number of seconds > 0, then optionally a size "
+         "(1GiB, 512MiB, 2G)";
+  if (end == text || !(secs > 0) || secs > 1e6 || (*end && *end != ',')) return -1;
+  size_t bytes = 0;
+  if (*end == ',') {
+    const char *b = end + 1;
+    double n = strtod(b, &end);
+    size_t i = 0;
+    while (i < sizeof units / sizeof units[0] && strcmp(end, units[i].unit)) i++;
+    if (end == b || i == sizeof units / sizeof units[0] || !(n * (double)units[i].scale >= 1 << 20) ||
+        n * (double)units[i].scale > 1e15)
+      return -1; /* at least 1 MiB: less cannot hold a script's tables */
+    bytes = (size_t)(n * (double)units[i].scale);
+  }
+  o->budget_seconds = secs;
+  o->budget_bytes = bytes;
+  *err = NULL;
+  return 0;
+}
+
 int fsC_parse_arg(fsC_options *o, const char *arg, const char *next, const char **err) {
   return fsF_parse_arg(&o->overrides, &o->machine, arg, next, err);
 }
 
 int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs_diags *d) {
   C c = {.src = src, .o = o, .d = d};
+  double secs = o->budget_seconds > 0 ? o->budget_seconds : FSC_BUDGET_SECONDS;
+  c.deadline_ns = now_ns() + (uint64_t)(secs * 1e9);
+  c.bytes_left = o->budget_bytes ? o->budget_bytes : FSC_BUDGET_BYTES;
+  c.rank_mask = ~0u;
   size_t plen = src && src->path ? strlen(src->path) : 0;
   c.python = plen > 3 && !strcmp(src->path + plen - 3, ".py");
-  GROW(c.reasons, c.nreasons, c.capreasons);
+  GROW(&c, c.reasons, c.nreasons, c.capreasons);
   c.nreasons = 1; /* 0 is "no reason" */
   c.define_used = fsA_xrealloc(NULL, o->ndefines + 1);
   memset(c.define_used, 0, o->ndefines + 1);
@@ -1582,7 +2200,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   block(&c, ast);
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;
-  for (size_t i = 0; i < c.ndefs; i++) {
+  for (size_t i = 0; i < c.ndefs && !c.spent; i++) {
     if (c.defs[i].called) continue;
     const fs_node *def = c.defs[i].def;
     size_t n = def->kids[0]->nkids;
@@ -1597,7 +2215,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
     c.uncalled = !given;
     fsC_call_def(&c, def, NULL, args, n, NULL, NULL, 0);
   }
-  for (size_t i = 0; i < o->ndefines; i++) {
+  for (size_t i = 0; i < o->ndefines && !c.spent; i++) { /* a check cut short cannot tell */
     if (c.define_used[i]) continue;
     size_t k = strcspn(o->defines[i], "=");
     fsD_add(d, FS_SEV_WARNING, "param", NULL, (fs_loc){0, 0},
@@ -1608,7 +2226,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   if (c.arena) fsA_arena_free(c.arena);
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
-  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs);
+  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs); map_free(&c.reason_ids);
   free(c.define_used); free(c.defs);
   return c.nerrors;
 }

@@ -19,7 +19,19 @@ typedef struct fsC_options {
   fsF_overrides overrides;   /* --accelerator --strategy --devices --num-nodes --precision */
   const char *const *defines;/* -D values as given: "name=value" */
   size_t ndefines;
+  /* The evaluation budget (--check-budget=SECONDS[,BYTES]); 0: the default,
+   * FSC_BUDGET_SECONDS and FSC_BUDGET_BYTES. A check that spends it stops
+   * analysing and says where (warning[budget]): check always ends. */
+  double budget_seconds;
+  size_t budget_bytes;
 } fsC_options;
+
+#define FSC_BUDGET_SECONDS 10.0
+#define FSC_BUDGET_BYTES ((size_t)1 << 30)
+
+/* Parses --check-budget's value, SECONDS[,BYTES] (BYTES: a count with an
+ * optional unit K, M, G, KiB, MiB, GiB, KB, MB, GB). -1 with *err set. */
+int fsC_parse_budget(fsC_options *o, const char *text, const char **err);
 
 /* This machine, no overrides, no -D. */
 void fsC_options_init(fsC_options *o);

@@ -28,8 +28,8 @@ typedef enum cvk {
   CV_UNKNOWN, /* not known statically */
   CV_CONST,   /* p: fs_value (None, bool, int, float, str, range) */
   CV_OBJ,     /* id: object */
-  CV_SEQ,     /* p: n items; sub 1 for a tuple */
-  CV_DICT,    /* p: n keys then n values */
+  CV_SEQ,     /* p: n items; sub SEQ_TUPLE for a tuple, SEQ_UNSIZED (below) */
+  CV_DICT,    /* p: n keys then n values; sub SEQ_UNSIZED (below) */
   CV_TENSOR,  /* id: fabric object + 1 when computed by a set-up model, else 0 */
   CV_FUNC,    /* p: FS_N_DEF */
   CV_CLASS,   /* sub CLS_SIG: p fsSig; sub CLS_MODEL: p FS_N_MODEL; sub CLS_NS: p the dotted
@@ -39,6 +39,14 @@ typedef enum cvk {
 } cvk;
 
 enum { CLS_SIG, CLS_MODEL, CLS_NS, CLS_PY };
+
+/* CV_SEQ/CV_DICT sub bits. An unsized container is one whose length is not
+ * known (grown in a loop, a comprehension's result, a dict's values()): its
+ * n items (a dict's n pairs) are what its elements may be, not its elements;
+ * indexing it gives their join, never "index out of range". */
+enum { SEQ_TUPLE = 1, SEQ_UNSIZED = 2 };
+#define RANKED 1   /* CV_PHI sub: alternative i is the value on rank i (C.rank_n) */
+#define MAXRANKS 8
 
 /* A Python class: its name, its statement (NULL for torch's containers,
  * nn.Sequential ...), its Python-class bases, whether it is an nn.Module
@@ -64,7 +72,8 @@ typedef struct cv {
 
 typedef enum obk {
   OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX,
-  OB_INSTANCE /* an instance of a Python class that is not an nn.Module (pycls) */
+  OB_INSTANCE, /* an instance of a Python class that is not an nn.Module (pycls) */
+  OB_PARAM     /* one parameter (a Tensor) taken from an OB_PARAMS: its provenance fields */
 } obk;
 
 enum { CTX_OTHER, CTX_INIT, CTX_META, CTX_DEVICE }; /* OB_CTX kinds */
@@ -73,7 +82,7 @@ enum { WHY_INIT = 1, WHY_DEVICE, WHY_TO_EMPTY };     /* how a model became meta/
 typedef struct cobj {
   uint8_t kind;
   uint8_t wrapped;      /* model/optimizer/loader returned by a setup */
-  uint8_t ctx, effect;  /* OB_CTX: CTX_*, fsF_init */
+  uint8_t ctx, effect;  /* OB_CTX: CTX_*, fsF_init; OB_PARAMS: 1 for named_parameters() */
   mbit meta, empty;     /* model (raw): parameters on meta; uninitialized memory */
   mbit launched;        /* fabric */
   uint16_t setups_lo, setups_hi; /* fabric: completed setup calls, over paths */
@@ -128,11 +137,33 @@ typedef struct C {
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called, nested; } *defs; size_t ndefs, capdefs;
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
+  name_map reason_ids;   /* "start:end:loop:side" -> its reason: one per branch, however often analysed */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
   int star_import;      /* a `from m import *` ran: an unbound name may come from m */
+  /* the budget: deadline in processor time (CLOCK_PROCESS_CPUTIME_ID ns), bytes the analysis
+   * may still take (arena, tables, computed values); once either is spent,
+   * `spent` is set and no statement is analysed any more */
+  uint64_t deadline_ns;
+  size_t bytes_left;
+  unsigned ticks;       /* statements since the clock was last read */
+  size_t launch_diag;   /* 1 + the index in d of the missing launch() error (R16), 0: none yet */
+  /* ranks (check.c "rank-dependent values"): a value read from
+   * fabric.global_rank and the like is a CV_PHI with sub RANKED, one
+   * alternative per rank; rank_n alternatives (fixed at the first read: the
+   * world size up to MAXRANKS, else 2 with rank_open: the last stands for
+   * every rank but 0); rank_mask: the alternatives (ranks) the current path
+   * is taken by; rank_why: the condition that last split them */
+  uint32_t rank_n, rank_mask;
+  int rank_open;
+  fs_loc rank_why;
+  int spent;
 } C;
+
+static inline int fsC_unsized(const cv *v) {
+  return (v->k == CV_SEQ || v->k == CV_DICT) && (v->sub & SEQ_UNSIZED);
+}
 
 /* A call's arguments after binding to its signature. */
 typedef struct cargs {
@@ -144,13 +175,18 @@ typedef struct cargs {
 } cargs;
 
 /* check.c */
-void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker */
+void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker (budgeted) */
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
 cv fsC_int(C *c, int64_t i);                /* an int living in the arena */
 cv fsC_eval(C *c, const fs_node *n);        /* an expression's value (reports its errors) */
 cv fsC_obj(uint32_t id);
 cv fsC_unknown(void);
+/* What iterating v yields, as one value (the join of its elements; a
+ * parameter of a parameters() collection): unknown where not known. */
+cv fsC_elements(C *c, const cv *v);
+/* An unsized list (tuple) whose elements may be any of items[0..n). */
+cv fsC_unsized_seq(C *c, const cv *items, size_t n, int tuple);
 uint32_t fsC_new_obj(C *c, obk kind, fs_loc loc);
 cobj *fsC_o(C *c, uint32_t id);             /* read */
 cobj *fsC_ow(C *c, uint32_t id);            /* write: logged on the trail */
@@ -164,6 +200,7 @@ void fsC_note_why(C *c, fs_diag *g, uint32_t why);
 /* 1 the first time (key, loc) is asked: a fix-it is attached once. */
 int fsC_first(C *c, const char *key, fs_loc loc);
 void fsC_setvar(C *c, const char *name, cv v);
+void fsC_rebind(C *c, const char *name, cv v); /* where name is bound: a container changed in place */
 /* Enters a frame for a def or model body, its parameters bound to the
  * arguments (defaults evaluated where none is given; with no call and no
  * arguments, a declaration: defaults or unknown). -1 after reporting. */

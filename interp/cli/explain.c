@@ -182,6 +182,8 @@ static const explain_row rows[] = {
   {"checkpoint", "A note at the end of a run: how many checkpoints fabric.save wrote, and the last one's path.",
    "The run says where its files went."},
   {"output", "A line a rank wrote to standard error outside a diagnostic.", "Under JSON diagnostics every line of stderr is a JSON object."},
+  {"budget", "The check spent its budget (--check-budget, default 10 s and 1 GiB) and stopped analysing.",
+   "Analysing calls and loops inline multiplies: the budget makes every check end; what follows the warning is not checked."},
   {"preflight", "The check ran for the machine the script declares, not this one.",
    "People check on a laptop before they submit to a cluster; --here checks for this machine."},
 };

@@ -41,6 +41,8 @@ typedef struct fs_cli {
   int no_progress;          /* --no-progress or FABRICSCRIPT_PROGRESS=0 */
   fsPL_options plan;        /* plan's --format, --batch-size, --context, --gpu-memory */
   int plan_given;           /* one of them was passed: only `plan` takes them */
+  fsC_options budget;       /* --check-budget: its budget_seconds, budget_bytes */
+  fs_diag_limit limit;      /* --error-limit and what it hid */
 } fs_cli;
 
 static const char usage_text[] =
@@ -75,6 +77,12 @@ static const char usage_text[] =
   "                                how diagnostics are written to stderr: text, JSON\n"
   "                                lines, or one SARIF 2.1.0 log at the end\n"
   "  --color=auto|always|never     colour in text diagnostics (default auto)\n"
+  "  --error-limit=N               show the first N errors in text (default 20, 0: all),\n"
+  "                                then one line saying how many more\n"
+  "  --check-budget=SECONDS[,BYTES]\n"
+  "                                what the check may spend (default 10 s of processor\n"
+  "                                time, 1 GiB);\n"
+  "                                where it runs out it stops and says so\n"
   "  --write                       with fix: rewrite FILE instead of printing a diff\n"
   "  --gpu-memory=SIZE|GPU         with plan: say whether a rank fits in SIZE (80GiB,\n"
   "                                40GB, ...) or a GPU's memory (H100, H200, A100-40GB,\n"
@@ -102,7 +110,7 @@ static const char *const subcommands[] = {"check", "plan", "fix", "test", "expla
 static const char *const long_options[] = {
   "--help", "--version", "--diagnostics-format", "--color", "--write", "--emulate-cuda", "--here",
   "--accelerator", "--strategy", "--devices", "--num-nodes", "--precision", "--gpus", "--assume",
-  "--gpu-memory", "--batch-size", "--context", "--format", "--no-progress",
+  "--gpu-memory", "--batch-size", "--context", "--format", "--no-progress", "--error-limit", "--check-budget",
 };
 
 /* An option getopt does not know: say which, and the nearest one. */
@@ -149,7 +157,8 @@ static fs_source *load(const char *path, int may_map, fs_node **ast, fs_diags *d
 /* The machine was detected once, at start-up (then --gpus/--assume). */
 static void checker_options(const fs_cli *cli, fsC_options *o) {
   *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
-                     .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight};
+                     .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight,
+                     .budget_seconds = cli->budget.budget_seconds, .budget_bytes = cli->budget.budget_bytes};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,
@@ -351,6 +360,7 @@ static int repl(fs_cli *cli) {
   if (!R.session) return EXIT_SYSTEM;
   fsRP_engine engine = {.ud = &R, .check = repl_check, .exec = repl_exec, .plan = repl_plan};
   fsRP_options opt = {.render = cli->render, .engine = &engine, .history_path = getenv("FABRICSCRIPT_HISTORY")};
+  opt.render.limit = NULL; /* each input's diagnostics are shown whole */
   int status = fsRP_main(&opt);
   fsE_session_free(R.session);
   return status;
@@ -358,7 +368,8 @@ static int repl(fs_cli *cli) {
 
 int main(int argc, char **argv) {
   enum { OPT_VERSION = 256, OPT_FORMAT, OPT_COLOR, OPT_WRITE, OPT_EMULATE, OPT_HERE,
-         OPT_GPU_MEMORY, OPT_BATCH, OPT_CONTEXT, OPT_PLAN_FORMAT, OPT_NO_PROGRESS };
+         OPT_GPU_MEMORY, OPT_BATCH, OPT_CONTEXT, OPT_PLAN_FORMAT, OPT_NO_PROGRESS, OPT_ERROR_LIMIT,
+         OPT_CHECK_BUDGET };
   static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -372,9 +383,12 @@ int main(int argc, char **argv) {
     {"context", required_argument, NULL, OPT_CONTEXT},
     {"format", required_argument, NULL, OPT_PLAN_FORMAT},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"error-limit", required_argument, NULL, OPT_ERROR_LIMIT},
+    {"check-budget", required_argument, NULL, OPT_CHECK_BUDGET},
     {NULL, 0, NULL, 0},
   };
-  fs_cli cli = {0};
+  fs_cli cli = {.limit = {.max = FS_DIAG_ERROR_LIMIT}};
+  cli.render.limit = &cli.limit;
   const char *color = "auto";
   const char *format = NULL; /* --format=: plan's text|json or test's text|tap|junit */
   int status = 0;
@@ -428,6 +442,25 @@ int main(int argc, char **argv) {
       color = optarg;
       break;
     case OPT_WRITE: cli.write = 1; break;
+    case OPT_ERROR_LIMIT: {
+      char *e = NULL;
+      errno = 0;
+      long long v = strtoll(optarg, &e, 10);
+      if (e == optarg || *e || errno || v < 0) {
+        status = usage_error("--error-limit must be a number of errors >= 0 (0: no limit), not '%s'", optarg);
+        goto done;
+      }
+      cli.limit.max = (size_t)v;
+      break;
+    }
+    case OPT_CHECK_BUDGET: {
+      const char *err = NULL;
+      if (fsC_parse_budget(&cli.budget, optarg, &err) < 0) {
+        status = usage_error("%s", err);
+        goto done;
+      }
+      break;
+    }
     case OPT_EMULATE: cli.emulate_cuda = 1; break;
     case OPT_NO_PROGRESS: cli.no_progress = 1; break;
     case OPT_HERE: cli.machine_given = 1; break;

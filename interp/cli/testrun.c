@@ -340,6 +340,17 @@ void fsX_parse_stderr(fsX_result *r) {
       r->diags[r->ndiags++] = (fsX_reported){
         (fs_severity)k, json_is_integer(ln) ? (uint32_t)json_integer_value(ln) : 0,
         xstrndup(msg, strlen(msg)), xstrndup(help ? help : "", help ? strlen(help) : 0) };
+      /* a diagnostic's own notes answer `# note:` at their lines too */
+      json_t *notes = json_object_get(j, "notes"), *note;
+      size_t at;
+      json_array_foreach(notes, at, note) {
+        const char *nm = json_string_value(json_object_get(note, "message"));
+        json_t *note_line = json_object_get(note, "line");
+        if (!nm || !json_is_integer(note_line)) continue;
+        r->diags = fsA_xrealloc(r->diags, (r->ndiags + 1) * sizeof *r->diags);
+        r->diags[r->ndiags++] = (fsX_reported){FS_SEV_NOTE, (uint32_t)json_integer_value(note_line),
+                                               xstrndup(nm, strlen(nm)), xstrndup("", 0)};
+      }
     }
     json_decref(j);
   }

@@ -181,8 +181,11 @@ struct fs_node {          /* 48 bytes: a big script makes millions */
   fs_node **kids;         /* in the arena; entries may be NULL where documented */
 };
 
-/* Every tree walker may recurse this deep and no deeper. */
-#define FS_MAX_DEPTH 200
+/* Every tree walker may recurse this deep and no deeper. Python's own
+ * recursion limit: a flat `a0 + a1 + ... + a998` is a left-leaning tree that
+ * deep, and CPython compiles it; nesting brackets stops at 200 first
+ * (FS_MAX_BRACKETS, CPython's "too many nested parentheses"). */
+#define FS_MAX_DEPTH 1000
 
 fs_node *fsA_new(fs_arena *a, fs_node_kind kind, fs_loc loc);
 void fsA_push(fs_arena *a, fs_node *parent, fs_node *kid); /* append; kid may be NULL */

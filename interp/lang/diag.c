@@ -573,7 +573,17 @@ void fsD_render(FILE *out, const fs_diag *g, const fs_render_opts *opt) {
 }
 
 void fsD_render_all(FILE *out, const fs_diags *d, const fs_render_opts *opt) {
-  for (size_t i = 0; i < d->n; i++) fsD_render(out, &d->items[i], opt);
+  fs_diag_limit *lim = opt->format == FS_DIAG_TEXT ? opt->limit : NULL;
+  for (size_t i = 0; i < d->n; i++) {
+    const fs_diag *g = &d->items[i];
+    if (lim && lim->max && lim->shown_errors >= lim->max) {
+      if (g->severity == FS_SEV_ERROR) lim->hidden_errors++;
+      else if (g->severity == FS_SEV_WARNING) lim->hidden_warnings++;
+      continue;
+    }
+    fsD_render(out, g, opt);
+    if (lim && g->severity == FS_SEV_ERROR) lim->shown_errors++;
+  }
   fflush(out);
 }
 
@@ -590,6 +600,15 @@ void fsD_render_totals(FILE *out, const fs_diag_totals *t, const fs_render_opts 
   if (t->warnings) fprintf(out, "%zu warning%s", t->warnings, t->warnings == 1 ? "" : "s");
   if (t->fixes) fprintf(out, "; fabricscript fix can apply %zu fix%s", t->fixes, t->fixes == 1 ? "" : "es");
   fputc('\n', out);
+  const fs_diag_limit *lim = opt->limit;
+  if (lim && (lim->hidden_errors || lim->hidden_warnings)) {
+    fputs("not shown: ", out);
+    if (lim->hidden_errors) fprintf(out, "%zu more error%s", lim->hidden_errors, lim->hidden_errors == 1 ? "" : "s");
+    if (lim->hidden_errors && lim->hidden_warnings) fputs(" and ", out);
+    if (lim->hidden_warnings)
+      fprintf(out, "%zu more warning%s", lim->hidden_warnings, lim->hidden_warnings == 1 ? "" : "s");
+    fprintf(out, " after the first %zu errors (--error-limit=N shows N, 0 all)\n", lim->max);
+  }
   fflush(out);
 }
 

@@ -61,10 +61,18 @@ void fsD_sort(fs_diags *d);
 
 typedef struct fs_sarif fs_sarif;
 
+/* --error-limit, as clang's -ferror-limit: text output shows the first
+ * `max` errors (0: no limit) and, once they are shown, nothing more; the
+ * closing line says how many more there were. JSON and SARIF carry every
+ * diagnostic (their readers filter). Counts span a whole command. */
+#define FS_DIAG_ERROR_LIMIT 20
+typedef struct fs_diag_limit { size_t max, shown_errors, hidden_errors, hidden_warnings; } fs_diag_limit;
+
 typedef struct fs_render_opts {
   fs_diag_format format;
   int color; /* 0/1, already resolved from --color=auto|always|never */
   fs_sarif *sarif; /* FS_DIAG_SARIF: rendering adds results here, written at the end */
+  fs_diag_limit *limit; /* NULL: no limit (the REPL: each input is shown whole) */
 } fs_render_opts;
 
 /* One SARIF 2.1.0 log (one run) for a whole command: results are added as
@@ -96,7 +104,8 @@ int fsD_has_errors(const fs_diags *d);
 typedef struct fs_diag_totals { size_t errors, warnings, fixes; } fs_diag_totals;
 void fsD_count(const fs_diags *d, fs_diag_totals *t); /* adds d's to *t */
 /* Text only, when there is an error or a warning: `2 errors, 1 warning;
- * fabricscript fix can apply 1 fix`. */
+ * fabricscript fix can apply 1 fix`; after it, when the error limit hid
+ * some, one line saying how many. */
 void fsD_render_totals(FILE *out, const fs_diag_totals *t, const fs_render_opts *opt);
 /* 1-based line and code-point column of a byte offset, as diagnostics show
  * it: an invalid UTF-8 byte is one column. */

@@ -2,6 +2,7 @@
 #include "value.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,8 +294,76 @@ static int hashable(const fs_value *k, int depth) {
   }
 }
 
+/* ---- the dict's index ------------------------------------------------------
+ * A dict of DICT_INDEXED slots or more keeps an open-addressing table right
+ * after its values: 2 * cap uint32 entries, each 1 + a key's position (0:
+ * empty). Finding a key is then a hash and a comparison or two, not a scan
+ * of every key (an 80,000-key literal took 43 s to build). The table lives in
+ * the vals allocation, so code that moves a dict's arrays whole (lib_optim's
+ * swap) moves it too; keys are never removed, so no slot is ever a tombstone. */
+
+#define DICT_INDEXED 16
+
+static uint32_t *dict_index(const fs_value *d) {
+  return d->u.dict.cap >= DICT_INDEXED ? (uint32_t *)(void *)(d->u.dict.vals + d->u.dict.cap) : NULL;
+}
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+/* Equal keys hash alike: 1 == 1.0 == True, as fsV_equal compares them. A
+ * key is hashable (hashable() said so), so a tuple's depth is bounded. */
+static uint64_t hash_key(const fs_value *k) {
+  switch (k->type) {
+  case FSV_NONE: return 0x9e3779b97f4a7c15ull;
+  case FSV_BOOL: return mix64((uint64_t)k->u.b);
+  case FSV_INT: return mix64((uint64_t)k->u.i);
+  case FSV_FLOAT: {
+    double f = k->u.f;
+    if (f == floor(f) && f >= -9.2e18 && f <= 9.2e18) return mix64((uint64_t)(int64_t)f);
+    uint64_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return mix64(bits);
+  }
+  case FSV_STR: {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < k->u.str.len; i++) h = (h ^ (unsigned char)k->u.str.s[i]) * 1099511628211ull;
+    return mix64(h);
+  }
+  case FSV_TUPLE: {
+    uint64_t h = 0x345678ull + k->u.seq.n;
+    for (size_t i = 0; i < k->u.seq.n; i++) h = mix64(h ^ hash_key(k->u.seq.items[i]));
+    return h;
+  }
+  case FSV_OBJ: return mix64((uint64_t)(uintptr_t)k);
+  default: return 0x5bd1e995ull; /* ranges compare as sequences: all alike */
+  }
+}
+
+/* Records the key at position at in the index (there is room: load <= 1/2). */
+static void index_add(fs_value *d, size_t at) {
+  uint32_t *ix = dict_index(d);
+  size_t mask = 2 * d->u.dict.cap - 1, j = (size_t)hash_key(d->u.dict.keys[at]) & mask;
+  while (ix[j]) j = (j + 1) & mask;
+  ix[j] = (uint32_t)(at + 1);
+}
+
 /* The key's index, -1 if absent, -2 (error set) if a comparison went too deep. */
 static ptrdiff_t dict_find(const fs_value *d, const fs_value *key) {
+  const uint32_t *ix = dict_index(d);
+  if (ix) {
+    size_t mask = 2 * d->u.dict.cap - 1;
+    for (size_t j = (size_t)hash_key(key) & mask; ix[j]; j = (j + 1) & mask) {
+      int eq = fsV_equal_checked(d->u.dict.keys[ix[j] - 1], key);
+      if (eq) return eq > 0 ? (ptrdiff_t)ix[j] - 1 : -2;
+    }
+    return -1;
+  }
   for (size_t i = 0; i < d->u.dict.n; i++) {
     int eq = fsV_equal_checked(d->u.dict.keys[i], key);
     if (eq) return eq > 0 ? (ptrdiff_t)i : -2;
@@ -317,9 +386,15 @@ int fsV_dict_set(fs_value *d, fs_value *key, fs_value *v) {
   }
   if (d->u.dict.n == d->u.dict.cap) {
     size_t cap = d->u.dict.cap ? 2 * d->u.dict.cap : 4;
+    if (cap > UINT32_MAX / 2) { /* positions are 32-bit in the index */
+      fsV_release(v);
+      fsV_seterr("out of memory");
+      return -1;
+    }
+    size_t index_bytes = cap >= DICT_INDEXED ? 2 * cap * sizeof(uint32_t) : 0;
     fs_value **k = realloc(d->u.dict.keys, cap * sizeof *k);
     if (k) d->u.dict.keys = k;
-    fs_value **vs = k ? realloc(d->u.dict.vals, cap * sizeof *vs) : NULL;
+    fs_value **vs = k ? realloc(d->u.dict.vals, cap * sizeof *vs + index_bytes) : NULL;
     if (!vs) {
       fsV_release(v);
       fsV_seterr("out of memory");
@@ -327,9 +402,14 @@ int fsV_dict_set(fs_value *d, fs_value *key, fs_value *v) {
     }
     d->u.dict.vals = vs;
     d->u.dict.cap = cap;
+    if (index_bytes) { /* rebuilt at each doubling: linear overall */
+      memset(dict_index(d), 0, index_bytes);
+      for (size_t j = 0; j < d->u.dict.n; j++) index_add(d, j);
+    }
   }
   d->u.dict.keys[d->u.dict.n] = fsV_retain(key);
   d->u.dict.vals[d->u.dict.n++] = v;
+  if (dict_index(d)) index_add(d, d->u.dict.n - 1);
   return 0;
 }
 

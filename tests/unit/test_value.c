@@ -393,8 +393,45 @@ static void test_format(void **st) {
   check_fmt(fsV_none(), ">4", "unsupported format string passed to NoneType.__format__");
 }
 
+/* A big dict finds its keys through its index: equal keys of different
+ * types are one key (1, 1.0, True), tuples and strings hash by content, and
+ * every key is still found after the doublings that rebuild the index. */
+static void test_dict_index(void **state) {
+  (void)state;
+  fs_value *d = fsV_dict();
+  enum { N = 5000 };
+  for (int64_t i = 0; i < N; i++) {
+    fs_value *k = i % 3 ? fsV_int(i) : i % 2 ? fsV_float((double)i) : fsV_pair(fsV_int(i), fsV_cstr("t"));
+    assert_int_equal(fsV_dict_set(d, k, fsV_int(i)), 0);
+    fsV_release(k);
+  }
+  assert_int_equal(d->u.dict.n, N);
+  for (int64_t i = 0; i < N; i++) {
+    fs_value *k = i % 3 ? fsV_float((double)i) : i % 2 ? fsV_int(i) : fsV_pair(fsV_int(i), fsV_cstr("t"));
+    const fs_value *v = fsV_dict_get(d, k);
+    assert_non_null(v);
+    assert_int_equal(v->u.i, i);
+    fsV_release(k);
+  }
+  fs_value *one = fsV_bool(true), *s = fsV_cstr("k4999");
+  assert_int_equal(fsV_dict_get(d, one)->u.i, 1); /* True == 1 */
+  assert_null(fsV_dict_get(d, s));
+  assert_int_equal(fsV_dict_set(d, s, fsV_int(-1)), 0);
+  fs_value *s2 = fsV_cstr("k4999");
+  assert_int_equal(fsV_dict_get(d, s2)->u.i, -1);
+  assert_int_equal(fsV_dict_set(d, one, fsV_int(7)), 0); /* replaces key 1's value */
+  assert_int_equal(d->u.dict.n, N + 1);
+  fs_value *k1 = fsV_int(1);
+  assert_int_equal(fsV_dict_get(d, k1)->u.i, 7);
+  fsV_release(k1);
+  fsV_release(s);
+  fsV_release(s2);
+  fsV_release(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_dict_index),
     cmocka_unit_test(test_float_repr),  cmocka_unit_test(test_container_repr),
     cmocka_unit_test(test_arith),       cmocka_unit_test(test_compare),
     cmocka_unit_test(test_index_slice), cmocka_unit_test(test_literal),
