@@ -19,7 +19,20 @@
 /* Where Debian's dataset-fashion-mnist package puts the four files. */
 #define FSS_FASHION_MNIST_ROOT "/usr/share/datasets/fashion-mnist"
 
-typedef enum fsS_kind { FSS_IDX, FSS_TEXT, FSS_RANDOM } fsS_kind;
+typedef enum fsS_kind { FSS_IDX, FSS_TEXT, FSS_RANDOM, FSS_IMAGES } fsS_kind;
+
+/* torchvision's transforms, applied in order to a decoded RGB image
+ * (dataset_image.c). Sizes are (h, w); Resize with w < 0 scales the shorter
+ * side to h. Random ones draw from the item's key. */
+typedef enum fsS_tkind { FSS_TF_RESIZE, FSS_TF_CENTER_CROP, FSS_TF_RANDOM_CROP, FSS_TF_HFLIP,
+                         FSS_TF_TO_TENSOR, FSS_TF_NORMALIZE } fsS_tkind;
+typedef struct fsS_transform {
+  fsS_tkind kind;
+  int64_t h, w;
+  int64_t padding; /* RandomCrop: zeros on every side */
+  double p;        /* RandomHorizontalFlip */
+  float mean[3], std[3];
+} fsS_transform;
 
 /* dtype and shape of one item's x or y (a batch prepends the batch size). */
 typedef struct fsS_layout {
@@ -37,6 +50,12 @@ typedef struct fsS_dataset {
   uint8_t *text;            /* FSS_TEXT: the file, context = x.shape[0] */
   uint64_t seed;            /* FSS_RANDOM */
   int64_t classes;
+  char **paths;             /* FSS_IMAGES: the files, sorted as torchvision sorts them */
+  int64_t *targets;         /* their classes */
+  char **classes_names;     /* the class folders' names, sorted */
+  size_t nclasses;
+  fsS_transform *tf;        /* the transforms */
+  size_t ntf;
 } fsS_dataset;
 
 /* MNIST-format set in directory root: {train,t10k}-{images-idx3,labels-idx1}-ubyte,
@@ -47,9 +66,19 @@ int fsS_text(fsS_dataset *ds, const char *path, int64_t context, char **err);
 /* n items of x shape[0..ndim) (ndim < FS_MAX_RANK), classes >= 1. */
 int fsS_random(fsS_dataset *ds, int64_t n, int ndim, const int64_t *shape, int64_t classes,
                uint64_t seed, char **err);
+/* ImageFolder(root, transform): root/CLASS/.../NAME.png, .jpg or .jpeg; the
+ * transforms must include ToTensor (Normalize after it). Items are float32
+ * [3, h, w] of the transformed size (the first image's when no transform
+ * fixes it; another size is an error naming the file), y int64 [] = class. */
+int fsS_imagefolder(fsS_dataset *ds, const char *root, const fsS_transform *tf, size_t ntf, char **err);
+/* A PNG or JPEG file's bytes -> RGB bytes (*rgb malloc'd, h*w*3); -1 + *why. */
+int fsS_image_decode(const uint8_t *data, size_t n, uint8_t **rgb, int64_t *h, int64_t *w, char **why);
+int fsS_image_item(const fsS_dataset *ds, size_t i, uint64_t key, float *x, int64_t *y, char **err);
 void fsS_free(fsS_dataset *ds);
 
-/* Item i < ds->len: x->bytes into x, y->bytes into y. */
-void fsS_get(const fsS_dataset *ds, size_t i, void *x, void *y);
+/* Item i < ds->len: x->bytes into x, y->bytes into y. key seeds the item's
+ * random transforms (the same key gives the same item). Safe to call from
+ * several threads at once. -1 + *err when the item's file cannot be read. */
+int fsS_get(const fsS_dataset *ds, size_t i, uint64_t key, void *x, void *y, char **err);
 
 #endif

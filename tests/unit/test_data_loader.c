@@ -27,7 +27,7 @@ static void test_batches_stack_items(void **state) {
   int64_t sizes[3] = {4, 4, 2};
   size_t item = 0;
   for (int b = 0; b < 3; b++) {
-    assert_true(fsDL_next(&L));
+    assert_int_equal(fsDL_next(&L, &err), 1);
     assert_int_equal(L.x.dtype, FS_F32);
     assert_int_equal(L.x.ndim, 3);
     assert_int_equal(L.x.shape[0], sizes[b]);
@@ -38,22 +38,22 @@ static void test_batches_stack_items(void **state) {
     for (int64_t k = 0; k < sizes[b]; k++, item++) {
       float x[6];
       int64_t y;
-      fsS_get(&ds, item, x, &y);
+      fsS_get(&ds, item, 0, x, &y, NULL);
       assert_memory_equal((float *)L.x.data + 6 * k, x, sizeof x);
       assert_int_equal(((int64_t *)L.y.data)[k], y);
     }
   }
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_start(&L, 1); /* a new epoch starts over */
-  assert_true(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 1);
   assert_int_equal(fsDL_index(&L, 0), 0);
   fsDL_free(&L);
 
   assert_int_equal(fsDL_init(&L, &ds, 4, false, true, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 2);
-  assert_true(fsDL_next(&L));
-  assert_true(fsDL_next(&L));
-  assert_false(fsDL_next(&L)); /* the short last batch is dropped */
+  assert_int_equal(fsDL_next(&L, &err), 1);
+  assert_int_equal(fsDL_next(&L, &err), 1);
+  assert_int_equal(fsDL_next(&L, &err), 0); /* the short last batch is dropped */
   fsDL_free(&L);
 }
 
@@ -94,10 +94,10 @@ static void test_shuffle_is_seeded_per_epoch(void **state) {
   assert_true(fixed < 10);
   /* The batches follow the order. */
   fsDL_start(&a, 0);
-  assert_true(fsDL_next(&a));
+  assert_int_equal(fsDL_next(&a, &err), 1);
   float x[6];
   int64_t y;
-  fsS_get(&ds, e0[3], x, &y);
+  fsS_get(&ds, e0[3], 0, x, &y, NULL);
   assert_memory_equal((float *)a.x.data + 18, x, sizeof x);
   /* Pass k is epoch k: b's (seed 1235) passes 0 and 1 are a's epochs 1 and 2. */
   size_t pass[50], want[50];
@@ -159,7 +159,7 @@ static void test_distributed_sampler(void **state) {
             assert_memory_equal(got, want, k * sizeof *got);
             assert_int_equal(fsDL_len(&L), (k + 1) / 2);
             size_t batches = 0;
-            while (fsDL_next(&L)) batches++;
+            while (fsDL_next(&L, &err) == 1) batches++;
             assert_int_equal(batches, fsDL_len(&L));
             total += k;
             fsDL_free(&L);
@@ -215,13 +215,13 @@ static void test_batch_larger_than_dataset(void **state) {
   random_set(&ds, 5);
   assert_int_equal(fsDL_init(&L, &ds, (int64_t)1 << 50, false, false, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 1);
-  assert_true(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 1);
   assert_int_equal(L.x.shape[0], 5);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_free(&L);
   assert_int_equal(fsDL_init(&L, &ds, (int64_t)1 << 50, false, true, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 0);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_free(&L);
 }
 
@@ -232,10 +232,10 @@ static void test_empty_dataset(void **state) {
   random_set(&ds, 0);
   assert_int_equal(fsDL_init(&L, &ds, 2, true, false, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 0);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   assert_int_equal(fsDL_distribute(&L, 1, 3, true, 0, false, &err), 0);
   assert_int_equal(fsDL_len(&L), 0);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_free(&L);
 }
 
