@@ -133,6 +133,67 @@ NATIVE(d_random) {
   return dataset_value(d, rc, &err);
 }
 
+/* slots: x, y */
+NATIVE(d_numpy) {
+  NEW_DS(d);
+  int rc = fsS_numpy(&d->ds, s[0]->u.str.s, s[1]->u.str.s, &err);
+  return dataset_value(d, rc, &err);
+}
+
+/* slots: path, block_size, dtype, samples */
+NATIVE(d_tokens) {
+  const char *dt = s[2]->u.str.s;
+  int bytes = !strcmp(dt, "uint16") ? 2 : !strcmp(dt, "uint32") ? 4 : 0;
+  if (!bytes) {
+    fsV_seterr("TokenDataset(): dtype must be 'uint16' or 'uint32', not '%s'", dt);
+    return NULL;
+  }
+  NEW_DS(d);
+  int rc = fsS_tokens(&d->ds, s[0]->u.str.s, s[1]->u.i, bytes, s[3]->u.i, E->seed, &err);
+  return dataset_value(d, rc, &err);
+}
+
+/* slots: path, target */
+NATIVE(d_csv) {
+  NEW_DS(d);
+  int rc = fsS_csv(&d->ds, s[0]->u.str.s, s[1]->u.i, &err);
+  return dataset_value(d, rc, &err);
+}
+
+static fs_value *array_tensor(const fsS_array *a) {
+  fs_tensor *t = fsT_new(fsS_elem_dtype(a->code), FS_DEV_CPU, a->ndim, a->shape);
+  if (!t) return fsE_rt_fail();
+  fsS_convert(a->code, a->data, (size_t)a->numel, t->data);
+  return fsE_tensor_value(t);
+}
+
+/* load_numpy(path): an .npy file's array as a tensor, an .npz file's as a dict */
+NATIVE(d_load_numpy) {
+  const char *path = s[0]->u.str.s;
+  size_t n = strlen(path);
+  char *err = NULL;
+  if (n > 4 && !strcmp(path + n - 4, ".npz")) {
+    fsS_npz z;
+    if (fsS_npz_open(path, &z, &err) != 0) return fsE_err_own(err);
+    fs_value *d = fsV_dict();
+    for (size_t k = 0; d && k < z.n; k++) {
+      fs_value *key = fsV_cstr(z.names[k]), *t = key ? array_tensor(&z.arrays[k]) : NULL;
+      if (!t || fsV_dict_set(d, key, t) < 0) {
+        fsV_release(d);
+        d = NULL;
+      }
+      fsV_release(key);
+    }
+    fsS_npz_free(&z);
+    return d ? d : fsV_error()[0] ? NULL : fsE_err_own(NULL);
+  }
+  fsS_array arr;
+  if (fsS_npy_open(&arr, path, &err) != 0) return fsE_err_own(err);
+  fs_value *v = array_tensor(&arr);
+  fsS_array_free(&arr);
+  return v;
+}
+
 /* ---- torchvision.transforms and ImageFolder ---------------------------------------------------- */
 
 typedef struct tfv { fsS_transform *t; size_t n; } tfv;
@@ -1005,6 +1066,7 @@ static const fsE_reg data_funcs[] = {
   {"DataLoader.dataset", dl_dataset}, {"DataLoader.batch_size", dl_batch_size},
   {"DataLoader.drop_last", dl_drop_last}, {"DataLoader.num_workers", dl_num_workers},
   {"DataLoader.batch_sampler", dl_batch_sampler}, {"DataLoader.generator", dl_generator},
+  {"NumpyDataset", d_numpy}, {"TokenDataset", d_tokens}, {"CSVDataset", d_csv}, {"load_numpy", d_load_numpy},
   {"ImageFolder", d_imagefolder}, {"Dataset.classes", d_classes}, {"Dataset.targets", d_targets},
   {"Resize", t_resize}, {"CenterCrop", t_center_crop}, {"RandomCrop", t_random_crop},
   {"RandomHorizontalFlip", t_hflip}, {"ToTensor", t_to_tensor}, {"Normalize", t_normalize},

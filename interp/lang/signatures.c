@@ -102,6 +102,10 @@ PARAMS(p_set_epoch, P("epoch", INT, NULL))
 PARAMS(p_imagefolder, P("root", STR, NULL), P("transform", ANY, "None"), P("target_transform", ANY, "None"),
        P("loader", ANY, "None"), P("is_valid_file", ANY, "None"))
 PARAMS(p_tf_size, P("size", ANY, NULL))
+PARAMS(p_numpyds, P("x", STR, NULL), P("y", STR, NULL))
+PARAMS(p_tokends, P("path", STR, NULL), P("block_size", INT, NULL), P("dtype", STR, "'uint16'"), P("samples", INT, "0"))
+PARAMS(p_csvds, P("path", STR, NULL), P("target", INT, "-1"))
+PARAMS(p_load_numpy, P("file", STR, NULL))
 PARAMS(p_tf_resize, P("size", ANY, NULL), P("interpolation", ANY, "None"), P("max_size", ANY, "None"),
        P("antialias", ANY, "None"))
 PARAMS(p_tf_random_crop, P("size", ANY, NULL), P("padding", ANY, "None"))
@@ -494,6 +498,10 @@ static const fsSig table[] = {
   CLS("BatchSampler", p_batchsampler, "BatchSampler"),
   CLS("DistributedSampler", p_distsampler, "DistributedSampler"),
   CLS("ImageFolder", p_imagefolder, "Dataset"),
+  CLS("NumpyDataset", p_numpyds, "Dataset"),
+  CLS("TokenDataset", p_tokends, "Dataset"),
+  CLS("CSVDataset", p_csvds, "Dataset"),
+  FN("load_numpy", p_load_numpy, "any"),
   CLS("Resize", p_tf_resize, "Transform"),
   CLS("CenterCrop", p_tf_size, "Transform"),
   CLS("RandomCrop", p_tf_random_crop, "Transform"),

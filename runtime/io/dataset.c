@@ -120,6 +120,10 @@ void fsS_free(fsS_dataset *ds) {
   for (size_t k = 0; ds->classes_names && k < ds->nclasses; k++) free(ds->classes_names[k]);
   free(ds->classes_names);
   free(ds->tf);
+  fsS_array_free(&ds->ax);
+  fsS_array_free(&ds->ay);
+  free(ds->table);
+  free(ds->column);
   memset(ds, 0, sizeof *ds);
 }
 
@@ -147,6 +151,7 @@ int fsS_get(const fsS_dataset *ds, size_t i, uint64_t key, void *x, void *y, cha
     break;
   }
   case FSS_IMAGES: return fsS_image_item(ds, i, key, x, y, err);
+  case FSS_NUMPY: case FSS_TOKENS: case FSS_CSV: fsS_file_item(ds, i, key, x, y); break;
   case FSS_RANDOM: {
     /* Item i owns elements [i * (numel + 1), (i + 1) * (numel + 1)) of the
      * rng.h stream keyed by the seed itself: numel inputs, then the label. */

@@ -379,7 +379,7 @@ int fsS_imagefolder(fsS_dataset *ds, const char *root, const fsS_transform *tf, 
   if (list_dir(root, &classes, NULL, err) != 0) return -1;
   if (classes.n == 0) {
     names_free(&classes);
-    return fsIO_fail(err, "Couldn't find any class folder in %s.", root);
+    return fsIO_fail(err, "%s: Couldn't find any class folder in %s.", root, root);
   }
   size_t *first = calloc(classes.n + 1, sizeof *first);
   int rc = first ? 0 : fsIO_fail(err, "%s: out of memory", root);
@@ -408,8 +408,8 @@ int fsS_imagefolder(fsS_dataset *ds, const char *root, const fsS_transform *tf, 
       files.v[kept++] = files.v[k];
     }
     if (rc == 0 && kept == before)
-      rc = fsIO_fail(err, "Found no valid file for the classes %s. Supported extensions are: .png, .jpg, .jpeg",
-                     strrchr(classes.v[c], '/') + 1);
+      rc = fsIO_fail(err, "%s: Found no valid file for the classes %s. Supported extensions are: .png, .jpg, .jpeg",
+                     root, strrchr(classes.v[c], '/') + 1);
   }
   for (; k < files.n; k++) free(files.v[k]); /* after an error: the files not reached */
   free(first);
