@@ -220,7 +220,8 @@ static int npz_member(const uint8_t *z, size_t n, uint64_t lho, uint64_t csize, 
     *why = fsIO_errf("truncated zip: a member's data runs past the end of the file");
     return -1;
   }
-  if (usize > (uint64_t)1 << 40 || (method == 0 && csize != usize)) {
+  /* deflate expands at most 1032:1: a larger claim is corrupt, not a reason to allocate it */
+  if (usize > csize * 1032 + 1024 || (method == 0 && csize != usize)) {
     *why = fsIO_errf("corrupt zip: member sizes %llu and %llu", (unsigned long long)csize, (unsigned long long)usize);
     return -1;
   }
@@ -328,7 +329,8 @@ int fsS_npz_open(const char *path, fsS_npz *out, char **err) {
       why = fsIO_errf("out of memory");
       goto fail;
     }
-    if (nl > 4 && !strcmp(name + nl - 4, ".npy")) name[nl - 4] = 0; /* np.load's keys */
+    size_t len = strlen(name); /* a NUL inside the name ends it */
+    if (len > 4 && !strcmp(name + len - 4, ".npy")) name[len - 4] = 0; /* np.load's keys */
     out->names[out->n] = name;
     fsS_array *a = &out->arrays[out->n++];
     uint8_t *bytes;
