@@ -906,12 +906,11 @@ int fsE_loader_distribute(fsE_ctx *E, loaderv *lv, int rank, int world, uint64_t
     lv->sampler = fsV_retain(inner);
     fsV_release(lv->batch_sampler);
     lv->batch_sampler = NULL;
-    free(lv->L.bounds);
-    lv->L.bounds = NULL;
-    lv->L.nbounds = 0;
-    lv->L.batch_size = (size_t)bs;
-    lv->L.drop_last = drop;
     lv->batch_size = bs;
+    if (fsDL_rebatch(&lv->L, bs, drop, &err) < 0) {
+      fsE_err_own(err);
+      return -1;
+    }
   }
   /* Fabric: DistributedSampler(dataset, shuffle=isinstance(sampler, RandomSampler)) in place of
    * a RandomSampler or SequentialSampler, else DistributedSamplerWrapper(sampler, shuffle=False) */

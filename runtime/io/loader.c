@@ -346,6 +346,30 @@ int fsDL_set_samples(fsDL_loader *L, const size_t *s, size_t m, const size_t *en
   return 0;
 }
 
+int fsDL_rebatch(fsDL_loader *L, int64_t batch_size, bool drop_last, char **err) {
+  if (batch_size < 1)
+    return fsIO_fail(err, "DataLoader: batch_size must be a positive integer, not %lld", (long long)batch_size);
+  if (L->pool) pool_quiesce(L->pool);
+  size_t old = L->ds ? batch_cap(L) : 0;
+  free(L->bounds);
+  L->bounds = NULL;
+  L->nbounds = 0;
+  L->batch_size = (size_t)batch_size;
+  L->drop_last = drop_last;
+  size_t cap = L->ds ? batch_cap(L) : 0;
+  bool ok = true;
+  if (cap > old) {
+    ok = grow(&L->own_x, &L->ds->x, cap) == 0 && grow(&L->own_y, &L->ds->y, cap) == 0;
+    for (size_t i = 0; ok && L->pool && i < L->pool->nslots; i++)
+      ok = grow(&L->pool->slots[i].x, &L->ds->x, cap) == 0 && grow(&L->pool->slots[i].y, &L->ds->y, cap) == 0;
+  }
+  if (!ok) return fsIO_fail(err, "DataLoader: out of memory for batches of %lld", (long long)batch_size);
+  sampler(L);
+  L->pos = L->batch = 0;
+  if (L->pool) pool_go(L);
+  return 0;
+}
+
 void fsDL_free(fsDL_loader *L) {
   pool_free(L->pool);
   free(L->perm);

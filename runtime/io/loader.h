@@ -95,6 +95,9 @@ int fsDL_distribute(fsDL_loader *L, int rank, int world, bool shuffle, uint64_t 
  * s NULL: no list (the data set's own indices) again. */
 int fsDL_set_samples(fsDL_loader *L, const size_t *s, size_t m, const size_t *ends, size_t nb,
                      char **err);
+/* Batches of batch_size positions again (a batch sampler's batches dropped),
+ * the buffers grown to fit. */
+int fsDL_rebatch(fsDL_loader *L, int64_t batch_size, bool drop_last, char **err);
 void fsDL_free(fsDL_loader *L);
 
 /* Batches per epoch: len(dataloader). */
