@@ -335,8 +335,8 @@ static int list_dir(const char *dir, names *dirs, names *files, char **err) {
   }
   closedir(d);
   if (rc) return fsIO_fail(err, "%s: out of memory listing the directory", dir);
-  qsort(dirs->v, dirs->n, sizeof *dirs->v, by_name);
-  if (files) qsort(files->v, files->n, sizeof *files->v, by_name);
+  if (dirs->n) qsort(dirs->v, dirs->n, sizeof *dirs->v, by_name);
+  if (files && files->n) qsort(files->v, files->n, sizeof *files->v, by_name);
   return 0;
 }
 
@@ -376,7 +376,10 @@ int fsS_imagefolder(fsS_dataset *ds, const char *root, const fsS_transform *tf, 
                           "(there are no PIL images here)");
   names classes = {0}, files = {0};
   if (!is_dir(root)) return fsIO_fail(err, "%s: not a directory (ImageFolder's root holds one folder per class)", root);
-  if (list_dir(root, &classes, NULL, err) != 0) return -1;
+  if (list_dir(root, &classes, NULL, err) != 0) {
+    names_free(&classes);
+    return -1;
+  }
   if (classes.n == 0) {
     names_free(&classes);
     return fsIO_fail(err, "%s: Couldn't find any class folder in %s.", root, root);
