@@ -5,14 +5,15 @@
  * seed (mt19937 seeded as torch seeds it, randperm and randint drawn as
  * torch's CPU kernels draw them). A sampler without a generator draws from a
  * generator seeded with the global seed (seed_everything) plus its pass
- * count, where torch draws a seed from its global generator, whose state
- * depends on every earlier random call: those orders are reproducible but
- * not torch's. The DataLoader (lib_data.c) asks fsE_sampler_list and
+ * count (random_split: one element of the script's random stream), where
+ * torch draws a seed from its global generator, whose state depends on
+ * every earlier random call: those orders are reproducible but not torch's. The DataLoader (lib_data.c) asks fsE_sampler_list and
  * fsE_batch_list for one pass of whatever sampler it holds. */
 #include <math.h>
 #include <string.h>
 
 #include "eval_int.h"
+#include "rng.h"
 
 /* ---- torch.Generator -------------------------------------------------------------------- */
 
@@ -527,7 +528,9 @@ NATIVE(s_random_split) {
   fs_value *out = perm ? fsV_list(k) : NULL;
   if (out) {
     fsDL_mt own, *g = gen_of(s[2]);
-    if (!g) fallback(E, 0, g = &own);
+    /* torch draws from its global generator: here one element of the script's stream
+     * seeds the split, so successive splits differ and a rerun repeats them */
+    if (!g) fsDL_mt_seed(g = &own, fsR_bits(E->seed, fsE_draw(E, 1)));
     fsDL_randperm(g, (size_t)n, perm);
   }
   for (size_t i = 0, at = 0; out && i < k; at += (size_t)len[i++]) {
