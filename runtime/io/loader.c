@@ -4,6 +4,8 @@
 #include "loader.h"
 
 #include <pthread.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +81,7 @@ typedef struct fsDL_pool {
   size_t nbatches; /* of this epoch; 0 while an epoch is being set up */
   int inflight;
   bool stop;
+  pid_t pid; /* the process whose threads these are: a forked child has none of them */
 } fsDL_pool;
 
 static int batch_init(fsDL_batch *b, const fsS_layout *l, size_t items) {
@@ -153,6 +156,17 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static void pool_release(fsDL_pool *P) {
+  for (size_t i = 0; P->slots && i < P->nslots; i++) {
+    free(P->slots[i].x.data);
+    free(P->slots[i].y.data);
+    free(P->slots[i].err);
+  }
+  free(P->threads);
+  free(P->slots);
+  free(P);
+}
+
 static void pool_free(fsDL_pool *P) {
   if (!P) return;
   pthread_mutex_lock(&P->mu);
@@ -160,16 +174,21 @@ static void pool_free(fsDL_pool *P) {
   pthread_cond_broadcast(&P->cv);
   pthread_mutex_unlock(&P->mu);
   for (int i = 0; i < P->nthreads; i++) pthread_join(P->threads[i], NULL);
-  for (size_t i = 0; P->slots && i < P->nslots; i++) {
-    free(P->slots[i].x.data);
-    free(P->slots[i].y.data);
-    free(P->slots[i].err);
-  }
   pthread_cond_destroy(&P->cv);
   pthread_mutex_destroy(&P->mu);
-  free(P->threads);
-  free(P->slots);
-  free(P);
+  pool_release(P);
+}
+
+/* L's pool if its threads are this process's. After a fork (fabric.launch()
+ * forks the ranks) the child has none of them and the lock may be held by
+ * a thread that no longer exists: the pool's memory is released without
+ * touching the lock, and fsDL_start makes a new one. */
+static fsDL_pool *own_pool(fsDL_loader *L) {
+  if (L->pool && L->pool->pid != getpid()) {
+    pool_release(L->pool);
+    L->pool = NULL;
+  }
+  return L->pool;
 }
 
 /* Stops claims and waits for batches in flight: the epoch's order may change. */
@@ -193,32 +212,41 @@ static void pool_go(fsDL_loader *L) {
   pthread_mutex_unlock(&L->pool->mu);
 }
 
-int fsDL_workers(fsDL_loader *L, int workers, int prefetch, char **err) {
-  if (workers < 1 || !L->ds) return 0;
-  pool_free(L->pool);
-  L->pool = NULL;
+/* Starts L->nworkers threads; false (no pool: batches made on demand) when they cannot start. */
+static bool pool_start(fsDL_loader *L) {
   fsDL_pool *P = calloc(1, sizeof *P);
-  if (!P) return fsIO_fail(err, "DataLoader: out of memory for %d workers", workers);
+  if (!P) return false;
   pthread_mutex_init(&P->mu, NULL);
   pthread_cond_init(&P->cv, NULL);
-  P->nslots = (size_t)workers * (size_t)(prefetch > 0 ? prefetch : 1);
+  P->pid = getpid();
+  P->nslots = (size_t)L->nworkers * (size_t)L->prefetch;
   P->slots = calloc(P->nslots, sizeof *P->slots);
-  P->threads = calloc((size_t)workers, sizeof *P->threads);
+  P->threads = calloc((size_t)L->nworkers, sizeof *P->threads);
   size_t cap = batch_cap(L);
   bool ok = P->slots && P->threads;
   for (size_t i = 0; ok && i < P->nslots; i++)
     ok = batch_init(&P->slots[i].x, &L->ds->x, cap) == 0 && batch_init(&P->slots[i].y, &L->ds->y, cap) == 0;
   L->pool = P;
-  for (int i = 0; ok && i < workers; i++) {
+  for (int i = 0; ok && i < L->nworkers; i++) {
     ok = pthread_create(&P->threads[i], NULL, worker, L) == 0;
     if (ok) P->nthreads++;
   }
   if (!ok) {
     pool_free(P);
     L->pool = NULL;
-    return fsIO_fail(err, "DataLoader: cannot start %d worker threads", workers);
   }
-  pool_go(L);
+  return ok;
+}
+
+int fsDL_workers(fsDL_loader *L, int workers, int prefetch, char **err) {
+  if (workers < 0 || prefetch < 0)
+    return fsIO_fail(err, "DataLoader: %d workers with prefetch %d", workers, prefetch);
+  if (!L->ds) return 0;
+  pool_free(own_pool(L));
+  L->pool = NULL;
+  L->nworkers = workers;
+  L->prefetch = prefetch > 0 ? prefetch : 1;
+  /* the threads start with the first pass (fsDL_start), in the process that iterates */
   return 0;
 }
 
@@ -283,7 +311,7 @@ int fsDL_distribute(fsDL_loader *L, int rank, int world, bool shuffle, uint64_t 
     return fsIO_fail(err, "DistributedSampler: invalid rank %d for world size %d", rank, world);
   if (shuffle && need_perm(L, base_len(L)) != 0)
     return fsIO_fail(err, "DistributedSampler: out of memory for %zu indices", base_len(L));
-  if (L->pool) pool_quiesce(L->pool);
+  if (own_pool(L)) pool_quiesce(L->pool);
   L->shuffle = shuffle;
   L->seed = seed;
   L->rank = rank;
@@ -304,7 +332,7 @@ static int grow(fsDL_batch *b, const fsS_layout *l, size_t cap) {
 
 int fsDL_set_samples(fsDL_loader *L, const size_t *s, size_t m, const size_t *ends, size_t nb,
                      char **err) {
-  if (L->pool) pool_quiesce(L->pool);
+  if (own_pool(L)) pool_quiesce(L->pool);
   if (!s) { /* back to the data set itself */
     free(L->samples);
     L->samples = NULL;
@@ -349,7 +377,7 @@ int fsDL_set_samples(fsDL_loader *L, const size_t *s, size_t m, const size_t *en
 int fsDL_rebatch(fsDL_loader *L, int64_t batch_size, bool drop_last, char **err) {
   if (batch_size < 1)
     return fsIO_fail(err, "DataLoader: batch_size must be a positive integer, not %lld", (long long)batch_size);
-  if (L->pool) pool_quiesce(L->pool);
+  if (own_pool(L)) pool_quiesce(L->pool);
   size_t old = L->ds ? batch_cap(L) : 0;
   free(L->bounds);
   L->bounds = NULL;
@@ -371,7 +399,7 @@ int fsDL_rebatch(fsDL_loader *L, int64_t batch_size, bool drop_last, char **err)
 }
 
 void fsDL_free(fsDL_loader *L) {
-  pool_free(L->pool);
+  pool_free(own_pool(L));
   free(L->perm);
   free(L->samples);
   free(L->bounds);
@@ -402,7 +430,8 @@ static void order(fsDL_loader *L) {
 }
 
 void fsDL_start(fsDL_loader *L, uint64_t epoch) {
-  if (L->pool) pool_quiesce(L->pool);
+  if (own_pool(L)) pool_quiesce(L->pool);
+  else if (L->nworkers > 0 && L->ds) (void)pool_start(L); /* failing that, batches are made on demand */
   L->pos = L->batch = 0;
   L->epoch = epoch;
   if (L->gen) (void)fsDL_mt_u64(L->gen); /* the iterator's _base_seed comes first */
@@ -433,7 +462,7 @@ bool fsDL_next_range(fsDL_loader *L, size_t *first, size_t *count) {
 int fsDL_next(fsDL_loader *L, char **err) {
   size_t first, count, k = L->batch;
   if (!fsDL_next_range(L, &first, &count)) return 0;
-  if (!L->pool) {
+  if (!own_pool(L)) {
     if (fill(L, &L->own_x, &L->own_y, first, count, err) != 0)
       return *err ? -1 : fsIO_fail(err, "out of memory");
     L->x = L->own_x;

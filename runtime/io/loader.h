@@ -74,6 +74,7 @@ typedef struct fsDL_loader {
   uint64_t epoch;
   fsDL_batch x, y;       /* the last batch fsDL_next made (a view) */
   fsDL_batch own_x, own_y; /* the buffers batches are made in without workers */
+  int nworkers, prefetch; /* fsDL_workers: the threads to start with a pass */
   struct fsDL_pool *pool; /* worker threads, or NULL */
 } fsDL_loader;
 
@@ -83,8 +84,9 @@ int fsDL_init_order(fsDL_loader *L, size_t n, int64_t batch_size, bool shuffle, 
 /* Order and batches of a native data set. */
 int fsDL_init(fsDL_loader *L, const fsS_dataset *ds, int64_t batch_size, bool shuffle,
               bool drop_last, uint64_t seed, char **err);
-/* Starts `workers` threads keeping workers * prefetch batches ready (native
- * data sets only; 0 workers: batches are made on demand). */
+/* `workers` threads keeping workers * prefetch batches ready (native data
+ * sets only; 0 workers: batches are made on demand), started by the next
+ * fsDL_start in the process that iterates (a forked child makes its own). */
 int fsDL_workers(fsDL_loader *L, int workers, int prefetch, char **err);
 /* Switches to DistributedSampler mode (what setup_dataloaders does); the
  * loader's batch_size and drop_last still batch this rank's part. */
