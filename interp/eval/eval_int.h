@@ -99,6 +99,7 @@ extern const fsE_lib fsE_lib_core, fsE_lib_tensor, fsE_lib_ctx, fsE_lib_nn, fsE_
 extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and time */
 extern const fsE_lib fsE_lib_init; /* torch.nn.init */
 extern const fsE_lib fsE_lib_sampler; /* torch.Generator, samplers, random_split */
+extern const fsE_lib fsE_lib_files;   /* NumPy, token, CSV and image files; transforms */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -280,8 +281,7 @@ typedef struct loaderv {
   bool auto_batch;       /* batch_size is not None */
   size_t *map, nmap;     /* native through Subsets: the data set's index -> the runtime's */
   int64_t batch_size;    /* -1: None */
-  int num_workers, prefetch;
-  bool persistent, pin_memory;
+  int num_workers, prefetch;   /* persistent_workers, pin_memory: accepted, nothing to do */
   uint64_t epoch;
   fsF_loader st;
   fsPG *pg;              /* the progress line (rank 0), made at the first pass */
@@ -290,6 +290,10 @@ typedef struct loaderv {
   fs_device dev;         /* where its batches go: the Fabric's device once set up */
 } loaderv;
 extern const fsV_class fsE_loader_class;
+/* A runtime data set as a value (takes *ds's contents), or the error of its
+ * constructor (rc < 0: err taken); the runtime data set of a value, or NULL. */
+fs_value *fsE_dataset_made(fsS_dataset *ds, int rc, char *err);
+fsS_dataset *fsE_dataset_of(const fs_value *v);
 /* Subset(dataset, indices) */
 fs_value *fsE_subset(fsE_ctx *E, fs_value *dataset, fs_value *indices);
 /* What setup_dataloaders does on `world` ranks: Fabric's DistributedSampler
