@@ -107,6 +107,8 @@ extern const fsE_lib fsE_lib_sched, fsE_lib_math; /* LR schedulers; math and tim
 extern const fsE_lib fsE_lib_init; /* torch.nn.init */
 extern const fsE_lib fsE_lib_metrics; /* torchmetrics */
 extern const fsE_lib fsE_lib_loggers; /* lightning.fabric.loggers */
+extern const fsE_lib fsE_lib_sampler; /* torch.Generator, samplers, random_split */
+extern const fsE_lib fsE_lib_files;   /* NumPy, token, CSV and image files; transforms */
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */
@@ -317,6 +319,12 @@ int fsE_optim_params_swapped(optv *ov);
 typedef struct loaderv {
   fsDL_loader L;
   fs_value *dataset; /* held: the loader borrows its fsS_dataset */
+  fs_value *sampler, *batch_sampler, *collate_fn, *generator; /* held, or NULL */
+  bool native;           /* the runtime stacks the batches (a runtime data set, default collate) */
+  bool auto_batch;       /* batch_size is not None */
+  size_t *map, nmap;     /* native through Subsets: the data set's index -> the runtime's */
+  int64_t batch_size;    /* -1: None */
+  int num_workers, prefetch;   /* persistent_workers, pin_memory: accepted, nothing to do */
   uint64_t epoch;
   fsF_loader st;
   fsPG *pg;              /* the progress line (rank 0), made at the first pass */
@@ -325,6 +333,28 @@ typedef struct loaderv {
   fs_device dev;         /* where its batches go: the Fabric's device once set up */
 } loaderv;
 extern const fsV_class fsE_loader_class;
+/* A runtime data set as a value (takes *ds's contents), or the error of its
+ * constructor (rc < 0: err taken); the runtime data set of a value, or NULL. */
+fs_value *fsE_dataset_made(fsS_dataset *ds, int rc, char *err);
+fsS_dataset *fsE_dataset_of(const fs_value *v);
+/* Subset(dataset, indices) */
+fs_value *fsE_subset(fsE_ctx *E, fs_value *dataset, fs_value *indices);
+/* What setup_dataloaders does on `world` ranks: Fabric's DistributedSampler
+ * (or DistributedSamplerWrapper) in place of the loader's sampler. -1 + fsV_error. */
+int fsE_loader_distribute(fsE_ctx *E, loaderv *lv, int rank, int world, uint64_t seed);
+
+/* lib_sampler.c: torch.Generator and the samplers */
+typedef struct genv { fsDL_mt mt; } genv;
+extern const fsV_class fsE_generator_class;
+/* v is one of our samplers; kind: 0 Sequential, 1 Random, 2 SubsetRandom,
+ * 3 Batch, 4 Distributed, -1 any. */
+bool fsE_is_sampler(const fs_value *v, int kind);
+/* One pass of sampler v (ours, or any iterable of ints < n): *out malloc'd. */
+int fsE_sampler_list(fsE_ctx *E, fs_value *v, size_t n, size_t **out, size_t *m);
+/* One pass of a batch sampler: the indices and the cumulative batch ends. */
+int fsE_batch_list(fsE_ctx *E, fs_value *v, size_t n, size_t **out, size_t *m, size_t **ends, size_t *nb);
+/* A BatchSampler of ours: its sampler (borrowed), batch_size, drop_last. */
+bool fsE_batch_sampler_parts(const fs_value *v, fs_value **sampler, int64_t *batch_size, bool *drop_last);
 
 /* lib_sched.c: for checkpoints, whether v is an LR scheduler, its
  * state_dict and its load_state_dict */

@@ -699,13 +699,12 @@ NATIVE(fabric_setup_dataloaders) {
       bool ok = true;
       for (size_t i = 0; ok && i < n; i++) {
         loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;
-        char *err = NULL;
         lv->st.wrapped = 1;
         lv->dev = fv->dev; /* Fabric's move_to_device */
         /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
         if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
-            fsDL_distribute(&lv->L, fv->env.rank, fv->env.world_size, lv->L.shuffle, E->seed, false, &err) < 0)
-          ok = fsE_err_own(err) != NULL;
+            fsE_loader_distribute(E, lv, fv->env.rank, fv->env.world_size, E->seed) < 0)
+          ok = false;
       }
       if (ok) r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
     }

@@ -12,7 +12,7 @@ static const fsE_lib *const libs[] = {
   &fsE_lib_core, &fsE_lib_tensor, &fsE_lib_ctx, &fsE_lib_nn, &fsE_lib_optim,
   &fsE_lib_data, &fsE_lib_strategy, &fsE_lib_fabric, &fsE_lib_ckpt,
   &fsE_lib_torch, &fsE_lib_shape, &fsE_lib_arith,
-  &fsE_lib_sched, &fsE_lib_math, &fsE_lib_functional, &fsE_lib_init, &fsE_lib_classes,
+  &fsE_lib_sched, &fsE_lib_math, &fsE_lib_functional, &fsE_lib_init, &fsE_lib_classes, &fsE_lib_sampler, &fsE_lib_files,
   &fsE_lib_metrics, &fsE_lib_loggers,
   &fsE_lib_index,
 };

@@ -51,7 +51,7 @@ int fsSig_python_builtin(const char *name) {
  * script's call makes the object without its arguments being bound;
  * `modules` nn.Module classes without a row whose instances are modules. */
 static const struct { const char *module, *rows, *loose, *modules; } namespaces[] = {
-  {"torch", "no_grad float32 bfloat16 int64 long",
+  {"torch", "no_grad float32 bfloat16 int64 long Generator",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
    "maximum minimum clamp softmax log_softmax matmul bmm", ""},
@@ -72,8 +72,16 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"torch.optim.lr_scheduler", "StepLR MultiStepLR ExponentialLR CosineAnnealingLR "
                                "CosineAnnealingWarmRestarts LinearLR ConstantLR LambdaLR "
                                "OneCycleLR SequentialLR ReduceLROnPlateau", "", ""},
-  {"torch.utils.data", "", "DataLoader", ""},
-  {"torch.utils.data.dataloader", "", "DataLoader", ""},
+  /* issue 15 point 3: torch.utils.data, torchvision (lib_data.c, lib_sampler.c) */
+  {"torch.utils.data", "DataLoader TensorDataset Subset ConcatDataset random_split SequentialSampler "
+                       "RandomSampler SubsetRandomSampler BatchSampler", "", ""},
+  {"torch.utils.data.dataloader", "DataLoader", "", ""},
+  {"torch.utils.data.dataset", "TensorDataset Subset ConcatDataset random_split", "", ""},
+  {"torch.utils.data.sampler", "SequentialSampler RandomSampler SubsetRandomSampler BatchSampler", "", ""},
+  {"torch.utils.data.distributed", "DistributedSampler", "", ""},
+  {"torchvision.transforms", "Normalize ToTensor Compose CenterCrop RandomHorizontalFlip",
+   "Resize RandomCrop", ""},
+  {"torchvision.datasets", "ImageFolder", "", ""},
   {"lightning", "Fabric", "", ""},
   {"lightning.fabric", "Fabric", "", ""},
   {"lightning.fabric.fabric", "Fabric", "", ""},

@@ -77,8 +77,41 @@ PARAMS(p_mnist, P("root", STR, NULL), P("train", BOOL, "True"))
 PARAMS(p_textds, P("path", STR, NULL), P("context", INT, NULL))
 PARAMS(p_randomds, P("n", INT, NULL), PT("shape", FSSIG_T_INT | FSSIG_T_SEQ, NULL, 0),
        P("classes", INT, "10"), P("seed", INT, "0"))
-PARAMS(p_loader, P("dataset", OBJ, NULL), P("batch_size", INT, "1"), P("shuffle", BOOL, "False"),
-       P("drop_last", BOOL, "False"))
+/* issue 15 point 3: DataLoader's options in torch 1.13's order, data sets, samplers (lib_data.c, lib_sampler.c) */
+#define OPTINT (FSSIG_T_INT | FSSIG_T_NONE)
+PARAMS(p_loader, P("dataset", ANY, NULL), PT("batch_size", OPTINT, "1", 0), PT("shuffle", OPTBOOL, "None", 0),
+       P("sampler", ANY, "None"), P("batch_sampler", ANY, "None"), P("num_workers", INT, "0"),
+       P("collate_fn", ANY, "None"), P("pin_memory", BOOL, "False"), P("drop_last", BOOL, "False"),
+       P("timeout", NUM, "0"), P("worker_init_fn", ANY, "None"), P("multiprocessing_context", ANY, "None"),
+       P("generator", ANY, "None"), KW("prefetch_factor", OPTINT, "2"), KW("persistent_workers", BOOL, "False"),
+       KW("pin_memory_device", STR, "''"))
+PARAMS(p_tensords, VARARGS("tensors"))
+PARAMS(p_subset, P("dataset", ANY, NULL), P("indices", SEQ, NULL))
+PARAMS(p_concatds, P("datasets", ANY, NULL))
+PARAMS(p_random_split, P("dataset", ANY, NULL), P("lengths", SEQ, NULL), P("generator", ANY, "None"))
+PARAMS(p_generator, P("device", ANY, "'cpu'"))
+PARAMS(p_manual_seed, P("seed", INT, NULL))
+PARAMS(p_seqsampler, P("data_source", ANY, NULL))
+PARAMS(p_randsampler, P("data_source", ANY, NULL), P("replacement", BOOL, "False"),
+       PT("num_samples", OPTINT, "None", 0), P("generator", ANY, "None"))
+PARAMS(p_subsetrand, P("indices", ANY, NULL), P("generator", ANY, "None"))
+PARAMS(p_batchsampler, P("sampler", ANY, NULL), P("batch_size", INT, NULL), P("drop_last", BOOL, NULL))
+PARAMS(p_distsampler, P("dataset", ANY, NULL), PT("num_replicas", OPTINT, "None", 0),
+       PT("rank", OPTINT, "None", 0), P("shuffle", BOOL, "True"), P("seed", INT, "0"), P("drop_last", BOOL, "False"))
+PARAMS(p_set_epoch, P("epoch", INT, NULL))
+PARAMS(p_imagefolder, P("root", STR, NULL), P("transform", ANY, "None"), P("target_transform", ANY, "None"),
+       P("loader", ANY, "None"), P("is_valid_file", ANY, "None"))
+PARAMS(p_tf_size, P("size", ANY, NULL))
+PARAMS(p_numpyds, P("x", STR, NULL), P("y", STR, NULL))
+PARAMS(p_tokends, P("path", STR, NULL), P("block_size", INT, NULL), P("dtype", STR, "'uint16'"), P("samples", INT, "0"))
+PARAMS(p_csvds, P("path", STR, NULL), P("target", INT, "-1"))
+PARAMS(p_load_numpy, P("file", STR, NULL))
+PARAMS(p_tf_resize, P("size", ANY, NULL), P("interpolation", ANY, "None"), P("max_size", ANY, "None"),
+       P("antialias", ANY, "None"))
+PARAMS(p_tf_random_crop, P("size", ANY, NULL), P("padding", ANY, "None"))
+PARAMS(p_tf_hflip, P("p", NUM, "0.5"))
+PARAMS(p_tf_normalize, P("mean", SEQ, NULL), P("std", SEQ, NULL), P("inplace", BOOL, "False"))
+PARAMS(p_tf_compose, P("transforms", SEQ, NULL))
 
 /* layers */
 PARAMS(p_linear, P("in_features", INT, NULL), P("out_features", INT, NULL), P("bias", BOOL, "True"))
@@ -505,6 +538,29 @@ static const fsSig table[] = {
   /* lightning.fabric.loggers (issue 15 point 5; lib_loggers.c) */
   CLS("CSVLogger", p_csvlogger, "Logger"),
   CLS("TensorBoardLogger", p_tblogger, "Logger"),
+  /* issue 15 point 3: torch.utils.data (lib_data.c, lib_sampler.c) */
+  CLS("TensorDataset", p_tensords, "TensorDataset"),
+  CLS("Subset", p_subset, "Subset"),
+  CLS("ConcatDataset", p_concatds, "ConcatDataset"),
+  FN("random_split", p_random_split, "list"),
+  CLS("Generator", p_generator, "Generator"),
+  CLS("SequentialSampler", p_seqsampler, "SequentialSampler"),
+  CLS("RandomSampler", p_randsampler, "RandomSampler"),
+  CLS("SubsetRandomSampler", p_subsetrand, "SubsetRandomSampler"),
+  CLS("BatchSampler", p_batchsampler, "BatchSampler"),
+  CLS("DistributedSampler", p_distsampler, "DistributedSampler"),
+  CLS("ImageFolder", p_imagefolder, "Dataset"),
+  CLS("NumpyDataset", p_numpyds, "Dataset"),
+  CLS("TokenDataset", p_tokends, "Dataset"),
+  CLS("CSVDataset", p_csvds, "Dataset"),
+  FN("load_numpy", p_load_numpy, "any"),
+  CLS("Resize", p_tf_resize, "Transform"),
+  CLS("CenterCrop", p_tf_size, "Transform"),
+  CLS("RandomCrop", p_tf_random_crop, "Transform"),
+  CLS("RandomHorizontalFlip", p_tf_hflip, "Transform"),
+  {"ToTensor", FSSIG_CLASS, NULL, 0, "Transform", 0},
+  CLS("Normalize", p_tf_normalize, "Transform"),
+  CLS("Compose", p_tf_compose, "Transform"),
 
   LAYER("Linear", p_linear),
   LAYER("Embedding", p_embedding),
@@ -752,6 +808,24 @@ static const fsSig table[] = {
   M("Tensor.topk", p_t_topk, "tuple"),
   M("Tensor.multinomial", p_t_multinomial, "Tensor"),
   M0("Tensor.bool", "Tensor"),
+
+  /* issue 15 point 3: torch.utils.data's members */
+  ATTR("TensorDataset.tensors", "tuple", 0),
+  ATTR("Subset.dataset", "any", 0),
+  ATTR("Subset.indices", "list", 0),
+  ATTR("ConcatDataset.datasets", "list", 0),
+  ATTR("ConcatDataset.cumulative_sizes", "list", 0),
+  ATTR("DataLoader.dataset", "any", 0),
+  ATTR("DataLoader.batch_size", "any", 0),
+  ATTR("DataLoader.drop_last", "bool", 0),
+  ATTR("DataLoader.num_workers", "int", 0),
+  ATTR("DataLoader.batch_sampler", "any", 0),
+  ATTR("DataLoader.generator", "any", 0),
+  M("Generator.manual_seed", p_manual_seed, "Generator"),
+  M0("Generator.initial_seed", "int"),
+  M("DistributedSampler.set_epoch", p_set_epoch, "None"),
+  ATTR("Dataset.classes", "list", 0),
+  ATTR("Dataset.targets", "list", 0),
 
   M("list.append", p_append, "None"),
   M0("dict.items", "list"),

@@ -114,6 +114,16 @@ void fsS_free(fsS_dataset *ds) {
   fsI_free(&ds->images);
   fsI_free(&ds->labels);
   free(ds->text);
+  for (size_t k = 0; ds->paths && k < ds->len; k++) free(ds->paths[k]);
+  free(ds->paths);
+  free(ds->targets);
+  for (size_t k = 0; ds->classes_names && k < ds->nclasses; k++) free(ds->classes_names[k]);
+  free(ds->classes_names);
+  free(ds->tf);
+  fsS_array_free(&ds->ax);
+  fsS_array_free(&ds->ay);
+  free(ds->table);
+  free(ds->column);
   memset(ds, 0, sizeof *ds);
 }
 
@@ -124,7 +134,7 @@ static float normal(uint64_t r) {
   return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-void fsS_get(const fsS_dataset *ds, size_t i, void *x, void *y) {
+int fsS_get(const fsS_dataset *ds, size_t i, uint64_t key, void *x, void *y, char **err) {
   int64_t *yi = y;
   switch (ds->kind) {
   case FSS_IDX: {
@@ -140,6 +150,8 @@ void fsS_get(const fsS_dataset *ds, size_t i, void *x, void *y) {
     for (int64_t k = 0; k < c; k++) yi[k] = ds->text[i + 1 + (size_t)k];
     break;
   }
+  case FSS_IMAGES: return fsS_image_item(ds, i, key, x, y, err);
+  case FSS_NUMPY: case FSS_TOKENS: case FSS_CSV: fsS_file_item(ds, i, key, x, y); break;
   case FSS_RANDOM: {
     /* Item i owns elements [i * (numel + 1), (i + 1) * (numel + 1)) of the
      * rng.h stream keyed by the seed itself: numel inputs, then the label. */
@@ -150,4 +162,5 @@ void fsS_get(const fsS_dataset *ds, size_t i, void *x, void *y) {
     break;
   }
   }
+  return 0;
 }

@@ -1,6 +1,7 @@
 /* fuzz_readers.c -- libFuzzer harnesses for every reader of untrusted bytes
  * outside the front end: safetensors files, the checkpoint metadata literal,
- * IDX files, text data sets and REPL input. One binary per reader, chosen by
+ * IDX files, text data sets, NumPy .npy/.npz files, PNG/JPEG images and
+ * REPL input. One binary per reader, chosen by
  * FUZZ_READER at compile time (Makefile.am's fuzz block builds them all).
  * Invariant: any bytes end in a value or an error message, never in a crash,
  * a hang or a leak. The file readers take paths, so the bytes are handed to
@@ -75,6 +76,44 @@ static void read_text(const char *path) {
   free(err);
 }
 
+/* NumPy: the file as .npy (mapped) and as .npz, every array converted */
+static void convert_all(const fsS_array *a) {
+  uint64_t n = a->numel < 4096 ? a->numel : 4096;
+  int64_t *buf = malloc((n ? n : 1) * 8);
+  if (buf) fsS_convert(a->code, a->data, (size_t)n, buf);
+  free(buf);
+}
+
+static void read_numpy(const char *path) {
+  fsS_array a;
+  fsS_npz z;
+  char *err = NULL;
+  if (fsS_npy_open(&a, path, &err) == 0) {
+    convert_all(&a);
+    fsS_array_free(&a);
+  }
+  free(err);
+  err = NULL;
+  if (fsS_npz_open(path, &z, &err) == 0) {
+    for (size_t k = 0; k < z.n; k++) convert_all(&z.arrays[k]);
+    fsS_npz_free(&z);
+  }
+  free(err);
+}
+
+/* PNG and JPEG: the decoder on the bytes */
+static void read_image(const uint8_t *data, size_t size) {
+  uint8_t *rgb = NULL;
+  int64_t h, w;
+  char *why = NULL;
+  if (fsS_image_decode(data, size, &rgb, &h, &w, &why) == 0) {
+    volatile uint8_t sink = rgb[(size_t)(h * w * 3) - 1]; /* every pixel was written */
+    (void)sink;
+  }
+  free(rgb);
+  free(why);
+}
+
 /* The metadata literal, as fabric.load parses it, and repr of what it gives */
 static void read_literal(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1);
@@ -140,6 +179,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   read_literal(data, size);
 #elif defined FUZZ_REPL
   read_repl(data, size);
+#elif defined FUZZ_IMAGE
+  read_image(data, size);
 #else
   char path[64];
   int fd = as_file(data, size, path);
@@ -149,8 +190,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   read_idx(path);
 #elif defined FUZZ_TEXT
   read_text(path);
+#elif defined FUZZ_NUMPY
+  read_numpy(path);
 #else
-#error "FUZZ_READER: one of FUZZ_SAFETENSORS FUZZ_LITERAL FUZZ_IDX FUZZ_TEXT FUZZ_REPL"
+#error "FUZZ_READER: one of FUZZ_SAFETENSORS FUZZ_LITERAL FUZZ_IDX FUZZ_TEXT FUZZ_NUMPY FUZZ_IMAGE FUZZ_REPL"
 #endif
   close(fd);
 #endif

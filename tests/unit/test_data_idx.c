@@ -211,13 +211,13 @@ static void test_mnist_items(void **state) {
   assert_int_equal(ds.y.ndim, 0);
   float x[8];
   int64_t y;
-  fsS_get(&ds, 2, x, &y);
+  fsS_get(&ds, 2, 0, x, &y, NULL);
   assert_int_equal(y, 9);
   for (int k = 0; k < 8; k++) assert_true(x[k] == (float)(20 + k) / 255.0f);
   fsS_free(&ds);
   assert_int_equal(fsS_mnist(&ds, dt_dir, false, &err), 0);
   assert_int_equal(ds.len, 2);
-  fsS_get(&ds, 1, x, &y);
+  fsS_get(&ds, 1, 0, x, &y, NULL);
   assert_int_equal(y, 5);
   assert_true(x[7] == 17.0f / 255.0f);
   fsS_free(&ds);
@@ -256,7 +256,7 @@ static void test_fashion_mnist_installed(void **state) {
   int64_t y, counts[10] = {0}, first[10] = {9, 2, 1, 1, 6, 1, 4, 6, 5, 7};
   double sum = 0; /* of the raw bytes, as Python's gzip module reads them */
   for (size_t i = 0; i < ds.len; i++) {
-    fsS_get(&ds, i, x, &y);
+    fsS_get(&ds, i, 0, x, &y, NULL);
     counts[y]++;
     if (i < 10) assert_int_equal(y, first[i]);
     for (int k = 0; k < 784; k++) sum += x[k] * 255.0f;

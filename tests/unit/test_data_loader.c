@@ -27,7 +27,7 @@ static void test_batches_stack_items(void **state) {
   int64_t sizes[3] = {4, 4, 2};
   size_t item = 0;
   for (int b = 0; b < 3; b++) {
-    assert_true(fsDL_next(&L));
+    assert_int_equal(fsDL_next(&L, &err), 1);
     assert_int_equal(L.x.dtype, FS_F32);
     assert_int_equal(L.x.ndim, 3);
     assert_int_equal(L.x.shape[0], sizes[b]);
@@ -38,22 +38,22 @@ static void test_batches_stack_items(void **state) {
     for (int64_t k = 0; k < sizes[b]; k++, item++) {
       float x[6];
       int64_t y;
-      fsS_get(&ds, item, x, &y);
+      fsS_get(&ds, item, 0, x, &y, NULL);
       assert_memory_equal((float *)L.x.data + 6 * k, x, sizeof x);
       assert_int_equal(((int64_t *)L.y.data)[k], y);
     }
   }
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_start(&L, 1); /* a new epoch starts over */
-  assert_true(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 1);
   assert_int_equal(fsDL_index(&L, 0), 0);
   fsDL_free(&L);
 
   assert_int_equal(fsDL_init(&L, &ds, 4, false, true, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 2);
-  assert_true(fsDL_next(&L));
-  assert_true(fsDL_next(&L));
-  assert_false(fsDL_next(&L)); /* the short last batch is dropped */
+  assert_int_equal(fsDL_next(&L, &err), 1);
+  assert_int_equal(fsDL_next(&L, &err), 1);
+  assert_int_equal(fsDL_next(&L, &err), 0); /* the short last batch is dropped */
   fsDL_free(&L);
 }
 
@@ -94,10 +94,10 @@ static void test_shuffle_is_seeded_per_epoch(void **state) {
   assert_true(fixed < 10);
   /* The batches follow the order. */
   fsDL_start(&a, 0);
-  assert_true(fsDL_next(&a));
+  assert_int_equal(fsDL_next(&a, &err), 1);
   float x[6];
   int64_t y;
-  fsS_get(&ds, e0[3], x, &y);
+  fsS_get(&ds, e0[3], 0, x, &y, NULL);
   assert_memory_equal((float *)a.x.data + 18, x, sizeof x);
   /* Pass k is epoch k: b's (seed 1235) passes 0 and 1 are a's epochs 1 and 2. */
   size_t pass[50], want[50];
@@ -159,7 +159,7 @@ static void test_distributed_sampler(void **state) {
             assert_memory_equal(got, want, k * sizeof *got);
             assert_int_equal(fsDL_len(&L), (k + 1) / 2);
             size_t batches = 0;
-            while (fsDL_next(&L)) batches++;
+            while (fsDL_next(&L, &err) == 1) batches++;
             assert_int_equal(batches, fsDL_len(&L));
             total += k;
             fsDL_free(&L);
@@ -215,13 +215,13 @@ static void test_batch_larger_than_dataset(void **state) {
   random_set(&ds, 5);
   assert_int_equal(fsDL_init(&L, &ds, (int64_t)1 << 50, false, false, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 1);
-  assert_true(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 1);
   assert_int_equal(L.x.shape[0], 5);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_free(&L);
   assert_int_equal(fsDL_init(&L, &ds, (int64_t)1 << 50, false, true, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 0);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_free(&L);
 }
 
@@ -232,16 +232,95 @@ static void test_empty_dataset(void **state) {
   random_set(&ds, 0);
   assert_int_equal(fsDL_init(&L, &ds, 2, true, false, 0, &err), 0);
   assert_int_equal(fsDL_len(&L), 0);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   assert_int_equal(fsDL_distribute(&L, 1, 3, true, 0, false, &err), 0);
   assert_int_equal(fsDL_len(&L), 0);
-  assert_false(fsDL_next(&L));
+  assert_int_equal(fsDL_next(&L, &err), 0);
   fsDL_free(&L);
+}
+
+/* torch.Generator's engine: mt19937's reference first output for its default
+ * seed, and torch 1.13's randperm/randint for seeds 42 and 3. */
+static void test_torch_generator(void **state) {
+  fsDL_mt g;
+  fsDL_mt_seed(&g, 5489);
+  assert_int_equal(fsDL_mt_u32(&g), 3499211612u);
+  size_t p[10], want[10] = {2, 6, 1, 8, 4, 5, 0, 9, 3, 7};
+  fsDL_mt_seed(&g, 42);
+  fsDL_randperm(&g, 10, p);
+  assert_memory_equal(p, want, sizeof p);
+  size_t r[5], want_r[5] = {6, 8, 7, 7, 0}; /* torch.randint(10, (5,), generator=seed 3) */
+  fsDL_mt_seed(&g, 3);
+  fsDL_randint(&g, 10, 5, r);
+  assert_memory_equal(r, want_r, sizeof r);
+}
+
+/* DataLoader(range(10), batch_size=4, shuffle=True, generator=seed 3): torch's
+ * two epochs (each draws the iterator's base seed, randperm, randperm[:0]). */
+static void test_generator_epochs_are_torch(void **state) {
+  fsDL_loader L;
+  fsDL_mt g;
+  char *err = NULL;
+  size_t want[2][10] = {{7, 4, 2, 9, 1, 5, 0, 8, 6, 3}, {1, 2, 0, 5, 9, 4, 8, 3, 6, 7}};
+  assert_int_equal(fsDL_init_order(&L, 10, 4, true, false, 0, &err), 0);
+  fsDL_mt_seed(&g, 3);
+  L.gen = &g;
+  for (int e = 0; e < 2; e++) {
+    fsDL_iter(&L);
+    for (size_t k = 0; k < 10; k++) assert_int_equal(fsDL_index(&L, k), want[e][k]);
+  }
+  fsDL_free(&L);
+}
+
+/* Worker threads: the same batches as without, for any worker count and
+ * prefetch, also after an epoch left early and with a batch sampler's batches. */
+static void test_workers_match(void **state) {
+  fsS_dataset ds;
+  char *err = NULL;
+  random_set(&ds, 37);
+  size_t ends[3] = {5, 6, 20}, pick[20];
+  for (size_t k = 0; k < 20; k++) pick[k] = (k * 7) % 37;
+  for (int mode = 0; mode < 2; mode++)
+    for (int workers = 1; workers <= 4; workers++) {
+      fsDL_loader a, b;
+      assert_int_equal(fsDL_init(&a, &ds, 4, true, false, 9, &err), 0);
+      assert_int_equal(fsDL_init(&b, &ds, 4, true, false, 9, &err), 0);
+      assert_int_equal(fsDL_workers(&b, workers, workers % 2 + 1, &err), 0);
+      fsDL_iter(&a);
+      fsDL_iter(&b);
+      assert_int_equal(fsDL_next(&b, &err), 1); /* leave this epoch early */
+      for (uint64_t e = 0; e < 2; e++) {
+        fsDL_iter(&a);
+        fsDL_iter(&b);
+        if (mode) {
+          assert_int_equal(fsDL_set_samples(&a, pick, 20, ends, 3, &err), 0);
+          assert_int_equal(fsDL_set_samples(&b, pick, 20, ends, 3, &err), 0);
+        }
+        int ra, rb, batches = 0;
+        while ((ra = fsDL_next(&a, &err)) == 1) {
+          rb = fsDL_next(&b, &err);
+          assert_int_equal(rb, 1);
+          assert_int_equal(a.x.shape[0], b.x.shape[0]);
+          assert_memory_equal(a.x.data, b.x.data, (size_t)a.x.shape[0] * ds.x.bytes);
+          assert_memory_equal(a.y.data, b.y.data, (size_t)a.y.shape[0] * ds.y.bytes);
+          batches++;
+        }
+        assert_int_equal(ra, 0);
+        assert_int_equal(fsDL_next(&b, &err), 0);
+        assert_int_equal(batches, mode ? 3 : 10);
+      }
+      fsDL_free(&a);
+      fsDL_free(&b);
+    }
+  fsS_free(&ds);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_batches_stack_items),
+    cmocka_unit_test(test_torch_generator),
+    cmocka_unit_test(test_generator_epochs_are_torch),
+    cmocka_unit_test(test_workers_match),
     cmocka_unit_test(test_shuffle_is_seeded_per_epoch),
     cmocka_unit_test(test_distributed_sampler),
     cmocka_unit_test(test_distributed_disjoint_without_padding),

@@ -20,12 +20,12 @@ static void test_text_items(void **state) {
   assert_int_equal(ds.y.ndim, 1);
   assert_int_equal(ds.y.shape[0], 3);
   int64_t x[3], y[3];
-  fsS_get(&ds, 0, x, y);
+  fsS_get(&ds, 0, 0, x, y, NULL);
   assert_int_equal(x[0], 'h');
   assert_int_equal(x[2], 'l');
   assert_int_equal(y[0], 'e');
   assert_int_equal(y[2], 'l');
-  fsS_get(&ds, 3, x, y); /* the last item ends at the last byte */
+  fsS_get(&ds, 3, 0, x, y, NULL); /* the last item ends at the last byte */
   assert_int_equal(x[0], 'l');
   assert_int_equal(x[2], 0xff);
   assert_int_equal(y[2], '!');
@@ -69,9 +69,9 @@ static void test_random_is_deterministic(void **state) {
   int64_t ya, yb, yc;
   int differ = 0;
   for (size_t i = 0; i < a.len; i++) {
-    fsS_get(&a, i, xa, &ya);
-    fsS_get(&b, i, xb, &yb);
-    fsS_get(&c, i, xc, &yc);
+    fsS_get(&a, i, 0, xa, &ya, NULL);
+    fsS_get(&b, i, 0, xb, &yb, NULL);
+    fsS_get(&c, i, 0, xc, &yc, NULL);
     assert_memory_equal(xa, xb, sizeof xa);
     assert_int_equal(ya, yb);
     assert_true(ya >= 0 && ya < 7);
@@ -79,9 +79,9 @@ static void test_random_is_deterministic(void **state) {
   }
   assert_int_equal(differ, 100);
   /* Item order does not matter: item 50 is the same read first or last. */
-  fsS_get(&a, 50, xb, &yb);
-  fsS_get(&b, 99, xa, &ya);
-  fsS_get(&b, 50, xa, &ya);
+  fsS_get(&a, 50, 0, xb, &yb, NULL);
+  fsS_get(&b, 99, 0, xa, &ya, NULL);
+  fsS_get(&b, 50, 0, xa, &ya, NULL);
   assert_memory_equal(xa, xb, sizeof xa);
 }
 
@@ -95,7 +95,7 @@ static void test_random_distribution(void **state) {
   float x[100];
   int64_t y;
   for (size_t i = 0; i < ds.len; i++) {
-    fsS_get(&ds, i, x, &y);
+    fsS_get(&ds, i, 0, x, &y, NULL);
     counts[y]++;
     for (int k = 0; k < 100; k++) sum += x[k], sq += (double)x[k] * x[k];
   }
