@@ -1082,7 +1082,16 @@ static int identical(const cv *a, const cv *b) {
 
 cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
 
+static cv ev_node(C *c, const fs_node *n);
+
+/* Every expression's value passes here: an editor's query sees it. */
 static cv ev(C *c, const fs_node *n) {
+  cv v = ev_node(c, n);
+  if (c->o->query) fsC_query_seen(c, n->loc, &v);
+  return v;
+}
+
+static cv ev_node(C *c, const fs_node *n) {
   switch (n->kind) {
   case FS_N_NAME: return ev_name(c, n);
   case FS_N_INT: return fsC_int(c, n->ival);
@@ -1168,7 +1177,10 @@ static cv ev(C *c, const fs_node *n) {
 
 static void assign(C *c, const fs_node *t, cv v) {
   switch (t->kind) {
-  case FS_N_NAME: fsC_setvar(c, t->str, v); break;
+  case FS_N_NAME:
+    if (c->o->query) fsC_query_seen(c, t->loc, &v);
+    fsC_setvar(c, t->str, v);
+    break;
   case FS_N_STARRED: assign(c, t->kids[0], fsC_unknown()); break;
   case FS_N_TUPLE: case FS_N_LIST: {
     for (uint32_t i = 0; i < t->nkids; i++)

@@ -67,6 +67,9 @@ typedef struct fsSig {
 const fsSig *fsSig_find(const char *name);
 /* A method or attribute of a receiver type ("Fabric", "setup"), NULL if none. */
 const fsSig *fsSig_member(const char *type, const char *member);
+/* One line of doc for a row, by its name ("Fabric.setup"); NULL when the
+ * row has none yet (the language server's hover shows it). */
+const char *fsSig_doc(const char *name);
 /* The whole table (for completion and exhaustive checks). */
 const fsSig *fsSig_all(size_t *n);
 
