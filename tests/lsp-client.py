@@ -8,9 +8,11 @@ Run by make check (FABRICSCRIPT names the binary); scripts/bench-lsp uses
 its Client for timing."""
 import json
 import os
+import random
 import select
 import subprocess
 import sys
+import tempfile
 import time
 
 SEED = (
@@ -25,7 +27,8 @@ SEED = (
 
 class Client:
     def __init__(self, binary, timeout=20.0):
-        self.proc = subprocess.Popen([binary, "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([binary, "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         self.timeout = timeout
         self.buf = b""
         self.next_id = 0
@@ -219,6 +222,10 @@ def main():
                                                             "text": "s"}]})
     d = c.diagnostics(uri)
     expect(d["diagnostics"] == [] and d["version"] == 6, "incremental edit fixed the name: %r" % d)
+    # didSave with the text (includeText): checked again
+    c.notify("textDocument/didSave", {"textDocument": {"uri": uri}, "text": "print(missing)\n"})
+    d = c.diagnostics(uri)
+    expect([g.get("code") for g in d["diagnostics"]] == ["name"], "didSave's text is checked: %r" % d)
 
     # malformed input: each gets a JSON-RPC error and the server goes on
     c.send_raw(b"Content-Length: 9\r\n\r\n{not json")
@@ -241,6 +248,35 @@ def main():
     r = c.call("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 21}})
     expect("result" in r, "still serving after a malformed change: %r" % r)
 
+    # seeded garbage in well-formed frames: every method with parameters of
+    # the wrong shapes; the server answers what it answers and stays up
+    rng = random.Random(17)
+    values = [None, 0, -1, 2 ** 40, 1.5, "x", "", [], {}, [1, 2], {"line": -5, "character": 3},
+              {"line": 2 ** 31, "character": 2 ** 31}, {"uri": uri}, {"textDocument": {"uri": uri}},
+              {"start": {"line": 1, "character": 0}, "end": {"line": 0, "character": 0}}, "\U0001F600\n\t"]
+    methods = ["textDocument/didOpen", "textDocument/didChange", "textDocument/didSave", "textDocument/hover",
+               "textDocument/completion", "textDocument/definition", "textDocument/codeAction", "initialize",
+               "$/cancelRequest", "", 5, None]
+    keys = ["textDocument", "position", "range", "contentChanges", "text", "uri", "version", "context"]
+
+    def garbage(depth=0):
+        if depth < 3 and rng.random() < 0.5:
+            return {rng.choice(keys): garbage(depth + 1) for _ in range(rng.randint(0, 4))}
+        if depth < 3 and rng.random() < 0.2:
+            return [garbage(depth + 1) for _ in range(rng.randint(0, 3))]
+        return rng.choice(values)
+
+    for k in range(400):
+        msg = {"jsonrpc": rng.choice(["2.0", "2.0", "2.0", "1.0", 2]), "method": rng.choice(methods),
+               "params": garbage()}
+        if isinstance(msg["params"], dict) and rng.random() < 0.5:
+            msg["params"]["textDocument"] = {"uri": uri, "version": k, "text": rng.choice(values[5:]) if rng.random() < 0.3 else SEED}
+        if rng.random() < 0.5:
+            msg["id"] = 1000 + k
+        c.send(msg)
+    r = c.call("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 1}})
+    expect("result" in r or r.get("error", {}).get("code") == -32602, "alive after 400 garbage messages: %r" % r)
+
     c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     d = c.diagnostics(uri)
     expect(d["diagnostics"] == [], "closing clears the diagnostics")
@@ -253,8 +289,9 @@ def main():
         c.proc.kill()
         status = None
     expect(status == 0, "exit after shutdown: status 0, got %r" % status)
-    err = c.proc.stderr.read() if c.proc.stderr else b""
-    expect(not err, "nothing on stderr")
+    c.stderr.seek(0)
+    err = c.stderr.read()
+    expect(not err, "nothing on stderr (a sanitizer's report lands there): %r" % err[:2000])
     if failures:
         print("%d failure(s)" % len(failures))
         return 1

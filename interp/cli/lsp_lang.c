@@ -143,7 +143,8 @@ json_t *fsJ_hover(const fsJ_server *S, const fsJ_doc *d, uint32_t offset) {
   } else if (n->kind == FS_N_ATTR) {
     /* a member of a known type: its row; else what the checker knows of the value */
     const fsSig *sig = NULL;
-    if (query(S, d, d->text, d->len, n->kids[0]->loc, &q) && q.type[0]) sig = fsSig_member(q.type, n->str);
+    if (n->nkids && n->kids[0] && query(S, d, d->text, d->len, n->kids[0]->loc, &q) && q.type[0])
+      sig = fsSig_member(q.type, n->str);
     if (!sig && query(S, d, d->text, d->len, n->loc, &q) && q.builtin[0]) sig = fsSig_find(q.builtin);
     if (sig) sig_markdown(&t, sig);
     else if (q.found && q.about[0]) { add(&t, "`"); add(&t, n->str); add(&t, "`: "); add(&t, q.about); }
