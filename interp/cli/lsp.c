@@ -380,7 +380,7 @@ static void did_close(fsJ_server *S, json_t *params) {
 static int overlaps(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 <= b1 && b0 <= a1; }
 
 /* The fix-its of the diagnostics in the requested range, one quick fix each. */
-static json_t *code_actions(fsJ_server *S, const fsJ_doc *d, json_t *params) {
+static json_t *code_actions(const fsJ_doc *d, json_t *params) {
   json_t *range = json_object_get(params, "range"), *actions = json_array();
   json_t *s = json_object_get(range, "start"), *e = json_object_get(range, "end");
   uint32_t from = fsJ_offset(d->text, d->len, json_integer_value(json_object_get(s, "line")),
@@ -404,7 +404,6 @@ static json_t *code_actions(fsJ_server *S, const fsJ_doc *d, json_t *params) {
                                              "diagnostics", lsp_diag(d, g), "isPreferred", 1, "edit", "changes",
                                              changes));
   }
-  (void)S;
   return actions;
 }
 
@@ -417,7 +416,7 @@ static void document_request(fsJ_server *S, json_t *id, const char *method, json
       reply_error(S, id, INVALID_PARAMS, "params.range: expected {start, end}");
       return;
     }
-    reply(S, id, code_actions(S, d, params));
+    reply(S, id, code_actions(d, params));
     return;
   }
   long long off = position_of(S, id, d, params);

@@ -36,13 +36,13 @@ static fs_loc param_name_loc(const fs_source *src, const fs_node *p) {
 static void find_at(const fs_source *src, const fs_node *n, uint32_t off, hit *best) {
   if (!n) return;
   fs_loc span = {0, 0};
-  switch (n->kind) {
-  case FS_N_NAME: span = n->loc; break;
-  case FS_N_ATTR: case FS_N_DEF: case FS_N_MODEL: case FS_N_CLASS: span = n->name_loc; break;
-  case FS_N_PARAM: span = param_name_loc(src, n); break;
-  default: break;
+  if (n->str) { /* a named node: its name's span */
+    if (n->kind == FS_N_NAME) span = n->loc;
+    else if (n->kind == FS_N_ATTR || n->kind == FS_N_DEF || n->kind == FS_N_MODEL || n->kind == FS_N_CLASS)
+      span = n->name_loc;
+    else if (n->kind == FS_N_PARAM) span = param_name_loc(src, n);
   }
-  if (n->str && span.end > span.start && covers(span, off) &&
+  if (span.end > span.start && covers(span, off) &&
       (!best->node || span.end - span.start <= best->span.end - best->span.start))
     *best = (hit){n, span};
   for (uint32_t i = 0; i < n->nkids; i++) find_at(src, n->kids[i], off, best);
@@ -290,19 +290,27 @@ static int ident(char c) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c & 0x80);
 }
 
+/* The labels offered so far, a set (open addressing, cap a power of two at
+ * least twice the candidates): a big script offers thousands of names. */
 typedef struct label { const char *s; size_t len; } label;
-typedef struct items { json_t *list; const char *prefix; size_t plen; label *seen; size_t nseen, capseen; } items;
+typedef struct items { json_t *list; const char *prefix; size_t plen; label *seen; size_t cap; } items;
+
+static void items_init(items *it, const char *prefix, size_t candidates) {
+  size_t cap = 64;
+  while (cap < 2 * candidates) cap *= 2;
+  *it = (items){json_array(), prefix, strlen(prefix), fsA_xrealloc(NULL, cap * sizeof(label)), cap};
+  memset(it->seen, 0, cap * sizeof(label));
+}
 
 /* Adds one completion once, when it starts with the prefix. */
 static void item(items *it, const char *name, size_t len, int kind, const char *detail) {
   if (len < it->plen || strncmp(name, it->prefix, it->plen)) return;
-  for (size_t i = 0; i < it->nseen; i++)
-    if (it->seen[i].len == len && !strncmp(it->seen[i].s, name, len)) return;
-  if (it->nseen == it->capseen) {
-    it->capseen = it->capseen ? 2 * it->capseen : 64;
-    it->seen = fsA_xrealloc(it->seen, it->capseen * sizeof *it->seen);
-  }
-  it->seen[it->nseen++] = (label){name, len};
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)name[i]) * 16777619u;
+  size_t j = h & (it->cap - 1);
+  for (; it->seen[j].s; j = (j + 1) & (it->cap - 1))
+    if (it->seen[j].len == len && !strncmp(it->seen[j].s, name, len)) return;
+  it->seen[j] = (label){name, len};
   json_t *o = json_pack("{s:s%,s:i}", "label", name, len, "kind", kind);
   if (o && detail) json_object_set_new(o, "detail", json_string(detail));
   if (o) json_array_append_new(it->list, o);
@@ -342,8 +350,11 @@ json_t *fsJ_completion(const fsJ_server *S, const fsJ_doc *d, uint32_t offset) {
   while (p > 0 && ident(d->text[p - 1])) p--;
   char prefix[128];
   snprintf(prefix, sizeof prefix, "%.*s", (int)(offset - p), d->text + p);
-  items it = {json_array(), prefix, strlen(prefix), NULL, 0, 0};
+  items it;
+  size_t nsig;
+  const fsSig *all = fsSig_all(&nsig);
   if (p > 0 && d->text[p - 1] == '.') {
+    items_init(&it, prefix, nsig);
     uint32_t r = p - 1;
     while (r > 0 && (ident(d->text[r - 1]) || d->text[r - 1] == '.')) r--;
     if (r < p - 1 && !(d->text[r] >= '0' && d->text[r] <= '9'))
@@ -354,14 +365,13 @@ json_t *fsJ_completion(const fsJ_server *S, const fsJ_doc *d, uint32_t offset) {
     size_t n = enclosing(d->ast, offset, scopes, 0, FS_MAX_DEPTH);
     while (n-- > 0) bind_scope(&b, scopes[n]);
     bind_block(&b, d->ast);
+    items_init(&it, prefix, b.n + sizeof keywords / sizeof keywords[0] + nsig);
     for (size_t i = 0; i < b.n; i++)
       if (b.a[i].loc.start != p) /* not the word being typed itself */
         item(&it, b.a[i].name, b.a[i].len, b.a[i].kind, NULL);
     free(b.a);
     for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
       item(&it, keywords[i], strlen(keywords[i]), K_KEYWORD, NULL);
-    size_t nsig;
-    const fsSig *all = fsSig_all(&nsig);
     for (size_t i = 0; i < nsig; i++)
       if (!strchr(all[i].name, '.'))
         sig_item(&it, all[i].name, &all[i],
