@@ -149,12 +149,21 @@ def main():
                                            "range": {"start": {"line": 5, "character": 20},
                                                      "end": {"line": 5, "character": 20}},
                                            "context": {"diagnostics": r36}})
-    actions = r.get("result") or []
-    expect(len(actions) == 1 and actions[0]["kind"] == "quickfix", "one quick fix: %r" % r)
+    actions = [a for a in r.get("result") or [] if a["kind"] == "quickfix"]
+    expect(len(actions) == 1 and actions[0]["diagnostics"][0]["code"] == "R36", "one quick fix, R36's: %r" % r)
     fixed = SEED
     if actions:
         fixed = apply_edits(SEED, actions[0]["edit"]["changes"][uri])
     expect("model = fabric.setup_module(model)" in fixed, "the fix sets up the module first: %r" % fixed)
+    # all fixes at once (source.fixAll): the same text here, where R36's is the only one
+    r = c.call("textDocument/codeAction", {"textDocument": {"uri": uri},
+                                           "range": {"start": {"line": 0, "character": 0},
+                                                     "end": {"line": 0, "character": 0}},
+                                           "context": {"diagnostics": [], "only": ["source.fixAll"]}})
+    kinds = [a["kind"] for a in r.get("result") or []]
+    expect(kinds == ["source.fixAll.fabricscript"], "only the fix-all action when only source.fixAll is asked: %r" % kinds)
+    if kinds:
+        expect(apply_edits(SEED, r["result"][0]["edit"]["changes"][uri]) == fixed, "fix-all gives the quick fix's text")
     c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
                                         "contentChanges": [{"text": fixed}]})
     d = c.diagnostics(uri)

@@ -300,11 +300,12 @@ static long long position_of(fsJ_server *S, json_t *id, const fsJ_doc *d, json_t
 }
 
 static json_t *capabilities(void) {
-  return json_pack("{s:{s:s,s:{s:b,s:i,s:{s:b}},s:b,s:{s:[s]},s:b,s:{s:[s]}},s:{s:s,s:s}}",
+  return json_pack("{s:{s:s,s:{s:b,s:i,s:{s:b}},s:b,s:{s:[s]},s:b,s:{s:[s,s]}},s:{s:s,s:s}}",
                    "capabilities", "positionEncoding", "utf-16",
                    "textDocumentSync", "openClose", 1, "change", 2, "save", "includeText", 1,
                    "hoverProvider", 1, "completionProvider", "triggerCharacters", ".",
-                   "definitionProvider", 1, "codeActionProvider", "codeActionKinds", "quickfix",
+                   "definitionProvider", 1,
+                   "codeActionProvider", "codeActionKinds", "quickfix", "source.fixAll.fabricscript",
                    "serverInfo", "name", "fabricscript", "version", PACKAGE_VERSION);
 }
 
@@ -379,7 +380,42 @@ static void did_close(fsJ_server *S, json_t *params) {
 /* Whether [a0, a1) and [b0, b1] touch (an empty request range at a fix's end counts). */
 static int overlaps(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) { return a0 <= b1 && b0 <= a1; }
 
-/* The fix-its of the diagnostics in the requested range, one quick fix each. */
+/* Whether the client asks for actions of this kind: context.only absent,
+ * or holding the kind or a prefix of it ("source" for "source.fixAll"). */
+static int wanted(json_t *params, const char *kind) {
+  json_t *only = json_object_get(json_object_get(params, "context"), "only");
+  if (!json_is_array(only)) return 1;
+  size_t i;
+  json_t *k;
+  json_array_foreach(only, i, k) {
+    const char *p = json_string_value(k);
+    size_t n = p ? strlen(p) : 0;
+    if (p && !strncmp(kind, p, n) && (kind[n] == '\0' || kind[n] == '.')) return 1;
+  }
+  return 0;
+}
+
+/* Every fix-it at once, as `fabricscript fix` applies them (overlapping ones
+ * skipped): one edit of the whole text, or NULL when there is none. */
+static json_t *fix_all(const fsJ_doc *d) {
+  size_t nedits = 0, len = 0;
+  for (size_t i = 0; i < d->diags.n; i++) nedits += d->diags.items[i].src ? d->diags.items[i].nedits : 0;
+  char *fixed = nedits ? fsD_apply_fixes(d->src, &d->diags, &len) : NULL;
+  if (!fixed) return NULL;
+  json_t *edit = json_pack("{s:o,s:s%}", "range", fsJ_range(d->src, (fs_loc){0, (uint32_t)d->src->len}), "newText",
+                           fixed, len);
+  free(fixed);
+  if (!edit) return NULL; /* the fixed text is not UTF-8: the quick fixes one by one still are */
+  json_t *changes = json_object();
+  json_object_set_new(changes, d->uri, json_pack("[o]", edit));
+  char title[64];
+  snprintf(title, sizeof title, "Apply all %zu fabricscript fix%s", nedits, nedits == 1 ? "" : "es");
+  return json_pack("{s:s,s:s,s:{s:o}}", "title", title, "kind", "source.fixAll.fabricscript", "edit", "changes",
+                   changes);
+}
+
+/* The fix-its of the diagnostics in the requested range, one quick fix
+ * each, and all of them as a source.fixAll action. */
 static json_t *code_actions(const fsJ_doc *d, json_t *params) {
   json_t *range = json_object_get(params, "range"), *actions = json_array();
   json_t *s = json_object_get(range, "start"), *e = json_object_get(range, "end");
@@ -387,7 +423,8 @@ static json_t *code_actions(const fsJ_doc *d, json_t *params) {
                              json_integer_value(json_object_get(s, "character")));
   uint32_t to = fsJ_offset(d->text, d->len, json_integer_value(json_object_get(e, "line")),
                            json_integer_value(json_object_get(e, "character")));
-  for (size_t i = 0; d->src && i < d->diags.n; i++) {
+  int quick = wanted(params, "quickfix");
+  for (size_t i = 0; quick && i < d->diags.n; i++) {
     const fs_diag *g = &d->diags.items[i];
     if (!g->nedits || !g->src || !overlaps(g->loc.start, g->loc.end, from, to)) continue;
     json_t *edits = json_array();
@@ -404,6 +441,8 @@ static json_t *code_actions(const fsJ_doc *d, json_t *params) {
                                              "diagnostics", lsp_diag(d, g), "isPreferred", 1, "edit", "changes",
                                              changes));
   }
+  json_t *all = wanted(params, "source.fixAll.fabricscript") ? fix_all(d) : NULL;
+  if (all) json_array_append_new(actions, all);
   return actions;
 }
 
