@@ -186,6 +186,19 @@ def main():
     value = (r.get("result") or {}).get("contents", {}).get("value", "")
     expect("strategy fsdp" in value, "hover on fabric: its configuration: %r" % value)
 
+    # a .py document is checked as Python: torch's names through an import alias
+    py = "file:///tmp/lsp%20test/train.py"
+    pytext = "import torch.nn as nn\nlayer = nn.Linear(2, 2)\n"
+    c.notify("textDocument/didOpen", {"textDocument": {"uri": py, "languageId": "python", "version": 1,
+                                                       "text": pytext}})
+    d = c.diagnostics(py)
+    expect(d["diagnostics"] == [], "a clean .py document: %r" % d)
+    r = c.call("textDocument/hover", {"textDocument": {"uri": py}, "position": {"line": 1, "character": 13}})
+    value = (r.get("result") or {}).get("contents", {}).get("value", "")
+    expect("layer Linear(in_features, out_features" in value, "hover on nn.Linear in a .py file: %r" % value)
+    c.notify("textDocument/didClose", {"textDocument": {"uri": py}})
+    c.diagnostics(py)
+
     # definition: `model` used on the last line is defined under the with
     last = len(lines) - 2
     r = c.call("textDocument/definition", {"textDocument": {"uri": uri},

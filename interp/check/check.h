@@ -19,6 +19,7 @@ typedef struct fsC_query {
   int found;         /* out: the check evaluated it */
   char type[64];     /* out: its type for members ("Fabric", "Module", ...), "" if not known */
   char builtin[64];  /* out: the builtin row it is ("Fabric", "zeros", "math"), "" if none */
+  char ns[128];      /* out: the torch/lightning namespace it is, not modelled ("torch.nn"), "" if none */
   char about[512];   /* out: what is known of it, in words ("GPT — parameters on ..."), "" if nothing */
 } fsC_query;
 

@@ -128,6 +128,7 @@ void fsC_query_seen(C *c, fs_loc loc, const cv *v) {
   snprintf(q->type, sizeof q->type, "%s", type ? type : "");
   snprintf(q->builtin, sizeof q->builtin, "%s",
            v->k == CV_CLASS && v->sub == CLS_SIG ? ((const fsSig *)v->p)->name : "");
+  snprintf(q->ns, sizeof q->ns, "%s", v->k == CV_CLASS && v->sub == CLS_NS ? (const char *)v->p : "");
   text t = {q->about, 0, sizeof q->about};
   q->about[0] = '\0';
   describe(c, &t, v, 0);

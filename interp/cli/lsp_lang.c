@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pynames.h"
 #include "signatures.h"
 
 /* LSP's CompletionItemKind values used here. */
@@ -99,6 +100,15 @@ static void sig_markdown(buf *t, const fsSig *s) {
   if (doc) { add(t, "\n\n"); add(t, doc); }
 }
 
+/* The row `ns.member` is in torch's or Lightning's namespaces, or NULL. */
+static const fsSig *ns_member(const char *ns, const char *member) {
+  char dotted[256];
+  const char *row = NULL;
+  if (snprintf(dotted, sizeof dotted, "%s.%s", ns, member) >= (int)sizeof dotted) return NULL;
+  fsSig_ns kind = fsSig_resolve(dotted, &row);
+  return (kind == FSSIG_NS_ROW || kind == FSSIG_NS_LOOSE) && row ? fsSig_find(row) : NULL;
+}
+
 /* Asks the checker what the expression at span is (one check of d's text). */
 static int query(const fsJ_server *S, const fsJ_doc *d, const char *text, size_t len, fs_loc span, fsC_query *q) {
   memset(q, 0, sizeof *q);
@@ -143,8 +153,10 @@ json_t *fsJ_hover(const fsJ_server *S, const fsJ_doc *d, uint32_t offset) {
   } else if (n->kind == FS_N_ATTR) {
     /* a member of a known type: its row; else what the checker knows of the value */
     const fsSig *sig = NULL;
-    if (n->nkids && n->kids[0] && query(S, d, d->text, d->len, n->kids[0]->loc, &q) && q.type[0])
-      sig = fsSig_member(q.type, n->str);
+    if (n->nkids && n->kids[0] && query(S, d, d->text, d->len, n->kids[0]->loc, &q)) {
+      if (q.type[0]) sig = fsSig_member(q.type, n->str);
+      else if (q.ns[0]) sig = ns_member(q.ns, n->str); /* torch.nn.Linear, through any import alias */
+    }
     if (!sig && query(S, d, d->text, d->len, n->loc, &q) && q.builtin[0]) sig = fsSig_find(q.builtin);
     if (sig) sig_markdown(&t, sig);
     else if (q.found && q.about[0]) { add(&t, "`"); add(&t, n->str); add(&t, "`: "); add(&t, q.about); }
