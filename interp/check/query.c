@@ -132,4 +132,13 @@ void fsC_query_seen(C *c, fs_loc loc, const cv *v) {
   text t = {q->about, 0, sizeof q->about};
   q->about[0] = '\0';
   describe(c, &t, v, 0);
+  if (t.n + 1 >= t.cap) { /* cut at the buffer's end: not inside a UTF-8 sequence (source text is in it) */
+    size_t lead = t.n;
+    while (lead > 0 && ((unsigned char)q->about[lead - 1] & 0xC0) == 0x80) lead--;
+    if (lead > 0) {
+      unsigned char b = (unsigned char)q->about[lead - 1];
+      size_t want = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+      if (t.n - (lead - 1) < want) q->about[lead - 1] = '\0';
+    }
+  }
 }

@@ -20,7 +20,7 @@
 
 /* JSON-RPC's and LSP's error codes. */
 enum { PARSE_ERROR = -32700, INVALID_REQUEST = -32600, METHOD_NOT_FOUND = -32601, INVALID_PARAMS = -32602,
-       SERVER_NOT_INITIALIZED = -32002 };
+       INTERNAL_ERROR = -32603, SERVER_NOT_INITIALIZED = -32002 };
 
 #define MAX_HEADER_LINE 1024
 #define MAX_BODY ((size_t)256 << 20) /* a document past this is not a script */
@@ -75,7 +75,10 @@ static json_t *jstr(const char *s) {
 
 /* ---- framing -------------------------------------------------------------- */
 
+/* Takes msg; every message is built from valid UTF-8 (jstr), so only
+ * memory can fail here. */
 static void send(fsJ_server *S, json_t *msg) {
+  if (!msg) fsA_oom();
   char *body = json_dumps(msg, JSON_COMPACT);
   json_decref(msg);
   if (!body) fsA_oom();
@@ -84,12 +87,19 @@ static void send(fsJ_server *S, json_t *msg) {
   free(body);
 }
 
+static void reply_error(fsJ_server *S, json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Takes result; NULL (a value jansson would not build) is answered as an
+ * internal error, so a request never goes unanswered. */
 static void reply(fsJ_server *S, json_t *id, json_t *result) {
+  if (!result) {
+    reply_error(S, id, INTERNAL_ERROR, "the result could not be encoded as JSON");
+    return;
+  }
   send(S, json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result", result));
 }
 
-static void reply_error(fsJ_server *S, json_t *id, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 static void reply_error(fsJ_server *S, json_t *id, int code, const char *fmt, ...) {
   char msg[512];
   va_list ap;

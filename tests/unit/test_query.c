@@ -108,12 +108,35 @@ static void unreached_and_harmless(void **state) {
   fsA_source_free(src);
 }
 
+/* A description cut at the buffer's end stays valid UTF-8 (an editor's
+ * JSON cannot carry half a character). */
+static void cut_whole_characters(void **state) {
+  (void)state;
+  for (int shift = 0; shift < 4; shift++) { /* ASCII before: the cut falls at each byte of a sequence */
+    char text[2048] = "s = \"";
+    for (int i = 0; i < shift; i++) strcat(text, "x");
+    for (int i = 0; i < 300; i++) strcat(text, i % 3 ? "\xc3\xa9" : "\xe2\x82\xac"); /* é and € */
+    strcat(text, "\"\n");
+    fsC_query q;
+    ask("t.fab", text, "s", 0, &q);
+    assert_true(q.found);
+    size_t n = strlen(q.about);
+    assert_true(n > sizeof q.about - 5);
+    for (size_t i = 0; i < n;) {
+      uint32_t cp;
+      i += fsA_utf8_decode((const unsigned char *)q.about + i, n - i, &cp);
+      assert_int_not_equal(cp, 0xFFFD);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(model_on_meta),
     cmocka_unit_test(state_where_asked),
     cmocka_unit_test(builtins_and_namespaces),
     cmocka_unit_test(unreached_and_harmless),
+    cmocka_unit_test(cut_whole_characters),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
