@@ -1465,7 +1465,16 @@ static cv ev_comp(C *c, const fs_node *n) {
   return (cv){.k = CV_DICT, .sub = SEQ_UNSIZED, .n = 1, .p = kv};
 }
 
+static cv ev_node(C *c, const fs_node *n);
+
+/* Every expression's value passes here: an editor's query sees it. */
 static cv ev(C *c, const fs_node *n) {
+  cv v = ev_node(c, n);
+  if (c->o->query) fsC_query_seen(c, n->loc, &v);
+  return v;
+}
+
+static cv ev_node(C *c, const fs_node *n) {
   switch (n->kind) {
   case FS_N_NAME: return ev_name(c, n);
   case FS_N_INT: return fsC_int(c, n->ival);
@@ -1630,7 +1639,10 @@ static void store_item(C *c, const fs_node *t, cv v) {
 
 static void assign(C *c, const fs_node *t, cv v) {
   switch (t->kind) {
-  case FS_N_NAME: fsC_setvar(c, t->str, v); break;
+  case FS_N_NAME:
+    if (c->o->query) fsC_query_seen(c, t->loc, &v);
+    fsC_setvar(c, t->str, v);
+    break;
   case FS_N_STARRED: assign(c, t->kids[0], fsC_unknown()); break;
   case FS_N_TUPLE: case FS_N_LIST: {
     for (uint32_t i = 0; i < t->nkids; i++)

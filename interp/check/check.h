@@ -10,6 +10,19 @@
 #include "diag.h"
 #include "fabric.h"
 
+/* What the checker knows of one expression or assigned name, for an
+ * editor's hover and completion: point fsC_options.query at one with span
+ * set; the check fills the rest (query.c). A span the check never evaluates
+ * (dead code, a syntax error before it) leaves found 0. */
+typedef struct fsC_query {
+  fs_loc span;       /* in: the expression's or assigned name's exact span */
+  int found;         /* out: the check evaluated it */
+  char type[64];     /* out: its type for members ("Fabric", "Module", ...), "" if not known */
+  char builtin[64];  /* out: the builtin row it is ("Fabric", "zeros", "math"), "" if none */
+  char ns[128];      /* out: the torch/lightning namespace it is, not modelled ("torch.nn"), "" if none */
+  char about[512];   /* out: what is known of it, in words ("GPT — parameters on ..."), "" if nothing */
+} fsC_query;
+
 typedef struct fsC_options {
   fsF_machine machine;       /* the target: fsF_machine_detect(), then --gpus/--assume */
   /* pre-flight: where `machine` lacks what a Fabric(...) declares (GPUs,
@@ -24,6 +37,7 @@ typedef struct fsC_options {
    * analysing and says where (warning[budget]): check always ends. */
   double budget_seconds;
   size_t budget_bytes;
+  fsC_query *query;          /* NULL, or the one expression to describe (query.c) */
 } fsC_options;
 
 #define FSC_BUDGET_SECONDS 10.0

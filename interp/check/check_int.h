@@ -251,6 +251,11 @@ typedef int (*fsC_rule_fn)(C *c, paths *e, const void *ud, fsF_issues *iss);
  * already reported), with *e left on the failing path. */
 fs_diag *fsC_validate(C *c, uint32_t fid, fs_loc loc, fsC_rule_fn f, const void *ud, paths *e);
 
+/* ---- query.c: an editor's question (c->o->query, not NULL) ------------------ */
+/* The value of the expression or assigned name at loc: kept when loc is
+ * the span asked about. */
+void fsC_query_seen(C *c, fs_loc loc, const cv *v);
+
 /* ---- api_*.c: what builtins and methods do to the abstract state ---------- */
 
 /* api_core.c: obj.method(...) and builtin calls, routed by table to their

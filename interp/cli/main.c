@@ -21,6 +21,7 @@
 #include "launch.h"
 #include "plan.h"
 #include "lex.h"
+#include "lsp.h"
 #include "progress.h"
 #include "repl.h"
 #include "testrun.h"
@@ -55,6 +56,7 @@ static const char usage_text[] =
   "       fabricscript test PATH...           run annotated regression scripts\n"
   "       fabricscript explain [ID]           a rule in words, why, before and after;\n"
   "                                          without ID, every rule id in a line\n"
+  "       fabricscript lsp                    a language server on stdin/stdout (docs/editors.md)\n"
   "\n"
   "Options:\n"
   "  -D NAME=VALUE                 set the script parameter NAME (see param())\n"
@@ -104,7 +106,7 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
-static const char *const subcommands[] = {"check", "plan", "fix", "test", "explain"};
+static const char *const subcommands[] = {"check", "plan", "fix", "test", "explain", "lsp"};
 
 /* Every long option, ours and `fabric run`'s (fsF_parse_arg), for "did you mean". */
 static const char *const long_options[] = {
@@ -535,7 +537,7 @@ int main(int argc, char **argv) {
    * are for the machine the script declares; a run for the one it runs on */
   int checks_only = nargs == 0 ? isatty(STDIN_FILENO)
                   : strcmp(args[0], "check") == 0 || strcmp(args[0], "plan") == 0 ||
-                    strcmp(args[0], "fix") == 0;
+                    strcmp(args[0], "fix") == 0 || strcmp(args[0], "lsp") == 0;
   cli.preflight = checks_only && !cli.machine_given;
   if (cli.plan_given && !(nargs > 0 && strcmp(args[0], "plan") == 0)) {
     status = usage_error("%s", "--gpu-memory, --batch-size, --context and --format are options of plan");
@@ -558,6 +560,11 @@ int main(int argc, char **argv) {
   } else if (strcmp(args[0], "explain") == 0) {
     if (nargs == 1) fsW_list(stdout); /* the ids, for a reader and for completion */
     else status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsW_explain(stdout, stderr, args[1]);
+  } else if (strcmp(args[0], "lsp") == 0) {
+    fsC_options o;
+    checker_options(&cli, &o);
+    status = nargs != 1 ? usage_error("%s", "lsp: takes no arguments (it speaks on stdin and stdout)")
+                        : fsJ_main(stdin, stdout, &o);
   } else if (strcmp(args[0], "plan") == 0) {
     status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
   } else if (misspelt_command(args[0])) {

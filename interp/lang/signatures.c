@@ -960,3 +960,4 @@ int fsSig_bind(const fsSig *sig, size_t npos, const char *const *kw, size_t nkw,
   }
   return 0;
 }
+

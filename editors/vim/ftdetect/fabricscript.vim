@@ -1,0 +1,3 @@
+" fabricscript.vim -- a .fab file is FabricScript (syntax/fabricscript.vim,
+" indent/fabricscript.vim; `fabricscript lsp` for diagnostics, docs/editors.md).
+au BufRead,BufNewFile *.fab setfiletype fabricscript
