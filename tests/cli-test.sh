@@ -220,5 +220,31 @@ assert "missing error at line 1" in cases[1].find("failure").text' "$tmp/out" ||
 expect 2 "$fs" test --format=xml "$tmp/ok.fab"
 expect 2 "$fs" plan --format=tap "$tmp/ok.fab"
 
+# Runs end cleanly (issue 18, point 7): Ctrl-C is KeyboardInterrupt at the
+# script's place with its output flushed, exit 130; an allocation that
+# cannot be made is MemoryError, exit 3; a range longer than INT64_MAX
+# indexes and iterates as Python's, and its len() is Python's OverflowError.
+printf 'print("before the loop")\nx = 0\nwhile True:\n    x += 1\n' > "$tmp/forever.fab"
+python3 - "$fs" "$tmp/forever.fab" >"$tmp/sigint" 2>&1 <<'PY' || fails "Ctrl-C: $(cat "$tmp/sigint")"
+import signal, subprocess, sys, time
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+time.sleep(1.0)
+p.send_signal(signal.SIGINT)
+out, err = p.communicate(timeout=60)
+assert p.returncode == 130, (p.returncode, err)
+assert out == "before the loop\n", out
+assert "forever.fab:3:1: error[runtime]: KeyboardInterrupt" in err, err
+PY
+printf 'x = [0] * (2**40)\n' > "$tmp/huge.fab"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" expect 3 "$fs" "$tmp/huge.fab"
+has "huge.fab:1:5: error[runtime]: MemoryError" "MemoryError"
+printf 'M = 9223372036854775807\nr = range(-M, M)\nprint(r[0], r[-1], M - 1 in r, M in r)\nfor i in r:\n    print(i)\n    break\n' > "$tmp/bigrange.fab"
+expect 0 "$fs" "$tmp/bigrange.fab"
+[ "$(cat "$tmp/out")" = "-9223372036854775807 9223372036854775806 True False
+-9223372036854775807" ] || fails "a range past INT64_MAX: $(cat "$tmp/out")"
+printf 'M = 9223372036854775807\nprint(len(range(-M, M)))\n' > "$tmp/biglen.fab"
+expect 1 "$fs" "$tmp/biglen.fab"
+has "OverflowError: Python int too large to convert to C ssize_t" "len() of a range past INT64_MAX"
+
 [ $fail -eq 0 ] && echo "cli-test: all passed"
 exit $fail

@@ -3,6 +3,7 @@
  * script has errors, 2 bad invocation, 3 system failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,7 @@ static const char usage_text[] =
   "  -h, --help                    show this help and exit\n"
   "  --version                     show the version and the backends compiled in\n"
   "\n"
-  "Exit status: 0 success, 1 the script has errors, 2 bad invocation,\n"
+  "Exit status: 0 success, 1 the script has errors, 2 bad invocation, 130 Ctrl-C,\n"
   "3 system failure (I/O, out of memory).\n";
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -233,6 +234,17 @@ static int is_python(const char *path) {
 }
 
 /* FILE: check, then run; plan != NULL: `plan FILE`, the run stops at the plan. */
+/* Ctrl-C during a run: the first stops the script at its next loop round
+ * or statement with KeyboardInterrupt (output flushed, exit 130), as Python
+ * does; a second one kills the process at once. */
+static void on_run_sigint(int sig) {
+  if (fsE_interrupt) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+  fsE_interrupt = 1;
+}
+
 static int run_file(fs_cli *cli, const char *path, FILE *plan) {
   fs_diags diags;
   fsD_init(&diags);
@@ -254,7 +266,12 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
       fprintf(stderr, "fabricscript: plan: cannot create a temporary file: %s\n", strerror(errno));
       status = EXIT_SYSTEM;
     } else {
+      struct sigaction sa = {.sa_handler = on_run_sigint, .sa_flags = SA_RESTART}, old;
+      sigemptyset(&sa.sa_mask);
+      sigaction(SIGINT, NULL, &old);
+      if (old.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL); /* ignored (nohup, a background job): kept so */
       status = fsE_run(src, ast, &eo, &run);
+      sigaction(SIGINT, &old, NULL);
     }
     fflush(stdout);
     fsD_drop_repeated_warnings(&run, &diags); /* the check printed them */

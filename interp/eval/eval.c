@@ -18,6 +18,7 @@ fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (!strcmp(msg, "out of memory")) strcpy(msg, "MemoryError: out of memory"); /* Python's class */
   if (E->try_depth) { /* a handler may catch it: reported only if none does */
     fsE_hold_error(E, loc, msg);
     return NULL;
@@ -27,7 +28,7 @@ fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...) {
     fsD_note(g, E->src, E->call_sites[i], "in the call of `%s` from here",
              E->stack[i]->str ? E->stack[i]->str : "<lambda>");
   E->reported = true;
-  if (!E->status) E->status = strcmp(msg, "out of memory") == 0 ? 3 : 1;
+  if (!E->status) E->status = fsE_error_status(msg);
   return NULL;
 }
 
@@ -550,6 +551,11 @@ int fsE_iter_begin(fsE_ctx *E, fs_value *v, fsE_iter *it) {
 int fsE_iter_next(fsE_ctx *E, fsE_iter *it, fs_value **out) {
   fs_value *s = it->src;
   if (it->it) return it->it->u.obj.cls->next(E, it->it, out);
+  if (s->type == FSV_RANGE) { /* counted in 64 unsigned bits: a range may hold more than INT64_MAX */
+    if ((uint64_t)it->i >= fsV_range_count(s)) return 0;
+    *out = fsV_int(fsV_range_at(s, it->i++));
+    return *out ? 1 : -1;
+  }
   int64_t n = s->type == FSV_DICT ? (int64_t)s->u.dict.n : fsV_len(E, s);
   if (it->i >= n) return 0;
   if (s->type == FSV_DICT) {
@@ -1152,7 +1158,8 @@ static fsE_flow exec_for(fsE_ctx *E, const fs_node *s) {
     fsV_release(item);
     if (src->type == FSV_RANGE) { /* `for epoch in range(n)`: loaders inside show "epoch k/n" */
       E->loop_round = round++;
-      E->loop_rounds = fsV_range_len(src);
+      uint64_t rounds = fsV_range_count(src);
+      E->loop_rounds = rounds > INT64_MAX ? INT64_MAX : (int64_t)rounds;
     }
     fl = rc < 0 ? FSE_ERROR : fsE_exec_block(E, s->kids[2]);
     if (fl == FSE_CONTINUE) fl = FSE_OK;

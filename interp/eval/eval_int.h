@@ -262,6 +262,10 @@ fsE_flow fsE_exec_raise(fsE_ctx *E, const fs_node *s);
 /* The error a try body stopped with becomes pending (its words, a class
  * named from them); NULL, as fsE_error returns. */
 void fsE_hold_error(fsE_ctx *E, fs_loc loc, const char *msg);
+/* The exit status an uncaught error gives: 3 (a system failure) for
+ * MemoryError and a full disk, 130 for KeyboardInterrupt (128 + SIGINT, as a
+ * shell reports Ctrl-C), else 1. */
+int fsE_error_status(const char *msg);
 void fsE_exc_clear(struct fsE_exc *x);
 
 /* lib_optim.c */

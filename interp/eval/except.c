@@ -9,6 +9,7 @@
  * error's class is read from its words (Python's and torch's), a raise
  * names its own.  Its other half is fsE_error in eval.c. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
+#include <errno.h>
 #include <string.h>
 
 #include "eval_int.h"
@@ -24,7 +25,8 @@ void fsE_exc_clear(struct fsE_exc *x) {
 static const char *class_of_error(const char *msg, const char **text) {
   static const struct { const char *prefix, *type; } prefixed[] = {
     {"AssertionError", "AssertionError"}, {"KeyError", "KeyError"}, {"RecursionError", "RecursionError"},
-    {"KeyboardInterrupt", "KeyboardInterrupt"},
+    {"KeyboardInterrupt", "KeyboardInterrupt"}, {"MemoryError", "MemoryError"},
+    {"OverflowError", "OverflowError"},
   };
   static const struct { const char *words, *type; } contained[] = {
     /* torch's indexing errors (runtime/tensor/index.c), before "must be" */
@@ -63,7 +65,12 @@ void fsE_hold_error(fsE_ctx *E, fs_loc loc, const char *msg) {
   fsE_exc_clear(&E->pending);
   E->pending = (struct fsE_exc){strdup(type), strdup(text), strdup(msg), loc};
   E->reported = true;
-  if (!E->status) E->status = strcmp(msg, "out of memory") == 0 ? 3 : 1;
+  if (!E->status) E->status = fsE_error_status(msg);
+}
+
+int fsE_error_status(const char *msg) {
+  if (!strncmp(msg, "MemoryError", 11) || strstr(msg, strerror(ENOSPC))) return 3;
+  return strcmp(msg, "KeyboardInterrupt") ? 1 : 130;
 }
 
 /* Whether an error of class type is caught by `except name`. */

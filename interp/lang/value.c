@@ -427,13 +427,21 @@ fs_value *fsV_dict_getstr(const fs_value *d, const char *key) {
   return NULL;
 }
 
-int64_t fsV_range_len(const fs_value *r) {
+uint64_t fsV_range_count(const fs_value *r) {
   int64_t lo = r->u.range.start, hi = r->u.range.stop, st = r->u.range.step;
   /* unsigned arithmetic: the span of two int64 values fits in uint64 */
-  if (st > 0 && lo < hi) return (int64_t)(((uint64_t)hi - (uint64_t)lo - 1) / (uint64_t)st + 1);
-  if (st < 0 && lo > hi)
-    return (int64_t)(((uint64_t)lo - (uint64_t)hi - 1) / (0 - (uint64_t)st) + 1);
+  if (st > 0 && lo < hi) return ((uint64_t)hi - (uint64_t)lo - 1) / (uint64_t)st + 1;
+  if (st < 0 && lo > hi) return ((uint64_t)lo - (uint64_t)hi - 1) / (0 - (uint64_t)st) + 1;
   return 0;
+}
+
+int64_t fsV_range_len(const fs_value *r) {
+  uint64_t n = fsV_range_count(r);
+  if (n > (uint64_t)INT64_MAX) { /* range(-2**63 + 1, 2**63 - 1): Python's len() cannot say it either */
+    fsV_seterr("OverflowError: Python int too large to convert to C ssize_t");
+    return -1;
+  }
+  return (int64_t)n;
 }
 
 int64_t fsV_range_at(const fs_value *r, int64_t i) {

@@ -120,6 +120,9 @@ int fsV_dict_set(fs_value *d, fs_value *key, fs_value *v); /* borrows key, takes
 /* borrowed; NULL if absent, or (with fsV_error() set) if the key is too deep to compare */
 fs_value *fsV_dict_get(const fs_value *d, const fs_value *key);
 fs_value *fsV_dict_getstr(const fs_value *d, const char *key);  /* borrowed */
+/* How many ints the range has (always fits: at most 2**64 - 1). */
+uint64_t fsV_range_count(const fs_value *r);
+/* Its len(): -1 + fsV_error (Python's OverflowError) past INT64_MAX. */
 int64_t fsV_range_len(const fs_value *r);
 int64_t fsV_range_at(const fs_value *r, int64_t i);
 

@@ -271,8 +271,8 @@ static int equal_at(const fs_value *a, const fs_value *b, int depth) {
     }
     return 1;
   case FSV_RANGE: {
-    int64_t n = fsV_range_len(a);
-    if (n != fsV_range_len(b)) return 0;
+    uint64_t n = fsV_range_count(a);
+    if (n != fsV_range_count(b)) return 0;
     return n == 0 || (a->u.range.start == b->u.range.start &&
                       (n == 1 || a->u.range.step == b->u.range.step));
   }
@@ -309,12 +309,14 @@ static fs_value *contains(fs_value *item, fs_value *c) {
   }
   case FSV_RANGE: {
     if (!fsV_is_number(item)) return fsV_bool(false);
-    int64_t n = fsV_range_len(c);
+    uint64_t n = fsV_range_count(c);
     double x = fsV_to_double(item);
-    if (x != floor(x) || fabs(x) > 9.2e18) return fsV_bool(false);
-    int64_t v = (int64_t)x, st = c->u.range.step, off = v - c->u.range.start;
+    if (item->type == FSV_FLOAT && (x != floor(x) || fabs(x) > 9.2e18)) return fsV_bool(false);
+    /* 128 bits: item - start spans up to 2**64 */
+    __int128 v = item->type == FSV_FLOAT ? (__int128)(int64_t)x : (__int128)ival(item);
+    __int128 st = c->u.range.step, off = v - c->u.range.start;
     if (n == 0 || (st > 0 ? off < 0 : off > 0) || off % st != 0) return fsV_bool(false);
-    return fsV_bool(off / st < n);
+    return fsV_bool((unsigned __int128)(off / st) < n);
   }
   default:
     fsV_seterr("argument of type '%s' is not iterable", fsV_type_name(c));
@@ -417,6 +419,16 @@ fs_value *fsV_index(fsE_ctx *E, fs_value *obj, fs_value *key) {
   if (!intlike(key)) {
     fsV_seterr("%s indices must be integers or slices, not %s", fsV_type_name(obj), fsV_type_name(key));
     return NULL;
+  }
+  if (obj->type == FSV_RANGE) { /* its length may pass INT64_MAX: Python indexes it all the same */
+    uint64_t n = fsV_range_count(obj);
+    int64_t i = ival(key);
+    uint64_t at = i < 0 ? n - (0 - (uint64_t)i) : (uint64_t)i;
+    if (i < 0 ? (0 - (uint64_t)i) > n : at >= n) {
+      fsV_seterr("range object index out of range");
+      return NULL;
+    }
+    return fsV_int((int64_t)((uint64_t)obj->u.range.start + at * (uint64_t)obj->u.range.step));
   }
   int64_t n = fsV_len(E, obj), i = ival(key);
   if (i < 0) i += n;
