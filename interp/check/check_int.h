@@ -127,7 +127,9 @@ typedef struct C {
   name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called, nested; } *defs; size_t ndefs, capdefs;
+  uint32_t *defidx; size_t capdefidx; /* def node -> 1 + index in defs (check.c's def_slot) */
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
+  name_map ns_vals;      /* dotted torch/lightning names -> cv * (arena): ns_attr's, cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
@@ -145,6 +147,18 @@ typedef struct cargs {
 
 /* check.c */
 void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker */
+/* A call's argument arrays and binding slots: on the stack for the usual
+ * few, in the arena past that (a big script's calls would otherwise leave
+ * megabytes of fresh pages behind). They live while the call is analysed;
+ * pos[-1] is free, for a method's self. */
+enum { FEW_ARGS = 6, FEW_PARAMS = 8 };
+typedef struct fsC_argbuf {
+  cv few_pos[FEW_ARGS + 1], few_kwv[FEW_ARGS];
+  const char *few_kw[FEW_ARGS];
+  int few_ps[FEW_ARGS], few_ks[FEW_ARGS];
+  cv *pos, *kwv; const char **kw; int *ps, *ks;
+} fsC_argbuf;
+void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw);
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
 cv fsC_int(C *c, int64_t i);                /* an int living in the arena */

@@ -9,8 +9,6 @@
 
 typedef struct prev { fs_loc loc; int64_t d; } prev;
 
-enum { FEW_ARGS = 8 };
-
 static int64_t int_arg(const cargs *a, const char *name) {
   const cv *v = fsC_arg(a, name, NULL);
   const fs_value *x = v && v->k == CV_CONST ? v->p : NULL;
@@ -46,13 +44,10 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   cv cls = fsC_eval(c, call->kids[0]);
   size_t npos = 0, nkw = 0;
   for (uint32_t i = 1; i < call->nkids; i++) if (call->kids[i]->kind == FS_N_KWARG) nkw++; else npos++;
-  /* The argument arrays live only through this call (fsC_enter copies the
-   * values): on the stack for the usual few, not in the checker's arena. */
-  struct { cv pos[FEW_ARGS], kwv[FEW_ARGS]; const char *kw[FEW_ARGS]; int ps[FEW_ARGS], ks[FEW_ARGS]; } few;
-  int on_stack = npos < FEW_ARGS && nkw < FEW_ARGS;
-  cv *pos = on_stack ? few.pos : fsC_alloc(c, (npos + 1) * sizeof *pos);
-  cv *kwv = on_stack ? few.kwv : fsC_alloc(c, (nkw + 1) * sizeof *kwv);
-  const char **kw = on_stack ? few.kw : fsC_alloc(c, (nkw + 1) * sizeof *kw);
+  fsC_argbuf buf;
+  fsC_argbuf_init(c, &buf, npos, nkw);
+  cv *pos = buf.pos, *kwv = buf.kwv;
+  const char **kw = buf.kw;
   for (uint32_t i = 1, a = 0, k = 0; i < call->nkids; i++) {
     const fs_node *x = call->kids[i];
     if (x->kind == FS_N_KWARG) { kw[k] = x->str; kwv[k++] = fsC_eval(c, x->kids[0]); }
@@ -76,8 +71,7 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
     return -1;
   }
   const fsSig *sig = cls.p;
-  int *ps = on_stack ? few.ps : fsC_alloc(c, (npos + 1) * sizeof(int));
-  int *ks = on_stack ? few.ks : fsC_alloc(c, (nkw + 1) * sizeof(int));
+  int *ps = buf.ps, *ks = buf.ks;
   if (sig->params && fsC_bind(c, sig, call, ps, ks)) return -1;
   if (!sig->params && (npos || nkw)) {
     fsC_report(c, FS_SEV_ERROR, "call", call->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
