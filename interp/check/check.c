@@ -763,6 +763,8 @@ static cv get_attr(C *c, const cv *obj, const char *name) {
   return s && c->slots[*s].k != CV_UNDEF ? c->slots[*s] : fsC_unknown();
 }
 
+cv fsC_attr(C *c, const cv *obj, const char *name) { return get_attr(c, obj, name); }
+
 /* Only objects are remembered (a fabric, a model, an optimizer): numbers,
  * strings and containers an attribute holds may be changed by code the
  * checker does not see (a callback run by fabric.call, a library), so they
@@ -899,6 +901,10 @@ static cv new_instance(C *c, const pyclass *k, const fs_node *call, cv *pos, siz
     pos[-1] = self; /* pos is an fsC_argbuf's: the slot before it is free */
     fsC_call_def(c, init, call, pos - 1, npos + 1, kw, kwv, nkw);
   }
+  /* the layer sizes its __init__ gave it, followed through forward (shape.c) */
+  const fs_node *forward = k->module ? py_method(k, "forward") : NULL;
+  if (forward) fsC_forward_shapes(c, &self, forward);
+  if (k->module && !k->node && !strcmp(k->name, "Sequential")) fsC_sequential(c, self.id, call, pos, npos);
   return self;
 }
 
@@ -1067,7 +1073,7 @@ static cv ev_call(C *c, const fs_node *n) {
   }
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG && fn.id) { /* the real API's arguments: not bound */
     const fsSig *sig = fn.p;
-    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
+    if (sig->kind == FSSIG_LAYER) return fsC_new_layer(c, sig, n, pos, npos, kw, kwv, nkw);
     if (strcmp(sig->returns, "Tensor")) return fsC_unknown();
     cv t = {.k = CV_TENSOR}; /* computed from a set-up model's output when an argument is */
     for (size_t i = 0; i < npos + nkw && !t.id; i++) {
@@ -1099,7 +1105,7 @@ static cv ev_call(C *c, const fs_node *n) {
     cargs a = {n, sig, pos, npos, kw, kwv, nkw, pos_slot, kw_slot};
     cv out;
     if (fsC_api_builtin(c, &a, &out)) return out;
-    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
+    if (sig->kind == FSSIG_LAYER) return fsC_new_layer(c, sig, n, pos, npos, kw, kwv, nkw);
     if (!strcmp(sig->returns, "None")) return fsC_const(c, fsV_none());
     return fsC_unknown();
   }
@@ -1653,6 +1659,6 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
   map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs); map_free(&c.ns_vals);
-  free(c.define_used); free(c.defs); free(c.defidx);
+  free(c.define_used); free(c.defs); free(c.defidx); free(c.feats);
   return c.nerrors;
 }
