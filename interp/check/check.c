@@ -22,7 +22,8 @@ void *fsC_alloc(C *c, size_t n) {
 
 void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw) {
   int few = npos < FEW_ARGS && nkw < FEW_ARGS;
-  b->pos = (few ? b->few_pos : fsC_alloc(c, (npos + 2) * sizeof *b->pos)) + 1;
+  cv *pos = few ? b->few_pos : fsC_alloc(c, (npos + 2) * sizeof *pos);
+  b->pos = pos + 1;
   b->kwv = few ? b->few_kwv : fsC_alloc(c, (nkw + 1) * sizeof *b->kwv);
   b->kw = few ? b->few_kw : fsC_alloc(c, (nkw + 1) * sizeof *b->kw);
   b->ps = few ? b->few_ps : fsC_alloc(c, (npos + 1) * sizeof *b->ps);
