@@ -61,6 +61,7 @@ static fs_node *decorate(fs_parser *P, fs_node *decorators, fs_node *defn);
 static fs_node *with_items(fs_parser *P, fs_node *items, fs_node *body, fs_loc loc);
 static fs_node *dotted(fs_parser *P, fs_node *a, fs_node *b);
 static fs_node *steal_name(fs_node *into, fs_node *name);
+static fs_node *name_node(fs_parser *P, fs_node *name, fs_node_kind k, fs_loc loc, fs_node *kid);
 static void expected_colon(fs_parser *P, fs_loc err);
 static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #define fsP_yyerror fsP_error
@@ -549,8 +550,8 @@ closed_pattern
   ;
 
 attr_chain
-  : NAME '.' NAME                  { $$ = mk(P, FS_N_ATTR, @$, 1, $1); $$->name_loc = @3; steal_name($$, $3); }
-  | attr_chain '.' NAME            { $$ = mk(P, FS_N_ATTR, @$, 1, $1); $$->name_loc = @3; steal_name($$, $3); }
+  : NAME '.' NAME                  { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
+  | attr_chain '.' NAME            { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
   ;
 
 literal_pattern
@@ -579,7 +580,7 @@ cls_args
 
 cls_arg
   : pattern
-  | NAME '=' pattern               { $$ = mk(P, FS_N_KWARG, @$, 1, $3); $$->name_loc = @1; steal_name($$, $1); }
+  | NAME '=' pattern               { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
   ;
 
 map_items
@@ -791,7 +792,7 @@ factor
 
 primary
   : primary '(' args ')'           { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
-  | primary '.' NAME               { $$ = mk(P, FS_N_ATTR, @$, 1, $1); $$->name_loc = @3; steal_name($$, $3); }
+  | primary '.' NAME               { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
   | primary '[' subscripts ']'     { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
   | primary '(' error ')'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
   | primary '[' error ']'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
@@ -840,7 +841,7 @@ arg_list
 arg
   : namedexpr_test
   | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
-  | NAME '=' test                  { $$ = mk(P, FS_N_KWARG, @$, 1, $3); $$->name_loc = @1; steal_name($$, $1); }
+  | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
   | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   | POW test                       { $$ = mk_op(P, FS_N_STARRED, 2, @$, 1, $2); }
   ;
@@ -1261,6 +1262,18 @@ static fs_node *with_items(fs_parser *P, fs_node *items, fs_node *body, fs_loc l
     inner = i > 2 ? as_block(P, w) : w;
   }
   return inner;
+}
+
+/* The NAME leaf becomes the node its name belongs to (`a.name`, `name=v`):
+ * name_loc is the leaf's own location. Every attribute and keyword argument
+ * would otherwise leave a NAME node behind unused, a tenth of a big tree. */
+static fs_node *name_node(fs_parser *P, fs_node *name, fs_node_kind k, fs_loc loc, fs_node *kid) {
+  name->name_loc = name->loc;
+  name->kind = (uint8_t)k;
+  name->loc = loc;
+  fsA_push(P->lex.arena, name, kid);
+  if (name->depth > FS_MAX_DEPTH) too_deep(P, loc);
+  return name;
 }
 
 static fs_node *steal_name(fs_node *into, fs_node *name) {

@@ -74,6 +74,16 @@ void *fsC_alloc(C *c, size_t n) {
   return fsA_alloc(c->arena, n);
 }
 
+void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw) {
+  int few = npos < FEW_ARGS && nkw < FEW_ARGS;
+  cv *pos = few ? b->few_pos : fsC_alloc(c, (npos + 2) * sizeof *pos);
+  b->pos = pos + 1;
+  b->kwv = few ? b->few_kwv : fsC_alloc(c, (nkw + 1) * sizeof *b->kwv);
+  b->kw = few ? b->few_kw : fsC_alloc(c, (nkw + 1) * sizeof *b->kw);
+  b->ps = few ? b->few_ps : fsC_alloc(c, (npos + 1) * sizeof *b->ps);
+  b->ks = few ? b->few_ks : fsC_alloc(c, (nkw + 1) * sizeof *b->ks);
+}
+
 char *fsC_text(C *c, fs_loc loc) {
   size_t n = loc.end > loc.start ? loc.end - loc.start : 0;
   char *s = fsC_alloc(c, n + 1);
@@ -619,8 +629,11 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
 
 static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
   char key[160];
-  if (snprintf(key, sizeof key, "%s.%s", type ? type : "", name) >= (int)sizeof key)
-    return type ? fsSig_member(type, name) : fsSig_find(name);
+  size_t tl = type ? strlen(type) : 0, nl = strlen(name);
+  if (tl + nl + 2 > sizeof key) return type ? fsSig_member(type, name) : fsSig_find(name);
+  if (tl) memcpy(key, type, tl); /* "Type.name", ".name" for a builtin */
+  key[tl] = '.';
+  memcpy(key + tl + 1, name, nl + 1);
   uintptr_t *v = map_slot(c, &c->sigs, key, 0, NULL);
   if (v) return (const fsSig *)*v;
   const fsSig *sig = type ? fsSig_member(type, name) : fsSig_find(name);
@@ -966,14 +979,23 @@ static cv ns_value(C *c, const char *dotted) {
   }
 }
 
-/* ns.attr for a namespace value. */
+/* ns.attr for a namespace value. Each dotted name is resolved once per
+ * check (c->ns_vals): `nn.Linear` in every block of a long script would
+ * otherwise cost a new string and a search of pynames.c's tables each time. */
 static cv ns_attr(C *c, const cv *ns, const char *attr) {
   size_t a = strlen(ns->p), b = strlen(attr);
-  char *s = fsC_alloc(c, a + b + 2);
+  char key[160], *s = a + b + 2 <= sizeof key ? key : fsC_alloc(c, a + b + 2);
   memcpy(s, ns->p, a);
   s[a] = '.';
   memcpy(s + a + 1, attr, b + 1);
-  return ns_value(c, s);
+  uintptr_t *hit = map_slot(c, &c->ns_vals, s, 0, NULL);
+  if (hit) return *(const cv *)*hit;
+  if (s == key) s = strcpy(fsC_alloc(c, a + b + 2), key);
+  cv *v = fsC_alloc(c, sizeof *v);
+  *v = ns_value(c, s);
+  int fresh = 0;
+  *map_slot(c, &c->ns_vals, s, 1, &fresh) = (uintptr_t)v;
+  return *v;
 }
 
 /* The Python class of a model value (its raw object's), or NULL: such a
@@ -1016,6 +1038,8 @@ static cv get_attr(C *c, const cv *obj, const char *name) {
   return s && c->slots[*s].k != CV_UNDEF ? c->slots[*s] : fsC_unknown();
 }
 
+cv fsC_attr(C *c, const cv *obj, const char *name) { return get_attr(c, obj, name); }
+
 /* Only objects are remembered (a fabric, a model, an optimizer): numbers,
  * strings and containers an attribute holds may be changed by code the
  * checker does not see (a callback run by fabric.call, a library), so they
@@ -1033,6 +1057,39 @@ static void set_attr(C *c, const cv *obj, const char *name, cv v) {
   if (!s) return;
   log_old(c, TR_SLOT, (uint32_t)*s);
   c->slots[*s] = v;
+}
+
+/* The def index's slot for def: 1 + its index in c->defs, 0 when it has no
+ * record. Keyed by the node's address, so that a call finds its def's record
+ * in constant time (a scan of the records made a script of n defs, each
+ * called, cost n^2). */
+static uint32_t *def_slot(C *c, const fs_node *def) {
+  if ((c->ndefs + 1) * 2 > c->capdefidx) {
+    size_t cap = c->capdefidx ? 2 * c->capdefidx : 64;
+    uint32_t *idx = fsA_xrealloc(NULL, cap * sizeof *idx);
+    memset(idx, 0, cap * sizeof *idx);
+    for (size_t i = 0; i < c->ndefs; i++) {
+      size_t j = ((uintptr_t)c->defs[i].def >> 4) & (cap - 1);
+      while (idx[j]) j = (j + 1) & (cap - 1);
+      idx[j] = (uint32_t)i + 1;
+    }
+    free(c->defidx);
+    c->defidx = idx;
+    c->capdefidx = cap;
+  }
+  size_t j = ((uintptr_t)def >> 4) & (c->capdefidx - 1);
+  while (c->defidx[j] && c->defs[c->defidx[j] - 1].def != def) j = (j + 1) & (c->capdefidx - 1);
+  return &c->defidx[j];
+}
+
+/* Records a def statement once (a nested def's statement runs at each call
+ * of its enclosing def): the defs no path calls are analysed at the end. */
+static void def_record(C *c, const fs_node *def, int nested) {
+  uint32_t *at = def_slot(c, def);
+  if (*at) return;
+  GROW(c, c->defs, c->ndefs, c->capdefs);
+  c->defs[c->ndefs] = (struct defrec){def, 0, nested};
+  *at = (uint32_t)++c->ndefs;
 }
 
 /* The def of method name in class k or its Python bases, or NULL. */
@@ -1095,8 +1152,7 @@ static void st_class(C *c, const fs_node *s) {
       const fs_node *m = body->kids[i];
       if (m->kind != FS_N_DEF) { st(c, m); continue; }
       if (!fsA_def_plain(m)) { fsC_setvar(c, m->str, fsC_unknown()); continue; } /* decorated ... */
-      GROW(c, c->defs, c->ndefs, c->capdefs);
-      c->defs[c->ndefs++] = (struct defrec){m, 0, nested};
+      def_record(c, m, nested);
       fsC_setvar(c, m->str, (cv){.k = CV_FUNC, .p = m});
     }
     c->dead = dead0;
@@ -1110,18 +1166,20 @@ static void st_class(C *c, const fs_node *s) {
  * contexts, so meta under init_module(empty_init=True) with FSDP), another
  * class an instance; __init__ is analysed with self bound to it, and so is
  * each method called on it. Its attributes are unknown. */
-static cv new_instance(C *c, const pyclass *k, const fs_node *call, const cv *pos, size_t npos,
+static cv new_instance(C *c, const pyclass *k, const fs_node *call, cv *pos, size_t npos,
                        const char *const *kw, const cv *kwv, size_t nkw) {
   cv self = k->module ? fsC_new_model(c, k->name, call->loc)
                       : fsC_obj(fsC_new_obj(c, OB_INSTANCE, call->loc));
   fsC_o(c, self.id)->pycls = k;
   const fs_node *init = py_method(k, "__init__");
   if (init && fsA_def_plain(init)) {
-    cv *args = fsC_alloc(c, (npos + 2) * sizeof *args);
-    args[0] = self;
-    if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
-    fsC_call_def(c, init, call, args, npos + 1, kw, kwv, nkw);
+    pos[-1] = self; /* pos is an fsC_argbuf's: the slot before it is free */
+    fsC_call_def(c, init, call, pos - 1, npos + 1, kw, kwv, nkw);
   }
+  /* the layer sizes its __init__ gave it, followed through forward (shape.c) */
+  const fs_node *forward = k->module ? py_method(k, "forward") : NULL;
+  if (forward) fsC_forward_shapes(c, &self, forward);
+  if (k->module && !k->node && !strcmp(k->name, "Sequential")) fsC_sequential(c, self.id, call, pos, npos);
   return self;
 }
 
@@ -1258,9 +1316,11 @@ static cv ev_call(C *c, const fs_node *n) {
     }
   size_t npos = 0, nkw = 0;
   for (uint32_t i = 1; i < n->nkids; i++) if (n->kids[i]->kind == FS_N_KWARG) nkw++; else npos++;
-  cv *pos = fsC_alloc(c, (npos + 1) * sizeof *pos), *kwv = fsC_alloc(c, (nkw + 1) * sizeof *kwv);
-  const char **kw = fsC_alloc(c, (nkw + 1) * sizeof *kw);
-  int *pos_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
+  fsC_argbuf buf;
+  fsC_argbuf_init(c, &buf, npos, nkw);
+  cv *pos = buf.pos, *kwv = buf.kwv;
+  const char **kw = buf.kw;
+  int *pos_slot = buf.ps, *kw_slot = buf.ks;
   cv recv = fsC_unknown(), fn;
   const char *mname = NULL;
   if (callee->kind == FS_N_ATTR) {
@@ -1292,10 +1352,8 @@ static cv ev_call(C *c, const fs_node *n) {
     if (cls) { /* the class's own method, with self bound; else an attribute its code set */
       const fs_node *def = py_method(cls, mname);
       if (!def || !fsA_def_plain(def)) return fsC_unknown();
-      cv *args = fsC_alloc(c, (npos + 2) * sizeof *args);
-      args[0] = recv;
-      if (npos) memcpy(args + 1, pos, npos * sizeof *pos);
-      return fsC_call_def(c, def, n, args, npos + 1, kw, kwv, nkw);
+      pos[-1] = recv; /* self, in the slot the buffer keeps before pos */
+      return fsC_call_def(c, def, n, pos - 1, npos + 1, kw, kwv, nkw);
     }
     if (!sig && real_member(c, t, mname)) {
       list_mutated(c, callee, &recv, mname, pos, npos);
@@ -1322,7 +1380,7 @@ static cv ev_call(C *c, const fs_node *n) {
   }
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG && fn.id) { /* the real API's arguments: not bound */
     const fsSig *sig = fn.p;
-    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
+    if (sig->kind == FSSIG_LAYER) return fsC_new_layer(c, sig, n, pos, npos, kw, kwv, nkw);
     if (strcmp(sig->returns, "Tensor")) return fsC_unknown();
     cv t = {.k = CV_TENSOR}; /* computed from a set-up model's output when an argument is */
     for (size_t i = 0; i < npos + nkw && !t.id; i++) {
@@ -1354,7 +1412,7 @@ static cv ev_call(C *c, const fs_node *n) {
     cargs a = {n, sig, pos, npos, kw, kwv, nkw, pos_slot, kw_slot};
     cv out;
     if (fsC_api_builtin(c, &a, &out)) return out;
-    if (sig->kind == FSSIG_LAYER) return fsC_new_model(c, sig->name, n->loc);
+    if (sig->kind == FSSIG_LAYER) return fsC_new_layer(c, sig, n, pos, npos, kw, kwv, nkw);
     if (!strcmp(sig->returns, "None")) return fsC_const(c, fsV_none());
     return fsC_unknown();
   }
@@ -2033,11 +2091,7 @@ static void st(C *c, const fs_node *s) {
     }
     if (!params_plain(s)) { fsC_setvar(c, s->str, fsC_unknown()); break; } /* async, *args ... */
     fsC_setvar(c, s->str, transparent ? (cv){.k = CV_FUNC, .p = s} : fsC_unknown());
-    for (size_t i = 0; c->nframes && i < c->ndefs; i++) /* a nested def's statement runs at each call */
-      if (c->defs[i].def == s) goto registered;
-    GROW(c, c->defs, c->ndefs, c->capdefs);
-    c->defs[c->ndefs++] = (struct defrec){s, 0, c->nframes > 0};
-  registered:
+    def_record(c, s, c->nframes > 0);
     break;
   }
   case FS_N_MODEL:
@@ -2107,15 +2161,21 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
   if (c->nframes == 32) return -1;
   const fs_node *params = fn->kids[0];
   uint32_t n = params->nkids;
-  cv *vals = fsC_alloc(c, (n + 1) * sizeof *vals);
-  unsigned char *got = fsC_alloc(c, n + 1);
+  /* The bound values and the binding's tables live only through this
+   * function: on the stack for the usual few parameters. */
+  struct { cv vals[FEW_PARAMS]; unsigned char got[FEW_PARAMS]; fsSig_param ps[FEW_PARAMS]; } few;
+  int small = n < FEW_PARAMS;
+  cv *vals = small ? few.vals : fsC_alloc(c, (n + 1) * sizeof *vals);
+  unsigned char *got = small ? few.got : fsC_alloc(c, n + 1);
   memset(got, 0, n + 1);
   if (call || npos || nkw) {
-    fsSig_param *ps = fsC_alloc(c, (n + 1) * sizeof *ps);
+    fsSig_param *ps = small ? few.ps : fsC_alloc(c, (n + 1) * sizeof *ps);
     for (uint32_t i = 0; i < n; i++)
       ps[i] = (fsSig_param){params->kids[i]->str, FSSIG_T_ANY, fsC_kid(params->kids[i], 0) ? "" : NULL, 0};
     fsSig sig = {fn->str, fn->kind == FS_N_MODEL ? FSSIG_CLASS : FSSIG_FUNC, ps, n, "any", 0};
-    int *pos_slot = fsC_alloc(c, (npos + 1) * sizeof(int)), *kw_slot = fsC_alloc(c, (nkw + 1) * sizeof(int));
+    fsC_argbuf slots;
+    fsC_argbuf_init(c, &slots, npos, nkw);
+    int *pos_slot = slots.ps, *kw_slot = slots.ks;
     char *err = NULL;
     if (fsSig_bind(&sig, npos, kw, nkw, pos_slot, kw_slot, &err)) {
       fsC_report(c, FS_SEV_ERROR, "call", at, "%s", err ? err : "bad call");
@@ -2143,8 +2203,8 @@ cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, si
                 const char *const *kw, const cv *kwv, size_t nkw) {
   frame f;
   if (c->spent || fsC_enter(c, &f, def, call, pos, npos, kw, kwv, nkw)) return fsC_unknown();
-  for (size_t i = 0; i < c->ndefs; i++)
-    if (c->defs[i].def == def) { c->defs[i].called = 1; f.closure = c->defs[i].nested; }
+  uint32_t *at = def_slot(c, def);
+  if (*at) { c->defs[*at - 1].called = 1; f.closure = c->defs[*at - 1].nested; }
   int dead0 = c->dead;
   c->dead = 0;
   block(c, def->kids[1]);
@@ -2238,7 +2298,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   if (c.arena) fsA_arena_free(c.arena);
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
-  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs); map_free(&c.reason_ids);
-  free(c.define_used); free(c.defs);
+  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs); map_free(&c.reason_ids); map_free(&c.ns_vals);
+  free(c.define_used); free(c.defs); free(c.defidx); free(c.feats);
   return c.nerrors;
 }

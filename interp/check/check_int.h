@@ -136,8 +136,11 @@ typedef struct C {
   name_map seen;         /* reported "rule@start:end" */
   unsigned char *define_used;
   struct defrec { const fs_node *def; int called, nested; } *defs; size_t ndefs, capdefs;
+  uint32_t *defidx; size_t capdefidx; /* def node -> 1 + index in defs (check.c's def_slot) */
+  struct fsC_feat *feats; size_t capfeats; /* layer objects' feature sizes, by object id (shape.c) */
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
   name_map reason_ids;   /* "start:end:loop:side" -> its reason: one per branch, however often analysed */
+  name_map ns_vals;      /* dotted torch/lightning names -> cv * (arena): ns_attr's, cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
@@ -176,10 +179,23 @@ typedef struct cargs {
 
 /* check.c */
 void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker (budgeted) */
+/* A call's argument arrays and binding slots: on the stack for the usual
+ * few, in the arena past that (a big script's calls would otherwise leave
+ * megabytes of fresh pages behind). They live while the call is analysed;
+ * pos[-1] is free, for a method's self. */
+enum { FEW_ARGS = 6, FEW_PARAMS = 8 };
+typedef struct fsC_argbuf {
+  cv few_pos[FEW_ARGS + 1], few_kwv[FEW_ARGS];
+  const char *few_kw[FEW_ARGS];
+  int few_ps[FEW_ARGS], few_ks[FEW_ARGS];
+  cv *pos, *kwv; const char **kw; int *ps, *ks;
+} fsC_argbuf;
+void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw);
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
 cv fsC_int(C *c, int64_t i);                /* an int living in the arena */
 cv fsC_eval(C *c, const fs_node *n);        /* an expression's value (reports its errors) */
+cv fsC_attr(C *c, const cv *obj, const char *name); /* obj.name set by its class's code, or unknown */
 cv fsC_obj(uint32_t id);
 cv fsC_unknown(void);
 /* What iterating v yields, as one value (the join of its elements; a
@@ -288,5 +304,17 @@ void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 void fsC_shape_model(C *c, const fs_node *decl, const fs_node *call, const cv *pos, size_t npos,
                      const char *const *kw, const cv *kwv, size_t nkw);
 void fsC_declare_model(C *c, const fs_node *decl);
+
+/* A layer object's feature sizes: in -1 when any, out -2 when its input's,
+ * -1 when not known; loc the call that made it (0 length: none recorded). */
+typedef struct fsC_feat { int64_t in, out; fs_loc loc; } fsC_feat;
+/* A layer object made by a call of layer row sig (`nn.Linear(784, 128)`),
+ * its sizes recorded where the arguments give them. */
+cv fsC_new_layer(C *c, const fsSig *sig, const fs_node *call, const cv *pos, size_t npos,
+                 const char *const *kw, const cv *kwv, size_t nkw);
+/* nn.Sequential(*layers) made as object id: the sizes flow from layer to layer. */
+void fsC_sequential(C *c, uint32_t id, const fs_node *call, const cv *pos, size_t npos);
+/* A class's forward followed through the layers self holds. */
+void fsC_forward_shapes(C *c, const cv *self, const fs_node *forward);
 
 #endif

@@ -2,29 +2,66 @@
  * a valid call, and the feature size flows from layer to layer (Linear(784,
  * 256) followed by Linear(128, 10) is an error at the second). Sizes are
  * computed from the layer arguments with the declaration's parameters bound;
- * -1 is "not known" (an input of unknown shape, a Flatten) and checks nothing. */
+ * -1 is "not known" (an input of unknown shape, a Flatten) and checks nothing.
+ *
+ * Python's models get the same rule where their sizes are known: each layer
+ * object made by a call (`nn.Linear(784, 128)`) records its input and output
+ * sizes (c->feats, by object id), `nn.Sequential(...)` follows them from layer
+ * to layer, and a class's `forward` is followed through the layers its
+ * `__init__` assigned to self (`x = self.fc1(x)` ... `return self.fc2(x)`).
+ * Invariant: only sizes computed from known values are compared, so a size
+ * from an unknown argument, an unmodelled layer or any statement the walk
+ * does not follow is -1 and never an error. */
 #include "check_int.h"
 
 #include <string.h>
 
 typedef struct prev { fs_loc loc; int64_t d; } prev;
 
-enum { FEW_ARGS = 8 };
+/* A layer's output size when it is its input's (ReLU, LayerNorm(n)). */
+enum { FEAT_SAME = -2 };
 
-static int64_t int_arg(const cargs *a, const char *name) {
-  const cv *v = fsC_arg(a, name, NULL);
-  const fs_value *x = v && v->k == CV_CONST ? v->p : NULL;
-  return x && x->type == FSV_INT ? x->u.i : -1;
+/* The argument given for parameter pname of a layer's row, by keyword or by
+ * position, or NULL. A Python call's further keywords (device=, dtype=) are
+ * not looked at: the row's leading parameters are torch's. */
+static const cv *layer_arg(const fsSig *sig, const char *pname, const cv *pos, size_t npos,
+                           const char *const *kw, const cv *kwv, size_t nkw) {
+  for (size_t j = 0; j < nkw; j++) if (!strcmp(kw[j], pname)) return &kwv[j];
+  for (size_t i = 0; i < npos && i < sig->nparams; i++) if (!strcmp(sig->params[i].name, pname)) return &pos[i];
+  return NULL;
 }
 
-static void mismatch(C *c, const fs_node *call, const char *what, int64_t want, const prev *p) {
-  fs_diag *g = fsC_report(c, FS_SEV_ERROR, "shape", call->loc,
+static int64_t int_of(const cv *v) {
+  const fs_value *x = v && v->k == CV_CONST ? v->p : NULL;
+  return x && x->type == FSV_INT && x->u.i >= 0 ? x->u.i : -1;
+}
+
+static void mismatch(C *c, fs_loc at, const char *what, int64_t want, const prev *p) {
+  fs_diag *g = fsC_report(c, FS_SEV_ERROR, "shape", at,
                           "`%s` expects %lld input features, but the layer before it gives %lld",
                           what, (long long)want, (long long)p->d);
   if (g) fsD_note(g, c->src, p->loc, "`%s` gives %lld features", fsC_text(c, p->loc), (long long)p->d);
 }
 
 static int64_t body_dim(C *c, const fs_node *body, int64_t d, prev *p);
+static int keeps_features(const char *n);
+
+/* The sizes a layer of row sig takes and gives with these arguments: *in -1
+ * when any, *out FEAT_SAME when its input's, -1 when not known. */
+static void layer_io(const fsSig *sig, const cv *pos, size_t npos, const char *const *kw, const cv *kwv,
+                     size_t nkw, int64_t *in, int64_t *out) {
+#define ARG(name) int_of(layer_arg(sig, name, pos, npos, kw, kwv, nkw))
+  const char *n = sig->name;
+  *in = -1;
+  *out = FEAT_SAME;
+  if (!strcmp(n, "Linear")) { *in = ARG("in_features"); *out = ARG("out_features"); }
+  else if (!strcmp(n, "Embedding")) *out = ARG("embedding_dim");
+  else if (!strcmp(n, "PositionalEmbedding")) *in = *out = ARG("dim");
+  else if (!strcmp(n, "LayerNorm")) *in = *out = ARG("normalized_shape");
+  else if (!strcmp(n, "CausalSelfAttention")) *in = *out = ARG("dim");
+  else if (!keeps_features(n)) *out = -1;
+#undef ARG
+}
 
 /* The layers whose output has the input's feature size (the last dimension
  * for the Linear chains this file follows); any other layer this file has no
@@ -46,13 +83,10 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   cv cls = fsC_eval(c, call->kids[0]);
   size_t npos = 0, nkw = 0;
   for (uint32_t i = 1; i < call->nkids; i++) if (call->kids[i]->kind == FS_N_KWARG) nkw++; else npos++;
-  /* The argument arrays live only through this call (fsC_enter copies the
-   * values): on the stack for the usual few, not in the checker's arena. */
-  struct { cv pos[FEW_ARGS], kwv[FEW_ARGS]; const char *kw[FEW_ARGS]; int ps[FEW_ARGS], ks[FEW_ARGS]; } few;
-  int on_stack = npos < FEW_ARGS && nkw < FEW_ARGS;
-  cv *pos = on_stack ? few.pos : fsC_alloc(c, (npos + 1) * sizeof *pos);
-  cv *kwv = on_stack ? few.kwv : fsC_alloc(c, (nkw + 1) * sizeof *kwv);
-  const char **kw = on_stack ? few.kw : fsC_alloc(c, (nkw + 1) * sizeof *kw);
+  fsC_argbuf buf;
+  fsC_argbuf_init(c, &buf, npos, nkw);
+  cv *pos = buf.pos, *kwv = buf.kwv;
+  const char **kw = buf.kw;
   for (uint32_t i = 1, a = 0, k = 0; i < call->nkids; i++) {
     const fs_node *x = call->kids[i];
     if (x->kind == FS_N_KWARG) { kw[k] = x->str; kwv[k++] = fsC_eval(c, x->kids[0]); }
@@ -76,31 +110,24 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
     return -1;
   }
   const fsSig *sig = cls.p;
-  int *ps = on_stack ? few.ps : fsC_alloc(c, (npos + 1) * sizeof(int));
-  int *ks = on_stack ? few.ks : fsC_alloc(c, (nkw + 1) * sizeof(int));
+  int *ps = buf.ps, *ks = buf.ks;
   if (sig->params && fsC_bind(c, sig, call, ps, ks)) return -1;
   if (!sig->params && (npos || nkw)) {
     fsC_report(c, FS_SEV_ERROR, "call", call->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
     return -1;
   }
-  cargs a = {call, sig, pos, npos, kw, kwv, nkw, ps, ks};
   const char *n = sig->name;
-  int64_t in = -1, out = d;
-  if (!strcmp(n, "Linear")) { in = int_arg(&a, "in_features"); out = int_arg(&a, "out_features"); }
-  else if (!strcmp(n, "Embedding")) out = int_arg(&a, "embedding_dim");
-  else if (!strcmp(n, "PositionalEmbedding")) in = out = int_arg(&a, "dim");
-  else if (!strcmp(n, "LayerNorm")) in = out = int_arg(&a, "normalized_shape");
-  else if (!strcmp(n, "CausalSelfAttention")) {
-    in = out = int_arg(&a, "dim");
-    int64_t heads = int_arg(&a, "heads");
+  int64_t in, out;
+  layer_io(sig, pos, npos, kw, kwv, nkw, &in, &out);
+  if (out == FEAT_SAME) out = d;
+  if (!strcmp(n, "CausalSelfAttention")) {
+    int64_t heads = int_of(layer_arg(sig, "heads", pos, npos, kw, kwv, nkw));
     if (in > 0 && heads > 0 && in % heads)
       fsC_report(c, FS_SEV_ERROR, "shape", call->loc,
                  "`CausalSelfAttention`: dim %lld is not divisible by heads %lld",
                  (long long)in, (long long)heads);
-  } else if (!keeps_features(n)) {
-    out = -1;
   }
-  if (in >= 0 && d >= 0 && in != d) mismatch(c, call, n, in, p);
+  if (in >= 0 && d >= 0 && in != d) mismatch(c, call->loc, n, in, p);
   if (out != d || in >= 0) { p->loc = call->loc; p->d = out; }
   return out;
 }
@@ -162,4 +189,146 @@ void fsC_shape_model(C *c, const fs_node *decl, const fs_node *call, const cv *p
 
 void fsC_declare_model(C *c, const fs_node *decl) {
   fsC_shape_model(c, decl, NULL, NULL, 0, NULL, NULL, 0);
+}
+
+/* ---- Python's layer objects, nn.Sequential and class forwards ------------ */
+
+/* The sizes recorded for object id: in -1, out -1 when none were. */
+static const fsC_feat *feat_of(C *c, uint32_t id) {
+  static const fsC_feat none = {-1, -1, {0, 0}};
+  return id < c->capfeats && c->feats[id].loc.end ? &c->feats[id] : &none;
+}
+
+static void set_feat(C *c, uint32_t id, int64_t in, int64_t out, fs_loc loc) {
+  if (in < 0 && out == -1) return;
+  if (id >= c->capfeats) {
+    size_t cap = c->capfeats ? c->capfeats : 64;
+    while (cap <= id) cap *= 2;
+    c->feats = fsA_xrealloc(c->feats, cap * sizeof *c->feats);
+    memset(c->feats + c->capfeats, 0, (cap - c->capfeats) * sizeof *c->feats);
+    c->capfeats = cap;
+  }
+  c->feats[id] = (fsC_feat){in, out, loc};
+}
+
+/* The model object a value is when it is one (not a phi of several). */
+static int model_id(C *c, const cv *v, uint32_t *id) {
+  if (v->k != CV_OBJ || fsC_o(c, v->id)->kind != OB_MODEL) return 0;
+  *id = v->id;
+  return 1;
+}
+
+cv fsC_new_layer(C *c, const fsSig *sig, const fs_node *call, const cv *pos, size_t npos,
+                 const char *const *kw, const cv *kwv, size_t nkw) {
+  cv m = fsC_new_model(c, sig->name, call->loc);
+  int64_t in, out;
+  layer_io(sig, pos, npos, kw, kwv, nkw, &in, &out);
+  set_feat(c, m.id, in, out, call->loc);
+  return m;
+}
+
+/* One layer applied to an input of size p->d (-1: not known; INPUT: the
+ * enclosing Sequential's own input): reports a mismatch at `at`, returns the
+ * size after it and leaves in p where it came from. *first gets the size the
+ * input must have when the layer is the first to say. */
+enum { INPUT = -3 };
+static void apply_layer(C *c, uint32_t id, fs_loc at, prev *p, int64_t *first) {
+  const fsC_feat *f = feat_of(c, id);
+  if (f->in >= 0 && p->d >= 0 && f->in != p->d) mismatch(c, at, fsC_o(c, id)->cls, f->in, p);
+  if (f->in >= 0 && p->d == INPUT && first) *first = f->in;
+  if (f->out == FEAT_SAME) return;
+  p->d = f->out;
+  p->loc = at;
+}
+
+void fsC_sequential(C *c, uint32_t id, const fs_node *call, const cv *pos, size_t npos) {
+  prev p = {call->loc, INPUT};
+  int64_t in = -1;
+  for (size_t i = 0; i < npos; i++) {
+    uint32_t layer;
+    if (!model_id(c, &pos[i], &layer)) { p.d = -1; continue; }
+    apply_layer(c, layer, call->kids[1 + i]->loc, &p, &in);
+  }
+  /* its output: a size, its input's (only same-size layers), or not known */
+  set_feat(c, id, in, p.d == INPUT ? FEAT_SAME : p.d, call->loc);
+}
+
+/* forward's walk: the sizes of its local names so far */
+enum { FWD_VARS = 16 };
+typedef struct fwd {
+  C *c;
+  cv self;
+  const char *self_name;
+  struct { const char *name; prev p; } var[FWD_VARS];
+  size_t nvar;
+  int64_t in;            /* the size forward's input must have, -1 when no layer says */
+} fwd;
+
+static prev *fwd_var(fwd *w, const char *name, int create) {
+  for (size_t i = 0; i < w->nvar; i++) if (!strcmp(w->var[i].name, name)) return &w->var[i].p;
+  if (!create || w->nvar == FWD_VARS) return NULL;
+  w->var[w->nvar].name = name;
+  return &w->var[w->nvar++].p;
+}
+
+/* The size of e's value (-1: not known), following `self.layer(x)` calls;
+ * the expressions inside e are followed too, for their own mismatches. */
+static prev fwd_expr(fwd *w, const fs_node *e) {
+  prev none = {{0, 0}, -1};
+  if (!e) return none;
+  switch (e->kind) {
+  case FS_N_NAME: {
+    prev *v = fwd_var(w, e->str, 0);
+    return v ? *v : none;
+  }
+  case FS_N_CALL: {
+    const fs_node *f = e->kids[0];
+    int one_arg = e->nkids == 2 && e->kids[1]->kind != FS_N_KWARG && e->kids[1]->kind != FS_N_STARRED &&
+                  e->kids[1]->kind != FS_N_COMP;
+    uint32_t layer;
+    if (one_arg && f->kind == FS_N_ATTR && f->kids[0]->kind == FS_N_NAME && !strcmp(f->kids[0]->str, w->self_name)) {
+      cv v = fsC_attr(w->c, &w->self, f->str);
+      if (model_id(w->c, &v, &layer)) {
+        prev p = fwd_expr(w, e->kids[1]);
+        apply_layer(w->c, layer, e->loc, &p, &w->in);
+        return p;
+      }
+    }
+    break;
+  }
+  case FS_N_LAMBDA: case FS_N_COMP: return none; /* names of their own */
+  default: break;
+  }
+  for (uint32_t i = 0; i < e->nkids; i++) fwd_expr(w, e->kids[i]);
+  return none;
+}
+
+void fsC_forward_shapes(C *c, const cv *self, const fs_node *forward) {
+  const fs_node *params = forward->kids[0];
+  if (!params->nkids || !fsA_def_plain(forward)) return;
+  fwd w = {.c = c, .self = *self, .self_name = params->kids[0]->str, .in = -1};
+  if (params->nkids > 1) *fwd_var(&w, params->kids[1]->str, 1) = (prev){params->kids[1]->loc, INPUT};
+  const fs_node *body = forward->kids[1];
+  /* straight-line statements only: a branch or loop could assign either way */
+  for (uint32_t i = 0; body && i < body->nkids; i++) {
+    const fs_node *s = body->kids[i];
+    if (s->kind == FS_N_EXPR) { fwd_expr(&w, s->kids[0]); continue; }
+    if (s->kind == FS_N_RETURN) { /* the model's own sizes, as a layer of another */
+      prev p = fwd_expr(&w, fsC_kid(s, 0));
+      uint32_t id;
+      if (model_id(c, self, &id)) set_feat(c, id, w.in, p.d == INPUT ? FEAT_SAME : p.d, forward->name_loc);
+      return;
+    }
+    if (s->kind != FS_N_ASSIGN && s->kind != FS_N_AUGASSIGN && s->kind != FS_N_PASS) return;
+    if (s->kind == FS_N_PASS) continue;
+    prev p = fwd_expr(&w, s->kids[1]);
+    for (uint32_t t = 0; t < s->nkids; t++) {
+      if (t == 1) continue;
+      const fs_node *target = s->kids[t];
+      if (target->kind != FS_N_NAME) return; /* `a, b = ...`, `self.h = ...`: not followed further */
+      prev *v = fwd_var(&w, target->str, 1);
+      if (!v) return;
+      *v = s->kind == FS_N_ASSIGN ? p : (prev){{0, 0}, -1};
+    }
+  }
 }

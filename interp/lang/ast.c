@@ -170,8 +170,7 @@ void fsA_source_position(const fs_source *src, uint32_t offset,
  * first touching 4 KiB pages one by one is what a big parse pays for (about
  * four times as much per byte as a huge page here), while a small tree should
  * not pay for clearing a 2 MiB page. */
-typedef struct arena_block { struct arena_block *next; size_t used, cap, mapped; } arena_block;
-struct fs_arena { arena_block *head; size_t next_cap; };
+typedef struct arena_block { struct arena_block *next; size_t cap, mapped; } arena_block;
 
 /* Nothing in a tree or the checker's state is wider than 8 bytes; a 16-byte
  * grain would spend a fifth of a big tree on padding. */
@@ -189,6 +188,7 @@ static _Thread_local int arena_nspare;
 
 fs_arena *fsA_arena_new(void) {
   fs_arena *a = fsA_xrealloc(NULL, sizeof *a);
+  a->next = a->end = NULL;
   a->head = NULL;
   a->next_cap = ARENA_FIRST;
   return a;
@@ -215,17 +215,17 @@ static void arena_grow(fs_arena *a, size_t need) {
     b = fsA_xrealloc(NULL, cap);
   }
   b->next = a->head;
-  b->used = ARENA_HEADER;
   b->cap = cap;
   b->mapped = mapped;
   a->head = b;
+  a->next = (char *)b + ARENA_HEADER;
+  a->end = (char *)b + cap;
 }
 
-void *fsA_alloc(fs_arena *a, size_t n) {
-  n = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-  if (!a->head || a->head->cap - a->head->used < n) arena_grow(a, n);
-  void *p = (char *)a->head + a->head->used;
-  a->head->used += n;
+void *fsA_alloc_block(fs_arena *a, size_t n) {
+  arena_grow(a, n);
+  void *p = a->next;
+  a->next += n;
   return p;
 }
 
@@ -255,15 +255,6 @@ void fsA_arena_free(fs_arena *a) {
 /* A root carries its arena behind it, so other nodes need no field for it. */
 typedef struct fs_tree { fs_node root; fs_arena *arena; } fs_tree;
 
-fs_node *fsA_new(fs_arena *a, fs_node_kind kind, fs_loc loc) {
-  fs_node *n = fsA_alloc(a, sizeof *n);
-  memset(n, 0, sizeof *n);
-  n->kind = kind;
-  n->loc = loc;
-  n->depth = 1;
-  return n;
-}
-
 void fsA_reserve(fs_arena *a, fs_node *parent, uint32_t n) {
   uint32_t cap = parent->kids_cap ? 1u << (parent->kids_cap - 1) : 0;
   if (n <= cap) return;
@@ -275,12 +266,6 @@ void fsA_reserve(fs_arena *a, fs_node *parent, uint32_t n) {
   parent->kids_cap = (uint8_t)(log2 + 1);
 }
 
-void fsA_push(fs_arena *a, fs_node *parent, fs_node *kid) {
-  uint32_t cap = parent->kids_cap ? 1u << (parent->kids_cap - 1) : 0;
-  if (parent->nkids == cap) fsA_reserve(a, parent, cap ? 2 * cap : 1);
-  parent->kids[parent->nkids++] = kid;
-  if (kid && kid->depth + 1 > parent->depth) parent->depth = kid->depth + 1;
-}
 
 fs_node *fsA_root(fs_arena *a, const fs_node *n) {
   fs_tree *t = fsA_alloc(a, sizeof *t);

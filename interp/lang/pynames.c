@@ -40,7 +40,7 @@ static const char *const python_builtins[] = {
 
 int fsSig_python_builtin(const char *name) {
   for (size_t i = 0; i < sizeof python_builtins / sizeof *python_builtins; i++)
-    if (!strcmp(python_builtins[i], name)) return 1;
+    if (python_builtins[i][0] == name[0] && !strcmp(python_builtins[i], name)) return 1; /* a call per entry cost a tenth of a check */
   return 0;
 }
 
