@@ -69,7 +69,7 @@ static const char *refused_param(const char *rule) {
     {"R5", "devices"}, {"R6", "accelerator"}, {"R7", "accelerator"}, {"R8", "devices"},
     {"R9", "devices"}, {"R10", "strategy"}, {"R11", "precision"}, {"R12", "precision"},
     {"R13", "strategy"}, {"R15", "strategy"}, {"R21", "strategy"}, {"W7", "strategy"},
-    {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"},
+    {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"}, {"R70", "precision"},
   };
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
     if (!strcmp(at[i].rule, rule)) return at[i].param;

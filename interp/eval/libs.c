@@ -13,6 +13,7 @@ static const fsE_lib *const libs[] = {
   &fsE_lib_data, &fsE_lib_strategy, &fsE_lib_fabric, &fsE_lib_ckpt,
   &fsE_lib_torch, &fsE_lib_shape, &fsE_lib_arith,
   &fsE_lib_sched, &fsE_lib_math, &fsE_lib_functional, &fsE_lib_init, &fsE_lib_classes,
+  &fsE_lib_precision,
 };
 
 /* Sig index -> implementation, filled on first use (a run is one thread). */

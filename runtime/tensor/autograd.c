@@ -2,6 +2,7 @@
 #include "autograd.h"
 #include "autograd_int.h"
 #include "ops.h"
+#include "blas.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ fs_tensor *fsG_record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *i
   node->saved[1] = saved1;
   node->s = s;
   node->k = k;
+  node->bf16_gemm = fsB_bf16_operands();
   out->node = node;
   out->requires_grad = true;
   return out;
@@ -146,6 +148,9 @@ static int linear_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_linear(lp.w[0], lp.w[1], lp.w[2]));
   fs_tensor *ins[3] = {x, W, b};
   const fsB_backend *be = fsG_check_inputs("linear", 3, ins);
   if (!be || !want_f32("linear", x)) return NULL;
@@ -179,6 +184,9 @@ static int embedding_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_embedding(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {idx, W};
   const fsB_backend *be = fsG_check_inputs("embedding", 2, ins);
   if (!be) return NULL;
@@ -220,6 +228,9 @@ static int posemb_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_posemb(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {x, W};
   const fsB_backend *be = fsG_check_inputs("positional embedding", 2, ins);
   if (!be || !want_f32("positional embedding", x)) return NULL;
@@ -255,6 +266,9 @@ static int layernorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_layernorm(lp.w[0], lp.w[1], lp.w[2], eps));
   fs_tensor *ins[3] = {x, w, b};
   const fsB_backend *be = fsG_check_inputs("layer_norm", 3, ins);
   if (!be || !want_f32("layer_norm", x)) return NULL;
@@ -291,6 +305,9 @@ static int act_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_act(act, lp.w[0]));
   const fsB_backend *be = fsG_check_inputs("activation", 1, &x);
   if (!be || !want_f32("activation", x)) return NULL;
   fs_tensor *out = new_f32(x, x->rank, x->shape);
@@ -308,6 +325,9 @@ static int dropout_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_dropout(lp.w[0], p, key));
   const fsB_backend *be = fsG_check_inputs("dropout", 1, &x);
   if (!be || !want_f32("dropout", x)) return NULL;
   fs_tensor *out = new_f32(x, x->rank, x->shape);
@@ -331,6 +351,9 @@ static int attention_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 1, &qkv))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_attention(lp.w[0], heads));
   const fsB_backend *be = fsG_check_inputs("attention", 1, &qkv);
   if (!be || !want_f32("attention", qkv)) return NULL;
   if (qkv->rank != 3 || qkv->shape[2] % 3 || heads <= 0 || (qkv->shape[2] / 3) % heads) {
@@ -362,7 +385,7 @@ static int reshape_bw(fsG_node *n, fs_tensor *out) {
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
-  return 0;
+  return fsG_round_grad(x); /* a view of a low tensor accumulates in its type */
 }
 
 fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape) {
@@ -453,6 +476,9 @@ static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_
 }
 
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary(op, lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {a, b};
   const fsB_backend *be = fsG_check_inputs("arithmetic", 2, ins);
   if (!be) return NULL;
@@ -510,6 +536,9 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 static fs_tensor *reduce(fs_tensor *x, bool mean) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : reduce(lp.w[0], mean));
   const fsB_backend *be = fsG_check_inputs(mean ? "mean" : "sum", 1, &x);
   if (!be) return NULL;
   if (x->dtype == FS_I64) {
@@ -555,6 +584,9 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_cross_entropy(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {logits, targets};
   const fsB_backend *be = fsG_check_inputs("cross_entropy", 2, ins);
   if (!be || !want_f32("cross_entropy", logits)) return NULL;
@@ -597,6 +629,9 @@ static int mse_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){pred, target}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_mse_loss(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {pred, target};
   const fsB_backend *be = fsG_check_inputs("mse_loss", 2, ins);
   if (!be || !want_f32("mse_loss", pred) || !want_f32("mse_loss", target)) return NULL;
@@ -727,7 +762,7 @@ static int hook_bw(fsG_node *n, fs_tensor *out) {
   float *dx;
   if (fsG_grad_buf(n->in[0], &dx)) return -1;
   if (dx) fsB_of(out)->axpy((size_t)out->numel, 1.0f, fsT_f32(out->grad), dx);
-  return 0;
+  return fsG_round_grad(n->in[0]);
 }
 
 fs_tensor *fsG_hook(fs_tensor *x, fsG_hook_fn fn, void *ud, int64_t k) {
@@ -806,7 +841,11 @@ int fsG_backward(fs_tensor *loss) {
   int rc = topo(loss, ++stamp, &order);
   for (size_t i = order.n; !rc && i-- > 0;) {
     fs_tensor *t = order.v[i];
-    if (t->grad) rc = t->node->backward(t->node, t);
+    if (t->grad) {
+      bool gemm = fsB_set_bf16_operands(t->node->bf16_gemm);
+      rc = t->node->backward(t->node, t);
+      fsB_set_bf16_operands(gemm);
+    }
     fsT_release(t->grad); /* intermediates keep no grad, as torch */
     t->grad = NULL;
   }

@@ -133,6 +133,9 @@ static int unary_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_unary(op, lp.w[0], p0, p1));
   fs_tensor *fx = as_f32(x);
   fsG_stage s;
   if (!fx || fsG_stage_begin(&s, "elementwise", 1, &fx) < 0) {
@@ -172,6 +175,9 @@ static int binary_op_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary_op(op, lp.w[0], lp.w[1]));
   fsU_bcast bc;
   fs_tensor *ins[2] = {a, b};
   if (!fsG_check_inputs("arithmetic", 2, ins) || bcast_of(&bc, 2, ins) < 0) return NULL;
@@ -203,6 +209,9 @@ static int where_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){cond, a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_where(lp.w[0], lp.w[1], lp.w[2]));
   fsU_bcast bc;
   fs_tensor *ins[3] = {cond, a, b};
   if (!fsG_check_inputs("where", 3, ins) || bcast_of(&bc, 3, ins) < 0) return NULL;
@@ -250,6 +259,9 @@ static int window_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_window(lp.w[0], w));
   fsG_stage s;
   if (fsG_stage_begin(&s, "view", 1, &x) < 0) return NULL;
   fs_tensor *out = fsG_host_new(x->dtype, w->rank, w->shape);
@@ -401,11 +413,36 @@ static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n) < 0 ? -1 : rc;
 }
 
+/* Low-precision parts are concatenated as float32 copies; the result is
+ * their type when every float part has it (precision.c's rule for n inputs). */
+static fs_tensor *cat_low(fs_tensor *const *ts, int n, int dim, fs_dtype low) {
+  fs_tensor **w = calloc((size_t)n, sizeof *w);
+  fs_tensor *out = NULL;
+  int ok = w != NULL;
+  for (int i = 0; ok && i < n; i++) ok = (w[i] = fsG_cast(ts[i], fsT_is_float(ts[i]->dtype) ? FS_F32 : ts[i]->dtype)) != NULL;
+  if (ok) out = fsG_cat(w, n, dim);
+  for (int i = 0; w && i < n; i++) fsT_release(w[i]);
+  free(w);
+  if (!w) fsT_seterr("out of memory");
+  if (!out || !fsT_is_low(low)) return out;
+  fs_tensor *r = fsG_cast(out, low);
+  fsT_release(out);
+  return r;
+}
+
 fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
   if (n == 0) {
     fsT_seterr("torch.cat(): expected a non-empty list of Tensors");
     return NULL;
   }
+  fs_dtype floats = FS_I64;
+  bool any_low = false;
+  for (int i = 0; i < n; i++) {
+    fs_dtype t = ts[i]->dtype;
+    any_low |= fsT_is_low(t);
+    if (fsT_is_float(t)) floats = floats == FS_I64 || floats == t ? t : FS_F32;
+  }
+  if (any_low) return cat_low(ts, n, dim, floats);
   int d;
   if (ts[0]->rank == 0) {
     fsT_seterr("zero-dimensional tensor (at position 0) cannot be concatenated");
@@ -505,6 +542,9 @@ static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_sum_dim(lp.w[0], dim, keepdim, mean));
   int d;
   if (norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (mean && x->dtype == FS_I64) {
@@ -543,6 +583,9 @@ static int extreme_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_extreme(want_max, lp.w[0], dim, keepdim, indices));
   int d;
   const char *name = want_max ? "max" : "min";
   if (indices) *indices = NULL;
@@ -590,6 +633,9 @@ static int softmax_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_softmax(lp.w[0], dim, log));
   int d;
   if (norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (x->dtype == FS_I64) {
@@ -622,6 +668,9 @@ static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_logsumexp(lp.w[0], dim, keepdim));
   int d;
   if (norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
@@ -648,6 +697,9 @@ static int cumsum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_cumsum(lp.w[0], dim));
   int d;
   if (norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I;
@@ -681,6 +733,9 @@ static int index_select_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, idx}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_index_select(lp.w[0], dim, lp.w[1]));
   int d;
   if (norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (idx->dtype != FS_I64) {
@@ -751,6 +806,9 @@ static int bmm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_bmm(fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_bmm(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {a, b};
   const fsB_backend *be = fsG_check_inputs("bmm", 2, ins);
   if (!be) return NULL;
@@ -788,6 +846,9 @@ static fs_tensor *reshaped(fs_tensor *x, int rank, const int64_t *shape) {
 }
 
 fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_matmul(lp.w[0], lp.w[1]));
   char sa[96], sb[96];
   if (a->rank == 0 || b->rank == 0) {
     fsT_seterr("both arguments to matmul need to be at least 1D, but they are %dD and %dD", a->rank, b->rank);
