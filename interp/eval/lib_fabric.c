@@ -760,8 +760,7 @@ NATIVE(fabric_clip_gradients) {
   else if (ov && fsE_fabric_issues(E, a, &iss, fsF_check_clip_gradients(&fv->f, &mv->st, s[2]->type != FSV_NONE,
                                                                       s[3]->type != FSV_NONE, &iss)) == 0) {
     if (s[2]->type != FSV_NONE) {
-      fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2]));
-      r = fsV_none();
+      r = fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2])) < 0 ? fsE_rt_fail() : fsV_none();
     } else {
       double total; /* FSDP: the norm over every rank's shards */
       bool global = fv->comm && fsE_sharded_of(fv, ov->o);

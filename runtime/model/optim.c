@@ -191,7 +191,9 @@ static int step_low(fs_tensor *p, fs_tensor *const *st, fsB_update *u) {
   if (!w[0]) goto out;
   fs_tensor *hw[4] = {NULL, NULL, NULL, NULL};
   for (int k = 0; k < 4; k++) hw[k] = w[k] ? fsT_to_device(w[k], FS_DEV_CPU) : NULL;
-  hg = fsT_to_device(p->grad, FS_DEV_CPU);
+  fs_tensor *g32 = fsT_to_dtype(p->grad, FS_F32); /* a low parameter's grad has its type */
+  hg = g32 ? fsT_to_device(g32, FS_DEV_CPU) : NULL;
+  fsT_release(g32);
   bool ok = hg != NULL;
   for (int k = 0; k < 4; k++) ok &= !w[k] || hw[k];
   if (ok) {
@@ -299,6 +301,19 @@ void fsO_zero_grad(fs_optim *o) {
   }
 }
 
+/* p's gradient with float32 storage, for clipping to work on in place (a
+ * low-precision parameter's has the parameter's type: widened exactly);
+ * grad_stored gives it the parameter's type again, rounding as torch's
+ * grad.mul_ in that type does. */
+static fs_tensor *grad_f32(fs_tensor *p) {
+  if (p->grad && p->grad->dtype != FS_F32 && fsT_set_dtype(p->grad, FS_F32) < 0) return NULL;
+  return p->grad;
+}
+
+static int grad_stored(fs_tensor *p) {
+  return p->grad && p->dtype != p->grad->dtype ? fsT_set_dtype(p->grad, p->dtype) : 0;
+}
+
 int fsO_clip_grad_norm(fs_tensor *const *params, int64_t n, double max_norm,
                        double norm_type, double *total) {
   return fsO_clip_grad_norm_with(params, n, max_norm, norm_type, NULL, NULL, total);
@@ -314,8 +329,9 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
   /* per-tensor norms in float, then their norm, as torch.norm(stack(norms)) */
   float acc = 0;
   for (int64_t i = 0; i < n; i++) {
-    fs_tensor *g = params[i]->grad;
-    if (!g) continue;
+    if (!params[i]->grad) continue;
+    fs_tensor *g = grad_f32(params[i]);
+    if (!g) return -1;
     if (inf) {
       float m = fsB_of(g)->absmax((size_t)g->numel, fsT_f32(g));
       acc = m > acc || isnan(m) ? m : acc;
@@ -331,15 +347,19 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
   for (int64_t i = 0; i < n; i++) {
     fs_tensor *g = params[i]->grad;
     if (g) fsB_of(g)->scale((size_t)g->numel, coef, fsT_f32(g));
-    if (g && fsG_round_grad(params[i]) < 0) return -1; /* grad.mul_ in the gradient's type */
+    if (grad_stored(params[i]) < 0) return -1;
   }
   *total = tn;
   return 0;
 }
 
-void fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip) {
+int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip) {
   for (int64_t i = 0; i < n; i++) {
-    fs_tensor *g = params[i]->grad;
-    if (g) fsB_of(g)->clamp((size_t)g->numel, (float)-clip, (float)clip, fsT_f32(g));
+    if (!params[i]->grad) continue;
+    fs_tensor *g = grad_f32(params[i]);
+    if (!g) return -1;
+    fsB_of(g)->clamp((size_t)g->numel, (float)-clip, (float)clip, fsT_f32(g));
+    if (grad_stored(params[i]) < 0) return -1;
   }
+  return 0;
 }

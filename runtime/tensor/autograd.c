@@ -88,6 +88,8 @@ int fsG_grad_buf(fs_tensor *t, float **g) {
   *g = NULL;
   if (!t || !t->requires_grad) return 0;
   if (!t->grad && !(t->grad = fsT_zeros_like(t))) return -1;
+  if (t->grad->dtype != FS_F32 && fsT_set_dtype(t->grad, FS_F32) < 0) return -1;
+  if (fsT_is_low(t->dtype) && !t->node && fsG_note_low_leaf(t) < 0) return -1;
   *g = fsT_f32(t->grad);
   return 0;
 }
@@ -858,5 +860,5 @@ int fsG_backward(fs_tensor *loss) {
   }
   for (size_t i = 0; i < order.n; i++) fsT_release(order.v[i]);
   free(order.v);
-  return rc;
+  return fsG_store_low_grads() < 0 ? -1 : rc;
 }

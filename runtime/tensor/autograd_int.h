@@ -85,6 +85,11 @@ typedef enum fsG_ac {
   FSG_AC_LOW,  /* matrix products, linear, convolution, attention: autocast's type */
   FSG_AC_F32,  /* losses: float32 under autocast */
 } fsG_ac;
+/* A low-precision leaf whose gradient backward accumulates in float32:
+ * fsG_store_low_grads (at the end of fsG_backward) stores it in the leaf's
+ * type, as torch's .grad of a bfloat16 parameter is bfloat16. */
+int fsG_note_low_leaf(fs_tensor *t);
+int fsG_store_low_grads(void);
 typedef struct fsG_low {
   fs_tensor *w[4];     /* the inputs to run on (new references; NULL where absent) */
   fs_dtype out;        /* the result's type */

@@ -46,7 +46,41 @@ static int round_tensor(fs_tensor *t, fs_dtype dt) {
 }
 
 int fsG_round_grad(fs_tensor *t) {
-  return t->grad && fsT_is_low(t->dtype) ? round_tensor(t->grad, t->dtype) : 0;
+  return t->grad && t->grad->dtype == FS_F32 && fsT_is_low(t->dtype) ? round_tensor(t->grad, t->dtype) : 0;
+}
+
+/* ---- gradients of low-precision leaves ---- */
+
+static _Thread_local struct { fs_tensor **v; size_t n, cap; } leaves;
+
+int fsG_note_low_leaf(fs_tensor *t) {
+  for (size_t i = 0; i < leaves.n; i++)
+    if (leaves.v[i] == t) return 0;
+  if (leaves.n == leaves.cap) {
+    size_t cap = leaves.cap ? 2 * leaves.cap : 64;
+    fs_tensor **v = realloc(leaves.v, cap * sizeof *v);
+    if (!v) {
+      fsT_seterr("out of memory");
+      return -1;
+    }
+    leaves.v = v;
+    leaves.cap = cap;
+  }
+  leaves.v[leaves.n++] = fsT_retain(t);
+  return 0;
+}
+
+int fsG_store_low_grads(void) {
+  int rc = 0;
+  for (size_t i = 0; i < leaves.n; i++) {
+    fs_tensor *t = leaves.v[i];
+    if (rc == 0 && t->grad && fsT_set_dtype(t->grad, t->dtype) < 0) rc = -1;
+    fsT_release(t);
+  }
+  free(leaves.v);
+  leaves.v = NULL;
+  leaves.n = leaves.cap = 0;
+  return rc;
 }
 
 /* ---- cast: x.to(dtype) ---- */
