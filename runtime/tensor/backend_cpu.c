@@ -164,7 +164,10 @@ static float cpu_absmax(size_t n, const float *x) {
  * ones (fsB_update_low): R(x) rounds each tensor op's result to the
  * parameter's type, as torch's ops on low-precision tensors do (they compute
  * in float and store the type), and is the identity for float32, where the
- * float arithmetic rounds at the same places by itself. */
+ * float arithmetic rounds at the same places by itself.  torch 1.13 also
+ * converts a Python scalar to the tensor's type for mul_, div, add and
+ * add_'s alpha (not for addcmul_/addcdiv_'s value): those scalars go
+ * through R too (measured against torch, tests/parity). */
 #define R(x) (low == FS_F32 ? (x) : fsT_round_to(low, (x)))
 
 /* _single_tensor_sgd: d = g (+ wd p); buf = d on its first step, else
@@ -173,7 +176,7 @@ static float cpu_absmax(size_t n, const float *x) {
 static inline __attribute__((always_inline)) void
 sgd_body(fs_dtype low, size_t n, float *p, const float *g, float *buf, bool first, double lr,
          double momentum, double dampening, double wd, bool nesterov, bool maximize) {
-  float flr = (float)-lr, fmom = (float)momentum, fdamp = (float)(1 - dampening), fwd = (float)wd;
+  float flr = R((float)-lr), fmom = R((float)momentum), fdamp = R((float)(1 - dampening)), fwd = R((float)wd);
   for (size_t i = 0; i < n; i++) {
     float d = maximize ? -g[i] : g[i];
     if (wd != 0) d = R(fmaf(fwd, p[i], d));
@@ -201,9 +204,9 @@ adam_body(fs_dtype low, size_t n, float *p, const float *g, float *m, float *v, 
           double lr, double beta1, double beta2, double eps, double wd, bool decoupled,
           bool maximize, int64_t step) {
   double bc1 = 1 - pow(beta1, (double)step), bc2 = 1 - pow(beta2, (double)step);
-  float neg_step = (float)-(lr / bc1), bc2_sqrt = (float)sqrt(bc2), feps = (float)eps;
-  float decay = (float)(1 - lr * wd), fwd = (float)wd;
-  float b1 = (float)beta1, b2 = (float)beta2, c1 = (float)(1 - beta1), c2 = (float)(1 - beta2);
+  float neg_step = (float)-(lr / bc1), bc2_sqrt = R((float)sqrt(bc2)), feps = R((float)eps);
+  float decay = R((float)(1 - lr * wd)), fwd = R((float)wd);
+  float b1 = R((float)beta1), b2 = R((float)beta2), c1 = R((float)(1 - beta1)), c2 = (float)(1 - beta2);
   bool coupled_wd = !decoupled && wd != 0;
 #pragma omp simd
   for (size_t i = 0; i < n; i++) {
@@ -235,15 +238,15 @@ static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float 
 static inline __attribute__((always_inline)) void
 rmsprop_body(fs_dtype low, size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
              double lr, double alpha, double eps, double wd, double momentum, bool maximize) {
-  float fa = (float)alpha, c = (float)(1 - alpha), feps = (float)eps, fwd = (float)wd;
-  float fmom = (float)momentum, flr = (float)-lr;
+  float fa = R((float)alpha), c = (float)(1 - alpha), feps = R((float)eps), fwd = R((float)wd);
+  float fmom = R((float)momentum), flr = (float)-lr;
   for (size_t i = 0; i < n; i++) {
     float gi = maximize ? -g[i] : g[i];
     if (wd != 0) gi = R(fmaf(fwd, p[i], gi));
     sq[i] = R(fmaf(c * gi, gi, R(sq[i] * fa)));
     float avg;
     if (ga) {
-      ga[i] = R(fmaf(c, gi, R(ga[i] * fa)));
+      ga[i] = R(fmaf(R(c), gi, R(ga[i] * fa)));
       avg = R(sqrtf(R(fmaf(-1.0f * ga[i], ga[i], sq[i]))));
     } else {
       avg = R(sqrtf(sq[i]));
@@ -251,7 +254,7 @@ rmsprop_body(fs_dtype low, size_t n, float *p, const float *g, float *sq, float 
     avg = R(avg + feps);
     if (buf) {
       buf[i] = R(R(buf[i] * fmom) + 1.0f * gi / avg);
-      p[i] = R(fmaf(flr, buf[i], p[i]));
+      p[i] = R(fmaf(R(flr), buf[i], p[i]));
     } else {
       p[i] = R(p[i] + flr * gi / avg);
     }
@@ -270,7 +273,7 @@ static void cpu_rmsprop_update(size_t n, float *p, const float *g, float *sq, fl
 static inline __attribute__((always_inline)) void
 adagrad_body(fs_dtype low, size_t n, float *p, const float *g, float *sum, double clr, double eps,
              double wd, bool maximize) {
-  float fclr = (float)-clr, feps = (float)eps, fwd = (float)wd;
+  float fclr = (float)-clr, feps = R((float)eps), fwd = R((float)wd);
 #pragma omp simd
   for (size_t i = 0; i < n; i++) {
     float gi = maximize ? -g[i] : g[i];
