@@ -36,45 +36,58 @@ static inline uint16_t bf16_of(float f) {
   return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r);
 }
 
-/* Y[r, 0..Kp) = bf16(op(X)[r, 0..K)), zero past K (and for rows R..Rp):
- * X is R x K under op, so row r of op(X) lies along X's rows unless trans. */
+static inline uint32_t pair_of(float lo, float hi) { return bf16_of(lo) | (uint32_t)bf16_of(hi) << 16; }
+
+/* Pairs along X's rows: P[r * KP + kp] = pair(X[r, 2kp], X[r, 2kp+1]) (the
+ * row as bfloat16, read as uint32), zero past K; rows R..Rp zero. */
 BF16_TARGET
-static void to_rows(uint16_t *Y, int64_t Rp, int64_t Kp, const float *X, int64_t ld, bool trans,
-                    int64_t R, int64_t K) {
-  memset(Y, 0, (size_t)(Rp * Kp) * sizeof *Y);
-  if (!trans) {
-    for (int64_t r = 0; r < R; r++) {
-      const float *x = X + r * ld;
-      uint16_t *y = Y + r * Kp;
+static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, const float *X, int64_t ld, int64_t R, int64_t K) {
+  for (int64_t r = 0; r < Rp; r++) {
+    uint16_t *y = (uint16_t *)(P + r * KP);
+    const float *x = X + r * ld;
+    if (r >= R) {
+      memset(y, 0, (size_t)KP * sizeof *P);
+      continue;
+    }
 #pragma omp simd
-      for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
-    }
-  } else { /* a transpose: X's rows are read in order; a block of 32 k
-              * writes one 64-byte line of each row of Y, which stay cached */
-    for (int64_t k0 = 0; k0 < K; k0 += 32) {
-      int64_t k1 = k0 + 32 < K ? k0 + 32 : K;
-      for (int64_t k = k0; k < k1; k++) {
-        const float *x = X + k * ld;
-        for (int64_t r = 0; r < R; r++) Y[r * Kp + k] = bf16_of(x[r]);
-      }
-    }
+    for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
+    if (K % 2) y[K] = 0;
   }
 }
 
-/* One MR x NR tile of C: rows of A (bf16 pairs, stride KP pairs) times the
- * panel Bp[kp][j] (pairs of column j); m, n: the valid part. */
+/* Pairs across X's rows: P[kp * ldp + c] = pair(X[2kp, c], X[2kp+1, c]) for
+ * c < C (row K of X counts as zeros), zero for C <= c < ldp. */
 BF16_TARGET
-static void tile(const uint32_t *A, int64_t KP, const uint32_t *Bp, float alpha, float beta,
-                 float *C, int64_t ldc, int64_t m, int64_t n) {
+static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, const float *X, int64_t ld, int64_t C, int64_t K) {
+  for (int64_t kp = 0; kp < KP; kp++) {
+    const float *x0 = X + 2 * kp * ld, *x1 = 2 * kp + 1 < K ? x0 + ld : NULL;
+    uint32_t *y = P + kp * ldp;
+    if (x1) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = pair_of(x0[c], x1[c]);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = bf16_of(x0[c]);
+    }
+    for (int64_t c = C; c < ldp; c++) y[c] = 0;
+  }
+}
+
+/* One MR x NR tile of C: A's pair for row i and pair kp at A[i*sa + kp*sk],
+ * times the panel Bp[kp][j] (pairs of column j); m, n: the valid part. */
+BF16_TARGET
+static void tile(const uint32_t *A, int64_t sa, int64_t sk, int64_t KP, const uint32_t *Bp, float alpha,
+                 float beta, float *C, int64_t ldc, int64_t m, int64_t n) {
   __m512 acc[MR][2]; /* unrolled, so the 16 accumulators stay in registers */
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t kp = 0; kp < KP; kp++) {
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(Bp + kp * NR);
     __m512bh b1 = (__m512bh)_mm512_loadu_si512(Bp + kp * NR + 16);
+    const uint32_t *a = A + kp * sk;
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
-      __m512bh ai = (__m512bh)_mm512_set1_epi32((int)A[i * KP + kp]);
+      __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i * sa]);
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
     }
@@ -99,34 +112,42 @@ int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return 0;
-  int64_t KP = (K + 1) / 2, Kp = 2 * KP > 0 ? 2 * KP : 2, MB = (M + MR - 1) / MR, NB = (N + NR - 1) / NR;
-  /* rows of op(A) and columns of op(B) as bf16 with k contiguous: a pair
-   * (k, k+1) is then one uint32; the panels interleave 32 columns' pairs */
-  uint16_t *Ar = malloc((size_t)(MB * MR * Kp) * sizeof *Ar), *Bc = malloc((size_t)(NB * NR * Kp) * sizeof *Bc);
-  uint32_t *Bp = malloc((size_t)(NB * NR * (Kp / 2)) * sizeof *Bp);
-  if (!Ar || !Bc || !Bp) {
-    free(Ar);
-    free(Bc);
+  int64_t KP = (K + 1) / 2, KPa = KP ? KP : 1, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
+  /* op(A) as pairs (k, k+1) of bfloat16 in a uint32: along A's rows when A
+   * is not transposed, across them when it is; op(B) as panels of NR
+   * columns, Bp[p][kp][j], made across B's rows, or along them (as op(B)'s
+   * columns, Bt) and transposed */
+  uint32_t *Ap = malloc((size_t)(Mp * KPa) * sizeof *Ap), *Bp = malloc((size_t)(Np * KPa) * sizeof *Bp);
+  uint32_t *Bt = tb ? malloc((size_t)(Np * KPa) * sizeof *Bt) : NULL;
+  if (!Ap || !Bp || (tb && !Bt)) {
+    free(Ap);
     free(Bp);
+    free(Bt);
     fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
                (long long)K);
     return -1;
   }
-  to_rows(Ar, MB * MR, Kp, A, lda, ta, M, K);
-  to_rows(Bc, NB * NR, Kp, B, ldb, !tb, N, K); /* column c of op(B) is row c of op(B)^T */
-  const uint32_t *Bpairs = (const uint32_t *)Bc, *Apairs = (const uint32_t *)Ar;
-  for (int64_t p = 0; p < NB; p++)
-    for (int64_t kp = 0; kp < KP; kp++)
-      for (int64_t j = 0; j < NR; j++) Bp[(p * KP + kp) * NR + j] = Bpairs[(p * NR + j) * (Kp / 2) + kp];
-  for (int64_t p = 0; p < NB; p++) /* a B panel stays in cache across the row blocks */
-    for (int64_t q = 0; q < MB; q++) {
+  int64_t sa = KP, sk = 1;
+  if (!ta) pairs_along(Ap, Mp, KP, A, lda, M, K);
+  else pairs_across(Ap, Mp, KP, A, lda, M, K), sa = 1, sk = Mp;
+  if (tb) {
+    pairs_along(Bt, Np, KP, B, ldb, N, K);
+    for (int64_t p = 0; p < Np / NR; p++)
+      for (int64_t kp = 0; kp < KP; kp++)
+        for (int64_t j = 0; j < NR; j++) Bp[(p * KP + kp) * NR + j] = Bt[(p * NR + j) * KP + kp];
+  } else {
+    for (int64_t p = 0; p < Np / NR; p++) /* a panel is pairs_across NR columns wide */
+      pairs_across(Bp + p * KP * NR, NR, KP, B + p * NR, ldb, N - p * NR < NR ? N - p * NR : NR, K);
+  }
+  for (int64_t p = 0; p < Np / NR; p++) /* a B panel stays in cache across the row blocks */
+    for (int64_t q = 0; q < Mp / MR; q++) {
       int64_t m = M - q * MR < MR ? M - q * MR : MR, n = N - p * NR < NR ? N - p * NR : NR;
-      tile(Apairs + q * MR * (Kp / 2), Kp / 2, Bp + p * KP * NR, alpha, beta, C + q * MR * ldc + p * NR,
+      tile(Ap + q * MR * (ta ? 1 : KP), sa, sk, KP, Bp + p * KP * NR, alpha, beta, C + q * MR * ldc + p * NR,
            ldc, m, n);
     }
-  free(Ar);
-  free(Bc);
+  free(Ap);
   free(Bp);
+  free(Bt);
   return 0;
 }
 
