@@ -12,7 +12,9 @@
  *   *-true:  parameters, gradients and optimizer states in the low type
  *            (HalfPrecision: module.to(dtype)), float inputs converted to it,
  *            outputs to float32; init_module/init_tensor/autocast make float
- *            tensors of the low type (torch's default dtype).
+ *            tensors of the low type (torch's default dtype).  Under FSDP
+ *            the shards stay float32 (W10) and the forward's matrix
+ *            products compute in the low type (autocast of it).
  * The ops' side is runtime/tensor/precision.c; the optimizers' is
  * runtime/model/optim.c. */
 #include "autograd.h"
@@ -65,7 +67,8 @@ fs_value *fsE_precision_forward(fsE_ctx *E, fs_value *module, const fsV_args *a,
   if (ok) {
     fsV_args b = *a;
     b.pos = pos;
-    fs_dtype old_autocast = fsG_set_autocast(autocast_dtype(&fv->cfg));
+    fs_dtype ac = fv->cfg.cls == FSF_FSDP && in != FS_F32 ? in : autocast_dtype(&fv->cfg);
+    fs_dtype old_autocast = fsG_set_autocast(ac);
     fs_dtype old_default = E->default_float;
     E->default_float = in;
     fs_value *y = call(E, module, &b);
