@@ -122,10 +122,14 @@ static int round_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-/* x (float32) as x.to(dt).float() would give it. */
-static fs_tensor *round_through(fs_tensor *x, fs_dtype dt) {
-  fs_tensor *out = fsT_copy(x);
-  if (!out || round_tensor(out, dt) < 0) {
+/* x (float32) as x.to(dt).float() would give it.  With gemm_only (the
+ * operand of a matrix product inside a bfloat16 op, which rounds its
+ * operands itself) the values are not rounded here: the result is a view
+ * of x, and only its gradient is rounded, saving a copy per weight and
+ * activation per product. */
+static fs_tensor *round_through(fs_tensor *x, fs_dtype dt, bool gemm_only) {
+  fs_tensor *out = gemm_only ? fsT_view(x, x->rank, x->shape) : fsT_copy(x);
+  if (!out || (!gemm_only && round_tensor(out, dt) < 0)) {
     fsT_release(out);
     return NULL;
   }
@@ -167,7 +171,10 @@ bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
     /* float32 (or the other low type) into `to`; a 0-dim float32 is a
      * Python scalar, which torch's low-precision kernels take in float */
     if (wide && fsT_is_low(to) && x->dtype != to && (lower || x->rank)) {
-      fs_tensor *r = round_through(wide, to);
+      /* autocast's matrix-product ops use their inputs of rank >= 2 in
+       * GEMMs only (linear, matmul, bmm, conv, attention); biases are
+       * added outside them and are rounded */
+      fs_tensor *r = round_through(wide, to, lower && to == FS_BF16 && x->rank >= 2);
       fsT_release(wide);
       wide = r;
     }
