@@ -554,17 +554,20 @@ static int init_param(const fs_module *m, int i, uint64_t key, fs_tensor *t) {
 }
 
 /* A buffer's initial values (BatchNorm's reset_running_stats). */
-static void init_buffer(fs_tensor *t, int index) {
+static int init_buffer(fs_tensor *t, int index) {
   const fsB_backend *be = fsB_of(t);
-  if (index == 1 && t->dtype == FS_F32) be->fill(fsT_f32(t), (size_t)t->numel, 1.0f);
-  else if (index == 1) { /* 1.0 in bfloat16 and float16 */
-    uint16_t one = t->dtype == FS_BF16 ? fsT_f32_to_bf16(1.0f) : fsT_f32_to_f16(1.0f);
-    uint16_t *h = malloc(fsT_nbytes(t) + 2);
-    if (!h) return; /* fill: out of memory leaves the buffer as it was */
-    for (int64_t k = 0; k < t->numel; k++) h[k] = one;
-    fsB_transfer(t->device, t->data, FS_DEV_CPU, h, fsT_nbytes(t));
-    free(h);
-  } else be->zero(t->data, fsT_nbytes(t));
+  if (index != 1) be->zero(t->data, fsT_nbytes(t));
+  else if (t->dtype == FS_F32) be->fill(fsT_f32(t), (size_t)t->numel, 1.0f);
+  else { /* ones of a low-precision buffer (a *-true BatchNorm's running_var) */
+    fs_tensor *f = fsT_new(FS_F32, t->device, t->rank, t->shape);
+    if (!f) return -1;
+    be->fill(fsT_f32(f), (size_t)f->numel, 1.0f);
+    int rc = fsT_set_dtype(f, t->dtype);
+    if (rc == 0) be->copy(t->data, f->data, fsT_nbytes(t));
+    fsT_release(f);
+    return rc;
+  }
+  return 0;
 }
 
 static int buffers_visit(fs_module *m, const init_ctx *c) {
@@ -580,7 +583,7 @@ static int buffers_visit(fs_module *m, const init_ctx *c) {
     }
     if (c->what == MAT && t->data) continue;
     if (!t->data && c->dev != FS_DEV_META && fsT_alloc_storage(t, c->dev)) return -1;
-    if (c->what != EMPTY && t->data) init_buffer(t, i);
+    if (c->what != EMPTY && t->data && init_buffer(t, i) < 0) return -1;
   }
   return 0;
 }

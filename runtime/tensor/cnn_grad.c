@@ -442,8 +442,31 @@ static int batchnorm_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n);
 }
 
+/* Low-precision running statistics (a *-true BatchNorm) are updated in
+ * float32 copies and stored back rounded, as torch's in-place update of a
+ * bfloat16 buffer computes in float. */
+static fs_tensor *batch_norm_low_stats(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
+                                       bool training, double momentum, double eps) {
+  fs_tensor *rm32 = fsT_to_dtype(rm, FS_F32), *rv32 = rm32 ? fsT_to_dtype(rv, FS_F32) : NULL;
+  fs_tensor *out = rv32 ? fsG_batch_norm(x, rm32, rv32, w, b, training, momentum, eps) : NULL;
+  if (out && training && (fsT_set_dtype(rm32, rm->dtype) < 0 || fsT_set_dtype(rv32, rv->dtype) < 0 ||
+                          fsB_transfer(rm->device, rm->data, rm32->device, rm32->data, fsT_nbytes(rm)) < 0 ||
+                          fsB_transfer(rv->device, rv->data, rv32->device, rv32->data, fsT_nbytes(rv)) < 0)) {
+    fsT_release(out);
+    out = NULL;
+  }
+  fsT_release(rm32);
+  fsT_release(rv32);
+  return out;
+}
+
 fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
                           bool training, double momentum, double eps) {
+  if (rm && rv && rm->data && rv->data && (fsT_is_low(rm->dtype) || fsT_is_low(rv->dtype)))
+    return batch_norm_low_stats(x, rm, rv, w, b, training, momentum, eps);
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_batch_norm(lp.w[0], rm, rv, lp.w[1], lp.w[2], training, momentum, eps));
   fs_tensor *ins[3] = {x, w, b}, *stats[2] = {rm, rv};
   char a[96];
   if (!fsG_check_inputs("batch_norm", 3, ins) || !float_input("batch_norm", x)) return NULL;

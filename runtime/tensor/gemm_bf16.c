@@ -16,11 +16,6 @@
 #include "config.h"
 #include "tensor.h"
 
-/* op(X)[r, c] of a row-major X with leading dimension ld */
-static inline float elem(const float *X, int64_t ld, bool trans, int64_t r, int64_t c) {
-  return trans ? X[c * ld + r] : X[r * ld + c];
-}
-
 #if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -153,9 +148,14 @@ int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
 
 #else /* no AVX-512 BF16: rounded float32 copies through sgemm */
 
+/* op(X)[r, c] of a row-major X with leading dimension ld */
+static inline float elem(const float *X, int64_t ld, bool trans, int64_t r, int64_t c) {
+  return trans ? X[c * ld + r] : X[r * ld + c];
+}
+
 /* op(X) [R, Ccols] rounded to bfloat16 precision, untransposed, row-major */
 static float *rounded(const float *X, int64_t ld, bool trans, int64_t R, int64_t Cc) {
-  float *Y = malloc((size_t)(R * Cc ? R * Cc : 1) * sizeof *Y);
+  float *Y = malloc((size_t)(R * Cc > 0 ? R * Cc : 1) * sizeof *Y);
   if (!Y) return NULL;
   for (int64_t r = 0; r < R; r++)
     for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, ld, trans, r, c);
