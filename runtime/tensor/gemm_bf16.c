@@ -9,10 +9,13 @@
  * vdpbf16ps (two products per float32 lane, accumulated in float32);
  * elsewhere they are rounded into float32 copies and given to OpenBLAS's
  * sgemm (blas.c, which routes here). */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "blas.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "config.h"
 #include "tensor.h"
 
@@ -103,6 +106,41 @@ static void tile(const uint32_t *A, int64_t sa, int64_t sk, int64_t KP, const ui
   }
 }
 
+/* The tiles of C for panels [p0, p1) and row blocks [q0, q1). */
+typedef struct tiles {
+  const uint32_t *Ap, *Bp;
+  int64_t sa, sk, KP, M, N, ldc, p0, p1, q0, q1;
+  float alpha, beta, *C;
+  bool ta;
+} tiles;
+
+static void *run_tiles(void *arg) {
+  const tiles *t = arg;
+  for (int64_t p = t->p0; p < t->p1; p++) /* a B panel stays in cache across the row blocks */
+    for (int64_t q = t->q0; q < t->q1; q++) {
+      int64_t m = t->M - q * MR < MR ? t->M - q * MR : MR, n = t->N - p * NR < NR ? t->N - p * NR : NR;
+      tile(t->Ap + q * MR * (t->ta ? 1 : t->KP), t->sa, t->sk, t->KP, t->Bp + p * t->KP * NR, t->alpha, t->beta,
+           t->C + q * MR * t->ldc + p * NR, t->ldc, m, n);
+    }
+  return NULL;
+}
+
+/* OpenBLAS's thread count (OPENBLAS_NUM_THREADS, else the online CPUs), so
+ * a bf16 run uses the threads its float32 twin would. */
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int nthreads;
+
+static void read_threads(void) {
+  const char *e = getenv("OPENBLAS_NUM_THREADS");
+  long v = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  nthreads = v < 1 ? 1 : v > 64 ? 64 : (int)v;
+}
+
+static int gemm_threads(void) {
+  pthread_once(&threads_once, read_threads);
+  return nthreads;
+}
+
 int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   float beta, float *C, int64_t ldc) {
@@ -134,12 +172,28 @@ int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
     for (int64_t p = 0; p < Np / NR; p++) /* a panel is pairs_across NR columns wide */
       pairs_across(Bp + p * KP * NR, NR, KP, B + p * NR, ldb, N - p * NR < NR ? N - p * NR : NR, K);
   }
-  for (int64_t p = 0; p < Np / NR; p++) /* a B panel stays in cache across the row blocks */
-    for (int64_t q = 0; q < Mp / MR; q++) {
-      int64_t m = M - q * MR < MR ? M - q * MR : MR, n = N - p * NR < NR ? N - p * NR : NR;
-      tile(Ap + q * MR * (ta ? 1 : KP), sa, sk, KP, Bp + p * KP * NR, alpha, beta, C + q * MR * ldc + p * NR,
-           ldc, m, n);
-    }
+  /* threads split the panels (or the row blocks when there are fewer
+   * panels than threads); small products stay on this thread */
+  enum { MAX_THREADS = 64 };
+  int64_t NB = Np / NR, MB = Mp / MR;
+  int nt = gemm_threads();
+  if ((double)M * (double)N * (double)K < 4e6) nt = 1;
+  bool by_panel = NB >= nt;
+  int64_t parts = by_panel ? NB : MB;
+  if (nt > parts) nt = (int)parts;
+  tiles job[MAX_THREADS];
+  pthread_t tid[MAX_THREADS];
+  bool spawned[MAX_THREADS] = {false};
+  for (int t = 0; t < nt; t++) {
+    int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
+    job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, ldc, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
+                     by_panel ? MB : hi, alpha, beta, C, ta};
+    /* the last part runs here; a thread that cannot start leaves its part here too */
+    spawned[t] = t < nt - 1 && pthread_create(&tid[t], NULL, run_tiles, &job[t]) == 0;
+    if (!spawned[t]) run_tiles(&job[t]);
+  }
+  for (int t = 0; t < nt; t++)
+    if (spawned[t]) pthread_join(tid[t], NULL);
   free(Ap);
   free(Bp);
   free(Bt);

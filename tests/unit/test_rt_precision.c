@@ -41,7 +41,8 @@ static void test_rounding(void **state) {
  * transposes, sizes that are not multiples of the tile, beta 0 and 1. */
 static void test_gemm_bf16(void **state) {
   (void)state;
-  static const int64_t sizes[][3] = {{1, 1, 1}, {7, 45, 3}, {33, 17, 9}, {64, 64, 32}, {9, 70, 130}};
+  /* the last is large enough to be split across threads */
+  static const int64_t sizes[][3] = {{1, 1, 1}, {7, 45, 3}, {33, 17, 9}, {64, 64, 32}, {9, 70, 130}, {130, 200, 170}};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
     for (int t = 0; t < 4; t++)
       for (int b = 0; b < 2; b++) {
