@@ -116,6 +116,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     fsC_report(c, FS_SEV_NOTE, "preflight", a->call->loc, "%s", declared ? declared : "out of memory");
   free(declared);
   int rc = fsF_resolve(&fa, &c->o->overrides, &m, &c->cfgs[c->ncfgs], &iss);
+  if (rc == 0 && !c->o->plan) rc = fsF_check_precision_runs(&c->cfgs[c->ncfgs], &iss); /* R70 */
   report_fabric_issues(c, a, &iss);
   fsF_issues_free(&iss);
   if (rc == 0) {

@@ -19,6 +19,7 @@ typedef struct fsC_options {
   fsF_overrides overrides;   /* --accelerator --strategy --devices --num-nodes --precision */
   const char *const *defines;/* -D values as given: "name=value" */
   size_t ndefines;
+  int plan;                  /* for `plan`, which predicts torch's layout for any precision: no R70 */
 } fsC_options;
 
 /* This machine, no overrides, no -D. */

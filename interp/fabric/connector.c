@@ -47,6 +47,13 @@ const char *fsF_precision_unsupported(const fsF_config *cfg) {
   }
 }
 
+int fsF_check_precision_runs(const fsF_config *cfg, fsF_issues *iss) {
+  const char *why = fsF_precision_unsupported(cfg);
+  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true or 16-true",
+                        "%s", why)
+             : 0;
+}
+
 static const char *const accel_names[] = {"cpu", "cuda", "mps", "tpu"};
 const char *const fsF_accel_classes[] = {
   "CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "XLAAccelerator"};
@@ -649,12 +656,6 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
     prec = FSF_PBF16_MIXED;
   }
   cfg->precision = (fsF_prec)prec;
-  const char *unsupported = fsF_precision_unsupported(cfg);
-  if (unsupported) {
-    fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true or 16-true",
-             "%s", unsupported);
-    goto out;
-  }
 
   /* Traits (fabric-rules.md 1.1). */
   fsF_cls c = cfg->cls;
