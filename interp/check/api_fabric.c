@@ -70,7 +70,7 @@ static const char *refused_param(const char *rule) {
     {"R5", "devices"}, {"R6", "accelerator"}, {"R7", "accelerator"}, {"R8", "devices"},
     {"R9", "devices"}, {"R10", "strategy"}, {"R11", "precision"}, {"R12", "precision"},
     {"R13", "strategy"}, {"R15", "strategy"}, {"R21", "strategy"}, {"W7", "strategy"},
-    {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"},
+    {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"}, {"R70", "precision"},
   };
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
     if (!strcmp(at[i].rule, rule)) return at[i].param;
@@ -117,6 +117,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     fsC_report(c, FS_SEV_NOTE, "preflight", a->call->loc, "%s", declared ? declared : "out of memory");
   free(declared);
   int rc = fsF_resolve(&fa, &c->o->overrides, &m, &c->cfgs[c->ncfgs], &iss);
+  if (rc == 0 && !c->o->plan) rc = fsF_check_precision_runs(&c->cfgs[c->ncfgs], &iss); /* R70 */
   report_fabric_issues(c, a, &iss);
   fsF_issues_free(&iss);
   if (rc == 0) {

@@ -38,6 +38,7 @@ typedef struct fsC_options {
   double budget_seconds;
   size_t budget_bytes;
   fsC_query *query;          /* NULL, or the one expression to describe (query.c) */
+  int plan;                  /* for `plan`, which predicts torch's layout for any precision: no R70 */
 } fsC_options;
 
 #define FSC_BUDGET_SECONDS 10.0

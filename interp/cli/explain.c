@@ -140,6 +140,8 @@ static const explain_row rows[] = {
    "Fabric refuses to guess which of the two the user meant."},
   {"R69", "In an interactive session a strategy whose launcher starts the script again cannot run.",
    "A subprocess launcher would re-run the script, and spawn pickles what a REPL cannot; only forking the session works."},
+  {"R70", "This runtime cannot run the precision (64-true, 16-mixed, Transformer Engine).",
+   "It computes in float32, bfloat16 and float16 and has no gradient scaler yet; `check` says so where a run would refuse."},
   {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",
    "FSDP materializes only what it wraps itself; these parameters stay without data."},
   {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},

@@ -45,6 +45,7 @@ typedef struct fs_cli {
   int plan_given;           /* one of them was passed: only `plan` takes them */
   fsC_options budget;       /* --check-budget: its budget_seconds, budget_bytes */
   fs_diag_limit limit;      /* --error-limit and what it hid */
+  int planning;             /* the command is `plan` (fsC_options.plan) */
 } fs_cli;
 
 static const char usage_text[] =
@@ -161,7 +162,8 @@ static fs_source *load(const char *path, int may_map, fs_node **ast, fs_diags *d
 static void checker_options(const fs_cli *cli, fsC_options *o) {
   *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
                      .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight,
-                     .budget_seconds = cli->budget.budget_seconds, .budget_bytes = cli->budget.budget_bytes};
+                     .budget_seconds = cli->budget.budget_seconds, .budget_bytes = cli->budget.budget_bytes,
+                     .plan = cli->planning};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,
@@ -583,6 +585,7 @@ int main(int argc, char **argv) {
     status = nargs != 1 ? usage_error("%s", "lsp: takes no arguments (it speaks on stdin and stdout)")
                         : fsJ_main(stdin, stdout, &o);
   } else if (strcmp(args[0], "plan") == 0) {
+    cli.planning = 1;
     status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
   } else if (misspelt_command(args[0])) {
     status = EXIT_USAGE;

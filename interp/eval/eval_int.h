@@ -42,6 +42,7 @@ struct fsE_ctx {
   fs_value *retval;
   fs_module *building;           /* the sequence a model body appends to, or NULL */
   fs_device device;              /* where new parameters go (`with device(...)`) */
+  fs_dtype default_float;        /* torch's default dtype: float32, or the -true precision's under init_module */
   uint64_t seed;                 /* fabric.seed_everything; 0 until then */
   uint64_t samples;              /* bytes model.generate drew since the seed was set */
   uint64_t drawn;                /* elements rand/randn/randint drew since the seed was set */
@@ -206,12 +207,16 @@ int fsE_dim_arg(const fs_value *v, int *d);
 
 /* lib_ctx.c: kind 0 device, 1 no_grad, 2 init_module, 3 no_backward_sync */
 typedef struct ctxv {
-  int kind;          /* 0 device, 1 no_grad, 2 init_module, 3 nothing to do (no_backward_sync on one rank) */
+  int kind;          /* 0 device, 1 no_grad, 2 init_module, 3 nothing to do (no_backward_sync on one rank),
+                        4 the precision's part only (fabric.autocast, init_tensor) */
   fs_device dev, saved_dev;
   int index;         /* kind 0 on cuda: the GPU's index, or -1 when none was named */
   bool saved_grad;
   bool *flag;        /* kind 3: set while inside (the Fabric's no_sync), or NULL */
   fs_value *owner;   /* held: the object flag lives in */
+  /* the precision's part (kinds 2 and 4): default dtype and autocast inside */
+  bool precision;
+  fs_dtype dtype, autocast, saved_dtype, saved_autocast;
 } ctxv;
 extern const fsV_class fsE_ctx_class;
 fs_value *fsE_make_ctx(int kind, fs_device dev);
@@ -478,5 +483,17 @@ typedef struct ck_format {
 int fsE_ck_flatten(ckpt *c);
 const ck_format *fsE_ck_format_of(const char *path); /* by the path's extension */
 int fsE_ck_open(ck_file *f, const char *path);       /* -1 + fsV_error */
+
+/* ---- lib_precision.c: the Fabric's precision at run time (issue 16) ---- */
+extern const fsE_lib fsE_lib_precision;
+/* The type parameters have under cfg's precision: the low type of *-true, else float32. */
+fs_dtype fsE_precision_param_dtype(const fsF_config *cfg);
+/* c (an init_module or precision context) sets the precision's default
+ * dtype inside; with forward, autocast as a forward does (fabric.autocast). */
+void fsE_precision_ctx(ctxv *c, const fsF_config *cfg, bool forward);
+/* A set-up module's forward: call(E, module, a) with the precision's input
+ * conversion, autocast and default dtype, its float outputs made float32. */
+typedef fs_value *(*fsE_call_fn)(fsE_ctx *E, fs_value *self, const fsV_args *a);
+fs_value *fsE_precision_forward(fsE_ctx *E, fs_value *module, const fsV_args *a, fsE_call_fn call);
 
 #endif

@@ -12,9 +12,14 @@
 
 static fs_value *ctx_enter(fsE_ctx *E, fs_value *v) {
   ctxv *c = v->u.obj.data;
+  if (c->precision) {
+    c->saved_dtype = E->default_float;
+    E->default_float = c->dtype;
+    c->saved_autocast = fsG_set_autocast(c->autocast);
+  }
   if (c->kind == 1) {
     c->saved_grad = fsG_set_grad_enabled(false);
-  } else if (c->kind != 3) {
+  } else if (c->kind == 0 || c->kind == 2) {
     c->saved_dev = E->device;
     E->device = c->dev;
   } else if (c->flag) {
@@ -25,8 +30,12 @@ static fs_value *ctx_enter(fsE_ctx *E, fs_value *v) {
 
 static int ctx_exit(fsE_ctx *E, fs_value *v) {
   ctxv *c = v->u.obj.data;
+  if (c->precision) {
+    E->default_float = c->saved_dtype;
+    fsG_set_autocast(c->saved_autocast);
+  }
   if (c->kind == 1) fsG_set_grad_enabled(c->saved_grad);
-  else if (c->kind != 3) E->device = c->saved_dev;
+  else if (c->kind == 0 || c->kind == 2) E->device = c->saved_dev;
   else if (c->flag) *c->flag = false;
   return 0;
 }
@@ -36,7 +45,8 @@ static char *ctx_repr(fs_value *v) {
   fsV_buf b = {0};
   if (c->kind == 0 && c->index >= 0) fsV_buf_printf(&b, "device(type='%s', index=%d)", fsT_device_name(c->dev), c->index);
   else if (c->kind == 0) fsV_buf_printf(&b, "device(type='%s')", fsT_device_name(c->dev));
-  else fsV_buf_puts(&b, c->kind == 1 ? "<no_grad>" : c->kind == 2 ? "<init_module>" : "<no_backward_sync>");
+  else fsV_buf_puts(&b, c->kind == 1 ? "<no_grad>" : c->kind == 2 ? "<init_module>"
+                        : c->kind == 4 ? "<precision>" : "<no_backward_sync>");
   return fsV_buf_take(&b);
 }
 

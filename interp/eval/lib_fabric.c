@@ -233,7 +233,8 @@ static int ddp_sync_grads(fabv *fv) {
     if (n < 0) return fsE_rt_fail(), -1;
     int rc = 0;
     for (int64_t k = 0; rc == 0 && k < n; k++)
-      if (ps[k].t->grad && fsCC_all_reduce_tensor(fv->comm, ps[k].t->grad, FSCC_MEAN) < 0) rc = -1;
+      if (ps[k].t->grad && (fsCC_all_reduce_tensor(fv->comm, ps[k].t->grad, FSCC_MEAN) < 0 ||
+                             fsG_round_grad(ps[k].t) < 0)) rc = -1; /* the mean in the gradient's type */
     fsM_params_free(ps, n);
     if (rc < 0) return fsE_comm_fail(), -1;
   }
@@ -380,10 +381,9 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
                "on this machine, run it with --emulate-cuda: the cpu backend, one process per rank)");
     return -1;
   }
-  if (cfg->precision != FSF_P32) { /* not float32 silently in place of what was asked */
-    fsV_seterr("this build computes in float32 only (precision=\"32-true\"); the script asks for "
-               "precision=\"%s\", which `fabricscript check` checks but this build cannot run",
-               fsF_prec_name(cfg->precision));
+  const char *why = fsF_precision_unsupported(cfg); /* `check` reports the same (R70) */
+  if (why) {
+    fsV_seterr("%s", why);
     return -1;
   }
   bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN;
@@ -556,6 +556,9 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
     if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
     if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
   }
+  /* *-true: module.to(dtype) (lib_precision.c) */
+  fs_dtype pd = fsE_precision_param_dtype(&fv->cfg);
+  if (pd != FS_F32 && fsM_to_dtype(mv->m, pd) < 0) return fsE_rt_fail(), -1;
   fsF_setup_done(&fv->f, &mv->st);
   mv->st.meta = fsE_has_meta(mv->m);
   return 0;
@@ -643,6 +646,7 @@ NATIVE(fabric_init_module) {
   fs_value *r = NULL;
   if (fsE_fabric_issues(E, a, &iss, fsF_check_init_module(&fv->f, ei, &iss)) == 0)
     r = fsE_make_ctx(2, fsF_init_module_effect(&fv->cfg, ei) == FSF_INIT_META ? FS_DEV_META : fv->dev);
+  if (r) fsE_precision_ctx(r->u.obj.data, &fv->cfg, false);
   fsF_issues_free(&iss);
   return r;
 }
@@ -745,8 +749,7 @@ NATIVE(fabric_clip_gradients) {
   else if (ov && fsE_fabric_issues(E, a, &iss, fsF_check_clip_gradients(&fv->f, &mv->st, s[2]->type != FSV_NONE,
                                                                       s[3]->type != FSV_NONE, &iss)) == 0) {
     if (s[2]->type != FSV_NONE) {
-      fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2]));
-      r = fsV_none();
+      r = fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2])) < 0 ? fsE_rt_fail() : fsV_none();
     } else {
       double total; /* FSDP: the norm over every rank's shards */
       bool global = fv->comm && fsE_sharded_of(fv, ov->o);
@@ -887,18 +890,6 @@ NATIVE(fabric_rank_zero_first) {
   return fsV_obj(&first_class, c);
 }
 
-/* init_tensor(): new tensors on the Fabric's device (float32: the only precision this build runs) */
-NATIVE(fabric_init_tensor) {
-  (void)E, (void)s, (void)a;
-  return fsE_make_ctx(2, FABV(self)->dev);
-}
-
-/* autocast(): precision 32-true's forward context, a no-op */
-NATIVE(fabric_autocast) {
-  (void)E, (void)self, (void)s, (void)a;
-  return fsE_make_ctx(3, FS_DEV_CPU);
-}
-
 /* The keyword arguments a callback's method takes (Fabric's
  * _filter_kwargs_for_callback): all when its parameters are not known or
  * it takes **kwargs, else those it names. */
@@ -980,8 +971,7 @@ static const fsE_reg fabric_funcs[] = {
   {"Fabric.node_rank", fabric_node_rank}, {"Fabric.world_size", fabric_world_size},
   {"Fabric.is_global_zero", fabric_is_global_zero}, {"Fabric.device", fabric_device},
   {"Fabric.logger", fabric_logger}, {"Fabric.loggers", fabric_loggers}, {"Fabric.strategy", fabric_strategy},
-  {"Fabric.rank_zero_first", fabric_rank_zero_first}, {"Fabric.init_tensor", fabric_init_tensor},
-  {"Fabric.autocast", fabric_autocast}, {"Fabric.call", fabric_call},
+  {"Fabric.rank_zero_first", fabric_rank_zero_first}, {"Fabric.call", fabric_call},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_fabric = {"fabric", fabric_funcs};

@@ -56,6 +56,10 @@ int fsE_module_built(fsE_ctx *E, fs_value *v) {
   if (!E->building && !E->module_init && E->device != FS_DEV_META && !E->opt->plan &&
       fsM_materialize(mv->m, E->device, E->seed) < 0)
     return fsE_rt_fail(), -1;
+  /* under init_module() of a *-true precision: parameters of its type */
+  if (!E->building && !E->module_init && !E->opt->plan && E->default_float != FS_F32 &&
+      fsM_to_dtype(mv->m, E->default_float) < 0)
+    return fsE_rt_fail(), -1;
   /* plan: everything stays on meta; the rules see where it would be */
   mv->st.meta = E->opt->plan ? E->device == FS_DEV_META : fsE_has_meta(mv->m);
   return 0;
@@ -390,7 +394,7 @@ static fs_value *unit_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   return hooked ? fsE_tensor_value(hooked) : fsE_rt_fail();
 }
 
-static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+static fs_value *module_run(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   modv *mv = v->u.obj.data;
   if (E->opt->plan && (mv->m->kind == FSM_MHA || mv->m->kind == FSM_CUSTOM))
     return fsE_plan_done(E, NULL); /* its input gives no feature shape to plan activations from */
@@ -405,6 +409,12 @@ static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
   fs_tensor *x = fsE_need_tensor(a->pos[0], "forward", "input");
   if (E->opt->plan) return x ? fsE_plan_done(E, x) : NULL; /* its shape gives the activations */
   return x ? fsE_tensor_value(mv->sh ? fsSH_forward(mv->sh, x) : fsM_forward(mv->m, x)) : NULL;
+}
+
+/* A set-up module runs under the Fabric's precision (lib_precision.c). */
+static fs_value *module_call(fsE_ctx *E, fs_value *v, const fsV_args *a) {
+  modv *mv = v->u.obj.data;
+  return mv->st.wrapped && !E->opt->plan ? fsE_precision_forward(E, v, a, module_run) : module_run(E, v, a);
 }
 
 /* One entry of parameters() (the tensor) or named_parameters() ((name, tensor)). */

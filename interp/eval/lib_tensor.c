@@ -192,7 +192,7 @@ static fs_value *total(fs_value *self, fs_value *dim, fs_value *keepdim, bool me
 
 NATIVE(tensor_sum) { return total(self, s[0], s[1], false); }
 NATIVE(tensor_mean) { return total(self, s[0], s[1], true); }
-NATIVE(tensor_float) { return fsE_tensor_value(fsT_to_dtype(TENSOR(self), FS_F32)); }
+NATIVE(tensor_float) { return fsE_tensor_value(fsG_cast(TENSOR(self), FS_F32)); }
 
 NATIVE(tensor_backward) {
   fsF_fabric *f = fsE_current_fabric(E);

@@ -51,6 +51,10 @@ static int dtype_of(const fs_value *v, fs_dtype *dt) {
       *dt = (fs_dtype)i;
       return 0;
     }
+  if (name && (strcmp(name, "float16") == 0 || strcmp(name, "half") == 0)) {
+    *dt = FS_F16;
+    return 0;
+  }
   fsV_seterr("dtype must be torch.dtype, not %s", fsV_type_name(v));
   return -1;
 }
@@ -67,6 +71,7 @@ static fs_value *dtype_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
 
 NATIVE(c_float32) { return dtype_value(FS_F32); }
 NATIVE(c_bfloat16) { return dtype_value(FS_BF16); }
+NATIVE(c_float16) { return dtype_value(FS_F16); }
 NATIVE(c_int64) { return dtype_value(FS_I64); }
 
 NATIVE(tensor_dtype_attr) { return dtype_value(TENSOR(self)->dtype); }
@@ -129,7 +134,7 @@ static fs_value *created(fs_tensor *t, fs_device dev, const fs_value *requires_g
     if (!(t = d)) return fsE_rt_fail();
   }
   if (requires_grad && fsV_truthy(requires_grad)) {
-    if (t->dtype != FS_F32 && t->dtype != FS_BF16) {
+    if (t->dtype == FS_I64 || t->dtype == FS_BOOL) {
       fsT_release(t);
       fsV_seterr("Only Tensors of floating point and complex dtype can require gradients");
       return NULL;
@@ -146,6 +151,7 @@ static void put_elem(fs_tensor *t, int64_t i, double v) {
   case FS_F32: fsT_f32(t)[i] = (float)v; break;
   case FS_BF16: ((uint16_t *)t->data)[i] = fsT_f32_to_bf16((float)v); break;
   case FS_BOOL: fsT_bool(t)[i] = v != 0; break;
+  case FS_F16: ((uint16_t *)t->data)[i] = fsT_f32_to_f16((float)v); break;
   }
 }
 
@@ -162,7 +168,7 @@ fs_tensor *fsE_filled(fs_dtype dt, int rank, const int64_t *dims, double v) {
 static fs_value *constant(fsE_ctx *E, fs_value **s, double v, const char *fn) {
   int64_t dims[FS_MAX_RANK];
   int rank;
-  fs_dtype dt = FS_F32;
+  fs_dtype dt = E->default_float; /* torch's default dtype */
   fs_device dev;
   if (fsE_dims_of(s[0], dims, &rank, fn) < 0 || (s[1]->type != FSV_NONE && dtype_of(s[1], &dt) < 0) ||
       device_of(E, s[2], &dev) < 0)
@@ -178,7 +184,7 @@ NATIVE(b_full) {
   int64_t dims[FS_MAX_RANK];
   int rank;
   fs_device dev;
-  fs_dtype dt = s[1]->type == FSV_FLOAT ? FS_F32 : FS_I64; /* torch infers from fill_value */
+  fs_dtype dt = s[1]->type == FSV_FLOAT ? E->default_float : FS_I64; /* torch infers from fill_value */
   fs_value *tu = fsV_tuple(1);
   if (!tu) return NULL;
   fsV_seq_set(tu, 0, fsV_retain(s[0]));
@@ -249,7 +255,7 @@ NATIVE(b_tensor) {
   int rank = 0;
   bool floating = false, all_bool = true;
   if (scan(s[0], 0, dims, &rank, &floating, &all_bool) < 0) return NULL;
-  fs_dtype dt = floating ? FS_F32 : all_bool ? FS_BOOL : FS_I64; /* torch.tensor([True]) is bool */
+  fs_dtype dt = floating ? E->default_float : all_bool ? FS_BOOL : FS_I64; /* torch.tensor([True]) is bool */
   if (s[1]->type != FSV_NONE && dtype_of(s[1], &dt) < 0) return NULL;
   fs_tensor *t = fsT_new(dt, FS_DEV_CPU, rank, dims);
   int64_t at = 0;
@@ -263,7 +269,7 @@ NATIVE(b_arange) {
   double step = fsV_to_double(s[2]);
   if (s[1]->type == FSV_NONE) start = 0;
   bool floating = s[0]->type == FSV_FLOAT || s[1]->type == FSV_FLOAT || s[2]->type == FSV_FLOAT;
-  fs_dtype dt = floating ? FS_F32 : FS_I64;
+  fs_dtype dt = floating ? E->default_float : FS_I64;
   fs_device dev;
   if ((s[3]->type != FSV_NONE && dtype_of(s[3], &dt) < 0) || device_of(E, s[4], &dev) < 0) return NULL;
   if (step == 0) {
@@ -286,7 +292,7 @@ NATIVE(b_arange) {
 NATIVE(b_linspace) {
   double a_ = fsV_to_double(s[0]), b = fsV_to_double(s[1]);
   int64_t n = fsE_ival(s[2]);
-  fs_dtype dt = FS_F32;
+  fs_dtype dt = E->default_float; /* torch's default dtype */
   fs_device dev;
   if ((s[3]->type != FSV_NONE && dtype_of(s[3], &dt) < 0) || device_of(E, s[4], &dev) < 0) return NULL;
   if (n < 0) {
@@ -306,7 +312,7 @@ NATIVE(b_linspace) {
 /* eye(n, m=None, dtype=None, device=None, requires_grad=False) */
 NATIVE(b_eye) {
   int64_t dims[2] = {fsE_ival(s[0]), s[1]->type == FSV_NONE ? fsE_ival(s[0]) : fsE_ival(s[1])};
-  fs_dtype dt = FS_F32;
+  fs_dtype dt = E->default_float; /* torch's default dtype */
   fs_device dev;
   if ((s[2]->type != FSV_NONE && dtype_of(s[2], &dt) < 0) || device_of(E, s[3], &dev) < 0) return NULL;
   if (dims[0] < 0 || dims[1] < 0) {
@@ -332,7 +338,7 @@ uint64_t fsE_draw(fsE_ctx *E, int64_t n) {
 
 static fs_value *random_fill(fsE_ctx *E, int rank, const int64_t *dims, fs_value *dtype_v, fs_value *dev_v,
                              fs_value *rg, bool normal) {
-  fs_dtype dt = FS_F32;
+  fs_dtype dt = E->default_float; /* torch's default dtype */
   fs_device dev;
   if ((dtype_v->type != FSV_NONE && dtype_of(dtype_v, &dt) < 0) || device_of(E, dev_v, &dev) < 0) return NULL;
   if (dt == FS_I64) {
@@ -449,7 +455,7 @@ NATIVE(t_to) { /* to(dtype) / to(device) / to(device, dtype) */
       return NULL;
     }
   }
-  fs_tensor *c = fsT_to_dtype(x, dt), *d = c ? fsT_to_device(c, dev) : NULL;
+  fs_tensor *c = fsG_cast(x, dt), *d = c ? fsT_to_device(c, dev) : NULL; /* on the tape */
   fsT_release(c);
   return fsE_tensor_value(d);
 }
@@ -485,7 +491,7 @@ NATIVE(t_requires_grad_) {
 NATIVE(t_dim) { return fsV_int(TENSOR(self)->rank); }
 
 static const fsE_reg torch_funcs[] = {
-  {"float32", c_float32}, {"bfloat16", c_bfloat16}, {"int64", c_int64}, {"long", c_int64},
+  {"float32", c_float32}, {"bfloat16", c_bfloat16}, {"float16", c_float16}, {"half", c_float16}, {"int64", c_int64}, {"long", c_int64},
   {"tensor", b_tensor}, {"zeros", b_zeros}, {"ones", b_ones}, {"empty", b_empty}, {"full", b_full},
   {"arange", b_arange}, {"linspace", b_linspace}, {"eye", b_eye}, {"rand", b_rand}, {"randn", b_randn},
   {"randint", b_randint}, {"zeros_like", b_zeros_like}, {"ones_like", b_ones_like},

@@ -15,6 +15,7 @@ static const fsE_lib *const libs[] = {
   &fsE_lib_sched, &fsE_lib_math, &fsE_lib_functional, &fsE_lib_init, &fsE_lib_classes, &fsE_lib_sampler, &fsE_lib_files,
   &fsE_lib_metrics, &fsE_lib_loggers,
   &fsE_lib_index,
+  &fsE_lib_precision,
 };
 
 /* Sig index -> implementation, filled on first use (a run is one thread). */

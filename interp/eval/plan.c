@@ -41,7 +41,10 @@ int fsPL_precision_sizes(const char *precision, fsPL_sizes *out) {
   return -1;
 }
 
-bool fsPL_precision_runs(const char *precision) { return strcmp(precision, "32-true") == 0; }
+bool fsPL_precision_runs(const char *precision) { /* all but R70's (docs/runtime.md, Precision) */
+  return !strcmp(precision, "32-true") || !strcmp(precision, "bf16-mixed") || !strcmp(precision, "bf16-true") ||
+         !strcmp(precision, "16-true");
+}
 
 /* ---- GPUs ---- */
 
@@ -435,7 +438,10 @@ int fsPL_print(FILE *out, const fsPL_input *in, const fsPL_options *o) {
             "(a prediction: the runtime does not checkpoint yet)\n", a, t);
   }
   if (!runs)
-    fprintf(out, "note: %s is a prediction of torch's layout: the runtime runs 32-true only today\n", in->precision);
+    fprintf(out, "note: %s is a prediction of torch's layout: this runtime does not run it (R70)\n", in->precision);
+  else if (strcmp(in->precision, "32-true"))
+    fprintf(out, "note: %s is torch's layout; this runtime computes on float32 copies of low-precision tensors, "
+            "so its own peak is higher\n", in->precision);
   if (fit >= 0) {
     char w[32], t[32];
     human(w, sizeof w, worst);

@@ -42,8 +42,8 @@ typedef struct fsPL_sizes {
 } fsPL_sizes;
 /* The sizes of a precision name ("32-true", "bf16-mixed", "16", ...); -1 when unknown. */
 int fsPL_precision_sizes(const char *precision, fsPL_sizes *out);
-/* Whether the runtime executes this precision today (32-true only): other
- * figures are predictions for torch's layout. */
+/* Whether the runtime executes this precision (all but R70's: 64-true,
+ * 16-mixed, Transformer Engine); the figures are torch's layout either way. */
 bool fsPL_precision_runs(const char *precision);
 
 /* Activations for one input shape (plan_act.c). */

@@ -32,6 +32,28 @@ static const char *const prec_names[] = {
 
 const char *fsF_prec_name(fsF_prec p) { return prec_names[p]; }
 
+const char *fsF_precision_unsupported(const fsF_config *cfg) {
+  switch (cfg->precision) {
+  case FSF_P64:
+    return "this runtime computes in float32, bfloat16 and float16, not float64: precision=\"64-true\" "
+           "cannot run; use precision=\"32-true\"";
+  case FSF_P16_MIXED:
+    return "precision=\"16-mixed\" needs a gradient scaler, which this runtime does not have yet; "
+           "use precision=\"bf16-mixed\" (the same autocast in bfloat16, which needs no scaler)";
+  case FSF_PTE:
+  case FSF_PTE16:
+    return "this runtime does not run NVIDIA Transformer Engine's layers; use precision=\"bf16-mixed\"";
+  default: return NULL;
+  }
+}
+
+int fsF_check_precision_runs(const fsF_config *cfg, fsF_issues *iss) {
+  const char *why = fsF_precision_unsupported(cfg);
+  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true or 16-true",
+                        "%s", why)
+             : 0;
+}
+
 static const char *const accel_names[] = {"cpu", "cuda", "mps", "tpu"};
 const char *const fsF_accel_classes[] = {
   "CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "XLAAccelerator"};

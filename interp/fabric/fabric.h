@@ -179,6 +179,13 @@ const char *fsF_suggest_name(const char *param, const char *value);
 
 const char *fsF_cls_name(fsF_cls c);      /* "FSDPStrategy", ... */
 const char *fsF_prec_name(fsF_prec p);    /* "bf16-mixed", ... */
+/* R70: why this runtime cannot run cfg's precision (a static text saying
+ * what to use instead), or NULL when it runs it (issue 16).  Not Fabric's
+ * rule, so not part of resolution (`plan` predicts torch's layout for any
+ * precision): `check` reports it through fsF_check_precision_runs (-1 and
+ * the error in iss), where a run would refuse it. */
+const char *fsF_precision_unsupported(const fsF_config *cfg);
+int fsF_check_precision_runs(const fsF_config *cfg, fsF_issues *iss);
 const char *fsF_accel_name(fsF_accel a);  /* "cuda", ... */
 
 /* ---- object states ------------------------------------------------------ */

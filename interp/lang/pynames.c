@@ -51,7 +51,7 @@ int fsSig_python_builtin(const char *name) {
  * script's call makes the object without its arguments being bound;
  * `modules` nn.Module classes without a row whose instances are modules. */
 static const struct { const char *module, *rows, *loose, *modules; } namespaces[] = {
-  {"torch", "no_grad float32 bfloat16 int64 long Generator",
+  {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
    "maximum minimum clamp softmax log_softmax matmul bmm", ""},

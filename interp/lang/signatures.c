@@ -428,6 +428,9 @@ static const fsSig table[] = {
   FN0("bfloat16", "dtype", FSSIG_CONST),
   FN0("int64", "dtype", FSSIG_CONST),
   FN0("long", "dtype", FSSIG_CONST),
+  /* float16 (16-true; issue 16) */
+  FN0("float16", "dtype", FSSIG_CONST),
+  FN0("half", "dtype", FSSIG_CONST),
   FN("tensor", p_t_tensor, "Tensor"),
   FN("zeros", p_t_sized, "Tensor"),
   FN("ones", p_t_sized, "Tensor"),
@@ -623,9 +626,10 @@ static const fsSig table[] = {
   ATTR("Fabric.loggers", "list", 0),
   ATTR("Fabric.strategy", "Strategy", 0),
   {"Fabric.rank_zero_first", FSSIG_METHOD, N(p_rank_zero_first), "context", FSSIG_CONTEXT},
-  {"Fabric.init_tensor", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
-  {"Fabric.autocast", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
   M("Fabric.call", p_call, "None"),
+  /* the precision's contexts (issue 16; lib_precision.c) */
+  {"Fabric.autocast", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
+  {"Fabric.init_tensor", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
 
   M("Module.forward", p_forward, "Tensor"),
   M("Module.parameters", p_recurse, "list"),

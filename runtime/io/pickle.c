@@ -259,6 +259,7 @@ typedef struct dumper {
 static void put_tensor(dumper *w, const fsQ_value *v) {
   static const char *const storage_type[] = {[FS_F32] = "torch\nFloatStorage\n",
                                              [FS_BF16] = "torch\nBFloat16Storage\n",
+                                             [FS_F16] = "torch\nHalfStorage\n",
                                              [FS_I64] = "torch\nLongStorage\n",
                                              [FS_BOOL] = "torch\nBoolStorage\n"};
   const fsQ_tensor *t = &v->u.t;

@@ -564,11 +564,38 @@ static int move_param(fs_tensor *t, fs_device dev) {
   return 0;
 }
 
+/* Parameter i of m gets its initial values; a low-precision one (*-true
+ * under init_module) gets them drawn in float32 and rounded, as torch's
+ * init functions on such tensors draw in float. */
+static int init_param(const fs_module *m, int i, uint64_t key, fs_tensor *t) {
+  if (t->dtype == FS_F32) {
+    init_range(fsB_of(t), m, i, key, fsT_f32(t), 0, (size_t)t->numel);
+    return 0;
+  }
+  fs_tensor *f = fsT_new(FS_F32, t->device, t->rank, t->shape);
+  if (!f) return -1;
+  init_range(fsB_of(f), m, i, key, fsT_f32(f), 0, (size_t)f->numel);
+  int rc = fsT_set_dtype(f, t->dtype);
+  if (rc == 0) fsB_of(t)->copy(t->data, f->data, fsT_nbytes(t));
+  fsT_release(f);
+  return rc;
+}
+
 /* A buffer's initial values (BatchNorm's reset_running_stats). */
-static void init_buffer(fs_tensor *t, int index) {
+static int init_buffer(fs_tensor *t, int index) {
   const fsB_backend *be = fsB_of(t);
-  if (index == 1) be->fill(fsT_f32(t), (size_t)t->numel, 1.0f);
-  else be->zero(t->data, fsT_nbytes(t));
+  if (index != 1) be->zero(t->data, fsT_nbytes(t));
+  else if (t->dtype == FS_F32) be->fill(fsT_f32(t), (size_t)t->numel, 1.0f);
+  else { /* ones of a low-precision buffer (a *-true BatchNorm's running_var) */
+    fs_tensor *f = fsT_new(FS_F32, t->device, t->rank, t->shape);
+    if (!f) return -1;
+    be->fill(fsT_f32(f), (size_t)f->numel, 1.0f);
+    int rc = fsT_set_dtype(f, t->dtype);
+    if (rc == 0) be->copy(t->data, f->data, fsT_nbytes(t));
+    fsT_release(f);
+    return rc;
+  }
+  return 0;
 }
 
 static int buffers_visit(fs_module *m, const init_ctx *c) {
@@ -585,7 +612,7 @@ static int buffers_visit(fs_module *m, const init_ctx *c) {
     }
     if (c->what == MAT && t->data) continue;
     if (!t->data && c->dev != FS_DEV_META && fsT_alloc_storage(t, c->dev)) return -1;
-    if (c->what != EMPTY && t->data) init_buffer(t, i);
+    if (c->what != EMPTY && t->data && init_buffer(t, i) < 0) return -1;
   }
   return 0;
 }
@@ -617,8 +644,8 @@ static int init_visit(fs_module *m, const char *prefix, void *ud) {
     }
     if (c->what == MAT && t->data) continue;
     if (!t->data && fsT_alloc_storage(t, c->dev)) return -1;
-    if (c->what != EMPTY && t->device != FS_DEV_META)
-      init_range(fsB_of(t), m, i, fsR_key(c->seed, name), fsT_f32(t), 0, (size_t)t->numel);
+    if (c->what != EMPTY && t->device != FS_DEV_META && init_param(m, i, fsR_key(c->seed, name), t) < 0)
+      return -1;
   }
   return 0;
 }
@@ -649,6 +676,19 @@ int fsM_to_empty(fs_module *m, fs_device dev) { return init_all(m, (init_ctx){de
 
 int fsM_reset_parameters(fs_module *m, uint64_t seed) {
   return init_all(m, (init_ctx){FS_DEV_CPU, seed, RESET});
+}
+
+/* ---- dtype ---- */
+
+int fsM_to_dtype(fs_module *m, fs_dtype dt) {
+  fsM_param *ps;
+  int64_t n = fsM_state(m, &ps);
+  if (n < 0) return -1;
+  int rc = 0;
+  for (int64_t i = 0; rc == 0 && i < n; i++)
+    if (fsT_is_float(ps[i].t->dtype) && ps[i].t->data) rc = fsT_set_dtype(ps[i].t, dt);
+  fsM_params_free(ps, n);
+  return rc;
 }
 
 /* ---- static shapes ---- */

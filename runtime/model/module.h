@@ -243,6 +243,10 @@ int fsM_materialize(fs_module *m, fs_device dev, uint64_t seed);
 int fsM_to_empty(fs_module *m, fs_device dev);
 /* Moves every materialized parameter to dev (meta ones stay meta). */
 int fsM_to_device(fs_module *m, fs_device dev);
+/* module.to(dtype): every float parameter and buffer holding data
+ * converted in place (meta ones stay float32 until materialized; setup
+ * converts them then).  -1 + fsT_error. */
+int fsM_to_dtype(fs_module *m, fs_dtype dt);
 /* Re-runs every module's reset_parameters (parameters must have storage). */
 int fsM_reset_parameters(fs_module *m, uint64_t seed);
 /* One parameter's initial values [offset, offset + n) into dst, floats on

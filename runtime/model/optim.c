@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include "autograd.h"
 #include "backend.h"
 
 fsO_hyper fsO_defaults(fsO_kind kind) {
@@ -163,58 +164,116 @@ void fsO_release(fs_optim *o) {
   free(o);
 }
 
-/* Lazily created state buffer: zeros, or `fill` (Adagrad's initial sum). */
-static float *state(fs_tensor **slot, const fs_tensor *p, float fill) {
+/* Lazily created state buffer of p's type: zeros, or `fill` (Adagrad's
+ * initial sum).  NULL + fsT_error on OOM. */
+static fs_tensor *state(fs_tensor **slot, const fs_tensor *p, float fill) {
   if (!*slot) {
-    *slot = fsT_zeros_like(p);
-    if (*slot && fill != 0) fsB_of(p)->fill(fsT_f32(*slot), (size_t)p->numel, fill);
+    fs_tensor *t = fsT_zeros(FS_F32, p->device, p->rank, p->shape);
+    if (t && fill != 0) fsB_of(p)->fill(fsT_f32(t), (size_t)p->numel, fill);
+    if (t && p->dtype != FS_F32 && fsT_set_dtype(t, p->dtype) < 0) { /* torch: zeros_like(p) */
+      fsT_release(t);
+      t = NULL;
+    }
+    *slot = t;
   }
-  return *slot ? fsT_f32(*slot) : NULL;
+  return *slot;
+}
+
+/* A low-precision parameter's step: float32 host copies of the parameter,
+ * its gradient and its states (values of the parameter's type, so the
+ * copies back are exact), torch's rule with its roundings
+ * (fsB_update_low). */
+static int step_low(fs_tensor *p, fs_tensor *const *st, fsB_update *u) {
+  fs_tensor *w[4] = {fsT_to_dtype(p, FS_F32), NULL, NULL, NULL}, *hg = NULL;
+  int rc = -1;
+  for (int k = 0; k < 3; k++)
+    if (st[k] && !(w[k + 1] = fsT_to_dtype(st[k], FS_F32))) goto out;
+  if (!w[0]) goto out;
+  fs_tensor *hw[4] = {NULL, NULL, NULL, NULL};
+  for (int k = 0; k < 4; k++) hw[k] = w[k] ? fsT_to_device(w[k], FS_DEV_CPU) : NULL;
+  fs_tensor *g32 = fsT_to_dtype(p->grad, FS_F32); /* a low parameter's grad has its type */
+  hg = g32 ? fsT_to_device(g32, FS_DEV_CPU) : NULL;
+  fsT_release(g32);
+  bool ok = hg != NULL;
+  for (int k = 0; k < 4; k++) ok &= !w[k] || hw[k];
+  if (ok) {
+    u->p = fsT_f32(hw[0]);
+    u->g = fsT_f32(hg);
+    for (int k = 0; k < 3; k++) u->s[k] = hw[k + 1] ? fsT_f32(hw[k + 1]) : NULL;
+    fsB_update_low(p->dtype, u);
+    rc = 0;
+    for (int k = 0; rc == 0 && k < 4; k++) {
+      fs_tensor *dst = k ? st[k - 1] : p;
+      if (!hw[k]) continue;
+      fs_tensor *c = fsT_to_dtype(hw[k], dst->dtype);
+      rc = c && fsB_transfer(dst->device, dst->data, FS_DEV_CPU, c->data, fsT_nbytes(dst)) == 0 ? 0 : -1;
+      fsT_release(c);
+    }
+  }
+  for (int k = 0; k < 4; k++) fsT_release(hw[k]);
+out:
+  for (int k = 0; k < 4; k++) fsT_release(w[k]);
+  fsT_release(hg);
+  return rc;
 }
 
 /* One parameter's update under its group's h. */
 static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
   fs_tensor *p = o->params[i];
   const fsB_backend *be = fsB_of(p);
-  size_t n = (size_t)p->numel;
-  float *w = fsT_f32(p), *g = fsT_f32(p->grad);
+  fsB_update u = {.n = (size_t)p->numel, .lr = h->lr, .momentum = h->momentum, .dampening = h->dampening,
+                  .wd = h->weight_decay, .beta1 = h->beta1, .beta2 = h->beta2, .eps = h->eps,
+                  .alpha = h->alpha, .nesterov = h->nesterov, .maximize = h->maximize};
+  fs_tensor *st[3] = {NULL, NULL, NULL};
+  bool need[3] = {false, false, false};
+  float fill = 0;
   switch (o->kind) {
-  case FSO_SGD: {
-    bool first = !o->buf0[i]; /* torch: momentum_buffer None -> clone(d_p) */
-    float *buf = h->momentum != 0 ? state(&o->buf0[i], p, 0) : NULL;
-    if (h->momentum != 0 && !buf) return -1;
-    o->steps[i]++;
-    be->sgd_update(n, w, g, buf, first, h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov,
-                   h->maximize);
-    return 0;
-  }
+  case FSO_SGD:
+    u.kind = FSB_UPD_SGD;
+    u.first = !o->buf0[i]; /* torch: momentum_buffer None -> clone(d_p) */
+    need[0] = h->momentum != 0;
+    break;
   case FSO_ADAM:
-  case FSO_ADAMW: {
-    float *m = state(&o->buf0[i], p, 0), *v = m ? state(&o->buf1[i], p, 0) : NULL;
-    float *vmax = v && h->amsgrad ? state(&o->buf2[i], p, 0) : NULL;
-    if (!v || (h->amsgrad && !vmax)) return -1;
-    be->adam_update(n, w, g, m, v, vmax, h->lr, h->beta1, h->beta2, h->eps, h->weight_decay,
-                    o->kind == FSO_ADAMW, h->maximize, ++o->steps[i]);
-    return 0;
+  case FSO_ADAMW:
+    u.kind = FSB_UPD_ADAM;
+    u.decoupled = o->kind == FSO_ADAMW;
+    need[0] = need[1] = true;
+    need[2] = h->amsgrad;
+    break;
+  case FSO_RMSPROP:
+    u.kind = FSB_UPD_RMSPROP;
+    need[0] = true;
+    need[1] = h->momentum > 0;
+    need[2] = h->centered;
+    break;
+  case FSO_ADAGRAD:
+    u.kind = FSB_UPD_ADAGRAD;
+    need[0] = true;
+    fill = (float)h->initial_accumulator_value;
+    break;
   }
-  case FSO_RMSPROP: {
-    float *sq = state(&o->buf0[i], p, 0);
-    float *buf = sq && h->momentum > 0 ? state(&o->buf1[i], p, 0) : NULL;
-    float *ga = sq && h->centered ? state(&o->buf2[i], p, 0) : NULL;
-    if (!sq || (h->momentum > 0 && !buf) || (h->centered && !ga)) return -1;
-    o->steps[i]++;
-    be->rmsprop_update(n, w, g, sq, ga, buf, h->lr, h->alpha, h->eps, h->weight_decay, h->momentum,
-                       h->maximize);
-    return 0;
-  }
-  case FSO_ADAGRAD: {
-    float *sum = state(&o->buf0[i], p, (float)h->initial_accumulator_value);
-    if (!sum) return -1;
-    double step = (double)++o->steps[i];
-    be->adagrad_update(n, w, g, sum, h->lr / (1 + (step - 1) * h->lr_decay), h->eps, h->weight_decay,
-                       h->maximize);
-    return 0;
-  }
+  fs_tensor **slots[3] = {&o->buf0[i], &o->buf1[i], &o->buf2[i]};
+  for (int k = 0; k < 3; k++)
+    if (need[k] && !(st[k] = state(slots[k], p, fill))) return -1;
+  u.step = ++o->steps[i];
+  if (o->kind == FSO_ADAGRAD) u.lr = h->lr / (1 + ((double)u.step - 1) * h->lr_decay);
+  if (fsT_is_low(p->dtype)) return step_low(p, st, &u);
+  float *w = fsT_f32(p), *g = fsT_f32(p->grad), *s0 = st[0] ? fsT_f32(st[0]) : NULL;
+  float *s1 = st[1] ? fsT_f32(st[1]) : NULL, *s2 = st[2] ? fsT_f32(st[2]) : NULL;
+  switch (u.kind) {
+  case FSB_UPD_SGD:
+    be->sgd_update(u.n, w, g, s0, u.first, u.lr, u.momentum, u.dampening, u.wd, u.nesterov, u.maximize);
+    break;
+  case FSB_UPD_ADAM:
+    be->adam_update(u.n, w, g, s0, s1, s2, u.lr, u.beta1, u.beta2, u.eps, u.wd, u.decoupled, u.maximize,
+                    u.step);
+    break;
+  case FSB_UPD_RMSPROP:
+    be->rmsprop_update(u.n, w, g, s0, s2, s1, u.lr, u.alpha, u.eps, u.wd, u.momentum, u.maximize);
+    break;
+  case FSB_UPD_ADAGRAD:
+    be->adagrad_update(u.n, w, g, s0, u.lr, u.eps, u.wd, u.maximize);
+    break;
   }
   return 0;
 }
@@ -242,6 +301,19 @@ void fsO_zero_grad(fs_optim *o) {
   }
 }
 
+/* p's gradient with float32 storage, for clipping to work on in place (a
+ * low-precision parameter's has the parameter's type: widened exactly);
+ * grad_stored gives it the parameter's type again, rounding as torch's
+ * grad.mul_ in that type does. */
+static fs_tensor *grad_f32(fs_tensor *p) {
+  if (p->grad && p->grad->dtype != FS_F32 && fsT_set_dtype(p->grad, FS_F32) < 0) return NULL;
+  return p->grad;
+}
+
+static int grad_stored(fs_tensor *p) {
+  return p->grad && p->dtype != p->grad->dtype ? fsT_set_dtype(p->grad, p->dtype) : 0;
+}
+
 int fsO_clip_grad_norm(fs_tensor *const *params, int64_t n, double max_norm,
                        double norm_type, double *total) {
   return fsO_clip_grad_norm_with(params, n, max_norm, norm_type, NULL, NULL, total);
@@ -257,8 +329,9 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
   /* per-tensor norms in float, then their norm, as torch.norm(stack(norms)) */
   float acc = 0;
   for (int64_t i = 0; i < n; i++) {
-    fs_tensor *g = params[i]->grad;
-    if (!g) continue;
+    if (!params[i]->grad) continue;
+    fs_tensor *g = grad_f32(params[i]);
+    if (!g) return -1;
     if (inf) {
       float m = fsB_of(g)->absmax((size_t)g->numel, fsT_f32(g));
       acc = m > acc || isnan(m) ? m : acc;
@@ -274,14 +347,19 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
   for (int64_t i = 0; i < n; i++) {
     fs_tensor *g = params[i]->grad;
     if (g) fsB_of(g)->scale((size_t)g->numel, coef, fsT_f32(g));
+    if (grad_stored(params[i]) < 0) return -1;
   }
   *total = tn;
   return 0;
 }
 
-void fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip) {
+int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip) {
   for (int64_t i = 0; i < n; i++) {
-    fs_tensor *g = params[i]->grad;
-    if (g) fsB_of(g)->clamp((size_t)g->numel, (float)-clip, (float)clip, fsT_f32(g));
+    if (!params[i]->grad) continue;
+    fs_tensor *g = grad_f32(params[i]);
+    if (!g) return -1;
+    fsB_of(g)->clamp((size_t)g->numel, (float)-clip, (float)clip, fsT_f32(g));
+    if (grad_stored(params[i]) < 0) return -1;
   }
+  return 0;
 }

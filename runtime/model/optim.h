@@ -100,7 +100,8 @@ int fsO_clip_grad_norm(fs_tensor *const *params, int64_t n, double max_norm,
 typedef int (*fsO_combine)(void *ud, float *acc, bool inf);
 int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm, double norm_type,
                             fsO_combine combine, void *ud, double *total);
-/* clip_grad_value_: every grad element clamped to [-clip, clip]. */
-void fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip);
+/* clip_grad_value_: every grad element clamped to [-clip, clip]; -1 +
+ * fsT_error (out of memory widening a low-precision gradient). */
+int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip);
 
 #endif

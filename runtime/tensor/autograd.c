@@ -2,6 +2,7 @@
 #include "autograd.h"
 #include "autograd_int.h"
 #include "ops.h"
+#include "blas.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ fs_tensor *fsG_record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *i
   node->saved[1] = saved1;
   node->s = s;
   node->k = k;
+  node->bf16_gemm = fsB_bf16_operands();
   out->node = node;
   out->requires_grad = true;
   return out;
@@ -86,6 +88,8 @@ int fsG_grad_buf(fs_tensor *t, float **g) {
   *g = NULL;
   if (!t || !t->requires_grad) return 0;
   if (!t->grad && !(t->grad = fsT_zeros_like(t))) return -1;
+  if (t->grad->dtype != FS_F32 && fsT_set_dtype(t->grad, FS_F32) < 0) return -1;
+  if (fsT_is_low(t->dtype) && !t->node && fsG_note_low_leaf(t) < 0) return -1;
   *g = fsT_f32(t->grad);
   return 0;
 }
@@ -146,6 +150,9 @@ static int linear_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_linear(lp.w[0], lp.w[1], lp.w[2]));
   fs_tensor *ins[3] = {x, W, b};
   const fsB_backend *be = fsG_check_inputs("linear", 3, ins);
   if (!be || !want_f32("linear", x)) return NULL;
@@ -179,6 +186,9 @@ static int embedding_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_embedding(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {idx, W};
   const fsB_backend *be = fsG_check_inputs("embedding", 2, ins);
   if (!be) return NULL;
@@ -220,6 +230,9 @@ static int posemb_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_posemb(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {x, W};
   const fsB_backend *be = fsG_check_inputs("positional embedding", 2, ins);
   if (!be || !want_f32("positional embedding", x)) return NULL;
@@ -255,6 +268,9 @@ static int layernorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_layernorm(lp.w[0], lp.w[1], lp.w[2], eps));
   fs_tensor *ins[3] = {x, w, b};
   const fsB_backend *be = fsG_check_inputs("layer_norm", 3, ins);
   if (!be || !want_f32("layer_norm", x)) return NULL;
@@ -291,6 +307,9 @@ static int act_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_act(act, lp.w[0]));
   const fsB_backend *be = fsG_check_inputs("activation", 1, &x);
   if (!be || !want_f32("activation", x)) return NULL;
   fs_tensor *out = new_f32(x, x->rank, x->shape);
@@ -308,6 +327,9 @@ static int dropout_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_dropout(lp.w[0], p, key));
   const fsB_backend *be = fsG_check_inputs("dropout", 1, &x);
   if (!be || !want_f32("dropout", x)) return NULL;
   fs_tensor *out = new_f32(x, x->rank, x->shape);
@@ -331,6 +353,9 @@ static int attention_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 1, &qkv))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_attention(lp.w[0], heads));
   const fsB_backend *be = fsG_check_inputs("attention", 1, &qkv);
   if (!be || !want_f32("attention", qkv)) return NULL;
   if (qkv->rank != 3 || qkv->shape[2] % 3 || heads <= 0 || (qkv->shape[2] / 3) % heads) {
@@ -362,7 +387,7 @@ static int reshape_bw(fsG_node *n, fs_tensor *out) {
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
-  return 0;
+  return fsG_round_grad(x); /* a view of a low tensor accumulates in its type */
 }
 
 fs_tensor *fsG_reshape(fs_tensor *x, int rank, const int64_t *shape) {
@@ -464,6 +489,9 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
     fsT_release(ib);
     return out;
   }
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary(op, lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {a, b};
   const fsB_backend *be = fsG_check_inputs("arithmetic", 2, ins);
   if (!be) return NULL;
@@ -521,6 +549,9 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 static fs_tensor *reduce(fs_tensor *x, bool mean) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : reduce(lp.w[0], mean));
   const fsB_backend *be = fsG_check_inputs(mean ? "mean" : "sum", 1, &x);
   if (!be) return NULL;
   if (x->dtype == FS_I64 || x->dtype == FS_BOOL) {
@@ -567,6 +598,9 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_cross_entropy(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {logits, targets};
   const fsB_backend *be = fsG_check_inputs("cross_entropy", 2, ins);
   if (!be || !want_f32("cross_entropy", logits)) return NULL;
@@ -609,6 +643,9 @@ static int mse_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){pred, target}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_mse_loss(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {pred, target};
   const fsB_backend *be = fsG_check_inputs("mse_loss", 2, ins);
   if (!be || !want_f32("mse_loss", pred) || !want_f32("mse_loss", target)) return NULL;
@@ -739,7 +776,7 @@ static int hook_bw(fsG_node *n, fs_tensor *out) {
   float *dx;
   if (fsG_grad_buf(n->in[0], &dx)) return -1;
   if (dx) fsB_of(out)->axpy((size_t)out->numel, 1.0f, fsT_f32(out->grad), dx);
-  return 0;
+  return fsG_round_grad(n->in[0]);
 }
 
 fs_tensor *fsG_hook(fs_tensor *x, fsG_hook_fn fn, void *ud, int64_t k) {
@@ -818,7 +855,11 @@ int fsG_backward(fs_tensor *loss) {
   int rc = topo(loss, ++stamp, &order);
   for (size_t i = order.n; !rc && i-- > 0;) {
     fs_tensor *t = order.v[i];
-    if (t->grad) rc = t->node->backward(t->node, t);
+    if (t->grad) {
+      bool gemm = fsB_set_bf16_operands(t->node->bf16_gemm);
+      rc = t->node->backward(t->node, t);
+      fsB_set_bf16_operands(gemm);
+    }
     fsT_release(t->grad); /* intermediates keep no grad, as torch */
     t->grad = NULL;
   }
@@ -831,5 +872,5 @@ int fsG_backward(fs_tensor *loss) {
   }
   for (size_t i = 0; i < order.n; i++) fsT_release(order.v[i]);
   free(order.v);
-  return rc;
+  return fsG_store_low_grads() < 0 ? -1 : rc;
 }

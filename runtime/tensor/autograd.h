@@ -40,6 +40,20 @@
 bool fsG_set_grad_enabled(bool enabled);
 bool fsG_grad_enabled(void);
 
+/* ---- precision (precision.c) ----
+ * x.to(dt), differentiable between float types (the gradient is rounded to
+ * x's type when that is low).  Autocast: while it is bfloat16 (or float16),
+ * linear, matmul, bmm, convolutions and attention compute in that type,
+ * losses in float32 and every other op in its inputs' types, as torch's
+ * CPU autocast; FS_F32 turns it off.  Returns the previous type. */
+fs_tensor *fsG_cast(fs_tensor *x, fs_dtype dt);
+fs_dtype fsG_set_autocast(fs_dtype dt);
+fs_dtype fsG_autocast(void);
+/* t's gradient (float32 storage) rounded to t's own type when that is low:
+ * after anything that changes a low parameter's gradient outside the tape
+ * (clipping, DDP's average).  -1 + fsT_error. */
+int fsG_round_grad(fs_tensor *t);
+
 /* loss.backward(): loss must have one element and require grad. */
 int fsG_backward(fs_tensor *loss);
 /* Drops t's node (and with it the references the node holds). */

@@ -21,6 +21,7 @@ struct fsG_node {
   unsigned mark;        /* topological sort visit stamp */
   fsG_hook_fn hook;     /* fsG_hook's callback and its argument */
   void *ud;
+  bool bf16_gemm;       /* recorded inside a bfloat16 op: its backward's GEMMs are too */
 };
 
 /* Every input present must hold data (not meta), all on one device: that
@@ -85,5 +86,34 @@ int fsG_bw_begin(fsG_bwstage *c, fsG_node *n, fs_tensor *out);
 int fsG_bw_begin_slot(fsG_bwstage *c, fsG_node *n, fs_tensor *out, size_t slot);
 /* Adds the staged gradients into the inputs' .grad on their device. */
 int fsG_bw_end(fsG_bwstage *c, fsG_node *n);
+
+/* ---- low-precision inputs (precision.c) ----
+ * Every op's entry point starts with
+ *   fsG_low lp;
+ *   if (fsG_low_begin(&lp, FSG_AC_..., n, ins))
+ *     return fsG_low_end(&lp, lp.failed ? NULL : fsG_op(lp.w[0], ...));
+ * which runs the op on float32 copies of its low-precision inputs (under
+ * autocast: of the inputs autocast converts) and rounds a float32 result
+ * back to the type the inputs promote to.  The policy is the op's place in
+ * torch's CPU autocast lists. */
+typedef enum fsG_ac {
+  FSG_AC_KEEP, /* not in autocast's lists: inputs' own types */
+  FSG_AC_LOW,  /* matrix products, linear, convolution, attention: autocast's type */
+  FSG_AC_F32,  /* losses: float32 under autocast */
+} fsG_ac;
+/* A low-precision leaf whose gradient backward accumulates in float32:
+ * fsG_store_low_grads (at the end of fsG_backward) stores it in the leaf's
+ * type, as torch's .grad of a bfloat16 parameter is bfloat16. */
+int fsG_note_low_leaf(fs_tensor *t);
+int fsG_store_low_grads(void);
+typedef struct fsG_low {
+  fs_tensor *w[4];     /* the inputs to run on (new references; NULL where absent) */
+  fs_dtype out;        /* the result's type */
+  fs_dtype autocast;   /* restored by fsG_low_end */
+  bool bf16_gemm, failed;
+} fsG_low;
+/* false: no input needs widening, run the op as it is. */
+bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins);
+fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
 
 #endif

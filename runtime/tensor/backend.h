@@ -70,6 +70,25 @@ typedef struct fsB_backend {
 
 extern const fsB_backend fsB_cpu;
 
+/* ---- optimizer updates of low-precision parameters (issue 16) ----
+ * One parameter's update as torch computes it for a bfloat16 or float16
+ * parameter: every tensor op of torch's _single_tensor_* rule rounds its
+ * result to the parameter's type.  The arrays are host float32 copies
+ * holding values of that type (optim.c converts around the call); s[] are
+ * the optimizer's state buffers 0..2 in fsO_state_name's order (NULL where
+ * unused); lr is Adagrad's clr. */
+typedef enum fsB_update_kind { FSB_UPD_SGD, FSB_UPD_ADAM, FSB_UPD_RMSPROP, FSB_UPD_ADAGRAD } fsB_update_kind;
+typedef struct fsB_update {
+  fsB_update_kind kind;
+  size_t n;
+  float *p, *s[3];
+  const float *g;
+  double lr, momentum, dampening, wd, beta1, beta2, eps, alpha;
+  bool first, nesterov, decoupled, maximize;
+  int64_t step;
+} fsB_update;
+void fsB_update_low(fs_dtype low, const fsB_update *u);
+
 /* The table of a device: NULL for meta (no compute) and for cuda when no CUDA
  * backend is built (fsT_error says so). */
 const fsB_backend *fsB_get(fs_device dev);

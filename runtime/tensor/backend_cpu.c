@@ -160,99 +160,155 @@ static float cpu_absmax(size_t n, const float *x) {
  * and `/ scalar` round once.  Python-float scalars are rounded to float as
  * torch passes them to a float kernel. */
 
+/* Each update is one body for float32 parameters and for bfloat16/float16
+ * ones (fsB_update_low): R(x) rounds each tensor op's result to the
+ * parameter's type, as torch's ops on low-precision tensors do (they compute
+ * in float and store the type), and is the identity for float32, where the
+ * float arithmetic rounds at the same places by itself.  torch 1.13 also
+ * converts a Python scalar to the tensor's type for mul_, div, add and
+ * add_'s alpha (not for addcmul_/addcdiv_'s value): those scalars go
+ * through R too (measured against torch, tests/parity). */
+#define R(x) (low == FS_F32 ? (x) : fsT_round_to(low, (x)))
+
 /* _single_tensor_sgd: d = g (+ wd p); buf = d on its first step, else
  * momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
  * p -= lr d. */
+static inline __attribute__((always_inline)) void
+sgd_body(fs_dtype low, size_t n, float *p, const float *g, float *buf, bool first, double lr,
+         double momentum, double dampening, double wd, bool nesterov, bool maximize) {
+  float flr = R((float)-lr), fmom = R((float)momentum), fdamp = R((float)(1 - dampening)), fwd = R((float)wd);
+  for (size_t i = 0; i < n; i++) {
+    float d = maximize ? -g[i] : g[i];
+    if (wd != 0) d = R(fmaf(fwd, p[i], d));
+    if (momentum != 0) {
+      buf[i] = first ? d : R(fmaf(fdamp, d, R(buf[i] * fmom)));
+      d = nesterov ? R(fmaf(fmom, buf[i], d)) : buf[i];
+    }
+    p[i] = R(fmaf(flr, d, p[i]));
+  }
+}
+
 FS_VECTOR_TARGET
 static void cpu_sgd_update(size_t n, float *p, const float *g, float *buf, bool first,
                            double lr, double momentum, double dampening, double wd, bool nesterov,
                            bool maximize) {
-  float flr = (float)-lr, fmom = (float)momentum, fdamp = (float)(1 - dampening), fwd = (float)wd;
-  for (size_t i = 0; i < n; i++) {
-    float d = maximize ? -g[i] : g[i];
-    if (wd != 0) d = fmaf(fwd, p[i], d);
-    if (momentum != 0) {
-      buf[i] = first ? d : fmaf(fdamp, d, buf[i] * fmom);
-      d = nesterov ? fmaf(fmom, buf[i], d) : buf[i];
-    }
-    p[i] = fmaf(flr, d, p[i]);
-  }
+  sgd_body(FS_F32, n, p, g, buf, first, lr, momentum, dampening, wd, nesterov, maximize);
 }
 
 /* _single_tensor_adam / _single_tensor_adamw: AdamW first decays
  * p *= 1 - lr wd, Adam adds wd p to the gradient; then m = b1 m + (1-b1) g,
  * v = b2 v + (1-b2) g^2, vmax = max(vmax, v) with amsgrad, and
  * p -= lr / (1-b1^t) * m / (sqrt(v or vmax) / sqrt(1-b2^t) + eps). */
-FS_VECTOR_TARGET
-static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v, float *vmax,
-                            double lr, double beta1, double beta2, double eps, double wd,
-                            bool decoupled, bool maximize, int64_t step) {
+static inline __attribute__((always_inline)) void
+adam_body(fs_dtype low, size_t n, float *p, const float *g, float *m, float *v, float *vmax,
+          double lr, double beta1, double beta2, double eps, double wd, bool decoupled,
+          bool maximize, int64_t step) {
   double bc1 = 1 - pow(beta1, (double)step), bc2 = 1 - pow(beta2, (double)step);
-  float neg_step = (float)-(lr / bc1), bc2_sqrt = (float)sqrt(bc2), feps = (float)eps;
-  float decay = (float)(1 - lr * wd), fwd = (float)wd;
-  float b1 = (float)beta1, b2 = (float)beta2, c1 = (float)(1 - beta1), c2 = (float)(1 - beta2);
+  float neg_step = (float)-(lr / bc1), bc2_sqrt = R((float)sqrt(bc2)), feps = R((float)eps);
+  float decay = R((float)(1 - lr * wd)), fwd = R((float)wd);
+  float b1 = R((float)beta1), b2 = R((float)beta2), c1 = R((float)(1 - beta1)), c2 = (float)(1 - beta2);
   bool coupled_wd = !decoupled && wd != 0;
 #pragma omp simd
   for (size_t i = 0; i < n; i++) {
     float pi = p[i], gi = maximize ? -g[i] : g[i];
-    gi = coupled_wd ? fmaf(fwd, pi, gi) : gi;
-    pi = decoupled ? pi * decay : pi;
-    m[i] = fmaf(c1, gi, m[i] * b1);
-    v[i] = fmaf(c2 * gi, gi, v[i] * b2);
+    gi = coupled_wd ? R(fmaf(fwd, pi, gi)) : gi;
+    pi = decoupled ? R(pi * decay) : pi;
+    m[i] = R(fmaf(c1, gi, R(m[i] * b1)));
+    v[i] = R(fmaf(c2 * gi, gi, R(v[i] * b2)));
     float vi = v[i];
     if (vmax) { /* torch.maximum: a NaN wins */
       vi = vmax[i] >= vi || isnan(vmax[i]) ? vmax[i] : vi;
       vmax[i] = vi;
     }
-    p[i] = pi + neg_step * m[i] / (sqrtf(vi) / bc2_sqrt + feps);
+    p[i] = R(pi + neg_step * m[i] / R(R(R(sqrtf(vi)) / bc2_sqrt) + feps));
   }
+}
+
+FS_VECTOR_TARGET
+static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v, float *vmax,
+                            double lr, double beta1, double beta2, double eps, double wd,
+                            bool decoupled, bool maximize, int64_t step) {
+  adam_body(FS_F32, n, p, g, m, v, vmax, lr, beta1, beta2, eps, wd, decoupled, maximize, step);
 }
 
 /* _single_tensor_rmsprop: g (+ wd p); sq = alpha sq + (1-alpha) g^2;
  * centered: ga = alpha ga + (1-alpha) g, avg = sqrt(sq - ga^2), else
  * sqrt(sq); avg += eps; with momentum buf = momentum buf + g / avg and
  * p -= lr buf, else p -= lr g / avg. */
-FS_VECTOR_TARGET
-static void cpu_rmsprop_update(size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
-                               double lr, double alpha, double eps, double wd, double momentum,
-                               bool maximize) {
-  float fa = (float)alpha, c = (float)(1 - alpha), feps = (float)eps, fwd = (float)wd;
-  float fmom = (float)momentum, flr = (float)-lr;
+static inline __attribute__((always_inline)) void
+rmsprop_body(fs_dtype low, size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
+             double lr, double alpha, double eps, double wd, double momentum, bool maximize) {
+  float fa = R((float)alpha), c = (float)(1 - alpha), feps = R((float)eps), fwd = R((float)wd);
+  float fmom = R((float)momentum), flr = (float)-lr;
   for (size_t i = 0; i < n; i++) {
     float gi = maximize ? -g[i] : g[i];
-    if (wd != 0) gi = fmaf(fwd, p[i], gi);
-    sq[i] = fmaf(c * gi, gi, sq[i] * fa);
+    if (wd != 0) gi = R(fmaf(fwd, p[i], gi));
+    sq[i] = R(fmaf(c * gi, gi, R(sq[i] * fa)));
     float avg;
     if (ga) {
-      ga[i] = fmaf(c, gi, ga[i] * fa);
-      avg = sqrtf(fmaf(-1.0f * ga[i], ga[i], sq[i]));
+      ga[i] = R(fmaf(R(c), gi, R(ga[i] * fa)));
+      avg = R(sqrtf(R(fmaf(-1.0f * ga[i], ga[i], sq[i]))));
     } else {
-      avg = sqrtf(sq[i]);
+      avg = R(sqrtf(sq[i]));
     }
-    avg += feps;
+    avg = R(avg + feps);
     if (buf) {
-      buf[i] = buf[i] * fmom + 1.0f * gi / avg;
-      p[i] = fmaf(flr, buf[i], p[i]);
+      buf[i] = R(R(buf[i] * fmom) + 1.0f * gi / avg);
+      p[i] = R(fmaf(R(flr), buf[i], p[i]));
     } else {
-      p[i] = p[i] + flr * gi / avg;
+      p[i] = R(p[i] + flr * gi / avg);
     }
   }
 }
 
+FS_VECTOR_TARGET
+static void cpu_rmsprop_update(size_t n, float *p, const float *g, float *sq, float *ga, float *buf,
+                               double lr, double alpha, double eps, double wd, double momentum,
+                               bool maximize) {
+  rmsprop_body(FS_F32, n, p, g, sq, ga, buf, lr, alpha, eps, wd, momentum, maximize);
+}
+
 /* _single_tensor_adagrad (dense): g (+ wd p); sum += g^2;
  * p -= clr g / (sqrt(sum) + eps). */
-FS_VECTOR_TARGET
-static void cpu_adagrad_update(size_t n, float *p, const float *g, float *sum, double clr, double eps,
-                               double wd, bool maximize) {
-  float fclr = (float)-clr, feps = (float)eps, fwd = (float)wd;
+static inline __attribute__((always_inline)) void
+adagrad_body(fs_dtype low, size_t n, float *p, const float *g, float *sum, double clr, double eps,
+             double wd, bool maximize) {
+  float fclr = (float)-clr, feps = R((float)eps), fwd = R((float)wd);
 #pragma omp simd
   for (size_t i = 0; i < n; i++) {
     float gi = maximize ? -g[i] : g[i];
-    gi = wd != 0 ? fmaf(fwd, p[i], gi) : gi;
-    sum[i] = fmaf(1.0f * gi, gi, sum[i]);
-    p[i] = p[i] + fclr * gi / (sqrtf(sum[i]) + feps);
+    gi = wd != 0 ? R(fmaf(fwd, p[i], gi)) : gi;
+    sum[i] = R(fmaf(1.0f * gi, gi, sum[i]));
+    p[i] = R(p[i] + fclr * gi / R(R(sqrtf(sum[i])) + feps));
   }
 }
+
+FS_VECTOR_TARGET
+static void cpu_adagrad_update(size_t n, float *p, const float *g, float *sum, double clr, double eps,
+                               double wd, bool maximize) {
+  adagrad_body(FS_F32, n, p, g, sum, clr, eps, wd, maximize);
+}
+
+void fsB_update_low(fs_dtype low, const fsB_update *u) {
+  switch (u->kind) {
+  case FSB_UPD_SGD:
+    sgd_body(low, u->n, u->p, u->g, u->s[0], u->first, u->lr, u->momentum, u->dampening, u->wd,
+             u->nesterov, u->maximize);
+    break;
+  case FSB_UPD_ADAM:
+    adam_body(low, u->n, u->p, u->g, u->s[0], u->s[1], u->s[2], u->lr, u->beta1, u->beta2, u->eps,
+              u->wd, u->decoupled, u->maximize, u->step);
+    break;
+  case FSB_UPD_RMSPROP:
+    rmsprop_body(low, u->n, u->p, u->g, u->s[0], u->s[2], u->s[1], u->lr, u->alpha, u->eps, u->wd,
+                 u->momentum, u->maximize);
+    break;
+  case FSB_UPD_ADAGRAD:
+    adagrad_body(low, u->n, u->p, u->g, u->s[0], u->lr, u->eps, u->wd, u->maximize);
+    break;
+  }
+}
+#undef R
 
 const fsB_backend fsB_cpu = {
   .name = "cpu",

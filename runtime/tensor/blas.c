@@ -29,9 +29,25 @@ static void load(void) {
 
 bool fsB_blas_loaded(void) { return sgemm != NULL; }
 
+static _Thread_local bool bf16_operands;
+
+bool fsB_set_bf16_operands(bool on) {
+  bool old = bf16_operands;
+  bf16_operands = on;
+  return old;
+}
+
+bool fsB_bf16_operands(void) { return bf16_operands; }
+
 int fsB_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb,
               float beta, float *C, int64_t ldc) {
+  return (bf16_operands ? fsB_gemm_bf16 : fsB_sgemm_f32)(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int fsB_sgemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc) {
   pthread_once(&once, load);
   if (!sgemm) {
     fsT_seterr("%s", load_error);

@@ -9,10 +9,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Row-major sgemm; -1 + fsT_error when OpenBLAS cannot be loaded. */
+/* Row-major sgemm; -1 + fsT_error when OpenBLAS cannot be loaded.  While
+ * bf16 operands are on (below) it is fsB_gemm_bf16. */
 int fsB_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb,
               float beta, float *C, int64_t ldc);
+/* OpenBLAS's sgemm whatever the mode. */
+int fsB_sgemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc);
+
+/* ---- bfloat16 matrix products (gemm_bf16.c) ----
+ * An op computing in bfloat16 turns bf16 operands on (per thread) for its
+ * forward and its backward (precision.c): every GEMM it makes then takes A
+ * and B rounded to bfloat16, with float32 accumulation, as torch's bf16
+ * matmul.  Returns the previous setting. */
+bool fsB_set_bf16_operands(bool on);
+bool fsB_bf16_operands(void);
+int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc);
 /* Whether OpenBLAS has been loaded by this process (tests, diagnostics). */
 bool fsB_blas_loaded(void);
 

@@ -53,6 +53,9 @@ static int conv_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
                     const int64_t *pad, const int64_t *dil, int64_t groups) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_conv(nd, lp.w[0], lp.w[1], lp.w[2], stride, pad, dil, groups));
   fs_tensor *ins[3] = {x, W, b};
   const char *op = nd == 1 ? "conv1d" : "conv2d";
   if (!fsG_check_inputs(op, 3, ins) || !float_input(op, x) || !float_input(op, W) || !float_input(op, b))
@@ -159,6 +162,9 @@ static int conv_transpose_bw(fsG_node *n, fs_tensor *out) {
 fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
                                 const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
                                 int64_t groups) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_conv_transpose2d(lp.w[0], lp.w[1], lp.w[2], stride, pad, output_pad, dil, groups));
   fs_tensor *ins[3] = {x, W, b};
   const char *op = "conv_transpose2d";
   char a[96], s[96];
@@ -277,6 +283,9 @@ static int maxpool_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_max_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
                           const int64_t *d, bool ceil_mode) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_max_pool2d(lp.w[0], k, s, p, d, ceil_mode));
   fsN_conv g;
   if (!fsG_check_inputs("max_pool2d", 1, &x) || !float_input("max_pool2d", x) ||
       pool_geom("max_pool2d", x, k, s, p, d, ceil_mode, &g) < 0)
@@ -385,6 +394,9 @@ static fs_tensor *avg_pool(const char *op, fs_tensor *x, const fsN_conv *g, int 
 
 fs_tensor *fsG_avg_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
                           bool ceil_mode, bool count_include_pad) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_avg_pool2d(lp.w[0], k, s, p, ceil_mode, count_include_pad));
   static const int64_t one[2] = {1, 1};
   fsN_conv g;
   if (!fsG_check_inputs("avg_pool2d", 1, &x) || !float_input("avg_pool2d", x) ||
@@ -394,6 +406,9 @@ fs_tensor *fsG_avg_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, cons
 }
 
 fs_tensor *fsG_adaptive_avg_pool2d(fs_tensor *x, const int64_t *size) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_adaptive_avg_pool2d(lp.w[0], size));
   char a[96];
   if (!fsG_check_inputs("adaptive_avg_pool2d", 1, &x) || !float_input("adaptive_avg_pool2d", x))
     return NULL;
@@ -427,8 +442,31 @@ static int batchnorm_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n);
 }
 
+/* Low-precision running statistics (a *-true BatchNorm) are updated in
+ * float32 copies and stored back rounded, as torch's in-place update of a
+ * bfloat16 buffer computes in float. */
+static fs_tensor *batch_norm_low_stats(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
+                                       bool training, double momentum, double eps) {
+  fs_tensor *rm32 = fsT_to_dtype(rm, FS_F32), *rv32 = rm32 ? fsT_to_dtype(rv, FS_F32) : NULL;
+  fs_tensor *out = rv32 ? fsG_batch_norm(x, rm32, rv32, w, b, training, momentum, eps) : NULL;
+  if (out && training && (fsT_set_dtype(rm32, rm->dtype) < 0 || fsT_set_dtype(rv32, rv->dtype) < 0 ||
+                          fsB_transfer(rm->device, rm->data, rm32->device, rm32->data, fsT_nbytes(rm)) < 0 ||
+                          fsB_transfer(rv->device, rv->data, rv32->device, rv32->data, fsT_nbytes(rv)) < 0)) {
+    fsT_release(out);
+    out = NULL;
+  }
+  fsT_release(rm32);
+  fsT_release(rv32);
+  return out;
+}
+
 fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
                           bool training, double momentum, double eps) {
+  if (rm && rv && rm->data && rv->data && (fsT_is_low(rm->dtype) || fsT_is_low(rv->dtype)))
+    return batch_norm_low_stats(x, rm, rv, w, b, training, momentum, eps);
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_batch_norm(lp.w[0], rm, rv, lp.w[1], lp.w[2], training, momentum, eps));
   fs_tensor *ins[3] = {x, w, b}, *stats[2] = {rm, rv};
   char a[96];
   if (!fsG_check_inputs("batch_norm", 3, ins) || !float_input("batch_norm", x)) return NULL;

@@ -65,6 +65,9 @@ static fs_tensor *class_last(fs_tensor *x, bool move) {
 
 fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
                    int64_t ignore_index, double smoothing, fsG_reduction red) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_F32, 3, (fs_tensor *const[]){x, target, weight}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_nll(lp.w[0], lp.w[1], lp.w[2], from_logits, ignore_index, smoothing, red));
   const char *op = from_logits ? "cross_entropy" : "nll_loss";
   fs_tensor *ins[3] = {x, target, weight};
   char a[96], b[96];
@@ -158,6 +161,9 @@ static const char *const ploss_names[] = {
 
 fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
                      fs_tensor *weight, fsG_reduction red) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_F32, 4, (fs_tensor *const[]){x, y, pos_weight, weight}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_ploss(kind, lp.w[0], lp.w[1], param, lp.w[2], lp.w[3], red));
   const char *op = ploss_names[kind];
   fs_tensor *ins[3] = {x, y, pos_weight};
   char a[96], b[96];

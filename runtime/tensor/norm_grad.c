@@ -58,6 +58,9 @@ static int groupnorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_group_norm(lp.w[0], groups, lp.w[1], lp.w[2], eps));
   fs_tensor *ins[3] = {x, w, b};
   char a[96];
   if (!fsG_check_inputs("group_norm", 3, ins) || !f32_or_null("group_norm", x) || !f32_or_null("group_norm", w) ||
@@ -99,6 +102,9 @@ static int rmsnorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, w}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_rms_norm(lp.w[0], nd, shape, lp.w[1], eps));
   fs_tensor *ins[3] = {x, w, NULL};
   char a[96], s[96];
   if (!fsG_check_inputs("rms_norm", 2, ins) || !f32_or_null("rms_norm", x) || !f32_or_null("rms_norm", w)) return NULL;

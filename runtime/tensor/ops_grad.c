@@ -158,6 +158,9 @@ static int unary_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_unary(op, lp.w[0], p0, p1));
   fs_tensor *fx = as_f32(x);
   fsG_stage s;
   if (!fx || fsG_stage_begin(&s, "elementwise", 1, &fx) < 0) {
@@ -197,6 +200,9 @@ static int binary_op_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary_op(op, lp.w[0], lp.w[1]));
   fsU_bcast bc;
   fs_tensor *ins[2] = {a, b};
   if (!fsG_check_inputs("arithmetic", 2, ins) || bcast_of(&bc, 2, ins) < 0) return NULL;
@@ -228,6 +234,9 @@ static int where_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){cond, a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_where(lp.w[0], lp.w[1], lp.w[2]));
   fsU_bcast bc;
   fs_tensor *ins[3] = {cond, a, b};
   if (!fsG_check_inputs("where", 3, ins) || bcast_of(&bc, 3, ins) < 0) return NULL;
@@ -288,6 +297,9 @@ static bool window_contiguous(const fsU_window *w) {
 }
 
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_window(lp.w[0], w));
   if (!fsG_check_inputs("view", 1, &x)) return NULL;
   if (window_contiguous(w)) { /* shares x's storage, as torch's view would */
     int64_t n = 1;
@@ -449,11 +461,36 @@ static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n) < 0 ? -1 : rc;
 }
 
+/* Low-precision parts are concatenated as float32 copies; the result is
+ * their type when every float part has it (precision.c's rule for n inputs). */
+static fs_tensor *cat_low(fs_tensor *const *ts, int n, int dim, fs_dtype low) {
+  fs_tensor **w = calloc((size_t)n, sizeof *w);
+  fs_tensor *out = NULL;
+  int ok = w != NULL;
+  for (int i = 0; ok && i < n; i++) ok = (w[i] = fsG_cast(ts[i], fsT_is_float(ts[i]->dtype) ? FS_F32 : ts[i]->dtype)) != NULL;
+  if (ok) out = fsG_cat(w, n, dim);
+  for (int i = 0; w && i < n; i++) fsT_release(w[i]);
+  free(w);
+  if (!w) fsT_seterr("out of memory");
+  if (!out || !fsT_is_low(low)) return out;
+  fs_tensor *r = fsG_cast(out, low);
+  fsT_release(out);
+  return r;
+}
+
 fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
   if (n == 0) {
     fsT_seterr("torch.cat(): expected a non-empty list of Tensors");
     return NULL;
   }
+  fs_dtype floats = FS_I64;
+  bool any_low = false;
+  for (int i = 0; i < n; i++) {
+    fs_dtype t = ts[i]->dtype;
+    any_low |= fsT_is_low(t);
+    if (fsT_is_float(t)) floats = floats == FS_I64 || floats == t ? t : FS_F32;
+  }
+  if (any_low) return cat_low(ts, n, dim, floats);
   int d;
   if (ts[0]->rank == 0) {
     fsT_seterr("zero-dimensional tensor (at position 0) cannot be concatenated");
@@ -553,6 +590,9 @@ static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_sum_dim(lp.w[0], dim, keepdim, mean));
   int d;
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (mean && (x->dtype == FS_I64 || x->dtype == FS_BOOL)) {
@@ -597,6 +637,9 @@ static int extreme_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_extreme(want_max, lp.w[0], dim, keepdim, indices));
   int d;
   const char *name = want_max ? "max" : "min";
   if (indices) *indices = NULL;
@@ -644,6 +687,9 @@ static int softmax_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_softmax(lp.w[0], dim, log));
   int d;
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (x->dtype == FS_I64) {
@@ -676,6 +722,9 @@ static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_logsumexp(lp.w[0], dim, keepdim));
   int d;
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
@@ -707,6 +756,9 @@ fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
     fsT_release(i);
     return r;
   }
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_cumsum(lp.w[0], dim));
   int d;
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I;
@@ -740,6 +792,9 @@ static int index_select_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, idx}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_index_select(lp.w[0], dim, lp.w[1]));
   int d;
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   if (idx->dtype != FS_I64) {
@@ -810,6 +865,9 @@ static int bmm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_bmm(fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_bmm(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {a, b};
   const fsB_backend *be = fsG_check_inputs("bmm", 2, ins);
   if (!be) return NULL;
@@ -847,6 +905,9 @@ static fs_tensor *reshaped(fs_tensor *x, int rank, const int64_t *shape) {
 }
 
 fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b) {
+  fsG_low lp;
+  if (fsG_low_begin(&lp, FSG_AC_LOW, 2, (fs_tensor *const[]){a, b}))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_matmul(lp.w[0], lp.w[1]));
   char sa[96], sb[96];
   if (a->rank == 0 || b->rank == 0) {
     fsT_seterr("both arguments to matmul need to be at least 1D, but they are %dD and %dD", a->rank, b->rank);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "autograd.h"
 #include "backend.h"
+#include "vmath.h"
 
 static _Thread_local char errbuf[512];
 
@@ -19,11 +20,12 @@ void fsT_seterr(const char *fmt, ...) {
 
 const char *fsT_error(void) { return errbuf; }
 
-size_t fsT_dtype_size(fs_dtype dt) { return dt == FS_I64 ? 8 : dt == FS_BF16 ? 2 : dt == FS_BOOL ? 1 : 4; }
+size_t fsT_dtype_size(fs_dtype dt) { return dt == FS_I64 ? 8 : fsT_is_low(dt) ? 2 : dt == FS_BOOL ? 1 : 4; }
 size_t fsT_nbytes(const fs_tensor *t) { return (size_t)t->numel * fsT_dtype_size(t->dtype); }
 
 const char *fsT_dtype_name(fs_dtype dt) {
-  static const char *const names[] = {"float32", "bfloat16", "int64", "bool"};
+  static const char *const names[] = {[FS_F32] = "float32", [FS_BF16] = "bfloat16", [FS_I64] = "int64",
+                                      [FS_BOOL] = "bool", [FS_F16] = "float16"};
   return names[dt];
 }
 
@@ -195,6 +197,7 @@ double fsT_get(const fs_tensor *t, int64_t i) {
   switch (t->dtype) {
   case FS_F32: return fsT_f32(t)[i];
   case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)t->data)[i]);
+  case FS_F16: return fsT_f16_to_f32(((const uint16_t *)t->data)[i]);
   case FS_I64: return (double)fsT_i64(t)[i];
   case FS_BOOL: return fsT_bool(t)[i];
   }
@@ -228,18 +231,7 @@ fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt) {
     return d;
   }
   fs_tensor *c = fsT_new(dt, t->device, t->rank, t->shape);
-  if (!c) return NULL;
-  for (int64_t i = 0; i < t->numel; i++) {
-    double v = fsT_get(t, i);
-    switch (dt) {
-    case FS_F32: fsT_f32(c)[i] = (float)v; break;
-    case FS_BF16: ((uint16_t *)c->data)[i] = fsT_f32_to_bf16((float)v); break;
-    case FS_I64: /* truncation toward zero, as torch; out of range (and NaN) -> INT64_MIN */
-      fsT_i64(c)[i] = v > -9.2e18 && v < 9.2e18 ? (int64_t)v : INT64_MIN;
-      break;
-    case FS_BOOL: fsT_bool(c)[i] = v != 0; break; /* NaN is true, as torch */
-    }
-  }
+  if (c) fsT_convert(dt, c->data, t->dtype, t->data, (size_t)t->numel);
   return c;
 }
 
@@ -262,10 +254,43 @@ static double load_elem(fs_dtype dt, const void *p, size_t i) {
   switch (dt) {
   case FS_F32: return ((const float *)p)[i];
   case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)p)[i]);
+  case FS_F16: return fsT_f16_to_f32(((const uint16_t *)p)[i]);
   case FS_I64: return (double)((const int64_t *)p)[i];
   case FS_BOOL: return ((const uint8_t *)p)[i];
   }
   return 0;
+}
+
+/* The conversions a low-precision run does on every op, as loops the
+ * compiler vectorizes; false for the other pairs (load_elem's loop). */
+FS_VECTOR_TARGET
+static bool convert_fast(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n) {
+  if (to == FS_F32 && from == FS_BF16) {
+    const uint16_t *h = src;
+    uint32_t *u = dst;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) u[i] = (uint32_t)h[i] << 16;
+    return true;
+  }
+  if (to == FS_BF16 && from == FS_F32) {
+    const uint32_t *u = src;
+    uint16_t *h = dst;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) { /* fsT_f32_to_bf16, branch-free */
+      uint32_t x = u[i], r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+      h[i] = (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40 : r);
+    }
+    return true;
+  }
+  if (to == FS_F32 && from == FS_F16) {
+    for (size_t i = 0; i < n; i++) ((float *)dst)[i] = fsT_f16_to_f32(((const uint16_t *)src)[i]);
+    return true;
+  }
+  if (to == FS_F16 && from == FS_F32) {
+    for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = fsT_f32_to_f16(((const float *)src)[i]);
+    return true;
+  }
+  return false;
 }
 
 void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n) {
@@ -273,13 +298,71 @@ void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t 
     memcpy(dst, src, n * fsT_dtype_size(to));
     return;
   }
+  if (convert_fast(to, dst, from, src, n)) return;
   for (size_t i = 0; i < n; i++) {
     double v = load_elem(from, src, i);
     switch (to) {
     case FS_F32: ((float *)dst)[i] = (float)v; break;
     case FS_BF16: ((uint16_t *)dst)[i] = fsT_f32_to_bf16((float)v); break;
+    case FS_F16: ((uint16_t *)dst)[i] = fsT_f32_to_f16((float)v); break;
     case FS_I64: ((int64_t *)dst)[i] = v > -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN; break;
     case FS_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
     }
   }
+}
+
+/* _Float16 conversions are IEEE's round to nearest even (GCC, x86-64). */
+uint16_t fsT_f32_to_f16(float f) {
+  _Float16 h = (_Float16)f;
+  uint16_t u;
+  memcpy(&u, &h, 2);
+  return u;
+}
+
+float fsT_f16_to_f32(uint16_t u) {
+  _Float16 h;
+  memcpy(&h, &u, 2);
+  return (float)h;
+}
+
+float fsT_round_to(fs_dtype dt, float v) {
+  return dt == FS_BF16 ? fsT_bf16_to_f32(fsT_f32_to_bf16(v))
+       : dt == FS_F16 ? fsT_f16_to_f32(fsT_f32_to_f16(v)) : v;
+}
+
+FS_VECTOR_TARGET
+void fsT_round_array(fs_dtype dt, float *x, size_t n) {
+  if (dt == FS_BF16) {
+    uint32_t *u = (uint32_t *)x;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+      uint32_t b = u[i], r = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+      u[i] = (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x400000u) & 0xffff0000u : r;
+    }
+  } else if (dt == FS_F16) {
+    for (size_t i = 0; i < n; i++) x[i] = fsT_f16_to_f32(fsT_f32_to_f16(x[i]));
+  }
+}
+
+int fsT_set_dtype(fs_tensor *t, fs_dtype dt) {
+  if (t->dtype == dt) return 0;
+  if (t->base) {
+    fsT_seterr("cannot change the dtype of a view in place");
+    return -1;
+  }
+  fsT_release(t->grad);
+  t->grad = NULL;
+  if (!t->data) {
+    t->dtype = dt;
+    return 0;
+  }
+  fs_tensor *c = fsT_to_dtype(t, dt);
+  if (!c) return -1;
+  void *old = t->data;
+  t->data = c->data; /* c's storage moves to t; c dies without it */
+  c->data = old;
+  c->dtype = t->dtype;
+  t->dtype = dt;
+  fsT_release(c);
+  return 0;
 }

@@ -17,7 +17,11 @@
 #include <stdint.h>
 
 /* FS_BOOL: one byte per element, 0 or 1 (torch.bool: comparisons, masks) */
-typedef enum fs_dtype { FS_F32, FS_BF16, FS_I64, FS_BOOL } fs_dtype;
+typedef enum fs_dtype {
+  FS_F32, FS_BF16, FS_I64, FS_BOOL,
+  /* ---- low-precision floats (precision.c): float16 is stored, never computed in ---- */
+  FS_F16,
+} fs_dtype;
 typedef enum fs_device { FS_DEV_META, FS_DEV_CPU, FS_DEV_CUDA, FS_DEV__COUNT } fs_device;
 
 #define FS_MAX_RANK 8
@@ -90,6 +94,24 @@ float fsT_bf16_to_f32(uint16_t h);
  * converts: bfloat16 rounds to nearest even, floats to int64 truncate toward
  * zero (NaN and out of range give INT64_MIN, as x86 does). */
 void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n);
+
+/* ---- low-precision floats (bfloat16, float16) ----
+ * They are storage types: every op computes in float32 on widened copies and
+ * rounds its result back (precision.c), as torch's CPU kernels for these
+ * types compute in float internally. */
+static inline bool fsT_is_low(fs_dtype dt) { return dt == FS_BF16 || dt == FS_F16; }
+static inline bool fsT_is_float(fs_dtype dt) { return dt == FS_F32 || fsT_is_low(dt); }
+/* float32 <-> float16: round to nearest even (IEEE binary16, torch's Half). */
+uint16_t fsT_f32_to_f16(float f);
+float fsT_f16_to_f32(uint16_t h);
+/* v rounded to the precision of dt (identity for float32). */
+float fsT_round_to(fs_dtype dt, float v);
+/* x[0..n) rounded in place to dt's precision (host memory). */
+void fsT_round_array(fs_dtype dt, float *x, size_t n);
+/* Converts t's storage to dt in place (module.to(dtype) on a parameter: its
+ * holders see the new type); its grad is dropped.  A meta tensor only
+ * changes type.  -1 + fsT_error (out of memory, a view). */
+int fsT_set_dtype(fs_tensor *t, fs_dtype dt);
 
 void fsT_seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *fsT_error(void);

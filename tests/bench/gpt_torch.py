@@ -1,7 +1,10 @@
 """PyTorch eager peer of examples/gpt.fab for scripts/gpu-check: the same
 byte-level GPT (vocab 256, context 64, dim 128, 4 heads, 4 layers, batch 32,
 AdamW 3e-3 / wd 0.1, clip 1.0) on one device.  Prints "tokens/s N".
-Usage: python3 gpt_torch.py [device] [steps]"""
+Usage: python3 gpt_torch.py [device] [steps] [32-true|bf16-mixed]
+(bf16-mixed: the forward under torch.autocast(device, bfloat16), as
+Fabric's bf16-mixed; on cpu the threads are OPENBLAS_NUM_THREADS's)"""
+import os
 import sys
 import time
 
@@ -11,6 +14,9 @@ import torch.nn.functional as F
 
 dev = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+mixed = len(sys.argv) > 3 and sys.argv[3] == "bf16-mixed"
+if dev == "cpu":
+    torch.set_num_threads(int(os.environ.get("OPENBLAS_NUM_THREADS", "1")))
 V, T, D, H, L, B = 256, 64, 128, 4, 4, 32
 
 
@@ -63,7 +69,9 @@ def step():
     ix = torch.randint(len(data) - T - 1, (B,))
     x = torch.stack([data[i:i + T] for i in ix]).to(dev)
     y = torch.stack([data[i + 1:i + T + 1] for i in ix]).to(dev)
-    loss = F.cross_entropy(model(x).view(-1, V), y.view(-1))
+    with torch.autocast(dev, dtype=torch.bfloat16, enabled=mixed):
+        logits = model(x)
+    loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -2,7 +2,8 @@
 scripts/bench-train: the same MLP (784-256-256-10), Adam 1e-3, batch 128,
 shuffled, one epoch, then the test accuracy; data loaded from the same IDX
 files. Prints "seconds S accuracy A" for everything after `import torch`.
-Usage: OPENBLAS_NUM_THREADS=N python3 mlp_torch.py N"""
+Usage: OPENBLAS_NUM_THREADS=N python3 mlp_torch.py N [32-true|bf16-mixed]
+(bf16-mixed: the forward under torch.autocast("cpu", bfloat16))"""
 import gzip
 import sys
 import time
@@ -13,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+mixed = len(sys.argv) > 2 and sys.argv[2] == "bf16-mixed"
 torch.set_num_threads(threads)
 root = "/usr/share/datasets/fashion-mnist/"
 t0 = time.time()
@@ -33,11 +35,14 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xtr, ytr), batch_size=128, shuffle=True)
 model.train()
 for x, y in loader:
-    loss = F.cross_entropy(model(x), y)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+        logits = model(x)
+    loss = F.cross_entropy(logits.float(), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
 model.eval()
 with torch.no_grad():
-    correct = sum((model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, 10000, 1000))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+        correct = sum((model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, 10000, 1000))
 print(f"seconds {time.time() - t0:.3f} accuracy {100 * correct / 10000:.2f}")

@@ -1,8 +1,11 @@
 /* parity_driver.c -- trains a model with fabricscript's runtime and writes
  * everything PyTorch needs to replay the run: the configuration, the initial
  * parameters, the batches, the losses and the final parameters.
- *   parity_driver mlp|gpt sgd|adam|adamw OUTDIR
- * parity.py rebuilds the same model in torch 1.13 and compares. */
+ *   parity_driver mlp|gpt sgd|adam|adamw OUTDIR [32-true|bf16-mixed|bf16-true]
+ * parity.py rebuilds the same model in torch 1.13 and compares.  The
+ * precision does what Fabric's plugin does: bf16-mixed runs the forward
+ * under autocast, bf16-true converts the model (module.to) and float inputs
+ * to bfloat16; both hand the loss float32 logits (convert_output). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,10 +113,14 @@ static FILE *open_out(const char *dir, const char *name, const char *mode) {
   return f;
 }
 
+/* float32 values, whatever the parameters' type */
 static void write_params(FILE *f, const fsM_param *ps, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    if (fwrite(ps[i].t->data, sizeof(float), (size_t)ps[i].t->numel, f) != (size_t)ps[i].t->numel)
+  for (int64_t i = 0; i < n; i++) {
+    fs_tensor *c = fsT_to_dtype(ps[i].t, FS_F32);
+    if (!c || fwrite(c->data, sizeof(float), (size_t)c->numel, f) != (size_t)c->numel)
       die("writing parameters");
+    fsT_release(c);
+  }
 }
 
 static void write_tensor(FILE *f, const fs_tensor *t) {
@@ -122,11 +129,14 @@ static void write_tensor(FILE *f, const fs_tensor *t) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4 || (strcmp(argv[1], "mlp") && strcmp(argv[1], "gpt")) ||
-      (strcmp(argv[2], "sgd") && strcmp(argv[2], "adam") && strcmp(argv[2], "adamw"))) {
-    fprintf(stderr, "usage: parity_driver mlp|gpt sgd|adam|adamw OUTDIR\n");
+  const char *prec = argc == 5 ? argv[4] : "32-true";
+  if ((argc != 4 && argc != 5) || (strcmp(argv[1], "mlp") && strcmp(argv[1], "gpt")) ||
+      (strcmp(argv[2], "sgd") && strcmp(argv[2], "adam") && strcmp(argv[2], "adamw")) ||
+      (strcmp(prec, "32-true") && strcmp(prec, "bf16-mixed") && strcmp(prec, "bf16-true"))) {
+    fprintf(stderr, "usage: parity_driver mlp|gpt sgd|adam|adamw OUTDIR [32-true|bf16-mixed|bf16-true]\n");
     return 2;
   }
+  bool mixed = !strcmp(prec, "bf16-mixed"), half = !strcmp(prec, "bf16-true");
   bool gpt = !strcmp(argv[1], "gpt");
   const char *dir = argv[3];
   fs_module *model = gpt ? build_gpt() : build_mlp();
@@ -136,7 +146,7 @@ int main(int argc, char **argv) {
   if (np < 0) die("parameters");
 
   FILE *cfg = open_out(dir, "config.txt", "w");
-  fprintf(cfg, "model %s\nopt %s\nsteps %d\n", argv[1], argv[2], STEPS);
+  fprintf(cfg, "model %s\nopt %s\nsteps %d\nprecision %s\n", argv[1], argv[2], STEPS, prec);
   for (int64_t i = 0; i < np; i++) {
     fprintf(cfg, "param %s", ps[i].name);
     for (int d = 0; d < ps[i].t->rank; d++) fprintf(cfg, " %lld", (long long)ps[i].t->shape[d]);
@@ -146,6 +156,7 @@ int main(int argc, char **argv) {
   FILE *f = open_out(dir, "init.bin", "wb");
   write_params(f, ps, np);
   fclose(f);
+  if (half && fsM_to_dtype(model, FS_BF16)) die("module.to(bfloat16)");
 
   fs_tensor **params = malloc((size_t)np * sizeof *params);
   if (!params) die("out of memory");
@@ -165,8 +176,14 @@ int main(int argc, char **argv) {
     write_tensor(batches, y);
     if (step == STEPS / 2) opt->groups[0].h.lr *= 0.5; /* lr is settable between steps */
     fsO_zero_grad(opt);
-    fs_tensor *logits = fsM_forward(model, x);
+    fs_tensor *in = half && x->dtype == FS_F32 ? fsG_cast(x, FS_BF16) : fsT_retain(x);
+    fs_dtype old = fsG_set_autocast(mixed ? FS_BF16 : FS_F32);
+    fs_tensor *out = in ? fsM_forward(model, in) : NULL;
+    fsG_set_autocast(old);
+    fs_tensor *logits = out ? fsG_cast(out, FS_F32) : NULL;
     fs_tensor *loss = logits ? fsG_cross_entropy(logits, y) : NULL;
+    fsT_release(in);
+    fsT_release(out);
     if (!loss || fsG_backward(loss)) die("training step");
     double total;
     if (!strcmp(argv[2], "adamw") && fsO_clip_grad_norm(params, np, 1.0, 2.0, &total)) die("clip");

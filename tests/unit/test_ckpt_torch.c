@@ -265,7 +265,7 @@ static void test_refuses_absurd_sizes(void **state) {
   tensor(&k, "torch\nDoubleStorage\n", 4, 0, 4);
   op(&k, ".");
   refused(archive("t4.pt", &k, 32),
-          "data.pkl: a tensor of dtype float64 (torch.DoubleStorage): the runtime has float32, bfloat16 and int64 at byte 87");
+          "data.pkl: a tensor of dtype float64 (torch.DoubleStorage): the runtime has float32, bfloat16, float16 and int64 at byte 87");
 }
 
 static void test_refuses_cycles_and_depth(void **state) {

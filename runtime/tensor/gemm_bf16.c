@@ -1,0 +1,234 @@
+/* gemm_bf16.c -- C = alpha op(A) op(B) + beta C with A and B taken at
+ * bfloat16 precision (rounded to nearest even) and float32 accumulation:
+ * the matrix products of ops that compute in bfloat16 (blas.h).
+ *
+ * Invariant: the result is the float32 product of the rounded operands,
+ * whichever path runs, so a run differs between machines only in the order
+ * of float32 additions.  Where configure found AVX-512 BF16 (FS_NATIVE_BF16)
+ * the operands are packed into pairs of bfloat16 and multiplied with
+ * vdpbf16ps (two products per float32 lane, accumulated in float32);
+ * elsewhere they are rounded into float32 copies and given to OpenBLAS's
+ * sgemm (blas.c, which routes here). */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
+#include "blas.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "config.h"
+#include "tensor.h"
+
+#if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+#define MR 8  /* rows of C per micro-tile */
+#define NR 32 /* columns of C per micro-tile: two zmm of float32 */
+
+/* fsT_f32_to_bf16 inline, so the conversion loops vectorize */
+static inline uint16_t bf16_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r);
+}
+
+static inline uint32_t pair_of(float lo, float hi) { return bf16_of(lo) | (uint32_t)bf16_of(hi) << 16; }
+
+/* Pairs along X's rows: P[r * KP + kp] = pair(X[r, 2kp], X[r, 2kp+1]) (the
+ * row as bfloat16, read as uint32), zero past K; rows R..Rp zero. */
+BF16_TARGET
+static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, const float *X, int64_t ld, int64_t R, int64_t K) {
+  for (int64_t r = 0; r < Rp; r++) {
+    uint16_t *y = (uint16_t *)(P + r * KP);
+    const float *x = X + r * ld;
+    if (r >= R) {
+      memset(y, 0, (size_t)KP * sizeof *P);
+      continue;
+    }
+#pragma omp simd
+    for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
+    if (K % 2) y[K] = 0;
+  }
+}
+
+/* Pairs across X's rows: P[kp * ldp + c] = pair(X[2kp, c], X[2kp+1, c]) for
+ * c < C (row K of X counts as zeros), zero for C <= c < ldp. */
+BF16_TARGET
+static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, const float *X, int64_t ld, int64_t C, int64_t K) {
+  for (int64_t kp = 0; kp < KP; kp++) {
+    const float *x0 = X + 2 * kp * ld, *x1 = 2 * kp + 1 < K ? x0 + ld : NULL;
+    uint32_t *y = P + kp * ldp;
+    if (x1) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = pair_of(x0[c], x1[c]);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = bf16_of(x0[c]);
+    }
+    for (int64_t c = C; c < ldp; c++) y[c] = 0;
+  }
+}
+
+/* One MR x NR tile of C: A's pair for row i and pair kp at A[i*sa + kp*sk],
+ * times the panel Bp[kp][j] (pairs of column j); m, n: the valid part. */
+BF16_TARGET
+static void tile(const uint32_t *A, int64_t sa, int64_t sk, int64_t KP, const uint32_t *Bp, float alpha,
+                 float beta, float *C, int64_t ldc, int64_t m, int64_t n) {
+  __m512 acc[MR][2]; /* unrolled, so the 16 accumulators stay in registers */
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t kp = 0; kp < KP; kp++) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(Bp + kp * NR);
+    __m512bh b1 = (__m512bh)_mm512_loadu_si512(Bp + kp * NR + 16);
+    const uint32_t *a = A + kp * sk;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i * sa]);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+    }
+  }
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int64_t i = 0; i < MR; i++) {
+    if (i >= m) break;
+    for (int h = 0; h < 2; h++) {
+      int64_t left = n - 16 * h;
+      if (left <= 0) break;
+      __mmask16 mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+      float *c = C + i * ldc + 16 * h;
+      __m512 r = _mm512_mul_ps(va, acc[i][h]);
+      if (beta != 0) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, c), r);
+      _mm512_mask_storeu_ps(c, mask, r);
+    }
+  }
+}
+
+/* The tiles of C for panels [p0, p1) and row blocks [q0, q1). */
+typedef struct tiles {
+  const uint32_t *Ap, *Bp;
+  int64_t sa, sk, KP, M, N, ldc, p0, p1, q0, q1;
+  float alpha, beta, *C;
+  bool ta;
+} tiles;
+
+static void *run_tiles(void *arg) {
+  const tiles *t = arg;
+  for (int64_t p = t->p0; p < t->p1; p++) /* a B panel stays in cache across the row blocks */
+    for (int64_t q = t->q0; q < t->q1; q++) {
+      int64_t m = t->M - q * MR < MR ? t->M - q * MR : MR, n = t->N - p * NR < NR ? t->N - p * NR : NR;
+      tile(t->Ap + q * MR * (t->ta ? 1 : t->KP), t->sa, t->sk, t->KP, t->Bp + p * t->KP * NR, t->alpha, t->beta,
+           t->C + q * MR * t->ldc + p * NR, t->ldc, m, n);
+    }
+  return NULL;
+}
+
+/* OpenBLAS's thread count (OPENBLAS_NUM_THREADS, else the online CPUs), so
+ * a bf16 run uses the threads its float32 twin would. */
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int nthreads;
+
+static void read_threads(void) {
+  const char *e = getenv("OPENBLAS_NUM_THREADS");
+  long v = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  nthreads = v < 1 ? 1 : v > 64 ? 64 : (int)v;
+}
+
+static int gemm_threads(void) {
+  pthread_once(&threads_once, read_threads);
+  return nthreads;
+}
+
+int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0) return 0;
+  int64_t KP = (K + 1) / 2, KPa = KP ? KP : 1, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
+  /* op(A) as pairs (k, k+1) of bfloat16 in a uint32: along A's rows when A
+   * is not transposed, across them when it is; op(B) as panels of NR
+   * columns, Bp[p][kp][j], made across B's rows, or along them (as op(B)'s
+   * columns, Bt) and transposed */
+  uint32_t *Ap = malloc((size_t)(Mp * KPa) * sizeof *Ap), *Bp = malloc((size_t)(Np * KPa) * sizeof *Bp);
+  uint32_t *Bt = tb ? malloc((size_t)(Np * KPa) * sizeof *Bt) : NULL;
+  if (!Ap || !Bp || (tb && !Bt)) {
+    free(Ap);
+    free(Bp);
+    free(Bt);
+    fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
+               (long long)K);
+    return -1;
+  }
+  int64_t sa = KP, sk = 1;
+  if (!ta) pairs_along(Ap, Mp, KP, A, lda, M, K);
+  else pairs_across(Ap, Mp, KP, A, lda, M, K), sa = 1, sk = Mp;
+  if (tb) {
+    pairs_along(Bt, Np, KP, B, ldb, N, K);
+    for (int64_t p = 0; p < Np / NR; p++)
+      for (int64_t kp = 0; kp < KP; kp++)
+        for (int64_t j = 0; j < NR; j++) Bp[(p * KP + kp) * NR + j] = Bt[(p * NR + j) * KP + kp];
+  } else {
+    for (int64_t p = 0; p < Np / NR; p++) /* a panel is pairs_across NR columns wide */
+      pairs_across(Bp + p * KP * NR, NR, KP, B + p * NR, ldb, N - p * NR < NR ? N - p * NR : NR, K);
+  }
+  /* threads split the panels (or the row blocks when there are fewer
+   * panels than threads); small products stay on this thread */
+  enum { MAX_THREADS = 64 };
+  int64_t NB = Np / NR, MB = Mp / MR;
+  int nt = gemm_threads();
+  if ((double)M * (double)N * (double)K < 4e6) nt = 1;
+  bool by_panel = NB >= nt;
+  int64_t parts = by_panel ? NB : MB;
+  if (nt > parts) nt = (int)parts;
+  tiles job[MAX_THREADS];
+  pthread_t tid[MAX_THREADS];
+  bool spawned[MAX_THREADS] = {false};
+  for (int t = 0; t < nt; t++) {
+    int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
+    job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, ldc, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
+                     by_panel ? MB : hi, alpha, beta, C, ta};
+    /* the last part runs here; a thread that cannot start leaves its part here too */
+    spawned[t] = t < nt - 1 && pthread_create(&tid[t], NULL, run_tiles, &job[t]) == 0;
+    if (!spawned[t]) run_tiles(&job[t]);
+  }
+  for (int t = 0; t < nt; t++)
+    if (spawned[t]) pthread_join(tid[t], NULL);
+  free(Ap);
+  free(Bp);
+  free(Bt);
+  return 0;
+}
+
+#else /* no AVX-512 BF16: rounded float32 copies through sgemm */
+
+/* op(X)[r, c] of a row-major X with leading dimension ld */
+static inline float elem(const float *X, int64_t ld, bool trans, int64_t r, int64_t c) {
+  return trans ? X[c * ld + r] : X[r * ld + c];
+}
+
+/* op(X) [R, Ccols] rounded to bfloat16 precision, untransposed, row-major */
+static float *rounded(const float *X, int64_t ld, bool trans, int64_t R, int64_t Cc) {
+  float *Y = malloc((size_t)(R * Cc > 0 ? R * Cc : 1) * sizeof *Y);
+  if (!Y) return NULL;
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, ld, trans, r, c);
+  fsT_round_array(FS_BF16, Y, (size_t)(R * Cc));
+  return Y;
+}
+
+int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0) return 0;
+  float *Ar = rounded(A, lda, ta, M, K), *Br = Ar ? rounded(B, ldb, tb, K, N) : NULL;
+  int rc = -1;
+  if (!Br) fsT_seterr("out of memory rounding a %lldx%lldx%lld bfloat16 GEMM", (long long)M,
+                      (long long)N, (long long)K);
+  else rc = fsB_sgemm_f32(false, false, M, N, K, alpha, Ar, K, Br, N, beta, C, ldc);
+  free(Ar);
+  free(Br);
+  return rc;
+}
+
+#endif

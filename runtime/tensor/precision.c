@@ -1,0 +1,196 @@
+/* precision.c -- low-precision floats (bfloat16, float16) on the tape:
+ * the differentiable cast, torch's autocast state and the widening that
+ * every op's entry point applies (fsG_low_begin / fsG_low_end).
+ *
+ * Invariant: a low-precision tensor is only ever computed on through a
+ * float32 copy made by a cast node, and an op whose float inputs are all low
+ * rounds its float32 result back to that type.  So each op rounds once, at
+ * its output, as torch's CPU kernels for these types do (they compute in
+ * float internally), and every gradient that reaches a low tensor passes
+ * through a cast node's backward, which rounds the accumulated gradient to
+ * the tensor's type: gradients are held in float32 buffers holding the
+ * values torch's bfloat16 gradients hold.  Inside such an op a matrix
+ * product takes its operands at bfloat16 precision (blas.h's
+ * fsB_set_bf16_operands), which is what lets it run on bfloat16 dot
+ * products.  The ops' other half: autograd.h documents which ops autocast
+ * runs in the low type (FSG_AC_LOW) and which in float32 (FSG_AC_F32). */
+#include "autograd.h"
+#include "autograd_int.h"
+#include "blas.h"
+
+#include <stdlib.h>
+
+static _Thread_local fs_dtype autocast_dtype = FS_F32;
+
+fs_dtype fsG_set_autocast(fs_dtype dt) {
+  fs_dtype old = autocast_dtype;
+  autocast_dtype = dt;
+  return old;
+}
+
+fs_dtype fsG_autocast(void) { return autocast_dtype; }
+
+/* Rounds the float32 values of t (any device) to dt's precision. */
+static int round_tensor(fs_tensor *t, fs_dtype dt) {
+  if (!fsT_is_low(dt)) return 0;
+  if (t->device == FS_DEV_CPU) {
+    fsT_round_array(dt, fsT_f32(t), (size_t)t->numel);
+    return 0;
+  }
+  fs_tensor *h = fsG_on_host(t);
+  if (!h) return -1;
+  fsT_round_array(dt, fsT_f32(h), (size_t)h->numel);
+  int rc = fsB_transfer(t->device, t->data, FS_DEV_CPU, h->data, fsT_nbytes(t));
+  fsT_release(h);
+  return rc;
+}
+
+int fsG_round_grad(fs_tensor *t) {
+  return t->grad && t->grad->dtype == FS_F32 && fsT_is_low(t->dtype) ? round_tensor(t->grad, t->dtype) : 0;
+}
+
+/* ---- gradients of low-precision leaves ---- */
+
+static _Thread_local struct { fs_tensor **v; size_t n, cap; } leaves;
+
+int fsG_note_low_leaf(fs_tensor *t) {
+  for (size_t i = 0; i < leaves.n; i++)
+    if (leaves.v[i] == t) return 0;
+  if (leaves.n == leaves.cap) {
+    size_t cap = leaves.cap ? 2 * leaves.cap : 64;
+    fs_tensor **v = realloc(leaves.v, cap * sizeof *v);
+    if (!v) {
+      fsT_seterr("out of memory");
+      return -1;
+    }
+    leaves.v = v;
+    leaves.cap = cap;
+  }
+  leaves.v[leaves.n++] = fsT_retain(t);
+  return 0;
+}
+
+int fsG_store_low_grads(void) {
+  int rc = 0;
+  for (size_t i = 0; i < leaves.n; i++) {
+    fs_tensor *t = leaves.v[i];
+    if (rc == 0 && t->grad && fsT_set_dtype(t->grad, t->dtype) < 0) rc = -1;
+    fsT_release(t);
+  }
+  free(leaves.v);
+  leaves.v = NULL;
+  leaves.n = leaves.cap = 0;
+  return rc;
+}
+
+/* ---- cast: x.to(dtype) ---- */
+
+/* dx += g, rounded to x's type when x is low: the accumulation torch does
+ * in x's own dtype. */
+static int cast_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  if (fsG_grad_buf(x, &dx)) return -1;
+  if (!dx) return 0;
+  fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
+  return fsG_round_grad(x);
+}
+
+fs_tensor *fsG_cast(fs_tensor *x, fs_dtype dt) {
+  if (x->dtype == dt) return fsT_retain(x);
+  if (!fsG_check_inputs("to", 1, &x)) return NULL;
+  fs_tensor *out = fsT_to_dtype(x, dt);
+  if (!out || !fsT_is_float(dt) || !fsT_is_float(x->dtype)) return out;
+  return fsG_record(out, cast_bw, 1, &x, NULL, NULL, 0, 0);
+}
+
+/* ---- round: a float32 tensor through a low type and back, in one op ---- */
+
+/* The gradient of the low intermediate is rounded before it reaches x. */
+static int round_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  if (fsG_grad_buf(x, &dx)) return -1;
+  if (!dx) return 0;
+  fs_tensor *g = fsT_copy(out->grad);
+  if (!g || round_tensor(g, (fs_dtype)n->k) < 0) {
+    fsT_release(g);
+    return -1;
+  }
+  fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(g), dx);
+  fsT_release(g);
+  return 0;
+}
+
+/* x (float32) as x.to(dt).float() would give it.  With gemm_only (the
+ * operand of a matrix product inside a bfloat16 op, which rounds its
+ * operands itself) the values are not rounded here: the result is a view
+ * of x, and only its gradient is rounded, saving a copy per weight and
+ * activation per product. */
+static fs_tensor *round_through(fs_tensor *x, fs_dtype dt, bool gemm_only) {
+  fs_tensor *out = gemm_only ? fsT_view(x, x->rank, x->shape) : fsT_copy(x);
+  if (!out || (!gemm_only && round_tensor(out, dt) < 0)) {
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, round_bw, 1, &x, NULL, NULL, 0, dt);
+}
+
+/* ---- widening at an op's entry point ---- */
+
+/* The type torch's promotion gives the float inputs: tensors with dims
+ * decide over 0-dim ones (a Python scalar is a 0-dim float32 here); among
+ * them one type wins, two different types give float32. */
+static fs_dtype promoted(int n, fs_tensor *const *ins) {
+  fs_dtype dims = FS_I64, scalars = FS_I64;
+  for (int i = 0; i < n; i++) {
+    if (!ins[i] || !fsT_is_float(ins[i]->dtype)) continue;
+    fs_dtype *d = ins[i]->rank ? &dims : &scalars;
+    *d = *d == FS_I64 || *d == ins[i]->dtype ? ins[i]->dtype : FS_F32;
+  }
+  return dims != FS_I64 ? dims : scalars;
+}
+
+bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
+  *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
+  bool any_low = false;
+  for (int i = 0; i < n; i++) any_low |= ins[i] && fsT_is_low(ins[i]->dtype);
+  fs_dtype ac = autocast_dtype;
+  bool lower = policy == FSG_AC_LOW && ac != FS_F32;
+  if (!lower && !any_low) return false;
+  /* compute dtype: autocast's type, float32, or the promoted type */
+  fs_dtype to = lower ? ac : policy == FSG_AC_F32 && ac != FS_F32 ? FS_F32 : promoted(n, ins);
+  autocast_dtype = FS_F32; /* the op inside runs as it is (torch excludes autocast there) */
+  for (int i = 0; i < n && i < 4; i++) {
+    fs_tensor *x = ins[i];
+    if (!x || !fsT_is_float(x->dtype)) {
+      L->w[i] = fsT_retain(x);
+      continue;
+    }
+    fs_tensor *wide = fsG_cast(x, FS_F32);
+    /* float32 (or the other low type) into `to`; a 0-dim float32 is a
+     * Python scalar, which torch's low-precision kernels take in float */
+    if (wide && fsT_is_low(to) && x->dtype != to && (lower || x->rank)) {
+      /* autocast's matrix-product ops use their inputs of rank >= 2 in
+       * GEMMs only (linear, matmul, bmm, conv, attention); biases are
+       * added outside them and are rounded */
+      fs_tensor *r = round_through(wide, to, lower && to == FS_BF16 && x->rank >= 2);
+      fsT_release(wide);
+      wide = r;
+    }
+    if (!(L->w[i] = wide)) L->failed = true;
+  }
+  L->out = to;
+  fsB_set_bf16_operands(to == FS_BF16);
+  return true;
+}
+
+fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out) {
+  autocast_dtype = L->autocast;
+  fsB_set_bf16_operands(L->bf16_gemm);
+  for (int i = 0; i < 4; i++) fsT_release(L->w[i]);
+  if (!out || out->dtype != FS_F32 || L->out == FS_F32) return out;
+  fs_tensor *low = fsG_cast(out, L->out);
+  fsT_release(out);
+  return low;
+}

@@ -1,0 +1,150 @@
+/* test_rt_precision.c -- low-precision types (runtime/tensor/precision.c,
+ * gemm_bf16.c): conversions round to nearest even as torch's, the bfloat16
+ * GEMM equals float32 products of rounded operands for every transpose and
+ * ragged size, ops promote and round as torch, gradients reach bfloat16
+ * leaves rounded and in their type, and autocast picks the op's type. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "blas.h"
+#include "rt_testutil.h"
+
+static float bits_f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void test_rounding(void **state) {
+  (void)state;
+  /* ties to even: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 */
+  assert_int_equal(fsT_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  assert_int_equal(fsT_f32_to_bf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);
+  assert_true(fsT_round_to(FS_BF16, 1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
+  assert_true(fsT_round_to(FS_F16, 1.0f + 0x1p-11f) == 1.0f);       /* tie to even */
+  assert_true(fsT_round_to(FS_F16, 70000.0f) == INFINITY);         /* past float16's range */
+  assert_true(fsT_f16_to_f32(fsT_f32_to_f16(0x1p-24f)) == 0x1p-24f); /* subnormal */
+  float x[5] = {1.0f + 0x1p-8f, -3.14159f, bits_f(0x7fc00001u), INFINITY, 0.0f};
+  fsT_round_array(FS_BF16, x, 5);
+  assert_true(x[0] == 1.0f && x[1] == fsT_bf16_to_f32(fsT_f32_to_bf16(-3.14159f)));
+  assert_true(isnan(x[2]) && x[3] == INFINITY && x[4] == 0.0f);
+  /* the vectorized conversion agrees with the scalar one on every bf16 neighbourhood */
+  enum { N = 4096 };
+  float src[N];
+  uint16_t fast[N];
+  for (int i = 0; i < N; i++) src[i] = bits_f(0x3f800000u + (uint32_t)i * 0x1357u);
+  fsT_convert(FS_BF16, fast, FS_F32, src, N);
+  for (int i = 0; i < N; i++) assert_int_equal(fast[i], fsT_f32_to_bf16(src[i]));
+}
+
+/* fsB_gemm_bf16 against sgemm of the rounded operands, all four
+ * transposes, sizes that are not multiples of the tile, beta 0 and 1. */
+static void test_gemm_bf16(void **state) {
+  (void)state;
+  /* the last is large enough to be split across threads */
+  static const int64_t sizes[][3] = {{1, 1, 1}, {7, 45, 3}, {33, 17, 9}, {64, 64, 32}, {9, 70, 130}, {130, 200, 170}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int t = 0; t < 4; t++)
+      for (int b = 0; b < 2; b++) {
+        int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+        bool ta = t & 1, tb = t & 2;
+        int64_t as[2] = {M, K}, bs[2] = {K, N}, cs[2] = {M, N};
+        fs_tensor *A = rt_rand("A", -1, 1, 2, as), *B = rt_rand("B", -1, 1, 2, bs);
+        fs_tensor *C0 = rt_rand("C", -1, 1, 2, cs), *C1 = fsT_copy(C0);
+        fs_tensor *Ar = fsT_copy(A), *Br = fsT_copy(B);
+        fsT_round_array(FS_BF16, fsT_f32(Ar), (size_t)Ar->numel);
+        fsT_round_array(FS_BF16, fsT_f32(Br), (size_t)Br->numel);
+        /* the same values, laid out as op() expects: a transposed operand is
+         * stored [K, M] / [N, K] */
+        fs_tensor *At = fsT_new(FS_F32, FS_DEV_CPU, 2, (int64_t[]){K, M});
+        fs_tensor *Bt = fsT_new(FS_F32, FS_DEV_CPU, 2, (int64_t[]){N, K});
+        for (int64_t i = 0; i < M; i++)
+          for (int64_t k = 0; k < K; k++) fsT_f32(At)[k * M + i] = fsT_f32(A)[i * K + k];
+        for (int64_t k = 0; k < K; k++)
+          for (int64_t j = 0; j < N; j++) fsT_f32(Bt)[j * K + k] = fsT_f32(B)[k * N + j];
+        float beta = (float)b;
+        assert_int_equal(fsB_sgemm_f32(false, false, M, N, K, 0.5f, fsT_f32(Ar), K, fsT_f32(Br), N, beta,
+                                       fsT_f32(C0), N), 0);
+        assert_int_equal(fsB_gemm_bf16(ta, tb, M, N, K, 0.5f, fsT_f32(ta ? At : A), ta ? M : K,
+                                       fsT_f32(tb ? Bt : B), tb ? K : N, beta, fsT_f32(C1), N), 0);
+        for (int64_t i = 0; i < M * N; i++) /* float32 sums of exact products: order only */
+          assert_true(fabsf(fsT_f32(C0)[i] - fsT_f32(C1)[i]) <= 1e-5f * (float)K);
+        fs_tensor *all[] = {A, B, C0, C1, Ar, Br, At, Bt};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+      }
+}
+
+/* bf16 op bf16 stays bf16 and rounds once; a float32 tensor with dims
+ * promotes to float32; a 0-dim float32 (a Python scalar) does not. */
+static void test_promotion(void **state) {
+  (void)state;
+  int64_t n = 4;
+  fs_tensor *x = rt_rand("x", -2, 2, 1, &n), *a = rt_ok(fsG_cast(x, FS_BF16));
+  fs_tensor *s = fsT_scalar(0.1f);
+  fs_tensor *y = rt_ok(fsG_binary(FSB_MUL, a, s)), *z = rt_ok(fsG_binary(FSB_ADD, a, x));
+  assert_int_equal(y->dtype, FS_BF16);
+  assert_int_equal(z->dtype, FS_F32);
+  for (int64_t i = 0; i < n; i++) {
+    float av = fsT_bf16_to_f32(((uint16_t *)a->data)[i]);
+    assert_true(fsT_get(y, i) == fsT_round_to(FS_BF16, av * 0.1f));
+    assert_true(fsT_get(z, i) == av + fsT_f32(x)[i]);
+  }
+  fs_tensor *all[] = {x, a, s, y, z};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+}
+
+/* A bfloat16 leaf used twice: its gradient is the rounded sum, stored in
+ * bfloat16; the float32 leaf it came from gets the rounded gradient too. */
+static void test_low_grads(void **state) {
+  (void)state;
+  int64_t n = 64;
+  fs_tensor *w = rt_rand("w", -1, 1, 1, &n), *w16 = fsT_copy(w);
+  assert_int_equal(fsT_set_dtype(w16, FS_BF16), 0);
+  w16->requires_grad = true;
+  fs_tensor *u = rt_rand("u", -1, 1, 1, &n), *v = rt_rand("v", -1, 1, 1, &n);
+  fs_tensor *p = rt_ok(fsG_binary(FSB_MUL, w16, u)), *q = rt_ok(fsG_binary(FSB_MUL, w16, v));
+  fs_tensor *r = rt_ok(fsG_binary(FSB_ADD, p, q)), *loss = rt_ok(fsG_sum(r));
+  assert_int_equal(fsG_backward(loss), 0);
+  assert_non_null(w16->grad);
+  assert_int_equal(w16->grad->dtype, FS_BF16);
+  for (int64_t i = 0; i < n; i++) /* u and v reach w16 as rounded float32 sums */
+    assert_true(fabs(fsT_get(w16->grad, i) - (fsT_f32(u)[i] + fsT_f32(v)[i])) <=
+                (fabs(fsT_f32(u)[i]) + fabs(fsT_f32(v)[i])) * 0x1p-7);
+  fs_tensor *all[] = {w, w16, u, v, p, q, r, loss};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+}
+
+/* Under autocast a linear layer computes in bfloat16, its result rounds
+ * once, and its weight's gradient comes back float32. */
+static void test_autocast(void **state) {
+  (void)state;
+  int64_t xs[2] = {3, 5}, ws[2] = {4, 5};
+  fs_tensor *x = rt_rand("x", -1, 1, 2, xs), *W = rt_rand("W", -1, 1, 2, ws);
+  W->requires_grad = true;
+  fs_dtype old = fsG_set_autocast(FS_BF16);
+  fs_tensor *y = rt_ok(fsG_linear(x, W, NULL));
+  fs_tensor *l = rt_ok(fsG_mse_loss(y, y));
+  fsG_set_autocast(old);
+  assert_int_equal(y->dtype, FS_BF16);
+  assert_int_equal(l->dtype, FS_F32); /* a loss: float32 under autocast */
+  for (int64_t i = 0; i < 3; i++)
+    for (int64_t o = 0; o < 4; o++) {
+      float acc = 0;
+      for (int64_t c = 0; c < 5; c++)
+        acc += fsT_round_to(FS_BF16, fsT_f32(x)[i * 5 + c]) * fsT_round_to(FS_BF16, fsT_f32(W)[o * 5 + c]);
+      assert_true(fabsf((float)fsT_get(y, i * 4 + o) - fsT_round_to(FS_BF16, acc)) <= fabsf(acc) * 0x1p-7f);
+    }
+  fs_tensor *s = rt_ok(fsG_sum(y)), *sf = rt_ok(fsG_cast(s, FS_F32));
+  assert_int_equal(fsG_backward(sf), 0);
+  assert_int_equal(W->grad->dtype, FS_F32);
+  fs_tensor *all[] = {x, W, y, l, s, sf};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_promotion),
+    cmocka_unit_test(test_low_grads), cmocka_unit_test(test_autocast),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
