@@ -122,6 +122,8 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     cobj *o = fsC_o(c, id);
     o->cfg = (int32_t)c->ncfgs++;
     o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
+    const char *why = c->python ? NULL : fsF_unrunnable_start(&c->cfgs[o->cfg]); /* a .fab will run */
+    if (why) fsC_report(c, FS_SEV_ERROR, "unsupported", a->call->loc, "%s", why);
   }
   return fsC_obj(id);
 }
@@ -527,7 +529,12 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     size_t ne = fsC_varargs(a, extra, nodes, MAXARGS - 1);
     args[0] = fsC_obj(fid);
     for (size_t i = 0; i < ne; i++) args[1 + i] = *extra[i];
-    return fsC_call_def(c, fn->p, a->call, args, 1 + ne, NULL, NULL, 0);
+    const char *kw[MAXARGS]; /* launch's **kwargs go to the function */
+    cv kwv[MAXARGS];
+    size_t nk = 0;
+    for (size_t i = 0; i < a->nkw && nk < MAXARGS; i++)
+      if (a->sig->params[a->kw_slot[i]].flags & FSSIG_VARKW) kw[nk] = a->kw[i], kwv[nk++] = a->kwv[i];
+    return fsC_call_def(c, fn->p, a->call, args, 1 + ne, kw, kwv, nk);
   }
   return fsC_unknown();
 }

@@ -24,7 +24,7 @@ void fsE_exc_clear(struct fsE_exc *x) {
 static const char *class_of_error(const char *msg, const char **text) {
   static const struct { const char *prefix, *type; } prefixed[] = {
     {"AssertionError", "AssertionError"}, {"KeyError", "KeyError"}, {"RecursionError", "RecursionError"},
-    {"KeyboardInterrupt", "KeyboardInterrupt"},
+    {"KeyboardInterrupt", "KeyboardInterrupt"}, {"ValueError", "ValueError"},
   };
   static const struct { const char *words, *type; } contained[] = {
     {"is not defined", "NameError"}, {"by zero", "ZeroDivisionError"}, {"index out of range", "IndexError"},

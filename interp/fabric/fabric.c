@@ -362,6 +362,19 @@ int fsF_check_no_backward_sync(const fsF_fabric *f, const fsF_model *m, fsF_issu
   return 0;
 }
 
+const char *fsF_unrunnable_start(const fsF_config *cfg) {
+  /* the ranks are processes forked at launch() that each continue the
+   * script (popen's model); spawn and fork run only launch's function in
+   * them and the rest of the script once, in the parent */
+  if (cfg->launcher == FSF_LAUNCH_SPAWN)
+    return "the \"spawn\" start method (strategy=\"ddp_spawn\") is not supported at run time yet; "
+           "strategy=\"ddp\" runs the same ranks with the \"popen\" start method";
+  if (cfg->launcher == FSF_LAUNCH_FORK)
+    return "the \"fork\" start method (strategy=\"ddp_fork\" or \"ddp_notebook\") is not supported at run "
+           "time yet; strategy=\"ddp\" runs the same ranks with the \"popen\" start method";
+  return NULL;
+}
+
 int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
                      const char *fn_name, int fn_nparams, fsF_issues *iss) {
   const fsF_config *c = f->cfg;
