@@ -122,8 +122,19 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     cobj *o = fsC_o(c, id);
     o->cfg = (int32_t)c->ncfgs++;
     o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
-    const char *why = c->python ? NULL : fsF_unrunnable_start(&c->cfgs[o->cfg]); /* a .fab will run */
-    if (why) fsC_report(c, FS_SEV_ERROR, "unsupported", a->call->loc, "%s", why);
+    if (!c->python && !c->o->plan) { /* a .fab will run: what this runtime cannot run of it */
+      fsF_issues_init(&iss);
+      const fsF_config *cfg = &c->cfgs[o->cfg];
+      if (fsF_check_runnable(cfg, &iss) < 0) {
+        /* the caret on the strategy (or accelerator) that asks for it; a
+         * precision is resolved from several arguments (16-mixed on cpu is
+         * bf16-mixed): the call */
+        const fs_node *node = NULL;
+        if (cfg->precision == FSF_P32 && !fsC_arg(a, "strategy", &node)) fsC_arg(a, "accelerator", &node);
+        fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+      }
+      fsF_issues_free(&iss);
+    }
   }
   return fsC_obj(id);
 }

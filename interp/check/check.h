@@ -19,6 +19,7 @@ typedef struct fsC_options {
   fsF_overrides overrides;   /* --accelerator --strategy --devices --num-nodes --precision */
   const char *const *defines;/* -D values as given: "name=value" */
   size_t ndefines;
+  int plan;                  /* `plan`: the script is sized, not run (no rule `unsupported` at Fabric(...)) */
 } fsC_options;
 
 /* This machine, no overrides, no -D. */

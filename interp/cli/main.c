@@ -41,6 +41,7 @@ typedef struct fs_cli {
   int no_progress;          /* --no-progress or FABRICSCRIPT_PROGRESS=0 */
   fsPL_options plan;        /* plan's --format, --batch-size, --context, --gpu-memory */
   int plan_given;           /* one of them was passed: only `plan` takes them */
+  int planning;             /* the command is `plan` (fsC_options.plan) */
 } fs_cli;
 
 static const char usage_text[] =
@@ -149,7 +150,8 @@ static fs_source *load(const char *path, int may_map, fs_node **ast, fs_diags *d
 /* The machine was detected once, at start-up (then --gpus/--assume). */
 static void checker_options(const fs_cli *cli, fsC_options *o) {
   *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
-                     .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight};
+                     .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight,
+                     .plan = cli->planning};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,
@@ -526,6 +528,7 @@ int main(int argc, char **argv) {
     if (nargs == 1) fsW_list(stdout); /* the ids, for a reader and for completion */
     else status = nargs != 2 ? usage_error("%s", "explain: expects one rule id, e.g. R36") : fsW_explain(stdout, stderr, args[1]);
   } else if (strcmp(args[0], "plan") == 0) {
+    cli.planning = 1;
     status = nargs != 2 ? usage_error("%s", "plan: expects exactly one script") : run_file(&cli, args[1], stdout);
   } else if (misspelt_command(args[0])) {
     status = EXIT_USAGE;

@@ -367,9 +367,10 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
   return f;
 }
 
-/* Whether this build runs cfg: single-device, DDP and FSDP on one node, on
- * cpu, on the GPUs of a CUDA build, or on cuda emulated by the cpu backend
- * (--emulate-cuda).  Nothing here initializes CUDA: ranks are forked later. */
+/* Whether this machine runs cfg (fsF_check_runnable said this build does):
+ * cuda on the GPUs of a CUDA build, or emulated by the cpu backend
+ * (--emulate-cuda); one node, or several started by torchrun or srun.
+ * Nothing here initializes CUDA: ranks are forked later. */
 static int runnable(const fsF_config *cfg, bool emulate_cuda) {
   fsF_machine here;
   fsF_machine_detect(&here);
@@ -382,24 +383,6 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
     fsV_seterr("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
                "installed a driver from http://www.nvidia.com/Download/index.aspx (to try a cuda script "
                "on this machine, run it with --emulate-cuda: the cpu backend, one process per rank)");
-    return -1;
-  }
-  if (cfg->precision != FSF_P32) { /* not float32 silently in place of what was asked */
-    fsV_seterr("this build computes in float32 only (precision=\"32-true\"); the script asks for "
-               "precision=\"%s\", which `fabricscript check` checks but this build cannot run",
-               fsF_prec_name(cfg->precision));
-    return -1;
-  }
-  const char *start = fsF_unrunnable_start(cfg);
-  if (start) {
-    fsV_seterr("%s", start);
-    return -1;
-  }
-  bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN;
-  if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || cfg->accel == FSF_CUDA)) {
-    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
-               "the script resolves to %s on %s (`fabricscript check` checks it)",
-               fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
     return -1;
   }
   if (cfg->num_nodes == 1) return 0;
@@ -478,7 +461,9 @@ NATIVE(f_fabric) {
     free(fv);
     return NULL;
   }
-  if (!o->plan && runnable(&fv->cfg, o->emulate_cuda) < 0) { /* plan allocates nothing: any target */
+  fsF_issues_init(&iss);
+  if (!o->plan && (fsE_fabric_issues(E, a, &iss, fsF_check_runnable(&fv->cfg, &iss)) < 0 ||
+                   runnable(&fv->cfg, o->emulate_cuda) < 0)) { /* plan allocates nothing: any target */
     free(fv);
     return NULL;
   }
