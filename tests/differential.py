@@ -99,7 +99,7 @@ def compare(path, args):
 
 STRATEGIES = [("cpu", "auto", 1), ("cpu", "ddp", 2), ("cpu", "ddp", 1), ("cuda", "fsdp", 2), ("cuda", "ddp", 2),
               ("cuda", "auto", 1), ("cpu", "fsdp", 2), ("cpu", "ddp_spawn", 2), ("cpu", "dp", 2)]
-PRECISIONS = ["32-true", "32-true", "32-true", "16-mixed", "bf16-mixed", "64-true"]
+PRECISIONS = ["32-true"] * 9 + ["16-mixed", "bf16-mixed", "64-true"]
 OPTIMIZERS = ["SGD(model.parameters(), lr=0.1)", "Adam(model.parameters(), lr=0.01)",
               "AdamW(model.parameters(), lr=0.01)"]
 
@@ -109,12 +109,15 @@ def generate(rng, path):
     defined before it is used, so what fires is Fabric's rules (or none)."""
     accel, strategy, devices = rng.choice(STRATEGIES)
     precision = rng.choice(PRECISIONS)
+    cli = rng.random() < 0.1  # as `fabric run --devices=2` starts it (launch() is then an error)
     out = ["model Net():", "    Linear(4, 8)", "    ReLU()", "    Linear(8, 3)", ""]
-    out.append('fabric = Fabric(accelerator="%s", strategy="%s", devices=%d, precision="%s")'
-               % (accel, strategy, devices, precision))
-    launch_at = rng.choice(["start", "start", "after_model", "after_setup", "never", "function"])
-    if launch_at == "function":
-        out.append("def train(fabric):")
+    out.append('fabric = Fabric(accelerator="%s", strategy="%s", %sprecision="%s")'
+               % (accel, strategy, "" if cli else "devices=%d, " % devices, precision))
+    launch_at = rng.choice(["start", "start", "after_model", "after_setup", "never", "function", "function_args"])
+    if cli and rng.random() < 0.7:
+        launch_at = "never"
+    if launch_at.startswith("function"):
+        out.append("def train(fabric%s):" % (", lr, steps=1" if launch_at == "function_args" else ""))
         indent = "    "
     else:
         indent = ""
@@ -149,9 +152,15 @@ def generate(rng, path):
         body.append("optimizer = " + optimizer)
     if launch_at == "after_setup":
         body.append("fabric.launch()")
-    body.append("loader = fabric.setup_dataloaders(DataLoader(RandomDataset(16, 4, 3, 0), batch_size=8))")
-    for _ in range(rng.randint(0, 2)):
-        step = rng.choice(["train", "train", "save", "save_state_dict", "load", "collective", "no_sync"])
+    loader = "loader = fabric.setup_dataloaders(DataLoader(RandomDataset(16, 4, 3, 0), batch_size=8))"
+    if rng.random() < 0.2:  # early, between statements (not inside a block)
+        body.insert(rng.choice([i for i in range(len(body) + 1) if i == len(body) or not body[i].startswith(" ")]),
+                    loader)
+    else:
+        body.append(loader)
+    for _ in range(rng.randint(0, 3)):
+        step = rng.choice(["train", "train", "save", "save_state_dict", "load", "collective", "no_sync", "clip",
+                           "gather", "to_device", "load_missing", "seed"])
         if step == "train":
             body += ["for x, y in loader:", "    loss = cross_entropy(model(x), y)", "    optimizer.zero_grad()",
                      "    fabric.backward(loss)", "    optimizer.step()"]
@@ -164,6 +173,20 @@ def generate(rng, path):
             body.append('fabric.load(path, {"model": model, "optimizer": optimizer})')
         elif step == "collective":
             body.append('fabric.print("sum", fabric.all_reduce(fabric.global_rank + 1, reduce_op="sum").item())')
+        elif step == "clip":
+            body += ["for x, y in loader:", "    fabric.backward(cross_entropy(model(x), y))",
+                     "    fabric.clip_gradients(model, optimizer, %s)" % rng.choice(["max_norm=1.0", "clip_val=0.5"]),
+                     "    optimizer.step()"]
+        elif step == "gather":
+            body.append("fabric.barrier()")
+            body.append('fabric.print(fabric.all_gather(fabric.global_rank).shape, fabric.broadcast(%d))' % rng.randint(0, 9))
+        elif step == "to_device":
+            body.append("fabric.print(fabric.to_device(zeros(2)).shape)")
+        elif step == "load_missing":
+            body.append('fabric.save(path, {"step": 1})')
+            body.append('fabric.load(path, {"step": 0, "model": model}, strict=%s)' % rng.choice(["True", "False"]))
+        elif step == "seed":
+            body.append("fabric.seed_everything(%d)" % rng.choice([0, 42, 4294967295, 4294967296, -1]))
         else:
             body += ["for x, y in loader:", "    with fabric.no_backward_sync(model):",
                      "        fabric.backward(cross_entropy(model(x), y))", "    optimizer.step()"]
@@ -172,9 +195,11 @@ def generate(rng, path):
     out += [indent + line for line in body]
     if launch_at == "function":
         out.append("fabric.launch(train)")
+    elif launch_at == "function_args":
+        out.append("fabric.launch(train, 0.1, steps=2)")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
-    return ["--emulate-cuda"] if accel == "cuda" else []
+    return (["--emulate-cuda"] if accel == "cuda" else []) + (["--assume=cli", "--devices=2"] if cli else [])
 
 
 def main():
