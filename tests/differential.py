@@ -58,17 +58,19 @@ def annotations(text):
 
 def diagnostics(cmd):
     """The rule diagnostics of one command (a set: every rank reports its
-    own), the line of the first error of any kind (None: none), the status."""
+    own), the line of the first error of any kind (None: none), the status
+    (or the lines of standard error that are not JSON, a failure)."""
     try:
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, timeout=TIMEOUT, start_new_session=True)
     except subprocess.TimeoutExpired:
         return None, None, "timed out"
-    rules, refusals, first_error = set(), set(), None
+    rules, refusals, junk, first_error = set(), set(), [], None
     for line in p.stderr.decode("utf-8", "replace").splitlines():
         try:
             d = json.loads(line)
-        except ValueError:
+        except ValueError:  # a sanitizer report, a crash: as the test runner, a failure
+            junk.append(line[:200])
             continue
         if d.get("severity") == "error" and first_error is None:
             first_error = d.get("line") or 0
@@ -76,7 +78,8 @@ def diagnostics(cmd):
             rules.add((d.get("line"), d.get("column"), d["severity"], d["rule"], d["message"]))
         elif d.get("severity") == "error" and REFUSAL.search(d.get("message", "")):
             refusals.add((d.get("line"), d.get("column"), d["message"]))
-    return rules | {(r[0], r[1], "error", "refusal", r[2]) for r in refusals}, first_error, p.returncode
+    junk = ["stderr line not JSON: " + j for j in junk]
+    return rules | {(r[0], r[1], "error", "refusal", r[2]) for r in refusals}, first_error, junk or p.returncode
 
 
 def compare(path, args):
@@ -85,7 +88,7 @@ def compare(path, args):
     ran, stop, rs = diagnostics([FS] + args + ["--diagnostics-format=json", path])
     if checked is None or ran is None:
         return 0, ["%s: check %s, run %s" % (path, cs, rs)]
-    bad = []
+    bad = ["%s: %s" % (path, j) for j in (cs if isinstance(cs, list) else []) + (rs if isinstance(rs, list) else [])]
     for d in sorted(ran - checked, key=str):
         bad.append("%s:%s:%s: only the run reports %s[%s]: %s" % (path, d[0], d[1], d[2], d[3], d[4]))
     for d in sorted(checked - ran, key=str):
