@@ -122,7 +122,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     cobj *o = fsC_o(c, id);
     o->cfg = (int32_t)c->ncfgs++;
     o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
-    if (!c->python && !c->o->plan) { /* a .fab will run: what this runtime cannot run of it */
+    if (!c->python && c->o->will_run) { /* a .fab will run: what this runtime cannot run of it */
       fsF_issues_init(&iss);
       const fsF_config *cfg = &c->cfgs[o->cfg];
       if (fsF_check_runnable(cfg, &iss) < 0) {

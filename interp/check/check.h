@@ -19,7 +19,10 @@ typedef struct fsC_options {
   fsF_overrides overrides;   /* --accelerator --strategy --devices --num-nodes --precision */
   const char *const *defines;/* -D values as given: "name=value" */
   size_t ndefines;
-  int plan;                  /* `plan`: the script is sized, not run (no rule `unsupported` at Fabric(...)) */
+  /* the script is going to be run by this runtime (check, run, fix, the
+   * REPL; not `plan`, which sizes any target): rule `unsupported` for what
+   * it cannot run of a Fabric(...) configuration (fsF_check_runnable) */
+  int will_run;
 } fsC_options;
 
 /* This machine, no overrides, no -D. */

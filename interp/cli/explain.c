@@ -184,6 +184,8 @@ static const explain_row rows[] = {
   {"output", "A line a rank wrote to standard error outside a diagnostic.", "Under JSON diagnostics every line of stderr is a JSON object."},
   {"preflight", "The check ran for the machine the script declares, not this one.",
    "People check on a laptop before they submit to a cluster; --here checks for this machine."},
+  {"seed", "seed_everything() found no seed, neither given nor in PL_GLOBAL_SEED, and uses 0.",
+   "Fabric's seed_everything warns so (utilities/seed.py): a run meant to be seeded is not."},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 

@@ -41,7 +41,7 @@ typedef struct fs_cli {
   int no_progress;          /* --no-progress or FABRICSCRIPT_PROGRESS=0 */
   fsPL_options plan;        /* plan's --format, --batch-size, --context, --gpu-memory */
   int plan_given;           /* one of them was passed: only `plan` takes them */
-  int planning;             /* the command is `plan` (fsC_options.plan) */
+  int planning;             /* the command is `plan` (not fsC_options.will_run) */
 } fs_cli;
 
 static const char usage_text[] =
@@ -151,7 +151,7 @@ static fs_source *load(const char *path, int may_map, fs_node **ast, fs_diags *d
 static void checker_options(const fs_cli *cli, fsC_options *o) {
   *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
                      .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight,
-                     .plan = cli->planning};
+                     .will_run = !cli->planning};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,
