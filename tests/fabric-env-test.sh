@@ -1,8 +1,9 @@
 #!/bin/sh
 # fabric-env-test.sh -- what a regression script cannot set: the
 # environment Fabric reads (PL_GLOBAL_SEED for seed_everything(), LT_CLI_USED
-# for `fabric run`) and the order of fabric.print lines and progress lines
-# when both streams go into one pipe.
+# for `fabric run`), the order of fabric.print lines and progress lines
+# when both streams go into one pipe, and a save into directories that do
+# not exist yet.
 fs=${FABRICSCRIPT:-./fabricscript}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -45,5 +46,14 @@ for args in "" "-D strategy=ddp -D devices=2"; do
   want="start 0|epoch 1/2|end 0|start 1|epoch 2/2|end 1|"
   [ "$got" = "$want" ] || bad "print/progress order ($args): '$got'"
 done
+# fabric.save makes the checkpoint's parent directories (a fresh place each
+# time: tests/scripts/fabric/save_nested.fab cannot know they are new)
+cat > "$tmp/save.fab" <<'FAB'
+fabric = Fabric(accelerator="cpu", devices=1)
+fabric.save(param("path", ""), {"step": 3, "d": {"a": [1, 2]}})
+print(fabric.load(param("path", "")))
+FAB
+out=$("$fs" -D path="$tmp/new/dir/x.ckpt" "$tmp/save.fab" 2>/dev/null)
+[ "$out" = "{'step': 3, 'd': {'a': [1, 2]}}" ] && [ -f "$tmp/new/dir/x.ckpt" ] || bad "save into new directories: '$out'"
 [ $fail = 0 ] && echo "PASS fabric-env-test"
 exit $fail
