@@ -17,8 +17,9 @@ for fab in "$srcdir"/tests/scripts/rules/*.fab; do
   cp "$fab" "$tmp/$name.py"
   args=$(sed -n 's/^# args: //p' "$fab")
   # shellcheck disable=SC2086  # the annotation's words are separate arguments
+  # rules `unsupported` and R70 are about running a .fab (a .py is checked, never run)
   (cd "$tmp" && CUDA_VISIBLE_DEVICES= "$fs" check --diagnostics-format=json $args "$name.fab" 2>&1 |
-     sed "s/$name\.fab/FILE/g" >"$name.fab.out")
+     grep -v '"rule":"unsupported"\|"rule":"R70"' | sed "s/$name\.fab/FILE/g" >"$name.fab.out")
   # shellcheck disable=SC2086
   (cd "$tmp" && CUDA_VISIBLE_DEVICES= "$fs" check --diagnostics-format=json $args "$name.py" 2>&1 |
      sed "s/$name\.py/FILE/g" >"$name.py.out")

@@ -117,13 +117,25 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     fsC_report(c, FS_SEV_NOTE, "preflight", a->call->loc, "%s", declared ? declared : "out of memory");
   free(declared);
   int rc = fsF_resolve(&fa, &c->o->overrides, &m, &c->cfgs[c->ncfgs], &iss);
-  if (rc == 0 && !c->o->plan) rc = fsF_check_precision_runs(&c->cfgs[c->ncfgs], &iss); /* R70 */
   report_fabric_issues(c, a, &iss);
   fsF_issues_free(&iss);
   if (rc == 0) {
     cobj *o = fsC_o(c, id);
     o->cfg = (int32_t)c->ncfgs++;
     o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
+    if (!c->python && c->o->will_run) { /* a .fab will run: what this runtime cannot run of it */
+      fsF_issues_init(&iss);
+      const fsF_config *cfg = &c->cfgs[o->cfg];
+      if (fsF_check_runnable(cfg, &iss) < 0) {
+        /* the caret on the strategy (or accelerator) that asks for it; a
+         * precision is resolved from several arguments (16-mixed on cpu is
+         * bf16-mixed): the call */
+        const fs_node *node = NULL;
+        if (cfg->precision == FSF_P32 && !fsC_arg(a, "strategy", &node)) fsC_arg(a, "accelerator", &node);
+        fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+      }
+      fsF_issues_free(&iss);
+    }
   }
   return fsC_obj(id);
 }
@@ -538,7 +550,12 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     size_t ne = fsC_varargs(a, extra, nodes, MAXARGS - 1);
     args[0] = fsC_obj(fid);
     for (size_t i = 0; i < ne; i++) args[1 + i] = *extra[i];
-    return fsC_call_def(c, fn->p, a->call, args, 1 + ne, NULL, NULL, 0);
+    const char *kw[MAXARGS]; /* launch's **kwargs go to the function */
+    cv kwv[MAXARGS];
+    size_t nk = 0;
+    for (size_t i = 0; i < a->nkw && nk < MAXARGS; i++)
+      if (a->sig->params[a->kw_slot[i]].flags & FSSIG_VARKW) kw[nk] = a->kw[i], kwv[nk++] = a->kwv[i];
+    return fsC_call_def(c, fn->p, a->call, args, 1 + ne, kw, kwv, nk);
   }
   return fsC_unknown();
 }

@@ -176,6 +176,11 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
     *out = *recv;
     return 1;
   }
+  if ((!strcmp(m, "state_dict") || !strcmp(m, "load_state_dict")) && !c->python && c->o->will_run && recv->k == CV_OBJ) {
+    const cobj *w = fsC_o(c, recv->id); /* a .fab will run: the run's flat shards have none */
+    const fsF_config *cfg = w->wrapped ? fsC_cfg(c, w->fabric) : NULL;
+    if (cfg && cfg->cls == FSF_FSDP) fsC_report(c, FS_SEV_ERROR, "unsupported", a->call->loc, FSF_FSDP_STATE_DICT_UNSUPPORTED, m);
+  }
   if (!strcmp(m, "reset_parameters") || !strcmp(m, "load_state_dict")) {
     for (size_t i = 0; i < nr; i++) fsC_ow(c, raws[i])->empty = (mbit){MB_F, 0};
     *out = fsC_const(c, fsV_none());

@@ -38,7 +38,10 @@ typedef struct fsC_options {
   double budget_seconds;
   size_t budget_bytes;
   fsC_query *query;          /* NULL, or the one expression to describe (query.c) */
-  int plan;                  /* for `plan`, which predicts torch's layout for any precision: no R70 */
+  /* the script is going to be run by this runtime (check, run, fix, the
+   * REPL; not `plan`, which sizes any target): rule `unsupported` for what
+   * it cannot run of a Fabric(...) configuration (fsF_check_runnable) */
+  int will_run;
 } fsC_options;
 
 #define FSC_BUDGET_SECONDS 10.0

@@ -188,6 +188,8 @@ static const explain_row rows[] = {
    "Analysing calls and loops inline multiplies: the budget makes every check end; what follows the warning is not checked."},
   {"preflight", "The check ran for the machine the script declares, not this one.",
    "People check on a laptop before they submit to a cluster; --here checks for this machine."},
+  {"seed", "seed_everything() found no seed, neither given nor in PL_GLOBAL_SEED, and uses 0.",
+   "Fabric's seed_everything warns so (utilities/seed.py): a run meant to be seeded is not."},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 

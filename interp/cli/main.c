@@ -45,7 +45,7 @@ typedef struct fs_cli {
   int plan_given;           /* one of them was passed: only `plan` takes them */
   fsC_options budget;       /* --check-budget: its budget_seconds, budget_bytes */
   fs_diag_limit limit;      /* --error-limit and what it hid */
-  int planning;             /* the command is `plan` (fsC_options.plan) */
+  int planning;             /* the command is `plan` (not fsC_options.will_run) */
 } fs_cli;
 
 static const char usage_text[] =
@@ -163,7 +163,7 @@ static void checker_options(const fs_cli *cli, fsC_options *o) {
   *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
                      .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight,
                      .budget_seconds = cli->budget.budget_seconds, .budget_bytes = cli->budget.budget_bytes,
-                     .plan = cli->planning};
+                     .will_run = !cli->planning};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,

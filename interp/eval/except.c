@@ -26,7 +26,7 @@ static const char *class_of_error(const char *msg, const char **text) {
   static const struct { const char *prefix, *type; } prefixed[] = {
     {"AssertionError", "AssertionError"}, {"KeyError", "KeyError"}, {"RecursionError", "RecursionError"},
     {"KeyboardInterrupt", "KeyboardInterrupt"}, {"MemoryError", "MemoryError"},
-    {"OverflowError", "OverflowError"},
+    {"OverflowError", "OverflowError"}, {"ValueError", "ValueError"},
   };
   static const struct { const char *words, *type; } contained[] = {
     /* torch's indexing errors (runtime/tensor/index.c), before "must be" */

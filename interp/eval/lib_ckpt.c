@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "atomicfile.h"
 #include "autograd.h"
 #include "eval_int.h"
 #include "safetensors.h"
@@ -320,8 +321,12 @@ static int ck_write_file(fabv *fv, const char *path, ckpt *c) {
   int64_t msg[1 + 512] = {0}; /* rank 0 created it; the temporary file's name */
   bool open = false;
   int64_t ok = 1;
-  if (rank == 0) {
-    open = fmt->create(&w, path, c, &err) == 0;
+  if (rank == 0) { /* the parent directory made first, as Fabric's TorchCheckpointIO does */
+    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (slash && slash != dir) *slash = '\0';
+    open = dir && (!slash || slash == dir || fsK_make_dirs(dir, "checkpoint", &err) == 0) &&
+           fmt->create(&w, path, c, &err) == 0;
+    free(dir);
     if (open && strlen(fmt->tmp_path(&w)) < sizeof msg - sizeof msg[0]) {
       msg[0] = 1;
       strcpy((char *)(msg + 1), fmt->tmp_path(&w));
@@ -715,6 +720,19 @@ static int load_sched(const ck_file *f, const char *key, fs_value *v, fs_value *
   return rc;
 }
 
+/* Whether the checkpoint has the top-level entry `want`: a plain entry, or
+ * a module's or optimizer's, flattened to tensors and metadata "want.NAME". */
+static bool ck_has_entry(const ck_file *f, const char *want) {
+  size_t n = strlen(want);
+  for (size_t i = 0; i < f->fmt->nkeys(f); i++)
+    if (f->fmt->key(f, i) && !strcmp(f->fmt->key(f, i), want)) return true;
+  for (size_t i = 0; i < f->k.n + f->k.nmeta; i++) {
+    const char *name = i < f->k.n ? f->k.t[i].name : f->k.meta[i - f->k.n].key;
+    if (!strncmp(name, want, n) && name[n] == '.') return true;
+  }
+  return false;
+}
+
 NATIVE(ckpt_load) {
   if (E->opt->plan) return fsE_plan_done(E, NULL); /* the model is used before an optimizer was set up */
   fabv *fv = self->u.obj.data;
@@ -733,6 +751,18 @@ NATIVE(ckpt_load) {
   }
   free(es);
   if (fsE_ck_open(&cf, s[0]->u.str.s) < 0) return NULL;
+  /* strict: every key the state asks for is in the checkpoint (Fabric's
+   * _validate_keys_for_strict_loading names the first one missing) */
+  for (size_t i = 0; fsV_truthy(s[2]) && i < n; i++) {
+    const char *want = state->u.dict.keys[i]->u.str.s;
+    bool found = ck_has_entry(&cf, want);
+    if (!found) {
+      cf.fmt->close(&cf);
+      fsV_seterr("KeyError: \"The requested state contains a key '%s' that does not exist in the loaded checkpoint. "
+                 "To disable strict loading, set `strict=False`.\"", want);
+      return NULL;
+    }
+  }
   int rc = ck_load_init(&L, n);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     fs_value *k = state->u.dict.keys[i], *v = state->u.dict.vals[i];

@@ -26,6 +26,9 @@ fs_value *fsE_print(fsE_ctx *E, fs_value *const *s) {
     free(t);
   }
   fputs(s[2]->u.str.s, out);
+  /* with progress lines on the other stream, a piped (block-buffered)
+   * stdout would reach the reader after them: each print goes out now */
+  if (E->opt->progress) fflush(out);
   return fsV_none();
 }
 

@@ -2,6 +2,7 @@
  * collectives, logging, to_device.  Every method first runs its validation
  * from fabric.h on the objects' states, so check and run share one rule;
  * checkpoints (save, load) are lib_ckpt.c's. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "config.h"
 #include <string.h>
 
@@ -241,10 +242,9 @@ static int ddp_sync_grads(fabv *fv) {
   return 0;
 }
 
-/* A collective's tensor: a copy of x, or a number as a one-element tensor
- * (int64 for an int, float32 for a float). */
-/* A copy of x (a tensor, or a number as a 0-d tensor) where the
- * communicator's buffers live. */
+/* A copy of x (a tensor, or a number as a 0-d tensor: float32 for a float,
+ * int64 for an int or a bool, where Fabric makes int32 and uint8, dtypes this
+ * runtime lacks) where the communicator's buffers live. */
 static fs_tensor *collective_input(const fs_value *x, fs_device dev) {
   fs_tensor *t = fsE_as_tensor(x);
   if (t) return t->device == dev ? fsT_copy(t) : fsT_to_device(t, dev);
@@ -263,8 +263,12 @@ static fs_tensor *collective_input(const fs_value *x, fs_device dev) {
 
 static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
   if (strcmp(name, "barrier") == 0) return !fv->comm || fsCC_barrier(fv->comm) == 0 ? fsV_none() : fsE_comm_fail();
-  if (!fv->comm) return fsV_retain(s[0]); /* one rank: the identity */
-  fs_tensor *t = collective_input(s[0], fv->comm->device);
+  bool reduce = strcmp(name, "broadcast") != 0;
+  /* one rank: the identity, but all_reduce and all_gather convert numbers to
+   * tensors first on any world size (Fabric's convert_to_tensors) */
+  if (!fv->comm && (!reduce || fsE_as_tensor(s[0]) || !fsV_is_number(s[0]))) return fsV_retain(s[0]);
+  fs_tensor *t = collective_input(s[0], fv->comm ? fv->comm->device : fv->dev);
+  if (!fv->comm) return t ? fsE_tensor_value(t) : fsE_rt_fail();
   if (!t) return fsE_rt_fail();
   int rc = 0;
   if (strcmp(name, "all_reduce") == 0) {
@@ -287,7 +291,7 @@ static fs_value *collective(fabv *fv, const char *name, fs_value **s) {
     fsT_release(t);
     return fsE_comm_fail();
   }
-  if (t->rank == 0 && !fsE_as_tensor(s[0])) { /* a number in, a number out */
+  if (!reduce && !fsE_as_tensor(s[0])) { /* broadcast_object_list: a number in, a number out */
     fs_value *r = fsE_item_value(t);
     fsT_release(t);
     return r;
@@ -364,9 +368,10 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
   return f;
 }
 
-/* Whether this build runs cfg: single-device, DDP and FSDP on one node, on
- * cpu, on the GPUs of a CUDA build, or on cuda emulated by the cpu backend
- * (--emulate-cuda).  Nothing here initializes CUDA: ranks are forked later. */
+/* Whether this machine runs cfg (fsF_check_runnable said this build does):
+ * cuda on the GPUs of a CUDA build, or emulated by the cpu backend
+ * (--emulate-cuda); one node, or several started by torchrun or srun.
+ * Nothing here initializes CUDA: ranks are forked later. */
 static int runnable(const fsF_config *cfg, bool emulate_cuda) {
   fsF_machine here;
   fsF_machine_detect(&here);
@@ -379,18 +384,6 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
     fsV_seterr("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
                "installed a driver from http://www.nvidia.com/Download/index.aspx (to try a cuda script "
                "on this machine, run it with --emulate-cuda: the cpu backend, one process per rank)");
-    return -1;
-  }
-  const char *why = fsF_precision_unsupported(cfg); /* `check` reports the same (R70) */
-  if (why) {
-    fsV_seterr("%s", why);
-    return -1;
-  }
-  bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN;
-  if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || cfg->accel == FSF_CUDA)) {
-    fsV_seterr("this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
-               "the script resolves to %s on %s (`fabricscript check` checks it)",
-               fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
     return -1;
   }
   if (cfg->num_nodes == 1) return 0;
@@ -469,7 +462,9 @@ NATIVE(f_fabric) {
     free(fv);
     return NULL;
   }
-  if (!o->plan && runnable(&fv->cfg, o->emulate_cuda) < 0) { /* plan allocates nothing: any target */
+  fsF_issues_init(&iss);
+  if (!o->plan && (fsE_fabric_issues(E, a, &iss, fsF_check_runnable(&fv->cfg, &iss)) < 0 ||
+                   runnable(&fv->cfg, o->emulate_cuda) < 0)) { /* plan allocates nothing: any target */
     free(fv);
     return NULL;
   }
@@ -484,7 +479,10 @@ NATIVE(f_fabric) {
   }
 #endif
   fv->diags = E->diags;
-  fv->env.world_size = fv->env.local_world_size = 1;
+  /* the connector's _set_world_ranks(): the world before launch() (this process: rank 0) */
+  bool ranks = fv->cfg.cls == FSF_DDP || fv->cfg.cls == FSF_FSDP;
+  fv->env.world_size = ranks ? fv->cfg.world_size : 1;
+  fv->env.local_world_size = ranks ? fv->cfg.devices : 1;
   if (as_list(s[6], &fv->callbacks, NULL) < 0 || as_list(s[7], &fv->loggers, &fsE_logger_class) < 0) {
     fsV_release(fv->callbacks);
     free(fv);
@@ -495,6 +493,15 @@ NATIVE(f_fabric) {
     fsV_release(E->fabric);
     E->fabric = fsV_retain(r);
   }
+  /* under `fabric run` (LT_CLI_USED=1) Fabric(...) sets up the processes
+   * torchrun started: here the ranks are forked at this point, each going
+   * on from it, as each of the CLI's processes would reach it */
+  fs_value *started = r && fv->cfg.under_cli && !o->plan ? ddp_launch(E, fv) : r ? fsV_none() : NULL;
+  if (!started) {
+    fsV_release(r);
+    return NULL;
+  }
+  fsV_release(started);
   return r;
 }
 
@@ -618,20 +625,72 @@ static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
 
 #define FABV(self) ((fabv *)(self)->u.obj.data)
 
+/* launch(function, *args, **kwargs): the ranks start (popen: each continues
+ * the script), then every rank runs function(fabric, *args, **kwargs) and
+ * gets its result, as Fabric's _wrap_and_launch does with no launcher of
+ * its own in the process. */
 NATIVE(fabric_launch) {
   fabv *fv = FABV(self);
+  fs_value *fn = s[0];
+  fsF_fn kind = fn->type == FSV_NONE ? FSF_FN_NONE : fsE_callable_sig(fn) ? FSF_FN_CALLABLE : FSF_FN_NOT_CALLABLE;
+  const fsSig *sig = kind == FSF_FN_CALLABLE ? fsE_callable_sig(fn) : NULL;
+  char *str_of = kind == FSF_FN_NOT_CALLABLE ? fsV_tostr(fn) : NULL;
   fsF_issues iss;
   fsF_issues_init(&iss);
   fs_value *r = NULL;
-  if (s[0]->type != FSV_NONE) fsV_seterr("launch(function) is not supported in this build");
-  else if (fsE_fabric_issues(E, a, &iss, fsF_check_launch(&fv->f, FSF_FN_NONE, NULL, NULL, 0, &iss)) == 0)
-    r = ddp_launch(E, fv);
-  fsF_issues_free(&iss);
+  int rc = fsF_check_launch(&fv->f, kind, str_of ? str_of : "?", sig ? sig->name : "function",
+                            sig ? (int)sig->nparams : 1, &iss);
+  free(str_of);
+  if (fsE_fabric_issues(E, a, &iss, rc) == 0) r = ddp_launch(E, fv);
+  if (!r || kind == FSF_FN_NONE) return r;
+  fsV_release(r);
+  size_t np = 1 + s[1]->u.seq.n, nk = s[2]->u.dict.n;
+  fs_value **pos = malloc(np * sizeof *pos);
+  const char **kwnames = malloc((nk + 1) * sizeof *kwnames);
+  if (!pos || !kwnames) {
+    free(pos);
+    free(kwnames);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  pos[0] = self;
+  for (size_t i = 1; i < np; i++) pos[i] = s[1]->u.seq.items[i - 1];
+  for (size_t i = 0; i < nk; i++) kwnames[i] = s[2]->u.dict.keys[i]->u.str.s;
+  fsV_args call = {pos, np, kwnames, s[2]->u.dict.vals, nk, a->loc};
+  r = fsE_call(E, fn, &call);
+  free(pos);
+  free(kwnames);
   return r;
 }
 
+/* Fabric's seed_everything (utilities/seed.py): None reads PL_GLOBAL_SEED
+ * (unset: 0, with its warning), the bounds are numpy's, and the seed is
+ * left in PL_GLOBAL_SEED for what the process starts later. */
 NATIVE(fabric_seed_everything) {
-  int64_t seed = s[0]->type == FSV_INT ? s[0]->u.i : 0;
+  int64_t seed = s[0]->type == FSV_NONE ? 0 : fsE_ival(s[0]);
+  if (s[0]->type == FSV_NONE) {
+    const char *env = getenv("PL_GLOBAL_SEED");
+    char *end = NULL;
+    long long v = env ? strtoll(env, &end, 10) : 0;
+    if (!env) {
+      fsD_add(E->diags, FS_SEV_WARNING, "seed", E->src, a->loc, "No seed found, seed set to 0");
+    } else if (!*env || *end) { /* Python's int(): digits, an optional sign, blanks around */
+      fs_value *str = fsV_cstr(env);
+      char *r = str ? fsV_repr(str) : NULL;
+      fsV_seterr("ValueError: Invalid seed specified via PL_GLOBAL_SEED: %s", r ? r : env);
+      free(r);
+      fsV_release(str);
+      return NULL;
+    }
+    seed = v;
+  }
+  if (seed < 0 || seed > 4294967295LL) {
+    fsV_seterr("ValueError: %lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
+    return NULL;
+  }
+  char text[24];
+  snprintf(text, sizeof text, "%lld", (long long)seed);
+  setenv("PL_GLOBAL_SEED", text, 1);
   E->seed = (uint64_t)seed;
   E->samples = 0; /* sampling and rand/randn start over, as torch's generator does */
   E->drawn = 0;   /* (even when the seed is the one already set) */

@@ -953,7 +953,7 @@ NATIVE(module_named_buffers) { return buffers_list(MODV(self), true); }
 
 /* The FSDP wrapper's parameters are flat shards: no per-parameter state dict. */
 static bool unsharded(const modv *mv, const char *name) {
-  if (mv->sh) fsV_seterr("%s() of an FSDP-wrapped module is not supported; use fabric.save / fabric.load", name);
+  if (mv->sh) fsV_seterr(FSF_FSDP_STATE_DICT_UNSUPPORTED, name);
   return !mv->sh;
 }
 

@@ -362,6 +362,29 @@ int fsF_check_no_backward_sync(const fsF_fabric *f, const fsF_model *m, fsF_issu
   return 0;
 }
 
+int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss) {
+  static const char help[] = "the check understands it, but this runtime does not run it yet";
+  if (fsF_check_precision_runs(cfg, iss) < 0) return -1; /* R70: a precision this runtime does not run */
+  /* the ranks are processes forked at launch() that each continue the
+   * script (popen's model); spawn and fork run only launch's function in
+   * them and the rest of the script once, in the parent */
+  if (cfg->launcher == FSF_LAUNCH_SPAWN)
+    return fsF_fail(iss, "unsupported", help,
+                    "the \"spawn\" start method (strategy=\"ddp_spawn\") is not supported at run time yet; "
+                    "strategy=\"ddp\" runs the same ranks with the \"popen\" start method");
+  if (cfg->launcher == FSF_LAUNCH_FORK)
+    return fsF_fail(iss, "unsupported", help,
+                    "the \"fork\" start method (strategy=\"ddp_fork\" or \"ddp_notebook\") is not supported "
+                    "at run time yet; strategy=\"ddp\" runs the same ranks with the \"popen\" start method");
+  bool multi = (cfg->cls == FSF_DDP || cfg->cls == FSF_FSDP) && cfg->launcher == FSF_LAUNCH_POPEN;
+  if ((cfg->cls != FSF_SINGLE && !multi) || !(cfg->accel == FSF_CPU || cfg->accel == FSF_CUDA))
+    return fsF_fail(iss, "unsupported", help,
+                    "this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
+                    "the script resolves to %s on %s (`fabricscript check` checks it)",
+                    fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+  return 0;
+}
+
 int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
                      const char *fn_name, int fn_nparams, fsF_issues *iss) {
   const fsF_config *c = f->cfg;

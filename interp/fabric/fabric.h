@@ -257,6 +257,15 @@ int fsF_check_no_backward_sync(const fsF_fabric *f, const fsF_model *m, fsF_issu
 typedef enum fsF_fn { FSF_FN_NONE, FSF_FN_NOT_CALLABLE, FSF_FN_CALLABLE } fsF_fn;
 /* launch(fn): kind of fn; str_of = str(fn) when not callable; fn_name and
  * fn_nparams when callable. On success the fabric is launched. */
+/* Rule `unsupported` at Fabric(...): what this runtime cannot run of a
+ * resolved configuration (a strategy, accelerator, precision or start
+ * method), in the words both the check of a script that will run and the
+ * run itself use. 0 when it runs it, else -1 with the error in iss. */
+int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss);
+/* The same for state_dict()/load_state_dict() (%s) of a module set up with
+ * FSDP: its parameters are flat shards at run time. */
+#define FSF_FSDP_STATE_DICT_UNSUPPORTED \
+  "%s() of an FSDP-wrapped module is not supported at run time yet; use fabric.save / fabric.load"
 int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
                      const char *fn_name, int fn_nparams, fsF_issues *iss);
 int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss);

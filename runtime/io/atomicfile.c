@@ -167,3 +167,18 @@ void fsK_atomic_abort(fsK_atomic *a) {
   unlink(a->tmp);
   release(a);
 }
+
+int fsK_make_dirs(char *path, const char *what, char **err) {
+  for (char *s = path + 1;; s++) {
+    if (*s && *s != '/') continue;
+    char c = *s;
+    *s = '\0';
+    struct stat st;
+    int bad = mkdir(path, 0777) != 0 && (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode));
+    int e = errno == EEXIST ? ENOTDIR : errno;
+    if (bad) fsIO_fail(err, "%s: cannot create the %s directory: %s", path, what, strerror(e));
+    *s = c;
+    if (bad) return -1;
+    if (!c) return 0;
+  }
+}

@@ -17,6 +17,11 @@ typedef struct fsK_atomic {
   int fd;     /* open for writing on tmp; -1 when closed */
 } fsK_atomic;
 
+/* mkdir -p: every missing component of path (modified in place while it
+ * walks, restored); the error names the component and says "cannot create
+ * the WHAT directory". */
+int fsK_make_dirs(char *path, const char *what, char **err);
+
 /* Creates the temporary file (the replaced file's mode, or 0666 minus the
  * umask for a new one). a->path is the resolved target. */
 int fsK_atomic_open(fsK_atomic *a, const char *path, char **err);

@@ -104,22 +104,6 @@ static int reserve(void *p, size_t *cap, size_t need, size_t size) {
 
 /* --- the version directory --------------------------------------------- */
 
-/* mkdir -p: every missing component of path. */
-static int make_dirs(char *path, char **err) {
-  for (char *s = path + 1;; s++) {
-    if (*s && *s != '/') continue;
-    char c = *s;
-    *s = '\0';
-    struct stat st;
-    int bad = mkdir(path, 0777) != 0 && (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode));
-    int e = errno == EEXIST ? ENOTDIR : errno;
-    if (bad) fsIO_fail(err, "%s: cannot create the log directory: %s", path, strerror(e));
-    *s = c;
-    if (bad) return -1;
-    if (!c) return 0;
-  }
-}
-
 /* Lightning's reading of a version directory's name: the digits between
  * "version_" and the next '_' (so "version_2_old" is 2); -1 if none. */
 static long long version_of(const char *name) {
@@ -169,10 +153,10 @@ static int open_files(fsLG *lg, char **err) {
 static int open_run(fsLG *lg, char **err) {
   char *base = versions_dir(lg);
   if (!base) return fsIO_fail(err, "%s: out of memory", lg->root);
-  int rc = make_dirs(base, err);
+  int rc = fsK_make_dirs(base, "log", err);
   if (rc == 0 && lg->version) { /* named (or looked up): that directory, made or not */
     lg->dir = fsIO_errf("%s/%s", base, lg->version);
-    rc = !lg->dir ? fsIO_fail(err, "%s: out of memory", base) : make_dirs(lg->dir, err);
+    rc = !lg->dir ? fsIO_fail(err, "%s: out of memory", base) : fsK_make_dirs(lg->dir, "log", err);
     free(base);
     return rc < 0 ? -1 : open_files(lg, err);
   }
