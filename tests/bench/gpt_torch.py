@@ -1,7 +1,7 @@
 """PyTorch eager peer of examples/gpt.fab for scripts/gpu-check: the same
 byte-level GPT (vocab 256, context 64, dim 128, 4 heads, 4 layers, batch 32,
 AdamW 3e-3 / wd 0.1, clip 1.0) on one device.  Prints "tokens/s N".
-Usage: python3 gpt_torch.py [device] [steps]"""
+Usage: python3 gpt_torch.py [device] [steps] [threads]"""
 import sys
 import time
 
@@ -11,6 +11,8 @@ import torch.nn.functional as F
 
 dev = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+if len(sys.argv) > 3:
+    torch.set_num_threads(int(sys.argv[3]))  # intra-op threads (the default is every core)
 V, T, D, H, L, B = 256, 64, 128, 4, 4, 32
 
 

@@ -1,6 +1,7 @@
 """examples/llama.fab against the same LLaMA-style model in torch 1.13.
 
-Usage: llama_parity.py FABRICSCRIPT EXAMPLES_DIR TMPDIR.
+Usage: llama_parity.py FABRICSCRIPT EXAMPLES_DIR TMPDIR.  (Importing it
+gives the torch model only: tests/bench/llama_torch.py does.)
 
 Runs the example itself at a small size on one CPU device, unshuffled (batch
 k holds the windows that start at bytes k*B .. k*B+B-1 of the GPL text, as
@@ -20,7 +21,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-fs, examples, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
 STEPS, DIM, HEADS, LAYERS, CONTEXT, BATCH = 20, 32, 4, 2, 16, 8
 TOL = 1e-5
 TEXT = "/usr/share/common-licenses/GPL-3"
@@ -108,37 +108,42 @@ class Llama(nn.Module):
         return self.output(self.norm(h))
 
 
-init = f"{tmp}/llama_init.ckpt"
-cmd = [fs, f"{examples}/llama.fab", "-D", "accelerator=cpu", "-D", "strategy=auto", "-D", "devices=1",
-       "-D", f"steps={STEPS}", "-D", f"dim={DIM}", "-D", f"heads={HEADS}", "-D", f"layers={LAYERS}",
-       "-D", f"context={CONTEXT}", "-D", f"batch_size={BATCH}", "-D", "sample=4", "-D", "shuffle=False",
-       "-D", "log_every=1", "-D", f"init_weights={init}"]
-r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
-if r.returncode != 0:
-    raise SystemExit(f"examples/llama.fab failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-got = [float(line.split()[-1]) for line in r.stdout.splitlines() if line.startswith("step ")]
+def main(fs, examples, tmp):
+    init = f"{tmp}/llama_init.ckpt"
+    cmd = [fs, f"{examples}/llama.fab", "-D", "accelerator=cpu", "-D", "strategy=auto", "-D", "devices=1",
+           "-D", f"steps={STEPS}", "-D", f"dim={DIM}", "-D", f"heads={HEADS}", "-D", f"layers={LAYERS}",
+           "-D", f"context={CONTEXT}", "-D", f"batch_size={BATCH}", "-D", "sample=4", "-D", "shuffle=False",
+           "-D", "log_every=1", "-D", f"init_weights={init}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+    if r.returncode != 0:
+        raise SystemExit(f"examples/llama.fab failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    got = [float(line.split()[-1]) for line in r.stdout.splitlines() if line.startswith("step ")]
 
-model = Llama(256, DIM, HEADS, LAYERS, 4 * DIM * 2 // 3)
-model.load_state_dict(torch.load(init)["model"])
-opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
-text = torch.tensor(list(open(TEXT, "rb").read()), dtype=torch.long)
-want = []
-for step in range(STEPS):
-    starts = range(step * BATCH, step * BATCH + BATCH)
-    x = torch.stack([text[i:i + CONTEXT] for i in starts])
-    y = torch.stack([text[i + 1:i + 1 + CONTEXT] for i in starts])
-    loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1))
-    opt.zero_grad()
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    want.append(loss.item())
+    model = Llama(256, DIM, HEADS, LAYERS, 4 * DIM * 2 // 3)
+    model.load_state_dict(torch.load(init)["model"])
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    text = torch.tensor(list(open(TEXT, "rb").read()), dtype=torch.long)
+    want = []
+    for step in range(STEPS):
+        starts = range(step * BATCH, step * BATCH + BATCH)
+        x = torch.stack([text[i:i + CONTEXT] for i in starts])
+        y = torch.stack([text[i + 1:i + 1 + CONTEXT] for i in starts])
+        loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        want.append(loss.item())
 
-print("fabricscript:", got)
-print("torch:       ", want)
-worst = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=0.0)
-if len(got) != STEPS:
-    raise SystemExit(f"FAIL: {len(got)} losses from the example, want {STEPS}")
-if worst > TOL:
-    raise SystemExit(f"FAIL: losses differ by {worst:.2e} relative (tolerance {TOL:.0e})")
-print(f"ok   examples/llama.fab trains as torch's twin: {STEPS} losses within {TOL:.0e} relative (worst {worst:.1e})")
+    print("fabricscript:", got)
+    print("torch:       ", want)
+    worst = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=0.0)
+    if len(got) != STEPS:
+        raise SystemExit(f"FAIL: {len(got)} losses from the example, want {STEPS}")
+    if worst > TOL:
+        raise SystemExit(f"FAIL: losses differ by {worst:.2e} relative (tolerance {TOL:.0e})")
+    print(f"ok   examples/llama.fab trains as torch's twin: {STEPS} losses within {TOL:.0e} relative (worst {worst:.1e})")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
