@@ -2,7 +2,8 @@
 # examples-test.sh -- every command an example's header shows
 # ("#   fabricscript examples/NAME.fab ...") runs as written and exits 0, with
 # only its length shortened (-D steps / -D epochs, and -D train_batches /
-# test_batches where the example has them) to keep the suite quick:
+# test_batches where the example has them, and the options of the example's
+# "# suite: -D ..." line, which shrink a model) to keep the suite quick:
 # a new user's first command must work (issue 18, point 8).
 fs=$(cd "$(dirname "${FABRICSCRIPT:-./fabricscript}")" && pwd)/$(basename "${FABRICSCRIPT:-./fabricscript}")
 src=$(cd "${srcdir:-.}" && pwd)
@@ -13,9 +14,11 @@ fail=0
 n=0
 for ex in "$src"/examples/*.fab; do
   grep '^#   fabricscript examples/' "$ex" | sed 's/^#   fabricscript //' > "$tmp/cmds"
+  suite=$(sed -n 's/^# suite: //p' "$ex")
   while IFS= read -r cmd; do
     n=$((n + 1))
     short=$(printf '%s\n' "$cmd" | sed 's/-D steps=[0-9]*/-D steps=3/; s/-D epochs=[0-9]*/-D epochs=1/')
+    [ -z "$suite" ] || short="$short $suite"
     # an example that can stop an epoch early (cnn.fab) does, after 20 batches
     if grep -q 'param("train_batches"' "$ex" && ! printf '%s' "$short" | grep -q train_batches; then
       short="$short -D train_batches=20 -D test_batches=2"

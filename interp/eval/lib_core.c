@@ -493,6 +493,30 @@ static fs_value *recase(fs_value *v, int (*f)(int)) {
 NATIVE(m_upper) { return recase(self, toupper); }
 NATIVE(m_lower) { return recase(self, tolower); }
 
+/* ord(c) and chr(i): one code point of a str (held as UTF-8) and back, with
+ * Python's errors; a byte-level model's prompt and sample go through them. */
+NATIVE(b_ord) {
+  const unsigned char *t = (const unsigned char *)s[0]->u.str.s;
+  size_t n = s[0]->u.str.len, len = 0;
+  uint32_t cp = 0, later;
+  for (size_t i = 0; i < n; len++) i += fsA_utf8_decode(t + i, n - i, len ? &later : &cp);
+  if (len != 1) {
+    fsV_seterr("ord() expected a character, but string of length %zu found", len);
+    return NULL;
+  }
+  return fsV_int(cp);
+}
+
+NATIVE(b_chr) {
+  int64_t i = s[0]->u.i;
+  if (i < 0 || i > 0x10FFFF) {
+    fsV_seterr("chr() arg not in range(0x110000)");
+    return NULL;
+  }
+  char b[4];
+  return fsV_str(b, fsA_utf8_encode((uint32_t)i, b));
+}
+
 static const fsE_reg core_funcs[] = {
   {"print", b_print}, {"param", b_param}, {"range", b_range}, {"len", b_len},
   {"min", b_min}, {"max", b_max}, {"abs", b_abs}, {"int", b_int}, {"float", b_float},
@@ -500,6 +524,7 @@ static const fsE_reg core_funcs[] = {
   {"set", b_set},
   {"enumerate", b_enumerate}, {"zip", b_zip}, {"sum", b_sum}, {"round", b_round},
   {"sorted", b_sorted},
+  {"ord", b_ord}, {"chr", b_chr},
   {"list.append", m_append}, {"dict.keys", m_keys}, {"dict.values", m_values},
   {"dict.items", m_items}, {"dict.get", m_get}, {"str.join", m_join}, {"str.split", m_split},
   {"str.upper", m_upper}, {"str.lower", m_lower},

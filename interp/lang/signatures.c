@@ -40,6 +40,8 @@ PARAMS(p_str, PO("object", ANY, "''"))
 PARAMS(p_bool, PO("x", ANY, "False"))
 PARAMS(p_iter, PO("iterable", ANY, "()"))
 PARAMS(p_dict, PO("iterable", ANY, "None"), VARKW("kwargs"))
+PARAMS(p_ord, PO("c", STR, NULL))
+PARAMS(p_chr, PO("i", INT, NULL))
 PARAMS(p_enumerate, P("iterable", ANY, NULL), P("start", INT, "0"))
 PARAMS(p_zip, VARARGS("iterables"))
 PARAMS(p_sum, PO("iterable", ANY, NULL), P("start", ANY, "0"))
@@ -419,6 +421,9 @@ static const fsSig table[] = {
   FN("sum", p_sum, "any"),
   FN("round", p_round, "any"),
   FN("sorted", p_sorted, "list"),
+  /* code points (examples/llama.fab's prompt and sample) */
+  FN("ord", p_ord, "int"),
+  FN("chr", p_chr, "str"),
   FN("device", p_device, "device"),
   FN0("no_grad", "context", FSSIG_CONTEXT),
   FN("cross_entropy", p_loss_ce, "Tensor"),
