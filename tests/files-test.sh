@@ -7,7 +7,7 @@
 # keeps the file's mode and writes through a symbolic link.
 fs=${FABRICSCRIPT:-./fabricscript}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 # run SCRIPT: runs it with a 10 s bound (a hang is a failure, not a stuck suite)
@@ -96,6 +96,26 @@ ln -s fixme.fab "$tmp/fixlink.fab"
 grep -q "global_rank" "$tmp/fixme.fab" || bad "fix --write did not fix the link's target: $(cat "$tmp/fixme.fab")"
 [ "$(stat -c %a "$tmp/fixme.fab")" = 750 ] || bad "fix --write changed the mode to $(stat -c %a "$tmp/fixme.fab")"
 ls "$tmp" | grep -q 'tmp' && bad "fix --write left a temporary file: $(ls "$tmp")"
+
+# A full disk (issue 18, point 7): the save is a clear error naming the file,
+# exit 3 (a system failure), and leaves nothing behind. Needs a small tmpfs,
+# which only root can mount; said and skipped otherwise.
+mkdir "$tmp/full"
+if mount -t tmpfs -o size=64k tmpfs "$tmp/full" 2>/dev/null; then
+  cat > "$tmp/big.fab" <<'FAB'
+fabric = Fabric(accelerator="cpu", devices=1)
+model = fabric.setup_module(Linear(512, 512))
+fabric.save(param("path", ""), {"model": model})
+FAB
+  run "$tmp/big.fab" -D path="$tmp/full/ck.pt"
+  st=$?
+  [ $st -eq 3 ] && grep -q "full/ck.pt: .*No space left on device" "$tmp/err" ||
+    bad "a save on a full disk: status $st: $(cat "$tmp/err")"
+  [ -z "$(ls -A "$tmp/full")" ] || bad "a save on a full disk left $(ls -A "$tmp/full")"
+  umount "$tmp/full"
+else
+  echo "files-test: no tmpfs could be mounted (not root): the full-disk case is not run"
+fi
 
 [ $fail -eq 0 ] && echo "files-test: ok"
 exit $fail
