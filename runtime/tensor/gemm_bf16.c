@@ -141,10 +141,9 @@ static int gemm_threads(void) {
   return nthreads;
 }
 
-int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc) {
-  if (M == 0 || N == 0) return 0;
+static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float beta, float *C, int64_t ldc) {
   int64_t KP = (K + 1) / 2, KPa = KP ? KP : 1, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
   /* op(A) as pairs (k, k+1) of bfloat16 in a uint32: along A's rows when A
    * is not transposed, across them when it is; op(B) as panels of NR
@@ -200,7 +199,10 @@ int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
   return 0;
 }
 
-#else /* no AVX-512 BF16: rounded float32 copies through sgemm */
+#endif
+
+/* Without AVX-512 BF16 (not built with it, or a CPU without it: another
+ * machine, valgrind's): rounded float32 copies through sgemm. */
 
 /* op(X)[r, c] of a row-major X with leading dimension ld */
 static inline float elem(const float *X, int64_t ld, bool trans, int64_t r, int64_t c) {
@@ -217,10 +219,9 @@ static float *rounded(const float *X, int64_t ld, bool trans, int64_t R, int64_t
   return Y;
 }
 
-int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc) {
-  if (M == 0 || N == 0) return 0;
+static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb,
+                        float beta, float *C, int64_t ldc) {
   float *Ar = rounded(A, lda, ta, M, K), *Br = Ar ? rounded(B, ldb, tb, K, N) : NULL;
   int rc = -1;
   if (!Br) fsT_seterr("out of memory rounding a %lldx%lldx%lld bfloat16 GEMM", (long long)M,
@@ -231,4 +232,15 @@ int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
   return rc;
 }
 
+int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0) return 0;
+#if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
+  /* configure chose the instructions for the CPU it ran on; the CPU running
+   * the binary decides whether they are there */
+  if (__builtin_cpu_supports("avx512bf16"))
+    return gemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
+  return gemm_rounded(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
