@@ -875,9 +875,7 @@ static fs_value *eval_comp(fsE_ctx *E, const fs_node *n) {
   if (live_closures && detach_closures(scope) < 0 && rc == 0) rc = -1, fsE_error(E, n->loc, "out of memory");
   fsV_release(scope);
   if (rc == 0 && n->op == FS_COMP_SET) { /* {x for ...}: the elements collected as a list first */
-    fs_value *set = fsE_set_new();
-    for (size_t i = 0; set && i < out->u.seq.n; i++)
-      if (fsE_set_add(set, out->u.seq.items[i]) < 0) fsV_release(set), set = NULL;
+    fs_value *set = fsE_set_of(out);
     fsV_release(out);
     if (!(out = set)) rc = -1, failed(E, n->loc);
   }
@@ -905,10 +903,8 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_DICT: return eval_dict(E, n);
   case FS_N_SET: {
     fs_value *items = eval_seq(E, n);
-    r = items ? fsE_set_new() : NULL;
-    for (uint32_t i = 0; r && i < items->u.seq.n; i++)
-      if (fsE_set_add(r, items->u.seq.items[i]) < 0) fsV_release(r), r = NULL;
     if (!items) return NULL;
+    r = fsE_set_of(items);
     fsV_release(items);
     break;
   }

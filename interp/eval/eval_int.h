@@ -129,10 +129,9 @@ fs_value *fsE_build_repeat(fsE_ctx *E, int64_t n, const fs_node *body);
  * empty when there is no such builtin. New reference. */
 fs_value *fsE_builtin(fsE_ctx *E, const char *name);
 
-/* Sets (sets.c): a new empty set; adding an element (borrowed; -1 +
- * fsV_error when it is unhashable); whether v is a set. */
-fs_value *fsE_set_new(void);
-int fsE_set_add(fs_value *set, fs_value *v);
+/* Sets (sets.c): the set of a list's or tuple's elements (NULL +
+ * fsV_error when one is unhashable); whether v is a set. */
+fs_value *fsE_set_of(const fs_value *seq);
 bool fsE_is_set(const fs_value *v);
 
 /* Statement execution for the builders. */

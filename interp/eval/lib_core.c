@@ -208,9 +208,7 @@ NATIVE(b_tuple) {
 
 /* set(iterable): sets.c's set of the iterable's elements. */
 NATIVE(b_set) {
-  fs_value *items = collect(E, s[0]), *r = items ? fsE_set_new() : NULL;
-  for (size_t i = 0; r && i < items->u.seq.n; i++)
-    if (fsE_set_add(r, items->u.seq.items[i]) < 0) fsV_release(r), r = NULL;
+  fs_value *items = collect(E, s[0]), *r = items ? fsE_set_of(items) : NULL;
   fsV_release(items);
   return r;
 }

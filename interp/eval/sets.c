@@ -24,7 +24,7 @@ static fs_value *dict_of(const fs_value *v) {
   return s ? s->keys : NULL;
 }
 
-fs_value *fsE_set_new(void) {
+static fs_value *set_new(void) {
   set *s = malloc(sizeof *s);
   if (!s || !(s->keys = fsV_dict())) {
     free(s);
@@ -34,9 +34,16 @@ fs_value *fsE_set_new(void) {
   return fsV_obj(&set_class, s);
 }
 
-int fsE_set_add(fs_value *set_value, fs_value *v) {
+static int set_add(fs_value *set_value, fs_value *v) {
   fs_value *none = fsV_none();
   return none ? fsV_dict_set(dict_of(set_value), v, none) : -1;
+}
+
+fs_value *fsE_set_of(const fs_value *seq) {
+  fs_value *r = set_new();
+  for (size_t i = 0; r && i < seq->u.seq.n; i++)
+    if (set_add(r, seq->u.seq.items[i]) < 0) fsV_release(r), r = NULL;
+  return r;
 }
 
 static char *set_repr(fs_value *v) {
@@ -116,14 +123,14 @@ static fs_value *set_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
   if (op == FS_OP_EQ || op == FS_OP_NE)
     return fsV_bool((da->u.dict.n == db->u.dict.n && holds_all(da, db)) == (op == FS_OP_EQ));
   if (op != FS_OP_BITOR && op != FS_OP_BITAND && op != FS_OP_SUB) return NULL;
-  fs_value *r = fsE_set_new();
+  fs_value *r = set_new();
   for (size_t i = 0; r && i < da->u.dict.n; i++) {
     bool in_b = fsV_dict_get(db, da->u.dict.keys[i]) != NULL;
-    if ((op == FS_OP_BITOR || (op == FS_OP_BITAND) == in_b) && fsE_set_add(r, da->u.dict.keys[i]) < 0)
+    if ((op == FS_OP_BITOR || (op == FS_OP_BITAND) == in_b) && set_add(r, da->u.dict.keys[i]) < 0)
       fsV_release(r), r = NULL;
   }
   for (size_t i = 0; r && op == FS_OP_BITOR && i < db->u.dict.n; i++)
-    if (fsE_set_add(r, db->u.dict.keys[i]) < 0) fsV_release(r), r = NULL;
+    if (set_add(r, db->u.dict.keys[i]) < 0) fsV_release(r), r = NULL;
   return r;
 }
 
