@@ -277,6 +277,7 @@ PARAMS(p_append, PO("object", ANY, NULL))
 PARAMS(p_get, PO("key", ANY, NULL), PO("default", ANY, "None"))
 PARAMS(p_join, PO("iterable", ANY, NULL))
 PARAMS(p_split, P("sep", FSSIG_T_STR | FSSIG_T_NONE, "None"), P("maxsplit", INT, "-1"))
+PARAMS(p_affix, PO("affix", ANY, NULL))
 
 /* the torch-like tensor API (issue 14; lib_torch.c) */
 #define TKW KW("dtype", ANY, "None"), KW("device", ANY, "None"), KW("requires_grad", BOOL, "False")
@@ -853,6 +854,9 @@ static const fsSig table[] = {
   M("str.split", p_split, "list"),
   M0("str.upper", "str"),
   M0("str.lower", "str"),
+  /* the ports' named_parameters() filters (ports2; lib_core.c) */
+  M("str.startswith", p_affix, "bool"),
+  M("str.endswith", p_affix, "bool"),
 };
 
 const fsSig *fsSig_all(size_t *n) {
