@@ -1228,6 +1228,7 @@ static cv ev_attr(C *c, const fs_node *n) {
   const fsSig *sig = sig_lookup(c, t, n->str);
   if (!sig && pyclass_of(c, &r)) return get_attr(c, &r, n->str); /* set by its class's code */
   if (!sig && real_member(c, t, n->str)) return fsC_unknown();
+  if (!sig && !strcmp(display_type(c, &r), "ModuleDict")) return fsC_unknown(); /* md.wte: a key (not tracked) */
   if (!sig) {
     fs_diag *g = fsC_report(c, FS_SEV_ERROR, "attr", n->name_loc, "'%s' object has no attribute '%s'",
                             display_type(c, &r), n->str);

@@ -222,6 +222,29 @@ static char *instance_repr(fs_value *v) {
   return fsV_buf_take(&b);
 }
 
+/* len(obj) and obj[key] of an instance whose class defines __len__ /
+ * __getitem__ (new_class's hooks are set only then, so a class without
+ * them keeps the plain "has no len()" and "not subscriptable" errors) */
+static fs_value *call_dunder(fsE_ctx *E, fs_value *self, const char *name, fs_value *arg) {
+  fs_value *m = NULL, *r = NULL;
+  if (fsE_instance_getattr(E, self, name, &m) > 0) r = fsE_call(E, m, &(fsV_args){.pos = &arg, .npos = arg ? 1 : 0});
+  fsV_release(m);
+  return r;
+}
+
+static int64_t instance_len(fsE_ctx *E, fs_value *self) {
+  fs_value *r = call_dunder(E, self, "__len__", NULL);
+  int64_t n = r && r->type == FSV_INT ? r->u.i : -1;
+  if (r && r->type != FSV_INT) fsV_seterr("'%s' object cannot be interpreted as an integer", fsV_type_name(r));
+  else if (r && n < 0) fsV_seterr("__len__() should return >= 0");
+  fsV_release(r);
+  return n;
+}
+
+static fs_value *instance_index(fsE_ctx *E, fs_value *self, fs_value *key) {
+  return call_dunder(E, self, "__getitem__", key);
+}
+
 /* attrs[name] = v unless v holds self */
 static int store_attr(fs_value *attrs, fs_value *self, const char *name, fs_value *v) {
   bound *b = fsV_objdata(v, &bound_class); /* self.f = self.method holds self too */
@@ -537,6 +560,9 @@ fs_value *fsE_class_builtin(fsE_ctx *E, const char *name) {
   (void)E;
   if (strcmp(name, "super") == 0) return fsV_obj(&super_fn_class, NULL);
   if (strcmp(name, "Module") == 0) return new_class("Module", NULL, true);
+  /* torch.utils.data.Dataset: a base with nothing of its own (its __add__,
+   * ConcatDataset, is not modelled); a subclass's __len__/__getitem__ make it a data set */
+  if (strcmp(name, "Dataset") == 0) return new_class("Dataset", NULL, false);
   return NULL;
 }
 
@@ -580,6 +606,8 @@ fsE_flow fsE_exec_class(fsE_ctx *E, const fs_node *s) {
     E->retval = NULL;
   }
   class_of(cls)->ns = ns;
+  if (class_find(cls, "__len__", &(fs_value *){NULL})) class_of(cls)->inst.len = instance_len;
+  if (class_find(cls, "__getitem__", &(fs_value *){NULL})) class_of(cls)->inst.index = instance_index;
   fs_value *k = fl == FSE_OK ? fsV_cstr(s->str) : NULL;
   int rc = k ? fsV_dict_set(E->locals ? E->locals : E->globals, k, fsV_retain(cls)) : -1;
   fsV_release(k);

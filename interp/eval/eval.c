@@ -496,6 +496,7 @@ static fs_value *getattr(fsE_ctx *E, fs_value *obj, const char *name) {
   if (!k) k = fsE_module_getattr(E, obj, name, &own);
   if (k) return k > 0 ? own : NULL;
   const fsSig *sig = fsSig_member(fsV_type_name(obj), name);
+  if (!sig && (k = fsE_moduledict_getattr(E, obj, name, &own))) return k > 0 ? own : NULL; /* after methods, as torch */
   fsE_native fn = sig && sig->kind == FSSIG_ATTR ? fsE_native_of(sig) : NULL;
   fsV_clearerr();
   return fn ? fn(E, obj, NULL, NULL) : fsE_method_value(E, obj, name);

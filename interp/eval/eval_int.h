@@ -236,6 +236,11 @@ bool fsE_has_meta(fs_module *m);
  * assigned its layers (their names are known only then). */
 fs_value *fsE_module_new(fsE_ctx *E, fs_module *m, const char *cls);
 int fsE_module_built(fsE_ctx *E, fs_value *v); /* -1 + fsV_error */
+/* md.name of a ModuleDict, asked when no method or attribute row has the
+ * name: its module under key `name` (torch's Module.__getattr__ finds
+ * registered children): 1 and *out, 0 when obj is no ModuleDict, -1 +
+ * fsV_error (torch's AttributeError when no key is `name`). */
+int fsE_moduledict_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out);
 
 /* classes.c: the script's own classes (docs/classes.md) */
 fsE_flow fsE_exec_class(fsE_ctx *E, const fs_node *s);

@@ -125,16 +125,22 @@ static fs_value *triangle(fs_value *self, fs_value *diag, bool lower) {
   fsT_release(dm);
   fsT_release(zero);
   fsT_release(dz);
-  if (out && x->dtype == FS_I64) {
-    fs_tensor *i = fsT_to_dtype(out, FS_I64);
+  if (out && out->dtype != x->dtype) { /* an integer or bool tensor keeps its dtype (where promoted it) */
+    fs_tensor *i = fsT_to_dtype(out, x->dtype);
     fsT_release(out);
     out = i;
   }
   return fsE_tensor_value(out);
 }
 
-NATIVE(t_tril) { return triangle(self, s[0], true); }
-NATIVE(t_triu) { return triangle(self, s[0], false); }
+/* x.tril(diagonal) and torch.tril(input, diagonal) */
+static fs_value *triangle_of(fs_value *self, fs_value **s, bool lower) {
+  if (self) return triangle(self, s[0], lower);
+  return fsE_need_tensor(s[0], lower ? "tril" : "triu", "input") ? triangle(s[0], s[1], lower) : NULL;
+}
+
+NATIVE(t_tril) { return triangle_of(self, s, true); }
+NATIVE(t_triu) { return triangle_of(self, s, false); }
 
 /* ---- reductions ---- */
 
@@ -295,6 +301,7 @@ static const fsE_reg arith_funcs[] = {
   {"Tensor.var", t_var}, {"Tensor.std", t_std}, {"Tensor.norm", t_norm}, {"Tensor.logsumexp", t_logsumexp},
   {"Tensor.cumsum", t_cumsum}, {"Tensor.softmax", t_softmax}, {"Tensor.log_softmax", t_log_softmax},
   {"Tensor.matmul", t_matmul}, {"Tensor.bmm", t_bmm},
+  {"sin", t_sin}, {"cos", t_cos}, {"relu", t_relu}, {"tril", t_tril}, {"triu", t_triu},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_arith = {"arith", arith_funcs};

@@ -491,6 +491,27 @@ static fs_value *recase(fs_value *v, int (*f)(int)) {
 NATIVE(m_upper) { return recase(self, toupper); }
 NATIVE(m_lower) { return recase(self, tolower); }
 
+/* str.startswith/endswith(affix): affix a str or a tuple of str (any one
+ * matching), as Python; bytes compare as code points do in UTF-8 */
+static fs_value *has_affix(const fs_value *self, const fs_value *affix, bool at_end, const char *fn) {
+  bool tuple = affix->type == FSV_TUPLE;
+  size_t n = tuple ? affix->u.seq.n : 1, len = self->u.str.len;
+  for (size_t i = 0; i < n; i++) {
+    const fs_value *a = tuple ? affix->u.seq.items[i] : affix;
+    if (a->type != FSV_STR) {
+      fsV_seterr(tuple ? "tuple for %s must only contain str, not %s"
+                       : "%s first arg must be str or a tuple of str, not %s", fn, fsV_type_name(a));
+      return NULL;
+    }
+    size_t k = a->u.str.len;
+    if (k <= len && memcmp(self->u.str.s + (at_end ? len - k : 0), a->u.str.s, k) == 0) return fsV_bool(true);
+  }
+  return fsV_bool(false);
+}
+
+NATIVE(m_startswith) { return has_affix(self, s[0], false, "startswith"); }
+NATIVE(m_endswith) { return has_affix(self, s[0], true, "endswith"); }
+
 /* ord(c) and chr(i): one code point of a str (held as UTF-8) and back, with
  * Python's errors; a byte-level model's prompt and sample go through them. */
 NATIVE(b_ord) {
@@ -525,7 +546,7 @@ static const fsE_reg core_funcs[] = {
   {"ord", b_ord}, {"chr", b_chr},
   {"list.append", m_append}, {"dict.keys", m_keys}, {"dict.values", m_values},
   {"dict.items", m_items}, {"dict.get", m_get}, {"str.join", m_join}, {"str.split", m_split},
-  {"str.upper", m_upper}, {"str.lower", m_lower},
+  {"str.upper", m_upper}, {"str.lower", m_lower}, {"str.startswith", m_startswith}, {"str.endswith", m_endswith},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_core = {"core", core_funcs};

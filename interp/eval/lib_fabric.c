@@ -1017,6 +1017,7 @@ const fsV_class fsE_fabric_class = {
 
 static const fsE_reg fabric_funcs[] = {
   {"Fabric", f_fabric},
+  {"seed_everything", fabric_seed_everything}, /* lightning.seed_everything: the same body (self unused) */
   {"Fabric.launch", fabric_launch}, {"Fabric.seed_everything", fabric_seed_everything},
   {"Fabric.init_module", fabric_init_module}, {"Fabric.setup", fabric_setup},
   {"Fabric.setup_module", fabric_setup_module}, {"Fabric.setup_optimizers", fabric_setup_optimizers},

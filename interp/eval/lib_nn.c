@@ -777,6 +777,15 @@ static fs_value *modules_of(fsE_ctx *E, fs_value *self, bool all, bool named) {
   return out;
 }
 
+int fsE_moduledict_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out) {
+  modv *mv = fsV_objdata(obj, &fsE_module_class);
+  if (!mv || mv->m->kind != FSM_MODULEDICT) return 0;
+  for (int k = 0; k < mv->m->nkids; k++)
+    if (strcmp(mv->m->kids[k]->key, name) == 0) return (*out = part_value(E, mv->m->kids[k])) ? 1 : -1;
+  fsV_seterr("'%s' object has no attribute '%s'", mv->cls, name);
+  return -1;
+}
+
 /* ModuleDict's keys(), values(), items(): lists in insertion order */
 static fs_value *dict_view(fsE_ctx *E, fs_value *self, int what, const char *name) {
   fs_module *m = ((modv *)self->u.obj.data)->m;

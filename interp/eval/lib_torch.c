@@ -6,6 +6,7 @@
  * all go through runtime/tensor/autograd.h.  Rows: the sig table's tensor
  * API block; docs/tensors.md lists what exists. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd.h"
@@ -366,7 +367,10 @@ static fs_value *random_sized(fsE_ctx *E, fs_value **s, bool normal, const char 
 NATIVE(b_rand) { return random_sized(E, s, false, "rand"); }
 NATIVE(b_randn) { return random_sized(E, s, true, "randn"); }
 
-/* randint(low=0, high, size, dtype=int64, device=None): randint(high, size) too */
+/* randint(low=0, high, size, dtype=int64, device=None, generator=None):
+ * randint(high, size) too; with a torch.Generator the draws are torch's
+ * (its mt19937, one random() or random64() per element, as torch's CPU
+ * random_from_to), so nanoGPT's get_batch picks torch's windows */
 NATIVE(b_randint) {
   const fs_value *lowv = s[0], *highv = s[1], *sizev = s[2];
   if (sizev->type == FSV_NONE) { /* randint(high, size) */
@@ -385,12 +389,27 @@ NATIVE(b_randint) {
   if (fsE_dims_of(sizev, dims, &rank, "randint") < 0 || (s[3]->type != FSV_NONE && dtype_of(s[3], &dt) < 0) ||
       device_of(E, s[4], &dev) < 0)
     return NULL;
+  genv *gen = s[5]->type == FSV_NONE ? NULL : fsV_objdata(s[5], &fsE_generator_class);
+  if (s[5]->type != FSV_NONE && !gen) {
+    fsV_seterr("randint(): argument 'generator' must be torch.Generator, not %s", fsV_type_name(s[5]));
+    return NULL;
+  }
   if (hi <= lo) {
     fsV_seterr("random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld", (long long)lo, (long long)hi);
     return NULL;
   }
   fs_tensor *t = fsT_new(FS_I64, FS_DEV_CPU, rank, dims);
-  if (t) {
+  size_t *drawn = t && gen ? malloc((size_t)t->numel * sizeof *drawn + 1) : NULL;
+  if (t && gen && !drawn) {
+    fsT_release(t);
+    fsV_seterr("out of memory");
+    return NULL;
+  }
+  if (drawn) {
+    fsDL_randint(&gen->mt, (uint64_t)(hi - lo), (size_t)t->numel, drawn);
+    for (int64_t i = 0; i < t->numel; i++) fsT_i64(t)[i] = lo + (int64_t)drawn[i];
+    free(drawn);
+  } else if (t) {
     uint64_t key = fsR_key(E->seed, "torch.randint"), at = fsE_draw(E, t->numel);
     for (int64_t i = 0; i < t->numel; i++) /* 64 random bits, reduced (bias < 2^-40 for small ranges) */
       fsT_i64(t)[i] = lo + (int64_t)(fsR_bits(key, at + (uint64_t)i) % (uint64_t)(hi - lo));

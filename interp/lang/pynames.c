@@ -51,17 +51,17 @@ int fsSig_python_builtin(const char *name) {
  * script's call makes the object without its arguments being bound;
  * `modules` nn.Module classes without a row whose instances are modules. */
 static const struct { const char *module, *rows, *loose, *modules; } namespaces[] = {
-  {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half",
+  {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half bool float",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
-   "maximum minimum clamp softmax log_softmax matmul bmm", ""},
+   "maximum minimum clamp softmax log_softmax matmul bmm sin cos relu tril triu", ""},
   {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten "
    "Conv1d Conv2d ConvTranspose2d MultiheadAttention BatchNorm1d BatchNorm2d MaxPool2d AvgPool2d "
    "AdaptiveAvgPool2d Upsample LeakyReLU Softmax Mish GroupNorm RMSNorm Identity Parameter "
    "CrossEntropyLoss NLLLoss MSELoss L1Loss SmoothL1Loss HuberLoss BCELoss BCEWithLogitsLoss "
    "KLDivLoss CosineSimilarity",
    "Sequential ModuleList ModuleDict"},
-  {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh "
+  {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh relu "
    "conv1d conv2d conv_transpose2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm "
    "scaled_dot_product_attention interpolate leaky_relu mish group_norm rms_norm nll_loss l1_loss "
    "smooth_l1_loss huber_loss binary_cross_entropy binary_cross_entropy_with_logits kl_div "
@@ -82,8 +82,8 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"torchvision.transforms", "Normalize ToTensor Compose CenterCrop RandomHorizontalFlip",
    "Resize RandomCrop", ""},
   {"torchvision.datasets", "ImageFolder", "", ""},
-  {"lightning", "Fabric", "", ""},
-  {"lightning.fabric", "Fabric", "", ""},
+  {"lightning", "Fabric seed_everything", "", ""},
+  {"lightning.fabric", "Fabric seed_everything", "", ""},
   {"lightning.fabric.fabric", "Fabric", "", ""},
   {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", "", ""},
   {"lightning.fabric.strategies.fsdp", "FSDPStrategy", "", ""},

@@ -277,6 +277,7 @@ PARAMS(p_append, PO("object", ANY, NULL))
 PARAMS(p_get, PO("key", ANY, NULL), PO("default", ANY, "None"))
 PARAMS(p_join, PO("iterable", ANY, NULL))
 PARAMS(p_split, P("sep", FSSIG_T_STR | FSSIG_T_NONE, "None"), P("maxsplit", INT, "-1"))
+PARAMS(p_affix, PO("affix", ANY, NULL))
 
 /* the torch-like tensor API (issue 14; lib_torch.c) */
 #define TKW KW("dtype", ANY, "None"), KW("device", ANY, "None"), KW("requires_grad", BOOL, "False")
@@ -287,7 +288,7 @@ PARAMS(p_t_arange, P("start", NUM, NULL), P("end", OPTNUM, "None"), P("step", NU
 PARAMS(p_t_linspace, P("start", NUM, NULL), P("end", NUM, NULL), P("steps", INT, NULL), TKW)
 PARAMS(p_t_eye, P("n", INT, NULL), PT("m", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), TKW)
 PARAMS(p_t_randint, P("low", INT, NULL), P("high", ANY, NULL), P("size", ANY, "None"),
-       KW("dtype", ANY, "None"), KW("device", ANY, "None"))
+       KW("dtype", ANY, "None"), KW("device", ANY, "None"), KW("generator", ANY, "None"))
 PARAMS(p_t_like, P("input", OBJ, NULL), TKW)
 PARAMS(p_t_full_like, P("input", OBJ, NULL), P("fill_value", NUMB, NULL), TKW)
 PARAMS(p_t_cat, P("tensors", SEQ, NULL), P("dim", INT, "0"))
@@ -310,6 +311,7 @@ PARAMS(p_t_exponent, P("exponent", ANY, NULL))
 PARAMS(p_t_clamp, P("min", OPTNUM, "None"), P("max", OPTNUM, "None"))
 PARAMS(p_t_masked_fill, P("mask", OBJ, NULL), P("value", ANY, NULL))
 PARAMS(p_t_diagonal, P("diagonal", INT, "0"))
+PARAMS(p_t_triangle_fn, P("input", OBJ, NULL), P("diagonal", INT, "0"))
 PARAMS(p_t_maxmin, P("dim", ANY, "None"), P("keepdim", BOOL, "False"))
 PARAMS(p_t_var, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("unbiased", BOOL, "True"),
        P("keepdim", BOOL, "False"), PT("correction", FSSIG_T_INT | FSSIG_T_NONE, "None", FSSIG_KWONLY))
@@ -468,6 +470,13 @@ static const fsSig table[] = {
   FN("log_softmax", p_t_softmax_fn, "Tensor"),
   FN("matmul", p_t_binary, "Tensor"),
   FN("bmm", p_t_binary, "Tensor"),
+  /* function forms the real-script ports call (ports2: torch.sin, F.relu, torch.triu, L.seed_everything) */
+  FN("sin", p_t_input, "Tensor"),
+  FN("cos", p_t_input, "Tensor"),
+  FN("relu", p_t_input, "Tensor"),
+  FN("tril", p_t_triangle_fn, "Tensor"),
+  FN("triu", p_t_triangle_fn, "Tensor"),
+  FN("seed_everything", p_seed, "int"),
   /* tensor indexing and selection (issue 14 points 1-2; lib_index.c, lib_ctx.c) */
   FN("topk", p_t_topk_fn, "tuple"),
   FN("multinomial", p_t_multinomial_fn, "Tensor"),
@@ -845,6 +854,9 @@ static const fsSig table[] = {
   M("str.split", p_split, "list"),
   M0("str.upper", "str"),
   M0("str.lower", "str"),
+  /* the ports' named_parameters() filters (ports2; lib_core.c) */
+  M("str.startswith", p_affix, "bool"),
+  M("str.endswith", p_affix, "bool"),
 };
 
 const fsSig *fsSig_all(size_t *n) {
