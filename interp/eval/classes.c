@@ -512,6 +512,56 @@ NATIVE(isinstance) {
   return fsV_bool(false);
 }
 
+/* ---- FSDP's auto_wrap_policy (runtime/dist/fsdp.h) ----------------------------------- */
+
+/* The classes a policy names: a set, list or tuple of them (`{Block}`,
+ * as transformer_auto_wrap_policy's transformer_layer_cls), each a script
+ * Module class or a layer (`nn.Linear`); a new list, or NULL + fsV_error. */
+fs_value *fsE_wrap_policy_classes(fsE_ctx *E, fs_value *v) {
+  fsE_iter it;
+  fs_value *classes = fsV_list(0), *cls;
+  if (!classes) return NULL;
+  bool iterable = v->type == FSV_LIST || v->type == FSV_TUPLE || fsE_is_set(v);
+  if (!iterable || fsE_iter_begin(E, v, &it) < 0) {
+    fsV_release(classes);
+    fsV_seterr("FSDPStrategy(auto_wrap_policy=...): a run takes a set of module classes ({Block}), not %s",
+               fsV_type_name(v));
+    return NULL;
+  }
+  int r;
+  while ((r = fsE_iter_next(E, &it, &cls)) > 0) {
+    klass *k = class_of(cls);
+    if (!(k ? k->module : fsE_native_sig(cls) != NULL)) {
+      fsV_seterr("FSDPStrategy(auto_wrap_policy=...): %s is not a module class", fsV_type_name(cls));
+      fsV_release(cls);
+      r = -1;
+      break;
+    }
+    if (fsV_list_append(classes, cls) < 0) {
+      r = -1;
+      break;
+    }
+  }
+  fsE_iter_end(&it);
+  if (r < 0) fsV_release(classes);
+  return r < 0 ? NULL : classes;
+}
+
+int fsE_wrap_policy_wraps(const fs_module *m, void *classes) {
+  const fs_value *list = classes;
+  for (size_t i = 0; i < list->u.seq.n; i++) {
+    const fs_value *cls = list->u.seq.items[i];
+    klass *k = class_of(cls);
+    if (k && !k->ns) return 1; /* Module itself: any module */
+    if (k && m->kind == FSM_CUSTOM) {
+      for (const fs_value *c = ((const script_module *)m->custom)->cls; c; c = class_of(c)->base)
+        if (c == cls) return 1;
+    } else if (!k && strcmp(fsE_native_sig(cls)->name, fsM_kind_name(m->kind)) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 static const fsE_reg classes_funcs[] = {
   {"isinstance", isinstance}, {"Module.register_buffer", module_register_buffer}, {NULL, NULL},
 };
