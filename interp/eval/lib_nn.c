@@ -17,6 +17,11 @@
 
 static void modv_free(void *p) {
   modv *mv = p;
+  /* FABRICSCRIPT_FSDP_STATS: the runtime's own count of what FSDP gathered,
+   * to hold against `plan`'s gathered unit (tests/dist/equivalence.sh) */
+  if (mv->sh && getenv("FABRICSCRIPT_FSDP_STATS"))
+    fprintf(stderr, "fsdp: rank %d: %d units, at most %lld bytes gathered\n", mv->sh->rank, mv->sh->nunits,
+            (long long)mv->sh->gathered_peak);
   fsSH_free(mv->sh);
   fsM_release(mv->m);
   free(mv->cls);
