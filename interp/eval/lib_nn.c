@@ -562,6 +562,11 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
     fsV_seterr("%s", err);
     return NULL;
   }
+  if (mv->m->kind == FSM_CUSTOM) { /* its forward's arguments and crop length are the script's */
+    fsV_seterr("generate(): %s is a script's Module class: write the sampling loop (topk, multinomial; "
+               "examples/llama.fab); generate() runs declared byte-level models", mv->cls);
+    return NULL;
+  }
   if (fsSM_byte_lm(mv->m, &context) < 0 ||
       fsSM_generate(lm_forward, mv, context, &o, fsR_key(E->seed, "generate"), &E->samples, &text) < 0)
     return fsE_rt_fail();

@@ -54,7 +54,7 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
-   "maximum minimum clamp softmax log_softmax matmul bmm", ""},
+   "maximum minimum clamp softmax log_softmax matmul bmm topk multinomial", ""},
   {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten "
    "Conv1d Conv2d ConvTranspose2d MultiheadAttention BatchNorm1d BatchNorm2d MaxPool2d AvgPool2d "
    "AdaptiveAvgPool2d Upsample LeakyReLU Softmax Mish GroupNorm RMSNorm Identity Parameter "
