@@ -178,7 +178,8 @@ fs_value *fsE_plan_done(fsE_ctx *E, const fs_tensor *x) {
   in.num_nodes = fv->cfg.num_nodes;
   in.sharded = fv->cfg.cls == FSF_FSDP;
   in.model = mv->m;
-  fsSH_policy policy = {fsE_wrap_policy_wraps, fv->wrap_policy};
+  fsE_policy_ud ud = {E, fv->wrap_policy};
+  fsSH_policy policy = {fsE_wrap_policy_wraps, &ud};
   in.policy = fv->wrap_policy ? &policy : NULL;
   in.model_class = mv->cls;
   in.optimizer = ov ? ov->cls : NULL;
@@ -547,7 +548,8 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
     return 0;
   }
   if (fv->cfg.cls == FSF_FSDP) { /* each rank materializes only its shards */
-    fsSH_policy policy = {fsE_wrap_policy_wraps, fv->wrap_policy};
+    fsE_policy_ud ud = {E, fv->wrap_policy};
+    fsSH_policy policy = {fsE_wrap_policy_wraps, &ud};
     if (!(mv->sh = fsSH_wrap(mv->m, fv->wrap_policy ? &policy : NULL, fv->comm, fv->dev, E->seed)))
       return fsE_rt_fail(), -1;
     if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;

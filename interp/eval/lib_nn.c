@@ -586,7 +586,7 @@ static bool is_container(const fs_module *m) {
 static bool is_holder(const fs_module *m) { return m->kind == FSM_PARAM || m->kind == FSM_BUFFER; }
 
 /* A Module value for m, a part of a tree (another value onto the same module). */
-static fs_value *part_value(fsE_ctx *E, fs_module *m) {
+fs_value *fsE_module_part(fsE_ctx *E, fs_module *m) {
   fs_value *v = fsE_module_new(E, fsM_retain(m), m->kind == FSM_CUSTOM ? m->custom->class_name : fsM_kind_name(m->kind));
   if (v) ((modv *)v->u.obj.data)->st.meta = fsE_has_meta(m);
   return v;
@@ -695,7 +695,7 @@ static fs_value *module_index(fsE_ctx *E, fs_value *self, fs_value *key) {
   }
   if (mv->m->kind == FSM_MODULEDICT) {
     for (int k = 0; key->type == FSV_STR && k < n; k++)
-      if (strcmp(mv->m->kids[k]->key, key->u.str.s) == 0) return part_value(E, mv->m->kids[k]);
+      if (strcmp(mv->m->kids[k]->key, key->u.str.s) == 0) return fsE_module_part(E, mv->m->kids[k]);
     char *t = fsV_repr(key);
     fsV_seterr("KeyError: %s", t ? t : "?");
     free(t);
@@ -709,7 +709,7 @@ static fs_value *module_index(fsE_ctx *E, fs_value *self, fs_value *key) {
     fsV_seterr("index %lld is out of range", (long long)i);
     return NULL;
   }
-  return part_value(E, mv->m->kids[i < 0 ? i + n : i]);
+  return fsE_module_part(E, mv->m->kids[i < 0 ? i + n : i]);
 }
 
 /* iter(container): an iterator over a list of its children's values */
@@ -740,7 +740,7 @@ static fs_value *module_iter(fsE_ctx *E, fs_value *self) {
     return NULL;
   }
   for (int i = 0; i < mv->m->nkids; i++) { /* a ModuleDict iterates over its keys */
-    fs_value *v = mv->m->kind == FSM_MODULEDICT ? fsV_cstr(mv->m->kids[i]->key) : part_value(E, mv->m->kids[i]);
+    fs_value *v = mv->m->kind == FSM_MODULEDICT ? fsV_cstr(mv->m->kids[i]->key) : fsE_module_part(E, mv->m->kids[i]);
     if (!v) {
       kids_iter_free(it);
       return NULL;
@@ -761,7 +761,7 @@ static int tree_list(fsE_ctx *E, fs_value *self, fs_module *m, const char *prefi
     char *name = malloc(strlen(prefix) + strlen(k->key) + 2);
     if (!name) return fsV_seterr("out of memory"), -1;
     sprintf(name, "%s%s%s", prefix, *prefix ? "." : "", k->key);
-    fs_value *v = part_value(E, k);
+    fs_value *v = fsE_module_part(E, k);
     if (v && named) v = fsV_pair(fsV_cstr(name), v);
     int rc = v ? fsV_list_append(out, v) : -1;
     if (rc == 0 && all) rc = tree_list(E, self, k, name, all, named, out);
@@ -796,7 +796,7 @@ static fs_value *dict_view(fsE_ctx *E, fs_value *self, int what, const char *nam
   }
   fs_value *l = fsV_list((size_t)m->nkids);
   for (int i = 0; l && i < m->nkids; i++) {
-    fs_value *k = what != 1 ? fsV_cstr(m->kids[i]->key) : NULL, *v = what ? part_value(E, m->kids[i]) : NULL;
+    fs_value *k = what != 1 ? fsV_cstr(m->kids[i]->key) : NULL, *v = what ? fsE_module_part(E, m->kids[i]) : NULL;
     fs_value *item = what == 0 ? k : what == 1 ? v : k && v ? fsV_pair(k, v) : NULL;
     if (what == 2 && !item) fsV_release(k), fsV_release(v);
     if (!item || fsV_list_append(l, item) < 0) {

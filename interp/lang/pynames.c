@@ -87,6 +87,7 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning.fabric.fabric", "Fabric", "", ""},
   {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", "", ""},
   {"lightning.fabric.strategies.fsdp", "FSDPStrategy", "", ""},
+  {"torch.distributed.fsdp.wrap", "ModuleWrapPolicy transformer_auto_wrap_policy size_based_auto_wrap_policy", "", ""},
   {"lightning.fabric.strategies.ddp", "DDPStrategy", "", ""},
   {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", "", ""},
   /* issue 15 points 4-5: torchmetrics' metrics, Fabric's loggers */
@@ -305,7 +306,7 @@ int fsSig_real_member(const char *type, const char *member) {
 }
 
 int fsSig_run_importable(const char *dotted) {
-  static const char *const own[] = {"math", "time", "typing", "__future__"};
+  static const char *const own[] = {"math", "time", "typing", "__future__", "functools"};
   size_t skip, n = strcspn(dotted, ".");
   if (package_of(dotted, &skip)) return 1;
   for (size_t i = 0; i < sizeof own / sizeof *own; i++)

@@ -189,14 +189,49 @@ static int push_mod(fs_module *m, void *ud) {
   return 0;
 }
 
-/* The modules an auto_wrap_policy names below m, outermost first in
- * state-dict order: a named module is one unit with everything under it. */
-static int named_units(fs_module *m, const fsSH_policy *pol, mods *z) {
+static bool holds(const mods *z, const fs_module *m) {
+  for (int i = 0; i < z->n; i++)
+    if (z->v[i] == m) return true;
+  return false;
+}
+
+/* torch's _recursive_wrap: the modules the policy wraps at or below m (all
+ * of them, nested ones too) go to *wrapped; *numel gets the elements the
+ * units at or below m hold.  The root (top) is never a unit of its own. */
+static int recursive_wrap(fs_module *m, bool top, const fsSH_policy *pol, mods *wrapped, int64_t *numel) {
+  int64_t total = fsM_num_parameters(m), inside = 0;
+  *numel = 0;
+  int w = pol->wraps(m, true, total, pol->ud);
+  if (w <= 0) return w;
   for (int i = 0; i < m->nkids; i++) {
-    int w = pol->wraps(m->kids[i], pol->ud);
-    if (w < 0 || (w ? push_mod(m->kids[i], z) : named_units(m->kids[i], pol, z)) < 0) return -1;
+    int64_t n;
+    if (m->kids[i]->kind == FSM_PARAM || m->kids[i]->kind == FSM_BUFFER) continue; /* not modules to torch */
+    if (recursive_wrap(m->kids[i], false, pol, wrapped, &n) < 0) return -1;
+    inside += n;
   }
+  if (!top && (w = pol->wraps(m, false, total - inside, pol->ud)) != 0) {
+    if (w < 0 || push_mod(m, wrapped) < 0) return -1;
+    *numel = total;
+    return 0;
+  }
+  *numel = inside;
   return 0;
+}
+
+/* The outermost wrapped modules below m, in state-dict order. */
+static int outermost(fs_module *m, const mods *wrapped, mods *z) {
+  for (int i = 0; i < m->nkids; i++)
+    if (holds(wrapped, m->kids[i]) ? push_mod(m->kids[i], z) < 0 : outermost(m->kids[i], wrapped, z) < 0) return -1;
+  return 0;
+}
+
+/* The units an auto_wrap_policy makes below the root. */
+static int named_units(fs_module *root, const fsSH_policy *pol, mods *z) {
+  mods wrapped = {0};
+  int64_t n;
+  int rc = recursive_wrap(root, true, pol, &wrapped, &n) < 0 || outermost(root, &wrapped, z) < 0 ? -1 : 0;
+  free(wrapped.v);
+  return rc;
 }
 
 /* all[i] is t: its index, or -1. */
@@ -216,11 +251,8 @@ static void claim_rest(fs_module *m, const mods *cand, const fsSH_layout *L, int
     int64_t i = param_index(L->all, L->nall, m->params[j]);
     if (i >= 0 && claim[i] >= 0) claim[i] = TIED;
   }
-  for (int k = 0; k < m->nkids; k++) {
-    bool unit = false;
-    for (int c = 0; c < cand->n && !unit; c++) unit = cand->v[c] == m->kids[k];
-    if (!unit) claim_rest(m->kids[k], cand, L, claim);
-  }
+  for (int k = 0; k < m->nkids; k++)
+    if (!holds(cand, m->kids[k])) claim_rest(m->kids[k], cand, L, claim);
 }
 
 int fsSH_layout_of(fs_module *root, const fsSH_policy *pol, fsSH_layout *L) {

@@ -6,8 +6,9 @@
  * own; any other declared root is one unit.  A script class's root
  * (FSM_CUSTOM): without a policy each child, each module of a top-level
  * ModuleList/ModuleDict, and each of the root's own parameters; with an
- * auto_wrap_policy each module it names, at any depth (the outermost one
- * where they nest: a unit holds everything under it), and the root's unit
+ * auto_wrap_policy each module it wraps as torch's _recursive_wrap would,
+ * at any depth (the outermost one where they nest: a unit holds everything
+ * under it, where torch would nest a unit in a unit), and the root's unit
  * with the rest (embeddings, final norm, head).  A parameter two units
  * hold (weight tying across units) also goes to the root's unit.  The
  * root's unit and the root's own parameters are "held": gathered, with
@@ -33,11 +34,14 @@
 #include "comm.h"
 #include "module.h"
 
-/* An auto_wrap_policy: 1 when module m (not the root) is a unit of its
- * own, 0 when not, -1 + fsT_error when the test fails (the evaluator's
- * isinstance against the policy's classes). */
+/* An auto_wrap_policy, torch's protocol (torch.distributed.fsdp.wrap):
+ * wraps(m, recurse=true, n) asks whether to look for units inside m (n: its
+ * parameters' elements), wraps(m, false, n) whether m is a unit itself (n:
+ * its elements outside the units found inside it); 1 yes, 0 no, -1 +
+ * fsT_error when the test fails (the evaluator's: isinstance against the
+ * policy's classes, or a script's callable policy). */
 typedef struct fsSH_policy {
-  int (*wraps)(const fs_module *m, void *ud);
+  int (*wraps)(fs_module *m, bool recurse, int64_t nonwrapped_numel, void *ud);
   void *ud;
 } fsSH_policy;
 

@@ -141,10 +141,13 @@ close cresumed1.txt cresumed2.txt || bad "class: resuming FSDP x2's checkpoint: 
 # the head tied to a unit's embedding; `plan`'s gathered unit (the root's
 # unit, held for the whole step, plus the largest Block, parameters and
 # gradients) is the bytes the run itself gathered at most on every rank:
-# 8 * (4160 + 4256) = 67328 with {Block}, 8 * 12768 = 102144 (the Stack) without
+# 8 * (4160 + 4256) = 67328 with {Block} (as a set, a list, ModuleWrapPolicy
+# or transformer_auto_wrap_policy through functools.partial), 8 * 12768 =
+# 102144 (the Stack) without, 8 * (256 + 2112) = 18944 size-based (units of
+# the embedding, the head and each Linear of the Blocks; the norms the root's)
 run "$SRC/class_policy.fab" -D strategy=auto > psingle.txt || bad "policy: single train"
 run "$SRC/class_policy.fab" -D strategy=auto -D policy=tied > ptsingle.txt || bad "policy: tied single train"
-for cfg in "set 2" "set 4" "list 2" "none 2" "tied 2" "tied 4"; do
+for cfg in "set 2" "set 4" "list 2" "none 2" "tied 2" "tied 4" "mwp 2" "partial 2" "size 2" "size 4"; do
   set -- $cfg
   ref=psingle.txt
   [ $1 = tied ] && ref=ptsingle.txt
@@ -158,14 +161,14 @@ for cfg in "set 2" "set 4" "list 2" "none 2" "tied 2" "tied 4"; do
     peak=$(sed -n "s/.*fsdp: rank $r: [0-9]* units, at most \([0-9]*\) bytes gathered/\1/p" p$1$2.err)
     [ -n "$peak" ] && [ "$peak" = "$planned" ] || bad "policy $cfg: rank $r gathered ${peak:-?} B, plan says ${planned:-?} B"
   done
-  case $1 in set) want=67328 ;; none) want=102144 ;; *) want=$planned ;; esac
+  case $1 in set | list | mwp | partial) want=67328 ;; none) want=102144 ;; size) want=18944 ;; *) want=$planned ;; esac
   [ "$planned" = "$want" ] || bad "policy $cfg: plan's gathered unit $planned B, not $want"
 done
 err=$("$FS" --emulate-cuda --gpus=4 - 2>&1 <<'EOS'
 fabric = Fabric(strategy=FSDPStrategy(auto_wrap_policy=3), accelerator="cuda", devices=2)
 EOS
 ) && bad "auto_wrap_policy=3 ran"
-case $err in *"auto_wrap_policy=...): a run takes a set of module classes ({Block}), not int"*) ;; *) bad "auto_wrap_policy=3: $err" ;; esac
+case $err in *"auto_wrap_policy=...): a set of module classes ({Block}) or a callable policy, not int"*) ;; *) bad "auto_wrap_policy=3: $err" ;; esac
 
 [ $fail -eq 0 ] && echo "equivalence: all passed"
 exit $fail

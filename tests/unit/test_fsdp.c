@@ -167,7 +167,11 @@ static void test_unit_sizes(void **state) {
 /* A script class's root (a hook that is never run) for the policy's units. */
 static void no_release(fsM_custom *c) { (void)c; }
 static fsM_custom hook = {"Net", NULL, no_release};
-static int wraps_linear(const fs_module *m, void *ud) { return m->kind == *(fsM_kind *)ud; }
+/* ModuleWrapPolicy({Linear}): look everywhere, wrap the Linears */
+static int wraps_linear(fs_module *m, bool recurse, int64_t nonwrapped, void *ud) {
+  (void)nonwrapped;
+  return recurse || m->kind == *(fsM_kind *)ud;
+}
 
 /* Net: emb Embedding(5, 4), stack Sequential(Linear(4, 4), Linear(4, 4)),
  * norm LayerNorm(4); with tie, stack.0's weight is stack.1's. */
