@@ -181,7 +181,10 @@ static int push_mod(fs_module *m, void *ud) {
   if (z->n == z->cap) {
     int c = z->cap ? 2 * z->cap : 16;
     fs_module **v = realloc(z->v, (size_t)c * sizeof *v);
-    if (!v) return -1;
+    if (!v) {
+      fsT_seterr("out of memory");
+      return -1;
+    }
     z->v = v;
     z->cap = c;
   }
@@ -241,7 +244,7 @@ static int64_t param_index(const fsM_param *all, int64_t n, const fs_tensor *t) 
   return -1;
 }
 
-enum { UNCLAIMED = -1, TIED = -2 };
+enum { UNCLAIMED = -1, TIED = -2, HOLDS_SOME = -3 };
 
 /* The parameters of m's modules outside every candidate (the root's unit's
  * share): one a candidate holds too (`head.weight = wte.weight` with wte a
@@ -259,7 +262,7 @@ int fsSH_layout_of(fs_module *root, const fsSH_policy *pol, fsSH_layout *L) {
   memset(L, 0, sizeof *L);
   mods cand = {0};
   bool custom = root->kind == FSM_CUSTOM;
-  int *claim = NULL, *unit_of_cand = NULL;
+  int *claim = NULL, *unit_of_cand = NULL; /* claim[i]: the candidate all[i] goes to, or UNCLAIMED / TIED */
   if ((L->nall = fsM_parameters(root, &L->all)) < 0) goto oom;
   if (custom && pol ? named_units(root, pol, &cand) < 0 : each_step(root, push_mod, &cand) < 0) goto fail;
   if (!(claim = malloc((size_t)(L->nall ? L->nall : 1) * sizeof *claim)) ||
@@ -292,11 +295,11 @@ int fsSH_layout_of(fs_module *root, const fsSH_policy *pol, fsSH_layout *L) {
   }
   if (custom) claim_rest(root, &cand, L, claim);
   /* units: the candidates left with parameters, in order, then the root's */
-  for (int c = 0; c < cand.n; c++) unit_of_cand[c] = -1;
+  for (int c = 0; c < cand.n; c++) unit_of_cand[c] = UNCLAIMED;
   for (int64_t i = 0; i < L->nall; i++)
-    if (claim[i] >= 0) unit_of_cand[claim[i]] = 0;
+    if (claim[i] >= 0) unit_of_cand[claim[i]] = HOLDS_SOME;
   for (int c = 0; c < cand.n; c++)
-    if (unit_of_cand[c] == 0) {
+    if (unit_of_cand[c] == HOLDS_SOME) {
       unit_of_cand[c] = L->n;
       L->held[L->n] = custom && cand.v[c]->kind == FSM_PARAM; /* a root's own Parameter: used anywhere in its forward */
       L->m[L->n++] = cand.v[c];
