@@ -151,8 +151,8 @@ static fs_value *partial_call(fsE_ctx *E, fs_value *self, const fsV_args *a) {
     free(pos), free(kw), free(names);
     return fsV_seterr("out of memory"), NULL;
   }
-  memcpy(pos, f->args->u.seq.items, f->args->u.seq.n * sizeof *pos);
-  if (a->npos) memcpy(pos + f->args->u.seq.n, a->pos, a->npos * sizeof *pos);
+  for (size_t i = 0; i < f->args->u.seq.n; i++) pos[i] = f->args->u.seq.items[i];
+  for (size_t i = 0; i < a->npos; i++) pos[f->args->u.seq.n + i] = a->pos[i];
   size_t k = 0;
   for (size_t i = 0; i < f->keywords->u.dict.n; i++) {
     const char *name = f->keywords->u.dict.keys[i]->u.str.s;
