@@ -535,6 +535,79 @@ NATIVE(isinstance) {
   return fsV_bool(false);
 }
 
+/* ---- FSDP's auto_wrap_policy (runtime/dist/fsdp.h) ----------------------------------- */
+
+/* The classes of a set, list or tuple (`{Block}`), each a script Module
+ * class or a layer (`nn.Linear`): a new list, or NULL + fsV_error. */
+fs_value *fsE_module_classes(fsE_ctx *E, fs_value *v, const char *what) {
+  fsE_iter it;
+  fs_value *classes = fsV_list(0), *cls;
+  if (!classes) return NULL;
+  if (fsE_iter_begin(E, v, &it) < 0) {
+    fsV_release(classes);
+    return NULL;
+  }
+  int r;
+  while ((r = fsE_iter_next(E, &it, &cls)) > 0) {
+    klass *k = class_of(cls);
+    if (!(k ? k->module : fsE_native_sig(cls) != NULL)) {
+      fsV_seterr("%s: %s is not a module class", what, fsV_type_name(cls));
+      fsV_release(cls);
+      r = -1;
+      break;
+    }
+    if (fsV_list_append(classes, cls) < 0) {
+      r = -1;
+      break;
+    }
+  }
+  fsE_iter_end(&it);
+  if (r < 0) fsV_release(classes);
+  return r < 0 ? NULL : classes;
+}
+
+fs_value *fsE_wrap_policy_of(fsE_ctx *E, fs_value *v) {
+  const char *what = "FSDPStrategy(auto_wrap_policy=...)";
+  if (v->type == FSV_LIST || v->type == FSV_TUPLE || fsE_is_set(v)) return fsE_module_classes(E, v, what);
+  fs_value *classes = fsE_module_wrap_policy_classes(v);
+  if (classes) return fsV_retain(classes);
+  if (v->type == FSV_OBJ && v->u.obj.cls->call) return fsV_retain(v);
+  fsV_seterr("%s: a set of module classes ({Block}) or a callable policy, not %s", what, fsV_type_name(v));
+  return NULL;
+}
+
+int fsE_module_is_one_of(const fs_module *m, const fs_value *classes) {
+  for (size_t i = 0; i < classes->u.seq.n; i++) {
+    const fs_value *cls = classes->u.seq.items[i];
+    klass *k = class_of(cls);
+    if (k && !k->ns) return 1; /* Module itself: any module */
+    if (k && m->kind == FSM_CUSTOM) {
+      for (const fs_value *c = ((const script_module *)m->custom)->cls; c; c = class_of(c)->base)
+        if (c == cls) return 1;
+    } else if (!k && strcmp(fsE_native_sig(cls)->name, fsM_kind_name(m->kind)) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+int fsE_wrap_policy_wraps(fs_module *m, bool recurse, int64_t nonwrapped_numel, void *ud) {
+  fsE_policy_ud *p = ud;
+  if (p->policy->type == FSV_LIST) return recurse ? 1 : fsE_module_is_one_of(m, p->policy); /* ModuleWrapPolicy's */
+  /* policy(module=m, recurse=..., nonwrapped_numel=...), as torch calls it */
+  fs_value *kw[3] = {fsE_module_part(p->E, m), fsV_bool(recurse), fsV_int(nonwrapped_numel)};
+  static const char *const names[3] = {"module", "recurse", "nonwrapped_numel"};
+  fs_value *r = NULL;
+  if (kw[0] && kw[1] && kw[2]) {
+    fsV_args a = {.kwnames = names, .kw = kw, .nkw = 3};
+    r = fsE_call(p->E, p->policy, &a);
+  }
+  for (int i = 0; i < 3; i++) fsV_release(kw[i]);
+  int w = r ? fsV_truthy(r) : -1;
+  fsV_release(r);
+  if (w < 0) fsT_seterr("auto_wrap_policy: %s", fsV_error());
+  return w;
+}
+
 static const fsE_reg classes_funcs[] = {
   {"isinstance", isinstance}, {"Module.register_buffer", module_register_buffer}, {NULL, NULL},
 };

@@ -252,6 +252,19 @@ fs_value *fsE_class_builtin(fsE_ctx *E, const char *name);
 int fsE_instance_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out);
 /* A script Module instance: its forward called, an attribute set. */
 fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a);
+/* FSDP's auto_wrap_policy (docs/distributed.md, "How the units are chosen"):
+ * fsE_wrap_policy_of gives a set/list/tuple's or a ModuleWrapPolicy's
+ * classes as a new list, a callable policy retained, else NULL + fsV_error;
+ * fsE_wrap_policy_wraps is fsSH_policy.wraps with an fsE_policy_ud. */
+typedef struct fsE_policy_ud { fsE_ctx *E; fs_value *policy; } fsE_policy_ud;
+fs_value *fsE_wrap_policy_of(fsE_ctx *E, fs_value *v);
+int fsE_wrap_policy_wraps(fs_module *m, bool recurse, int64_t nonwrapped_numel, void *ud);
+/* The classes of an iterable (a new list; what: the caller, for the error),
+ * and whether module m is an instance of one of them. */
+fs_value *fsE_module_classes(fsE_ctx *E, fs_value *v, const char *what);
+int fsE_module_is_one_of(const fs_module *m, const fs_value *classes);
+/* A Module value onto m, a part of a tree (children() gives such values). */
+fs_value *fsE_module_part(fsE_ctx *E, fs_module *m);
 int fsE_custom_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v);
 /* A model block whose body defines `forward` (the function value fwd): a
  * script Module named name whose children are seq's layers under their
@@ -380,6 +393,8 @@ extern const fsV_class fsE_strategy_class;
 fs_value *fsE_strategy_value(fsF_cls cls); /* fabric.strategy: a strategy object of the resolved class */
 /* The Lightning class name of a strategy value ("DDPStrategy"), or NULL when v is none. */
 const char *fsE_strategy_class_name(const fs_value *v);
+fs_value *fsE_strategy_wrap_policy(const fs_value *v);
+fs_value *fsE_module_wrap_policy_classes(const fs_value *v); /* a ModuleWrapPolicy's classes (borrowed), or NULL */ /* FSDPStrategy's policy classes (borrowed), or NULL */
 
 /* lib_loggers.c: Fabric's loggers; fabric.log / log_dict and Logger.log_metrics:
  * names[i] = values[i] (numbers or one-element tensors) to *lg (NULL or none:
@@ -406,6 +421,7 @@ typedef struct fabv {
   fs_diags *diags;   /* for the logger's warnings (the run outlives the value) */
   fs_value *loggers;   /* Fabric(loggers=...) as a list, or NULL for None (fabric.log's default CSV, lg) */
   fs_value *callbacks; /* Fabric(callbacks=...) as a list (empty for None) */
+  fs_value *wrap_policy; /* FSDPStrategy(auto_wrap_policy=...) as fsE_wrap_policy_of gives it, or NULL */
   char *last_checkpoint; /* the path fabric.save wrote last, or NULL */
   int64_t checkpoints;   /* how many saves */
 } fabv;

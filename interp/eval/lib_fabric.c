@@ -56,6 +56,7 @@ static void fabv_free(void *p) {
   free(fv->last_checkpoint);
   fsV_release(fv->loggers);
   fsV_release(fv->callbacks);
+  fsV_release(fv->wrap_policy);
   fsCC_destroy(fv->comm);
   fsV_release(fv->synced);
   fsV_release(fv->planned);
@@ -177,6 +178,9 @@ fs_value *fsE_plan_done(fsE_ctx *E, const fs_tensor *x) {
   in.num_nodes = fv->cfg.num_nodes;
   in.sharded = fv->cfg.cls == FSF_FSDP;
   in.model = mv->m;
+  fsE_policy_ud ud = {E, fv->wrap_policy};
+  fsSH_policy policy = {fsE_wrap_policy_wraps, &ud};
+  in.policy = fv->wrap_policy ? &policy : NULL;
   in.model_class = mv->cls;
   in.optimizer = ov ? ov->cls : NULL;
   in.states = ov ? fsO_state_buffers(ov->o) : 0;
@@ -488,6 +492,7 @@ NATIVE(f_fabric) {
     free(fv);
     return NULL;
   }
+  if (fsE_strategy_wrap_policy(s[1])) fv->wrap_policy = fsV_retain(fsE_strategy_wrap_policy(s[1]));
   fs_value *r = fsV_obj(&fsE_fabric_class, fv);
   if (r) {
     fsV_release(E->fabric);
@@ -543,7 +548,10 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
     return 0;
   }
   if (fv->cfg.cls == FSF_FSDP) { /* each rank materializes only its shards */
-    if (!(mv->sh = fsSH_wrap(mv->m, fv->comm, fv->dev, E->seed))) return fsE_rt_fail(), -1;
+    fsE_policy_ud ud = {E, fv->wrap_policy};
+    fsSH_policy policy = {fsE_wrap_policy_wraps, &ud};
+    if (!(mv->sh = fsSH_wrap(mv->m, fv->wrap_policy ? &policy : NULL, fv->comm, fv->dev, E->seed)))
+      return fsE_rt_fail(), -1;
     if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
     if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
     fsF_setup_done(&fv->f, &mv->st);

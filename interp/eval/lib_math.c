@@ -1,5 +1,6 @@
-/* lib_math.c -- Python's `math` and `time` modules (the parts a training
- * script uses: a hand-written warmup + cosine schedule, timing a loop).
+/* lib_math.c -- Python's `math`, `time` and `functools` modules (the parts a
+ * training script uses: a hand-written warmup + cosine schedule, timing a
+ * loop, functools.partial for FSDP's transformer_auto_wrap_policy).
  *
  * The rule: a module is a first-class value.  Its sig row (kind
  * FSSIG_MODULE, lang/signatures.c) is bound to what its row here returns,
@@ -11,6 +12,7 @@
  * ceil and floor give ints. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <string.h>
 #include <math.h>
 #include <time.h>
 
@@ -26,9 +28,11 @@ static char *math_repr(fs_value *v) {
 
 static const fsV_class math_class = {.name = "math", .repr = math_repr};
 static const fsV_class time_class = {.name = "time", .repr = math_repr};
+static const fsV_class functools_class = {.name = "functools", .repr = math_repr};
 
 NATIVE(math_module) { return fsV_obj(&math_class, NULL); }
 NATIVE(time_module) { return fsV_obj(&time_class, NULL); }
+NATIVE(functools_module) { return fsV_obj(&functools_class, NULL); }
 
 /* ---- math ------------------------------------------------------------------------ */
 
@@ -124,8 +128,84 @@ NATIVE(time_sleep) {
   return fsV_none();
 }
 
+/* ---- functools ------------------------------------------------------------------- */
+
+/* partial(func, *args, **keywords): calling it calls func with args, then
+ * the call's positionals; keywords, the call's replacing those of a name. */
+typedef struct partial { fs_value *func, *args, *keywords; } partial;
+
+static void partial_free(void *p) {
+  partial *f = p;
+  fsV_release(f->func);
+  fsV_release(f->args);
+  fsV_release(f->keywords);
+  free(f);
+}
+
+static fs_value *partial_call(fsE_ctx *E, fs_value *self, const fsV_args *a) {
+  const partial *f = self->u.obj.data;
+  size_t np = f->args->u.seq.n + a->npos, nk = f->keywords->u.dict.n + a->nkw;
+  fs_value **pos = malloc((np + 1) * sizeof *pos), **kw = malloc((nk + 1) * sizeof *kw);
+  const char **names = malloc((nk + 1) * sizeof *names);
+  if (!pos || !kw || !names) {
+    free(pos), free(kw), free(names);
+    return fsV_seterr("out of memory"), NULL;
+  }
+  for (size_t i = 0; i < f->args->u.seq.n; i++) pos[i] = f->args->u.seq.items[i];
+  for (size_t i = 0; i < a->npos; i++) pos[f->args->u.seq.n + i] = a->pos[i];
+  size_t k = 0;
+  for (size_t i = 0; i < f->keywords->u.dict.n; i++) {
+    const char *name = f->keywords->u.dict.keys[i]->u.str.s;
+    bool given = false;
+    for (size_t j = 0; j < a->nkw && !given; j++) given = strcmp(a->kwnames[j], name) == 0;
+    if (given) continue;
+    names[k] = name;
+    kw[k++] = f->keywords->u.dict.vals[i];
+  }
+  for (size_t j = 0; j < a->nkw; j++) names[k] = a->kwnames[j], kw[k++] = a->kw[j];
+  fsV_args call = {.pos = pos, .npos = np, .kwnames = names, .kw = kw, .nkw = k, .loc = a->loc};
+  fs_value *r = fsE_call(E, f->func, &call);
+  free(pos), free(kw), free(names);
+  return r;
+}
+
+static char *partial_repr(fs_value *v) {
+  const partial *f = v->u.obj.data;
+  char *fn = fsV_repr(f->func);
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "functools.partial(%s", fn ? fn : "...");
+  free(fn);
+  for (size_t i = 0; i < f->args->u.seq.n; i++) {
+    char *r = fsV_repr(f->args->u.seq.items[i]);
+    fsV_buf_printf(&b, ", %s", r ? r : "...");
+    free(r);
+  }
+  for (size_t i = 0; i < f->keywords->u.dict.n; i++) {
+    char *r = fsV_repr(f->keywords->u.dict.vals[i]);
+    fsV_buf_printf(&b, ", %s=%s", f->keywords->u.dict.keys[i]->u.str.s, r ? r : "...");
+    free(r);
+  }
+  fsV_buf_printf(&b, ")");
+  return fsV_buf_take(&b);
+}
+
+static const fsV_class partial_class = {
+  .name = "functools.partial", .call = partial_call, .repr = partial_repr, .free = partial_free,
+};
+
+NATIVE(functools_partial) {
+  (void)E, (void)self, (void)a;
+  if (s[0]->type != FSV_OBJ || !s[0]->u.obj.cls->call)
+    return fsV_seterr("the first argument must be callable"), NULL;
+  partial *f = malloc(sizeof *f);
+  if (!f) return fsV_seterr("out of memory"), NULL;
+  *f = (partial){fsV_retain(s[0]), fsV_retain(s[1]), fsV_retain(s[2])};
+  return fsV_obj(&partial_class, f);
+}
+
 static const fsE_reg math_funcs[] = {
-  {"math", math_module}, {"time", time_module},
+  {"math", math_module}, {"time", time_module}, {"functools", functools_module},
+  {"functools.partial", functools_partial},
   {"math.cos", math_cos}, {"math.sin", math_sin}, {"math.tan", math_tan}, {"math.exp", math_exp},
   {"math.log", math_log}, {"math.log2", math_log2}, {"math.sqrt", math_sqrt}, {"math.pow", math_pow},
   {"math.ceil", math_ceil}, {"math.floor", math_floor}, {"math.isfinite", math_isfinite},

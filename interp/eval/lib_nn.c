@@ -17,6 +17,11 @@
 
 static void modv_free(void *p) {
   modv *mv = p;
+  /* FABRICSCRIPT_FSDP_STATS: the runtime's own count of what FSDP gathered,
+   * to hold against `plan`'s gathered unit (tests/dist/equivalence.sh) */
+  if (mv->sh && getenv("FABRICSCRIPT_FSDP_STATS"))
+    fprintf(stderr, "fsdp: rank %d: %d units, at most %lld bytes gathered\n", mv->sh->rank, mv->sh->nunits,
+            (long long)mv->sh->gathered_peak);
   fsSH_free(mv->sh);
   fsM_release(mv->m);
   free(mv->cls);
@@ -557,6 +562,11 @@ static fs_value *generate(fsE_ctx *E, modv *mv, fs_value **s) {
     fsV_seterr("%s", err);
     return NULL;
   }
+  if (mv->m->kind == FSM_CUSTOM) { /* its forward's arguments and crop length are the script's */
+    fsV_seterr("generate(): %s is a script's Module class: write the sampling loop (topk, multinomial; "
+               "examples/llama.fab); generate() runs declared byte-level models", mv->cls);
+    return NULL;
+  }
   if (fsSM_byte_lm(mv->m, &context) < 0 ||
       fsSM_generate(lm_forward, mv, context, &o, fsR_key(E->seed, "generate"), &E->samples, &text) < 0)
     return fsE_rt_fail();
@@ -576,7 +586,7 @@ static bool is_container(const fs_module *m) {
 static bool is_holder(const fs_module *m) { return m->kind == FSM_PARAM || m->kind == FSM_BUFFER; }
 
 /* A Module value for m, a part of a tree (another value onto the same module). */
-static fs_value *part_value(fsE_ctx *E, fs_module *m) {
+fs_value *fsE_module_part(fsE_ctx *E, fs_module *m) {
   fs_value *v = fsE_module_new(E, fsM_retain(m), m->kind == FSM_CUSTOM ? m->custom->class_name : fsM_kind_name(m->kind));
   if (v) ((modv *)v->u.obj.data)->st.meta = fsE_has_meta(m);
   return v;
@@ -685,7 +695,7 @@ static fs_value *module_index(fsE_ctx *E, fs_value *self, fs_value *key) {
   }
   if (mv->m->kind == FSM_MODULEDICT) {
     for (int k = 0; key->type == FSV_STR && k < n; k++)
-      if (strcmp(mv->m->kids[k]->key, key->u.str.s) == 0) return part_value(E, mv->m->kids[k]);
+      if (strcmp(mv->m->kids[k]->key, key->u.str.s) == 0) return fsE_module_part(E, mv->m->kids[k]);
     char *t = fsV_repr(key);
     fsV_seterr("KeyError: %s", t ? t : "?");
     free(t);
@@ -699,7 +709,7 @@ static fs_value *module_index(fsE_ctx *E, fs_value *self, fs_value *key) {
     fsV_seterr("index %lld is out of range", (long long)i);
     return NULL;
   }
-  return part_value(E, mv->m->kids[i < 0 ? i + n : i]);
+  return fsE_module_part(E, mv->m->kids[i < 0 ? i + n : i]);
 }
 
 /* iter(container): an iterator over a list of its children's values */
@@ -730,7 +740,7 @@ static fs_value *module_iter(fsE_ctx *E, fs_value *self) {
     return NULL;
   }
   for (int i = 0; i < mv->m->nkids; i++) { /* a ModuleDict iterates over its keys */
-    fs_value *v = mv->m->kind == FSM_MODULEDICT ? fsV_cstr(mv->m->kids[i]->key) : part_value(E, mv->m->kids[i]);
+    fs_value *v = mv->m->kind == FSM_MODULEDICT ? fsV_cstr(mv->m->kids[i]->key) : fsE_module_part(E, mv->m->kids[i]);
     if (!v) {
       kids_iter_free(it);
       return NULL;
@@ -751,7 +761,7 @@ static int tree_list(fsE_ctx *E, fs_value *self, fs_module *m, const char *prefi
     char *name = malloc(strlen(prefix) + strlen(k->key) + 2);
     if (!name) return fsV_seterr("out of memory"), -1;
     sprintf(name, "%s%s%s", prefix, *prefix ? "." : "", k->key);
-    fs_value *v = part_value(E, k);
+    fs_value *v = fsE_module_part(E, k);
     if (v && named) v = fsV_pair(fsV_cstr(name), v);
     int rc = v ? fsV_list_append(out, v) : -1;
     if (rc == 0 && all) rc = tree_list(E, self, k, name, all, named, out);
@@ -781,7 +791,7 @@ int fsE_moduledict_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value
   modv *mv = fsV_objdata(obj, &fsE_module_class);
   if (!mv || mv->m->kind != FSM_MODULEDICT) return 0;
   for (int k = 0; k < mv->m->nkids; k++)
-    if (strcmp(mv->m->kids[k]->key, name) == 0) return (*out = part_value(E, mv->m->kids[k])) ? 1 : -1;
+    if (strcmp(mv->m->kids[k]->key, name) == 0) return (*out = fsE_module_part(E, mv->m->kids[k])) ? 1 : -1;
   fsV_seterr("'%s' object has no attribute '%s'", mv->cls, name);
   return -1;
 }
@@ -795,7 +805,7 @@ static fs_value *dict_view(fsE_ctx *E, fs_value *self, int what, const char *nam
   }
   fs_value *l = fsV_list((size_t)m->nkids);
   for (int i = 0; l && i < m->nkids; i++) {
-    fs_value *k = what != 1 ? fsV_cstr(m->kids[i]->key) : NULL, *v = what ? part_value(E, m->kids[i]) : NULL;
+    fs_value *k = what != 1 ? fsV_cstr(m->kids[i]->key) : NULL, *v = what ? fsE_module_part(E, m->kids[i]) : NULL;
     fs_value *item = what == 0 ? k : what == 1 ? v : k && v ? fsV_pair(k, v) : NULL;
     if (what == 2 && !item) fsV_release(k), fsV_release(v);
     if (!item || fsV_list_append(l, item) < 0) {

@@ -8,7 +8,17 @@
 /* ---- strategy objects: what Fabric(strategy=...) resolves ----------------------- */
 
 
-static void strategy_free(void *p) { free(p); }
+/* The object: Fabric's fields first (lib_fabric.c reads them as an
+ * fsF_strategy_obj), then FSDPStrategy's auto_wrap_policy classes. */
+typedef struct strategy_data {
+  fsF_strategy_obj so;
+  fs_value *wrap_policy; /* fsE_wrap_policy_of's value, or NULL */
+} strategy_data;
+
+static void strategy_free(void *p) {
+  fsV_release(((strategy_data *)p)->wrap_policy);
+  free(p);
+}
 
 static char *strategy_repr(fs_value *v) {
   fsF_strategy_obj *so = v->u.obj.data;
@@ -21,14 +31,20 @@ const fsV_class fsE_strategy_class = {
   .name = "Strategy", .repr = strategy_repr, .free = strategy_free,
 };
 
-static fs_value *strategy_value(fsF_strategy_obj so) {
-  fsF_strategy_obj *p = malloc(sizeof *p);
+static fs_value *strategy_value(fsF_strategy_obj so, fs_value *wrap_policy) {
+  strategy_data *p = malloc(sizeof *p);
   if (!p) {
+    fsV_release(wrap_policy);
     fsV_seterr("out of memory");
     return NULL;
   }
-  *p = so;
+  *p = (strategy_data){so, wrap_policy};
   return fsV_obj(&fsE_strategy_class, p);
+}
+
+fs_value *fsE_strategy_wrap_policy(const fs_value *v) {
+  const strategy_data *p = fsV_objdata(v, &fsE_strategy_class);
+  return p ? p->wrap_policy : NULL;
 }
 
 static const fsF_strategy_obj no_kwargs = {.use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
@@ -37,7 +53,7 @@ static const fsF_strategy_obj no_kwargs = {.use_orig_params = -1, .state_dict_fu
 fs_value *fsE_strategy_value(fsF_cls cls) {
   fsF_strategy_obj so = no_kwargs;
   so.cls = cls;
-  return strategy_value(so);
+  return strategy_value(so, NULL);
 }
 
 const char *fsE_strategy_class_name(const fs_value *v) {
@@ -57,7 +73,9 @@ NATIVE(s_fsdp) {
     return NULL;
   }
   so.use_orig_params = fsV_truthy(s[6]);
-  return strategy_value(so);
+  fs_value *classes = NULL;
+  if (so.auto_wrap_policy && !(classes = fsE_wrap_policy_of(E, s[0]))) return NULL;
+  return strategy_value(so, classes);
 }
 
 NATIVE(s_ddp) {
@@ -69,7 +87,7 @@ NATIVE(s_ddp) {
     fsV_seterr("DDPStrategy(): start_method must be 'popen', 'spawn' or 'fork', not '%s'", m);
     return NULL;
   }
-  return strategy_value(so);
+  return strategy_value(so, NULL);
 }
 
 NATIVE(s_deepspeed) {
@@ -77,11 +95,59 @@ NATIVE(s_deepspeed) {
   so.cls = FSF_DEEPSPEED;
   so.stage = (int)fsE_ival(s[1]);
   so.cpu_offload = fsV_truthy(s[2]) || fsV_truthy(s[3]);
-  return strategy_value(so);
+  return strategy_value(so, NULL);
+}
+
+/* ---- torch.distributed.fsdp.wrap: the policies (docs/distributed.md) ---- */
+
+static void policy_free(void *p) { fsV_release(p); }
+
+/* ModuleWrapPolicy(module_classes): its data is the classes' list */
+static const fsV_class module_wrap_policy_class = {.name = "ModuleWrapPolicy", .free = policy_free};
+
+fs_value *fsE_module_wrap_policy_classes(const fs_value *v) { return fsV_objdata(v, &module_wrap_policy_class); }
+
+NATIVE(module_wrap_policy) {
+  (void)self, (void)a;
+  fs_value *classes = fsE_module_classes(E, s[0], "ModuleWrapPolicy()");
+  return classes ? fsV_obj(&module_wrap_policy_class, classes) : NULL;
+}
+
+/* transformer_auto_wrap_policy(module, recurse, nonwrapped_numel, transformer_layer_cls):
+ * look everywhere; wrap the named classes' modules */
+NATIVE(transformer_auto_wrap_policy) {
+  (void)self, (void)a;
+  modv *mv = fsV_objdata(s[0], &fsE_module_class);
+  if (!mv) return fsV_seterr("transformer_auto_wrap_policy(): module must be a Module, not %s", fsV_type_name(s[0])), NULL;
+  if (fsV_truthy(s[1])) return fsV_bool(true);
+  fs_value *classes = fsE_module_classes(E, s[3], "transformer_auto_wrap_policy()");
+  int r = classes ? fsE_module_is_one_of(mv->m, classes) : -1;
+  fsV_release(classes);
+  return r < 0 ? NULL : fsV_bool(r);
+}
+
+/* size_based_auto_wrap_policy(module, recurse, nonwrapped_numel, min_num_params=1e8,
+ * force_leaf_modules=None, exclude_wrap_modules=None): torch's defaults keep
+ * MultiheadAttention a leaf and never wrap a ModuleList or ModuleDict */
+NATIVE(size_based_auto_wrap_policy) {
+  (void)self, (void)a;
+  modv *mv = fsV_objdata(s[0], &fsE_module_class);
+  if (!mv) return fsV_seterr("size_based_auto_wrap_policy(): module must be a Module, not %s", fsV_type_name(s[0])), NULL;
+  bool recurse = fsV_truthy(s[1]), big = fsE_ival(s[2]) >= fsE_ival(s[3]);
+  fs_value *given = s[recurse ? 4 : 5], *classes = NULL;
+  if (given->type != FSV_NONE && !(classes = fsE_module_classes(E, given, "size_based_auto_wrap_policy()")))
+    return NULL;
+  fsM_kind k = mv->m->kind;
+  int skip = classes ? fsE_module_is_one_of(mv->m, classes)
+                     : recurse ? k == FSM_MHA : k == FSM_MODULELIST || k == FSM_MODULEDICT;
+  fsV_release(classes);
+  return skip < 0 ? NULL : fsV_bool(big && !skip);
 }
 
 static const fsE_reg strategy_funcs[] = {
   {"FSDPStrategy", s_fsdp}, {"DDPStrategy", s_ddp}, {"DeepSpeedStrategy", s_deepspeed},
+  {"ModuleWrapPolicy", module_wrap_policy}, {"transformer_auto_wrap_policy", transformer_auto_wrap_policy},
+  {"size_based_auto_wrap_policy", size_based_auto_wrap_policy},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_strategy = {"strategy", strategy_funcs};

@@ -102,18 +102,14 @@ int fsPL_rank_bytes(const fsPL_input *in, int r, fsPL_rank *out) {
     fsT_seterr("plan: no memory layout for precision %s", in->precision);
     return -1;
   }
-  uint64_t n = (uint64_t)fsM_num_parameters(in->model), largest = 0;
-  if (in->sharded) {
-    int64_t *unit;
-    int nu = fsSH_unit_sizes(in->model, &unit);
-    if (nu < 0) return -1;
+  uint64_t n = (uint64_t)fsM_num_parameters(in->model), gathered_elems = 0;
+  if (in->sharded) { /* the run's units (fsdp.h) */
+    fsSH_layout L;
+    if (fsSH_layout_of(in->model, in->policy, &L) < 0) return -1;
     n = 0;
-    for (int u = 0; u < nu; u++) {
-      uint64_t shard = fsCC_shard((size_t)unit[u], in->world);
-      n += shard;
-      if (shard > largest) largest = shard;
-    }
-    free(unit);
+    for (int u = 0; u < L.n; u++) n += fsCC_shard((size_t)L.numel[u], in->world);
+    gathered_elems = (uint64_t)fsSH_layout_gathered(&L, in->world);
+    fsSH_layout_free(&L);
   }
   /* autocast's low-precision weights: copies beside the float32 ones, or
    * FSDP's gather in the low type */
@@ -121,7 +117,7 @@ int fsPL_rank_bytes(const fsPL_input *in, int r, fsPL_rank *out) {
   out->params = (uint64_t)sz.param * n + (sz.autocast && !in->sharded ? (uint64_t)sz.act_low * n : 0);
   out->grads = (uint64_t)sz.grad * n;
   out->optim = in->optimizer ? (uint64_t)sz.state * (uint64_t)in->states * n : 0;
-  out->gathered = (uint64_t)gathered * largest * (uint64_t)in->world;
+  out->gathered = (uint64_t)gathered * gathered_elems;
   out->total = out->total_ckpt = out->params + out->grads + out->optim + out->gathered;
   if (in->in_rank > 0) {
     fsPL_acts a;

@@ -79,6 +79,7 @@ typedef struct fsPL_input {
   int world, devices, num_nodes; /* ranks = devices per node x nodes */
   bool sharded;               /* FSDP */
   fs_module *model;           /* on meta */
+  const struct fsSH_policy *policy; /* FSDP's auto_wrap_policy, or NULL (runtime/dist/fsdp.h) */
   const char *model_class;
   const char *optimizer;      /* "Adam", or NULL: none set up */
   int states;                 /* k */

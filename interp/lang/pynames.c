@@ -54,7 +54,7 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half bool float",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
-   "maximum minimum clamp softmax log_softmax matmul bmm sin cos relu tril triu", ""},
+   "maximum minimum clamp softmax log_softmax matmul bmm sin cos relu tril triu topk multinomial", ""},
   {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten "
    "Conv1d Conv2d ConvTranspose2d MultiheadAttention BatchNorm1d BatchNorm2d MaxPool2d AvgPool2d "
    "AdaptiveAvgPool2d Upsample LeakyReLU Softmax Mish GroupNorm RMSNorm Identity Parameter "
@@ -87,6 +87,7 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning.fabric.fabric", "Fabric", "", ""},
   {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", "", ""},
   {"lightning.fabric.strategies.fsdp", "FSDPStrategy", "", ""},
+  {"torch.distributed.fsdp.wrap", "ModuleWrapPolicy transformer_auto_wrap_policy size_based_auto_wrap_policy", "", ""},
   {"lightning.fabric.strategies.ddp", "DDPStrategy", "", ""},
   {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", "", ""},
   /* issue 15 points 4-5: torchmetrics' metrics, Fabric's loggers */
@@ -305,7 +306,7 @@ int fsSig_real_member(const char *type, const char *member) {
 }
 
 int fsSig_run_importable(const char *dotted) {
-  static const char *const own[] = {"math", "time", "typing", "__future__"};
+  static const char *const own[] = {"math", "time", "typing", "__future__", "functools"};
   size_t skip, n = strcspn(dotted, ".");
   if (package_of(dotted, &skip)) return 1;
   for (size_t i = 0; i < sizeof own / sizeof *own; i++)

@@ -59,6 +59,14 @@ PARAMS(p_fsdp, KW("auto_wrap_policy", ANY, "None"), KW("activation_checkpointing
        KW("cpu_offload", ANY, "None"), KW("mixed_precision", ANY, "None"),
        KW("sharding_strategy", STR, "'FULL_SHARD'"), KW("state_dict_type", STR, "'sharded'"),
        KW("use_orig_params", BOOL, "True"), VARKW("kwargs"))
+/* torch.distributed.fsdp.wrap's policies (lib_strategy.c), functools.partial (lib_math.c) */
+PARAMS(p_partial, PO("func", ANY, NULL), VARARGS("args"), VARKW("keywords"))
+PARAMS(p_module_wrap_policy, P("module_classes", ANY, NULL))
+PARAMS(p_transformer_policy, P("module", OBJ, NULL), P("recurse", BOOL, NULL), P("nonwrapped_numel", INT, NULL),
+       P("transformer_layer_cls", ANY, NULL))
+PARAMS(p_size_policy, P("module", OBJ, NULL), P("recurse", BOOL, NULL), P("nonwrapped_numel", INT, NULL),
+       P("min_num_params", INT, "100000000"), P("force_leaf_modules", ANY, "None"),
+       P("exclude_wrap_modules", ANY, "None"))
 PARAMS(p_ddp, KW("find_unused_parameters", BOOL, "False"), KW("static_graph", BOOL, "False"),
        KW("process_group_backend", FSSIG_T_STR | FSSIG_T_NONE, "None"),
        KW("start_method", STR, "'popen'"), VARKW("kwargs"))
@@ -507,6 +515,9 @@ static const fsSig table[] = {
 
   CLS("Fabric", p_fabric, "Fabric"),
   CLS("FSDPStrategy", p_fsdp, "Strategy"),
+  CLS("ModuleWrapPolicy", p_module_wrap_policy, "ModuleWrapPolicy"),
+  FN("transformer_auto_wrap_policy", p_transformer_policy, "bool"),
+  FN("size_based_auto_wrap_policy", p_size_policy, "bool"),
   CLS("DDPStrategy", p_ddp, "Strategy"),
   CLS("DeepSpeedStrategy", p_deepspeed, "Strategy"),
   CLS("SGD", p_sgd, "Optimizer"),
@@ -533,6 +544,7 @@ static const fsSig table[] = {
   CLS("ReduceLROnPlateau", p_plateau, "ReduceLROnPlateau"),
   MODULE("math"),
   MODULE("time"),
+  MODULE("functools"),
   /* the losses' module forms (issue 14 point 5; lib_functional.c) */
   CLS("CrossEntropyLoss", p_cls_ce, "Loss"),
   CLS("NLLLoss", p_cls_nll, "Loss"),
@@ -738,6 +750,7 @@ static const fsSig table[] = {
   M0("time.perf_counter", "float"),
   M0("time.monotonic", "float"),
   M("time.sleep", p_sleep, "None"),
+  M("functools.partial", p_partial, "functools.partial"),
   /* torchmetrics (issue 15 point 4; lib_metrics.c) */
   M("Metric.update", p_metric_update, "None"),
   M0("Metric.compute", "Tensor"),

@@ -29,7 +29,9 @@ static void point(fs_tensor *p, fs_tensor *base, int64_t off, fs_device dev) {
   p->device = base ? dev : FS_DEV_META;
 }
 
-static void release_unit(fsSH_unit *u) {
+static void release_unit(fsSH_model *s, fsSH_unit *u) {
+  int64_t padded = u->shard * s->world;
+  s->gathered -= ((u->full != NULL) + (u->gfull != NULL)) * padded * 4;
   for (int64_t i = 0; i < u->np; i++) {
     fs_tensor *p = u->ps[i].t;
     point(p, NULL, 0, FS_DEV_META);
@@ -41,23 +43,31 @@ static void release_unit(fsSH_unit *u) {
   u->full = u->gfull = NULL;
 }
 
+/* A gathered buffer of padded elements was made: the peak accounting. */
+static void count_gathered(fsSH_model *s, int64_t padded) {
+  s->gathered += padded * 4;
+  if (s->gathered > s->gathered_peak) s->gathered_peak = s->gathered;
+}
+
 /* All-gathers u's flat parameter and points its parameters into it; with
  * grads, also a zeroed flat gradient their grads point into. */
 static int gather(fsSH_model *s, fsSH_unit *u, bool grads) {
   int64_t padded = u->shard * s->world;
   if (!u->full) {
     if (!(u->full = fsT_new(FS_F32, s->dev, 1, &padded))) return -1;
+    count_gathered(s, padded);
     if (s->comm ? fsCC_all_gather(s->comm, u->flat->data, u->full->data, (size_t)u->shard, FS_F32) < 0
                 : (fsB_get(s->dev)->copy(u->full->data, u->flat->data, (size_t)padded * 4), 0))
-      return release_unit(u), comm_err();
+      return release_unit(s, u), comm_err();
     for (int64_t i = 0; i < u->np; i++) point(u->ps[i].t, u->full, u->off[i], s->dev);
   }
   if (grads && !u->gfull) {
-    if (!(u->gfull = fsT_zeros(FS_F32, s->dev, 1, &padded))) return release_unit(u), -1;
+    if (!(u->gfull = fsT_zeros(FS_F32, s->dev, 1, &padded))) return release_unit(s, u), -1;
+    count_gathered(s, padded);
     for (int64_t i = 0; i < u->np; i++) {
       fs_tensor *p = u->ps[i].t;
       fsT_release(p->grad);
-      if (!(p->grad = view_at(u->gfull, u->off[i], p))) return release_unit(u), -1;
+      if (!(p->grad = view_at(u->gfull, u->off[i], p))) return release_unit(s, u), -1;
     }
   }
   return 0;
@@ -76,7 +86,7 @@ static int finish(fsSH_model *s, fsSH_unit *u) {
     else
       fsB_get(s->dev)->axpy((size_t)u->shard, 1.0f, mine, fsT_f32(u->flat->grad));
   }
-  release_unit(u);
+  release_unit(s, u);
   return rc;
 }
 
@@ -100,7 +110,7 @@ fs_tensor *fsSH_forward(fsSH_model *s, fs_tensor *x) {
       y = fsM_forward(s->steps[i], cur);
     } else if (gather(s, &s->units[k], false) == 0) {
       fs_tensor *out = fsM_forward(s->steps[i], cur);
-      if (s->pending != k) release_unit(&s->units[k]); /* kept while its backward runs */
+      if (s->pending != k) release_unit(s, &s->units[k]); /* kept while its backward runs */
       y = out ? fsG_hook(out, hook, s, k) : NULL;
       fsT_release(out);
     }
@@ -112,15 +122,11 @@ fs_tensor *fsSH_forward(fsSH_model *s, fs_tensor *x) {
 
 /* ---- a script class's root: its forward calls the units itself ---- */
 
-/* The root's own parameters (units of FSM_PARAM holders) are used anywhere
- * in its forward: gathered with their gradients for the whole step. */
-static bool root_param_unit(const fsSH_unit *u) { return u->m->kind == FSM_PARAM; }
-
 int fsSH_begin(fsSH_model *s) {
   for (int k = 0; k < s->nunits; k++) {
     fsSH_unit *u = &s->units[k];
-    if (!root_param_unit(u)) continue;
-    release_unit(u); /* a forward without a backward since: its values are stale */
+    if (!u->held) continue;
+    release_unit(s, u); /* a forward without a backward since: its values are stale */
     if (gather(s, u, true) < 0) return -1;
   }
   return 0;
@@ -129,21 +135,21 @@ int fsSH_begin(fsSH_model *s) {
 int fsSH_enter(fsSH_model *s, int k) { return gather(s, &s->units[k], false); }
 
 fs_tensor *fsSH_leave(fsSH_model *s, int k, fs_tensor *out) {
-  if (s->pending != k) release_unit(&s->units[k]); /* kept while its backward runs */
+  if (s->pending != k) release_unit(s, &s->units[k]); /* kept while its backward runs */
   return out ? fsG_hook(out, hook, s, k) : NULL;
 }
 
 int fsSH_backward_done(fsSH_model *s, bool ok) {
   int rc = 0;
-  if (s->pending >= 0) rc = ok ? finish(s, &s->units[s->pending]) : (release_unit(&s->units[s->pending]), 0);
+  if (s->pending >= 0) rc = ok ? finish(s, &s->units[s->pending]) : (release_unit(s, &s->units[s->pending]), 0);
   s->pending = -1;
   for (int k = 0; k < s->nunits; k++) /* in unit order on every rank: the collectives pair up */
-    if (root_param_unit(&s->units[k]) && s->units[k].gfull && ok && finish(s, &s->units[k]) < 0) rc = -1;
-  for (int k = 0; k < s->nunits; k++) release_unit(&s->units[k]);
+    if (s->units[k].held && s->units[k].gfull && ok && finish(s, &s->units[k]) < 0) rc = -1;
+  for (int k = 0; k < s->nunits; k++) release_unit(s, &s->units[k]);
   return rc;
 }
 
-/* ---- wrapping ---- */
+/* ---- wrapping: which units (one choice for fsSH_wrap and `plan`) ---- */
 
 /* The forward steps: the root's children, a top-level repeat's copies one
  * by one; a root that is not a Sequential is one step.  A script class's
@@ -168,56 +174,177 @@ static int each_step(fs_module *r, int (*fn)(fs_module *m, void *ud), void *ud) 
   return 0;
 }
 
-typedef struct { int64_t *v; int n, cap; } sizes;
+typedef struct { fs_module **v; int n, cap; } mods;
 
-static int add_size(fs_module *m, void *ud) {
-  sizes *z = ud;
-  int64_t n = fsM_num_parameters(m);
-  if (!n) return 0;
+static int push_mod(fs_module *m, void *ud) {
+  mods *z = ud;
   if (z->n == z->cap) {
     int c = z->cap ? 2 * z->cap : 16;
-    int64_t *v = realloc(z->v, (size_t)c * sizeof *v);
-    if (!v) return -1;
+    fs_module **v = realloc(z->v, (size_t)c * sizeof *v);
+    if (!v) {
+      fsT_seterr("out of memory");
+      return -1;
+    }
     z->v = v;
     z->cap = c;
   }
-  z->v[z->n++] = n;
+  z->v[z->n++] = m;
   return 0;
 }
 
-int fsSH_unit_sizes(fs_module *root, int64_t **out) {
-  sizes z = {0};
-  if (each_step(root, add_size, &z) < 0) {
-    free(z.v);
-    fsT_seterr("out of memory");
-    return -1;
-  }
-  *out = z.v;
-  return z.n;
+static bool holds(const mods *z, const fs_module *m) {
+  for (int i = 0; i < z->n; i++)
+    if (z->v[i] == m) return true;
+  return false;
 }
 
-typedef struct { fsSH_model *s; int cap; } steps_ctx;
-
-static int add_step(fs_module *m, void *ud) {
-  steps_ctx *c = ud;
-  fsSH_model *s = c->s;
-  if (s->nsteps == c->cap) {
-    int cap = c->cap ? 2 * c->cap : 16;
-    fs_module **st = realloc(s->steps, (size_t)cap * sizeof *st);
-    if (st) s->steps = st;
-    int *su = st ? realloc(s->step_unit, (size_t)cap * sizeof *su) : NULL;
-    if (!su) return -1;
-    s->step_unit = su;
-    c->cap = cap;
+/* torch's _recursive_wrap: the modules the policy wraps at or below m (all
+ * of them, nested ones too) go to *wrapped; *numel gets the elements the
+ * units at or below m hold.  The root (top) is never a unit of its own. */
+static int recursive_wrap(fs_module *m, bool top, const fsSH_policy *pol, mods *wrapped, int64_t *numel) {
+  int64_t total = fsM_num_parameters(m), inside = 0;
+  *numel = 0;
+  int w = pol->wraps(m, true, total, pol->ud);
+  if (w <= 0) return w;
+  for (int i = 0; i < m->nkids; i++) {
+    int64_t n;
+    if (m->kids[i]->kind == FSM_PARAM || m->kids[i]->kind == FSM_BUFFER) continue; /* not modules to torch */
+    if (recursive_wrap(m->kids[i], false, pol, wrapped, &n) < 0) return -1;
+    inside += n;
   }
-  s->steps[s->nsteps] = m;
-  s->step_unit[s->nsteps++] = fsM_num_parameters(m) ? s->nunits++ : -1;
+  if (!top && (w = pol->wraps(m, false, total - inside, pol->ud)) != 0) {
+    if (w < 0 || push_mod(m, wrapped) < 0) return -1;
+    *numel = total;
+    return 0;
+  }
+  *numel = inside;
   return 0;
 }
 
-static int plan_steps(fsSH_model *s) {
-  steps_ctx c = {s, 0};
-  return each_step(s->root, add_step, &c);
+/* The outermost wrapped modules below m, in state-dict order. */
+static int outermost(fs_module *m, const mods *wrapped, mods *z) {
+  for (int i = 0; i < m->nkids; i++)
+    if (holds(wrapped, m->kids[i]) ? push_mod(m->kids[i], z) < 0 : outermost(m->kids[i], wrapped, z) < 0) return -1;
+  return 0;
+}
+
+/* The units an auto_wrap_policy makes below the root. */
+static int named_units(fs_module *root, const fsSH_policy *pol, mods *z) {
+  mods wrapped = {0};
+  int64_t n;
+  int rc = recursive_wrap(root, true, pol, &wrapped, &n) < 0 || outermost(root, &wrapped, z) < 0 ? -1 : 0;
+  free(wrapped.v);
+  return rc;
+}
+
+/* all[i] is t: its index, or -1. */
+static int64_t param_index(const fsM_param *all, int64_t n, const fs_tensor *t) {
+  for (int64_t i = 0; i < n; i++)
+    if (all[i].t == t) return i;
+  return -1;
+}
+
+enum { UNCLAIMED = -1, TIED = -2, HOLDS_SOME = -3 };
+
+/* The parameters of m's modules outside every candidate (the root's unit's
+ * share): one a candidate holds too (`head.weight = wte.weight` with wte a
+ * unit) is tied across units. */
+static void claim_rest(fs_module *m, const mods *cand, const fsSH_layout *L, int *claim) {
+  for (int j = 0; j < m->nparams; j++) {
+    int64_t i = param_index(L->all, L->nall, m->params[j]);
+    if (i >= 0 && claim[i] >= 0) claim[i] = TIED;
+  }
+  for (int k = 0; k < m->nkids; k++)
+    if (!holds(cand, m->kids[k])) claim_rest(m->kids[k], cand, L, claim);
+}
+
+int fsSH_layout_of(fs_module *root, const fsSH_policy *pol, fsSH_layout *L) {
+  memset(L, 0, sizeof *L);
+  mods cand = {0};
+  bool custom = root->kind == FSM_CUSTOM;
+  int *claim = NULL, *unit_of_cand = NULL; /* claim[i]: the candidate all[i] goes to, or UNCLAIMED / TIED */
+  if ((L->nall = fsM_parameters(root, &L->all)) < 0) goto oom;
+  if (custom && pol ? named_units(root, pol, &cand) < 0 : each_step(root, push_mod, &cand) < 0) goto fail;
+  if (!(claim = malloc((size_t)(L->nall ? L->nall : 1) * sizeof *claim)) ||
+      !(L->unit = malloc((size_t)(L->nall ? L->nall : 1) * sizeof *L->unit)) ||
+      !(unit_of_cand = calloc((size_t)(cand.n ? cand.n : 1), sizeof *unit_of_cand)) ||
+      !(L->m = calloc((size_t)cand.n + 1, sizeof *L->m)) || !(L->held = calloc((size_t)cand.n + 1, sizeof *L->held)) ||
+      !(L->numel = calloc((size_t)cand.n + 1, sizeof *L->numel)))
+    goto oom;
+  for (int64_t i = 0; i < L->nall; i++) claim[i] = UNCLAIMED;
+  /* each parameter goes to the one candidate holding it; one that two hold
+   * (tied across units) goes to the root's unit, gathered for the whole
+   * step, as a script class's parameters outside every candidate do */
+  for (int c = 0; c < cand.n; c++) {
+    fsM_param *mine;
+    int64_t n = fsM_parameters(cand.v[c], &mine);
+    if (n < 0) goto oom;
+    for (int64_t j = 0; j < n; j++) {
+      int64_t i = param_index(L->all, L->nall, mine[j].t);
+      if (i < 0) continue;
+      if (claim[i] != UNCLAIMED && claim[i] != c && !custom) {
+        fsT_seterr("FSDP: parameter '%s' is also %s's '%s' (weight tying across wrapped units); tie parameters "
+                   "within one top-level child, or use strategy=\"ddp\"", L->all[i].name,
+                   cand.v[c]->key ? cand.v[c]->key : "the root", mine[j].name);
+        fsM_params_free(mine, n);
+        goto fail;
+      }
+      claim[i] = claim[i] == UNCLAIMED || claim[i] == c ? c : TIED;
+    }
+    fsM_params_free(mine, n);
+  }
+  if (custom) claim_rest(root, &cand, L, claim);
+  /* units: the candidates left with parameters, in order, then the root's */
+  for (int c = 0; c < cand.n; c++) unit_of_cand[c] = UNCLAIMED;
+  for (int64_t i = 0; i < L->nall; i++)
+    if (claim[i] >= 0) unit_of_cand[claim[i]] = HOLDS_SOME;
+  for (int c = 0; c < cand.n; c++)
+    if (unit_of_cand[c] == HOLDS_SOME) {
+      unit_of_cand[c] = L->n;
+      L->held[L->n] = custom && cand.v[c]->kind == FSM_PARAM; /* a root's own Parameter: used anywhere in its forward */
+      L->m[L->n++] = cand.v[c];
+    }
+  int root_unit = -1;
+  for (int64_t i = 0; i < L->nall; i++) {
+    if (claim[i] < 0 && root_unit < 0) {
+      root_unit = L->n;
+      L->held[L->n] = true;
+      L->m[L->n++] = root;
+    }
+    L->unit[i] = claim[i] >= 0 ? unit_of_cand[claim[i]] : root_unit;
+    L->numel[L->unit[i]] += L->all[i].t->numel;
+  }
+  free(claim);
+  free(unit_of_cand);
+  free(cand.v);
+  return 0;
+oom:
+  fsT_seterr("out of memory");
+fail:
+  free(claim);
+  free(unit_of_cand);
+  free(cand.v);
+  fsSH_layout_free(L);
+  return -1;
+}
+
+void fsSH_layout_free(fsSH_layout *L) {
+  if (L->nall > 0) fsM_params_free(L->all, L->nall);
+  free(L->unit);
+  free(L->m);
+  free(L->held);
+  free(L->numel);
+  memset(L, 0, sizeof *L);
+}
+
+int64_t fsSH_layout_gathered(const fsSH_layout *L, int world) {
+  int64_t held = 0, largest = 0;
+  for (int k = 0; k < L->n; k++) {
+    int64_t padded = (int64_t)fsCC_shard((size_t)L->numel[k], world) * world;
+    if (L->held[k]) held += padded;
+    else if (padded > largest) largest = padded;
+  }
+  return held + largest;
 }
 
 /* This rank's slice of parameter p (at element off of its unit's flat). */
@@ -276,7 +403,31 @@ static int shard_unit(fsSH_model *s, fsSH_unit *u, uint64_t seed) {
   return 0;
 }
 
-fsSH_model *fsSH_wrap(fs_module *root, fsCC_comm *comm, fs_device dev, uint64_t seed) {
+/* Unit k of the layout: its parameters (in state-dict order) and shard. */
+static int build_unit(fsSH_model *s, int k, uint64_t seed) {
+  fsSH_unit *u = &s->units[k];
+  u->m = s->layout.m[k];
+  u->held = s->layout.held[k];
+  int64_t n = 0;
+  for (int64_t i = 0; i < s->nall; i++) n += s->layout.unit[i] == k;
+  if (!(u->ps = malloc((size_t)(n ? n : 1) * sizeof *u->ps))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  for (int64_t i = 0; i < s->nall; i++)
+    if (s->layout.unit[i] == k) {
+      s->pos[i] = u->np;
+      u->ps[u->np++] = s->all[i]; /* names stay the layout's */
+    }
+  if (shard_unit(s, u, seed) < 0) return -1;
+  if (s->root->kind == FSM_CUSTOM && !u->held) { /* the evaluator brackets its calls with fsSH_enter/fsSH_leave */
+    u->m->shard = s;
+    u->m->shard_unit = k;
+  }
+  return 0;
+}
+
+fsSH_model *fsSH_wrap(fs_module *root, const fsSH_policy *policy, fsCC_comm *comm, fs_device dev, uint64_t seed) {
   fsSH_model *s = calloc(1, sizeof *s);
   if (!s) {
     fsT_seterr("out of memory");
@@ -293,37 +444,22 @@ fsSH_model *fsSH_wrap(fs_module *root, fsCC_comm *comm, fs_device dev, uint64_t 
   if (!fsB_get(dev) || fsM_to_device(root, dev) < 0 || fsM_materialize(root, FS_DEV_META, seed) < 0) goto fail;
   /* buffers (BatchNorm's running statistics) are not sharded: whole on every rank */
   if (fsM_materialize_buffers(root, dev) < 0) goto fail;
-  if ((s->nall = fsM_parameters(root, &s->all)) < 0 || plan_steps(s) < 0) goto oom;
-  if (!(s->units = calloc((size_t)(s->nunits ? s->nunits : 1), sizeof *s->units))) goto oom;
-  int64_t cursor = 0;
-  for (int i = 0; i < s->nsteps; i++) {
-    if (s->step_unit[i] < 0) continue;
-    fsSH_unit *u = &s->units[s->step_unit[i]];
-    u->m = s->steps[i];
-    fsM_param *mine;
-    int64_t n = fsM_parameters(u->m, &mine);
-    if (n < 0) goto oom;
-    /* units cover s->all in order unless a parameter is tied across two */
-    for (int64_t j = 0; j < n; j++)
-      if (cursor + j >= s->nall || mine[j].t != s->all[cursor + j].t) {
-        int64_t first = 0;
-        while (first < s->nall && s->all[first].t != mine[j].t) first++;
-        fsT_seterr("FSDP: parameter '%s' is also %s's '%s' (weight tying across wrapped units); tie parameters "
-                   "within one top-level child, or use strategy=\"ddp\"", first < s->nall ? s->all[first].name : "?",
-                   u->m->key ? u->m->key : "the root", mine[j].name);
-        fsM_params_free(mine, n);
-        goto fail;
-      }
-    fsM_params_free(mine, n);
-    u->ps = s->all + cursor;
-    u->np = n;
-    cursor += n;
-    if (shard_unit(s, u, seed) < 0) goto fail;
-    if (root->kind == FSM_CUSTOM) { /* the evaluator brackets its calls with fsSH_enter/fsSH_leave */
-      u->m->shard = s;
-      u->m->shard_unit = s->step_unit[i];
-    }
-  }
+  if (fsSH_layout_of(root, policy, &s->layout) < 0) goto fail;
+  s->all = s->layout.all;
+  s->nall = s->layout.nall;
+  s->nunits = s->layout.n;
+  mods steps = {0};
+  if (root->kind != FSM_CUSTOM && each_step(root, push_mod, &steps) < 0) goto oom;
+  s->steps = steps.v;
+  s->nsteps = steps.n;
+  if (!(s->step_unit = malloc((size_t)(s->nsteps ? s->nsteps : 1) * sizeof *s->step_unit))) goto oom;
+  for (int i = 0, k = 0; i < s->nsteps; i++) /* a declared model's units are its steps with parameters */
+    s->step_unit[i] = fsM_num_parameters(s->steps[i]) ? k++ : -1;
+  if (!(s->units = calloc((size_t)(s->nunits ? s->nunits : 1), sizeof *s->units)) ||
+      !(s->pos = malloc((size_t)(s->nall ? s->nall : 1) * sizeof *s->pos)))
+    goto oom;
+  for (int k = 0; k < s->nunits; k++)
+    if (build_unit(s, k, seed) < 0) goto fail;
   return s;
 oom:
   fsT_seterr("out of memory");
@@ -336,12 +472,14 @@ void fsSH_free(fsSH_model *s) {
   if (!s) return;
   for (int k = 0; s->units && k < s->nunits; k++) {
     if (s->units[k].m && s->units[k].m->shard == s) s->units[k].m->shard = NULL;
-    release_unit(&s->units[k]);
+    release_unit(s, &s->units[k]);
     fsT_release(s->units[k].flat);
     free(s->units[k].off);
+    free(s->units[k].ps);
   }
   free(s->units);
-  if (s->nall > 0) fsM_params_free(s->all, s->nall);
+  free(s->pos);
+  fsSH_layout_free(&s->layout);
   free(s->steps);
   free(s->step_unit);
   fsM_release(s->root);
@@ -351,10 +489,9 @@ void fsSH_free(fsSH_model *s) {
 /* ---- parameters one by one (checkpoints) ---- */
 
 int fsSH_param_slice(const fsSH_model *s, int64_t i, int64_t *first, int64_t *count, int64_t *at) {
-  int k = 0; /* the unit holding s->all[i]: units cover s->all in order */
-  while (k + 1 < s->nunits && i >= s->units[k].ps - s->all + s->units[k].np) k++;
+  int k = s->layout.unit[i];
   const fsSH_unit *u = &s->units[k];
-  int64_t j = i - (u->ps - s->all);
+  int64_t j = s->pos[i];
   slice_of(s, u, u->off[j], u->ps[j].t->numel, first, count, at);
   return k;
 }

@@ -12,7 +12,9 @@
 #   - `plan` gives the formula's bytes for FSDP x2, DDP x2 and one device,
 #     activations included, one line for both ranks;
 #   - the same for a script's own Module class (initial bytes, losses,
-#     checkpoints; section 6).
+#     checkpoints; section 6);
+#   - FSDPStrategy(auto_wrap_policy={Block}) on a class: the one-device
+#     losses, and plan's gathered unit is the runtime's own peak (section 7).
 set -u
 FS=${FABRICSCRIPT:-$PWD/fabricscript}
 SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
@@ -132,6 +134,41 @@ run "$SRC/class_train.fab" -D strategy=auto -D epochs=2 -D resume=cck.ckpt > cre
 run "$SRC/class_train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=cck.ckpt > cresumed2.txt ||
   bad "class: fsdp 2 resume"
 close cresumed1.txt cresumed2.txt || bad "class: resuming FSDP x2's checkpoint: losses differ"
+
+# 7. auto_wrap_policy on a script class (class_policy.fab: 3 Blocks of 4256
+# parameters inside a Stack, embedding + norm + head 4160): the policy's
+# units give the one-device losses on FSDP x2/x4 built on meta, also with
+# the head tied to a unit's embedding; `plan`'s gathered unit (the root's
+# unit, held for the whole step, plus the largest Block, parameters and
+# gradients) is the bytes the run itself gathered at most on every rank:
+# 8 * (4160 + 4256) = 67328 with {Block} (as a set, a list, ModuleWrapPolicy
+# or transformer_auto_wrap_policy through functools.partial), 8 * 12768 =
+# 102144 (the Stack) without, 8 * (256 + 2112) = 18944 size-based (units of
+# the embedding, the head and each Linear of the Blocks; the norms the root's)
+run "$SRC/class_policy.fab" -D strategy=auto > psingle.txt || bad "policy: single train"
+run "$SRC/class_policy.fab" -D strategy=auto -D policy=tied > ptsingle.txt || bad "policy: tied single train"
+for cfg in "set 2" "set 4" "list 2" "none 2" "tied 2" "tied 4" "mwp 2" "partial 2" "size 2" "size 4"; do
+  set -- $cfg
+  ref=psingle.txt
+  [ $1 = tied ] && ref=ptsingle.txt
+  FABRICSCRIPT_FSDP_STATS=1 run "$SRC/class_policy.fab" -D policy=$1 -D devices=$2 -D meta=True > p$1$2.txt 2> p$1$2.err ||
+    { bad "policy: $cfg train"; cat p$1$2.err; }
+  close $ref p$1$2.txt || bad "policy $cfg: losses differ from the single device's"
+  [ $2 = 2 ] || continue
+  planned=$("$FS" plan --format=json --emulate-cuda --gpus=4 "$SRC/class_policy.fab" -D policy=$1 -D devices=2 |
+    grep -o '"gathered_unit": [0-9]*' | head -n 1 | sed 's/.* //') # ranks 0-1's layout
+  for r in 0 1; do
+    peak=$(sed -n "s/.*fsdp: rank $r: [0-9]* units, at most \([0-9]*\) bytes gathered/\1/p" p$1$2.err)
+    [ -n "$peak" ] && [ "$peak" = "$planned" ] || bad "policy $cfg: rank $r gathered ${peak:-?} B, plan says ${planned:-?} B"
+  done
+  case $1 in set | list | mwp | partial) want=67328 ;; none) want=102144 ;; size) want=18944 ;; *) want=$planned ;; esac
+  [ "$planned" = "$want" ] || bad "policy $cfg: plan's gathered unit $planned B, not $want"
+done
+err=$("$FS" --emulate-cuda --gpus=4 - 2>&1 <<'EOS'
+fabric = Fabric(strategy=FSDPStrategy(auto_wrap_policy=3), accelerator="cuda", devices=2)
+EOS
+) && bad "auto_wrap_policy=3 ran"
+case $err in *"auto_wrap_policy=...): a set of module classes ({Block}) or a callable policy, not int"*) ;; *) bad "auto_wrap_policy=3: $err" ;; esac
 
 [ $fail -eq 0 ] && echo "equivalence: all passed"
 exit $fail

@@ -66,7 +66,7 @@ static bool close(const float *a, const float *b, int64_t n) {
 static int compare(fsCC_comm *comm) {
   fs_tensor *py = NULL;
   fs_module *plain = plain_trained(&py), *m = build();
-  fsSH_model *s = m ? fsSH_wrap(m, comm, FS_DEV_CPU, SEED) : NULL;
+  fsSH_model *s = m ? fsSH_wrap(m, NULL, comm, FS_DEV_CPU, SEED) : NULL;
   fsM_release(m);
   CC_CHECK(plain && s);
   fsM_param *pp;
@@ -131,7 +131,7 @@ static void test_reset(void **state) {
   (void)state;
   fs_module *plain = build(), *m = build();
   assert_int_equal(fsM_materialize(plain, FS_DEV_CPU, SEED), 0);
-  fsSH_model *s = fsSH_wrap(m, NULL, FS_DEV_CPU, SEED);
+  fsSH_model *s = fsSH_wrap(m, NULL, NULL, FS_DEV_CPU, SEED);
   fsM_release(m);
   assert_non_null(s);
   for (int k = 0; k < s->nunits; k++) memset(s->units[k].flat->data, 0, fsT_nbytes(s->units[k].flat));
@@ -151,13 +151,76 @@ static void test_reset(void **state) {
 static void test_unit_sizes(void **state) {
   (void)state;
   fs_module *m = build();
-  int64_t *sz;
-  assert_int_equal(fsSH_unit_sizes(m, &sz), 4);
-  assert_int_equal(sz[0], 7 * IN + 7);
-  assert_int_equal(sz[1], 56);
-  assert_int_equal(sz[2], 56);
-  assert_int_equal(sz[3], 21);
-  free(sz);
+  fsSH_layout L;
+  assert_int_equal(fsSH_layout_of(m, NULL, &L), 0);
+  assert_int_equal(L.n, 4);
+  assert_int_equal(L.numel[0], 7 * IN + 7);
+  assert_int_equal(L.numel[1], 56);
+  assert_int_equal(L.numel[2], 56);
+  assert_int_equal(L.numel[3], 21);
+  for (int k = 0; k < L.n; k++) assert_false(L.held[k]);
+  assert_int_equal(fsSH_layout_gathered(&L, 2), 56); /* the largest unit, padded */
+  fsSH_layout_free(&L);
+  fsM_release(m);
+}
+
+/* A script class's root (a hook that is never run) for the policy's units. */
+static void no_release(fsM_custom *c) { (void)c; }
+static fsM_custom hook = {"Net", NULL, no_release};
+/* ModuleWrapPolicy({Linear}): look everywhere, wrap the Linears */
+static int wraps_linear(fs_module *m, bool recurse, int64_t nonwrapped, void *ud) {
+  (void)nonwrapped;
+  return recurse || m->kind == *(fsM_kind *)ud;
+}
+
+/* Net: emb Embedding(5, 4), stack Sequential(Linear(4, 4), Linear(4, 4)),
+ * norm LayerNorm(4); with tie, stack.0's weight is stack.1's. */
+static fs_module *custom_net(bool tie) {
+  fs_module *root = fsM_custom_new(&hook), *stack = fsM_sequential();
+  assert_non_null(root);
+  assert_non_null(stack);
+  assert_int_equal(fsM_append(stack, NULL, fsM_linear(4, 4, true)), 0);
+  assert_int_equal(fsM_append(stack, NULL, fsM_linear(4, 4, true)), 0);
+  assert_int_equal(fsM_set_child(root, "emb", fsM_embedding(5, 4)), 0);
+  assert_int_equal(fsM_set_child(root, "stack", stack), 0);
+  assert_int_equal(fsM_set_child(root, "norm", fsM_layernorm(4, 1e-5)), 0);
+  if (tie) assert_int_equal(fsM_tie_param(stack->kids[0], 0, stack->kids[1]->params[0]), 0);
+  return root;
+}
+
+static void test_policy_units(void **state) {
+  (void)state;
+  fsM_kind linear = FSM_LINEAR;
+  fsSH_policy pol = {wraps_linear, &linear};
+  fs_module *m = custom_net(false);
+  fsSH_layout L;
+  assert_int_equal(fsSH_layout_of(m, &pol, &L), 0);
+  assert_int_equal(L.n, 3); /* stack.0, stack.1, the root's */
+  assert_ptr_equal(L.m[0], m->kids[1]->kids[0]);
+  assert_ptr_equal(L.m[1], m->kids[1]->kids[1]);
+  assert_ptr_equal(L.m[2], m);
+  assert_int_equal(L.numel[0], 20);
+  assert_int_equal(L.numel[1], 20);
+  assert_int_equal(L.numel[2], 20 + 8);
+  assert_false(L.held[0]);
+  assert_true(L.held[2]);
+  assert_int_equal(fsSH_layout_gathered(&L, 3), 30 + 21); /* 28 and 20 padded to 3 ranks */
+  fsSH_layout_free(&L);
+  /* without the policy: emb, stack, norm */
+  assert_int_equal(fsSH_layout_of(m, NULL, &L), 0);
+  assert_int_equal(L.n, 3);
+  assert_int_equal(L.numel[1], 40);
+  assert_int_equal(fsSH_layout_gathered(&L, 2), 40);
+  fsSH_layout_free(&L);
+  fsM_release(m);
+  /* stack.0's weight tied to stack.1's: the two units hold it, so it goes to the root's unit */
+  m = custom_net(true);
+  assert_int_equal(fsSH_layout_of(m, &pol, &L), 0);
+  assert_int_equal(L.n, 3);
+  assert_int_equal(L.numel[0], 4);  /* stack.0's bias */
+  assert_int_equal(L.numel[1], 4);  /* stack.1's bias */
+  assert_int_equal(L.numel[2], 28 + 16);
+  fsSH_layout_free(&L);
   fsM_release(m);
 }
 
@@ -167,6 +230,7 @@ int main(void) {
     cmocka_unit_test(test_two_and_three_ranks),
     cmocka_unit_test(test_reset),
     cmocka_unit_test(test_unit_sizes),
+    cmocka_unit_test(test_policy_units),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
