@@ -368,6 +368,27 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
   return f;
 }
 
+/* raisesA: the plugin Fabric's connector looks at first (fsF_args.plugin):
+ * plugins= itself when not iterable, else its first item; a str's first
+ * character goes to ch (8 bytes). */
+static fsF_value first_plugin(const fs_value *v, char *ch, int64_t *ints, char **repr) {
+  fsF_value none = {.kind = FSF_UNSET};
+  if (v->type == FSV_NONE) return none;
+  if (v->type == FSV_LIST || v->type == FSV_TUPLE)
+    return v->u.seq.n ? fvalue(v->u.seq.items[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (v->type == FSV_DICT)
+    return v->u.dict.n ? fvalue(v->u.dict.keys[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (v->type == FSV_STR) {
+    size_t n = v->u.str.len ? 1 : 0;
+    while (n && n < 4 && ((unsigned char)v->u.str.s[n] & 0xC0) == 0x80) n++;
+    if (!n) return none;
+    memcpy(ch, v->u.str.s, n);
+    ch[n] = 0;
+    return (fsF_value){.kind = FSF_STR, .s = ch};
+  }
+  return fvalue(v, ints, FSF_MAX_GPUS, repr);
+}
+
 /* Whether this machine runs cfg (fsF_check_runnable said this build does):
  * cuda on the GPUs of a CUDA build, or emulated by the cpu backend
  * (--emulate-cuda); one node, or several started by torchrun or srun.
@@ -444,6 +465,9 @@ NATIVE(f_fabric) {
     for (size_t k = 0; k < a->nkw; k++) given |= fsSig_param_index(fsSig_find("Fabric"), a->kwnames[k]) == i;
     if (!given && (size_t)i >= a->npos) dst[i]->kind = FSF_UNSET;
   }
+  char plugin_ch[8], *plugin_repr = NULL;
+  int64_t plugin_ints[FSF_MAX_GPUS];
+  fa.plugin = first_plugin(s[5], plugin_ch, plugin_ints, &plugin_repr);
   char *declared = NULL; /* the check said so in its note */
   fsF_machine d;
   if (o->plan && o->preflight && fsF_declared_machine(&fa, &ov, &m, &d, &declared)) m = d;
@@ -453,6 +477,7 @@ NATIVE(f_fabric) {
   fsF_issues_init(&iss);
   int rc = fv ? fsF_resolve(&fa, &ov, &m, &fv->cfg, &iss) : -1;
   for (int i = 0; i < 5; i++) free(reprs[i]);
+  free(plugin_repr);
   if (!fv) {
     fsF_issues_free(&iss);
     fsV_seterr("out of memory");
@@ -684,10 +709,9 @@ NATIVE(fabric_seed_everything) {
     }
     seed = v;
   }
-  if (seed < 0 || seed > 4294967295LL) {
-    fsV_seterr("ValueError: %lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
-    return NULL;
-  }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_seed(seed, &iss)) < 0) return NULL;
   char text[24];
   snprintf(text, sizeof text, "%lld", (long long)seed);
   setenv("PL_GLOBAL_SEED", text, 1);

@@ -588,3 +588,9 @@ int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
                 name, m->class_name, name);
   return 0;
 }
+
+int fsF_check_seed(int64_t seed, fsF_issues *iss) {
+  if (seed >= 0 && seed <= 4294967295LL) return 0;
+  return fsF_fail(iss, "R75", "pick a seed from 0 to 4294967295",
+                  "%lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
+}
