@@ -247,7 +247,11 @@ static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
     return fsF_check_setup_dataloaders(&f, lp, u->nopts, iss);
   }
   for (size_t i = 0; i < u->nopts; i++) {
-    if (!fsC_optim_state(c, e, u->opts[i], &os[i])) return 1;
+    if (!fsC_optim_state(c, e, u->opts[i], &os[i])) {
+      const fs_value *x = fsC_cval(fsC_alt(e, u->opts[i])); /* a constant is no optimizer (R76) */
+      if (!x) return 1;
+      os[i].foreign = fsV_type_name(x);
+    }
     op[i] = &os[i];
   }
   if (u->kind == 0) return fsF_check_setup(&f, &m, op, u->nopts, iss);

@@ -153,6 +153,8 @@ static const explain_row rows[] = {
    "XLA devices are driven by torch_xla's own process launcher and collectives, which the other strategies do not use."},
   {"R75", "`seed_everything` takes a seed from 0 to 4294967295.",
    "The seed is passed to numpy, which accepts unsigned 32-bit seeds only."},
+  {"R76", "What `setup_optimizers` (or FSDP's joint `setup`) receives as optimizers must be optimizers.",
+   "Fabric asks each one whether it references meta-device parameters, which only a Module or an Optimizer can answer."},
   {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",
    "FSDP materializes only what it wraps itself; these parameters stay without data."},
   {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},

@@ -546,14 +546,27 @@ static modv *need_module(const fs_value *v, const char *fn) {
   return mv;
 }
 
-static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim **st, optv **ov) {
+/* The optimizers' states; a value that is no optimizer gets a state in
+ * foreign[i] naming its type, for Fabric's own refusal (R76). */
+static void gather_optims(const fs_value *opts, const fsF_optim **st, optv **ov, fsF_optim *foreign) {
   for (size_t i = 0; i < opts->u.seq.n; i++) {
-    if (!(ov[i] = fsV_objdata(opts->u.seq.items[i], &fsE_optim_class))) {
+    if ((ov[i] = fsV_objdata(opts->u.seq.items[i], &fsE_optim_class))) {
+      st[i] = &ov[i]->st;
+    } else {
+      foreign[i] = (fsF_optim){.foreign = fsV_type_name(opts->u.seq.items[i])};
+      st[i] = &foreign[i];
+    }
+  }
+}
+
+/* Where Fabric let a value that is no optimizer through (a joint setup
+ * outside FSDP), this runtime cannot wrap it. */
+static int foreign_left(optv *const *ov, const fs_value *opts, const char *fn) {
+  for (size_t i = 0; opts && i < opts->u.seq.n; i++)
+    if (!ov[i]) {
       fsV_seterr("%s(): expected an optimizer, got %s", fn, fsV_type_name(opts->u.seq.items[i]));
       return -1;
     }
-    st[i] = &ov[i]->st;
-  }
   return 0;
 }
 
@@ -742,15 +755,19 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
   size_t no = opts ? opts->u.seq.n : 0;
   const fsF_optim **st = calloc(no + 1, sizeof *st);
   optv **ov = calloc(no + 1, sizeof *ov);
+  fsF_optim *foreign = calloc(no + 1, sizeof *foreign);
   fsF_issues iss;
   fsF_issues_init(&iss);
   fs_value *r = NULL;
   int rc = -1;
-  if (!st || !ov) fsV_seterr("out of memory");
-  else if ((mv || !module) && (!opts || gather_optims(opts, name, st, ov) == 0))
+  if (!st || !ov || !foreign) fsV_seterr("out of memory");
+  else if (mv || !module) {
+    if (opts) gather_optims(opts, st, ov, foreign);
     rc = fsE_fabric_issues(E, a, &iss, !module ? fsF_check_setup_optimizers(&fv->f, st, no, &iss)
                                        : opts ? fsF_check_setup(&fv->f, &mv->st, st, no, &iss)
                                               : fsF_check_setup_module(&fv->f, &mv->st, &iss));
+    if (rc == 0) rc = foreign_left(ov, opts, name);
+  }
   if (rc == 0 && (!module || (setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0))) {
     for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
     if (E->opt->plan && no && !fv->planned_optim) fv->planned_optim = fsV_retain(opts->u.seq.items[0]);
@@ -759,6 +776,7 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
   fsF_issues_free(&iss);
   free(st);
   free(ov);
+  free(foreign);
   return r;
 }
 

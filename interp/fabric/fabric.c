@@ -209,6 +209,17 @@ static void fsdp_true_half(const fsF_fabric *f, fsF_issues *iss) {
 static const char *const H_SEPARATE =
     "set up the model first (`model = fabric.setup_module(model)`), then create the optimizer and call `optimizer = fabric.setup_optimizers(optimizer)`";
 
+/* R76: Fabric asks each optimizer, in order, whether it references meta
+ * parameters (utilities/init.py); a value that is no optimizer raises there,
+ * unless a meta one before it already made R36/R37 fire. */
+static int foreign_optimizer(const fsF_optim *const *opts, size_t nopts, fsF_issues *iss) {
+  for (size_t i = 0; i < nopts && !opts[i]->meta_params; i++)
+    if (opts[i]->foreign)
+      return fsF_fail(iss, "R76", "pass the optimizer object: `torch.optim.Adam(model.parameters())`",
+                      "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: %s", opts[i]->foreign);
+  return 0;
+}
+
 int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
                     const fsF_optim *const *opts, size_t nopts, fsF_issues *iss) {
   const fsF_config *c = f->cfg;
@@ -223,6 +234,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
                   "An optimizer should be passed only once to the `setup` method.");
     meta_opt |= opts[i]->meta_params;
   }
+  if (c->cls == FSF_FSDP && foreign_optimizer(opts, nopts, iss)) return -1;
   if (c->cls == FSF_FSDP && meta_opt)
     return fsF_fail(iss, "R36", H_SEPARATE,
                 "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`.");
@@ -270,6 +282,7 @@ int fsF_check_setup_optimizers(const fsF_fabric *f, const fsF_optim *const *opts
     if (opts[i]->wrapped)
       return fsF_fail(iss, "R27", "keep the optimizer returned by the first setup",
                   "An optimizer should be passed only once to the `setup_optimizers` method.");
+  if (foreign_optimizer(opts, nopts, iss)) return -1;
   for (size_t i = 0; i < nopts; i++)
     if (opts[i]->meta_params)
       return fsF_fail(iss, "R37", "create the optimizer from `model.parameters()` after `model = fabric.setup_module(model)`",

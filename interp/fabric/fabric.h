@@ -223,6 +223,7 @@ typedef struct fsF_optim {
   int meta_params;   /* references meta-device Parameters */
   int fsdp_flat;     /* references FSDP-flattened parameters */
   int xla_sharded;   /* references XLA-FSDP sharded parameters */
+  const char *foreign; /* not an optimizer at all: its type name (R76); NULL for one */
 } fsF_optim;
 
 typedef struct fsF_loader {
