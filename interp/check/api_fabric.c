@@ -221,6 +221,7 @@ typedef struct setup_ud {
   int kind;                 /* 0 setup, 1 setup_module, 2 setup_optimizers, 3 setup_dataloaders */
   const cv *model;
   const cv *opts[MAXARGS]; size_t nopts;
+  const cv *uds;            /* setup_dataloaders: use_distributed_sampler, NULL when not given */
 } setup_ud;
 
 static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
@@ -241,10 +242,16 @@ static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
       if (fsC_is(v, OB_LOADER, c)) {
         ls[i].is_dataloader = 1;
         ls[i].wrapped = fsC_o(c, v->id)->wrapped;
+        ls[i].foreign_batch_sampler = fsC_o(c, v->id)->effect;
       }
       lp[i] = &ls[i];
     }
-    return fsF_check_setup_dataloaders(&f, lp, u->nopts, iss);
+    int rc = fsF_check_setup_dataloaders(&f, lp, u->nopts, iss);
+    const cv *uds = u->uds; /* use_distributed_sampler: a value not known checks nothing */
+    const fs_value *x = uds ? fsC_cval(uds) : NULL;
+    for (size_t i = 0; rc == 0 && (!uds || (x && fsV_truthy(x))) && i < u->nopts; i++)
+      rc = fsF_check_distributed_sampler(&f, lp[i], iss);
+    return rc;
   }
   for (size_t i = 0; i < u->nopts; i++) {
     if (!fsC_optim_state(c, e, u->opts[i], &os[i])) {
@@ -352,6 +359,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   const fs_node *mnode = NULL, *onodes[MAXARGS];
   if (kind <= 1) u.model = fsC_arg(a, "module", &mnode);
   if (kind != 1) u.nopts = fsC_varargs(a, u.opts, onodes, MAXARGS);
+  if (kind == 3) u.uds = fsC_arg(a, "use_distributed_sampler", NULL);
   paths e;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
   if (g) {

@@ -82,7 +82,8 @@ enum { WHY_INIT = 1, WHY_DEVICE, WHY_TO_EMPTY };     /* how a model became meta/
 typedef struct cobj {
   uint8_t kind;
   uint8_t wrapped;      /* model/optimizer/loader returned by a setup */
-  uint8_t ctx, effect;  /* OB_CTX: CTX_*, fsF_init; OB_PARAMS: 1 for named_parameters() */
+  uint8_t ctx, effect;  /* OB_CTX: CTX_*, fsF_init; OB_PARAMS: 1 for named_parameters();
+                           OB_LOADER: 1 for a batch_sampler Fabric cannot rebuild (R77) */
   mbit meta, empty;     /* model (raw): parameters on meta; uninitialized memory */
   mbit launched;        /* fabric */
   uint16_t setups_lo, setups_hi; /* fabric: completed setup calls, over paths */

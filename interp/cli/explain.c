@@ -155,6 +155,8 @@ static const explain_row rows[] = {
    "The seed is passed to numpy, which accepts unsigned 32-bit seeds only."},
   {"R76", "What `setup_optimizers` (or FSDP's joint `setup`) receives as optimizers must be optimizers.",
    "Fabric asks each one whether it references meta-device parameters, which only a Module or an Optimizer can answer."},
+  {"R77", "Under a distributed strategy, a loader's batch sampler must be a BatchSampler (or have batch_size and drop_last) unless `use_distributed_sampler=False`.",
+   "Fabric rebuilds the loader with a DistributedSampler inside the batch sampler; other batch samplers have no sampler to replace."},
   {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",
    "FSDP materializes only what it wraps itself; these parameters stay without data."},
   {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},

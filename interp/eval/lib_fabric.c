@@ -800,7 +800,10 @@ NATIVE(fabric_setup_dataloaders) {
       sts[i] = lv ? lv->st : (fsF_loader){0};
       p[i] = &sts[i];
     }
-    if (fsE_fabric_issues(E, a, &iss, fsF_check_setup_dataloaders(&fv->f, p, n, &iss)) == 0) {
+    int rc = fsF_check_setup_dataloaders(&fv->f, p, n, &iss);
+    for (size_t i = 0; rc == 0 && fsV_truthy(s[1]) && i < n; i++)
+      rc = fsF_check_distributed_sampler(&fv->f, p[i], &iss);
+    if (fsE_fabric_issues(E, a, &iss, rc) == 0) {
       bool ok = true;
       for (size_t i = 0; ok && i < n; i++) {
         loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;

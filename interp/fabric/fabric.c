@@ -607,3 +607,10 @@ int fsF_check_seed(int64_t seed, fsF_issues *iss) {
   return fsF_fail(iss, "R75", "pick a seed from 0 to 4294967295",
                   "%lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
 }
+
+int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss) {
+  fsF_cls c = f->cfg->cls; /* the strategies without distributed_sampler_kwargs */
+  if (c == FSF_SINGLE || c == FSF_SINGLE_XLA || c == FSF_DP || !l->foreign_batch_sampler) return 0;
+  return fsF_fail(iss, "R77", "use `BatchSampler(sampler, batch_size, drop_last)`, or `fabric.setup_dataloaders(loader, use_distributed_sampler=False)` and shard the batches yourself",
+                  " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler.");
+}

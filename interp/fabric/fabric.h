@@ -229,6 +229,9 @@ typedef struct fsF_optim {
 typedef struct fsF_loader {
   int wrapped;        /* a _FabricDataLoader */
   int is_dataloader;  /* a DataLoader at all */
+  /* batch_sampler= is neither a torch BatchSampler nor an object with
+   * `batch_size` and `drop_last` Fabric could re-instantiate (R77) */
+  int foreign_batch_sampler;
 } fsF_loader;
 
 /* The state of an optimizer built now over `model`'s parameters. */
@@ -318,6 +321,11 @@ int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *is
 int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
                                   const char *name, const char *type_name,
                                   int has_method, fsF_issues *iss);
+
+/* setup_dataloaders(..., use_distributed_sampler=True), after its checks
+ * passed: R77 where the strategy injects a distributed sampler into a loader
+ * whose batch sampler cannot take one (utilities/data.py). */
+int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss);
 
 /* seed_everything(seed) (utilities/seed.py): R75, numpy's bounds. */
 int fsF_check_seed(int64_t seed, fsF_issues *iss);
