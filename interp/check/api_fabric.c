@@ -623,6 +623,30 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
   return fsC_unknown();
 }
 
+/* raisesA: one model object (not a join over paths) and a constant argument;
+ * anything else checks nothing.  A method counts when the script's class (or
+ * a base) defines it or Module has it. */
+int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out) {
+  *out = fsC_const(c, fsV_none());
+  const fs_value *x = fsC_cval(fsC_arg(a, "method", NULL));
+  if (!x || recv->k != CV_OBJ || fsC_o(c, recv->id)->kind != OB_MODEL) return 1;
+  const cobj *o = fsC_o(c, recv->id), *raw = o->wrapped ? fsC_o(c, o->inner) : o;
+  fsF_model m = {.class_name = raw->cls ? raw->cls : "Module", .is_module = 1, .wrapped = o->wrapped};
+  const char *name = x->type == FSV_STR ? x->u.str.s : "";
+  int has_method = 0;
+  if (x->type == FSV_STR) {
+    const fsSig *sig = fsSig_member("Module", name);
+    has_method = (raw->pycls && fsC_py_method(raw->pycls, name)) || (sig && sig->kind == FSSIG_METHOD);
+  }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_mark_forward_method(&m, x->type == FSV_STR ? FSF_STR : FSF_OTHER, name, fsV_type_name(x),
+                                has_method, &iss);
+  fsC_report_issues(c, &iss, a->call->loc, 1);
+  fsF_issues_free(&iss);
+  return 1;
+}
+
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc) {
   call_ud u = {fid, "device", NULL};
   paths e;

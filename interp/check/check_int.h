@@ -297,6 +297,10 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
 cv fsC_new_fabric(C *c, const cargs *a);
 cv fsC_new_strategy(C *c, const cargs *a);
 int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out);
+/* raisesA: model.mark_forward_method(x) (R51-R53); 1 with *out. */
+int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out);
+/* The def of method name in class k or its Python bases, or NULL. */
+const fs_node *fsC_py_method(const pyclass *k, const char *name);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 

@@ -1060,7 +1060,43 @@ const fsV_class fsE_fabric_class = {
   .name = "Fabric", .repr = fabric_repr, .free = fabv_free,
 };
 
+/* raisesA: model.mark_forward_method(method) (wrappers.py, R51-R53).  A
+ * method given as a bound method: under a strategy that wraps the module
+ * (DDP, FSDP, DeepSpeed, DP, XLA-FSDP) Fabric hands out a plain function
+ * for it, which it then refuses (R51); elsewhere it takes it.  A method of
+ * the script's class or one of Module's counts as a method.  Marking changes
+ * nothing this runtime does: a set-up model's every method already runs
+ * under the strategy. */
+NATIVE(module_mark_forward_method) {
+  modv *mv = fsV_objdata(self, &fsE_module_class);
+  fs_value *x = s[0];
+  fsF_vkind kind = x->type == FSV_STR ? FSF_STR : FSF_OTHER;
+  const char *tname = fsV_type_name(x), *name = x->type == FSV_STR ? x->u.str.s : "";
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fsE_fabric_class) : NULL;
+  fsF_cls c = fv ? fv->cfg.cls : FSF_SINGLE;
+  int wraps = c == FSF_DDP || c == FSF_FSDP || c == FSF_DEEPSPEED || c == FSF_DP || c == FSF_XLA_FSDP;
+  if (!strcmp(tname, "method") && mv->st.wrapped) {
+    if (!wraps) return fsV_none();
+    tname = "function";
+  }
+  int has_method = 0;
+  if (kind == FSF_STR) {
+    fs_value *v = NULL;
+    int r = fsE_instance_getattr(E, self, name, &v);
+    has_method = r == 1 && !strcmp(fsV_type_name(v), "method");
+    if (r == 1) fsV_release(v);
+    const fsSig *sig = r != 1 ? fsSig_member("Module", name) : NULL;
+    has_method |= sig && sig->kind == FSSIG_METHOD;
+  }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_mark_forward_method(&mv->st, kind, name, tname, has_method, &iss)) < 0)
+    return NULL;
+  return fsV_none();
+}
+
 static const fsE_reg fabric_funcs[] = {
+  {"Module.mark_forward_method", module_mark_forward_method},
   {"Fabric", f_fabric},
   {"Fabric.launch", fabric_launch}, {"Fabric.seed_everything", fabric_seed_everything},
   {"Fabric.init_module", fabric_init_module}, {"Fabric.setup", fabric_setup},
