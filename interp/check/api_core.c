@@ -46,7 +46,12 @@ static cv param_value(C *c, const cargs *a) {
 static int api_fabric(C *c, const cargs *a, cv *out) { *out = fsC_new_fabric(c, a); return 1; }
 static int api_strategy(C *c, const cargs *a, cv *out) { *out = fsC_new_strategy(c, a); return 1; }
 static int api_loader(C *c, const cargs *a, cv *out) {
-  *out = fsC_obj(fsC_new_obj(c, OB_LOADER, a->call->loc));
+  uint32_t id = fsC_new_obj(c, OB_LOADER, a->call->loc);
+  /* a list, a range or another constant as batch_sampler: no BatchSampler,
+   * no batch_size to rebuild one with (R77; fsF_loader.foreign_batch_sampler) */
+  const cv *bs = fsC_arg(a, "batch_sampler", NULL);
+  if (bs && !fsC_is_none(bs) && (bs->k == CV_SEQ || fsC_cval(bs))) fsC_o(c, id)->effect = 1;
+  *out = fsC_obj(id);
   return 1;
 }
 static int api_param(C *c, const cargs *a, cv *out) { *out = param_value(c, a); return 1; }

@@ -71,6 +71,7 @@ static const char *refused_param(const char *rule) {
     {"R9", "devices"}, {"R10", "strategy"}, {"R11", "precision"}, {"R12", "precision"},
     {"R13", "strategy"}, {"R15", "strategy"}, {"R21", "strategy"}, {"W7", "strategy"},
     {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"}, {"R70", "precision"},
+    {"R71", "strategy"}, {"R72", "plugins"}, {"R73", "accelerator"}, {"R74", "strategy"},
   };
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
     if (!strcmp(at[i].rule, rule)) return at[i].param;
@@ -97,6 +98,32 @@ static void report_fabric_issues(C *c, const cargs *a, const fsF_issues *iss) {
   }
 }
 
+/* raisesA: the plugin Fabric's connector looks at first (fsF_args.plugin);
+ * FSF_UNSET where there is none or it is not known (no rule fires). */
+static void first_plugin(C *c, const cv *v, fsF_value *out) {
+  memset(out, 0, sizeof *out);
+  if (!v || fsC_is_none(v) || fsC_unsized(v)) return;
+  if (v->k == CV_SEQ) {
+    if (v->n && !fvalue(c, &((const cv *)v->p)[0], out)) out->kind = FSF_UNSET;
+    return;
+  }
+  const fs_value *x = fsC_cval(v);
+  if (x && x->type == FSV_STR) { /* a str is iterable: its first character */
+    size_t n = 0;
+    if (x->u.str.s[0]) n = 1;
+    while (n && ((unsigned char)x->u.str.s[n] & 0xC0) == 0x80) n++;
+    if (!n) return;
+    char *ch = fsC_alloc(c, n + 1);
+    memcpy(ch, x->u.str.s, n);
+    ch[n] = 0;
+    *out = (fsF_value){.kind = FSF_STR, .s = ch};
+    return;
+  }
+  if (v->k == CV_DICT || (x && x->type != FSV_NONE && x->type != FSV_BOOL && x->type != FSV_INT &&
+                          x->type != FSV_FLOAT)) return; /* iterables whose order is not modelled */
+  if (!fvalue(c, v, out)) out->kind = FSF_UNSET;
+}
+
 cv fsC_new_fabric(C *c, const cargs *a) {
   static const char *const names[] = {"accelerator", "strategy", "devices", "num_nodes", "precision"};
   fsF_args fa;
@@ -104,6 +131,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   uint32_t id = fsC_new_obj(c, OB_FABRIC, a->call->loc);
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
+  first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
   if (c->ncfgs == c->capcfgs) {
     c->capcfgs = c->capcfgs ? 2 * c->capcfgs : 4;
     c->cfgs = fsA_xrealloc(c->cfgs, c->capcfgs * sizeof *c->cfgs);
@@ -140,6 +168,24 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   return fsC_obj(id);
 }
 
+/* raisesA: the strategy's `accelerator=` (a **kwargs entry) as
+ * fsF_strategy_obj.accelerator encodes it.  Fabric asks whether it is truthy;
+ * a value not known counts as not given (no rule fires). */
+static int strategy_accelerator(const cargs *a) {
+  static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
+  for (size_t i = 0; i < a->nkw; i++) {
+    if (strcmp(a->kw[i], "accelerator")) continue;
+    const cv *v = &a->kwv[i];
+    const fs_value *x = fsC_cval(v);
+    if (!x) return v->k == CV_OBJ ? FSF_STRATEGY_ACCEL_OTHER : 0;
+    if (!fsV_truthy(x)) return 0;
+    for (int j = 0; x->type == FSV_STR && j < 5; j++)
+      if (!strcmp(x->u.str.s, names[j])) return j + 1;
+    return FSF_STRATEGY_ACCEL_OTHER;
+  }
+  return 0;
+}
+
 cv fsC_new_strategy(C *c, const cargs *a) {
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
   cobj *o = fsC_o(c, id);
@@ -161,6 +207,7 @@ cv fsC_new_strategy(C *c, const cargs *a) {
     s->start_method = !strcmp(x->u.str.s, "popen") ? FSF_START_POPEN
                     : !strcmp(x->u.str.s, "fork") ? FSF_START_FORK : FSF_START_SPAWN;
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
+  s->accelerator = strategy_accelerator(a);
   return fsC_obj(id);
 }
 
@@ -174,6 +221,7 @@ typedef struct setup_ud {
   int kind;                 /* 0 setup, 1 setup_module, 2 setup_optimizers, 3 setup_dataloaders */
   const cv *model;
   const cv *opts[MAXARGS]; size_t nopts;
+  const cv *uds;            /* setup_dataloaders: use_distributed_sampler, NULL when not given */
 } setup_ud;
 
 static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
@@ -194,13 +242,23 @@ static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
       if (fsC_is(v, OB_LOADER, c)) {
         ls[i].is_dataloader = 1;
         ls[i].wrapped = fsC_o(c, v->id)->wrapped;
+        ls[i].foreign_batch_sampler = fsC_o(c, v->id)->effect;
       }
       lp[i] = &ls[i];
     }
-    return fsF_check_setup_dataloaders(&f, lp, u->nopts, iss);
+    int rc = fsF_check_setup_dataloaders(&f, lp, u->nopts, iss);
+    const cv *uds = u->uds; /* use_distributed_sampler: a value not known checks nothing */
+    const fs_value *x = uds ? fsC_cval(uds) : NULL;
+    for (size_t i = 0; rc == 0 && (!uds || (x && fsV_truthy(x))) && i < u->nopts; i++)
+      rc = fsF_check_distributed_sampler(&f, lp[i], iss);
+    return rc;
   }
   for (size_t i = 0; i < u->nopts; i++) {
-    if (!fsC_optim_state(c, e, u->opts[i], &os[i])) return 1;
+    if (!fsC_optim_state(c, e, u->opts[i], &os[i])) {
+      const fs_value *x = fsC_cval(fsC_alt(e, u->opts[i])); /* a constant is no optimizer (R76) */
+      if (!x) return 1;
+      os[i].foreign = fsV_type_name(x);
+    }
     op[i] = &os[i];
   }
   if (u->kind == 0) return fsF_check_setup(&f, &m, op, u->nopts, iss);
@@ -301,6 +359,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   const fs_node *mnode = NULL, *onodes[MAXARGS];
   if (kind <= 1) u.model = fsC_arg(a, "module", &mnode);
   if (kind != 1) u.nopts = fsC_varargs(a, u.opts, onodes, MAXARGS);
+  if (kind == 3) u.uds = fsC_arg(a, "use_distributed_sampler", NULL);
   paths e;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
   if (g) {
@@ -408,6 +467,10 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
       !strcmp(m, "all_reduce"))
     return fsF_check_collective(&f, iss);
   if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
+  if (!strcmp(m, "seed_everything")) { /* raisesA */
+    const fs_value *x = fsC_cval(fsC_arg(a, "seed", NULL));
+    return x && (x->type == FSV_INT || x->type == FSV_BOOL) ? fsF_check_seed(x->type == FSV_INT ? x->u.i : x->u.b, iss) : 0;
+  }
   if (!strcmp(m, "init_module")) {
     const cv *v = fsC_arg(a, "empty_init", NULL);
     const fs_value *x = fsC_cval(v);
@@ -558,6 +621,30 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     return fsC_call_def(c, fn->p, a->call, args, 1 + ne, kw, kwv, nk);
   }
   return fsC_unknown();
+}
+
+/* raisesA: one model object (not a join over paths) and a constant argument;
+ * anything else checks nothing.  A method counts when the script's class (or
+ * a base) defines it or Module has it. */
+int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out) {
+  *out = fsC_const(c, fsV_none());
+  const fs_value *x = fsC_cval(fsC_arg(a, "method", NULL));
+  if (!x || recv->k != CV_OBJ || fsC_o(c, recv->id)->kind != OB_MODEL) return 1;
+  const cobj *o = fsC_o(c, recv->id), *raw = o->wrapped ? fsC_o(c, o->inner) : o;
+  fsF_model m = {.class_name = raw->cls ? raw->cls : "Module", .is_module = 1, .wrapped = o->wrapped};
+  const char *name = x->type == FSV_STR ? x->u.str.s : "";
+  int has_method = 0;
+  if (x->type == FSV_STR) {
+    const fsSig *sig = fsSig_member("Module", name);
+    has_method = (raw->pycls && fsC_py_method(raw->pycls, name)) || (sig && sig->kind == FSSIG_METHOD);
+  }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_mark_forward_method(&m, x->type == FSV_STR ? FSF_STR : FSF_OTHER, name, fsV_type_name(x),
+                                has_method, &iss);
+  fsC_report_issues(c, &iss, a->call->loc, 1);
+  fsF_issues_free(&iss);
+  return 1;
 }
 
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc) {

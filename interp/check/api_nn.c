@@ -138,6 +138,7 @@ static void generate_literals(C *c, const cargs *a) {
 }
 
 int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
+  if (!strcmp(m, "mark_forward_method")) return fsC_mark_forward_method(c, a, recv, out);
   uint32_t raws[MAXALT];
   size_t nr = fsC_raw_models(c, recv, raws, MAXALT);
   if (!nr) return 0;

@@ -1104,6 +1104,8 @@ static const fs_node *py_method(const pyclass *k, const char *name) {
   return NULL;
 }
 
+const fs_node *fsC_py_method(const pyclass *k, const char *name) { return py_method(k, name); }
+
 /* Whether a base class value makes a class an nn.Module. */
 static int module_base(const cv *b) {
   if (b->k != CV_CLASS) return 0;

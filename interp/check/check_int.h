@@ -82,7 +82,8 @@ enum { WHY_INIT = 1, WHY_DEVICE, WHY_TO_EMPTY };     /* how a model became meta/
 typedef struct cobj {
   uint8_t kind;
   uint8_t wrapped;      /* model/optimizer/loader returned by a setup */
-  uint8_t ctx, effect;  /* OB_CTX: CTX_*, fsF_init; OB_PARAMS: 1 for named_parameters() */
+  uint8_t ctx, effect;  /* OB_CTX: CTX_*, fsF_init; OB_PARAMS: 1 for named_parameters();
+                           OB_LOADER: 1 for a batch_sampler Fabric cannot rebuild (R77) */
   mbit meta, empty;     /* model (raw): parameters on meta; uninitialized memory */
   mbit launched;        /* fabric */
   uint16_t setups_lo, setups_hi; /* fabric: completed setup calls, over paths */
@@ -296,6 +297,10 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
 cv fsC_new_fabric(C *c, const cargs *a);
 cv fsC_new_strategy(C *c, const cargs *a);
 int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out);
+/* raisesA: model.mark_forward_method(x) (R51-R53); 1 with *out. */
+int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out);
+/* The def of method name in class k or its Python bases, or NULL. */
+const fs_node *fsC_py_method(const pyclass *k, const char *name);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 

@@ -596,6 +596,24 @@ static int loader_args(fs_value **s) {
   return msg ? -1 : 0;
 }
 
+/* raisesA: a batch sampler Fabric cannot put a distributed sampler into
+ * (R77, fsF_loader.foreign_batch_sampler): not a BatchSampler, and without
+ * the `batch_size` and `drop_last` that would let Fabric build a new one. */
+static bool has_attr(fsE_ctx *E, fs_value *v, const char *name) {
+  fs_value *out = NULL;
+  int r = fsE_instance_getattr(E, v, name, &out);
+  if (r == 1) fsV_release(out);
+  return r == 1;
+}
+
+static bool foreign_batch_sampler(fsE_ctx *E, fs_value *v) {
+  fs_value *inner;
+  int64_t bs;
+  bool drop;
+  if (fsE_batch_sampler_parts(v, &inner, &bs, &drop)) return false;
+  return !(has_attr(E, v, "batch_size") && has_attr(E, v, "drop_last"));
+}
+
 NATIVE(d_loader) {
   if (loader_args(s) < 0) return NULL;
   fs_value *ds = s[A_DATASET];
@@ -634,6 +652,7 @@ NATIVE(d_loader) {
   lv->batch_size = lv->auto_batch && s[A_BATCH_SAMPLER]->type == FSV_NONE ? bs : -1;
   if (lv->generator) lv->L.gen = &((genv *)lv->generator->u.obj.data)->mt;
   lv->st.is_dataloader = 1;
+  lv->st.foreign_batch_sampler = lv->batch_sampler && foreign_batch_sampler(E, lv->batch_sampler);
   lv->dev = FS_DEV_CPU;
   return fsV_obj(&fsE_loader_class, lv);
 }
@@ -680,9 +699,11 @@ int fsE_loader_distribute(fsE_ctx *E, loaderv *lv, int rank, int world, uint64_t
     int64_t bs;
     bool drop;
     if (!fsE_batch_sampler_parts(lv->batch_sampler, &inner, &bs, &drop)) {
-      fsV_seterr("Lightning can't inject a (distributed) sampler into your batch sampler, because it "
-                 "doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of "
-                 "`BatchSampler` or set `use_distributed_sampler=False`.");
+      /* Fabric re-instantiates such a batch sampler (it has batch_size and
+       * drop_last; others are R77, refused before) with the new sampler */
+      fsV_seterr("this runtime cannot re-instantiate the script's batch sampler %s with a distributed sampler "
+                 "as Fabric does: use `BatchSampler(sampler, batch_size, drop_last)` or "
+                 "`setup_dataloaders(..., use_distributed_sampler=False)`", fsV_type_name(lv->batch_sampler));
       return -1;
     }
     fsV_release(lv->sampler);

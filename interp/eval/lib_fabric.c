@@ -372,6 +372,27 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
   return f;
 }
 
+/* raisesA: the plugin Fabric's connector looks at first (fsF_args.plugin):
+ * plugins= itself when not iterable, else its first item; a str's first
+ * character goes to ch (8 bytes). */
+static fsF_value first_plugin(const fs_value *v, char *ch, int64_t *ints, char **repr) {
+  fsF_value none = {.kind = FSF_UNSET};
+  if (v->type == FSV_NONE) return none;
+  if (v->type == FSV_LIST || v->type == FSV_TUPLE)
+    return v->u.seq.n ? fvalue(v->u.seq.items[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (v->type == FSV_DICT)
+    return v->u.dict.n ? fvalue(v->u.dict.keys[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (v->type == FSV_STR) {
+    size_t n = v->u.str.len ? 1 : 0;
+    while (n && n < 4 && ((unsigned char)v->u.str.s[n] & 0xC0) == 0x80) n++;
+    if (!n) return none;
+    memcpy(ch, v->u.str.s, n);
+    ch[n] = 0;
+    return (fsF_value){.kind = FSF_STR, .s = ch};
+  }
+  return fvalue(v, ints, FSF_MAX_GPUS, repr);
+}
+
 /* Whether this machine runs cfg (fsF_check_runnable said this build does):
  * cuda on the GPUs of a CUDA build, or emulated by the cpu backend
  * (--emulate-cuda); one node, or several started by torchrun or srun.
@@ -448,6 +469,9 @@ NATIVE(f_fabric) {
     for (size_t k = 0; k < a->nkw; k++) given |= fsSig_param_index(fsSig_find("Fabric"), a->kwnames[k]) == i;
     if (!given && (size_t)i >= a->npos) dst[i]->kind = FSF_UNSET;
   }
+  char plugin_ch[8], *plugin_repr = NULL;
+  int64_t plugin_ints[FSF_MAX_GPUS];
+  fa.plugin = first_plugin(s[5], plugin_ch, plugin_ints, &plugin_repr);
   char *declared = NULL; /* the check said so in its note */
   fsF_machine d;
   if (o->plan && o->preflight && fsF_declared_machine(&fa, &ov, &m, &d, &declared)) m = d;
@@ -457,6 +481,7 @@ NATIVE(f_fabric) {
   fsF_issues_init(&iss);
   int rc = fv ? fsF_resolve(&fa, &ov, &m, &fv->cfg, &iss) : -1;
   for (int i = 0; i < 5; i++) free(reprs[i]);
+  free(plugin_repr);
   if (!fv) {
     fsF_issues_free(&iss);
     fsV_seterr("out of memory");
@@ -526,14 +551,27 @@ static modv *need_module(const fs_value *v, const char *fn) {
   return mv;
 }
 
-static int gather_optims(const fs_value *opts, const char *fn, const fsF_optim **st, optv **ov) {
+/* The optimizers' states; a value that is no optimizer gets a state in
+ * foreign[i] naming its type, for Fabric's own refusal (R76). */
+static void gather_optims(const fs_value *opts, const fsF_optim **st, optv **ov, fsF_optim *foreign) {
   for (size_t i = 0; i < opts->u.seq.n; i++) {
-    if (!(ov[i] = fsV_objdata(opts->u.seq.items[i], &fsE_optim_class))) {
+    if ((ov[i] = fsV_objdata(opts->u.seq.items[i], &fsE_optim_class))) {
+      st[i] = &ov[i]->st;
+    } else {
+      foreign[i] = (fsF_optim){.foreign = fsV_type_name(opts->u.seq.items[i])};
+      st[i] = &foreign[i];
+    }
+  }
+}
+
+/* Where Fabric let a value that is no optimizer through (a joint setup
+ * outside FSDP), this runtime cannot wrap it. */
+static int foreign_left(optv *const *ov, const fs_value *opts, const char *fn) {
+  for (size_t i = 0; opts && i < opts->u.seq.n; i++)
+    if (!ov[i]) {
       fsV_seterr("%s(): expected an optimizer, got %s", fn, fsV_type_name(opts->u.seq.items[i]));
       return -1;
     }
-    st[i] = &ov[i]->st;
-  }
   return 0;
 }
 
@@ -692,10 +730,9 @@ NATIVE(fabric_seed_everything) {
     }
     seed = v;
   }
-  if (seed < 0 || seed > 4294967295LL) {
-    fsV_seterr("ValueError: %lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
-    return NULL;
-  }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_seed(seed, &iss)) < 0) return NULL;
   char text[24];
   snprintf(text, sizeof text, "%lld", (long long)seed);
   setenv("PL_GLOBAL_SEED", text, 1);
@@ -726,15 +763,19 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
   size_t no = opts ? opts->u.seq.n : 0;
   const fsF_optim **st = calloc(no + 1, sizeof *st);
   optv **ov = calloc(no + 1, sizeof *ov);
+  fsF_optim *foreign = calloc(no + 1, sizeof *foreign);
   fsF_issues iss;
   fsF_issues_init(&iss);
   fs_value *r = NULL;
   int rc = -1;
-  if (!st || !ov) fsV_seterr("out of memory");
-  else if ((mv || !module) && (!opts || gather_optims(opts, name, st, ov) == 0))
+  if (!st || !ov || !foreign) fsV_seterr("out of memory");
+  else if (mv || !module) {
+    if (opts) gather_optims(opts, st, ov, foreign);
     rc = fsE_fabric_issues(E, a, &iss, !module ? fsF_check_setup_optimizers(&fv->f, st, no, &iss)
                                        : opts ? fsF_check_setup(&fv->f, &mv->st, st, no, &iss)
                                               : fsF_check_setup_module(&fv->f, &mv->st, &iss));
+    if (rc == 0) rc = foreign_left(ov, opts, name);
+  }
   if (rc == 0 && (!module || (setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0))) {
     for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
     if (E->opt->plan && no && !fv->planned_optim) fv->planned_optim = fsV_retain(opts->u.seq.items[0]);
@@ -743,6 +784,7 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
   fsF_issues_free(&iss);
   free(st);
   free(ov);
+  free(foreign);
   return r;
 }
 
@@ -766,7 +808,10 @@ NATIVE(fabric_setup_dataloaders) {
       sts[i] = lv ? lv->st : (fsF_loader){0};
       p[i] = &sts[i];
     }
-    if (fsE_fabric_issues(E, a, &iss, fsF_check_setup_dataloaders(&fv->f, p, n, &iss)) == 0) {
+    int rc = fsF_check_setup_dataloaders(&fv->f, p, n, &iss);
+    for (size_t i = 0; rc == 0 && fsV_truthy(s[1]) && i < n; i++)
+      rc = fsF_check_distributed_sampler(&fv->f, p[i], &iss);
+    if (fsE_fabric_issues(E, a, &iss, rc) == 0) {
       bool ok = true;
       for (size_t i = 0; ok && i < n; i++) {
         loaderv *lv = s[0]->u.seq.items[i]->u.obj.data;
@@ -1023,7 +1068,43 @@ const fsV_class fsE_fabric_class = {
   .name = "Fabric", .repr = fabric_repr, .free = fabv_free,
 };
 
+/* raisesA: model.mark_forward_method(method) (wrappers.py, R51-R53).  A
+ * method given as a bound method: under a strategy that wraps the module
+ * (DDP, FSDP, DeepSpeed, DP, XLA-FSDP) Fabric hands out a plain function
+ * for it, which it then refuses (R51); elsewhere it takes it.  A method of
+ * the script's class or one of Module's counts as a method.  Marking changes
+ * nothing this runtime does: a set-up model's every method already runs
+ * under the strategy. */
+NATIVE(module_mark_forward_method) {
+  modv *mv = fsV_objdata(self, &fsE_module_class);
+  fs_value *x = s[0];
+  fsF_vkind kind = x->type == FSV_STR ? FSF_STR : FSF_OTHER;
+  const char *tname = fsV_type_name(x), *name = x->type == FSV_STR ? x->u.str.s : "";
+  fabv *fv = E->fabric ? fsV_objdata(E->fabric, &fsE_fabric_class) : NULL;
+  fsF_cls c = fv ? fv->cfg.cls : FSF_SINGLE;
+  int wraps = c == FSF_DDP || c == FSF_FSDP || c == FSF_DEEPSPEED || c == FSF_DP || c == FSF_XLA_FSDP;
+  if (!strcmp(tname, "method") && mv->st.wrapped) {
+    if (!wraps) return fsV_none();
+    tname = "function";
+  }
+  int has_method = 0;
+  if (kind == FSF_STR) {
+    fs_value *v = NULL;
+    int r = fsE_instance_getattr(E, self, name, &v);
+    has_method = r == 1 && !strcmp(fsV_type_name(v), "method");
+    if (r == 1) fsV_release(v);
+    const fsSig *sig = r != 1 ? fsSig_member("Module", name) : NULL;
+    has_method |= sig && sig->kind == FSSIG_METHOD;
+  }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_mark_forward_method(&mv->st, kind, name, tname, has_method, &iss)) < 0)
+    return NULL;
+  return fsV_none();
+}
+
 static const fsE_reg fabric_funcs[] = {
+  {"Module.mark_forward_method", module_mark_forward_method},
   {"Fabric", f_fabric},
   {"seed_everything", fabric_seed_everything}, /* lightning.seed_everything: the same body (self unused) */
   {"Fabric.launch", fabric_launch}, {"Fabric.seed_everything", fabric_seed_everything},

@@ -61,6 +61,22 @@ const char *fsE_strategy_class_name(const fs_value *v) {
   return so ? fsF_cls_name(so->cls) : NULL;
 }
 
+/* raisesA: the strategy's `accelerator=` (a **kwargs entry of the class
+ * `cls`'s signature) as fsF_strategy_obj.accelerator encodes it (R73). */
+static int kw_accelerator(const char *cls, fs_value *const *s) {
+  static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
+  const fsSig *sig = fsSig_find(cls);
+  for (size_t i = 0; sig && i < sig->nparams; i++) {
+    if (!(sig->params[i].flags & FSSIG_VARKW) || s[i]->type != FSV_DICT) continue;
+    const fs_value *x = fsV_dict_getstr(s[i], "accelerator");
+    if (!x || !fsV_truthy(x)) return 0;
+    for (int j = 0; x->type == FSV_STR && j < 5; j++)
+      if (!strcmp(x->u.str.s, names[j])) return j + 1;
+    return FSF_STRATEGY_ACCEL_OTHER;
+  }
+  return 0;
+}
+
 /* slots: FSDPStrategy's parameters in signatures.c order */
 NATIVE(s_fsdp) {
   fsF_strategy_obj so = no_kwargs;
@@ -73,6 +89,7 @@ NATIVE(s_fsdp) {
     return NULL;
   }
   so.use_orig_params = fsV_truthy(s[6]);
+  so.accelerator = kw_accelerator("FSDPStrategy", s);
   fs_value *classes = NULL;
   if (so.auto_wrap_policy && !(classes = fsE_wrap_policy_of(E, s[0]))) return NULL;
   return strategy_value(so, classes);
@@ -87,6 +104,7 @@ NATIVE(s_ddp) {
     fsV_seterr("DDPStrategy(): start_method must be 'popen', 'spawn' or 'fork', not '%s'", m);
     return NULL;
   }
+  so.accelerator = kw_accelerator("DDPStrategy", s);
   return strategy_value(so, NULL);
 }
 
@@ -95,6 +113,7 @@ NATIVE(s_deepspeed) {
   so.cls = FSF_DEEPSPEED;
   so.stage = (int)fsE_ival(s[1]);
   so.cpu_offload = fsV_truthy(s[2]) || fsV_truthy(s[3]);
+  so.accelerator = kw_accelerator("DeepSpeedStrategy", s);
   return strategy_value(so, NULL);
 }
 

@@ -476,6 +476,58 @@ static int parse_devices(const fsF_value *v, const fsF_machine *m, fsF_config *c
   return parse_gpu_ids(v, avail, cfg, iss);
 }
 
+/* ---- raisesA: connector.py's flag checks (_check_config_and_set_final_flags)
+ * that come after the strategy and accelerator names (R71-R73) ---- */
+
+/* R71: with MPS available, an MPS-ish accelerator flag (mps, auto, gpu) and a
+ * parallel strategy: an object (every strategy class a script can build is a
+ * ParallelStrategy) or a name containing "ddp", "dp" or "deepspeed". */
+static int mps_with_parallel_strategy(const fsF_value *strategy, const char *acc, const fsF_machine *m,
+                                      fsF_issues *iss) {
+  if (!m->mps || (strcmp(acc, "mps") && strcmp(acc, "auto") && strcmp(acc, "gpu"))) return 0;
+  char *text = NULL;
+  if (strategy->kind == FSF_STRATEGY) {
+    text = fsF_value_str(strategy);
+  } else if (strategy->kind == FSF_STR) {
+    size_t n = strlen(strategy->s);
+    text = fsA_xrealloc(NULL, n + 1);
+    for (size_t i = 0; i <= n; i++) text[i] = (char)tolower((unsigned char)strategy->s[i]);
+    if (!strstr(text, "dp") && !strstr(text, "deepspeed")) { /* "ddp" contains "dp" */
+      free(text);
+      return 0;
+    }
+  } else {
+    return 0;
+  }
+  fsF_fail(iss, "R71", "set `accelerator=\"cpu\"` for several processes, or use the default strategy on MPS",
+           "You set `strategy=%s` but strategies from the DDP family are not supported on the MPS accelerator. Either explicitly set `accelerator='cpu'` or change the strategy.",
+           text ? text : "?");
+  free(text);
+  return -1;
+}
+
+/* R72: no plugin class exists in a script, so any plugin Fabric looks at is
+ * of an invalid type.  R73: a strategy object's own `accelerator=` with an
+ * accelerator flag; with the flag at auto, the strategy's becomes the flag. */
+static int plugin_or_strategy_flags(const fsF_args *a, const char **acc, fsF_issues *iss) {
+  if (a->plugin.kind != FSF_UNSET) {
+    char *text = fsF_value_str(&a->plugin);
+    fsF_fail(iss, "R72", "drop `plugins=`: select the precision with `precision=`",
+             "Found invalid type for plugin %s. Expected one of: Precision, CheckpointIO, ClusterEnvironment.",
+             text ? text : "?");
+    free(text);
+    return -1;
+  }
+  if (a->strategy.kind != FSF_STRATEGY || !a->strategy.strategy.accelerator) return 0;
+  if (strcmp(*acc, "auto"))
+    return fsF_fail(iss, "R73", "pass the accelerator once: either to the strategy or to `Fabric(accelerator=...)`",
+                    "accelerator set through both strategy class and accelerator flag, choose one");
+  static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
+  int k = a->strategy.strategy.accelerator - 1;
+  if (k >= 0 && k < 5) *acc = names[k];
+  return 0;
+}
+
 int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine *m,
                 fsF_config *cfg, fsF_issues *iss) {
   static const fsF_overrides none = {0};
@@ -532,10 +584,13 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
     return -1;
   }
 
+  if (mps_with_parallel_strategy(&a.strategy, acc, m, iss)) return -1;
+
   int prec;
   char *prec_text = NULL;
   if (convert_precision(&a.precision, &prec, &prec_text, iss)) return -1;
   int rc = -1;
+  if (plugin_or_strategy_flags(&a, &acc, iss)) goto out;
 
   if (nodes < 1) {
     fsF_fail(iss, "R4", H_NODES, "`num_nodes` must be a positive integer, but got %lld.", (long long)nodes);
@@ -681,6 +736,12 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
              "`Fabric(strategy=%s)` is not compatible with an interactive environment. Run your code as a script, or choose one of the compatible strategies: `Fabric(strategy='dp'|'ddp_notebook')`. In case you are spawning processes yourself, make sure to include the Fabric creation inside the worker function.",
              flag ? flag : fsF_cls_name(obj->cls));
     free(flag);
+    goto out;
+  }
+  if (cfg->accel == FSF_TPU && c != FSF_XLA && c != FSF_SINGLE_XLA && c != FSF_XLA_FSDP) {
+    fsF_fail(iss, "R74", "use an XLA strategy with the TPU accelerator: `strategy=\"xla\"` or `\"xla_fsdp\"` (or \"auto\")",
+             "The `XLAAccelerator` can only be used with a `SingleDeviceXLAStrategy`, `XLAStrategy`, or `XLAFSDPStrategy`. Found %s.",
+             fsF_cls_name(c));
     goto out;
   }
   cfg->setup_optimizers_allowed = c != FSF_DEEPSPEED && c != FSF_XLA;

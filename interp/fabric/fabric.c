@@ -209,6 +209,17 @@ static void fsdp_true_half(const fsF_fabric *f, fsF_issues *iss) {
 static const char *const H_SEPARATE =
     "set up the model first (`model = fabric.setup_module(model)`), then create the optimizer and call `optimizer = fabric.setup_optimizers(optimizer)`";
 
+/* R76: Fabric asks each optimizer, in order, whether it references meta
+ * parameters (utilities/init.py); a value that is no optimizer raises there,
+ * unless a meta one before it already made R36/R37 fire. */
+static int foreign_optimizer(const fsF_optim *const *opts, size_t nopts, fsF_issues *iss) {
+  for (size_t i = 0; i < nopts && !opts[i]->meta_params; i++)
+    if (opts[i]->foreign)
+      return fsF_fail(iss, "R76", "pass the optimizer object: `torch.optim.Adam(model.parameters())`",
+                      "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: %s", opts[i]->foreign);
+  return 0;
+}
+
 int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
                     const fsF_optim *const *opts, size_t nopts, fsF_issues *iss) {
   const fsF_config *c = f->cfg;
@@ -223,6 +234,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
                   "An optimizer should be passed only once to the `setup` method.");
     meta_opt |= opts[i]->meta_params;
   }
+  if (c->cls == FSF_FSDP && foreign_optimizer(opts, nopts, iss)) return -1;
   if (c->cls == FSF_FSDP && meta_opt)
     return fsF_fail(iss, "R36", H_SEPARATE,
                 "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`.");
@@ -270,6 +282,7 @@ int fsF_check_setup_optimizers(const fsF_fabric *f, const fsF_optim *const *opts
     if (opts[i]->wrapped)
       return fsF_fail(iss, "R27", "keep the optimizer returned by the first setup",
                   "An optimizer should be passed only once to the `setup_optimizers` method.");
+  if (foreign_optimizer(opts, nopts, iss)) return -1;
   for (size_t i = 0; i < nopts; i++)
     if (opts[i]->meta_params)
       return fsF_fail(iss, "R37", "create the optimizer from `model.parameters()` after `model = fabric.setup_module(model)`",
@@ -587,4 +600,17 @@ int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
                 "You marked '%s' as a forward method, but `%s.%s` does not exist or is not a method.",
                 name, m->class_name, name);
   return 0;
+}
+
+int fsF_check_seed(int64_t seed, fsF_issues *iss) {
+  if (seed >= 0 && seed <= 4294967295LL) return 0;
+  return fsF_fail(iss, "R75", "pick a seed from 0 to 4294967295",
+                  "%lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
+}
+
+int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss) {
+  fsF_cls c = f->cfg->cls; /* the strategies without distributed_sampler_kwargs */
+  if (c == FSF_SINGLE || c == FSF_SINGLE_XLA || c == FSF_DP || !l->foreign_batch_sampler) return 0;
+  return fsF_fail(iss, "R77", "use `BatchSampler(sampler, batch_size, drop_last)`, or `fabric.setup_dataloaders(loader, use_distributed_sampler=False)` and shard the batches yourself",
+                  " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler.");
 }

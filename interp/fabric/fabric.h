@@ -61,7 +61,12 @@ typedef struct fsF_strategy_obj {
   int stage;                 /* DeepSpeedStrategy(stage=) */
   fsF_start start_method;    /* DDPStrategy(start_method=) */
   int save_distributed;      /* ModelParallelStrategy(save_distributed_checkpoint=) */
+  /* The strategy's own `accelerator=` (R73): 0 not given or None; 1..5 the
+   * name "cpu", "cuda", "mps", "tpu", "gpu"; FSF_STRATEGY_ACCEL_OTHER any
+   * other value (Fabric takes an Accelerator object there) */
+  int accelerator;
 } fsF_strategy_obj;
+#define FSF_STRATEGY_ACCEL_OTHER 99
 
 typedef struct fsF_value {
   fsF_vkind kind;
@@ -154,6 +159,10 @@ typedef struct fsF_config {
 /* The arguments of `Fabric(...)`; FSF_UNSET where the script passed none. */
 typedef struct fsF_args {
   fsF_value accelerator, strategy, devices, num_nodes, precision;
+  /* The first plugin Fabric's connector looks at (R72): `plugins=` itself
+   * when not iterable, else its first item (a string's first character);
+   * FSF_UNSET for None, an empty value, or one not known. */
+  fsF_value plugin;
 } fsF_args;
 
 /* Resolves as Fabric's connector does (connector.py, then fabric.py's checks). Returns 0
@@ -214,11 +223,15 @@ typedef struct fsF_optim {
   int meta_params;   /* references meta-device Parameters */
   int fsdp_flat;     /* references FSDP-flattened parameters */
   int xla_sharded;   /* references XLA-FSDP sharded parameters */
+  const char *foreign; /* not an optimizer at all: its type name (R76); NULL for one */
 } fsF_optim;
 
 typedef struct fsF_loader {
   int wrapped;        /* a _FabricDataLoader */
   int is_dataloader;  /* a DataLoader at all */
+  /* batch_sampler= is neither a torch BatchSampler nor an object with
+   * `batch_size` and `drop_last` Fabric could re-instantiate (R77) */
+  int foreign_batch_sampler;
 } fsF_loader;
 
 /* The state of an optimizer built now over `model`'s parameters. */
@@ -308,5 +321,13 @@ int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *is
 int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
                                   const char *name, const char *type_name,
                                   int has_method, fsF_issues *iss);
+
+/* setup_dataloaders(..., use_distributed_sampler=True), after its checks
+ * passed: R77 where the strategy injects a distributed sampler into a loader
+ * whose batch sampler cannot take one (utilities/data.py). */
+int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss);
+
+/* seed_everything(seed) (utilities/seed.py): R75, numpy's bounds. */
+int fsF_check_seed(int64_t seed, fsF_issues *iss);
 
 #endif

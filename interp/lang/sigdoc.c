@@ -163,6 +163,8 @@ static const sigdoc docs[] = {
   {"Module.items", "(key, module) pairs of a ModuleDict."},
   {"Module.keys", "The keys of a ModuleDict."},
   {"Module.load_state_dict", "Copies parameters and buffers from a state dict (strict by default)."},
+  {"Module.mark_forward_method",
+   "Marks a method of a set-up model as a forward method, so that it runs through the strategy (Fabric's _FabricModule); the method or its name."},
   {"Module.modules", "The module and all its descendants."},
   {"Module.named_buffers", "(name, buffer) pairs, with torch's dotted names."},
   {"Module.named_children", "(name, module) pairs of the direct children."},

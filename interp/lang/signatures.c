@@ -244,6 +244,7 @@ PARAMS(p_cls_cosine, P("dim", INT, "1"), P("eps", NUM, "1e-08"))
 
 /* Fabric methods */
 PARAMS(p_launch, P("function", ANY, "None"), VARARGS("args"), VARKW("kwargs"))
+PARAMS(p_mark_forward_method, PO("method", ANY, NULL))
 PARAMS(p_seed, PT("seed", FSSIG_T_INT | FSSIG_T_NONE, "None", 0),
        PT("workers", FSSIG_T_BOOL | FSSIG_T_NONE, "None", 0))
 PARAMS(p_init_module, PT("empty_init", FSSIG_T_BOOL | FSSIG_T_NONE, "None", 0))
@@ -705,6 +706,8 @@ static const fsSig table[] = {
   M("Module.to", p_module_to, "Module"),
   M0("Module.cpu", "Module"),
   M0("Module.cuda", "Module"),
+  /* raisesA: Fabric's _FabricModule */
+  M("Module.mark_forward_method", p_mark_forward_method, "None"),
 
   M("Optimizer.step", p_step, "None"),
   M("Optimizer.zero_grad", p_set_to_none, "None"),

@@ -88,6 +88,14 @@
 #define SPEC_W9_1 "`precision=16` is supported for historical reasons but its usage is discouraged. Please set your precision to 16-mixed instead!"
 #define SPEC_W10_1 "FSDP with `bf16-true` enables computation in lower precision. FSDP will always retain a full-precision copy of the model parameters for sharding."
 #define SPEC_W13_1 "Your state has keys that collide with DeepSpeed's internal engine state. This could result in your values being overwritten by DeepSpeed. Consider changing the name of these keys to something else: optimizer"
+/* raisesA: connector.py's flag checks, seed.py, init.py, data.py (Fabric's f-strings filled in) */
+#define SPEC_R71_1 "You set `strategy=ddp_spawn` but strategies from the DDP family are not supported on the MPS accelerator. Either explicitly set `accelerator='cpu'` or change the strategy."
+#define SPEC_R72_1 "Found invalid type for plugin 3. Expected one of: Precision, CheckpointIO, ClusterEnvironment."
+#define SPEC_R73_1 "accelerator set through both strategy class and accelerator flag, choose one"
+#define SPEC_R74_1 "The `XLAAccelerator` can only be used with a `SingleDeviceXLAStrategy`, `XLAStrategy`, or `XLAFSDPStrategy`. Found DDPStrategy."
+#define SPEC_R75_1 "-1 is not in bounds, numpy accepts from 0 to 4294967295"
+#define SPEC_R76_1 "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: str"
+#define SPEC_R77_1 " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler."
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -663,6 +671,59 @@ static void test_save_filter_and_marks(void **state) {
   (void)state;
 }
 
+/* raisesA: R71-R77 */
+static void test_flags_seed_optimizer_sampler(void **state) {
+  fsF_machine m = machine(0);
+  fsF_machine mps = m;
+  mps.mps = 1;
+  /* R71: a DDP-family name (lower-cased) with MPS chosen by auto; cpu avoids it */
+  expect_resolve_error(&(fsF_args){.strategy = STR("DDP_Spawn")}, NULL, &mps, "R71", SPEC_R71_1);
+  fsF_config cfg;
+  fsF_issues iss;
+  resolve_ok(&(fsF_args){.strategy = STR("ddp"), .accelerator = STR("cpu")}, NULL, &mps, &cfg, &iss);
+  fsF_issues_free(&iss);
+  /* R72: any plugin; none (FSF_UNSET) passes */
+  expect_resolve_error(&(fsF_args){.plugin = INT(3)}, NULL, &m, "R72", SPEC_R72_1);
+  /* R73: the strategy's accelerator with a flag; alone, it is the flag */
+  fsF_value ddp_cpu = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .accelerator = 1 + FSF_CPU}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp_cpu, .accelerator = STR("cpu")}, NULL, &m, "R73", SPEC_R73_1);
+  fsF_machine gpu = machine(2);
+  resolve_ok(&(fsF_args){.strategy = ddp_cpu}, NULL, &gpu, &cfg, &iss);
+  assert_int_equal(cfg.accel, FSF_CPU);
+  fsF_issues_free(&iss);
+  /* R74: the TPU accelerator with DDP */
+  fsF_machine tpu = m;
+  tpu.xla = 1;
+  tpu.tpus = 8;
+  expect_resolve_error(&(fsF_args){.strategy = STR("ddp"), .accelerator = STR("tpu")}, NULL, &tpu, "R74", SPEC_R74_1);
+  /* R75: numpy's bounds, inclusive */
+  fsF_issues_init(&iss);
+  assert_int_equal(fsF_check_seed(4294967295LL, &iss), 0);
+  assert_int_equal(fsF_check_seed(0, &iss), 0);
+  assert_int_equal(fsF_check_seed(-1, &iss), -1);
+  expect_issue(&iss, "R75", SPEC_R75_1);
+  fsF_issues_free(&iss);
+  /* R76: a value that is no optimizer, unless a meta one comes first */
+  env e;
+  env_open(&e, STR("auto"), NULL, 0, 0);
+  fsF_optim name = {.foreign = "str"}, meta = {.meta_params = 1};
+  const fsF_optim *one[] = {&name}, *meta_first[] = {&meta, &name};
+  assert_int_equal(fsF_check_setup_optimizers(&e.f, one, 1, &e.iss), -1);
+  expect_issue(&e.iss, "R76", SPEC_R76_1);
+  assert_int_equal(fsF_check_setup_optimizers(&e.f, meta_first, 2, &e.iss), -1);
+  assert_string_equal(e.iss.items[0].rule, "R37");
+  fsF_issues_clear(&e.iss);
+  /* R77: only where the strategy injects a distributed sampler */
+  fsF_loader list_batches = {.is_dataloader = 1, .foreign_batch_sampler = 1};
+  assert_int_equal(fsF_check_distributed_sampler(&e.f, &list_batches, &e.iss), 0);
+  env_close(&e);
+  env_open(&e, STR("ddp"), NULL, 2, 1);
+  assert_int_equal(fsF_check_distributed_sampler(&e.f, &list_batches, &e.iss), -1);
+  expect_issue(&e.iss, "R77", SPEC_R77_1);
+  env_close(&e);
+  (void)state;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_r1_r2_r3),
@@ -680,6 +741,7 @@ int main(void) {
     cmocka_unit_test(test_fsdp_rules),
     cmocka_unit_test(test_backward_and_clip),
     cmocka_unit_test(test_save_filter_and_marks),
+    cmocka_unit_test(test_flags_seed_optimizer_sampler),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
