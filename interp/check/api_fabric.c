@@ -140,6 +140,87 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   return fsC_obj(id);
 }
 
+/* ---- strategies/: the constructors' own checks (R90-R109, W20-W24) ---- */
+
+/* A keyword argument collected by **kwargs (FSDPStrategy(process_group=...)). */
+static const cv *kwarg_named(const cargs *a, const char *name, const fs_node **node) {
+  for (size_t j = 0; j < a->nkw; j++) {
+    if (strcmp(a->kw[j], name)) continue;
+    for (uint32_t i = 1, k = 0; node && i < a->call->nkids; i++)
+      if (a->call->kids[i]->kind == FS_N_KWARG && k++ == j) *node = a->call->kids[i]->kids[0];
+    return &a->kwv[j];
+  }
+  return NULL;
+}
+
+/* str() of a script class, `<class '__main__.Block'>`; NULL for any other
+ * value (torch's classes print their module path, which the check does not
+ * model: W20 is then not reported). */
+static const char *class_str(C *c, const cv *v) {
+  if (!v || v->k != CV_CLASS || v->sub != CLS_PY) return NULL;
+  const char *name = ((const pyclass *)v->p)->name;
+  size_t n = strlen(name) + 20;
+  char *t = fsC_alloc(c, n);
+  snprintf(t, n, "<class '__main__.%s'>", name);
+  return t;
+}
+
+/* str(activation_checkpointing) and str(set(classes)) for W20: a class or a
+ * list of them; a set prints its classes in the list's order (Python's
+ * order of classes in a set is by address). */
+static void checkpointing_strs(C *c, const cv *v, const char **str, const char **set) {
+  const cv *items = v;
+  uint32_t n = 1;
+  int list = v->k == CV_SEQ && !v->sub && !fsC_unsized(v);
+  if (list) { items = v->p; n = v->n; }
+  else if (v->k != CV_CLASS) return;
+  fsV_buf b = {0}, t = {0};
+  fsV_buf_puts(&b, list ? "[" : "");
+  fsV_buf_puts(&t, n ? "{" : "set()");
+  for (uint32_t i = 0; i < n; i++) {
+    const char *k = class_str(c, &items[i]);
+    if (!k) { free(b.s); free(t.s); return; }
+    /* a class listed twice is one element of the set */
+    int dup = 0;
+    for (uint32_t j = 0; j < i; j++) dup |= items[j].p == items[i].p;
+    fsV_buf_printf(&b, "%s%s", i ? ", " : "", k);
+    if (!dup) fsV_buf_printf(&t, "%s%s", i ? ", " : "", k);
+  }
+  fsV_buf_puts(&b, list ? "]" : "");
+  fsV_buf_puts(&t, n ? "}" : "");
+  char *bs = fsV_buf_take(&b), *ts = fsV_buf_take(&t);
+  if (bs && ts) {
+    *str = strcpy(fsC_alloc(c, strlen(bs) + 1), bs);
+    *set = strcpy(fsC_alloc(c, strlen(ts) + 1), ts);
+  }
+  free(bs);
+  free(ts);
+}
+
+/* FSDPStrategy(...): R91, W20, R92, R93 at the call; an unknown
+ * state_dict_type is kept for R90 at save. An argument whose value is not
+ * known counts as given (None is the only value that is not). */
+static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
+  const fs_value *x = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
+  if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
+    snprintf(s->state_dict_unknown, sizeof s->state_dict_unknown, "%s", x->u.str.s);
+  fsF_fsdp_ctor f = {0};
+  const cv *ac = kwarg_named(a, "activation_checkpointing", NULL);
+  f.activation_checkpointing = ac && !fsC_is_none(ac);
+  if (f.activation_checkpointing) checkpointing_strs(c, ac, &f.ac_str, &f.ac_set_str);
+  f.activation_checkpointing_policy = !fsC_is_none(fsC_arg(a, "activation_checkpointing_policy", NULL));
+  f.auto_wrap_policy = !fsC_is_none(fsC_arg(a, "auto_wrap_policy", NULL));
+  f.process_group = !fsC_is_none(kwarg_named(a, "process_group", NULL));
+  f.device_mesh = !fsC_is_none(kwarg_named(a, "device_mesh", NULL));
+  x = fsC_cval(fsC_arg(a, "sharding_strategy", NULL));
+  f.sharding_strategy = x && x->type == FSV_STR ? x->u.str.s : NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_fsdp_ctor(&f, &iss);
+  fsC_report_issues(c, &iss, a->call->loc, 1);
+  fsF_issues_free(&iss);
+}
+
 cv fsC_new_strategy(C *c, const cargs *a) {
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
   cobj *o = fsC_o(c, id);
@@ -161,6 +242,7 @@ cv fsC_new_strategy(C *c, const cargs *a) {
     s->start_method = !strcmp(x->u.str.s, "popen") ? FSF_START_POPEN
                     : !strcmp(x->u.str.s, "fork") ? FSF_START_FORK : FSF_START_SPAWN;
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
+  if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
   return fsC_obj(id);
 }
 

@@ -1,6 +1,8 @@
 /* lib_strategy.c -- strategy objects (FSDPStrategy, DDPStrategy,
  * DeepSpeedStrategy): what Fabric(strategy=...) resolves, validated by
  * fabric.h's rules as Fabric validates the strategy's constructor. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eval_int.h"
@@ -45,19 +47,70 @@ const char *fsE_strategy_class_name(const fs_value *v) {
   return so ? fsF_cls_name(so->cls) : NULL;
 }
 
-/* slots: FSDPStrategy's parameters in signatures.c order */
+/* str(activation_checkpointing) and str(set(classes)) for W20 (a script
+ * class or a list of them; the set in the list's order, as the check prints
+ * it: Python orders classes in a set by address). Builtin layers print as
+ * builtins here, not as torch's classes: then no text (*str NULL), as in
+ * the check. -1: out of memory. */
+static int checkpointing_strs(const fs_value *v, char **str, char **set) {
+  int list = v->type == FSV_LIST;
+  size_t n = list ? v->u.seq.n : 1;
+  fs_value *const *items = list ? v->u.seq.items : (fs_value *const *)&v;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(fsV_type_name(items[i]), "type")) return 0; /* not a script class */
+  fsV_buf t = {0};
+  fsV_buf_puts(&t, n ? "{" : "set()");
+  for (size_t i = 0; i < n; i++) {
+    int dup = 0;
+    for (size_t j = 0; j < i; j++) dup |= items[j] == items[i];
+    if (dup) continue;
+    char *k = fsV_tostr(items[i]);
+    fsV_buf_printf(&t, "%s%s", i ? ", " : "", k ? k : "");
+    free(k);
+  }
+  fsV_buf_puts(&t, n ? "}" : "");
+  *str = fsV_tostr(v);
+  *set = fsV_buf_take(&t);
+  return *str && *set ? 0 : -1;
+}
+
+/* slots: FSDPStrategy's parameters in signatures.c order; **kwargs last.
+ * The constructor's checks are fabric.h's (fsF_check_fsdp_ctor), as `check`
+ * runs them; an unknown state_dict_type is refused at save (R90). */
 NATIVE(s_fsdp) {
   fsF_strategy_obj so = no_kwargs;
   so.cls = FSF_FSDP;
   so.auto_wrap_policy = s[0]->type != FSV_NONE;
   so.cpu_offload = fsV_truthy(s[2]);
   so.state_dict_full = strcmp(s[5]->u.str.s, "full") == 0;
-  if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0) {
-    fsV_seterr("FSDPStrategy(): state_dict_type must be 'full' or 'sharded', not '%s'", s[5]->u.str.s);
+  if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0)
+    snprintf(so.state_dict_unknown, sizeof so.state_dict_unknown, "%s", s[5]->u.str.s);
+  so.use_orig_params = fsV_truthy(s[6]);
+  const fs_value *ac = fsV_dict_getstr(s[7], "activation_checkpointing");
+  const fs_value *pg = fsV_dict_getstr(s[7], "process_group"), *dm = fsV_dict_getstr(s[7], "device_mesh");
+  fsF_fsdp_ctor f = {
+    .activation_checkpointing = ac && ac->type != FSV_NONE,
+    .activation_checkpointing_policy = s[1]->type != FSV_NONE,
+    .auto_wrap_policy = so.auto_wrap_policy,
+    .process_group = pg && pg->type != FSV_NONE,
+    .device_mesh = dm && dm->type != FSV_NONE,
+    .sharding_strategy = s[4]->u.str.s,
+  };
+  char *str = NULL, *set = NULL;
+  if (f.activation_checkpointing && checkpointing_strs(ac, &str, &set) < 0) {
+    free(str);
+    free(set);
+    fsV_seterr("out of memory");
     return NULL;
   }
-  so.use_orig_params = fsV_truthy(s[6]);
-  return strategy_value(so);
+  f.ac_str = str;
+  f.ac_set_str = set;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int rc = fsE_fabric_issues(E, a, &iss, fsF_check_fsdp_ctor(&f, &iss));
+  free(str);
+  free(set);
+  return rc < 0 ? NULL : strategy_value(so);
 }
 
 NATIVE(s_ddp) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 /* ---- text ------------------------------------------------------------- */
 
 /* Text is built in value.c's growing string; out of memory ends the process. */
@@ -545,6 +546,9 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
       return fsF_fail(iss, "R59", "use `FSDPStrategy(state_dict_type=\"full\")` or drop `filter=`",
                   "FSDP doesn't support loading sharded filtered checkpoints, so saving them is disabled.");
     if (sharded_state(f, st, n, 1, iss)) return -1;
+    if (c->state_dict_unknown[0])
+      return fsF_fail(iss, "R90", "use `FSDPStrategy(state_dict_type=\"sharded\")` (the default) or `\"full\"`",
+                      "Unknown state_dict_type: %s", c->state_dict_unknown);
   }
   if (c->cls == FSF_MP && has_filter && c->save_distributed)
     return fsF_fail(iss, "R60", "use `ModelParallelStrategy(..., save_distributed_checkpoint=False)` or drop `filter=`",
@@ -586,5 +590,28 @@ int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
     return fsF_fail(iss, "R53", H,
                 "You marked '%s' as a forward method, but `%s.%s` does not exist or is not a method.",
                 name, m->class_name, name);
+  return 0;
+}
+
+/* ---- strategies/: the strategy objects' own checks (R90-R109, W20-W24) ---- */
+
+int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss) {
+  if (a->activation_checkpointing && a->activation_checkpointing_policy)
+    return fsF_fail(iss, "R91", "drop `activation_checkpointing=` and keep `activation_checkpointing_policy=`",
+                    "You cannot set both `activation_checkpointing` and `activation_checkpointing_policy`. Use the latter.");
+  if (a->activation_checkpointing && a->ac_str && a->ac_set_str)
+    fsF_warn(iss, "W20", "pass the layer classes as a set: `activation_checkpointing_policy={Block}`",
+             "`FSDPStrategy(activation_checkpointing=%s)` is deprecated, use `FSDPStrategy(activation_checkpointing_policy=%s)` instead.",
+             a->ac_str, a->ac_set_str);
+  /* Fabric's text has no space after the first sentence */
+  if (a->process_group && a->device_mesh)
+    return fsF_fail(iss, "R92", "pass either `process_group=` or `device_mesh=`",
+                    "The arguments `FSDPStrategy(process_group=..., device_mesh=...)` are mutually exclusive.Pass only one of them.");
+  /* ShardingStrategy[name.upper()]: HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are the hybrid ones */
+  const char *name = a->sharding_strategy;
+  int hybrid = name && (!strcasecmp(name, "HYBRID_SHARD") || !strcasecmp(name, "_HYBRID_SHARD_ZERO2"));
+  if (hybrid && !a->auto_wrap_policy && !a->process_group && !a->device_mesh)
+    return fsF_fail(iss, "R93", "pass `auto_wrap_policy={Block}` (the layer classes that become FSDP units) or `device_mesh=(replicas, shards)`",
+                    "The hybrid sharding strategy requires you to pass at least one of the parameters: `auto_wrap_policy`, `process_group` tuple, or `device_mesh`.");
   return 0;
 }

@@ -61,6 +61,10 @@ typedef struct fsF_strategy_obj {
   int stage;                 /* DeepSpeedStrategy(stage=) */
   fsF_start start_method;    /* DDPStrategy(start_method=) */
   int save_distributed;      /* ModelParallelStrategy(save_distributed_checkpoint=) */
+  /* FSDPStrategy(state_dict_type=) when neither "full" nor "sharded" (R90
+   * at save, where fsdp.py raises it); "" otherwise. Held by value, as the
+   * config copies the object; a longer text is cut (none is that long). */
+  char state_dict_unknown[64];
 } fsF_strategy_obj;
 
 typedef struct fsF_value {
@@ -148,6 +152,7 @@ typedef struct fsF_config {
   int auto_wrap_policy;        /* fsdp */
   int zero_stage;              /* deepspeed: 1, 2 or 3; else 0 */
   int save_distributed;        /* mp */
+  char state_dict_unknown[64]; /* fsdp: an unknown state_dict_type (R90), else "" */
   int under_cli;               /* launched from the start (machine) */
 } fsF_config;
 
@@ -308,5 +313,19 @@ int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *is
 int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
                                   const char *name, const char *type_name,
                                   int has_method, fsF_issues *iss);
+
+/* ---- strategies/: the strategy objects' own checks (R90-R109, W20-W24) ---- */
+
+/* FSDPStrategy(...)'s arguments that its constructor validates (fsdp.py's
+ * __init__, _activation_checkpointing_kwargs, _init_sharding_strategy). */
+typedef struct fsF_fsdp_ctor {
+  int activation_checkpointing;        /* given and not None */
+  const char *ac_str, *ac_set_str;     /* str() of it and of set(classes); NULL: not known (no W20) */
+  int activation_checkpointing_policy; /* given and not None */
+  int auto_wrap_policy, process_group, device_mesh; /* given and not None */
+  const char *sharding_strategy;       /* the name given; NULL: not a string */
+} fsF_fsdp_ctor;
+/* R91, W20, R92, R93 in the constructor's order. */
+int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss);
 
 #endif
