@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* fsF_value of a statically known argument; 0 if not known. */
 static int fvalue(C *c, const cv *v, fsF_value *out) {
@@ -221,6 +222,22 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   fsF_issues_free(&iss);
 }
 
+/* DeepSpeedStrategy(config="path"): the file is read on the machine the
+ * script runs on, when the strategy is created, after the check that
+ * DeepSpeed is installed (R13, reported at Fabric(...)); `check` looks for
+ * it only under --here, where that machine is this one. */
+static void deepspeed_ctor(C *c, const cargs *a) {
+  const fs_node *node = NULL;
+  const fs_value *x = fsC_cval(fsC_arg(a, "config", &node));
+  if (!c->o->files_here || !c->o->machine.deepspeed || !x || x->type != FSV_STR) return;
+  struct stat st;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsF_check_deepspeed_config(x->u.str.s, stat(x->u.str.s, &st) == 0 && S_ISREG(st.st_mode), &iss) < 0)
+    fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+  fsF_issues_free(&iss);
+}
+
 cv fsC_new_strategy(C *c, const cargs *a) {
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
   cobj *o = fsC_o(c, id);
@@ -243,6 +260,7 @@ cv fsC_new_strategy(C *c, const cargs *a) {
                     : !strcmp(x->u.str.s, "fork") ? FSF_START_FORK : FSF_START_SPAWN;
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
   if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
+  if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
   return fsC_obj(id);
 }
 

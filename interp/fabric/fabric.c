@@ -386,6 +386,27 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss) {
   return 0;
 }
 
+/* R94 (deepspeed.py, _validate_device_index_selection at setup_environment):
+ * DeepSpeed takes a rank's GPU from its local rank, so the devices must be
+ * the first ones, in order. */
+static int deepspeed_device_ids(const fsF_config *c, fsF_issues *iss) {
+  int in_order = 1;
+  for (int i = 0; i < c->devices; i++) in_order &= c->device_ids[i] == i;
+  if (in_order) return 0;
+  fsV_buf ids = {0}, env = {0};
+  for (int i = 0; i < c->devices; i++) {
+    fsV_buf_printf(&ids, "%s%d", i ? ", " : "", c->device_ids[i]);
+    fsV_buf_printf(&env, "%s%d", i ? "," : "", c->device_ids[i]);
+  }
+  char *is = fsF_buf_take(&ids), *es = fsF_buf_take(&env);
+  fsF_fail(iss, "R94", "select the GPUs with CUDA_VISIBLE_DEVICES and pass `devices=N`",
+           "The selected device indices [%s] don't match the local rank values of processes. If you need to select GPUs at a specific index, set the `CUDA_VISIBLE_DEVICES` environment variable instead. For example: `CUDA_VISIBLE_DEVICES=%s`.",
+           is, es);
+  free(is);
+  free(es);
+  return -1;
+}
+
 int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
                      const char *fn_name, int fn_nparams, fsF_issues *iss) {
   const fsF_config *c = f->cfg;
@@ -409,6 +430,7 @@ int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
   if (c->cls == FSF_DEEPSPEED && c->accel != FSF_CUDA)
     return fsF_fail(iss, "R21", "use `accelerator=\"cuda\"` with DeepSpeed",
                 "The DeepSpeed strategy is only supported on CUDA GPUs but `%s` is used.", fsF_accel_classes[c->accel]);
+  if (c->cls == FSF_DEEPSPEED && deepspeed_device_ids(c, iss)) return -1;
   if ((c->cls == FSF_XLA || c->cls == FSF_XLA_FSDP) && c->devices == 1)
     return fsF_fail(iss, "R67", "use all devices, or `Fabric(accelerator=\"tpu\", devices=1)`",
                 "The %s does not support running on a single device with the PjRT runtime. Try using all devices or the `SingleDeviceXLAStrategy` strategy",
@@ -614,4 +636,10 @@ int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss) {
     return fsF_fail(iss, "R93", "pass `auto_wrap_policy={Block}` (the layer classes that become FSDP units) or `device_mesh=(replicas, shards)`",
                     "The hybrid sharding strategy requires you to pass at least one of the parameters: `auto_wrap_policy`, `process_group` tuple, or `device_mesh`.");
   return 0;
+}
+
+int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss) {
+  if (is_file) return 0;
+  return fsF_fail(iss, "R95", "pass the path of an existing JSON file (relative to the directory the script runs in), or a dict",
+                  "You passed in a path to a DeepSpeed config but the path does not exist: %s", path);
 }

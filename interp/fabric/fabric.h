@@ -327,5 +327,9 @@ typedef struct fsF_fsdp_ctor {
 } fsF_fsdp_ctor;
 /* R91, W20, R92, R93 in the constructor's order. */
 int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss);
+/* DeepSpeedStrategy(config="path") reads the file when created (R95):
+ * is_file says whether it is a file on the machine the script runs on
+ * (the caller looks; nothing here touches files). */
+int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss);
 
 #endif
