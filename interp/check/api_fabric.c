@@ -204,7 +204,7 @@ static void checkpointing_strs(C *c, const cv *v, const char **str, const char *
 static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   const fs_value *x = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
   if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
-    snprintf(s->state_dict_unknown, sizeof s->state_dict_unknown, "%s", x->u.str.s);
+    s->state_dict_unknown = x->u.str.s; /* a constant: lives as long as the check */
   fsF_fsdp_ctor f = {0};
   const cv *ac = kwarg_named(a, "activation_checkpointing", NULL);
   f.activation_checkpointing = ac && !fsC_is_none(ac);
@@ -261,6 +261,13 @@ cv fsC_new_strategy(C *c, const cargs *a) {
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
   if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
   if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
+  if (s->cls == FSF_MP) {
+    /* the mesh sizes when they are ints: "auto" (or unknown) leaves them to Fabric */
+    const fs_value *dp = fsC_cval(fsC_arg(a, "data_parallel_size", NULL));
+    const fs_value *tp = fsC_cval(fsC_arg(a, "tensor_parallel_size", NULL));
+    if ((s->dp_given = dp && dp->type == FSV_INT)) s->dp_size = (int)dp->u.i;
+    if ((s->tp_given = tp && tp->type == FSV_INT)) s->tp_size = (int)tp->u.i;
+  }
   return fsC_obj(id);
 }
 

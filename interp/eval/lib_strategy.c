@@ -1,5 +1,5 @@
 /* lib_strategy.c -- strategy objects (FSDPStrategy, DDPStrategy,
- * DeepSpeedStrategy): what Fabric(strategy=...) resolves, validated by
+ * DeepSpeedStrategy, ModelParallelStrategy): what Fabric(strategy=...) resolves, validated by
  * fabric.h's rules as Fabric validates the strategy's constructor. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +23,16 @@ const fsV_class fsE_strategy_class = {
   .name = "Strategy", .repr = strategy_repr, .free = strategy_free,
 };
 
+/* The object with its texts in one allocation (strategy_free frees both). */
 static fs_value *strategy_value(fsF_strategy_obj so) {
-  fsF_strategy_obj *p = malloc(sizeof *p);
+  size_t extra = so.state_dict_unknown ? strlen(so.state_dict_unknown) + 1 : 0;
+  fsF_strategy_obj *p = malloc(sizeof *p + extra);
   if (!p) {
     fsV_seterr("out of memory");
     return NULL;
   }
   *p = so;
+  if (extra) p->state_dict_unknown = memcpy(p + 1, so.state_dict_unknown, extra);
   return fsV_obj(&fsE_strategy_class, p);
 }
 
@@ -83,8 +86,7 @@ NATIVE(s_fsdp) {
   so.auto_wrap_policy = s[0]->type != FSV_NONE;
   so.cpu_offload = fsV_truthy(s[2]);
   so.state_dict_full = strcmp(s[5]->u.str.s, "full") == 0;
-  if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0)
-    snprintf(so.state_dict_unknown, sizeof so.state_dict_unknown, "%s", s[5]->u.str.s);
+  if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0) so.state_dict_unknown = s[5]->u.str.s;
   so.use_orig_params = fsV_truthy(s[6]);
   const fs_value *ac = fsV_dict_getstr(s[7], "activation_checkpointing");
   const fs_value *pg = fsV_dict_getstr(s[7], "process_group"), *dm = fsV_dict_getstr(s[7], "device_mesh");
@@ -133,8 +135,22 @@ NATIVE(s_deepspeed) {
   return strategy_value(so);
 }
 
+/* slots: parallelize_fn, data_parallel_size, tensor_parallel_size,
+ * save_distributed_checkpoint, process_group_backend, timeout. The object
+ * resolves (Fabric(strategy=...)); the runtime does not run it (rule
+ * `unsupported`, fsF_check_runnable). */
+NATIVE(s_model_parallel) {
+  fsF_strategy_obj so = no_kwargs;
+  so.cls = FSF_MP;
+  if ((so.dp_given = s[1]->type == FSV_INT)) so.dp_size = (int)s[1]->u.i;
+  if ((so.tp_given = s[2]->type == FSV_INT)) so.tp_size = (int)s[2]->u.i;
+  so.save_distributed = fsV_truthy(s[3]);
+  return strategy_value(so);
+}
+
 static const fsE_reg strategy_funcs[] = {
   {"FSDPStrategy", s_fsdp}, {"DDPStrategy", s_ddp}, {"DeepSpeedStrategy", s_deepspeed},
+  {"ModelParallelStrategy", s_model_parallel},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_strategy = {"strategy", strategy_funcs};

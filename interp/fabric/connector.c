@@ -695,8 +695,12 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   if (obj) {
     cfg->cpu_offload = obj->cpu_offload > 0;
     cfg->auto_wrap_policy = obj->auto_wrap_policy > 0;
-    if (c == FSF_FSDP && obj->state_dict_unknown[0]) { /* R90: neither sharded nor full */
-      memcpy(cfg->state_dict_unknown, obj->state_dict_unknown, sizeof cfg->state_dict_unknown);
+    if (c == FSF_MP) { /* "auto": one data-parallel group per node, tensor parallel within it */
+      cfg->mp_dp_size = obj->dp_given ? obj->dp_size : cfg->num_nodes;
+      cfg->mp_tp_size = obj->tp_given ? obj->tp_size : cfg->devices;
+    }
+    if (c == FSF_FSDP && obj->state_dict_unknown) { /* R90: neither sharded nor full */
+      snprintf(cfg->state_dict_unknown, sizeof cfg->state_dict_unknown, "%s", obj->state_dict_unknown);
       cfg->state_dict_sharded = 0;
     }
     if (c == FSF_DEEPSPEED) cfg->zero_stage = obj->stage >= 0 ? obj->stage : 2;

@@ -431,6 +431,10 @@ int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
     return fsF_fail(iss, "R21", "use `accelerator=\"cuda\"` with DeepSpeed",
                 "The DeepSpeed strategy is only supported on CUDA GPUs but `%s` is used.", fsF_accel_classes[c->accel]);
   if (c->cls == FSF_DEEPSPEED && deepspeed_device_ids(c, iss)) return -1;
+  if (c->cls == FSF_MP && (int64_t)c->mp_dp_size * c->mp_tp_size != c->world_size)
+    return fsF_fail(iss, "R98", "make data_parallel_size x tensor_parallel_size equal num_nodes x devices (or leave both \"auto\")",
+                    "The sizes `data_parallel_size=%d` and `tensor_parallel_size=%d` multiplied should equal the world size (%d).",
+                    c->mp_dp_size, c->mp_tp_size, c->world_size);
   if ((c->cls == FSF_XLA || c->cls == FSF_XLA_FSDP) && c->devices == 1)
     return fsF_fail(iss, "R67", "use all devices, or `Fabric(accelerator=\"tpu\", devices=1)`",
                 "The %s does not support running on a single device with the PjRT runtime. Try using all devices or the `SingleDeviceXLAStrategy` strategy",
@@ -499,6 +503,18 @@ static void sb_key_set(fsV_buf *b, const char *const *keys, size_t n) {
   fsV_buf_printf(b, "{");
   for (size_t i = 0; i < n; i++) { if (i) fsV_buf_printf(b, ", "); sb_repr_str(b, keys[i]); }
   fsV_buf_printf(b, "}");
+}
+
+/* R96 (model_parallel.py, _save_checkpoint/_load_checkpoint): the state
+ * must hold the model parallelize_fn distributed (DTensor parameters). Its
+ * "multiple distributed models" error needs two such models first: none
+ * exists in FabricScript yet (fsF_model.dtensor_params). */
+static int distributed_model(const fsF_entry *st, size_t n, int saving, fsF_issues *iss) {
+  for (size_t i = 0; i < n; i++)
+    if (st[i].kind == FSF_S_MODEL && st[i].model->dtensor_params) return 0;
+  return fsF_fail(iss, "R96", "make `parallelize_fn` distribute the model's parameters (fully_shard, parallelize_module), which FabricScript cannot express yet",
+                  "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
+                  saving ? "save" : "load", saving ? "saving" : "loading");
 }
 
 int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
@@ -575,6 +591,7 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
   if (c->cls == FSF_MP && has_filter && c->save_distributed)
     return fsF_fail(iss, "R60", "use `ModelParallelStrategy(..., save_distributed_checkpoint=False)` or drop `filter=`",
                 "ModelParallelStrategy doesn't support loading distributed filtered checkpoints, so saving them is disabled.");
+  if (c->cls == FSF_MP && distributed_model(st, n, 1, iss)) return -1;
   return launched(f, iss);
 }
 
@@ -586,6 +603,7 @@ int fsF_check_load(const fsF_fabric *f, const fsF_entry *st, size_t n,
                 "Got %s.load_checkpoint(..., state=%s) but a state with at least  a model instance to reload is required. Pass it in like so: %s.load_checkpoint(..., state={'model': model, ...})",
                 fsF_cls_name(c), state_is_none ? "None" : "{}", fsF_cls_name(c));
   if (sharded_state(f, st, n, 0, iss)) return -1;
+  if (c == FSF_MP && distributed_model(st, n, 0, iss)) return -1;
   return launched(f, iss);
 }
 
@@ -593,6 +611,9 @@ int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *is
   if (f->cfg->cls == FSF_FSDP && obj_is_optimizer)
     return fsF_fail(iss, "R64", "save and load the optimizer together with the model through `fabric.save`/`fabric.load`",
                 "Loading a single optimizer object from a checkpoint is not supported yet with the FSDP strategy.");
+  if (f->cfg->cls == FSF_MP && obj_is_optimizer)
+    return fsF_fail(iss, "R97", "save and load the optimizer together with the model through `fabric.save`/`fabric.load`",
+                "Loading a single optimizer object from a checkpoint is not supported yet with ModelParallelStrategy.");
   return 0;
 }
 

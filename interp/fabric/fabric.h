@@ -62,9 +62,12 @@ typedef struct fsF_strategy_obj {
   fsF_start start_method;    /* DDPStrategy(start_method=) */
   int save_distributed;      /* ModelParallelStrategy(save_distributed_checkpoint=) */
   /* FSDPStrategy(state_dict_type=) when neither "full" nor "sharded" (R90
-   * at save, where fsdp.py raises it); "" otherwise. Held by value, as the
-   * config copies the object; a longer text is cut (none is that long). */
-  char state_dict_unknown[64];
+   * at save, where fsdp.py raises it), else NULL; borrowed from the object's
+   * owner (the config keeps a copy) */
+  const char *state_dict_unknown;
+  /* ModelParallelStrategy(data_parallel_size=, tensor_parallel_size=):
+   * the sizes when given as ints (*_given), else "auto" */
+  int dp_size, tp_size, dp_given, tp_given;
 } fsF_strategy_obj;
 
 typedef struct fsF_value {
@@ -152,7 +155,8 @@ typedef struct fsF_config {
   int auto_wrap_policy;        /* fsdp */
   int zero_stage;              /* deepspeed: 1, 2 or 3; else 0 */
   int save_distributed;        /* mp */
-  char state_dict_unknown[64]; /* fsdp: an unknown state_dict_type (R90), else "" */
+  char state_dict_unknown[64]; /* fsdp: an unknown state_dict_type (R90), else ""; cut at 63 bytes */
+  int mp_dp_size, mp_tp_size;  /* mp: the device mesh's sizes ("auto": num_nodes, devices) */
   int under_cli;               /* launched from the start (machine) */
 } fsF_config;
 
@@ -211,6 +215,10 @@ typedef struct fsF_model {
   int fsdp_root;           /* wrapped under fsdp with the root in FSDP */
   int has_fsdp_submodules; /* contains FSDP-wrapped submodules (W1/W2) */
   const char *no_reset;    /* mp: classes lacking reset_parameters(), or NULL */
+  /* mp: parallelize_fn turned parameters into DTensors. FabricScript has no
+   * fully_shard/parallelize_module, so no model has them yet: every mp
+   * save and load of a state finds no distributed model (R96). */
+  int dtensor_params;
   unsigned generation;     /* bumped when materialization replaces the parameters */
 } fsF_model;
 

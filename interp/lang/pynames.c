@@ -85,10 +85,11 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning", "Fabric", "", ""},
   {"lightning.fabric", "Fabric", "", ""},
   {"lightning.fabric.fabric", "Fabric", "", ""},
-  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", "", ""},
+  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy ModelParallelStrategy", "", ""},
   {"lightning.fabric.strategies.fsdp", "FSDPStrategy", "", ""},
   {"lightning.fabric.strategies.ddp", "DDPStrategy", "", ""},
   {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", "", ""},
+  {"lightning.fabric.strategies.model_parallel", "ModelParallelStrategy", "", ""},
   /* issue 15 points 4-5: torchmetrics' metrics, Fabric's loggers */
   {"torchmetrics", "Accuracy MeanMetric SumMetric MaxMetric RunningMean MeanSquaredError", "", ""},
   {"torchmetrics.classification", "Accuracy MulticlassAccuracy", "", ""},
