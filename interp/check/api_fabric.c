@@ -72,6 +72,7 @@ static const char *refused_param(const char *rule) {
     {"R9", "devices"}, {"R10", "strategy"}, {"R11", "precision"}, {"R12", "precision"},
     {"R13", "strategy"}, {"R15", "strategy"}, {"R21", "strategy"}, {"W7", "strategy"},
     {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"}, {"R70", "precision"},
+    {"R101", "strategy"}, /* strategies/ */
   };
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
     if (!strcmp(at[i].rule, rule)) return at[i].param;
@@ -103,6 +104,8 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   fsF_args fa;
   fsF_value *slots[] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
   uint32_t id = fsC_new_obj(c, OB_FABRIC, a->call->loc);
+  const cv *sv = fsC_arg(a, "strategy", NULL);
+  if (sv && fsC_is(sv, OB_STRATEGY, c)) fsC_o(c, id)->parallelize_fn = fsC_o(c, sv->id)->parallelize_fn;
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   if (c->ncfgs == c->capcfgs) {
@@ -262,6 +265,8 @@ cv fsC_new_strategy(C *c, const cargs *a) {
   if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
   if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
   if (s->cls == FSF_MP) {
+    const cv *fn = fsC_arg(a, "parallelize_fn", NULL);
+    if (fn && fn->k == CV_FUNC) fsC_o(c, id)->parallelize_fn = fn->p;
     /* the mesh sizes when they are ints: "auto" (or unknown) leaves them to Fabric */
     const fs_value *dp = fsC_cval(fsC_arg(a, "data_parallel_size", NULL));
     const fs_value *tp = fsC_cval(fsC_arg(a, "tensor_parallel_size", NULL));
@@ -403,6 +408,24 @@ static cv wrap(C *c, uint32_t id, uint32_t fabric, fs_loc loc) {
   return fsC_obj(w);
 }
 
+/* ModelParallelStrategy's setup_module calls parallelize_fn(model,
+ * device_mesh) and refuses what is not a module (R102): a value whose type
+ * is certainly another (None when the def forgot `return model`). */
+static void parallelize(C *c, const cargs *a, uint32_t fid, const cv *model) {
+  const fs_node *def = fsC_o(c, fid)->parallelize_fn;
+  if (!def) return;
+  cv args[2] = {*model, fsC_unknown()};
+  cv r = fsC_call_def(c, def, a->call, args, 2, NULL, NULL, 0);
+  if (r.k != CV_CONST && r.k != CV_SEQ && r.k != CV_DICT && r.k != CV_TENSOR) return;
+  const char *t = fsC_type_name(c, &r);
+  if (!t) return;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_parallelized(t, &iss);
+  fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+  fsF_issues_free(&iss);
+}
+
 static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   setup_ud u = {.fabric = fid, .kind = kind};
   const fs_node *mnode = NULL, *onodes[MAXARGS];
@@ -453,8 +476,9 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
       }
     }
   }
-  /* the state after the call, whatever was reported */
   const fsF_config *cfg = fsC_cfg(c, fid);
+  if (!g && kind <= 1 && u.model && cfg && cfg->cls == FSF_MP) parallelize(c, a, fid, u.model);
+  /* the state after the call, whatever was reported */
   cv res[MAXARGS + 1];
   size_t nres = 0;
   if (kind <= 1 && u.model) {
@@ -511,8 +535,12 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   fsF_fabric f;
   if (!fsC_fabric_state(c, e, u->fabric, &f)) return 1;
   const char *m = u->method;
-  if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather") ||
-      !strcmp(m, "all_reduce"))
+  if (!strcmp(m, "all_reduce")) { /* strategies/: R100 */
+    const cv *v = fsC_arg(a, "reduce_op", NULL);
+    const fs_value *op = fsC_cval(v);
+    return fsF_check_all_reduce(&f, !v ? "mean" : op && op->type == FSV_STR ? op->u.str.s : NULL, iss);
+  }
+  if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather"))
     return fsF_check_collective(&f, iss);
   if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
   if (!strcmp(m, "init_module")) {

@@ -98,6 +98,8 @@ typedef struct cobj {
   const pyclass *pycls; /* model, instance: the Python class it is an instance of, or NULL */
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
+  /* strategy, fabric: ModelParallelStrategy's parallelize_fn (a def), called at setup (R102) */
+  const fs_node *parallelize_fn;
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;

@@ -668,6 +668,14 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
                 : start == FSF_START_FORK ? FSF_LAUNCH_FORK : FSF_LAUNCH_POPEN;
   cfg->launch_needs_fn = cfg->launcher == FSF_LAUNCH_SPAWN || cfg->launcher == FSF_LAUNCH_FORK ||
                          cfg->launcher == FSF_LAUNCH_XLA;
+  /* R101 (launchers/multiprocessing.py): a DDPStrategy(start_method="fork")
+   * object gets its launcher here; where the platform cannot fork (Windows),
+   * Python's only start method is spawn. Names were refused as R15. */
+  if (obj && cfg->launcher == FSF_LAUNCH_FORK && !m->has_fork && !cfg->under_cli) {
+    fsF_fail(iss, "R101", "use `DDPStrategy(start_method=\"spawn\")`",
+             "The start method 'fork' is not available on this platform. Available methods are: spawn");
+    goto out;
+  }
   /* R69: in an interactive session (the REPL) only a launcher that forks
    * the session itself, or XLA's, can start the ranks: a subprocess launcher
    * would start the script again, and spawn pickles what a REPL cannot

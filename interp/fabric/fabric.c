@@ -664,3 +664,20 @@ int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss) {
   return fsF_fail(iss, "R95", "pass the path of an existing JSON file (relative to the directory the script runs in), or a dict",
                   "You passed in a path to a DeepSpeed config but the path does not exist: %s", path);
 }
+
+int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues *iss) {
+  if (fsF_check_collective(f, iss)) return -1;
+  /* the data becomes tensors on the device (R66 before launch), then xla.py's all_reduce */
+  if (fsF_check_device(f, iss)) return -1;
+  if (f->cfg->cls == FSF_XLA && reduce_op && strcasecmp(reduce_op, "sum") && strcasecmp(reduce_op, "mean") &&
+      strcasecmp(reduce_op, "avg"))
+    return fsF_fail(iss, "R100", "use `reduce_op=\"sum\"` or `\"mean\"` under XLA",
+                    "Currently, the XLAStrategy only supports `sum`, `mean`, `avg` for the reduce operation, got: %s",
+                    reduce_op);
+  return 0;
+}
+
+int fsF_check_parallelized(const char *type_name, fsF_issues *iss) {
+  return fsF_fail(iss, "R102", "end `parallelize_fn` with `return model`",
+                  "The `parallelize_fn` must return a `nn.Module` instance, but got: %s", type_name);
+}

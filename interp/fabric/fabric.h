@@ -339,5 +339,11 @@ int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss);
  * is_file says whether it is a file on the machine the script runs on
  * (the caller looks; nothing here touches files). */
 int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss);
+/* fabric.all_reduce(data, reduce_op=...): a collective (R16), then
+ * XLAStrategy's reduce operations (R100); reduce_op NULL when not known. */
+/* ModelParallelStrategy.setup_module: what parallelize_fn returned, when
+ * it is not a module: its Python type name (R102). */
+int fsF_check_parallelized(const char *type_name, fsF_issues *iss);
+int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues *iss);
 
 #endif
