@@ -673,7 +673,8 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     fsF_fabric_init(&f, cfg);
     fsF_issues iss;
     fsF_issues_init(&iss);
-    fsF_check_launch(&f, kind, str_of, name, nparams, &iss);
+    if (fsF_check_launch(&f, kind, str_of, name, nparams, &iss) == 0)
+      fsF_check_spawn_guard(cfg, c->main_guarded > 0, &iss); /* strategies/: R103 */
     fsC_report_issues(c, &iss, a->call->loc, 1);
     fsF_issues_free(&iss);
   }

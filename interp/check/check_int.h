@@ -131,6 +131,7 @@ typedef struct C {
   name_map globals;
   frame *frames[32]; int nframes;
   uint32_t ctxs[64]; int nctx;
+  int main_guarded;     /* inside `if __name__ == "__main__":` (a spawn child skips it: R103) */
   int dead;             /* the rest of the block is unreachable (return/break/continue) */
   fs_arena *arena;      /* values, tables: freed at the end of the check */
   fs_value **consts; size_t nconsts, capconsts;

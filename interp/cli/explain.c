@@ -163,6 +163,8 @@ static const explain_row rows[] = {
    "Python offers only the spawn start method there."},
   {"R102", "ModelParallelStrategy's `parallelize_fn` must return the module.",
    "setup uses what it returns as the model; a def without `return model` gives None."},
+  {"R103", "Under the spawn start method, `launch()` must run inside `if __name__ == \"__main__\":`.",
+   "Each spawned process imports the script again (as __mp_main__); unguarded, it would launch again there."},
   {"R94", "DeepSpeed's devices must be the first GPUs, in order (`devices=2`, not `devices=[1]`).",
    "DeepSpeed gives each process the GPU of its local rank; CUDA_VISIBLE_DEVICES selects other GPUs."},
   {"R95", "`DeepSpeedStrategy(config=\"path\")` needs the file to exist (checked with --here).",

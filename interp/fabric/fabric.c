@@ -681,3 +681,14 @@ int fsF_check_parallelized(const char *type_name, fsF_issues *iss) {
   return fsF_fail(iss, "R102", "end `parallelize_fn` with `return model`",
                   "The `parallelize_fn` must return a `nn.Module` instance, but got: %s", type_name);
 }
+
+int fsF_check_spawn_guard(const fsF_config *cfg, int guarded, fsF_issues *iss) {
+  if (cfg->launcher != FSF_LAUNCH_SPAWN || guarded) return 0;
+  /* dedent()'s text: it starts and ends with a newline */
+  return fsF_fail(iss, "R103", "put the script's top-level code in `def main():` and call it under `if __name__ == \"__main__\":`",
+                  "\nLaunching multiple processes with the 'spawn' start method requires that your script guards the main\n"
+                  "function with an `if __name__ == \"__main__\"` clause. For example:\n\n"
+                  "def main():\n    # Put your code here\n    ...\n\n"
+                  "if __name__ == \"__main__\":\n    main()\n\n"
+                  "Alternatively, you can run with `strategy=\"ddp\"` to avoid this error.\n");
+}

@@ -341,6 +341,10 @@ int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss);
 int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss);
 /* fabric.all_reduce(data, reduce_op=...): a collective (R16), then
  * XLAStrategy's reduce operations (R100); reduce_op NULL when not known. */
+/* launch(fn) under the spawn start method (R103): each child imports the
+ * script again (as __mp_main__) and must not reach launch() there;
+ * guarded: the call runs inside `if __name__ == "__main__":`. */
+int fsF_check_spawn_guard(const fsF_config *cfg, int guarded, fsF_issues *iss);
 /* ModelParallelStrategy.setup_module: what parallelize_fn returned, when
  * it is not a module: its Python type name (R102). */
 int fsF_check_parallelized(const char *type_name, fsF_issues *iss);
