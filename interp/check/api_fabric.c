@@ -600,6 +600,9 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
         if (fsC_is(val, OB_MODEL, c) && fsC_model_state(c, e, val, &ms[n])) {
           ents[n].kind = FSF_S_MODEL;
           ents[n].model = &ms[n];
+          /* a .py parallelize_fn may call torch's fully_shard/parallelize_module, which
+           * the check does not model: a set-up model counts as distributed there (R96) */
+          ms[n].dtensor_params = c->python && ms[n].wrapped;
         } else if (fsC_optim_state(c, e, val, &os[n])) {
           ents[n].kind = FSF_S_OPTIM;
           ents[n].optim = &os[n];

@@ -165,6 +165,8 @@ static const explain_row rows[] = {
    "setup uses what it returns as the model; a def without `return model` gives None."},
   {"R103", "Under the spawn start method, `launch()` must run inside `if __name__ == \"__main__\":`.",
    "Each spawned process imports the script again (as __mp_main__); unguarded, it would launch again there."},
+  {"R104", "One distributed model per ModelParallelStrategy checkpoint.",
+   "The distributed checkpoint layout holds a single model's shards."},
   {"R94", "DeepSpeed's devices must be the first GPUs, in order (`devices=2`, not `devices=[1]`).",
    "DeepSpeed gives each process the GPU of its local rank; CUDA_VISIBLE_DEVICES selects other GPUs."},
   {"R95", "`DeepSpeedStrategy(config=\"path\")` needs the file to exist (checked with --here).",

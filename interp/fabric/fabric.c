@@ -505,16 +505,21 @@ static void sb_key_set(fsV_buf *b, const char *const *keys, size_t n) {
   fsV_buf_printf(b, "}");
 }
 
-/* R96 (model_parallel.py, _save_checkpoint/_load_checkpoint): the state
- * must hold the model parallelize_fn distributed (DTensor parameters). Its
- * "multiple distributed models" error needs two such models first: none
- * exists in FabricScript yet (fsF_model.dtensor_params). */
+/* R96, R104 (model_parallel.py, _save_checkpoint/_load_checkpoint): the
+ * state must hold one model whose parameters parallelize_fn distributed
+ * (DTensors: fsF_model.dtensor_params). */
 static int distributed_model(const fsF_entry *st, size_t n, int saving, fsF_issues *iss) {
-  for (size_t i = 0; i < n; i++)
-    if (st[i].kind == FSF_S_MODEL && st[i].model->dtensor_params) return 0;
-  return fsF_fail(iss, "R96", "make `parallelize_fn` distribute the model's parameters (fully_shard, parallelize_module), which FabricScript cannot express yet",
-                  "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
-                  saving ? "save" : "load", saving ? "saving" : "loading");
+  int k = 0;
+  for (size_t i = 0; i < n; i++) k += st[i].kind == FSF_S_MODEL && st[i].model->dtensor_params;
+  if (k == 0)
+    return fsF_fail(iss, "R96", "put the set-up model in the state, and make `parallelize_fn` distribute its parameters (fully_shard, parallelize_module: not in FabricScript yet)",
+                    "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
+                    saving ? "save" : "load", saving ? "saving" : "loading");
+  if (k > 1)
+    return fsF_fail(iss, "R104", H_ONE,
+                    "Found multiple distributed models in the given state. %s distributed checkpoints is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
+                    saving ? "Saving" : "Loading", saving ? "save" : "load", saving ? "save" : "load");
+  return 0;
 }
 
 int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,

@@ -216,8 +216,9 @@ typedef struct fsF_model {
   int has_fsdp_submodules; /* contains FSDP-wrapped submodules (W1/W2) */
   const char *no_reset;    /* mp: classes lacking reset_parameters(), or NULL */
   /* mp: parallelize_fn turned parameters into DTensors. FabricScript has no
-   * fully_shard/parallelize_module, so no model has them yet: every mp
-   * save and load of a state finds no distributed model (R96). */
+   * fully_shard/parallelize_module, so no .fab model has them: every mp
+   * save and load of a state finds no distributed model (R96). In a .py
+   * script the checker counts every set-up model as distributed. */
   int dtensor_params;
   unsigned generation;     /* bumped when materialization replaces the parameters */
 } fsF_model;
