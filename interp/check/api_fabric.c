@@ -147,13 +147,9 @@ cv fsC_new_fabric(C *c, const cargs *a) {
 /* ---- strategies/: the constructors' own checks (R90-R109, W20-W24) ---- */
 
 /* A keyword argument collected by **kwargs (FSDPStrategy(process_group=...)). */
-static const cv *kwarg_named(const cargs *a, const char *name, const fs_node **node) {
-  for (size_t j = 0; j < a->nkw; j++) {
-    if (strcmp(a->kw[j], name)) continue;
-    for (uint32_t i = 1, k = 0; node && i < a->call->nkids; i++)
-      if (a->call->kids[i]->kind == FS_N_KWARG && k++ == j) *node = a->call->kids[i]->kids[0];
-    return &a->kwv[j];
-  }
+static const cv *kwarg_named(const cargs *a, const char *name) {
+  for (size_t j = 0; j < a->nkw; j++)
+    if (!strcmp(a->kw[j], name)) return &a->kwv[j];
   return NULL;
 }
 
@@ -209,13 +205,13 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
     s->state_dict_unknown = x->u.str.s; /* a constant: lives as long as the check */
   fsF_fsdp_ctor f = {0};
-  const cv *ac = kwarg_named(a, "activation_checkpointing", NULL);
+  const cv *ac = kwarg_named(a, "activation_checkpointing");
   f.activation_checkpointing = ac && !fsC_is_none(ac);
   if (f.activation_checkpointing) checkpointing_strs(c, ac, &f.ac_str, &f.ac_set_str);
   f.activation_checkpointing_policy = !fsC_is_none(fsC_arg(a, "activation_checkpointing_policy", NULL));
   f.auto_wrap_policy = !fsC_is_none(fsC_arg(a, "auto_wrap_policy", NULL));
-  f.process_group = !fsC_is_none(kwarg_named(a, "process_group", NULL));
-  f.device_mesh = !fsC_is_none(kwarg_named(a, "device_mesh", NULL));
+  f.process_group = !fsC_is_none(kwarg_named(a, "process_group"));
+  f.device_mesh = !fsC_is_none(kwarg_named(a, "device_mesh"));
   x = fsC_cval(fsC_arg(a, "sharding_strategy", NULL));
   f.sharding_strategy = x && x->type == FSV_STR ? x->u.str.s : NULL;
   fsF_issues iss;
