@@ -118,6 +118,7 @@ static int api_loss(C *c, const cargs *a, cv *out) {
 static const fsC_reg builtin_rows[] = {
   {"Fabric", api_fabric},
   {"FSDPStrategy", api_strategy}, {"DDPStrategy", api_strategy}, {"DeepSpeedStrategy", api_strategy},
+  {"ModelParallelStrategy", api_strategy},
   {"SGD", fsC_api_optimizer}, {"Adam", fsC_api_optimizer}, {"AdamW", fsC_api_optimizer},
   {"DataLoader", api_loader}, {"param", api_param}, {"device", api_device}, {"no_grad", api_no_grad},
   {"range", api_range}, {"len", api_len}, {"list", api_sequence}, {"tuple", api_sequence},

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* fsF_value of a statically known argument; 0 if not known. */
 static int fvalue(C *c, const cv *v, fsF_value *out) {
@@ -72,6 +73,7 @@ static const char *refused_param(const char *rule) {
     {"R13", "strategy"}, {"R15", "strategy"}, {"R21", "strategy"}, {"W7", "strategy"},
     {"W8", "precision"}, {"W9", "precision"}, {"env", "precision"}, {"R70", "precision"},
     {"R71", "strategy"}, {"R72", "plugins"}, {"R73", "accelerator"}, {"R74", "strategy"},
+    {"R101", "strategy"}, /* strategies/ */
   };
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
     if (!strcmp(at[i].rule, rule)) return at[i].param;
@@ -129,6 +131,8 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   fsF_args fa;
   fsF_value *slots[] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
   uint32_t id = fsC_new_obj(c, OB_FABRIC, a->call->loc);
+  const cv *sv = fsC_arg(a, "strategy", NULL);
+  if (sv && fsC_is(sv, OB_STRATEGY, c)) fsC_o(c, id)->parallelize_fn = fsC_o(c, sv->id)->parallelize_fn;
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
@@ -186,6 +190,99 @@ static int strategy_accelerator(const cargs *a) {
   return 0;
 }
 
+/* ---- strategies/: the constructors' own checks (R90-R109, W20-W24) ---- */
+
+/* A keyword argument collected by **kwargs (FSDPStrategy(process_group=...)). */
+static const cv *kwarg_named(const cargs *a, const char *name) {
+  for (size_t j = 0; j < a->nkw; j++)
+    if (!strcmp(a->kw[j], name)) return &a->kwv[j];
+  return NULL;
+}
+
+/* str() of a script class, `<class '__main__.Block'>`; NULL for any other
+ * value (torch's classes print their module path, which the check does not
+ * model: W20 is then not reported). */
+static const char *class_str(C *c, const cv *v) {
+  if (!v || v->k != CV_CLASS || v->sub != CLS_PY) return NULL;
+  const char *name = ((const pyclass *)v->p)->name;
+  size_t n = strlen(name) + 20;
+  char *t = fsC_alloc(c, n);
+  snprintf(t, n, "<class '__main__.%s'>", name);
+  return t;
+}
+
+/* str(activation_checkpointing) and str(set(classes)) for W20: a class or a
+ * list of them; a set prints its classes in the list's order (Python's
+ * order of classes in a set is by address). */
+static void checkpointing_strs(C *c, const cv *v, const char **str, const char **set) {
+  const cv *items = v;
+  uint32_t n = 1;
+  int list = v->k == CV_SEQ && !v->sub && !fsC_unsized(v);
+  if (list) { items = v->p; n = v->n; }
+  else if (v->k != CV_CLASS) return;
+  fsV_buf b = {0}, t = {0};
+  fsV_buf_puts(&b, list ? "[" : "");
+  fsV_buf_puts(&t, n ? "{" : "set()");
+  for (uint32_t i = 0; i < n; i++) {
+    const char *k = class_str(c, &items[i]);
+    if (!k) { free(b.s); free(t.s); return; }
+    /* a class listed twice is one element of the set */
+    int dup = 0;
+    for (uint32_t j = 0; j < i; j++) dup |= items[j].p == items[i].p;
+    fsV_buf_printf(&b, "%s%s", i ? ", " : "", k);
+    if (!dup) fsV_buf_printf(&t, "%s%s", i ? ", " : "", k);
+  }
+  fsV_buf_puts(&b, list ? "]" : "");
+  fsV_buf_puts(&t, n ? "}" : "");
+  char *bs = fsV_buf_take(&b), *ts = fsV_buf_take(&t);
+  if (bs && ts) {
+    *str = strcpy(fsC_alloc(c, strlen(bs) + 1), bs);
+    *set = strcpy(fsC_alloc(c, strlen(ts) + 1), ts);
+  }
+  free(bs);
+  free(ts);
+}
+
+/* FSDPStrategy(...): R91, W20, R92, R93 at the call; an unknown
+ * state_dict_type is kept for R90 at save. An argument whose value is not
+ * known counts as given (None is the only value that is not). */
+static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
+  const fs_value *x = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
+  if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
+    s->state_dict_unknown = x->u.str.s; /* a constant: lives as long as the check */
+  fsF_fsdp_ctor f = {0};
+  const cv *ac = kwarg_named(a, "activation_checkpointing");
+  f.activation_checkpointing = ac && !fsC_is_none(ac);
+  if (f.activation_checkpointing) checkpointing_strs(c, ac, &f.ac_str, &f.ac_set_str);
+  f.activation_checkpointing_policy = !fsC_is_none(fsC_arg(a, "activation_checkpointing_policy", NULL));
+  f.auto_wrap_policy = !fsC_is_none(fsC_arg(a, "auto_wrap_policy", NULL));
+  f.process_group = !fsC_is_none(kwarg_named(a, "process_group"));
+  f.device_mesh = !fsC_is_none(kwarg_named(a, "device_mesh"));
+  x = fsC_cval(fsC_arg(a, "sharding_strategy", NULL));
+  f.sharding_strategy = x && x->type == FSV_STR ? x->u.str.s : NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_fsdp_ctor(&f, &iss);
+  fsC_report_issues(c, &iss, a->call->loc, 1);
+  fsF_issues_free(&iss);
+}
+
+/* DeepSpeedStrategy(config="path"): the file is read on the machine the
+ * script runs on, when the strategy is created, after the check that
+ * DeepSpeed is installed (R13, reported at Fabric(...)); `check` looks for
+ * it only under --here, where that machine is this one. */
+static void deepspeed_ctor(C *c, const cargs *a) {
+  const fs_node *node = NULL;
+  const fs_value *x = fsC_cval(fsC_arg(a, "config", &node));
+  if (!c->o->files_here || !c->o->machine.deepspeed || !x || x->type != FSV_STR) return;
+  struct stat st;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsF_check_deepspeed_config(x->u.str.s, stat(x->u.str.s, &st) == 0 && S_ISREG(st.st_mode), &iss) < 0)
+    fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+  fsF_issues_free(&iss);
+}
+
 cv fsC_new_strategy(C *c, const cargs *a) {
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
   cobj *o = fsC_o(c, id);
@@ -208,6 +305,17 @@ cv fsC_new_strategy(C *c, const cargs *a) {
                     : !strcmp(x->u.str.s, "fork") ? FSF_START_FORK : FSF_START_SPAWN;
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
   s->accelerator = strategy_accelerator(a);
+  if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
+  if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
+  if (s->cls == FSF_MP) {
+    const cv *fn = fsC_arg(a, "parallelize_fn", NULL);
+    if (fn && fn->k == CV_FUNC) fsC_o(c, id)->parallelize_fn = fn->p;
+    /* the mesh sizes when they are ints: "auto" (or unknown) leaves them to Fabric */
+    const fs_value *dp = fsC_cval(fsC_arg(a, "data_parallel_size", NULL));
+    const fs_value *tp = fsC_cval(fsC_arg(a, "tensor_parallel_size", NULL));
+    if ((s->dp_given = dp && dp->type == FSV_INT)) s->dp_size = (int)dp->u.i;
+    if ((s->tp_given = tp && tp->type == FSV_INT)) s->tp_size = (int)tp->u.i;
+  }
   return fsC_obj(id);
 }
 
@@ -354,6 +462,24 @@ static cv wrap(C *c, uint32_t id, uint32_t fabric, fs_loc loc) {
   return fsC_obj(w);
 }
 
+/* ModelParallelStrategy's setup_module calls parallelize_fn(model,
+ * device_mesh) and refuses what is not a module (R102): a value whose type
+ * is certainly another (None when the def forgot `return model`). */
+static void parallelize(C *c, const cargs *a, uint32_t fid, const cv *model) {
+  const fs_node *def = fsC_o(c, fid)->parallelize_fn;
+  if (!def) return;
+  cv args[2] = {*model, fsC_unknown()};
+  cv r = fsC_call_def(c, def, a->call, args, 2, NULL, NULL, 0);
+  if (r.k != CV_CONST && r.k != CV_SEQ && r.k != CV_DICT && r.k != CV_TENSOR) return;
+  const char *t = fsC_type_name(c, &r);
+  if (!t) return;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_parallelized(t, &iss);
+  fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+  fsF_issues_free(&iss);
+}
+
 static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   setup_ud u = {.fabric = fid, .kind = kind};
   const fs_node *mnode = NULL, *onodes[MAXARGS];
@@ -405,8 +531,9 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
       }
     }
   }
-  /* the state after the call, whatever was reported */
   const fsF_config *cfg = fsC_cfg(c, fid);
+  if (!g && kind <= 1 && u.model && cfg && cfg->cls == FSF_MP) parallelize(c, a, fid, u.model);
+  /* the state after the call, whatever was reported */
   cv res[MAXARGS + 1];
   size_t nres = 0;
   if (kind <= 1 && u.model) {
@@ -463,8 +590,12 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   fsF_fabric f;
   if (!fsC_fabric_state(c, e, u->fabric, &f)) return 1;
   const char *m = u->method;
-  if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather") ||
-      !strcmp(m, "all_reduce"))
+  if (!strcmp(m, "all_reduce")) { /* strategies/: R100 */
+    const cv *v = fsC_arg(a, "reduce_op", NULL);
+    const fs_value *op = fsC_cval(v);
+    return fsF_check_all_reduce(&f, !v ? "mean" : op && op->type == FSV_STR ? op->u.str.s : NULL, iss);
+  }
+  if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather"))
     return fsF_check_collective(&f, iss);
   if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
   if (!strcmp(m, "seed_everything")) { /* raisesA */
@@ -528,6 +659,9 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
         if (fsC_is(val, OB_MODEL, c) && fsC_model_state(c, e, val, &ms[n])) {
           ents[n].kind = FSF_S_MODEL;
           ents[n].model = &ms[n];
+          /* a .py parallelize_fn may call torch's fully_shard/parallelize_module, which
+           * the check does not model: a set-up model counts as distributed there (R96) */
+          ms[n].dtensor_params = c->python && ms[n].wrapped;
         } else if (fsC_optim_state(c, e, val, &os[n])) {
           ents[n].kind = FSF_S_OPTIM;
           ents[n].optim = &os[n];
@@ -601,7 +735,8 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     fsF_fabric_init(&f, cfg);
     fsF_issues iss;
     fsF_issues_init(&iss);
-    fsF_check_launch(&f, kind, str_of, name, nparams, &iss);
+    if (fsF_check_launch(&f, kind, str_of, name, nparams, &iss) == 0)
+      fsF_check_spawn_guard(cfg, c->main_guarded > 0, &iss); /* strategies/: R103 */
     fsC_report_issues(c, &iss, a->call->loc, 1);
     fsF_issues_free(&iss);
   }

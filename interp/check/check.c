@@ -1898,10 +1898,28 @@ static void st_for(C *c, const fs_node *s) {
   loop_rounds(c, s->kids[0], fsC_elements(c, &it), s->kids[2], count < 0 || jumps(s->kids[2]), head);
 }
 
+/* `__name__ == "__main__"` (either order): what a spawned child, which
+ * imports the script as __mp_main__, does not run. */
+static int main_guard(const fs_node *t) {
+  if (t->kind != FS_N_BINARY || t->op != FS_OP_EQ) return 0;
+  for (int i = 0; i < 2; i++) {
+    const fs_node *a = t->kids[i], *b = t->kids[1 - i];
+    if (a->kind == FS_N_NAME && !strcmp(a->str, "__name__") && b->kind == FS_N_STR && !strcmp(b->str, "__main__"))
+      return 1;
+  }
+  return 0;
+}
+
 static void st_if(C *c, const fs_node *s) {
   cv k = ev(c, s->kids[0]);
   int t = truth_on(c, &k);
   const fs_node *els = fsC_kid(s, 2);
+  if (t == 1 && main_guard(s->kids[0])) {
+    c->main_guarded++;
+    block(c, s->kids[1]);
+    c->main_guarded--;
+    return;
+  }
   if (t == 1) { block(c, s->kids[1]); return; }
   if (t == 0) { if (els) (els->kind == FS_N_IF ? st : block)(c, els); return; }
   /* a condition that differs between ranks: each arm for the ranks taking it */

@@ -42,6 +42,9 @@ typedef struct fsC_options {
    * REPL; not `plan`, which sizes any target): rule `unsupported` for what
    * it cannot run of a Fabric(...) configuration (fsF_check_runnable) */
   int will_run;
+  /* --here: the script runs on this machine, so the files its strategy
+   * objects read when created (a DeepSpeed config, R95) are checked here */
+  int files_here;
 } fsC_options;
 
 #define FSC_BUDGET_SECONDS 10.0

@@ -99,6 +99,8 @@ typedef struct cobj {
   const pyclass *pycls; /* model, instance: the Python class it is an instance of, or NULL */
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
+  /* strategy, fabric: ModelParallelStrategy's parallelize_fn (a def), called at setup (R102) */
+  const fs_node *parallelize_fn;
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -130,6 +132,7 @@ typedef struct C {
   name_map globals;
   frame *frames[32]; int nframes;
   uint32_t ctxs[64]; int nctx;
+  int main_guarded;     /* inside `if __name__ == "__main__":` (a spawn child skips it: R103) */
   int dead;             /* the rest of the block is unreachable (return/break/continue) */
   fs_arena *arena;      /* values, tables: freed at the end of the check */
   fs_value **consts; size_t nconsts, capconsts;

@@ -37,6 +37,7 @@ typedef struct fs_cli {
   fsF_machine machine;     /* this machine, or the target given by --gpus/--assume */
   int gpus_given;          /* --gpus was passed */
   int machine_given;       /* --gpus, --assume or --here: check for the machine said */
+  int here;                /* --here: this machine's files too (fsC_options.files_here) */
   int preflight;           /* check for the machine the script declares (fsC_options) */
   int emulate_cuda;        /* --emulate-cuda */
   double progress_interval; /* FABRICSCRIPT_PROGRESS_INTERVAL */
@@ -163,7 +164,7 @@ static void checker_options(const fs_cli *cli, fsC_options *o) {
   *o = (fsC_options){.machine = cli->machine, .overrides = cli->overrides,
                      .defines = cli->defines, .ndefines = cli->ndefines, .preflight = cli->preflight,
                      .budget_seconds = cli->budget.budget_seconds, .budget_bytes = cli->budget.budget_bytes,
-                     .will_run = !cli->planning};
+                     .will_run = !cli->planning, .files_here = cli->here};
 }
 
 /* The front half of the pipeline, shared by check, run and fix: load, parse,
@@ -484,7 +485,7 @@ int main(int argc, char **argv) {
     }
     case OPT_EMULATE: cli.emulate_cuda = 1; break;
     case OPT_NO_PROGRESS: cli.no_progress = 1; break;
-    case OPT_HERE: cli.machine_given = 1; break;
+    case OPT_HERE: cli.machine_given = cli.here = 1; break;
     case OPT_GPU_MEMORY:
       cli.plan_given = 1;
       if (fsPL_parse_gpu_memory(optarg, &cli.plan) < 0) {

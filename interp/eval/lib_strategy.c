@@ -1,6 +1,8 @@
 /* lib_strategy.c -- strategy objects (FSDPStrategy, DDPStrategy,
- * DeepSpeedStrategy): what Fabric(strategy=...) resolves, validated by
+ * DeepSpeedStrategy, ModelParallelStrategy): what Fabric(strategy=...) resolves, validated by
  * fabric.h's rules as Fabric validates the strategy's constructor. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eval_int.h"
@@ -31,14 +33,17 @@ const fsV_class fsE_strategy_class = {
   .name = "Strategy", .repr = strategy_repr, .free = strategy_free,
 };
 
+/* The object with its texts in one allocation (strategy_free frees both). */
 static fs_value *strategy_value(fsF_strategy_obj so, fs_value *wrap_policy) {
-  strategy_data *p = malloc(sizeof *p);
+  size_t extra = so.state_dict_unknown ? strlen(so.state_dict_unknown) + 1 : 0;
+  strategy_data *p = malloc(sizeof *p + extra);
   if (!p) {
     fsV_release(wrap_policy);
     fsV_seterr("out of memory");
     return NULL;
   }
   *p = (strategy_data){so, wrap_policy};
+  if (extra) p->so.state_dict_unknown = memcpy(p + 1, so.state_dict_unknown, extra);
   return fsV_obj(&fsE_strategy_class, p);
 }
 
@@ -77,19 +82,70 @@ static int kw_accelerator(const char *cls, fs_value *const *s) {
   return 0;
 }
 
-/* slots: FSDPStrategy's parameters in signatures.c order */
+/* str(activation_checkpointing) and str(set(classes)) for W20 (a script
+ * class or a list of them; the set in the list's order, as the check prints
+ * it: Python orders classes in a set by address). Builtin layers print as
+ * builtins here, not as torch's classes: then no text (*str NULL), as in
+ * the check. -1: out of memory. */
+static int checkpointing_strs(const fs_value *v, char **str, char **set) {
+  int list = v->type == FSV_LIST;
+  size_t n = list ? v->u.seq.n : 1;
+  fs_value *const *items = list ? v->u.seq.items : (fs_value *const *)&v;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(fsV_type_name(items[i]), "type")) return 0; /* not a script class */
+  fsV_buf t = {0};
+  fsV_buf_puts(&t, n ? "{" : "set()");
+  for (size_t i = 0; i < n; i++) {
+    int dup = 0;
+    for (size_t j = 0; j < i; j++) dup |= items[j] == items[i];
+    if (dup) continue;
+    char *k = fsV_tostr(items[i]);
+    fsV_buf_printf(&t, "%s%s", i ? ", " : "", k ? k : "");
+    free(k);
+  }
+  fsV_buf_puts(&t, n ? "}" : "");
+  *str = fsV_tostr(v);
+  *set = fsV_buf_take(&t);
+  return *str && *set ? 0 : -1;
+}
+
+/* slots: FSDPStrategy's parameters in signatures.c order; **kwargs last.
+ * The constructor's checks are fabric.h's (fsF_check_fsdp_ctor), as `check`
+ * runs them; an unknown state_dict_type is refused at save (R90). */
 NATIVE(s_fsdp) {
   fsF_strategy_obj so = no_kwargs;
   so.cls = FSF_FSDP;
   so.auto_wrap_policy = s[0]->type != FSV_NONE;
   so.cpu_offload = fsV_truthy(s[2]);
   so.state_dict_full = strcmp(s[5]->u.str.s, "full") == 0;
-  if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0) {
-    fsV_seterr("FSDPStrategy(): state_dict_type must be 'full' or 'sharded', not '%s'", s[5]->u.str.s);
+  if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0) so.state_dict_unknown = s[5]->u.str.s;
+  so.use_orig_params = fsV_truthy(s[6]);
+  const fs_value *ac = fsV_dict_getstr(s[7], "activation_checkpointing");
+  const fs_value *pg = fsV_dict_getstr(s[7], "process_group"), *dm = fsV_dict_getstr(s[7], "device_mesh");
+  fsF_fsdp_ctor f = {
+    .activation_checkpointing = ac && ac->type != FSV_NONE,
+    .activation_checkpointing_policy = s[1]->type != FSV_NONE,
+    .auto_wrap_policy = so.auto_wrap_policy,
+    .process_group = pg && pg->type != FSV_NONE,
+    .device_mesh = dm && dm->type != FSV_NONE,
+    .sharding_strategy = s[4]->u.str.s,
+  };
+  char *str = NULL, *set = NULL;
+  if (f.activation_checkpointing && checkpointing_strs(ac, &str, &set) < 0) {
+    free(str);
+    free(set);
+    fsV_seterr("out of memory");
     return NULL;
   }
-  so.use_orig_params = fsV_truthy(s[6]);
   so.accelerator = kw_accelerator("FSDPStrategy", s);
+  f.ac_str = str;
+  f.ac_set_str = set;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int rc = fsE_fabric_issues(E, a, &iss, fsF_check_fsdp_ctor(&f, &iss));
+  free(str);
+  free(set);
+  if (rc < 0) return NULL;
   fs_value *classes = NULL;
   if (so.auto_wrap_policy && !(classes = fsE_wrap_policy_of(E, s[0]))) return NULL;
   return strategy_value(so, classes);
@@ -163,10 +219,24 @@ NATIVE(size_based_auto_wrap_policy) {
   return skip < 0 ? NULL : fsV_bool(big && !skip);
 }
 
+/* slots: parallelize_fn, data_parallel_size, tensor_parallel_size,
+ * save_distributed_checkpoint, process_group_backend, timeout. The object
+ * resolves (Fabric(strategy=...)); the runtime does not run it (rule
+ * `unsupported`, fsF_check_runnable). */
+NATIVE(s_model_parallel) {
+  fsF_strategy_obj so = no_kwargs;
+  so.cls = FSF_MP;
+  if ((so.dp_given = s[1]->type == FSV_INT)) so.dp_size = (int)s[1]->u.i;
+  if ((so.tp_given = s[2]->type == FSV_INT)) so.tp_size = (int)s[2]->u.i;
+  so.save_distributed = fsV_truthy(s[3]);
+  return strategy_value(so, NULL);
+}
+
 static const fsE_reg strategy_funcs[] = {
   {"FSDPStrategy", s_fsdp}, {"DDPStrategy", s_ddp}, {"DeepSpeedStrategy", s_deepspeed},
   {"ModuleWrapPolicy", module_wrap_policy}, {"transformer_auto_wrap_policy", transformer_auto_wrap_policy},
   {"size_based_auto_wrap_policy", size_based_auto_wrap_policy},
+  {"ModelParallelStrategy", s_model_parallel},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_strategy = {"strategy", strategy_funcs};

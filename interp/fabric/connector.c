@@ -723,6 +723,14 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
                 : start == FSF_START_FORK ? FSF_LAUNCH_FORK : FSF_LAUNCH_POPEN;
   cfg->launch_needs_fn = cfg->launcher == FSF_LAUNCH_SPAWN || cfg->launcher == FSF_LAUNCH_FORK ||
                          cfg->launcher == FSF_LAUNCH_XLA;
+  /* R101 (launchers/multiprocessing.py): a DDPStrategy(start_method="fork")
+   * object gets its launcher here; where the platform cannot fork (Windows),
+   * Python's only start method is spawn. Names were refused as R15. */
+  if (obj && cfg->launcher == FSF_LAUNCH_FORK && !m->has_fork && !cfg->under_cli) {
+    fsF_fail(iss, "R101", "use `DDPStrategy(start_method=\"spawn\")`",
+             "The start method 'fork' is not available on this platform. Available methods are: spawn");
+    goto out;
+  }
   /* R69: in an interactive session (the REPL) only a launcher that forks
    * the session itself, or XLA's, can start the ranks: a subprocess launcher
    * would start the script again, and spawn pickles what a REPL cannot
@@ -756,6 +764,14 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   if (obj) {
     cfg->cpu_offload = obj->cpu_offload > 0;
     cfg->auto_wrap_policy = obj->auto_wrap_policy > 0;
+    if (c == FSF_MP) { /* "auto": one data-parallel group per node, tensor parallel within it */
+      cfg->mp_dp_size = obj->dp_given ? obj->dp_size : cfg->num_nodes;
+      cfg->mp_tp_size = obj->tp_given ? obj->tp_size : cfg->devices;
+    }
+    if (c == FSF_FSDP && obj->state_dict_unknown) { /* R90: neither sharded nor full */
+      snprintf(cfg->state_dict_unknown, sizeof cfg->state_dict_unknown, "%s", obj->state_dict_unknown);
+      cfg->state_dict_sharded = 0;
+    }
     if (c == FSF_DEEPSPEED) cfg->zero_stage = obj->stage >= 0 ? obj->stage : 2;
   }
   rc = 0;

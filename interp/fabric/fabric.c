@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 /* ---- text ------------------------------------------------------------- */
 
 /* Text is built in value.c's growing string; out of memory ends the process. */
@@ -398,6 +399,27 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss) {
   return 0;
 }
 
+/* R94 (deepspeed.py, _validate_device_index_selection at setup_environment):
+ * DeepSpeed takes a rank's GPU from its local rank, so the devices must be
+ * the first ones, in order. */
+static int deepspeed_device_ids(const fsF_config *c, fsF_issues *iss) {
+  int in_order = 1;
+  for (int i = 0; i < c->devices; i++) in_order &= c->device_ids[i] == i;
+  if (in_order) return 0;
+  fsV_buf ids = {0}, env = {0};
+  for (int i = 0; i < c->devices; i++) {
+    fsV_buf_printf(&ids, "%s%d", i ? ", " : "", c->device_ids[i]);
+    fsV_buf_printf(&env, "%s%d", i ? "," : "", c->device_ids[i]);
+  }
+  char *is = fsF_buf_take(&ids), *es = fsF_buf_take(&env);
+  fsF_fail(iss, "R94", "select the GPUs with CUDA_VISIBLE_DEVICES and pass `devices=N`",
+           "The selected device indices [%s] don't match the local rank values of processes. If you need to select GPUs at a specific index, set the `CUDA_VISIBLE_DEVICES` environment variable instead. For example: `CUDA_VISIBLE_DEVICES=%s`.",
+           is, es);
+  free(is);
+  free(es);
+  return -1;
+}
+
 int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
                      const char *fn_name, int fn_nparams, fsF_issues *iss) {
   const fsF_config *c = f->cfg;
@@ -421,6 +443,11 @@ int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
   if (c->cls == FSF_DEEPSPEED && c->accel != FSF_CUDA)
     return fsF_fail(iss, "R21", "use `accelerator=\"cuda\"` with DeepSpeed",
                 "The DeepSpeed strategy is only supported on CUDA GPUs but `%s` is used.", fsF_accel_classes[c->accel]);
+  if (c->cls == FSF_DEEPSPEED && deepspeed_device_ids(c, iss)) return -1;
+  if (c->cls == FSF_MP && (int64_t)c->mp_dp_size * c->mp_tp_size != c->world_size)
+    return fsF_fail(iss, "R98", "make data_parallel_size x tensor_parallel_size equal num_nodes x devices (or leave both \"auto\")",
+                    "The sizes `data_parallel_size=%d` and `tensor_parallel_size=%d` multiplied should equal the world size (%d).",
+                    c->mp_dp_size, c->mp_tp_size, c->world_size);
   if ((c->cls == FSF_XLA || c->cls == FSF_XLA_FSDP) && c->devices == 1)
     return fsF_fail(iss, "R67", "use all devices, or `Fabric(accelerator=\"tpu\", devices=1)`",
                 "The %s does not support running on a single device with the PjRT runtime. Try using all devices or the `SingleDeviceXLAStrategy` strategy",
@@ -491,6 +518,23 @@ static void sb_key_set(fsV_buf *b, const char *const *keys, size_t n) {
   fsV_buf_printf(b, "}");
 }
 
+/* R96, R104 (model_parallel.py, _save_checkpoint/_load_checkpoint): the
+ * state must hold one model whose parameters parallelize_fn distributed
+ * (DTensors: fsF_model.dtensor_params). */
+static int distributed_model(const fsF_entry *st, size_t n, int saving, fsF_issues *iss) {
+  int k = 0;
+  for (size_t i = 0; i < n; i++) k += st[i].kind == FSF_S_MODEL && st[i].model->dtensor_params;
+  if (k == 0)
+    return fsF_fail(iss, "R96", "put the set-up model in the state, and make `parallelize_fn` distribute its parameters (fully_shard, parallelize_module: not in FabricScript yet)",
+                    "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
+                    saving ? "save" : "load", saving ? "saving" : "loading");
+  if (k > 1)
+    return fsF_fail(iss, "R104", H_ONE,
+                    "Found multiple distributed models in the given state. %s distributed checkpoints is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
+                    saving ? "Saving" : "Loading", saving ? "save" : "load", saving ? "save" : "load");
+  return 0;
+}
+
 int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
                    const fsF_filter *flt, fsF_issues *iss) {
   const fsF_config *c = f->cfg;
@@ -558,10 +602,14 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
       return fsF_fail(iss, "R59", "use `FSDPStrategy(state_dict_type=\"full\")` or drop `filter=`",
                   "FSDP doesn't support loading sharded filtered checkpoints, so saving them is disabled.");
     if (sharded_state(f, st, n, 1, iss)) return -1;
+    if (c->state_dict_unknown[0])
+      return fsF_fail(iss, "R90", "use `FSDPStrategy(state_dict_type=\"sharded\")` (the default) or `\"full\"`",
+                      "Unknown state_dict_type: %s", c->state_dict_unknown);
   }
   if (c->cls == FSF_MP && has_filter && c->save_distributed)
     return fsF_fail(iss, "R60", "use `ModelParallelStrategy(..., save_distributed_checkpoint=False)` or drop `filter=`",
                 "ModelParallelStrategy doesn't support loading distributed filtered checkpoints, so saving them is disabled.");
+  if (c->cls == FSF_MP && distributed_model(st, n, 1, iss)) return -1;
   return launched(f, iss);
 }
 
@@ -573,6 +621,7 @@ int fsF_check_load(const fsF_fabric *f, const fsF_entry *st, size_t n,
                 "Got %s.load_checkpoint(..., state=%s) but a state with at least  a model instance to reload is required. Pass it in like so: %s.load_checkpoint(..., state={'model': model, ...})",
                 fsF_cls_name(c), state_is_none ? "None" : "{}", fsF_cls_name(c));
   if (sharded_state(f, st, n, 0, iss)) return -1;
+  if (c == FSF_MP && distributed_model(st, n, 0, iss)) return -1;
   return launched(f, iss);
 }
 
@@ -580,6 +629,9 @@ int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *is
   if (f->cfg->cls == FSF_FSDP && obj_is_optimizer)
     return fsF_fail(iss, "R64", "save and load the optimizer together with the model through `fabric.save`/`fabric.load`",
                 "Loading a single optimizer object from a checkpoint is not supported yet with the FSDP strategy.");
+  if (f->cfg->cls == FSF_MP && obj_is_optimizer)
+    return fsF_fail(iss, "R97", "save and load the optimizer together with the model through `fabric.save`/`fabric.load`",
+                "Loading a single optimizer object from a checkpoint is not supported yet with ModelParallelStrategy.");
   return 0;
 }
 
@@ -613,4 +665,61 @@ int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_
   if (c == FSF_SINGLE || c == FSF_SINGLE_XLA || c == FSF_DP || !l->foreign_batch_sampler) return 0;
   return fsF_fail(iss, "R77", "use `BatchSampler(sampler, batch_size, drop_last)`, or `fabric.setup_dataloaders(loader, use_distributed_sampler=False)` and shard the batches yourself",
                   " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler.");
+}
+
+/* ---- strategies/: the strategy objects' own checks (R90-R109, W20-W24) ---- */
+
+int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss) {
+  if (a->activation_checkpointing && a->activation_checkpointing_policy)
+    return fsF_fail(iss, "R91", "drop `activation_checkpointing=` and keep `activation_checkpointing_policy=`",
+                    "You cannot set both `activation_checkpointing` and `activation_checkpointing_policy`. Use the latter.");
+  if (a->activation_checkpointing && a->ac_str && a->ac_set_str)
+    fsF_warn(iss, "W20", "pass the layer classes as a set: `activation_checkpointing_policy={Block}`",
+             "`FSDPStrategy(activation_checkpointing=%s)` is deprecated, use `FSDPStrategy(activation_checkpointing_policy=%s)` instead.",
+             a->ac_str, a->ac_set_str);
+  /* Fabric's text has no space after the first sentence */
+  if (a->process_group && a->device_mesh)
+    return fsF_fail(iss, "R92", "pass either `process_group=` or `device_mesh=`",
+                    "The arguments `FSDPStrategy(process_group=..., device_mesh=...)` are mutually exclusive.Pass only one of them.");
+  /* ShardingStrategy[name.upper()]: HYBRID_SHARD and _HYBRID_SHARD_ZERO2 are the hybrid ones */
+  const char *name = a->sharding_strategy;
+  int hybrid = name && (!strcasecmp(name, "HYBRID_SHARD") || !strcasecmp(name, "_HYBRID_SHARD_ZERO2"));
+  if (hybrid && !a->auto_wrap_policy && !a->process_group && !a->device_mesh)
+    return fsF_fail(iss, "R93", "pass `auto_wrap_policy={Block}` (the layer classes that become FSDP units) or `device_mesh=(replicas, shards)`",
+                    "The hybrid sharding strategy requires you to pass at least one of the parameters: `auto_wrap_policy`, `process_group` tuple, or `device_mesh`.");
+  return 0;
+}
+
+int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss) {
+  if (is_file) return 0;
+  return fsF_fail(iss, "R95", "pass the path of an existing JSON file (relative to the directory the script runs in), or a dict",
+                  "You passed in a path to a DeepSpeed config but the path does not exist: %s", path);
+}
+
+int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues *iss) {
+  if (fsF_check_collective(f, iss)) return -1;
+  /* the data becomes tensors on the device (R66 before launch), then xla.py's all_reduce */
+  if (fsF_check_device(f, iss)) return -1;
+  if (f->cfg->cls == FSF_XLA && reduce_op && strcasecmp(reduce_op, "sum") && strcasecmp(reduce_op, "mean") &&
+      strcasecmp(reduce_op, "avg"))
+    return fsF_fail(iss, "R100", "use `reduce_op=\"sum\"` or `\"mean\"` under XLA",
+                    "Currently, the XLAStrategy only supports `sum`, `mean`, `avg` for the reduce operation, got: %s",
+                    reduce_op);
+  return 0;
+}
+
+int fsF_check_parallelized(const char *type_name, fsF_issues *iss) {
+  return fsF_fail(iss, "R102", "end `parallelize_fn` with `return model`",
+                  "The `parallelize_fn` must return a `nn.Module` instance, but got: %s", type_name);
+}
+
+int fsF_check_spawn_guard(const fsF_config *cfg, int guarded, fsF_issues *iss) {
+  if (cfg->launcher != FSF_LAUNCH_SPAWN || guarded) return 0;
+  /* dedent()'s text: it starts and ends with a newline */
+  return fsF_fail(iss, "R103", "put the script's top-level code in `def main():` and call it under `if __name__ == \"__main__\":`",
+                  "\nLaunching multiple processes with the 'spawn' start method requires that your script guards the main\n"
+                  "function with an `if __name__ == \"__main__\"` clause. For example:\n\n"
+                  "def main():\n    # Put your code here\n    ...\n\n"
+                  "if __name__ == \"__main__\":\n    main()\n\n"
+                  "Alternatively, you can run with `strategy=\"ddp\"` to avoid this error.\n");
 }

@@ -65,6 +65,13 @@ typedef struct fsF_strategy_obj {
    * name "cpu", "cuda", "mps", "tpu", "gpu"; FSF_STRATEGY_ACCEL_OTHER any
    * other value (Fabric takes an Accelerator object there) */
   int accelerator;
+  /* FSDPStrategy(state_dict_type=) when neither "full" nor "sharded" (R90
+   * at save, where fsdp.py raises it), else NULL; borrowed from the object's
+   * owner (the config keeps a copy) */
+  const char *state_dict_unknown;
+  /* ModelParallelStrategy(data_parallel_size=, tensor_parallel_size=):
+   * the sizes when given as ints (*_given), else "auto" */
+  int dp_size, tp_size, dp_given, tp_given;
 } fsF_strategy_obj;
 #define FSF_STRATEGY_ACCEL_OTHER 99
 
@@ -153,6 +160,8 @@ typedef struct fsF_config {
   int auto_wrap_policy;        /* fsdp */
   int zero_stage;              /* deepspeed: 1, 2 or 3; else 0 */
   int save_distributed;        /* mp */
+  char state_dict_unknown[64]; /* fsdp: an unknown state_dict_type (R90), else ""; cut at 63 bytes */
+  int mp_dp_size, mp_tp_size;  /* mp: the device mesh's sizes ("auto": num_nodes, devices) */
   int under_cli;               /* launched from the start (machine) */
 } fsF_config;
 
@@ -215,6 +224,11 @@ typedef struct fsF_model {
   int fsdp_root;           /* wrapped under fsdp with the root in FSDP */
   int has_fsdp_submodules; /* contains FSDP-wrapped submodules (W1/W2) */
   const char *no_reset;    /* mp: classes lacking reset_parameters(), or NULL */
+  /* mp: parallelize_fn turned parameters into DTensors. FabricScript has no
+   * fully_shard/parallelize_module, so no .fab model has them: every mp
+   * save and load of a state finds no distributed model (R96). In a .py
+   * script the checker counts every set-up model as distributed. */
+  int dtensor_params;
   unsigned generation;     /* bumped when materialization replaces the parameters */
 } fsF_model;
 
@@ -329,5 +343,32 @@ int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_
 
 /* seed_everything(seed) (utilities/seed.py): R75, numpy's bounds. */
 int fsF_check_seed(int64_t seed, fsF_issues *iss);
+/* ---- strategies/: the strategy objects' own checks (R90-R109, W20-W24) ---- */
+
+/* FSDPStrategy(...)'s arguments that its constructor validates (fsdp.py's
+ * __init__, _activation_checkpointing_kwargs, _init_sharding_strategy). */
+typedef struct fsF_fsdp_ctor {
+  int activation_checkpointing;        /* given and not None */
+  const char *ac_str, *ac_set_str;     /* str() of it and of set(classes); NULL: not known (no W20) */
+  int activation_checkpointing_policy; /* given and not None */
+  int auto_wrap_policy, process_group, device_mesh; /* given and not None */
+  const char *sharding_strategy;       /* the name given; NULL: not a string */
+} fsF_fsdp_ctor;
+/* R91, W20, R92, R93 in the constructor's order. */
+int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss);
+/* DeepSpeedStrategy(config="path") reads the file when created (R95):
+ * is_file says whether it is a file on the machine the script runs on
+ * (the caller looks; nothing here touches files). */
+int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss);
+/* fabric.all_reduce(data, reduce_op=...): a collective (R16), then
+ * XLAStrategy's reduce operations (R100); reduce_op NULL when not known. */
+/* launch(fn) under the spawn start method (R103): each child imports the
+ * script again (as __mp_main__) and must not reach launch() there;
+ * guarded: the call runs inside `if __name__ == "__main__":`. */
+int fsF_check_spawn_guard(const fsF_config *cfg, int guarded, fsF_issues *iss);
+/* ModelParallelStrategy.setup_module: what parallelize_fn returned, when
+ * it is not a module: its Python type name (R102). */
+int fsF_check_parallelized(const char *type_name, fsF_issues *iss);
+int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues *iss);
 
 #endif

@@ -85,11 +85,12 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning", "Fabric seed_everything", "", ""},
   {"lightning.fabric", "Fabric seed_everything", "", ""},
   {"lightning.fabric.fabric", "Fabric", "", ""},
-  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy", "", ""},
+  {"lightning.fabric.strategies", "FSDPStrategy DDPStrategy DeepSpeedStrategy ModelParallelStrategy", "", ""},
   {"lightning.fabric.strategies.fsdp", "FSDPStrategy", "", ""},
   {"torch.distributed.fsdp.wrap", "ModuleWrapPolicy transformer_auto_wrap_policy size_based_auto_wrap_policy", "", ""},
   {"lightning.fabric.strategies.ddp", "DDPStrategy", "", ""},
   {"lightning.fabric.strategies.deepspeed", "DeepSpeedStrategy", "", ""},
+  {"lightning.fabric.strategies.model_parallel", "ModelParallelStrategy", "", ""},
   /* issue 15 points 4-5: torchmetrics' metrics, Fabric's loggers */
   {"torchmetrics", "Accuracy MeanMetric SumMetric MaxMetric RunningMean MeanSquaredError", "", ""},
   {"torchmetrics.classification", "Accuracy MulticlassAccuracy", "", ""},

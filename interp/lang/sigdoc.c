@@ -150,6 +150,8 @@ static const sigdoc docs[] = {
   {"Metric.to", "The metric with its state on a device."},
   {"Metric.update", "Adds a batch's predictions and targets (or values) to the metric's state."},
   {"Mish", "x * tanh(softplus(x)) as a layer."},
+  {"ModelParallelStrategy",
+   "Fabric's user-defined parallelism: `parallelize_fn(model, device_mesh)` and the data- and tensor-parallel sizes (checked; not run by this runtime)."},
   {"Module.append", "Appends a module to a Sequential or ModuleList."},
   {"Module.apply", "Calls a function on every descendant and the module itself; returns the module."},
   {"Module.bias", "The layer's bias parameter, or None."},

@@ -122,6 +122,12 @@ PARAMS(p_tf_random_crop, P("size", ANY, NULL), P("padding", ANY, "None"))
 PARAMS(p_tf_hflip, P("p", NUM, "0.5"))
 PARAMS(p_tf_normalize, P("mean", SEQ, NULL), P("std", SEQ, NULL), P("inplace", BOOL, "False"))
 PARAMS(p_tf_compose, P("transforms", SEQ, NULL))
+/* issue 13 point 5 (strategies/): ModelParallelStrategy, as Fabric 2.6 takes it (lib_strategy.c) */
+PARAMS(p_model_parallel, P("parallelize_fn", ANY, NULL),
+       P("data_parallel_size", FSSIG_T_INT | FSSIG_T_STR, "'auto'"),
+       P("tensor_parallel_size", FSSIG_T_INT | FSSIG_T_STR, "'auto'"),
+       P("save_distributed_checkpoint", BOOL, "True"),
+       P("process_group_backend", FSSIG_T_STR | FSSIG_T_NONE, "None"), P("timeout", ANY, "None"))
 
 /* layers */
 PARAMS(p_linear, P("in_features", INT, NULL), P("out_features", INT, NULL), P("bias", BOOL, "True"))
@@ -591,6 +597,8 @@ static const fsSig table[] = {
   {"ToTensor", FSSIG_CLASS, NULL, 0, "Transform", 0},
   CLS("Normalize", p_tf_normalize, "Transform"),
   CLS("Compose", p_tf_compose, "Transform"),
+  /* issue 13 point 5 (strategies/): checked; not run by this runtime (lib_strategy.c) */
+  CLS("ModelParallelStrategy", p_model_parallel, "Strategy"),
 
   LAYER("Linear", p_linear),
   LAYER("Embedding", p_embedding),

@@ -296,8 +296,9 @@ static const check_case paths[] = {
    {0}, {{"R22", 5, 5, "A model should be passed only once to the `setup` method."}}},
   {"a def is analysed at its call: launch(train) runs train launched",
    "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
-   "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
-   "fabric.launch(train)\n", 0},
+   "if __name__ == \"__main__\":\n"
+   "    fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp_spawn\", devices=2)\n"
+   "    fabric.launch(train)\n", 0},
   {"a def nothing calls: its text is checked, not Fabric's state rules",
    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp\", devices=2)\n"
    "def helper(m):\n    return fabric.setup(m) + undefined_name\n", 0,

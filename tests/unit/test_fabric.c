@@ -96,6 +96,23 @@
 #define SPEC_R75_1 "-1 is not in bounds, numpy accepts from 0 to 4294967295"
 #define SPEC_R76_1 "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: str"
 #define SPEC_R77_1 " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler."
+/* strategies/ (R90-R104, W20) */
+#define SPEC_R90_1 "Unknown state_dict_type: foo"
+#define SPEC_R91_1 "You cannot set both `activation_checkpointing` and `activation_checkpointing_policy`. Use the latter."
+#define SPEC_R92_1 "The arguments `FSDPStrategy(process_group=..., device_mesh=...)` are mutually exclusive.Pass only one of them."
+#define SPEC_R93_1 "The hybrid sharding strategy requires you to pass at least one of the parameters: `auto_wrap_policy`, `process_group` tuple, or `device_mesh`."
+#define SPEC_R94_1 "The selected device indices [1, 2] don't match the local rank values of processes. If you need to select GPUs at a specific index, set the `CUDA_VISIBLE_DEVICES` environment variable instead. For example: `CUDA_VISIBLE_DEVICES=1,2`."
+#define SPEC_R95_1 "You passed in a path to a DeepSpeed config but the path does not exist: ds.json"
+#define SPEC_R96_1 "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `save_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before saving the checkpoint."
+#define SPEC_R96_2 "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `load_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before loading the checkpoint."
+#define SPEC_R97_1 "Loading a single optimizer object from a checkpoint is not supported yet with ModelParallelStrategy."
+#define SPEC_R98_1 "The sizes `data_parallel_size=2` and `tensor_parallel_size=4` multiplied should equal the world size (4)."
+#define SPEC_R100_1 "Currently, the XLAStrategy only supports `sum`, `mean`, `avg` for the reduce operation, got: max"
+#define SPEC_R101_1 "The start method 'fork' is not available on this platform. Available methods are: spawn"
+#define SPEC_R102_1 "The `parallelize_fn` must return a `nn.Module` instance, but got: NoneType"
+#define SPEC_R104_1 "Found multiple distributed models in the given state. Saving distributed checkpoints is currently limited to a single model per checkpoint. To save multiple models, call the save method for each model separately with a different path."
+#define SPEC_R104_2 "Found multiple distributed models in the given state. Loading distributed checkpoints is currently limited to a single model per checkpoint. To load multiple models, call the load method for each model separately with a different path."
+#define SPEC_W20_1 "`FSDPStrategy(activation_checkpointing=[<class '__main__.Block'>])` is deprecated, use `FSDPStrategy(activation_checkpointing_policy={<class '__main__.Block'>})` instead."
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -724,6 +741,122 @@ static void test_flags_seed_optimizer_sampler(void **state) {
   (void)state;
 }
 
+/* ---- strategies/ ------------------------------------------------------ */
+
+static void test_strategy_objects(void **state) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_fsdp_ctor both = {.activation_checkpointing = 1, .activation_checkpointing_policy = 1};
+  assert_int_equal(fsF_check_fsdp_ctor(&both, &iss), -1);
+  expect_issue(&iss, "R91", SPEC_R91_1);
+  fsF_fsdp_ctor old = {.activation_checkpointing = 1, .ac_str = "[<class '__main__.Block'>]",
+                       .ac_set_str = "{<class '__main__.Block'>}"};
+  assert_int_equal(fsF_check_fsdp_ctor(&old, &iss), 0);
+  expect_issue(&iss, "W20", SPEC_W20_1);
+  fsF_fsdp_ctor pg = {.process_group = 1, .device_mesh = 1, .sharding_strategy = "HYBRID_SHARD"};
+  assert_int_equal(fsF_check_fsdp_ctor(&pg, &iss), -1);
+  expect_issue(&iss, "R92", SPEC_R92_1);
+  fsF_fsdp_ctor hybrid = {.sharding_strategy = "_hybrid_shard_zero2"};
+  assert_int_equal(fsF_check_fsdp_ctor(&hybrid, &iss), -1);
+  expect_issue(&iss, "R93", SPEC_R93_1);
+  hybrid.auto_wrap_policy = 1;
+  assert_int_equal(fsF_check_fsdp_ctor(&hybrid, &iss), 0);
+  fsF_fsdp_ctor full = {.sharding_strategy = "FULL_SHARD"};
+  assert_int_equal(fsF_check_fsdp_ctor(&full, &iss), 0);
+  assert_int_equal(iss.n, 0);
+  assert_int_equal(fsF_check_deepspeed_config("ds.json", 0, &iss), -1);
+  expect_issue(&iss, "R95", SPEC_R95_1);
+  assert_int_equal(fsF_check_deepspeed_config("ds.json", 1, &iss), 0);
+  assert_int_equal(fsF_check_parallelized("NoneType", &iss), -1);
+  expect_issue(&iss, "R102", SPEC_R102_1);
+  /* R101: a DDPStrategy(start_method="fork") object where nothing forks */
+  fsF_machine m = machine(0);
+  m.has_fork = 0;
+  fsF_value ddp = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .start_method = FSF_START_FORK}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp, .accelerator = STR("cpu"), .devices = INT(2)}, NULL, &m,
+                       "R101", SPEC_R101_1);
+  fsF_issues_free(&iss);
+  (void)state;
+}
+
+static void test_strategy_checkpoints_and_launch(void **state) {
+  env e;
+  /* R90 after the model checks, at save only */
+  env_open(&e, (fsF_value){.kind = FSF_STRATEGY, .strategy = {.cls = FSF_FSDP, .state_dict_unknown = "foo"}},
+           NULL, 1, 1);
+  assert_false(e.cfg.state_dict_sharded);
+  fsF_model fm = raw_model("Linear");
+  fsF_setup_done(&e.f, &fm);
+  fsF_entry st[] = {{"model", FSF_S_MODEL, &fm, NULL}};
+  assert_int_equal(fsF_check_save(&e.f, st, 1, NULL, &e.iss), -1);
+  expect_issue(&e.iss, "R90", SPEC_R90_1);
+  assert_int_equal(fsF_check_load(&e.f, st, 1, 0, &e.iss), 0);
+  env_close(&e);
+  /* R94: DeepSpeed on GPUs 1 and 2 */
+  fsF_machine m = machine(3);
+  m.deepspeed = 1;
+  fsF_config cfg;
+  fsF_issues iss;
+  int64_t ids[] = {1, 2};
+  resolve_ok(&(fsF_args){.strategy = STR("deepspeed"), .accelerator = STR("cuda"),
+                         .devices = {.kind = FSF_INTLIST, .ints = ids, .nints = 2}}, NULL, &m, &cfg, &iss);
+  fsF_fabric f;
+  fsF_fabric_init(&f, &cfg);
+  assert_int_equal(fsF_check_launch(&f, FSF_FN_NONE, NULL, NULL, 1, &iss), -1);
+  expect_issue(&iss, "R94", SPEC_R94_1);
+  fsF_issues_free(&iss);
+  /* ModelParallelStrategy: the mesh at launch, checkpoints, raw optimizer */
+  env_open(&e, (fsF_value){.kind = FSF_STRATEGY, .strategy = {.cls = FSF_MP, .dp_size = 2, .tp_size = 4,
+                                                              .dp_given = 1, .tp_given = 1}},
+           NULL, 4, 0);
+  e.cfg.devices = 4; /* env_open asks for no device count: the 4 GPUs */
+  e.cfg.world_size = 4;
+  assert_int_equal(fsF_check_launch(&e.f, FSF_FN_NONE, NULL, NULL, 1, &e.iss), -1);
+  expect_issue(&e.iss, "R98", SPEC_R98_1);
+  fsF_model a = raw_model("Linear"), b = raw_model("Linear");
+  fsF_setup_done(&e.f, &a);
+  fsF_setup_done(&e.f, &b);
+  fsF_entry one[] = {{"model", FSF_S_MODEL, &a, NULL}};
+  fsF_filter none = {.kind = FSF_UNSET};
+  e.cfg.save_distributed = 0;
+  assert_int_equal(fsF_check_save(&e.f, one, 1, &none, &e.iss), -1);
+  expect_issue(&e.iss, "R96", SPEC_R96_1);
+  assert_int_equal(fsF_check_load(&e.f, one, 1, 0, &e.iss), -1);
+  expect_issue(&e.iss, "R96", SPEC_R96_2);
+  a.dtensor_params = b.dtensor_params = 1;
+  fsF_entry two[] = {{"a", FSF_S_MODEL, &a, NULL}, {"b", FSF_S_MODEL, &b, NULL}};
+  assert_int_equal(fsF_check_save(&e.f, two, 2, &none, &e.iss), -1);
+  expect_issue(&e.iss, "R104", SPEC_R104_1);
+  assert_int_equal(fsF_check_load(&e.f, two, 2, 0, &e.iss), -1);
+  expect_issue(&e.iss, "R104", SPEC_R104_2);
+  assert_int_equal(fsF_check_load(&e.f, one, 1, 0, &e.iss), 0);
+  assert_int_equal(fsF_check_load_raw(&e.f, 1, &e.iss), -1);
+  expect_issue(&e.iss, "R97", SPEC_R97_1);
+  env_close(&e);
+  (void)state;
+}
+
+static void test_xla_all_reduce(void **state) {
+  fsF_machine m = machine(0);
+  m.xla = 1;
+  m.tpus = 8;
+  fsF_config cfg;
+  fsF_issues iss;
+  resolve_ok(&(fsF_args){.strategy = STR("xla"), .accelerator = STR("tpu")}, NULL, &m, &cfg, &iss);
+  fsF_fabric f;
+  fsF_fabric_init(&f, &cfg);
+  f.launched = 1;
+  assert_int_equal(fsF_check_all_reduce(&f, "MAX", &iss), -1);
+  expect_issue(&iss, "R100", "Currently, the XLAStrategy only supports `sum`, `mean`, `avg` for the reduce operation, got: MAX");
+  assert_int_equal(fsF_check_all_reduce(&f, "max", &iss), -1);
+  expect_issue(&iss, "R100", SPEC_R100_1);
+  assert_int_equal(fsF_check_all_reduce(&f, "Avg", &iss), 0);
+  assert_int_equal(fsF_check_all_reduce(&f, NULL, &iss), 0);
+  assert_int_equal(iss.n, 0);
+  fsF_issues_free(&iss);
+  (void)state;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_r1_r2_r3),
@@ -742,6 +875,9 @@ int main(void) {
     cmocka_unit_test(test_backward_and_clip),
     cmocka_unit_test(test_save_filter_and_marks),
     cmocka_unit_test(test_flags_seed_optimizer_sampler),
+    cmocka_unit_test(test_strategy_objects),
+    cmocka_unit_test(test_strategy_checkpoints_and_launch),
+    cmocka_unit_test(test_xla_all_reduce),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
