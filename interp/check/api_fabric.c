@@ -133,6 +133,8 @@ cv fsC_new_fabric(C *c, const cargs *a) {
         const fs_node *node = NULL;
         if (cfg->precision == FSF_P32 && !fsC_arg(a, "strategy", &node)) fsC_arg(a, "accelerator", &node);
         fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+      } else {
+        fsC_plugins_run(c, a);
       }
       fsF_issues_free(&iss);
     }
@@ -404,9 +406,12 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   fsF_fabric f;
   if (!fsC_fabric_state(c, e, u->fabric, &f)) return 1;
   const char *m = u->method;
-  if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather") ||
-      !strcmp(m, "all_reduce"))
+  if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather"))
     return fsF_check_collective(&f, iss);
+  if (!strcmp(m, "all_reduce")) {
+    const fs_value *op = fsC_cval(fsC_arg(a, "reduce_op", NULL));
+    return fsF_check_all_reduce(&f, op && op->type == FSV_STR ? op->u.str.s : NULL, iss);
+  }
   if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
   if (!strcmp(m, "init_module")) {
     const cv *v = fsC_arg(a, "empty_init", NULL);
@@ -424,8 +429,11 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   if (!strcmp(m, "clip_gradients")) {
     fsF_model st;
     if (!fsC_model_state(c, e, fsC_arg(a, "module", NULL), &st)) return 1;
-    return fsF_check_clip_gradients(&f, &st, !fsC_is_none(fsC_arg(a, "clip_val", NULL)),
-                                    !fsC_is_none(fsC_arg(a, "max_norm", NULL)), iss);
+    if (fsF_check_clip_gradients(&f, &st, !fsC_is_none(fsC_arg(a, "clip_val", NULL)),
+                                 !fsC_is_none(fsC_arg(a, "max_norm", NULL)), iss))
+      return -1;
+    fsF_optim opt;
+    return fsC_optim_state(c, e, fsC_arg(a, "optimizer", NULL), &opt) ? fsF_check_clip_unscaling(&f, &opt, iss) : 0;
   }
   if (!strcmp(m, "no_backward_sync")) {
     fsF_model st;

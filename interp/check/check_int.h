@@ -73,7 +73,8 @@ typedef struct cv {
 typedef enum obk {
   OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX,
   OB_INSTANCE, /* an instance of a Python class that is not an nn.Module (pycls) */
-  OB_PARAM     /* one parameter (a Tensor) taken from an OB_PARAMS: its provenance fields */
+  OB_PARAM,    /* one parameter (a Tensor) taken from an OB_PARAMS: its provenance fields */
+  OB_PLUGIN    /* a precision plugin object (api_plugins.c): cobj.plugin */
 } obk;
 
 enum { CTX_OTHER, CTX_INIT, CTX_META, CTX_DEVICE }; /* OB_CTX kinds */
@@ -98,6 +99,8 @@ typedef struct cobj {
   const pyclass *pycls; /* model, instance: the Python class it is an instance of, or NULL */
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
+  uint8_t plugin;       /* OB_PLUGIN: its fsF_plugin */
+  uint8_t fused;        /* optimizer (raw): made with fused=True */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -296,6 +299,11 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
 cv fsC_new_fabric(C *c, const cargs *a);
 cv fsC_new_strategy(C *c, const cargs *a);
 int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out);
+/* api_plugins.c: the precision plugin classes and XLAFSDPStrategy */
+int fsC_api_plugin(C *c, const cargs *a, cv *out);
+int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out);
+/* Fabric(plugins=...) of a .fab that will run: `unsupported` for a precision plugin. */
+void fsC_plugins_run(C *c, const cargs *a);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 

@@ -236,6 +236,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_XLA_FSDP && nopts)
     return fsF_fail(iss, "R34", H_SEPARATE,
                 "The `XLAFSDPStrategy` does not support the joint setup of module and optimizer(s). Please do it in this order: Create the model, call `setup_module`, create the optimizer, call `setup_optimizer`.");
+  if (fsF_xla_fsdp_setup(f, iss)) return -1;
   wrap_warnings(f, m, iss);
   fsdp_true_half(f, iss);
   if (c->cls == FSF_MP && meta_opt)
@@ -250,6 +251,7 @@ int fsF_check_setup_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *
     return fsF_fail(iss, "R24", "use the model returned by the first `setup_module`",
                 "A model should be passed only once to the `setup_module` method.");
   if (move_to_device(f, m, iss)) return -1;
+  if (fsF_xla_fsdp_setup(f, iss)) return -1;
   wrap_warnings(f, m, iss);
   fsdp_true_half(f, iss);
   return 0;
@@ -427,7 +429,7 @@ int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss) 
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss) { return launched(f, iss); }
 
 int fsF_check_device(const fsF_fabric *f, fsF_issues *iss) {
-  if (f->cfg->cls == FSF_XLA && !f->launched)
+  if ((f->cfg->cls == FSF_XLA || f->cfg->cls == FSF_XLA_FSDP) && !f->launched)
     return fsF_fail(iss, "R66", "use the device inside the function passed to `fabric.launch(fn)`",
                 "Accessing the XLA device before processes have spawned is not allowed.");
   return 0;
@@ -546,6 +548,7 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
                   "FSDP doesn't support loading sharded filtered checkpoints, so saving them is disabled.");
     if (sharded_state(f, st, n, 1, iss)) return -1;
   }
+  if (fsF_xla_fsdp_save(f, st, n, iss)) return -1;
   if (c->cls == FSF_MP && has_filter && c->save_distributed)
     return fsF_fail(iss, "R60", "use `ModelParallelStrategy(..., save_distributed_checkpoint=False)` or drop `filter=`",
                 "ModelParallelStrategy doesn't support loading distributed filtered checkpoints, so saving them is disabled.");
@@ -559,11 +562,13 @@ int fsF_check_load(const fsF_fabric *f, const fsF_entry *st, size_t n,
     return fsF_fail(iss, "R63", "pass the objects to restore: `fabric.load(path, {\"model\": model, \"optimizer\": optimizer})`",
                 "Got %s.load_checkpoint(..., state=%s) but a state with at least  a model instance to reload is required. Pass it in like so: %s.load_checkpoint(..., state={'model': model, ...})",
                 fsF_cls_name(c), state_is_none ? "None" : "{}", fsF_cls_name(c));
+  if (fsF_xla_fsdp_load(f, st, n, state_is_none, iss)) return -1;
   if (sharded_state(f, st, n, 0, iss)) return -1;
   return launched(f, iss);
 }
 
 int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *iss) {
+  if (fsF_xla_fsdp_load_raw(f, iss)) return -1;
   if (f->cfg->cls == FSF_FSDP && obj_is_optimizer)
     return fsF_fail(iss, "R64", "save and load the optimizer together with the model through `fabric.save`/`fabric.load`",
                 "Loading a single optimizer object from a checkpoint is not supported yet with the FSDP strategy.");

@@ -1,0 +1,139 @@
+/* api_plugins.c -- what the precision plugin classes (MixedPrecision,
+ * HalfPrecision, ..., BitsandbytesPrecision, TransformerEnginePrecision)
+ * and XLAFSDPStrategy do to the abstract state: their constructors'
+ * checks, asked of interp/fabric/plugins.c with the arguments the script
+ * makes known (an argument not known: no report). The runtime's half is
+ * interp/eval/lib_plugins.c. */
+#include "check_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The machine a constructor checks against: with the pre-flight (a check
+ * for the machine the script declares), naming XLA's, bitsandbytes' or
+ * Transformer Engine's classes declares them, as a strategy name does. */
+static fsF_machine declared(C *c) {
+  fsF_machine m = c->o->machine;
+  if (c->o->preflight) m.xla = m.bitsandbytes = m.transformer_engine = 1;
+  return m;
+}
+
+/* str() of a known argument (arena), NULL when not known. */
+static const char *str_of(C *c, const cv *v) {
+  const fs_value *x = fsC_cval(v);
+  if (!x) return NULL;
+  char *s = fsV_tostr(x);
+  const char *r = s ? strcpy(fsC_alloc(c, strlen(s) + 1), s) : NULL;
+  free(s);
+  return r;
+}
+
+static const char *repr_of(C *c, const cv *v) {
+  const fs_value *x = fsC_cval(v);
+  if (!x) return NULL;
+  char *s = fsV_repr(x);
+  const char *r = s ? strcpy(fsC_alloc(c, strlen(s) + 1), s) : NULL;
+  free(s);
+  return r;
+}
+
+/* torch's name of a dtype argument written as torch.X or X: "torch.float16". */
+static const char *dtype_name(C *c, const fs_node *n) {
+  static const struct { const char *name, *canon; } dt[] = {
+    {"float16", "torch.float16"}, {"half", "torch.float16"}, {"bfloat16", "torch.bfloat16"},
+    {"float32", "torch.float32"}, {"float", "torch.float32"}, {"float64", "torch.float64"},
+    {"double", "torch.float64"},
+  };
+  if (!n || (n->kind != FS_N_ATTR && n->kind != FS_N_NAME)) return NULL;
+  const char *t = fsC_text(c, n->loc);
+  const char *last = strrchr(t, '.');
+  last = last ? last + 1 : t;
+  for (size_t i = 0; i < sizeof dt / sizeof dt[0]; i++)
+    if (!strcmp(last, dt[i].name)) return dt[i].canon;
+  return NULL;
+}
+
+int fsC_api_plugin(C *c, const cargs *a, cv *out) {
+  fsF_plugin_args p = {.kind = fsF_plugin_of(a->sig->name)};
+  const cv *v;
+  int known = 1;
+  if (p.kind == FSF_PL_MIXED || p.kind == FSF_PL_FSDP || p.kind == FSF_PL_DEEPSPEED || p.kind == FSF_PL_XLA) {
+    v = fsC_arg(a, "precision", NULL);
+    p.precision = repr_of(c, v);
+    const fs_value *x = fsC_cval(v);
+    if (x && x->type == FSV_STR) p.precision_str = x->u.str.s;
+    known &= p.precision != NULL;
+  }
+  if ((v = fsC_arg(a, "scaler", NULL)) && !fsC_is_none(v)) known &= (p.scaler = str_of(c, v)) != NULL;
+  if (p.kind == FSF_PL_BNB) {
+    const fs_value *x = fsC_cval(fsC_arg(a, "mode", NULL));
+    p.mode = x && x->type == FSV_STR ? x->u.str.s : NULL;
+    const fs_node *dn = NULL;
+    if ((v = fsC_arg(a, "dtype", &dn)) && !fsC_is_none(v)) known &= (p.dtype = dtype_name(c, dn)) != NULL;
+    known &= p.mode != NULL;
+  }
+  fsF_machine m = declared(c);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  /* an argument not known: only what does not depend on it (the package) */
+  fsF_plugin_args bare = {.kind = p.kind, .precision_str = "32-true", .precision = "'32-true'", .mode = "nf4"};
+  if (p.kind == FSF_PL_MIXED) bare.precision_str = "16-mixed";
+  if (fsF_check_plugin_new(known ? &p : &bare, &m, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+  fsF_issues_free(&iss);
+  uint32_t id = fsC_new_obj(c, OB_PLUGIN, a->call->loc);
+  fsC_o(c, id)->plugin = (uint8_t)p.kind;
+  *out = fsC_obj(id);
+  return 1;
+}
+
+int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out) {
+  fsF_machine m = declared(c);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsF_check_xla_fsdp_new(&m, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+  fsF_issues_free(&iss);
+  uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
+  cobj *o = fsC_o(c, id);
+  o->strat = (fsF_strategy_obj){.cls = FSF_XLA_FSDP, .use_orig_params = -1, .state_dict_full = -1,
+                                .cpu_offload = -1, .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
+  fsF_xla_fsdp_opts *x = &o->strat.xla_fsdp;
+  const fs_value *sd = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
+  if (sd && sd->type == FSV_STR) {
+    x->state_dict = fsF_xla_state_dict(sd->u.str.s);
+    x->state_dict_text = str_of(c, fsC_arg(a, "state_dict_type", NULL));
+  }
+  for (size_t j = 0; j < a->nkw; j++) /* one of its **kwargs */
+    if (!strcmp(a->kw[j], "auto_wrapper_callable") && !fsC_is_none(&a->kwv[j])) x->wrapper_callable = 1;
+  const fs_node *pn = NULL;
+  const cv *pv = fsC_arg(a, "activation_checkpointing_policy", &pn);
+  if (!fsC_is_none(pv) && pn) {
+    /* Fabric's `if not policy`: None and the empty set (and any other
+     * empty or false value) are no policy */
+    const fs_value *pc = fsC_cval(pv);
+    if (pn->kind == FS_N_SET) x->policy = 1;
+    else if (pc) {
+      x->policy = fsV_truthy(pc) ? 2 : 0;
+      x->policy_str = str_of(c, pv);
+    }
+    else x->policy = (pn->kind == FS_N_LIST || pn->kind == FS_N_DICT) && pn->nkids ? 2 : 0;
+  }
+  *out = fsC_obj(id);
+  return 1;
+}
+
+void fsC_plugins_run(C *c, const cargs *a) {
+  const fs_node *node = NULL;
+  const cv *v = fsC_arg(a, "plugins", &node);
+  if (!v || c->python || !c->o->will_run) return;
+  const cv *items = v->k == CV_SEQ && !fsC_unsized(v) ? v->p : v;
+  uint32_t n = v->k == CV_SEQ && !fsC_unsized(v) ? v->n : 1;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!fsC_is(&items[i], OB_PLUGIN, c)) continue;
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    if (fsF_check_plugin_runs((fsF_plugin)fsC_o(c, items[i].id)->plugin, &iss) < 0)
+      fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+    fsF_issues_free(&iss);
+    return;
+  }
+}
