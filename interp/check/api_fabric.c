@@ -121,6 +121,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   fsF_issues_free(&iss);
   if (rc == 0) {
     cobj *o = fsC_o(c, id);
+    fsC_plugins_config(c, a, &c->cfgs[c->ncfgs]);
     o->cfg = (int32_t)c->ncfgs++;
     o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
     if (!c->python && c->o->will_run) { /* a .fab will run: what this runtime cannot run of it */

@@ -53,6 +53,33 @@ static const char *dtype_name(C *c, const fs_node *n) {
   return NULL;
 }
 
+/* repr() of BitsandbytesPrecision(ignore_modules=...) when it is a known,
+ * non-empty set of one name or list of names (a larger set prints in
+ * Python's hash order, which varies per process); NULL otherwise. */
+static const char *ignore_modules_repr(C *c, const cargs *a) {
+  const fs_node *n = NULL;
+  const cv *v = fsC_arg(a, "ignore_modules", &n);
+  if (!v || !n) return NULL;
+  int set = n->kind == FS_N_SET;
+  if (!(set && n->nkids == 1) && n->kind != FS_N_LIST) return NULL;
+  fsV_buf b = {0};
+  fsV_buf_puts(&b, set ? "{" : "[");
+  for (uint32_t i = 0; i < n->nkids; i++) {
+    if (n->kids[i]->kind != FS_N_STR) {
+      free(b.s);
+      return NULL;
+    }
+    char *r = fsF_repr_str(n->kids[i]->str);
+    fsV_buf_printf(&b, "%s%s", i ? ", " : "", r ? r : "");
+    free(r);
+  }
+  fsV_buf_puts(&b, set ? "}" : "]");
+  char *s = fsV_buf_take(&b);
+  const char *r = s && n->nkids ? strcpy(fsC_alloc(c, strlen(s) + 1), s) : NULL;
+  free(s);
+  return r;
+}
+
 int fsC_api_plugin(C *c, const cargs *a, cv *out) {
   fsF_plugin_args p = {.kind = fsF_plugin_of(a->sig->name)};
   const cv *v;
@@ -80,8 +107,10 @@ int fsC_api_plugin(C *c, const cargs *a, cv *out) {
   if (p.kind == FSF_PL_MIXED) bare.precision_str = "16-mixed";
   if (fsF_check_plugin_new(known ? &p : &bare, &m, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
   fsF_issues_free(&iss);
+  const char *ignore = p.kind == FSF_PL_BNB ? ignore_modules_repr(c, a) : NULL;
   uint32_t id = fsC_new_obj(c, OB_PLUGIN, a->call->loc);
   fsC_o(c, id)->plugin = (uint8_t)p.kind;
+  fsC_o(c, id)->plugin_text = ignore;
   *out = fsC_obj(id);
   return 1;
 }
@@ -90,7 +119,16 @@ int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out) {
   fsF_machine m = declared(c);
   fsF_issues iss;
   fsF_issues_init(&iss);
-  if (fsF_check_xla_fsdp_new(&m, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+  const cv *precv = fsC_arg(a, "precision", NULL);
+  const char *prec = NULL; /* str() of a precision that is not an XLAPrecision; NULL: fine or not known */
+  if (precv && fsC_is(precv, OB_PLUGIN, c) && fsC_o(c, precv->id)->plugin != FSF_PL_XLA) {
+    char *s = fsF_plugin_str((fsF_plugin)fsC_o(c, precv->id)->plugin);
+    prec = s ? strcpy(fsC_alloc(c, strlen(s) + 1), s) : NULL;
+    free(s);
+  } else if (!fsC_is_none(precv)) {
+    prec = str_of(c, precv);
+  }
+  if (fsF_check_xla_fsdp_new(&m, prec, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
   fsF_issues_free(&iss);
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
   cobj *o = fsC_o(c, id);
@@ -121,19 +159,31 @@ int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out) {
   return 1;
 }
 
-void fsC_plugins_run(C *c, const cargs *a) {
-  const fs_node *node = NULL;
-  const cv *v = fsC_arg(a, "plugins", &node);
-  if (!v || c->python || !c->o->will_run) return;
+/* The precision plugin object among Fabric(plugins=...)'s, or NULL. */
+static const cobj *plugin_arg(C *c, const cargs *a, const fs_node **node) {
+  const cv *v = fsC_arg(a, "plugins", node);
+  if (!v) return NULL;
   const cv *items = v->k == CV_SEQ && !fsC_unsized(v) ? v->p : v;
   uint32_t n = v->k == CV_SEQ && !fsC_unsized(v) ? v->n : 1;
-  for (uint32_t i = 0; i < n; i++) {
-    if (!fsC_is(&items[i], OB_PLUGIN, c)) continue;
-    fsF_issues iss;
-    fsF_issues_init(&iss);
-    if (fsF_check_plugin_runs((fsF_plugin)fsC_o(c, items[i].id)->plugin, &iss) < 0)
-      fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
-    fsF_issues_free(&iss);
-    return;
-  }
+  for (uint32_t i = 0; i < n; i++)
+    if (fsC_is(&items[i], OB_PLUGIN, c)) return fsC_o(c, items[i].id);
+  return NULL;
+}
+
+void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg) {
+  const cobj *p = plugin_arg(c, a, NULL);
+  if (!p) return;
+  cfg->plugin = p->plugin;
+  cfg->bnb_ignore_modules = p->plugin_text;
+}
+
+void fsC_plugins_run(C *c, const cargs *a) {
+  const fs_node *node = NULL;
+  const cobj *p = plugin_arg(c, a, &node);
+  if (!p || c->python || !c->o->will_run) return;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsF_check_plugin_runs((fsF_plugin)p->plugin, &iss) < 0)
+    fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+  fsF_issues_free(&iss);
 }

@@ -100,6 +100,7 @@ typedef struct cobj {
   const fs_node *stmt;  /* the statement that created it */
   fsF_strategy_obj strat;
   uint8_t plugin;       /* OB_PLUGIN: its fsF_plugin */
+  const char *plugin_text; /* OB_PLUGIN BitsandbytesPrecision: repr() of a non-empty ignore_modules (arena) */
   uint8_t fused;        /* optimizer (raw): made with fused=True */
 } cobj;
 
@@ -304,6 +305,8 @@ int fsC_api_plugin(C *c, const cargs *a, cv *out);
 int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out);
 /* Fabric(plugins=...) of a .fab that will run: `unsupported` for a precision plugin. */
 void fsC_plugins_run(C *c, const cargs *a);
+/* Fabric(plugins=...): the precision plugin object's facts in the resolved cfg. */
+void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 

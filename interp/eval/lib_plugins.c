@@ -70,13 +70,21 @@ NATIVE(pl_xla) { (void)self; return make_plugin(E, a, FSF_PL_XLA, s[0], NULL, NU
 NATIVE(pl_bnb) { (void)self; return make_plugin(E, a, FSF_PL_BNB, NULL, NULL, s[0], s[1]); }
 NATIVE(pl_te) { (void)self; (void)s; return make_plugin(E, a, FSF_PL_TE, NULL, NULL, NULL, NULL); }
 
+/* slots: XLAFSDPStrategy's parameters in signatures.c order (precision: 3) */
 NATIVE(xla_fsdp_strategy) {
-  (void)self; (void)s;
+  (void)self;
   fsF_machine m = machine_of(E);
+  const fsF_plugin *k = fsV_objdata(s[3], &plugin_class);
+  char *prec = k ? (*k == FSF_PL_XLA ? NULL : fsF_plugin_str(*k)) : s[3]->type == FSV_NONE ? NULL : fsV_tostr(s[3]);
+  if (!prec && ((k && *k != FSF_PL_XLA) || (!k && s[3]->type != FSV_NONE))) {
+    fsV_seterr("out of memory");
+    return NULL;
+  }
   fsF_issues iss;
   fsF_issues_init(&iss);
-  if (fsE_fabric_issues(E, a, &iss, fsF_check_xla_fsdp_new(&m, &iss)) < 0) return NULL;
-  return fsE_strategy_value(FSF_XLA_FSDP);
+  int rc = fsE_fabric_issues(E, a, &iss, fsF_check_xla_fsdp_new(&m, prec, &iss));
+  free(prec);
+  return rc < 0 ? NULL : fsE_strategy_value(FSF_XLA_FSDP);
 }
 
 int fsE_check_plugins(fsE_ctx *E, const fsV_args *a, const fs_value *plugins) {

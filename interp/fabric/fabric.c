@@ -226,7 +226,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_FSDP && meta_opt)
     return fsF_fail(iss, "R36", H_SEPARATE,
                 "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`.");
-  if (move_to_device(f, m, iss)) return -1;
+  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
   if (c->cls == FSF_DEEPSPEED && nopts >= 2)
     return fsF_fail(iss, "R31", "set up one model with one optimizer per `setup` call",
                 "Currently only one optimizer is supported with DeepSpeed. Got %zu optimizers instead.", nopts);
@@ -250,7 +250,7 @@ int fsF_check_setup_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *
   if (m->wrapped)
     return fsF_fail(iss, "R24", "use the model returned by the first `setup_module`",
                 "A model should be passed only once to the `setup_module` method.");
-  if (move_to_device(f, m, iss)) return -1;
+  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
   if (fsF_xla_fsdp_setup(f, iss)) return -1;
   wrap_warnings(f, m, iss);
   fsdp_true_half(f, iss);
@@ -422,6 +422,7 @@ int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss) 
   if (f->cfg->cls == FSF_DEEPSPEED && f->cfg->zero_stage == 3 && empty_init == 0)
     return fsF_fail(iss, "R38", "use `fabric.init_module()` (or `empty_init=True`)",
                 "`empty_init=False` is not a valid choice with `DeepSpeedStrategy` when ZeRO stage 3 is enabled.");
+  if (fsF_plugin_init_module(f, iss)) return -1;
   fsdp_true_half(f, iss);
   return 0;
 }

@@ -162,6 +162,8 @@ typedef struct fsF_config {
   int save_distributed;        /* mp */
   int under_cli;               /* launched from the start (machine) */
   fsF_xla_fsdp_opts xla_fsdp;  /* xla_fsdp: the strategy object's arguments */
+  int plugin;                  /* Fabric(plugins=...): a precision plugin object's fsF_plugin, else 0 */
+  const char *bnb_ignore_modules; /* BitsandbytesPrecision: repr() of a non-empty ignore_modules, or NULL */
 } fsF_config;
 
 /* The arguments of `Fabric(...)`; FSF_UNSET where the script passed none. */
@@ -350,8 +352,13 @@ int fsF_check_plugin_new(const fsF_plugin_args *p, const fsF_machine *m, fsF_iss
 /* `unsupported`: Fabric(plugins=...) with a precision plugin in a run. */
 int fsF_check_plugin_runs(fsF_plugin k, fsF_issues *iss);
 
-/* XLAFSDPStrategy(...)'s constructor: torch_xla installed (R14). */
-int fsF_check_xla_fsdp_new(const fsF_machine *m, fsF_issues *iss);
+/* str() of a plugin object: "<lightning.fabric.plugins.precision.amp.MixedPrecision
+ * object at 0x7f0000000000>" (the fixed address, as R19); malloc'ed. */
+char *fsF_plugin_str(fsF_plugin k);
+/* XLAFSDPStrategy(...)'s constructor: torch_xla installed (R14), then its
+ * precision setter (R127): precision_str is str() of a precision= that is
+ * neither None nor an XLAPrecision, else NULL. */
+int fsF_check_xla_fsdp_new(const fsF_machine *m, const char *precision_str, fsF_issues *iss);
 /* XLAFSDPStrategy(state_dict_type=...): FSF_XSD_SHARDED, FSF_XSD_FULL or FSF_XSD_OTHER. */
 int fsF_xla_state_dict(const char *state_dict_type);
 /* The activation-checkpointing arguments, checked when the module is set
@@ -369,5 +376,9 @@ int fsF_xla_fsdp_load_raw(const fsF_fabric *f, fsF_issues *iss);
  * passed: the precision plugin unscales the gradients first, and its
  * gradient scaler (16-mixed) refuses an optimizer that unscales itself (R126). */
 int fsF_check_clip_unscaling(const fsF_fabric *f, const fsF_optim *o, fsF_issues *iss);
+/* The plugin's convert_module() at setup/setup_module (R119) and its
+ * module_init_context() at init_module (R120). */
+int fsF_plugin_convert_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss);
+int fsF_plugin_init_module(const fsF_fabric *f, fsF_issues *iss);
 
 #endif

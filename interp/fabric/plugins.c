@@ -119,10 +119,52 @@ int fsF_check_clip_unscaling(const fsF_fabric *f, const fsF_optim *o, fsF_issues
                   "Gradient clipping is not implemented for optimizers handling the unscaling.");
 }
 
+/* Layer classes that are one module without a Linear inside (torch's
+ * MultiheadAttention holds one, a container or a script's class may). */
+static int linear_free_layer(const char *cls) {
+  static const char *const leaves[] = {
+    "Conv1d", "Conv2d", "ConvTranspose2d", "Embedding", "LayerNorm", "RMSNorm", "GroupNorm",
+    "BatchNorm1d", "BatchNorm2d", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "Mish",
+    "Softmax", "Dropout", "Flatten", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample", NULL,
+  };
+  for (const char *const *l = leaves; cls && *l; l++)
+    if (!strcmp(cls, *l)) return 1;
+  return 0;
+}
+
+int fsF_plugin_convert_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss) {
+  if (f->cfg->plugin != FSF_PL_BNB || !m->is_module || !linear_free_layer(m->class_name)) return 0;
+  return fsF_fail(iss, "R119", "quantize a model with Linear layers, or drop the plugin",
+                  "You are using the bitsandbytes precision plugin, but your model has no Linear layers. This plugin won't work for your model.");
+}
+
+int fsF_plugin_init_module(const fsF_fabric *f, fsF_issues *iss) {
+  if (f->cfg->plugin != FSF_PL_BNB || !f->cfg->bnb_ignore_modules) return 0;
+  return fsF_fail(iss, "R120", "create the model outside `fabric.init_module()`, or drop `ignore_modules`",
+                  "Instantiating your model under the `init_module` context manager is not supported when used with `BitsandbytesPrecision(..., ignore_modules=%s)` as this may initialize the layers on-device, defeating the purpose of quantization. You can remove `ignore_modules` or remove the `init_module` context manager.",
+                  f->cfg->bnb_ignore_modules);
+}
+
 /* ---- XLAFSDPStrategy ------------------------------------------------------ */
 
-int fsF_check_xla_fsdp_new(const fsF_machine *m, fsF_issues *iss) {
-  return m->xla ? 0 : fsF_fail(iss, "R14", H_XLA, "%s", XLA_MISSING);
+char *fsF_plugin_str(fsF_plugin k) {
+  static const char *const modules[FSF_PL__COUNT] = {
+    [FSF_PL_NONE] = "precision", [FSF_PL_MIXED] = "amp", [FSF_PL_HALF] = "half", [FSF_PL_DOUBLE] = "double",
+    [FSF_PL_FSDP] = "fsdp", [FSF_PL_DEEPSPEED] = "deepspeed", [FSF_PL_XLA] = "xla",
+    [FSF_PL_BNB] = "bitsandbytes", [FSF_PL_TE] = "transformer_engine",
+  };
+  fsV_buf b = {0};
+  fsV_buf_printf(&b, "<lightning.fabric.plugins.precision.%s.%s object at 0x7f0000000000>", modules[k],
+                 plugin_names[k]);
+  return fsF_buf_take(&b);
+}
+
+int fsF_check_xla_fsdp_new(const fsF_machine *m, const char *precision_str, fsF_issues *iss) {
+  if (!m->xla) return fsF_fail(iss, "R14", H_XLA, "%s", XLA_MISSING);
+  if (precision_str)
+    return fsF_fail(iss, "R127", "pass `XLAPrecision(...)`, or give the precision to Fabric: `Fabric(precision=\"bf16-true\")`",
+                    "The XLA FSDP strategy can only work with the `XLAPrecision` plugin, found %s", precision_str);
+  return 0;
 }
 
 int fsF_xla_state_dict(const char *t) {
