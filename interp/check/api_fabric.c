@@ -511,7 +511,9 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
         flt.repr = fsC_text(c, a->call->loc);
       } else return 1;
     }
-    return fsF_check_save(&f, ents, n, &flt, iss);
+    if (fsF_check_save(&f, ents, n, &flt, iss)) return -1;
+    const fs_value *path = fsC_cval(fsC_arg(a, "path", NULL));
+    return fsF_xla_fsdp_save_full(&f, path && path->type == FSV_STR ? path->u.str.s : NULL, iss);
   }
   return 0;
 }

@@ -178,6 +178,8 @@ static const explain_row rows[] = {
    "The gradient scaler unscales the gradients before clipping; a fused optimizer unscales inside its own step, so the scaler refuses to do it first."},
   {"R127", "XLAFSDPStrategy(precision=...) takes an XLAPrecision plugin only.",
    "XLA computes in the dtypes XLAPrecision sets up (XLA_USE_BF16); the other plugins' autocast and scalers do not apply."},
+  {"R128", "A full XLAFSDP checkpoint cannot be saved across several hosts.",
+   "Each host writes its shards to its own disk (TPU VMs share no filesystem), so no host can consolidate them."},
   {"W25", "Loading a full XLAFSDP checkpoint restores the model only.",
    "The full checkpoint is consolidated from the model's shards; optimizer states and other keys are not in it."},
   {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",

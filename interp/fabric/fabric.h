@@ -372,6 +372,9 @@ int fsF_xla_fsdp_save(const fsF_fabric *f, const fsF_entry *st, size_t n, fsF_is
 int fsF_xla_fsdp_load(const fsF_fabric *f, const fsF_entry *st, size_t n, int state_is_none,
                       fsF_issues *iss);
 int fsF_xla_fsdp_load_raw(const fsF_fabric *f, fsF_issues *iss);
+/* After fsF_check_save passed: a full checkpoint across hosts (R128);
+ * path: the save's path, NULL when not known. */
+int fsF_xla_fsdp_save_full(const fsF_fabric *f, const char *path, fsF_issues *iss);
 /* clip_gradients(module, optimizer, ...) after fsF_check_clip_gradients
  * passed: the precision plugin unscales the gradients first, and its
  * gradient scaler (16-mixed) refuses an optimizer that unscales itself (R126). */

@@ -227,6 +227,33 @@ int fsF_xla_fsdp_save(const fsF_fabric *f, const fsF_entry *st, size_t n, fsF_is
   return f->cfg->cls == FSF_XLA_FSDP ? one_module(st, n, 1, iss) : 0;
 }
 
+/* str(Path(path) / "checkpoint"): pathlib drops empty and "." parts. */
+static char *checkpoint_prefix(const char *path) {
+  fsV_buf b = {0};
+  if (path[0] == '/') fsV_buf_puts(&b, "/");
+  for (const char *p = path; *p;) {
+    size_t k = strcspn(p, "/");
+    if (k && !(k == 1 && p[0] == '.')) fsV_buf_printf(&b, "%s%.*s", b.n && b.s[b.n - 1] != '/' ? "/" : "", (int)k, p);
+    p += k;
+    if (*p) p++;
+  }
+  fsV_buf_printf(&b, "%scheckpoint", b.n && b.s[b.n - 1] != '/' ? "/" : "");
+  return fsF_buf_take(&b);
+}
+
+int fsF_xla_fsdp_save_full(const fsF_fabric *f, const char *path, fsF_issues *iss) {
+  const fsF_config *c = f->cfg;
+  if (c->cls != FSF_XLA_FSDP || c->xla_fsdp.state_dict != FSF_XSD_FULL || c->num_nodes <= 1 || !path) return 0;
+  char *prefix = checkpoint_prefix(path);
+  char *r = prefix ? fsF_repr_str(prefix) : NULL;
+  int rc = fsF_fail(iss, "R128", "use `XLAFSDPStrategy(state_dict_type=\"sharded\")` on several hosts",
+                    "Multihost setups do not have a shared filesystem, so the checkpoint shards cannot be consolidated into a single checkpoint after saving them. Please switch to `XLAFSDPStrategy(state_dict_type='sharded')`. TIP: You can consolidate them manually by getting them together into a single directory and running `python -m torch_xla.distributed.fsdp.consolidate_sharded_ckpts --ckpt_prefix %s --ckpt_suffix '_rank-*-of-*.pth' --save_path 'path/to/consolidated.ckpt'`.",
+                    r ? r : "'checkpoint'");
+  free(prefix);
+  free(r);
+  return rc;
+}
+
 int fsF_xla_fsdp_load(const fsF_fabric *f, const fsF_entry *st, size_t n, int state_is_none,
                       fsF_issues *iss) {
   const fsF_xla_fsdp_opts *x = &f->cfg->xla_fsdp;
