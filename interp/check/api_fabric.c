@@ -306,6 +306,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   if (kind != 1) u.nopts = fsC_varargs(a, u.opts, onodes, MAXARGS);
   paths e;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
+  if (!g && kind <= 1) fsC_te_layers(c, fid, u.model);
   if (g) {
     const char *rule = g->rule;
     if (!strcmp(rule, "R36") || !strcmp(rule, "R37")) {

@@ -187,3 +187,59 @@ void fsC_plugins_run(C *c, const cargs *a) {
     fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
   fsF_issues_free(&iss);
 }
+
+/* ---- Transformer Engine's layer replacement (W26) ------------------------ */
+
+/* The class's own __init__, or NULL. */
+static const fs_node *init_of(const pyclass *k) {
+  const fs_node *body = k && k->node ? fsC_kid(k->node, 1) : NULL;
+  for (uint32_t i = 0; body && i < body->nkids; i++)
+    if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, "__init__")) return body->kids[i];
+  return NULL;
+}
+
+/* _convert_layers(module): its children in registration order (the
+ * `self.NAME = ...` statements of __init__'s straight-line body), each
+ * Linear checked, each other module of a script's class walked in turn. */
+static void te_children(C *c, const cv *m, int depth) {
+  const cobj *o = fsC_o(c, m->id);
+  const fs_node *init = init_of(o->pycls);
+  const fs_node *params = init ? fsC_kid(init, 0) : NULL;
+  if (!params || !params->nkids || depth > 4) return;
+  const char *self = params->kids[0]->str;
+  const fs_node *body = fsC_kid(init, 1);
+  const char *seen[32];
+  size_t nseen = 0;
+  for (uint32_t i = 0; body && i < body->nkids && nseen < 32; i++) {
+    const fs_node *s = body->kids[i];
+    if (s->kind != FS_N_ASSIGN || s->nkids != 2) continue;
+    const fs_node *t = s->kids[0];
+    if (t->kind != FS_N_ATTR || t->kids[0]->kind != FS_N_NAME || strcmp(t->kids[0]->str, self)) continue;
+    size_t j = 0;
+    while (j < nseen && strcmp(seen[j], t->str)) j++;
+    if (j < nseen) continue; /* a child keeps its first place */
+    seen[nseen++] = t->str;
+    cv v = fsC_attr(c, m, t->str);
+    if (v.k != CV_OBJ || fsC_o(c, v.id)->kind != OB_MODEL) continue;
+    const cobj *child = fsC_o(c, v.id);
+    if (child->cls && !strcmp(child->cls, "Linear") && !child->pycls) {
+      const fsC_feat *f = v.id < c->capfeats && c->feats[v.id].loc.end ? &c->feats[v.id] : NULL;
+      if (!f || f->in < 0 || f->out < 0) continue;
+      fsF_issues iss;
+      fsF_issues_init(&iss);
+      fsF_te_layer(t->str, f->in, f->out, &iss);
+      fsC_report_issues(c, &iss, s->loc, 1); /* at the layer: one per child, each named */
+      fsF_issues_free(&iss);
+    } else if (child->pycls) {
+      te_children(c, &v, depth + 1);
+    }
+  }
+}
+
+void fsC_te_layers(C *c, uint32_t fabric, const cv *model) {
+  const fsF_config *cfg = fsC_cfg(c, fabric);
+  if (!cfg || !fsF_te_converts(cfg) || !model || model->k != CV_OBJ) return;
+  const cobj *o = fsC_o(c, model->id);
+  if (o->kind != OB_MODEL || o->wrapped || !o->pycls) return;
+  te_children(c, model, 0);
+}

@@ -305,6 +305,8 @@ int fsC_api_plugin(C *c, const cargs *a, cv *out);
 int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out);
 /* Fabric(plugins=...) of a .fab that will run: `unsupported` for a precision plugin. */
 void fsC_plugins_run(C *c, const cargs *a);
+/* setup(model) passed under Transformer Engine: W26 at each child Linear (a script's class). */
+void fsC_te_layers(C *c, uint32_t fabric, const cv *model);
 /* Fabric(plugins=...): the precision plugin object's facts in the resolved cfg. */
 void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */

@@ -182,6 +182,8 @@ static const explain_row rows[] = {
    "Each host writes its shards to its own disk (TPU VMs share no filesystem), so no host can consolidate them."},
   {"W25", "Loading a full XLAFSDP checkpoint restores the model only.",
    "The full checkpoint is consolidated from the model's shards; optimizer states and other keys are not in it."},
+  {"W26", "Under Transformer Engine, a Linear whose in_features is not a multiple of 8 or out_features of 16 stays unconverted.",
+   "FP8 matrix multiplication needs those alignments; Fabric keeps such a layer in the fallback precision and says so."},
   {"W1", "A model already wrapped in FSDP still has parameters on the meta device.",
    "FSDP materializes only what it wraps itself; these parameters stay without data."},
   {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},

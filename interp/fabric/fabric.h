@@ -383,5 +383,10 @@ int fsF_check_clip_unscaling(const fsF_fabric *f, const fsF_optim *o, fsF_issues
  * module_init_context() at init_module (R120). */
 int fsF_plugin_convert_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss);
 int fsF_plugin_init_module(const fsF_fabric *f, fsF_issues *iss);
+/* Transformer Engine's convert_module at setup: a child Linear `name` of
+ * in x out features that FP8 cannot take stays as it is (W26). 1 when cfg
+ * converts layers (precision="transformer-engine"/"-float16"). */
+int fsF_te_converts(const fsF_config *cfg);
+void fsF_te_layer(const char *name, int64_t in, int64_t out, fsF_issues *iss);
 
 #endif

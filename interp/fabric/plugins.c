@@ -145,6 +145,19 @@ int fsF_plugin_init_module(const fsF_fabric *f, fsF_issues *iss) {
                   f->cfg->bnb_ignore_modules);
 }
 
+int fsF_te_converts(const fsF_config *cfg) {
+  return cfg->precision == FSF_PTE || cfg->precision == FSF_PTE16;
+}
+
+void fsF_te_layer(const char *name, int64_t in, int64_t out, fsF_issues *iss) {
+  if (in % 8 == 0 && out % 16 == 0) return;
+  char *r = fsF_repr_str(name);
+  fsF_warn(iss, "W26", "pad the layer's features: in_features to a multiple of 8, out_features to a multiple of 16",
+           "Support for FP8 in the linear layers with this plugin is currently limited to tensors with shapes where the dimensions are divisible by 8 and 16 respectively. The layer %s does not fit this criteria. You might want to add padding to your inputs.",
+           r ? r : name);
+  free(r);
+}
+
 /* ---- XLAFSDPStrategy ------------------------------------------------------ */
 
 char *fsF_plugin_str(fsF_plugin k) {
