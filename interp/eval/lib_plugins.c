@@ -37,7 +37,7 @@ static const char *text_of(const fs_value *v, int repr, char **owned) {
 /* slots: the plugin's parameters in signatures.c order */
 static fs_value *make_plugin(fsE_ctx *E, const fsV_args *a, fsF_plugin kind, fs_value *precision,
                              fs_value *scaler, fs_value *mode, fs_value *dtype) {
-  char *o[4] = {0};
+  char *o[3] = {0};
   fsF_plugin_args p = {.kind = kind};
   if (precision) {
     p.precision = text_of(precision, 1, &o[0]);
@@ -50,7 +50,7 @@ static fs_value *make_plugin(fsE_ctx *E, const fsV_args *a, fsF_plugin kind, fs_
   fsF_issues iss;
   fsF_issues_init(&iss);
   int rc = fsE_fabric_issues(E, a, &iss, fsF_check_plugin_new(&p, &m, &iss));
-  for (int i = 0; i < 4; i++) free(o[i]);
+  for (int i = 0; i < 3; i++) free(o[i]);
   if (rc < 0) return NULL;
   fsF_plugin *k = malloc(sizeof *k);
   if (!k) {

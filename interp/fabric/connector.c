@@ -645,7 +645,7 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   } else if ((cfg->cls == FSF_XLA || cfg->cls == FSF_SINGLE_XLA || cfg->cls == FSF_XLA_FSDP) && prec >= 0 &&
              !(prec == FSF_P32 || prec == FSF_P16_TRUE || prec == FSF_PBF16_TRUE)) {
     /* the connector makes XLAPrecision(precision): its constructor's check (plugins.c) */
-    fsF_plugin_args xp = {.kind = FSF_PL_XLA, .precision = pr, .precision_str = ""};
+    fsF_plugin_args xp = {.kind = FSF_PL_XLA, .precision = pr}; /* not in its list: refused */
     fsF_check_plugin_new(&xp, m, iss);
   } else if (prec < 0) {
     fsF_fail(iss, "R3", H_R3, "No precision set");
