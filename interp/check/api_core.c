@@ -123,6 +123,11 @@ static const fsC_reg builtin_rows[] = {
   {"DataLoader", api_loader}, {"param", api_param}, {"device", api_device}, {"no_grad", api_no_grad},
   {"range", api_range}, {"len", api_len}, {"list", api_sequence}, {"tuple", api_sequence},
   {"cross_entropy", api_loss}, {"mse_loss", api_loss},
+  /* issue 13 point 5 (api_plugins.c) */
+  {"MixedPrecision", fsC_api_plugin}, {"HalfPrecision", fsC_api_plugin}, {"DoublePrecision", fsC_api_plugin},
+  {"FSDPPrecision", fsC_api_plugin}, {"DeepSpeedPrecision", fsC_api_plugin}, {"XLAPrecision", fsC_api_plugin},
+  {"BitsandbytesPrecision", fsC_api_plugin}, {"TransformerEnginePrecision", fsC_api_plugin},
+  {"XLAFSDPStrategy", fsC_api_xla_fsdp},
   {NULL, NULL},
 };
 

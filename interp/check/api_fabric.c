@@ -153,6 +153,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   fsF_issues_free(&iss);
   if (rc == 0) {
     cobj *o = fsC_o(c, id);
+    fsC_plugins_config(c, a, &c->cfgs[c->ncfgs]);
     o->cfg = (int32_t)c->ncfgs++;
     o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
     if (!c->python && c->o->will_run) { /* a .fab will run: what this runtime cannot run of it */
@@ -165,6 +166,8 @@ cv fsC_new_fabric(C *c, const cargs *a) {
         const fs_node *node = NULL;
         if (cfg->precision == FSF_P32 && !fsC_arg(a, "strategy", &node)) fsC_arg(a, "accelerator", &node);
         fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
+      } else {
+        fsC_plugins_run(c, a);
       }
       fsF_issues_free(&iss);
     }
@@ -488,6 +491,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   if (kind == 3) u.uds = fsC_arg(a, "use_distributed_sampler", NULL);
   paths e;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
+  if (!g && kind <= 1) fsC_te_layers(c, fid, u.model);
   if (g) {
     const char *rule = g->rule;
     if (!strcmp(rule, "R36") || !strcmp(rule, "R37")) {
@@ -590,7 +594,7 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   fsF_fabric f;
   if (!fsC_fabric_state(c, e, u->fabric, &f)) return 1;
   const char *m = u->method;
-  if (!strcmp(m, "all_reduce")) { /* strategies/: R100 */
+  if (!strcmp(m, "all_reduce")) { /* R100, R110 */
     const cv *v = fsC_arg(a, "reduce_op", NULL);
     const fs_value *op = fsC_cval(v);
     return fsF_check_all_reduce(&f, !v ? "mean" : op && op->type == FSV_STR ? op->u.str.s : NULL, iss);
@@ -618,8 +622,11 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   if (!strcmp(m, "clip_gradients")) {
     fsF_model st;
     if (!fsC_model_state(c, e, fsC_arg(a, "module", NULL), &st)) return 1;
-    return fsF_check_clip_gradients(&f, &st, !fsC_is_none(fsC_arg(a, "clip_val", NULL)),
-                                    !fsC_is_none(fsC_arg(a, "max_norm", NULL)), iss);
+    if (fsF_check_clip_gradients(&f, &st, !fsC_is_none(fsC_arg(a, "clip_val", NULL)),
+                                 !fsC_is_none(fsC_arg(a, "max_norm", NULL)), iss))
+      return -1;
+    fsF_optim opt;
+    return fsC_optim_state(c, e, fsC_arg(a, "optimizer", NULL), &opt) ? fsF_check_clip_unscaling(&f, &opt, iss) : 0;
   }
   if (!strcmp(m, "no_backward_sync")) {
     fsF_model st;
@@ -699,7 +706,9 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
         flt.repr = fsC_text(c, a->call->loc);
       } else return 1;
     }
-    return fsF_check_save(&f, ents, n, &flt, iss);
+    if (fsF_check_save(&f, ents, n, &flt, iss)) return -1;
+    const fs_value *path = fsC_cval(fsC_arg(a, "path", NULL));
+    return fsF_xla_fsdp_save_full(&f, path && path->type == FSV_STR ? path->u.str.s : NULL, iss);
   }
   return 0;
 }

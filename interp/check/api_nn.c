@@ -111,6 +111,8 @@ int fsC_api_optimizer(C *c, const cargs *a, cv *out) {
   cobj tmp = *fsC_o(c, id);
   if (p) collect_params(c, p, &tmp, &found, 0);
   if (node) tmp.why_loc = node->loc;
+  const fs_value *fused = fsC_cval(fsC_arg(a, "fused", NULL)); /* torch's fused kernels unscale themselves (R126) */
+  tmp.fused = fused && fsV_truthy(fused);
   *fsC_o(c, id) = tmp;
   *out = fsC_obj(id);
   return 1;

@@ -73,7 +73,8 @@ typedef struct cv {
 typedef enum obk {
   OB_FABRIC, OB_MODEL, OB_OPTIM, OB_LOADER, OB_DATASET, OB_PARAMS, OB_STRATEGY, OB_CTX,
   OB_INSTANCE, /* an instance of a Python class that is not an nn.Module (pycls) */
-  OB_PARAM     /* one parameter (a Tensor) taken from an OB_PARAMS: its provenance fields */
+  OB_PARAM,    /* one parameter (a Tensor) taken from an OB_PARAMS: its provenance fields */
+  OB_PLUGIN    /* a precision plugin object (api_plugins.c): cobj.plugin */
 } obk;
 
 enum { CTX_OTHER, CTX_INIT, CTX_META, CTX_DEVICE }; /* OB_CTX kinds */
@@ -101,6 +102,9 @@ typedef struct cobj {
   fsF_strategy_obj strat;
   /* strategy, fabric: ModelParallelStrategy's parallelize_fn (a def), called at setup (R102) */
   const fs_node *parallelize_fn;
+  uint8_t plugin;       /* OB_PLUGIN: its fsF_plugin */
+  const char *plugin_text; /* OB_PLUGIN BitsandbytesPrecision: repr() of a non-empty ignore_modules (arena) */
+  uint8_t fused;        /* optimizer (raw): made with fused=True */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -304,6 +308,15 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
 int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out);
 /* The def of method name in class k or its Python bases, or NULL. */
 const fs_node *fsC_py_method(const pyclass *k, const char *name);
+/* api_plugins.c: the precision plugin classes and XLAFSDPStrategy */
+int fsC_api_plugin(C *c, const cargs *a, cv *out);
+int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out);
+/* Fabric(plugins=...) of a .fab that will run: `unsupported` for a precision plugin. */
+void fsC_plugins_run(C *c, const cargs *a);
+/* setup(model) passed under Transformer Engine: W26 at each child Linear (a script's class). */
+void fsC_te_layers(C *c, uint32_t fabric, const cv *model);
+/* Fabric(plugins=...): the precision plugin object's facts in the resolved cfg. */
+void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 

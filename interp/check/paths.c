@@ -121,6 +121,7 @@ int fsC_optim_state(C *c, paths *e, const cv *v, fsF_optim *o) {
   o->meta_params = bit(e, &x->pmeta);
   o->fsdp_flat = x->fsdp_flat;
   o->xla_sharded = x->xla_sharded;
+  o->handles_unscaling = (x->wrapped ? &c->objs[x->inner] : x)->fused;
   return 1;
 }
 

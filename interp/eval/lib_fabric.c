@@ -493,7 +493,7 @@ NATIVE(f_fabric) {
   }
   fsF_issues_init(&iss);
   if (!o->plan && (fsE_fabric_issues(E, a, &iss, fsF_check_runnable(&fv->cfg, &iss)) < 0 ||
-                   runnable(&fv->cfg, o->emulate_cuda) < 0)) { /* plan allocates nothing: any target */
+                   fsE_check_plugins(E, a, s[5]) < 0 || runnable(&fv->cfg, o->emulate_cuda) < 0)) { /* plan allocates nothing: any target */
     free(fv);
     return NULL;
   }

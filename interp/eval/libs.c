@@ -16,6 +16,7 @@ static const fsE_lib *const libs[] = {
   &fsE_lib_metrics, &fsE_lib_loggers,
   &fsE_lib_index,
   &fsE_lib_precision,
+  &fsE_lib_plugins,
 };
 
 /* Sig index -> implementation, filled on first use (a run is one thread). */

@@ -154,8 +154,9 @@ int fsF_parse_arg(fsF_overrides *o, fsF_machine *m, const char *arg,
         else if (k == 3 && !strncmp(p, "mps", k)) m->mps = 1;
         else if (k == 18 && !strncmp(p, "transformer-engine", k)) m->transformer_engine = 1;
         else if (k == 3 && !strncmp(p, "cli", k)) m->under_cli = 1;
+        else if (k == 12 && !strncmp(p, "bitsandbytes", k)) m->bitsandbytes = 1;
         else if (k == 7 && !strncmp(p, "no-fork", k)) m->has_fork = 0;
-        else { *err = "--assume takes deepspeed, xla, mps, transformer-engine, cli, no-fork"; return -1; }
+        else { *err = "--assume takes deepspeed, xla, mps, transformer-engine, bitsandbytes, cli, no-fork"; return -1; }
         p += k;
         if (*p) p++;
       }
@@ -696,6 +697,11 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
     fsF_fail(iss, "R11", H_R11,
          "`precision=%s)` is not supported in %s. `precision` must be one of: ('32-true', '16-true', 'bf16-true', '16-mixed', 'bf16-mixed').",
          pr, cfg->cls == FSF_FSDP ? "FSDP" : "DeepSpeed");
+  } else if ((cfg->cls == FSF_XLA || cfg->cls == FSF_SINGLE_XLA || cfg->cls == FSF_XLA_FSDP) && prec >= 0 &&
+             !(prec == FSF_P32 || prec == FSF_P16_TRUE || prec == FSF_PBF16_TRUE)) {
+    /* the connector makes XLAPrecision(precision): its constructor's check (plugins.c) */
+    fsF_plugin_args xp = {.kind = FSF_PL_XLA, .precision = pr}; /* not in its list: refused */
+    fsF_check_plugin_new(&xp, m, iss);
   } else if (prec < 0) {
     fsF_fail(iss, "R3", H_R3, "No precision set");
   } else if ((prec == FSF_PTE || prec == FSF_PTE16) && !m->transformer_engine) {
@@ -773,6 +779,7 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
       cfg->state_dict_sharded = 0;
     }
     if (c == FSF_DEEPSPEED) cfg->zero_stage = obj->stage >= 0 ? obj->stage : 2;
+    cfg->xla_fsdp = obj->xla_fsdp;
   }
   rc = 0;
 out:

@@ -239,7 +239,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_FSDP && meta_opt)
     return fsF_fail(iss, "R36", H_SEPARATE,
                 "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`.");
-  if (move_to_device(f, m, iss)) return -1;
+  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
   if (c->cls == FSF_DEEPSPEED && nopts >= 2)
     return fsF_fail(iss, "R31", "set up one model with one optimizer per `setup` call",
                 "Currently only one optimizer is supported with DeepSpeed. Got %zu optimizers instead.", nopts);
@@ -249,6 +249,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_XLA_FSDP && nopts)
     return fsF_fail(iss, "R34", H_SEPARATE,
                 "The `XLAFSDPStrategy` does not support the joint setup of module and optimizer(s). Please do it in this order: Create the model, call `setup_module`, create the optimizer, call `setup_optimizer`.");
+  if (fsF_xla_fsdp_setup(f, iss)) return -1;
   wrap_warnings(f, m, iss);
   fsdp_true_half(f, iss);
   if (c->cls == FSF_MP && meta_opt)
@@ -262,7 +263,8 @@ int fsF_check_setup_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *
   if (m->wrapped)
     return fsF_fail(iss, "R24", "use the model returned by the first `setup_module`",
                 "A model should be passed only once to the `setup_module` method.");
-  if (move_to_device(f, m, iss)) return -1;
+  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
+  if (fsF_xla_fsdp_setup(f, iss)) return -1;
   wrap_warnings(f, m, iss);
   fsdp_true_half(f, iss);
   return 0;
@@ -460,6 +462,7 @@ int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss) 
   if (f->cfg->cls == FSF_DEEPSPEED && f->cfg->zero_stage == 3 && empty_init == 0)
     return fsF_fail(iss, "R38", "use `fabric.init_module()` (or `empty_init=True`)",
                 "`empty_init=False` is not a valid choice with `DeepSpeedStrategy` when ZeRO stage 3 is enabled.");
+  if (fsF_plugin_init_module(f, iss)) return -1;
   fsdp_true_half(f, iss);
   return 0;
 }
@@ -467,7 +470,7 @@ int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss) 
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss) { return launched(f, iss); }
 
 int fsF_check_device(const fsF_fabric *f, fsF_issues *iss) {
-  if (f->cfg->cls == FSF_XLA && !f->launched)
+  if ((f->cfg->cls == FSF_XLA || f->cfg->cls == FSF_XLA_FSDP) && !f->launched)
     return fsF_fail(iss, "R66", "use the device inside the function passed to `fabric.launch(fn)`",
                 "Accessing the XLA device before processes have spawned is not allowed.");
   return 0;
@@ -606,6 +609,7 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
       return fsF_fail(iss, "R90", "use `FSDPStrategy(state_dict_type=\"sharded\")` (the default) or `\"full\"`",
                       "Unknown state_dict_type: %s", c->state_dict_unknown);
   }
+  if (fsF_xla_fsdp_save(f, st, n, iss)) return -1;
   if (c->cls == FSF_MP && has_filter && c->save_distributed)
     return fsF_fail(iss, "R60", "use `ModelParallelStrategy(..., save_distributed_checkpoint=False)` or drop `filter=`",
                 "ModelParallelStrategy doesn't support loading distributed filtered checkpoints, so saving them is disabled.");
@@ -620,12 +624,14 @@ int fsF_check_load(const fsF_fabric *f, const fsF_entry *st, size_t n,
     return fsF_fail(iss, "R63", "pass the objects to restore: `fabric.load(path, {\"model\": model, \"optimizer\": optimizer})`",
                 "Got %s.load_checkpoint(..., state=%s) but a state with at least  a model instance to reload is required. Pass it in like so: %s.load_checkpoint(..., state={'model': model, ...})",
                 fsF_cls_name(c), state_is_none ? "None" : "{}", fsF_cls_name(c));
+  if (fsF_xla_fsdp_load(f, st, n, state_is_none, iss)) return -1;
   if (sharded_state(f, st, n, 0, iss)) return -1;
   if (c == FSF_MP && distributed_model(st, n, 0, iss)) return -1;
   return launched(f, iss);
 }
 
 int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *iss) {
+  if (fsF_xla_fsdp_load_raw(f, iss)) return -1;
   if (f->cfg->cls == FSF_FSDP && obj_is_optimizer)
     return fsF_fail(iss, "R64", "save and load the optimizer together with the model through `fabric.save`/`fabric.load`",
                 "Loading a single optimizer object from a checkpoint is not supported yet with the FSDP strategy.");
@@ -700,12 +706,15 @@ int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues 
   if (fsF_check_collective(f, iss)) return -1;
   /* the data becomes tensors on the device (R66 before launch), then xla.py's all_reduce */
   if (fsF_check_device(f, iss)) return -1;
-  if (f->cfg->cls == FSF_XLA && reduce_op && strcasecmp(reduce_op, "sum") && strcasecmp(reduce_op, "mean") &&
-      strcasecmp(reduce_op, "avg"))
-    return fsF_fail(iss, "R100", "use `reduce_op=\"sum\"` or `\"mean\"` under XLA",
-                    "Currently, the XLAStrategy only supports `sum`, `mean`, `avg` for the reduce operation, got: %s",
-                    reduce_op);
-  return 0;
+  fsF_cls cls = f->cfg->cls; /* xla.py and xla_fsdp.py refuse the same ops, each in its own name */
+  if ((cls != FSF_XLA && cls != FSF_XLA_FSDP) || !reduce_op || !strcasecmp(reduce_op, "sum") ||
+      !strcasecmp(reduce_op, "mean") || !strcasecmp(reduce_op, "avg"))
+    return 0;
+  return fsF_fail(iss, cls == FSF_XLA ? "R100" : "R110",
+                  cls == FSF_XLA ? "use `reduce_op=\"sum\"` or `\"mean\"` under XLA"
+                                 : "use `reduce_op=\"sum\"`, `\"mean\"` or `\"avg\"` under XLAFSDPStrategy",
+                  "Currently, the %s only supports `sum`, `mean`, `avg` for the reduce operation, got: %s",
+                  cls == FSF_XLA ? "XLAStrategy" : "XLAFSDPStrategy", reduce_op);
 }
 
 int fsF_check_parallelized(const char *type_name, fsF_issues *iss) {

@@ -51,6 +51,16 @@ typedef enum fsF_cls {
 /* Start method of a DDP strategy: popen re-runs the script per rank. */
 typedef enum fsF_start { FSF_START_POPEN, FSF_START_SPAWN, FSF_START_FORK } fsF_start;
 
+/* XLAFSDPStrategy's arguments (plugins.c); all zero: Fabric's defaults. */
+enum { FSF_XSD_SHARDED, FSF_XSD_FULL, FSF_XSD_OTHER };
+typedef struct fsF_xla_fsdp_opts {
+  int state_dict;            /* FSF_XSD_*: state_dict_type= */
+  const char *state_dict_text; /* FSF_XSD_OTHER: its text (static or the checker's arena) */
+  int wrapper_callable;      /* auto_wrapper_callable= given */
+  int policy;                /* activation_checkpointing_policy: 0 None/empty, 1 a set, 2 other */
+  const char *policy_str;    /* 2: str() of it, NULL when not known */
+} fsF_xla_fsdp_opts;
+
 /* The rule-relevant keyword arguments of a strategy object; -1 = not given. */
 typedef struct fsF_strategy_obj {
   fsF_cls cls;               /* FSDP, DDP, DEEPSPEED or MP */
@@ -72,6 +82,7 @@ typedef struct fsF_strategy_obj {
   /* ModelParallelStrategy(data_parallel_size=, tensor_parallel_size=):
    * the sizes when given as ints (*_given), else "auto" */
   int dp_size, tp_size, dp_given, tp_given;
+  fsF_xla_fsdp_opts xla_fsdp; /* XLAFSDPStrategy */
 } fsF_strategy_obj;
 #define FSF_STRATEGY_ACCEL_OTHER 99
 
@@ -100,6 +111,7 @@ char *fsF_repr_str(const char *s);
 typedef struct fsF_machine {
   int cuda_gpus;          /* visible CUDA devices, 0..FSF_MAX_GPUS */
   int mps, xla, deepspeed, transformer_engine; /* available? */
+  int bitsandbytes;       /* available? (--assume=bitsandbytes) */
   int tpus;               /* XLA devices when xla is available */
   int has_fork;           /* the platform can fork (Linux: yes) */
   int under_cli;          /* LT_CLI_USED=1: processes already created */
@@ -118,7 +130,7 @@ typedef struct fsF_overrides {
 /* Parses one command-line argument of ours: --accelerator= --strategy=
  * --devices= --num-nodes= --precision= (the value may also be the next
  * argument), --gpus=N (check as if N GPUs were visible) and
- * --assume=deepspeed,xla,mps,transformer-engine,cli,no-fork (check as if the
+ * --assume=deepspeed,xla,mps,transformer-engine,bitsandbytes,cli,no-fork (check as if the
  * machine had them). Returns the arguments consumed (1 or 2), 0 when the
  * argument is not ours, -1 on a bad value (with *err set to a static text). */
 int fsF_parse_arg(fsF_overrides *o, fsF_machine *m, const char *arg,
@@ -163,6 +175,9 @@ typedef struct fsF_config {
   char state_dict_unknown[64]; /* fsdp: an unknown state_dict_type (R90), else ""; cut at 63 bytes */
   int mp_dp_size, mp_tp_size;  /* mp: the device mesh's sizes ("auto": num_nodes, devices) */
   int under_cli;               /* launched from the start (machine) */
+  fsF_xla_fsdp_opts xla_fsdp;  /* xla_fsdp: the strategy object's arguments */
+  int plugin;                  /* Fabric(plugins=...): a precision plugin object's fsF_plugin, else 0 */
+  const char *bnb_ignore_modules; /* BitsandbytesPrecision: repr() of a non-empty ignore_modules, or NULL */
 } fsF_config;
 
 /* The arguments of `Fabric(...)`; FSF_UNSET where the script passed none. */
@@ -238,6 +253,7 @@ typedef struct fsF_optim {
   int fsdp_flat;     /* references FSDP-flattened parameters */
   int xla_sharded;   /* references XLA-FSDP sharded parameters */
   const char *foreign; /* not an optimizer at all: its type name (R76); NULL for one */
+  int handles_unscaling; /* torch's _step_supports_amp_scaling: made with fused=True (R126) */
 } fsF_optim;
 
 typedef struct fsF_loader {
@@ -361,7 +377,8 @@ int fsF_check_fsdp_ctor(const fsF_fsdp_ctor *a, fsF_issues *iss);
  * (the caller looks; nothing here touches files). */
 int fsF_check_deepspeed_config(const char *path, int is_file, fsF_issues *iss);
 /* fabric.all_reduce(data, reduce_op=...): a collective (R16), then
- * XLAStrategy's reduce operations (R100); reduce_op NULL when not known. */
+ * XLAStrategy's (R100) and XLAFSDPStrategy's (R110) reduce operations;
+ * reduce_op NULL when not known. */
 /* launch(fn) under the spawn start method (R103): each child imports the
  * script again (as __mp_main__) and must not reach launch() there;
  * guarded: the call runs inside `if __name__ == "__main__":`. */
@@ -370,5 +387,66 @@ int fsF_check_spawn_guard(const fsF_config *cfg, int guarded, fsF_issues *iss);
  * it is not a module: its Python type name (R102). */
 int fsF_check_parallelized(const char *type_name, fsF_issues *iss);
 int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues *iss);
+/* ---- precision plugins and XLAFSDPStrategy (plugins.c) ------------------ */
+/* the constructors of plugins/precision/ (one file per plugin) and strategies/xla_fsdp.py's rules. */
+
+typedef enum fsF_plugin {
+  FSF_PL_NONE, FSF_PL_MIXED, FSF_PL_HALF, FSF_PL_DOUBLE, FSF_PL_FSDP, FSF_PL_DEEPSPEED,
+  FSF_PL_XLA, FSF_PL_BNB, FSF_PL_TE, FSF_PL__COUNT
+} fsF_plugin;
+
+/* A precision plugin's constructor arguments; NULL where not given (or not
+ * known). Strings are borrowed. */
+typedef struct fsF_plugin_args {
+  fsF_plugin kind;
+  const char *precision;      /* repr() of precision= ('16-mixed', 16, None) */
+  const char *precision_str;  /* its text when it is a str, else NULL */
+  const char *scaler;         /* str() of a scaler that is not None */
+  const char *mode;           /* BitsandbytesPrecision(mode=): its text */
+  const char *dtype;          /* str() of dtype= ("torch.bfloat16") when not None */
+} fsF_plugin_args;
+
+const char *fsF_plugin_name(fsF_plugin k);    /* "MixedPrecision", ... */
+/* The plugin class a name denotes, FSF_PL_NONE for any other name. */
+fsF_plugin fsF_plugin_of(const char *class_name);
+/* The plugin's constructor, in its order of checks (R115-R119, R14, env). */
+int fsF_check_plugin_new(const fsF_plugin_args *p, const fsF_machine *m, fsF_issues *iss);
+/* `unsupported`: Fabric(plugins=...) with a precision plugin in a run. */
+int fsF_check_plugin_runs(fsF_plugin k, fsF_issues *iss);
+
+/* str() of a plugin object: "<lightning.fabric.plugins.precision.amp.MixedPrecision
+ * object at 0x7f0000000000>" (the fixed address, as R19); malloc'ed. */
+char *fsF_plugin_str(fsF_plugin k);
+/* XLAFSDPStrategy(...)'s constructor: torch_xla installed (R14), then its
+ * precision setter (R127): precision_str is str() of a precision= that is
+ * neither None nor an XLAPrecision, else NULL. */
+int fsF_check_xla_fsdp_new(const fsF_machine *m, const char *precision_str, fsF_issues *iss);
+/* XLAFSDPStrategy(state_dict_type=...): FSF_XSD_SHARDED, FSF_XSD_FULL or FSF_XSD_OTHER. */
+int fsF_xla_state_dict(const char *state_dict_type);
+/* The activation-checkpointing arguments, checked when the module is set
+ * up (R121, R122), from fsF_check_setup and fsF_check_setup_module. */
+int fsF_xla_fsdp_setup(const fsF_fabric *f, fsF_issues *iss);
+/* The XLAFSDP parts of save/load/load_raw, called by fsF_check_save,
+ * fsF_check_load and fsF_check_load_raw (R111-R114, R123-R125, W25). */
+int fsF_xla_fsdp_save(const fsF_fabric *f, const fsF_entry *st, size_t n, fsF_issues *iss);
+int fsF_xla_fsdp_load(const fsF_fabric *f, const fsF_entry *st, size_t n, int state_is_none,
+                      fsF_issues *iss);
+int fsF_xla_fsdp_load_raw(const fsF_fabric *f, fsF_issues *iss);
+/* After fsF_check_save passed: a full checkpoint across hosts (R128);
+ * path: the save's path, NULL when not known. */
+int fsF_xla_fsdp_save_full(const fsF_fabric *f, const char *path, fsF_issues *iss);
+/* clip_gradients(module, optimizer, ...) after fsF_check_clip_gradients
+ * passed: the precision plugin unscales the gradients first, and its
+ * gradient scaler (16-mixed) refuses an optimizer that unscales itself (R126). */
+int fsF_check_clip_unscaling(const fsF_fabric *f, const fsF_optim *o, fsF_issues *iss);
+/* The plugin's convert_module() at setup/setup_module (R119) and its
+ * module_init_context() at init_module (R120). */
+int fsF_plugin_convert_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss);
+int fsF_plugin_init_module(const fsF_fabric *f, fsF_issues *iss);
+/* Transformer Engine's convert_module at setup: a child Linear `name` of
+ * in x out features that FP8 cannot take stays as it is (W26). 1 when cfg
+ * converts layers (precision="transformer-engine"/"-float16"). */
+int fsF_te_converts(const fsF_config *cfg);
+void fsF_te_layer(const char *name, int64_t in, int64_t out, fsF_issues *iss);
 
 #endif

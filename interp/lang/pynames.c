@@ -99,6 +99,19 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning.fabric.loggers", "CSVLogger TensorBoardLogger", "", ""},
   {"lightning.fabric.loggers.csv_logs", "CSVLogger", "", ""},
   {"lightning.fabric.loggers.tensorboard", "TensorBoardLogger", "", ""},
+  /* issue 13 point 5: precision plugins and XLAFSDPStrategy */
+  {"lightning.fabric.plugins", "MixedPrecision HalfPrecision DoublePrecision FSDPPrecision DeepSpeedPrecision XLAPrecision BitsandbytesPrecision TransformerEnginePrecision", "", ""},
+  {"lightning.fabric.plugins.precision", "MixedPrecision HalfPrecision DoublePrecision FSDPPrecision DeepSpeedPrecision XLAPrecision BitsandbytesPrecision TransformerEnginePrecision", "", ""},
+  {"lightning.fabric.plugins.precision.amp", "MixedPrecision", "", ""},
+  {"lightning.fabric.plugins.precision.half", "HalfPrecision", "", ""},
+  {"lightning.fabric.plugins.precision.double", "DoublePrecision", "", ""},
+  {"lightning.fabric.plugins.precision.fsdp", "FSDPPrecision", "", ""},
+  {"lightning.fabric.plugins.precision.deepspeed", "DeepSpeedPrecision", "", ""},
+  {"lightning.fabric.plugins.precision.xla", "XLAPrecision", "", ""},
+  {"lightning.fabric.plugins.precision.bitsandbytes", "BitsandbytesPrecision", "", ""},
+  {"lightning.fabric.plugins.precision.transformer_engine", "TransformerEnginePrecision", "", ""},
+  {"lightning.fabric.strategies", "XLAFSDPStrategy", "", ""},
+  {"lightning.fabric.strategies.xla_fsdp", "XLAFSDPStrategy", "", ""},
 };
 
 /* The members torch and Lightning give the types signatures.h models, beyond

@@ -73,6 +73,18 @@ PARAMS(p_ddp, KW("find_unused_parameters", BOOL, "False"), KW("static_graph", BO
 PARAMS(p_deepspeed, KW("zero_optimization", BOOL, "True"), KW("stage", INT, "2"),
        KW("offload_optimizer", BOOL, "False"), KW("offload_parameters", BOOL, "False"),
        KW("config", ANY, "None"), VARKW("kwargs"))
+/* precision plugins and XLAFSDPStrategy (issue 13 point 5; lib_plugins.c, api_plugins.c) */
+PARAMS(p_pl_mixed, P("precision", ANY, NULL), P("device", STR, NULL), P("scaler", ANY, "None"))
+PARAMS(p_pl_half, P("precision", ANY, "'16-true'"))
+PARAMS(p_pl_fsdp, P("precision", ANY, NULL), P("scaler", ANY, "None"))
+PARAMS(p_pl_one, P("precision", ANY, NULL))
+PARAMS(p_pl_bnb, P("mode", STR, NULL), P("dtype", ANY, "None"), P("ignore_modules", ANY, "None"))
+PARAMS(p_pl_te, KW("weights_dtype", ANY, NULL), KW("recipe", ANY, "None"), KW("replace_layers", ANY, "None"),
+       KW("fallback_compute_dtype", ANY, "None"))
+PARAMS(p_xla_fsdp, P("accelerator", ANY, "None"), P("parallel_devices", ANY, "None"),
+       P("checkpoint_io", ANY, "None"), P("precision", ANY, "None"), P("auto_wrap_policy", ANY, "None"),
+       P("activation_checkpointing_policy", ANY, "None"), P("state_dict_type", STR, "'sharded'"),
+       P("sequential_save", BOOL, "False"), VARKW("kwargs"))
 PARAMS(p_sgd, P("params", ANY, NULL), P("lr", NUM, NULL), P("momentum", NUM, "0"),
        P("dampening", NUM, "0"), P("weight_decay", NUM, "0"), P("nesterov", BOOL, "False"),
        KW("maximize", BOOL, "False"), KW("foreach", OPTBOOL, "None"), KW("fused", OPTBOOL, "None"))
@@ -527,6 +539,16 @@ static const fsSig table[] = {
   FN("size_based_auto_wrap_policy", p_size_policy, "bool"),
   CLS("DDPStrategy", p_ddp, "Strategy"),
   CLS("DeepSpeedStrategy", p_deepspeed, "Strategy"),
+  /* issue 13 point 5: precision plugins and XLAFSDPStrategy */
+  CLS("MixedPrecision", p_pl_mixed, "Precision"),
+  CLS("HalfPrecision", p_pl_half, "Precision"),
+  {"DoublePrecision", FSSIG_CLASS, NULL, 0, "Precision", 0},
+  CLS("FSDPPrecision", p_pl_fsdp, "Precision"),
+  CLS("DeepSpeedPrecision", p_pl_one, "Precision"),
+  CLS("XLAPrecision", p_pl_one, "Precision"),
+  CLS("BitsandbytesPrecision", p_pl_bnb, "Precision"),
+  CLS("TransformerEnginePrecision", p_pl_te, "Precision"),
+  CLS("XLAFSDPStrategy", p_xla_fsdp, "Strategy"),
   CLS("SGD", p_sgd, "Optimizer"),
   CLS("Adam", p_adam, "Optimizer"),
   CLS("AdamW", p_adamw, "Optimizer"),

@@ -857,6 +857,110 @@ static void test_xla_all_reduce(void **state) {
   (void)state;
 }
 
+/* ---- precision plugins and XLAFSDPStrategy (plugins.c; Lightning's
+ * plugins/precision/ and strategies/xla_fsdp.py, placeholders filled) ---- */
+
+#define SPEC_R110_1 "Currently, the XLAFSDPStrategy only supports `sum`, `mean`, `avg` for the reduce operation, got: max"
+#define SPEC_R111_1 "Could not find a XLAFSDP model in the provided checkpoint state. Please provide the model as part of the state like so: `save_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before saving the checkpoint."
+#define SPEC_R112_1 "Found multiple XLAFSDP modules in the given state. Loading checkpoints with FSDP is currently limited to a single model per checkpoint. To load multiple models, call the load method for each model separately with a different path."
+#define SPEC_R113_1 "Got `XLAFSDPStrategy.load_checkpoint(..., state=None)` but a state with at least  a model instance to reload is required. Pass it in like so: `FSDPStrategy.load_checkpoint(..., state={'model': model, ...})`"
+#define SPEC_R114_1 "Loading a single module or optimizer object from a checkpoint is not supported yet with the XLAFSDP strategy."
+#define SPEC_R115_1 "Passed `MixedPrecision(precision='32-true')`. Precision must be '16-mixed' or 'bf16-mixed'."
+#define SPEC_R116_1 "`precision='bf16-mixed'` does not use a scaler, found True."
+#define SPEC_R117_1 "`precision='bf16-mixed')` is not supported in XLA. `precision` must be one of: ('32-true', '16-true', 'bf16-true')."
+#define SPEC_R118_1 "'int8' only works with `dtype=torch.float16`, but you chose `torch.bfloat16`"
+#define SPEC_R119_1 "You are using the bitsandbytes precision plugin, but your model has no Linear layers. This plugin won't work for your model."
+#define SPEC_R120_1 "Instantiating your model under the `init_module` context manager is not supported when used with `BitsandbytesPrecision(..., ignore_modules={'head'})` as this may initialize the layers on-device, defeating the purpose of quantization. You can remove `ignore_modules` or remove the `init_module` context manager."
+#define SPEC_R126_1 "Gradient clipping is not implemented for optimizers handling the unscaling."
+#define SPEC_R127_1 "The XLA FSDP strategy can only work with the `XLAPrecision` plugin, found <lightning.fabric.plugins.precision.half.HalfPrecision object at 0x7f0000000000>"
+#define SPEC_W25_1 "Loading a full checkpoint will only load the full model. The optimizer and any additional metadata are not included."
+#define SPEC_W26_1 "Support for FP8 in the linear layers with this plugin is currently limited to tensors with shapes where the dimensions are divisible by 8 and 16 respectively. The layer 'head' does not fit this criteria. You might want to add padding to your inputs."
+#define SPEC_BNB_1 "Requirement 'bitsandbytes' not met. HINT: Try running `pip install -U 'bitsandbytes'`"
+
+static void test_plugins_and_xla_fsdp(void **state) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_machine m = machine(1);
+  fsF_plugin_args p = {.kind = FSF_PL_MIXED, .precision = "'32-true'", .precision_str = "32-true"};
+  assert_int_equal(fsF_check_plugin_new(&p, &m, &iss), -1);
+  expect_issue(&iss, "R115", SPEC_R115_1);
+  p = (fsF_plugin_args){.kind = FSF_PL_MIXED, .precision = "'bf16-mixed'", .precision_str = "bf16-mixed", .scaler = "True"};
+  assert_int_equal(fsF_check_plugin_new(&p, &m, &iss), -1);
+  expect_issue(&iss, "R116", SPEC_R116_1);
+  p = (fsF_plugin_args){.kind = FSF_PL_XLA, .precision = "'bf16-mixed'", .precision_str = "bf16-mixed"};
+  assert_int_equal(fsF_check_plugin_new(&p, &m, &iss), -1);
+  expect_issue(&iss, "R14", SPEC_R14_1); /* torch_xla first */
+  m.xla = 1;
+  assert_int_equal(fsF_check_plugin_new(&p, &m, &iss), -1);
+  expect_issue(&iss, "R117", SPEC_R117_1);
+  p = (fsF_plugin_args){.kind = FSF_PL_BNB, .mode = "int8", .dtype = "torch.bfloat16"};
+  assert_int_equal(fsF_check_plugin_new(&p, &m, &iss), -1);
+  expect_issue(&iss, "env", SPEC_BNB_1);
+  m.bitsandbytes = 1;
+  assert_int_equal(fsF_check_plugin_new(&p, &m, &iss), -1);
+  expect_issue(&iss, "R118", SPEC_R118_1);
+  p.mode = "nf4";
+  assert_int_equal(fsF_check_plugin_new(&p, &m, &iss), 0);
+  char *half = fsF_plugin_str(FSF_PL_HALF);
+  assert_int_equal(fsF_check_xla_fsdp_new(&m, half, &iss), -1);
+  expect_issue(&iss, "R127", SPEC_R127_1);
+  free(half);
+  fsF_te_layer("head", 48, 10, &iss);
+  expect_issue(&iss, "W26", SPEC_W26_1);
+  fsF_te_layer("body", 32, 48, &iss);
+  assert_int_equal(iss.n, 0);
+  fsF_issues_free(&iss);
+
+  /* under XLAFSDPStrategy: launched, one model set up */
+  env e;
+  fsF_machine xm = machine(0);
+  xm.xla = 1;
+  xm.tpus = 8;
+  fsF_args a = {.strategy = STR("xla_fsdp"), .accelerator = STR("tpu")};
+  fsF_issues_init(&e.iss);
+  assert_int_equal(fsF_resolve(&a, NULL, &xm, &e.cfg, &e.iss), 0);
+  fsF_issues_clear(&e.iss);
+  fsF_fabric_init(&e.f, &e.cfg);
+  e.f.launched = 1;
+  assert_int_equal(fsF_check_all_reduce(&e.f, "max", &e.iss), -1);
+  expect_issue(&e.iss, "R110", SPEC_R110_1);
+  assert_int_equal(fsF_check_all_reduce(&e.f, "Mean", &e.iss), 0);
+  fsF_model wrapped = raw_model("Linear"), raw = raw_model("Linear");
+  wrapped.wrapped = 1;
+  fsF_optim o = {.wrapped = 1};
+  fsF_entry opt_only = {"optimizer", FSF_S_OPTIM, NULL, &o};
+  assert_int_equal(fsF_check_save(&e.f, &opt_only, 1, NULL, &e.iss), -1);
+  expect_issue(&e.iss, "R111", SPEC_R111_1);
+  fsF_entry two[] = {{"a", FSF_S_MODEL, &wrapped, NULL}, {"b", FSF_S_MODEL, &wrapped, NULL}};
+  assert_int_equal(fsF_check_load(&e.f, two, 2, 0, &e.iss), -1);
+  expect_issue(&e.iss, "R112", SPEC_R112_1);
+  assert_int_equal(fsF_check_load(&e.f, NULL, 0, 1, &e.iss), -1);
+  expect_issue(&e.iss, "R113", SPEC_R113_1);
+  assert_int_equal(fsF_check_load_raw(&e.f, 0, &e.iss), -1);
+  expect_issue(&e.iss, "R114", SPEC_R114_1);
+  e.cfg.xla_fsdp.state_dict = FSF_XSD_FULL;
+  fsF_entry model_key = {"model", FSF_S_MODEL, &raw, NULL};
+  assert_int_equal(fsF_check_load(&e.f, &model_key, 1, 0, &e.iss), 0);
+  expect_issue(&e.iss, "W25", SPEC_W25_1);
+  env_close(&e);
+
+  /* 16-mixed on cuda holds a scaler: a fused optimizer cannot be clipped */
+  env_open(&e, STR("auto"), "16-mixed", 1, 1);
+  fsF_optim fused = {.wrapped = 1, .handles_unscaling = 1};
+  assert_int_equal(fsF_check_clip_unscaling(&e.f, &fused, &e.iss), -1);
+  expect_issue(&e.iss, "R126", SPEC_R126_1);
+  /* bitsandbytes through plugins=: no Linear layers, init_module with ignore_modules */
+  e.cfg.plugin = FSF_PL_BNB;
+  fsF_model conv = raw_model("Conv2d");
+  assert_int_equal(fsF_check_setup_module(&e.f, &conv, &e.iss), -1);
+  expect_issue(&e.iss, "R119", SPEC_R119_1);
+  e.cfg.bnb_ignore_modules = "{'head'}";
+  assert_int_equal(fsF_check_init_module(&e.f, -1, &e.iss), -1);
+  expect_issue(&e.iss, "R120", SPEC_R120_1);
+  env_close(&e);
+  (void)state;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_r1_r2_r3),
@@ -878,6 +982,7 @@ int main(void) {
     cmocka_unit_test(test_strategy_objects),
     cmocka_unit_test(test_strategy_checkpoints_and_launch),
     cmocka_unit_test(test_xla_all_reduce),
+    cmocka_unit_test(test_plugins_and_xla_fsdp),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
