@@ -1,7 +1,9 @@
 /* parser.y -- FabricScript's grammar, which is Python 3.12's plus `model`
  * blocks, `repeat` and `residual`: a pure, reentrant bison parser with
- * byte-offset locations. Precedence levels are spelled out as rules (no
- * precedence declarations), so %expect 0 holds without hiding anything.
+ * byte-offset locations. Precedence levels are spelled out as rules, but
+ * for the arithmetic and bitwise operators' (see or_expr): there %left
+ * declarations resolve the conflicts of one ambiguous nonterminal, and
+ * %expect 0 holds for every other state.
  * What an LALR(1) grammar cannot decide (assignment targets, parameter and
  * argument order, starred expressions) is parsed broadly and checked in the
  * actions, with CPython's words; tokens come from fsL_lex (lexer.l). */
@@ -96,6 +98,16 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %token MATMULEQ "@=" ANDEQ "&=" OREQ "|=" XOREQ "^=" LSHIFTEQ "<<=" RSHIFTEQ ">>="
 %token LEXERROR "invalid token"
 
+/* Only or_expr's operators (see there); lowest first. */
+%left '|'
+%left '^'
+%left '&'
+%left LSHIFT RSHIFT
+%left '+' '-'
+%left '*' '/' FDIV '%' '@'
+%precedence UNARY
+%precedence POW
+
 %type <fs_node *> stmts stmt simple_stmt small_stmts small_stmt expr_stmt assign rhs compound_stmt
 %type <fs_node *> suite block if_tail else_opt finally_opt handlers handler
 %type <fs_node *> with_stmt with_list with_parens with_item for_stmt funcdef parameters classdef decorators decorator
@@ -106,9 +118,8 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %type <fs_node *> patterns pattern_seq pat_items mstar_pattern pattern or_pattern closed_pattern
 %type <fs_node *> attr_chain literal_pattern signed_number cls_args cls_arg map_items map_item
 %type <fs_node *> star_testlist star_items targetlist target_items target_item
-%type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comparison comp_chain
-%type <fs_node *> or_expr bitor_op or_level xor_op xor_level bitand_op and_level shift_op shift_level
-%type <fs_node *> not_op and_op or_op arith term term_op factor primary
+%type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comp_chain
+%type <fs_node *> or_expr not_op and_op or_op primary
 %type <fs_node *> star_expr strings string_list string yield_expr field_expr
 %type <fs_node *> args arg_list arg subscripts subscript_items subscript opt_test
 %type <fs_node *> seq_items dict_items dict_item comp_clauses comp_for
@@ -648,10 +659,11 @@ namedexpr_test
   | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
   ;
 
-/* As with the bitwise levels below, an operand without `not`, `and` or
- * `or` goes from comparison to test in one reduction. */
+/* An operand without `not`, `and` or `or` goes from or_expr to test in one
+ * reduction: comparison is no level of its own. */
 test
-  : comparison
+  : or_expr
+  | comp_chain
   | not_op
   | and_op
   | or_op
@@ -682,7 +694,8 @@ and_op
   ;
 
 not_test
-  : comparison
+  : or_expr
+  | comp_chain
   | not_op
   ;
 
@@ -691,11 +704,6 @@ not_op
   ;
 
 /* `a < b` is a BINARY; a longer chain a COMPARE, each operand evaluated once. */
-comparison
-  : or_expr
-  | comp_chain
-  ;
-
 comp_chain
   : or_expr compop or_expr         { $$ = mk_op(P, FS_N_BINARY, $2, @$, 2, $1, $3); }
   | comp_chain compop or_expr      { $$ = compare(P, $1, $2, $3, @$); }
@@ -708,86 +716,38 @@ compop
   | IS { $$ = FS_OP_IS; } | IS NOT { $$ = FS_OP_IS_NOT; }
   ;
 
-/* The bitwise levels (|, ^, &, <<) are rare: an operand without them goes
- * from arith to or_expr in one reduction; each *_op is a level's form with
- * its operator, each *_level the level as an operand of the one above. */
+/* Python's levels from `|` down to the unary operators are one nonterminal
+ * whose operators' precedence and associativity are declared above (%left
+ * ... %precedence POW): each level as a rule of its own cost an operand a
+ * reduction per level (a name went primary, factor, arith, or_expr), three
+ * fifths of the parser's reductions. Every operand of these operators is
+ * an or_expr (a `not`, a comparison or a lambda is no operand of `+`), and
+ * the only conflicts the declarations resolve are between these rules (the
+ * parser.output report lists them). `**`'s left operand is a primary (so
+ * it binds tighter than a unary minus on its left, and `a * b ** c` shifts
+ * without a conflict) and its right one an or_expr that every binary
+ * operator ends (`-2 ** -1 * 3` is (-(2 ** (-1))) * 3). */
 or_expr
-  : arith
-  | shift_op
-  | bitand_op
-  | xor_op
-  | bitor_op
-  ;
-
-bitor_op
-  : or_level '|' xor_level         { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
-  ;
-
-or_level
-  : xor_level
-  | bitor_op
-  ;
-
-xor_op
-  : xor_level '^' and_level        { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
-  ;
-
-xor_level
-  : and_level
-  | xor_op
-  ;
-
-bitand_op
-  : and_level '&' shift_level      { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
-  ;
-
-and_level
-  : shift_level
-  | bitand_op
-  ;
-
-shift_op
-  : shift_level LSHIFT arith       { $$ = mk_op(P, FS_N_BINARY, FS_OP_LSHIFT, @$, 2, $1, $3); }
-  | shift_level RSHIFT arith       { $$ = mk_op(P, FS_N_BINARY, FS_OP_RSHIFT, @$, 2, $1, $3); }
-  ;
-
-shift_level
-  : arith
-  | shift_op
-  ;
-
-/* arith is a sum, term a product: an operand without either operator goes
- * from factor to arith in one reduction. */
-arith
-  : factor
-  | term_op
-  | arith '+' term                 { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
-  | arith '-' term                 { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
-  ;
-
-term
-  : factor
-  | term_op
-  ;
-
-term_op
-  : term '*' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
-  | term '/' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_DIV, @$, 2, $1, $3); }
-  | term FDIV factor               { $$ = mk_op(P, FS_N_BINARY, FS_OP_FDIV, @$, 2, $1, $3); }
-  | term '%' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MOD, @$, 2, $1, $3); }
-  | term '@' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MATMUL, @$, 2, $1, $3); }
-  ;
-
-/* power (`**`, binding tighter than a unary minus on its left) is folded in */
-factor
   : primary
-  | primary POW factor             { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
+  | primary POW or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
   | AWAIT primary                  { $$ = mk(P, FS_N_AWAIT, @$, 1, $2); }
-  | AWAIT primary POW factor       { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, mk(P, FS_N_AWAIT, @$, 1, $2), $4);
+  | AWAIT primary POW or_expr      { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, mk(P, FS_N_AWAIT, @$, 1, $2), $4);
                                      $$->kids[0]->loc = (fs_loc){@1.start, @2.end}; }
-  | '-' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
-  | '+' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
-  | '~' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
+  | '-' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
+  | '+' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
+  | '~' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
+  | or_expr '*' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
+  | or_expr '/' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_DIV, @$, 2, $1, $3); }
+  | or_expr FDIV or_expr           { $$ = mk_op(P, FS_N_BINARY, FS_OP_FDIV, @$, 2, $1, $3); }
+  | or_expr '%' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MOD, @$, 2, $1, $3); }
+  | or_expr '@' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MATMUL, @$, 2, $1, $3); }
+  | or_expr '+' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
+  | or_expr '-' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
+  | or_expr LSHIFT or_expr         { $$ = mk_op(P, FS_N_BINARY, FS_OP_LSHIFT, @$, 2, $1, $3); }
+  | or_expr RSHIFT or_expr         { $$ = mk_op(P, FS_N_BINARY, FS_OP_RSHIFT, @$, 2, $1, $3); }
+  | or_expr '&' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
+  | or_expr '^' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
+  | or_expr '|' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
   ;
 
 primary
