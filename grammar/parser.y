@@ -23,11 +23,13 @@ void fsP_flush_held(fs_parser *P);
 #include <stdlib.h>
 #include <string.h>
 
-#define YYLLOC_DEFAULT(Cur, Rhs, N)                        \
-  do {                                                     \
-    if (N) { (Cur).start = YYRHSLOC(Rhs, 1).start;         \
-             (Cur).end = YYRHSLOC(Rhs, N).end; }           \
-    else { (Cur).start = (Cur).end = YYRHSLOC(Rhs, 0).end; } \
+/* Runs at every reduction: one end for an empty rule and any other (its
+ * last symbol's end; an empty rule's is the symbol before it), and no
+ * branch but the start's. */
+#define YYLLOC_DEFAULT(Cur, Rhs, N)                            \
+  do {                                                         \
+    (Cur).end = YYRHSLOC(Rhs, N).end;                          \
+    (Cur).start = (N) ? YYRHSLOC(Rhs, 1).start : (Cur).end;    \
   } while (0)
 
 static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...);
@@ -98,6 +100,9 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %token MATMULEQ "@=" ANDEQ "&=" OREQ "|=" XOREQ "^=" LSHIFTEQ "<<=" RSHIFTEQ ">>="
 %token LEXERROR "invalid token"
 
+/* The character tokens in the order "expecting ..." messages list them. */
+%token ';' ',' '=' ':' '.' '*' '(' ')' '@' '[' ']' '/' '|' '{' '}' '+' '-' '<' '>' '^' '&' '%' '~'
+
 /* Only or_expr's operators (see there); lowest first. */
 %left '|'
 %left '^'
@@ -108,7 +113,7 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %precedence UNARY
 %precedence POW
 
-%type <fs_node *> stmts stmt simple_stmt small_stmts small_stmt expr_stmt assign rhs compound_stmt
+%type <fs_node *> stmts stmt simple_stmt small_stmts small_stmt assign rhs compound_stmt
 %type <fs_node *> suite block if_tail else_opt finally_opt handlers handler
 %type <fs_node *> with_stmt with_list with_parens with_item for_stmt funcdef parameters classdef decorators decorator
 %type <fs_node *> params param_list mparam typedargs tparams tparam lparams_opt lparams lparam
@@ -117,7 +122,7 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %type <fs_node *> names match_stmt subject subject_items cases case_block guard_opt
 %type <fs_node *> patterns pattern_seq pat_items mstar_pattern pattern or_pattern closed_pattern
 %type <fs_node *> attr_chain literal_pattern signed_number cls_args cls_arg map_items map_item
-%type <fs_node *> star_testlist star_items targetlist target_items target_item
+%type <fs_node *> star_testlist star_items star_item targetlist target_items target_item
 %type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comp_chain
 %type <fs_node *> or_expr not_op and_op or_op primary
 %type <fs_node *> star_expr strings string_list string yield_expr field_expr
@@ -152,17 +157,26 @@ stmt
 
 /* `a; b` is a line of statements: a BLOCK with op 1 that push_stmt splices. */
 simple_stmt
-  : small_stmts NEWLINE     { $$ = $1; }
-  | small_stmts ';' NEWLINE { $$ = $1; }
+  : small_stmt NEWLINE
+  | small_stmt ';' NEWLINE
+  | small_stmts NEWLINE
+  | small_stmts ';' NEWLINE
   ;
 
+/* Two statements or more: a lone one, most lines, is a small_stmt without a
+ * reduction of its own. */
 small_stmts
-  : small_stmt
-  | small_stmts ';' small_stmt { $$ = stmt_line(P, $1, $3); }
+  : small_stmt ';' small_stmt   { $$ = stmt_line(P, $1, $3); }
+  | small_stmts ';' small_stmt  { $$ = stmt_line(P, $1, $3); }
   ;
 
 small_stmt
-  : expr_stmt
+  : star_testlist                  { $$ = mk(P, FS_N_EXPR, @$, 1, expression(P, tuple_close($1))); }
+  | yield_expr                     { $$ = mk(P, FS_N_EXPR, @$, 1, $1); }
+  | star_testlist ':' test         { $$ = annassign(P, $1, $3, NULL, @$); }
+  | star_testlist ':' test '=' rhs { $$ = annassign(P, $1, $3, $5, @$); }
+  | star_testlist augop rhs        { $$ = augassign(P, $2, $1, $3, @$); }
+  | assign
   | DEL targetlist           { check_del(P, $2); $$ = mk(P, FS_N_DEL, @$, 1, tuple_close($2));
                                if ($2->kind == FS_N_TUPLE && $2->loc.start == @2.start && $2->loc.end == @2.end) {
                                  $$->kids = $2->kids; $$->nkids = $2->nkids; $$->kids_cap = $2->kids_cap; } }
@@ -184,15 +198,6 @@ small_stmt
                                                   $$->op = (uint8_t)($2 > 255 ? 255 : $2); }
   | FROM dots IMPORT import_targets             { $$ = $4; $$->loc = @$; $$->op = (uint8_t)($2 > 255 ? 255 : $2); }
   | TYPE NAME type_params_opt '=' test          { $$ = mk(P, FS_N_TYPEALIAS, @$, 3, $2, $3, $5); }
-  ;
-
-expr_stmt
-  : star_testlist                  { $$ = mk(P, FS_N_EXPR, @$, 1, expression(P, tuple_close($1))); }
-  | yield_expr                     { $$ = mk(P, FS_N_EXPR, @$, 1, $1); }
-  | star_testlist ':' test         { $$ = annassign(P, $1, $3, NULL, @$); }
-  | star_testlist ':' test '=' rhs { $$ = annassign(P, $1, $3, $5, @$); }
-  | star_testlist augop rhs        { $$ = augassign(P, $2, $1, $3, @$); }
-  | assign
   ;
 
 assign
@@ -620,18 +625,28 @@ block
 
 /* ---- expressions ---- */
 
+/* A lone item is itself, without a reduction of its own (most statements
+ * are one); a TUPLE tagged with ival == 1 is still "open": tuple_close
+ * closes it. */
 star_testlist
-  : star_items
+  : test
+  | star_expr
+  | star_items
+  | test ','                       { $$ = tuple_trailing(P, $1, @$); }
+  | star_expr ','                  { $$ = tuple_trailing(P, $1, @$); }
   | star_items ','                 { $$ = tuple_trailing(P, $1, @$); }
   ;
 
-/* A lone item is itself; a TUPLE tagged with ival == 1 is still "open":
- * tuple_close closes it. */
+/* two items or more */
 star_items
+  : test ',' star_item             { $$ = tuple_add(P, $1, $3, @$); }
+  | star_expr ',' star_item        { $$ = tuple_add(P, $1, $3, @$); }
+  | star_items ',' star_item       { $$ = tuple_add(P, $1, $3, @$); }
+  ;
+
+star_item
   : test
   | star_expr
-  | star_items ',' test            { $$ = tuple_add(P, $1, $3, @$); }
-  | star_items ',' star_expr       { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 /* for-loop, comprehension and del targets: above comparisons, so `in` ends them */
