@@ -669,6 +669,19 @@ star_expr
   : '*' or_expr                    { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   ;
 
+/* namedexpr_test's forms spelt out: most arguments are a test, and go to
+ * arg in one reduction. Before namedexpr_test, so that where a test may
+ * end either, reducing it to an argument is the state's default (what a
+ * syntax error there reports expecting: a ')'). */
+arg
+  : test
+  | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
+  | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
+  | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
+  | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
+  | POW test                       { $$ = mk_op(P, FS_N_STARRED, 2, @$, 1, $2); }
+  ;
+
 namedexpr_test
   : test
   | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
@@ -811,14 +824,6 @@ args
 arg_list
   : arg                            { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
   | arg_list ',' arg               { $$ = $1; PUSH($$, $3); }
-  ;
-
-arg
-  : namedexpr_test
-  | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
-  | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
-  | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
-  | POW test                       { $$ = mk_op(P, FS_N_STARRED, 2, @$, 1, $2); }
   ;
 
 subscripts
