@@ -1,7 +1,9 @@
 /* parser.y -- FabricScript's grammar, which is Python 3.12's plus `model`
  * blocks, `repeat` and `residual`: a pure, reentrant bison parser with
- * byte-offset locations. Precedence levels are spelled out as rules (no
- * precedence declarations), so %expect 0 holds without hiding anything.
+ * byte-offset locations. Precedence levels are spelled out as rules, but
+ * for the arithmetic and bitwise operators' (see or_expr): there %left
+ * declarations resolve the conflicts of one ambiguous nonterminal, and
+ * %expect 0 holds for every other state.
  * What an LALR(1) grammar cannot decide (assignment targets, parameter and
  * argument order, starred expressions) is parsed broadly and checked in the
  * actions, with CPython's words; tokens come from fsL_lex (lexer.l). */
@@ -21,11 +23,13 @@ void fsP_flush_held(fs_parser *P);
 #include <stdlib.h>
 #include <string.h>
 
-#define YYLLOC_DEFAULT(Cur, Rhs, N)                        \
-  do {                                                     \
-    if (N) { (Cur).start = YYRHSLOC(Rhs, 1).start;         \
-             (Cur).end = YYRHSLOC(Rhs, N).end; }           \
-    else { (Cur).start = (Cur).end = YYRHSLOC(Rhs, 0).end; } \
+/* Runs at every reduction: one end for an empty rule and any other (its
+ * last symbol's end; an empty rule's is the symbol before it), and no
+ * branch but the start's. */
+#define YYLLOC_DEFAULT(Cur, Rhs, N)                            \
+  do {                                                         \
+    (Cur).end = YYRHSLOC(Rhs, N).end;                          \
+    (Cur).start = (N) ? YYRHSLOC(Rhs, 1).start : (Cur).end;    \
   } while (0)
 
 static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...);
@@ -96,7 +100,20 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %token MATMULEQ "@=" ANDEQ "&=" OREQ "|=" XOREQ "^=" LSHIFTEQ "<<=" RSHIFTEQ ">>="
 %token LEXERROR "invalid token"
 
-%type <fs_node *> stmts stmt simple_stmt small_stmts small_stmt expr_stmt assign rhs compound_stmt
+/* The character tokens in the order "expecting ..." messages list them. */
+%token ';' ',' '=' ':' '.' '*' '(' ')' '@' '[' ']' '/' '|' '{' '}' '+' '-' '<' '>' '^' '&' '%' '~'
+
+/* Only or_expr's operators (see there); lowest first. */
+%left '|'
+%left '^'
+%left '&'
+%left LSHIFT RSHIFT
+%left '+' '-'
+%left '*' '/' FDIV '%' '@'
+%precedence UNARY
+%precedence POW
+
+%type <fs_node *> stmts stmt simple_stmt small_stmts small_stmt assign rhs compound_stmt
 %type <fs_node *> suite block if_tail else_opt finally_opt handlers handler
 %type <fs_node *> with_stmt with_list with_parens with_item for_stmt funcdef parameters classdef decorators decorator
 %type <fs_node *> params param_list mparam typedargs tparams tparam lparams_opt lparams lparam
@@ -105,10 +122,9 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %type <fs_node *> names match_stmt subject subject_items cases case_block guard_opt
 %type <fs_node *> patterns pattern_seq pat_items mstar_pattern pattern or_pattern closed_pattern
 %type <fs_node *> attr_chain literal_pattern signed_number cls_args cls_arg map_items map_item
-%type <fs_node *> star_testlist star_items targetlist target_items target_item
-%type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comparison comp_chain
-%type <fs_node *> or_expr bitor_op or_level xor_op xor_level bitand_op and_level shift_op shift_level
-%type <fs_node *> not_op and_op or_op arith term term_op factor primary
+%type <fs_node *> star_testlist star_items star_item targetlist target_items target_item
+%type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comp_chain
+%type <fs_node *> or_expr not_op and_op or_op primary
 %type <fs_node *> star_expr strings string_list string yield_expr field_expr
 %type <fs_node *> args arg_list arg subscripts subscript_items subscript opt_test
 %type <fs_node *> seq_items dict_items dict_item comp_clauses comp_for
@@ -141,17 +157,26 @@ stmt
 
 /* `a; b` is a line of statements: a BLOCK with op 1 that push_stmt splices. */
 simple_stmt
-  : small_stmts NEWLINE     { $$ = $1; }
-  | small_stmts ';' NEWLINE { $$ = $1; }
+  : small_stmt NEWLINE
+  | small_stmt ';' NEWLINE
+  | small_stmts NEWLINE
+  | small_stmts ';' NEWLINE
   ;
 
+/* Two statements or more: a lone one, most lines, is a small_stmt without a
+ * reduction of its own. */
 small_stmts
-  : small_stmt
-  | small_stmts ';' small_stmt { $$ = stmt_line(P, $1, $3); }
+  : small_stmt ';' small_stmt   { $$ = stmt_line(P, $1, $3); }
+  | small_stmts ';' small_stmt  { $$ = stmt_line(P, $1, $3); }
   ;
 
 small_stmt
-  : expr_stmt
+  : star_testlist                  { $$ = mk(P, FS_N_EXPR, @$, 1, expression(P, tuple_close($1))); }
+  | yield_expr                     { $$ = mk(P, FS_N_EXPR, @$, 1, $1); }
+  | star_testlist ':' test         { $$ = annassign(P, $1, $3, NULL, @$); }
+  | star_testlist ':' test '=' rhs { $$ = annassign(P, $1, $3, $5, @$); }
+  | star_testlist augop rhs        { $$ = augassign(P, $2, $1, $3, @$); }
+  | assign
   | DEL targetlist           { check_del(P, $2); $$ = mk(P, FS_N_DEL, @$, 1, tuple_close($2));
                                if ($2->kind == FS_N_TUPLE && $2->loc.start == @2.start && $2->loc.end == @2.end) {
                                  $$->kids = $2->kids; $$->nkids = $2->nkids; $$->kids_cap = $2->kids_cap; } }
@@ -173,15 +198,6 @@ small_stmt
                                                   $$->op = (uint8_t)($2 > 255 ? 255 : $2); }
   | FROM dots IMPORT import_targets             { $$ = $4; $$->loc = @$; $$->op = (uint8_t)($2 > 255 ? 255 : $2); }
   | TYPE NAME type_params_opt '=' test          { $$ = mk(P, FS_N_TYPEALIAS, @$, 3, $2, $3, $5); }
-  ;
-
-expr_stmt
-  : star_testlist                  { $$ = mk(P, FS_N_EXPR, @$, 1, expression(P, tuple_close($1))); }
-  | yield_expr                     { $$ = mk(P, FS_N_EXPR, @$, 1, $1); }
-  | star_testlist ':' test         { $$ = annassign(P, $1, $3, NULL, @$); }
-  | star_testlist ':' test '=' rhs { $$ = annassign(P, $1, $3, $5, @$); }
-  | star_testlist augop rhs        { $$ = augassign(P, $2, $1, $3, @$); }
-  | assign
   ;
 
 assign
@@ -609,18 +625,28 @@ block
 
 /* ---- expressions ---- */
 
+/* A lone item is itself, without a reduction of its own (most statements
+ * are one); a TUPLE tagged with ival == 1 is still "open": tuple_close
+ * closes it. */
 star_testlist
-  : star_items
+  : test
+  | star_expr
+  | star_items
+  | test ','                       { $$ = tuple_trailing(P, $1, @$); }
+  | star_expr ','                  { $$ = tuple_trailing(P, $1, @$); }
   | star_items ','                 { $$ = tuple_trailing(P, $1, @$); }
   ;
 
-/* A lone item is itself; a TUPLE tagged with ival == 1 is still "open":
- * tuple_close closes it. */
+/* two items or more */
 star_items
+  : test ',' star_item             { $$ = tuple_add(P, $1, $3, @$); }
+  | star_expr ',' star_item        { $$ = tuple_add(P, $1, $3, @$); }
+  | star_items ',' star_item       { $$ = tuple_add(P, $1, $3, @$); }
+  ;
+
+star_item
   : test
   | star_expr
-  | star_items ',' test            { $$ = tuple_add(P, $1, $3, @$); }
-  | star_items ',' star_expr       { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 /* for-loop, comprehension and del targets: above comparisons, so `in` ends them */
@@ -643,15 +669,29 @@ star_expr
   : '*' or_expr                    { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   ;
 
+/* namedexpr_test's forms spelt out: most arguments are a test, and go to
+ * arg in one reduction. Before namedexpr_test, so that where a test may
+ * end either, reducing it to an argument is the state's default (what a
+ * syntax error there reports expecting: a ')'). */
+arg
+  : test
+  | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
+  | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
+  | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
+  | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
+  | POW test                       { $$ = mk_op(P, FS_N_STARRED, 2, @$, 1, $2); }
+  ;
+
 namedexpr_test
   : test
   | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
   ;
 
-/* As with the bitwise levels below, an operand without `not`, `and` or
- * `or` goes from comparison to test in one reduction. */
+/* An operand without `not`, `and` or `or` goes from or_expr to test in one
+ * reduction: comparison is no level of its own. */
 test
-  : comparison
+  : or_expr
+  | comp_chain
   | not_op
   | and_op
   | or_op
@@ -682,7 +722,8 @@ and_op
   ;
 
 not_test
-  : comparison
+  : or_expr
+  | comp_chain
   | not_op
   ;
 
@@ -691,11 +732,6 @@ not_op
   ;
 
 /* `a < b` is a BINARY; a longer chain a COMPARE, each operand evaluated once. */
-comparison
-  : or_expr
-  | comp_chain
-  ;
-
 comp_chain
   : or_expr compop or_expr         { $$ = mk_op(P, FS_N_BINARY, $2, @$, 2, $1, $3); }
   | comp_chain compop or_expr      { $$ = compare(P, $1, $2, $3, @$); }
@@ -708,86 +744,38 @@ compop
   | IS { $$ = FS_OP_IS; } | IS NOT { $$ = FS_OP_IS_NOT; }
   ;
 
-/* The bitwise levels (|, ^, &, <<) are rare: an operand without them goes
- * from arith to or_expr in one reduction; each *_op is a level's form with
- * its operator, each *_level the level as an operand of the one above. */
+/* Python's levels from `|` down to the unary operators are one nonterminal
+ * whose operators' precedence and associativity are declared above (%left
+ * ... %precedence POW): each level as a rule of its own cost an operand a
+ * reduction per level (a name went primary, factor, arith, or_expr), three
+ * fifths of the parser's reductions. Every operand of these operators is
+ * an or_expr (a `not`, a comparison or a lambda is no operand of `+`), and
+ * the only conflicts the declarations resolve are between these rules (the
+ * parser.output report lists them). `**`'s left operand is a primary (so
+ * it binds tighter than a unary minus on its left, and `a * b ** c` shifts
+ * without a conflict) and its right one an or_expr that every binary
+ * operator ends (`-2 ** -1 * 3` is (-(2 ** (-1))) * 3). */
 or_expr
-  : arith
-  | shift_op
-  | bitand_op
-  | xor_op
-  | bitor_op
-  ;
-
-bitor_op
-  : or_level '|' xor_level         { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
-  ;
-
-or_level
-  : xor_level
-  | bitor_op
-  ;
-
-xor_op
-  : xor_level '^' and_level        { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
-  ;
-
-xor_level
-  : and_level
-  | xor_op
-  ;
-
-bitand_op
-  : and_level '&' shift_level      { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
-  ;
-
-and_level
-  : shift_level
-  | bitand_op
-  ;
-
-shift_op
-  : shift_level LSHIFT arith       { $$ = mk_op(P, FS_N_BINARY, FS_OP_LSHIFT, @$, 2, $1, $3); }
-  | shift_level RSHIFT arith       { $$ = mk_op(P, FS_N_BINARY, FS_OP_RSHIFT, @$, 2, $1, $3); }
-  ;
-
-shift_level
-  : arith
-  | shift_op
-  ;
-
-/* arith is a sum, term a product: an operand without either operator goes
- * from factor to arith in one reduction. */
-arith
-  : factor
-  | term_op
-  | arith '+' term                 { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
-  | arith '-' term                 { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
-  ;
-
-term
-  : factor
-  | term_op
-  ;
-
-term_op
-  : term '*' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
-  | term '/' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_DIV, @$, 2, $1, $3); }
-  | term FDIV factor               { $$ = mk_op(P, FS_N_BINARY, FS_OP_FDIV, @$, 2, $1, $3); }
-  | term '%' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MOD, @$, 2, $1, $3); }
-  | term '@' factor                { $$ = mk_op(P, FS_N_BINARY, FS_OP_MATMUL, @$, 2, $1, $3); }
-  ;
-
-/* power (`**`, binding tighter than a unary minus on its left) is folded in */
-factor
   : primary
-  | primary POW factor             { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
+  | primary POW or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
   | AWAIT primary                  { $$ = mk(P, FS_N_AWAIT, @$, 1, $2); }
-  | AWAIT primary POW factor       { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, mk(P, FS_N_AWAIT, @$, 1, $2), $4);
+  | AWAIT primary POW or_expr      { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, mk(P, FS_N_AWAIT, @$, 1, $2), $4);
                                      $$->kids[0]->loc = (fs_loc){@1.start, @2.end}; }
-  | '-' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
-  | '+' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
-  | '~' factor                     { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
+  | '-' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
+  | '+' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
+  | '~' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
+  | or_expr '*' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
+  | or_expr '/' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_DIV, @$, 2, $1, $3); }
+  | or_expr FDIV or_expr           { $$ = mk_op(P, FS_N_BINARY, FS_OP_FDIV, @$, 2, $1, $3); }
+  | or_expr '%' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MOD, @$, 2, $1, $3); }
+  | or_expr '@' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MATMUL, @$, 2, $1, $3); }
+  | or_expr '+' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
+  | or_expr '-' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
+  | or_expr LSHIFT or_expr         { $$ = mk_op(P, FS_N_BINARY, FS_OP_LSHIFT, @$, 2, $1, $3); }
+  | or_expr RSHIFT or_expr         { $$ = mk_op(P, FS_N_BINARY, FS_OP_RSHIFT, @$, 2, $1, $3); }
+  | or_expr '&' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
+  | or_expr '^' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
+  | or_expr '|' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
   ;
 
 primary
@@ -836,14 +824,6 @@ args
 arg_list
   : arg                            { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
   | arg_list ',' arg               { $$ = $1; PUSH($$, $3); }
-  ;
-
-arg
-  : namedexpr_test
-  | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
-  | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
-  | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
-  | POW test                       { $$ = mk_op(P, FS_N_STARRED, 2, @$, 1, $2); }
   ;
 
 subscripts

@@ -80,6 +80,27 @@ cmp -s "$tmp/sig.err" "$tmp/readme.out" || { fails "README's signature case diff
 (cd "$tmp" && CUDA_VISIBLE_DEVICES= "$fs_abs" fix train.fab >"$tmp/sig.fix" 2>&1) || fails "fix of the signature case"
 grep -qF '+optimizer = fabric.setup_optimizers(optimizer)' "$tmp/sig.fix" || fails "fix does not apply what check shows: $(cat "$tmp/sig.fix")"
 
+# The caret on the argument a rule is about (issue 13): the set-up model
+# again, the parentheses of a call without its required argument, a
+# keyword argument; the run points where the check does; JSON and SARIF
+# carry the same range.
+printf 'fabric = Fabric(accelerator="cpu")\nmodel = Linear(4, 4)\nfm = fabric.setup_module(model)\nfabric.setup_module(fm)\n' > "$tmp/caret.fab"
+expect 1 "$fs" check "$tmp/caret.fab"
+has "caret.fab:4:21: error[R24]" "R24's caret on the argument"
+has "      |                     ^~
+" "R24's caret under the argument alone"
+expect 1 "$fs" "$tmp/caret.fab"
+has "caret.fab:4:21: error[R24]" "the run's R24 on the argument"
+expect 1 "$fs" check --diagnostics-format=json "$tmp/caret.fab"
+has '"line":4,"column":21,"column_utf16":21,"end":{"line":4,"column":23' "JSON's R24 range"
+expect 1 "$fs" check --diagnostics-format=sarif "$tmp/caret.fab"
+cat "$tmp/out" "$tmp/err" | grep -A4 '"region"' | tr -d ' \n' | grep -qF '"startLine":4,"startColumn":21,"endLine":4,"endColumn":23' ||
+  fails "SARIF's R24 region: $(cat "$tmp/out" "$tmp/err")"
+printf 'fabric = Fabric(accelerator="cpu")\nfabric.launch()\nmodel = Linear(4, 4)\nopt = SGD(model.parameters(), lr=0.1)\nfabric.setup_optimizers()\nmodel, opt = fabric.setup(model, opt)\nfabric.clip_gradients(model, opt, clip_val=1.0, max_norm=2.0)\n' > "$tmp/caret2.fab"
+expect 1 "$fs" check "$tmp/caret2.fab"
+has "caret2.fab:5:24: error[R26]" "R26's caret on the parentheses"
+has "caret2.fab:7:49: error[R43]" "R43's caret on max_norm="
+
 # Pre-flight: one note, the declared machine; --here, --gpus, --assume and a run check for the one given
 printf 'fabric = Fabric(accelerator="cuda", devices=4)\nfabric.launch()\nf2 = Fabric(accelerator="cuda", devices=8)\n' > "$tmp/gpu.fab"
 CUDA_VISIBLE_DEVICES= expect 0 "$fs" check "$tmp/gpu.fab"

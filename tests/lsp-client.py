@@ -137,8 +137,8 @@ def main():
     if r36:
         g = r36[0]
         expect(g["severity"] == 1, "R36 is an error")
-        expect(g["range"] == {"start": {"line": 5, "character": 19}, "end": {"line": 5, "character": 49}},
-               "R36's range is the setup call: %r" % g["range"])
+        expect(g["range"] == {"start": {"line": 5, "character": 39}, "end": {"line": 5, "character": 48}},
+               "R36's range is the optimizer argument: %r" % g["range"])
         rel = g.get("relatedInformation", [])
         expect(any("meta device" in x["message"] and x["location"]["range"]["start"]["line"] == 2 for x in rel),
                "related information names init_module's line: %r" % rel)
@@ -146,8 +146,8 @@ def main():
 
     # the code action is R36's fix-it; applied, the diagnostics are clean
     r = c.call("textDocument/codeAction", {"textDocument": {"uri": uri},
-                                           "range": {"start": {"line": 5, "character": 20},
-                                                     "end": {"line": 5, "character": 20}},
+                                           "range": {"start": {"line": 5, "character": 40},
+                                                     "end": {"line": 5, "character": 40}},
                                            "context": {"diagnostics": r36}})
     actions = [a for a in r.get("result") or [] if a["kind"] == "quickfix"]
     expect(len(actions) == 1 and actions[0]["diagnostics"][0]["code"] == "R36", "one quick fix, R36's: %r" % r)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # lsp-nvim.sh -- `fabricscript lsp` end to end in a real client: neovim's
 # built-in LSP client, headless, opens the seed mistake, and the R36
-# diagnostic arrives at 6:20 with hover over `model` saying what the checker
+# diagnostic arrives at 6:40 with hover over `model` saying what the checker
 # knows. Skips (status 77) when nvim is not installed (Debian's neovim;
 # `scripts/deps test` installs it). lsp-client.py covers the protocol in
 # detail; this shows an editor's client agrees with it.
@@ -59,8 +59,8 @@ FS_BIN=$fs FS_FILE=$tmp/train.fab FS_OUT=$tmp/out \
 status=$?
 fail=0
 [ $status -eq 0 ] || { echo "FAIL: nvim exited $status"; cat "$tmp/nvim.log"; fail=1; }
-grep -q '^R36 6:20 The optimizer has references to the model' "$tmp/out" 2>/dev/null ||
-  { echo "FAIL: no R36 at 6:20 in neovim's diagnostics:"; cat "$tmp/out" 2>/dev/null; fail=1; }
+grep -q '^R36 6:40 The optimizer has references to the model' "$tmp/out" 2>/dev/null ||
+  { echo "FAIL: no R36 at 6:40 in neovim's diagnostics:"; cat "$tmp/out" 2>/dev/null; fail=1; }
 grep -q '^hover: `model`: Linear .* meta device (built under `fabric.init_module(empty_init=True)` with strategy fsdp)' \
   "$tmp/out" 2>/dev/null || { echo "FAIL: hover over model:"; cat "$tmp/out" 2>/dev/null; fail=1; }
 [ $fail -eq 0 ] && echo "lsp-nvim: neovim received R36 and the hover"

@@ -490,7 +490,9 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   if (kind != 1) u.nopts = fsC_varargs(a, u.opts, onodes, MAXARGS);
   if (kind == 3) u.uds = fsC_arg(a, "use_distributed_sampler", NULL);
   paths e;
+  c->issue_call = a;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
+  c->issue_call = NULL;
   if (!g && kind <= 1) fsC_te_layers(c, fid, u.model);
   if (g) {
     const char *rule = g->rule;
@@ -746,7 +748,9 @@ static cv api_launch(C *c, const cargs *a, uint32_t fid) {
     fsF_issues_init(&iss);
     if (fsF_check_launch(&f, kind, str_of, name, nparams, &iss) == 0)
       fsF_check_spawn_guard(cfg, c->main_guarded > 0, &iss); /* strategies/: R103 */
+    c->issue_call = a;
     fsC_report_issues(c, &iss, a->call->loc, 1);
+    c->issue_call = NULL;
     fsF_issues_free(&iss);
   }
   fsC_ow(c, fid)->launched = (mbit){MB_T, 0};
@@ -805,7 +809,9 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
   call_ud u = {fid, m, a};
   paths e;
+  c->issue_call = a;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_simple, &u, &e);
+  c->issue_call = NULL;
   if (g && (!strcmp(g->rule, "R41") || !strcmp(g->rule, "R47") || !strcmp(g->rule, "R48"))) {
     const cv *mv = fsC_alt(&e, fsC_arg(a, !strcmp(g->rule, "R41") ? "model" : "module", NULL));
     if (mv && mv->k == CV_OBJ)

@@ -340,9 +340,24 @@ static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *
 /* The reason for a branch's side: made once per branch, though a loop or a
  * def analyses the branch again and again (2^26 nested loop rounds once made
  * 2^27 reasons, a gigabyte). */
+static char *put_decimal(char *p, uint32_t v) {
+  char digits[10];
+  int n = 0;
+  do digits[n++] = (char)('0' + v % 10); while (v /= 10);
+  while (n) *p++ = digits[--n];
+  return p;
+}
+
+/* The key is "start:end:loop:side", written by hand: snprintf cost a Python
+ * check of many loops and ifs 3% of its instructions. */
 static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
-  char key[48];
-  snprintf(key, sizeof key, "%u:%u:%d:%d", loc.start, loc.end, loop, side);
+  char key[48], *k = put_decimal(key, loc.start);
+  *k++ = ':';
+  k = put_decimal(k, loc.end);
+  *k++ = ':';
+  k = put_decimal(k, (uint32_t)loop);
+  *k++ = ':';
+  *put_decimal(k, (uint32_t)side) = '\0';
   uintptr_t *known = map_slot(c, &c->reason_ids, key, 0, NULL);
   if (known) return (uint32_t)*known;
   GROW(c, c->reasons, c->nreasons, c->capreasons);

@@ -151,6 +151,8 @@ typedef struct C {
   name_map ns_vals;      /* dotted torch/lightning names -> cv * (arena): ns_attr's, cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
+  const struct cargs *issue_call; /* the Fabric call being validated, while it is: an
+                                     issue about one of its arguments points there */
   int python;           /* a .py script: torch's and Lightning's real API applies (pynames.h) */
   int star_import;      /* a `from m import *` ran: an unbound name may come from m */
   /* the budget: deadline in processor time (CLOCK_PROCESS_CPUTIME_ID ns), bytes the analysis

@@ -149,6 +149,7 @@ fs_diag *fsC_report_issues(C *c, const fsF_issues *iss, fs_loc loc, int warnings
 }
 
 fs_diag *fsC_report_issue(C *c, const fsF_issue *s, fs_loc loc) {
+  if (s->arg && c->issue_call) loc = fsSig_arg_loc(c->issue_call->sig, c->issue_call->call, s->arg, s->arg_index);
   fs_diag *x = fsC_report(c, s->severity, s->rule, loc, "%s", s->message);
   if (x && s->help) fsD_help(x, "%s", s->help);
   return x;

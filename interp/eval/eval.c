@@ -749,7 +749,10 @@ static fs_value *eval_call(fsE_ctx *E, const fs_node *n) {
     if (pass == 0) c.npos = c.n;
   }
   fsV_args a = {c.vals, c.npos, c.names + c.npos, c.vals + c.npos, c.n - c.npos, n->loc};
+  const fs_node *outer = E->call;
+  E->call = n;
   r = self ? fsE_call_method(E, self, callee->str, &a) : fsE_call(E, fn, &a);
+  E->call = outer;
   if (!r) failed(E, self ? callee->name_loc : n->loc);
 done:
   for (size_t i = 0; i < c.n; i++) fsV_release(c.vals[i]);

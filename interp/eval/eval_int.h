@@ -37,6 +37,8 @@ struct fsE_ctx {
   fsE_define *defines; size_t ndefines;
   const fs_node **stack; size_t depth, cap; /* active def/model calls (no recursion) */
   fs_loc *call_sites;
+  const fs_node *call;           /* the written call being made (its natives' fsV_args.loc is
+                                    its loc): a diagnostic about one argument points there */
   bool reported;                 /* a diagnostic for the current failure exists */
   int status;                    /* 1 script error, 2 usage, 3 system */
   fs_value *retval;

@@ -316,17 +316,27 @@ static fs_value *log_metrics(fsE_ctx *E, fabv *fv, fs_value *const *names, fs_va
 }
 
 /* Reports the issues of a validation: warnings as diagnostics, the error via fsV_error. */
+/* Where an issue points: the argument it is about (as the checker puts it)
+ * where the call is a written `fabric.method(...)`, else the call. */
+static fs_loc issue_loc(fsE_ctx *E, const fsV_args *a, const fsF_issue *s) {
+  const fs_node *call = E->call;
+  if (!s || !s->arg || !call || call->loc.start != a->loc.start || call->loc.end != a->loc.end ||
+      call->kids[0]->kind != FS_N_ATTR)
+    return a->loc;
+  return fsSig_arg_loc(fsSig_member("Fabric", call->kids[0]->str), call, s->arg, s->arg_index);
+}
+
 int fsE_fabric_issues(fsE_ctx *E, const fsV_args *a, fsF_issues *iss, int rc) {
   for (size_t i = 0; i < iss->n; i++)
     if (iss->items[i].severity != FS_SEV_ERROR) {
-      fs_diag *g = fsD_add(E->diags, iss->items[i].severity, iss->items[i].rule, E->src, a->loc, "%s",
+      fs_diag *g = fsD_add(E->diags, iss->items[i].severity, iss->items[i].rule, E->src, issue_loc(E, a, &iss->items[i]), "%s",
                            iss->items[i].message);
       if (iss->items[i].help) fsD_help(g, "%s", iss->items[i].help);
     }
   if (rc < 0) {
     const fsF_issue *e = fsF_error(iss);
     fsV_seterr("%s", e ? e->message : "Fabric rejected the call");
-    fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, e ? e->rule : "runtime", E->src, a->loc, "%s",
+    fs_diag *g = fsD_add(E->diags, FS_SEV_ERROR, e ? e->rule : "runtime", E->src, issue_loc(E, a, e), "%s",
                          e ? e->message : "Fabric rejected the call");
     if (e && e->help) fsD_help(g, "%s", e->help);
     E->reported = true;

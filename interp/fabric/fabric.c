@@ -54,7 +54,15 @@ static void vadd(fsF_issues *iss, fs_severity sev, const char *rule, const char 
   va_end(cp);
   char *msg = fsA_xrealloc(NULL, (size_t)(k < 0 ? 0 : k) + 1);
   vsnprintf(msg, (size_t)(k < 0 ? 0 : k) + 1, fmt, ap);
-  iss->items[iss->n++] = (fsF_issue){rule, sev, msg, help};
+  iss->items[iss->n++] = (fsF_issue){.rule = rule, .severity = sev, .message = msg, .help = help};
+}
+
+int fsF_at(fsF_issues *iss, const char *arg, int arg_index, int rc) {
+  if (iss->n) {
+    iss->items[iss->n - 1].arg = arg;
+    iss->items[iss->n - 1].arg_index = arg_index;
+  }
+  return rc;
 }
 
 /* Adds an error and returns -1, so a check reads `return fsF_fail(...)`. */
@@ -226,29 +234,30 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   const fsF_config *c = f->cfg;
   if (launched(f, iss)) return -1;
   if (m->wrapped)
-    return fsF_fail(iss, "R22", "use the model returned by the first setup; do not set it up again",
-                "A model should be passed only once to the `setup` method.");
-  int meta_opt = 0;
+    return fsF_at(iss, "module", 0, fsF_fail(iss, "R22", "use the model returned by the first setup; do not set it up again",
+                "A model should be passed only once to the `setup` method."));
+  int meta_opt = 0, first_meta = -1;
   for (size_t i = 0; i < nopts; i++) {
     if (opts[i]->wrapped)
-      return fsF_fail(iss, "R23", "pass the raw optimizer only once",
-                  "An optimizer should be passed only once to the `setup` method.");
+      return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R23", "pass the raw optimizer only once",
+                  "An optimizer should be passed only once to the `setup` method."));
     meta_opt |= opts[i]->meta_params;
+    if (opts[i]->meta_params && first_meta < 0) first_meta = (int)i;
   }
   if (c->cls == FSF_FSDP && foreign_optimizer(opts, nopts, iss)) return -1;
   if (c->cls == FSF_FSDP && meta_opt)
-    return fsF_fail(iss, "R36", H_SEPARATE,
-                "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`.");
+    return fsF_at(iss, "optimizers", first_meta, fsF_fail(iss, "R36", H_SEPARATE,
+                "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`."));
   if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
   if (c->cls == FSF_DEEPSPEED && nopts >= 2)
-    return fsF_fail(iss, "R31", "set up one model with one optimizer per `setup` call",
-                "Currently only one optimizer is supported with DeepSpeed. Got %zu optimizers instead.", nopts);
+    return fsF_at(iss, "optimizers", 1, fsF_fail(iss, "R31", "set up one model with one optimizer per `setup` call",
+                "Currently only one optimizer is supported with DeepSpeed. Got %zu optimizers instead.", nopts));
   if (c->cls == FSF_FSDP && !c->use_orig_params && nopts)
-    return fsF_fail(iss, "R32", H_SEPARATE,
-                "You set `FSDPStrategy(use_orig_params=False)` but this is not supported when setting the model and optimizer up jointly. Either set it to `True` or set the objects up in this order: Create the model, call `setup_module`, create the optimizer, call `setup_optimizer`.");
+    return fsF_at(iss, "optimizers", 0, fsF_fail(iss, "R32", H_SEPARATE,
+                "You set `FSDPStrategy(use_orig_params=False)` but this is not supported when setting the model and optimizer up jointly. Either set it to `True` or set the objects up in this order: Create the model, call `setup_module`, create the optimizer, call `setup_optimizer`."));
   if (c->cls == FSF_XLA_FSDP && nopts)
-    return fsF_fail(iss, "R34", H_SEPARATE,
-                "The `XLAFSDPStrategy` does not support the joint setup of module and optimizer(s). Please do it in this order: Create the model, call `setup_module`, create the optimizer, call `setup_optimizer`.");
+    return fsF_at(iss, "optimizers", 0, fsF_fail(iss, "R34", H_SEPARATE,
+                "The `XLAFSDPStrategy` does not support the joint setup of module and optimizer(s). Please do it in this order: Create the model, call `setup_module`, create the optimizer, call `setup_optimizer`."));
   if (fsF_xla_fsdp_setup(f, iss)) return -1;
   wrap_warnings(f, m, iss);
   fsdp_true_half(f, iss);
@@ -261,8 +270,8 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
 int fsF_check_setup_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss) {
   if (launched(f, iss)) return -1;
   if (m->wrapped)
-    return fsF_fail(iss, "R24", "use the model returned by the first `setup_module`",
-                "A model should be passed only once to the `setup_module` method.");
+    return fsF_at(iss, "module", 0, fsF_fail(iss, "R24", "use the model returned by the first `setup_module`",
+                "A model should be passed only once to the `setup_module` method."));
   if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
   if (fsF_xla_fsdp_setup(f, iss)) return -1;
   wrap_warnings(f, m, iss);
@@ -279,24 +288,24 @@ int fsF_check_setup_optimizers(const fsF_fabric *f, const fsF_optim *const *opts
                 "The `%s` requires the model and optimizer(s) to be set up jointly through `.setup(model, optimizer, ...)`.",
                 fsF_cls_name(c->cls));
   if (!nopts)
-    return fsF_fail(iss, "R26", "pass the optimizer: `fabric.setup_optimizers(optimizer)`",
-                "`setup_optimizers` requires at least one optimizer as input.");
+    return fsF_at(iss, FSF_ARG_PARENS, 0, fsF_fail(iss, "R26", "pass the optimizer: `fabric.setup_optimizers(optimizer)`",
+                "`setup_optimizers` requires at least one optimizer as input."));
   for (size_t i = 0; i < nopts; i++)
     if (opts[i]->wrapped)
-      return fsF_fail(iss, "R27", "keep the optimizer returned by the first setup",
-                  "An optimizer should be passed only once to the `setup_optimizers` method.");
+      return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R27", "keep the optimizer returned by the first setup",
+                  "An optimizer should be passed only once to the `setup_optimizers` method."));
   if (foreign_optimizer(opts, nopts, iss)) return -1;
   for (size_t i = 0; i < nopts; i++)
     if (opts[i]->meta_params)
-      return fsF_fail(iss, "R37", "create the optimizer from `model.parameters()` after `model = fabric.setup_module(model)`",
-                  "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported. Create the optimizer after setting up the model, then call `fabric.setup_optimizers(optimizer)`.");
+      return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R37", "create the optimizer from `model.parameters()` after `model = fabric.setup_module(model)`",
+                  "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported. Create the optimizer after setting up the model, then call `fabric.setup_optimizers(optimizer)`."));
   for (size_t i = 0; i < nopts; i++) {
     if (c->cls == FSF_FSDP && !c->use_orig_params && !opts[i]->fsdp_flat)
-      return fsF_fail(iss, "R33", "create the optimizer after `model = fabric.setup_module(model)`, from the returned model's parameters",
-                  "The optimizer does not seem to reference any FSDP parameters. HINT: Make sure to create the optimizer after setting up the model.");
+      return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R33", "create the optimizer after `model = fabric.setup_module(model)`, from the returned model's parameters",
+                  "The optimizer does not seem to reference any FSDP parameters. HINT: Make sure to create the optimizer after setting up the model."));
     if (c->cls == FSF_XLA_FSDP && !opts[i]->xla_sharded)
-      return fsF_fail(iss, "R35", "create the optimizer after `model = fabric.setup_module(model)`, from the returned model's parameters",
-                  "The optimizer does not seem to reference any XLAFSDP parameters. HINT: Make sure to create the optimizer after setting up the model.");
+      return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R35", "create the optimizer after `model = fabric.setup_module(model)`, from the returned model's parameters",
+                  "The optimizer does not seem to reference any XLAFSDP parameters. HINT: Make sure to create the optimizer after setting up the model."));
   }
   return 0;
 }
@@ -305,16 +314,16 @@ int fsF_check_setup_dataloaders(const fsF_fabric *f, const fsF_loader *const *dl
                                 size_t n, fsF_issues *iss) {
   if (launched(f, iss)) return -1;
   if (!n)
-    return fsF_fail(iss, "R28", "pass the loader: `fabric.setup_dataloaders(loader)`",
-                "`setup_dataloaders` requires at least one dataloader as input.");
+    return fsF_at(iss, FSF_ARG_PARENS, 0, fsF_fail(iss, "R28", "pass the loader: `fabric.setup_dataloaders(loader)`",
+                "`setup_dataloaders` requires at least one dataloader as input."));
   for (size_t i = 0; i < n; i++)
     if (dls[i]->wrapped)
-      return fsF_fail(iss, "R29", "set each dataloader up once",
-                  "A dataloader should be passed only once to the `setup_dataloaders` method.");
+      return fsF_at(iss, "dataloaders", (int)i, fsF_fail(iss, "R29", "set each dataloader up once",
+                  "A dataloader should be passed only once to the `setup_dataloaders` method."));
   for (size_t i = 0; i < n; i++)
     if (!dls[i]->is_dataloader)
-      return fsF_fail(iss, "R30", "wrap it first: `DataLoader(dataset, batch_size=...)`",
-                  "Only PyTorch DataLoader are currently supported in `setup_dataloaders`.");
+      return fsF_at(iss, "dataloaders", (int)i, fsF_fail(iss, "R30", "wrap it first: `DataLoader(dataset, batch_size=...)`",
+                  "Only PyTorch DataLoader are currently supported in `setup_dataloaders`."));
   return 0;
 }
 
@@ -346,8 +355,8 @@ int fsF_check_clip_gradients(const fsF_fabric *f, const fsF_model *m,
   static const char *const R45 = "DeepSpeed handles gradient clipping automatically within the optimizer. Make sure to set the `gradient_clipping` value in your Config.";
   fsF_cls c = f->cfg->cls;
   if (has_clip_val && has_max_norm)
-    return fsF_fail(iss, "R43", "pass only one of `clip_val` and `max_norm`",
-                "Only one of `clip_val` or `max_norm` can be set as this specifies the underlying clipping algorithm!");
+    return fsF_at(iss, "max_norm", 0, fsF_fail(iss, "R43", "pass only one of `clip_val` and `max_norm`",
+                "Only one of `clip_val` or `max_norm` can be set as this specifies the underlying clipping algorithm!"));
   if (has_clip_val) {
     if (c == FSF_DEEPSPEED) return fsF_fail(iss, "R45", H_R45, "%s", R45);
     if (c == FSF_XLA_FSDP)
@@ -363,8 +372,8 @@ int fsF_check_clip_gradients(const fsF_fabric *f, const fsF_model *m,
                   fsF_cls_name(c), m->class_name);
     return 0;
   }
-  return fsF_fail(iss, "R44", "pass `max_norm=` (or `clip_val=`)",
-              "You have to specify either `clip_val` or `max_norm` to do gradient clipping!");
+  return fsF_at(iss, FSF_ARG_PARENS, 0, fsF_fail(iss, "R44", "pass `max_norm=` (or `clip_val=`)",
+              "You have to specify either `clip_val` or `max_norm` to do gradient clipping!"));
 }
 
 int fsF_check_no_backward_sync(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss) {
@@ -429,9 +438,9 @@ int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
     return fsF_fail(iss, "R20", "remove `fabric.launch()`: the CLI already created the processes",
                 "This script was launched through the CLI, and processes have already been created. Calling  `.launch()` again is not allowed.");
   if (kind == FSF_FN_NOT_CALLABLE)
-    return fsF_fail(iss, "R18", "pass the function itself: `.launch(train)`",
+    return fsF_at(iss, "function", 0, fsF_fail(iss, "R18", "pass the function itself: `.launch(train)`",
                 "`Fabric.launch(...)` needs to be a callable, but got %s. HINT: do `.launch(your_fn)` instead of `.launch(your_fn())`",
-                str_of);
+                str_of));
   /* A fixed address: Fabric prints the function object's, which varies. */
   if (kind == FSF_FN_CALLABLE && fn_nparams == 0)
     return fsF_fail(iss, "R19", "give the function a parameter: `def train(fabric):`",
@@ -544,8 +553,8 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
   int has_filter = flt && flt->kind != FSF_UNSET && flt->kind != FSF_NONE;
   if (has_filter) {
     if (flt->kind != FSF_LIST)
-      return fsF_fail(iss, "R55", "pass a dict of callables: `filter={\"model\": keep}`",
-                  "Filter should be a dictionary, given %s", flt->repr);
+      return fsF_at(iss, "filter", 0, fsF_fail(iss, "R55", "pass a dict of callables: `filter={\"model\": keep}`",
+                  "Filter should be a dictionary, given %s", flt->repr));
     const char **missing = fsA_xrealloc(NULL, (flt->n + 1) * sizeof *missing);
     const char **keys = fsA_xrealloc(NULL, (n + 1) * sizeof *keys);
     size_t nm = 0;
@@ -561,8 +570,8 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
       sb_key_set(&a, missing, nm);
       sb_key_set(&b, keys, n);
       char *miss = fsF_buf_take(&a), *have = fsF_buf_take(&b);
-      rc = fsF_fail(iss, "R56", "filter only keys of the state", "The filter keys %s are not present in the state keys %s.",
-                miss, have);
+      rc = fsF_at(iss, "filter", 0, fsF_fail(iss, "R56", "filter only keys of the state", "The filter keys %s are not present in the state keys %s.",
+                miss, have));
       free(miss); free(have);
     }
     free(missing); free(keys);
@@ -570,8 +579,8 @@ int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,
     for (size_t i = 0; i < flt->n; i++) {
       if (flt->callable[i]) continue;
       char *k = fsF_repr_str(flt->keys[i]);
-      fsF_fail(iss, "R57", "map each key to a function `(key, value) -> bool`",
-           "Expected `fabric.save(filter=...)` for key %s to be a callable, given %s", k, flt->vrepr[i]);
+      fsF_at(iss, "filter", 0, fsF_fail(iss, "R57", "map each key to a function `(key, value) -> bool`",
+           "Expected `fabric.save(filter=...)` for key %s to be a callable, given %s", k, flt->vrepr[i]));
       free(k);
       return -1;
     }

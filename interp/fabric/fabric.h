@@ -20,7 +20,14 @@ typedef struct fsF_issue {
   fs_severity severity;
   char *message;      /* Fabric's text, placeholders filled (owned) */
   const char *help;   /* the fix, in words (static); may be NULL */
+  /* Where the caret goes (fsSig_arg_loc): the argument of the method's
+   * parameter `arg` (its arg_index-th value for *args), FSF_ARG_PARENS for
+   * the call's parentheses (a required argument is missing), or with arg
+   * NULL the whole call. Both the checker and the run read it. */
+  const char *arg;
+  int arg_index;
 } fsF_issue;
+#define FSF_ARG_PARENS "()"
 
 typedef struct fsF_issues {
   fsF_issue *items; size_t n, cap;
@@ -31,6 +38,9 @@ void fsF_issues_free(fsF_issues *iss);
 void fsF_issues_clear(fsF_issues *iss);
 /* The error a failed validation ended with (the last issue), or NULL. */
 const fsF_issue *fsF_error(const fsF_issues *iss);
+/* Points the last issue at an argument (see fsF_issue.arg); returns rc, so
+ * a check reads `return fsF_at(iss, "module", 0, fsF_fail(...))`. */
+int fsF_at(fsF_issues *iss, const char *arg, int arg_index, int rc);
 
 /* ---- values: what a `Fabric(...)` argument can be ----------------------- */
 

@@ -1028,3 +1028,27 @@ int fsSig_bind(const fsSig *sig, size_t npos, const char *const *kw, size_t nkw,
   return 0;
 }
 
+
+/* ---- the caret on one argument ------------------------------------------ */
+
+fs_loc fsSig_arg_loc(const fsSig *sig, const fs_node *call, const char *param, int index) {
+  if (!call || call->kind != FS_N_CALL || !call->kids[0] || !param) return call ? call->loc : (fs_loc){0, 0};
+  if (!strcmp(param, "()")) return (fs_loc){call->kids[0]->loc.end, call->loc.end};
+  int p = -1; /* fsSig_param_index leaves *args out: a keyword cannot name it */
+  for (size_t i = 0; sig && i < sig->nparams && p < 0; i++)
+    if (!strcmp(sig->params[i].name, param)) p = (int)i;
+  if (p < 0) return call->loc;
+  int varargs = (sig->params[p].flags & FSSIG_VARARGS) != 0;
+  int pos = 0; /* positionals bind in order; *args takes the rest */
+  for (uint32_t i = 1; i < call->nkids; i++) {
+    const fs_node *k = call->kids[i];
+    if (k->kind == FS_N_STARRED) return call->loc;
+    if (k->kind == FS_N_KWARG) {
+      if (k->str && !strcmp(k->str, param)) return k->loc;
+      continue;
+    }
+    if (varargs ? pos >= p && pos - p == index : pos == p) return k->loc;
+    pos++;
+  }
+  return call->loc;
+}

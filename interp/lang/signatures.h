@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "ast.h"
+
 /* Literal types a parameter accepts (bit mask); FSSIG_T_ANY = unchecked. */
 enum {
   FSSIG_T_NONE = 1u << 0, FSSIG_T_BOOL = 1u << 1, FSSIG_T_INT = 1u << 2,
@@ -93,5 +95,13 @@ const char *fsSig_doc_name(size_t i);
 
 /* The index of parameter `name`, or -1. */
 int fsSig_param_index(const fsSig *sig, const char *name);
+
+/* Where a diagnostic about one argument of `call` (bound to sig) points:
+ * the argument given for parameter `param` -- its index-th value when param
+ * is *args, `name=value` when passed by keyword -- or with param "()" the
+ * call's parentheses. The whole call when the argument is not there or a
+ * `*xs`/`**kw` in the call hides which value is which. The checker and the
+ * run both call it, so both put the caret in the same place. */
+fs_loc fsSig_arg_loc(const fsSig *sig, const fs_node *call, const char *param, int index);
 
 #endif

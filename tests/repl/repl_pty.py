@@ -139,7 +139,7 @@ def test_seed_error_and_recovery(hist):
     s.line("model, optimizer = fabric.setup(model, optimizer)")
     shown = s.expect(">>> ")
     # Line 7: the blank line that ended the `with` block is part of the session.
-    assert "<stdin>:7:20: error[R36]: " + R36 in shown.replace("\r", ""), f"no R36 at 7:20:\n{shown}"
+    assert "<stdin>:7:40: error[R36]: " + R36 in shown.replace("\r", ""), f"no R36 at 7:40:\n{shown}"
     assert "help: set up the model first" in shown
     # The rejected line did not run and is not part of the session: the
     # corrected order passes the check next (running it needs the target's GPU).

@@ -111,7 +111,7 @@ static void test_seed_diagnostic(void **state) {
   run r;
   check_text(&r, seed_before, 1, NULL, 0);
   assert_int_equal(r.d.n, 1);
-  const fs_diag *g = expect(&r, 0, "R36", 9, 20,
+  const fs_diag *g = expect(&r, 0, "R36", 9, 40,
     "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`.");
   assert_int_equal(g->severity, FS_SEV_ERROR);
   assert_int_equal(g->nnotes, 2);
@@ -272,7 +272,7 @@ static const check_case seed_near_misses[] = {
   {"materializing makes new parameters: an optimizer made before keeps the meta ones",
    FSDP_META "optimizer = Adam(model.parameters())\nmodel = fabric.setup_module(model)\n"
    "optimizer = fabric.setup_optimizers(optimizer)\n", 1,
-   {0}, {{"R37", 7, 13, R36_MSG " Materializing them is is currently not supported. Create",
+   {0}, {{"R37", 7, 37, R36_MSG " Materializing them is is currently not supported. Create",
           "`optimizer` was created over `model.parameters()` while they were on the meta device"}}},
 };
 
@@ -281,19 +281,19 @@ static const check_case paths[] = {
    "fabric = Fabric(accelerator=\"cpu\", strategy=\"ddp\", devices=2)\nfabric.launch()\n"
    "model = Linear(4, 2)\nif fabric.global_rank == 0:\n    model = fabric.setup(model)\n"
    "model = fabric.setup(model)\n", 0,
-   {0}, {{"R22", 6, 9, "A model should be passed only once to the `setup` method.",
+   {0}, {{"R22", 6, 22, "A model should be passed only once to the `setup` method.",
           "on the paths where this condition is true"}}},
   {"a known condition takes one branch only", TWICE_IF_PARAM, 0},
   {"... which -D decides", TWICE_IF_PARAM, 0, {"-Dtwice=true"},
-   {{"R22", 5, 9, "A model should be passed only once"}}},
+   {{"R22", 5, 22, "A model should be passed only once"}}},
   {"setting up inside a loop: the second iteration sees the set-up model",
    CPU_FABRIC "opt = SGD(Linear(2, 2).parameters(), lr=0.1)\n"
    "for epoch in range(3):\n    opt = fabric.setup_optimizers(opt)\n", 0,
-   {0}, {{"R27", 4, 11, "An optimizer should be passed only once to the `setup_optimizers` method."}}},
+   {0}, {{"R27", 4, 35, "An optimizer should be passed only once to the `setup_optimizers` method."}}},
   {"each element of a literal list gets its own round",
    CPU_FABRIC "m1 = Linear(2, 2)\nm2 = fabric.setup(Linear(2, 2))\n"
    "for m in [m1, m1, m2]:\n    fabric.setup(m)\n", 0,
-   {0}, {{"R22", 5, 5, "A model should be passed only once to the `setup` method."}}},
+   {0}, {{"R22", 5, 18, "A model should be passed only once to the `setup` method."}}},
   {"a def is analysed at its call: launch(train) runs train launched",
    "def train(fabric):\n    model = fabric.setup(Linear(2, 2))\n"
    "if __name__ == \"__main__\":\n"
@@ -313,7 +313,7 @@ static const check_case paths[] = {
    "if fabric.global_rank == 0:\n    with fabric.init_module(empty_init=True):\n        model = Linear(8, 8)\n"
    "else:\n    model = Linear(8, 8)\noptimizer = Adam(model.parameters())\n"
    "model, optimizer = fabric.setup(model, optimizer)\n", 2,
-   {0}, {{"R36", 9, 20, R36_MSG, "on the paths where this condition is true", false, 3}}},
+   {0}, {{"R36", 9, 40, R36_MSG, "on the paths where this condition is true", false, 3}}},
   {"a path that returns early contributes nothing after the `if`",
    "def prepare(fabric, model, again):\n"
    "    if again:\n        model = fabric.setup(model)\n        return model\n"
@@ -370,7 +370,7 @@ static const check_case dataflow[] = {
   {"aliases, containers and param groups carry the parameter references",
    FSDP_META "alias = [model]\nopt = Adam([{\"params\": alias[0].parameters()}])\n"
    "model, opt = fabric.setup(model, opt)\n", 1,
-   {0}, {{"R36", 7, 14, R36_MSG}}},
+   {0}, {{"R36", 7, 34, R36_MSG}}},
 };
 
 #define CASES(name) \
@@ -449,7 +449,7 @@ static void test_python(void **state) {
     "    fabric.launch(main, 3e-4)\n";
   check_py(&r, seed, NULL);
   const fs_diag *g = NULL;
-  for (size_t i = 0; i < r.d.n && !g; i++) if (!strcmp(r.d.items[i].rule, "R36")) g = expect(&r, i, "R36", 9, 24, R36_MSG);
+  for (size_t i = 0; i < r.d.n && !g; i++) if (!strcmp(r.d.items[i].rule, "R36")) g = expect(&r, i, "R36", 9, 44, R36_MSG);
   assert_non_null(g);
   assert_int_equal(g->nnotes, 2);
   run_free(&r);
@@ -468,7 +468,7 @@ static void test_python(void **state) {
     "@functools.cache\ndef other(x):\n    return y\n"
     "fabric = Fabric(accelerator=\"cpu\")\n"
     "validate(fabric, fabric.setup(torch.nn.Linear(2, 2)))\n", NULL), 2);
-  expect(&r, 0, "R22", 5, 12, "A model should be passed only once");
+  expect(&r, 0, "R22", 5, 25, "A model should be passed only once");
   expect(&r, 1, "name", 8, 12, "name 'y' is not defined");
   run_free(&r);
 }

@@ -261,7 +261,7 @@ static void test_meta_and_fabric(void **st) {
          "print(fabric.world_size, fabric.is_global_zero)\n"
          "fabric.setup_optimizers()\n",
          1, "1 True\n",
-         "3:1: error: `setup_optimizers` requires at least one optimizer as input.\n");
+         "3:24: error: `setup_optimizers` requires at least one optimizer as input.\n");
 }
 
 static void test_checkpoint(void **st) {

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "eval_int.h"
+#include "pynames.h"
 #include "signatures.h"
 
 /* Binds and returns the error text (malloc'd) or NULL on success. */
@@ -172,8 +173,23 @@ static void test_libraries_cover_table(void **st) {
   free(rows);
 }
 
+/* pynames.c's table is searched by bisection: a name out of order there
+ * would be missed. The first, the last and names from each part of it. */
+static void test_python_builtins(void **state) {
+  (void)state;
+  static const char *const names[] = {"ArithmeticError", "EOFError", "Ellipsis", "IOError", "NotImplemented",
+                                      "ZeroDivisionError", "__build_class__", "__name__", "__spec__", "abs",
+                                      "enumerate", "isinstance", "print", "super", "zip"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!fsSig_python_builtin(names[i])) fail_msg("%s is a Python builtin", names[i]);
+  assert_false(fsSig_python_builtin("Linear"));
+  assert_false(fsSig_python_builtin("zipp"));
+  assert_false(fsSig_python_builtin("A"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_python_builtins),
     cmocka_unit_test(test_lookup),
     cmocka_unit_test(test_defaults),
     cmocka_unit_test(test_bind_ok),
