@@ -1,6 +1,6 @@
 #!/bin/sh
 # examples-test.sh -- every command an example's header shows
-# ("#   fabricscript examples/NAME.fab ...") runs as written and exits 0, with
+# ("#   fabricscript examples/NAME.fab ...", examples/ports/ too) runs as written and exits 0, with
 # only its length shortened (-D steps / -D epochs, and -D train_batches /
 # test_batches where the example has them, and the options of the example's
 # "# suite: -D ..." line, which shrink a model) to keep the suite quick:
@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 n=0
-for ex in "$src"/examples/*.fab; do
+for ex in "$src"/examples/*.fab "$src"/examples/ports/*.fab; do
   grep '^#   fabricscript examples/' "$ex" | sed 's/^#   fabricscript //' > "$tmp/cmds"
   suite=$(sed -n 's/^# suite: //p' "$ex")
   while IFS= read -r cmd; do

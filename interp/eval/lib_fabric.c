@@ -1018,6 +1018,7 @@ const fsV_class fsE_fabric_class = {
 static const fsE_reg fabric_funcs[] = {
   {"Fabric", f_fabric},
   {"Fabric.launch", fabric_launch}, {"Fabric.seed_everything", fabric_seed_everything},
+  {"seed_everything", fabric_seed_everything}, /* lightning.fabric.seed_everything: the same function */
   {"Fabric.init_module", fabric_init_module}, {"Fabric.setup", fabric_setup},
   {"Fabric.setup_module", fabric_setup_module}, {"Fabric.setup_optimizers", fabric_setup_optimizers},
   {"Fabric.setup_dataloaders", fabric_setup_dataloaders}, {"Fabric.backward", fabric_backward},

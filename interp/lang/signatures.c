@@ -303,6 +303,8 @@ PARAMS(p_t_transpose, P("dim0", INT, NULL), P("dim1", INT, NULL))
 PARAMS(p_t_dim, P("dim", INT, NULL))
 PARAMS(p_t_squeeze, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
 PARAMS(p_t_flatten, P("start_dim", INT, "0"), P("end_dim", INT, "-1"))
+PARAMS(p_t_flatten_fn, P("input", OBJ, NULL), P("start_dim", INT, "0"), P("end_dim", INT, "-1"))
+PARAMS(p_f_relu, P("input", OBJ, NULL), P("inplace", BOOL, "False"))
 PARAMS(p_t_split, P("split_size_or_sections", ANY, NULL), P("dim", INT, "0"))
 PARAMS(p_t_chunk, P("chunks", INT, NULL), P("dim", INT, "0"))
 PARAMS(p_t_other, P("other", ANY, NULL))
@@ -495,6 +497,11 @@ static const fsSig table[] = {
   FN("binary_cross_entropy_with_logits", p_loss_bce_logits, "Tensor"),
   FN("kl_div", p_loss_kl, "Tensor"),
   FN("cosine_similarity", p_cosine, "Tensor"),
+  /* what Lightning's example scripts call beyond the rows above (issue 15 point 8's ports;
+   * lib_functional.c, lib_shape.c, lib_fabric.c) */
+  FN("relu", p_f_relu, "Tensor"),
+  FN("flatten", p_t_flatten_fn, "Tensor"),
+  FN("seed_everything", p_seed, "int"),
 
   CLS("Fabric", p_fabric, "Fabric"),
   CLS("FSDPStrategy", p_fsdp, "Strategy"),
