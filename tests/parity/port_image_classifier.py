@@ -57,8 +57,8 @@ model = Net(CHANNELS, HIDDEN)
 model.load_state_dict(torch.load(f"{tmp}/init.ckpt")["model"])  # strict: torch's names
 optimizer = torch.optim.RMSprop(model.parameters(), lr=LR)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=GAMMA)
-xs, ys = fashion_mnist(True)
-tx, ty = fashion_mnist(False)
+xs, ys = fashion_mnist(True, TRAIN)
+tx, ty = fashion_mnist(False, TEST)
 losses, test_losses = [], []
 for epoch in range(EPOCHS):
     model.train()

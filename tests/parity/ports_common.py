@@ -18,13 +18,16 @@ import torch
 ROOT = "/usr/share/datasets/fashion-mnist"  # the runtime's FashionMNIST() default (docs/data.md)
 
 
-def fashion_mnist(train):
-    """Images as float32 [N, 1, 28, 28] of byte / 255 and int64 labels, as the runtime reads them."""
+def fashion_mnist(train, count):
+    """The first `count` items: images as float32 [count, 1, 28, 28] of byte / 255 and int64
+    labels, as the runtime reads them (only those bytes are decompressed)."""
     prefix = "train" if train else "t10k"
     with gzip.open(os.path.join(ROOT, f"{prefix}-images-idx3-ubyte.gz")) as f:
-        images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+        images = np.frombuffer(f.read(16 + count * 784), np.uint8, offset=16).reshape(-1, 1, 28, 28)
     with gzip.open(os.path.join(ROOT, f"{prefix}-labels-idx1-ubyte.gz")) as f:
-        labels = np.frombuffer(f.read(), np.uint8, offset=8)
+        labels = np.frombuffer(f.read(8 + count), np.uint8, offset=8)
+    if len(labels) != count:
+        raise SystemExit(f"FAIL: {prefix} files of {ROOT} hold fewer than {count} items")
     x = torch.from_numpy(images.astype(np.float32)) / 255.0
     return x, torch.from_numpy(labels.astype(np.int64))
 
