@@ -277,6 +277,8 @@ PARAMS(p_append, PO("object", ANY, NULL))
 PARAMS(p_get, PO("key", ANY, NULL), PO("default", ANY, "None"))
 PARAMS(p_join, PO("iterable", ANY, NULL))
 PARAMS(p_split, P("sep", FSSIG_T_STR | FSSIG_T_NONE, "None"), P("maxsplit", INT, "-1"))
+PARAMS(p_find, PO("sub", STR, NULL), PO("start", FSSIG_T_INT | FSSIG_T_NONE, "None"),
+       PO("end", FSSIG_T_INT | FSSIG_T_NONE, "None"))
 
 /* the torch-like tensor API (issue 14; lib_torch.c) */
 #define TKW KW("dtype", ANY, "None"), KW("device", ANY, "None"), KW("requires_grad", BOOL, "False")
@@ -311,6 +313,7 @@ PARAMS(p_t_other, P("other", ANY, NULL))
 PARAMS(p_t_exponent, P("exponent", ANY, NULL))
 PARAMS(p_t_clamp, P("min", OPTNUM, "None"), P("max", OPTNUM, "None"))
 PARAMS(p_t_masked_fill, P("mask", OBJ, NULL), P("value", ANY, NULL))
+PARAMS(p_t_fill_, P("value", ANY, NULL))
 PARAMS(p_t_diagonal, P("diagonal", INT, "0"))
 PARAMS(p_t_maxmin, P("dim", ANY, "None"), P("keepdim", BOOL, "False"))
 PARAMS(p_t_var, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("unbiased", BOOL, "True"),
@@ -656,6 +659,7 @@ static const fsSig table[] = {
   M("Module.load_state_dict", p_load_sd, "None"),
   M("Module.generate", p_generate, "str"),
   ATTR("Module.training", "bool", 0),
+  ATTR("Module.__class__", "any", 0), /* issue 15 point 8: m.__class__.__name__ (classes.c) */
   /* issue 14, point 3: containers of modules */
   LAYER("Sequential", p_container_args),
   LAYER("ModuleList", p_modulelist),
@@ -767,6 +771,7 @@ static const fsSig table[] = {
   ATTR("Tensor.dtype", "dtype", 0),
   ATTR("Tensor.requires_grad", "bool", 0),
   ATTR("Tensor.grad", "any", 0),
+  ATTR("Tensor.data", "Tensor", 0), /* issue 15 point 8: nn.init.normal_(m.weight.data, ...) */
   /* the torch-like tensor API (issue 14; lib_torch.c) */
   M("Tensor.view", p_t_shape, "Tensor"),
   M("Tensor.reshape", p_t_shape, "Tensor"),
@@ -797,6 +802,7 @@ static const fsSig table[] = {
   M("Tensor.maximum", p_t_other, "Tensor"),
   M("Tensor.minimum", p_t_other, "Tensor"),
   M("Tensor.masked_fill", p_t_masked_fill, "Tensor"),
+  M("Tensor.fill_", p_t_fill_, "Tensor"), /* issue 15 point 8: the DCGAN's label.fill_(fake_label) */
   M("Tensor.tril", p_t_diagonal, "Tensor"),
   M("Tensor.triu", p_t_diagonal, "Tensor"),
   M("Tensor.max", p_t_maxmin, "any"),
@@ -850,6 +856,7 @@ static const fsSig table[] = {
   M("dict.get", p_get, "any"),
   M("str.join", p_join, "str"),
   M("str.split", p_split, "list"),
+  M("str.find", p_find, "int"), /* issue 15 point 8: weights_init's classname.find("Conv") */
   M0("str.upper", "str"),
   M0("str.lower", "str"),
 };
