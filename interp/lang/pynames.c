@@ -68,7 +68,7 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
    "cosine_similarity relu", ""},
   {"torch.nn.init", "", "uniform_ normal_ constant_ zeros_ ones_ trunc_normal_ xavier_uniform_ "
    "xavier_normal_ kaiming_uniform_ kaiming_normal_", ""},
-  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad", "", ""},
+  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad Adadelta", "", ""},
   {"torch.optim.lr_scheduler", "StepLR MultiStepLR ExponentialLR CosineAnnealingLR "
                                "CosineAnnealingWarmRestarts LinearLR ConstantLR LambdaLR "
                                "OneCycleLR SequentialLR ReduceLROnPlateau", "", ""},

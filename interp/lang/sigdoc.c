@@ -14,6 +14,8 @@ typedef struct sigdoc { const char *name, *doc; } sigdoc;
 static const sigdoc docs[] = {
   {"Accuracy",
    "torchmetrics' accuracy (task=\"multiclass\", num_classes, top_k, average, ignore_index), synced across ranks."},
+  {"Adadelta",
+   "torch.optim.Adadelta: delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g, p -= lr delta (torch 1.13)."},
   {"Adagrad", "Adagrad with learning-rate decay and weight decay."},
   {"Adam", "Adam (amsgrad optional) with L2 weight decay."},
   {"AdamW", "Adam with decoupled weight decay."},

@@ -336,6 +336,8 @@ PARAMS(p_rmsprop, P("params", ANY, NULL), P("lr", NUM, "0.01"), P("alpha", NUM, 
 PARAMS(p_adagrad, P("params", ANY, NULL), P("lr", NUM, "0.01"), P("lr_decay", NUM, "0"),
        P("weight_decay", NUM, "0"), P("initial_accumulator_value", NUM, "0"), P("eps", NUM, "1e-10"),
        P("foreach", OPTBOOL, "None"), KW("maximize", BOOL, "False"), KW("fused", OPTBOOL, "None"))
+PARAMS(p_adadelta, P("params", ANY, NULL), P("lr", NUM, "1.0"), P("rho", NUM, "0.9"), P("eps", NUM, "1e-06"),
+       P("weight_decay", NUM, "0"), P("foreach", OPTBOOL, "None"), KW("maximize", BOOL, "False"))
 PARAMS(p_param_group, P("param_group", DICT, NULL))
 PARAMS(p_state_dict, P("state_dict", DICT, NULL))
 #define SCHED_TAIL P("last_epoch", INT, "-1"), P("verbose", BOOL, "False")
@@ -521,6 +523,7 @@ static const fsSig table[] = {
   /* issue 15: optimizers and LR schedulers */
   CLS("RMSprop", p_rmsprop, "Optimizer"),
   CLS("Adagrad", p_adagrad, "Optimizer"),
+  CLS("Adadelta", p_adadelta, "Optimizer"), /* issue 15 point 8: the image-classifier and k-fold examples' */
   CLS("StepLR", p_steplr, "LRScheduler"),
   CLS("MultiStepLR", p_multisteplr, "LRScheduler"),
   CLS("ExponentialLR", p_explr, "LRScheduler"),
