@@ -11,7 +11,9 @@ weights, Adadelta(lr=1.0) and StepLR(step_size=1, gamma=0.7) stepped per
 epoch (the example's optimizer and hyper-parameters), the
 same batches: the loaders do not shuffle, so both sides read items 0..639
 of the training set and 0..255 of the test set in order.  All 20 losses
-must agree within 1e-5 relative (they print 6 decimals), the two test losses
+must agree within 1e-4 relative (they print 6 decimals; this build measured
+1.4e-6, the sanitizer build, whose float code differs, up to 1.7e-5 on the
+k-fold twin), the two test losses
 within 2e-4 (4 decimals).  (Torch's own float32 and float64 runs of this
 twin differ by up to 2e-6 over the 20 steps: Adadelta at lr 1.0 does not
 amplify rounding the way RMSprop's first steps at lr 1e-3 do, where they
@@ -77,5 +79,5 @@ for epoch in range(EPOCHS):
             total += F.nll_loss(model((tx[b:b + BATCH] - MEAN) / STD), ty[b:b + BATCH], reduction="sum").item()
     test_losses.append(total / TEST)
 
-compare("image classifier: training losses", numbers_after("Loss:", out), losses, rtol=1e-5)
+compare("image classifier: training losses", numbers_after("Loss:", out), losses, rtol=1e-4)
 compare("image classifier: test losses", numbers_after("Average loss:", out), test_losses, rtol=0, atol=2e-4)

@@ -12,7 +12,8 @@ the weights, and iterates torch's own DataLoader over SubsetRandomSampler
 (fold indices, generator=torch.Generator().manual_seed(seed)) in the same
 order of passes (per epoch, per fold: training, then validation), so both
 sides' batches come from the same torch permutations.  All 20 losses must
-agree within 1e-5 relative (6 decimals printed), the validation losses
+agree within 1e-4 relative (6 decimals printed; measured 2.8e-6 here, 1.7e-5
+in the sanitizer build, whose float code differs), the validation losses
 within 2e-4 (4 decimals), the epochs' accuracies exactly.  Each fold's
 optimizer is Adadelta(lr=1.0), as in the example."""
 import sys
@@ -90,6 +91,6 @@ for epoch in range(EPOCHS):
         epoch_acc += 100.0 * correct / seen
     accs.append(epoch_acc / FOLDS)
 
-compare("k-fold: training losses", numbers_after("Loss:", out), losses, rtol=1e-5)
+compare("k-fold: training losses", numbers_after("Loss:", out), losses, rtol=1e-4)
 compare("k-fold: validation losses", numbers_after("Average loss:", out), val_losses, rtol=0, atol=2e-4)
 compare("k-fold: epochs' mean accuracy", numbers_after("Average acc: tensor(", out), accs, rtol=1e-6)
