@@ -495,6 +495,42 @@ fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a) {
   return r;
 }
 
+/* ---- __class__ and __name__ ------------------------------------------------------------- */
+
+/* The class of a module value: a script class, a layer's builtin (Conv2d), or a
+ * model block (a global of the script); borrowed or made, NULL + fsV_error. */
+static fs_value *module_class_value(fsE_ctx *E, const modv *mv) {
+  fs_value *v = fsV_dict_getstr(E->globals, mv->cls);
+  if (v && class_of(v)) return fsV_retain(v);
+  if ((v = fsE_builtin(E, mv->cls))) return v;
+  if (!*fsV_error()) fsV_seterr("the class of a '%s' module is not known at run time", mv->cls);
+  return NULL;
+}
+
+/* module.__class__ (the sig row Module.__class__) */
+NATIVE(module_class_attr) {
+  (void)s, (void)a;
+  script_module *sm = script_module_of(self);
+  return sm ? fsV_retain(sm->cls) : module_class_value(E, self->u.obj.data);
+}
+
+int fsE_type_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out) {
+  (void)E;
+  if (obj->type != FSV_OBJ) return 0;
+  if (!strcmp(name, "__class__")) { /* a module's is its sig row's */
+    if (!is_instance(obj)) return 0;
+    return (*out = fsV_retain(((instance *)obj->u.obj.data)->cls)) ? 1 : -1;
+  }
+  if (!strcmp(name, "__name__")) {
+    klass *k = class_of(obj);
+    const fsSig *sig = k ? NULL : fsE_native_sig(obj);
+    const char *n = k ? k->name : sig && !strchr(sig->name, '.') ? sig->name : NULL;
+    if (!n) return 0;
+    return (*out = fsV_cstr(n)) ? 1 : -1;
+  }
+  return 0;
+}
+
 /* ---- isinstance ---------------------------------------------------------------------- */
 
 /* Whether v is an instance of one class: a script class (its chain), the
@@ -609,7 +645,8 @@ int fsE_wrap_policy_wraps(fs_module *m, bool recurse, int64_t nonwrapped_numel, 
 }
 
 static const fsE_reg classes_funcs[] = {
-  {"isinstance", isinstance}, {"Module.register_buffer", module_register_buffer}, {NULL, NULL},
+  {"isinstance", isinstance}, {"Module.register_buffer", module_register_buffer},
+  {"Module.__class__", module_class_attr}, {NULL, NULL},
 };
 const fsE_lib fsE_lib_classes = {"classes", classes_funcs};
 

@@ -455,6 +455,8 @@ static fs_value *lookup(fsE_ctx *E, const fs_node *n) {
   if (!v) v = fsV_dict_getstr(E->globals, n->str);
   if (v) return fsV_retain(v);
   if ((v = fsE_builtin(E, n->str))) return v;
+  /* the script run is the one Python runs as __main__ (the checker says the same, check.c) */
+  if (!*fsV_error() && !strcmp(n->str, "__name__")) return fsV_cstr("__main__");
   if (!*fsV_error()) return fsE_error(E, n->loc, "name '%s' is not defined", n->str);
   return failed(E, n->loc);
 }
@@ -492,7 +494,8 @@ fs_value *fsE_method_value(fsE_ctx *E, fs_value *self, const char *name) {
 /* obj.name: an attribute row of the sig table, else a bound method. */
 static fs_value *getattr(fsE_ctx *E, fs_value *obj, const char *name) {
   fs_value *own = NULL;
-  int k = fsE_instance_getattr(E, obj, name, &own);
+  int k = name[0] == '_' && name[1] == '_' ? fsE_type_getattr(E, obj, name, &own) : 0;
+  if (!k) k = fsE_instance_getattr(E, obj, name, &own);
   if (!k) k = fsE_module_getattr(E, obj, name, &own);
   if (k) return k > 0 ? own : NULL;
   const fsSig *sig = fsSig_member(fsV_type_name(obj), name);

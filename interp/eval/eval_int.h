@@ -255,6 +255,11 @@ fs_value *fsE_class_builtin(fsE_ctx *E, const char *name);
  * when obj has no such attribute of its own (the sig table's rows come
  * next), -1 + fsV_error. */
 int fsE_instance_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out);
+/* obj.__class__ of a script class's plain instance (a module's is the sig row
+ * Module.__class__), and cls.__name__ of a script class or a builtin class
+ * (what weights_init-style code reads: m.__class__.__name__): 1 and *out, 0
+ * when obj has neither, -1 + fsV_error. */
+int fsE_type_getattr(fsE_ctx *E, fs_value *obj, const char *name, fs_value **out);
 /* A script Module instance: its forward called, an attribute set. */
 fs_value *fsE_custom_call(fsE_ctx *E, fs_value *self, const fsV_args *a);
 /* FSDP's auto_wrap_policy (docs/distributed.md, "How the units are chosen"):

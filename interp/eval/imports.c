@@ -70,6 +70,8 @@ static fs_value *resolve(fsE_ctx *E, const char *dotted) {
   if (!strcmp(dotted, "torch.nn.Module")) return fsE_builtin(E, "Module"); /* what a script subclasses */
   if (!strcmp(dotted, "torch.utils.data.Dataset") || !strcmp(dotted, "torch.utils.data.dataset.Dataset"))
     return fsE_class_builtin(E, "Dataset"); /* a script's data set class derives from it */
+  /* torch's alias of float32: no row of that name, which would hide Python's float */
+  if (!strcmp(dotted, "torch.float")) return fsE_builtin(E, "float32");
   const char *row = NULL;
   switch (fsSig_resolve(dotted, &row)) {
   case FSSIG_NS_ROW:

@@ -301,7 +301,7 @@ static const fsE_reg arith_funcs[] = {
   {"Tensor.var", t_var}, {"Tensor.std", t_std}, {"Tensor.norm", t_norm}, {"Tensor.logsumexp", t_logsumexp},
   {"Tensor.cumsum", t_cumsum}, {"Tensor.softmax", t_softmax}, {"Tensor.log_softmax", t_log_softmax},
   {"Tensor.matmul", t_matmul}, {"Tensor.bmm", t_bmm},
-  {"sin", t_sin}, {"cos", t_cos}, {"relu", t_relu}, {"tril", t_tril}, {"triu", t_triu},
+  {"sin", t_sin}, {"cos", t_cos}, {"tril", t_tril}, {"triu", t_triu},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_arith = {"arith", arith_funcs};

@@ -66,14 +66,15 @@ static fs_value *dataset_index(fsE_ctx *E, fs_value *v, fs_value *key) {
   fsS_dataset *ds = &((dsv *)v->u.obj.data)->ds;
   int64_t i;
   if (item_index(key, (int64_t)ds->len, &i) < 0) return NULL;
-  void *x = malloc(ds->x.bytes + ds->y.bytes);
+  size_t y_at = (ds->x.bytes + 7) & ~(size_t)7; /* the label's int64s aligned (x may be 3 floats) */
+  void *x = malloc(y_at + ds->y.bytes);
   char *err = NULL;
   if (!x) return fsE_err_own(NULL);
-  if (fsS_get(ds, (size_t)i, fsR_bits(E->seed, (uint64_t)i), x, (char *)x + ds->x.bytes, &err) != 0) {
+  if (fsS_get(ds, (size_t)i, fsR_bits(E->seed, (uint64_t)i), x, (char *)x + y_at, &err) != 0) {
     free(x);
     return fsE_err_own(err);
   }
-  fs_tensor *tx = layout_tensor(&ds->x, -1, x), *ty = tx ? layout_tensor(&ds->y, -1, (char *)x + ds->x.bytes) : NULL;
+  fs_tensor *tx = layout_tensor(&ds->x, -1, x), *ty = tx ? layout_tensor(&ds->y, -1, (char *)x + y_at) : NULL;
   free(x);
   if (!ty) {
     fsT_release(tx);

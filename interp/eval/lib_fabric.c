@@ -1116,8 +1116,8 @@ NATIVE(module_mark_forward_method) {
 static const fsE_reg fabric_funcs[] = {
   {"Module.mark_forward_method", module_mark_forward_method},
   {"Fabric", f_fabric},
-  {"seed_everything", fabric_seed_everything}, /* lightning.seed_everything: the same body (self unused) */
   {"Fabric.launch", fabric_launch}, {"Fabric.seed_everything", fabric_seed_everything},
+  {"seed_everything", fabric_seed_everything}, /* lightning.seed_everything and lightning.fabric.seed_everything: the same body (self unused) */
   {"Fabric.init_module", fabric_init_module}, {"Fabric.setup", fabric_setup},
   {"Fabric.setup_module", fabric_setup_module}, {"Fabric.setup_optimizers", fabric_setup_optimizers},
   {"Fabric.setup_dataloaders", fabric_setup_dataloaders}, {"Fabric.backward", fabric_backward},

@@ -167,7 +167,7 @@ NATIVE(functional_batch_norm) {
                                          fsV_to_double(s[7])));
 }
 
-/* leaky_relu(input, negative_slope, inplace), mish(input, inplace) */
+/* leaky_relu(input, negative_slope, inplace), relu(input, inplace), mish(input, inplace) */
 static bool not_inplace(const fs_value *v, const char *fn) {
   if (!fsV_truthy(v)) return true;
   fsV_seterr("%s(): inplace=True is not supported", fn);
@@ -178,6 +178,11 @@ NATIVE(functional_leaky_relu) {
   fs_tensor *x = fsE_need_tensor(s[0], "leaky_relu", "input");
   if (!x || !not_inplace(s[2], "leaky_relu")) return NULL;
   return fsE_tensor_value(fsG_unary(FSU_LEAKY_RELU, x, fsV_to_double(s[1]), 0));
+}
+
+NATIVE(functional_relu) {
+  fs_tensor *x = fsE_need_tensor(s[0], "relu", "input");
+  return x && not_inplace(s[1], "relu") ? fsE_tensor_value(fsG_unary(FSU_RELU, x, 0, 0)) : NULL;
 }
 
 NATIVE(functional_mish) {
@@ -470,6 +475,7 @@ static const fsE_reg functional_funcs[] = {
   {"conv_transpose2d", functional_conv_transpose2d}, {"max_pool2d", functional_max_pool2d}, {"avg_pool2d", functional_avg_pool2d},
   {"adaptive_avg_pool2d", functional_adaptive_avg_pool2d}, {"batch_norm", functional_batch_norm},
   {"scaled_dot_product_attention", functional_sdpa}, {"interpolate", functional_interpolate}, {"leaky_relu", functional_leaky_relu}, {"mish", functional_mish},
+  {"relu", functional_relu},
   {"group_norm", functional_group_norm}, {"rms_norm", functional_rms_norm},
   {"cross_entropy", functional_cross_entropy}, {"nll_loss", functional_nll_loss},
   {"mse_loss", functional_mse_loss}, {"l1_loss", functional_l1_loss},

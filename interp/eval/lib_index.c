@@ -258,6 +258,23 @@ fs_value *fsE_tensor_ibinop(fsE_ctx *E, fs_op op, fs_value *self, fs_value *b) {
   return rc < 0 ? fsE_rt_fail() : fsV_retain(self);
 }
 
+/* x.fill_(value): x[...] = value (a number or a 0-dim tensor), so the
+ * in-place check and the dtype rule are the assignment's; returns x.  Where
+ * autograd records the write, the assignment makes a new tensor for the
+ * name instead, which a method cannot rebind: refused. */
+NATIVE(t_fill_) {
+  fs_value *all = fsE_ellipsis_value(), *r = all ? fsE_tensor_setitem(E, self, all, s[0]) : NULL;
+  fsV_release(all);
+  if (!r) return NULL;
+  bool in_place = TENSOR(r) == TENSOR(self);
+  fsV_release(r);
+  if (!in_place) {
+    fsV_seterr("fill_() of a tensor whose history autograd records is not supported at run time yet");
+    return NULL;
+  }
+  return fsV_retain(self);
+}
+
 /* ---- topk, multinomial, bool ---- */
 
 /* topk(input, k, dim=-1, largest=True, sorted=True) -> (values, indices);
@@ -298,7 +315,7 @@ NATIVE(t_bool) { return fsE_tensor_value(fsT_to_dtype(TENSOR(self), FS_BOOL)); }
 
 static const fsE_reg index_funcs[] = {
   {"topk", t_topk}, {"Tensor.topk", t_topk}, {"multinomial", t_multinomial},
-  {"Tensor.multinomial", t_multinomial}, {"Tensor.bool", t_bool},
+  {"Tensor.multinomial", t_multinomial}, {"Tensor.bool", t_bool}, {"Tensor.fill_", t_fill_},
   {NULL, NULL},
 };
 const fsE_lib fsE_lib_index = {"index", index_funcs};

@@ -1,4 +1,4 @@
-/* lib_optim.c -- Optimizer values: SGD, Adam, AdamW, RMSprop, Adagrad over
+/* lib_optim.c -- Optimizer values: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta over
  * runtime/model/optim.h, with torch 1.13's constructors (sig rows in
  * lang/signatures.c), param_groups, add_param_group and state_dict.
  *
@@ -44,6 +44,7 @@ static const struct { const char *key; char type; size_t off; } hyper_keys[] = {
   {"centered", 'b', offsetof(fsO_hyper, centered)},
   {"lr_decay", 'n', offsetof(fsO_hyper, lr_decay)},
   {"initial_accumulator_value", 'n', offsetof(fsO_hyper, initial_accumulator_value)},
+  {"rho", 'n', offsetof(fsO_hyper, rho)},
   {"maximize", 'b', offsetof(fsO_hyper, maximize)},
 };
 
@@ -253,6 +254,7 @@ NATIVE(optim_adam) { return make_optim(E, s, FSO_ADAM, "Adam"); }
 NATIVE(optim_adamw) { return make_optim(E, s, FSO_ADAMW, "AdamW"); }
 NATIVE(optim_rmsprop) { return make_optim(E, s, FSO_RMSPROP, "RMSprop"); }
 NATIVE(optim_adagrad) { return make_optim(E, s, FSO_ADAGRAD, "Adagrad"); }
+NATIVE(optim_adadelta) { return make_optim(E, s, FSO_ADADELTA, "Adadelta"); }
 
 /* ---- methods and attributes (rows of the sig table's "Optimizer." entries) ---- */
 
@@ -293,7 +295,7 @@ NATIVE(optim_add_param_group) {
 }
 
 /* Parameter i's entry of state_dict()["state"] as torch 1.13 makes it:
- * "step" (a float32 scalar tensor; an int for RMSprop; none for SGD), then
+ * "step" (a float32 scalar tensor; an int for RMSprop and Adadelta; none for SGD), then
  * the buffers fsO_state_name names (SGD's momentum_buffer None when it has
  * none); the tensors are the live ones.  1 and *out, 0 when i has no state
  * yet (torch makes it at the first step), -1 + fsV_error. */
@@ -303,7 +305,8 @@ int fsE_optim_param_state(const fs_optim *o, int64_t i, fs_value **out) {
   if (!o->steps[i] && !bufs[0]) return 0;
   fs_value *ps = fsV_dict();
   int rc = ps ? 0 : -1;
-  if (rc == 0 && o->kind == FSO_RMSPROP) rc = set_key(ps, "step", fsV_int(o->steps[i]));
+  if (rc == 0 && (o->kind == FSO_RMSPROP || o->kind == FSO_ADADELTA))
+    rc = set_key(ps, "step", fsV_int(o->steps[i]));
   else if (rc == 0 && o->kind != FSO_SGD) rc = set_key(ps, "step", fsE_tensor_value(fsT_scalar((float)o->steps[i])));
   for (int w = 0; rc == 0 && w < 3; w++) {
     const char *name = fsO_state_name(o->kind, w);
@@ -433,6 +436,7 @@ static bool state_needed(fsO_kind kind, const fsO_hyper *h, int w) {
   case FSO_ADAM:
   case FSO_ADAMW: return w < 2 || h->amsgrad;
   case FSO_RMSPROP: return w == 0 || (w == 1 && h->momentum > 0) || (w == 2 && h->centered);
+  case FSO_ADADELTA: return w < 2;
   default: return w == 0;
   }
 }
@@ -594,7 +598,7 @@ const fsV_class fsE_optim_class = {
 
 static const fsE_reg optim_funcs[] = {
   {"SGD", optim_sgd}, {"Adam", optim_adam}, {"AdamW", optim_adamw},
-  {"RMSprop", optim_rmsprop}, {"Adagrad", optim_adagrad},
+  {"RMSprop", optim_rmsprop}, {"Adagrad", optim_adagrad}, {"Adadelta", optim_adadelta},
   {"Optimizer.step", optim_step}, {"Optimizer.zero_grad", optim_zero_grad}, {"Optimizer.lr", optim_lr},
   {"Optimizer.param_groups", optim_param_groups}, {"Optimizer.defaults", optim_defaults},
   {"Optimizer.add_param_group", optim_add_param_group}, {"Optimizer.state_dict", optim_state_dict},

@@ -128,8 +128,11 @@ NATIVE(t_squeeze) {
   return fsE_tensor_value(fsG_reshape(x, r, dims));
 }
 
+/* x.flatten(start_dim, end_dim) and torch.flatten(input, start_dim, end_dim) */
 NATIVE(t_flatten) {
-  fs_tensor *x = TENSOR(self);
+  fs_tensor *x = fsE_need_tensor(self ? self : s[0], "flatten", "input");
+  if (!x) return NULL;
+  if (!self) s++;
   int a_ = (int)fsE_ival(s[0]), b = (int)fsE_ival(s[1]), r = x->rank ? x->rank : 1;
   if (a_ < -r || a_ >= r || b < -r || b >= r) {
     fsV_seterr("Dimension out of range (expected to be in range of [%d, %d], but got %d)", -r, r - 1,
@@ -325,7 +328,7 @@ static const fsE_reg shape_funcs[] = {
   {"cat", b_cat}, {"stack", b_stack}, {"Tensor.view", t_view}, {"Tensor.reshape", t_reshape},
   {"Tensor.contiguous", t_contiguous}, {"Tensor.permute", t_permute}, {"Tensor.transpose", t_transpose},
   {"Tensor.T", t_T}, {"Tensor.mT", t_mT}, {"Tensor.unsqueeze", t_unsqueeze}, {"Tensor.squeeze", t_squeeze},
-  {"Tensor.flatten", t_flatten}, {"Tensor.expand", t_expand}, {"Tensor.repeat", t_repeat},
+  {"Tensor.flatten", t_flatten}, {"flatten", t_flatten}, {"Tensor.expand", t_expand}, {"Tensor.repeat", t_repeat},
   {"Tensor.split", t_split}, {"Tensor.chunk", t_chunk},
   {NULL, NULL},
 };

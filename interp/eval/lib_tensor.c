@@ -220,6 +220,13 @@ NATIVE(tensor_size) {
 NATIVE(tensor_numel) { return fsV_int(TENSOR(self)->numel); }
 NATIVE(tensor_detach) { return fsE_tensor_value(fsT_copy(TENSOR(self))); }
 
+/* x.data: x's storage without its autograd history, so an in-place write
+ * through it (nn.init.normal_(m.weight.data, ...)) changes x, as torch's */
+NATIVE(tensor_data) {
+  fs_tensor *t = TENSOR(self);
+  return fsE_tensor_value(fsT_view(t, t->rank, t->shape));
+}
+
 /* the elements [at, at + numel of dims d..) of h as nested lists */
 static fs_value *nested_list(const fs_tensor *h, int d, int64_t *at) {
   if (d == h->rank) {
@@ -282,7 +289,7 @@ fs_tensor *fsE_need_tensor(const fs_value *v, const char *fn, const char *arg) {
 static const fsE_reg tensor_funcs[] = {
   {"Tensor.item", tensor_item}, {"Tensor.argmax", tensor_argmax}, {"Tensor.sum", tensor_sum},
   {"Tensor.mean", tensor_mean}, {"Tensor.float", tensor_float}, {"Tensor.backward", tensor_backward},
-  {"Tensor.size", tensor_size}, {"Tensor.numel", tensor_numel}, {"Tensor.detach", tensor_detach},
+  {"Tensor.size", tensor_size}, {"Tensor.numel", tensor_numel}, {"Tensor.detach", tensor_detach}, {"Tensor.data", tensor_data},
   {"Tensor.tolist", tensor_tolist},
   {"Tensor.shape", tensor_shape}, {"Tensor.device", tensor_device}, {"Tensor.requires_grad", tensor_requires_grad}, {"Tensor.grad", tensor_grad},
   {NULL, NULL},

@@ -57,7 +57,7 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half bool float",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
-   "maximum minimum clamp softmax log_softmax matmul bmm sin cos relu tril triu topk multinomial", ""},
+   "maximum minimum clamp softmax log_softmax matmul bmm sin cos relu tril triu topk multinomial flatten", ""},
   {"torch.nn", "", "Linear Embedding LayerNorm ReLU GELU Tanh Sigmoid SiLU Dropout Flatten "
    "Conv1d Conv2d ConvTranspose2d MultiheadAttention BatchNorm1d BatchNorm2d MaxPool2d AvgPool2d "
    "AdaptiveAvgPool2d Upsample LeakyReLU Softmax Mish GroupNorm RMSNorm Identity Parameter "
@@ -68,10 +68,10 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
    "conv1d conv2d conv_transpose2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm "
    "scaled_dot_product_attention interpolate leaky_relu mish group_norm rms_norm nll_loss l1_loss "
    "smooth_l1_loss huber_loss binary_cross_entropy binary_cross_entropy_with_logits kl_div "
-   "cosine_similarity", ""},
+   "cosine_similarity relu", ""},
   {"torch.nn.init", "", "uniform_ normal_ constant_ zeros_ ones_ trunc_normal_ xavier_uniform_ "
    "xavier_normal_ kaiming_uniform_ kaiming_normal_", ""},
-  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad", "", ""},
+  {"torch.optim", "SGD Adam AdamW RMSprop Adagrad Adadelta", "", ""},
   {"torch.optim.lr_scheduler", "StepLR MultiStepLR ExponentialLR CosineAnnealingLR "
                                "CosineAnnealingWarmRestarts LinearLR ConstantLR LambdaLR "
                                "OneCycleLR SequentialLR ReduceLROnPlateau", "", ""},

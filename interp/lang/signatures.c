@@ -305,6 +305,8 @@ PARAMS(p_get, PO("key", ANY, NULL), PO("default", ANY, "None"))
 PARAMS(p_join, PO("iterable", ANY, NULL))
 PARAMS(p_split, P("sep", FSSIG_T_STR | FSSIG_T_NONE, "None"), P("maxsplit", INT, "-1"))
 PARAMS(p_affix, PO("affix", ANY, NULL))
+PARAMS(p_find, PO("sub", STR, NULL), PO("start", FSSIG_T_INT | FSSIG_T_NONE, "None"),
+       PO("end", FSSIG_T_INT | FSSIG_T_NONE, "None"))
 
 /* the torch-like tensor API (issue 14; lib_torch.c) */
 #define TKW KW("dtype", ANY, "None"), KW("device", ANY, "None"), KW("requires_grad", BOOL, "False")
@@ -331,12 +333,15 @@ PARAMS(p_t_transpose, P("dim0", INT, NULL), P("dim1", INT, NULL))
 PARAMS(p_t_dim, P("dim", INT, NULL))
 PARAMS(p_t_squeeze, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0))
 PARAMS(p_t_flatten, P("start_dim", INT, "0"), P("end_dim", INT, "-1"))
+PARAMS(p_t_flatten_fn, P("input", OBJ, NULL), P("start_dim", INT, "0"), P("end_dim", INT, "-1"))
+PARAMS(p_f_relu, P("input", OBJ, NULL), P("inplace", BOOL, "False"))
 PARAMS(p_t_split, P("split_size_or_sections", ANY, NULL), P("dim", INT, "0"))
 PARAMS(p_t_chunk, P("chunks", INT, NULL), P("dim", INT, "0"))
 PARAMS(p_t_other, P("other", ANY, NULL))
 PARAMS(p_t_exponent, P("exponent", ANY, NULL))
 PARAMS(p_t_clamp, P("min", OPTNUM, "None"), P("max", OPTNUM, "None"))
 PARAMS(p_t_masked_fill, P("mask", OBJ, NULL), P("value", ANY, NULL))
+PARAMS(p_t_fill_, P("value", ANY, NULL))
 PARAMS(p_t_diagonal, P("diagonal", INT, "0"))
 PARAMS(p_t_triangle_fn, P("input", OBJ, NULL), P("diagonal", INT, "0"))
 PARAMS(p_t_maxmin, P("dim", ANY, "None"), P("keepdim", BOOL, "False"))
@@ -360,6 +365,8 @@ PARAMS(p_rmsprop, P("params", ANY, NULL), P("lr", NUM, "0.01"), P("alpha", NUM, 
 PARAMS(p_adagrad, P("params", ANY, NULL), P("lr", NUM, "0.01"), P("lr_decay", NUM, "0"),
        P("weight_decay", NUM, "0"), P("initial_accumulator_value", NUM, "0"), P("eps", NUM, "1e-10"),
        P("foreach", OPTBOOL, "None"), KW("maximize", BOOL, "False"), KW("fused", OPTBOOL, "None"))
+PARAMS(p_adadelta, P("params", ANY, NULL), P("lr", NUM, "1.0"), P("rho", NUM, "0.9"), P("eps", NUM, "1e-06"),
+       P("weight_decay", NUM, "0"), P("foreach", OPTBOOL, "None"), KW("maximize", BOOL, "False"))
 PARAMS(p_param_group, P("param_group", DICT, NULL))
 PARAMS(p_state_dict, P("state_dict", DICT, NULL))
 #define SCHED_TAIL P("last_epoch", INT, "-1"), P("verbose", BOOL, "False")
@@ -497,13 +504,11 @@ static const fsSig table[] = {
   FN("log_softmax", p_t_softmax_fn, "Tensor"),
   FN("matmul", p_t_binary, "Tensor"),
   FN("bmm", p_t_binary, "Tensor"),
-  /* function forms the real-script ports call (ports2: torch.sin, F.relu, torch.triu, L.seed_everything) */
+  /* function forms the real-script ports call (ports2: torch.sin, torch.triu; relu and seed_everything are below) */
   FN("sin", p_t_input, "Tensor"),
   FN("cos", p_t_input, "Tensor"),
-  FN("relu", p_t_input, "Tensor"),
   FN("tril", p_t_triangle_fn, "Tensor"),
   FN("triu", p_t_triangle_fn, "Tensor"),
-  FN("seed_everything", p_seed, "int"),
   /* tensor indexing and selection (issue 14 points 1-2; lib_index.c, lib_ctx.c) */
   FN("topk", p_t_topk_fn, "tuple"),
   FN("multinomial", p_t_multinomial_fn, "Tensor"),
@@ -531,6 +536,11 @@ static const fsSig table[] = {
   FN("binary_cross_entropy_with_logits", p_loss_bce_logits, "Tensor"),
   FN("kl_div", p_loss_kl, "Tensor"),
   FN("cosine_similarity", p_cosine, "Tensor"),
+  /* what Lightning's example scripts call beyond the rows above (issue 15 point 8's ports;
+   * lib_functional.c, lib_shape.c, lib_fabric.c) */
+  FN("relu", p_f_relu, "Tensor"),
+  FN("flatten", p_t_flatten_fn, "Tensor"),
+  FN("seed_everything", p_seed, "int"),
 
   CLS("Fabric", p_fabric, "Fabric"),
   CLS("FSDPStrategy", p_fsdp, "Strategy"),
@@ -560,6 +570,7 @@ static const fsSig table[] = {
   /* issue 15: optimizers and LR schedulers */
   CLS("RMSprop", p_rmsprop, "Optimizer"),
   CLS("Adagrad", p_adagrad, "Optimizer"),
+  CLS("Adadelta", p_adadelta, "Optimizer"), /* issue 15 point 8: the image-classifier and k-fold examples' */
   CLS("StepLR", p_steplr, "LRScheduler"),
   CLS("MultiStepLR", p_multisteplr, "LRScheduler"),
   CLS("ExponentialLR", p_explr, "LRScheduler"),
@@ -701,6 +712,7 @@ static const fsSig table[] = {
   M("Module.load_state_dict", p_load_sd, "None"),
   M("Module.generate", p_generate, "str"),
   ATTR("Module.training", "bool", 0),
+  ATTR("Module.__class__", "any", 0), /* issue 15 point 8: m.__class__.__name__ (classes.c) */
   /* issue 14, point 3: containers of modules */
   LAYER("Sequential", p_container_args),
   LAYER("ModuleList", p_modulelist),
@@ -815,6 +827,7 @@ static const fsSig table[] = {
   ATTR("Tensor.dtype", "dtype", 0),
   ATTR("Tensor.requires_grad", "bool", 0),
   ATTR("Tensor.grad", "any", 0),
+  ATTR("Tensor.data", "Tensor", 0), /* issue 15 point 8: nn.init.normal_(m.weight.data, ...) */
   /* the torch-like tensor API (issue 14; lib_torch.c) */
   M("Tensor.view", p_t_shape, "Tensor"),
   M("Tensor.reshape", p_t_shape, "Tensor"),
@@ -845,6 +858,7 @@ static const fsSig table[] = {
   M("Tensor.maximum", p_t_other, "Tensor"),
   M("Tensor.minimum", p_t_other, "Tensor"),
   M("Tensor.masked_fill", p_t_masked_fill, "Tensor"),
+  M("Tensor.fill_", p_t_fill_, "Tensor"), /* issue 15 point 8: the DCGAN's label.fill_(fake_label) */
   M("Tensor.tril", p_t_diagonal, "Tensor"),
   M("Tensor.triu", p_t_diagonal, "Tensor"),
   M("Tensor.max", p_t_maxmin, "any"),
@@ -898,6 +912,7 @@ static const fsSig table[] = {
   M("dict.get", p_get, "any"),
   M("str.join", p_join, "str"),
   M("str.split", p_split, "list"),
+  M("str.find", p_find, "int"), /* issue 15 point 8: weights_init's classname.find("Conv") */
   M0("str.upper", "str"),
   M0("str.lower", "str"),
   /* the ports' named_parameters() filters (ports2; lib_core.c) */

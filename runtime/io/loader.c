@@ -418,8 +418,10 @@ size_t fsDL_len(const fsDL_loader *L) {
 static void order(fsDL_loader *L) {
   sampler(L);
   size_t m = base_len(L);
-  if (L->shuffle && L->gen && L->world == 1 && !L->samples) {
-    /* RandomSampler(generator=g): randperm(n), then randperm(n)[:0] */
+  if (L->shuffle && L->gen && L->world == 1) {
+    /* RandomSampler(generator=g): randperm(n), then randperm(n)[:0]; over a
+     * Subset's items too (samples is then the Subset's map: shuffle excludes
+     * a script's sampler) */
     fsDL_randperm(L->gen, m, L->perm);
     for (size_t i = 0; i + 1 < m; i++) (void)fsDL_mt_u32(L->gen);
   } else if (L->shuffle) {

@@ -17,6 +17,7 @@ fsO_hyper fsO_defaults(fsO_kind kind) {
     return (fsO_hyper){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
   case FSO_RMSPROP: return (fsO_hyper){.lr = 1e-2, .alpha = 0.99, .eps = 1e-8};
   case FSO_ADAGRAD: return (fsO_hyper){.lr = 1e-2, .eps = 1e-10};
+  case FSO_ADADELTA: return (fsO_hyper){.lr = 1.0, .rho = 0.9, .eps = 1e-6};
   }
   return (fsO_hyper){0};
 }
@@ -25,6 +26,7 @@ fsO_hyper fsO_defaults(fsO_kind kind) {
 int fsO_check(fsO_kind kind, const fsO_hyper *h) {
   if (!(h->lr >= 0)) return fsT_seterr("Invalid learning rate: %g", h->lr), -1;
   if (kind == FSO_ADAGRAD && !(h->lr_decay >= 0)) return fsT_seterr("Invalid lr_decay value: %g", h->lr_decay), -1;
+  if (kind == FSO_ADADELTA && !(h->rho >= 0 && h->rho <= 1)) return fsT_seterr("Invalid rho value: %g", h->rho), -1;
   if (kind != FSO_SGD && kind != FSO_ADAGRAD && !(h->eps >= 0))
     return fsT_seterr("Invalid epsilon value: %g", h->eps), -1;
   if (kind == FSO_ADAM || kind == FSO_ADAMW) {
@@ -52,6 +54,7 @@ const char *fsO_state_name(fsO_kind kind, int which) {
     [FSO_ADAMW] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
     [FSO_RMSPROP] = {"square_avg", "momentum_buffer", "grad_avg"},
     [FSO_ADAGRAD] = {"sum", NULL, NULL},
+    [FSO_ADADELTA] = {"square_avg", "acc_delta", NULL},
   };
   return which >= 0 && which < 3 ? names[kind][which] : NULL;
 }
@@ -62,7 +65,7 @@ int fsO_state_buffers(const fs_optim *o) {
     const fsO_hyper *h = &o->groups[k].h;
     int n = o->kind == FSO_SGD ? h->momentum != 0
           : o->kind == FSO_RMSPROP ? 1 + (h->momentum > 0) + h->centered
-          : o->kind == FSO_ADAGRAD ? 1 : 2 + h->amsgrad;
+          : o->kind == FSO_ADAGRAD ? 1 : o->kind == FSO_ADADELTA ? 2 : 2 + h->amsgrad;
     most = n > most ? n : most;
   }
   return most;
@@ -223,7 +226,7 @@ static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
   const fsB_backend *be = fsB_of(p);
   fsB_update u = {.n = (size_t)p->numel, .lr = h->lr, .momentum = h->momentum, .dampening = h->dampening,
                   .wd = h->weight_decay, .beta1 = h->beta1, .beta2 = h->beta2, .eps = h->eps,
-                  .alpha = h->alpha, .nesterov = h->nesterov, .maximize = h->maximize};
+                  .alpha = h->alpha, .rho = h->rho, .nesterov = h->nesterov, .maximize = h->maximize};
   fs_tensor *st[3] = {NULL, NULL, NULL};
   bool need[3] = {false, false, false};
   float fill = 0;
@@ -251,6 +254,10 @@ static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
     need[0] = true;
     fill = (float)h->initial_accumulator_value;
     break;
+  case FSO_ADADELTA:
+    u.kind = FSB_UPD_ADADELTA;
+    need[0] = need[1] = true;
+    break;
   }
   fs_tensor **slots[3] = {&o->buf0[i], &o->buf1[i], &o->buf2[i]};
   for (int k = 0; k < 3; k++)
@@ -273,6 +280,9 @@ static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
     break;
   case FSB_UPD_ADAGRAD:
     be->adagrad_update(u.n, w, g, s0, u.lr, u.eps, u.wd, u.maximize);
+    break;
+  case FSB_UPD_ADADELTA:
+    be->adadelta_update(u.n, w, g, s0, s1, u.lr, u.rho, u.eps, u.wd, u.maximize);
     break;
   }
   return 0;

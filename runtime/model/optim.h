@@ -1,4 +1,4 @@
-/* optim.h -- SGD, Adam, AdamW, RMSprop and Adagrad with PyTorch 1.13's
+/* optim.h -- SGD, Adam, AdamW, RMSprop, Adagrad and Adadelta with PyTorch 1.13's
  * update rules (the single-tensor `_single_tensor_*` paths, foreach=False,
  * the default there), in parameter groups, and gradient clipping as
  * torch.nn.utils.clip_grad_{norm,value}_.
@@ -26,7 +26,7 @@
 
 #include "tensor.h"
 
-typedef enum fsO_kind { FSO_SGD, FSO_ADAM, FSO_ADAMW, FSO_RMSPROP, FSO_ADAGRAD } fsO_kind;
+typedef enum fsO_kind { FSO_SGD, FSO_ADAM, FSO_ADAMW, FSO_RMSPROP, FSO_ADAGRAD, FSO_ADADELTA } fsO_kind;
 
 /* One group's hyper-parameters; each kind reads the fields torch's class has. */
 typedef struct fsO_hyper {
@@ -35,10 +35,11 @@ typedef struct fsO_hyper {
   bool nesterov;                              /* SGD */
   double beta1, beta2;                        /* Adam, AdamW */
   bool amsgrad;                               /* Adam, AdamW */
-  double eps;                                 /* Adam, AdamW, RMSprop, Adagrad */
+  double eps;                                 /* Adam, AdamW, RMSprop, Adagrad, Adadelta */
   double alpha;                               /* RMSprop */
   bool centered;                              /* RMSprop */
   double lr_decay, initial_accumulator_value; /* Adagrad */
+  double rho;                                 /* Adadelta */
   bool maximize;
 } fsO_hyper;
 
@@ -66,11 +67,13 @@ fsO_hyper fsO_defaults(fsO_kind kind);
 int fsO_check(fsO_kind kind, const fsO_hyper *h);
 /* The name torch gives state buffer `which` (0..2) of kind, or NULL when the
  * kind has no such buffer: SGD momentum_buffer; Adam(W) exp_avg, exp_avg_sq,
- * max_exp_avg_sq; RMSprop square_avg, momentum_buffer, grad_avg; Adagrad sum. */
+ * max_exp_avg_sq; RMSprop square_avg, momentum_buffer, grad_avg; Adagrad sum;
+ * Adadelta square_avg, acc_delta. */
 const char *fsO_state_name(fsO_kind kind, int which);
 
 /* How many state buffers of a parameter's size a step keeps (the most over
- * the groups): SGD 0 or 1, Adam(W) 2 or 3 (amsgrad), RMSprop 1 to 3, Adagrad 1. */
+ * the groups): SGD 0 or 1, Adam(W) 2 or 3 (amsgrad), RMSprop 1 to 3, Adagrad 1,
+ * Adadelta 2. */
 int fsO_state_buffers(const fs_optim *o);
 
 /* An optimizer with one group of params (torch's Optimizer(params, ...));

@@ -63,6 +63,8 @@ typedef struct fsB_backend {
   /* clr: lr / (1 + (step - 1) lr_decay), as torch computes it in Python */
   void (*adagrad_update)(size_t n, float *p, const float *g, float *sum, double clr, double eps,
                          double wd, bool maximize);
+  void (*adadelta_update)(size_t n, float *p, const float *g, float *square_avg, float *acc_delta,
+                          double lr, double rho, double eps, double wd, bool maximize);
   const fsN_kernels *nn;
   /* optional: NULL stages the tensor API's ops through host memory (ops_grad.c) */
   const fsU_kernels *ops;
@@ -77,13 +79,15 @@ extern const fsB_backend fsB_cpu;
  * holding values of that type (optim.c converts around the call); s[] are
  * the optimizer's state buffers 0..2 in fsO_state_name's order (NULL where
  * unused); lr is Adagrad's clr. */
-typedef enum fsB_update_kind { FSB_UPD_SGD, FSB_UPD_ADAM, FSB_UPD_RMSPROP, FSB_UPD_ADAGRAD } fsB_update_kind;
+typedef enum fsB_update_kind {
+  FSB_UPD_SGD, FSB_UPD_ADAM, FSB_UPD_RMSPROP, FSB_UPD_ADAGRAD, FSB_UPD_ADADELTA
+} fsB_update_kind;
 typedef struct fsB_update {
   fsB_update_kind kind;
   size_t n;
   float *p, *s[3];
   const float *g;
-  double lr, momentum, dampening, wd, beta1, beta2, eps, alpha;
+  double lr, momentum, dampening, wd, beta1, beta2, eps, alpha, rho;
   bool first, nesterov, decoupled, maximize;
   int64_t step;
 } fsB_update;

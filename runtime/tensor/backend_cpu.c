@@ -289,6 +289,32 @@ static void cpu_adagrad_update(size_t n, float *p, const float *g, float *sum, d
   adagrad_body(FS_F32, n, p, g, sum, clr, eps, wd, maximize);
 }
 
+/* _single_tensor_adadelta: g (+ wd p); sq = rho sq + (1-rho) g^2;
+ * delta = sqrt(acc + eps) / sqrt(sq + eps) * g; acc = rho acc + (1-rho) delta^2;
+ * p -= lr delta. */
+static inline __attribute__((always_inline)) void
+adadelta_body(fs_dtype low, size_t n, float *p, const float *g, float *sq, float *acc, double lr, double rho,
+              double eps, double wd, bool maximize) {
+  float frho = R((float)rho), c = (float)(1 - rho), feps = R((float)eps), fwd = R((float)wd);
+  float flr = R((float)-lr);
+#pragma omp simd
+  for (size_t i = 0; i < n; i++) {
+    float gi = maximize ? -g[i] : g[i];
+    gi = wd != 0 ? R(fmaf(fwd, p[i], gi)) : gi;
+    sq[i] = R(fmaf(c * gi, gi, R(sq[i] * frho)));
+    float std = R(sqrtf(R(sq[i] + feps)));
+    float delta = R(R(R(sqrtf(R(acc[i] + feps))) / std) * gi);
+    acc[i] = R(fmaf(c * delta, delta, R(acc[i] * frho)));
+    p[i] = R(fmaf(flr, delta, p[i]));
+  }
+}
+
+FS_VECTOR_TARGET
+static void cpu_adadelta_update(size_t n, float *p, const float *g, float *sq, float *acc, double lr,
+                                double rho, double eps, double wd, bool maximize) {
+  adadelta_body(FS_F32, n, p, g, sq, acc, lr, rho, eps, wd, maximize);
+}
+
 void fsB_update_low(fs_dtype low, const fsB_update *u) {
   switch (u->kind) {
   case FSB_UPD_SGD:
@@ -306,6 +332,9 @@ void fsB_update_low(fs_dtype low, const fsB_update *u) {
   case FSB_UPD_ADAGRAD:
     adagrad_body(low, u->n, u->p, u->g, u->s[0], u->lr, u->eps, u->wd, u->maximize);
     break;
+  case FSB_UPD_ADADELTA:
+    adadelta_body(low, u->n, u->p, u->g, u->s[0], u->s[1], u->lr, u->rho, u->eps, u->wd, u->maximize);
+    break;
   }
 }
 #undef R
@@ -319,7 +348,7 @@ const fsB_backend fsB_cpu = {
   .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = cpu_sumsq, .absmax = cpu_absmax,
   .sgd_update = cpu_sgd_update, .adam_update = cpu_adam_update,
   .rmsprop_update = cpu_rmsprop_update, .adagrad_update = cpu_adagrad_update,
-  .nn = &fsN_cpu, .ops = &fsU_cpu,
+  .adadelta_update = cpu_adadelta_update, .nn = &fsN_cpu, .ops = &fsU_cpu,
 };
 
 static bool emulating; /* fsB_emulate_cuda was called */

@@ -430,6 +430,26 @@ static void cuda_adagrad_update(size_t n, float *p, const float *g, float *sum, 
                                                 (float)eps, (float)wd);
 }
 
+__global__ void adadelta_k(size_t n, float *p, const float *g, float *sq, float *acc, bool wd, bool maximize,
+                           float flr, float rho, float c, float eps, float fwd) {
+  FSCU_FOR(i, n) {
+    float gi = maximize ? -g[i] : g[i];
+    if (wd) gi = fmaf(fwd, p[i], gi);
+    sq[i] = fmaf(__fmul_rn(c, gi), gi, __fmul_rn(sq[i], rho));
+    float std = sqrtf(__fadd_rn(sq[i], eps));
+    float delta = __fmul_rn(__fdiv_rn(sqrtf(__fadd_rn(acc[i], eps)), std), gi);
+    acc[i] = fmaf(__fmul_rn(c, delta), delta, __fmul_rn(acc[i], rho));
+    p[i] = fmaf(flr, delta, p[i]);
+  }
+}
+
+static void cuda_adadelta_update(size_t n, float *p, const float *g, float *sq, float *acc, double lr,
+                                 double rho, double eps, double wd, bool maximize) {
+  if (n)
+    adadelta_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, p, g, sq, acc, wd != 0, maximize, (float)-lr, (float)rho,
+                                                 (float)(1 - rho), (float)eps, (float)wd);
+}
+
 /* --- bfloat16 (fsT_f32_to_bf16's rounding, bit for bit) ------------------- */
 
 __global__ void to_bf16_k(uint16_t *dst, const float *src, size_t n) {
@@ -461,7 +481,7 @@ extern "C" const fsB_backend fsB_cuda = {
   cuda_fill, cuda_fill_uniform, cuda_fill_normal,
   cuda_gemm, cuda_binary, cuda_axpy, cuda_scale,
   cuda_clamp, cuda_sum, cuda_sumsq, cuda_absmax,
-  cuda_sgd_update, cuda_adam_update, cuda_rmsprop_update, cuda_adagrad_update,
+  cuda_sgd_update, cuda_adam_update, cuda_rmsprop_update, cuda_adagrad_update, cuda_adadelta_update,
   &fsN_cuda,
   /* .ops = */ &fsU_cuda, /* partial (ops_cuda.cu): the other ops stage through host memory */
 };

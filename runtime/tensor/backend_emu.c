@@ -69,6 +69,10 @@ static void e_adagrad_update(size_t n, float *p, const float *g, float *sum, dou
                              double wd, bool maximize) {
   C.adagrad_update(n, H(p), H(g), H(sum), clr, eps, wd, maximize);
 }
+static void e_adadelta_update(size_t n, float *p, const float *g, float *sq, float *acc, double lr,
+                              double rho, double eps, double wd, bool maximize) {
+  C.adadelta_update(n, H(p), H(g), H(sq), H(acc), lr, rho, eps, wd, maximize);
+}
 
 /* --- the layer kernels (nn.h gives the shapes) ------------------------------ */
 
@@ -178,5 +182,6 @@ const fsB_backend fsB_emu_cuda = {
   E(alloc), E(free), E(zero), E(copy), E(from_host), E(to_host), E(sync), E(fill),
   E(fill_uniform), E(fill_normal), E(gemm), E(binary), E(axpy), E(scale), E(clamp), E(sum),
   E(sumsq), E(absmax), E(sgd_update), E(adam_update), E(rmsprop_update), E(adagrad_update),
+  E(adadelta_update),
   .nn = &emu_nn, .ops = &emu_ops,
 };

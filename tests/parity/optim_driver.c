@@ -98,5 +98,9 @@ int main(int argc, char **argv) {
   run(d, "adagrad", FSO_ADAGRAD, h, 0);
   h.lr_decay = 1e-2, h.weight_decay = 1e-2, h.initial_accumulator_value = 0.1, h.maximize = true;
   run(d, "adagrad_decay", FSO_ADAGRAD, h, 0);
+  h = fsO_defaults(FSO_ADADELTA);
+  run(d, "adadelta", FSO_ADADELTA, h, 0);
+  h.rho = 0.8, h.eps = 1e-4, h.weight_decay = 1e-2, h.maximize = true;
+  run(d, "adadelta_decay_maximize", FSO_ADADELTA, h, 0);
   return 0;
 }

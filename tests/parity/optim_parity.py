@@ -28,6 +28,8 @@ CASES = {
     "adagrad": (O.Adagrad, dict(lr=0.1), 0),
     "adagrad_decay": (O.Adagrad, dict(lr=0.1, lr_decay=1e-2, weight_decay=1e-2, initial_accumulator_value=0.1,
                                       maximize=True), 0),
+    "adadelta": (O.Adadelta, dict(), 0),
+    "adadelta_decay_maximize": (O.Adadelta, dict(rho=0.8, eps=1e-4, weight_decay=1e-2, maximize=True), 0),
 }
 
 

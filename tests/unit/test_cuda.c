@@ -272,8 +272,8 @@ static void test_gemm(void **state) {
 static void test_optimizers(void **state) {
   enum { N = 4099 };
   static const char *const names[] = {"sgd", "sgd nesterov wd", "adam", "adamw amsgrad maximize",
-                                      "rmsprop", "rmsprop centered momentum", "adagrad"};
-  for (int variant = 0; variant < 7; variant++) {
+                                      "rmsprop", "rmsprop centered momentum", "adagrad", "adadelta"};
+  for (int variant = 0; variant < 8; variant++) {
     float *p = rnd("p", N, -1, 1), *g = rnd("g", N, -0.1f, 0.1f), *m = rnd("m", N, 0, 0);
     float *v = rnd("v", N, 0, 0), *w = rnd("w", N, 0, 0);
     float *dp = upf(p, N), *dg = upf(g, N), *dm = upf(m, N), *dv = upf(v, N), *dw = upf(w, N);
@@ -289,9 +289,12 @@ static void test_optimizers(void **state) {
         cpu->rmsprop_update(N, p, g, m, alt ? v : NULL, alt ? w : NULL, 1e-2, 0.99, 1e-8, 0.01, 0.9 * alt, false);
         gpu->rmsprop_update(N, dp, dg, dm, alt ? dv : NULL, alt ? dw : NULL, 1e-2, 0.99, 1e-8, 0.01, 0.9 * alt,
                             false);
-      } else {
+      } else if (variant < 7) {
         cpu->adagrad_update(N, p, g, m, 0.1 / (1 + (step - 1) * 0.01), 1e-10, 0.01, true);
         gpu->adagrad_update(N, dp, dg, dm, 0.1 / (1 + (step - 1) * 0.01), 1e-10, 0.01, true);
+      } else {
+        cpu->adadelta_update(N, p, g, m, v, 1.0, 0.9, 1e-6, 0.01, true);
+        gpu->adadelta_update(N, dp, dg, dm, dv, 1.0, 0.9, 1e-6, 0.01, true);
       }
     }
     expect_close(dp, p, N, 1e-6, 1e-6, names[variant]);

@@ -139,6 +139,10 @@ static void test_skip_without_grad_and_errors(void **state) {
   h = with(FSO_ADAGRAD, 0.1), h.lr_decay = -1;
   assert_null(fsO_new(FSO_ADAGRAD, &p, 1, &h));
   assert_string_equal(fsT_error(), "Invalid lr_decay value: -1");
+  h = with(FSO_ADADELTA, 1.0), h.rho = 1.5;
+  assert_null(fsO_new(FSO_ADADELTA, &p, 1, &h));
+  assert_string_equal(fsT_error(), "Invalid rho value: 1.5");
+  assert_string_equal(fsO_state_name(FSO_ADADELTA, 1), "acc_delta");
   h = with(FSO_SGD, 0.1);
   assert_null(fsO_new(FSO_SGD, &p, 0, &h));
   assert_string_equal(fsT_error(), "optimizer got an empty parameter list");
