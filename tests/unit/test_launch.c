@@ -75,7 +75,7 @@ static int launch(int devices, rank_body body, captured *cap) {
   int fds = open_fds(), so = redirect(1, po), se = redirect(2, pe);
   fsLN_env env;
   int status = -1;
-  fsLN_role role = fsLN_launch(devices, &env, &status);
+  fsLN_role role = fsLN_launch(devices, 1, &env, &status);
   if (role == FSLN_RANK) {
     int rc = body(&env);
     fflush(NULL);
@@ -245,7 +245,7 @@ static void test_killed_rank_named(void **state) {
 static void test_single(void **state) {
   fsLN_env env;
   int status = -1;
-  assert_int_equal(fsLN_launch(1, &env, &status), FSLN_RANK);
+  assert_int_equal(fsLN_launch(1, 1, &env, &status), FSLN_RANK);
   assert_int_equal(env.rank, 0);
   assert_int_equal(env.world_size, 1);
   assert_false(env.spawned);
@@ -256,7 +256,7 @@ static void test_single(void **state) {
   assert_int_equal(fsCC_all_reduce(c, &v, 1, FS_F32, FSCC_MEAN), 0);
   assert_true(v == 2);
   fsCC_destroy(c);
-  assert_int_equal(fsLN_launch(0, &env, &status), FSLN_ERROR);
+  assert_int_equal(fsLN_launch(0, 1, &env, &status), FSLN_ERROR);
   assert_non_null(strstr(fsT_error(), "devices=0 is outside 1..64"));
 }
 
@@ -274,7 +274,7 @@ static int joined_rank(int rank, int world, void *arg) {
   setenv("MASTER_PORT", v, 1);
   fsLN_env env;
   int status;
-  CC_CHECK(fsLN_launch(world, &env, &status) == FSLN_RANK);
+  CC_CHECK(fsLN_launch(world, 1, &env, &status) == FSLN_RANK);
   CC_CHECK(!env.spawned && env.rank == rank && env.world_size == world && env.node_rank == 0);
   fsCC_config cfg = {.timeout = 30};
   fsCC_comm *c = fsLN_connect(&env, FSCC_SHM, &cfg);
@@ -294,7 +294,7 @@ static void test_join(void **state) {
 static void expect_detect_error(const char *want) {
   fsLN_env env;
   int status;
-  assert_int_equal(fsLN_launch(2, &env, &status), FSLN_ERROR);
+  assert_int_equal(fsLN_launch(2, 1, &env, &status), FSLN_ERROR);
   if (!strstr(fsT_error(), want)) fail_msg("wanted \"%s\", got \"%s\"", want, fsT_error());
 }
 
