@@ -287,10 +287,13 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
     if (k.rank == 0) shm_unlink(h.shm_name);
     if (fsLN_rdzv_barrier(rv) < 0) goto fail;
   }
+  if (!all[k.rank]) { /* this rank's own reason first */
+    fsT_seterr("%s", why);
+    goto fail;
+  }
   for (int r = 0; r < k.world; r++)
     if (!all[r]) {
-      if (r == k.rank) fsT_seterr("%s", why);
-      else fsT_seterr("rank %d could not join the %s transport", r, transport_names[t]);
+      fsT_seterr("rank %d could not join the %s transport", r, transport_names[t]);
       goto fail;
     }
   return c;

@@ -35,26 +35,29 @@
 #define MODULE "fabricscript-gloo.so"
 #define CHUNK ((size_t)1 << 22) /* elements per reduction call: bounds the staging buffer */
 
+
 #define SHIM_FNS(X) X(fsCC_glooshim_open) X(fsCC_glooshim_all_reduce) X(fsCC_glooshim_all_gather) \
-  X(fsCC_glooshim_broadcast) X(fsCC_glooshim_barrier) X(fsCC_glooshim_close)
+  X(fsCC_glooshim_broadcast) X(fsCC_glooshim_barrier) X(fsCC_glooshim_close) X(fsCC_glooshim_owner)
 #define FN_PTR(f) __typeof__(f) *f;
 static struct { SHIM_FNS(FN_PTR) } L;
 
-/* The module: FS_GLOO_MODULE, else beside the running program (a build
- * tree), else where `make install` put it. */
+/* The module: FS_GLOO_MODULE (that one only), else beside the running
+ * program (a build tree), else where `make install` put it. */
 static void *open_module(void) {
-  char here[PATH_MAX], paths[3][PATH_MAX + 64], why[1024] = "";
+  char paths[2][PATH_MAX + 64], why[1024] = "";
   int n = 0;
   const char *env = getenv("FS_GLOO_MODULE");
   if (env && *env) snprintf(paths[n++], sizeof paths[0], "%s", env);
-  ssize_t k = readlink("/proc/self/exe", here, sizeof here - 1);
-  if (k > 0) {
-    here[k] = 0;
-    char *slash = strrchr(here, '/');
-    if (slash) *slash = 0;
-    snprintf(paths[n++], sizeof paths[0], "%s/" MODULE, here);
+  else {
+    char here[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", here, sizeof here - 1);
+    char *slash = k > 0 ? (here[k] = 0, strrchr(here, '/')) : NULL;
+    if (slash) {
+      *slash = 0;
+      snprintf(paths[n++], sizeof paths[0], "%s/" MODULE, here);
+    }
+    snprintf(paths[n++], sizeof paths[0], "%s/" MODULE, FS_PKGLIBDIR);
   }
-  snprintf(paths[n++], sizeof paths[0], "%s/" MODULE, FS_PKGLIBDIR);
   for (int i = 0; i < n; i++) {
     void *h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
     if (h) return h;
@@ -93,13 +96,18 @@ static unsigned char *host(const gloo_comm *s, const void *p) {
   return s->emulated ? fsB_emu_host(p) : (unsigned char *)p;
 }
 
-/* The shim's message, which starts "rank N: " when Gloo's names the
- * address of the rank whose connection broke: say which node that is. */
+/* The failure, naming the rank (and node) that went away when Gloo's
+ * message names the far end of the connection that broke: an address that
+ * rank published when the communicator opened. */
 static int failed(const gloo_comm *s, const char *what, const char *err) {
-  int r, at = 0;
-  if (sscanf(err, "rank %d: %n", &r, &at) == 1 && at > 0 && s->local_world > 0)
+  int r = L.fsCC_glooshim_owner(s->g, err);
+  if (r >= 0 && s->local_world > 0)
     fsT_seterr("%s: lost rank %d (node %d): it died or left the run (gloo: %s)", what, r,
-               r / s->local_world, err + at);
+               r / s->local_world, err);
+  else if (r >= 0)
+    fsT_seterr("%s: lost rank %d: it died or left the run (gloo: %s)", what, r, err);
+  else if (strstr(err, "Timed out"))
+    fsT_seterr("%s: timed out after %g s: a rank stopped answering (gloo: %s)", what, s->base.timeout, err);
   else
     fsT_seterr("%s: gloo: %s", what, err);
   return -1;
@@ -246,10 +254,10 @@ static int exchange(void *rv, const void *mine, void *all, size_t n) {
 
 fsCC_comm *fsCC_gloo_open(fsLN_rdzv *rv, const fsCC_config *cfg) {
   /* every rank learns whether all have the module before any opens a device */
-  unsigned char mine = load() == 0, all[FSCC_MAX_WORLD];
+  unsigned char loaded = load() == 0, all[FSCC_MAX_WORLD];
   char why[1200];
   snprintf(why, sizeof why, "%s", fsT_error());
-  if (fsLN_rdzv_allgather(rv, &mine, all, 1) < 0) return NULL;
+  if (fsLN_rdzv_allgather(rv, &loaded, all, 1) < 0) return NULL;
   for (int r = 0; r < cfg->world; r++)
     if (!all[r]) {
       if (r == cfg->rank) fsT_seterr("%s", why);

@@ -3,8 +3,7 @@
  * dlopens (fabricscript-gloo.so).
  *
  * Invariant: no exception crosses the C boundary; a failed call returns -1
- * (NULL) with Gloo's message in err, prefixed with the rank whose connection
- * broke when the message names that rank's address.  Gloo's own rendezvous
+ * (NULL) with Gloo's message in err.  Gloo's own rendezvous
  * (connectFullMesh) needs a key-value store, and this Gloo has no TCPStore:
  * ExchangeStore is one over the project's rendezvous (rendezvous.c), whose
  * allgather carries every rank's keys of one kind at once.  The other half,
@@ -110,24 +109,15 @@ class ExchangeStore : public gloo::rendezvous::Store {
 
 struct fsCC_glooshim {
   std::shared_ptr<gloo::rendezvous::Context> context;
-  std::vector<std::string> peer; /* rank r's listening address as Gloo prints it ("" for this rank) */
   std::chrono::milliseconds timeout;
+  /* each rank's pair addresses as Gloo prints them in its messages */
+  std::vector<std::vector<std::string>> addresses;
 };
 
 namespace {
 
 void say(char *err, const std::string &what) { std::snprintf(err, FSCC_GLOO_ERR, "%s", what.c_str()); }
 
-/* Gloo's message, prefixed with the rank whose address it names. */
-void fail(const fsCC_glooshim *g, char *err, const char *what) {
-  std::string m = what;
-  for (size_t r = 0; g && r < g->peer.size(); r++)
-    if (!g->peer[r].empty() && m.find(g->peer[r]) != std::string::npos) {
-      m = "rank " + std::to_string(r) + ": " + m;
-      break;
-    }
-  say(err, m);
-}
 
 /* Element-wise reductions for Gloo's ring: c = a op b.  max and min
  * propagate NaN, as the shm transport does; int64 sums wrap. */
@@ -188,13 +178,15 @@ extern "C" fsCC_glooshim *fsCC_glooshim_open(int rank, int world, const char *ho
     g->context = std::make_shared<gloo::rendezvous::Context>(rank, world);
     g->context->setTimeout(g->timeout);
     g->context->connectFullMesh(store, dev);
-    /* every address rank r published names its one listening socket */
-    g->peer.assign((size_t)world, "");
+    /* rank r's value of kind "" lists its world - 1 pair addresses */
+    g->addresses.resize((size_t)world);
     for (int r = 0; r < world; r++) {
       if (r == rank) continue;
-      std::vector<char> all = store.get(std::to_string(r)); /* the kind "": pair addresses */
+      std::vector<char> all = store.get(std::to_string(r));
       size_t one = all.size() / (size_t)(world - 1);
-      g->peer[(size_t)r] = gloo::transport::tcp::Address(std::vector<char>(all.begin(), all.begin() + (long)one)).str();
+      for (size_t at = 0; one && at + one <= all.size(); at += one)
+        g->addresses[(size_t)r].push_back(
+            gloo::transport::tcp::Address(std::vector<char>(all.begin() + (long)at, all.begin() + (long)(at + one))).str());
     }
     return g;
   } catch (const ExchangeStore::ExchangeFailed &) {
@@ -217,7 +209,7 @@ extern "C" int fsCC_glooshim_all_reduce(fsCC_glooshim *g, void *buf, size_t coun
     else all_reduce(g, static_cast<int64_t *>(buf), count, red);
     return 0;
   } catch (const std::exception &e) {
-    fail(g, err, e.what());
+    say(err, e.what());
     return -1;
   }
 }
@@ -230,7 +222,7 @@ extern "C" int fsCC_glooshim_all_gather(fsCC_glooshim *g, void *buf, size_t byte
     gloo::allgather(o);
     return 0;
   } catch (const std::exception &e) {
-    fail(g, err, e.what());
+    say(err, e.what());
     return -1;
   }
 }
@@ -244,7 +236,7 @@ extern "C" int fsCC_glooshim_broadcast(fsCC_glooshim *g, void *buf, size_t bytes
     gloo::broadcast(o);
     return 0;
   } catch (const std::exception &e) {
-    fail(g, err, e.what());
+    say(err, e.what());
     return -1;
   }
 }
@@ -256,9 +248,20 @@ extern "C" int fsCC_glooshim_barrier(fsCC_glooshim *g, char *err) {
     gloo::barrier(o);
     return 0;
   } catch (const std::exception &e) {
-    fail(g, err, e.what());
+    say(err, e.what());
     return -1;
   }
 }
 
 extern "C" void fsCC_glooshim_close(fsCC_glooshim *g) { delete g; }
+
+extern "C" int fsCC_glooshim_owner(const fsCC_glooshim *g, const char *message) {
+  try {
+    std::string m = message;
+    for (size_t r = 0; r < g->addresses.size(); r++)
+      for (const std::string &a : g->addresses[r])
+        if (m.find(a) != std::string::npos) return (int)r;
+  } catch (...) {
+  }
+  return -1;
+}

@@ -45,6 +45,9 @@ int fsCC_glooshim_all_gather(fsCC_glooshim *g, void *buf, size_t bytes, char *er
 int fsCC_glooshim_broadcast(fsCC_glooshim *g, void *buf, size_t bytes, int root, char *err);
 int fsCC_glooshim_barrier(fsCC_glooshim *g, char *err);
 void fsCC_glooshim_close(fsCC_glooshim *g);  /* NULL is a no-op */
+/* The rank whose published pair address a failed call's message names (the
+ * far end of the connection that broke), or -1. */
+int fsCC_glooshim_owner(const fsCC_glooshim *g, const char *message);
 
 #ifdef __cplusplus
 }
