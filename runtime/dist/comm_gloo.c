@@ -22,6 +22,7 @@
 #include "gloo_shim.h"
 #include "rendezvous.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <netdb.h>
@@ -30,10 +31,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define MODULE "fabricscript-gloo.so"
 #define CHUNK ((size_t)1 << 22) /* elements per reduction call: bounds the staging buffer */
+#define ENDPOINTS (2 * FSCC_MAX_WORLD + 8) /* a rank's sockets: Gloo's pairs, the rendezvous */
+#define ENDPOINT_LEN 64
+
+typedef char endpoint[ENDPOINT_LEN]; /* "[ip]:port" */
 
 
 #define SHIM_FNS(X) X(fsCC_glooshim_open) X(fsCC_glooshim_all_reduce) X(fsCC_glooshim_all_gather) \
@@ -88,6 +94,7 @@ static int load(void) {
 typedef struct gloo_comm {
   fsCC_comm base;
   fsCC_glooshim *g;
+  endpoint *ends;        /* world * ENDPOINTS: every rank's local socket addresses */
   int local_world;       /* ranks per node, to name a lost rank's node; 0: unknown */
   bool emulated;         /* buffers are fsB_emu_cuda pointers */
 } gloo_comm;
@@ -96,11 +103,32 @@ static unsigned char *host(const gloo_comm *s, const void *p) {
   return s->emulated ? fsB_emu_host(p) : (unsigned char *)p;
 }
 
-/* The failure, naming the rank (and node) that went away when Gloo's
- * message names the far end of the connection that broke: an address that
- * rank published when the communicator opened. */
-static int failed(const gloo_comm *s, const char *what, const char *err) {
+/* The rank a failed call's message names.  Gloo prints the far end of the
+ * connection that broke: on the side that connected, the peer's listening
+ * address, which the peer published (the module looks it up); on the side
+ * that accepted, the peer's own socket, one of the endpoints every rank
+ * published when the communicator opened.  This Gloo prints ports in
+ * network byte order: both orders are tried. */
+static int owner(const gloo_comm *s, const char *err) {
   int r = L.fsCC_glooshim_owner(s->g, err);
+  char ip[ENDPOINT_LEN], name[ENDPOINT_LEN + 16];
+  unsigned port;
+  for (const char *p = strchr(err, '['); r < 0 && p; p = strchr(p + 1, '[')) {
+    if (sscanf(p, "[%63[^]]]:%u", ip, &port) != 2 || port > 0xffff) continue;
+    for (int k = 0; r < 0 && k < 2; k++) {
+      snprintf(name, sizeof name, "[%s]:%u", ip, k ? (port >> 8) | ((port & 0xff) << 8) : port);
+      for (int q = 0; r < 0 && q < s->base.world; q++)
+        for (int i = 0; q != s->base.rank && i < ENDPOINTS && s->ends[q * ENDPOINTS + i][0]; i++)
+          if (!strcmp(name, s->ends[q * ENDPOINTS + i])) r = q;
+    }
+  }
+  return r;
+}
+
+/* The failure, naming the rank (and node) that went away when Gloo's
+ * message tells which. */
+static int failed(const gloo_comm *s, const char *what, const char *err) {
+  int r = owner(s, err);
   if (r >= 0 && s->local_world > 0)
     fsT_seterr("%s: lost rank %d (node %d): it died or left the run (gloo: %s)", what, r,
                r / s->local_world, err);
@@ -111,6 +139,25 @@ static int failed(const gloo_comm *s, const char *what, const char *err) {
   else
     fsT_seterr("%s: gloo: %s", what, err);
   return -1;
+}
+
+/* This process's TCP endpoints, ENDPOINTS at most (out is zeroed). */
+static void own_endpoints(endpoint *out) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  for (struct dirent *e; d && n < ENDPOINTS && (e = readdir(d));) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char ip[ENDPOINT_LEN - 10], port[8]; /* "[", "]:", 5 digits and NUL fit */
+    int fd = atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == dirfd(d) || getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
+        (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+        getnameinfo((struct sockaddr *)&ss, len, ip, sizeof ip, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+      continue;
+    snprintf(out[n++], ENDPOINT_LEN, "[%s]:%s", ip, port);
+  }
+  if (d) closedir(d);
 }
 
 /* --- reductions through a float32 (int64) staging buffer ----------------- */
@@ -235,6 +282,7 @@ static int gl_barrier(fsCC_comm *c) {
 static void gl_destroy(fsCC_comm *c) {
   gloo_comm *s = (gloo_comm *)c;
   L.fsCC_glooshim_close(s->g);
+  free(s->ends);
   free(s);
 }
 
@@ -271,18 +319,32 @@ fsCC_comm *fsCC_gloo_open(fsLN_rdzv *rv, const fsCC_config *cfg) {
   fsLN_rdzv_local_addr(rv, addr, sizeof addr);
   const char *iface = getenv("GLOO_SOCKET_IFNAME"); /* torch's variable: bind this interface instead */
   gloo_comm *s = calloc(1, sizeof *s);
-  if (!s) {
+  endpoint *ends = s ? calloc((size_t)cfg->world * ENDPOINTS, sizeof *ends) : NULL;
+  if (!ends) {
     fsT_seterr("gloo: out of memory");
+    free(s);
     return NULL;
   }
+  s->ends = ends;
   fsCC_init_base(&s->base, &gloo_ops, cfg, cfg->emulated_cuda ? FS_DEV_CUDA : FS_DEV_CPU);
   s->local_world = cfg->local_world;
   s->emulated = cfg->emulated_cuda;
   s->g = L.fsCC_glooshim_open(cfg->rank, cfg->world, addr, iface && *iface ? iface : NULL,
                               (long)(s->base.timeout * 1000), exchange, rv, err);
-  if (!s->g) {
-    if (err[0]) fsT_seterr("gloo: %s", err); /* else the rendezvous's own message */
-    free(s);
+  if (!s->g && !err[0]) { /* the rendezvous failed: its own message, no further exchange */
+    gl_destroy(&s->base);
+    return NULL;
+  }
+  /* every rank publishes its endpoints, a failed one too (none), so that
+   * the exchanges stay in step */
+  endpoint mine[ENDPOINTS];
+  memset(mine, 0, sizeof mine);
+  if (s->g) own_endpoints(mine);
+  else fsT_seterr("gloo: %s", err);
+  snprintf(why, sizeof why, "%s", fsT_error());
+  if (fsLN_rdzv_allgather(rv, mine, s->ends, sizeof mine) < 0 || !s->g) {
+    if (!s->g) fsT_seterr("%s", why);
+    gl_destroy(&s->base);
     return NULL;
   }
   return &s->base;
