@@ -41,7 +41,6 @@
 
 typedef char endpoint[ENDPOINT_LEN]; /* "[ip]:port" */
 
-
 #define SHIM_FNS(X) X(fsCC_glooshim_open) X(fsCC_glooshim_all_reduce) X(fsCC_glooshim_all_gather) \
   X(fsCC_glooshim_broadcast) X(fsCC_glooshim_barrier) X(fsCC_glooshim_close) X(fsCC_glooshim_owner)
 #define FN_PTR(f) __typeof__(f) *f;

@@ -298,6 +298,35 @@ static void expect_detect_error(const char *want) {
   if (!strstr(fsT_error(), want)) fail_msg("wanted \"%s\", got \"%s\"", want, fsT_error());
 }
 
+/* One node of several, started as Lightning's default environment starts
+ * each (no outside launcher): NODE_RANK (else GROUP_RANK), MASTER_ADDR
+ * (default 127.0.0.1), MASTER_PORT required. */
+static void test_node_env(void **state) {
+  fsLN_env env;
+  assert_int_equal(fsLN_node_env(2, 1, &env), 0); /* one node: loopback, the kernel's port */
+  assert_int_equal(env.world_size, 2);
+  assert_int_equal(env.master_port, 0);
+  assert_int_equal(fsLN_node_env(2, 3, &env), -1);
+  assert_non_null(strstr(fsT_error(), "num_nodes=3: start this script on every node with the same MASTER_PORT"));
+  setenv("MASTER_PORT", "29501", 1);
+  setenv("GROUP_RANK", "2", 1);
+  assert_int_equal(fsLN_node_env(2, 3, &env), 0);
+  assert_int_equal(env.node_rank, 2);
+  assert_int_equal(env.world_size, 6);
+  assert_int_equal(env.local_world_size, 2);
+  assert_string_equal(env.master_addr, "127.0.0.1");
+  setenv("NODE_RANK", "3", 1); /* NODE_RANK wins over GROUP_RANK */
+  assert_int_equal(fsLN_node_env(2, 3, &env), -1);
+  assert_non_null(strstr(fsT_error(), "NODE_RANK=3 is outside 0..2"));
+  setenv("NODE_RANK", "1", 1);
+  setenv("MASTER_ADDR", "10.0.0.7", 1);
+  assert_int_equal(fsLN_node_env(2, 3, &env), 0);
+  assert_int_equal(env.node_rank, 1);
+  assert_string_equal(env.master_addr, "10.0.0.7");
+  assert_int_equal(fsLN_node_env(40, 2, &env), -1);
+  assert_non_null(strstr(fsT_error(), "num_nodes=2 x devices=40 is outside 1..64 ranks"));
+}
+
 static void test_bad_environment(void **state) {
   setenv("RANK", "one", 1);
   setenv("WORLD_SIZE", "2", 1);
@@ -344,6 +373,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_single, clear_env),
       cmocka_unit_test_teardown(test_join, clear_env),
       cmocka_unit_test_teardown(test_bad_environment, clear_env),
+      cmocka_unit_test_teardown(test_node_env, clear_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
