@@ -82,7 +82,7 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
   fflush(stdout);
   fflush(stderr);
   int status = 0;
-  fsLN_role role = fsLN_launch(fv->cfg.devices, &fv->env, &status);
+  fsLN_role role = fsLN_launch(fv->cfg.devices, fv->cfg.num_nodes, &fv->env, &status);
   if (role == FSLN_ERROR) return fsE_comm_fail();
   if (role == FSLN_SUPERVISOR) {
     E->halt = true;
@@ -95,7 +95,9 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
   bool emulated = fv->dev == FS_DEV_CUDA && E->opt->emulate_cuda;
   fsCC_config cc = {.rank = fv->env.rank, .world = fv->env.world_size, .local_rank = fv->env.local_rank,
                     .emulated_cuda = emulated};
-  fsCC_transport transport = FSCC_SHM;
+  /* shared memory on one host; across hosts Gloo for cpu ranks (and the
+   * emulation's, which are cpu ranks too), NCCL for GPUs */
+  fsCC_transport transport = fv->env.local_world_size < fv->env.world_size ? FSCC_GLOO : FSCC_SHM;
 #ifdef FS_HAVE_CUDA
   if (fv->dev == FS_DEV_CUDA && !emulated) { /* this rank's GPU, then NCCL among them */
     if (fsCU_select_device(fv->env.local_rank) < 0) return fsE_comm_fail();
@@ -422,20 +424,23 @@ static int runnable(const fsF_config *cfg, bool emulate_cuda) {
     return -1;
   }
   if (cfg->num_nodes == 1) return 0;
-  /* across nodes: NCCL between GPUs, the ranks started on every node by
-   * torchrun or srun (shared memory reaches one host only) */
+  /* across nodes (shared memory reaches one host only): Gloo between cpu
+   * ranks, emulated cuda's included, started on every node by torchrun,
+   * srun or this launcher (NODE_RANK, MASTER_PORT); NCCL between GPUs,
+   * started by torchrun or srun */
   fsLN_env env;
   int outside = fsLN_detect(&env);
+  if (outside == 0) outside = fsLN_node_env(cfg->devices, cfg->num_nodes, &env) < 0 ? -1 : 0;
   if (outside < 0) {
     fsV_seterr("%s", fsT_error());
     return -1;
   }
-  if (cfg->accel != FSF_CUDA || emulate_cuda || !gpus || !outside) {
-    fsV_seterr("num_nodes=%d needs GPUs (NCCL) and the ranks started on every node by torchrun or srun; "
-               "one node runs without them", cfg->num_nodes);
+  if (cfg->accel == FSF_CUDA && !emulate_cuda && !outside) {
+    fsV_seterr("num_nodes=%d on GPUs needs the ranks started on every node by torchrun or srun",
+               cfg->num_nodes);
     return -1;
   }
-  if (env.world_size != cfg->world_size) {
+  if (outside && env.world_size != cfg->world_size) {
     fsV_seterr("the launcher started %d ranks, but the script asks for %d (num_nodes=%d x devices=%d)",
                env.world_size, cfg->world_size, cfg->num_nodes, cfg->devices);
     return -1;

@@ -3,6 +3,7 @@
  * and the Python reprs their messages quote.  Message texts are Fabric's,
  * byte for byte, typos and double spaces included (tests/unit/test_fabric.c
  * pins them).  Fabric(...)'s resolution is connector.c's. */
+#include "config.h"
 #include "fabric_int.h"
 #include "value.h"
 
@@ -407,6 +408,12 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss) {
                     "this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
                     "the script resolves to %s on %s (`fabricscript check` checks it)",
                     fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+#ifndef FS_HAVE_GLOO
+  if (cfg->accel == FSF_CPU && cfg->num_nodes > 1)
+    return fsF_fail(iss, "unsupported", "install libgloo-dev and g++ and rebuild, or run on one node",
+                    "accelerator=\"cpu\" with num_nodes=%d runs its ranks over Gloo, which this build "
+                    "lacks (configure found no libgloo-dev)", cfg->num_nodes);
+#endif
   return 0;
 }
 

@@ -248,8 +248,12 @@ typedef struct cc_hello {
   unsigned char nccl_id[FSCC_NCCL_ID_BYTES];
 } cc_hello;
 
-static fsCC_comm *open_local(const cc_hello *h, fsCC_transport t, const fsCC_config *cfg) {
-  return t == FSCC_SHM ? fsCC_shm_open(h->shm_name, cfg) : fsCC_nccl_open(h->nccl_id, cfg);
+static const char *const transport_names[] = {"shm", "nccl", "gloo"};
+
+static fsCC_comm *open_local(fsLN_rdzv *rv, const cc_hello *h, fsCC_transport t, const fsCC_config *cfg) {
+  return t == FSCC_SHM    ? fsCC_shm_open(h->shm_name, cfg)
+         : t == FSCC_NCCL ? fsCC_nccl_open(h->nccl_id, cfg)
+                          : fsCC_gloo_open(rv, cfg);
 }
 
 fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg) {
@@ -262,18 +266,19 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
   if (k.rank == 0) {
     static unsigned serial;
     snprintf(h.shm_name, sizeof h.shm_name, "/" SHM_PREFIX "%ld-%u", (long)getpid(), serial++);
-    h.ok = (t == FSCC_SHM ? fsCC_shm_create(h.shm_name, k.world, k.staging)
-                          : fsCC_nccl_unique_id(h.nccl_id)) == 0;
+    h.ok = (t == FSCC_SHM    ? fsCC_shm_create(h.shm_name, k.world, k.staging)
+            : t == FSCC_NCCL ? fsCC_nccl_unique_id(h.nccl_id)
+                             : 0) == 0; /* gloo: every rank sets itself up in fsCC_gloo_open */
   }
   char why[512];
   snprintf(why, sizeof why, "%s", fsT_error());
   if (fsLN_rdzv_broadcast(rv, &h, sizeof h) < 0) goto fail;
   if (!h.ok) {
-    if (k.rank) fsT_seterr("rank 0 could not set up the %s transport", t == FSCC_SHM ? "shm" : "nccl");
+    if (k.rank) fsT_seterr("rank 0 could not set up the %s transport", transport_names[t]);
     else fsT_seterr("%s", why);
     goto fail;
   }
-  c = open_local(&h, t, &k);
+  c = open_local(rv, &h, t, &k);
   /* Every rank learns whether all joined; only then may the name go. */
   unsigned char mine = c != NULL, all[FSCC_MAX_WORLD];
   snprintf(why, sizeof why, "%s", fsT_error());
@@ -282,10 +287,13 @@ fsCC_comm *fsCC_connect(fsLN_rdzv *rv, fsCC_transport t, const fsCC_config *cfg)
     if (k.rank == 0) shm_unlink(h.shm_name);
     if (fsLN_rdzv_barrier(rv) < 0) goto fail;
   }
+  if (!all[k.rank]) { /* this rank's own reason first */
+    fsT_seterr("%s", why);
+    goto fail;
+  }
   for (int r = 0; r < k.world; r++)
     if (!all[r]) {
-      if (r == k.rank) fsT_seterr("%s", why);
-      else fsT_seterr("rank %d could not join the %s transport", r, t == FSCC_SHM ? "shm" : "nccl");
+      fsT_seterr("rank %d could not join the %s transport", r, transport_names[t]);
       goto fail;
     }
   return c;
@@ -294,6 +302,15 @@ fail:
   fsCC_destroy(c);
   return NULL;
 }
+
+#ifndef FS_HAVE_GLOO
+/* Without libgloo the gloo transport exists only to say so. */
+fsCC_comm *fsCC_gloo_open(fsLN_rdzv *rv, const fsCC_config *cfg) {
+  fsT_seterr("the gloo transport is not built (configure found no libgloo-dev): a cpu run across "
+             "nodes needs it");
+  return NULL;
+}
+#endif
 
 #ifndef FS_HAVE_CUDA
 /* Without CUDA the nccl transport exists only to say so. */

@@ -2,10 +2,12 @@
  *
  * A communicator (fsCC_comm) joins `world` processes; every rank calls the
  * same collectives in the same order with the same counts, dtypes and roots.
- * Two transports fill the table: shared memory between the processes of one
- * host (comm_shm.c, host buffers) and NCCL (comm_nccl.c, CUDA device
- * buffers, built only with CUDA).  DDP and FSDP call only fsCC_* below, so
- * either transport serves every caller.
+ * Three transports fill the table: shared memory between the processes of
+ * one host (comm_shm.c, host buffers), NCCL (comm_nccl.c, CUDA device
+ * buffers, built only with CUDA) and Gloo over TCP between the hosts of a
+ * cpu run across nodes (comm_gloo.c, host buffers, built with libgloo).
+ * DDP and FSDP call only fsCC_* below, so any transport serves every
+ * caller.
  *
  * Counts are element counts.  all_gather and reduce_scatter move equal
  * per-rank blocks: the flat buffer holds world * count elements, rank r's
@@ -30,7 +32,7 @@
 #include "tensor.h"
 
 typedef enum fsCC_op { FSCC_SUM, FSCC_MEAN, FSCC_MAX, FSCC_MIN } fsCC_op;
-typedef enum fsCC_transport { FSCC_SHM, FSCC_NCCL } fsCC_transport;
+typedef enum fsCC_transport { FSCC_SHM, FSCC_NCCL, FSCC_GLOO } fsCC_transport;
 
 #define FSCC_MAX_WORLD 64
 #define FSCC_DEFAULT_TIMEOUT 600.0          /* seconds; FS_COMM_TIMEOUT overrides */
@@ -39,9 +41,10 @@ typedef enum fsCC_transport { FSCC_SHM, FSCC_NCCL } fsCC_transport;
 typedef struct fsCC_config {
   int rank, world;
   int local_rank;        /* nccl: the CUDA device this rank uses */
+  int local_world;       /* ranks per node (gloo names a lost rank's node); 0: unknown */
   double timeout;        /* seconds for every wait; <= 0: default */
   size_t staging;        /* shm: staging bytes per rank for fsCC_connect to create; 0: default */
-  bool emulated_cuda;    /* shm: the buffers are fsB_emu_cuda pointers (host memory behind an offset) */
+  bool emulated_cuda;    /* shm, gloo: the buffers are fsB_emu_cuda pointers (host memory behind an offset) */
 } fsCC_config;
 
 typedef struct fsCC_comm fsCC_comm;
@@ -68,7 +71,7 @@ typedef struct fsCC_ops {
 struct fsCC_comm {
   const fsCC_ops *ops;
   int rank, world;
-  fs_device device;      /* where buffers must live: cpu (shm) or cuda (nccl) */
+  fs_device device;      /* where buffers must live: cpu (shm, gloo) or cuda (nccl; emulated: shm, gloo) */
   double timeout;
   bool aborted;          /* a collective failed; every later call fails */
 };
@@ -131,6 +134,10 @@ fsCC_comm *fsCC_shm_open(const char *name, const fsCC_config *cfg);
 #define FSCC_NCCL_ID_BYTES 128
 int fsCC_nccl_unique_id(unsigned char id[FSCC_NCCL_ID_BYTES]);
 fsCC_comm *fsCC_nccl_open(const unsigned char id[FSCC_NCCL_ID_BYTES], const fsCC_config *cfg);
+/* gloo: every rank of the rendezvous calls it; the ranks swap their TCP
+ * addresses through rv.  Without libgloo at build time, or without its
+ * module at run time, it fails saying so. */
+fsCC_comm *fsCC_gloo_open(fsLN_rdzv *rv, const fsCC_config *cfg);
 
 /* seconds if > 0, else FS_COMM_TIMEOUT if set, else FSCC_DEFAULT_TIMEOUT */
 double fsCC_timeout(double seconds);

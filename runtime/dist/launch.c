@@ -108,6 +108,7 @@ typedef struct stream {
 
 typedef struct sup {
   int n;
+  int base;                      /* the global rank of local rank 0 (node_rank * n) */
   pid_t pid[FSCC_MAX_WORLD];
   int status[FSCC_MAX_WORLD];
   bool ended[FSCC_MAX_WORLD];
@@ -253,10 +254,10 @@ static int outcome(sup *s) {
   if (r < 0) return 0;
   int st = s->status[r];
   if (WIFSIGNALED(st))
-    fsT_seterr("rank %d (pid %d) was killed by signal %d (%s); the other ranks were stopped", r,
+    fsT_seterr("rank %d (pid %d) was killed by signal %d (%s); the other ranks were stopped", s->base + r,
                 (int)s->pid[r], WTERMSIG(st), strsignal(WTERMSIG(st)));
   else
-    fsT_seterr("rank %d (pid %d) exited with status %d; the other ranks were stopped", r,
+    fsT_seterr("rank %d (pid %d) exited with status %d; the other ranks were stopped", s->base + r,
                 (int)s->pid[r], WEXITSTATUS(st));
   return WIFEXITED(st) && WEXITSTATUS(st) == 1 ? 1 : 3;
 }
@@ -336,11 +337,12 @@ static void become_rank(sup *s, const int *wr, int r, pid_t parent, int lfd, fsL
     close(s->s[i].fd);
     close(wr[i]);
   }
+  env->local_rank = r;
+  env->rank = s->base + r;
   free(s);
-  env->rank = env->local_rank = r;
   env->spawned = true;
   env->listen_fd = r == 0 ? lfd : -1;
-  if (r) close(lfd);
+  if (r && lfd >= 0) close(lfd);
   export_env(env);
 }
 
@@ -351,17 +353,21 @@ static void close_pipes(sup *s, const int *wr) {
   }
 }
 
+/* Forks this node's n ranks.  Node 0 binds the rendezvous socket first (at
+ * env's address and port; port 0: the kernel picks), so that no rank of any
+ * node can find the port taken; rank 0 inherits it. */
 static fsLN_role spawn(int n, fsLN_env *env, int *status) {
-  int port = 0, lfd = fsLN_rdzv_listen("127.0.0.1", &port), wr[2 * FSCC_MAX_WORLD];
-  if (lfd < 0) return FSLN_ERROR;
+  int port = env->master_port, lfd = -1, wr[2 * FSCC_MAX_WORLD];
+  if (env->node_rank == 0 && (lfd = fsLN_rdzv_listen(env->master_addr, &port)) < 0) return FSLN_ERROR;
   env->master_port = port;
   sup *s = calloc(1, sizeof *s);
   if (!s) {
     fsT_seterr("launch: out of memory");
-    close(lfd);
+    if (lfd >= 0) close(lfd);
     return FSLN_ERROR;
   }
   s->n = n;
+  s->base = env->node_rank * n;
   s->failed = s->suspect = -1;
   for (int r = 1; r < n; r++)
     for (int k = 0; k < 2; k++) {
@@ -370,10 +376,10 @@ static fsLN_role spawn(int n, fsLN_env *env, int *status) {
         fsT_seterr("launch: pipe: %s", strerror(errno));
         close_pipes(s, wr);
         free(s);
-        close(lfd);
+        if (lfd >= 0) close(lfd);
         return FSLN_ERROR;
       }
-      s->s[s->ns] = (stream){.fd = p[0], .dest = 1 + k, .rank = r};
+      s->s[s->ns] = (stream){.fd = p[0], .dest = 1 + k, .rank = s->base + r};
       wr[s->ns++] = p[1];
     }
   fflush(NULL); /* or every rank repeats what the parent had buffered */
@@ -391,12 +397,12 @@ static fsLN_role spawn(int n, fsLN_env *env, int *status) {
       for (int q = 0; q < r; q++) waitpid(s->pid[q], NULL, 0);
       close_pipes(s, wr);
       free(s);
-      close(lfd);
+      if (lfd >= 0) close(lfd);
       return FSLN_ERROR;
     }
     s->pid[r] = pid;
   }
-  close(lfd);
+  if (lfd >= 0) close(lfd);
   for (int i = 0; i < s->ns; i++) {
     close(wr[i]);
     fcntl(s->s[i].fd, F_SETFL, O_NONBLOCK);
@@ -406,7 +412,28 @@ static fsLN_role spawn(int n, fsLN_env *env, int *status) {
   return FSLN_SUPERVISOR;
 }
 
-fsLN_role fsLN_launch(int devices, fsLN_env *env, int *status) {
+int fsLN_node_env(int devices, int num_nodes, fsLN_env *env) {
+  if (num_nodes < 1 || devices > FSCC_MAX_WORLD / num_nodes) {
+    fsT_seterr("launch: num_nodes=%d x devices=%d is outside 1..%d ranks", num_nodes, devices, FSCC_MAX_WORLD);
+    return -1;
+  }
+  *env = (fsLN_env){.world_size = devices * num_nodes, .local_world_size = devices, .listen_fd = -1};
+  const char *addr = getenv("MASTER_ADDR");
+  /* one host: loopback, the port picked by the kernel (no race) */
+  snprintf(env->master_addr, sizeof env->master_addr, "%s",
+           num_nodes > 1 && addr && *addr ? addr : "127.0.0.1");
+  if (num_nodes == 1) return 0;
+  if (env_field("NODE_RANK", "GROUP_RANK", 0, &env->node_rank) < 0 ||
+      check_range("NODE_RANK", env->node_rank, 0, num_nodes - 1) < 0)
+    return -1;
+  int f = env_int("MASTER_PORT", &env->master_port);
+  if (f == 0)
+    fsT_seterr("launch: num_nodes=%d: start this script on every node with the same MASTER_PORT "
+               "(and MASTER_ADDR, node 0's address) and NODE_RANK=0..%d", num_nodes, num_nodes - 1);
+  return f <= 0 || check_range("MASTER_PORT", env->master_port, 1, 65535) < 0 ? -1 : 0;
+}
+
+fsLN_role fsLN_launch(int devices, int num_nodes, fsLN_env *env, int *status) {
   int d = fsLN_detect(env);
   if (d < 0) return FSLN_ERROR;
   if (d > 0) {
@@ -421,9 +448,8 @@ fsLN_role fsLN_launch(int devices, fsLN_env *env, int *status) {
     fsT_seterr("launch: devices=%d is outside 1..%d", devices, FSCC_MAX_WORLD);
     return FSLN_ERROR;
   }
-  *env = (fsLN_env){.world_size = devices, .local_world_size = devices, .listen_fd = -1};
-  snprintf(env->master_addr, sizeof env->master_addr, "127.0.0.1");
-  return devices == 1 ? FSLN_RANK : spawn(devices, env, status);
+  if (fsLN_node_env(devices, num_nodes, env) < 0) return FSLN_ERROR;
+  return env->world_size == 1 ? FSLN_RANK : spawn(devices, env, status);
 }
 
 fsCC_comm *fsLN_connect(fsLN_env *env, fsCC_transport t, const fsCC_config *cfg) {
@@ -437,6 +463,7 @@ fsCC_comm *fsLN_connect(fsLN_env *env, fsCC_transport t, const fsCC_config *cfg)
   }
   fsCC_config k = *cfg;
   k.local_rank = env->local_rank;
+  k.local_world = env->local_world_size;
   fsLN_rdzv *rv = fsLN_rdzv_open(env->master_addr, env->master_port, env->rank, env->world_size,
                                  cfg->timeout, lfd);
   if (!rv) return NULL;

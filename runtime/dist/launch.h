@@ -34,7 +34,21 @@ typedef enum fsLN_role { FSLN_ERROR = -1, FSLN_RANK, FSLN_SUPERVISOR } fsLN_role
  * started as a rank, 0 when not, -1 when they are malformed (fsT_error). */
 int fsLN_detect(fsLN_env *env);
 
-/* FSLN_RANK: this process is rank env->rank; it runs the script and exits
+/* Without an outside launcher: the environment fsLN_launch forks the ranks
+ * with, rank 0's.  One node: loopback, port 0 (the kernel picks).  Several,
+ * as Lightning's LightningEnvironment reads them: NODE_RANK (else
+ * GROUP_RANK, else 0), MASTER_ADDR (default 127.0.0.1) and MASTER_PORT,
+ * which every node's launcher must be given.  -1 (fsT_error) when they are
+ * missing or malformed. */
+int fsLN_node_env(int devices, int num_nodes, fsLN_env *env);
+
+/* With num_nodes > 1 and no outside launcher, this is one node of several,
+ * started as Lightning's default environment starts them: the same script
+ * on every node with NODE_RANK (else GROUP_RANK) = 0..num_nodes-1 and the
+ * same MASTER_ADDR (default 127.0.0.1) and MASTER_PORT; each forks its
+ * `devices` ranks, global ranks node_rank * devices + local rank, and node
+ * 0 listens for the rendezvous.
+ * FSLN_RANK: this process is rank env->rank; it runs the script and exits
  * with the script's status (a single device, or an outside launcher: no fork).
  * FSLN_SUPERVISOR: the ranks have ended; *status is the process's exit
  * status: 0 when every rank exited 0; 1 when the first rank found failed exited
@@ -42,7 +56,7 @@ int fsLN_detect(fsLN_env *env);
  * signal or exited with another status.  On failure fsT_error() names the
  * rank and how it ended, and no rank process is left behind.
  * FSLN_ERROR: nothing was started (fsT_error). */
-fsLN_role fsLN_launch(int devices, fsLN_env *env, int *status);
+fsLN_role fsLN_launch(int devices, int num_nodes, fsLN_env *env, int *status);
 
 /* on: the ranks' standard error is a machine's channel of JSON lines (the
  * diagnostics' JSON format): a line from rank r that is a JSON object is

@@ -299,6 +299,15 @@ static int exchange(fsLN_rdzv *rv, const void *mine, size_t up, void *out, size_
   return 0;
 }
 
+void fsLN_rdzv_local_addr(const fsLN_rdzv *rv, char *buf, size_t n) {
+  int fd = rv->world > 1 ? rv->fd[rv->rank ? 0 : 1] : -1;
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
+      getnameinfo((struct sockaddr *)&ss, len, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST) != 0)
+    snprintf(buf, n, "127.0.0.1");
+}
+
 int fsLN_rdzv_allgather(fsLN_rdzv *rv, const void *mine, void *all, size_t n) {
   return exchange(rv, mine, n, all, (size_t)rv->world * n);
 }

@@ -28,6 +28,11 @@ fsLN_rdzv *fsLN_rdzv_open(const char *addr, int port, int rank, int world, doubl
 int fsLN_rdzv_rank(const fsLN_rdzv *rv);
 int fsLN_rdzv_world(const fsLN_rdzv *rv);
 
+/* This host's numeric address as the other ranks reach it: the local end of
+ * the connection to rank 0 (rank 0: of one from rank 1); "127.0.0.1" in a
+ * world of one.  What a transport binds its own sockets to (gloo). */
+void fsLN_rdzv_local_addr(const fsLN_rdzv *rv, char *buf, size_t n);
+
 /* all (world * n bytes) = every rank's `mine` (n bytes), in rank order. */
 int fsLN_rdzv_allgather(fsLN_rdzv *rv, const void *mine, void *all, size_t n);
 /* blob (n bytes) on every rank = rank 0's blob. */

@@ -75,7 +75,7 @@ static int launch(int devices, rank_body body, captured *cap) {
   int fds = open_fds(), so = redirect(1, po), se = redirect(2, pe);
   fsLN_env env;
   int status = -1;
-  fsLN_role role = fsLN_launch(devices, &env, &status);
+  fsLN_role role = fsLN_launch(devices, 1, &env, &status);
   if (role == FSLN_RANK) {
     int rc = body(&env);
     fflush(NULL);
@@ -245,7 +245,7 @@ static void test_killed_rank_named(void **state) {
 static void test_single(void **state) {
   fsLN_env env;
   int status = -1;
-  assert_int_equal(fsLN_launch(1, &env, &status), FSLN_RANK);
+  assert_int_equal(fsLN_launch(1, 1, &env, &status), FSLN_RANK);
   assert_int_equal(env.rank, 0);
   assert_int_equal(env.world_size, 1);
   assert_false(env.spawned);
@@ -256,7 +256,7 @@ static void test_single(void **state) {
   assert_int_equal(fsCC_all_reduce(c, &v, 1, FS_F32, FSCC_MEAN), 0);
   assert_true(v == 2);
   fsCC_destroy(c);
-  assert_int_equal(fsLN_launch(0, &env, &status), FSLN_ERROR);
+  assert_int_equal(fsLN_launch(0, 1, &env, &status), FSLN_ERROR);
   assert_non_null(strstr(fsT_error(), "devices=0 is outside 1..64"));
 }
 
@@ -274,7 +274,7 @@ static int joined_rank(int rank, int world, void *arg) {
   setenv("MASTER_PORT", v, 1);
   fsLN_env env;
   int status;
-  CC_CHECK(fsLN_launch(world, &env, &status) == FSLN_RANK);
+  CC_CHECK(fsLN_launch(world, 1, &env, &status) == FSLN_RANK);
   CC_CHECK(!env.spawned && env.rank == rank && env.world_size == world && env.node_rank == 0);
   fsCC_config cfg = {.timeout = 30};
   fsCC_comm *c = fsLN_connect(&env, FSCC_SHM, &cfg);
@@ -294,8 +294,37 @@ static void test_join(void **state) {
 static void expect_detect_error(const char *want) {
   fsLN_env env;
   int status;
-  assert_int_equal(fsLN_launch(2, &env, &status), FSLN_ERROR);
+  assert_int_equal(fsLN_launch(2, 1, &env, &status), FSLN_ERROR);
   if (!strstr(fsT_error(), want)) fail_msg("wanted \"%s\", got \"%s\"", want, fsT_error());
+}
+
+/* One node of several, started as Lightning's default environment starts
+ * each (no outside launcher): NODE_RANK (else GROUP_RANK), MASTER_ADDR
+ * (default 127.0.0.1), MASTER_PORT required. */
+static void test_node_env(void **state) {
+  fsLN_env env;
+  assert_int_equal(fsLN_node_env(2, 1, &env), 0); /* one node: loopback, the kernel's port */
+  assert_int_equal(env.world_size, 2);
+  assert_int_equal(env.master_port, 0);
+  assert_int_equal(fsLN_node_env(2, 3, &env), -1);
+  assert_non_null(strstr(fsT_error(), "num_nodes=3: start this script on every node with the same MASTER_PORT"));
+  setenv("MASTER_PORT", "29501", 1);
+  setenv("GROUP_RANK", "2", 1);
+  assert_int_equal(fsLN_node_env(2, 3, &env), 0);
+  assert_int_equal(env.node_rank, 2);
+  assert_int_equal(env.world_size, 6);
+  assert_int_equal(env.local_world_size, 2);
+  assert_string_equal(env.master_addr, "127.0.0.1");
+  setenv("NODE_RANK", "3", 1); /* NODE_RANK wins over GROUP_RANK */
+  assert_int_equal(fsLN_node_env(2, 3, &env), -1);
+  assert_non_null(strstr(fsT_error(), "NODE_RANK=3 is outside 0..2"));
+  setenv("NODE_RANK", "1", 1);
+  setenv("MASTER_ADDR", "10.0.0.7", 1);
+  assert_int_equal(fsLN_node_env(2, 3, &env), 0);
+  assert_int_equal(env.node_rank, 1);
+  assert_string_equal(env.master_addr, "10.0.0.7");
+  assert_int_equal(fsLN_node_env(40, 2, &env), -1);
+  assert_non_null(strstr(fsT_error(), "num_nodes=2 x devices=40 is outside 1..64 ranks"));
 }
 
 static void test_bad_environment(void **state) {
@@ -344,6 +373,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_single, clear_env),
       cmocka_unit_test_teardown(test_join, clear_env),
       cmocka_unit_test_teardown(test_bad_environment, clear_env),
+      cmocka_unit_test_teardown(test_node_env, clear_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
