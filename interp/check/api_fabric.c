@@ -136,6 +136,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
+  fsC_plugins_args(c, a, &fa);
   if (c->ncfgs == c->capcfgs) {
     c->capcfgs = c->capcfgs ? 2 * c->capcfgs : 4;
     c->cfgs = fsA_xrealloc(c->cfgs, c->capcfgs * sizeof *c->cfgs);

@@ -170,6 +170,19 @@ static const cobj *plugin_arg(C *c, const cargs *a, const fs_node **node) {
   return NULL;
 }
 
+void fsC_plugins_args(C *c, const cargs *a, fsF_args *fa) {
+  fa->precision_plugins = fa->precision_plugin = 0;
+  const cv *v = fsC_arg(a, "plugins", NULL);
+  if (!v) return;
+  const cv *items = v->k == CV_SEQ && !fsC_unsized(v) ? v->p : v;
+  uint32_t n = v->k == CV_SEQ && !fsC_unsized(v) ? v->n : 1;
+  for (uint32_t i = 0; i < n; i++)
+    if (fsC_is(&items[i], OB_PLUGIN, c)) {
+      fa->precision_plugins++;
+      fa->precision_plugin = fsC_o(c, items[i].id)->plugin;
+    }
+}
+
 void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg) {
   const cobj *p = plugin_arg(c, a, NULL);
   if (!p) return;

@@ -146,7 +146,7 @@ static const explain_row rows[] = {
   {"R71", "On a machine with MPS, a DDP-family strategy cannot use the MPS accelerator (also when it is chosen by auto or gpu).",
    "The MPS backend runs one process on one device; Fabric refuses the DDP family there before anything starts."},
   {"R72", "`plugins=` takes Precision, CheckpointIO or ClusterEnvironment objects only.",
-   "Fabric sorts each plugin by its type; a script has no plugin classes, so any value it passes is refused (a string is iterated: its first character is the plugin)."},
+   "Fabric sorts each plugin by its type; a value that is not a plugin object is refused (a string is iterated: its first character is the plugin)."},
   {"R73", "An accelerator given to a strategy object excludes `Fabric(accelerator=...)`.",
    "Fabric takes the strategy's accelerator as the flag and refuses to pick one of two."},
   {"R74", "The TPU (XLA) accelerator runs only XLA strategies: xla, xla_fsdp, single XLA device.",
@@ -157,6 +157,13 @@ static const explain_row rows[] = {
    "Fabric asks each one whether it references meta-device parameters, which only a Module or an Optimizer can answer."},
   {"R77", "Under a distributed strategy, a loader's batch sampler must be a BatchSampler (or have batch_size and drop_last) unless `use_distributed_sampler=False`.",
    "Fabric rebuilds the loader with a DistributedSampler inside the batch sampler; other batch samplers have no sampler to replace."},
+  /* raisesD: connector.py's plugin checks */
+  {"R78", "`plugins=` takes at most one Precision plugin.",
+   "Fabric keeps one precision plugin; of two it would silently drop one."},
+  {"R79", "A precision given by name excludes a Precision plugin in `plugins=`.",
+   "The plugin is the precision; Fabric refuses to pick one of two."},
+  {"R80", "BitsandbytesPrecision runs on the CUDA accelerator only.",
+   "bitsandbytes' quantized layers have CUDA kernels only; Fabric refuses the plugin on any other accelerator."},
   /* strategies/ (R90-R109) */
   {"R90", "FSDP saves `state_dict_type=\"sharded\"` or `\"full\"` checkpoints; any other type is refused at save.",
    "FSDPStrategy stores the argument unchecked and picks the checkpoint format by it when saving."},

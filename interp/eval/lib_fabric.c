@@ -487,6 +487,7 @@ NATIVE(f_fabric) {
   char plugin_ch[8], *plugin_repr = NULL;
   int64_t plugin_ints[FSF_MAX_GPUS];
   fa.plugin = first_plugin(s[5], plugin_ch, plugin_ints, &plugin_repr);
+  fsE_plugins_args(s[5], &fa);
   char *declared = NULL; /* the check said so in its note */
   fsF_machine d;
   if (o->plan && o->preflight && fsF_declared_machine(&fa, &ov, &m, &d, &declared)) m = d;

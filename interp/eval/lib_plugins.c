@@ -87,6 +87,18 @@ NATIVE(xla_fsdp_strategy) {
   return rc < 0 ? NULL : fsE_strategy_value(FSF_XLA_FSDP);
 }
 
+void fsE_plugins_args(const fs_value *plugins, fsF_args *fa) {
+  fa->precision_plugins = fa->precision_plugin = 0;
+  int seq = plugins->type == FSV_LIST || plugins->type == FSV_TUPLE;
+  size_t n = seq ? plugins->u.seq.n : 1;
+  for (size_t i = 0; i < n; i++) {
+    const fsF_plugin *k = fsV_objdata(seq ? plugins->u.seq.items[i] : plugins, &plugin_class);
+    if (!k) continue;
+    fa->precision_plugins++;
+    fa->precision_plugin = *k;
+  }
+}
+
 int fsE_check_plugins(fsE_ctx *E, const fsV_args *a, const fs_value *plugins) {
   size_t n = plugins->type == FSV_LIST || plugins->type == FSV_TUPLE ? plugins->u.seq.n : 1;
   for (size_t i = 0; i < n; i++) {

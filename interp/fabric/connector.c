@@ -507,16 +507,29 @@ static int mps_with_parallel_strategy(const fsF_value *strategy, const char *acc
   return -1;
 }
 
-/* R72: no plugin class exists in a script, so any plugin Fabric looks at is
- * of an invalid type.  R73: a strategy object's own `accelerator=` with an
+/* R72: a plugin Fabric looks at that is not a plugin object is of an
+ * invalid type.  R73: a strategy object's own `accelerator=` with an
  * accelerator flag; with the flag at auto, the strategy's becomes the flag. */
-static int plugin_or_strategy_flags(const fsF_args *a, const char **acc, fsF_issues *iss) {
+static int plugin_or_strategy_flags(const fsF_args *a, const char *precision_input, const char **acc,
+                                    fsF_issues *iss) {
   if (a->plugin.kind != FSF_UNSET) {
     char *text = fsF_value_str(&a->plugin);
     fsF_fail(iss, "R72", "drop `plugins=`: select the precision with `precision=`",
              "Found invalid type for plugin %s. Expected one of: Precision, CheckpointIO, ClusterEnvironment.",
              text ? text : "?");
     free(text);
+    return -1;
+  }
+  /* R78, R79: the Precision plugin objects (the only plugin class a script
+   * can make); the precision given by name, as Fabric unified it */
+  if (a->precision_plugins > 1)
+    return fsF_fail(iss, "R78", "pass one precision plugin in `plugins=`",
+                    "Received multiple values for Precision flags in `plugins`. Expected one value for each type at most.");
+  if (a->precision_plugins && precision_input) {
+    char *plugin = fsF_plugin_str((fsF_plugin)a->precision_plugin);
+    fsF_fail(iss, "R79", "choose the precision once: drop `precision=` or the precision plugin",
+             "Received both `precision=%s` and `plugins=%s`. Choose one.", precision_input, plugin ? plugin : "?");
+    free(plugin);
     return -1;
   }
   if (a->strategy.kind != FSF_STRATEGY || !a->strategy.strategy.accelerator) return 0;
@@ -591,7 +604,8 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   char *prec_text = NULL;
   if (convert_precision(&a.precision, &prec, &prec_text, iss)) return -1;
   int rc = -1;
-  if (plugin_or_strategy_flags(&a, &acc, iss)) goto out;
+  if (plugin_or_strategy_flags(&a, prec_text ? (prec >= 0 ? prec_names[prec] : prec_text) : NULL, &acc, iss))
+    goto out;
 
   if (nodes < 1) {
     fsF_fail(iss, "R4", H_NODES, "`num_nodes` must be a positive integer, but got %lld.", (long long)nodes);
@@ -690,7 +704,13 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   int sharded_ok = prec == FSF_P32 || prec == FSF_P16_TRUE || prec == FSF_PBF16_TRUE ||
                    prec == FSF_P16_MIXED || prec == FSF_PBF16_MIXED;
   char *pr = fsF_repr_str(prec_text ? (prec >= 0 ? prec_names[prec] : prec_text) : "32-true");
-  if (cfg->cls == FSF_MP && !(prec == FSF_P32 || prec == FSF_PBF16_MIXED || prec == FSF_PBF16_TRUE || prec == FSF_P16_TRUE)) {
+  if (a.precision_plugins) {
+    /* a plugin object is the precision: none of the checks below (R80 on
+     * the accelerator Fabric instantiated) */
+    if (a.precision_plugin == FSF_PL_BNB && cfg->accel != FSF_CUDA)
+      fsF_fail(iss, "R80", "use `accelerator=\"cuda\"` with BitsandbytesPrecision, or drop the plugin",
+               "Bitsandbytes is only supported on CUDA GPUs.");
+  } else if (cfg->cls == FSF_MP && !(prec == FSF_P32 || prec == FSF_PBF16_MIXED || prec == FSF_PBF16_TRUE || prec == FSF_P16_TRUE)) {
     fsF_fail(iss, "R12", "use 32-true, bf16-mixed, bf16-true or 16-true",
          "The `ModelParallelStrategy` does not support `Fabric(..., precision=%s)`. Choose a different precision among: 32-true, bf16-mixed, bf16-true, 16-true.", pr);
   } else if ((cfg->cls == FSF_DEEPSPEED || cfg->cls == FSF_FSDP) && !sharded_ok) {

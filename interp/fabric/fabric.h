@@ -197,6 +197,10 @@ typedef struct fsF_args {
    * when not iterable, else its first item (a string's first character);
    * FSF_UNSET for None, an empty value, or one not known. */
   fsF_value plugin;
+  /* raisesD: the Precision plugin objects among `plugins=` (R78, R79, R80):
+   * how many, and the last one's fsF_plugin (Fabric keeps the last). */
+  int precision_plugins;
+  int precision_plugin;
 } fsF_args;
 
 /* Resolves as Fabric's connector does (connector.py, then fabric.py's checks). Returns 0

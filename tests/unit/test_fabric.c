@@ -96,6 +96,10 @@
 #define SPEC_R75_1 "-1 is not in bounds, numpy accepts from 0 to 4294967295"
 #define SPEC_R76_1 "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: str"
 #define SPEC_R77_1 " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler."
+/* raisesD: connector.py's plugin checks (Fabric prints the plugin's address; ours is fixed) */
+#define SPEC_R78_1 "Received multiple values for Precision flags in `plugins`. Expected one value for each type at most."
+#define SPEC_R79_1 "Received both `precision=16-mixed` and `plugins=<lightning.fabric.plugins.precision.half.HalfPrecision object at 0x7f0000000000>`. Choose one."
+#define SPEC_R80_1 "Bitsandbytes is only supported on CUDA GPUs."
 /* strategies/ (R90-R104, W20) */
 #define SPEC_R90_1 "Unknown state_dict_type: foo"
 #define SPEC_R91_1 "You cannot set both `activation_checkpointing` and `activation_checkpointing_policy`. Use the latter."
@@ -689,6 +693,29 @@ static void test_save_filter_and_marks(void **state) {
 }
 
 /* raisesA: R71-R77 */
+/* raisesD: R78-R80, the Precision plugin objects among `plugins=` */
+static void test_precision_plugin_flags(void **state) {
+  (void)state;
+  fsF_machine m = machine(0);
+  expect_resolve_error(&(fsF_args){.precision_plugins = 2, .precision_plugin = FSF_PL_MIXED}, NULL, &m, "R78",
+                       SPEC_R78_1);
+  /* the precision as Fabric unified it: "16" is 16-mixed (W9 first) */
+  expect_resolve_error(&(fsF_args){.precision = STR("16"), .precision_plugins = 1, .precision_plugin = FSF_PL_HALF},
+                       NULL, &m, "R79", SPEC_R79_1);
+  expect_resolve_error(&(fsF_args){.precision_plugins = 1, .precision_plugin = FSF_PL_BNB}, NULL, &m, "R80",
+                       SPEC_R80_1);
+  /* on CUDA, and any other plugin on CPU, pass; a plugin skips the strategy's precision checks */
+  fsF_config cfg;
+  fsF_issues iss;
+  fsF_machine gpu = machine(1);
+  resolve_ok(&(fsF_args){.accelerator = STR("cuda"), .precision_plugins = 1, .precision_plugin = FSF_PL_BNB},
+             NULL, &gpu, &cfg, &iss);
+  fsF_issues_free(&iss);
+  resolve_ok(&(fsF_args){.precision = NONE, .precision_plugins = 1, .precision_plugin = FSF_PL_HALF}, NULL, &m,
+             &cfg, &iss);
+  fsF_issues_free(&iss);
+}
+
 static void test_flags_seed_optimizer_sampler(void **state) {
   fsF_machine m = machine(0);
   fsF_machine mps = m;
@@ -979,6 +1006,7 @@ int main(void) {
     cmocka_unit_test(test_backward_and_clip),
     cmocka_unit_test(test_save_filter_and_marks),
     cmocka_unit_test(test_flags_seed_optimizer_sampler),
+    cmocka_unit_test(test_precision_plugin_flags),
     cmocka_unit_test(test_strategy_objects),
     cmocka_unit_test(test_strategy_checkpoints_and_launch),
     cmocka_unit_test(test_xla_all_reduce),
