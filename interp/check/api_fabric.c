@@ -203,6 +203,20 @@ static const cv *kwarg_named(const cargs *a, const char *name) {
   return NULL;
 }
 
+/* raisesD: the strategy's own `precision=` (R81: given and not None; a value
+ * not known counts as not given) and its parallel_devices' first device
+ * (R82, R83: torch.device objects of a known type, else no rule). */
+static void strategy_plugins_devices(C *c, const cargs *a, fsF_strategy_obj *s) {
+  const cv *p = kwarg_named(a, "precision");
+  const fs_value *x = p ? fsC_cval(p) : NULL;
+  s->precision = p && (p->k == CV_OBJ ? fsC_is(p, OB_PLUGIN, c) : x && fsV_truthy(x));
+  const cv *d = kwarg_named(a, "parallel_devices");
+  if (!d || d->k != CV_SEQ || fsC_unsized(d) || !d->n) return;
+  const cv *first = &((const cv *)d->p)[0];
+  if (fsC_is(first, OB_CTX, c) && fsC_o(c, first->id)->ctx == CTX_DEVICE)
+    s->parallel_devices = (fsF_pdev)fsC_o(c, first->id)->effect;
+}
+
 /* str() of a script class, `<class '__main__.Block'>`; NULL for any other
  * value (torch's classes print their module path, which the check does not
  * model: W20 is then not reported). */
@@ -309,6 +323,7 @@ cv fsC_new_strategy(C *c, const cargs *a) {
                     : !strcmp(x->u.str.s, "fork") ? FSF_START_FORK : FSF_START_SPAWN;
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
   s->accelerator = strategy_accelerator(a);
+  strategy_plugins_devices(c, a, s);
   if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
   if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
   if (s->cls == FSF_MP) {

@@ -922,6 +922,18 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
       return fsC_unsized_seq(c, items, k, tuple);
     return seq(c, items, k, tuple);
   }
+  /* raisesD: a sized list of objects times a known count, up to 64 items
+   * (`[torch.device("cpu")] * 2`, a strategy's parallel_devices): the items
+   * repeated; a list of constants is a constant (above) */
+  const fs_value *count = fsC_cval(&b);
+  if (op == FS_OP_MUL && a.k == CV_SEQ && !fsC_unsized(&a) && count && count->type == FSV_INT) {
+    int64_t times = count->u.i < 0 ? 0 : count->u.i;
+    if (times > 64 || (int64_t)a.n * times > 64) return fsC_unknown();
+    size_t total = (size_t)a.n * (size_t)times;
+    cv *items = fsC_alloc(c, (total ? total : 1) * sizeof *items);
+    for (size_t i = 0; i < total; i++) items[i] = ((const cv *)a.p)[i % a.n];
+    return seq(c, items, total, (a.sub & SEQ_TUPLE) != 0);
+  }
   return fsC_unknown();
 }
 

@@ -164,6 +164,12 @@ static const explain_row rows[] = {
    "The plugin is the precision; Fabric refuses to pick one of two."},
   {"R80", "BitsandbytesPrecision runs on the CUDA accelerator only.",
    "bitsandbytes' quantized layers have CUDA kernels only; Fabric refuses the plugin on any other accelerator."},
+  {"R81", "A precision plugin given to the strategy object excludes one in `plugins=`.",
+   "The strategy's plugin would replace the other; Fabric refuses to pick one of two."},
+  {"R82", "A strategy's CPU `parallel_devices` exclude another accelerator than cpu.",
+   "The devices decide the accelerator; a CUDA accelerator with CPU devices cannot place the ranks."},
+  {"R83", "A strategy's CUDA `parallel_devices` exclude another accelerator than cuda (or gpu).",
+   "The devices decide the accelerator; a CPU accelerator with GPU devices cannot place the ranks."},
   /* strategies/ (R90-R109) */
   {"R90", "FSDP saves `state_dict_type=\"sharded\"` or `\"full\"` checkpoints; any other type is refused at save.",
    "FSDPStrategy stores the argument unchecked and picks the checkpoint format by it when saving."},

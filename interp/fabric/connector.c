@@ -532,13 +532,33 @@ static int plugin_or_strategy_flags(const fsF_args *a, const char *precision_inp
     free(plugin);
     return -1;
   }
-  if (a->strategy.kind != FSF_STRATEGY || !a->strategy.strategy.accelerator) return 0;
-  if (strcmp(*acc, "auto"))
-    return fsF_fail(iss, "R73", "pass the accelerator once: either to the strategy or to `Fabric(accelerator=...)`",
-                    "accelerator set through both strategy class and accelerator flag, choose one");
-  static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
-  int k = a->strategy.strategy.accelerator - 1;
-  if (k >= 0 && k < 5) *acc = names[k];
+  if (a->strategy.kind != FSF_STRATEGY) return 0;
+  const fsF_strategy_obj *obj = &a->strategy.strategy;
+  if (obj->accelerator) {
+    if (strcmp(*acc, "auto"))
+      return fsF_fail(iss, "R73", "pass the accelerator once: either to the strategy or to `Fabric(accelerator=...)`",
+                      "accelerator set through both strategy class and accelerator flag, choose one");
+    static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
+    int k = obj->accelerator - 1;
+    if (k >= 0 && k < 5) *acc = names[k];
+  }
+  /* R81-R83 (raisesD): the strategy's own precision plugin and devices */
+  if (obj->precision && a->precision_plugins)
+    return fsF_fail(iss, "R81", "pass the precision plugin once: to the strategy or in `plugins=`",
+                    "precision set through both strategy class and plugins, choose one");
+  if (obj->parallel_devices == FSF_PD_CPU) {
+    if (strcmp(*acc, "auto") && strcmp(*acc, "cpu"))
+      return fsF_fail(iss, "R82", "pass CUDA devices to the strategy, or drop `accelerator=`",
+                      "CPU parallel_devices set through %s class, but accelerator set to %s, please choose one device type",
+                      fsF_cls_name(obj->cls), *acc);
+    *acc = "cpu";
+  } else if (obj->parallel_devices == FSF_PD_CUDA) {
+    if (strcmp(*acc, "auto") && strcmp(*acc, "cuda") && strcmp(*acc, "gpu"))
+      return fsF_fail(iss, "R83", "pass CPU devices to the strategy, or drop `accelerator=`",
+                      "GPU parallel_devices set through %s class, but accelerator set to %s, please choose one device type",
+                      fsF_cls_name(obj->cls), *acc);
+    *acc = "cuda";
+  }
   return 0;
 }
 
@@ -800,6 +820,7 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
     }
     if (c == FSF_DEEPSPEED) cfg->zero_stage = obj->stage >= 0 ? obj->stage : 2;
     cfg->xla_fsdp = obj->xla_fsdp;
+    cfg->parallel_devices = obj->parallel_devices != FSF_PD_NONE;
   }
   rc = 0;
 out:

@@ -408,6 +408,10 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss) {
                     "this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
                     "the script resolves to %s on %s (`fabricscript check` checks it)",
                     fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+  if (cfg->parallel_devices) /* raisesD: the ranks come from devices= here */
+    return fsF_fail(iss, "unsupported", "pass `devices=` to Fabric instead",
+                    "a strategy's `parallel_devices=` is not supported at run time yet; "
+                    "Fabric(devices=N) runs N ranks on the accelerator");
 #ifndef FS_HAVE_GLOO
   if (cfg->accel == FSF_CPU && cfg->num_nodes > 1)
     return fsF_fail(iss, "unsupported", "install libgloo-dev and g++ and rebuild, or run on one node",

@@ -72,6 +72,10 @@ typedef struct fsF_xla_fsdp_opts {
 } fsF_xla_fsdp_opts;
 
 /* The rule-relevant keyword arguments of a strategy object; -1 = not given. */
+/* raisesD: the device type of a strategy's parallel_devices[0]: none given
+ * (or not known), torch.device("cpu"), "cuda"/"cuda:N", any other. */
+typedef enum fsF_pdev { FSF_PD_NONE, FSF_PD_CPU, FSF_PD_CUDA, FSF_PD_OTHER } fsF_pdev;
+
 typedef struct fsF_strategy_obj {
   fsF_cls cls;               /* FSDP, DDP, DEEPSPEED or MP */
   int use_orig_params;       /* FSDPStrategy */
@@ -93,6 +97,10 @@ typedef struct fsF_strategy_obj {
    * the sizes when given as ints (*_given), else "auto" */
   int dp_size, tp_size, dp_given, tp_given;
   fsF_xla_fsdp_opts xla_fsdp; /* XLAFSDPStrategy */
+  /* raisesD: the strategy's own `precision=` is given (R81), and the type of
+   * its `parallel_devices=[...]`'s first device (R82, R83) */
+  int precision;
+  fsF_pdev parallel_devices;
 } fsF_strategy_obj;
 #define FSF_STRATEGY_ACCEL_OTHER 99
 
@@ -187,6 +195,7 @@ typedef struct fsF_config {
   int under_cli;               /* launched from the start (machine) */
   fsF_xla_fsdp_opts xla_fsdp;  /* xla_fsdp: the strategy object's arguments */
   int plugin;                  /* Fabric(plugins=...): a precision plugin object's fsF_plugin, else 0 */
+  int parallel_devices;        /* raisesD: the strategy object's parallel_devices= were given */
   const char *bnb_ignore_modules; /* BitsandbytesPrecision: repr() of a non-empty ignore_modules, or NULL */
 } fsF_config;
 

@@ -100,6 +100,9 @@
 #define SPEC_R78_1 "Received multiple values for Precision flags in `plugins`. Expected one value for each type at most."
 #define SPEC_R79_1 "Received both `precision=16-mixed` and `plugins=<lightning.fabric.plugins.precision.half.HalfPrecision object at 0x7f0000000000>`. Choose one."
 #define SPEC_R80_1 "Bitsandbytes is only supported on CUDA GPUs."
+#define SPEC_R81_1 "precision set through both strategy class and plugins, choose one"
+#define SPEC_R82_1 "CPU parallel_devices set through DDPStrategy class, but accelerator set to cuda, please choose one device type"
+#define SPEC_R83_1 "GPU parallel_devices set through FSDPStrategy class, but accelerator set to cpu, please choose one device type"
 /* strategies/ (R90-R104, W20) */
 #define SPEC_R90_1 "Unknown state_dict_type: foo"
 #define SPEC_R91_1 "You cannot set both `activation_checkpointing` and `activation_checkpointing_policy`. Use the latter."
@@ -713,6 +716,19 @@ static void test_precision_plugin_flags(void **state) {
   fsF_issues_free(&iss);
   resolve_ok(&(fsF_args){.precision = NONE, .precision_plugins = 1, .precision_plugin = FSF_PL_HALF}, NULL, &m,
              &cfg, &iss);
+  fsF_issues_free(&iss);
+  /* R81-R83: the strategy object's precision plugin and devices */
+  fsF_value ddp_prec = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .precision = 1}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp_prec, .precision_plugins = 1, .precision_plugin = FSF_PL_HALF},
+                       NULL, &m, "R81", SPEC_R81_1);
+  fsF_value ddp_cpus = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .parallel_devices = FSF_PD_CPU}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp_cpus, .accelerator = STR("cuda")}, NULL, &gpu, "R82", SPEC_R82_1);
+  fsF_value fsdp_gpus = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_FSDP, .parallel_devices = FSF_PD_CUDA}};
+  expect_resolve_error(&(fsF_args){.strategy = fsdp_gpus, .accelerator = STR("cpu")}, NULL, &gpu, "R83", SPEC_R83_1);
+  /* at "auto" the devices choose the accelerator: cpu on a machine with GPUs */
+  resolve_ok(&(fsF_args){.strategy = ddp_cpus}, NULL, &gpu, &cfg, &iss);
+  assert_int_equal(cfg.accel, FSF_CPU);
+  assert_true(cfg.parallel_devices);
   fsF_issues_free(&iss);
 }
 
