@@ -268,6 +268,24 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   const fs_value *x = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
   if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
     s->state_dict_unknown = x->u.str.s; /* a constant: lives as long as the check */
+  /* raisesD: the precision setter runs first (R84): a plugin object other
+   * than FSDPPrecision, or a known value that is not None */
+  const cv *pv = kwarg_named(a, "precision");
+  char *found = NULL;
+  if (pv && fsC_is(pv, OB_PLUGIN, c)) {
+    if (fsC_o(c, pv->id)->plugin != FSF_PL_FSDP) found = fsF_plugin_str((fsF_plugin)fsC_o(c, pv->id)->plugin);
+  } else if (pv && fsC_cval(pv) && !fsC_is_none(pv)) {
+    found = fsV_tostr(fsC_cval(pv));
+  }
+  if (found) {
+    fsF_issues pi;
+    fsF_issues_init(&pi);
+    fsF_check_fsdp_precision(found, &pi);
+    fsC_report_issues(c, &pi, a->call->loc, 1);
+    fsF_issues_free(&pi);
+    free(found);
+    return;
+  }
   fsF_fsdp_ctor f = {0};
   const cv *ac = kwarg_named(a, "activation_checkpointing");
   f.activation_checkpointing = ac && !fsC_is_none(ac);

@@ -170,6 +170,8 @@ static const explain_row rows[] = {
    "The devices decide the accelerator; a CUDA accelerator with CPU devices cannot place the ranks."},
   {"R83", "A strategy's CUDA `parallel_devices` exclude another accelerator than cuda (or gpu).",
    "The devices decide the accelerator; a CPU accelerator with GPU devices cannot place the ranks."},
+  {"R84", "The FSDP strategy takes an FSDPPrecision plugin only, given to `FSDPStrategy(precision=...)` or in `plugins=`.",
+   "FSDP casts parameters, gradients and buffers through its own MixedPrecision config, which only FSDPPrecision builds."},
   /* strategies/ (R90-R109) */
   {"R90", "FSDP saves `state_dict_type=\"sharded\"` or `\"full\"` checkpoints; any other type is refused at save.",
    "FSDPStrategy stores the argument unchecked and picks the checkpoint format by it when saving."},

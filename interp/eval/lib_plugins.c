@@ -87,6 +87,13 @@ NATIVE(xla_fsdp_strategy) {
   return rc < 0 ? NULL : fsE_strategy_value(FSF_XLA_FSDP);
 }
 
+char *fsE_fsdp_precision_found(const fs_value *v) {
+  if (!v || v->type == FSV_NONE) return NULL;
+  const fsF_plugin *k = fsV_objdata(v, &plugin_class);
+  if (k) return *k == FSF_PL_FSDP ? NULL : fsF_plugin_str(*k);
+  return fsV_tostr(v);
+}
+
 void fsE_plugins_args(const fs_value *plugins, fsF_args *fa) {
   fa->precision_plugins = fa->precision_plugin = 0;
   int seq = plugins->type == FSV_LIST || plugins->type == FSV_TUPLE;

@@ -124,6 +124,15 @@ static int checkpointing_strs(const fs_value *v, char **str, char **set) {
  * runs them; an unknown state_dict_type is refused at save (R90). */
 NATIVE(s_fsdp) {
   fsF_strategy_obj so = no_kwargs;
+  /* raisesD: the precision setter runs first (R84) */
+  char *found = fsE_fsdp_precision_found(fsV_dict_getstr(s[7], "precision"));
+  if (found) {
+    fsF_issues pi;
+    fsF_issues_init(&pi);
+    int prc = fsE_fabric_issues(E, a, &pi, fsF_check_fsdp_precision(found, &pi));
+    free(found);
+    if (prc < 0) return NULL;
+  }
   so.cls = FSF_FSDP;
   so.auto_wrap_policy = s[0]->type != FSV_NONE;
   so.cpu_offload = fsV_truthy(s[2]);

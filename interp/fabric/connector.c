@@ -730,6 +730,14 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
     if (a.precision_plugin == FSF_PL_BNB && cfg->accel != FSF_CUDA)
       fsF_fail(iss, "R80", "use `accelerator=\"cuda\"` with BitsandbytesPrecision, or drop the plugin",
                "Bitsandbytes is only supported on CUDA GPUs.");
+    /* the strategy takes the plugin through its precision setter (R84, R127) */
+    else if ((cfg->cls == FSF_FSDP && a.precision_plugin != FSF_PL_FSDP) ||
+             (cfg->cls == FSF_XLA_FSDP && a.precision_plugin != FSF_PL_XLA)) {
+      char *found = fsF_plugin_str((fsF_plugin)a.precision_plugin);
+      if (cfg->cls == FSF_FSDP) fsF_check_fsdp_precision(found ? found : "?", iss);
+      else fsF_check_xla_fsdp_new(m, found ? found : "?", iss);
+      free(found);
+    }
   } else if (cfg->cls == FSF_MP && !(prec == FSF_P32 || prec == FSF_PBF16_MIXED || prec == FSF_PBF16_TRUE || prec == FSF_P16_TRUE)) {
     fsF_fail(iss, "R12", "use 32-true, bf16-mixed, bf16-true or 16-true",
          "The `ModelParallelStrategy` does not support `Fabric(..., precision=%s)`. Choose a different precision among: 32-true, bf16-mixed, bf16-true, 16-true.", pr);
@@ -821,6 +829,7 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
     if (c == FSF_DEEPSPEED) cfg->zero_stage = obj->stage >= 0 ? obj->stage : 2;
     cfg->xla_fsdp = obj->xla_fsdp;
     cfg->parallel_devices = obj->parallel_devices != FSF_PD_NONE;
+    cfg->strategy_precision = obj->precision;
   }
   rc = 0;
 out:

@@ -408,6 +408,10 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss) {
                     "this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
                     "the script resolves to %s on %s (`fabricscript check` checks it)",
                     fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+  if (cfg->strategy_precision) /* raisesD: the precision comes from Fabric(precision=) here */
+    return fsF_fail(iss, "unsupported", "pass the precision by name: `Fabric(precision=...)`",
+                    "a strategy's own `precision=` plugin is not supported at run time yet; "
+                    "Fabric(precision=...) runs the precision by name");
   if (cfg->parallel_devices) /* raisesD: the ranks come from devices= here */
     return fsF_fail(iss, "unsupported", "pass `devices=` to Fabric instead",
                     "a strategy's `parallel_devices=` is not supported at run time yet; "

@@ -196,6 +196,7 @@ typedef struct fsF_config {
   fsF_xla_fsdp_opts xla_fsdp;  /* xla_fsdp: the strategy object's arguments */
   int plugin;                  /* Fabric(plugins=...): a precision plugin object's fsF_plugin, else 0 */
   int parallel_devices;        /* raisesD: the strategy object's parallel_devices= were given */
+  int strategy_precision;      /* raisesD: the strategy object's own precision= was given */
   const char *bnb_ignore_modules; /* BitsandbytesPrecision: repr() of a non-empty ignore_modules, or NULL */
 } fsF_config;
 
@@ -437,6 +438,9 @@ int fsF_check_plugin_new(const fsF_plugin_args *p, const fsF_machine *m, fsF_iss
 /* `unsupported`: Fabric(plugins=...) with a precision plugin in a run. */
 int fsF_check_plugin_runs(fsF_plugin k, fsF_issues *iss);
 
+/* raisesD R84: FSDPStrategy's precision, str() of it when it is not an
+ * FSDPPrecision (NULL: FSDPPrecision or None, nothing to report). */
+int fsF_check_fsdp_precision(const char *found, fsF_issues *iss);
 /* str() of a plugin object: "<lightning.fabric.plugins.precision.amp.MixedPrecision
  * object at 0x7f0000000000>" (the fixed address, as R19); malloc'ed. */
 char *fsF_plugin_str(fsF_plugin k);

@@ -158,6 +158,14 @@ void fsF_te_layer(const char *name, int64_t in, int64_t out, fsF_issues *iss) {
   free(r);
 }
 
+/* raisesD: fsdp.py's precision setter (R84), from FSDPStrategy(precision=)
+ * and from the connector, which hands the strategy Fabric's plugin. */
+int fsF_check_fsdp_precision(const char *found, fsF_issues *iss) {
+  if (!found) return 0;
+  return fsF_fail(iss, "R84", "pass `FSDPPrecision(...)`, or give the precision to Fabric: `Fabric(precision=\"bf16-mixed\")`",
+                  "The FSDP strategy can only work with the `FSDPPrecision` plugin, found %s", found);
+}
+
 /* ---- XLAFSDPStrategy ------------------------------------------------------ */
 
 char *fsF_plugin_str(fsF_plugin k) {

@@ -103,6 +103,7 @@
 #define SPEC_R81_1 "precision set through both strategy class and plugins, choose one"
 #define SPEC_R82_1 "CPU parallel_devices set through DDPStrategy class, but accelerator set to cuda, please choose one device type"
 #define SPEC_R83_1 "GPU parallel_devices set through FSDPStrategy class, but accelerator set to cpu, please choose one device type"
+#define SPEC_R84_1 "The FSDP strategy can only work with the `FSDPPrecision` plugin, found <lightning.fabric.plugins.precision.amp.MixedPrecision object at 0x7f0000000000>"
 /* strategies/ (R90-R104, W20) */
 #define SPEC_R90_1 "Unknown state_dict_type: foo"
 #define SPEC_R91_1 "You cannot set both `activation_checkpointing` and `activation_checkpointing_policy`. Use the latter."
@@ -725,6 +726,12 @@ static void test_precision_plugin_flags(void **state) {
   expect_resolve_error(&(fsF_args){.strategy = ddp_cpus, .accelerator = STR("cuda")}, NULL, &gpu, "R82", SPEC_R82_1);
   fsF_value fsdp_gpus = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_FSDP, .parallel_devices = FSF_PD_CUDA}};
   expect_resolve_error(&(fsF_args){.strategy = fsdp_gpus, .accelerator = STR("cpu")}, NULL, &gpu, "R83", SPEC_R83_1);
+  /* R84: Fabric's plugin handed to the FSDP strategy; FSDPPrecision passes */
+  expect_resolve_error(&(fsF_args){.strategy = STR("fsdp"), .accelerator = STR("cuda"), .precision_plugins = 1,
+                                   .precision_plugin = FSF_PL_MIXED}, NULL, &gpu, "R84", SPEC_R84_1);
+  resolve_ok(&(fsF_args){.strategy = STR("fsdp"), .accelerator = STR("cuda"), .precision_plugins = 1,
+                         .precision_plugin = FSF_PL_FSDP}, NULL, &gpu, &cfg, &iss);
+  fsF_issues_free(&iss);
   /* at "auto" the devices choose the accelerator: cpu on a machine with GPUs */
   resolve_ok(&(fsF_args){.strategy = ddp_cpus}, NULL, &gpu, &cfg, &iss);
   assert_int_equal(cfg.accel, FSF_CPU);
