@@ -131,6 +131,8 @@ static const fsC_reg builtin_rows[] = {
   {"MixedPrecision", fsC_api_plugin}, {"HalfPrecision", fsC_api_plugin}, {"DoublePrecision", fsC_api_plugin},
   {"FSDPPrecision", fsC_api_plugin}, {"DeepSpeedPrecision", fsC_api_plugin}, {"XLAPrecision", fsC_api_plugin},
   {"BitsandbytesPrecision", fsC_api_plugin}, {"TransformerEnginePrecision", fsC_api_plugin},
+  {"TorchCheckpointIO", fsC_api_plugin}, {"XLACheckpointIO", fsC_api_plugin},
+  {"LightningEnvironment", fsC_api_plugin}, {"TorchElasticEnvironment", fsC_api_plugin},
   {"XLAFSDPStrategy", fsC_api_xla_fsdp},
   {NULL, NULL},
 };

@@ -203,13 +203,21 @@ static const cv *kwarg_named(const cargs *a, const char *name) {
   return NULL;
 }
 
-/* raisesD: the strategy's own `precision=` (R81: given and not None; a value
+/* raisesD: the strategy's own `precision=`, `checkpoint_io=` and
+ * `cluster_environment=` (R81, R85, R86: given and not None; a value
  * not known counts as not given) and its parallel_devices' first device
  * (R82, R83: torch.device objects of a known type, else no rule). */
 static void strategy_plugins_devices(C *c, const cargs *a, fsF_strategy_obj *s) {
   const cv *p = kwarg_named(a, "precision");
   const fs_value *x = p ? fsC_cval(p) : NULL;
   s->precision = p && (p->k == CV_OBJ ? fsC_is(p, OB_PLUGIN, c) : x && fsV_truthy(x));
+  const char *const given[2] = {"checkpoint_io", "cluster_environment"};
+  int *flag[2] = {&s->checkpoint_io, &s->cluster_environment};
+  for (int i = 0; i < 2; i++) {
+    const cv *g = kwarg_named(a, given[i]);
+    const fs_value *gx = g ? fsC_cval(g) : NULL;
+    *flag[i] = g && (g->k == CV_OBJ ? fsC_is(g, OB_PLUGIN, c) : gx && fsV_truthy(gx));
+  }
   const cv *d = kwarg_named(a, "parallel_devices");
   if (!d || d->k != CV_SEQ || fsC_unsized(d) || !d->n) return;
   const cv *first = &((const cv *)d->p)[0];

@@ -390,8 +390,9 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
 static fsF_value first_plugin(const fs_value *v, char *ch, int64_t *ints, char **repr) {
   fsF_value none = {.kind = FSF_UNSET};
   if (v->type == FSV_NONE) return none;
-  if (v->type == FSV_LIST || v->type == FSV_TUPLE)
-    return v->u.seq.n ? fvalue(v->u.seq.items[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (v->type == FSV_LIST || v->type == FSV_TUPLE) /* raisesD: a plugin object is of a valid type */
+    return v->u.seq.n && !fsE_is_plugin(v->u.seq.items[0]) ? fvalue(v->u.seq.items[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (fsE_is_plugin(v)) return none;
   if (v->type == FSV_DICT)
     return v->u.dict.n ? fvalue(v->u.dict.keys[0], ints, FSF_MAX_GPUS, repr) : none;
   if (v->type == FSV_STR) {

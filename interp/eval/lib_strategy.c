@@ -68,7 +68,8 @@ const char *fsE_strategy_class_name(const fs_value *v) {
 
 /* raisesA: the strategy's `accelerator=` (a **kwargs entry of the class
  * `cls`'s signature) as fsF_strategy_obj.accelerator encodes it (R73);
- * raisesD: its `precision=` (R81) and parallel_devices' first device type
+ * raisesD: its `precision=`, `checkpoint_io=`, `cluster_environment=`
+ * (R81, R85, R86) and parallel_devices' first device type
  * (R82, R83), as the checker reads them (api_fabric.c). */
 static int kw_accelerator(const char *cls, fs_value *const *s, fsF_strategy_obj *so) {
   static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
@@ -77,6 +78,9 @@ static int kw_accelerator(const char *cls, fs_value *const *s, fsF_strategy_obj 
     if (!(sig->params[i].flags & FSSIG_VARKW) || s[i]->type != FSV_DICT) continue;
     const fs_value *p = fsV_dict_getstr(s[i], "precision");
     so->precision = p && fsV_truthy(p);
+    const fs_value *io = fsV_dict_getstr(s[i], "checkpoint_io"), *env = fsV_dict_getstr(s[i], "cluster_environment");
+    so->checkpoint_io = io && fsV_truthy(io);
+    so->cluster_environment = env && fsV_truthy(env);
     const fs_value *d = fsV_dict_getstr(s[i], "parallel_devices");
     const ctxv *dev = d && (d->type == FSV_LIST || d->type == FSV_TUPLE) && d->u.seq.n
                           ? fsV_objdata(d->u.seq.items[0], &fsE_ctx_class) : NULL;

@@ -520,12 +520,24 @@ static int plugin_or_strategy_flags(const fsF_args *a, const char *precision_inp
     free(text);
     return -1;
   }
-  /* R78, R79: the Precision plugin objects (the only plugin class a script
-   * can make); the precision given by name, as Fabric unified it */
-  if (a->precision_plugins > 1)
-    return fsF_fail(iss, "R78", "pass one precision plugin in `plugins=`",
-                    "Received multiple values for Precision flags in `plugins`. Expected one value for each type at most.");
-  if (a->precision_plugins && precision_input) {
+  /* R78: a plugin type given twice, named in the order Fabric's Counter
+   * met them; R79: the precision given by name, as Fabric unified it */
+  static const char *const type_names[FSF_PT__COUNT] = {"Precision", "CheckpointIO", "ClusterEnvironment"};
+  fsV_buf dup = {0};
+  for (int pos = 1; pos <= FSF_PT__COUNT; pos++)
+    for (int t = 0; t < FSF_PT__COUNT; t++)
+      if (a->plugin_first[t] && a->plugin_first[t] == pos && a->plugin_count[t] > 1)
+        fsV_buf_printf(&dup, "%s%s", dup.n ? ", " : "", type_names[t]);
+  if (dup.n) {
+    char *names = fsF_buf_take(&dup);
+    fsF_fail(iss, "R78", "pass at most one plugin of each type in `plugins=`",
+             "Received multiple values for %s flags in `plugins`. Expected one value for each type at most.",
+             names ? names : "?");
+    free(names);
+    return -1;
+  }
+  free(dup.s);
+  if (a->plugin_count[FSF_PT_PRECISION] && precision_input) {
     char *plugin = fsF_plugin_str((fsF_plugin)a->precision_plugin);
     fsF_fail(iss, "R79", "choose the precision once: drop `precision=` or the precision plugin",
              "Received both `precision=%s` and `plugins=%s`. Choose one.", precision_input, plugin ? plugin : "?");
@@ -543,9 +555,15 @@ static int plugin_or_strategy_flags(const fsF_args *a, const char *precision_inp
     if (k >= 0 && k < 5) *acc = names[k];
   }
   /* R81-R83 (raisesD): the strategy's own precision plugin and devices */
-  if (obj->precision && a->precision_plugins)
+  if (obj->precision && a->plugin_count[FSF_PT_PRECISION])
     return fsF_fail(iss, "R81", "pass the precision plugin once: to the strategy or in `plugins=`",
                     "precision set through both strategy class and plugins, choose one");
+  if (obj->checkpoint_io && a->plugin_count[FSF_PT_CHECKPOINT_IO])
+    return fsF_fail(iss, "R85", "pass the CheckpointIO plugin once: to the strategy or in `plugins=`",
+                    "checkpoint_io set through both strategy class and plugins, choose one");
+  if (obj->cluster_environment && a->plugin_count[FSF_PT_CLUSTER_ENV])
+    return fsF_fail(iss, "R86", "pass the ClusterEnvironment plugin once: to the strategy or in `plugins=`",
+                    "cluster_environment set through both strategy class and plugins, choose one");
   if (obj->parallel_devices == FSF_PD_CPU) {
     if (strcmp(*acc, "auto") && strcmp(*acc, "cpu"))
       return fsF_fail(iss, "R82", "pass CUDA devices to the strategy, or drop `accelerator=`",
@@ -724,18 +742,20 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   int sharded_ok = prec == FSF_P32 || prec == FSF_P16_TRUE || prec == FSF_PBF16_TRUE ||
                    prec == FSF_P16_MIXED || prec == FSF_PBF16_MIXED;
   char *pr = fsF_repr_str(prec_text ? (prec >= 0 ? prec_names[prec] : prec_text) : "32-true");
-  if (a.precision_plugins) {
+  int xla = cfg->cls == FSF_XLA || cfg->cls == FSF_SINGLE_XLA || cfg->cls == FSF_XLA_FSDP;
+  if (a.plugin_count[FSF_PT_PRECISION]) {
     /* a plugin object is the precision: none of the checks below (R80 on
      * the accelerator Fabric instantiated) */
     if (a.precision_plugin == FSF_PL_BNB && cfg->accel != FSF_CUDA)
       fsF_fail(iss, "R80", "use `accelerator=\"cuda\"` with BitsandbytesPrecision, or drop the plugin",
                "Bitsandbytes is only supported on CUDA GPUs.");
     /* the strategy takes the plugin through its precision setter (R84, R127) */
-    else if ((cfg->cls == FSF_FSDP && a.precision_plugin != FSF_PL_FSDP) ||
-             (cfg->cls == FSF_XLA_FSDP && a.precision_plugin != FSF_PL_XLA)) {
+    else if ((cfg->cls == FSF_FSDP && a.precision_plugin != FSF_PL_FSDP) || (xla && a.precision_plugin != FSF_PL_XLA)) {
       char *found = fsF_plugin_str((fsF_plugin)a.precision_plugin);
       if (cfg->cls == FSF_FSDP) fsF_check_fsdp_precision(found ? found : "?", iss);
-      else fsF_check_xla_fsdp_new(m, found ? found : "?", iss);
+      else if (cfg->cls == FSF_XLA_FSDP) fsF_check_xla_fsdp_new(m, found ? found : "?", iss);
+      else fsF_fail(iss, "R88", "pass `XLAPrecision(...)`, or give the precision to Fabric: `Fabric(precision=\"bf16-true\")`",
+                    "The XLA strategy can only work with the `XLAPrecision` plugin, found %s", found ? found : "?");
       free(found);
     }
   } else if (cfg->cls == FSF_MP && !(prec == FSF_P32 || prec == FSF_PBF16_MIXED || prec == FSF_PBF16_TRUE || prec == FSF_P16_TRUE)) {
@@ -758,6 +778,14 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   }
   free(pr);
   if (fsF_error(iss)) goto out;
+  /* R87: then the strategy's checkpoint_io setter; the XLA strategies take XLACheckpointIO only */
+  if (xla && a.plugin_count[FSF_PT_CHECKPOINT_IO] && a.checkpoint_io != FSF_PL_XLA_IO) {
+    char *found = fsF_plugin_str((fsF_plugin)a.checkpoint_io);
+    fsF_fail(iss, "R87", "pass `XLACheckpointIO()`, or no CheckpointIO plugin, with an XLA strategy",
+             "The XLA strategy can only work with the `XLACheckpointIO` plugin, found %s", found ? found : "?");
+    free(found);
+    goto out;
+  }
   if (prec == FSF_P16_MIXED && cfg->accel == FSF_CPU && cfg->cls != FSF_FSDP &&
       cfg->cls != FSF_DEEPSPEED && cfg->cls != FSF_MP) {
     fsF_warn(iss, "W8", "use `precision=\"bf16-mixed\"` on CPU",

@@ -101,6 +101,7 @@ typedef struct fsF_strategy_obj {
    * its `parallel_devices=[...]`'s first device (R82, R83) */
   int precision;
   fsF_pdev parallel_devices;
+  int checkpoint_io, cluster_environment; /* raisesD: given and not None (R85, R86) */
 } fsF_strategy_obj;
 #define FSF_STRATEGY_ACCEL_OTHER 99
 
@@ -200,6 +201,9 @@ typedef struct fsF_config {
   const char *bnb_ignore_modules; /* BitsandbytesPrecision: repr() of a non-empty ignore_modules, or NULL */
 } fsF_config;
 
+/* raisesD: the three plugin types Fabric's connector sorts `plugins=` into. */
+typedef enum fsF_ptype { FSF_PT_PRECISION, FSF_PT_CHECKPOINT_IO, FSF_PT_CLUSTER_ENV, FSF_PT__COUNT } fsF_ptype;
+
 /* The arguments of `Fabric(...)`; FSF_UNSET where the script passed none. */
 typedef struct fsF_args {
   fsF_value accelerator, strategy, devices, num_nodes, precision;
@@ -207,10 +211,13 @@ typedef struct fsF_args {
    * when not iterable, else its first item (a string's first character);
    * FSF_UNSET for None, an empty value, or one not known. */
   fsF_value plugin;
-  /* raisesD: the Precision plugin objects among `plugins=` (R78, R79, R80):
-   * how many, and the last one's fsF_plugin (Fabric keeps the last). */
-  int precision_plugins;
-  int precision_plugin;
+  /* raisesD: the plugin objects among `plugins=` (R78-R87): how many of
+   * each type, 1 + the position of each type's first one (0: none; Fabric
+   * names duplicated types in that order), and the last Precision's and
+   * CheckpointIO's fsF_plugin (Fabric keeps the last). */
+  int plugin_count[FSF_PT__COUNT];
+  int plugin_first[FSF_PT__COUNT];
+  int precision_plugin, checkpoint_io;
 } fsF_args;
 
 /* Resolves as Fabric's connector does (connector.py, then fabric.py's checks). Returns 0
@@ -416,8 +423,12 @@ int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues 
 
 typedef enum fsF_plugin {
   FSF_PL_NONE, FSF_PL_MIXED, FSF_PL_HALF, FSF_PL_DOUBLE, FSF_PL_FSDP, FSF_PL_DEEPSPEED,
-  FSF_PL_XLA, FSF_PL_BNB, FSF_PL_TE, FSF_PL__COUNT
+  FSF_PL_XLA, FSF_PL_BNB, FSF_PL_TE,
+  /* raisesD: the CheckpointIO and ClusterEnvironment plugins a script can make */
+  FSF_PL_TORCH_IO, FSF_PL_XLA_IO, FSF_PL_LIGHTNING_ENV, FSF_PL_TORCHELASTIC_ENV, FSF_PL__COUNT
 } fsF_plugin;
+/* Which of Fabric's plugin types k is. */
+fsF_ptype fsF_plugin_type(fsF_plugin k);
 
 /* A precision plugin's constructor arguments; NULL where not given (or not
  * known). Strings are borrowed. */
@@ -435,8 +446,12 @@ const char *fsF_plugin_name(fsF_plugin k);    /* "MixedPrecision", ... */
 fsF_plugin fsF_plugin_of(const char *class_name);
 /* The plugin's constructor, in its order of checks (R115-R119, R14, env). */
 int fsF_check_plugin_new(const fsF_plugin_args *p, const fsF_machine *m, fsF_issues *iss);
-/* `unsupported`: Fabric(plugins=...) with a precision plugin in a run. */
+/* `unsupported`: Fabric(plugins=...) with a plugin this runtime does not
+ * honour (a precision plugin, XLACheckpointIO, TorchElasticEnvironment) in a
+ * run; TorchCheckpointIO and LightningEnvironment are its defaults. */
 int fsF_check_plugin_runs(fsF_plugin k, fsF_issues *iss);
+/* Whether a run honours plugin k (the runtime's defaults). */
+int fsF_plugin_honoured(fsF_plugin k);
 
 /* raisesD R84: FSDPStrategy's precision, str() of it when it is not an
  * FSDPPrecision (NULL: FSDPPrecision or None, nothing to report). */
