@@ -56,14 +56,18 @@ static int api_loader(C *c, const cargs *a, cv *out) {
 }
 static int api_param(C *c, const cargs *a, cv *out) { *out = param_value(c, a); return 1; }
 
+/* raisesD: a device's type (fsF_pdev) for a strategy's parallel_devices (R82, R83). */
+fsF_pdev fsC_device_type(const fs_value *t) {
+  return !t || t->type != FSV_STR ? FSF_PD_NONE
+       : !strcmp(t->u.str.s, "cpu") ? FSF_PD_CPU
+       : !strcmp(t->u.str.s, "cuda") || !strncmp(t->u.str.s, "cuda:", 5) ? FSF_PD_CUDA : FSF_PD_OTHER;
+}
+
 static int api_device(C *c, const cargs *a, cv *out) {
   const fs_value *t = fsC_cval(fsC_arg(a, "type", NULL));
   int meta = t && t->type == FSV_STR && !strcmp(t->u.str.s, "meta");
-  /* a device's type (fsF_pdev) as its effect: a strategy's parallel_devices (R82, R83) */
-  fsF_pdev type = !t || t->type != FSV_STR ? FSF_PD_NONE
-                : !strcmp(t->u.str.s, "cpu") ? FSF_PD_CPU
-                : !strcmp(t->u.str.s, "cuda") || !strncmp(t->u.str.s, "cuda:", 5) ? FSF_PD_CUDA : FSF_PD_OTHER;
-  *out = fsC_new_ctx(c, meta ? CTX_META : CTX_DEVICE, meta ? 0 : (int)type, 0, a->call->loc);
+  /* the device's type as its effect */
+  *out = fsC_new_ctx(c, meta ? CTX_META : CTX_DEVICE, meta ? 0 : (int)fsC_device_type(t), 0, a->call->loc);
   return 1;
 }
 

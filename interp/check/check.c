@@ -1411,6 +1411,11 @@ static cv ev_call(C *c, const fs_node *n) {
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG && fn.id) { /* the real API's arguments: not bound */
     const fsSig *sig = fn.p;
     if (sig->kind == FSSIG_LAYER) return fsC_new_layer(c, sig, n, pos, npos, kw, kwv, nkw);
+    /* raisesD: torch.device("cpu"/"cuda"[, index]): a device of that type, as in a
+     * .fab (a strategy's parallel_devices, R82, R83); meta stays unknown here */
+    if (!strcmp(sig->name, "device") && npos && fsC_device_type(fsC_cval(&pos[0])) != FSF_PD_NONE &&
+        fsC_device_type(fsC_cval(&pos[0])) != FSF_PD_OTHER)
+      return fsC_new_ctx(c, CTX_DEVICE, (int)fsC_device_type(fsC_cval(&pos[0])), 0, n->loc);
     if (strcmp(sig->returns, "Tensor")) return fsC_unknown();
     cv t = {.k = CV_TENSOR}; /* computed from a set-up model's output when an argument is */
     for (size_t i = 0; i < npos + nkw && !t.id; i++) {
