@@ -646,6 +646,7 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather"))
     return fsF_check_collective(&f, iss);
   if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
+  if (!strcmp(m, "sharded_model")) return fsF_check_sharded_model(&f, iss); /* raisesD: W6 */
   if (!strcmp(m, "seed_everything")) { /* raisesA */
     const fs_value *x = fsC_cval(fsC_arg(a, "seed", NULL));
     return x && (x->type == FSV_INT || x->type == FSV_BOOL) ? fsF_check_seed(x->type == FSV_INT ? x->u.i : x->u.b, iss) : 0;
@@ -866,7 +867,10 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
     *out = fsC_new_ctx(c, CTX_INIT, cfg ? fsF_init_module_effect(cfg, ei) : FSF_INIT_NORMAL, fid, a->call->loc);
     return 1;
   }
-  if (!strcmp(m, "no_backward_sync")) { *out = fsC_new_ctx(c, CTX_OTHER, 0, fid, a->call->loc); return 1; }
+  if (!strcmp(m, "no_backward_sync") || !strcmp(m, "sharded_model")) {
+    *out = fsC_new_ctx(c, CTX_OTHER, 0, fid, a->call->loc);
+    return 1;
+  }
   if (!strcmp(m, "load") || !strcmp(m, "load_raw")) {
     /* what a checkpoint restores is initialized */
     const cv *sv = fsC_arg(a, !strcmp(m, "load") ? "state" : "obj", NULL);

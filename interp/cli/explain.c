@@ -258,6 +258,8 @@ static const explain_row rows[] = {
    "ModelParallelStrategy re-initializes parameters through `reset_parameters()`."},
   {"W5", "This strategy cannot skip gradient synchronization: `no_backward_sync` does nothing.",
    "DP and DeepSpeed synchronize inside their engines."},
+  {"W6", "`fabric.sharded_model()` is deprecated: use `fabric.init_module()`.",
+   "init_module() creates the model on the right device with the precision's dtype, and for FSDP and DeepSpeed stage 3 sharded or empty, which covers what sharded_model() did."},
   {"W7", "`strategy=\"dp\"` on CPU becomes ddp.", "DataParallel needs GPUs."},
   {"W8", "`precision=\"16-mixed\"` on CPU becomes bf16-mixed.", "CPU autocast has no float16."},
   {"W9", "`precision=16/\"16\"/\"bf16\"` are legacy names.", "The full names say whether the precision is mixed or true."},

@@ -772,6 +772,17 @@ NATIVE(fabric_init_module) {
   return r;
 }
 
+/* raisesD: sharded_model(): W6, the launch check, then a context that does
+ * nothing (Fabric's enable_wrap affects only explicit wrap() calls). */
+NATIVE(fabric_sharded_model) {
+  (void)s;
+  fabv *fv = FABV(self);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_sharded_model(&fv->f, &iss)) < 0) return NULL;
+  return fsE_make_ctx(3, fv->dev);
+}
+
 /* setup(module, *optimizers), setup_module(module), setup_optimizers(*optimizers):
  * module is NULL for the last, opts NULL for setup_module. */
 static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, const char *name,
@@ -1130,6 +1141,7 @@ static const fsE_reg fabric_funcs[] = {
   {"Fabric.setup_dataloaders", fabric_setup_dataloaders}, {"Fabric.backward", fabric_backward},
   {"Fabric.clip_gradients", fabric_clip_gradients}, {"Fabric.print", fabric_print},
   {"Fabric.no_backward_sync", fabric_no_backward_sync}, {"Fabric.to_device", fabric_to_device},
+  {"Fabric.sharded_model", fabric_sharded_model},
   {"Fabric.log", fabric_log}, {"Fabric.log_dict", fabric_log_dict},
   {"Fabric.barrier", fabric_barrier}, {"Fabric.all_reduce", fabric_all_reduce},
   {"Fabric.all_gather", fabric_all_gather}, {"Fabric.broadcast", fabric_broadcast},

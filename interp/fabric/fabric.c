@@ -493,6 +493,13 @@ int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss) 
 
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss) { return launched(f, iss); }
 
+/* raisesD: fabric.py's sharded_model(): the deprecation first, then the launch. */
+int fsF_check_sharded_model(const fsF_fabric *f, fsF_issues *iss) {
+  fsF_warn(iss, "W6", "use `fabric.init_module()`",
+           "`Fabric.sharded_model()` is deprecated in favor of `Fabric.init_module()`.");
+  return launched(f, iss);
+}
+
 int fsF_check_device(const fsF_fabric *f, fsF_issues *iss) {
   if ((f->cfg->cls == FSF_XLA || f->cfg->cls == FSF_XLA_FSDP) && !f->launched)
     return fsF_fail(iss, "R66", "use the device inside the function passed to `fabric.launch(fn)`",

@@ -342,6 +342,9 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss);
   "%s() of an FSDP-wrapped module is not supported at run time yet; use fabric.save / fabric.load"
 int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
                      const char *fn_name, int fn_nparams, fsF_issues *iss);
+/* raisesD: Fabric.sharded_model(): W6, then R16 (its context does nothing
+ * a script can see: enable_wrap affects only explicit wrap() calls). */
+int fsF_check_sharded_model(const fsF_fabric *f, fsF_issues *iss);
 int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss);
 /* barrier, broadcast, all_gather, all_reduce */
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss);

@@ -108,6 +108,8 @@ static const sigdoc docs[] = {
   {"Fabric.setup_dataloaders", "Wraps loaders: distributed sampler, device placement of batches."},
   {"Fabric.setup_module", "Wraps a model alone for the strategy (FSDP: shards and materializes it)."},
   {"Fabric.setup_optimizers", "Wraps optimizers created over an already set-up model."},
+  {"Fabric.sharded_model",
+   "Deprecated by Fabric (warning W6): a context for building a model to shard; fabric.init_module() replaces it."},
   {"Fabric.strategy", "The strategy object Fabric resolved (works with isinstance)."},
   {"Fabric.to_device", "Moves a tensor, module or collection of tensors to the rank's device."},
   {"Fabric.world_size", "The number of processes."},

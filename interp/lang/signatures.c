@@ -704,6 +704,8 @@ static const fsSig table[] = {
   /* the precision's contexts (issue 16; lib_precision.c) */
   {"Fabric.autocast", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
   {"Fabric.init_tensor", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
+  /* raisesD: the deprecated sharded_model() (W6; lib_fabric.c) */
+  {"Fabric.sharded_model", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
 
   M("Module.forward", p_forward, "Tensor"),
   M("Module.parameters", p_recurse, "list"),

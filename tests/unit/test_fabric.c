@@ -104,6 +104,7 @@
 #define SPEC_R82_1 "CPU parallel_devices set through DDPStrategy class, but accelerator set to cuda, please choose one device type"
 #define SPEC_R83_1 "GPU parallel_devices set through FSDPStrategy class, but accelerator set to cpu, please choose one device type"
 #define SPEC_R84_1 "The FSDP strategy can only work with the `FSDPPrecision` plugin, found <lightning.fabric.plugins.precision.amp.MixedPrecision object at 0x7f0000000000>"
+#define SPEC_W6_1 "`Fabric.sharded_model()` is deprecated in favor of `Fabric.init_module()`."
 #define SPEC_R78_2 "Received multiple values for CheckpointIO, Precision flags in `plugins`. Expected one value for each type at most."
 #define SPEC_R85_1 "checkpoint_io set through both strategy class and plugins, choose one"
 #define SPEC_R86_1 "cluster_environment set through both strategy class and plugins, choose one"
@@ -757,6 +758,12 @@ static void test_precision_plugin_flags(void **state) {
   resolve_ok(&(fsF_args){.plugin_count = {1, 1}, .plugin_first = {1, 2}, .precision_plugin = FSF_PL_XLA,
                          .checkpoint_io = FSF_PL_XLA_IO}, NULL, &tpu, &cfg, &iss);
   fsF_issues_free(&iss);
+  /* W6: sharded_model() on one device: the deprecation only */
+  env e;
+  env_open(&e, STR("auto"), "32-true", 1, 0);
+  assert_int_equal(fsF_check_sharded_model(&e.f, &e.iss), 0);
+  expect_issue(&e.iss, "W6", SPEC_W6_1);
+  env_close(&e);
   /* at "auto" the devices choose the accelerator: cpu on a machine with GPUs */
   resolve_ok(&(fsF_args){.strategy = ddp_cpus}, NULL, &gpu, &cfg, &iss);
   assert_int_equal(cfg.accel, FSF_CPU);
