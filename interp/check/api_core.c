@@ -123,6 +123,19 @@ static int api_loss(C *c, const cargs *a, cv *out) {
   return 1;
 }
 
+/* raisesD: suggested_max_num_workers(n): R89 for a known n < 1; an int */
+static int api_max_workers(C *c, const cargs *a, cv *out) {
+  const fs_value *x = fsC_cval(fsC_arg(a, "local_world_size", NULL));
+  if (x && x->type == FSV_INT) {
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    if (fsF_check_max_num_workers(x->u.i, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+    fsF_issues_free(&iss);
+  }
+  *out = fsC_unknown(); /* the machine's CPU count */
+  return 1;
+}
+
 static const fsC_reg builtin_rows[] = {
   {"Fabric", api_fabric},
   {"FSDPStrategy", api_strategy}, {"DDPStrategy", api_strategy}, {"DeepSpeedStrategy", api_strategy},
@@ -138,6 +151,7 @@ static const fsC_reg builtin_rows[] = {
   {"TorchCheckpointIO", fsC_api_plugin}, {"XLACheckpointIO", fsC_api_plugin},
   {"LightningEnvironment", fsC_api_plugin}, {"TorchElasticEnvironment", fsC_api_plugin},
   {"XLAFSDPStrategy", fsC_api_xla_fsdp},
+  {"suggested_max_num_workers", api_max_workers},
   {NULL, NULL},
 };
 

@@ -178,6 +178,8 @@ static const explain_row rows[] = {
    "XLA tensors must be moved to the CPU by torch_xla before torch.save; only XLACheckpointIO does that."},
   {"R88", "The XLA strategies xla and single XLA device take an XLAPrecision plugin only.",
    "XLA selects its precision through XLA_USE_BF16-style settings that only XLAPrecision makes."},
+  {"R89", "`suggested_max_num_workers(local_world_size)` takes at least one process per machine.",
+   "It divides the machine's CPUs among the processes on it; zero or fewer processes has no meaning."},
   {"R84", "The FSDP strategy takes an FSDPPrecision plugin only, given to `FSDPStrategy(precision=...)` or in `plugins=`.",
    "FSDP casts parameters, gradients and buffers through its own MixedPrecision config, which only FSDPPrecision builds."},
   /* strategies/ (R90-R109) */

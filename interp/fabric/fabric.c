@@ -697,6 +697,13 @@ int fsF_check_seed(int64_t seed, fsF_issues *iss) {
                   "%lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
 }
 
+/* raisesD: utilities/data.py's suggested_max_num_workers (R89). */
+int fsF_check_max_num_workers(int64_t local_world_size, fsF_issues *iss) {
+  if (local_world_size >= 1) return 0;
+  return fsF_fail(iss, "R89", "pass the number of processes on this machine: `fabric.world_size // num_nodes`, at least 1",
+                  "`local_world_size` should be >= 1, got %lld.", (long long)local_world_size);
+}
+
 int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss) {
   fsF_cls c = f->cfg->cls; /* the strategies without distributed_sampler_kwargs */
   if (c == FSF_SINGLE || c == FSF_SINGLE_XLA || c == FSF_DP || !l->foreign_batch_sampler) return 0;

@@ -393,6 +393,8 @@ int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_
 
 /* seed_everything(seed) (utilities/seed.py): R75, numpy's bounds. */
 int fsF_check_seed(int64_t seed, fsF_issues *iss);
+/* raisesD: suggested_max_num_workers(local_world_size) (R89). */
+int fsF_check_max_num_workers(int64_t local_world_size, fsF_issues *iss);
 /* ---- strategies/: the strategy objects' own checks (R90-R109, W20-W24) ---- */
 
 /* FSDPStrategy(...)'s arguments that its constructor validates (fsdp.py's

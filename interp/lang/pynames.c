@@ -115,6 +115,8 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning.fabric.plugins.precision.transformer_engine", "TransformerEnginePrecision", "", ""},
   {"lightning.fabric.strategies", "XLAFSDPStrategy", "", ""},
   {"lightning.fabric.strategies.xla_fsdp", "XLAFSDPStrategy", "", ""},
+  {"lightning.fabric.utilities", "suggested_max_num_workers", "", ""},
+  {"lightning.fabric.utilities.data", "suggested_max_num_workers", "", ""},
   /* raisesD: CheckpointIO and ClusterEnvironment plugins */
   {"lightning.fabric.plugins", "TorchCheckpointIO XLACheckpointIO LightningEnvironment TorchElasticEnvironment", "", ""},
   {"lightning.fabric.plugins.io", "TorchCheckpointIO XLACheckpointIO", "", ""},

@@ -489,6 +489,8 @@ static const sigdoc docs[] = {
   {"str.split", "The words of the string, split on sep (whitespace by default)."},
   {"str.startswith", "Whether the string starts with the prefix (or with one of a tuple of prefixes)."},
   {"str.upper", "The string in upper case."},
+  {"suggested_max_num_workers",
+   "Lightning's upper bound for DataLoader num_workers: max(1, CPUs // local_world_size - 1), the CPUs online here."},
   {"sum", "The sum of an iterable's items, plus start."},
   {"tanh", "The hyperbolic tangent of each element."},
   {"tensor", "A tensor from a number or nested lists of numbers."},

@@ -105,6 +105,7 @@
 #define SPEC_R83_1 "GPU parallel_devices set through FSDPStrategy class, but accelerator set to cpu, please choose one device type"
 #define SPEC_R84_1 "The FSDP strategy can only work with the `FSDPPrecision` plugin, found <lightning.fabric.plugins.precision.amp.MixedPrecision object at 0x7f0000000000>"
 #define SPEC_W6_1 "`Fabric.sharded_model()` is deprecated in favor of `Fabric.init_module()`."
+#define SPEC_R89_1 "`local_world_size` should be >= 1, got 0."
 #define SPEC_R78_2 "Received multiple values for CheckpointIO, Precision flags in `plugins`. Expected one value for each type at most."
 #define SPEC_R85_1 "checkpoint_io set through both strategy class and plugins, choose one"
 #define SPEC_R86_1 "cluster_environment set through both strategy class and plugins, choose one"
@@ -761,6 +762,10 @@ static void test_precision_plugin_flags(void **state) {
   /* W6: sharded_model() on one device: the deprecation only */
   env e;
   env_open(&e, STR("auto"), "32-true", 1, 0);
+  /* R89: suggested_max_num_workers' bound */
+  assert_int_equal(fsF_check_max_num_workers(1, &e.iss), 0);
+  assert_int_equal(fsF_check_max_num_workers(0, &e.iss), -1);
+  expect_issue(&e.iss, "R89", SPEC_R89_1);
   assert_int_equal(fsF_check_sharded_model(&e.f, &e.iss), 0);
   expect_issue(&e.iss, "W6", SPEC_W6_1);
   env_close(&e);
