@@ -56,10 +56,18 @@ static int api_loader(C *c, const cargs *a, cv *out) {
 }
 static int api_param(C *c, const cargs *a, cv *out) { *out = param_value(c, a); return 1; }
 
+/* raisesD: a device's type (fsF_pdev) for a strategy's parallel_devices (R82, R83). */
+fsF_pdev fsC_device_type(const fs_value *t) {
+  return !t || t->type != FSV_STR ? FSF_PD_NONE
+       : !strcmp(t->u.str.s, "cpu") ? FSF_PD_CPU
+       : !strcmp(t->u.str.s, "cuda") || !strncmp(t->u.str.s, "cuda:", 5) ? FSF_PD_CUDA : FSF_PD_OTHER;
+}
+
 static int api_device(C *c, const cargs *a, cv *out) {
   const fs_value *t = fsC_cval(fsC_arg(a, "type", NULL));
   int meta = t && t->type == FSV_STR && !strcmp(t->u.str.s, "meta");
-  *out = fsC_new_ctx(c, meta ? CTX_META : CTX_DEVICE, 0, 0, a->call->loc);
+  /* the device's type as its effect */
+  *out = fsC_new_ctx(c, meta ? CTX_META : CTX_DEVICE, meta ? 0 : (int)fsC_device_type(t), 0, a->call->loc);
   return 1;
 }
 
@@ -115,6 +123,19 @@ static int api_loss(C *c, const cargs *a, cv *out) {
   return 1;
 }
 
+/* raisesD: suggested_max_num_workers(n): R89 for a known n < 1; an int */
+static int api_max_workers(C *c, const cargs *a, cv *out) {
+  const fs_value *x = fsC_cval(fsC_arg(a, "local_world_size", NULL));
+  if (x && x->type == FSV_INT) {
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    if (fsF_check_max_num_workers(x->u.i, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+    fsF_issues_free(&iss);
+  }
+  *out = fsC_unknown(); /* the machine's CPU count */
+  return 1;
+}
+
 static const fsC_reg builtin_rows[] = {
   {"Fabric", api_fabric},
   {"FSDPStrategy", api_strategy}, {"DDPStrategy", api_strategy}, {"DeepSpeedStrategy", api_strategy},
@@ -127,7 +148,10 @@ static const fsC_reg builtin_rows[] = {
   {"MixedPrecision", fsC_api_plugin}, {"HalfPrecision", fsC_api_plugin}, {"DoublePrecision", fsC_api_plugin},
   {"FSDPPrecision", fsC_api_plugin}, {"DeepSpeedPrecision", fsC_api_plugin}, {"XLAPrecision", fsC_api_plugin},
   {"BitsandbytesPrecision", fsC_api_plugin}, {"TransformerEnginePrecision", fsC_api_plugin},
+  {"TorchCheckpointIO", fsC_api_plugin}, {"XLACheckpointIO", fsC_api_plugin},
+  {"LightningEnvironment", fsC_api_plugin}, {"TorchElasticEnvironment", fsC_api_plugin},
   {"XLAFSDPStrategy", fsC_api_xla_fsdp},
+  {"suggested_max_num_workers", api_max_workers},
   {NULL, NULL},
 };
 

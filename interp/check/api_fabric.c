@@ -136,6 +136,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
+  fsC_plugins_args(c, a, &fa);
   if (c->ncfgs == c->capcfgs) {
     c->capcfgs = c->capcfgs ? 2 * c->capcfgs : 4;
     c->cfgs = fsA_xrealloc(c->cfgs, c->capcfgs * sizeof *c->cfgs);
@@ -202,6 +203,28 @@ static const cv *kwarg_named(const cargs *a, const char *name) {
   return NULL;
 }
 
+/* raisesD: the strategy's own `precision=`, `checkpoint_io=` and
+ * `cluster_environment=` (R81, R85, R86: given and not None; a value
+ * not known counts as not given) and its parallel_devices' first device
+ * (R82, R83: torch.device objects of a known type, else no rule). */
+static void strategy_plugins_devices(C *c, const cargs *a, fsF_strategy_obj *s) {
+  const cv *p = kwarg_named(a, "precision");
+  const fs_value *x = p ? fsC_cval(p) : NULL;
+  s->precision = p && (p->k == CV_OBJ ? fsC_is(p, OB_PLUGIN, c) : x && fsV_truthy(x));
+  const char *const given[2] = {"checkpoint_io", "cluster_environment"};
+  int *flag[2] = {&s->checkpoint_io, &s->cluster_environment};
+  for (int i = 0; i < 2; i++) {
+    const cv *g = kwarg_named(a, given[i]);
+    const fs_value *gx = g ? fsC_cval(g) : NULL;
+    *flag[i] = g && (g->k == CV_OBJ ? fsC_is(g, OB_PLUGIN, c) : gx && fsV_truthy(gx));
+  }
+  const cv *d = kwarg_named(a, "parallel_devices");
+  if (!d || d->k != CV_SEQ || fsC_unsized(d) || !d->n) return;
+  const cv *first = &((const cv *)d->p)[0];
+  if (fsC_is(first, OB_CTX, c) && fsC_o(c, first->id)->ctx == CTX_DEVICE)
+    s->parallel_devices = (fsF_pdev)fsC_o(c, first->id)->effect;
+}
+
 /* str() of a script class, `<class '__main__.Block'>`; NULL for any other
  * value (torch's classes print their module path, which the check does not
  * model: W20 is then not reported). */
@@ -253,6 +276,24 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   const fs_value *x = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
   if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
     s->state_dict_unknown = x->u.str.s; /* a constant: lives as long as the check */
+  /* raisesD: the precision setter runs first (R84): a plugin object other
+   * than FSDPPrecision, or a known value that is not None */
+  const cv *pv = kwarg_named(a, "precision");
+  char *found = NULL;
+  if (pv && fsC_is(pv, OB_PLUGIN, c)) {
+    if (fsC_o(c, pv->id)->plugin != FSF_PL_FSDP) found = fsF_plugin_str((fsF_plugin)fsC_o(c, pv->id)->plugin);
+  } else if (pv && fsC_cval(pv) && !fsC_is_none(pv)) {
+    found = fsV_tostr(fsC_cval(pv));
+  }
+  if (found) {
+    fsF_issues pi;
+    fsF_issues_init(&pi);
+    fsF_check_fsdp_precision(found, &pi);
+    fsC_report_issues(c, &pi, a->call->loc, 1);
+    fsF_issues_free(&pi);
+    free(found);
+    return;
+  }
   fsF_fsdp_ctor f = {0};
   const cv *ac = kwarg_named(a, "activation_checkpointing");
   f.activation_checkpointing = ac && !fsC_is_none(ac);
@@ -308,6 +349,7 @@ cv fsC_new_strategy(C *c, const cargs *a) {
                     : !strcmp(x->u.str.s, "fork") ? FSF_START_FORK : FSF_START_SPAWN;
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
   s->accelerator = strategy_accelerator(a);
+  strategy_plugins_devices(c, a, s);
   if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
   if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
   if (s->cls == FSF_MP) {
@@ -604,6 +646,7 @@ static int v_simple(C *c, paths *e, const void *p, fsF_issues *iss) {
   if (!strcmp(m, "barrier") || !strcmp(m, "broadcast") || !strcmp(m, "all_gather"))
     return fsF_check_collective(&f, iss);
   if (!strcmp(m, "device") || !strcmp(m, "to_device")) return fsF_check_device(&f, iss);
+  if (!strcmp(m, "sharded_model")) return fsF_check_sharded_model(&f, iss); /* raisesD: W6 */
   if (!strcmp(m, "seed_everything")) { /* raisesA */
     const fs_value *x = fsC_cval(fsC_arg(a, "seed", NULL));
     return x && (x->type == FSV_INT || x->type == FSV_BOOL) ? fsF_check_seed(x->type == FSV_INT ? x->u.i : x->u.b, iss) : 0;
@@ -824,7 +867,10 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
     *out = fsC_new_ctx(c, CTX_INIT, cfg ? fsF_init_module_effect(cfg, ei) : FSF_INIT_NORMAL, fid, a->call->loc);
     return 1;
   }
-  if (!strcmp(m, "no_backward_sync")) { *out = fsC_new_ctx(c, CTX_OTHER, 0, fid, a->call->loc); return 1; }
+  if (!strcmp(m, "no_backward_sync") || !strcmp(m, "sharded_model")) {
+    *out = fsC_new_ctx(c, CTX_OTHER, 0, fid, a->call->loc);
+    return 1;
+  }
   if (!strcmp(m, "load") || !strcmp(m, "load_raw")) {
     /* what a checkpoint restores is initialized */
     const cv *sv = fsC_arg(a, !strcmp(m, "load") ? "state" : "obj", NULL);

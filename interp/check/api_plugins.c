@@ -159,19 +159,41 @@ int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out) {
   return 1;
 }
 
-/* The precision plugin object among Fabric(plugins=...)'s, or NULL. */
-static const cobj *plugin_arg(C *c, const cargs *a, const fs_node **node) {
+/* The first precision plugin object among Fabric(plugins=...)'s (runs 0),
+ * or the first one a run does not honour (runs 1); NULL when none. */
+static const cobj *plugin_arg(C *c, const cargs *a, const fs_node **node, int runs) {
   const cv *v = fsC_arg(a, "plugins", node);
   if (!v) return NULL;
   const cv *items = v->k == CV_SEQ && !fsC_unsized(v) ? v->p : v;
   uint32_t n = v->k == CV_SEQ && !fsC_unsized(v) ? v->n : 1;
   for (uint32_t i = 0; i < n; i++)
-    if (fsC_is(&items[i], OB_PLUGIN, c)) return fsC_o(c, items[i].id);
+    if (fsC_is(&items[i], OB_PLUGIN, c) && (runs ? !fsF_plugin_honoured(fsC_o(c, items[i].id)->plugin)
+                                              : fsF_plugin_type(fsC_o(c, items[i].id)->plugin) == FSF_PT_PRECISION))
+      return fsC_o(c, items[i].id);
   return NULL;
 }
 
+void fsC_plugins_args(C *c, const cargs *a, fsF_args *fa) {
+  memset(fa->plugin_count, 0, sizeof fa->plugin_count);
+  memset(fa->plugin_first, 0, sizeof fa->plugin_first);
+  fa->precision_plugin = fa->checkpoint_io = 0;
+  const cv *v = fsC_arg(a, "plugins", NULL);
+  if (!v) return;
+  const cv *items = v->k == CV_SEQ && !fsC_unsized(v) ? v->p : v;
+  uint32_t n = v->k == CV_SEQ && !fsC_unsized(v) ? v->n : 1;
+  int seen = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (fsC_is(&items[i], OB_PLUGIN, c)) {
+      fsF_plugin k = (fsF_plugin)fsC_o(c, items[i].id)->plugin;
+      fsF_ptype t = fsF_plugin_type(k);
+      if (!fa->plugin_count[t]++) fa->plugin_first[t] = ++seen;
+      if (t == FSF_PT_PRECISION) fa->precision_plugin = k;
+      if (t == FSF_PT_CHECKPOINT_IO) fa->checkpoint_io = k;
+    }
+}
+
 void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg) {
-  const cobj *p = plugin_arg(c, a, NULL);
+  const cobj *p = plugin_arg(c, a, NULL, 0);
   if (!p) return;
   cfg->plugin = p->plugin;
   cfg->bnb_ignore_modules = p->plugin_text;
@@ -179,7 +201,7 @@ void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg) {
 
 void fsC_plugins_run(C *c, const cargs *a) {
   const fs_node *node = NULL;
-  const cobj *p = plugin_arg(c, a, &node);
+  const cobj *p = plugin_arg(c, a, &node, 1);
   if (!p || c->python || !c->o->will_run) return;
   fsF_issues iss;
   fsF_issues_init(&iss);

@@ -922,6 +922,18 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
       return fsC_unsized_seq(c, items, k, tuple);
     return seq(c, items, k, tuple);
   }
+  /* raisesD: a sized list of objects times a known count, up to 64 items
+   * (`[torch.device("cpu")] * 2`, a strategy's parallel_devices): the items
+   * repeated; a list of constants is a constant (above) */
+  const fs_value *count = fsC_cval(&b);
+  if (op == FS_OP_MUL && a.k == CV_SEQ && !fsC_unsized(&a) && count && count->type == FSV_INT) {
+    int64_t times = count->u.i < 0 ? 0 : count->u.i;
+    if (times > 64 || (int64_t)a.n * times > 64) return fsC_unknown();
+    size_t total = (size_t)a.n * (size_t)times;
+    cv *items = fsC_alloc(c, (total ? total : 1) * sizeof *items);
+    for (size_t i = 0; i < total; i++) items[i] = ((const cv *)a.p)[i % a.n];
+    return seq(c, items, total, (a.sub & SEQ_TUPLE) != 0);
+  }
   return fsC_unknown();
 }
 
@@ -1399,6 +1411,11 @@ static cv ev_call(C *c, const fs_node *n) {
   if (fn.k == CV_CLASS && fn.sub == CLS_SIG && fn.id) { /* the real API's arguments: not bound */
     const fsSig *sig = fn.p;
     if (sig->kind == FSSIG_LAYER) return fsC_new_layer(c, sig, n, pos, npos, kw, kwv, nkw);
+    /* raisesD: torch.device("cpu"/"cuda"[, index]): a device of that type, as in a
+     * .fab (a strategy's parallel_devices, R82, R83); meta stays unknown here */
+    if (!strcmp(sig->name, "device") && npos && fsC_device_type(fsC_cval(&pos[0])) != FSF_PD_NONE &&
+        fsC_device_type(fsC_cval(&pos[0])) != FSF_PD_OTHER)
+      return fsC_new_ctx(c, CTX_DEVICE, (int)fsC_device_type(fsC_cval(&pos[0])), 0, n->loc);
     if (strcmp(sig->returns, "Tensor")) return fsC_unknown();
     cv t = {.k = CV_TENSOR}; /* computed from a set-up model's output when an argument is */
     for (size_t i = 0; i < npos + nkw && !t.id; i++) {

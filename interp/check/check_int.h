@@ -319,6 +319,10 @@ void fsC_plugins_run(C *c, const cargs *a);
 void fsC_te_layers(C *c, uint32_t fabric, const cv *model);
 /* Fabric(plugins=...): the precision plugin object's facts in the resolved cfg. */
 void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg);
+/* raisesD: the Precision plugin objects among Fabric(plugins=...) into fa (R78-R80). */
+void fsC_plugins_args(C *c, const cargs *a, fsF_args *fa);
+/* raisesD: torch.device(type)'s type as fsF_pdev (FSF_PD_NONE: not a known str). */
+fsF_pdev fsC_device_type(const fs_value *t);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 

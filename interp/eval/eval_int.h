@@ -115,6 +115,12 @@ extern const fsE_lib fsE_lib_files;   /* NumPy, token, CSV and image files; tran
 extern const fsE_lib fsE_lib_plugins; /* precision plugins, XLAFSDPStrategy (lib_plugins.c) */
 /* Fabric(plugins=...): `unsupported` for a precision plugin (reported; rc < 0). */
 int fsE_check_plugins(fsE_ctx *E, const fsV_args *a, const fs_value *plugins);
+/* raisesD: the Precision plugin objects among Fabric(plugins=...) into fa (R78-R80). */
+void fsE_plugins_args(const fs_value *plugins, fsF_args *fa);
+/* raisesD: whether v is a plugin object (Precision, CheckpointIO, ClusterEnvironment). */
+int fsE_is_plugin(const fs_value *v);
+/* raisesD R84: str() of FSDPStrategy's precision= when it is not an FSDPPrecision (or None); malloc'd. */
+char *fsE_fsdp_precision_found(const fs_value *v);
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */

@@ -863,7 +863,21 @@ NATIVE(dl_num_workers) { return fsV_int(LV(self)->num_workers); }
 NATIVE(dl_batch_sampler) { return LV(self)->batch_sampler ? fsV_retain(LV(self)->batch_sampler) : fsV_none(); }
 NATIVE(dl_generator) { return LV(self)->generator ? fsV_retain(LV(self)->generator) : fsV_none(); }
 
+/* raisesD: lightning's suggested_max_num_workers(local_world_size): R89
+ * below 1, else max(1, cpus // local_world_size - 1), the CPUs being this
+ * machine's online ones (Python counts its affinity mask) */
+NATIVE(d_max_num_workers) {
+  (void)self;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_max_num_workers(s[0]->u.i, &iss)) < 0) return NULL;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t n = (cpus < 1 ? 1 : cpus) / s[0]->u.i - 1;
+  return fsV_int(n < 1 ? 1 : n);
+}
+
 static const fsE_reg data_funcs[] = {
+  {"suggested_max_num_workers", d_max_num_workers},
   {"FashionMNIST", d_fashion}, {"MNIST", d_mnist}, {"TextDataset", d_text},
   {"RandomDataset", d_random}, {"DataLoader", d_loader},
   {"TensorDataset", d_tensor_dataset}, {"Subset", d_subset}, {"ConcatDataset", d_concat},

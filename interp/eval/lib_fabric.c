@@ -390,8 +390,9 @@ static fsF_value fvalue(const fs_value *v, int64_t *ints, size_t cap, char **rep
 static fsF_value first_plugin(const fs_value *v, char *ch, int64_t *ints, char **repr) {
   fsF_value none = {.kind = FSF_UNSET};
   if (v->type == FSV_NONE) return none;
-  if (v->type == FSV_LIST || v->type == FSV_TUPLE)
-    return v->u.seq.n ? fvalue(v->u.seq.items[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (v->type == FSV_LIST || v->type == FSV_TUPLE) /* raisesD: a plugin object is of a valid type */
+    return v->u.seq.n && !fsE_is_plugin(v->u.seq.items[0]) ? fvalue(v->u.seq.items[0], ints, FSF_MAX_GPUS, repr) : none;
+  if (fsE_is_plugin(v)) return none;
   if (v->type == FSV_DICT)
     return v->u.dict.n ? fvalue(v->u.dict.keys[0], ints, FSF_MAX_GPUS, repr) : none;
   if (v->type == FSV_STR) {
@@ -487,6 +488,7 @@ NATIVE(f_fabric) {
   char plugin_ch[8], *plugin_repr = NULL;
   int64_t plugin_ints[FSF_MAX_GPUS];
   fa.plugin = first_plugin(s[5], plugin_ch, plugin_ints, &plugin_repr);
+  fsE_plugins_args(s[5], &fa);
   char *declared = NULL; /* the check said so in its note */
   fsF_machine d;
   if (o->plan && o->preflight && fsF_declared_machine(&fa, &ov, &m, &d, &declared)) m = d;
@@ -768,6 +770,17 @@ NATIVE(fabric_init_module) {
   if (r) fsE_precision_ctx(r->u.obj.data, &fv->cfg, false);
   fsF_issues_free(&iss);
   return r;
+}
+
+/* raisesD: sharded_model(): W6, the launch check, then a context that does
+ * nothing (Fabric's enable_wrap affects only explicit wrap() calls). */
+NATIVE(fabric_sharded_model) {
+  (void)s;
+  fabv *fv = FABV(self);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_sharded_model(&fv->f, &iss)) < 0) return NULL;
+  return fsE_make_ctx(3, fv->dev);
 }
 
 /* setup(module, *optimizers), setup_module(module), setup_optimizers(*optimizers):
@@ -1128,6 +1141,7 @@ static const fsE_reg fabric_funcs[] = {
   {"Fabric.setup_dataloaders", fabric_setup_dataloaders}, {"Fabric.backward", fabric_backward},
   {"Fabric.clip_gradients", fabric_clip_gradients}, {"Fabric.print", fabric_print},
   {"Fabric.no_backward_sync", fabric_no_backward_sync}, {"Fabric.to_device", fabric_to_device},
+  {"Fabric.sharded_model", fabric_sharded_model},
   {"Fabric.log", fabric_log}, {"Fabric.log_dict", fabric_log_dict},
   {"Fabric.barrier", fabric_barrier}, {"Fabric.all_reduce", fabric_all_reduce},
   {"Fabric.all_gather", fabric_all_gather}, {"Fabric.broadcast", fabric_broadcast},

@@ -69,6 +69,14 @@ NATIVE(pl_deepspeed) { (void)self; return make_plugin(E, a, FSF_PL_DEEPSPEED, s[
 NATIVE(pl_xla) { (void)self; return make_plugin(E, a, FSF_PL_XLA, s[0], NULL, NULL, NULL); }
 NATIVE(pl_bnb) { (void)self; return make_plugin(E, a, FSF_PL_BNB, NULL, NULL, s[0], s[1]); }
 NATIVE(pl_te) { (void)self; (void)s; return make_plugin(E, a, FSF_PL_TE, NULL, NULL, NULL, NULL); }
+/* raisesD: the CheckpointIO and ClusterEnvironment plugins (no arguments checked) */
+NATIVE(pl_torch_io) { (void)self; (void)s; return make_plugin(E, a, FSF_PL_TORCH_IO, NULL, NULL, NULL, NULL); }
+NATIVE(pl_xla_io) { (void)self; (void)s; return make_plugin(E, a, FSF_PL_XLA_IO, NULL, NULL, NULL, NULL); }
+NATIVE(pl_lightning_env) { (void)self; (void)s; return make_plugin(E, a, FSF_PL_LIGHTNING_ENV, NULL, NULL, NULL, NULL); }
+NATIVE(pl_torchelastic_env) {
+  (void)self, (void)s;
+  return make_plugin(E, a, FSF_PL_TORCHELASTIC_ENV, NULL, NULL, NULL, NULL);
+}
 
 /* slots: XLAFSDPStrategy's parameters in signatures.c order (precision: 3) */
 NATIVE(xla_fsdp_strategy) {
@@ -87,13 +95,38 @@ NATIVE(xla_fsdp_strategy) {
   return rc < 0 ? NULL : fsE_strategy_value(FSF_XLA_FSDP);
 }
 
+int fsE_is_plugin(const fs_value *v) { return fsV_objdata(v, &plugin_class) != NULL; }
+
+char *fsE_fsdp_precision_found(const fs_value *v) {
+  if (!v || v->type == FSV_NONE) return NULL;
+  const fsF_plugin *k = fsV_objdata(v, &plugin_class);
+  if (k) return *k == FSF_PL_FSDP ? NULL : fsF_plugin_str(*k);
+  return fsV_tostr(v);
+}
+
+void fsE_plugins_args(const fs_value *plugins, fsF_args *fa) {
+  memset(fa->plugin_count, 0, sizeof fa->plugin_count);
+  memset(fa->plugin_first, 0, sizeof fa->plugin_first);
+  fa->precision_plugin = fa->checkpoint_io = 0;
+  int seq = plugins->type == FSV_LIST || plugins->type == FSV_TUPLE, seen = 0;
+  size_t n = seq ? plugins->u.seq.n : 1;
+  for (size_t i = 0; i < n; i++) {
+    const fsF_plugin *k = fsV_objdata(seq ? plugins->u.seq.items[i] : plugins, &plugin_class);
+    if (!k) continue;
+    fsF_ptype t = fsF_plugin_type(*k);
+    if (!fa->plugin_count[t]++) fa->plugin_first[t] = ++seen;
+    if (t == FSF_PT_PRECISION) fa->precision_plugin = *k;
+    if (t == FSF_PT_CHECKPOINT_IO) fa->checkpoint_io = *k;
+  }
+}
+
 int fsE_check_plugins(fsE_ctx *E, const fsV_args *a, const fs_value *plugins) {
   size_t n = plugins->type == FSV_LIST || plugins->type == FSV_TUPLE ? plugins->u.seq.n : 1;
   for (size_t i = 0; i < n; i++) {
     const fs_value *p = n == 1 && plugins->type != FSV_LIST && plugins->type != FSV_TUPLE
                             ? plugins : plugins->u.seq.items[i];
     const fsF_plugin *k = fsV_objdata(p, &plugin_class);
-    if (!k) continue;
+    if (!k || fsF_plugin_honoured(*k)) continue;
     fsF_issues iss;
     fsF_issues_init(&iss);
     return fsE_fabric_issues(E, a, &iss, fsF_check_plugin_runs(*k, &iss));
@@ -105,6 +138,8 @@ static const fsE_reg plugin_funcs[] = {
   {"MixedPrecision", pl_mixed}, {"HalfPrecision", pl_half}, {"DoublePrecision", pl_double},
   {"FSDPPrecision", pl_fsdp}, {"DeepSpeedPrecision", pl_deepspeed}, {"XLAPrecision", pl_xla},
   {"BitsandbytesPrecision", pl_bnb}, {"TransformerEnginePrecision", pl_te},
+  {"TorchCheckpointIO", pl_torch_io}, {"XLACheckpointIO", pl_xla_io},
+  {"LightningEnvironment", pl_lightning_env}, {"TorchElasticEnvironment", pl_torchelastic_env},
   {"XLAFSDPStrategy", xla_fsdp_strategy},
   {NULL, NULL},
 };

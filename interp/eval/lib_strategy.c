@@ -67,12 +67,26 @@ const char *fsE_strategy_class_name(const fs_value *v) {
 }
 
 /* raisesA: the strategy's `accelerator=` (a **kwargs entry of the class
- * `cls`'s signature) as fsF_strategy_obj.accelerator encodes it (R73). */
-static int kw_accelerator(const char *cls, fs_value *const *s) {
+ * `cls`'s signature) as fsF_strategy_obj.accelerator encodes it (R73);
+ * raisesD: its `precision=`, `checkpoint_io=`, `cluster_environment=`
+ * (R81, R85, R86) and parallel_devices' first device type
+ * (R82, R83), as the checker reads them (api_fabric.c). */
+static int kw_accelerator(const char *cls, fs_value *const *s, fsF_strategy_obj *so) {
   static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
   const fsSig *sig = fsSig_find(cls);
   for (size_t i = 0; sig && i < sig->nparams; i++) {
     if (!(sig->params[i].flags & FSSIG_VARKW) || s[i]->type != FSV_DICT) continue;
+    const fs_value *p = fsV_dict_getstr(s[i], "precision");
+    so->precision = p && fsV_truthy(p);
+    const fs_value *io = fsV_dict_getstr(s[i], "checkpoint_io"), *env = fsV_dict_getstr(s[i], "cluster_environment");
+    so->checkpoint_io = io && fsV_truthy(io);
+    so->cluster_environment = env && fsV_truthy(env);
+    const fs_value *d = fsV_dict_getstr(s[i], "parallel_devices");
+    const ctxv *dev = d && (d->type == FSV_LIST || d->type == FSV_TUPLE) && d->u.seq.n
+                          ? fsV_objdata(d->u.seq.items[0], &fsE_ctx_class) : NULL;
+    if (d && fsV_truthy(d))
+      so->parallel_devices = !dev || dev->kind != 0 ? FSF_PD_OTHER
+                           : dev->dev == FS_DEV_CPU ? FSF_PD_CPU : dev->dev == FS_DEV_CUDA ? FSF_PD_CUDA : FSF_PD_OTHER;
     const fs_value *x = fsV_dict_getstr(s[i], "accelerator");
     if (!x || !fsV_truthy(x)) return 0;
     for (int j = 0; x->type == FSV_STR && j < 5; j++)
@@ -114,6 +128,15 @@ static int checkpointing_strs(const fs_value *v, char **str, char **set) {
  * runs them; an unknown state_dict_type is refused at save (R90). */
 NATIVE(s_fsdp) {
   fsF_strategy_obj so = no_kwargs;
+  /* raisesD: the precision setter runs first (R84) */
+  char *found = fsE_fsdp_precision_found(fsV_dict_getstr(s[7], "precision"));
+  if (found) {
+    fsF_issues pi;
+    fsF_issues_init(&pi);
+    int prc = fsE_fabric_issues(E, a, &pi, fsF_check_fsdp_precision(found, &pi));
+    free(found);
+    if (prc < 0) return NULL;
+  }
   so.cls = FSF_FSDP;
   so.auto_wrap_policy = s[0]->type != FSV_NONE;
   so.cpu_offload = fsV_truthy(s[2]);
@@ -137,7 +160,7 @@ NATIVE(s_fsdp) {
     fsV_seterr("out of memory");
     return NULL;
   }
-  so.accelerator = kw_accelerator("FSDPStrategy", s);
+  so.accelerator = kw_accelerator("FSDPStrategy", s, &so);
   f.ac_str = str;
   f.ac_set_str = set;
   fsF_issues iss;
@@ -160,7 +183,7 @@ NATIVE(s_ddp) {
     fsV_seterr("DDPStrategy(): start_method must be 'popen', 'spawn' or 'fork', not '%s'", m);
     return NULL;
   }
-  so.accelerator = kw_accelerator("DDPStrategy", s);
+  so.accelerator = kw_accelerator("DDPStrategy", s, &so);
   return strategy_value(so, NULL);
 }
 
@@ -169,7 +192,7 @@ NATIVE(s_deepspeed) {
   so.cls = FSF_DEEPSPEED;
   so.stage = (int)fsE_ival(s[1]);
   so.cpu_offload = fsV_truthy(s[2]) || fsV_truthy(s[3]);
-  so.accelerator = kw_accelerator("DeepSpeedStrategy", s);
+  so.accelerator = kw_accelerator("DeepSpeedStrategy", s, &so);
   return strategy_value(so, NULL);
 }
 

@@ -507,10 +507,11 @@ static int mps_with_parallel_strategy(const fsF_value *strategy, const char *acc
   return -1;
 }
 
-/* R72: no plugin class exists in a script, so any plugin Fabric looks at is
- * of an invalid type.  R73: a strategy object's own `accelerator=` with an
+/* R72: a plugin Fabric looks at that is not a plugin object is of an
+ * invalid type.  R73: a strategy object's own `accelerator=` with an
  * accelerator flag; with the flag at auto, the strategy's becomes the flag. */
-static int plugin_or_strategy_flags(const fsF_args *a, const char **acc, fsF_issues *iss) {
+static int plugin_or_strategy_flags(const fsF_args *a, const char *precision_input, const char **acc,
+                                    fsF_issues *iss) {
   if (a->plugin.kind != FSF_UNSET) {
     char *text = fsF_value_str(&a->plugin);
     fsF_fail(iss, "R72", "drop `plugins=`: select the precision with `precision=`",
@@ -519,13 +520,63 @@ static int plugin_or_strategy_flags(const fsF_args *a, const char **acc, fsF_iss
     free(text);
     return -1;
   }
-  if (a->strategy.kind != FSF_STRATEGY || !a->strategy.strategy.accelerator) return 0;
-  if (strcmp(*acc, "auto"))
-    return fsF_fail(iss, "R73", "pass the accelerator once: either to the strategy or to `Fabric(accelerator=...)`",
-                    "accelerator set through both strategy class and accelerator flag, choose one");
-  static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
-  int k = a->strategy.strategy.accelerator - 1;
-  if (k >= 0 && k < 5) *acc = names[k];
+  /* R78: a plugin type given twice, named in the order Fabric's Counter
+   * met them; R79: the precision given by name, as Fabric unified it */
+  static const char *const type_names[FSF_PT__COUNT] = {"Precision", "CheckpointIO", "ClusterEnvironment"};
+  fsV_buf dup = {0};
+  for (int pos = 1; pos <= FSF_PT__COUNT; pos++)
+    for (int t = 0; t < FSF_PT__COUNT; t++)
+      if (a->plugin_first[t] && a->plugin_first[t] == pos && a->plugin_count[t] > 1)
+        fsV_buf_printf(&dup, "%s%s", dup.n ? ", " : "", type_names[t]);
+  if (dup.n) {
+    char *names = fsF_buf_take(&dup);
+    fsF_fail(iss, "R78", "pass at most one plugin of each type in `plugins=`",
+             "Received multiple values for %s flags in `plugins`. Expected one value for each type at most.",
+             names ? names : "?");
+    free(names);
+    return -1;
+  }
+  free(dup.s);
+  if (a->plugin_count[FSF_PT_PRECISION] && precision_input) {
+    char *plugin = fsF_plugin_str((fsF_plugin)a->precision_plugin);
+    fsF_fail(iss, "R79", "choose the precision once: drop `precision=` or the precision plugin",
+             "Received both `precision=%s` and `plugins=%s`. Choose one.", precision_input, plugin ? plugin : "?");
+    free(plugin);
+    return -1;
+  }
+  if (a->strategy.kind != FSF_STRATEGY) return 0;
+  const fsF_strategy_obj *obj = &a->strategy.strategy;
+  if (obj->accelerator) {
+    if (strcmp(*acc, "auto"))
+      return fsF_fail(iss, "R73", "pass the accelerator once: either to the strategy or to `Fabric(accelerator=...)`",
+                      "accelerator set through both strategy class and accelerator flag, choose one");
+    static const char *const names[] = {"cpu", "cuda", "mps", "tpu", "gpu"};
+    int k = obj->accelerator - 1;
+    if (k >= 0 && k < 5) *acc = names[k];
+  }
+  /* R81-R83 (raisesD): the strategy's own precision plugin and devices */
+  if (obj->precision && a->plugin_count[FSF_PT_PRECISION])
+    return fsF_fail(iss, "R81", "pass the precision plugin once: to the strategy or in `plugins=`",
+                    "precision set through both strategy class and plugins, choose one");
+  if (obj->checkpoint_io && a->plugin_count[FSF_PT_CHECKPOINT_IO])
+    return fsF_fail(iss, "R85", "pass the CheckpointIO plugin once: to the strategy or in `plugins=`",
+                    "checkpoint_io set through both strategy class and plugins, choose one");
+  if (obj->cluster_environment && a->plugin_count[FSF_PT_CLUSTER_ENV])
+    return fsF_fail(iss, "R86", "pass the ClusterEnvironment plugin once: to the strategy or in `plugins=`",
+                    "cluster_environment set through both strategy class and plugins, choose one");
+  if (obj->parallel_devices == FSF_PD_CPU) {
+    if (strcmp(*acc, "auto") && strcmp(*acc, "cpu"))
+      return fsF_fail(iss, "R82", "pass CUDA devices to the strategy, or drop `accelerator=`",
+                      "CPU parallel_devices set through %s class, but accelerator set to %s, please choose one device type",
+                      fsF_cls_name(obj->cls), *acc);
+    *acc = "cpu";
+  } else if (obj->parallel_devices == FSF_PD_CUDA) {
+    if (strcmp(*acc, "auto") && strcmp(*acc, "cuda") && strcmp(*acc, "gpu"))
+      return fsF_fail(iss, "R83", "pass CPU devices to the strategy, or drop `accelerator=`",
+                      "GPU parallel_devices set through %s class, but accelerator set to %s, please choose one device type",
+                      fsF_cls_name(obj->cls), *acc);
+    *acc = "cuda";
+  }
   return 0;
 }
 
@@ -591,7 +642,8 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   char *prec_text = NULL;
   if (convert_precision(&a.precision, &prec, &prec_text, iss)) return -1;
   int rc = -1;
-  if (plugin_or_strategy_flags(&a, &acc, iss)) goto out;
+  if (plugin_or_strategy_flags(&a, prec_text ? (prec >= 0 ? prec_names[prec] : prec_text) : NULL, &acc, iss))
+    goto out;
 
   if (nodes < 1) {
     fsF_fail(iss, "R4", H_NODES, "`num_nodes` must be a positive integer, but got %lld.", (long long)nodes);
@@ -690,7 +742,23 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   int sharded_ok = prec == FSF_P32 || prec == FSF_P16_TRUE || prec == FSF_PBF16_TRUE ||
                    prec == FSF_P16_MIXED || prec == FSF_PBF16_MIXED;
   char *pr = fsF_repr_str(prec_text ? (prec >= 0 ? prec_names[prec] : prec_text) : "32-true");
-  if (cfg->cls == FSF_MP && !(prec == FSF_P32 || prec == FSF_PBF16_MIXED || prec == FSF_PBF16_TRUE || prec == FSF_P16_TRUE)) {
+  int xla = cfg->cls == FSF_XLA || cfg->cls == FSF_SINGLE_XLA || cfg->cls == FSF_XLA_FSDP;
+  if (a.plugin_count[FSF_PT_PRECISION]) {
+    /* a plugin object is the precision: none of the checks below (R80 on
+     * the accelerator Fabric instantiated) */
+    if (a.precision_plugin == FSF_PL_BNB && cfg->accel != FSF_CUDA)
+      fsF_fail(iss, "R80", "use `accelerator=\"cuda\"` with BitsandbytesPrecision, or drop the plugin",
+               "Bitsandbytes is only supported on CUDA GPUs.");
+    /* the strategy takes the plugin through its precision setter (R84, R127) */
+    else if ((cfg->cls == FSF_FSDP && a.precision_plugin != FSF_PL_FSDP) || (xla && a.precision_plugin != FSF_PL_XLA)) {
+      char *found = fsF_plugin_str((fsF_plugin)a.precision_plugin);
+      if (cfg->cls == FSF_FSDP) fsF_check_fsdp_precision(found ? found : "?", iss);
+      else if (cfg->cls == FSF_XLA_FSDP) fsF_check_xla_fsdp_new(m, found ? found : "?", iss);
+      else fsF_fail(iss, "R88", "pass `XLAPrecision(...)`, or give the precision to Fabric: `Fabric(precision=\"bf16-true\")`",
+                    "The XLA strategy can only work with the `XLAPrecision` plugin, found %s", found ? found : "?");
+      free(found);
+    }
+  } else if (cfg->cls == FSF_MP && !(prec == FSF_P32 || prec == FSF_PBF16_MIXED || prec == FSF_PBF16_TRUE || prec == FSF_P16_TRUE)) {
     fsF_fail(iss, "R12", "use 32-true, bf16-mixed, bf16-true or 16-true",
          "The `ModelParallelStrategy` does not support `Fabric(..., precision=%s)`. Choose a different precision among: 32-true, bf16-mixed, bf16-true, 16-true.", pr);
   } else if ((cfg->cls == FSF_DEEPSPEED || cfg->cls == FSF_FSDP) && !sharded_ok) {
@@ -710,6 +778,14 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
   }
   free(pr);
   if (fsF_error(iss)) goto out;
+  /* R87: then the strategy's checkpoint_io setter; the XLA strategies take XLACheckpointIO only */
+  if (xla && a.plugin_count[FSF_PT_CHECKPOINT_IO] && a.checkpoint_io != FSF_PL_XLA_IO) {
+    char *found = fsF_plugin_str((fsF_plugin)a.checkpoint_io);
+    fsF_fail(iss, "R87", "pass `XLACheckpointIO()`, or no CheckpointIO plugin, with an XLA strategy",
+             "The XLA strategy can only work with the `XLACheckpointIO` plugin, found %s", found ? found : "?");
+    free(found);
+    goto out;
+  }
   if (prec == FSF_P16_MIXED && cfg->accel == FSF_CPU && cfg->cls != FSF_FSDP &&
       cfg->cls != FSF_DEEPSPEED && cfg->cls != FSF_MP) {
     fsF_warn(iss, "W8", "use `precision=\"bf16-mixed\"` on CPU",
@@ -780,6 +856,8 @@ int fsF_resolve(const fsF_args *args, const fsF_overrides *o, const fsF_machine 
     }
     if (c == FSF_DEEPSPEED) cfg->zero_stage = obj->stage >= 0 ? obj->stage : 2;
     cfg->xla_fsdp = obj->xla_fsdp;
+    cfg->parallel_devices = obj->parallel_devices != FSF_PD_NONE;
+    cfg->strategy_precision = obj->precision;
   }
   rc = 0;
 out:

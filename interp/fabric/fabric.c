@@ -408,6 +408,14 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss) {
                     "this build runs the single-device, DDP (popen) and FSDP strategies, on cpu or cuda; "
                     "the script resolves to %s on %s (`fabricscript check` checks it)",
                     fsF_cls_name(cfg->cls), fsF_accel_name(cfg->accel));
+  if (cfg->strategy_precision) /* raisesD: the precision comes from Fabric(precision=) here */
+    return fsF_fail(iss, "unsupported", "pass the precision by name: `Fabric(precision=...)`",
+                    "a strategy's own `precision=` plugin is not supported at run time yet; "
+                    "Fabric(precision=...) runs the precision by name");
+  if (cfg->parallel_devices) /* raisesD: the ranks come from devices= here */
+    return fsF_fail(iss, "unsupported", "pass `devices=` to Fabric instead",
+                    "a strategy's `parallel_devices=` is not supported at run time yet; "
+                    "Fabric(devices=N) runs N ranks on the accelerator");
 #ifndef FS_HAVE_GLOO
   if (cfg->accel == FSF_CPU && cfg->num_nodes > 1)
     return fsF_fail(iss, "unsupported", "install libgloo-dev and g++ and rebuild, or run on one node",
@@ -484,6 +492,13 @@ int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss) 
 }
 
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss) { return launched(f, iss); }
+
+/* raisesD: fabric.py's sharded_model(): the deprecation first, then the launch. */
+int fsF_check_sharded_model(const fsF_fabric *f, fsF_issues *iss) {
+  fsF_warn(iss, "W6", "use `fabric.init_module()`",
+           "`Fabric.sharded_model()` is deprecated in favor of `Fabric.init_module()`.");
+  return launched(f, iss);
+}
 
 int fsF_check_device(const fsF_fabric *f, fsF_issues *iss) {
   if ((f->cfg->cls == FSF_XLA || f->cfg->cls == FSF_XLA_FSDP) && !f->launched)
@@ -680,6 +695,13 @@ int fsF_check_seed(int64_t seed, fsF_issues *iss) {
   if (seed >= 0 && seed <= 4294967295LL) return 0;
   return fsF_fail(iss, "R75", "pick a seed from 0 to 4294967295",
                   "%lld is not in bounds, numpy accepts from 0 to 4294967295", (long long)seed);
+}
+
+/* raisesD: utilities/data.py's suggested_max_num_workers (R89). */
+int fsF_check_max_num_workers(int64_t local_world_size, fsF_issues *iss) {
+  if (local_world_size >= 1) return 0;
+  return fsF_fail(iss, "R89", "pass the number of processes on this machine: `fabric.world_size // num_nodes`, at least 1",
+                  "`local_world_size` should be >= 1, got %lld.", (long long)local_world_size);
 }
 
 int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss) {

@@ -72,6 +72,10 @@ typedef struct fsF_xla_fsdp_opts {
 } fsF_xla_fsdp_opts;
 
 /* The rule-relevant keyword arguments of a strategy object; -1 = not given. */
+/* raisesD: the device type of a strategy's parallel_devices[0]: none given
+ * (or not known), torch.device("cpu"), "cuda"/"cuda:N", any other. */
+typedef enum fsF_pdev { FSF_PD_NONE, FSF_PD_CPU, FSF_PD_CUDA, FSF_PD_OTHER } fsF_pdev;
+
 typedef struct fsF_strategy_obj {
   fsF_cls cls;               /* FSDP, DDP, DEEPSPEED or MP */
   int use_orig_params;       /* FSDPStrategy */
@@ -93,6 +97,11 @@ typedef struct fsF_strategy_obj {
    * the sizes when given as ints (*_given), else "auto" */
   int dp_size, tp_size, dp_given, tp_given;
   fsF_xla_fsdp_opts xla_fsdp; /* XLAFSDPStrategy */
+  /* raisesD: the strategy's own `precision=` is given (R81), and the type of
+   * its `parallel_devices=[...]`'s first device (R82, R83) */
+  int precision;
+  fsF_pdev parallel_devices;
+  int checkpoint_io, cluster_environment; /* raisesD: given and not None (R85, R86) */
 } fsF_strategy_obj;
 #define FSF_STRATEGY_ACCEL_OTHER 99
 
@@ -187,8 +196,13 @@ typedef struct fsF_config {
   int under_cli;               /* launched from the start (machine) */
   fsF_xla_fsdp_opts xla_fsdp;  /* xla_fsdp: the strategy object's arguments */
   int plugin;                  /* Fabric(plugins=...): a precision plugin object's fsF_plugin, else 0 */
+  int parallel_devices;        /* raisesD: the strategy object's parallel_devices= were given */
+  int strategy_precision;      /* raisesD: the strategy object's own precision= was given */
   const char *bnb_ignore_modules; /* BitsandbytesPrecision: repr() of a non-empty ignore_modules, or NULL */
 } fsF_config;
+
+/* raisesD: the three plugin types Fabric's connector sorts `plugins=` into. */
+typedef enum fsF_ptype { FSF_PT_PRECISION, FSF_PT_CHECKPOINT_IO, FSF_PT_CLUSTER_ENV, FSF_PT__COUNT } fsF_ptype;
 
 /* The arguments of `Fabric(...)`; FSF_UNSET where the script passed none. */
 typedef struct fsF_args {
@@ -197,6 +211,13 @@ typedef struct fsF_args {
    * when not iterable, else its first item (a string's first character);
    * FSF_UNSET for None, an empty value, or one not known. */
   fsF_value plugin;
+  /* raisesD: the plugin objects among `plugins=` (R78-R87): how many of
+   * each type, 1 + the position of each type's first one (0: none; Fabric
+   * names duplicated types in that order), and the last Precision's and
+   * CheckpointIO's fsF_plugin (Fabric keeps the last). */
+  int plugin_count[FSF_PT__COUNT];
+  int plugin_first[FSF_PT__COUNT];
+  int precision_plugin, checkpoint_io;
 } fsF_args;
 
 /* Resolves as Fabric's connector does (connector.py, then fabric.py's checks). Returns 0
@@ -321,6 +342,9 @@ int fsF_check_runnable(const fsF_config *cfg, fsF_issues *iss);
   "%s() of an FSDP-wrapped module is not supported at run time yet; use fabric.save / fabric.load"
 int fsF_check_launch(fsF_fabric *f, fsF_fn kind, const char *str_of,
                      const char *fn_name, int fn_nparams, fsF_issues *iss);
+/* raisesD: Fabric.sharded_model(): W6, then R16 (its context does nothing
+ * a script can see: enable_wrap affects only explicit wrap() calls). */
+int fsF_check_sharded_model(const fsF_fabric *f, fsF_issues *iss);
 int fsF_check_init_module(const fsF_fabric *f, int empty_init, fsF_issues *iss);
 /* barrier, broadcast, all_gather, all_reduce */
 int fsF_check_collective(const fsF_fabric *f, fsF_issues *iss);
@@ -369,6 +393,8 @@ int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_
 
 /* seed_everything(seed) (utilities/seed.py): R75, numpy's bounds. */
 int fsF_check_seed(int64_t seed, fsF_issues *iss);
+/* raisesD: suggested_max_num_workers(local_world_size) (R89). */
+int fsF_check_max_num_workers(int64_t local_world_size, fsF_issues *iss);
 /* ---- strategies/: the strategy objects' own checks (R90-R109, W20-W24) ---- */
 
 /* FSDPStrategy(...)'s arguments that its constructor validates (fsdp.py's
@@ -402,8 +428,12 @@ int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues 
 
 typedef enum fsF_plugin {
   FSF_PL_NONE, FSF_PL_MIXED, FSF_PL_HALF, FSF_PL_DOUBLE, FSF_PL_FSDP, FSF_PL_DEEPSPEED,
-  FSF_PL_XLA, FSF_PL_BNB, FSF_PL_TE, FSF_PL__COUNT
+  FSF_PL_XLA, FSF_PL_BNB, FSF_PL_TE,
+  /* raisesD: the CheckpointIO and ClusterEnvironment plugins a script can make */
+  FSF_PL_TORCH_IO, FSF_PL_XLA_IO, FSF_PL_LIGHTNING_ENV, FSF_PL_TORCHELASTIC_ENV, FSF_PL__COUNT
 } fsF_plugin;
+/* Which of Fabric's plugin types k is. */
+fsF_ptype fsF_plugin_type(fsF_plugin k);
 
 /* A precision plugin's constructor arguments; NULL where not given (or not
  * known). Strings are borrowed. */
@@ -421,9 +451,16 @@ const char *fsF_plugin_name(fsF_plugin k);    /* "MixedPrecision", ... */
 fsF_plugin fsF_plugin_of(const char *class_name);
 /* The plugin's constructor, in its order of checks (R115-R119, R14, env). */
 int fsF_check_plugin_new(const fsF_plugin_args *p, const fsF_machine *m, fsF_issues *iss);
-/* `unsupported`: Fabric(plugins=...) with a precision plugin in a run. */
+/* `unsupported`: Fabric(plugins=...) with a plugin this runtime does not
+ * honour (a precision plugin, XLACheckpointIO, TorchElasticEnvironment) in a
+ * run; TorchCheckpointIO and LightningEnvironment are its defaults. */
 int fsF_check_plugin_runs(fsF_plugin k, fsF_issues *iss);
+/* Whether a run honours plugin k (the runtime's defaults). */
+int fsF_plugin_honoured(fsF_plugin k);
 
+/* raisesD R84: FSDPStrategy's precision, str() of it when it is not an
+ * FSDPPrecision (NULL: FSDPPrecision or None, nothing to report). */
+int fsF_check_fsdp_precision(const char *found, fsF_issues *iss);
 /* str() of a plugin object: "<lightning.fabric.plugins.precision.amp.MixedPrecision
  * object at 0x7f0000000000>" (the fixed address, as R19); malloc'ed. */
 char *fsF_plugin_str(fsF_plugin k);

@@ -18,7 +18,14 @@ static const char *const plugin_names[FSF_PL__COUNT] = {
   [FSF_PL_DOUBLE] = "DoublePrecision", [FSF_PL_FSDP] = "FSDPPrecision",
   [FSF_PL_DEEPSPEED] = "DeepSpeedPrecision", [FSF_PL_XLA] = "XLAPrecision",
   [FSF_PL_BNB] = "BitsandbytesPrecision", [FSF_PL_TE] = "TransformerEnginePrecision",
+  [FSF_PL_TORCH_IO] = "TorchCheckpointIO", [FSF_PL_XLA_IO] = "XLACheckpointIO",
+  [FSF_PL_LIGHTNING_ENV] = "LightningEnvironment", [FSF_PL_TORCHELASTIC_ENV] = "TorchElasticEnvironment",
 };
+
+fsF_ptype fsF_plugin_type(fsF_plugin k) {
+  return k == FSF_PL_TORCH_IO || k == FSF_PL_XLA_IO ? FSF_PT_CHECKPOINT_IO
+       : k == FSF_PL_LIGHTNING_ENV || k == FSF_PL_TORCHELASTIC_ENV ? FSF_PT_CLUSTER_ENV : FSF_PT_PRECISION;
+}
 
 const char *fsF_plugin_name(fsF_plugin k) { return plugin_names[k]; }
 
@@ -91,6 +98,8 @@ int fsF_check_plugin_new(const fsF_plugin_args *p, const fsF_machine *m, fsF_iss
       return -1;
     }
     return 0;
+  case FSF_PL_XLA_IO: /* io/xla_plugin.py: its constructor needs torch_xla */
+    return m->xla ? 0 : fsF_fail(iss, "R14", H_XLA, "%s", XLA_MISSING);
   case FSF_PL_TE:
     if (!m->transformer_engine)
       return fsF_fail(iss, "env", "install transformer_engine (check with --assume=transformer-engine) or pick another precision",
@@ -101,8 +110,17 @@ int fsF_check_plugin_new(const fsF_plugin_args *p, const fsF_machine *m, fsF_iss
   }
 }
 
+int fsF_plugin_honoured(fsF_plugin k) {
+  return k == FSF_PL_NONE || k == FSF_PL_TORCH_IO || k == FSF_PL_LIGHTNING_ENV;
+}
+
 int fsF_check_plugin_runs(fsF_plugin k, fsF_issues *iss) {
-  if (k == FSF_PL_NONE) return 0;
+  if (fsF_plugin_honoured(k)) return 0;
+  if (fsF_plugin_type(k) != FSF_PT_PRECISION)
+    return fsF_fail(iss, "unsupported", "the check understands it, but this runtime does not run it yet",
+                    "the %s plugin is not supported at run time yet; this runtime saves with "
+                    "TorchCheckpointIO's format and starts its ranks as LightningEnvironment does",
+                    fsF_plugin_name(k));
   return fsF_fail(iss, "unsupported", "the check understands it, but this runtime does not run it yet",
                   "precision plugin objects (Fabric(plugins=%s(...))) are not supported at run time yet; "
                   "pass the precision by name: Fabric(precision=...)", fsF_plugin_name(k));
@@ -158,17 +176,27 @@ void fsF_te_layer(const char *name, int64_t in, int64_t out, fsF_issues *iss) {
   free(r);
 }
 
+/* raisesD: fsdp.py's precision setter (R84), from FSDPStrategy(precision=)
+ * and from the connector, which hands the strategy Fabric's plugin. */
+int fsF_check_fsdp_precision(const char *found, fsF_issues *iss) {
+  if (!found) return 0;
+  return fsF_fail(iss, "R84", "pass `FSDPPrecision(...)`, or give the precision to Fabric: `Fabric(precision=\"bf16-mixed\")`",
+                  "The FSDP strategy can only work with the `FSDPPrecision` plugin, found %s", found);
+}
+
 /* ---- XLAFSDPStrategy ------------------------------------------------------ */
 
 char *fsF_plugin_str(fsF_plugin k) {
   static const char *const modules[FSF_PL__COUNT] = {
-    [FSF_PL_NONE] = "precision", [FSF_PL_MIXED] = "amp", [FSF_PL_HALF] = "half", [FSF_PL_DOUBLE] = "double",
-    [FSF_PL_FSDP] = "fsdp", [FSF_PL_DEEPSPEED] = "deepspeed", [FSF_PL_XLA] = "xla",
-    [FSF_PL_BNB] = "bitsandbytes", [FSF_PL_TE] = "transformer_engine",
+    [FSF_PL_NONE] = "precision.precision", [FSF_PL_MIXED] = "precision.amp", [FSF_PL_HALF] = "precision.half",
+    [FSF_PL_DOUBLE] = "precision.double", [FSF_PL_FSDP] = "precision.fsdp",
+    [FSF_PL_DEEPSPEED] = "precision.deepspeed", [FSF_PL_XLA] = "precision.xla",
+    [FSF_PL_BNB] = "precision.bitsandbytes", [FSF_PL_TE] = "precision.transformer_engine",
+    [FSF_PL_TORCH_IO] = "io.torch_io", [FSF_PL_XLA_IO] = "io.xla",
+    [FSF_PL_LIGHTNING_ENV] = "environments.lightning", [FSF_PL_TORCHELASTIC_ENV] = "environments.torchelastic",
   };
   fsV_buf b = {0};
-  fsV_buf_printf(&b, "<lightning.fabric.plugins.precision.%s.%s object at 0x7f0000000000>", modules[k],
-                 plugin_names[k]);
+  fsV_buf_printf(&b, "<lightning.fabric.plugins.%s.%s object at 0x7f0000000000>", modules[k], plugin_names[k]);
   return fsF_buf_take(&b);
 }
 

@@ -115,6 +115,16 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
   {"lightning.fabric.plugins.precision.transformer_engine", "TransformerEnginePrecision", "", ""},
   {"lightning.fabric.strategies", "XLAFSDPStrategy", "", ""},
   {"lightning.fabric.strategies.xla_fsdp", "XLAFSDPStrategy", "", ""},
+  {"lightning.fabric.utilities", "suggested_max_num_workers", "", ""},
+  {"lightning.fabric.utilities.data", "suggested_max_num_workers", "", ""},
+  /* raisesD: CheckpointIO and ClusterEnvironment plugins */
+  {"lightning.fabric.plugins", "TorchCheckpointIO XLACheckpointIO LightningEnvironment TorchElasticEnvironment", "", ""},
+  {"lightning.fabric.plugins.io", "TorchCheckpointIO XLACheckpointIO", "", ""},
+  {"lightning.fabric.plugins.io.torch_io", "TorchCheckpointIO", "", ""},
+  {"lightning.fabric.plugins.io.xla", "XLACheckpointIO", "", ""},
+  {"lightning.fabric.plugins.environments", "LightningEnvironment TorchElasticEnvironment", "", ""},
+  {"lightning.fabric.plugins.environments.lightning", "LightningEnvironment", "", ""},
+  {"lightning.fabric.plugins.environments.torchelastic", "TorchElasticEnvironment", "", ""},
 };
 
 /* The members torch and Lightning give the types signatures.h models, beyond

@@ -81,6 +81,8 @@ PARAMS(p_pl_one, P("precision", ANY, NULL))
 PARAMS(p_pl_bnb, P("mode", STR, NULL), P("dtype", ANY, "None"), P("ignore_modules", ANY, "None"))
 PARAMS(p_pl_te, KW("weights_dtype", ANY, NULL), KW("recipe", ANY, "None"), KW("replace_layers", ANY, "None"),
        KW("fallback_compute_dtype", ANY, "None"))
+PARAMS(p_max_workers, P("local_world_size", INT, NULL)) /* raisesD */
+PARAMS(p_xla_io, VARARGS("args"), VARKW("kwargs")) /* raisesD: XLACheckpointIO(*args, **kwargs) */
 PARAMS(p_xla_fsdp, P("accelerator", ANY, "None"), P("parallel_devices", ANY, "None"),
        P("checkpoint_io", ANY, "None"), P("precision", ANY, "None"), P("auto_wrap_policy", ANY, "None"),
        P("activation_checkpointing_policy", ANY, "None"), P("state_dict_type", STR, "'sharded'"),
@@ -559,6 +561,12 @@ static const fsSig table[] = {
   CLS("BitsandbytesPrecision", p_pl_bnb, "Precision"),
   CLS("TransformerEnginePrecision", p_pl_te, "Precision"),
   CLS("XLAFSDPStrategy", p_xla_fsdp, "Strategy"),
+  FN("suggested_max_num_workers", p_max_workers, "int"), /* raisesD: lib_data.c, api_core.c */
+  /* raisesD: CheckpointIO and ClusterEnvironment plugins (lib_plugins.c, api_plugins.c) */
+  {"TorchCheckpointIO", FSSIG_CLASS, NULL, 0, "CheckpointIO", 0},
+  CLS("XLACheckpointIO", p_xla_io, "CheckpointIO"),
+  {"LightningEnvironment", FSSIG_CLASS, NULL, 0, "ClusterEnvironment", 0},
+  {"TorchElasticEnvironment", FSSIG_CLASS, NULL, 0, "ClusterEnvironment", 0},
   CLS("SGD", p_sgd, "Optimizer"),
   CLS("Adam", p_adam, "Optimizer"),
   CLS("AdamW", p_adamw, "Optimizer"),
@@ -698,6 +706,8 @@ static const fsSig table[] = {
   /* the precision's contexts (issue 16; lib_precision.c) */
   {"Fabric.autocast", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
   {"Fabric.init_tensor", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
+  /* raisesD: the deprecated sharded_model() (W6; lib_fabric.c) */
+  {"Fabric.sharded_model", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
 
   M("Module.forward", p_forward, "Tensor"),
   M("Module.parameters", p_recurse, "list"),

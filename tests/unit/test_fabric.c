@@ -96,6 +96,21 @@
 #define SPEC_R75_1 "-1 is not in bounds, numpy accepts from 0 to 4294967295"
 #define SPEC_R76_1 "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: str"
 #define SPEC_R77_1 " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler."
+/* raisesD: connector.py's plugin checks (Fabric prints the plugin's address; ours is fixed) */
+#define SPEC_R78_1 "Received multiple values for Precision flags in `plugins`. Expected one value for each type at most."
+#define SPEC_R79_1 "Received both `precision=16-mixed` and `plugins=<lightning.fabric.plugins.precision.half.HalfPrecision object at 0x7f0000000000>`. Choose one."
+#define SPEC_R80_1 "Bitsandbytes is only supported on CUDA GPUs."
+#define SPEC_R81_1 "precision set through both strategy class and plugins, choose one"
+#define SPEC_R82_1 "CPU parallel_devices set through DDPStrategy class, but accelerator set to cuda, please choose one device type"
+#define SPEC_R83_1 "GPU parallel_devices set through FSDPStrategy class, but accelerator set to cpu, please choose one device type"
+#define SPEC_R84_1 "The FSDP strategy can only work with the `FSDPPrecision` plugin, found <lightning.fabric.plugins.precision.amp.MixedPrecision object at 0x7f0000000000>"
+#define SPEC_W6_1 "`Fabric.sharded_model()` is deprecated in favor of `Fabric.init_module()`."
+#define SPEC_R89_1 "`local_world_size` should be >= 1, got 0."
+#define SPEC_R78_2 "Received multiple values for CheckpointIO, Precision flags in `plugins`. Expected one value for each type at most."
+#define SPEC_R85_1 "checkpoint_io set through both strategy class and plugins, choose one"
+#define SPEC_R86_1 "cluster_environment set through both strategy class and plugins, choose one"
+#define SPEC_R87_1 "The XLA strategy can only work with the `XLACheckpointIO` plugin, found <lightning.fabric.plugins.io.torch_io.TorchCheckpointIO object at 0x7f0000000000>"
+#define SPEC_R88_1 "The XLA strategy can only work with the `XLAPrecision` plugin, found <lightning.fabric.plugins.precision.half.HalfPrecision object at 0x7f0000000000>"
 /* strategies/ (R90-R104, W20) */
 #define SPEC_R90_1 "Unknown state_dict_type: foo"
 #define SPEC_R91_1 "You cannot set both `activation_checkpointing` and `activation_checkpointing_policy`. Use the latter."
@@ -689,6 +704,78 @@ static void test_save_filter_and_marks(void **state) {
 }
 
 /* raisesA: R71-R77 */
+/* raisesD: R78-R80, the Precision plugin objects among `plugins=` */
+static void test_precision_plugin_flags(void **state) {
+  (void)state;
+  fsF_machine m = machine(0);
+  expect_resolve_error(&(fsF_args){.plugin_count = {2}, .plugin_first = {1}, .precision_plugin = FSF_PL_MIXED}, NULL, &m, "R78",
+                       SPEC_R78_1);
+  /* the precision as Fabric unified it: "16" is 16-mixed (W9 first) */
+  expect_resolve_error(&(fsF_args){.precision = STR("16"), .plugin_count = {1}, .plugin_first = {1}, .precision_plugin = FSF_PL_HALF},
+                       NULL, &m, "R79", SPEC_R79_1);
+  expect_resolve_error(&(fsF_args){.plugin_count = {1}, .plugin_first = {1}, .precision_plugin = FSF_PL_BNB}, NULL, &m, "R80",
+                       SPEC_R80_1);
+  /* on CUDA, and any other plugin on CPU, pass; a plugin skips the strategy's precision checks */
+  fsF_config cfg;
+  fsF_issues iss;
+  fsF_machine gpu = machine(1);
+  resolve_ok(&(fsF_args){.accelerator = STR("cuda"), .plugin_count = {1}, .plugin_first = {1}, .precision_plugin = FSF_PL_BNB},
+             NULL, &gpu, &cfg, &iss);
+  fsF_issues_free(&iss);
+  resolve_ok(&(fsF_args){.precision = NONE, .plugin_count = {1}, .plugin_first = {1}, .precision_plugin = FSF_PL_HALF}, NULL, &m,
+             &cfg, &iss);
+  fsF_issues_free(&iss);
+  /* R81-R83: the strategy object's precision plugin and devices */
+  fsF_value ddp_prec = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .precision = 1}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp_prec, .plugin_count = {1}, .plugin_first = {1}, .precision_plugin = FSF_PL_HALF},
+                       NULL, &m, "R81", SPEC_R81_1);
+  fsF_value ddp_cpus = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .parallel_devices = FSF_PD_CPU}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp_cpus, .accelerator = STR("cuda")}, NULL, &gpu, "R82", SPEC_R82_1);
+  fsF_value fsdp_gpus = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_FSDP, .parallel_devices = FSF_PD_CUDA}};
+  expect_resolve_error(&(fsF_args){.strategy = fsdp_gpus, .accelerator = STR("cpu")}, NULL, &gpu, "R83", SPEC_R83_1);
+  /* R84: Fabric's plugin handed to the FSDP strategy; FSDPPrecision passes */
+  expect_resolve_error(&(fsF_args){.strategy = STR("fsdp"), .accelerator = STR("cuda"), .plugin_count = {1}, .plugin_first = {1},
+                                   .precision_plugin = FSF_PL_MIXED}, NULL, &gpu, "R84", SPEC_R84_1);
+  resolve_ok(&(fsF_args){.strategy = STR("fsdp"), .accelerator = STR("cuda"), .plugin_count = {1}, .plugin_first = {1},
+                         .precision_plugin = FSF_PL_FSDP}, NULL, &gpu, &cfg, &iss);
+  fsF_issues_free(&iss);
+  /* R78 names the duplicated types in the order their first plugins came */
+  expect_resolve_error(&(fsF_args){.plugin_count = {2, 2}, .plugin_first = {2, 1}}, NULL, &m, "R78", SPEC_R78_2);
+  /* R85, R86: the strategy's own checkpoint_io / cluster_environment with one in plugins= */
+  fsF_value ddp_io = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .checkpoint_io = 1}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp_io, .plugin_count = {0, 1}, .plugin_first = {0, 1},
+                                   .checkpoint_io = FSF_PL_TORCH_IO}, NULL, &m, "R85", SPEC_R85_1);
+  fsF_value ddp_env = {.kind = FSF_STRATEGY, .strategy = {.cls = FSF_DDP, .cluster_environment = 1}};
+  expect_resolve_error(&(fsF_args){.strategy = ddp_env, .plugin_count = {0, 0, 1}, .plugin_first = {0, 0, 1}},
+                       NULL, &m, "R86", SPEC_R86_1);
+  /* R87, R88: the XLA strategies' setters; XLACheckpointIO and XLAPrecision pass */
+  fsF_machine tpu = m;
+  tpu.xla = 1;
+  tpu.tpus = 8;
+  expect_resolve_error(&(fsF_args){.strategy = STR("xla"), .plugin_count = {0, 1}, .plugin_first = {0, 1},
+                                   .checkpoint_io = FSF_PL_TORCH_IO}, NULL, &tpu, "R87", SPEC_R87_1);
+  expect_resolve_error(&(fsF_args){.plugin_count = {1}, .plugin_first = {1}, .precision_plugin = FSF_PL_HALF},
+                       NULL, &tpu, "R88", SPEC_R88_1);
+  resolve_ok(&(fsF_args){.plugin_count = {1, 1}, .plugin_first = {1, 2}, .precision_plugin = FSF_PL_XLA,
+                         .checkpoint_io = FSF_PL_XLA_IO}, NULL, &tpu, &cfg, &iss);
+  fsF_issues_free(&iss);
+  /* W6: sharded_model() on one device: the deprecation only */
+  env e;
+  env_open(&e, STR("auto"), "32-true", 1, 0);
+  /* R89: suggested_max_num_workers' bound */
+  assert_int_equal(fsF_check_max_num_workers(1, &e.iss), 0);
+  assert_int_equal(fsF_check_max_num_workers(0, &e.iss), -1);
+  expect_issue(&e.iss, "R89", SPEC_R89_1);
+  assert_int_equal(fsF_check_sharded_model(&e.f, &e.iss), 0);
+  expect_issue(&e.iss, "W6", SPEC_W6_1);
+  env_close(&e);
+  /* at "auto" the devices choose the accelerator: cpu on a machine with GPUs */
+  resolve_ok(&(fsF_args){.strategy = ddp_cpus}, NULL, &gpu, &cfg, &iss);
+  assert_int_equal(cfg.accel, FSF_CPU);
+  assert_true(cfg.parallel_devices);
+  fsF_issues_free(&iss);
+}
+
 static void test_flags_seed_optimizer_sampler(void **state) {
   fsF_machine m = machine(0);
   fsF_machine mps = m;
@@ -979,6 +1066,7 @@ int main(void) {
     cmocka_unit_test(test_backward_and_clip),
     cmocka_unit_test(test_save_filter_and_marks),
     cmocka_unit_test(test_flags_seed_optimizer_sampler),
+    cmocka_unit_test(test_precision_plugin_flags),
     cmocka_unit_test(test_strategy_objects),
     cmocka_unit_test(test_strategy_checkpoints_and_launch),
     cmocka_unit_test(test_xla_all_reduce),
