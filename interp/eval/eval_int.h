@@ -440,6 +440,8 @@ typedef struct fabv {
   fs_value *wrap_policy; /* FSDPStrategy(auto_wrap_policy=...) as fsE_wrap_policy_of gives it, or NULL */
   char *last_checkpoint; /* the path fabric.save wrote last, or NULL */
   int64_t checkpoints;   /* how many saves */
+  bool scaling;          /* 16-mixed: MixedPrecision's GradScaler, scaler */
+  fsO_scaler scaler;
 } fabv;
 extern const fsV_class fsE_fabric_class;
 fsF_fabric *fsE_current_fabric(fsE_ctx *E); /* the last Fabric made, or NULL */

@@ -515,6 +515,9 @@ NATIVE(f_fabric) {
     return NULL;
   }
   fsF_fabric_init(&fv->f, &fv->cfg);
+  /* MixedPrecision("16-mixed") makes a GradScaler (on CPU the precision
+   * became bf16-mixed, W8) */
+  if ((fv->scaling = fv->cfg.precision == FSF_P16_MIXED)) fsO_scaler_init(&fv->scaler);
   fv->dev = fv->cfg.accel == FSF_CUDA && !o->plan ? FS_DEV_CUDA : FS_DEV_CPU; /* plan: shapes only */
   if (fv->dev == FS_DEV_CUDA && o->emulate_cuda) fsB_emulate_cuda();
 #ifdef FS_HAVE_CUDA
@@ -871,8 +874,14 @@ NATIVE(fabric_backward) {
   fsF_issues_init(&iss);
   fs_value *r = NULL;
   if (t && (mv || s[2]->type == FSV_NONE) &&
-      fsE_fabric_issues(E, a, &iss, fsF_check_backward(&fv->f, mv ? &mv->st : NULL, &iss)) == 0)
-    r = fsdp_backward_done(fv, fsG_backward(t) == 0) < 0 ? fsE_rt_fail() : ddp_sync_grads(fv) < 0 ? NULL : fsV_none();
+      fsE_fabric_issues(E, a, &iss, fsF_check_backward(&fv->f, mv ? &mv->st : NULL, &iss)) == 0) {
+    /* 16-mixed: the plugin's backward runs on scaler.scale(tensor) */
+    fs_tensor *scaled = fv->scaling ? fsG_binary_scalar(FSB_MUL, t, fv->scaler.scale, false, false) : fsT_retain(t);
+    r = !scaled || fsdp_backward_done(fv, fsG_backward(scaled) == 0) < 0 ? fsE_rt_fail()
+        : ddp_sync_grads(fv) < 0                                         ? NULL
+                                                                         : fsV_none();
+    fsT_release(scaled);
+  }
   fsF_issues_free(&iss);
   return r;
 }
@@ -888,7 +897,9 @@ NATIVE(fabric_clip_gradients) {
   if (mv && !ov) fsV_seterr("clip_gradients(): expected an optimizer, got %s", fsV_type_name(s[1]));
   else if (ov && fsE_fabric_issues(E, a, &iss, fsF_check_clip_gradients(&fv->f, &mv->st, s[2]->type != FSV_NONE,
                                                                       s[3]->type != FSV_NONE, &iss)) == 0) {
-    if (s[2]->type != FSV_NONE) {
+    if (fv->scaling && fsO_scaler_unscale(&fv->scaler, ov->o) < 0) /* the plugin's unscale_gradients */
+      r = fsE_rt_fail();
+    else if (s[2]->type != FSV_NONE) {
       r = fsO_clip_grad_value(ov->o->params, ov->o->nparams, fsV_to_double(s[2])) < 0 ? fsE_rt_fail() : fsV_none();
     } else {
       double total; /* FSDP: the norm over every rank's shards */

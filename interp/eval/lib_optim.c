@@ -268,7 +268,15 @@ NATIVE(optim_step) {
     if (!(loss = fsE_call(E, s[0], &none))) return NULL;
   }
   int rc = fsE_optim_sync(OPTV(self));
-  if (rc == 0 && fsO_step(OPTV(self)->o) < 0) rc = (fsE_rt_fail(), -1);
+  /* a set-up optimizer steps through Fabric's precision plugin: under
+   * 16-mixed, scaler.step (skipped on inf/NaN gradients) then scaler.update */
+  fabv *fv = OPTV(self)->st.wrapped && E->fabric ? fsV_objdata(E->fabric, &fsE_fabric_class) : NULL;
+  if (rc == 0 && fv && fv->scaling) {
+    bool stepped;
+    if (fsO_scaler_step(&fv->scaler, OPTV(self)->o, &stepped) < 0) rc = (fsE_rt_fail(), -1);
+    else fsO_scaler_update(&fv->scaler, OPTV(self)->o);
+  } else if (rc == 0 && fsO_step(OPTV(self)->o) < 0)
+    rc = (fsE_rt_fail(), -1);
   if (rc < 0) {
     fsV_release(loss);
     return NULL;

@@ -41,7 +41,11 @@ int fsPL_precision_sizes(const char *precision, fsPL_sizes *out) {
   return -1;
 }
 
-bool fsPL_precision_runs(const char *precision) { /* all but R70's (docs/runtime.md, Precision) */
+bool fsPL_precision_runs(const char *precision, const char *accelerator, const char *strategy) {
+  /* all but R70's (docs/runtime.md, Precision; connector.c fsF_precision_unsupported) */
+  if (!strcmp(precision, "16-mixed"))
+    return accelerator && !strcmp(accelerator, "cuda") && strategy && strcmp(strategy, "FSDPStrategy") &&
+           strcmp(strategy, "DeepSpeedStrategy") && strcmp(strategy, "ModelParallelStrategy");
   return !strcmp(precision, "32-true") || !strcmp(precision, "bf16-mixed") || !strcmp(precision, "bf16-true") ||
          !strcmp(precision, "16-true");
 }
@@ -328,7 +332,7 @@ int fsPL_print(FILE *out, const fsPL_input *in, const fsPL_options *o) {
     sum_into(&sum, &l[i].b, l[i].count);
     if (l[i].b.total > worst) worst = l[i].b.total;
   }
-  bool runs = fsPL_precision_runs(in->precision), acts = l[0].b.acts_known;
+  bool runs = fsPL_precision_runs(in->precision, in->accelerator, in->strategy), acts = l[0].b.acts_known;
   change c = {0};
   int fit = -1; /* -1: not asked, 1 fits, 0 does not */
   int found = 0;

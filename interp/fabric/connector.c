@@ -37,9 +37,10 @@ const char *fsF_precision_unsupported(const fsF_config *cfg) {
   case FSF_P64:
     return "this runtime computes in float32, bfloat16 and float16, not float64: precision=\"64-true\" "
            "cannot run; use precision=\"32-true\"";
-  case FSF_P16_MIXED:
-    return "precision=\"16-mixed\" needs a gradient scaler, which this runtime does not have yet; "
-           "use precision=\"bf16-mixed\" (the same autocast in bfloat16, which needs no scaler)";
+  case FSF_P16_MIXED: /* on CPU it became bf16-mixed (W8) unless sharded */
+    if (cfg->accel == FSF_CUDA && cfg->cls != FSF_FSDP && cfg->cls != FSF_DEEPSPEED && cfg->cls != FSF_MP) return NULL;
+    return "precision=\"16-mixed\" runs on CUDA with one device or DDP; sharded, it needs a sharded gradient "
+           "scaler, which this runtime does not have; use precision=\"bf16-mixed\"";
   case FSF_PTE:
   case FSF_PTE16:
     return "this runtime does not run NVIDIA Transformer Engine's layers; use precision=\"bf16-mixed\"";
@@ -49,7 +50,7 @@ const char *fsF_precision_unsupported(const fsF_config *cfg) {
 
 int fsF_check_precision_runs(const fsF_config *cfg, fsF_issues *iss) {
   const char *why = fsF_precision_unsupported(cfg);
-  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true or 16-true",
+  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true, 16-true (16-mixed on CUDA)",
                         "%s", why)
              : 0;
 }

@@ -57,6 +57,7 @@ typedef struct fs_optim {
   fs_tensor **params;                 /* held, group after group */
   fs_tensor **buf0, **buf1, **buf2;   /* state buffers (fsO_state_name); NULL until needed */
   int64_t *steps;                     /* per parameter, as torch's state['step'] */
+  bool unscaled, found_inf;           /* a GradScaler's per-optimizer state (grad_scaler.c) */
 } fs_optim;
 
 /* torch 1.13's defaults for kind (SGD's lr is required: NAN here). */
@@ -106,5 +107,22 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
 /* clip_grad_value_: every grad element clamped to [-clip, clip]; -1 +
  * fsT_error (out of memory widening a low-precision gradient). */
 int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip);
+
+/* grad_scaler.c: torch.cuda.amp.GradScaler (16-mixed), with torch's
+ * defaults (init_scale 65536, growth 2.0 every 2000 clean steps, backoff
+ * 0.5).  The loss is multiplied by scale before backward; unscale_
+ * multiplies every gradient of o by 1/scale and notes inf/NaN among them
+ * (-1 + fsT_error when called twice before update, or on a low-precision
+ * gradient, as torch); step unscales unless done, then steps o unless a
+ * gradient was not finite (*stepped says which); update backs off or grows
+ * the scale and clears o's per-step state. */
+typedef struct fsO_scaler {
+  float scale, growth_factor, backoff_factor;
+  int64_t growth_interval, growth_tracker;
+} fsO_scaler;
+void fsO_scaler_init(fsO_scaler *s);
+int fsO_scaler_unscale(fsO_scaler *s, fs_optim *o);
+int fsO_scaler_step(fsO_scaler *s, fs_optim *o, bool *stepped);
+void fsO_scaler_update(fsO_scaler *s, fs_optim *o);
 
 #endif

@@ -306,7 +306,52 @@ static int act_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* A bfloat16 activation on the cpu loads and stores bfloat16 itself, a
+ * block at a time through float32 on the stack, instead of widening the
+ * whole tensor into a float32 copy and rounding a float32 result (two
+ * tensors and two passes saved each way).  The arithmetic is the widened
+ * path's: the float32 result rounded once; backward accumulates into x's
+ * float32 gradient buffer and rounds it, as a cast node's backward does.
+ * Only the activations whose backward reads the input, not the output. */
+enum { BF16_BLOCK = 1024 };
+
+static bool act_bf16_direct(fsN_act act, const fs_tensor *x) {
+  return x->dtype == FS_BF16 && x->device == FS_DEV_CPU && x->data &&
+         (act == FSN_RELU || act == FSN_GELU || act == FSN_GELU_TANH);
+}
+
+static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx, wide[BF16_BLOCK];
+  if (fsG_grad_buf(x, &dx)) return -1;
+  if (!dx) return 0;
+  const uint16_t *xs = x->data;
+  const float *dout = fsT_f32(out->grad);
+  for (size_t at = 0, total = (size_t)x->numel; at < total; at += BF16_BLOCK) {
+    size_t m = total - at < BF16_BLOCK ? total - at : BF16_BLOCK;
+    fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
+    fsN_act_backward((fsN_act)n->k, dx + at, dout + at, wide, NULL, m);
+  }
+  return fsG_round_grad(x);
+}
+
+static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
+  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape);
+  if (!out) return NULL;
+  float wide[BF16_BLOCK];
+  const uint16_t *xs = x->data;
+  uint16_t *ys = out->data;
+  for (size_t at = 0, total = (size_t)x->numel; at < total; at += BF16_BLOCK) {
+    size_t m = total - at < BF16_BLOCK ? total - at : BF16_BLOCK;
+    fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
+    fsN_act_forward(act, wide, wide, m);
+    fsT_convert(FS_BF16, ys + at, FS_F32, wide, m);
+  }
+  return fsG_record(out, act_bf16_bw, 1, &x, NULL, NULL, 0, act);
+}
+
 fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
+  if (act_bf16_direct(act, x)) return fsG_check_inputs("activation", 1, &x) ? act_bf16(act, x) : NULL;
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_act(act, lp.w[0]));
