@@ -920,11 +920,24 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) {
 }
 
 static fs_node *mk_va(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, va_list ap) {
-  fs_node *x = fsA_new(P->lex.arena, k, loc);
+  if (n == 0) {
+    fs_node *x = fsA_new(P->lex.arena, k, loc);
+    x->op = (uint8_t)op;
+    return x;
+  }
+  /* the kids written straight into the node's array: fsA_push's capacity
+   * test per kid was a tenth of the tree's instructions */
+  fs_node *x = fsA_new_kids(P->lex.arena, k, loc, (uint32_t)n);
   x->op = (uint8_t)op;
-  fsA_reserve(P->lex.arena, x, (uint32_t)n);
-  for (int i = 0; i < n; i++) fsA_push(P->lex.arena, x, va_arg(ap, fs_node *));
-  if (x->depth > FS_MAX_DEPTH) too_deep(P, loc);
+  uint32_t depth = 1;
+  for (int i = 0; i < n; i++) {
+    fs_node *kid = va_arg(ap, fs_node *);
+    x->kids[i] = kid;
+    if (kid && kid->depth >= depth) depth = kid->depth + 1;
+  }
+  x->nkids = (uint32_t)n;
+  x->depth = depth;
+  if (depth > FS_MAX_DEPTH) too_deep(P, loc);
   return x;
 }
 
