@@ -34,6 +34,7 @@ void fsP_flush_held(fs_parser *P);
 
 static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...);
 static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, ...);
+static fs_node *await_pow(fs_parser *P, fs_node *operand, fs_node *exponent, fs_loc loc, fs_loc operand_loc);
 static fs_node *fstring(fs_parser *P, fs_node *raw);
 static fs_node *string_more(fs_parser *P, fs_node *list, fs_node *s);
 static fs_node *strings_done(fs_parser *P, fs_node *list);
@@ -754,13 +755,23 @@ compop
  * parser.output report lists them). `**`'s left operand is a primary (so
  * it binds tighter than a unary minus on its left, and `a * b ** c` shifts
  * without a conflict) and its right one an or_expr that every binary
- * operator ends (`-2 ** -1 * 3` is (-(2 ** (-1))) * 3). */
+ * operator ends (`-2 ** -1 * 3` is (-(2 ** (-1))) * 3).
+ *
+ * A NAME is no primary: each rule with a primary on its left has a twin with
+ * a NAME there, so a name used as a whole operand (a third of a script's
+ * operands) reduces once, to or_expr, not twice, and `x.y` or `f(x)` reduces
+ * its name together with the first trailer. The twins' lookaheads are
+ * disjoint (a trailer or `**` after a NAME shifts, anything else reduces),
+ * so no conflict comes of them. */
 or_expr
   : primary
+  | NAME
   | primary POW or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
+  | NAME POW or_expr               { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, $1, $3); }
   | AWAIT primary                  { $$ = mk(P, FS_N_AWAIT, @$, 1, $2); }
-  | AWAIT primary POW or_expr      { $$ = mk_op(P, FS_N_BINARY, FS_OP_POW, @$, 2, mk(P, FS_N_AWAIT, @$, 1, $2), $4);
-                                     $$->kids[0]->loc = (fs_loc){@1.start, @2.end}; }
+  | AWAIT NAME                     { $$ = mk(P, FS_N_AWAIT, @$, 1, $2); }
+  | AWAIT primary POW or_expr      { $$ = await_pow(P, $2, $4, @$, @2); }
+  | AWAIT NAME POW or_expr         { $$ = await_pow(P, $2, $4, @$, @2); }
   | '-' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
   | '+' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
   | '~' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
@@ -780,12 +791,16 @@ or_expr
 
 primary
   : primary '(' args ')'           { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
+  | NAME '(' args ')'              { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
   | primary '.' NAME               { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
+  | NAME '.' NAME                  { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
   | primary '[' subscripts ']'     { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
+  | NAME '[' subscripts ']'        { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
   | primary '(' error ')'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | NAME '(' error ')'             { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
   | primary '[' error ']'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
-  /* the atoms (primary's operands, without a reduction of their own) */
-  | NAME
+  | NAME '[' error ']'             { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  /* the other atoms (primary's operands, without a reduction of their own) */
   | INT
   | FLOAT
   | strings
@@ -920,11 +935,24 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) {
 }
 
 static fs_node *mk_va(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, va_list ap) {
-  fs_node *x = fsA_new(P->lex.arena, k, loc);
+  if (n == 0) {
+    fs_node *x = fsA_new(P->lex.arena, k, loc);
+    x->op = (uint8_t)op;
+    return x;
+  }
+  /* the kids written straight into the node's array: fsA_push's capacity
+   * test per kid was a tenth of the tree's instructions */
+  fs_node *x = fsA_new_kids(P->lex.arena, k, loc, (uint32_t)n);
   x->op = (uint8_t)op;
-  fsA_reserve(P->lex.arena, x, (uint32_t)n);
-  for (int i = 0; i < n; i++) fsA_push(P->lex.arena, x, va_arg(ap, fs_node *));
-  if (x->depth > FS_MAX_DEPTH) too_deep(P, loc);
+  uint32_t depth = 1;
+  for (int i = 0; i < n; i++) {
+    fs_node *kid = va_arg(ap, fs_node *);
+    x->kids[i] = kid;
+    if (kid && kid->depth >= depth) depth = kid->depth + 1;
+  }
+  x->nkids = (uint32_t)n;
+  x->depth = depth;
+  if (depth > FS_MAX_DEPTH) too_deep(P, loc);
   return x;
 }
 
@@ -941,6 +969,13 @@ static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n,
   va_start(ap, n);
   fs_node *x = mk_va(P, k, op, loc, n, ap);
   va_end(ap);
+  return x;
+}
+
+/* `await x ** y`: the await binds tighter, and spans `await x` only. */
+static fs_node *await_pow(fs_parser *P, fs_node *operand, fs_node *exponent, fs_loc loc, fs_loc operand_loc) {
+  fs_node *x = mk_op(P, FS_N_BINARY, FS_OP_POW, loc, 2, mk(P, FS_N_AWAIT, loc, 1, operand), exponent);
+  x->kids[0]->loc = (fs_loc){loc.start, operand_loc.end};
   return x;
 }
 

@@ -156,8 +156,9 @@ static const fsC_reg builtin_rows[] = {
 };
 
 int fsC_api_builtin(C *c, const cargs *a, cv *out) {
-  for (const fsC_reg *r = builtin_rows; r->name; r++)
-    if (!strcmp(r->name, a->sig->name)) return r->fn(c, a, out);
+  const char *name = a->sig->name;
+  for (const fsC_reg *r = builtin_rows; r->name; r++) /* the first byte first: a strcmp a row cost 1% of a big check */
+    if (r->name[0] == name[0] && !strcmp(r->name, name)) return r->fn(c, a, out);
   if (a->sig->kind == FSSIG_CLASS && !strcmp(a->sig->returns, "Dataset")) {
     *out = fsC_obj(fsC_new_obj(c, OB_DATASET, a->call->loc));
     return 1;

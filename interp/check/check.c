@@ -335,35 +335,37 @@ static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
   return r;
 }
 
-static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh);
+static uint32_t hash_str(const char *s);
+static uintptr_t *map_slot(C *c, name_map *m, const char *key, uint32_t h, int create, int *fresh);
 
-/* The reason for a branch's side: made once per branch, though a loop or a
- * def analyses the branch again and again (2^26 nested loop rounds once made
- * 2^27 reasons, a gigabyte). */
-static char *put_decimal(char *p, uint32_t v) {
-  char digits[10];
-  int n = 0;
-  do digits[n++] = (char)('0' + v % 10); while (v /= 10);
-  while (n) *p++ = digits[--n];
+/* v in base 128, low digits first, each byte with its top bit set: never a
+ * NUL, never the ':' between numbers, and a few instructions a byte where
+ * decimal digits cost a division each. */
+static char *put_base128(char *p, uint32_t v) {
+  do *p++ = (char)(0x80 | (v & 0x7f)); while (v >>= 7);
   return p;
 }
 
-/* The key is "start:end:loop:side", written by hand: snprintf cost a Python
- * check of many loops and ifs 3% of its instructions. */
+/* The reason for a branch's side: made once per branch, though a loop or a
+ * def analyses the branch again and again (2^26 nested loop rounds once made
+ * 2^27 reasons, a gigabyte). The key is start, end, loop and side, written by
+ * hand: snprintf cost a Python check of many loops and ifs 3% of its
+ * instructions. */
 static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
-  char key[48], *k = put_decimal(key, loc.start);
+  char key[24], *k = put_base128(key, loc.start);
   *k++ = ':';
-  k = put_decimal(k, loc.end);
+  k = put_base128(k, loc.end);
   *k++ = ':';
-  k = put_decimal(k, (uint32_t)loop);
+  k = put_base128(k, (uint32_t)loop);
   *k++ = ':';
-  *put_decimal(k, (uint32_t)side) = '\0';
-  uintptr_t *known = map_slot(c, &c->reason_ids, key, 0, NULL);
+  *put_base128(k, (uint32_t)side) = '\0';
+  uint32_t h = hash_str(key);
+  uintptr_t *known = map_slot(c, &c->reason_ids, key, h, 0, NULL);
   if (known) return (uint32_t)*known;
   GROW(c, c->reasons, c->nreasons, c->capreasons);
   c->reasons[c->nreasons] = (reason){loc, (uint8_t)loop, (uint8_t)side};
   int fresh = 0;
-  *map_slot(c, &c->reason_ids, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = c->nreasons;
+  *map_slot(c, &c->reason_ids, strcpy(fsC_alloc(c, strlen(key) + 1), key), h, 1, &fresh) = c->nreasons;
   return (uint32_t)c->nreasons++;
 }
 
@@ -446,12 +448,14 @@ static void map_grow(C *c, name_map *m, size_t cap) {
   m->cap = cap;
 }
 
-/* The value of key in m, or NULL. With `create`, a missing key is added (the
- * map keeps the pointer: key must outlive it) with value 0 and *fresh set. */
-static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *fresh) {
+/* The value of key (h: its hash_str) in m, or NULL. With `create`, a missing
+ * key is added (the map keeps the pointer: key must outlive it) with value 0
+ * and *fresh set. The caller hashes, once for a name looked up in several
+ * maps or looked up and then added: hashing was a tenth of a big check's
+ * analysis. */
+static uintptr_t *map_slot(C *c, name_map *m, const char *key, uint32_t h, int create, int *fresh) {
   if (create && (m->n + 1) * 2 > m->cap) map_grow(c, m, m->cap ? 2 * m->cap : 16);
   if (!m->cap) return NULL;
-  uint32_t h = hash_str(key);
   size_t j = h & (m->cap - 1);
   for (; m->e[j].key; j = (j + 1) & (m->cap - 1))
     if (m->e[j].hash == h && !strcmp(m->e[j].key, key)) return &m->e[j].val;
@@ -463,19 +467,20 @@ static uintptr_t *map_slot(C *c, name_map *m, const char *key, int create, int *
 }
 
 static cv getvar(C *c, const char *name) {
-  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  uint32_t h = hash_str(name);
+  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, h, 0, NULL) : NULL;
   /* a closure's free name: the enclosing def's, when it is the caller (as
    * when a nested def is called where it is defined) */
   for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
-    s = map_slot(c, &c->frames[i - 1]->locals, name, 0, NULL);
-  if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
+    s = map_slot(c, &c->frames[i - 1]->locals, name, h, 0, NULL);
+  if (!s) s = map_slot(c, &c->globals, name, h, 0, NULL);
   return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
 }
 
 void fsC_setvar(C *c, const char *name, cv v) {
   name_map *m = c->nframes ? &c->frames[c->nframes - 1]->locals : &c->globals;
   int fresh = 0;
-  uintptr_t *s = map_slot(c, m, name, 1, &fresh);
+  uintptr_t *s = map_slot(c, m, name, hash_str(name), 1, &fresh);
   if (fresh) {
     GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
@@ -489,10 +494,11 @@ void fsC_setvar(C *c, const char *name, cv v) {
  * def's from a closure), as mutating the container it names would: xs[k] = v
  * and xs.append(v) make no local. Unbound: as fsC_setvar. */
 void fsC_rebind(C *c, const char *name, cv v) {
-  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, 0, NULL) : NULL;
+  uint32_t h = hash_str(name);
+  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, h, 0, NULL) : NULL;
   for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
-    s = map_slot(c, &c->frames[i - 1]->locals, name, 0, NULL);
-  if (!s) s = map_slot(c, &c->globals, name, 0, NULL);
+    s = map_slot(c, &c->frames[i - 1]->locals, name, h, 0, NULL);
+  if (!s) s = map_slot(c, &c->globals, name, h, 0, NULL);
   if (!s) { fsC_setvar(c, name, v); return; }
   log_old(c, TR_SLOT, (uint32_t)*s);
   c->slots[*s] = v;
@@ -602,9 +608,10 @@ static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_
 static int seen_before(C *c, const char *rule, fs_loc loc) {
   char key[96];
   snprintf(key, sizeof key, "%.60s@%u:%u", rule, loc.start, loc.end);
-  if (map_slot(c, &c->seen, key, 0, NULL)) return 1;
+  uint32_t h = hash_str(key);
+  if (map_slot(c, &c->seen, key, h, 0, NULL)) return 1;
   int fresh = 0;
-  map_slot(c, &c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh);
+  map_slot(c, &c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), h, 1, &fresh);
   return 0;
 }
 
@@ -649,11 +656,12 @@ static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
   if (tl) memcpy(key, type, tl); /* "Type.name", ".name" for a builtin */
   key[tl] = '.';
   memcpy(key + tl + 1, name, nl + 1);
-  uintptr_t *v = map_slot(c, &c->sigs, key, 0, NULL);
+  uint32_t h = hash_str(key);
+  uintptr_t *v = map_slot(c, &c->sigs, key, h, 0, NULL);
   if (v) return (const fsSig *)*v;
   const fsSig *sig = type ? fsSig_member(type, name) : fsSig_find(name);
   int fresh = 0;
-  *map_slot(c, &c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), 1, &fresh) = (uintptr_t)sig;
+  *map_slot(c, &c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), h, 1, &fresh) = (uintptr_t)sig;
   return sig;
 }
 
@@ -957,8 +965,9 @@ static cv ev_name(C *c, const fs_node *n) {
   if (c->nframes && c->frames[c->nframes - 1]->closure) return fsC_unknown();
   /* bound in this scope on a path the checker does not follow to here (an
    * assignment before a `break`): Python's loops and exceptions decide */
-  if (c->python && ((c->nframes && map_slot(c, &c->frames[c->nframes - 1]->locals, n->str, 0, NULL)) ||
-                    map_slot(c, &c->globals, n->str, 0, NULL)))
+  uint32_t h = hash_str(n->str);
+  if (c->python && ((c->nframes && map_slot(c, &c->frames[c->nframes - 1]->locals, n->str, h, 0, NULL)) ||
+                    map_slot(c, &c->globals, n->str, h, 0, NULL)))
     return fsC_unknown();
   fs_diag *g = fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
   if (g) { /* the nearest variable bound here, or builtin */
@@ -1015,13 +1024,14 @@ static cv ns_attr(C *c, const cv *ns, const char *attr) {
   memcpy(s, ns->p, a);
   s[a] = '.';
   memcpy(s + a + 1, attr, b + 1);
-  uintptr_t *hit = map_slot(c, &c->ns_vals, s, 0, NULL);
+  uint32_t h = hash_str(s);
+  uintptr_t *hit = map_slot(c, &c->ns_vals, s, h, 0, NULL);
   if (hit) return *(const cv *)*hit;
   if (s == key) s = strcpy(fsC_alloc(c, a + b + 2), key);
   cv *v = fsC_alloc(c, sizeof *v);
   *v = ns_value(c, s);
   int fresh = 0;
-  *map_slot(c, &c->ns_vals, s, 1, &fresh) = (uintptr_t)v;
+  *map_slot(c, &c->ns_vals, s, h, 1, &fresh) = (uintptr_t)v;
   return *v;
 }
 
@@ -1050,7 +1060,7 @@ static uintptr_t *attr_slot(C *c, uint32_t id, const char *name, int create) {
   char key[160];
   if (snprintf(key, sizeof key, "\x01%u.%s", id, name) >= (int)sizeof key) return NULL;
   int fresh = 0;
-  uintptr_t *s = map_slot(c, &c->globals, create ? strcpy(fsC_alloc(c, strlen(key) + 1), key) : key, create, &fresh);
+  uintptr_t *s = map_slot(c, &c->globals, create ? strcpy(fsC_alloc(c, strlen(key) + 1), key) : key, hash_str(key), create, &fresh);
   if (s && fresh) {
     GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
@@ -2121,7 +2131,7 @@ static void st(C *c, const fs_node *s) {
   case FS_N_GLOBAL: /* the def may bind these module names: unknown where not bound yet */
     for (uint32_t i = 0; c->nframes && i < s->nkids; i++) {
       int fresh = 0;
-      uintptr_t *g = map_slot(c, &c->globals, s->kids[i]->str, 1, &fresh);
+      uintptr_t *g = map_slot(c, &c->globals, s->kids[i]->str, hash_str(s->kids[i]->str), 1, &fresh);
       if (!fresh) continue;
       GROW(c, c->slots, c->nslots, c->capslots);
       c->slots[c->nslots] = fsC_unknown();

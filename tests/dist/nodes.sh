@@ -85,6 +85,10 @@ close single.txt fsdp.0.out || bad "fsdp 2 nodes x 2: losses differ from the sin
 MASTER_PORT=$(free_port)
 export MASTER_PORT
 args="$SRC/train.fab -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2 -D epochs=1000000"
+# the files exist before the nodes start: the wait below reads kill.0.out at
+# once, and a background job may open its redirection after that read
+: > kill.0.out
+: > kill.1.out
 NODE_RANK=1 "$FS" $args > kill.1.out 2> kill.1.err &
 n1=$!
 NODE_RANK=0 "$FS" $args > kill.0.out 2> kill.0.err &
