@@ -196,18 +196,59 @@ static int64_t window_numel(const fsU_window *w) {
   return n;
 }
 
-/* copies element by element: to_window false gathers (y contiguous), true scatters */
+/* The window's innermost dim as rows: adjacent dims that are laid out one
+ * after the other (st[d] == st[d+1] * shape[d+1]) merge into one, so a
+ * chunk or a transpose of [B,T,H,D] to [B,H,T,D] copies rows of D (or more)
+ * elements instead of one element per step.  w is left untouched. */
+static fsU_window window_rows(const fsU_window *w) {
+  fsU_window r = {.rank = 0, .off = w->off};
+  for (int d = 0; d < w->rank; d++) {
+    if (w->shape[d] == 1) continue; /* a size-1 dim moves nothing */
+    if (r.rank > 0 && r.st[r.rank - 1] == w->st[d] * w->shape[d]) {
+      r.shape[r.rank - 1] *= w->shape[d];
+      r.st[r.rank - 1] = w->st[d];
+    } else {
+      r.shape[r.rank] = w->shape[d];
+      r.st[r.rank++] = w->st[d];
+    }
+  }
+  if (r.rank == 0) { /* a single element */
+    r.shape[0] = 1;
+    r.st[0] = 1;
+    r.rank = 1;
+  }
+  return r;
+}
+
+/* Copies row by row: to_window false gathers (y contiguous), true scatters.
+ * A row of stride 1 is one memcpy; otherwise the element size picks a typed
+ * loop (a memcpy call per element was most of the copy's time). */
 static void window_copy(const fsU_window *w, size_t esize, const void *x, void *y, bool to_window) {
-  int64_t n = window_numel(w), idx[FS_MAX_RANK] = {0}, off[1] = {w->off}, i = 0;
-  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])w->st;
-  if (n == 0) return;
+  if (window_numel(w) == 0) return;
+  fsU_window r = window_rows(w);
+  int outer = r.rank - 1;
+  int64_t len = r.shape[outer], rs = r.st[outer], idx[FS_MAX_RANK] = {0}, off[1] = {r.off}, i = 0;
+  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])r.st;
   const char *src = x;
   char *dst = y;
   do {
-    if (to_window) memcpy(dst + (size_t)off[0] * esize, src + (size_t)i * esize, esize);
-    else memcpy(dst + (size_t)i * esize, src + (size_t)off[0] * esize, esize);
-    i++;
-  } while (step(w->rank, w->shape, idx, 1, st, off));
+    char *to = to_window ? dst + (size_t)off[0] * esize : dst + (size_t)i * esize;
+    const char *from = to_window ? src + (size_t)i * esize : src + (size_t)off[0] * esize;
+    int64_t to_st = to_window ? rs : 1, from_st = to_window ? 1 : rs;
+    if (rs == 1) memcpy(to, from, (size_t)len * esize);
+    else if (esize == 4) {
+      uint32_t *t = (uint32_t *)to;
+      const uint32_t *f = (const uint32_t *)from;
+      for (int64_t j = 0; j < len; j++) t[j * to_st] = f[j * from_st];
+    } else if (esize == 8) {
+      uint64_t *t = (uint64_t *)to;
+      const uint64_t *f = (const uint64_t *)from;
+      for (int64_t j = 0; j < len; j++) t[j * to_st] = f[j * from_st];
+    } else
+      for (int64_t j = 0; j < len; j++)
+        memcpy(to + (size_t)(j * to_st) * esize, from + (size_t)(j * from_st) * esize, esize);
+    i += len;
+  } while (step(outer, r.shape, idx, 1, st, off));
 }
 
 static void cpu_gather(const fsU_window *w, size_t esize, const void *x, void *y) {
@@ -218,12 +259,22 @@ static void cpu_scatter(const fsU_window *w, size_t esize, const void *x, void *
   window_copy(w, esize, x, y, true);
 }
 
+/* row by row as window_copy; a stride-0 (broadcast) row sums into one element */
 static void cpu_gather_backward(const fsU_window *w, float *dx, const float *dy) {
-  int64_t n = window_numel(w), idx[FS_MAX_RANK] = {0}, off[1] = {w->off}, i = 0;
-  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])w->st;
-  if (n == 0) return;
-  do dx[off[0]] += dy[i++];
-  while (step(w->rank, w->shape, idx, 1, st, off));
+  if (window_numel(w) == 0) return;
+  fsU_window r = window_rows(w);
+  int outer = r.rank - 1;
+  int64_t len = r.shape[outer], rs = r.st[outer], idx[FS_MAX_RANK] = {0}, off[1] = {r.off}, i = 0;
+  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])r.st;
+  do {
+    float *d = dx + off[0];
+    const float *g = dy + i;
+    if (rs == 1)
+      for (int64_t j = 0; j < len; j++) d[j] += g[j];
+    else
+      for (int64_t j = 0; j < len; j++) d[j * rs] += g[j];
+    i += len;
+  } while (step(outer, r.shape, idx, 1, st, off));
 }
 
 /* ---- reductions over one dim: x[O,L,I] ---- */
