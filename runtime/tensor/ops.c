@@ -2,6 +2,7 @@
  * broadcast and strided ops walk the output's index space with an odometer.
  * Formulas are torch 1.13's (tools/autograd/derivatives.yaml). */
 #include "ops.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -132,40 +133,129 @@ static inline float binary1(fsU_binary op, float a, float b) {
   return 0;
 }
 
-static void cpu_binary_forward(fsU_binary op, const fsU_bcast *bc, const float *a, const float *b,
-                               float *out) {
-  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
-  if (bc->numel == 0) return;
-  do out[i++] = binary1(op, a[off[0]], b[off[1]]);
-  while (step(bc->rank, bc->shape, idx, 2, bc->st, off));
+/* The broadcast's innermost dims as rows: adjacent dims that every input
+ * (and the contiguous output) walks one after the other merge, so the row
+ * loops below run over the longest stretch the strides allow. */
+static fsU_bcast bcast_rows(const fsU_bcast *bc, int n) {
+  fsU_bcast r = {.rank = 0, .numel = bc->numel};
+  for (int d = 0; d < bc->rank; d++) {
+    if (bc->shape[d] == 1) continue;
+    bool merge = r.rank > 0;
+    for (int j = 0; j < n && merge; j++) merge = r.st[j][r.rank - 1] == bc->st[j][d] * bc->shape[d];
+    if (merge) {
+      r.shape[r.rank - 1] *= bc->shape[d];
+      for (int j = 0; j < n; j++) r.st[j][r.rank - 1] = bc->st[j][d];
+    } else {
+      r.shape[r.rank] = bc->shape[d];
+      for (int j = 0; j < n; j++) r.st[j][r.rank] = bc->st[j][d];
+      r.rank++;
+    }
+  }
+  if (r.rank == 0) { /* a single element */
+    r.shape[0] = 1;
+    for (int j = 0; j < n; j++) r.st[j][0] = 0;
+    r.rank = 1;
+  }
+  return r;
 }
 
+/* d out / d a, d b of one element; torch's formulas */
+static inline void binary_grad1(fsU_binary op, float g, float x, float y, float o, float *ga_, float *gb_) {
+  float ga = 0, gb = 0;
+  switch (op) {
+  case FSU_ADD: ga = g; gb = g; break;
+  case FSU_SUB: ga = g; gb = -g; break;
+  case FSU_MUL: ga = g * y; gb = g * x; break;
+  case FSU_DIV: ga = g / y; gb = -g * x / (y * y); break;
+  case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
+    ga = y == 0 ? 0 : g * y * powf(x, y - 1);
+    gb = x == 0 && y >= 0 ? 0 : g * o * logf(x);
+    break;
+  case FSU_MAXIMUM: case FSU_MINIMUM: { /* ties split the gradient in half */
+    bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
+    ga = x == y ? g / 2 : a_wins ? g : 0;
+    gb = x == y ? g / 2 : a_wins ? 0 : g;
+    break;
+  }
+  }
+  *ga_ = ga;
+  *gb_ = gb;
+}
+
+/* One row of n elements at input strides sa, sb.  The callers pass the
+ * common strides (1 and 0) and ops as constants, so each inlined copy is a
+ * straight loop the compiler vectorizes; the per-element formulas and the
+ * accumulation order are the odometer's, so results do not change. */
+static inline __attribute__((always_inline)) void binary_row(fsU_binary op, int64_t n, const float *a,
+                                                            int64_t sa, const float *b, int64_t sb,
+                                                            float *out) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) out[j] = binary1(op, a[j * sa], b[j * sb]);
+}
+
+static inline __attribute__((always_inline)) void binary_grad_row(fsU_binary op, int64_t n, float *da,
+                                                                 float *db, const float *dout,
+                                                                 const float *a, int64_t sa,
+                                                                 const float *b, int64_t sb,
+                                                                 const float *out) {
+  for (int64_t j = 0; j < n; j++) {
+    float ga, gb;
+    binary_grad1(op, dout[j], a[j * sa], b[j * sb], out[j], &ga, &gb);
+    if (da) da[j * sa] += ga;
+    if (db) db[j * sb] += gb;
+  }
+}
+
+/* forward (da == NULL && db == NULL && out written) or backward over every row */
+static inline __attribute__((always_inline)) void binary_rows(bool backward, fsU_binary op,
+                                                             const fsU_bcast *bc, float *da, float *db,
+                                                             const float *dout, const float *a,
+                                                             const float *b, float *out) {
+  fsU_bcast r = bcast_rows(bc, 2);
+  int outer = r.rank - 1;
+  int64_t n = r.shape[outer], sa = r.st[0][outer], sb = r.st[1][outer];
+  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  do {
+    const float *ra = a + off[0], *rb = b + off[1];
+    float *rda = da ? da + off[0] : NULL, *rdb = db ? db + off[1] : NULL;
+    if (!backward) {
+      if (sa == 1 && sb == 1) binary_row(op, n, ra, 1, rb, 1, out + i);
+      else if (sa == 1 && sb == 0) binary_row(op, n, ra, 1, rb, 0, out + i);
+      else if (sa == 0 && sb == 1) binary_row(op, n, ra, 0, rb, 1, out + i);
+      else binary_row(op, n, ra, sa, rb, sb, out + i);
+    } else if (sa == 1 && sb == 1) binary_grad_row(op, n, rda, rdb, dout + i, ra, 1, rb, 1, out + i);
+    else if (sa == 1 && sb == 0) binary_grad_row(op, n, rda, rdb, dout + i, ra, 1, rb, 0, out + i);
+    else if (sa == 0 && sb == 1) binary_grad_row(op, n, rda, rdb, dout + i, ra, 0, rb, 1, out + i);
+    else binary_grad_row(op, n, rda, rdb, dout + i, ra, sa, rb, sb, out + i);
+    i += n;
+  } while (step(outer, r.shape, idx, 2, (const int64_t(*)[FS_MAX_RANK])r.st, off));
+}
+
+FS_VECTOR_TARGET
+static void cpu_binary_forward(fsU_binary op, const fsU_bcast *bc, const float *a, const float *b,
+                               float *out) {
+  if (bc->numel == 0) return;
+  switch (op) { /* constant ops for the inlined rows */
+  case FSU_ADD: binary_rows(false, FSU_ADD, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_SUB: binary_rows(false, FSU_SUB, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_MUL: binary_rows(false, FSU_MUL, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_DIV: binary_rows(false, FSU_DIV, bc, NULL, NULL, NULL, a, b, out); break;
+  default: binary_rows(false, op, bc, NULL, NULL, NULL, a, b, out); break;
+  }
+}
+
+FS_VECTOR_TARGET
 static void cpu_binary_backward(fsU_binary op, const fsU_bcast *bc, float *da, float *db,
                                 const float *dout, const float *a, const float *b, const float *out) {
-  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
   if (bc->numel == 0) return;
-  do {
-    float g = dout[i], x = a[off[0]], y = b[off[1]], ga = 0, gb = 0;
-    switch (op) {
-    case FSU_ADD: ga = g; gb = g; break;
-    case FSU_SUB: ga = g; gb = -g; break;
-    case FSU_MUL: ga = g * y; gb = g * x; break;
-    case FSU_DIV: ga = g / y; gb = -g * x / (y * y); break;
-    case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
-      ga = y == 0 ? 0 : g * y * powf(x, y - 1);
-      gb = x == 0 && y >= 0 ? 0 : g * out[i] * logf(x);
-      break;
-    case FSU_MAXIMUM: case FSU_MINIMUM: { /* ties split the gradient in half */
-      bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
-      ga = x == y ? g / 2 : a_wins ? g : 0;
-      gb = x == y ? g / 2 : a_wins ? 0 : g;
-      break;
-    }
-    }
-    if (da) da[off[0]] += ga;
-    if (db) db[off[1]] += gb;
-    i++;
-  } while (step(bc->rank, bc->shape, idx, 2, bc->st, off));
+  float *o = (float *)out; /* binary_rows writes out only going forward */
+  switch (op) {
+  case FSU_ADD: binary_rows(true, FSU_ADD, bc, da, db, dout, a, b, o); break;
+  case FSU_SUB: binary_rows(true, FSU_SUB, bc, da, db, dout, a, b, o); break;
+  case FSU_MUL: binary_rows(true, FSU_MUL, bc, da, db, dout, a, b, o); break;
+  case FSU_DIV: binary_rows(true, FSU_DIV, bc, da, db, dout, a, b, o); break;
+  default: binary_rows(true, op, bc, da, db, dout, a, b, o); break;
+  }
 }
 
 static void cpu_where_forward(const fsU_bcast *bc, const int64_t *cond, const float *a, const float *b,
