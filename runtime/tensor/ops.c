@@ -410,17 +410,31 @@ static void cpu_extreme_backward(int64_t O, int64_t L, int64_t I, float *dx, con
     for (int64_t i = 0; i < I; i++) dx[AT(o, idx[o * I + i], i)] += dy[o * I + i];
 }
 
+/* the largest of L floats at stride I, NaNs skipped as fmaxf skips them
+ * (-inf when all are NaN); the comparison keeps libm's call out of the loop */
+static inline float row_max(int64_t L, int64_t I, const float *x) {
+  float m = -INFINITY;
+  for (int64_t l = 0; l < L; l++)
+    if (x[l * I] > m) m = x[l * I];
+  return m;
+}
+
 static void cpu_softmax_forward(bool as_log, int64_t O, int64_t L, int64_t I, const float *x, float *y) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < I; i++) {
-      float m = -INFINITY;
-      for (int64_t l = 0; l < L; l++) m = fmaxf(m, x[AT(o, l, i)]);
+      float m = row_max(L, I, x + AT(o, 0, i));
       double s = 0;
-      for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
-      float ls = (float)log(s);
-      for (int64_t l = 0; l < L; l++) {
-        float z = x[AT(o, l, i)] - m;
-        y[AT(o, l, i)] = as_log ? z - ls : expf(z) / (float)s;
+      if (as_log) {
+        for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
+        float ls = (float)log(s);
+        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = x[AT(o, l, i)] - m - ls;
+      } else { /* each exp once: kept in y, then divided by the sum */
+        for (int64_t l = 0; l < L; l++) {
+          float e = expf(x[AT(o, l, i)] - m);
+          y[AT(o, l, i)] = e;
+          s += e;
+        }
+        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] /= (float)s;
       }
     }
 }
@@ -441,8 +455,7 @@ static void cpu_softmax_backward(bool log, int64_t O, int64_t L, int64_t I, floa
 static void cpu_logsumexp_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < I; i++) {
-      float m = -INFINITY;
-      for (int64_t l = 0; l < L; l++) m = fmaxf(m, x[AT(o, l, i)]);
+      float m = row_max(L, I, x + AT(o, 0, i));
       if (isinf(m)) m = 0; /* all -inf: log 0 = -inf, not NaN (torch) */
       double s = 0;
       for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
