@@ -2,6 +2,7 @@
  * broadcast and strided ops walk the output's index space with an odometer.
  * Formulas are torch 1.13's (tools/autograd/derivatives.yaml). */
 #include "ops.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -132,40 +133,129 @@ static inline float binary1(fsU_binary op, float a, float b) {
   return 0;
 }
 
-static void cpu_binary_forward(fsU_binary op, const fsU_bcast *bc, const float *a, const float *b,
-                               float *out) {
-  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
-  if (bc->numel == 0) return;
-  do out[i++] = binary1(op, a[off[0]], b[off[1]]);
-  while (step(bc->rank, bc->shape, idx, 2, bc->st, off));
+/* The broadcast's innermost dims as rows: adjacent dims that every input
+ * (and the contiguous output) walks one after the other merge, so the row
+ * loops below run over the longest stretch the strides allow. */
+static fsU_bcast bcast_rows(const fsU_bcast *bc, int n) {
+  fsU_bcast r = {.rank = 0, .numel = bc->numel};
+  for (int d = 0; d < bc->rank; d++) {
+    if (bc->shape[d] == 1) continue;
+    bool merge = r.rank > 0;
+    for (int j = 0; j < n && merge; j++) merge = r.st[j][r.rank - 1] == bc->st[j][d] * bc->shape[d];
+    if (merge) {
+      r.shape[r.rank - 1] *= bc->shape[d];
+      for (int j = 0; j < n; j++) r.st[j][r.rank - 1] = bc->st[j][d];
+    } else {
+      r.shape[r.rank] = bc->shape[d];
+      for (int j = 0; j < n; j++) r.st[j][r.rank] = bc->st[j][d];
+      r.rank++;
+    }
+  }
+  if (r.rank == 0) { /* a single element */
+    r.shape[0] = 1;
+    for (int j = 0; j < n; j++) r.st[j][0] = 0;
+    r.rank = 1;
+  }
+  return r;
 }
 
+/* d out / d a, d b of one element; torch's formulas */
+static inline void binary_grad1(fsU_binary op, float g, float x, float y, float o, float *ga_, float *gb_) {
+  float ga = 0, gb = 0;
+  switch (op) {
+  case FSU_ADD: ga = g; gb = g; break;
+  case FSU_SUB: ga = g; gb = -g; break;
+  case FSU_MUL: ga = g * y; gb = g * x; break;
+  case FSU_DIV: ga = g / y; gb = -g * x / (y * y); break;
+  case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
+    ga = y == 0 ? 0 : g * y * powf(x, y - 1);
+    gb = x == 0 && y >= 0 ? 0 : g * o * logf(x);
+    break;
+  case FSU_MAXIMUM: case FSU_MINIMUM: { /* ties split the gradient in half */
+    bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
+    ga = x == y ? g / 2 : a_wins ? g : 0;
+    gb = x == y ? g / 2 : a_wins ? 0 : g;
+    break;
+  }
+  }
+  *ga_ = ga;
+  *gb_ = gb;
+}
+
+/* One row of n elements at input strides sa, sb.  The callers pass the
+ * common strides (1 and 0) and ops as constants, so each inlined copy is a
+ * straight loop the compiler vectorizes; the per-element formulas and the
+ * accumulation order are the odometer's, so results do not change. */
+static inline __attribute__((always_inline)) void binary_row(fsU_binary op, int64_t n, const float *a,
+                                                            int64_t sa, const float *b, int64_t sb,
+                                                            float *out) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) out[j] = binary1(op, a[j * sa], b[j * sb]);
+}
+
+static inline __attribute__((always_inline)) void binary_grad_row(fsU_binary op, int64_t n, float *da,
+                                                                 float *db, const float *dout,
+                                                                 const float *a, int64_t sa,
+                                                                 const float *b, int64_t sb,
+                                                                 const float *out) {
+  for (int64_t j = 0; j < n; j++) {
+    float ga, gb;
+    binary_grad1(op, dout[j], a[j * sa], b[j * sb], out[j], &ga, &gb);
+    if (da) da[j * sa] += ga;
+    if (db) db[j * sb] += gb;
+  }
+}
+
+/* forward (da == NULL && db == NULL && out written) or backward over every row */
+static inline __attribute__((always_inline)) void binary_rows(bool backward, fsU_binary op,
+                                                             const fsU_bcast *bc, float *da, float *db,
+                                                             const float *dout, const float *a,
+                                                             const float *b, float *out) {
+  fsU_bcast r = bcast_rows(bc, 2);
+  int outer = r.rank - 1;
+  int64_t n = r.shape[outer], sa = r.st[0][outer], sb = r.st[1][outer];
+  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  do {
+    const float *ra = a + off[0], *rb = b + off[1];
+    float *rda = da ? da + off[0] : NULL, *rdb = db ? db + off[1] : NULL;
+    if (!backward) {
+      if (sa == 1 && sb == 1) binary_row(op, n, ra, 1, rb, 1, out + i);
+      else if (sa == 1 && sb == 0) binary_row(op, n, ra, 1, rb, 0, out + i);
+      else if (sa == 0 && sb == 1) binary_row(op, n, ra, 0, rb, 1, out + i);
+      else binary_row(op, n, ra, sa, rb, sb, out + i);
+    } else if (sa == 1 && sb == 1) binary_grad_row(op, n, rda, rdb, dout + i, ra, 1, rb, 1, out + i);
+    else if (sa == 1 && sb == 0) binary_grad_row(op, n, rda, rdb, dout + i, ra, 1, rb, 0, out + i);
+    else if (sa == 0 && sb == 1) binary_grad_row(op, n, rda, rdb, dout + i, ra, 0, rb, 1, out + i);
+    else binary_grad_row(op, n, rda, rdb, dout + i, ra, sa, rb, sb, out + i);
+    i += n;
+  } while (step(outer, r.shape, idx, 2, (const int64_t(*)[FS_MAX_RANK])r.st, off));
+}
+
+FS_VECTOR_TARGET
+static void cpu_binary_forward(fsU_binary op, const fsU_bcast *bc, const float *a, const float *b,
+                               float *out) {
+  if (bc->numel == 0) return;
+  switch (op) { /* constant ops for the inlined rows */
+  case FSU_ADD: binary_rows(false, FSU_ADD, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_SUB: binary_rows(false, FSU_SUB, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_MUL: binary_rows(false, FSU_MUL, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_DIV: binary_rows(false, FSU_DIV, bc, NULL, NULL, NULL, a, b, out); break;
+  default: binary_rows(false, op, bc, NULL, NULL, NULL, a, b, out); break;
+  }
+}
+
+FS_VECTOR_TARGET
 static void cpu_binary_backward(fsU_binary op, const fsU_bcast *bc, float *da, float *db,
                                 const float *dout, const float *a, const float *b, const float *out) {
-  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
   if (bc->numel == 0) return;
-  do {
-    float g = dout[i], x = a[off[0]], y = b[off[1]], ga = 0, gb = 0;
-    switch (op) {
-    case FSU_ADD: ga = g; gb = g; break;
-    case FSU_SUB: ga = g; gb = -g; break;
-    case FSU_MUL: ga = g * y; gb = g * x; break;
-    case FSU_DIV: ga = g / y; gb = -g * x / (y * y); break;
-    case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
-      ga = y == 0 ? 0 : g * y * powf(x, y - 1);
-      gb = x == 0 && y >= 0 ? 0 : g * out[i] * logf(x);
-      break;
-    case FSU_MAXIMUM: case FSU_MINIMUM: { /* ties split the gradient in half */
-      bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
-      ga = x == y ? g / 2 : a_wins ? g : 0;
-      gb = x == y ? g / 2 : a_wins ? 0 : g;
-      break;
-    }
-    }
-    if (da) da[off[0]] += ga;
-    if (db) db[off[1]] += gb;
-    i++;
-  } while (step(bc->rank, bc->shape, idx, 2, bc->st, off));
+  float *o = (float *)out; /* binary_rows writes out only going forward */
+  switch (op) {
+  case FSU_ADD: binary_rows(true, FSU_ADD, bc, da, db, dout, a, b, o); break;
+  case FSU_SUB: binary_rows(true, FSU_SUB, bc, da, db, dout, a, b, o); break;
+  case FSU_MUL: binary_rows(true, FSU_MUL, bc, da, db, dout, a, b, o); break;
+  case FSU_DIV: binary_rows(true, FSU_DIV, bc, da, db, dout, a, b, o); break;
+  default: binary_rows(true, op, bc, da, db, dout, a, b, o); break;
+  }
 }
 
 static void cpu_where_forward(const fsU_bcast *bc, const int64_t *cond, const float *a, const float *b,
@@ -196,18 +286,59 @@ static int64_t window_numel(const fsU_window *w) {
   return n;
 }
 
-/* copies element by element: to_window false gathers (y contiguous), true scatters */
+/* The window's innermost dim as rows: adjacent dims that are laid out one
+ * after the other (st[d] == st[d+1] * shape[d+1]) merge into one, so a
+ * chunk or a transpose of [B,T,H,D] to [B,H,T,D] copies rows of D (or more)
+ * elements instead of one element per step.  w is left untouched. */
+static fsU_window window_rows(const fsU_window *w) {
+  fsU_window r = {.rank = 0, .off = w->off};
+  for (int d = 0; d < w->rank; d++) {
+    if (w->shape[d] == 1) continue; /* a size-1 dim moves nothing */
+    if (r.rank > 0 && r.st[r.rank - 1] == w->st[d] * w->shape[d]) {
+      r.shape[r.rank - 1] *= w->shape[d];
+      r.st[r.rank - 1] = w->st[d];
+    } else {
+      r.shape[r.rank] = w->shape[d];
+      r.st[r.rank++] = w->st[d];
+    }
+  }
+  if (r.rank == 0) { /* a single element */
+    r.shape[0] = 1;
+    r.st[0] = 1;
+    r.rank = 1;
+  }
+  return r;
+}
+
+/* Copies row by row: to_window false gathers (y contiguous), true scatters.
+ * A row of stride 1 is one memcpy; otherwise the element size picks a typed
+ * loop (a memcpy call per element was most of the copy's time). */
 static void window_copy(const fsU_window *w, size_t esize, const void *x, void *y, bool to_window) {
-  int64_t n = window_numel(w), idx[FS_MAX_RANK] = {0}, off[1] = {w->off}, i = 0;
-  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])w->st;
-  if (n == 0) return;
+  if (window_numel(w) == 0) return;
+  fsU_window r = window_rows(w);
+  int outer = r.rank - 1;
+  int64_t len = r.shape[outer], rs = r.st[outer], idx[FS_MAX_RANK] = {0}, off[1] = {r.off}, i = 0;
+  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])r.st;
   const char *src = x;
   char *dst = y;
   do {
-    if (to_window) memcpy(dst + (size_t)off[0] * esize, src + (size_t)i * esize, esize);
-    else memcpy(dst + (size_t)i * esize, src + (size_t)off[0] * esize, esize);
-    i++;
-  } while (step(w->rank, w->shape, idx, 1, st, off));
+    char *to = to_window ? dst + (size_t)off[0] * esize : dst + (size_t)i * esize;
+    const char *from = to_window ? src + (size_t)i * esize : src + (size_t)off[0] * esize;
+    int64_t to_st = to_window ? rs : 1, from_st = to_window ? 1 : rs;
+    if (rs == 1) memcpy(to, from, (size_t)len * esize);
+    else if (esize == 4) {
+      uint32_t *t = (uint32_t *)to;
+      const uint32_t *f = (const uint32_t *)from;
+      for (int64_t j = 0; j < len; j++) t[j * to_st] = f[j * from_st];
+    } else if (esize == 8) {
+      uint64_t *t = (uint64_t *)to;
+      const uint64_t *f = (const uint64_t *)from;
+      for (int64_t j = 0; j < len; j++) t[j * to_st] = f[j * from_st];
+    } else
+      for (int64_t j = 0; j < len; j++)
+        memcpy(to + (size_t)(j * to_st) * esize, from + (size_t)(j * from_st) * esize, esize);
+    i += len;
+  } while (step(outer, r.shape, idx, 1, st, off));
 }
 
 static void cpu_gather(const fsU_window *w, size_t esize, const void *x, void *y) {
@@ -218,12 +349,22 @@ static void cpu_scatter(const fsU_window *w, size_t esize, const void *x, void *
   window_copy(w, esize, x, y, true);
 }
 
+/* row by row as window_copy; a stride-0 (broadcast) row sums into one element */
 static void cpu_gather_backward(const fsU_window *w, float *dx, const float *dy) {
-  int64_t n = window_numel(w), idx[FS_MAX_RANK] = {0}, off[1] = {w->off}, i = 0;
-  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])w->st;
-  if (n == 0) return;
-  do dx[off[0]] += dy[i++];
-  while (step(w->rank, w->shape, idx, 1, st, off));
+  if (window_numel(w) == 0) return;
+  fsU_window r = window_rows(w);
+  int outer = r.rank - 1;
+  int64_t len = r.shape[outer], rs = r.st[outer], idx[FS_MAX_RANK] = {0}, off[1] = {r.off}, i = 0;
+  const int64_t(*st)[FS_MAX_RANK] = (const int64_t(*)[FS_MAX_RANK])r.st;
+  do {
+    float *d = dx + off[0];
+    const float *g = dy + i;
+    if (rs == 1)
+      for (int64_t j = 0; j < len; j++) d[j] += g[j];
+    else
+      for (int64_t j = 0; j < len; j++) d[j * rs] += g[j];
+    i += len;
+  } while (step(outer, r.shape, idx, 1, st, off));
 }
 
 /* ---- reductions over one dim: x[O,L,I] ---- */
@@ -269,17 +410,31 @@ static void cpu_extreme_backward(int64_t O, int64_t L, int64_t I, float *dx, con
     for (int64_t i = 0; i < I; i++) dx[AT(o, idx[o * I + i], i)] += dy[o * I + i];
 }
 
+/* the largest of L floats at stride I, NaNs skipped as fmaxf skips them
+ * (-inf when all are NaN); the comparison keeps libm's call out of the loop */
+static inline float row_max(int64_t L, int64_t I, const float *x) {
+  float m = -INFINITY;
+  for (int64_t l = 0; l < L; l++)
+    if (x[l * I] > m) m = x[l * I];
+  return m;
+}
+
 static void cpu_softmax_forward(bool as_log, int64_t O, int64_t L, int64_t I, const float *x, float *y) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < I; i++) {
-      float m = -INFINITY;
-      for (int64_t l = 0; l < L; l++) m = fmaxf(m, x[AT(o, l, i)]);
+      float m = row_max(L, I, x + AT(o, 0, i));
       double s = 0;
-      for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
-      float ls = (float)log(s);
-      for (int64_t l = 0; l < L; l++) {
-        float z = x[AT(o, l, i)] - m;
-        y[AT(o, l, i)] = as_log ? z - ls : expf(z) / (float)s;
+      if (as_log) {
+        for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
+        float ls = (float)log(s);
+        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = x[AT(o, l, i)] - m - ls;
+      } else { /* each exp once: kept in y, then divided by the sum */
+        for (int64_t l = 0; l < L; l++) {
+          float e = expf(x[AT(o, l, i)] - m);
+          y[AT(o, l, i)] = e;
+          s += e;
+        }
+        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] /= (float)s;
       }
     }
 }
@@ -300,8 +455,7 @@ static void cpu_softmax_backward(bool log, int64_t O, int64_t L, int64_t I, floa
 static void cpu_logsumexp_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < I; i++) {
-      float m = -INFINITY;
-      for (int64_t l = 0; l < L; l++) m = fmaxf(m, x[AT(o, l, i)]);
+      float m = row_max(L, I, x + AT(o, 0, i));
       if (isinf(m)) m = 0; /* all -inf: log 0 = -inf, not NaN (torch) */
       double s = 0;
       for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
