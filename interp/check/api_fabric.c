@@ -132,7 +132,10 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   fsF_value *slots[] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
   uint32_t id = fsC_new_obj(c, OB_FABRIC, a->call->loc);
   const cv *sv = fsC_arg(a, "strategy", NULL);
-  if (sv && fsC_is(sv, OB_STRATEGY, c)) fsC_o(c, id)->parallelize_fn = fsC_o(c, sv->id)->parallelize_fn;
+  if (sv && fsC_is(sv, OB_STRATEGY, c)) {
+    fsC_o(c, id)->parallelize_fn = fsC_o(c, sv->id)->parallelize_fn;
+    fsC_o(c, id)->wrap_classes = fsC_o(c, sv->id)->wrap_classes;
+  }
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
@@ -286,6 +289,23 @@ static void deepspeed_ctor(C *c, const cargs *a) {
   fsF_issues_free(&iss);
 }
 
+/* FSDPStrategy(auto_wrap_policy=...)'s classes when it is a set literal
+ * (Fabric makes it a ModuleWrapPolicy) or ModuleWrapPolicy(<set literal>):
+ * a CV_SEQ of classes for W21; CV_UNDEF for anything else (a callable
+ * policy, which fsdp.py does not judge, or a value not followed). */
+static cv wrap_classes(C *c, const cargs *a) {
+  const fs_node *n = NULL;
+  fsC_arg(a, "auto_wrap_policy", &n);
+  if (n && n->kind == FS_N_CALL && n->nkids == 2 && n->kids[1]->kind == FS_N_SET &&
+      (n->kids[0]->kind == FS_N_NAME || n->kids[0]->kind == FS_N_ATTR) && !strcmp(n->kids[0]->str, "ModuleWrapPolicy"))
+    n = n->kids[1];
+  if (!n || n->kind != FS_N_SET) return (cv){.k = CV_UNDEF};
+  cv *items = fsC_alloc(c, (n->nkids + 1) * sizeof *items);
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if ((items[i] = fsC_eval(c, n->kids[i])).k != CV_CLASS) return (cv){.k = CV_UNDEF};
+  return (cv){.k = CV_SEQ, .n = n->nkids, .p = items};
+}
+
 cv fsC_new_strategy(C *c, const cargs *a) {
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
   cobj *o = fsC_o(c, id);
@@ -309,6 +329,7 @@ cv fsC_new_strategy(C *c, const cargs *a) {
   if ((x = fsC_cval(fsC_arg(a, "save_distributed_checkpoint", NULL)))) s->save_distributed = fsV_truthy(x);
   s->accelerator = strategy_accelerator(a);
   if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
+  if (s->cls == FSF_FSDP) fsC_o(c, id)->wrap_classes = wrap_classes(c, a);
   if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
   if (s->cls == FSF_MP) {
     const cv *fn = fsC_arg(a, "parallelize_fn", NULL);
@@ -483,6 +504,158 @@ static void parallelize(C *c, const cargs *a, uint32_t fid, const cv *model) {
   fsF_issues_free(&iss);
 }
 
+/* ---- W21: parameters tied across FSDP units --------------------------------- */
+
+/* What __init__ bodies show of a model's tree: its modules in
+ * named_modules() order (preorder, each once) and the ties
+ * `self.X.weight = self.Y.weight` between parameter paths. */
+#define UNIT_MODS 64
+#define UNIT_TIES 16
+typedef struct unit_mod { const char *path; uint32_t id; int wrapped; } unit_mod;
+typedef struct unit_walk {
+  C *c;
+  const cv *classes;
+  unit_mod mod[UNIT_MODS];
+  size_t nmod;
+  struct { const char *target, *source; } tie[UNIT_TIES];
+  size_t ntie;
+} unit_walk;
+
+/* isinstance(module, classes): a script class or one of its bases, or a layer class by name. */
+static int pycls_is(const pyclass *k, const pyclass *want, int depth) {
+  if (k == want) return 1;
+  for (uint8_t i = 0; k && depth < 8 && i < k->nbases; i++)
+    if (pycls_is(k->bases[i], want, depth + 1)) return 1;
+  return 0;
+}
+
+static int policy_wraps(const unit_walk *w, const cobj *o) {
+  for (uint32_t i = 0; i < w->classes->n; i++) {
+    const cv *k = &((const cv *)w->classes->p)[i];
+    if (k->sub == CLS_PY ? o->pycls && pycls_is(o->pycls, k->p, 0)
+                         : k->sub == CLS_SIG && !o->pycls && o->cls && !strcmp(o->cls, ((const fsSig *)k->p)->name))
+      return 1;
+  }
+  return 0;
+}
+
+/* prefix + the attribute chain below `self` (self.a.b -> "a.b"), or NULL
+ * when n is not such a chain. */
+static const char *self_chain(C *c, const fs_node *n, const char *self, const char *prefix) {
+  const fs_node *parts[16];
+  int k = 0;
+  while (n->kind == FS_N_ATTR && k < 16) { parts[k++] = n; n = n->kids[0]; }
+  if (!k || n->kind != FS_N_NAME || strcmp(n->str, self)) return NULL;
+  fsV_buf b = {0};
+  fsV_buf_puts(&b, prefix);
+  while (k--) fsV_buf_printf(&b, "%s%s", b.n ? "." : "", parts[k]->str);
+  char *t = fsV_buf_take(&b);
+  const char *r = t ? strcpy(fsC_alloc(c, strlen(t) + 1), t) : NULL;
+  free(t);
+  return r;
+}
+
+/* The straight-line `self.NAME = ...` statements of m's __init__, in order:
+ * a child module is listed and walked where it is first assigned; an
+ * assignment of one attribute chain to another is a tie. */
+static void unit_children(unit_walk *w, const cv *m, const char *path, int depth) {
+  C *c = w->c;
+  const fs_node *init = fsC_init_of(fsC_o(c, m->id)->pycls);
+  const fs_node *params = init ? fsC_kid(init, 0) : NULL;
+  if (!params || !params->nkids || depth > 6) return;
+  const char *self = params->kids[0]->str;
+  const fs_node *body = fsC_kid(init, 1);
+  for (uint32_t i = 0; body && i < body->nkids; i++) {
+    const fs_node *s = body->kids[i];
+    if (s->kind != FS_N_ASSIGN || s->nkids != 2) continue;
+    const char *target = self_chain(c, s->kids[0], self, path), *source = self_chain(c, s->kids[1], self, path);
+    if (!target) continue;
+    cv v = s->kids[0]->kids[0]->kind == FS_N_NAME ? fsC_attr(c, m, s->kids[0]->str) : fsC_unknown();
+    if (v.k == CV_OBJ && fsC_o(c, v.id)->kind == OB_MODEL) {
+      size_t j = 0;
+      while (j < w->nmod && w->mod[j].id != v.id) j++;
+      if (j < w->nmod || w->nmod == UNIT_MODS) continue; /* named_modules lists a module once */
+      w->mod[w->nmod++] = (unit_mod){target, v.id, policy_wraps(w, fsC_o(c, v.id))};
+      unit_children(w, &v, target, depth + 1);
+    } else if (source && strchr(source + strlen(path) + !!*path, '.') && w->ntie < UNIT_TIES) { /* self.a.b: a parameter */
+      w->tie[w->ntie].target = target;
+      w->tie[w->ntie++].source = source;
+    }
+  }
+}
+
+/* The module a parameter path belongs to (its path minus the last name):
+ * its index in w->mod, or -1 when the walk did not see it. */
+static int owner_of(const unit_walk *w, const char *param) {
+  const char *dot = strrchr(param, '.');
+  size_t len = dot ? (size_t)(dot - param) : 0;
+  for (size_t j = 0; j < w->nmod; j++)
+    if (strlen(w->mod[j].path) == len && !strncmp(w->mod[j].path, param, len)) return (int)j;
+  return -1;
+}
+
+/* The nearest wrapped module at or above module j (the root excluded): its path, or "". */
+static const char *unit_of(const unit_walk *w, int j) {
+  const char *best = "";
+  size_t best_len = 0;
+  for (size_t k = 1; k < w->nmod; k++) {
+    size_t len = strlen(w->mod[k].path);
+    const char *p = w->mod[j].path;
+    if (w->mod[k].wrapped && len >= best_len && !strncmp(w->mod[k].path, p, len) && (p[len] == 0 || p[len] == '.')) {
+      best = w->mod[k].path;
+      best_len = len;
+    }
+  }
+  return best;
+}
+
+void fsC_fsdp_shared_params(C *c, uint32_t fabric, const fs_node *call, const cv *model) {
+  const fsF_config *cfg = fsC_cfg(c, fabric);
+  const cobj *f = fsC_o(c, fabric);
+  if (!cfg || cfg->cls != FSF_FSDP || f->wrap_classes.k != CV_SEQ || !model || model->k != CV_OBJ) return;
+  const cobj *o = fsC_o(c, model->id);
+  if (o->kind != OB_MODEL || o->wrapped || !o->pycls) return;
+  unit_walk *w = fsC_alloc(c, sizeof *w);
+  *w = (unit_walk){.c = c, .classes = &f->wrap_classes};
+  w->mod[w->nmod++] = (unit_mod){"", model->id, 0};
+  unit_children(w, model, "", 0);
+  if (!w->ntie) return;
+  /* each path with its identity (the path it was tied to, followed back) */
+  const char *tied[2 * UNIT_TIES];
+  int ident[2 * UNIT_TIES], owner[2 * UNIT_TIES];
+  size_t np = 0;
+  for (size_t t = 0; t < w->ntie; t++) {
+    size_t is = 0, it = 0;
+    while (is < np && strcmp(tied[is], w->tie[t].source)) is++;
+    if (is == np) { tied[np] = w->tie[t].source; ident[np] = (int)np; np++; }
+    while (it < np && strcmp(tied[it], w->tie[t].target)) it++;
+    if (it == np) tied[np++] = w->tie[t].target;
+    ident[it] = ident[is];
+  }
+  /* the sites in named_modules() order; a group with a module the walk did not see is not judged */
+  fsF_param_site sites[2 * UNIT_TIES];
+  size_t ns = 0;
+  for (size_t i = 0; i < np; i++) owner[i] = owner_of(w, tied[i]);
+  for (size_t i = 0; i < np; i++) {
+    int known = 1;
+    for (size_t k = 0; k < np; k++) known &= ident[k] != ident[i] || owner[k] >= 0;
+    if (!known) continue;
+    sites[ns++] = (fsF_param_site){&ident[ident[i]], tied[i], unit_of(w, owner[i])};
+  }
+  /* stable insertion by owner position */
+  for (size_t i = 1; i < ns; i++)
+    for (size_t j = i; j > 0 && owner_of(w, sites[j - 1].path) > owner_of(w, sites[j].path); j--) {
+      fsF_param_site t = sites[j];
+      sites[j] = sites[j - 1];
+      sites[j - 1] = t;
+    }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_warn_shared_params(sites, ns, &iss);
+  fsC_report_issues(c, &iss, call->loc, 1);
+  fsF_issues_free(&iss);
+}
+
 static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   setup_ud u = {.fabric = fid, .kind = kind};
   const fs_node *mnode = NULL, *onodes[MAXARGS];
@@ -494,6 +667,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
   c->issue_call = NULL;
   if (!g && kind <= 1) fsC_te_layers(c, fid, u.model);
+  if (!g && kind <= 1) fsC_fsdp_shared_params(c, fid, a->call, u.model);
   if (g) {
     const char *rule = g->rule;
     if (!strcmp(rule, "R36") || !strcmp(rule, "R37")) {

@@ -105,6 +105,7 @@ typedef struct cobj {
   uint8_t plugin;       /* OB_PLUGIN: its fsF_plugin */
   const char *plugin_text; /* OB_PLUGIN BitsandbytesPrecision: repr() of a non-empty ignore_modules (arena) */
   uint8_t fused;        /* optimizer (raw): made with fused=True */
+  cv wrap_classes;      /* strategy, fabric: FSDPStrategy's ModuleWrapPolicy classes (CV_SEQ of CV_CLASS), or CV_UNDEF (W21) */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -317,6 +318,11 @@ int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out);
 void fsC_plugins_run(C *c, const cargs *a);
 /* setup(model) passed under Transformer Engine: W26 at each child Linear (a script's class). */
 void fsC_te_layers(C *c, uint32_t fabric, const cv *model);
+/* A Python class's own __init__ (a def), or NULL. */
+const fs_node *fsC_init_of(const pyclass *k);
+/* setup(model) passed under FSDPStrategy with a ModuleWrapPolicy: W21 for
+ * a parameter that __init__ ties across the policy's units. */
+void fsC_fsdp_shared_params(C *c, uint32_t fabric, const fs_node *call, const cv *model);
 /* Fabric(plugins=...): the precision plugin object's facts in the resolved cfg. */
 void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */

@@ -244,6 +244,8 @@ static const explain_row rows[] = {
   /* strategies/ (W20-W24) */
   {"W20", "`FSDPStrategy(activation_checkpointing=...)` is deprecated.",
    "`activation_checkpointing_policy=` takes the same layer classes as a set (or a policy)."},
+  {"W21", "A parameter tied across FSDP units by the `auto_wrap_policy`.",
+   "FSDP shards each unit on its own: the unit that does not own the tied weight sees a flat shard of it, and the forward or backward fails with a size mismatch; keep both sides of a tie (an embedding and its head) in one unit. (This runtime keeps such a parameter in the root's unit, so a run here goes on.)"},
   {"syntax", "The script does not parse.", "FabricScript is Python-shaped: the parser says where it stopped."},
   {"name", "A name is used that no statement defines and no builtin has.", "Python raises NameError at run time; the check says it first."},
   {"attr", "An object has no such attribute or method.", "Python raises AttributeError at run time; the check says it first."},

@@ -113,6 +113,8 @@
 #define SPEC_R104_1 "Found multiple distributed models in the given state. Saving distributed checkpoints is currently limited to a single model per checkpoint. To save multiple models, call the save method for each model separately with a different path."
 #define SPEC_R104_2 "Found multiple distributed models in the given state. Loading distributed checkpoints is currently limited to a single model per checkpoint. To load multiple models, call the load method for each model separately with a different path."
 #define SPEC_W20_1 "`FSDPStrategy(activation_checkpointing=[<class '__main__.Block'>])` is deprecated, use `FSDPStrategy(activation_checkpointing_policy={<class '__main__.Block'>})` instead."
+/* strategies/ (raisesE: R105-R109, R140-R149, W21-W24) */
+#define SPEC_W21_1 "The model has shared parameters (`emb.wte.weight`, `head.weight`) that will be placed in separate FSDP units (`emb`, `<root>`) by the `auto_wrap_policy`. This will lead to errors during forward/backward due to tensor size mismatches (e.g., tied embeddings in transformer models). Consider removing the module type that wraps the shared parameter from your `auto_wrap_policy`."
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -779,6 +781,22 @@ static void test_strategy_objects(void **state) {
   (void)state;
 }
 
+/* W21: a group of sites of one parameter judged once, its units in the order first met */
+static void test_shared_params(void **state) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int wte, fc, other;
+  fsF_param_site tied[] = {{&wte, "emb.wte.weight", "emb"}, {&other, "emb.wte.bias", "emb"},
+                           {&wte, "head.weight", ""}};
+  fsF_warn_shared_params(tied, 3, &iss);
+  expect_issue(&iss, "W21", SPEC_W21_1);
+  fsF_param_site one_unit[] = {{&fc, "b.a.weight", "b"}, {&fc, "b.c.weight", "b"}, {&other, "x", ""}};
+  fsF_warn_shared_params(one_unit, 3, &iss);
+  assert_int_equal(iss.n, 0);
+  fsF_issues_free(&iss);
+  (void)state;
+}
+
 static void test_strategy_checkpoints_and_launch(void **state) {
   env e;
   /* R90 after the model checks, at save only */
@@ -980,6 +998,7 @@ int main(void) {
     cmocka_unit_test(test_save_filter_and_marks),
     cmocka_unit_test(test_flags_seed_optimizer_sampler),
     cmocka_unit_test(test_strategy_objects),
+    cmocka_unit_test(test_shared_params),
     cmocka_unit_test(test_strategy_checkpoints_and_launch),
     cmocka_unit_test(test_xla_all_reduce),
     cmocka_unit_test(test_plugins_and_xla_fsdp),
