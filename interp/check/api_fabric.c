@@ -159,7 +159,14 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     fsC_plugins_config(c, a, &c->cfgs[c->ncfgs]);
     o->cfg = (int32_t)c->ncfgs++;
     o->launched = (mbit){c->cfgs[o->cfg].under_cli ? MB_T : MB_F, 0};
-    if (!c->python && c->o->will_run) { /* a .fab will run: what this runtime cannot run of it */
+    /* the connector hands the plugin to the strategy's precision setter (R105, R106) */
+    fsF_issues_init(&iss);
+    const fs_node *pnode = NULL;
+    fsC_arg(a, "plugins", &pnode);
+    int refused = fsF_check_strategy_precision(c->cfgs[o->cfg].cls, c->cfgs[o->cfg].plugin, &iss) < 0;
+    if (refused) fsC_report_issue(c, fsF_error(&iss), pnode ? pnode->loc : a->call->loc);
+    fsF_issues_free(&iss);
+    if (!refused && !c->python && c->o->will_run) { /* a .fab will run: what this runtime cannot run of it */
       fsF_issues_init(&iss);
       const fsF_config *cfg = &c->cfgs[o->cfg];
       if (fsF_check_runnable(cfg, &iss) < 0) {
@@ -256,6 +263,15 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   const fs_value *x = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
   if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
     s->state_dict_unknown = x->u.str.s; /* a constant: lives as long as the check */
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  /* Strategy.__init__ calls the precision setter first (R105) */
+  const cv *pv = kwarg_named(a, "precision");
+  if (pv && fsC_is(pv, OB_PLUGIN, c) && fsF_check_strategy_precision(FSF_FSDP, fsC_o(c, pv->id)->plugin, &iss) < 0) {
+    fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+    fsF_issues_free(&iss);
+    return;
+  }
   fsF_fsdp_ctor f = {0};
   const cv *ac = kwarg_named(a, "activation_checkpointing");
   f.activation_checkpointing = ac && !fsC_is_none(ac);
@@ -266,8 +282,6 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   f.device_mesh = !fsC_is_none(kwarg_named(a, "device_mesh"));
   x = fsC_cval(fsC_arg(a, "sharding_strategy", NULL));
   f.sharding_strategy = x && x->type == FSV_STR ? x->u.str.s : NULL;
-  fsF_issues iss;
-  fsF_issues_init(&iss);
   fsF_check_fsdp_ctor(&f, &iss);
   fsC_report_issues(c, &iss, a->call->loc, 1);
   fsF_issues_free(&iss);

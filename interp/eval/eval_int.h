@@ -115,6 +115,8 @@ extern const fsE_lib fsE_lib_files;   /* NumPy, token, CSV and image files; tran
 extern const fsE_lib fsE_lib_plugins; /* precision plugins, XLAFSDPStrategy (lib_plugins.c) */
 /* Fabric(plugins=...): `unsupported` for a precision plugin (reported; rc < 0). */
 int fsE_check_plugins(fsE_ctx *E, const fsV_args *a, const fs_value *plugins);
+/* The first precision plugin object of a Fabric(plugins=...) value (one, or a list or tuple): its fsF_plugin, or FSF_PL_NONE. */
+int fsE_plugin_kind(const fs_value *plugins);
 /* The implementation of sig's builtin, or NULL when no library has one. */
 fsE_native fsE_native_of(const fsSig *sig);
 const fsE_lib *const *fsE_libs(size_t *n); /* the list, for tests */

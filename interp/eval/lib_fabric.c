@@ -506,6 +506,13 @@ NATIVE(f_fabric) {
     free(fv);
     return NULL;
   }
+  /* the connector hands the plugin to the strategy's precision setter (R105, R106) */
+  fv->cfg.plugin = fsE_plugin_kind(s[5]);
+  fsF_issues_init(&iss);
+  if (fsE_fabric_issues(E, a, &iss, fsF_check_strategy_precision(fv->cfg.cls, fv->cfg.plugin, &iss)) < 0) {
+    free(fv);
+    return NULL;
+  }
   fsF_issues_init(&iss);
   if (!o->plan && (fsE_fabric_issues(E, a, &iss, fsF_check_runnable(&fv->cfg, &iss)) < 0 ||
                    fsE_check_plugins(E, a, s[5]) < 0 || runnable(&fv->cfg, o->emulate_cuda) < 0)) { /* plan allocates nothing: any target */

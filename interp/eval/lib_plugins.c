@@ -87,18 +87,22 @@ NATIVE(xla_fsdp_strategy) {
   return rc < 0 ? NULL : fsE_strategy_value(FSF_XLA_FSDP);
 }
 
-int fsE_check_plugins(fsE_ctx *E, const fsV_args *a, const fs_value *plugins) {
-  size_t n = plugins->type == FSV_LIST || plugins->type == FSV_TUPLE ? plugins->u.seq.n : 1;
+int fsE_plugin_kind(const fs_value *plugins) {
+  int seq = plugins->type == FSV_LIST || plugins->type == FSV_TUPLE;
+  size_t n = seq ? plugins->u.seq.n : 1;
   for (size_t i = 0; i < n; i++) {
-    const fs_value *p = n == 1 && plugins->type != FSV_LIST && plugins->type != FSV_TUPLE
-                            ? plugins : plugins->u.seq.items[i];
-    const fsF_plugin *k = fsV_objdata(p, &plugin_class);
-    if (!k) continue;
-    fsF_issues iss;
-    fsF_issues_init(&iss);
-    return fsE_fabric_issues(E, a, &iss, fsF_check_plugin_runs(*k, &iss));
+    const fsF_plugin *k = fsV_objdata(seq ? plugins->u.seq.items[i] : plugins, &plugin_class);
+    if (k) return *k;
   }
-  return 0;
+  return FSF_PL_NONE;
+}
+
+int fsE_check_plugins(fsE_ctx *E, const fsV_args *a, const fs_value *plugins) {
+  int k = fsE_plugin_kind(plugins);
+  if (k == FSF_PL_NONE) return 0;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  return fsE_fabric_issues(E, a, &iss, fsF_check_plugin_runs((fsF_plugin)k, &iss));
 }
 
 static const fsE_reg plugin_funcs[] = {

@@ -120,6 +120,13 @@ NATIVE(s_fsdp) {
   so.state_dict_full = strcmp(s[5]->u.str.s, "full") == 0;
   if (!so.state_dict_full && strcmp(s[5]->u.str.s, "sharded") != 0) so.state_dict_unknown = s[5]->u.str.s;
   so.use_orig_params = fsV_truthy(s[6]);
+  /* Strategy.__init__ calls the precision setter first (R105) */
+  const fs_value *pv = fsV_dict_getstr(s[7], "precision");
+  fsF_issues pi;
+  fsF_issues_init(&pi);
+  if (pv && fsE_fabric_issues(E, a, &pi, fsF_check_strategy_precision(FSF_FSDP, fsE_plugin_kind(pv), &pi)) < 0)
+    return NULL;
+  fsF_issues_free(&pi);
   const fs_value *ac = fsV_dict_getstr(s[7], "activation_checkpointing");
   const fs_value *pg = fsV_dict_getstr(s[7], "process_group"), *dm = fsV_dict_getstr(s[7], "device_mesh");
   fsF_fsdp_ctor f = {

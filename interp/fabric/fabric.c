@@ -733,6 +733,18 @@ int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues 
                   cls == FSF_XLA ? "XLAStrategy" : "XLAFSDPStrategy", reduce_op);
 }
 
+int fsF_check_strategy_precision(fsF_cls cls, int plugin, fsF_issues *iss) {
+  int fsdp = cls == FSF_FSDP, xla = cls == FSF_XLA || cls == FSF_SINGLE_XLA;
+  if (plugin == FSF_PL_NONE || (!fsdp && !xla) || plugin == (fsdp ? FSF_PL_FSDP : FSF_PL_XLA)) return 0;
+  char *str = fsF_plugin_str((fsF_plugin)plugin);
+  int rc = fsdp ? fsF_fail(iss, "R105", "pass `FSDPPrecision(precision)` as the plugin, or the precision by name: `precision=\"bf16-mixed\"`",
+                           "The FSDP strategy can only work with the `FSDPPrecision` plugin, found %s", str ? str : "?")
+                : fsF_fail(iss, "R106", "pass `XLAPrecision(precision)` as the plugin, or the precision by name",
+                           "The XLA strategy can only work with the `XLAPrecision` plugin, found %s", str ? str : "?");
+  free(str);
+  return rc;
+}
+
 void fsF_warn_shared_params(const fsF_param_site *s, size_t n, fsF_issues *iss) {
   for (size_t i = 0; i < n; i++) {
     size_t j = 0;

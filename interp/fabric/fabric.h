@@ -397,6 +397,12 @@ int fsF_check_spawn_guard(const fsF_config *cfg, int guarded, fsF_issues *iss);
  * it is not a module: its Python type name (R102). */
 int fsF_check_parallelized(const char *type_name, fsF_issues *iss);
 int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues *iss);
+/* A strategy's precision setter (Strategy.__init__'s `self.precision =
+ * precision`, and the connector's _lazy_init_strategy with the plugin of
+ * Fabric(plugins=...)): FSDPStrategy takes only FSDPPrecision (R105),
+ * XLAStrategy and SingleDeviceXLAStrategy only XLAPrecision (R106);
+ * plugin: the precision plugin's fsF_plugin, 0 for none. */
+int fsF_check_strategy_precision(fsF_cls cls, int plugin, fsF_issues *iss);
 /* One parameter of a module tree as fsdp.py's
  * _warn_if_shared_params_across_fsdp_units lists them: each module of
  * named_modules() once (preorder), its own parameters in registration

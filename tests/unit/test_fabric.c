@@ -114,6 +114,8 @@
 #define SPEC_R104_2 "Found multiple distributed models in the given state. Loading distributed checkpoints is currently limited to a single model per checkpoint. To load multiple models, call the load method for each model separately with a different path."
 #define SPEC_W20_1 "`FSDPStrategy(activation_checkpointing=[<class '__main__.Block'>])` is deprecated, use `FSDPStrategy(activation_checkpointing_policy={<class '__main__.Block'>})` instead."
 /* strategies/ (raisesE: R105-R109, R140-R149, W21-W24) */
+#define SPEC_R105_1 "The FSDP strategy can only work with the `FSDPPrecision` plugin, found <lightning.fabric.plugins.precision.amp.MixedPrecision object at 0x7f0000000000>"
+#define SPEC_R106_1 "The XLA strategy can only work with the `XLAPrecision` plugin, found <lightning.fabric.plugins.precision.half.HalfPrecision object at 0x7f0000000000>"
 #define SPEC_W21_1 "The model has shared parameters (`emb.wte.weight`, `head.weight`) that will be placed in separate FSDP units (`emb`, `<root>`) by the `auto_wrap_policy`. This will lead to errors during forward/backward due to tensor size mismatches (e.g., tied embeddings in transformer models). Consider removing the module type that wraps the shared parameter from your `auto_wrap_policy`."
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -781,6 +783,23 @@ static void test_strategy_objects(void **state) {
   (void)state;
 }
 
+/* R105, R106: the strategies' precision setters */
+static void test_strategy_precision(void **state) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  assert_int_equal(fsF_check_strategy_precision(FSF_FSDP, FSF_PL_MIXED, &iss), -1);
+  expect_issue(&iss, "R105", SPEC_R105_1);
+  assert_int_equal(fsF_check_strategy_precision(FSF_SINGLE_XLA, FSF_PL_HALF, &iss), -1);
+  expect_issue(&iss, "R106", SPEC_R106_1);
+  assert_int_equal(fsF_check_strategy_precision(FSF_FSDP, FSF_PL_FSDP, &iss), 0);
+  assert_int_equal(fsF_check_strategy_precision(FSF_XLA, FSF_PL_XLA, &iss), 0);
+  assert_int_equal(fsF_check_strategy_precision(FSF_DDP, FSF_PL_MIXED, &iss), 0);
+  assert_int_equal(fsF_check_strategy_precision(FSF_FSDP, FSF_PL_NONE, &iss), 0);
+  assert_int_equal(iss.n, 0);
+  fsF_issues_free(&iss);
+  (void)state;
+}
+
 /* W21: a group of sites of one parameter judged once, its units in the order first met */
 static void test_shared_params(void **state) {
   fsF_issues iss;
@@ -999,6 +1018,7 @@ int main(void) {
     cmocka_unit_test(test_flags_seed_optimizer_sampler),
     cmocka_unit_test(test_strategy_objects),
     cmocka_unit_test(test_shared_params),
+    cmocka_unit_test(test_strategy_precision),
     cmocka_unit_test(test_strategy_checkpoints_and_launch),
     cmocka_unit_test(test_xla_all_reduce),
     cmocka_unit_test(test_plugins_and_xla_fsdp),
