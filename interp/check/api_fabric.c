@@ -135,6 +135,7 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   if (sv && fsC_is(sv, OB_STRATEGY, c)) {
     fsC_o(c, id)->parallelize_fn = fsC_o(c, sv->id)->parallelize_fn;
     fsC_o(c, id)->wrap_classes = fsC_o(c, sv->id)->wrap_classes;
+    fsC_o(c, id)->link = sv->id + 1;
   }
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
@@ -515,6 +516,49 @@ static void parallelize(C *c, const cargs *a, uint32_t fid, const cv *model) {
   fsF_issues_init(&iss);
   fsF_check_parallelized(t, &iss);
   fsC_report_issue(c, fsF_error(&iss), a->call->loc);
+  fsF_issues_free(&iss);
+}
+
+/* ---- the strategy attributes Fabric refuses (R107, R108) ------------------ */
+
+cv fsC_fabric_strategy(C *c, uint32_t fabric) {
+  const fsF_config *cfg = fsC_cfg(c, fabric);
+  uint32_t given = fsC_o(c, fabric)->link;
+  if (given) return fsC_obj(given - 1); /* Fabric(strategy=obj): that object */
+  if (!cfg) return fsC_unknown();
+  uint32_t id = fsC_new_obj(c, OB_STRATEGY, fsC_o(c, fabric)->loc);
+  cobj *o = fsC_o(c, id);
+  o->strat = (fsF_strategy_obj){.cls = cfg->cls, .use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
+                                .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
+  o->link = fabric + 1;
+  return fsC_obj(id);
+}
+
+/* Whether the fabric a strategy object belongs to was launched: 1 surely,
+ * 0 surely not (or no fabric took it), -1 not known (a fabric that took
+ * it is launched on some path, or two fabrics took it). */
+static int strategy_launched(C *c, uint32_t strategy) {
+  const cobj *s = fsC_o(c, strategy);
+  int launched = 0, fabrics = 0;
+  for (uint32_t i = 0; i < c->nobjs; i++) {
+    const cobj *f = &c->objs[i];
+    if (f->kind != OB_FABRIC || !(s->link == i + 1 || f->link == strategy + 1)) continue;
+    launched = f->launched.m == MB_T ? 1 : f->launched.m == MB_F ? 0 : -1;
+    fabrics++;
+  }
+  return fabrics > 1 ? -1 : launched;
+}
+
+void fsC_strategy_attr(C *c, uint32_t strategy, const fs_node *n) {
+  fsF_cls cls = fsC_o(c, strategy)->strat.cls;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int rc = 0;
+  if (!strcmp(n->str, "checkpoint_io")) rc = fsF_check_checkpoint_io(cls, &iss);
+  else if (!strcmp(n->str, "device_mesh")) rc = fsF_check_device_mesh(cls, strategy_launched(c, strategy), &iss);
+  const fsF_issue *e = rc < 0 ? fsF_error(&iss) : NULL;
+  /* a .py script's CheckpointIO is Fabric's (only this runtime lacks one) */
+  if (e && (strcmp(e->rule, "unsupported") || (!c->python && c->o->will_run))) fsC_report_issue(c, e, n->name_loc);
   fsF_issues_free(&iss);
 }
 

@@ -983,6 +983,7 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_ATTR: {
     fs_value *o = eval(E, n->kids[0]);
     if (!o) return NULL;
+    E->attr_loc = n->name_loc;
     r = getattr(E, o, n->str);
     fsV_release(o);
     return r ? r : failed(E, n->name_loc);

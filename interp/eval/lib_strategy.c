@@ -239,10 +239,34 @@ NATIVE(s_model_parallel) {
   return strategy_value(so, NULL);
 }
 
+/* strategy.checkpoint_io (R107 for FSDP and ModelParallel; no CheckpointIO
+ * objects here) and strategy.device_mesh (R108: a ModelParallelStrategy
+ * object is never launched here, the runtime refusing it in Fabric). */
+NATIVE(strategy_checkpoint_io) {
+  const strategy_data *p = fsV_objdata(self, &fsE_strategy_class);
+  if (!p) return fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), "checkpoint_io"), NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsV_args at = {.loc = E->attr_loc}; /* an attribute native has no call */
+  fsE_fabric_issues(E, &at, &iss, fsF_check_checkpoint_io(p->so.cls, &iss));
+  return NULL;
+}
+
+NATIVE(strategy_device_mesh) {
+  const strategy_data *p = fsV_objdata(self, &fsE_strategy_class);
+  if (!p) return fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), "device_mesh"), NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsV_args at = {.loc = E->attr_loc};
+  fsE_fabric_issues(E, &at, &iss, fsF_check_device_mesh(p->so.cls, 0, &iss));
+  return NULL;
+}
+
 static const fsE_reg strategy_funcs[] = {
   {"FSDPStrategy", s_fsdp}, {"DDPStrategy", s_ddp}, {"DeepSpeedStrategy", s_deepspeed},
   {"ModuleWrapPolicy", module_wrap_policy}, {"transformer_auto_wrap_policy", transformer_auto_wrap_policy},
   {"size_based_auto_wrap_policy", size_based_auto_wrap_policy},
+  {"Strategy.checkpoint_io", strategy_checkpoint_io}, {"Strategy.device_mesh", strategy_device_mesh},
   {"ModelParallelStrategy", s_model_parallel},
   {NULL, NULL},
 };

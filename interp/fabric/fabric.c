@@ -745,6 +745,23 @@ int fsF_check_strategy_precision(fsF_cls cls, int plugin, fsF_issues *iss) {
   return rc;
 }
 
+int fsF_check_checkpoint_io(fsF_cls cls, fsF_issues *iss) {
+  if (cls == FSF_FSDP || cls == FSF_MP)
+    return fsF_fail(iss, "R107", "save and load through `fabric.save`/`fabric.load`: the strategy writes its checkpoints itself",
+                    "The `%s` does not use the `CheckpointIO` plugin interface.", fsF_cls_name(cls));
+  return fsF_fail(iss, "unsupported", "save and load through `fabric.save`/`fabric.load`",
+                  "`strategy.checkpoint_io` is a CheckpointIO object, which this runtime does not have");
+}
+
+int fsF_check_device_mesh(fsF_cls cls, int launched, fsF_issues *iss) {
+  if (cls != FSF_MP)
+    return fsF_fail(iss, "attr", "only ModelParallelStrategy has a device mesh", "'%s' object has no attribute 'device_mesh'",
+                    fsF_cls_name(cls));
+  if (launched) return 0;
+  return fsF_fail(iss, "R108", "read `strategy.device_mesh` after `fabric.launch()`",
+                  "Accessing the device mesh before processes have initialized is not allowed.");
+}
+
 void fsF_warn_shared_params(const fsF_param_site *s, size_t n, fsF_issues *iss) {
   for (size_t i = 0; i < n; i++) {
     size_t j = 0;

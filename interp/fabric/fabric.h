@@ -403,6 +403,14 @@ int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues 
  * XLAStrategy and SingleDeviceXLAStrategy only XLAPrecision (R106);
  * plugin: the precision plugin's fsF_plugin, 0 for none. */
 int fsF_check_strategy_precision(fsF_cls cls, int plugin, fsF_issues *iss);
+/* strategy.checkpoint_io: FSDPStrategy's and ModelParallelStrategy's
+ * getters refuse (R107); another strategy's is a CheckpointIO object, which
+ * FabricScript does not have (`unsupported`). */
+int fsF_check_checkpoint_io(fsF_cls cls, fsF_issues *iss);
+/* strategy.device_mesh: ModelParallelStrategy's before its processes are
+ * initialized (R108; launched: 1 after launch(), 0 not, -1 not known:
+ * nothing reported); another strategy has no such attribute (`attr`). */
+int fsF_check_device_mesh(fsF_cls cls, int launched, fsF_issues *iss);
 /* One parameter of a module tree as fsdp.py's
  * _warn_if_shared_params_across_fsdp_units lists them: each module of
  * named_modules() once (preorder), its own parameters in registration

@@ -116,6 +116,9 @@
 /* strategies/ (raisesE: R105-R109, R140-R149, W21-W24) */
 #define SPEC_R105_1 "The FSDP strategy can only work with the `FSDPPrecision` plugin, found <lightning.fabric.plugins.precision.amp.MixedPrecision object at 0x7f0000000000>"
 #define SPEC_R106_1 "The XLA strategy can only work with the `XLAPrecision` plugin, found <lightning.fabric.plugins.precision.half.HalfPrecision object at 0x7f0000000000>"
+#define SPEC_R107_1 "The `FSDPStrategy` does not use the `CheckpointIO` plugin interface."
+#define SPEC_R107_2 "The `ModelParallelStrategy` does not use the `CheckpointIO` plugin interface."
+#define SPEC_R108_1 "Accessing the device mesh before processes have initialized is not allowed."
 #define SPEC_W21_1 "The model has shared parameters (`emb.wte.weight`, `head.weight`) that will be placed in separate FSDP units (`emb`, `<root>`) by the `auto_wrap_policy`. This will lead to errors during forward/backward due to tensor size mismatches (e.g., tied embeddings in transformer models). Consider removing the module type that wraps the shared parameter from your `auto_wrap_policy`."
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -796,6 +799,21 @@ static void test_strategy_precision(void **state) {
   assert_int_equal(fsF_check_strategy_precision(FSF_DDP, FSF_PL_MIXED, &iss), 0);
   assert_int_equal(fsF_check_strategy_precision(FSF_FSDP, FSF_PL_NONE, &iss), 0);
   assert_int_equal(iss.n, 0);
+  /* R107, R108: the strategies' attributes */
+  assert_int_equal(fsF_check_checkpoint_io(FSF_FSDP, &iss), -1);
+  expect_issue(&iss, "R107", SPEC_R107_1);
+  assert_int_equal(fsF_check_checkpoint_io(FSF_MP, &iss), -1);
+  expect_issue(&iss, "R107", SPEC_R107_2);
+  assert_int_equal(fsF_check_checkpoint_io(FSF_DDP, &iss), -1);
+  assert_string_equal(fsF_error(&iss)->rule, "unsupported");
+  fsF_issues_clear(&iss);
+  assert_int_equal(fsF_check_device_mesh(FSF_MP, 0, &iss), -1);
+  expect_issue(&iss, "R108", SPEC_R108_1);
+  assert_int_equal(fsF_check_device_mesh(FSF_MP, 1, &iss), 0);
+  assert_int_equal(fsF_check_device_mesh(FSF_MP, -1, &iss), 0);
+  assert_int_equal(fsF_check_device_mesh(FSF_FSDP, 0, &iss), -1);
+  assert_string_equal(fsF_error(&iss)->message, "'FSDPStrategy' object has no attribute 'device_mesh'");
+  fsF_issues_clear(&iss);
   fsF_issues_free(&iss);
   (void)state;
 }
