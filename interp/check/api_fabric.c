@@ -562,6 +562,16 @@ void fsC_strategy_attr(C *c, uint32_t strategy, const fs_node *n) {
   fsF_issues_free(&iss);
 }
 
+void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_set_strategy_attr(fsC_o(c, strategy)->strat.cls, t->str, &iss);
+  const fsF_issue *e = fsF_error(&iss);
+  /* in a .py script only Fabric's own refusal: the other assignments are Python's to make */
+  if (e && (strcmp(e->rule, "unsupported") || (!c->python && c->o->will_run))) fsC_report_issue(c, e, t->name_loc);
+  fsF_issues_free(&iss);
+}
+
 /* ---- W21: parameters tied across FSDP units --------------------------------- */
 
 /* What __init__ bodies show of a model's tree: its modules in

@@ -190,6 +190,8 @@ static const explain_row rows[] = {
    "They write sharded or distributed checkpoints themselves; save and load through `fabric.save`/`fabric.load`."},
   {"R108", "ModelParallelStrategy's `device_mesh` exists only after `fabric.launch()`.",
    "The mesh is built when the processes start (setup_environment); reading it before raises."},
+  {"R109", "FSDPStrategy and ModelParallelStrategy take no CheckpointIO (`strategy.checkpoint_io = ...`).",
+   "Their checkpoints are sharded or distributed and written by the strategy itself; the setter refuses any plugin, None included."},
   {"R94", "DeepSpeed's devices must be the first GPUs, in order (`devices=2`, not `devices=[1]`).",
    "DeepSpeed gives each process the GPU of its local rank; CUDA_VISIBLE_DEVICES selects other GPUs."},
   {"R95", "`DeepSpeedStrategy(config=\"path\")` needs the file to exist (checked with --here).",

@@ -1082,6 +1082,7 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
     int rc = -1;
     if (o->type == FSV_OBJ && o->u.obj.cls->setattr) {
       fsV_clearerr();
+      E->attr_loc = t->name_loc;
       rc = o->u.obj.cls->setattr(E, o, t->str, v);
       if (rc < 0) failed(E, t->name_loc);
     } else {

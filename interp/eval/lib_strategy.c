@@ -29,8 +29,18 @@ static char *strategy_repr(fs_value *v) {
   return fsV_buf_take(&b);
 }
 
+/* `strategy.NAME = value`: R109 (FSDP's and ModelParallel's checkpoint_io), else `unsupported`. */
+static int strategy_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v) {
+  (void)v;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsV_args at = {.loc = E->attr_loc}; /* an attribute has no call */
+  return fsE_fabric_issues(E, &at, &iss,
+                           fsF_check_set_strategy_attr(((const strategy_data *)self->u.obj.data)->so.cls, name, &iss));
+}
+
 const fsV_class fsE_strategy_class = {
-  .name = "Strategy", .repr = strategy_repr, .free = strategy_free,
+  .name = "Strategy", .repr = strategy_repr, .free = strategy_free, .setattr = strategy_setattr,
 };
 
 /* The object with its texts in one allocation (strategy_free frees both). */

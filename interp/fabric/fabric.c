@@ -753,6 +753,14 @@ int fsF_check_checkpoint_io(fsF_cls cls, fsF_issues *iss) {
                   "`strategy.checkpoint_io` is a CheckpointIO object, which this runtime does not have");
 }
 
+int fsF_check_set_strategy_attr(fsF_cls cls, const char *name, fsF_issues *iss) {
+  if (!strcmp(name, "checkpoint_io") && (cls == FSF_FSDP || cls == FSF_MP))
+    return fsF_fail(iss, "R109", "drop the assignment: the strategy writes its checkpoints itself",
+                    "The `%s` does not support setting a `CheckpointIO` plugin.", fsF_cls_name(cls));
+  return fsF_fail(iss, "unsupported", "configure the strategy through its constructor's arguments",
+                  "setting `strategy.%s` is not supported at run time", name);
+}
+
 int fsF_check_device_mesh(fsF_cls cls, int launched, fsF_issues *iss) {
   if (cls != FSF_MP)
     return fsF_fail(iss, "attr", "only ModelParallelStrategy has a device mesh", "'%s' object has no attribute 'device_mesh'",
