@@ -562,10 +562,13 @@ void fsC_strategy_attr(C *c, uint32_t strategy, const fs_node *n) {
   fsF_issues_free(&iss);
 }
 
-void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t) {
+void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t, const cv *v) {
+  const fs_value *x = fsC_cval(v);
+  char *str = x ? fsV_tostr(x) : NULL; /* str() of a constant; another value's is not known */
   fsF_issues iss;
   fsF_issues_init(&iss);
-  fsF_check_set_strategy_attr(fsC_o(c, strategy)->strat.cls, t->str, &iss);
+  fsF_check_set_strategy_attr(fsC_o(c, strategy)->strat.cls, t->str, fsC_is_none(v), str, &iss);
+  free(str);
   const fsF_issue *e = fsF_error(&iss);
   /* in a .py script only Fabric's own refusal: the other assignments are Python's to make */
   if (e && (strcmp(e->rule, "unsupported") || (!c->python && c->o->will_run))) fsC_report_issue(c, e, t->name_loc);

@@ -1761,7 +1761,7 @@ static void assign(C *c, const fs_node *t, cv v) {
   }
   case FS_N_ATTR: {
     cv o = ev(c, t->kids[0]);
-    if (o.k == CV_OBJ && c->objs[o.id].kind == OB_STRATEGY) { fsC_strategy_set_attr(c, o.id, t); break; }
+    if (o.k == CV_OBJ && c->objs[o.id].kind == OB_STRATEGY) { fsC_strategy_set_attr(c, o.id, t, &v); break; }
     const char *ty = fsC_type_name(c, &o);
     const fsSig *sig = has_members(ty) ? sig_lookup(c, ty, t->str) : NULL;
     if (!sig && pyclass_of(c, &o)) { set_attr(c, &o, t->str, v); break; } /* `self.fc = ...` */

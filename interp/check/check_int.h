@@ -323,8 +323,8 @@ void fsC_te_layers(C *c, uint32_t fabric, const cv *model);
 cv fsC_fabric_strategy(C *c, uint32_t fabric);
 /* strategy.checkpoint_io (R107) and strategy.device_mesh (R108) of a strategy object; n the FS_N_ATTR. */
 void fsC_strategy_attr(C *c, uint32_t strategy, const fs_node *n);
-/* `strategy.NAME = ...` (R109); t the FS_N_ATTR target. */
-void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t);
+/* `strategy.NAME = v` (R109, R140); t the FS_N_ATTR target. */
+void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t, const cv *v);
 /* A Python class's own __init__ (a def), or NULL. */
 const fs_node *fsC_init_of(const pyclass *k);
 /* setup(model) passed under FSDPStrategy with a ModuleWrapPolicy: W21 for

@@ -192,6 +192,8 @@ static const explain_row rows[] = {
    "The mesh is built when the processes start (setup_environment); reading it before raises."},
   {"R109", "FSDPStrategy and ModelParallelStrategy take no CheckpointIO (`strategy.checkpoint_io = ...`).",
    "Their checkpoints are sharded or distributed and written by the strategy itself; the setter refuses any plugin, None included."},
+  {"R140", "XLAStrategy and SingleDeviceXLAStrategy take only an `XLACheckpointIO` (`strategy.checkpoint_io = ...`).",
+   "XLA tensors are saved through torch_xla's own checkpoint I/O; None keeps it."},
   {"R94", "DeepSpeed's devices must be the first GPUs, in order (`devices=2`, not `devices=[1]`).",
    "DeepSpeed gives each process the GPU of its local rank; CUDA_VISIBLE_DEVICES selects other GPUs."},
   {"R95", "`DeepSpeedStrategy(config=\"path\")` needs the file to exist (checked with --here).",

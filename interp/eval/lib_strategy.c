@@ -31,12 +31,15 @@ static char *strategy_repr(fs_value *v) {
 
 /* `strategy.NAME = value`: R109 (FSDP's and ModelParallel's checkpoint_io), else `unsupported`. */
 static int strategy_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v) {
-  (void)v;
+  char *str = fsV_tostr(v);
+  if (!str) return -1;
   fsF_issues iss;
   fsF_issues_init(&iss);
   fsV_args at = {.loc = E->attr_loc}; /* an attribute has no call */
-  return fsE_fabric_issues(E, &at, &iss,
-                           fsF_check_set_strategy_attr(((const strategy_data *)self->u.obj.data)->so.cls, name, &iss));
+  int rc = fsE_fabric_issues(E, &at, &iss, fsF_check_set_strategy_attr(((const strategy_data *)self->u.obj.data)->so.cls,
+                                                                        name, v->type == FSV_NONE, str, &iss));
+  free(str);
+  return rc;
 }
 
 const fsV_class fsE_strategy_class = {

@@ -753,10 +753,17 @@ int fsF_check_checkpoint_io(fsF_cls cls, fsF_issues *iss) {
                   "`strategy.checkpoint_io` is a CheckpointIO object, which this runtime does not have");
 }
 
-int fsF_check_set_strategy_attr(fsF_cls cls, const char *name, fsF_issues *iss) {
-  if (!strcmp(name, "checkpoint_io") && (cls == FSF_FSDP || cls == FSF_MP))
+int fsF_check_set_strategy_attr(fsF_cls cls, const char *name, int is_none, const char *value_str,
+                                fsF_issues *iss) {
+  int io = !strcmp(name, "checkpoint_io");
+  if (io && (cls == FSF_FSDP || cls == FSF_MP))
     return fsF_fail(iss, "R109", "drop the assignment: the strategy writes its checkpoints itself",
                     "The `%s` does not support setting a `CheckpointIO` plugin.", fsF_cls_name(cls));
+  if (io && (cls == FSF_XLA || cls == FSF_SINGLE_XLA) && !is_none) {
+    if (!value_str) return 0;
+    return fsF_fail(iss, "R140", "drop the assignment (XLA's strategies bring their XLACheckpointIO)",
+                    "The XLA strategy can only work with the `XLACheckpointIO` plugin, found %s", value_str);
+  }
   return fsF_fail(iss, "unsupported", "configure the strategy through its constructor's arguments",
                   "setting `strategy.%s` is not supported at run time", name);
 }

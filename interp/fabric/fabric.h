@@ -408,9 +408,12 @@ int fsF_check_strategy_precision(fsF_cls cls, int plugin, fsF_issues *iss);
  * FabricScript does not have (`unsupported`). */
 int fsF_check_checkpoint_io(fsF_cls cls, fsF_issues *iss);
 /* `strategy.NAME = value`: FSDPStrategy's and ModelParallelStrategy's
- * checkpoint_io setters refuse (R109); any other assignment to a
- * strategy's attribute is `unsupported` here. */
-int fsF_check_set_strategy_attr(fsF_cls cls, const char *name, fsF_issues *iss);
+ * checkpoint_io setters refuse (R109), XLAStrategy's and
+ * SingleDeviceXLAStrategy's a value that is not an XLACheckpointIO (R140:
+ * value_str is str(value), NULL when not known, and nothing is said then);
+ * any other assignment to a strategy's attribute is `unsupported` here. */
+int fsF_check_set_strategy_attr(fsF_cls cls, const char *name, int is_none, const char *value_str,
+                                fsF_issues *iss);
 /* strategy.device_mesh: ModelParallelStrategy's before its processes are
  * initialized (R108; launched: 1 after launch(), 0 not, -1 not known:
  * nothing reported); another strategy has no such attribute (`attr`). */

@@ -120,6 +120,7 @@
 #define SPEC_R107_2 "The `ModelParallelStrategy` does not use the `CheckpointIO` plugin interface."
 #define SPEC_R108_1 "Accessing the device mesh before processes have initialized is not allowed."
 #define SPEC_R109_1 "The `FSDPStrategy` does not support setting a `CheckpointIO` plugin."
+#define SPEC_R140_1 "The XLA strategy can only work with the `XLACheckpointIO` plugin, found io.ckpt"
 #define SPEC_W21_1 "The model has shared parameters (`emb.wte.weight`, `head.weight`) that will be placed in separate FSDP units (`emb`, `<root>`) by the `auto_wrap_policy`. This will lead to errors during forward/backward due to tensor size mismatches (e.g., tied embeddings in transformer models). Consider removing the module type that wraps the shared parameter from your `auto_wrap_policy`."
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -815,11 +816,15 @@ static void test_strategy_precision(void **state) {
   assert_int_equal(fsF_check_device_mesh(FSF_FSDP, 0, &iss), -1);
   assert_string_equal(fsF_error(&iss)->message, "'FSDPStrategy' object has no attribute 'device_mesh'");
   fsF_issues_clear(&iss);
-  assert_int_equal(fsF_check_set_strategy_attr(FSF_FSDP, "checkpoint_io", &iss), -1);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_FSDP, "checkpoint_io", 1, "None", &iss), -1);
   expect_issue(&iss, "R109", SPEC_R109_1);
-  assert_int_equal(fsF_check_set_strategy_attr(FSF_DDP, "checkpoint_io", &iss), -1);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_DDP, "checkpoint_io", 0, "io", &iss), -1);
   assert_string_equal(fsF_error(&iss)->rule, "unsupported");
   fsF_issues_clear(&iss);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_SINGLE_XLA, "checkpoint_io", 0, "io.ckpt", &iss), -1);
+  expect_issue(&iss, "R140", SPEC_R140_1);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_XLA, "checkpoint_io", 0, NULL, &iss), 0);
+  assert_int_equal(iss.n, 0);
   fsF_issues_free(&iss);
   (void)state;
 }
