@@ -132,7 +132,11 @@ cv fsC_new_fabric(C *c, const cargs *a) {
   fsF_value *slots[] = {&fa.accelerator, &fa.strategy, &fa.devices, &fa.num_nodes, &fa.precision};
   uint32_t id = fsC_new_obj(c, OB_FABRIC, a->call->loc);
   const cv *sv = fsC_arg(a, "strategy", NULL);
-  if (sv && fsC_is(sv, OB_STRATEGY, c)) fsC_o(c, id)->parallelize_fn = fsC_o(c, sv->id)->parallelize_fn;
+  if (sv && fsC_is(sv, OB_STRATEGY, c)) {
+    fsC_o(c, id)->parallelize_fn = fsC_o(c, sv->id)->parallelize_fn;
+    fsC_o(c, id)->wrap_classes = fsC_o(c, sv->id)->wrap_classes;
+    fsC_o(c, id)->link = sv->id + 1;
+  }
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
@@ -276,6 +280,8 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   const fs_value *x = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
   if (x && x->type == FSV_STR && strcmp(x->u.str.s, "full") && strcmp(x->u.str.s, "sharded"))
     s->state_dict_unknown = x->u.str.s; /* a constant: lives as long as the check */
+  fsF_issues iss;
+  fsF_issues_init(&iss);
   /* raisesD: the precision setter runs first (R84): a plugin object other
    * than FSDPPrecision, or a known value that is not None */
   const cv *pv = kwarg_named(a, "precision");
@@ -304,8 +310,6 @@ static void fsdp_ctor(C *c, const cargs *a, fsF_strategy_obj *s) {
   f.device_mesh = !fsC_is_none(kwarg_named(a, "device_mesh"));
   x = fsC_cval(fsC_arg(a, "sharding_strategy", NULL));
   f.sharding_strategy = x && x->type == FSV_STR ? x->u.str.s : NULL;
-  fsF_issues iss;
-  fsF_issues_init(&iss);
   fsF_check_fsdp_ctor(&f, &iss);
   fsC_report_issues(c, &iss, a->call->loc, 1);
   fsF_issues_free(&iss);
@@ -325,6 +329,23 @@ static void deepspeed_ctor(C *c, const cargs *a) {
   if (fsF_check_deepspeed_config(x->u.str.s, stat(x->u.str.s, &st) == 0 && S_ISREG(st.st_mode), &iss) < 0)
     fsC_report_issue(c, fsF_error(&iss), node ? node->loc : a->call->loc);
   fsF_issues_free(&iss);
+}
+
+/* FSDPStrategy(auto_wrap_policy=...)'s classes when it is a set literal
+ * (Fabric makes it a ModuleWrapPolicy) or ModuleWrapPolicy(<set literal>):
+ * a CV_SEQ of classes for W21; CV_UNDEF for anything else (a callable
+ * policy, which fsdp.py does not judge, or a value not followed). */
+static cv wrap_classes(C *c, const cargs *a) {
+  const fs_node *n = NULL;
+  fsC_arg(a, "auto_wrap_policy", &n);
+  if (n && n->kind == FS_N_CALL && n->nkids == 2 && n->kids[1]->kind == FS_N_SET &&
+      (n->kids[0]->kind == FS_N_NAME || n->kids[0]->kind == FS_N_ATTR) && !strcmp(n->kids[0]->str, "ModuleWrapPolicy"))
+    n = n->kids[1];
+  if (!n || n->kind != FS_N_SET) return (cv){.k = CV_UNDEF};
+  cv *items = fsC_alloc(c, (n->nkids + 1) * sizeof *items);
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if ((items[i] = fsC_eval(c, n->kids[i])).k != CV_CLASS) return (cv){.k = CV_UNDEF};
+  return (cv){.k = CV_SEQ, .n = n->nkids, .p = items};
 }
 
 cv fsC_new_strategy(C *c, const cargs *a) {
@@ -351,6 +372,7 @@ cv fsC_new_strategy(C *c, const cargs *a) {
   s->accelerator = strategy_accelerator(a);
   strategy_plugins_devices(c, a, s);
   if (s->cls == FSF_FSDP) fsdp_ctor(c, a, s);
+  if (s->cls == FSF_FSDP) fsC_o(c, id)->wrap_classes = wrap_classes(c, a);
   if (s->cls == FSF_DEEPSPEED) deepspeed_ctor(c, a);
   if (s->cls == FSF_MP) {
     const cv *fn = fsC_arg(a, "parallelize_fn", NULL);
@@ -525,6 +547,214 @@ static void parallelize(C *c, const cargs *a, uint32_t fid, const cv *model) {
   fsF_issues_free(&iss);
 }
 
+/* ---- the strategy attributes Fabric refuses (R107, R108) ------------------ */
+
+cv fsC_fabric_strategy(C *c, uint32_t fabric) {
+  const fsF_config *cfg = fsC_cfg(c, fabric);
+  uint32_t given = fsC_o(c, fabric)->link;
+  if (given) return fsC_obj(given - 1); /* Fabric(strategy=obj): that object */
+  if (!cfg) return fsC_unknown();
+  uint32_t id = fsC_new_obj(c, OB_STRATEGY, fsC_o(c, fabric)->loc);
+  cobj *o = fsC_o(c, id);
+  o->strat = (fsF_strategy_obj){.cls = cfg->cls, .use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
+                                .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
+  o->link = fabric + 1;
+  return fsC_obj(id);
+}
+
+/* Whether the fabric a strategy object belongs to was launched: 1 surely,
+ * 0 surely not (or no fabric took it), -1 not known (a fabric that took
+ * it is launched on some path, or two fabrics took it). */
+static int strategy_launched(C *c, uint32_t strategy) {
+  const cobj *s = fsC_o(c, strategy);
+  int launched = 0, fabrics = 0;
+  for (uint32_t i = 0; i < c->nobjs; i++) {
+    const cobj *f = &c->objs[i];
+    if (f->kind != OB_FABRIC || !(s->link == i + 1 || f->link == strategy + 1)) continue;
+    launched = f->launched.m == MB_T ? 1 : f->launched.m == MB_F ? 0 : -1;
+    fabrics++;
+  }
+  return fabrics > 1 ? -1 : launched;
+}
+
+void fsC_strategy_attr(C *c, uint32_t strategy, const fs_node *n) {
+  fsF_cls cls = fsC_o(c, strategy)->strat.cls;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int rc = 0;
+  if (!strcmp(n->str, "checkpoint_io")) rc = fsF_check_checkpoint_io(cls, &iss);
+  else if (!strcmp(n->str, "device_mesh")) rc = fsF_check_device_mesh(cls, strategy_launched(c, strategy), &iss);
+  const fsF_issue *e = rc < 0 ? fsF_error(&iss) : NULL;
+  /* a .py script's CheckpointIO is Fabric's (only this runtime lacks one) */
+  if (e && (strcmp(e->rule, "unsupported") || (!c->python && c->o->will_run))) fsC_report_issue(c, e, n->name_loc);
+  fsF_issues_free(&iss);
+}
+
+void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t, const cv *v) {
+  const fs_value *x = fsC_cval(v);
+  char *str = x ? fsV_tostr(x) : NULL; /* str() of a constant; another value's is not known */
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_check_set_strategy_attr(fsC_o(c, strategy)->strat.cls, t->str, fsC_is_none(v), str, &iss);
+  free(str);
+  const fsF_issue *e = fsF_error(&iss);
+  /* in a .py script only Fabric's own refusal: the other assignments are Python's to make */
+  if (e && (strcmp(e->rule, "unsupported") || (!c->python && c->o->will_run))) fsC_report_issue(c, e, t->name_loc);
+  fsF_issues_free(&iss);
+}
+
+/* ---- W21: parameters tied across FSDP units --------------------------------- */
+
+/* What __init__ bodies show of a model's tree: its modules in
+ * named_modules() order (preorder, each once) and the ties
+ * `self.X.weight = self.Y.weight` between parameter paths. */
+#define UNIT_MODS 64
+#define UNIT_TIES 16
+typedef struct unit_mod { const char *path; uint32_t id; int wrapped; } unit_mod;
+typedef struct unit_walk {
+  C *c;
+  const cv *classes;
+  unit_mod mod[UNIT_MODS];
+  size_t nmod;
+  struct { const char *target, *source; } tie[UNIT_TIES];
+  size_t ntie;
+} unit_walk;
+
+/* isinstance(module, classes): a script class or one of its bases, or a layer class by name. */
+static int pycls_is(const pyclass *k, const pyclass *want, int depth) {
+  if (k == want) return 1;
+  for (uint8_t i = 0; k && depth < 8 && i < k->nbases; i++)
+    if (pycls_is(k->bases[i], want, depth + 1)) return 1;
+  return 0;
+}
+
+static int policy_wraps(const unit_walk *w, const cobj *o) {
+  for (uint32_t i = 0; i < w->classes->n; i++) {
+    const cv *k = &((const cv *)w->classes->p)[i];
+    if (k->sub == CLS_PY ? o->pycls && pycls_is(o->pycls, k->p, 0)
+                         : k->sub == CLS_SIG && !o->pycls && o->cls && !strcmp(o->cls, ((const fsSig *)k->p)->name))
+      return 1;
+  }
+  return 0;
+}
+
+/* prefix + the attribute chain below `self` (self.a.b -> "a.b"), or NULL
+ * when n is not such a chain. */
+static const char *self_chain(C *c, const fs_node *n, const char *self, const char *prefix) {
+  const fs_node *parts[16];
+  int k = 0;
+  while (n->kind == FS_N_ATTR && k < 16) { parts[k++] = n; n = n->kids[0]; }
+  if (!k || n->kind != FS_N_NAME || strcmp(n->str, self)) return NULL;
+  fsV_buf b = {0};
+  fsV_buf_puts(&b, prefix);
+  while (k--) fsV_buf_printf(&b, "%s%s", b.n ? "." : "", parts[k]->str);
+  char *t = fsV_buf_take(&b);
+  const char *r = t ? strcpy(fsC_alloc(c, strlen(t) + 1), t) : NULL;
+  free(t);
+  return r;
+}
+
+/* The straight-line `self.NAME = ...` statements of m's __init__, in order:
+ * a child module is listed and walked where it is first assigned; an
+ * assignment of one attribute chain to another is a tie. */
+static void unit_children(unit_walk *w, const cv *m, const char *path, int depth) {
+  C *c = w->c;
+  const fs_node *init = fsC_init_of(fsC_o(c, m->id)->pycls);
+  const fs_node *params = init ? fsC_kid(init, 0) : NULL;
+  if (!params || !params->nkids || depth > 6) return;
+  const char *self = params->kids[0]->str;
+  const fs_node *body = fsC_kid(init, 1);
+  for (uint32_t i = 0; body && i < body->nkids; i++) {
+    const fs_node *s = body->kids[i];
+    if (s->kind != FS_N_ASSIGN || s->nkids != 2) continue;
+    const char *target = self_chain(c, s->kids[0], self, path), *source = self_chain(c, s->kids[1], self, path);
+    if (!target) continue;
+    cv v = s->kids[0]->kids[0]->kind == FS_N_NAME ? fsC_attr(c, m, s->kids[0]->str) : fsC_unknown();
+    if (v.k == CV_OBJ && fsC_o(c, v.id)->kind == OB_MODEL) {
+      size_t j = 0;
+      while (j < w->nmod && w->mod[j].id != v.id) j++;
+      if (j < w->nmod || w->nmod == UNIT_MODS) continue; /* named_modules lists a module once */
+      w->mod[w->nmod++] = (unit_mod){target, v.id, policy_wraps(w, fsC_o(c, v.id))};
+      unit_children(w, &v, target, depth + 1);
+    } else if (source && strchr(source + strlen(path) + !!*path, '.') && w->ntie < UNIT_TIES) { /* self.a.b: a parameter */
+      w->tie[w->ntie].target = target;
+      w->tie[w->ntie++].source = source;
+    }
+  }
+}
+
+/* The module a parameter path belongs to (its path minus the last name):
+ * its index in w->mod, or -1 when the walk did not see it. */
+static int owner_of(const unit_walk *w, const char *param) {
+  const char *dot = strrchr(param, '.');
+  size_t len = dot ? (size_t)(dot - param) : 0;
+  for (size_t j = 0; j < w->nmod; j++)
+    if (strlen(w->mod[j].path) == len && !strncmp(w->mod[j].path, param, len)) return (int)j;
+  return -1;
+}
+
+/* The nearest wrapped module at or above module j (the root excluded): its path, or "". */
+static const char *unit_of(const unit_walk *w, int j) {
+  const char *best = "";
+  size_t best_len = 0;
+  for (size_t k = 1; k < w->nmod; k++) {
+    size_t len = strlen(w->mod[k].path);
+    const char *p = w->mod[j].path;
+    if (w->mod[k].wrapped && len >= best_len && !strncmp(w->mod[k].path, p, len) && (p[len] == 0 || p[len] == '.')) {
+      best = w->mod[k].path;
+      best_len = len;
+    }
+  }
+  return best;
+}
+
+void fsC_fsdp_shared_params(C *c, uint32_t fabric, const fs_node *call, const cv *model) {
+  const fsF_config *cfg = fsC_cfg(c, fabric);
+  const cobj *f = fsC_o(c, fabric);
+  if (!cfg || cfg->cls != FSF_FSDP || f->wrap_classes.k != CV_SEQ || !model || model->k != CV_OBJ) return;
+  const cobj *o = fsC_o(c, model->id);
+  if (o->kind != OB_MODEL || o->wrapped || !o->pycls) return;
+  unit_walk *w = fsC_alloc(c, sizeof *w);
+  *w = (unit_walk){.c = c, .classes = &f->wrap_classes};
+  w->mod[w->nmod++] = (unit_mod){"", model->id, 0};
+  unit_children(w, model, "", 0);
+  if (!w->ntie) return;
+  /* each path with its identity (the path it was tied to, followed back) */
+  const char *tied[2 * UNIT_TIES];
+  int ident[2 * UNIT_TIES], owner[2 * UNIT_TIES];
+  size_t np = 0;
+  for (size_t t = 0; t < w->ntie; t++) {
+    size_t is = 0, it = 0;
+    while (is < np && strcmp(tied[is], w->tie[t].source)) is++;
+    if (is == np) { tied[np] = w->tie[t].source; ident[np] = (int)np; np++; }
+    while (it < np && strcmp(tied[it], w->tie[t].target)) it++;
+    if (it == np) tied[np++] = w->tie[t].target;
+    ident[it] = ident[is];
+  }
+  /* the sites in named_modules() order; a group with a module the walk did not see is not judged */
+  fsF_param_site sites[2 * UNIT_TIES];
+  size_t ns = 0;
+  for (size_t i = 0; i < np; i++) owner[i] = owner_of(w, tied[i]);
+  for (size_t i = 0; i < np; i++) {
+    int known = 1;
+    for (size_t k = 0; k < np; k++) known &= ident[k] != ident[i] || owner[k] >= 0;
+    if (!known) continue;
+    sites[ns++] = (fsF_param_site){&ident[ident[i]], tied[i], unit_of(w, owner[i])};
+  }
+  /* stable insertion by owner position */
+  for (size_t i = 1; i < ns; i++)
+    for (size_t j = i; j > 0 && owner_of(w, sites[j - 1].path) > owner_of(w, sites[j].path); j--) {
+      fsF_param_site t = sites[j];
+      sites[j] = sites[j - 1];
+      sites[j - 1] = t;
+    }
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsF_warn_shared_params(sites, ns, &iss);
+  fsC_report_issues(c, &iss, call->loc, 1);
+  fsF_issues_free(&iss);
+}
+
 static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   setup_ud u = {.fabric = fid, .kind = kind};
   const fs_node *mnode = NULL, *onodes[MAXARGS];
@@ -536,6 +766,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
   c->issue_call = NULL;
   if (!g && kind <= 1) fsC_te_layers(c, fid, u.model);
+  if (!g && kind <= 1) fsC_fsdp_shared_params(c, fid, a->call, u.model);
   if (g) {
     const char *rule = g->rule;
     if (!strcmp(rule, "R36") || !strcmp(rule, "R37")) {

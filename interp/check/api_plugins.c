@@ -212,8 +212,7 @@ void fsC_plugins_run(C *c, const cargs *a) {
 
 /* ---- Transformer Engine's layer replacement (W26) ------------------------ */
 
-/* The class's own __init__, or NULL. */
-static const fs_node *init_of(const pyclass *k) {
+const fs_node *fsC_init_of(const pyclass *k) {
   const fs_node *body = k && k->node ? fsC_kid(k->node, 1) : NULL;
   for (uint32_t i = 0; body && i < body->nkids; i++)
     if (body->kids[i]->kind == FS_N_DEF && !strcmp(body->kids[i]->str, "__init__")) return body->kids[i];
@@ -225,7 +224,7 @@ static const fs_node *init_of(const pyclass *k) {
  * Linear checked, each other module of a script's class walked in turn. */
 static void te_children(C *c, const cv *m, int depth) {
   const cobj *o = fsC_o(c, m->id);
-  const fs_node *init = init_of(o->pycls);
+  const fs_node *init = fsC_init_of(o->pycls);
   const fs_node *params = init ? fsC_kid(init, 0) : NULL;
   if (!params || !params->nkids || depth > 4) return;
   const char *self = params->kids[0]->str;

@@ -1263,6 +1263,10 @@ static cv ev_attr(C *c, const fs_node *n) {
   if (c->python && r.k == CV_UNKNOWN && define_attr(c, n->str, &given)) return given;
   const char *t = fsC_type_name(c, &r);
   if (!t && pyclass_of(c, &r)) return get_attr(c, &r, n->str);
+  if (r.k == CV_OBJ && c->objs[r.id].kind == OB_STRATEGY) { /* Fabric's other members: not modelled */
+    fsC_strategy_attr(c, r.id, n);
+    return fsC_unknown();
+  }
   if (!has_members(t)) return fsC_unknown();
   const fsSig *sig = sig_lookup(c, t, n->str);
   if (!sig && pyclass_of(c, &r)) return get_attr(c, &r, n->str); /* set by its class's code */
@@ -1279,6 +1283,8 @@ static cv ev_attr(C *c, const fs_node *n) {
   if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC &&
       !strcmp(n->str, "device"))
     fsC_fabric_device(c, r.id, n->loc);
+  if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC && !strcmp(n->str, "strategy"))
+    return fsC_fabric_strategy(c, r.id);
   if (sig->kind == FSSIG_ATTR && r.k == CV_OBJ && c->objs[r.id].kind == OB_FABRIC &&
       !strcmp(n->str, "world_size")) {
     const fsF_config *cfg = fsC_cfg(c, r.id);
@@ -1782,6 +1788,7 @@ static void assign(C *c, const fs_node *t, cv v) {
   }
   case FS_N_ATTR: {
     cv o = ev(c, t->kids[0]);
+    if (o.k == CV_OBJ && c->objs[o.id].kind == OB_STRATEGY) { fsC_strategy_set_attr(c, o.id, t, &v); break; }
     const char *ty = fsC_type_name(c, &o);
     const fsSig *sig = has_members(ty) ? sig_lookup(c, ty, t->str) : NULL;
     if (!sig && pyclass_of(c, &o)) { set_attr(c, &o, t->str, v); break; } /* `self.fc = ...` */

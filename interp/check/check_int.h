@@ -105,6 +105,8 @@ typedef struct cobj {
   uint8_t plugin;       /* OB_PLUGIN: its fsF_plugin */
   const char *plugin_text; /* OB_PLUGIN BitsandbytesPrecision: repr() of a non-empty ignore_modules (arena) */
   uint8_t fused;        /* optimizer (raw): made with fused=True */
+  uint32_t link;        /* fabric: its strategy object + 1; strategy: the fabric it came from (fabric.strategy) + 1; else 0 */
+  cv wrap_classes;      /* strategy, fabric: FSDPStrategy's ModuleWrapPolicy classes (CV_SEQ of CV_CLASS), or CV_UNDEF (W21) */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -317,6 +319,17 @@ int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out);
 void fsC_plugins_run(C *c, const cargs *a);
 /* setup(model) passed under Transformer Engine: W26 at each child Linear (a script's class). */
 void fsC_te_layers(C *c, uint32_t fabric, const cv *model);
+/* fabric.strategy: a strategy object of the fabric's strategy class (linked to it). */
+cv fsC_fabric_strategy(C *c, uint32_t fabric);
+/* strategy.checkpoint_io (R107) and strategy.device_mesh (R108) of a strategy object; n the FS_N_ATTR. */
+void fsC_strategy_attr(C *c, uint32_t strategy, const fs_node *n);
+/* `strategy.NAME = v` (R109, R87); t the FS_N_ATTR target. */
+void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t, const cv *v);
+/* A Python class's own __init__ (a def), or NULL. */
+const fs_node *fsC_init_of(const pyclass *k);
+/* setup(model) passed under FSDPStrategy with a ModuleWrapPolicy: W21 for
+ * a parameter that __init__ ties across the policy's units. */
+void fsC_fsdp_shared_params(C *c, uint32_t fabric, const fs_node *call, const cv *model);
 /* Fabric(plugins=...): the precision plugin object's facts in the resolved cfg. */
 void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg);
 /* raisesD: the Precision plugin objects among Fabric(plugins=...) into fa (R78-R80). */

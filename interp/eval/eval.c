@@ -983,6 +983,7 @@ static fs_value *eval(fsE_ctx *E, const fs_node *n) {
   case FS_N_ATTR: {
     fs_value *o = eval(E, n->kids[0]);
     if (!o) return NULL;
+    E->attr_loc = n->name_loc;
     r = getattr(E, o, n->str);
     fsV_release(o);
     return r ? r : failed(E, n->name_loc);
@@ -1081,6 +1082,7 @@ static int assign(fsE_ctx *E, const fs_node *t, fs_value *v) {
     int rc = -1;
     if (o->type == FSV_OBJ && o->u.obj.cls->setattr) {
       fsV_clearerr();
+      E->attr_loc = t->name_loc;
       rc = o->u.obj.cls->setattr(E, o, t->str, v);
       if (rc < 0) failed(E, t->name_loc);
     } else {

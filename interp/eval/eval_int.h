@@ -39,6 +39,7 @@ struct fsE_ctx {
   fs_loc *call_sites;
   const fs_node *call;           /* the written call being made (its natives' fsV_args.loc is
                                     its loc): a diagnostic about one argument points there */
+  fs_loc attr_loc;               /* the attribute being read (`obj.NAME`): where an attribute native reports */
   bool reported;                 /* a diagnostic for the current failure exists */
   int status;                    /* 1 script error, 2 usage, 3 system */
   fs_value *retval;

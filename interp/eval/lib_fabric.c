@@ -786,6 +786,48 @@ NATIVE(fabric_sharded_model) {
   return fsE_make_ctx(3, fv->dev);
 }
 
+/* fsdp.py's _warn_if_shared_params_across_fsdp_units before FSDP wraps m
+ * under a ModuleWrapPolicy (classes): each parameter of the state dict
+ * (a tied one under each name) with the nearest module above it that one of
+ * the classes wraps, the root excluded (W21). */
+static int shared_params_across_units(fsE_ctx *E, const fsV_args *a, fs_module *m, const fs_value *classes) {
+  fsM_param *ps;
+  int64_t n = fsM_state(m, &ps);
+  if (n < 0) return fsE_rt_fail(), -1;
+  fsF_param_site *sites = calloc((size_t)(n ? n : 1), sizeof *sites);
+  char **units = calloc((size_t)(n ? n : 1), sizeof *units);
+  size_t ns = 0;
+  int rc = sites && units ? 0 : -1;
+  for (int64_t i = 0; rc == 0 && i < n; i++) {
+    if (ps[i].index >= ps[i].owner->nparams) continue; /* a buffer */
+    const char *name = ps[i].name, *dot;
+    size_t unit_len = 0;
+    fs_module *cur = m;
+    for (const char *c = name; cur && (dot = strchr(c, '.')); c = dot + 1) {
+      fs_module *kid = NULL;
+      for (int k = 0; k < cur->nkids && !kid; k++)
+        if (strlen(cur->kids[k]->key) == (size_t)(dot - c) && !strncmp(cur->kids[k]->key, c, (size_t)(dot - c)))
+          kid = cur->kids[k];
+      if ((cur = kid) && fsE_module_is_one_of(kid, classes)) unit_len = (size_t)(dot - name);
+    }
+    if (!(units[ns] = strndup(name, unit_len))) rc = -1;
+    else sites[ns] = (fsF_param_site){ps[i].t, name, units[ns]}, ns++;
+  }
+  if (rc == 0) {
+    fsF_issues iss;
+    fsF_issues_init(&iss);
+    fsF_warn_shared_params(sites, ns, &iss);
+    fsE_fabric_issues(E, a, &iss, 0);
+  } else {
+    fsV_seterr("out of memory");
+  }
+  for (size_t i = 0; units && i < ns; i++) free(units[i]);
+  free(units);
+  free(sites);
+  fsM_params_free(ps, n);
+  return rc;
+}
+
 /* setup(module, *optimizers), setup_module(module), setup_optimizers(*optimizers):
  * module is NULL for the last, opts NULL for setup_module. */
 static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, const char *name,
@@ -806,6 +848,9 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
                                        : opts ? fsF_check_setup(&fv->f, &mv->st, st, no, &iss)
                                               : fsF_check_setup_module(&fv->f, &mv->st, &iss));
     if (rc == 0) rc = foreign_left(ov, opts, name);
+    /* FSDP's setup_module warns before it wraps (W21) */
+    if (rc == 0 && mv && fv->cfg.cls == FSF_FSDP && fv->wrap_policy && fv->wrap_policy->type == FSV_LIST)
+      rc = shared_params_across_units(E, a, mv->m, fv->wrap_policy);
   }
   if (rc == 0 && (!module || (setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0))) {
     for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);

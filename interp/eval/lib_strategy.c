@@ -29,8 +29,21 @@ static char *strategy_repr(fs_value *v) {
   return fsV_buf_take(&b);
 }
 
+/* `strategy.NAME = value`: R109 (FSDP's and ModelParallel's checkpoint_io), else `unsupported`. */
+static int strategy_setattr(fsE_ctx *E, fs_value *self, const char *name, fs_value *v) {
+  char *str = fsV_tostr(v);
+  if (!str) return -1;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsV_args at = {.loc = E->attr_loc}; /* an attribute has no call */
+  int rc = fsE_fabric_issues(E, &at, &iss, fsF_check_set_strategy_attr(((const strategy_data *)self->u.obj.data)->so.cls,
+                                                                        name, v->type == FSV_NONE, str, &iss));
+  free(str);
+  return rc;
+}
+
 const fsV_class fsE_strategy_class = {
-  .name = "Strategy", .repr = strategy_repr, .free = strategy_free,
+  .name = "Strategy", .repr = strategy_repr, .free = strategy_free, .setattr = strategy_setattr,
 };
 
 /* The object with its texts in one allocation (strategy_free frees both). */
@@ -255,10 +268,34 @@ NATIVE(s_model_parallel) {
   return strategy_value(so, NULL);
 }
 
+/* strategy.checkpoint_io (R107 for FSDP and ModelParallel; no CheckpointIO
+ * objects here) and strategy.device_mesh (R108: a ModelParallelStrategy
+ * object is never launched here, the runtime refusing it in Fabric). */
+NATIVE(strategy_checkpoint_io) {
+  const strategy_data *p = fsV_objdata(self, &fsE_strategy_class);
+  if (!p) return fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), "checkpoint_io"), NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsV_args at = {.loc = E->attr_loc}; /* an attribute native has no call */
+  fsE_fabric_issues(E, &at, &iss, fsF_check_checkpoint_io(p->so.cls, &iss));
+  return NULL;
+}
+
+NATIVE(strategy_device_mesh) {
+  const strategy_data *p = fsV_objdata(self, &fsE_strategy_class);
+  if (!p) return fsV_seterr("'%s' object has no attribute '%s'", fsV_type_name(self), "device_mesh"), NULL;
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  fsV_args at = {.loc = E->attr_loc};
+  fsE_fabric_issues(E, &at, &iss, fsF_check_device_mesh(p->so.cls, 0, &iss));
+  return NULL;
+}
+
 static const fsE_reg strategy_funcs[] = {
   {"FSDPStrategy", s_fsdp}, {"DDPStrategy", s_ddp}, {"DeepSpeedStrategy", s_deepspeed},
   {"ModuleWrapPolicy", module_wrap_policy}, {"transformer_auto_wrap_policy", transformer_auto_wrap_policy},
   {"size_based_auto_wrap_policy", size_based_auto_wrap_policy},
+  {"Strategy.checkpoint_io", strategy_checkpoint_io}, {"Strategy.device_mesh", strategy_device_mesh},
   {"ModelParallelStrategy", s_model_parallel},
   {NULL, NULL},
 };

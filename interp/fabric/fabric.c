@@ -755,6 +755,66 @@ int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues 
                   cls == FSF_XLA ? "XLAStrategy" : "XLAFSDPStrategy", reduce_op);
 }
 
+int fsF_check_checkpoint_io(fsF_cls cls, fsF_issues *iss) {
+  if (cls == FSF_FSDP || cls == FSF_MP)
+    return fsF_fail(iss, "R107", "save and load through `fabric.save`/`fabric.load`: the strategy writes its checkpoints itself",
+                    "The `%s` does not use the `CheckpointIO` plugin interface.", fsF_cls_name(cls));
+  return fsF_fail(iss, "unsupported", "save and load through `fabric.save`/`fabric.load`",
+                  "`strategy.checkpoint_io` is a CheckpointIO object, which this runtime does not have");
+}
+
+int fsF_check_set_strategy_attr(fsF_cls cls, const char *name, int is_none, const char *value_str,
+                                fsF_issues *iss) {
+  int io = !strcmp(name, "checkpoint_io");
+  if (io && (cls == FSF_FSDP || cls == FSF_MP))
+    return fsF_fail(iss, "R109", "drop the assignment: the strategy writes its checkpoints itself",
+                    "The `%s` does not support setting a `CheckpointIO` plugin.", fsF_cls_name(cls));
+  if (io && (cls == FSF_XLA || cls == FSF_SINGLE_XLA) && !is_none) {
+    if (!value_str) return 0;
+    return fsF_fail(iss, "R87", "drop the assignment (XLA's strategies bring their XLACheckpointIO)",
+                    "The XLA strategy can only work with the `XLACheckpointIO` plugin, found %s", value_str);
+  }
+  return fsF_fail(iss, "unsupported", "configure the strategy through its constructor's arguments",
+                  "setting `strategy.%s` is not supported at run time", name);
+}
+
+int fsF_check_device_mesh(fsF_cls cls, int launched, fsF_issues *iss) {
+  if (cls != FSF_MP)
+    return fsF_fail(iss, "attr", "only ModelParallelStrategy has a device mesh", "'%s' object has no attribute 'device_mesh'",
+                    fsF_cls_name(cls));
+  if (launched) return 0;
+  return fsF_fail(iss, "R108", "read `strategy.device_mesh` after `fabric.launch()`",
+                  "Accessing the device mesh before processes have initialized is not allowed.");
+}
+
+void fsF_warn_shared_params(const fsF_param_site *s, size_t n, fsF_issues *iss) {
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < i && s[j].param != s[i].param) j++;
+    if (j < i) continue; /* its group was judged at its first site */
+    /* {unit: path for path in group}: the units in the order first met */
+    fsV_buf paths = {0}, units = {0};
+    size_t npaths = 0, nunits = 0;
+    for (size_t k = i; k < n; k++) {
+      if (s[k].param != s[i].param) continue;
+      fsV_buf_printf(&paths, "%s`%s`", npaths++ ? ", " : "", s[k].path);
+      size_t u = i;
+      while (u < k && (s[u].param != s[i].param || strcmp(s[u].unit, s[k].unit))) u++;
+      if (u == k) fsV_buf_printf(&units, "%s`%s`", nunits++ ? ", " : "", *s[k].unit ? s[k].unit : "<root>");
+    }
+    char *ps = fsV_buf_take(&paths), *us = fsV_buf_take(&units);
+    if (nunits > 1 && ps && us)
+      fsF_warn(iss, "W21", "tie parameters within one FSDP unit: take the class wrapping one of them out of `auto_wrap_policy`, or the tied layers into one unit",
+               "The model has shared parameters (%s) that will be placed in separate FSDP units (%s) by the "
+               "`auto_wrap_policy`. This will lead to errors during forward/backward due to tensor size mismatches "
+               "(e.g., tied embeddings in transformer models). Consider removing the module type that wraps the "
+               "shared parameter from your `auto_wrap_policy`.",
+               ps, us);
+    free(ps);
+    free(us);
+  }
+}
+
 int fsF_check_parallelized(const char *type_name, fsF_issues *iss) {
   return fsF_fail(iss, "R102", "end `parallelize_fn` with `return model`",
                   "The `parallelize_fn` must return a `nn.Module` instance, but got: %s", type_name);

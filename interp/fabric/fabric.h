@@ -423,6 +423,34 @@ int fsF_check_spawn_guard(const fsF_config *cfg, int guarded, fsF_issues *iss);
  * it is not a module: its Python type name (R102). */
 int fsF_check_parallelized(const char *type_name, fsF_issues *iss);
 int fsF_check_all_reduce(const fsF_fabric *f, const char *reduce_op, fsF_issues *iss);
+/* strategy.checkpoint_io: FSDPStrategy's and ModelParallelStrategy's
+ * getters refuse (R107); another strategy's is a CheckpointIO object, which
+ * FabricScript does not have (`unsupported`). */
+int fsF_check_checkpoint_io(fsF_cls cls, fsF_issues *iss);
+/* `strategy.NAME = value`: FSDPStrategy's and ModelParallelStrategy's
+ * checkpoint_io setters refuse (R109), XLAStrategy's and
+ * SingleDeviceXLAStrategy's a value that is not an XLACheckpointIO (R87,
+ * as when the connector hands a plugin over:
+ * value_str is str(value), NULL when not known, and nothing is said then);
+ * any other assignment to a strategy's attribute is `unsupported` here. */
+int fsF_check_set_strategy_attr(fsF_cls cls, const char *name, int is_none, const char *value_str,
+                                fsF_issues *iss);
+/* strategy.device_mesh: ModelParallelStrategy's before its processes are
+ * initialized (R108; launched: 1 after launch(), 0 not, -1 not known:
+ * nothing reported); another strategy has no such attribute (`attr`). */
+int fsF_check_device_mesh(fsF_cls cls, int launched, fsF_issues *iss);
+/* One parameter of a module tree as fsdp.py's
+ * _warn_if_shared_params_across_fsdp_units lists them: each module of
+ * named_modules() once (preorder), its own parameters in registration
+ * order; a tied parameter once under each module holding it. */
+typedef struct fsF_param_site {
+  const void *param; /* its identity: the sites of tied parameters share it */
+  const char *path;  /* "emb.wte.weight" */
+  const char *unit;  /* the nearest module above it that the policy wraps ("" the root's unit) */
+} fsF_param_site;
+/* setup/setup_module under FSDPStrategy with a ModuleWrapPolicy (a set of
+ * classes): W21 for each parameter listed under paths in different units. */
+void fsF_warn_shared_params(const fsF_param_site *s, size_t n, fsF_issues *iss);
 /* ---- precision plugins and XLAFSDPStrategy (plugins.c) ------------------ */
 /* the constructors of plugins/precision/ (one file per plugin) and strategies/xla_fsdp.py's rules. */
 

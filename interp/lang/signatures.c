@@ -708,6 +708,9 @@ static const fsSig table[] = {
   {"Fabric.init_tensor", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
   /* raisesD: the deprecated sharded_model() (W6; lib_fabric.c) */
   {"Fabric.sharded_model", FSSIG_METHOD, NULL, 0, "context", FSSIG_CONTEXT},
+  /* issue 13 point 5 (strategies/): the strategy attributes Fabric refuses (lib_strategy.c) */
+  ATTR("Strategy.checkpoint_io", "any", 0),
+  ATTR("Strategy.device_mesh", "any", 0),
 
   M("Module.forward", p_forward, "Tensor"),
   M("Module.parameters", p_recurse, "list"),

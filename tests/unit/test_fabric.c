@@ -128,6 +128,13 @@
 #define SPEC_R104_1 "Found multiple distributed models in the given state. Saving distributed checkpoints is currently limited to a single model per checkpoint. To save multiple models, call the save method for each model separately with a different path."
 #define SPEC_R104_2 "Found multiple distributed models in the given state. Loading distributed checkpoints is currently limited to a single model per checkpoint. To load multiple models, call the load method for each model separately with a different path."
 #define SPEC_W20_1 "`FSDPStrategy(activation_checkpointing=[<class '__main__.Block'>])` is deprecated, use `FSDPStrategy(activation_checkpointing_policy={<class '__main__.Block'>})` instead."
+/* strategies/ (raisesE: R107-R109, W21) */
+#define SPEC_R107_1 "The `FSDPStrategy` does not use the `CheckpointIO` plugin interface."
+#define SPEC_R107_2 "The `ModelParallelStrategy` does not use the `CheckpointIO` plugin interface."
+#define SPEC_R108_1 "Accessing the device mesh before processes have initialized is not allowed."
+#define SPEC_R109_1 "The `FSDPStrategy` does not support setting a `CheckpointIO` plugin."
+#define SPEC_R87_2 "The XLA strategy can only work with the `XLACheckpointIO` plugin, found io.ckpt"
+#define SPEC_W21_1 "The model has shared parameters (`emb.wte.weight`, `head.weight`) that will be placed in separate FSDP units (`emb`, `<root>`) by the `auto_wrap_policy`. This will lead to errors during forward/backward due to tensor size mismatches (e.g., tied embeddings in transformer models). Consider removing the module type that wraps the shared parameter from your `auto_wrap_policy`."
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -866,6 +873,54 @@ static void test_strategy_objects(void **state) {
   (void)state;
 }
 
+/* R107-R109 and R87 (a checkpoint_io assigned to an XLA strategy): the strategies' attributes */
+static void test_strategy_attributes(void **state) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  /* R107, R108: the strategies' attributes */
+  assert_int_equal(fsF_check_checkpoint_io(FSF_FSDP, &iss), -1);
+  expect_issue(&iss, "R107", SPEC_R107_1);
+  assert_int_equal(fsF_check_checkpoint_io(FSF_MP, &iss), -1);
+  expect_issue(&iss, "R107", SPEC_R107_2);
+  assert_int_equal(fsF_check_checkpoint_io(FSF_DDP, &iss), -1);
+  assert_string_equal(fsF_error(&iss)->rule, "unsupported");
+  fsF_issues_clear(&iss);
+  assert_int_equal(fsF_check_device_mesh(FSF_MP, 0, &iss), -1);
+  expect_issue(&iss, "R108", SPEC_R108_1);
+  assert_int_equal(fsF_check_device_mesh(FSF_MP, 1, &iss), 0);
+  assert_int_equal(fsF_check_device_mesh(FSF_MP, -1, &iss), 0);
+  assert_int_equal(fsF_check_device_mesh(FSF_FSDP, 0, &iss), -1);
+  assert_string_equal(fsF_error(&iss)->message, "'FSDPStrategy' object has no attribute 'device_mesh'");
+  fsF_issues_clear(&iss);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_FSDP, "checkpoint_io", 1, "None", &iss), -1);
+  expect_issue(&iss, "R109", SPEC_R109_1);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_DDP, "checkpoint_io", 0, "io", &iss), -1);
+  assert_string_equal(fsF_error(&iss)->rule, "unsupported");
+  fsF_issues_clear(&iss);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_SINGLE_XLA, "checkpoint_io", 0, "io.ckpt", &iss), -1);
+  expect_issue(&iss, "R87", SPEC_R87_2);
+  assert_int_equal(fsF_check_set_strategy_attr(FSF_XLA, "checkpoint_io", 0, NULL, &iss), 0);
+  assert_int_equal(iss.n, 0);
+  fsF_issues_free(&iss);
+  (void)state;
+}
+
+/* W21: a group of sites of one parameter judged once, its units in the order first met */
+static void test_shared_params(void **state) {
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  int wte, fc, other;
+  fsF_param_site tied[] = {{&wte, "emb.wte.weight", "emb"}, {&other, "emb.wte.bias", "emb"},
+                           {&wte, "head.weight", ""}};
+  fsF_warn_shared_params(tied, 3, &iss);
+  expect_issue(&iss, "W21", SPEC_W21_1);
+  fsF_param_site one_unit[] = {{&fc, "b.a.weight", "b"}, {&fc, "b.c.weight", "b"}, {&other, "x", ""}};
+  fsF_warn_shared_params(one_unit, 3, &iss);
+  assert_int_equal(iss.n, 0);
+  fsF_issues_free(&iss);
+  (void)state;
+}
+
 static void test_strategy_checkpoints_and_launch(void **state) {
   env e;
   /* R90 after the model checks, at save only */
@@ -1068,6 +1123,8 @@ int main(void) {
     cmocka_unit_test(test_flags_seed_optimizer_sampler),
     cmocka_unit_test(test_precision_plugin_flags),
     cmocka_unit_test(test_strategy_objects),
+    cmocka_unit_test(test_shared_params),
+    cmocka_unit_test(test_strategy_attributes),
     cmocka_unit_test(test_strategy_checkpoints_and_launch),
     cmocka_unit_test(test_xla_all_reduce),
     cmocka_unit_test(test_plugins_and_xla_fsdp),
