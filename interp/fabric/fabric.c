@@ -519,8 +519,6 @@ static int count_sharded(const fsF_fabric *f, const fsF_entry *st, size_t n) {
   return k;
 }
 
-static const char *const H_STATE = "put the set-up model in the state: `{\"model\": model, \"optimizer\": optimizer}`";
-static const char *const H_ONE = "use one checkpoint (and path) per model";
 
 /* R61/R62/R65 for save (saving=1) and load. */
 static int sharded_state(const fsF_fabric *f, const fsF_entry *st, size_t n, int saving,
@@ -530,15 +528,15 @@ static int sharded_state(const fsF_fabric *f, const fsF_entry *st, size_t n, int
   int k = count_sharded(f, st, n);
   const char *who = c == FSF_FSDP ? "FSDP" : "DeepSpeed";
   if (k == 0)
-    return fsF_fail(iss, c == FSF_FSDP ? "R61" : "R62", H_STATE,
+    return fsF_fail(iss, c == FSF_FSDP ? "R61" : "R62", FSF_H_STATE,
                 "Could not find a %s model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
                 who, saving ? "save" : "load", saving ? "saving" : "loading");
   if (k > 1) {
     if (c == FSF_FSDP)
-      return fsF_fail(iss, "R65", H_ONE,
+      return fsF_fail(iss, "R65", FSF_H_ONE,
                   "Found multiple FSDP models in the given state. %s checkpoints with FSDP is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
                   saving ? "Saving" : "Loading", saving ? "save" : "load", saving ? "save" : "load");
-    return fsF_fail(iss, "R65", H_ONE, saving
+    return fsF_fail(iss, "R65", FSF_H_ONE, saving
                 ? "Found multiple DeepSpeed engine modules in the given state. Saving checkpoints with DeepSpeed is currently limited to a single model per checkpoint. To save multiple models, call the save method for each model separately with a different path."
                 : "Found multiple DeepSpeed engine modules in the given state. Saving and loading checkpoints with DeepSpeed is currently limited to a single model per checkpoint. To load multiple model states, call the load method for each model checkpoint separately.");
   }
@@ -563,7 +561,7 @@ static int distributed_model(const fsF_entry *st, size_t n, int saving, fsF_issu
                     "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
                     saving ? "save" : "load", saving ? "saving" : "loading");
   if (k > 1)
-    return fsF_fail(iss, "R104", H_ONE,
+    return fsF_fail(iss, "R104", FSF_H_ONE,
                     "Found multiple distributed models in the given state. %s distributed checkpoints is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
                     saving ? "Saving" : "Loading", saving ? "save" : "load", saving ? "save" : "load");
   return 0;

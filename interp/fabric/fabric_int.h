@@ -17,5 +17,9 @@ void fsF_warn(fsF_issues *iss, const char *rule, const char *help, const char *f
  * its class name ("CUDAAccelerator"). */
 extern const char *const fsF_strategy_module[FSF_CLS__COUNT];
 extern const char *const fsF_accel_classes[];
+/* The help of the checkpoint-state rules every strategy has (no model in
+ * the state, several models): one text for FSDP, DeepSpeed, MP, XLAFSDP. */
+#define FSF_H_STATE "put the set-up model in the state: `{\"model\": model, \"optimizer\": optimizer}`"
+#define FSF_H_ONE "use one checkpoint (and path) per model"
 
 #endif
