@@ -78,7 +78,7 @@ const char *fsIO_file_kind(unsigned mode) {
        : S_ISCHR(mode) || S_ISBLK(mode) ? "is a device" : "is a special file";
 }
 
-int fsIO_open_regular(const char *path, char **err) {
+int fsIO_open_regular(const char *path, uint64_t *size, char **err) {
   /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fsIO_fail(err, "%s: cannot open: %s", path, strerror(errno));
@@ -98,19 +98,15 @@ int fsIO_open_regular(const char *path, char **err) {
     close(fd);
     return fsIO_fail(err, "%s: cannot open: %s", path, strerror(e));
   }
+  if (size) *size = (uint64_t)st.st_size;
   return fd;
 }
 
 int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
-  int fd = fsIO_open_regular(path, err);
+  uint64_t size;
+  int fd = fsIO_open_regular(path, &size, err);
   if (fd < 0) return -1;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return fsIO_fail(err, "%s: cannot stat: %s", path, strerror(e));
-  }
-  size_t n = (size_t)st.st_size;
+  size_t n = (size_t)size;
   uint8_t *buf = fsIO_alloc_big(n + 1);
   if (!buf) {
     close(fd);

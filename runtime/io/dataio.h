@@ -32,8 +32,9 @@ void *fsIO_alloc_big(size_t n);
 /* Opens path read-only if it is a regular file (following symlinks), else
  * fails naming what it is ("is a directory", "is a FIFO", "is a device"):
  * opened without blocking, so a FIFO with no writer cannot hang the reader.
- * The descriptor, or -1 + *err. */
-int fsIO_open_regular(const char *path, char **err);
+ * The descriptor and, unless size is NULL, the file's size in *size (from
+ * the same fstat: readers of a whole file need not stat again), or -1 + *err. */
+int fsIO_open_regular(const char *path, uint64_t *size, char **err);
 /* What a file of this st_mode is, for "PATH: <kind>, not a regular file". */
 const char *fsIO_file_kind(unsigned mode);
 
