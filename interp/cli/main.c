@@ -14,7 +14,6 @@
 #include "ast.h"
 #include "atomicfile.h"
 #include "check.h"
-#include "dataio.h"
 #include "diag.h"
 #include "eval.h"
 #include "explain.h"
@@ -297,19 +296,6 @@ static int run_file(fs_cli *cli, const char *path, FILE *plan) {
   return status;
 }
 
-/* Writes `text` to `path` atomically (atomicfile.h): through a symbolic link
- * to its target, keeping the file's mode. -1 with the message in *err. */
-static int write_atomically(const char *path, const char *text, size_t len, char **err) {
-  fsK_atomic a;
-  if (fsK_atomic_open(&a, path, err) < 0) return -1;
-  if (fsIO_pwrite_full(a.fd, text, len, 0) != (ssize_t)len) {
-    fsIO_fail(err, "%s: cannot write: %s", path, strerror(errno));
-    fsK_atomic_abort(&a);
-    return -1;
-  }
-  return fsK_atomic_commit(&a, err);
-}
-
 /* fix: apply every mechanical fix; print a unified diff, or rewrite the file. */
 static int fix_file(fs_cli *cli, const char *path) {
   fs_diags diags;
@@ -331,7 +317,7 @@ static int fix_file(fs_cli *cli, const char *path) {
     fsD_render_all(stderr, &diags, &cli->render); /* nothing mechanical: say what is wrong */
   } else if (cli->write) {
     char *err = NULL;
-    if (write_atomically(path, fixed, len, &err) != 0) {
+    if (fsK_atomic_write(path, fixed, len, &err) != 0) {
       fprintf(stderr, "fabricscript: %s\n", err ? err : "out of memory");
       free(err);
       status = EXIT_SYSTEM;

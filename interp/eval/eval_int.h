@@ -459,6 +459,10 @@ int fsE_plan_end(fsE_ctx *E);
 fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o); /* the FSDP model o steps, or NULL */
 /* fabric.save wrote path: at the run's end a note names the last one. -1 + error on OOM. */
 int fsE_checkpoint_saved(fabv *fv, const char *path);
+/* Fabric's move_data_to_device: v's tensors (in nested lists, tuples and
+ * dicts) and modules on dev; a new reference, or NULL + fsV_error.  What
+ * fabric.to_device returns and what a set-up data loader's batches become. */
+fs_value *fsE_to_device(fs_value *v, fs_device dev);
 
 
 

@@ -441,36 +441,21 @@ NATIVE(m_join) {
   return t ? fsV_str_own(t, n) : NULL;
 }
 
-/* code points in p[0, len): UTF-8 bytes that do not continue a sequence */
-static int64_t code_points(const char *p, size_t len) {
-  int64_t n = 0;
-  for (size_t i = 0; i < len; i++) n += ((unsigned char)p[i] & 0xC0) != 0x80;
-  return n;
-}
-
-/* the byte offset of code point k of p[0, len) (k <= its code points) */
-static size_t code_point_offset(const char *p, size_t len, int64_t k) {
-  size_t i = 0;
-  for (; i < len; i++)
-    if (((unsigned char)p[i] & 0xC0) != 0x80 && k-- == 0) break;
-  return i;
-}
-
 /* str.find(sub[, start[, end]]): the index (in code points, as Python counts)
  * of the first sub inside s[start:end], or -1; start past the end finds
  * nothing, not even "" (CPython's rule). */
 NATIVE(m_find) {
   const char *p = self->u.str.s;
   size_t len = self->u.str.len;
-  int64_t n = code_points(p, len), lo = s[1]->type == FSV_NONE ? 0 : fsE_ival(s[1]);
+  int64_t n = (int64_t)fsV_utf8_count(p, len), lo = s[1]->type == FSV_NONE ? 0 : fsE_ival(s[1]);
   int64_t hi = s[2]->type == FSV_NONE ? n : fsE_ival(s[2]);
   if (lo < 0) lo = lo + n < 0 ? 0 : lo + n;
   if (hi < 0) hi = hi + n < 0 ? 0 : hi + n;
   if (hi > n) hi = n;
   if (lo > n || lo > hi) return fsV_int(-1);
-  size_t b0 = code_point_offset(p, len, lo), b1 = code_point_offset(p, len, hi);
+  size_t b0 = fsV_utf8_offset(p, len, (size_t)lo), b1 = fsV_utf8_offset(p, len, (size_t)hi);
   const char *q = memmem(p + b0, b1 - b0, s[0]->u.str.s, s[0]->u.str.len);
-  return fsV_int(q ? code_points(p, (size_t)(q - p)) : -1);
+  return fsV_int(q ? (int64_t)fsV_utf8_count(p, (size_t)(q - p)) : -1);
 }
 
 NATIVE(m_split) {

@@ -506,34 +506,6 @@ static fs_value *collate(fsE_ctx *E, fs_value **items, size_t n, int depth) {
   }
 }
 
-/* A batch's tensors moved to dev (Fabric's move_to_device), recursively. */
-static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
-  fs_tensor *t = fsE_as_tensor(v);
-  if (t) {
-    if (t->device == dev) return fsV_retain(v);
-    fs_tensor *u = fsT_new(t->dtype, dev, t->rank, t->shape);
-    if (u && fsB_transfer(dev, u->data, t->device, t->data, fsT_nbytes(t)) < 0) {
-      fsT_release(u);
-      u = NULL;
-    }
-    return fsE_tensor_value(u);
-  }
-  if (depth > 32 || (v->type != FSV_LIST && v->type != FSV_TUPLE && v->type != FSV_DICT)) return fsV_retain(v);
-  bool dict = v->type == FSV_DICT;
-  size_t n = dict ? v->u.dict.n : v->u.seq.n;
-  fs_value *r = dict ? fsV_dict() : v->type == FSV_LIST ? fsV_list(n) : fsV_tuple(n);
-  for (size_t k = 0; r && k < n; k++) {
-    fs_value *x = to_device(dict ? v->u.dict.vals[k] : v->u.seq.items[k], dev, depth + 1);
-    int rc = !x ? -1 : dict ? fsV_dict_set(r, v->u.dict.keys[k], x)
-                   : v->type == FSV_LIST ? fsV_list_append(r, x) : (fsV_seq_set(r, k, x), 0);
-    if (rc < 0) {
-      fsV_release(r);
-      return NULL;
-    }
-  }
-  return r ? r : fsE_err_own(NULL);
-}
-
 /* ---- DataLoader -------------------------------------------------------------------------- */
 
 static const fsV_class loader_iter_class;
@@ -813,7 +785,7 @@ static fs_value *fetched_batch(fsE_ctx *E, loaderv *lv, size_t first, size_t cou
   for (size_t k = 0; k < got; k++) fsV_release(items[k]);
   free(items);
   if (r && lv->dev != FS_DEV_CPU) {
-    fs_value *m = to_device(r, lv->dev, 0);
+    fs_value *m = fsE_to_device(r, lv->dev);
     fsV_release(r);
     r = m;
   }

@@ -653,13 +653,15 @@ static int shard_norm(void *ud, float *acc, bool inf) {
   return fsCC_all_reduce_host(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0 ? 0 : -1;
 }
 
-/* fabric.to_device(obj): Fabric's apply_to_collection: the tensors of
- * (nested) lists, tuples and dicts move in new containers, a module moves in
- * place (as module.to), anything else is returned as is. */
-static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
+/* Fabric's move_data_to_device (apply_to_collection): the tensors of
+ * (nested) lists, tuples and dicts move in new containers (a tensor already
+ * on dev is itself, as tensor.to returns it), a module moves in place (as
+ * module.to), anything else is returned as is.  fabric.to_device and the
+ * set-up data loaders' batches (lib_data.c) both move through it. */
+static fs_value *move_to_device(fs_value *v, fs_device dev, int depth) {
   fs_tensor *t = fsE_as_tensor(v);
   modv *mv = fsV_objdata(v, &fsE_module_class);
-  if (t) return fsE_tensor_value(fsT_to_device(t, dev));
+  if (t) return t->device == dev ? fsV_retain(v) : fsE_tensor_value(fsT_to_device(t, dev));
   if (mv && !mv->sh) { /* an FSDP model's shards are placed already */
     if (fsM_to_device(mv->m, dev) < 0) return fsE_rt_fail();
     mv->dev = dev;
@@ -673,17 +675,20 @@ static fs_value *to_device(fs_value *v, fs_device dev, int depth) {
   bool dict = v->type == FSV_DICT;
   size_t n = dict ? v->u.dict.n : v->u.seq.n;
   fs_value *r = dict ? fsV_dict() : v->type == FSV_LIST ? fsV_list(n) : fsV_tuple(n);
-  for (size_t i = 0; r && i < n; i++) {
-    fs_value *x = to_device(dict ? v->u.dict.vals[i] : v->u.seq.items[i], dev, depth + 1);
+  if (!r) return fsE_err_own(NULL);
+  for (size_t i = 0; i < n; i++) {
+    fs_value *x = move_to_device(dict ? v->u.dict.vals[i] : v->u.seq.items[i], dev, depth + 1);
     int rc = !x ? -1 : dict ? fsV_dict_set(r, v->u.dict.keys[i], x)
                    : v->type == FSV_LIST ? fsV_list_append(r, x) : (fsV_seq_set(r, i, x), 0);
     if (rc < 0) {
       fsV_release(r);
-      r = NULL;
+      return NULL;
     }
   }
   return r;
 }
+
+fs_value *fsE_to_device(fs_value *v, fs_device dev) { return move_to_device(v, dev, 0); }
 
 /* ---- methods and attributes (rows of the sig table's "Fabric." entries) ----
  * Each method runs its rule from fabric.h on the objects' states first
@@ -980,7 +985,7 @@ NATIVE(fabric_no_backward_sync) {
   return r;
 }
 
-NATIVE(fabric_to_device) { return to_device(s[0], FABV(self)->dev, 0); }
+NATIVE(fabric_to_device) { return fsE_to_device(s[0], FABV(self)->dev); }
 
 /* loggers run on global rank 0, as Lightning's */
 NATIVE(fabric_log) {

@@ -520,26 +520,31 @@ static int count_sharded(const fsF_fabric *f, const fsF_entry *st, size_t n) {
 }
 
 
+/* fabric_int.h: one strategy's "no model" / "several models" in a checkpoint state */
+int fsF_state_models(int k, int saving, const char *none_id, const char *none_help, const char *kind,
+                     const char *many_id, const char *many_fmt, fsF_issues *iss) {
+  const char *verb = saving ? "save" : "load";
+  if (k == 0)
+    return fsF_fail(iss, none_id, none_help,
+                "Could not find a %s model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
+                kind, verb, saving ? "saving" : "loading");
+  if (k > 1) return fsF_fail(iss, many_id, FSF_H_ONE, many_fmt, saving ? "Saving" : "Loading", verb, verb);
+  return 0;
+}
+
 /* R61/R62/R65 for save (saving=1) and load. */
 static int sharded_state(const fsF_fabric *f, const fsF_entry *st, size_t n, int saving,
                          fsF_issues *iss) {
   fsF_cls c = f->cfg->cls;
-  if (c != FSF_FSDP && c != FSF_DEEPSPEED) return 0;
-  int k = count_sharded(f, st, n);
-  const char *who = c == FSF_FSDP ? "FSDP" : "DeepSpeed";
-  if (k == 0)
-    return fsF_fail(iss, c == FSF_FSDP ? "R61" : "R62", FSF_H_STATE,
-                "Could not find a %s model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
-                who, saving ? "save" : "load", saving ? "saving" : "loading");
-  if (k > 1) {
-    if (c == FSF_FSDP)
-      return fsF_fail(iss, "R65", FSF_H_ONE,
-                  "Found multiple FSDP models in the given state. %s checkpoints with FSDP is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
-                  saving ? "Saving" : "Loading", saving ? "save" : "load", saving ? "save" : "load");
-    return fsF_fail(iss, "R65", FSF_H_ONE, saving
+  if (c == FSF_FSDP)
+    return fsF_state_models(count_sharded(f, st, n), saving, "R61", FSF_H_STATE, "FSDP", "R65",
+                "Found multiple FSDP models in the given state. %s checkpoints with FSDP is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
+                iss);
+  if (c == FSF_DEEPSPEED)
+    return fsF_state_models(count_sharded(f, st, n), saving, "R62", FSF_H_STATE, "DeepSpeed", "R65", saving
                 ? "Found multiple DeepSpeed engine modules in the given state. Saving checkpoints with DeepSpeed is currently limited to a single model per checkpoint. To save multiple models, call the save method for each model separately with a different path."
-                : "Found multiple DeepSpeed engine modules in the given state. Saving and loading checkpoints with DeepSpeed is currently limited to a single model per checkpoint. To load multiple model states, call the load method for each model checkpoint separately.");
-  }
+                : "Found multiple DeepSpeed engine modules in the given state. Saving and loading checkpoints with DeepSpeed is currently limited to a single model per checkpoint. To load multiple model states, call the load method for each model checkpoint separately.",
+                iss);
   return 0;
 }
 
@@ -556,15 +561,10 @@ static void sb_key_set(fsV_buf *b, const char *const *keys, size_t n) {
 static int distributed_model(const fsF_entry *st, size_t n, int saving, fsF_issues *iss) {
   int k = 0;
   for (size_t i = 0; i < n; i++) k += st[i].kind == FSF_S_MODEL && st[i].model->dtensor_params;
-  if (k == 0)
-    return fsF_fail(iss, "R96", "put the set-up model in the state, and make `parallelize_fn` distribute its parameters (fully_shard, parallelize_module: not in FabricScript yet)",
-                    "Could not find a distributed model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
-                    saving ? "save" : "load", saving ? "saving" : "loading");
-  if (k > 1)
-    return fsF_fail(iss, "R104", FSF_H_ONE,
-                    "Found multiple distributed models in the given state. %s distributed checkpoints is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
-                    saving ? "Saving" : "Loading", saving ? "save" : "load", saving ? "save" : "load");
-  return 0;
+  return fsF_state_models(k, saving, "R96", "put the set-up model in the state, and make `parallelize_fn` distribute its parameters (fully_shard, parallelize_module: not in FabricScript yet)",
+                          "distributed", "R104",
+                          "Found multiple distributed models in the given state. %s distributed checkpoints is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
+                          iss);
 }
 
 int fsF_check_save(const fsF_fabric *f, const fsF_entry *st, size_t n,

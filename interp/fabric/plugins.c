@@ -236,16 +236,9 @@ static int xla_modules(const fsF_entry *st, size_t n) {
 
 /* R111, R112: save (saving = 1) and load of a sharded checkpoint. */
 static int one_module(const fsF_entry *st, size_t n, int saving, fsF_issues *iss) {
-  int k = xla_modules(st, n);
-  if (k == 0)
-    return fsF_fail(iss, "R111", FSF_H_STATE,
-                    "Could not find a XLAFSDP model in the provided checkpoint state. Please provide the model as part of the state like so: `%s_checkpoint(..., state={'model': model, ...})`. Make sure you set up the model (and optimizers if any) through the strategy before %s the checkpoint.",
-                    saving ? "save" : "load", saving ? "saving" : "loading");
-  if (k > 1)
-    return fsF_fail(iss, "R112", FSF_H_ONE,
-                    "Found multiple XLAFSDP modules in the given state. %s checkpoints with FSDP is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
-                    saving ? "Saving" : "Loading", saving ? "save" : "load", saving ? "save" : "load");
-  return 0;
+  return fsF_state_models(xla_modules(st, n), saving, "R111", FSF_H_STATE, "XLAFSDP", "R112",
+                          "Found multiple XLAFSDP modules in the given state. %s checkpoints with FSDP is currently limited to a single model per checkpoint. To %s multiple models, call the %s method for each model separately with a different path.",
+                          iss);
 }
 
 int fsF_xla_fsdp_save(const fsF_fabric *f, const fsF_entry *st, size_t n, fsF_issues *iss) {

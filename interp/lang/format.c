@@ -54,11 +54,7 @@ invalid:
   return -1;
 }
 
-static size_t cps(const char *s) {
-  size_t c = 0;
-  for (; *s; s++) c += ((unsigned char)*s & 0xc0) != 0x80;
-  return c;
-}
+static size_t cps(const char *s) { return fsV_utf8_count(s, strlen(s)); }
 
 /* Pads body (sign already split off into `sign`) to the spec's width. */
 static char *pad(const spec *sp, const char *sign, const char *body, char defalign) {
@@ -153,12 +149,7 @@ char *fsV_format(const fs_value *v, const char *text) {
       return NULL;
     }
     char *s = fsV_tostr(v);
-    if (s && sp.prec >= 0) { /* truncate to prec code points */
-      size_t k = 0, i = 0;
-      for (; s[i]; i++)
-        if (((unsigned char)s[i] & 0xc0) != 0x80 && k++ == (size_t)sp.prec) break;
-      s[i] = '\0';
-    }
+    if (s && sp.prec >= 0) s[fsV_utf8_offset(s, strlen(s), (size_t)sp.prec)] = '\0'; /* prec code points */
     char *r = s ? pad(&sp, "", s, '<') : NULL;
     free(s);
     return r;

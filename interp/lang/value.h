@@ -97,6 +97,11 @@ fs_value *fsV_str_own(char *s, size_t len);       /* takes s (malloc'd); frees i
  * valid sequence becomes U+FFFD, as Python's decode(errors="replace") does
  * for the usual cases (it replaces a truncated sequence as one). */
 fs_value *fsV_str_utf8(const unsigned char *s, size_t len);
+/* Python counts a str in code points: those of UTF-8 text s[0, n) (the
+ * bytes that continue no sequence), and the byte offset of code point k
+ * (n when k is past the last). */
+size_t fsV_utf8_count(const char *s, size_t n);
+size_t fsV_utf8_offset(const char *s, size_t n, size_t k);
 fs_value *fsV_list(size_t cap);                   /* empty */
 fs_value *fsV_tuple(size_t n);                    /* n NULL slots to fill with fsV_seq_set */
 fs_value *fsV_pair(fs_value *a, fs_value *b);     /* (a, b); takes both, NULL if either is */

@@ -116,15 +116,13 @@ static fs_value *float_arith(fs_op op, double a, double b) {
   }
 }
 
-/* The code-point length of UTF-8 text. */
-static size_t utf8_count(const char *s, size_t n) {
+size_t fsV_utf8_count(const char *s, size_t n) {
   size_t c = 0;
   for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xc0) != 0x80;
   return c;
 }
 
-/* Byte offset of code point k (k <= count). */
-static size_t utf8_offset(const char *s, size_t n, size_t k) {
+size_t fsV_utf8_offset(const char *s, size_t n, size_t k) {
   size_t i = 0;
   for (; i < n; i++)
     if (((unsigned char)s[i] & 0xc0) != 0x80 && k-- == 0) break;
@@ -383,7 +381,7 @@ fs_value *fsV_unop(fsE_ctx *E, fs_op op, fs_value *v) {
 
 int64_t fsV_len(fsE_ctx *E, fs_value *v) {
   switch (v->type) {
-  case FSV_STR: return (int64_t)utf8_count(v->u.str.s, v->u.str.len);
+  case FSV_STR: return (int64_t)fsV_utf8_count(v->u.str.s, v->u.str.len);
   case FSV_LIST: case FSV_TUPLE: return (int64_t)v->u.seq.n;
   case FSV_DICT: return (int64_t)v->u.dict.n;
   case FSV_RANGE: return fsV_range_len(v);
@@ -438,8 +436,8 @@ fs_value *fsV_index(fsE_ctx *E, fs_value *obj, fs_value *key) {
   }
   switch (obj->type) {
   case FSV_STR: {
-    size_t at = utf8_offset(obj->u.str.s, obj->u.str.len, (size_t)i);
-    size_t end = utf8_offset(obj->u.str.s, obj->u.str.len, (size_t)i + 1);
+    size_t at = fsV_utf8_offset(obj->u.str.s, obj->u.str.len, (size_t)i);
+    size_t end = fsV_utf8_offset(obj->u.str.s, obj->u.str.len, (size_t)i + 1);
     return fsV_str(obj->u.str.s + at, end - at);
   }
   case FSV_RANGE: return fsV_int(fsV_range_at(obj, i));
@@ -487,13 +485,13 @@ fs_value *fsV_slice(const fs_value *obj, const fs_value *lo, const fs_value *hi,
   switch (obj->type) {
   case FSV_STR: {
     const char *s = obj->u.str.s;
-    size_t bytes = obj->u.str.len, cps = utf8_count(s, bytes);
+    size_t bytes = obj->u.str.len, cps = fsV_utf8_count(s, bytes);
     n = slice_bounds((int64_t)cps, lo, hi, step, &start, &stop);
     fsV_buf b = {0};
     fsV_buf_put(&b, "", 0);
     for (int64_t k = 0; k < n; k++) {
-      size_t at = utf8_offset(s, bytes, (size_t)(start + k * step));
-      size_t end = utf8_offset(s, bytes, (size_t)(start + k * step) + 1);
+      size_t at = fsV_utf8_offset(s, bytes, (size_t)(start + k * step));
+      size_t end = fsV_utf8_offset(s, bytes, (size_t)(start + k * step) + 1);
       fsV_buf_put(&b, s + at, end - at);
     }
     size_t len = b.n;

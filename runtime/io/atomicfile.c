@@ -168,6 +168,17 @@ void fsK_atomic_abort(fsK_atomic *a) {
   release(a);
 }
 
+int fsK_atomic_write(const char *path, const void *data, size_t len, char **err) {
+  fsK_atomic a;
+  if (fsK_atomic_open(&a, path, err) < 0) return -1;
+  if (fsIO_pwrite_full(a.fd, data, len, 0) != (ssize_t)len) {
+    fsIO_fail(err, "%s: cannot write: %s", path, strerror(errno));
+    fsK_atomic_abort(&a);
+    return -1;
+  }
+  return fsK_atomic_commit(&a, err);
+}
+
 int fsK_make_dirs(char *path, const char *what, char **err) {
   for (char *s = path + 1;; s++) {
     if (*s && *s != '/') continue;

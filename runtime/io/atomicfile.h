@@ -11,6 +11,8 @@
 #ifndef FS_ATOMICFILE_H
 #define FS_ATOMICFILE_H
 
+#include <stddef.h>
+
 typedef struct fsK_atomic {
   char *path; /* the target */
   char *tmp;  /* the file written */
@@ -30,5 +32,8 @@ int fsK_atomic_open(fsK_atomic *a, const char *path, char **err);
 int fsK_atomic_commit(fsK_atomic *a, char **err);
 /* Closes and removes the temporary file; a no-op on a released one. */
 void fsK_atomic_abort(fsK_atomic *a);
+/* The whole of a small file at once: data[0, len) replaces path (open,
+ * write, commit; "PATH: cannot write: ..." when the write fails). */
+int fsK_atomic_write(const char *path, const void *data, size_t len, char **err);
 
 #endif

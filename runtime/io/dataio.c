@@ -78,7 +78,7 @@ const char *fsIO_file_kind(unsigned mode) {
        : S_ISCHR(mode) || S_ISBLK(mode) ? "is a device" : "is a special file";
 }
 
-int fsIO_open_regular(const char *path, char **err) {
+int fsIO_open_regular(const char *path, uint64_t *size, char **err) {
   /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fsIO_fail(err, "%s: cannot open: %s", path, strerror(errno));
@@ -98,19 +98,15 @@ int fsIO_open_regular(const char *path, char **err) {
     close(fd);
     return fsIO_fail(err, "%s: cannot open: %s", path, strerror(e));
   }
+  if (size) *size = (uint64_t)st.st_size;
   return fd;
 }
 
 int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
-  int fd = fsIO_open_regular(path, err);
+  uint64_t size;
+  int fd = fsIO_open_regular(path, &size, err);
   if (fd < 0) return -1;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return fsIO_fail(err, "%s: cannot stat: %s", path, strerror(e));
-  }
-  size_t n = (size_t)st.st_size;
+  size_t n = (size_t)size;
   uint8_t *buf = fsIO_alloc_big(n + 1);
   if (!buf) {
     close(fd);
@@ -128,6 +124,29 @@ int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
   *data = buf;
   *len = n;
   return 0;
+}
+
+void fsIO_put(fsIO_buf *b, const void *s, size_t n) {
+  if (b->oom) return;
+  if (b->n + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->n + n) cap *= 2;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+void fsIO_put_le(fsIO_buf *b, uint64_t v, int bytes) {
+  uint8_t q[8];
+  for (int i = 0; i < bytes; i++) q[i] = (uint8_t)(v >> (8 * i));
+  fsIO_put(b, q, (size_t)bytes);
 }
 
 int fsIO_numel(int ndim, const int64_t *shape, size_t elem_size, uint64_t *numel) {

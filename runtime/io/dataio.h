@@ -9,6 +9,7 @@
 #ifndef FS_DATAIO_H
 #define FS_DATAIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,14 +33,24 @@ void *fsIO_alloc_big(size_t n);
 /* Opens path read-only if it is a regular file (following symlinks), else
  * fails naming what it is ("is a directory", "is a FIFO", "is a device"):
  * opened without blocking, so a FIFO with no writer cannot hang the reader.
- * The descriptor, or -1 + *err. */
-int fsIO_open_regular(const char *path, char **err);
+ * The descriptor and, unless size is NULL, the file's size in *size (from
+ * the same fstat: readers of a whole file need not stat again), or -1 + *err. */
+int fsIO_open_regular(const char *path, uint64_t *size, char **err);
 /* What a file of this st_mode is, for "PATH: <kind>, not a regular file". */
 const char *fsIO_file_kind(unsigned mode);
 
 /* Reads a whole regular file into a malloc'd buffer (plus a NUL that *len
  * does not count). -1 + *err on failure. */
 int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err);
+
+/* A byte buffer that grows as it is appended to and remembers running out
+ * of memory, so that a writer (the pickler, the tfevents protocol buffers)
+ * appends without checking each call and tests oom once at the end.  {0}
+ * is empty; p is malloc'd (the owner frees it). */
+typedef struct fsIO_buf { uint8_t *p; size_t n, cap; bool oom; } fsIO_buf;
+void fsIO_put(fsIO_buf *b, const void *s, size_t n);
+/* v's low `bytes` bytes (at most 8), least significant first. */
+void fsIO_put_le(fsIO_buf *b, uint64_t v, int bytes);
 
 /* Product of shape[0..ndim) into *numel; -1 on a negative dim or overflow
  * of elem_size * numel bytes (elem_size 1 checks the count alone). */

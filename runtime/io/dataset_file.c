@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -162,15 +161,10 @@ void fsS_convert(fsS_elem e, const void *src, size_t n, void *dst) {
 /* The whole file mapped read-only (an empty file: no mapping). */
 static int map_file(const char *path, fsS_array *a, char **err) {
   memset(a, 0, sizeof *a);
-  int fd = fsIO_open_regular(path, err);
+  uint64_t size;
+  int fd = fsIO_open_regular(path, &size, err);
   if (fd < 0) return -1;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return fsIO_fail(err, "%s: cannot stat: %s", path, strerror(e));
-  }
-  a->maplen = (size_t)st.st_size;
+  a->maplen = (size_t)size;
   if (a->maplen) {
     void *m = mmap(NULL, a->maplen, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {

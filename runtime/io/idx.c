@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -45,14 +44,9 @@ static uint32_t be32(const uint8_t *p) {
 
 int fsI_read(const char *path, int ndim, const char *what, fsI_array *out, char **err) {
   memset(out, 0, sizeof *out);
-  struct stat st;
-  int fd = fsIO_open_regular(path, err);
+  uint64_t size; /* the file's */
+  int fd = fsIO_open_regular(path, &size, err);
   if (fd < 0) return -1;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return fsIO_fail(err, "%s: cannot stat: %s", path, strerror(e));
-  }
   gzFile f = gzdopen(fd, "rb"); /* owns fd from here */
   if (!f) {
     close(fd);
@@ -91,7 +85,6 @@ int fsI_read(const char *path, int ndim, const char *what, fsI_array *out, char 
 
   /* Bound the data by what the file can hold before allocating what its
    * header claims: a plain file its size, gzip deflate's 1032:1 at most. */
-  uint64_t size = (uint64_t)st.st_size;
   if (total > (gzdirect(f) ? size - hlen : size * 1032 + 1024)) {
     uint8_t scratch[1 << 14];
     int64_t r;

@@ -241,17 +241,6 @@ static int set_cell(fsLG *lg, row *r, const fsLG_metric *m) {
 
 /* --- files --------------------------------------------------------------- */
 
-static int save(const char *path, const char *data, size_t len, char **err) {
-  fsK_atomic a;
-  if (fsK_atomic_open(&a, path, err) < 0) return -1;
-  if (fsIO_pwrite_full(a.fd, data, len, 0) != (ssize_t)len) {
-    fsIO_fail(err, "%s: cannot write: %s", path, strerror(errno));
-    fsK_atomic_abort(&a);
-    return -1;
-  }
-  return fsK_atomic_commit(&a, err);
-}
-
 /* A field as Python's csv.writer (QUOTE_MINIMAL) writes it. */
 static void put_field(FILE *f, const char *s) {
   if (!strpbrk(s, ",\"\r\n")) {
@@ -298,7 +287,7 @@ static int flush(fsLG *lg, char **err) {
     free(buf);
     return fsIO_fail(err, "%s: out of memory", lg->csv);
   }
-  int rc = save(lg->csv, buf, len, err);
+  int rc = fsK_atomic_write(lg->csv, buf, len, err);
   free(buf);
   lg->dirty = 0;
   lg->last_flush = lg->now();
@@ -326,7 +315,7 @@ static int plot(fsLG *lg, char **err) {
     }
     svg = fsSVG_render(title, "step", s, lg->ncols, &len);
   }
-  int rc = svg ? save(path, svg, len, err) : fsIO_fail(err, "%s: out of memory", lg->dir);
+  int rc = svg ? fsK_atomic_write(path, svg, len, err) : fsIO_fail(err, "%s: out of memory", lg->dir);
   free(svg);
   free(title);
   free(path);
@@ -396,7 +385,7 @@ static int save_hparams(fsLG *lg, const fsLG_hparam *h, size_t n, char **err) {
     fputc('\n', f);
   }
   int bad = ferror(f);
-  int rc = (fclose(f) != 0) | bad ? fsIO_fail(err, "%s: out of memory", path) : save(path, buf, len, err);
+  int rc = (fclose(f) != 0) | bad ? fsIO_fail(err, "%s: out of memory", path) : fsK_atomic_write(path, buf, len, err);
   free(buf);
   free(sorted);
   free(path);

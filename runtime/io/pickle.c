@@ -185,72 +185,43 @@ bool fsQ_utf8_ok(const uint8_t *s, size_t n, bool surrogatepass) {
 /* Python's pickler batches APPENDS and SETITEMS by this many. */
 #define BATCH 1000
 
-typedef struct outbuf {
-  uint8_t *p;
-  size_t n, cap;
-  bool oom;
-} outbuf;
-
-static void put(outbuf *b, const void *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n > b->cap) {
-    size_t want = b->cap ? b->cap : 256;
-    while (want < b->n + n) want *= 2;
-    uint8_t *q = realloc(b->p, want);
-    if (!q) {
-      b->oom = true;
-      return;
-    }
-    b->p = q;
-    b->cap = want;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-}
-
-static void put_op(outbuf *b, int op) {
+static void put_op(fsIO_buf *b, int op) {
   uint8_t c = (uint8_t)op;
-  put(b, &c, 1);
+  fsIO_put(b, &c, 1);
 }
 
-static void put_le(outbuf *b, uint64_t v, int bytes) {
-  uint8_t q[8];
-  for (int i = 0; i < bytes; i++) q[i] = (uint8_t)(v >> (8 * i));
-  put(b, q, (size_t)bytes);
-}
-
-static void put_int(outbuf *b, int64_t v) {
+static void put_int(fsIO_buf *b, int64_t v) {
   if (v >= 0 && v <= 0xFF) {
     put_op(b, OP_BININT1);
-    put_le(b, (uint64_t)v, 1);
+    fsIO_put_le(b, (uint64_t)v, 1);
   } else if (v >= 0 && v <= 0xFFFF) {
     put_op(b, OP_BININT2);
-    put_le(b, (uint64_t)v, 2);
+    fsIO_put_le(b, (uint64_t)v, 2);
   } else if (v >= INT32_MIN && v <= INT32_MAX) {
     put_op(b, OP_BININT);
-    put_le(b, (uint64_t)v, 4);
+    fsIO_put_le(b, (uint64_t)v, 4);
   } else { /* two's complement, as few bytes as keep the sign (Python's encode_long) */
     int n = 8;
     while (n > 1 && ((v >> (8 * (n - 1) - 1)) == 0 || (v >> (8 * (n - 1) - 1)) == -1)) n--;
     put_op(b, OP_LONG1);
-    put_le(b, (uint64_t)n, 1);
-    put_le(b, (uint64_t)v, n);
+    fsIO_put_le(b, (uint64_t)n, 1);
+    fsIO_put_le(b, (uint64_t)v, n);
   }
 }
 
-static void put_str(outbuf *b, const char *s, size_t len) {
+static void put_str(fsIO_buf *b, const char *s, size_t len) {
   put_op(b, OP_BINUNICODE);
-  put_le(b, len, 4);
-  put(b, s, len);
+  fsIO_put_le(b, len, 4);
+  fsIO_put(b, s, len);
 }
 
-static void put_global(outbuf *b, const char *module_nl_name) {
+static void put_global(fsIO_buf *b, const char *module_nl_name) {
   put_op(b, OP_GLOBAL);
-  put(b, module_nl_name, strlen(module_nl_name));
+  fsIO_put(b, module_nl_name, strlen(module_nl_name));
 }
 
 typedef struct dumper {
-  outbuf b;
+  fsIO_buf b;
   const fsQ_value **tensors;
   size_t nt, capt;
   char *err;
@@ -274,7 +245,7 @@ static void put_tensor(dumper *w, const fsQ_value *v) {
   }
   char keytext[24];
   snprintf(keytext, sizeof keytext, "%zu", key);
-  outbuf *b = &w->b;
+  fsIO_buf *b = &w->b;
   put_global(b, "torch._utils\n_rebuild_tensor_v2\n");
   put_op(b, OP_MARK);
   put_op(b, OP_MARK);
@@ -302,7 +273,7 @@ static void put_tensor(dumper *w, const fsQ_value *v) {
 }
 
 static int dump_value(dumper *w, const fsQ_value *v, int depth) {
-  outbuf *b = &w->b;
+  fsIO_buf *b = &w->b;
   if (depth > FSQ_MAX_DEPTH) {
     w->err = fsIO_errf("the value is nested deeper than %d", FSQ_MAX_DEPTH);
     return -1;
@@ -315,7 +286,7 @@ static int dump_value(dumper *w, const fsQ_value *v, int depth) {
     uint64_t bits;
     memcpy(&bits, &v->u.f, sizeof bits);
     put_op(b, OP_BINFLOAT);
-    for (int i = 7; i >= 0; i--) put_le(b, bits >> (8 * i), 1); /* big-endian */
+    for (int i = 7; i >= 0; i--) fsIO_put_le(b, bits >> (8 * i), 1); /* big-endian */
     return 0;
   }
   case FSQ_STR:
@@ -376,7 +347,7 @@ int fsQ_dump(const fsQ_value *root, uint8_t **out, size_t *len, const fsQ_value 
              size_t *ntensors, char **err) {
   dumper w = {0};
   put_op(&w.b, OP_PROTO);
-  put_le(&w.b, 2, 1);
+  fsIO_put_le(&w.b, 2, 1);
   int rc = dump_value(&w, root, 0);
   put_op(&w.b, OP_STOP);
   if (rc == 0 && w.b.oom) w.err = fsIO_errf("out of memory");

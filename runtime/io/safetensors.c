@@ -415,7 +415,7 @@ int fsK_save(const char *path, const fsK_entry *ts, size_t n, const fsK_meta *me
 
 int fsK_open(fsK_file *f, const char *path, char **err) {
   memset(f, 0, sizeof *f);
-  if ((f->fd = fsIO_open_regular(path, err)) < 0) return -1;
+  if ((f->fd = fsIO_open_regular(path, NULL, err)) < 0) return -1;
   if (!(f->path = strdup(path)) ? fsIO_fail(err, "%s: out of memory", path) : parse_header(f, err)) {
     fsK_close(f);
     return -1;

@@ -51,24 +51,7 @@ uint32_t fsLG_masked_crc(const void *data, size_t n) {
 
 /* ---- protocol buffers ---------------------------------------------------------------- */
 
-typedef struct pb { unsigned char *b; size_t n, cap; bool oom; } pb;
-
-static void pb_put(pb *p, const void *s, size_t n) {
-  if (p->oom) return;
-  if (p->n + n > p->cap) {
-    size_t cap = p->cap ? p->cap : 64;
-    while (cap < p->n + n) cap *= 2;
-    unsigned char *b = realloc(p->b, cap);
-    if (!b) {
-      p->oom = true;
-      return;
-    }
-    p->b = b;
-    p->cap = cap;
-  }
-  memcpy(p->b + p->n, s, n);
-  p->n += n;
-}
+typedef fsIO_buf pb; /* a message being encoded */
 
 static void pb_varint(pb *p, uint64_t v) {
   unsigned char b[10];
@@ -77,36 +60,30 @@ static void pb_varint(pb *p, uint64_t v) {
     b[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
     v >>= 7;
   } while (v);
-  pb_put(p, b, n);
+  fsIO_put(p, b, n);
 }
 
 enum { WIRE_VARINT = 0, WIRE_64 = 1, WIRE_BYTES = 2, WIRE_32 = 5 };
 static void pb_key(pb *p, int field, int wire) { pb_varint(p, (uint64_t)field << 3 | (uint64_t)wire); }
 
-static void pb_le(pb *p, uint64_t v, int bytes) {
-  unsigned char b[8];
-  for (int i = 0; i < bytes; i++) b[i] = (unsigned char)(v >> 8 * i);
-  pb_put(p, b, (size_t)bytes);
-}
-
 static void pb_double(pb *p, int field, double v) {
   uint64_t u;
   memcpy(&u, &v, sizeof u);
   pb_key(p, field, WIRE_64);
-  pb_le(p, u, 8);
+  fsIO_put_le(p, u, 8);
 }
 
 static void pb_float(pb *p, int field, float v) {
   uint32_t u;
   memcpy(&u, &v, sizeof u);
   pb_key(p, field, WIRE_32);
-  pb_le(p, u, 4);
+  fsIO_put_le(p, u, 4);
 }
 
 static void pb_bytes(pb *p, int field, const void *s, size_t n) {
   pb_key(p, field, WIRE_BYTES);
   pb_varint(p, n);
-  pb_put(p, s, n);
+  fsIO_put(p, s, n);
 }
 
 static void pb_str(pb *p, int field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
@@ -114,8 +91,8 @@ static void pb_str(pb *p, int field, const char *s) { pb_bytes(p, field, s, strl
 /* A submessage: sub's bytes as field (sub is freed). */
 static void pb_msg(pb *p, int field, pb *sub) {
   if (sub->oom) p->oom = true;
-  pb_bytes(p, field, sub->b ? sub->b : (unsigned char *)"", sub->n);
-  free(sub->b);
+  pb_bytes(p, field, sub->p ? sub->p : (const uint8_t *)"", sub->n);
+  free(sub->p);
   *sub = (pb){0};
 }
 
@@ -143,20 +120,20 @@ static int append(int fd, const unsigned char *b, size_t n) {
 static int write_event(fsLG_events *ev, pb *e, char **err) {
   pb r = {0};
   if (!e->oom) {
-    pb_le(&r, e->n, 8);
-    uint32_t c = fsLG_masked_crc(r.b, 8);
-    pb_le(&r, c, 4);
-    pb_put(&r, e->b, e->n);
-    pb_le(&r, fsLG_masked_crc(e->b, e->n), 4);
+    fsIO_put_le(&r, e->n, 8);
+    uint32_t c = fsLG_masked_crc(r.p, 8);
+    fsIO_put_le(&r, c, 4);
+    fsIO_put(&r, e->p, e->n);
+    fsIO_put_le(&r, fsLG_masked_crc(e->p, e->n), 4);
   }
   bool oom = e->oom || r.oom;
-  free(e->b);
+  free(e->p);
   *e = (pb){0};
   int rc = 0;
   if (oom) rc = fsIO_fail(err, "%s: out of memory", ev->path);
-  else if (append(ev->fd, r.b, r.n) < 0)
+  else if (append(ev->fd, r.p, r.n) < 0)
     rc = fsIO_fail(err, "%s: cannot write: %s", ev->path, strerror(errno));
-  free(r.b);
+  free(r.p);
   return rc;
 }
 

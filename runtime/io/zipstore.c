@@ -372,12 +372,11 @@ static int read_directory(fsZ_archive *z, uint64_t size, char **err) {
 
 int fsZ_open(fsZ_archive *z, const char *path, char **err) {
   memset(z, 0, sizeof *z);
-  struct stat st;
+  uint64_t size;
   int rc = 0;
-  if ((z->fd = fsIO_open_regular(path, err)) < 0) return -1;
+  if ((z->fd = fsIO_open_regular(path, &size, err)) < 0) return -1;
   if (!(z->path = strdup(path))) rc = fsIO_fail(err, "%s: out of memory", path);
-  else if (fstat(z->fd, &st) != 0) rc = fsIO_fail(err, "%s: cannot stat: %s", path, strerror(errno));
-  else rc = read_directory(z, (uint64_t)st.st_size, err);
+  else rc = read_directory(z, size, err);
   if (rc < 0) fsZ_close(z);
   return rc;
 }

@@ -51,9 +51,8 @@ class Discriminator(nn.Module):
         return self.main(input)
 
 
-run_port(fs, "dcgan.fab", "-D", "num_epochs=1", "-D", f"dataset_size={SIZE}", "-D", f"batch_size={BATCH}",
-         "-D", f"nz={NZ}", "-D", f"ngf={NGF}", "-D", f"ndf={NDF}", "-D", f"record={tmp}",
-         "-D", f"output_dir={tmp}/outputs")
+run_port(fs, "dcgan.fab", num_epochs=1, dataset_size=SIZE, batch_size=BATCH, nz=NZ, ngf=NGF, ndf=NDF,
+         record=tmp, output_dir=f"{tmp}/outputs")
 
 setup_torch()
 init = torch.load(f"{tmp}/init.ckpt")

@@ -21,39 +21,16 @@ differ by 5.7e-3 at step 16.)"""
 import sys
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ports_common import compare, fashion_mnist, numbers_after, run_port, setup_torch  # noqa: E402
+from net_twin import Net, evaluate, run_net_port, train_pass  # noqa: E402
+from ports_common import compare, fashion_mnist, numbers_after, setup_torch  # noqa: E402
 
 fs, tmp = sys.argv[1], sys.argv[2]
 CHANNELS, HIDDEN, BATCH, TRAIN, TEST, EPOCHS, LR, GAMMA = 4, 16, 64, 640, 256, 2, 1.0, 0.7
-MEAN, STD = 0.2860, 0.3530
 
-
-class Net(nn.Module):
-    def __init__(self, channels, hidden):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, channels, 3, 1)
-        self.conv2 = nn.Conv2d(channels, 2 * channels, 3, 1)
-        self.dropout1 = nn.Dropout(0.0)
-        self.dropout2 = nn.Dropout(0.0)
-        self.fc1 = nn.Linear(2 * channels * 12 * 12, hidden)
-        self.fc2 = nn.Linear(hidden, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv2(F.relu(self.conv1(x))))
-        x = torch.flatten(self.dropout1(F.max_pool2d(x, 2)), 1)
-        x = self.fc2(self.dropout2(F.relu(self.fc1(x))))
-        return F.log_softmax(x, dim=1)
-
-
-out = run_port(fs, "image_classifier.fab", "-D", f"epochs={EPOCHS}", "-D", f"channels={CHANNELS}",
-               "-D", f"hidden={HIDDEN}", "-D", f"batch_size={BATCH}", "-D", f"train_size={TRAIN}",
-               "-D", f"test_size={TEST}", "-D", "dropout1=0.0", "-D", "dropout2=0.0",
-               "-D", "log_interval=1", "-D", f"lr={LR}", "-D", f"gamma={GAMMA}",
-               "-D", f"save_init={tmp}/init.ckpt")
+out = run_net_port(fs, "image_classifier.fab", tmp, epochs=EPOCHS, channels=CHANNELS, hidden=HIDDEN,
+                   batch_size=BATCH, train_size=TRAIN, test_size=TEST, lr=LR, gamma=GAMMA)
 
 setup_torch()
 model = Net(CHANNELS, HIDDEN)
@@ -64,19 +41,9 @@ xs, ys = fashion_mnist(True, TRAIN)
 tx, ty = fashion_mnist(False, TEST)
 losses, test_losses = [], []
 for epoch in range(EPOCHS):
-    model.train()
-    for b in range(0, TRAIN, BATCH):
-        optimizer.zero_grad()
-        loss = F.nll_loss(model((xs[b:b + BATCH] - MEAN) / STD), ys[b:b + BATCH])
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses += train_pass(model, optimizer, [(xs[b:b + BATCH], ys[b:b + BATCH]) for b in range(0, TRAIN, BATCH)])
     scheduler.step()
-    model.eval()
-    total = 0.0
-    with torch.no_grad():
-        for b in range(0, TEST, BATCH):
-            total += F.nll_loss(model((tx[b:b + BATCH] - MEAN) / STD), ty[b:b + BATCH], reduction="sum").item()
+    total, _, _ = evaluate(model, [(tx[b:b + BATCH], ty[b:b + BATCH]) for b in range(0, TEST, BATCH)])
     test_losses.append(total / TEST)
 
 compare("image classifier: training losses", numbers_after("Loss:", out), losses, rtol=1e-4)

@@ -19,39 +19,17 @@ optimizer is Adadelta(lr=1.0), as in the example."""
 import sys
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from torch.utils.data import DataLoader, Subset, SubsetRandomSampler, TensorDataset
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ports_common import compare, fashion_mnist, numbers_after, run_port, setup_torch  # noqa: E402
+from net_twin import Net, evaluate, run_net_port, train_pass  # noqa: E402
+from ports_common import compare, fashion_mnist, numbers_after, setup_torch  # noqa: E402
 
 fs, tmp = sys.argv[1], sys.argv[2]
 CHANNELS, HIDDEN, BATCH, SIZE, FOLDS, EPOCHS, LR, SEED = 4, 16, 32, 320, 2, 2, 1.0, 1
-MEAN, STD = 0.2860, 0.3530
 
-
-class Net(nn.Module):
-    def __init__(self, channels, hidden):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, channels, 3, 1)
-        self.conv2 = nn.Conv2d(channels, 2 * channels, 3, 1)
-        self.dropout1 = nn.Dropout(0.0)
-        self.dropout2 = nn.Dropout(0.0)
-        self.fc1 = nn.Linear(2 * channels * 12 * 12, hidden)
-        self.fc2 = nn.Linear(hidden, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv2(F.relu(self.conv1(x))))
-        x = torch.flatten(self.dropout1(F.max_pool2d(x, 2)), 1)
-        x = self.fc2(self.dropout2(F.relu(self.fc1(x))))
-        return F.log_softmax(x, dim=1)
-
-
-out = run_port(fs, "kfold_cv.fab", "-D", f"epochs={EPOCHS}", "-D", f"folds={FOLDS}", "-D", f"dataset_size={SIZE}",
-               "-D", f"batch_size={BATCH}", "-D", f"channels={CHANNELS}", "-D", f"hidden={HIDDEN}",
-               "-D", "dropout1=0.0", "-D", "dropout2=0.0", "-D", "log_interval=1", "-D", f"lr={LR}",
-               "-D", f"seed={SEED}", "-D", f"save_init={tmp}/init.ckpt")
+out = run_net_port(fs, "kfold_cv.fab", tmp, epochs=EPOCHS, folds=FOLDS, dataset_size=SIZE, batch_size=BATCH,
+                   channels=CHANNELS, hidden=HIDDEN, lr=LR, seed=SEED)
 
 setup_torch()
 xs, ys = fashion_mnist(True, SIZE)
@@ -71,22 +49,8 @@ for epoch in range(EPOCHS):
     for fold, (train_ids, val_ids) in enumerate(folds):
         train_loader = DataLoader(dataset, batch_size=BATCH, sampler=SubsetRandomSampler(train_ids, generator=generator))
         val_loader = DataLoader(dataset, batch_size=BATCH, sampler=SubsetRandomSampler(val_ids, generator=generator))
-        model, optimizer = models[fold], optimizers[fold]
-        model.train()
-        for data, target in train_loader:
-            optimizer.zero_grad()
-            loss = F.nll_loss(model((data - MEAN) / STD), target)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        model.eval()
-        total, correct, seen = 0.0, 0, 0
-        with torch.no_grad():
-            for data, target in val_loader:
-                output = model((data - MEAN) / STD)
-                total += F.nll_loss(output, target, reduction="sum").item()
-                correct += (output.argmax(1) == target).sum().item()
-                seen += len(target)
+        losses += train_pass(models[fold], optimizers[fold], train_loader)
+        total, correct, seen = evaluate(models[fold], val_loader)
         val_losses.append(total / len(dataset))  # the example divides by the whole data set's length
         epoch_acc += 100.0 * correct / seen
     accs.append(epoch_acc / FOLDS)

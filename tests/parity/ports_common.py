@@ -32,11 +32,13 @@ def fashion_mnist(train, count):
     return x, torch.from_numpy(labels.astype(np.int64))
 
 
-def run_port(fs, port, *args):
-    """The port's standard output; the run must exit 0."""
+def run_port(fs, port, **defines):
+    """The port's standard output, run with `-D name=value` for each of defines; the run must
+    exit 0."""
     srcdir = os.environ.get("srcdir", os.path.join(os.path.dirname(__file__), "..", ".."))
     path = os.path.join(srcdir, "examples", "ports", port)
     env = dict(os.environ, FABRICSCRIPT_PROGRESS="0")
+    args = [arg for name, value in defines.items() for arg in ("-D", f"{name}={value}")]
     r = subprocess.run([fs, path, *args], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"FAIL: {port} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")

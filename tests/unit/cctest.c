@@ -1,4 +1,4 @@
-/* cctest.c -- forked ranks for the distributed tests. */
+/* cctest.c -- forked ranks for the distributed tests, and the values their ranks fill buffers with. */
 #define _GNU_SOURCE
 #include "cctest.h"
 #include "comm.h"
@@ -62,4 +62,15 @@ int cc_free_port(void) {
   int port = 0, fd = fsLN_rdzv_listen("127.0.0.1", &port);
   if (fd >= 0) close(fd);
   return port;
+}
+
+float cc_fval(int r, size_t i) { return (float)((int)(i % 97) - 40) * 0.37f + (float)r * 1.13f; }
+int64_t cc_ival(int r, size_t i) { return (int64_t)(i % 1000) * 3000000007LL - r * 123456789LL - 7; }
+
+void cc_fill(fs_dtype dt, int r, void *buf, size_t n, size_t base) {
+  for (size_t i = 0; i < n; i++) {
+    if (dt == FS_F32) ((float *)buf)[i] = cc_fval(r, base + i);
+    else if (dt == FS_BF16) ((uint16_t *)buf)[i] = fsT_f32_to_bf16(cc_fval(r, base + i));
+    else ((int64_t *)buf)[i] = cc_ival(r, base + i);
+  }
 }

@@ -30,4 +30,11 @@ void cc_shm_name(char *buf, size_t len);
 /* A free loopback TCP port (bound, then released). */
 int cc_free_port(void);
 
+/* Values every rank can compute for any rank: element i of rank r's
+ * buffer as float32 and int64, and n of them from element base in dtype dt
+ * (F32, BF16 rounded from the float32 value, else I64) into buf. */
+float cc_fval(int r, size_t i);
+int64_t cc_ival(int r, size_t i);
+void cc_fill(fs_dtype dt, int r, void *buf, size_t n, size_t base);
+
 #endif

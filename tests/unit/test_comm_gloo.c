@@ -46,31 +46,20 @@ static int run(int world, int (*body)(fsCC_comm *, void *), void *arg) {
   return cc_fork_rdzv(world, rank_main, &j);
 }
 
-static float fval(int r, size_t i) { return (float)((int)(i % 97) - 40) * 0.37f + (float)r * 1.13f; }
-static int64_t ival(int r, size_t i) { return (int64_t)(i % 1000) * 3000000007LL - r * 123456789LL - 7; }
-
-static void fill(fs_dtype dt, int r, void *buf, size_t n, size_t base) {
-  for (size_t i = 0; i < n; i++) {
-    if (dt == FS_F32) ((float *)buf)[i] = fval(r, base + i);
-    else if (dt == FS_BF16) ((uint16_t *)buf)[i] = fsT_f32_to_bf16(fval(r, base + i));
-    else ((int64_t *)buf)[i] = ival(r, base + i);
-  }
-}
-
 /* Element i of the reduction, as float32 (the ring's order differs from
  * rank order: float results are compared with a tolerance) or exact int64. */
 static double expect(fs_dtype dt, fsCC_op op, int world, size_t i) {
   if (dt == FS_I64) {
-    int64_t acc = ival(0, i);
+    int64_t acc = cc_ival(0, i);
     for (int r = 1; r < world; r++) {
-      int64_t v = ival(r, i);
+      int64_t v = cc_ival(r, i);
       acc = op == FSCC_MAX ? (v > acc ? v : acc) : op == FSCC_MIN ? (v < acc ? v : acc) : acc + v;
     }
     return (double)(op == FSCC_MEAN ? acc / world : acc);
   }
   double acc = 0;
   for (int r = 0; r < world; r++) {
-    double v = dt == FS_BF16 ? fsT_bf16_to_f32(fsT_f32_to_bf16(fval(r, i))) : fval(r, i);
+    double v = dt == FS_BF16 ? fsT_bf16_to_f32(fsT_f32_to_bf16(cc_fval(r, i))) : cc_fval(r, i);
     acc = r == 0 ? v : op == FSCC_MAX ? fmax(acc, v) : op == FSCC_MIN ? fmin(acc, v) : acc + v;
   }
   return op == FSCC_MEAN ? acc / world : acc;
@@ -105,7 +94,7 @@ static int body_all_reduce(fsCC_comm *c, void *arg) {
   size_t es = fsT_dtype_size(k->dt);
   void *buf = malloc(k->count * es + 8);
   CC_CHECK(buf);
-  fill(k->dt, c->rank, buf, k->count, 0);
+  cc_fill(k->dt, c->rank, buf, k->count, 0);
   int rc = fsCC_all_reduce(c, buf, k->count, k->dt, k->op);
   for (size_t i = 0; rc == 0 && i < k->count; i++)
     if (!close_to(k->dt, buf, i, expect(k->dt, k->op, c->world, i))) {
@@ -154,9 +143,9 @@ static void test_special_values(void **state) {
 /* DDP's gradients: several buffers (empty ones too) as one collective. */
 static int body_bufs(fsCC_comm *c, void *arg) {
   float a[5], b[1], d[300];
-  fill(FS_F32, c->rank, a, 5, 0);
-  fill(FS_F32, c->rank, b, 1, 5);
-  fill(FS_F32, c->rank, d, 300, 6);
+  cc_fill(FS_F32, c->rank, a, 5, 0);
+  cc_fill(FS_F32, c->rank, b, 1, 5);
+  cc_fill(FS_F32, c->rank, d, 300, 6);
   fsCC_buf bufs[4] = {{a, 5}, {NULL, 0}, {b, 1}, {d, 300}};
   CC_CHECK(fsCC_all_reduce_bufs(c, bufs, 4, FS_F32, FSCC_MEAN) == 0);
   for (size_t i = 0; i < 306; i++) {
@@ -174,14 +163,14 @@ static int body_blocks(fsCC_comm *c, void *arg) {
   enum { N = 37 };
   int W = c->world, R = c->rank;
   float mine[N], all[4 * N], out[N], inplace[4 * N];
-  fill(FS_F32, R, mine, N, 0);
+  cc_fill(FS_F32, R, mine, N, 0);
   CC_CHECK(fsCC_all_gather(c, mine, all, N, FS_F32) == 0);
   memcpy(inplace + R * N, mine, sizeof mine);
   CC_CHECK(fsCC_all_gather(c, inplace + R * N, inplace, N, FS_F32) == 0);
   for (int r = 0; r < W; r++)
-    for (int i = 0; i < N; i++) CC_CHECK(all[r * N + i] == fval(r, (size_t)i) && inplace[r * N + i] == all[r * N + i]);
+    for (int i = 0; i < N; i++) CC_CHECK(all[r * N + i] == cc_fval(r, (size_t)i) && inplace[r * N + i] == all[r * N + i]);
   float send[4 * N];
-  fill(FS_F32, R, send, (size_t)(W * N), 0);
+  cc_fill(FS_F32, R, send, (size_t)(W * N), 0);
   CC_CHECK(fsCC_reduce_scatter(c, send, out, N, FS_F32, FSCC_SUM) == 0);
   CC_CHECK(fsCC_reduce_scatter(c, send, send + R * N, N, FS_F32, FSCC_SUM) == 0);
   for (int i = 0; i < N; i++) {

@@ -52,25 +52,12 @@ static int run(int world, size_t staging, double timeout, int (*body)(fsCC_comm 
   return failed;
 }
 
-/* --- values every rank can compute for any rank -------------------------- */
-
-static float fval(int r, size_t i) { return (float)((int)(i % 97) - 40) * 0.37f + (float)r * 1.13f; }
-static int64_t ival(int r, size_t i) { return (int64_t)(i % 1000) * 3000000007LL - r * 123456789LL - 7; }
-
-static void fill(fs_dtype dt, int r, void *buf, size_t n, size_t base) {
-  for (size_t i = 0; i < n; i++) {
-    if (dt == FS_F32) ((float *)buf)[i] = fval(r, base + i);
-    else if (dt == FS_BF16) ((uint16_t *)buf)[i] = fsT_f32_to_bf16(fval(r, base + i));
-    else ((int64_t *)buf)[i] = ival(r, base + i);
-  }
-}
-
 /* The contract: in rank order, bf16 accumulated in f32 and rounded once. */
 static void expect_reduce(fs_dtype dt, fsCC_op op, int world, size_t i, void *out) {
   if (dt == FS_I64) {
-    int64_t acc = ival(0, i);
+    int64_t acc = cc_ival(0, i);
     for (int r = 1; r < world; r++) {
-      int64_t v = ival(r, i);
+      int64_t v = cc_ival(r, i);
       acc = op == FSCC_MAX ? (v > acc ? v : acc) : op == FSCC_MIN ? (v < acc ? v : acc) : acc + v;
     }
     *(int64_t *)out = op == FSCC_MEAN ? acc / world : acc;
@@ -78,7 +65,7 @@ static void expect_reduce(fs_dtype dt, fsCC_op op, int world, size_t i, void *ou
   }
   float acc = 0;
   for (int r = 0; r < world; r++) {
-    float v = dt == FS_F32 ? fval(r, i) : fsT_bf16_to_f32(fsT_f32_to_bf16(fval(r, i)));
+    float v = dt == FS_F32 ? cc_fval(r, i) : fsT_bf16_to_f32(fsT_f32_to_bf16(cc_fval(r, i)));
     acc = r == 0 ? v : op == FSCC_MAX ? (v > acc ? v : acc) : op == FSCC_MIN ? (v < acc ? v : acc) : acc + v;
   }
   if (op == FSCC_MEAN) acc /= (float)world;
@@ -98,7 +85,7 @@ static int body_all_reduce(fsCC_comm *c, void *arg) {
   size_t es = fsT_dtype_size(p->dt);
   unsigned char *buf = malloc(p->count * es + 1), want[8];
   CC_CHECK(buf);
-  fill(p->dt, c->rank, buf, p->count, 0);
+  cc_fill(p->dt, c->rank, buf, p->count, 0);
   int rc = fsCC_all_reduce(c, buf, p->count, p->dt, p->op);
   if (rc) fprintf(stderr, "%s\n", fsT_error());
   for (size_t i = 0; !rc && i < p->count; i++) {
@@ -120,12 +107,12 @@ static int body_all_gather(fsCC_comm *c, void *arg) {
                 *want = malloc(n * es + 1);
   int rc = !send || !recv || !want;
   if (!rc) {
-    fill(p->dt, c->rank, send, n, 0);
+    cc_fill(p->dt, c->rank, send, n, 0);
     rc = fsCC_all_gather(c, send, recv, n, p->dt) != 0;
     if (rc) fprintf(stderr, "%s\n", fsT_error());
   }
   for (int r = 0; !rc && r < c->world; r++) {
-    fill(p->dt, r, want, n, 0);
+    cc_fill(p->dt, r, want, n, 0);
     rc = memcmp(recv + (size_t)r * n * es, want, n * es) != 0;
   }
   free(send);
@@ -140,7 +127,7 @@ static int body_reduce_scatter(fsCC_comm *c, void *arg) {
   unsigned char *send = malloc(total * es + 1), *recv = malloc(n * es + 1), want[8];
   int rc = !send || !recv;
   if (!rc) {
-    fill(p->dt, c->rank, send, total, 0);
+    cc_fill(p->dt, c->rank, send, total, 0);
     rc = fsCC_reduce_scatter(c, send, recv, n, p->dt, p->op) != 0;
     if (rc) fprintf(stderr, "%s\n", fsT_error());
   }
@@ -159,8 +146,8 @@ static int body_broadcast(fsCC_comm *c, void *arg) {
   unsigned char *buf = malloc(n * es + 1), *want = malloc(n * es + 1);
   int rc = !buf || !want;
   if (!rc) {
-    fill(p->dt, c->rank, buf, n, 0);
-    fill(p->dt, p->root, want, n, 0);
+    cc_fill(p->dt, c->rank, buf, n, 0);
+    cc_fill(p->dt, p->root, want, n, 0);
     rc = fsCC_broadcast(c, buf, n, p->dt, p->root) != 0 || memcmp(buf, want, n * es) != 0;
   }
   free(buf);
@@ -225,7 +212,7 @@ static int body_bufs(fsCC_comm *c, void *arg) {
       for (int i = 0; i < NB; i++) {
         bufs[i] = (fsCC_buf){malloc(counts_of[i] * es + 1), counts_of[i]};
         CC_CHECK(bufs[i].data);
-        fill(dt, c->rank, bufs[i].data, counts_of[i], base);
+        cc_fill(dt, c->rank, bufs[i].data, counts_of[i], base);
         base += counts_of[i];
       }
       int rc = fsCC_all_reduce_bufs(c, bufs, NB, dt, op);
@@ -298,8 +285,8 @@ static int body_padded_roundtrip(fsCC_comm *c, void *arg) {
   CC_CHECK(padded % (size_t)c->world == 0 && padded >= n && padded - n < (size_t)c->world);
   float *full = calloc(padded, sizeof *full), *sum = calloc(n, sizeof *sum);
   CC_CHECK(full && sum);
-  fill(FS_F32, c->rank, full, n, 0);
-  fill(FS_F32, c->rank, sum, n, 0);
+  cc_fill(FS_F32, c->rank, full, n, 0);
+  cc_fill(FS_F32, c->rank, sum, n, 0);
   int rc = fsCC_all_reduce(c, sum, n, FS_F32, FSCC_SUM) ||
            fsCC_reduce_scatter(c, full, full + (size_t)c->rank * shard, shard, FS_F32, FSCC_SUM) ||
            fsCC_all_gather(c, full + (size_t)c->rank * shard, full, shard, FS_F32) ||
