@@ -621,6 +621,8 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
     fsSH_policy policy = {fsE_wrap_policy_wraps, &ud};
     if (!(mv->sh = fsSH_wrap(mv->m, fv->wrap_policy ? &policy : NULL, fv->comm, fv->dev, E->seed)))
       return fsE_rt_fail(), -1;
+    /* FSDPPrecision("16-mixed"): MixedPrecision(reduce_dtype=float16) */
+    if (fv->cfg.precision == FSF_P16_MIXED) mv->sh->reduce_dtype = FS_F16;
     if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
     if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
     fsF_setup_done(&fv->f, &mv->st);
