@@ -84,7 +84,7 @@ static int predivide_factor(int world) {
 
 /* x[0..n) (on dev) rounded to dt, divided by div and rounded again, as
  * torch's grad.div_(div) in dt. */
-static int round_div(fs_device dev, fs_dtype dt, float *x, size_t n, int div) {
+static int round_div(fs_device dev, fs_dtype dt, float *x, size_t n, float div) {
   const fsB_backend *b = fsB_get(dev);
   float *h = dev == FS_DEV_CPU ? x : malloc(n * sizeof *h);
   if (!h) {
@@ -94,8 +94,8 @@ static int round_div(fs_device dev, fs_dtype dt, float *x, size_t n, int div) {
   int rc = h == x ? 0 : b->to_host(h, x, n * sizeof *h);
   if (rc == 0) {
     fsT_round_array(dt, h, n);
-    if (div > 1) {
-      for (size_t i = 0; i < n; i++) h[i] /= (float)div;
+    if (div != 1.0f) {
+      for (size_t i = 0; i < n; i++) h[i] /= div;
       fsT_round_array(dt, h, n);
     }
     if (h != x) rc = b->from_host(x, h, n * sizeof *h);
@@ -114,9 +114,9 @@ static int reduce_grad(fsSH_model *s, fsSH_unit *u, float *mine) {
    * two ranks NCCL's float16 sum (but for a rare double rounding), for more
    * NCCL rounds after each hop of its ring */
   int pre = predivide_factor(s->world);
-  if (round_div(s->dev, s->reduce_dtype, fsT_f32(u->gfull), count * (size_t)s->world, pre) < 0) return -1;
+  if (round_div(s->dev, s->reduce_dtype, fsT_f32(u->gfull), count * (size_t)s->world, (float)pre) < 0) return -1;
   if (s->comm && fsCC_reduce_scatter(s->comm, u->gfull->data, mine, count, FS_F32, FSCC_SUM) < 0) return comm_err();
-  return round_div(s->dev, s->reduce_dtype, mine, count, s->world / pre);
+  return round_div(s->dev, s->reduce_dtype, mine, count, (float)s->world / (float)pre); /* 1.5 for 3 ranks */
 }
 
 /* u's backward is over: reduce-scatter (mean) its gradient into the shard's
