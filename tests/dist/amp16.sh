@@ -2,7 +2,7 @@
 # amp16.sh -- precision="16-mixed" on CUDA (--emulate-cuda) under DDP and
 # FSDP against one device (docs/runtime.md, "16-mixed on CUDA"), on
 # amp16.fab's MLP with Adam, clipping every other step:
-#   1. every rank on the same batch: FSDP x2, DDP x2 and DDP x4 print the
+#   1. every rank on the same batch: FSDP x1/x2, DDP x2 and DDP x4 print the
 #      one device's losses byte for byte, so they skip its steps (a skipped
 #      step repeats its loss); under FSDP x2 one of those steps overflowed in
 #      rank 1's shards only, which rank 0 learns from the ShardedGradScaler's
@@ -44,7 +44,7 @@ run single
 skips=$(skipped single.txt)
 [ -n "$skips" ] || bad "single: no step was skipped (the test needs overflows)"
 [ "$(echo $skips | wc -w)" -lt 20 ] || bad "single: too many skipped steps ($skips)"
-for cfg in "fsdp 2" "ddp 2" "ddp 4"; do
+for cfg in "fsdp 1" "fsdp 2" "ddp 2" "ddp 4"; do
   set -- $cfg
   run $1$2 -D strategy=$1 -D devices=$2
   cmp -s single.txt $1$2.txt || bad "$cfg: losses differ from the single device's (skipped: $skips vs $(skipped $1$2.txt))"
