@@ -441,7 +441,7 @@ typedef struct fabv {
   fs_value *wrap_policy; /* FSDPStrategy(auto_wrap_policy=...) as fsE_wrap_policy_of gives it, or NULL */
   char *last_checkpoint; /* the path fabric.save wrote last, or NULL */
   int64_t checkpoints;   /* how many saves */
-  bool scaling;          /* 16-mixed: MixedPrecision's GradScaler, scaler */
+  bool scaling;          /* 16-mixed: MixedPrecision's GradScaler (FSDPPrecision's ShardedGradScaler), scaler */
   fsO_scaler scaler;
 } fabv;
 extern const fsV_class fsE_fabric_class;

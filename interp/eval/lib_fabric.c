@@ -69,6 +69,13 @@ fs_value *fsE_comm_fail(void) {
   return NULL;
 }
 
+/* A number of this rank's shards combined over all ranks (ud: the comm):
+ * clip_gradients' squared norms (or maxima, inf) under FSDP, and the
+ * ShardedGradScaler's found-inf flags (a sum). */
+static int shard_norm(void *ud, float *acc, bool inf) {
+  return fsCC_all_reduce_host(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0 ? 0 : -1;
+}
+
 /* launch(): DDP forks the ranks here; this process becomes their supervisor
  * and stops the script with their status, each rank continues it. */
 static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
@@ -105,6 +112,9 @@ static fs_value *ddp_launch(fsE_ctx *E, fabv *fv) {
   }
 #endif
   if (!(fv->comm = fsLN_connect(&fv->env, transport, &cc))) return fsE_comm_fail();
+  /* FSDPPrecision("16-mixed") holds a ShardedGradScaler: its inf check is
+   * over every rank's shards (DDP's gradients are whole on every rank) */
+  if (fv->scaling && fv->cfg.cls == FSF_FSDP) fsO_scaler_shard(&fv->scaler, shard_norm, fv->comm);
   return fsV_none();
 }
 
@@ -516,7 +526,8 @@ NATIVE(f_fabric) {
   }
   fsF_fabric_init(&fv->f, &fv->cfg);
   /* MixedPrecision("16-mixed") makes a GradScaler (on CPU the precision
-   * became bf16-mixed, W8) */
+   * became bf16-mixed, W8), FSDPPrecision a ShardedGradScaler (made
+   * sharded at launch, when its process group exists) */
   if ((fv->scaling = fv->cfg.precision == FSF_P16_MIXED)) fsO_scaler_init(&fv->scaler);
   fv->dev = fv->cfg.accel == FSF_CUDA && !o->plan ? FS_DEV_CUDA : FS_DEV_CPU; /* plan: shapes only */
   if (fv->dev == FS_DEV_CUDA && o->emulate_cuda) fsB_emulate_cuda();
@@ -610,6 +621,8 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
     fsSH_policy policy = {fsE_wrap_policy_wraps, &ud};
     if (!(mv->sh = fsSH_wrap(mv->m, fv->wrap_policy ? &policy : NULL, fv->comm, fv->dev, E->seed)))
       return fsE_rt_fail(), -1;
+    /* FSDPPrecision("16-mixed"): MixedPrecision(reduce_dtype=float16) */
+    if (fv->cfg.precision == FSF_P16_MIXED) mv->sh->reduce_dtype = FS_F16;
     if (!fv->synced && !(fv->synced = fsV_list(0))) return -1;
     if (fsV_list_append(fv->synced, fsV_retain(v)) < 0) return -1;
     fsF_setup_done(&fv->f, &mv->st);
@@ -646,11 +659,6 @@ fsSH_model *fsE_sharded_of(fabv *fv, const fs_optim *o) {
     if (same) return sh;
   }
   return NULL;
-}
-
-/* clip_gradients under FSDP: the squared norms (or maxima) of all ranks' shards. */
-static int shard_norm(void *ud, float *acc, bool inf) {
-  return fsCC_all_reduce_host(ud, acc, 1, FS_F32, inf ? FSCC_MAX : FSCC_SUM) == 0 ? 0 : -1;
 }
 
 /* Fabric's move_data_to_device (apply_to_collection): the tensors of

@@ -44,8 +44,8 @@ int fsPL_precision_sizes(const char *precision, fsPL_sizes *out) {
 bool fsPL_precision_runs(const char *precision, const char *accelerator, const char *strategy) {
   /* all but R70's (docs/runtime.md, Precision; connector.c fsF_precision_unsupported) */
   if (!strcmp(precision, "16-mixed"))
-    return accelerator && !strcmp(accelerator, "cuda") && strategy && strcmp(strategy, "FSDPStrategy") &&
-           strcmp(strategy, "DeepSpeedStrategy") && strcmp(strategy, "ModelParallelStrategy");
+    return accelerator && !strcmp(accelerator, "cuda") && strategy && strcmp(strategy, "DeepSpeedStrategy") &&
+           strcmp(strategy, "ModelParallelStrategy");
   return !strcmp(precision, "32-true") || !strcmp(precision, "bf16-mixed") || !strcmp(precision, "bf16-true") ||
          !strcmp(precision, "16-true");
 }

@@ -37,10 +37,18 @@ const char *fsF_precision_unsupported(const fsF_config *cfg) {
   case FSF_P64:
     return "this runtime computes in float32, bfloat16 and float16, not float64: precision=\"64-true\" "
            "cannot run; use precision=\"32-true\"";
-  case FSF_P16_MIXED: /* on CPU it became bf16-mixed (W8) unless sharded */
-    if (cfg->accel == FSF_CUDA && cfg->cls != FSF_FSDP && cfg->cls != FSF_DEEPSPEED && cfg->cls != FSF_MP) return NULL;
-    return "precision=\"16-mixed\" runs on CUDA with one device or DDP; sharded, it needs a sharded gradient "
-           "scaler, which this runtime does not have; use precision=\"bf16-mixed\"";
+  case FSF_P16_MIXED:
+    /* off CUDA that leaves MPS (on CPU it became bf16-mixed, W8; FSDP and
+     * DeepSpeed need a GPU, R10 and R21); ModelParallel refused it (R12).
+     * DeepSpeed's engine scales the loss itself (its fp16 config), an
+     * engine this runtime does not have. */
+    if (cfg->accel == FSF_CUDA && cfg->cls != FSF_DEEPSPEED) return NULL;
+    if (cfg->cls == FSF_DEEPSPEED)
+      return "precision=\"16-mixed\" under DeepSpeed is DeepSpeed's engine: the module in float16 and the "
+             "engine's own dynamic loss scaling (its fp16 config), which this runtime does not run; "
+             "strategy=\"fsdp\" runs 16-mixed sharded";
+    return "precision=\"16-mixed\" runs on CUDA only (one device, DDP or FSDP), where Fabric runs float16 "
+           "autocast with a gradient scaler; use accelerator=\"cuda\" or precision=\"bf16-mixed\"";
   case FSF_PTE:
   case FSF_PTE16:
     return "this runtime does not run NVIDIA Transformer Engine's layers; use precision=\"bf16-mixed\"";
@@ -50,7 +58,7 @@ const char *fsF_precision_unsupported(const fsF_config *cfg) {
 
 int fsF_check_precision_runs(const fsF_config *cfg, fsF_issues *iss) {
   const char *why = fsF_precision_unsupported(cfg);
-  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true, 16-true (16-mixed on CUDA)",
+  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true, 16-true (16-mixed on CUDA, not under DeepSpeed)",
                         "%s", why)
              : 0;
 }

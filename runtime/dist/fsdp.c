@@ -73,14 +73,60 @@ static int gather(fsSH_model *s, fsSH_unit *u, bool grads) {
   return 0;
 }
 
+/* torch's FSDP gradient_predivide_factor: the power of two that the
+ * gradients are divided by before the sum (world / it after), so that a
+ * float16 sum neither overflows nor underflows. */
+static int predivide_factor(int world) {
+  int f = 1;
+  while (world % f == 0 && world / f > f) f *= 2;
+  return f;
+}
+
+/* x[0..n) (on dev) rounded to dt, divided by div and rounded again, as
+ * torch's grad.div_(div) in dt. */
+static int round_div(fs_device dev, fs_dtype dt, float *x, size_t n, float div) {
+  const fsB_backend *b = fsB_get(dev);
+  float *h = dev == FS_DEV_CPU ? x : malloc(n * sizeof *h);
+  if (!h) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  int rc = h == x ? 0 : b->to_host(h, x, n * sizeof *h);
+  if (rc == 0) {
+    fsT_round_array(dt, h, n);
+    if (div != 1.0f) {
+      for (size_t i = 0; i < n; i++) h[i] /= div;
+      fsT_round_array(dt, h, n);
+    }
+    if (h != x) rc = b->from_host(x, h, n * sizeof *h);
+  }
+  if (h != x) free(h);
+  return rc < 0 ? -1 : 0;
+}
+
+/* Reduce-scatters (mean) u's gathered gradient into its block mine (in
+ * place), in s->reduce_dtype. */
+static int reduce_grad(fsSH_model *s, fsSH_unit *u, float *mine) {
+  size_t count = (size_t)u->shard;
+  if (s->reduce_dtype == FS_F32)
+    return s->comm && fsCC_reduce_scatter(s->comm, u->gfull->data, mine, count, FS_F32, FSCC_MEAN) < 0 ? comm_err() : 0;
+  /* float16 values held in float32, summed in float32 and rounded once: for
+   * two ranks NCCL's float16 sum (but for a rare double rounding), for more
+   * NCCL rounds after each hop of its ring */
+  int pre = predivide_factor(s->world);
+  if (round_div(s->dev, s->reduce_dtype, fsT_f32(u->gfull), count * (size_t)s->world, (float)pre) < 0) return -1;
+  if (s->comm && fsCC_reduce_scatter(s->comm, u->gfull->data, mine, count, FS_F32, FSCC_SUM) < 0) return comm_err();
+  return round_div(s->dev, s->reduce_dtype, mine, count, (float)s->world / (float)pre); /* 1.5 for 3 ranks */
+}
+
 /* u's backward is over: reduce-scatter (mean) its gradient into the shard's
  * grad, release the gathered buffers. */
 static int finish(fsSH_model *s, fsSH_unit *u) {
   int rc = 0;
   if (u->gfull) {
     float *mine = fsT_f32(u->gfull) + (int64_t)s->rank * u->shard;
-    if (s->comm && fsCC_reduce_scatter(s->comm, u->gfull->data, mine, (size_t)u->shard, FS_F32, FSCC_MEAN) < 0)
-      rc = comm_err();
+    if (reduce_grad(s, u, mine) < 0)
+      rc = -1;
     else if (!u->flat->grad && !(u->flat->grad = fsT_zeros_like(u->flat)))
       rc = -1;
     else

@@ -27,7 +27,10 @@
  * flat gradient the parameters' grads point into, just before its backward.
  * The next hook (or fsSH_backward_done) reduce-scatters (mean) that
  * gradient into the shard's grad and releases the unit: at most one unit is
- * gathered at a time. */
+ * gathered at a time.  With reduce_dtype float16 (16-mixed: MixedPrecision's
+ * reduce_dtype) the mean is torch's in that type: the gradient rounded to
+ * it, divided by the predivide factor, summed, divided by the rest of the
+ * world size, each result rounded. */
 #ifndef FS_FSDP_H
 #define FS_FSDP_H
 
@@ -85,6 +88,7 @@ typedef struct fsSH_model {
   fsSH_unit *units; int nunits;
   fs_module **steps; int *step_unit; int nsteps; /* forward order; unit index or -1 (no parameters) */
   int pending;           /* the unit whose gradient awaits its reduce-scatter, or -1 */
+  fs_dtype reduce_dtype; /* FS_F32 (fsSH_wrap's), or FS_F16: the type gradients are reduced in */
   int64_t gathered, gathered_peak; /* bytes of gathered parameters and gradients: now, the most so far */
 } fsSH_model;
 

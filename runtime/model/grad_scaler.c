@@ -1,7 +1,10 @@
 /* grad_scaler.c -- torch.cuda.amp.GradScaler as 16-mixed uses it: the loss
  * scaled before backward, the gradients unscaled (and checked for inf/NaN)
  * once per optimizer and step, a step skipped when they were not finite,
- * and the scale updated after it (torch's _amp_update_scale_).
+ * and the scale updated after it (torch's _amp_update_scale_).  Under FSDP
+ * it is torch's ShardedGradScaler: the same, with the inf check of each
+ * rank's shards summed over all ranks, so that every rank skips a step
+ * when any rank's shard overflowed.
  *
  * Invariant: an optimizer's `unscaled` and `found_inf` describe the
  * gradients since the scaler's last update; fsO_scaler_update clears them.
@@ -17,6 +20,11 @@
 void fsO_scaler_init(fsO_scaler *s) {
   *s = (fsO_scaler){.scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                     .growth_interval = 2000};
+}
+
+void fsO_scaler_shard(fsO_scaler *s, fsO_combine any_rank, void *ud) {
+  s->any_rank = any_rank;
+  s->ud = ud;
 }
 
 /* torch: scaler.unscale_(optimizer) -> _amp_foreach_non_finite_check_and_unscale_
@@ -37,6 +45,11 @@ int fsO_scaler_unscale(fsO_scaler *s, fs_optim *o) {
     const fsB_backend *b = fsB_of(g);
     if (!isfinite(b->absmax((size_t)g->numel, fsT_f32(g)))) o->found_inf = true;
     b->scale((size_t)g->numel, inv, fsT_f32(g));
+  }
+  if (s->any_rank) { /* ShardedGradScaler.unscale_: dist.all_reduce(found_inf) */
+    float found = o->found_inf ? 1.0f : 0.0f;
+    if (s->any_rank(s->ud, &found, false) < 0) return -1;
+    o->found_inf = found >= 1.0f;
   }
   o->unscaled = true;
   return 0;

@@ -115,12 +115,19 @@ int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip);
  * (-1 + fsT_error when called twice before update, or on a low-precision
  * gradient, as torch); step unscales unless done, then steps o unless a
  * gradient was not finite (*stepped says which); update backs off or grows
- * the scale and clears o's per-step state. */
+ * the scale and clears o's per-step state.
+ * fsO_scaler_shard makes it torch's ShardedGradScaler (FSDP): o holds this
+ * rank's shards only, so unscale_ sums the found-inf flag over the process
+ * group with any_rank(ud, &flag, false) (an all-reduce SUM, a collective:
+ * every rank unscales at the same points) and all ranks skip together. */
 typedef struct fsO_scaler {
   float scale, growth_factor, backoff_factor;
   int64_t growth_interval, growth_tracker;
+  fsO_combine any_rank; /* NULL: GradScaler; else ShardedGradScaler's all-reduce */
+  void *ud;
 } fsO_scaler;
 void fsO_scaler_init(fsO_scaler *s);
+void fsO_scaler_shard(fsO_scaler *s, fsO_combine any_rank, void *ud);
 int fsO_scaler_unscale(fsO_scaler *s, fs_optim *o);
 int fsO_scaler_step(fsO_scaler *s, fs_optim *o, bool *stepped);
 void fsO_scaler_update(fsO_scaler *s, fs_optim *o);

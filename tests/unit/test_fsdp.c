@@ -2,7 +2,11 @@
  * the plain model's initial values (from meta, on 1 and on 2-3 forked
  * ranks), forward gives the same output bits, and after backward each
  * rank's shard gradient is its slice of the plain model's gradient (the
- * mean of W equal gradients: exact for W = 1, 2, within rounding for 3);
+ * mean of W equal gradients: exact for W = 1, 2, within rounding for 3),
+ * or with reduce_dtype float16 (16-mixed, the loss scaled so that three
+ * ranks' plain sum would overflow) torch's arithmetic in _Float16: each
+ * rank's gradient rounded and divided by the predivide factor (1, 2, 2 for
+ * W = 1, 2, 3), summed rank by rank, divided by W / factor, bit for bit;
  * reset_parameters refills the shards with the same values. */
 #include <math.h>
 #include <setjmp.h>
@@ -42,13 +46,21 @@ static fs_tensor *input(void) {
   return x;
 }
 
-/* The plain model, materialized, after one forward and backward of sum(model(x)). */
-static fs_module *plain_trained(fs_tensor **y) {
+/* sum(y) * scale: the loss both sides differentiate (scale: a gradient
+ * scaler's, 1 for the float32 reduce). */
+static fs_tensor *loss_of(fs_tensor *y, double scale) {
+  fs_tensor *sum = fsG_sum(y), *loss = sum ? fsG_binary_scalar(FSB_MUL, sum, scale, false, false) : NULL;
+  fsT_release(sum);
+  return loss;
+}
+
+/* The plain model, materialized, after one forward and backward of loss_of(model(x), scale). */
+static fs_module *plain_trained(fs_tensor **y, double scale) {
   fs_module *m = build();
   fs_tensor *x = input();
   if (!m || !x || fsM_materialize(m, FS_DEV_CPU, SEED) < 0) return NULL;
   *y = fsM_forward(m, x);
-  fs_tensor *loss = *y ? fsG_sum(*y) : NULL;
+  fs_tensor *loss = *y ? loss_of(*y, scale) : NULL;
   int rc = loss ? fsG_backward(loss) : -1;
   fsT_release(loss);
   fsT_release(x);
@@ -61,14 +73,37 @@ static bool close(const float *a, const float *b, int64_t n) {
   return true;
 }
 
-/* Runs the same step through fsSH over comm (NULL: one rank) and compares
- * this rank's shards with the plain model's slices; 0 when all agree. */
-static int compare(fsCC_comm *comm) {
+/* torch's FSDP reduce of W ranks' equal float16 gradients g: divided by the
+ * predivide factor, summed as NCCL's ring adds (rounding each sum), the
+ * rest of W divided out. */
+static bool reduced_f16(const float *got, const float *g, int64_t n, int world) {
+  int pre = world == 1 ? 1 : 2;
+  for (int64_t i = 0; i < n; i++) {
+    _Float16 h = (_Float16)((float)(_Float16)g[i] / (float)pre), acc = h;
+    for (int r = 1; r < world; r++) acc = (_Float16)((float)acc + (float)h);
+    _Float16 want = (_Float16)((float)acc / ((float)world / (float)pre));
+    if (got[i] != (float)want) return false;
+  }
+  return true;
+}
+
+/* The float16 reduce's loss scale: the largest gradient becomes about 3e4,
+ * so that three ranks' sum overflows float16 unless predivided by 2 (their
+ * sum is then 1.5 times it: finite) */
+enum { F16_SCALE = 16384 };
+
+/* Runs the same step through fsSH over comm (NULL: one rank), gradients
+ * reduced in reduce (FS_F32; FS_F16 with the loss scaled by F16_SCALE),
+ * and compares this rank's shards with the plain model's slices; 0 when
+ * all agree. */
+static int compare(fsCC_comm *comm, fs_dtype reduce) {
   fs_tensor *py = NULL;
-  fs_module *plain = plain_trained(&py), *m = build();
+  double scale = reduce == FS_F16 ? F16_SCALE : 1.0;
+  fs_module *plain = plain_trained(&py, scale), *m = build();
   fsSH_model *s = m ? fsSH_wrap(m, NULL, comm, FS_DEV_CPU, SEED) : NULL;
   fsM_release(m);
   CC_CHECK(plain && s);
+  s->reduce_dtype = reduce;
   fsM_param *pp;
   int64_t np = fsM_parameters(plain, &pp);
   CC_CHECK(np == s->nall && s->nunits == 4);
@@ -81,13 +116,18 @@ static int compare(fsCC_comm *comm) {
   fs_tensor *x = input();
   fs_tensor *y = fsSH_forward(s, x);
   CC_CHECK(y && !memcmp(y->data, py->data, fsT_nbytes(py)));
-  fs_tensor *loss = fsG_sum(y);
+  fs_tensor *loss = loss_of(y, scale);
   CC_CHECK(loss && fsG_backward(loss) == 0 && fsSH_backward_done(s, true) == 0);
+  float largest = 0;
+  for (int64_t i = 0; i < np; i++)
+    for (int64_t e = 0; e < pp[i].t->numel; e++) largest = fmaxf(largest, fabsf(fsT_f32(pp[i].t->grad)[e]));
+  CC_CHECK(reduce == FS_F32 || (largest > 65504.0f / 3 && largest < 65504.0f / 1.5f));
   for (int64_t i = 0; i < np; i++) { /* gradients: mean over ranks of equal grads */
     int64_t first, count, at;
     int u = fsSH_param_slice(s, i, &first, &count, &at);
     CC_CHECK(s->units[u].flat->grad && s->all[i].t->grad == NULL);
-    CC_CHECK(close(fsT_f32(s->units[u].flat->grad) + at, fsT_f32(pp[i].t->grad) + first, count));
+    const float *got = fsT_f32(s->units[u].flat->grad) + at, *g = fsT_f32(pp[i].t->grad) + first;
+    CC_CHECK(reduce == FS_F16 ? reduced_f16(got, g, count, s->world) : close(got, g, count));
   }
   for (int k = 0; k < s->nunits; k++) { /* padding stays zero */
     fsSH_unit *u = &s->units[k];
@@ -107,23 +147,31 @@ static int compare(fsCC_comm *comm) {
 
 static void test_one_rank(void **state) {
   (void)state;
-  assert_int_equal(compare(NULL), 0);
+  assert_int_equal(compare(NULL, FS_F32), 0);
 }
 
 static int body(fsLN_rdzv *rv, void *arg) {
-  (void)arg;
   fsCC_config cfg = {.staging = 4096};
   fsCC_comm *c = fsCC_connect(rv, FSCC_SHM, &cfg);
   CC_CHECK(c);
-  int rc = compare(c);
+  int rc = compare(c, *(const fs_dtype *)arg);
   fsCC_destroy(c);
   return rc;
 }
 
 static void test_two_and_three_ranks(void **state) {
   (void)state;
-  assert_int_equal(cc_fork_rdzv(2, body, NULL), 0);
-  assert_int_equal(cc_fork_rdzv(3, body, NULL), 0);
+  fs_dtype f32 = FS_F32;
+  assert_int_equal(cc_fork_rdzv(2, body, &f32), 0);
+  assert_int_equal(cc_fork_rdzv(3, body, &f32), 0);
+}
+
+static void test_float16_reduce(void **state) {
+  (void)state;
+  fs_dtype f16 = FS_F16;
+  assert_int_equal(compare(NULL, FS_F16), 0);
+  assert_int_equal(cc_fork_rdzv(2, body, &f16), 0);
+  assert_int_equal(cc_fork_rdzv(3, body, &f16), 0);
 }
 
 /* reset_parameters on the shards gives the initial values again */
@@ -228,6 +276,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_one_rank),
     cmocka_unit_test(test_two_and_three_ranks),
+    cmocka_unit_test(test_float16_reduce),
     cmocka_unit_test(test_reset),
     cmocka_unit_test(test_unit_sizes),
     cmocka_unit_test(test_policy_units),
