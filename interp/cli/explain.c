@@ -255,6 +255,8 @@ static const explain_row rows[] = {
    "XLA computes in the dtypes XLAPrecision sets up (XLA_USE_BF16); the other plugins' autocast and scalers do not apply."},
   {"R128", "A full XLAFSDP checkpoint cannot be saved across several hosts.",
    "Each host writes its shards to its own disk (TPU VMs share no filesystem), so no host can consolidate them."},
+  {"R129", "Outside FSDP and DeepSpeed, what `fabric.setup(model, ...)` receives as optimizers must be objects Fabric can wrap: no number, string, None or container.",
+   "Fabric wraps each optimizer in `_FabricOptimizer`, which takes on a class derived from the optimizer's own; Python cannot derive from `NoneType` or `bool`, nor lay out a subclass of `int`, `str` or `list` like a plain object (under XLAStrategy Fabric first reads the optimizer's `param_groups`)."},
   {"W25", "Loading a full XLAFSDP checkpoint restores the model only.",
    "The full checkpoint is consolidated from the model's shards; optimizer states and other keys are not in it."},
   {"W26", "Under Transformer Engine, a Linear whose in_features is not a multiple of 8 or out_features of 16 stays unconverted.",

@@ -219,14 +219,51 @@ static void fsdp_true_half(const fsF_fabric *f, fsF_issues *iss) {
 static const char *const H_SEPARATE =
     "set up the model first (`model = fabric.setup_module(model)`), then create the optimizer and call `optimizer = fabric.setup_optimizers(optimizer)`";
 
+static const char *const H_OPTIMIZER_OBJECT = "pass the optimizer object: `torch.optim.Adam(model.parameters())`";
+
 /* R76: Fabric asks each optimizer, in order, whether it references meta
  * parameters (utilities/init.py); a value that is no optimizer raises there,
  * unless a meta one before it already made R36/R37 fire. */
 static int foreign_optimizer(const fsF_optim *const *opts, size_t nopts, fsF_issues *iss) {
   for (size_t i = 0; i < nopts && !opts[i]->meta_params; i++)
     if (opts[i]->foreign)
-      return fsF_fail(iss, "R76", "pass the optimizer object: `torch.optim.Adam(model.parameters())`",
+      return fsF_fail(iss, "R76", H_OPTIMIZER_OBJECT,
                       "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: %s", opts[i]->foreign);
+  return 0;
+}
+
+/* R129: a value that is no optimizer gets past a joint setup outside FSDP
+ * and DeepSpeed, until Fabric wraps it: _FabricOptimizer.__init__
+ * (wrappers.py:67) sets `self.__class__ = type("Fabric" + name, (self.__class__,
+ * optimizer.__class__), {})`, which Python refuses for a class that cannot be
+ * subclassed, or for one whose instances are laid out otherwise than a plain
+ * object's. A class this table does not list (a script's object, a module)
+ * passes there, as in Python. Under XLAStrategy `_move_model_to_device` reads
+ * `optimizer.param_groups` first. */
+static int unwrappable_optimizer(const fsF_fabric *f, const fsF_optim *const *opts, size_t nopts,
+                                 int before_move, fsF_issues *iss) {
+  static const char *const no_base[] = {"NoneType", "bool", "range", "function", "builtin_function_or_method",
+                                        "method", "slice", "ellipsis"};
+  static const char *const other_layout[] = {"int", "float", "str", "list", "tuple", "dict", "set", "type",
+                                             "Tensor"};
+  fsF_cls cls = f->cfg->cls;
+  if (cls == FSF_FSDP || cls == FSF_DEEPSPEED || cls == FSF_XLA_FSDP || before_move != (cls == FSF_XLA))
+    return 0;
+  for (size_t i = 0; i < nopts; i++) {
+    const char *t = opts[i]->foreign;
+    if (!t) continue;
+    if (cls == FSF_XLA)
+      return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R129", H_OPTIMIZER_OBJECT,
+                    "'%s' object has no attribute 'param_groups'", t));
+    for (size_t k = 0; k < sizeof no_base / sizeof *no_base; k++)
+      if (!strcmp(t, no_base[k]))
+        return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R129", H_OPTIMIZER_OBJECT,
+                      "type '%s' is not an acceptable base type", t));
+    for (size_t k = 0; k < sizeof other_layout / sizeof *other_layout; k++)
+      if (!strcmp(t, other_layout[k]))
+        return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R129", H_OPTIMIZER_OBJECT,
+                      "__class__ assignment: 'Fabric%s' object layout differs from '_FabricOptimizer'", t));
+  }
   return 0;
 }
 
@@ -249,7 +286,9 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_FSDP && meta_opt)
     return fsF_at(iss, "optimizers", first_meta, fsF_fail(iss, "R36", H_SEPARATE,
                 "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`."));
-  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
+  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss) ||
+      unwrappable_optimizer(f, opts, nopts, 1, iss))
+    return -1;
   if (c->cls == FSF_DEEPSPEED && nopts >= 2)
     return fsF_at(iss, "optimizers", 1, fsF_fail(iss, "R31", "set up one model with one optimizer per `setup` call",
                 "Currently only one optimizer is supported with DeepSpeed. Got %zu optimizers instead.", nopts));
@@ -265,7 +304,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_MP && meta_opt)
     fsF_warn(iss, "meta-optimizer", H_SEPARATE,
          "the optimizer references the model's meta-device parameters; `ModelParallelStrategy` materializes the model into new parameters at setup and the optimizer keeps the old meta ones, so it will update nothing (Fabric raises no error here)");
-  return 0;
+  return unwrappable_optimizer(f, opts, nopts, 0, iss);
 }
 
 int fsF_check_setup_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss) {
