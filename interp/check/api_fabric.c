@@ -137,6 +137,10 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     fsC_o(c, id)->wrap_classes = fsC_o(c, sv->id)->wrap_classes;
     fsC_o(c, id)->link = sv->id + 1;
   }
+  const fs_node *cbn = NULL;
+  const cv *cbv = fsC_arg(a, "callbacks", &cbn);
+  if (cbv && ((cbv->k == CV_SEQ && !cbv->sub && cbn->kind == FS_N_LIST) || fsC_is(cbv, OB_INSTANCE, c)))
+    fsC_o(c, id)->callbacks = *cbv; /* a list of the script's would stay the script's to change */
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
@@ -1069,6 +1073,110 @@ int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out) {
   return 1;
 }
 
+/* ---- fabric.call: a callback attribute known not to be callable ------- */
+
+/* Whether n is a literal Python can never call (None is no attribute to
+ * getattr(..., None), so Fabric skips it without a word). */
+static int uncallable_literal(const fs_node *n) {
+  if (n->kind == FS_N_UNARY) n = n->kids[0];
+  switch (n->kind) {
+  case FS_N_INT: case FS_N_FLOAT: case FS_N_STR: case FS_N_FSTR: case FS_N_TRUE: case FS_N_FALSE:
+  case FS_N_LIST: case FS_N_TUPLE: case FS_N_DICT: case FS_N_SET: case FS_N_BYTES: case FS_N_BIGINT:
+  case FS_N_IMAG: return 1;
+  default: return 0;
+  }
+}
+
+/* A target's stores into an attribute `name`, counted into *stores. */
+static void attr_target(const fs_node *t, const char *name, int *stores) {
+  if (!t) return;
+  if (t->kind == FS_N_ATTR && !strcmp(t->str, name)) ++*stores;
+  if (t->kind == FS_N_TUPLE || t->kind == FS_N_LIST || t->kind == FS_N_STARRED)
+    for (uint32_t i = 0; i < t->nkids; i++) attr_target(t->kids[i], name, stores);
+}
+
+/* Stores into an attribute `name` anywhere under n (assignment, augmented
+ * and annotated assignment, for/with/comprehension targets, del), counted
+ * into *stores; *opaque set where code can change attributes without
+ * naming them (setattr, delattr, vars, __dict__, __setattr__). */
+static void attr_stores(const fs_node *n, const char *name, int *stores, int *opaque) {
+  if (!n) return;
+  switch (n->kind) {
+  case FS_N_ASSIGN:
+    for (uint32_t i = 0; i < n->nkids; i++)
+      if (i != 1) attr_target(n->kids[i], name, stores);
+    break;
+  case FS_N_AUGASSIGN: case FS_N_ANNASSIGN: case FS_N_FOR: case FS_N_COMPFOR:
+    attr_target(n->kids[0], name, stores);
+    break;
+  case FS_N_WITH: attr_target(fsC_kid(n, 1), name, stores); break;
+  case FS_N_DEL:
+    for (uint32_t i = 0; i < n->nkids; i++) attr_target(n->kids[i], name, stores);
+    break;
+  case FS_N_NAME:
+    *opaque |= !strcmp(n->str, "setattr") || !strcmp(n->str, "delattr") || !strcmp(n->str, "vars");
+    break;
+  case FS_N_ATTR: *opaque |= !strcmp(n->str, "__dict__") || !strcmp(n->str, "__setattr__"); break;
+  default: break;
+  }
+  for (uint32_t i = 0; i < n->nkids; i++) attr_stores(n->kids[i], name, stores, opaque);
+}
+
+/* The literal a callback instance of class k holds as attribute `name`, or
+ * NULL where that is not certain: k has no bases, decorators or attribute
+ * hooks and no method of that name; its __init__ sets `self.name = LITERAL`
+ * in its straight-line body, or its body says `name = LITERAL`; and nothing
+ * else in the script stores into an attribute of that name. */
+static const fs_node *uncallable_attr(C *c, const pyclass *k, const char *name) {
+  const fs_node *cls = k->node, *bases = cls ? fsC_kid(cls, 0) : NULL;
+  if (!cls || (bases && bases->nkids > 1) || fsC_kid(cls, 2) || fsC_py_method(k, name) ||
+      fsC_py_method(k, "__getattribute__") || fsC_py_method(k, "__getattr__"))
+    return NULL;
+  const fs_node *found = NULL, *body = cls->kids[1], *init = fsC_init_of(k);
+  int class_stores = 0;
+  for (uint32_t i = 0; i < body->nkids; i++) {
+    const fs_node *st = body->kids[i];
+    if ((st->kind == FS_N_ASSIGN || st->kind == FS_N_ANNASSIGN) && st->kids[0]->kind == FS_N_NAME &&
+        !strcmp(st->kids[0]->str, name)) {
+      class_stores++;
+      const fs_node *v = st->kind == FS_N_ASSIGN ? st->kids[1] : fsC_kid(st, 2);
+      found = st->kind == FS_N_ASSIGN && st->nkids == 2 && v && uncallable_literal(v) ? v : NULL;
+    }
+  }
+  if (class_stores > 1) found = NULL;
+  int stores = 0, opaque = 0;
+  attr_stores(c->root, name, &stores, &opaque);
+  if (opaque || stores > 1) return NULL;
+  const fs_node *params = init ? init->kids[0] : NULL, *ib = init ? init->kids[1] : NULL;
+  const char *self = params && params->nkids ? params->kids[0]->str : NULL;
+  for (uint32_t i = 0; stores && self && i < ib->nkids; i++) {
+    const fs_node *st = ib->kids[i];
+    if (st->kind == FS_N_RETURN) break;
+    if (st->kind == FS_N_ASSIGN && st->nkids == 2 && st->kids[0]->kind == FS_N_ATTR &&
+        !strcmp(st->kids[0]->str, name) && st->kids[0]->kids[0]->kind == FS_N_NAME &&
+        !strcmp(st->kids[0]->kids[0]->str, self))
+      return uncallable_literal(st->kids[1]) ? st->kids[1] : NULL;
+  }
+  return stores ? NULL : found; /* the one store is elsewhere: not known */
+}
+
+/* fabric.call(hook): Fabric's warning for each callback whose attribute of
+ * that name is there but not callable (fabric.py:1068). */
+static void callback_hooks(C *c, const cargs *a, uint32_t fid) {
+  const fs_value *h = fsC_cval(fsC_arg(a, "hook_name", NULL));
+  const cv *cbs = &fsC_o(c, fid)->callbacks;
+  if (!h || h->type != FSV_STR || cbs->k == CV_UNDEF) return;
+  size_t n = cbs->k == CV_SEQ ? cbs->n : 1;
+  const cv *items = cbs->k == CV_SEQ ? cbs->p : cbs;
+  for (size_t i = 0; i < n; i++) {
+    if (!fsC_is(&items[i], OB_INSTANCE, c)) continue;
+    const pyclass *k = fsC_o(c, items[i].id)->pycls;
+    if (k && uncallable_attr(c, k, h->u.str.s))
+      fsC_report(c, FS_SEV_WARNING, "callback", a->call->loc,
+                 "Skipping the callback `%s.%s` because it is not callable.", k->name, h->u.str.s);
+  }
+}
+
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc) {
   call_ud u = {fid, "device", NULL};
   paths e;
@@ -1081,6 +1189,7 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
   if (!strcmp(m, "setup_optimizers")) { *out = api_setup(c, a, fid, 2); return 1; }
   if (!strcmp(m, "setup_dataloaders")) { *out = api_setup(c, a, fid, 3); return 1; }
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
+  if (!strcmp(m, "call")) callback_hooks(c, a, fid);
   call_ud u = {fid, m, a};
   paths e;
   c->issue_call = a;

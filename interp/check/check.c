@@ -2322,7 +2322,7 @@ int fsC_parse_arg(fsC_options *o, const char *arg, const char *next, const char 
 }
 
 int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs_diags *d) {
-  C c = {.src = src, .o = o, .d = d};
+  C c = {.src = src, .root = ast, .o = o, .d = d};
   double secs = o->budget_seconds > 0 ? o->budget_seconds : FSC_BUDGET_SECONDS;
   c.deadline_ns = now_ns() + (uint64_t)(secs * 1e9);
   c.bytes_left = o->budget_bytes ? o->budget_bytes : FSC_BUDGET_BYTES;

@@ -107,6 +107,8 @@ typedef struct cobj {
   uint8_t fused;        /* optimizer (raw): made with fused=True */
   uint32_t link;        /* fabric: its strategy object + 1; strategy: the fabric it came from (fabric.strategy) + 1; else 0 */
   cv wrap_classes;      /* strategy, fabric: FSDPStrategy's ModuleWrapPolicy classes (CV_SEQ of CV_CLASS), or CV_UNDEF (W21) */
+  cv callbacks;         /* fabric: Fabric(callbacks=...) when no other code can reach that list (a list
+                           display written in the call, or one object), else CV_UNDEF (fabric.call) */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -124,6 +126,7 @@ typedef struct frame {
 
 typedef struct C {
   const fs_source *src;
+  const fs_node *root;  /* the script's module block */
   const fsC_options *o;
   fs_diags *d;
   int nerrors;
