@@ -155,8 +155,8 @@ static const explain_row rows[] = {
    "The seed is passed to numpy, which accepts unsigned 32-bit seeds only."},
   {"R76", "What `setup_optimizers` (or FSDP's joint `setup`) receives as optimizers must be optimizers.",
    "Fabric asks each one whether it references meta-device parameters, which only a Module or an Optimizer can answer."},
-  {"R77", "Under a distributed strategy, a loader's batch sampler must be a BatchSampler (or have batch_size and drop_last) unless `use_distributed_sampler=False`.",
-   "Fabric rebuilds the loader with a DistributedSampler inside the batch sampler; other batch samplers have no sampler to replace."},
+  {"R77", "Under a distributed strategy, a loader's batch sampler must be a BatchSampler (or have batch_size and drop_last, and take the sampler first) unless `use_distributed_sampler=False`.",
+   "Fabric rebuilds the loader with a DistributedSampler inside the batch sampler, calling a batch sampler of another class as `Cls(sampler, batch_size=..., drop_last=...)`; other batch samplers have no sampler to replace, and an `__init__` that takes `batch_size` first gets it twice."},
   /* raisesD: connector.py's plugin checks */
   {"R78", "`plugins=` takes at most one plugin of each type: Precision, CheckpointIO, ClusterEnvironment.",
    "Fabric keeps one plugin per type; of two it would silently drop one."},

@@ -894,9 +894,16 @@ NATIVE(fabric_setup_dataloaders) {
         lv->st.wrapped = 1;
         lv->dev = fv->dev; /* Fabric's move_to_device */
         /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
-        if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
-            fsE_loader_distribute(E, lv, fv->env.rank, fv->env.world_size, E->seed) < 0)
-          ok = false;
+        int d = fv->env.world_size > 1 && fsV_truthy(s[1])
+                    ? fsE_loader_distribute(E, lv, fv->env.rank, fv->env.world_size, E->seed) : 0;
+        if (d == -2) { /* the rebuild of the script's batch sampler clashed: Fabric's R77 text */
+          fsV_clearerr();
+          lv->st.foreign_batch_sampler = 1;
+          fsF_issues_init(&iss);
+          fsE_fabric_issues(E, a, &iss, fsF_check_distributed_sampler(&fv->f, &lv->st, &iss));
+          fsF_issues_init(&iss);
+        }
+        ok = d == 0;
       }
       if (ok) r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
     }

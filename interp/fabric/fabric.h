@@ -291,7 +291,9 @@ typedef struct fsF_loader {
   int wrapped;        /* a _FabricDataLoader */
   int is_dataloader;  /* a DataLoader at all */
   /* batch_sampler= is neither a torch BatchSampler nor an object with
-   * `batch_size` and `drop_last` Fabric could re-instantiate (R77) */
+   * `batch_size` and `drop_last` Fabric could re-instantiate (R77,
+   * utilities/data.py:228), or it is one whose re-instantiation clashed
+   * ("__init__() got multiple values", data.py:220: the same text) */
   int foreign_batch_sampler;
 } fsF_loader;
 
