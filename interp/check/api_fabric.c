@@ -395,12 +395,24 @@ cv fsC_new_strategy(C *c, const cargs *a) {
 
 #define MAXARGS 16
 
+/* fabric.to_device(model) and setup: the models v may be, moved to the
+ * fabric's device (W4's placement); unknown for an accelerator other than
+ * cpu and cuda, or a fabric not resolved. */
+static void move_models(C *c, uint32_t fid, const cv *v, int materialize) {
+  const fsF_config *cfg = fsC_cfg(c, fid);
+  uint32_t raws[MAXALT];
+  size_t nr = v ? fsC_raw_models(c, v, raws, MAXALT) : 0;
+  fsF_pdev where = !cfg ? FSF_PD_OTHER : cfg->accel == FSF_CUDA ? FSF_PD_CUDA : cfg->accel == FSF_CPU ? FSF_PD_CPU : FSF_PD_OTHER;
+  for (size_t i = 0; i < nr; i++) fsC_place(c, raws[i], where, materialize);
+}
+
 typedef struct setup_ud {
   uint32_t fabric;
   int kind;                 /* 0 setup, 1 setup_module, 2 setup_optimizers, 3 setup_dataloaders */
   const cv *model;
   const cv *opts[MAXARGS]; size_t nopts;
   const cv *uds;            /* setup_dataloaders: use_distributed_sampler, NULL when not given */
+  int move;                 /* setup, setup_module: move_to_device is certainly true (W4) */
 } setup_ud;
 
 static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
@@ -411,6 +423,9 @@ static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
   fsF_optim os[MAXARGS];
   const fsF_optim *op[MAXARGS];
   if (u->kind <= 1 && !fsC_model_state(c, e, u->model, &m)) return 1;
+  uint32_t raw;
+  if (u->kind <= 1 && u->move && fsC_model_obj(c, fsC_alt(e, u->model), &raw) && !m.wrapped)
+    fsC_devices_apart(c, raw, &m);
   if (u->kind == 3) {
     fsF_loader ls[MAXARGS];
     const fsF_loader *lp[MAXARGS];
@@ -765,6 +780,11 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   if (kind <= 1) u.model = fsC_arg(a, "module", &mnode);
   if (kind != 1) u.nopts = fsC_varargs(a, u.opts, onodes, MAXARGS);
   if (kind == 3) u.uds = fsC_arg(a, "use_distributed_sampler", NULL);
+  if (kind <= 1) {
+    const cv *mv = fsC_arg(a, "move_to_device", NULL);
+    const fs_value *x = mv ? fsC_cval(mv) : NULL;
+    u.move = !mv || (x && x->type == FSV_BOOL && x->u.b);
+  }
   paths e;
   c->issue_call = a;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
@@ -839,6 +859,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
         fsC_o(c, w.id)->fsdp_root = (uint8_t)root;
       }
     }
+    if (!g) move_models(c, fid, u.model, 1); /* materialized (FSDP: sharded, on its device) */
     cobj *fo = fsC_ow(c, fid);
     fo->setups_lo++;
     fo->setups_hi++;
@@ -1190,6 +1211,7 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
   if (!strcmp(m, "setup_dataloaders")) { *out = api_setup(c, a, fid, 3); return 1; }
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
   if (!strcmp(m, "call")) callback_hooks(c, a, fid);
+  if (!strcmp(m, "to_device")) move_models(c, fid, fsC_arg(a, "obj", NULL), 0);
   call_ud u = {fid, m, a};
   paths e;
   c->issue_call = a;

@@ -266,6 +266,8 @@ static const explain_row rows[] = {
   {"W2", "An FSDP `auto_wrap_policy` is set, but the model is already wrapped.", "The policy is ignored."},
   {"W3", "Modules without `reset_parameters()` keep uninitialized memory after materialization.",
    "ModelParallelStrategy re-initializes parameters through `reset_parameters()`."},
+  {"W4", "The model's parameters are on different devices when setup moves it to Fabric's device.",
+   "Fabric moves every parameter to its device (`move_to_device=True`), so a placement made on purpose (a submodule kept on another device) is undone; it says which parameter differs from the first."},
   {"W5", "This strategy cannot skip gradient synchronization: `no_backward_sync` does nothing.",
    "DP and DeepSpeed synchronize inside their engines."},
   {"W6", "`fabric.sharded_model()` is deprecated: use `fabric.init_module()`.",

@@ -186,6 +186,10 @@ static int launched(const fsF_fabric *f, fsF_issues *iss) {
 
 /* Moving the module to the device; FSDP, mp and xla_fsdp materialize instead. */
 static int move_to_device(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss) {
+  if (m->devices_apart) /* fabric.py:1144 */
+    fsF_warn(iss, "W4", "move the whole model to one device before setup, or keep the placement with `move_to_device=False`",
+             "The model passed to `Fabric.setup()` has %lld parameters on different devices (for example '%s' on %s and '%s' on %s). Since `move_to_device=True`, all parameters will be moved to the new device. If this is not desired, set `Fabric.setup(..., move_to_device=False)`.",
+             (long long)m->devices_apart, m->apart_name, m->apart_device, m->first_name, m->first_device);
   if (m->meta && !materializes(f->cfg->cls))
     return fsF_fail(iss, "meta-move", "create the model without `device(\"meta\")`, or call `model.to_empty(device=...)` and `model.reset_parameters()` (or load a checkpoint) before setup",
                 "Cannot copy out of meta tensor; no data! Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving module from meta to a different device.");

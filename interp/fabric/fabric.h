@@ -276,6 +276,12 @@ typedef struct fsF_model {
    * script the checker counts every set-up model as distributed. */
   int dtensor_params;
   unsigned generation;     /* bumped when materialization replaces the parameters */
+  /* W4, filled by a setup with move_to_device=True (else 0): how many
+   * parameters, in named_parameters() order, are not on the first one's
+   * device; the first such and the first parameter, name and device as
+   * torch prints them ("cuda:0") */
+  int64_t devices_apart;
+  const char *apart_name, *apart_device, *first_name, *first_device;
 } fsF_model;
 
 typedef struct fsF_optim {
