@@ -1094,6 +1094,68 @@ int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out) {
   return 1;
 }
 
+/* ---- R50: a method of a set-up model that calls a module of it --------- */
+
+/* Whether expression n certainly calls `self(...)` or `self.X(...)` with X
+ * a module of the model (raw): not inside a lambda, a comprehension, a
+ * conditional expression or the right side of and/or. */
+static int calls_module(C *c, const fs_node *n, const char *self, const cv *raw) {
+  if (!n || n->kind == FS_N_LAMBDA || n->kind == FS_N_COMP || n->kind == FS_N_COND) return 0;
+  if (n->kind == FS_N_BINARY && (n->op == FS_OP_AND || n->op == FS_OP_OR)) return calls_module(c, n->kids[0], self, raw);
+  if (n->kind == FS_N_CALL && n->kids[0]) {
+    const fs_node *f = n->kids[0];
+    if (f->kind == FS_N_NAME && !strcmp(f->str, self)) return 1;
+    if (f->kind == FS_N_ATTR && f->kids[0]->kind == FS_N_NAME && !strcmp(f->kids[0]->str, self)) {
+      cv v = fsC_attr(c, raw, f->str);
+      if (v.k == CV_OBJ && fsC_o(c, v.id)->kind == OB_MODEL) return 1;
+    }
+  }
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if (calls_module(c, n->kids[i], self, raw)) return 1;
+  return 0;
+}
+
+/* Whether the script marks method `name` (or one not written as a string)
+ * with mark_forward_method anywhere: then it may be a forward method. */
+static int maybe_marked(const fs_node *n, const char *name) {
+  if (!n) return 0;
+  if (n->kind == FS_N_CALL && n->kids[0] && n->kids[0]->kind == FS_N_ATTR &&
+      !strcmp(n->kids[0]->str, "mark_forward_method")) {
+    const fs_node *a = n->nkids > 1 ? n->kids[1] : NULL;
+    if (a && a->kind == FS_N_KWARG) a = a->kids[0];
+    if (!a || a->kind != FS_N_STR || !strcmp(a->str, name)) return 1;
+  }
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if (maybe_marked(n->kids[i], name)) return 1;
+  return 0;
+}
+
+void fsC_outside_call(C *c, const fs_node *call, const cv *recv, const char *name, const fs_node *def) {
+  if (recv->k != CV_OBJ) return;
+  const cobj *w = fsC_o(c, recv->id);
+  const fsF_config *cfg = w->kind == OB_MODEL && w->wrapped ? fsC_cfg(c, w->fabric) : NULL;
+  const fs_node *ps = def->kids[0], *body = def->kids[1];
+  if (!cfg || !ps->nkids || !w->pycls || maybe_marked(c->root, name)) return;
+  const char *self = ps->kids[0]->str;
+  cv raw = fsC_obj(w->inner);
+  int called = 0;
+  /* the body's straight-line statements, up to the first return */
+  for (uint32_t i = 0; !called && i < body->nkids; i++) {
+    const fs_node *st = body->kids[i];
+    if (st->kind == FS_N_EXPR || st->kind == FS_N_RETURN) called = calls_module(c, fsC_kid(st, 0), self, &raw);
+    else if (st->kind == FS_N_ASSIGN || st->kind == FS_N_AUGASSIGN) called = calls_module(c, st->kids[1], self, &raw);
+    else if (st->kind != FS_N_PASS) break; /* a branch, a loop: what follows may not run */
+    if (st->kind == FS_N_RETURN) break;
+  }
+  if (!called) return;
+  fsF_fabric f;
+  fsF_fabric_init(&f, cfg);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsF_check_outside_call(&f, w->pycls->name, name, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), call->loc);
+  fsF_issues_free(&iss);
+}
+
 /* ---- fabric.call: a callback attribute known not to be callable ------- */
 
 /* Whether n is a literal Python can never call (None is no attribute to

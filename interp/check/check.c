@@ -1398,6 +1398,7 @@ static cv ev_call(C *c, const fs_node *n) {
     if (cls) { /* the class's own method, with self bound; else an attribute its code set */
       const fs_node *def = py_method(cls, mname);
       if (!def || !fsA_def_plain(def)) return fsC_unknown();
+      fsC_outside_call(c, n, &recv, mname, def);
       pos[-1] = recv; /* self, in the slot the buffer keeps before pos */
       return fsC_call_def(c, def, n, pos - 1, npos + 1, kw, kwv, nkw);
     }

@@ -345,6 +345,8 @@ fsF_pdev fsC_device_type(const fs_value *t);
  * to `where` (materialize: to_empty or setup, which also leave the meta
  * device); W4's facts of the raw model's tree into m (0 when not certain). */
 void fsC_place(C *c, uint32_t id, fsF_pdev where, int materialize);
+/* R50: `model.name(...)` of a set-up model, def the script class's method. */
+void fsC_outside_call(C *c, const fs_node *call, const cv *recv, const char *name, const fs_node *def);
 void fsC_devices_apart(C *c, uint32_t raw, fsF_model *m);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);

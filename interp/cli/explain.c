@@ -113,6 +113,8 @@ static const explain_row rows[] = {
   {"R47", "Under FSDP, clip the set-up model's gradients.",
    "FSDP's clip_grad_norm_ lives on the wrapped module; the raw one has no sharded gradients."},
   {"R48", "`no_backward_sync` needs a set-up model.", "Only the wrapped model has a gradient synchronization to skip."},
+  {"R50", "Under a strategy that wraps the model (DP, DDP, FSDP, DeepSpeed, XLAFSDP), a method of the set-up model other than forward must not call the model's modules unless it is marked with `mark_forward_method`.",
+   "Such a call bypasses the wrapper's forward (DDP's gradient synchronization, FSDP's gathering of the shards); Fabric hooks every module while the method runs and raises if one was called."},
   {"R51", "`mark_forward_method` takes a method or its name.", "Fabric marks methods by name on the wrapped module."},
   {"R52", "`forward` cannot be marked as a forward method.", "It always is one: the wrapper routes it through the strategy."},
   {"R53", "`mark_forward_method` needs a set-up model and one of its methods.",

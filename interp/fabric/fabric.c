@@ -713,6 +713,24 @@ int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *is
   return 0;
 }
 
+/* R50 (wrappers.py:219): a method of the original module reached through
+ * the _FabricModule, other than forward, the LightningModule step methods
+ * and those marked with mark_forward_method, runs with a forward hook on
+ * every module of the original; a module called during it raises once the
+ * method returns. Only where the strategy wrapped the module in another
+ * (DP, DDP, FSDP, DeepSpeed, XLAFSDP): elsewhere the two are one module and
+ * nothing is tracked. The caller knows that a module was called. */
+int fsF_check_outside_call(const fsF_fabric *f, const char *class_name, const char *method, fsF_issues *iss) {
+  static const char *const steps[] = {"forward", "training_step", "validation_step", "test_step", "predict_step"};
+  fsF_cls c = f->cfg->cls;
+  if (c != FSF_DP && c != FSF_DDP && c != FSF_FSDP && c != FSF_DEEPSPEED && c != FSF_XLA_FSDP) return 0;
+  for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+    if (!strcmp(method, steps[i])) return 0;
+  return fsF_fail(iss, "R50", "call the model itself (its forward), or mark the method after setup: `model.mark_forward_method(\"NAME\")`",
+                  "You are calling the method `%s.%s()` from outside the model. To avoid issues with the currently selected strategy, explicitly mark it as a forward method with `fabric_model.mark_forward_method('%s')` after `fabric.setup()`.",
+                  class_name, method, method);
+}
+
 int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
                                   const char *name, const char *type_name,
                                   int has_method, fsF_issues *iss) {

@@ -398,6 +398,9 @@ int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
  * passed: R77 where the strategy injects a distributed sampler into a loader
  * whose batch sampler cannot take one (utilities/data.py). */
 int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss);
+/* R50: `model.method(...)` of a set-up model, the method the script class's
+ * own, when it calls a module of the model (wrappers.py:219). */
+int fsF_check_outside_call(const fsF_fabric *f, const char *class_name, const char *method, fsF_issues *iss);
 
 /* seed_everything(seed) (utilities/seed.py): R75, numpy's bounds. */
 int fsF_check_seed(int64_t seed, fsF_issues *iss);
