@@ -1135,7 +1135,7 @@ void fsC_outside_call(C *c, const fs_node *call, const cv *recv, const char *nam
   const cobj *w = fsC_o(c, recv->id);
   const fsF_config *cfg = w->kind == OB_MODEL && w->wrapped ? fsC_cfg(c, w->fabric) : NULL;
   const fs_node *ps = def->kids[0], *body = def->kids[1];
-  if (!cfg || !ps->nkids || !w->pycls || maybe_marked(c->root, name)) return;
+  if (!cfg || !ps->nkids || !w->pycls) return;
   const char *self = ps->kids[0]->str;
   cv raw = fsC_obj(w->inner);
   int called = 0;
@@ -1147,7 +1147,7 @@ void fsC_outside_call(C *c, const fs_node *call, const cv *recv, const char *nam
     else if (st->kind != FS_N_PASS) break; /* a branch, a loop: what follows may not run */
     if (st->kind == FS_N_RETURN) break;
   }
-  if (!called) return;
+  if (!called || maybe_marked(c->root, name)) return; /* the scan last: it reads the whole script */
   fsF_fabric f;
   fsF_fabric_init(&f, cfg);
   fsF_issues iss;
