@@ -25,7 +25,11 @@ cv fsC_new_model(C *c, const char *cls, fs_loc loc) {
       m->fabric = x->fabric;
     } else if (x->ctx == CTX_DEVICE) {
       m->placed = x->effect; /* its fsF_pdev */
-    } else if (x->ctx == CTX_INIT && x->effect == FSF_INIT_EMPTY) {
+    } else if (x->ctx == CTX_INIT) { /* on the fabric's device */
+      const fsF_config *cfg = fsC_cfg(c, x->fabric);
+      m->placed = !cfg ? FSF_PD_OTHER : cfg->accel == FSF_CUDA ? FSF_PD_CUDA : cfg->accel == FSF_CPU ? FSF_PD_CPU : FSF_PD_OTHER;
+    }
+    if (x->ctx == CTX_INIT && x->effect == FSF_INIT_EMPTY) {
       m->empty = (mbit){MB_T, 0};
       m->why_kind = WHY_INIT;
       m->why_loc = x->loc;
