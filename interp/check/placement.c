@@ -8,7 +8,8 @@
  * parameter's name and every parameter's device is certain; anything else
  * (a container, a Parameter of the class's own, an `__init__` with other
  * statements, a layer whose parameters depend on arguments not written at
- * the call) gives no fact, so no warning. The run's half is in
+ * the call, a script that stores attributes on other objects than `self`)
+ * gives no fact, so no warning. The run's half is in
  * interp/eval/lib_fabric.c (devices_apart), the text in interp/fabric/fabric.c. */
 #include "check_int.h"
 
@@ -169,10 +170,29 @@ static int walk(place_walk *w, uint32_t id, const fs_node *call, const char *pat
   return 0;
 }
 
+/* Whether the script may add a module to a model after its __init__
+ * (`net.extra = Linear(...)`, setattr): an attribute stored into on
+ * anything but a name `self`. */
+static int foreign_attr_store(const fs_node *n) {
+  if (!n) return 0;
+  if ((n->kind == FS_N_ASSIGN || n->kind == FS_N_AUGASSIGN || n->kind == FS_N_ANNASSIGN) &&
+      n->kids[0]->kind == FS_N_ATTR &&
+      (n->kids[0]->kids[0]->kind != FS_N_NAME || strcmp(n->kids[0]->kids[0]->str, "self")))
+    return 1;
+  if (n->kind == FS_N_ASSIGN)
+    for (uint32_t i = 2; i < n->nkids; i++)
+      if (n->kids[i]->kind == FS_N_ATTR) return 1;
+  if (n->kind == FS_N_NAME && !strcmp(n->str, "setattr")) return 1;
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if (foreign_attr_store(n->kids[i])) return 1;
+  return 0;
+}
+
 void fsC_devices_apart(C *c, uint32_t raw, fsF_model *m) {
   place_walk w = {c, m, NULL, NULL, fsC_o(c, raw)->meta.m == MB_T && !fsC_o(c, raw)->placed};
   m->devices_apart = 0;
-  if (walk(&w, raw, NULL, "", 0) < 0) m->devices_apart = 0;
+  /* the walk sees the modules __init__ made; one added later would be missed */
+  if (walk(&w, raw, NULL, "", 0) < 0 || (m->devices_apart && foreign_attr_store(c->root))) m->devices_apart = 0;
   m->first_name = w.first_name;
   m->first_device = w.first_device;
 }
