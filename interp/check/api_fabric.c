@@ -1254,9 +1254,13 @@ static void callback_hooks(C *c, const cargs *a, uint32_t fid) {
   for (size_t i = 0; i < n; i++) {
     if (!fsC_is(&items[i], OB_INSTANCE, c)) continue;
     const pyclass *k = fsC_o(c, items[i].id)->pycls;
-    if (k && uncallable_attr(c, k, h->u.str.s))
-      fsC_report(c, FS_SEV_WARNING, "callback", a->call->loc,
-                 "Skipping the callback `%s.%s` because it is not callable.", k->name, h->u.str.s);
+    if (!k || !uncallable_attr(c, k, h->u.str.s)) continue;
+    /* one warning per callback at the call, as Fabric warns for each */
+    char key[160];
+    snprintf(key, sizeof key, "callback %zu", i);
+    if (fsC_first(c, key, a->call->loc))
+      fsD_add(c->d, FS_SEV_WARNING, "callback", c->src, a->call->loc,
+              "Skipping the callback `%s.%s` because it is not callable.", k->name, h->u.str.s);
   }
 }
 
