@@ -45,12 +45,40 @@ static cv param_value(C *c, const cargs *a) {
 
 static int api_fabric(C *c, const cargs *a, cv *out) { *out = fsC_new_fabric(c, a); return 1; }
 static int api_strategy(C *c, const cargs *a, cv *out) { *out = fsC_new_strategy(c, a); return 1; }
+/* Whether Fabric's rebuild of a batch sampler of the script's class k,
+ * `k(sampler, batch_size=..., drop_last=...)` (utilities/data.py:205), fails
+ * with "__init__() got multiple values", which Fabric turns into its R77
+ * text (data.py:220): the first parameter after self takes the sampler
+ * positionally and is `batch_size`, or `drop_last` with `batch_size` accepted
+ * (Python binds the keywords in order; an unknown `batch_size` would be
+ * "unexpected keyword", re-raised as it is). Either way the class needs no
+ * batch_size/drop_last attributes: without them Fabric raises the same text
+ * (data.py:228). A class with bases or decorators is not judged. */
+static int rebuild_clashes(const pyclass *k) {
+  const fs_node *cls = k ? k->node : NULL, *bases = cls ? fsC_kid(cls, 0) : NULL;
+  const fs_node *init = cls && !(bases && bases->nkids > 1) && !fsC_kid(cls, 2) ? fsC_init_of(k) : NULL;
+  const fs_node *ps = init ? init->kids[0] : NULL;
+  if (!ps || ps->nkids < 2 || fsC_kid(init, 2)) return 0;
+  int takes_batch_size = 0;
+  for (uint32_t i = 0; i < ps->nkids; i++) {
+    const fs_node *p = ps->kids[i];
+    if (p->op == FS_PARAM_POSONLY) return 0;
+    takes_batch_size |= p->op == FS_PARAM_VARKW || (p->op != FS_PARAM_VARARGS && !strcmp(p->str, "batch_size"));
+  }
+  const fs_node *first = ps->kids[1];
+  return first->op == FS_PARAM_PLAIN &&
+         (!strcmp(first->str, "batch_size") || (!strcmp(first->str, "drop_last") && takes_batch_size));
+}
+
 static int api_loader(C *c, const cargs *a, cv *out) {
   uint32_t id = fsC_new_obj(c, OB_LOADER, a->call->loc);
   /* a list, a range or another constant as batch_sampler: no BatchSampler,
-   * no batch_size to rebuild one with (R77; fsF_loader.foreign_batch_sampler) */
+   * no batch_size to rebuild one with; or a script's batch sampler whose
+   * rebuild clashes (R77; fsF_loader.foreign_batch_sampler) */
   const cv *bs = fsC_arg(a, "batch_sampler", NULL);
-  if (bs && !fsC_is_none(bs) && (bs->k == CV_SEQ || fsC_cval(bs))) fsC_o(c, id)->effect = 1;
+  if (bs && !fsC_is_none(bs) &&
+      (bs->k == CV_SEQ || fsC_cval(bs) || (fsC_is(bs, OB_INSTANCE, c) && rebuild_clashes(fsC_o(c, bs->id)->pycls))))
+    fsC_o(c, id)->effect = 1;
   *out = fsC_obj(id);
   return 1;
 }

@@ -137,6 +137,10 @@ cv fsC_new_fabric(C *c, const cargs *a) {
     fsC_o(c, id)->wrap_classes = fsC_o(c, sv->id)->wrap_classes;
     fsC_o(c, id)->link = sv->id + 1;
   }
+  const fs_node *cbn = NULL;
+  const cv *cbv = fsC_arg(a, "callbacks", &cbn);
+  if (cbv && ((cbv->k == CV_SEQ && !cbv->sub && cbn->kind == FS_N_LIST) || fsC_is(cbv, OB_INSTANCE, c)))
+    fsC_o(c, id)->callbacks = *cbv; /* a list of the script's would stay the script's to change */
   for (int i = 0; i < 5; i++)
     if (!fvalue(c, fsC_arg(a, names[i], NULL), slots[i])) return fsC_obj(id); /* not known: no rules */
   first_plugin(c, fsC_arg(a, "plugins", NULL), &fa.plugin);
@@ -391,12 +395,24 @@ cv fsC_new_strategy(C *c, const cargs *a) {
 
 #define MAXARGS 16
 
+/* fabric.to_device(model) and setup: the models v may be, moved to the
+ * fabric's device (W4's placement); unknown for an accelerator other than
+ * cpu and cuda, or a fabric not resolved. */
+static void move_models(C *c, uint32_t fid, const cv *v, int materialize) {
+  const fsF_config *cfg = fsC_cfg(c, fid);
+  uint32_t raws[MAXALT];
+  size_t nr = v ? fsC_raw_models(c, v, raws, MAXALT) : 0;
+  fsF_pdev where = !cfg ? FSF_PD_OTHER : cfg->accel == FSF_CUDA ? FSF_PD_CUDA : cfg->accel == FSF_CPU ? FSF_PD_CPU : FSF_PD_OTHER;
+  for (size_t i = 0; i < nr; i++) fsC_place(c, raws[i], where, materialize);
+}
+
 typedef struct setup_ud {
   uint32_t fabric;
   int kind;                 /* 0 setup, 1 setup_module, 2 setup_optimizers, 3 setup_dataloaders */
   const cv *model;
   const cv *opts[MAXARGS]; size_t nopts;
   const cv *uds;            /* setup_dataloaders: use_distributed_sampler, NULL when not given */
+  int move;                 /* setup, setup_module: move_to_device is certainly true (W4) */
 } setup_ud;
 
 static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
@@ -407,6 +423,9 @@ static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
   fsF_optim os[MAXARGS];
   const fsF_optim *op[MAXARGS];
   if (u->kind <= 1 && !fsC_model_state(c, e, u->model, &m)) return 1;
+  uint32_t raw;
+  if (u->kind <= 1 && u->move && fsC_model_obj(c, fsC_alt(e, u->model), &raw) && !m.wrapped)
+    fsC_devices_apart(c, raw, &m);
   if (u->kind == 3) {
     fsF_loader ls[MAXARGS];
     const fsF_loader *lp[MAXARGS];
@@ -761,6 +780,11 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   if (kind <= 1) u.model = fsC_arg(a, "module", &mnode);
   if (kind != 1) u.nopts = fsC_varargs(a, u.opts, onodes, MAXARGS);
   if (kind == 3) u.uds = fsC_arg(a, "use_distributed_sampler", NULL);
+  if (kind <= 1) {
+    const cv *mv = fsC_arg(a, "move_to_device", NULL);
+    const fs_value *x = mv ? fsC_cval(mv) : NULL;
+    u.move = !mv || (x && x->type == FSV_BOOL && x->u.b);
+  }
   paths e;
   c->issue_call = a;
   fs_diag *g = fsC_validate(c, fid, a->call->loc, v_setup, &u, &e);
@@ -835,6 +859,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
         fsC_o(c, w.id)->fsdp_root = (uint8_t)root;
       }
     }
+    if (!g) move_models(c, fid, u.model, 1); /* materialized (FSDP: sharded, on its device) */
     cobj *fo = fsC_ow(c, fid);
     fo->setups_lo++;
     fo->setups_hi++;
@@ -1069,6 +1094,176 @@ int fsC_mark_forward_method(C *c, const cargs *a, const cv *recv, cv *out) {
   return 1;
 }
 
+/* ---- R50: a method of a set-up model that calls a module of it --------- */
+
+/* Whether expression n certainly calls `self(...)` or `self.X(...)` with X
+ * a module of the model (raw): not inside a lambda, a comprehension, a
+ * conditional expression or the right side of and/or. */
+static int calls_module(C *c, const fs_node *n, const char *self, const cv *raw) {
+  if (!n || n->kind == FS_N_LAMBDA || n->kind == FS_N_COMP || n->kind == FS_N_COND) return 0;
+  if (n->kind == FS_N_BINARY && (n->op == FS_OP_AND || n->op == FS_OP_OR)) return calls_module(c, n->kids[0], self, raw);
+  if (n->kind == FS_N_CALL && n->kids[0]) {
+    const fs_node *f = n->kids[0];
+    if (f->kind == FS_N_NAME && !strcmp(f->str, self)) return 1;
+    if (f->kind == FS_N_ATTR && f->kids[0]->kind == FS_N_NAME && !strcmp(f->kids[0]->str, self)) {
+      cv v = fsC_attr(c, raw, f->str);
+      if (v.k == CV_OBJ && fsC_o(c, v.id)->kind == OB_MODEL) return 1;
+    }
+  }
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if (calls_module(c, n->kids[i], self, raw)) return 1;
+  return 0;
+}
+
+/* Whether the script marks method `name` (or one not written as a string)
+ * with mark_forward_method anywhere: then it may be a forward method. */
+static int maybe_marked(const fs_node *n, const char *name) {
+  if (!n) return 0;
+  if (n->kind == FS_N_CALL && n->kids[0] && n->kids[0]->kind == FS_N_ATTR &&
+      !strcmp(n->kids[0]->str, "mark_forward_method")) {
+    const fs_node *a = n->nkids > 1 ? n->kids[1] : NULL;
+    if (a && a->kind == FS_N_KWARG) a = a->kids[0];
+    if (!a || a->kind != FS_N_STR || !strcmp(a->str, name)) return 1;
+  }
+  for (uint32_t i = 0; i < n->nkids; i++)
+    if (maybe_marked(n->kids[i], name)) return 1;
+  return 0;
+}
+
+void fsC_outside_call(C *c, const fs_node *call, const cv *recv, const char *name, const fs_node *def) {
+  if (recv->k != CV_OBJ) return;
+  const cobj *w = fsC_o(c, recv->id);
+  const fsF_config *cfg = w->kind == OB_MODEL && w->wrapped ? fsC_cfg(c, w->fabric) : NULL;
+  const fs_node *ps = def->kids[0], *body = def->kids[1];
+  if (!cfg || !ps->nkids || !w->pycls) return;
+  const char *self = ps->kids[0]->str;
+  cv raw = fsC_obj(w->inner);
+  int called = 0;
+  /* the body's straight-line statements, up to the first return */
+  for (uint32_t i = 0; !called && i < body->nkids; i++) {
+    const fs_node *st = body->kids[i];
+    if (st->kind == FS_N_EXPR || st->kind == FS_N_RETURN) called = calls_module(c, fsC_kid(st, 0), self, &raw);
+    else if (st->kind == FS_N_ASSIGN || st->kind == FS_N_AUGASSIGN) called = calls_module(c, st->kids[1], self, &raw);
+    else if (st->kind != FS_N_PASS) break; /* a branch, a loop: what follows may not run */
+    if (st->kind == FS_N_RETURN) break;
+  }
+  if (!called || maybe_marked(c->root, name)) return; /* the scan last: it reads the whole script */
+  fsF_fabric f;
+  fsF_fabric_init(&f, cfg);
+  fsF_issues iss;
+  fsF_issues_init(&iss);
+  if (fsF_check_outside_call(&f, w->pycls->name, name, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), call->loc);
+  fsF_issues_free(&iss);
+}
+
+/* ---- fabric.call: a callback attribute known not to be callable ------- */
+
+/* Whether n is a literal Python can never call (None is no attribute to
+ * getattr(..., None), so Fabric skips it without a word). */
+static int uncallable_literal(const fs_node *n) {
+  if (n->kind == FS_N_UNARY) n = n->kids[0];
+  switch (n->kind) {
+  case FS_N_INT: case FS_N_FLOAT: case FS_N_STR: case FS_N_FSTR: case FS_N_TRUE: case FS_N_FALSE:
+  case FS_N_LIST: case FS_N_TUPLE: case FS_N_DICT: case FS_N_SET: case FS_N_BYTES: case FS_N_BIGINT:
+  case FS_N_IMAG: return 1;
+  default: return 0;
+  }
+}
+
+/* A target's stores into an attribute `name`, counted into *stores. */
+static void attr_target(const fs_node *t, const char *name, int *stores) {
+  if (!t) return;
+  if (t->kind == FS_N_ATTR && !strcmp(t->str, name)) ++*stores;
+  if (t->kind == FS_N_TUPLE || t->kind == FS_N_LIST || t->kind == FS_N_STARRED)
+    for (uint32_t i = 0; i < t->nkids; i++) attr_target(t->kids[i], name, stores);
+}
+
+/* Stores into an attribute `name` anywhere under n (assignment, augmented
+ * and annotated assignment, for/with/comprehension targets, del), counted
+ * into *stores; *opaque set where code can change attributes without
+ * naming them (setattr, delattr, vars, __dict__, __setattr__). */
+static void attr_stores(const fs_node *n, const char *name, int *stores, int *opaque) {
+  if (!n) return;
+  switch (n->kind) {
+  case FS_N_ASSIGN:
+    for (uint32_t i = 0; i < n->nkids; i++)
+      if (i != 1) attr_target(n->kids[i], name, stores);
+    break;
+  case FS_N_AUGASSIGN: case FS_N_ANNASSIGN: case FS_N_FOR: case FS_N_COMPFOR:
+    attr_target(n->kids[0], name, stores);
+    break;
+  case FS_N_WITH: attr_target(fsC_kid(n, 1), name, stores); break;
+  case FS_N_DEL:
+    for (uint32_t i = 0; i < n->nkids; i++) attr_target(n->kids[i], name, stores);
+    break;
+  case FS_N_NAME:
+    *opaque |= !strcmp(n->str, "setattr") || !strcmp(n->str, "delattr") || !strcmp(n->str, "vars");
+    break;
+  case FS_N_ATTR: *opaque |= !strcmp(n->str, "__dict__") || !strcmp(n->str, "__setattr__"); break;
+  default: break;
+  }
+  for (uint32_t i = 0; i < n->nkids; i++) attr_stores(n->kids[i], name, stores, opaque);
+}
+
+/* The literal a callback instance of class k holds as attribute `name`, or
+ * NULL where that is not certain: k has no bases, decorators or attribute
+ * hooks and no method of that name; its __init__ sets `self.name = LITERAL`
+ * in its straight-line body, or its body says `name = LITERAL`; and nothing
+ * else in the script stores into an attribute of that name. */
+static const fs_node *uncallable_attr(C *c, const pyclass *k, const char *name) {
+  const fs_node *cls = k->node, *bases = cls ? fsC_kid(cls, 0) : NULL;
+  if (!cls || (bases && bases->nkids > 1) || fsC_kid(cls, 2) || fsC_py_method(k, name) ||
+      fsC_py_method(k, "__getattribute__") || fsC_py_method(k, "__getattr__"))
+    return NULL;
+  const fs_node *found = NULL, *body = cls->kids[1], *init = fsC_init_of(k);
+  int class_stores = 0;
+  for (uint32_t i = 0; i < body->nkids; i++) {
+    const fs_node *st = body->kids[i];
+    if ((st->kind == FS_N_ASSIGN || st->kind == FS_N_ANNASSIGN) && st->kids[0]->kind == FS_N_NAME &&
+        !strcmp(st->kids[0]->str, name)) {
+      class_stores++;
+      const fs_node *v = st->kind == FS_N_ASSIGN ? st->kids[1] : fsC_kid(st, 2);
+      found = st->kind == FS_N_ASSIGN && st->nkids == 2 && v && uncallable_literal(v) ? v : NULL;
+    }
+  }
+  if (class_stores > 1) found = NULL;
+  int stores = 0, opaque = 0;
+  attr_stores(c->root, name, &stores, &opaque);
+  if (opaque || stores > 1) return NULL;
+  const fs_node *params = init ? init->kids[0] : NULL, *ib = init ? init->kids[1] : NULL;
+  const char *self = params && params->nkids ? params->kids[0]->str : NULL;
+  for (uint32_t i = 0; stores && self && i < ib->nkids; i++) {
+    const fs_node *st = ib->kids[i];
+    if (st->kind == FS_N_RETURN) break;
+    if (st->kind == FS_N_ASSIGN && st->nkids == 2 && st->kids[0]->kind == FS_N_ATTR &&
+        !strcmp(st->kids[0]->str, name) && st->kids[0]->kids[0]->kind == FS_N_NAME &&
+        !strcmp(st->kids[0]->kids[0]->str, self))
+      return uncallable_literal(st->kids[1]) ? st->kids[1] : NULL;
+  }
+  return stores ? NULL : found; /* the one store is elsewhere: not known */
+}
+
+/* fabric.call(hook): Fabric's warning for each callback whose attribute of
+ * that name is there but not callable (fabric.py:1068). */
+static void callback_hooks(C *c, const cargs *a, uint32_t fid) {
+  const fs_value *h = fsC_cval(fsC_arg(a, "hook_name", NULL));
+  const cv *cbs = &fsC_o(c, fid)->callbacks;
+  if (!h || h->type != FSV_STR || cbs->k == CV_UNDEF) return;
+  size_t n = cbs->k == CV_SEQ ? cbs->n : 1;
+  const cv *items = cbs->k == CV_SEQ ? cbs->p : cbs;
+  for (size_t i = 0; i < n; i++) {
+    if (!fsC_is(&items[i], OB_INSTANCE, c)) continue;
+    const pyclass *k = fsC_o(c, items[i].id)->pycls;
+    if (!k || !uncallable_attr(c, k, h->u.str.s)) continue;
+    /* one warning per callback at the call, as Fabric warns for each */
+    char key[160];
+    snprintf(key, sizeof key, "callback %zu", i);
+    if (fsC_first(c, key, a->call->loc))
+      fsD_add(c->d, FS_SEV_WARNING, "callback", c->src, a->call->loc,
+              "Skipping the callback `%s.%s` because it is not callable.", k->name, h->u.str.s);
+  }
+}
+
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc) {
   call_ud u = {fid, "device", NULL};
   paths e;
@@ -1081,6 +1276,8 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
   if (!strcmp(m, "setup_optimizers")) { *out = api_setup(c, a, fid, 2); return 1; }
   if (!strcmp(m, "setup_dataloaders")) { *out = api_setup(c, a, fid, 3); return 1; }
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
+  if (!strcmp(m, "call")) callback_hooks(c, a, fid);
+  if (!strcmp(m, "to_device")) move_models(c, fid, fsC_arg(a, "obj", NULL), 0);
   call_ud u = {fid, m, a};
   paths e;
   c->issue_call = a;

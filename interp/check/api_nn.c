@@ -23,7 +23,13 @@ cv fsC_new_model(C *c, const char *cls, fs_loc loc) {
       m->why_kind = x->ctx == CTX_META ? WHY_DEVICE : WHY_INIT;
       m->why_loc = x->loc;
       m->fabric = x->fabric;
-    } else if (x->ctx == CTX_INIT && x->effect == FSF_INIT_EMPTY) {
+    } else if (x->ctx == CTX_DEVICE) {
+      m->placed = x->effect; /* its fsF_pdev */
+    } else if (x->ctx == CTX_INIT) { /* on the fabric's device */
+      const fsF_config *cfg = fsC_cfg(c, x->fabric);
+      m->placed = !cfg ? FSF_PD_OTHER : cfg->accel == FSF_CUDA ? FSF_PD_CUDA : cfg->accel == FSF_CPU ? FSF_PD_CPU : FSF_PD_OTHER;
+    }
+    if (x->ctx == CTX_INIT && x->effect == FSF_INIT_EMPTY) {
       m->empty = (mbit){MB_T, 0};
       m->why_kind = WHY_INIT;
       m->why_loc = x->loc;
@@ -139,6 +145,27 @@ static void generate_literals(C *c, const cargs *a) {
   }
 }
 
+/* A module's `.to(device)` / `to_empty(device=...)`: "cpu", "cuda", "cuda:0",
+ * torch.device("cpu") or a fabric's `device` (W4); anything else, another
+ * index included, is FSF_PD_OTHER. */
+static fsF_pdev placement_arg(C *c, const cargs *a) {
+  const fs_node *node = NULL;
+  const cv *d = fsC_arg(a, "device", &node);
+  if (node && node->kind == FS_N_ATTR && !strcmp(node->str, "device") && node->kids[0]->kind == FS_N_NAME) {
+    cv f = fsC_eval(c, node->kids[0]); /* `fabric.device`: the accelerator's (rank 0's cuda:0) */
+    const fsF_config *cfg = fsC_is(&f, OB_FABRIC, c) ? fsC_cfg(c, f.id) : NULL;
+    if (cfg) return cfg->accel == FSF_CUDA ? FSF_PD_CUDA : cfg->accel == FSF_CPU ? FSF_PD_CPU : FSF_PD_OTHER;
+  }
+  if (d && fsC_is(d, OB_CTX, c) && fsC_o(c, d->id)->ctx == CTX_DEVICE) {
+    fsF_pdev p = (fsF_pdev)fsC_o(c, d->id)->effect;
+    return p == FSF_PD_CPU ? p : FSF_PD_OTHER; /* torch.device("cuda") keeps no index here */
+  }
+  const fs_value *t = d ? fsC_cval(d) : NULL;
+  if (t && t->type == FSV_STR && (!strcmp(t->u.str.s, "cpu") || !strcmp(t->u.str.s, "cuda") || !strcmp(t->u.str.s, "cuda:0")))
+    return fsC_device_type(t);
+  return FSF_PD_OTHER;
+}
+
 int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *out) {
   if (!strcmp(m, "mark_forward_method")) return fsC_mark_forward_method(c, a, recv, out);
   uint32_t raws[MAXALT];
@@ -167,6 +194,11 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
     *fsC_o(c, id) = p;
     *out = fsC_obj(id);
     return 1;
+  }
+  if (!strcmp(m, "to") || !strcmp(m, "cuda") || !strcmp(m, "cpu") || !strcmp(m, "to_empty")) {
+    fsF_pdev where = !strcmp(m, "cuda") ? FSF_PD_CUDA : !strcmp(m, "cpu") ? FSF_PD_CPU : placement_arg(c, a);
+    for (size_t i = 0; i < nr; i++) fsC_place(c, raws[i], where, !strcmp(m, "to_empty"));
+    if (strcmp(m, "to_empty")) return 0; /* the row's result */
   }
   if (!strcmp(m, "to_empty")) {
     for (size_t i = 0; i < nr; i++) {

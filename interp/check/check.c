@@ -1398,6 +1398,7 @@ static cv ev_call(C *c, const fs_node *n) {
     if (cls) { /* the class's own method, with self bound; else an attribute its code set */
       const fs_node *def = py_method(cls, mname);
       if (!def || !fsA_def_plain(def)) return fsC_unknown();
+      fsC_outside_call(c, n, &recv, mname, def);
       pos[-1] = recv; /* self, in the slot the buffer keeps before pos */
       return fsC_call_def(c, def, n, pos - 1, npos + 1, kw, kwv, nkw);
     }
@@ -2322,7 +2323,7 @@ int fsC_parse_arg(fsC_options *o, const char *arg, const char *next, const char 
 }
 
 int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs_diags *d) {
-  C c = {.src = src, .o = o, .d = d};
+  C c = {.src = src, .root = ast, .o = o, .d = d};
   double secs = o->budget_seconds > 0 ? o->budget_seconds : FSC_BUDGET_SECONDS;
   c.deadline_ns = now_ns() + (uint64_t)(secs * 1e9);
   c.bytes_left = o->budget_bytes ? o->budget_bytes : FSC_BUDGET_BYTES;

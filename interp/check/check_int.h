@@ -107,6 +107,10 @@ typedef struct cobj {
   uint8_t fused;        /* optimizer (raw): made with fused=True */
   uint32_t link;        /* fabric: its strategy object + 1; strategy: the fabric it came from (fabric.strategy) + 1; else 0 */
   cv wrap_classes;      /* strategy, fabric: FSDPStrategy's ModuleWrapPolicy classes (CV_SEQ of CV_CLASS), or CV_UNDEF (W21) */
+  uint8_t placed;       /* model (raw): fsF_pdev its own parameters were moved to (FSF_PD_NONE: where
+                           made, cpu or meta; FSF_PD_OTHER: not known) (placement.c, W4) */
+  cv callbacks;         /* fabric: Fabric(callbacks=...) when no other code can reach that list (a list
+                           display written in the call, or one object), else CV_UNDEF (fabric.call) */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -124,6 +128,7 @@ typedef struct frame {
 
 typedef struct C {
   const fs_source *src;
+  const fs_node *root;  /* the script's module block */
   const fsC_options *o;
   fs_diags *d;
   int nerrors;
@@ -336,6 +341,13 @@ void fsC_plugins_config(C *c, const cargs *a, fsF_config *cfg);
 void fsC_plugins_args(C *c, const cargs *a, fsF_args *fa);
 /* raisesD: torch.device(type)'s type as fsF_pdev (FSF_PD_NONE: not a known str). */
 fsF_pdev fsC_device_type(const fs_value *t);
+/* placement.c: module id and the children its class's __init__ shows moved
+ * to `where` (materialize: to_empty or setup, which also leave the meta
+ * device); W4's facts of the raw model's tree into m (0 when not certain). */
+void fsC_place(C *c, uint32_t id, fsF_pdev where, int materialize);
+/* R50: `model.name(...)` of a set-up model, def the script class's method. */
+void fsC_outside_call(C *c, const fs_node *call, const cv *recv, const char *name, const fs_node *def);
+void fsC_devices_apart(C *c, uint32_t raw, fsF_model *m);
 /* Reading `fabric.device` (R66 under XLA before the processes exist). */
 void fsC_fabric_device(C *c, uint32_t fid, fs_loc loc);
 

@@ -383,7 +383,9 @@ fsS_dataset *fsE_dataset_of(const fs_value *v);
 /* Subset(dataset, indices) */
 fs_value *fsE_subset(fsE_ctx *E, fs_value *dataset, fs_value *indices);
 /* What setup_dataloaders does on `world` ranks: Fabric's DistributedSampler
- * (or DistributedSamplerWrapper) in place of the loader's sampler. -1 + fsV_error. */
+ * (or DistributedSamplerWrapper) in place of the loader's sampler, a script's
+ * batch sampler rebuilt around one. -1 + fsV_error; -2 when that rebuild
+ * clashed (Fabric's R77 text, for the caller to report). */
 int fsE_loader_distribute(fsE_ctx *E, loaderv *lv, int rank, int world, uint64_t seed);
 
 /* lib_sampler.c: torch.Generator and the samplers */

@@ -665,20 +665,54 @@ static int pass_samples(fsE_ctx *E, loaderv *lv) {
   return rc;
 }
 
+/* Fabric's rebuild of a batch sampler that is not torch's but has
+ * batch_size and drop_last (others are R77, refused before):
+ * `type(bs)(DistributedSampler(dataset, num_replicas, rank, shuffle=False,
+ * seed), batch_size=bs.batch_size, drop_last=bs.drop_last)`
+ * (utilities/data.py:205; the loader's sampler is a SequentialSampler, so
+ * no shuffling). The new batch sampler draws this rank's share itself. 0,
+ * -2 when the call failed with "__init__() got multiple values" (Fabric's
+ * own TypeError, R77's text: the caller reports it), else -1 + fsV_error
+ * (re-raised as it is, as Fabric does). */
+static int rebuild_batch_sampler(fsE_ctx *E, loaderv *lv, int rank, int world, uint64_t seed) {
+  fs_value *cls = fsE_getattr(E, lv->batch_sampler, "__class__");
+  fs_value *ds_cls = cls ? fsE_builtin(E, "DistributedSampler") : NULL;
+  fs_value *kw[4] = {fsV_int(world), fsV_int(rank), fsV_bool(false), fsV_int((int64_t)seed)};
+  static const char *const ds_names[] = {"num_replicas", "rank", "shuffle", "seed"};
+  fs_value *sampler = NULL, *rebuilt = NULL, *pos[1] = {NULL}, *bkw[2] = {NULL, NULL};
+  if (ds_cls && kw[0] && kw[1] && kw[2] && kw[3])
+    sampler = fsE_call(E, ds_cls, &(fsV_args){&lv->dataset, 1, ds_names, kw, 4, {0, 0}});
+  if (sampler && (bkw[0] = fsE_getattr(E, lv->batch_sampler, "batch_size")) &&
+      (bkw[1] = fsE_getattr(E, lv->batch_sampler, "drop_last"))) {
+    static const char *const names[] = {"batch_size", "drop_last"};
+    pos[0] = sampler;
+    rebuilt = fsE_call(E, cls, &(fsV_args){pos, 1, names, bkw, 2, {0, 0}});
+  }
+  int rc = 0;
+  if (!rebuilt) { /* re.match(r".*__init__\(\) (got multiple values)|...", str(ex)) */
+    const char *msg = fsV_error(), *at = strstr(msg, "__init__() got multiple values");
+    rc = at && !memchr(msg, '\n', (size_t)(at - msg)) ? -2 : -1;
+  } else {
+    fsV_release(lv->batch_sampler);
+    lv->batch_sampler = rebuilt;
+  }
+  fsV_release(cls);
+  fsV_release(ds_cls);
+  for (int i = 0; i < 4; i++) fsV_release(kw[i]);
+  fsV_release(sampler);
+  fsV_release(bkw[0]);
+  fsV_release(bkw[1]);
+  return rc;
+}
+
 int fsE_loader_distribute(fsE_ctx *E, loaderv *lv, int rank, int world, uint64_t seed) {
   char *err = NULL;
   if (lv->batch_sampler) {
     fs_value *inner;
     int64_t bs;
     bool drop;
-    if (!fsE_batch_sampler_parts(lv->batch_sampler, &inner, &bs, &drop)) {
-      /* Fabric re-instantiates such a batch sampler (it has batch_size and
-       * drop_last; others are R77, refused before) with the new sampler */
-      fsV_seterr("this runtime cannot re-instantiate the script's batch sampler %s with a distributed sampler "
-                 "as Fabric does: use `BatchSampler(sampler, batch_size, drop_last)` or "
-                 "`setup_dataloaders(..., use_distributed_sampler=False)`", fsV_type_name(lv->batch_sampler));
-      return -1;
-    }
+    if (!fsE_batch_sampler_parts(lv->batch_sampler, &inner, &bs, &drop))
+      return rebuild_batch_sampler(E, lv, rank, world, seed);
     fsV_release(lv->sampler);
     lv->sampler = fsV_retain(inner);
     fsV_release(lv->batch_sampler);

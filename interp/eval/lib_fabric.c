@@ -841,11 +841,39 @@ static int shared_params_across_units(fsE_ctx *E, const fsV_args *a, fs_module *
   return rc;
 }
 
+/* torch's str(param.device): "cuda:<this process's GPU>" for CUDA. */
+static const char *device_str(fsE_ctx *E, fs_device d, char *buf, size_t cap) {
+  if (d != FS_DEV_CUDA) return fsT_device_name(d);
+  snprintf(buf, cap, "cuda:%d", fsE_cuda_index(E));
+  return buf;
+}
+
+/* W4's facts into mv->st (fabric.py:1130): the parameters not on the first
+ * one's device. The names point into *ps (the caller frees it, and clears
+ * the facts, once the setup's issues are out); -1 when out of memory. */
+static int64_t devices_apart(fsE_ctx *E, modv *mv, fsM_param **ps, char devs[2][24]) {
+  int64_t n = fsM_parameters(mv->m, ps);
+  if (n < 0) return fsE_rt_fail(), -1;
+  for (int64_t i = 1; i < n; i++)
+    if ((*ps)[i].t->device != (*ps)[0].t->device && !mv->st.devices_apart++) {
+      mv->st.apart_name = (*ps)[i].name;
+      mv->st.apart_device = device_str(E, (*ps)[i].t->device, devs[0], sizeof devs[0]);
+      mv->st.first_name = (*ps)[0].name;
+      mv->st.first_device = device_str(E, (*ps)[0].t->device, devs[1], sizeof devs[1]);
+    }
+  return n;
+}
+
 /* setup(module, *optimizers), setup_module(module), setup_optimizers(*optimizers):
- * module is NULL for the last, opts NULL for setup_module. */
-static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, const char *name,
+ * module is NULL for the last, opts NULL for setup_module; move, their
+ * move_to_device. */
+static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, bool move, const char *name,
                        const fsV_args *a) {
   modv *mv = module ? need_module(module, name) : NULL;
+  fsM_param *ps = NULL;
+  char devs[2][24];
+  int64_t nps = mv && move && !mv->st.wrapped ? devices_apart(E, mv, &ps, devs) : 0;
+  if (nps < 0) return NULL;
   size_t no = opts ? opts->u.seq.n : 0;
   const fsF_optim **st = calloc(no + 1, sizeof *st);
   optv **ov = calloc(no + 1, sizeof *ov);
@@ -874,12 +902,14 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, c
   free(st);
   free(ov);
   free(foreign);
+  if (mv) mv->st.devices_apart = 0;
+  fsM_params_free(ps, nps);
   return r;
 }
 
-NATIVE(fabric_setup) { return setup(E, FABV(self), s[0], s[1], "setup", a); }
-NATIVE(fabric_setup_module) { return setup(E, FABV(self), s[0], NULL, "setup_module", a); }
-NATIVE(fabric_setup_optimizers) { return setup(E, FABV(self), NULL, s[0], "setup_optimizers", a); }
+NATIVE(fabric_setup) { return setup(E, FABV(self), s[0], s[1], fsV_truthy(s[2]), "setup", a); }
+NATIVE(fabric_setup_module) { return setup(E, FABV(self), s[0], NULL, fsV_truthy(s[1]), "setup_module", a); }
+NATIVE(fabric_setup_optimizers) { return setup(E, FABV(self), NULL, s[0], false, "setup_optimizers", a); }
 
 /* slots: dataloaders (tuple), use_distributed_sampler, move_to_device */
 NATIVE(fabric_setup_dataloaders) {
@@ -907,9 +937,16 @@ NATIVE(fabric_setup_dataloaders) {
         lv->st.wrapped = 1;
         lv->dev = fv->dev; /* Fabric's move_to_device */
         /* DistributedSampler(shuffle=the loader's, seed=the global seed), as Fabric injects it */
-        if (fv->env.world_size > 1 && fsV_truthy(s[1]) &&
-            fsE_loader_distribute(E, lv, fv->env.rank, fv->env.world_size, E->seed) < 0)
-          ok = false;
+        int d = fv->env.world_size > 1 && fsV_truthy(s[1])
+                    ? fsE_loader_distribute(E, lv, fv->env.rank, fv->env.world_size, E->seed) : 0;
+        if (d == -2) { /* the rebuild of the script's batch sampler clashed: Fabric's R77 text */
+          fsV_clearerr();
+          lv->st.foreign_batch_sampler = 1;
+          fsF_issues_init(&iss);
+          fsE_fabric_issues(E, a, &iss, fsF_check_distributed_sampler(&fv->f, &lv->st, &iss));
+          fsF_issues_init(&iss);
+        }
+        ok = d == 0;
       }
       if (ok) r = n ? one_or_tuple(NULL, s[0]) : fsV_none();
     }

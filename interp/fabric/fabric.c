@@ -186,6 +186,10 @@ static int launched(const fsF_fabric *f, fsF_issues *iss) {
 
 /* Moving the module to the device; FSDP, mp and xla_fsdp materialize instead. */
 static int move_to_device(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss) {
+  if (m->devices_apart) /* fabric.py:1144 */
+    fsF_warn(iss, "W4", "move the whole model to one device before setup, or keep the placement with `move_to_device=False`",
+             "The model passed to `Fabric.setup()` has %lld parameters on different devices (for example '%s' on %s and '%s' on %s). Since `move_to_device=True`, all parameters will be moved to the new device. If this is not desired, set `Fabric.setup(..., move_to_device=False)`.",
+             (long long)m->devices_apart, m->apart_name, m->apart_device, m->first_name, m->first_device);
   if (m->meta && !materializes(f->cfg->cls))
     return fsF_fail(iss, "meta-move", "create the model without `device(\"meta\")`, or call `model.to_empty(device=...)` and `model.reset_parameters()` (or load a checkpoint) before setup",
                 "Cannot copy out of meta tensor; no data! Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving module from meta to a different device.");
@@ -219,14 +223,51 @@ static void fsdp_true_half(const fsF_fabric *f, fsF_issues *iss) {
 static const char *const H_SEPARATE =
     "set up the model first (`model = fabric.setup_module(model)`), then create the optimizer and call `optimizer = fabric.setup_optimizers(optimizer)`";
 
+static const char *const H_OPTIMIZER_OBJECT = "pass the optimizer object: `torch.optim.Adam(model.parameters())`";
+
 /* R76: Fabric asks each optimizer, in order, whether it references meta
  * parameters (utilities/init.py); a value that is no optimizer raises there,
  * unless a meta one before it already made R36/R37 fire. */
 static int foreign_optimizer(const fsF_optim *const *opts, size_t nopts, fsF_issues *iss) {
   for (size_t i = 0; i < nopts && !opts[i]->meta_params; i++)
     if (opts[i]->foreign)
-      return fsF_fail(iss, "R76", "pass the optimizer object: `torch.optim.Adam(model.parameters())`",
+      return fsF_fail(iss, "R76", H_OPTIMIZER_OBJECT,
                       "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: %s", opts[i]->foreign);
+  return 0;
+}
+
+/* R129: a value that is no optimizer gets past a joint setup outside FSDP
+ * and DeepSpeed, until Fabric wraps it: _FabricOptimizer.__init__
+ * (wrappers.py:67) sets `self.__class__ = type("Fabric" + name, (self.__class__,
+ * optimizer.__class__), {})`, which Python refuses for a class that cannot be
+ * subclassed, or for one whose instances are laid out otherwise than a plain
+ * object's. A class this table does not list (a script's object, a module)
+ * passes there, as in Python. Under XLAStrategy `_move_model_to_device` reads
+ * `optimizer.param_groups` first. */
+static int unwrappable_optimizer(const fsF_fabric *f, const fsF_optim *const *opts, size_t nopts,
+                                 int before_move, fsF_issues *iss) {
+  static const char *const no_base[] = {"NoneType", "bool", "range", "function", "builtin_function_or_method",
+                                        "method", "slice", "ellipsis"};
+  static const char *const other_layout[] = {"int", "float", "str", "list", "tuple", "dict", "set", "type",
+                                             "Tensor"};
+  fsF_cls cls = f->cfg->cls;
+  if (cls == FSF_FSDP || cls == FSF_DEEPSPEED || cls == FSF_XLA_FSDP || before_move != (cls == FSF_XLA))
+    return 0;
+  for (size_t i = 0; i < nopts; i++) {
+    const char *t = opts[i]->foreign;
+    if (!t) continue;
+    if (cls == FSF_XLA)
+      return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R129", H_OPTIMIZER_OBJECT,
+                    "'%s' object has no attribute 'param_groups'", t));
+    for (size_t k = 0; k < sizeof no_base / sizeof *no_base; k++)
+      if (!strcmp(t, no_base[k]))
+        return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R129", H_OPTIMIZER_OBJECT,
+                      "type '%s' is not an acceptable base type", t));
+    for (size_t k = 0; k < sizeof other_layout / sizeof *other_layout; k++)
+      if (!strcmp(t, other_layout[k]))
+        return fsF_at(iss, "optimizers", (int)i, fsF_fail(iss, "R129", H_OPTIMIZER_OBJECT,
+                      "__class__ assignment: 'Fabric%s' object layout differs from '_FabricOptimizer'", t));
+  }
   return 0;
 }
 
@@ -249,7 +290,9 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_FSDP && meta_opt)
     return fsF_at(iss, "optimizers", first_meta, fsF_fail(iss, "R36", H_SEPARATE,
                 "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not supported unless you to set up the model and optimizer(s) separately. Create and set up the model first through `model = fabric.setup_module(model)`. Then create the optimizer and set it up: `optimizer = fabric.setup_optimizers(optimizer)`."));
-  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss)) return -1;
+  if (fsF_plugin_convert_module(f, m, iss) || move_to_device(f, m, iss) ||
+      unwrappable_optimizer(f, opts, nopts, 1, iss))
+    return -1;
   if (c->cls == FSF_DEEPSPEED && nopts >= 2)
     return fsF_at(iss, "optimizers", 1, fsF_fail(iss, "R31", "set up one model with one optimizer per `setup` call",
                 "Currently only one optimizer is supported with DeepSpeed. Got %zu optimizers instead.", nopts));
@@ -265,7 +308,7 @@ int fsF_check_setup(const fsF_fabric *f, const fsF_model *m,
   if (c->cls == FSF_MP && meta_opt)
     fsF_warn(iss, "meta-optimizer", H_SEPARATE,
          "the optimizer references the model's meta-device parameters; `ModelParallelStrategy` materializes the model into new parameters at setup and the optimizer keeps the old meta ones, so it will update nothing (Fabric raises no error here)");
-  return 0;
+  return unwrappable_optimizer(f, opts, nopts, 0, iss);
 }
 
 int fsF_check_setup_module(const fsF_fabric *f, const fsF_model *m, fsF_issues *iss) {
@@ -668,6 +711,24 @@ int fsF_check_load_raw(const fsF_fabric *f, int obj_is_optimizer, fsF_issues *is
     return fsF_fail(iss, "R97", "save and load the optimizer together with the model through `fabric.save`/`fabric.load`",
                 "Loading a single optimizer object from a checkpoint is not supported yet with ModelParallelStrategy.");
   return 0;
+}
+
+/* R50 (wrappers.py:219): a method of the original module reached through
+ * the _FabricModule, other than forward, the LightningModule step methods
+ * and those marked with mark_forward_method, runs with a forward hook on
+ * every module of the original; a module called during it raises once the
+ * method returns. Only where the strategy wrapped the module in another
+ * (DP, DDP, FSDP, DeepSpeed, XLAFSDP): elsewhere the two are one module and
+ * nothing is tracked. The caller knows that a module was called. */
+int fsF_check_outside_call(const fsF_fabric *f, const char *class_name, const char *method, fsF_issues *iss) {
+  static const char *const steps[] = {"forward", "training_step", "validation_step", "test_step", "predict_step"};
+  fsF_cls c = f->cfg->cls;
+  if (c != FSF_DP && c != FSF_DDP && c != FSF_FSDP && c != FSF_DEEPSPEED && c != FSF_XLA_FSDP) return 0;
+  for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+    if (!strcmp(method, steps[i])) return 0;
+  return fsF_fail(iss, "R50", "call the model itself (its forward), or mark the method after setup: `model.mark_forward_method(\"NAME\")`",
+                  "You are calling the method `%s.%s()` from outside the model. To avoid issues with the currently selected strategy, explicitly mark it as a forward method with `fabric_model.mark_forward_method('%s')` after `fabric.setup()`.",
+                  class_name, method, method);
 }
 
 int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,

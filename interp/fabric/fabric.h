@@ -276,6 +276,12 @@ typedef struct fsF_model {
    * script the checker counts every set-up model as distributed. */
   int dtensor_params;
   unsigned generation;     /* bumped when materialization replaces the parameters */
+  /* W4, filled by a setup with move_to_device=True (else 0): how many
+   * parameters, in named_parameters() order, are not on the first one's
+   * device; the first such and the first parameter, name and device as
+   * torch prints them ("cuda:0") */
+  int64_t devices_apart;
+  const char *apart_name, *apart_device, *first_name, *first_device;
 } fsF_model;
 
 typedef struct fsF_optim {
@@ -291,7 +297,9 @@ typedef struct fsF_loader {
   int wrapped;        /* a _FabricDataLoader */
   int is_dataloader;  /* a DataLoader at all */
   /* batch_sampler= is neither a torch BatchSampler nor an object with
-   * `batch_size` and `drop_last` Fabric could re-instantiate (R77) */
+   * `batch_size` and `drop_last` Fabric could re-instantiate (R77,
+   * utilities/data.py:228), or it is one whose re-instantiation clashed
+   * ("__init__() got multiple values", data.py:220: the same text) */
   int foreign_batch_sampler;
 } fsF_loader;
 
@@ -390,6 +398,9 @@ int fsF_check_mark_forward_method(const fsF_model *m, fsF_vkind x_kind,
  * passed: R77 where the strategy injects a distributed sampler into a loader
  * whose batch sampler cannot take one (utilities/data.py). */
 int fsF_check_distributed_sampler(const fsF_fabric *f, const fsF_loader *l, fsF_issues *iss);
+/* R50: `model.method(...)` of a set-up model, the method the script class's
+ * own, when it calls a module of the model (wrappers.py:219). */
+int fsF_check_outside_call(const fsF_fabric *f, const char *class_name, const char *method, fsF_issues *iss);
 
 /* seed_everything(seed) (utilities/seed.py): R75, numpy's bounds. */
 int fsF_check_seed(int64_t seed, fsF_issues *iss);

@@ -95,6 +95,10 @@
 #define SPEC_R74_1 "The `XLAAccelerator` can only be used with a `SingleDeviceXLAStrategy`, `XLAStrategy`, or `XLAFSDPStrategy`. Found DDPStrategy."
 #define SPEC_R75_1 "-1 is not in bounds, numpy accepts from 0 to 4294967295"
 #define SPEC_R76_1 "Expected `torch.nn.Module` or `torch.optim.Optimizer`, got: str"
+/* raisesF: Python's refusals inside _FabricOptimizer (wrappers.py:67) */
+#define SPEC_R129_1 "__class__ assignment: 'Fabricint' object layout differs from '_FabricOptimizer'"
+#define SPEC_R129_2 "type 'NoneType' is not an acceptable base type"
+#define SPEC_W4_1 "The model passed to `Fabric.setup()` has 1 parameters on different devices (for example 'head.weight' on cuda:0 and 'body.weight' on cpu). Since `move_to_device=True`, all parameters will be moved to the new device. If this is not desired, set `Fabric.setup(..., move_to_device=False)`."
 #define SPEC_R77_1 " Lightning can't inject a (distributed) sampler into your batch sampler, because it doesn't subclass PyTorch's `BatchSampler`. To mitigate this, either follow the API of `BatchSampler` or set`.setup_dataloaders(..., use_distributed_sampler=False)`. If you choose the latter, you will be responsible for handling the distributed sampling within your batch sampler."
 /* raisesD: connector.py's plugin checks (Fabric prints the plugin's address; ours is fixed) */
 #define SPEC_R78_1 "Received multiple values for Precision flags in `plugins`. Expected one value for each type at most."
@@ -831,6 +835,32 @@ static void test_flags_seed_optimizer_sampler(void **state) {
   env_open(&e, STR("ddp"), NULL, 2, 1);
   assert_int_equal(fsF_check_distributed_sampler(&e.f, &list_batches, &e.iss), -1);
   expect_issue(&e.iss, "R77", SPEC_R77_1);
+  env_close(&e);
+  /* R129: a joint setup outside FSDP and DeepSpeed wraps each optimizer; a
+   * script's object passes there, as in Python */
+  env_open(&e, STR("ddp"), NULL, 2, 1);
+  fsF_model plain = raw_model("Sequential");
+  fsF_optim number = {.foreign = "int"}, nothing = {.foreign = "NoneType"}, object = {.foreign = "Thing"};
+  const fsF_optim *num[] = {&number}, *none_second[] = {&object, &nothing}, *obj[] = {&object};
+  assert_int_equal(fsF_check_setup(&e.f, &plain, num, 1, &e.iss), -1);
+  expect_issue(&e.iss, "R129", SPEC_R129_1);
+  assert_int_equal(fsF_check_setup(&e.f, &plain, none_second, 2, &e.iss), -1);
+  assert_int_equal(e.iss.items[0].arg_index, 1);
+  expect_issue(&e.iss, "R129", SPEC_R129_2);
+  assert_int_equal(fsF_check_setup(&e.f, &plain, obj, 1, &e.iss), 0);
+  /* W4: parameters on different devices, warned before the move */
+  fsF_model placed = raw_model("Net");
+  placed.devices_apart = 1;
+  placed.apart_name = "head.weight";
+  placed.apart_device = "cuda:0";
+  placed.first_name = "body.weight";
+  placed.first_device = "cpu";
+  assert_int_equal(fsF_check_setup_module(&e.f, &placed, &e.iss), 0);
+  expect_issue(&e.iss, "W4", SPEC_W4_1);
+  env_close(&e);
+  env_open(&e, STR("fsdp"), NULL, 2, 1); /* FSDP asks about meta parameters first */
+  assert_int_equal(fsF_check_setup(&e.f, &plain, num, 1, &e.iss), -1);
+  assert_string_equal(e.iss.items[0].rule, "R76");
   env_close(&e);
   (void)state;
 }
