@@ -221,32 +221,72 @@ int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, cons
   return rc;
 }
 
+/* The window of output (oh, ow) of plane xp, scanned tap by tap: *best, *at
+ * = the first maximum and its flat h*W+w (a NaN wins and stays, as torch);
+ * at = -1 when every tap is padding. */
+static void window_max(const float *xp, const fsN_conv *g, int64_t oh, int64_t ow, float *best, int64_t *at) {
+  *best = -INFINITY;
+  *at = -1;
+  int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
+  for (int64_t kh = 0; kh < g->KH; kh++) {
+    int64_t h = h0 + kh * g->dh;
+    if (h < 0 || h >= g->H) continue;
+    for (int64_t kw = 0; kw < g->KW; kw++) {
+      int64_t w = w0 + kw * g->dw;
+      if (w < 0 || w >= g->W) continue;
+      float v = xp[h * g->W + w];
+      if (*at < 0 || v > *best || (v != v && *best == *best)) {
+        *best = v;
+        *at = h * g->W + w;
+      }
+    }
+  }
+}
+
+/* Output columns whose windows lie wholly inside the input rows take every
+ * tap across the row at once, as selects (the comparisons of activations
+ * are a coin toss for a branch); the edge columns go through window_max.
+ * Both scan the taps in the same order, so they pick the same maximum. */
+FS_VECTOR_TARGET
 void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_conv *g) {
+  int64_t lo, hi, lo_last, hi_last;
+  valid_cols(g->OW, g->W, g->sw, -g->pw, &lo, &hi);
+  valid_cols(g->OW, g->W, g->sw, (g->KW - 1) * g->dw - g->pw, &lo_last, &hi_last);
+  lo = lo > lo_last ? lo : lo_last;
+  hi = hi < hi_last ? hi : hi_last;
+  if (hi < lo) hi = lo;
   for (int64_t nc = 0; nc < g->N * g->C; nc++) {
     const float *xp = x + nc * g->H * g->W;
-    for (int64_t oh = 0; oh < g->OH; oh++)
-      for (int64_t ow = 0; ow < g->OW; ow++) {
-        float best = -INFINITY;
-        int64_t at = -1;
-        int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
-        for (int64_t kh = 0; kh < g->KH; kh++) {
-          int64_t h = h0 + kh * g->dh;
-          if (h < 0 || h >= g->H) continue;
-          for (int64_t kw = 0; kw < g->KW; kw++) {
-            int64_t w = w0 + kw * g->dw;
-            if (w < 0 || w >= g->W) continue;
-            float v = xp[h * g->W + w];
-            /* first maximum; a NaN wins and stays (v != v), as torch */
-            if (at < 0 || v > best || (v != v && best == best)) {
-              best = v;
-              at = h * g->W + w;
-            }
+    for (int64_t oh = 0; oh < g->OH; oh++) {
+      float *o = out + (nc * g->OH + oh) * g->OW;
+      int64_t *ix = idx + (nc * g->OH + oh) * g->OW;
+      int64_t h0 = oh * g->sh - g->ph, first = 0;
+      while (first < g->KH && (h0 + first * g->dh < 0 || h0 + first * g->dh >= g->H)) first++;
+      int64_t a = first < g->KH ? lo : g->OW, b = first < g->KH ? hi : g->OW; /* the vector span */
+      for (int64_t ow = 0; ow < g->OW; ow++)
+        if (ow < a || ow >= b) window_max(xp, g, oh, ow, &o[ow], &ix[ow]);
+      if (a >= b) continue;
+      int64_t base = (h0 + first * g->dh) * g->W - g->pw;
+#pragma omp simd
+      for (int64_t ow = a; ow < b; ow++) {
+        o[ow] = xp[base + ow * g->sw];
+        ix[ow] = base + ow * g->sw;
+      }
+      for (int64_t kh = first; kh < g->KH; kh++) {
+        int64_t h = h0 + kh * g->dh;
+        if (h < 0 || h >= g->H) continue;
+        for (int64_t kw = kh == first; kw < g->KW; kw++) {
+          int64_t at0 = h * g->W + kw * g->dw - g->pw, sw = g->sw;
+#pragma omp simd
+          for (int64_t ow = a; ow < b; ow++) {
+            float v = xp[at0 + ow * sw], m = o[ow];
+            bool take = (v > m) | ((v != v) & (m == m)); /* no short circuit: no branch */
+            o[ow] = take ? v : m;
+            ix[ow] = take ? at0 + ow * sw : ix[ow];
           }
         }
-        int64_t o = (nc * g->OH + oh) * g->OW + ow;
-        out[o] = best;
-        idx[o] = at;
       }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cnn.h"
 #include "rt_testutil.h"
 
 #define MAXIN 3
@@ -712,6 +713,46 @@ static void test_pooling(void **state) {
   fsT_release(x);
 }
 
+/* max pooling keeps the first maximum of a window and lets a NaN win: the
+ * rows here are wide enough for the kernel's vector span, full of ties and
+ * NaNs, and checked against a tap-by-tap scan */
+static void test_maxpool_ties_nan(void **state) {
+  (void)state;
+  static const fsN_conv geoms[] = {
+      {.N = 2, .C = 1, .H = 5, .W = 41, .KH = 2, .KW = 2, .sh = 2, .sw = 2, .dh = 1, .dw = 1},
+      {.N = 2, .C = 1, .H = 5, .W = 41, .KH = 3, .KW = 3, .sh = 1, .sw = 2, .ph = 1, .pw = 1, .dh = 1, .dw = 2},
+  };
+  float x[2 * 5 * 41], out[2 * 5 * 20];
+  int64_t idx[2 * 5 * 20];
+  for (int i = 0; i < 2 * 5 * 41; i++) x[i] = (i * 7) % 5 == 0 ? NAN : (float)((i * 13) % 3);
+  for (size_t k = 0; k < sizeof geoms / sizeof geoms[0]; k++) {
+    fsN_conv g = geoms[k];
+    g.OC = g.G = g.C;
+    g.OH = (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+    assert_true(g.OH * g.OW <= 5 * 20);
+    fsN_maxpool2d_forward(out, idx, x, &g);
+    for (int64_t n = 0; n < g.N; n++)
+      for (int64_t o = 0; o < g.OH * g.OW; o++) {
+        int64_t oh = o / g.OW, ow = o % g.OW, at = -1;
+        float best = -INFINITY;
+        for (int64_t kh = 0; kh < g.KH; kh++)
+          for (int64_t kw = 0; kw < g.KW; kw++) {
+            int64_t h = oh * g.sh - g.ph + kh * g.dh, w = ow * g.sw - g.pw + kw * g.dw;
+            if (h < 0 || h >= g.H || w < 0 || w >= g.W) continue;
+            float v = x[(n * g.H + h) * g.W + w];
+            if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
+              best = v;
+              at = h * g.W + w;
+            }
+          }
+        int64_t i = n * g.OH * g.OW + o;
+        assert_int_equal(idx[i], at);
+        assert_true(isnan(best) ? isnan(out[i]) : out[i] == best);
+      }
+  }
+}
+
 typedef struct bn_case { bool training, affine; fs_tensor *rm, *rv; } bn_case;
 
 static fs_tensor *f_bn(fs_tensor **in, const void *ctx) {
@@ -920,6 +961,7 @@ int main(void) {
     cmocka_unit_test_setup(test_conv_transpose, reset_grad_mode),
     cmocka_unit_test_setup(test_conv_errors, reset_grad_mode),
     cmocka_unit_test_setup(test_pooling, reset_grad_mode),
+    cmocka_unit_test(test_maxpool_ties_nan),
     cmocka_unit_test_setup(test_batchnorm, reset_grad_mode),
     cmocka_unit_test_setup(test_norms_and_activations, reset_grad_mode),
     cmocka_unit_test_setup(test_class_losses, reset_grad_mode),
