@@ -631,6 +631,12 @@ static void test_conv(void **state) {
   fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), NULL};
   gradcheck(f_conv, in, 3, &pw, 1e-2, 5e-3);
   release_all(in, 3);
+  /* grouped 1x1: each group's channels are a slice of the image */
+  conv_case pwg = {2, {1, 1}, {0, 0}, {1, 1}, 2};
+  int64_t xg[4] = {3, 4, 3, 2}, wg[4] = {6, 2, 1, 1}, bg[1] = {6};
+  fs_tensor *ing[3] = {param("x", 4, xg), param("W", 4, wg), param("b", 1, bg)};
+  gradcheck(f_conv, ing, 3, &pwg, 1e-2, 5e-3);
+  release_all(ing, 3);
   /* Conv1d */
   conv_case c1 = {1, {2}, {1}, {2}, 1};
   int64_t x1[3] = {2, 3, 9}, w1[3] = {4, 3, 3}, b1[1] = {4};
@@ -641,6 +647,35 @@ static void test_conv(void **state) {
   assert_int_equal(y->shape[2], 4); /* (9 + 2 - 2*2 - 1) / 2 + 1 */
   fsT_release(y);
   release_all(in1, 3);
+}
+
+/* The backward takes images in chunks side by side (a batch of 5 here
+ * makes chunks of 3 and 2); image by image, each chunk is one image and
+ * reads the output gradient in place: both give the same gradients. */
+static void test_conv_chunks(void **state) {
+  (void)state;
+  fsN_conv g = {.N = 5, .C = 8, .H = 32, .W = 32, .OC = 4, .KH = 3, .KW = 3, .sh = 1, .sw = 1,
+                .ph = 1, .pw = 1, .dh = 1, .dw = 1, .G = 1, .OH = 32, .OW = 32};
+  int64_t xs[1] = {5 * 8 * 32 * 32}, ys[1] = {5 * 4 * 32 * 32}, ws[1] = {4 * 8 * 9};
+  fs_tensor *x = rt_rand("x", -1, 1, 1, xs), *dy = rt_rand("dy", -1, 1, 1, ys), *W = rt_rand("W", -1, 1, 1, ws);
+  float *dx = calloc((size_t)xs[0], sizeof *dx), *dx1 = calloc((size_t)xs[0], sizeof *dx1);
+  float dW[4 * 8 * 9] = {0}, dW1[4 * 8 * 9] = {0}, db[4] = {0}, db1[4] = {0};
+  assert_non_null(dx);
+  assert_non_null(dx1);
+  assert_int_equal(fsN_conv2d_backward(dx, dW, db, fsT_f32(dy), fsT_f32(x), fsT_f32(W), &g), 0);
+  fsN_conv one = g;
+  one.N = 1;
+  for (int64_t n = 0; n < g.N; n++)
+    assert_int_equal(fsN_conv2d_backward(dx1 + n * 8 * 32 * 32, dW1, db1, fsT_f32(dy) + n * 4 * 32 * 32,
+                                         fsT_f32(x) + n * 8 * 32 * 32, fsT_f32(W), &one), 0);
+  for (int64_t i = 0; i < xs[0]; i++) assert_float_equal(dx[i], dx1[i], 1e-4);
+  for (int i = 0; i < 4 * 8 * 9; i++) assert_float_equal(dW[i], dW1[i], 1e-2);
+  for (int i = 0; i < 4; i++) assert_float_equal(db[i], db1[i], 1e-2);
+  free(dx);
+  free(dx1);
+  fsT_release(x);
+  fsT_release(dy);
+  fsT_release(W);
 }
 
 typedef struct convt_case { int64_t stride[2], pad[2], opad[2], dil[2], groups; } convt_case;
@@ -962,6 +997,7 @@ int main(void) {
     cmocka_unit_test_setup(test_conv_errors, reset_grad_mode),
     cmocka_unit_test_setup(test_pooling, reset_grad_mode),
     cmocka_unit_test(test_maxpool_ties_nan),
+    cmocka_unit_test(test_conv_chunks),
     cmocka_unit_test_setup(test_batchnorm, reset_grad_mode),
     cmocka_unit_test_setup(test_norms_and_activations, reset_grad_mode),
     cmocka_unit_test_setup(test_class_losses, reset_grad_mode),
