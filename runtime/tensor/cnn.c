@@ -1,6 +1,7 @@
 /* cnn.c -- cpu kernels of the convolutional layers (cnn.h gives the shapes
- * and conventions).  Convolutions are im2col + the sgemm of blas.h, one GEMM
- * per image and group, so they run at the BLAS's speed. */
+ * and conventions).  Convolutions are im2col + the sgemm of blas.h (one
+ * window copy, `windows`, serves im2col and its adjoint col2im), so they run
+ * at the BLAS's speed. */
 #include "cnn.h"
 
 #include <math.h>
@@ -41,85 +42,69 @@ static void zero_edges(float *plane, int64_t OW, int64_t r0, int64_t r1, int64_t
   }
 }
 
-/* col[Cg*KH*KW, ld] columns [0, OH*OW) = the windows of one image's group
- * of channels x[Cg,H,W]; ld is the row stride (a chunk of images side by side) */
-FS_VECTOR_TARGET
-static void im2col(float *col, int64_t ld, const float *x, int64_t Cg, const fsN_conv *g) {
-  bool shifted = shifted_planes(g);
-  for (int64_t c = 0; c < Cg; c++)
-    for (int64_t kh = 0; kh < g->KH; kh++)
-      for (int64_t kw = 0; kw < g->KW; kw++) {
-        float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
-        int64_t off = kw * g->dw - g->pw, lo, hi;
-        valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
-        if (shifted) {
-          int64_t r0, r1, P = g->OH * g->OW;
-          valid_rows(g, kh, &r0, &r1);
-          memset(row, 0, (size_t)(r0 * g->OW) * sizeof *row);
-          memset(row + r1 * g->OW, 0, (size_t)(P - r1 * g->OW) * sizeof *row);
-          if (r1 > r0 && hi > lo) { /* rows r0..r1-1, columns lo..hi-1 and the wrap between them */
-            int64_t first = r0 * g->OW + lo, n = (r1 - r0 - 1) * g->OW + (hi - lo);
-            const float *src = x + (c * g->H + r0 + kh * g->dh - g->ph) * g->W + lo + off;
-            memcpy(row + first, src, (size_t)n * sizeof *row);
-          }
-          zero_edges(row, g->OW, r0, r1, lo, hi);
-          continue;
-        }
-        for (int64_t oh = 0; oh < g->OH; oh++) {
-          int64_t h = oh * g->sh - g->ph + kh * g->dh;
-          float *dst = row + oh * g->OW;
-          /* rows are short (an image's width): plain loops, no library calls */
-          if (h < 0 || h >= g->H) {
-            for (int64_t ow = 0; ow < g->OW; ow++) dst[ow] = 0.0f;
-            continue;
-          }
-          const float *src = x + (c * g->H + h) * g->W;
-          for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-          if (g->sw == 1) {
-            const float *s1 = src + off; /* s1[ow] for ow in [lo, hi) is in the row */
+/* n entries of a column row c and of an image row: from x (im2col) c[i] =
+ * x[i*s], else (col2im) dx[i*s] += c[i].  Rows are short (an image's
+ * width): plain loops, no library calls. */
+static inline void span_move(float *c, const float *x, float *dx, int64_t n, int64_t s) {
+  if (x && s == 1) {
 #pragma omp simd
-            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = s1[ow];
-          } else
-            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->sw + off];
-          for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0.0f;
-        }
-      }
+    for (int64_t i = 0; i < n; i++) c[i] = x[i];
+  } else if (x)
+    for (int64_t i = 0; i < n; i++) c[i] = x[i * s];
+  else if (s == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) dx[i] += c[i];
+  } else
+    for (int64_t i = 0; i < n; i++) dx[i * s] += c[i];
 }
 
-/* dx[Cg,H,W] += the windows of col (im2col's adjoint); col is scratch and
- * may be changed */
+/* The windows of one image's group of channels [Cg,H,W] against its column
+ * matrix col[Cg*KH*KW, ld] (columns [0, OH*OW); ld is the row stride, a
+ * chunk's images side by side).  Exactly one of x, dx is given:
+ * x: col := the windows of x, padding reads 0 (im2col);
+ * dx: dx += the windows of col, its adjoint (col2im); col is scratch there,
+ * and its columns that read padding are zeroed. */
 FS_VECTOR_TARGET
-static void col2im(float *dx, float *col, int64_t ld, int64_t Cg, const fsN_conv *g) {
+static void windows(float *col, int64_t ld, const float *x, float *dx, int64_t Cg, const fsN_conv *g) {
   bool shifted = shifted_planes(g);
+  int64_t P = g->OH * g->OW;
   for (int64_t c = 0; c < Cg; c++)
     for (int64_t kh = 0; kh < g->KH; kh++)
       for (int64_t kw = 0; kw < g->KW; kw++) {
         float *row = col + ((c * g->KH + kh) * g->KW + kw) * ld;
         int64_t off = kw * g->dw - g->pw, lo, hi;
         valid_cols(g->OW, g->W, g->sw, off, &lo, &hi);
-        if (shifted) { /* the padding's columns are zeroed in col (scratch), then one contiguous add */
+        if (shifted) { /* rows r0..r1-1, columns lo..hi-1 and the wrap between them: one span */
           int64_t r0, r1;
           valid_rows(g, kh, &r0, &r1);
-          if (r1 <= r0 || hi <= lo) continue;
-          zero_edges(row, g->OW, r0, r1, lo, hi);
+          if (x) {
+            memset(row, 0, (size_t)(r0 * g->OW) * sizeof *row);
+            memset(row + r1 * g->OW, 0, (size_t)(P - r1 * g->OW) * sizeof *row);
+          }
+          if (r1 <= r0 || hi <= lo) {
+            if (x) memset(row + r0 * g->OW, 0, (size_t)((r1 - r0) * g->OW) * sizeof *row);
+            continue;
+          }
           int64_t first = r0 * g->OW + lo, n = (r1 - r0 - 1) * g->OW + (hi - lo);
-          float *dst = dx + (c * g->H + r0 + kh * g->dh - g->ph) * g->W + lo + off;
-          const float *src = row + first;
-#pragma omp simd
-          for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+          int64_t at = (c * g->H + r0 + kh * g->dh - g->ph) * g->W + lo + off;
+          if (!x) zero_edges(row, g->OW, r0, r1, lo, hi); /* the wrapped columns add nothing */
+          span_move(row + first, x ? x + at : NULL, x ? NULL : dx + at, n, 1);
+          if (x) zero_edges(row, g->OW, r0, r1, lo, hi); /* the wrapped columns read padding */
           continue;
         }
         for (int64_t oh = 0; oh < g->OH; oh++) {
           int64_t h = oh * g->sh - g->ph + kh * g->dh;
-          if (h < 0 || h >= g->H) continue;
-          float *dst = dx + (c * g->H + h) * g->W;
-          const float *src = row + oh * g->OW;
-          if (g->sw == 1) {
-            float *d = dst + off; /* d[ow] for ow in [lo, hi) is in the row */
-#pragma omp simd
-            for (int64_t ow = lo; ow < hi; ow++) d[ow] += src[ow];
-          } else
-            for (int64_t ow = lo; ow < hi; ow++) dst[ow * g->sw + off] += src[ow];
+          float *cr = row + oh * g->OW;
+          if (h < 0 || h >= g->H) {
+            if (x) memset(cr, 0, (size_t)g->OW * sizeof *cr);
+            continue;
+          }
+          int64_t at = (c * g->H + h) * g->W + lo * g->sw + off; /* the image entry of column lo */
+          if (x) {
+            memset(cr, 0, (size_t)lo * sizeof *cr);
+            memset(cr + hi, 0, (size_t)(g->OW - hi) * sizeof *cr);
+          }
+          span_move(cr + lo, x ? x + at : NULL, x ? NULL : dx + at, hi - lo, g->sw);
         }
       }
 }
@@ -134,28 +119,39 @@ static float row_sum(const float *x, int64_t n) {
   return s;
 }
 
-/* Images go through the GEMMs in chunks of `nb` side by side, so one GEMM
- * has nb*OH*OW columns (a few per-image GEMMs of 200 columns run the BLAS
- * far below its speed); a chunk's column buffer stays under CHUNK floats. */
-#define CHUNK ((int64_t)1 << 21)
+/* A 1x1 convolution of stride 1 without padding reads each image as its
+ * own column matrix: no window copies. */
+static bool pointwise(const fsN_conv *g) {
+  return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* The forward GEMMs go image by image, straight into the output (NCHW:
+ * an image's group of channels is the GEMM's [OCg, OH*OW] result), so the
+ * column buffer of one image stays in cache while the GEMM reads it.  The
+ * backward's GEMMs take a chunk of `nb` images side by side (the weight
+ * gradient's inner dimension is nb*OH*OW): a chunk's column buffer holds at
+ * most CHUNK floats (1 MiB, about a core's L2), and at least one image. */
+#define CHUNK ((int64_t)1 << 18)
 
 typedef struct conv_work {
   int64_t Cg, OCg, P, K, nb;
-  float *col;  /* [K, nb*P] */
-  float *y;    /* [OCg, nb*P]: a chunk's outputs (or their gradient) by channel */
+  float *col; /* [K, nb*P] */
+  float *y;   /* [OCg, nb*P]: a chunk's output gradient by channel (NULL when nb is 1) */
 } conv_work;
 
-static int work_begin(conv_work *w, const fsN_conv *g) {
+static int work_begin(conv_work *w, const fsN_conv *g, bool chunked) {
   w->Cg = g->C / g->G;
   w->OCg = g->OC / g->G;
   w->P = g->OH * g->OW;
   w->K = w->Cg * g->KH * g->KW;
   int64_t per = w->K * w->P > 0 ? w->K * w->P : 1;
-  w->nb = CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
-  size_t ncol = (size_t)(w->K * w->nb * w->P), ny = (size_t)(w->OCg * w->nb * w->P);
-  w->col = malloc((ncol ? ncol : 1) * sizeof *w->col);
-  w->y = malloc((ny ? ny : 1) * sizeof *w->y);
-  if (w->col && w->y) return 0;
+  /* pointwise: an image's channels are not side by side with the next image's, so one at a time */
+  w->nb = !chunked || pointwise(g) || CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
+  size_t ncol = pointwise(g) ? 0 : (size_t)(w->K * w->nb * w->P);
+  size_t ny = w->nb > 1 ? (size_t)(w->OCg * w->nb * w->P) : 0;
+  w->col = ncol ? malloc(ncol * sizeof *w->col) : NULL;
+  w->y = ny ? malloc(ny * sizeof *w->y) : NULL;
+  if ((w->col || !ncol) && (w->y || !ny)) return 0;
   free(w->col);
   free(w->y);
   fsT_seterr("out of memory (conv2d buffers of %zu floats)", ncol + ny);
@@ -169,24 +165,19 @@ static void work_end(conv_work *w) {
 
 int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *b, const fsN_conv *g) {
   conv_work w;
-  if (work_begin(&w, g) < 0) return -1;
+  if (work_begin(&w, g, false) < 0) return -1;
   int rc = 0;
-  for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
-    int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
+  for (int64_t n = 0; !rc && n < g->N; n++)
     for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      for (int64_t i = 0; i < nb; i++)
-        im2col(w.col + i * w.P, ld, x + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.Cg, g);
-      rc = fsB_sgemm(false, false, w.OCg, ld, w.K, 1.0f, W + gr * w.OCg * w.K, w.K, w.col, ld, 0.0f, w.y, ld);
-      for (int64_t o = 0; !rc && o < w.OCg; o++) { /* y[o, i*P + p] -> out[n0+i, gr*OCg + o, p] */
-        float bias = b ? b[gr * w.OCg + o] : 0.0f;
-        for (int64_t i = 0; i < nb; i++) {
-          float *dst = out + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
-          const float *src = w.y + o * ld + i * w.P;
-          for (int64_t p = 0; p < w.P; p++) dst[p] = src[p] + bias;
-        }
-      }
+      const float *xg = x + (n * g->C + gr * w.Cg) * g->H * g->W;
+      float *o = out + (n * g->OC + gr * w.OCg) * w.P;
+      if (b) /* the bias first, and the GEMM adds onto it (beta 1): one pass over the output */
+        for (int64_t oc = 0; oc < w.OCg; oc++)
+          for (int64_t p = 0; p < w.P; p++) o[oc * w.P + p] = b[gr * w.OCg + oc];
+      if (w.col) windows(w.col, w.P, xg, NULL, w.Cg, g);
+      rc = fsB_sgemm(false, false, w.OCg, w.P, w.K, 1.0f, W + gr * w.OCg * w.K, w.K, w.col ? w.col : xg,
+                     w.P, b ? 1.0f : 0.0f, o, w.P);
     }
-  }
   work_end(&w);
   return rc;
 }
@@ -194,26 +185,33 @@ int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *
 int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
                         const float *W, const fsN_conv *g) {
   conv_work w;
-  if (work_begin(&w, g) < 0) return -1;
+  if (work_begin(&w, g, true) < 0) return -1;
   int rc = 0;
   for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
     int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
     for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      for (int64_t o = 0; o < w.OCg; o++) /* dout[n0+i, gr*OCg + o, :] -> y[o, i*P ...] */
+      /* dy[OCg, nb*P]: the chunk's output gradient, gathered by channel unless one image is the chunk */
+      const float *dy = nb == 1 ? dout + (n0 * g->OC + gr * w.OCg) * w.P : w.y;
+      for (int64_t o = 0; o < w.OCg; o++)
         for (int64_t i = 0; i < nb; i++) {
           const float *src = dout + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
-          memcpy(w.y + o * ld + i * w.P, src, (size_t)w.P * sizeof *src);
+          if (nb > 1) memcpy(w.y + o * ld + i * w.P, src, (size_t)w.P * sizeof *src);
           if (db) db[gr * w.OCg + o] += row_sum(src, w.P);
         }
+      const float *xg = x ? x + (n0 * g->C + gr * w.Cg) * g->H * g->W : NULL;
       if (dW) {
-        for (int64_t i = 0; i < nb; i++)
-          im2col(w.col + i * w.P, ld, x + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.Cg, g);
-        rc = fsB_sgemm(false, true, w.OCg, w.K, ld, 1.0f, w.y, ld, w.col, ld, 1.0f, dW + gr * w.OCg * w.K, w.K);
+        for (int64_t i = 0; w.col && i < nb; i++)
+          windows(w.col + i * w.P, ld, xg + i * g->C * g->H * g->W, NULL, w.Cg, g);
+        rc = fsB_sgemm(false, true, w.OCg, w.K, ld, 1.0f, dy, ld, w.col ? w.col : xg, ld, 1.0f,
+                       dW + gr * w.OCg * w.K, w.K);
       }
-      if (!rc && dx) {
-        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, w.y, ld, 0.0f, w.col, ld);
+      float *dxg = dx ? dx + (n0 * g->C + gr * w.Cg) * g->H * g->W : NULL;
+      if (!rc && dx && !w.col) /* pointwise: the column matrix is dx itself */
+        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, dy, ld, 1.0f, dxg, ld);
+      else if (!rc && dx) {
+        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, dy, ld, 0.0f, w.col, ld);
         for (int64_t i = 0; !rc && i < nb; i++)
-          col2im(dx + ((n0 + i) * g->C + gr * w.Cg) * g->H * g->W, w.col + i * w.P, ld, w.Cg, g);
+          windows(w.col + i * w.P, ld, NULL, dxg + i * g->C * g->H * g->W, w.Cg, g);
       }
     }
   }
@@ -221,32 +219,72 @@ int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, cons
   return rc;
 }
 
+/* The window of output (oh, ow) of plane xp, scanned tap by tap: *best, *at
+ * = the first maximum and its flat h*W+w (a NaN wins and stays, as torch);
+ * at = -1 when every tap is padding. */
+static void window_max(const float *xp, const fsN_conv *g, int64_t oh, int64_t ow, float *best, int64_t *at) {
+  *best = -INFINITY;
+  *at = -1;
+  int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
+  for (int64_t kh = 0; kh < g->KH; kh++) {
+    int64_t h = h0 + kh * g->dh;
+    if (h < 0 || h >= g->H) continue;
+    for (int64_t kw = 0; kw < g->KW; kw++) {
+      int64_t w = w0 + kw * g->dw;
+      if (w < 0 || w >= g->W) continue;
+      float v = xp[h * g->W + w];
+      if (*at < 0 || v > *best || (v != v && *best == *best)) {
+        *best = v;
+        *at = h * g->W + w;
+      }
+    }
+  }
+}
+
+/* Output columns whose windows lie wholly inside the input rows take every
+ * tap across the row at once, as selects (the comparisons of activations
+ * are a coin toss for a branch); the edge columns go through window_max.
+ * Both scan the taps in the same order, so they pick the same maximum. */
+FS_VECTOR_TARGET
 void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_conv *g) {
+  int64_t lo, hi, lo_last, hi_last;
+  valid_cols(g->OW, g->W, g->sw, -g->pw, &lo, &hi);
+  valid_cols(g->OW, g->W, g->sw, (g->KW - 1) * g->dw - g->pw, &lo_last, &hi_last);
+  lo = lo > lo_last ? lo : lo_last;
+  hi = hi < hi_last ? hi : hi_last;
+  if (hi < lo) hi = lo;
   for (int64_t nc = 0; nc < g->N * g->C; nc++) {
     const float *xp = x + nc * g->H * g->W;
-    for (int64_t oh = 0; oh < g->OH; oh++)
-      for (int64_t ow = 0; ow < g->OW; ow++) {
-        float best = -INFINITY;
-        int64_t at = -1;
-        int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
-        for (int64_t kh = 0; kh < g->KH; kh++) {
-          int64_t h = h0 + kh * g->dh;
-          if (h < 0 || h >= g->H) continue;
-          for (int64_t kw = 0; kw < g->KW; kw++) {
-            int64_t w = w0 + kw * g->dw;
-            if (w < 0 || w >= g->W) continue;
-            float v = xp[h * g->W + w];
-            /* first maximum; a NaN wins and stays (v != v), as torch */
-            if (at < 0 || v > best || (v != v && best == best)) {
-              best = v;
-              at = h * g->W + w;
-            }
+    for (int64_t oh = 0; oh < g->OH; oh++) {
+      float *o = out + (nc * g->OH + oh) * g->OW;
+      int64_t *ix = idx + (nc * g->OH + oh) * g->OW;
+      int64_t h0 = oh * g->sh - g->ph, first = 0;
+      while (first < g->KH && (h0 + first * g->dh < 0 || h0 + first * g->dh >= g->H)) first++;
+      int64_t a = first < g->KH ? lo : g->OW, b = first < g->KH ? hi : g->OW; /* the vector span */
+      for (int64_t ow = 0; ow < g->OW; ow++)
+        if (ow < a || ow >= b) window_max(xp, g, oh, ow, &o[ow], &ix[ow]);
+      if (a >= b) continue;
+      int64_t base = (h0 + first * g->dh) * g->W - g->pw;
+#pragma omp simd
+      for (int64_t ow = a; ow < b; ow++) {
+        o[ow] = xp[base + ow * g->sw];
+        ix[ow] = base + ow * g->sw;
+      }
+      for (int64_t kh = first; kh < g->KH; kh++) {
+        int64_t h = h0 + kh * g->dh;
+        if (h < 0 || h >= g->H) continue;
+        for (int64_t kw = kh == first; kw < g->KW; kw++) {
+          int64_t at0 = h * g->W + kw * g->dw - g->pw, sw = g->sw;
+#pragma omp simd
+          for (int64_t ow = a; ow < b; ow++) {
+            float v = xp[at0 + ow * sw], m = o[ow];
+            bool take = (v > m) | ((v != v) & (m == m)); /* no short circuit: no branch */
+            o[ow] = take ? v : m;
+            ix[ow] = take ? at0 + ow * sw : ix[ow];
           }
         }
-        int64_t o = (nc * g->OH + oh) * g->OW + ow;
-        out[o] = best;
-        idx[o] = at;
       }
+    }
   }
 }
 

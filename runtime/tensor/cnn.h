@@ -27,8 +27,8 @@ typedef struct fsN_conv {
 #define FSN_CONV_FIELDS 16
 
 /* out[N,OC,OH,OW] = x[N,C,H,W] (*) W[OC,C/G,KH,KW] + b[OC]  (b may be NULL);
- * per group and chunk of images an im2col buffer col[C/G*KH*KW, nb*OH*OW]
- * and one sgemm. */
+ * per image and group an im2col buffer col[C/G*KH*KW, OH*OW] and one sgemm
+ * into out (backward: per chunk of images side by side). */
 int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *b, const fsN_conv *g);
 /* dx += col2im(W^T dout);  dW += dout col^T;  db += sum dout over N, OH, OW */
 int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,

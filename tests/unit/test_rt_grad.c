@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cnn.h"
 #include "rt_testutil.h"
 
 #define MAXIN 3
@@ -630,6 +631,12 @@ static void test_conv(void **state) {
   fs_tensor *in[3] = {param("x", 4, xs), param("W", 4, ws), NULL};
   gradcheck(f_conv, in, 3, &pw, 1e-2, 5e-3);
   release_all(in, 3);
+  /* grouped 1x1: each group's channels are a slice of the image */
+  conv_case pwg = {2, {1, 1}, {0, 0}, {1, 1}, 2};
+  int64_t xg[4] = {3, 4, 3, 2}, wg[4] = {6, 2, 1, 1}, bg[1] = {6};
+  fs_tensor *ing[3] = {param("x", 4, xg), param("W", 4, wg), param("b", 1, bg)};
+  gradcheck(f_conv, ing, 3, &pwg, 1e-2, 5e-3);
+  release_all(ing, 3);
   /* Conv1d */
   conv_case c1 = {1, {2}, {1}, {2}, 1};
   int64_t x1[3] = {2, 3, 9}, w1[3] = {4, 3, 3}, b1[1] = {4};
@@ -640,6 +647,35 @@ static void test_conv(void **state) {
   assert_int_equal(y->shape[2], 4); /* (9 + 2 - 2*2 - 1) / 2 + 1 */
   fsT_release(y);
   release_all(in1, 3);
+}
+
+/* The backward takes images in chunks side by side (a batch of 5 here
+ * makes chunks of 3 and 2); image by image, each chunk is one image and
+ * reads the output gradient in place: both give the same gradients. */
+static void test_conv_chunks(void **state) {
+  (void)state;
+  fsN_conv g = {.N = 5, .C = 8, .H = 32, .W = 32, .OC = 4, .KH = 3, .KW = 3, .sh = 1, .sw = 1,
+                .ph = 1, .pw = 1, .dh = 1, .dw = 1, .G = 1, .OH = 32, .OW = 32};
+  int64_t xs[1] = {5 * 8 * 32 * 32}, ys[1] = {5 * 4 * 32 * 32}, ws[1] = {4 * 8 * 9};
+  fs_tensor *x = rt_rand("x", -1, 1, 1, xs), *dy = rt_rand("dy", -1, 1, 1, ys), *W = rt_rand("W", -1, 1, 1, ws);
+  float *dx = calloc((size_t)xs[0], sizeof *dx), *dx1 = calloc((size_t)xs[0], sizeof *dx1);
+  float dW[4 * 8 * 9] = {0}, dW1[4 * 8 * 9] = {0}, db[4] = {0}, db1[4] = {0};
+  assert_non_null(dx);
+  assert_non_null(dx1);
+  assert_int_equal(fsN_conv2d_backward(dx, dW, db, fsT_f32(dy), fsT_f32(x), fsT_f32(W), &g), 0);
+  fsN_conv one = g;
+  one.N = 1;
+  for (int64_t n = 0; n < g.N; n++)
+    assert_int_equal(fsN_conv2d_backward(dx1 + n * 8 * 32 * 32, dW1, db1, fsT_f32(dy) + n * 4 * 32 * 32,
+                                         fsT_f32(x) + n * 8 * 32 * 32, fsT_f32(W), &one), 0);
+  for (int64_t i = 0; i < xs[0]; i++) assert_float_equal(dx[i], dx1[i], 1e-4);
+  for (int i = 0; i < 4 * 8 * 9; i++) assert_float_equal(dW[i], dW1[i], 1e-2);
+  for (int i = 0; i < 4; i++) assert_float_equal(db[i], db1[i], 1e-2);
+  free(dx);
+  free(dx1);
+  fsT_release(x);
+  fsT_release(dy);
+  fsT_release(W);
 }
 
 typedef struct convt_case { int64_t stride[2], pad[2], opad[2], dil[2], groups; } convt_case;
@@ -710,6 +746,46 @@ static void test_pooling(void **state) {
   fsT_release(mx);
   fsT_release(av);
   fsT_release(x);
+}
+
+/* max pooling keeps the first maximum of a window and lets a NaN win: the
+ * rows here are wide enough for the kernel's vector span, full of ties and
+ * NaNs, and checked against a tap-by-tap scan */
+static void test_maxpool_ties_nan(void **state) {
+  (void)state;
+  static const fsN_conv geoms[] = {
+      {.N = 2, .C = 1, .H = 5, .W = 41, .KH = 2, .KW = 2, .sh = 2, .sw = 2, .dh = 1, .dw = 1},
+      {.N = 2, .C = 1, .H = 5, .W = 41, .KH = 3, .KW = 3, .sh = 1, .sw = 2, .ph = 1, .pw = 1, .dh = 1, .dw = 2},
+  };
+  float x[2 * 5 * 41], out[2 * 5 * 20];
+  int64_t idx[2 * 5 * 20];
+  for (int i = 0; i < 2 * 5 * 41; i++) x[i] = (i * 7) % 5 == 0 ? NAN : (float)((i * 13) % 3);
+  for (size_t k = 0; k < sizeof geoms / sizeof geoms[0]; k++) {
+    fsN_conv g = geoms[k];
+    g.OC = g.G = g.C;
+    g.OH = (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+    assert_true(g.OH * g.OW <= 5 * 20);
+    fsN_maxpool2d_forward(out, idx, x, &g);
+    for (int64_t n = 0; n < g.N; n++)
+      for (int64_t o = 0; o < g.OH * g.OW; o++) {
+        int64_t oh = o / g.OW, ow = o % g.OW, at = -1;
+        float best = -INFINITY;
+        for (int64_t kh = 0; kh < g.KH; kh++)
+          for (int64_t kw = 0; kw < g.KW; kw++) {
+            int64_t h = oh * g.sh - g.ph + kh * g.dh, w = ow * g.sw - g.pw + kw * g.dw;
+            if (h < 0 || h >= g.H || w < 0 || w >= g.W) continue;
+            float v = x[(n * g.H + h) * g.W + w];
+            if (at < 0 || v > best || (isnan(v) && !isnan(best))) {
+              best = v;
+              at = h * g.W + w;
+            }
+          }
+        int64_t i = n * g.OH * g.OW + o;
+        assert_int_equal(idx[i], at);
+        assert_true(isnan(best) ? isnan(out[i]) : out[i] == best);
+      }
+  }
 }
 
 typedef struct bn_case { bool training, affine; fs_tensor *rm, *rv; } bn_case;
@@ -920,6 +996,8 @@ int main(void) {
     cmocka_unit_test_setup(test_conv_transpose, reset_grad_mode),
     cmocka_unit_test_setup(test_conv_errors, reset_grad_mode),
     cmocka_unit_test_setup(test_pooling, reset_grad_mode),
+    cmocka_unit_test(test_maxpool_ties_nan),
+    cmocka_unit_test(test_conv_chunks),
     cmocka_unit_test_setup(test_batchnorm, reset_grad_mode),
     cmocka_unit_test_setup(test_norms_and_activations, reset_grad_mode),
     cmocka_unit_test_setup(test_class_losses, reset_grad_mode),
