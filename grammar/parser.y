@@ -32,8 +32,11 @@ void fsP_flush_held(fs_parser *P);
     (Cur).start = (N) ? YYRHSLOC(Rhs, 1).start : (Cur).end;    \
   } while (0)
 
-static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...);
-static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, ...);
+static fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids);
+/* A node of n kids (the arguments after n), as an array: through a va_list
+ * a node cost twice the instructions. */
+#define mk(P, k, loc, n, ...) mk_kids((P), (k), FS_OP_NONE, (loc), (n), (fs_node *const[]){__VA_ARGS__})
+#define mk_op(P, k, op, loc, n, ...) mk_kids((P), (k), (op), (loc), (n), (fs_node *const[]){__VA_ARGS__})
 static fs_node *await_pow(fs_parser *P, fs_node *operand, fs_node *exponent, fs_loc loc, fs_loc operand_loc);
 static fs_node *fstring(fs_parser *P, fs_node *raw);
 static fs_node *string_more(fs_parser *P, fs_node *list, fs_node *s);
@@ -934,41 +937,20 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) {
   fsD_add(P->lex.diags, FS_SEV_ERROR, "syntax", P->lex.src, loc, "%s", buf);
 }
 
-static fs_node *mk_va(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, va_list ap) {
-  if (n == 0) {
-    fs_node *x = fsA_new(P->lex.arena, k, loc);
-    x->op = (uint8_t)op;
-    return x;
-  }
+static fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids) {
   /* the kids written straight into the node's array: fsA_push's capacity
    * test per kid was a tenth of the tree's instructions */
-  fs_node *x = fsA_new_kids(P->lex.arena, k, loc, (uint32_t)n);
+  fs_node *x = fsA_new_kids(P->lex.arena, k, loc, n);
   x->op = (uint8_t)op;
   uint32_t depth = 1;
-  for (int i = 0; i < n; i++) {
-    fs_node *kid = va_arg(ap, fs_node *);
+  for (uint32_t i = 0; i < n; i++) {
+    fs_node *kid = kids[i];
     x->kids[i] = kid;
     if (kid && kid->depth >= depth) depth = kid->depth + 1;
   }
-  x->nkids = (uint32_t)n;
+  x->nkids = n;
   x->depth = depth;
   if (depth > FS_MAX_DEPTH) too_deep(P, loc);
-  return x;
-}
-
-static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  fs_node *x = mk_va(P, k, FS_OP_NONE, loc, n, ap);
-  va_end(ap);
-  return x;
-}
-
-static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  fs_node *x = mk_va(P, k, op, loc, n, ap);
-  va_end(ap);
   return x;
 }
 
@@ -986,7 +968,8 @@ static void set_kid(fs_node *x, uint32_t i, fs_node *kid) {
 }
 
 static fs_node *as_block(fs_parser *P, fs_node *stmt) {
-  return mk(P, FS_N_BLOCK, stmt ? stmt->loc : (fs_loc){0, 0}, 1, stmt);
+  fs_loc loc = stmt ? stmt->loc : (fs_loc){0, 0};
+  return mk(P, FS_N_BLOCK, loc, 1, stmt);
 }
 
 /* A line `a; b` is a BLOCK with op 1 until it joins its block. */
