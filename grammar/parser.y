@@ -127,7 +127,7 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %type <fs_node *> patterns pattern_seq pat_items mstar_pattern pattern or_pattern closed_pattern
 %type <fs_node *> attr_chain literal_pattern signed_number cls_args cls_arg map_items map_item
 %type <fs_node *> star_testlist star_items star_item targetlist target_items target_item
-%type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comp_chain
+%type <fs_node *> namedexpr_test test test_op lambdef or_test and_test not_test comp_chain
 %type <fs_node *> or_expr not_op and_op or_op primary
 %type <fs_node *> star_expr strings string_list string yield_expr field_expr
 %type <fs_node *> args arg_list arg subscripts subscript_items subscript opt_test
@@ -633,7 +633,8 @@ block
  * are one); a TUPLE tagged with ival == 1 is still "open": tuple_close
  * closes it. */
 star_testlist
-  : test
+  : or_expr
+  | test_op
   | star_expr
   | star_items
   | test ','                       { $$ = tuple_trailing(P, $1, @$); }
@@ -695,7 +696,14 @@ namedexpr_test
  * reduction: comparison is no level of its own. */
 test
   : or_expr
-  | comp_chain
+  | test_op
+  ;
+
+/* test's forms but the plain or_expr: an expression statement's or a call
+ * argument's or_expr goes straight to star_testlist or arg, one reduction
+ * where test in between made two. */
+test_op
+  : comp_chain
   | not_op
   | and_op
   | or_op
