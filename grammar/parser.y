@@ -814,7 +814,9 @@ primary
   /* the other atoms (primary's operands, without a reduction of their own) */
   | INT
   | FLOAT
-  | strings
+  | STRING
+  | FSTRING                        { $$ = fstring(P, $1); }
+  | string_list                    { $$ = strings_done(P, $1); }
   | ELLIPSIS                       { $$ = NEW(FS_N_ELLIPSIS, @$); }
   | TRUE                           { $$ = NEW(FS_N_TRUE, @$); }
   | FALSE                          { $$ = NEW(FS_N_FALSE, @$); }
@@ -893,13 +895,17 @@ yield_expr
   ;
 
 /* Adjacent literals gather in a list (an FSTR with op 1) and join once:
- * a file of thousands of them must not copy the growing string each time. */
+ * a file of thousands of them must not copy the growing string each time.
+ * A lone literal, most of them, is a primary of its own (see there), not a
+ * string_list of one, which cost it three more reductions. */
 strings
-  : string_list                    { $$ = strings_done(P, $1); }
+  : string
+  | string_list                    { $$ = strings_done(P, $1); }
   ;
 
+/* two literals or more */
 string_list
-  : string
+  : string string                  { $$ = string_more(P, $1, $2); $$->loc.end = @2.end; }
   | string_list string             { $$ = string_more(P, $1, $2); $$->loc.end = @2.end; }
   ;
 
