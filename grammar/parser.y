@@ -153,8 +153,13 @@ stmts
   | stmts INDENT block DEDENT { $$ = $1; stray_block(P, $$, $3, @2); }
   ;
 
+/* simple_stmt's forms spelt out: a line of a block goes to stmt in one
+ * reduction (simple_stmt is a one-line suite's). */
 stmt
-  : simple_stmt
+  : small_stmt NEWLINE
+  | small_stmt ';' NEWLINE
+  | small_stmts NEWLINE
+  | small_stmts ';' NEWLINE
   | compound_stmt
   | error NEWLINE          { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); yyerrok; }
   ;
