@@ -57,6 +57,7 @@ static void check_target(fs_parser *P, const fs_node *t);
 static void check_del(fs_parser *P, const fs_node *t);
 static fs_node *named(fs_parser *P, fs_node *block, fs_node *target);
 static fs_node *compare(fs_parser *P, fs_node *chain, fs_op op, fs_node *x, fs_loc loc);
+static fs_node *assignment(fs_parser *P, fs_node *target, fs_node *value, fs_loc loc);
 static fs_node *chain_assign(fs_parser *P, fs_node *assign, fs_node *value, fs_loc loc);
 static fs_node *annassign(fs_parser *P, fs_node *target, fs_node *annotation, fs_node *value, fs_loc loc);
 static fs_node *augassign(fs_parser *P, fs_op op, fs_node *target, fs_node *value, fs_loc loc);
@@ -185,7 +186,8 @@ small_stmt
   | star_testlist ':' test         { $$ = annassign(P, $1, $3, NULL, @$); }
   | star_testlist ':' test '=' rhs { $$ = annassign(P, $1, $3, $5, @$); }
   | star_testlist augop rhs        { $$ = augassign(P, $2, $1, $3, @$); }
-  | assign
+  | star_testlist '=' rhs          { $$ = assignment(P, $1, $3, @$); }
+  | assign '=' rhs                 { $$ = chain_assign(P, $1, $3, @$); }
   | DEL targetlist           { check_del(P, $2); $$ = mk(P, FS_N_DEL, @$, 1, tuple_close($2));
                                if ($2->kind == FS_N_TUPLE && $2->loc.start == @2.start && $2->loc.end == @2.end) {
                                  $$->kids = $2->kids; $$->nkids = $2->nkids; $$->kids_cap = $2->kids_cap; } }
@@ -209,8 +211,10 @@ small_stmt
   | TYPE NAME type_params_opt '=' test          { $$ = mk(P, FS_N_TYPEALIAS, @$, 3, $2, $3, $5); }
   ;
 
+/* An assignment with another `=` after it (`a = b = v`). small_stmt spells
+ * out the last one's forms, so that a plain assignment reduces once. */
 assign
-  : star_testlist '=' rhs          { check_target(P, $1); $$ = mk(P, FS_N_ASSIGN, @$, 2, tuple_close($1), $3); }
+  : star_testlist '=' rhs          { $$ = assignment(P, $1, $3, @$); }
   | assign '=' rhs                 { $$ = chain_assign(P, $1, $3, @$); }
   ;
 
@@ -1121,6 +1125,11 @@ static void check_targets(fs_parser *P, const fs_node *t, int del) {
 
 static void check_target(fs_parser *P, const fs_node *t) { check_targets(P, t, 0); }
 static void check_del(fs_parser *P, const fs_node *t) { check_targets(P, t, 1); }
+
+static fs_node *assignment(fs_parser *P, fs_node *target, fs_node *value, fs_loc loc) {
+  check_target(P, target);
+  return mk(P, FS_N_ASSIGN, loc, 2, tuple_close(target), value);
+}
 
 static fs_node *chain_assign(fs_parser *P, fs_node *assign, fs_node *value, fs_loc loc) {
   fs_node *target = assign->kids[1];
