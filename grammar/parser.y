@@ -683,13 +683,21 @@ star_expr
   : '*' or_expr                    { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   ;
 
-/* namedexpr_test's forms spelt out: most arguments are a test, and go to
- * arg in one reduction. Before namedexpr_test, so that where a test may
+/* A plain argument, a test, is an item here without a reduction to arg. */
+arg_list
+  : test                           { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
+  | arg                            { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
+  | arg_list ',' test              { $$ = $1; PUSH($$, $3); }
+  | arg_list ',' arg               { $$ = $1; PUSH($$, $3); }
+  ;
+
+/* The other arguments (a plain test is an arg_list item of its own).
+ * arg_list and arg come before namedexpr_test, so that where a test may
  * end either, reducing it to an argument is the state's default (what a
- * syntax error there reports expecting: a ')'). */
+ * syntax error there reports expecting: a ')'): bison breaks a tie
+ * between two reductions by the rules' order. */
 arg
-  : test
-  | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
+  : NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
   | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
   | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
   | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
@@ -856,11 +864,6 @@ args
   : %empty                         { $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
   | arg_list
   | arg_list ','
-  ;
-
-arg_list
-  : arg                            { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
-  | arg_list ',' arg               { $$ = $1; PUSH($$, $3); }
   ;
 
 subscripts
