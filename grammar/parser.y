@@ -32,7 +32,7 @@ void fsP_flush_held(fs_parser *P);
     (Cur).start = (N) ? YYRHSLOC(Rhs, 1).start : (Cur).end;    \
   } while (0)
 
-static fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids);
+static inline fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids);
 /* A node of n kids (the arguments after n), as an array: through a va_list
  * a node cost twice the instructions. */
 #define mk(P, k, loc, n, ...) mk_kids((P), (k), FS_OP_NONE, (loc), (n), (fs_node *const[]){__VA_ARGS__})
@@ -963,7 +963,7 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) {
   fsD_add(P->lex.diags, FS_SEV_ERROR, "syntax", P->lex.src, loc, "%s", buf);
 }
 
-static fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids) {
+static inline __attribute__((always_inline)) fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids) {
   /* the kids written straight into the node's array: fsA_push's capacity
    * test per kid was a tenth of the tree's instructions */
   fs_node *x = fsA_new_kids(P->lex.arena, k, loc, n);
