@@ -32,8 +32,11 @@ void fsP_flush_held(fs_parser *P);
     (Cur).start = (N) ? YYRHSLOC(Rhs, 1).start : (Cur).end;    \
   } while (0)
 
-static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...);
-static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, ...);
+static inline fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids);
+/* A node of n kids (the arguments after n), as an array: through a va_list
+ * a node cost twice the instructions. */
+#define mk(P, k, loc, n, ...) mk_kids((P), (k), FS_OP_NONE, (loc), (n), (fs_node *const[]){__VA_ARGS__})
+#define mk_op(P, k, op, loc, n, ...) mk_kids((P), (k), (op), (loc), (n), (fs_node *const[]){__VA_ARGS__})
 static fs_node *await_pow(fs_parser *P, fs_node *operand, fs_node *exponent, fs_loc loc, fs_loc operand_loc);
 static fs_node *fstring(fs_parser *P, fs_node *raw);
 static fs_node *string_more(fs_parser *P, fs_node *list, fs_node *s);
@@ -54,6 +57,7 @@ static void check_target(fs_parser *P, const fs_node *t);
 static void check_del(fs_parser *P, const fs_node *t);
 static fs_node *named(fs_parser *P, fs_node *block, fs_node *target);
 static fs_node *compare(fs_parser *P, fs_node *chain, fs_op op, fs_node *x, fs_loc loc);
+static fs_node *assignment(fs_parser *P, fs_node *target, fs_node *value, fs_loc loc);
 static fs_node *chain_assign(fs_parser *P, fs_node *assign, fs_node *value, fs_loc loc);
 static fs_node *annassign(fs_parser *P, fs_node *target, fs_node *annotation, fs_node *value, fs_loc loc);
 static fs_node *augassign(fs_parser *P, fs_op op, fs_node *target, fs_node *value, fs_loc loc);
@@ -124,7 +128,7 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %type <fs_node *> patterns pattern_seq pat_items mstar_pattern pattern or_pattern closed_pattern
 %type <fs_node *> attr_chain literal_pattern signed_number cls_args cls_arg map_items map_item
 %type <fs_node *> star_testlist star_items star_item targetlist target_items target_item
-%type <fs_node *> namedexpr_test test lambdef or_test and_test not_test comp_chain
+%type <fs_node *> namedexpr_test test test_op lambdef or_test and_test not_test comp_chain
 %type <fs_node *> or_expr not_op and_op or_op primary
 %type <fs_node *> star_expr strings string_list string yield_expr field_expr
 %type <fs_node *> args arg_list arg subscripts subscript_items subscript opt_test
@@ -150,8 +154,13 @@ stmts
   | stmts INDENT block DEDENT { $$ = $1; stray_block(P, $$, $3, @2); }
   ;
 
+/* simple_stmt's forms spelt out: a line of a block goes to stmt in one
+ * reduction (simple_stmt is a one-line suite's). */
 stmt
-  : simple_stmt
+  : small_stmt NEWLINE
+  | small_stmt ';' NEWLINE
+  | small_stmts NEWLINE
+  | small_stmts ';' NEWLINE
   | compound_stmt
   | error NEWLINE          { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); yyerrok; }
   ;
@@ -177,7 +186,8 @@ small_stmt
   | star_testlist ':' test         { $$ = annassign(P, $1, $3, NULL, @$); }
   | star_testlist ':' test '=' rhs { $$ = annassign(P, $1, $3, $5, @$); }
   | star_testlist augop rhs        { $$ = augassign(P, $2, $1, $3, @$); }
-  | assign
+  | star_testlist '=' rhs          { $$ = assignment(P, $1, $3, @$); }
+  | assign '=' rhs                 { $$ = chain_assign(P, $1, $3, @$); }
   | DEL targetlist           { check_del(P, $2); $$ = mk(P, FS_N_DEL, @$, 1, tuple_close($2));
                                if ($2->kind == FS_N_TUPLE && $2->loc.start == @2.start && $2->loc.end == @2.end) {
                                  $$->kids = $2->kids; $$->nkids = $2->nkids; $$->kids_cap = $2->kids_cap; } }
@@ -201,8 +211,10 @@ small_stmt
   | TYPE NAME type_params_opt '=' test          { $$ = mk(P, FS_N_TYPEALIAS, @$, 3, $2, $3, $5); }
   ;
 
+/* An assignment with another `=` after it (`a = b = v`). small_stmt spells
+ * out the last one's forms, so that a plain assignment reduces once. */
 assign
-  : star_testlist '=' rhs          { check_target(P, $1); $$ = mk(P, FS_N_ASSIGN, @$, 2, tuple_close($1), $3); }
+  : star_testlist '=' rhs          { $$ = assignment(P, $1, $3, @$); }
   | assign '=' rhs                 { $$ = chain_assign(P, $1, $3, @$); }
   ;
 
@@ -630,7 +642,8 @@ block
  * are one); a TUPLE tagged with ival == 1 is still "open": tuple_close
  * closes it. */
 star_testlist
-  : test
+  : or_expr
+  | test_op
   | star_expr
   | star_items
   | test ','                       { $$ = tuple_trailing(P, $1, @$); }
@@ -670,13 +683,21 @@ star_expr
   : '*' or_expr                    { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   ;
 
-/* namedexpr_test's forms spelt out: most arguments are a test, and go to
- * arg in one reduction. Before namedexpr_test, so that where a test may
+/* A plain argument, a test, is an item here without a reduction to arg. */
+arg_list
+  : test                           { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
+  | arg                            { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
+  | arg_list ',' test              { $$ = $1; PUSH($$, $3); }
+  | arg_list ',' arg               { $$ = $1; PUSH($$, $3); }
+  ;
+
+/* The other arguments (a plain test is an arg_list item of its own).
+ * arg_list and arg come before namedexpr_test, so that where a test may
  * end either, reducing it to an argument is the state's default (what a
- * syntax error there reports expecting: a ')'). */
+ * syntax error there reports expecting: a ')'): bison breaks a tie
+ * between two reductions by the rules' order. */
 arg
-  : test
-  | NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
+  : NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
   | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
   | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
   | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
@@ -692,7 +713,14 @@ namedexpr_test
  * reduction: comparison is no level of its own. */
 test
   : or_expr
-  | comp_chain
+  | test_op
+  ;
+
+/* test's forms but the plain or_expr: an expression statement's or a call
+ * argument's or_expr goes straight to star_testlist or arg, one reduction
+ * where test in between made two. */
+test_op
+  : comp_chain
   | not_op
   | and_op
   | or_op
@@ -803,7 +831,9 @@ primary
   /* the other atoms (primary's operands, without a reduction of their own) */
   | INT
   | FLOAT
-  | strings
+  | STRING
+  | FSTRING                        { $$ = fstring(P, $1); }
+  | string_list                    { $$ = strings_done(P, $1); }
   | ELLIPSIS                       { $$ = NEW(FS_N_ELLIPSIS, @$); }
   | TRUE                           { $$ = NEW(FS_N_TRUE, @$); }
   | FALSE                          { $$ = NEW(FS_N_FALSE, @$); }
@@ -834,11 +864,6 @@ args
   : %empty                         { $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
   | arg_list
   | arg_list ','
-  ;
-
-arg_list
-  : arg                            { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
-  | arg_list ',' arg               { $$ = $1; PUSH($$, $3); }
   ;
 
 subscripts
@@ -882,13 +907,17 @@ yield_expr
   ;
 
 /* Adjacent literals gather in a list (an FSTR with op 1) and join once:
- * a file of thousands of them must not copy the growing string each time. */
+ * a file of thousands of them must not copy the growing string each time.
+ * A lone literal, most of them, is a primary of its own (see there), not a
+ * string_list of one, which cost it three more reductions. */
 strings
-  : string_list                    { $$ = strings_done(P, $1); }
+  : string
+  | string_list                    { $$ = strings_done(P, $1); }
   ;
 
+/* two literals or more */
 string_list
-  : string
+  : string string                  { $$ = string_more(P, $1, $2); $$->loc.end = @2.end; }
   | string_list string             { $$ = string_more(P, $1, $2); $$->loc.end = @2.end; }
   ;
 
@@ -934,41 +963,20 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) {
   fsD_add(P->lex.diags, FS_SEV_ERROR, "syntax", P->lex.src, loc, "%s", buf);
 }
 
-static fs_node *mk_va(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, va_list ap) {
-  if (n == 0) {
-    fs_node *x = fsA_new(P->lex.arena, k, loc);
-    x->op = (uint8_t)op;
-    return x;
-  }
+static inline __attribute__((always_inline)) fs_node *mk_kids(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, uint32_t n, fs_node *const *kids) {
   /* the kids written straight into the node's array: fsA_push's capacity
    * test per kid was a tenth of the tree's instructions */
-  fs_node *x = fsA_new_kids(P->lex.arena, k, loc, (uint32_t)n);
+  fs_node *x = fsA_new_kids(P->lex.arena, k, loc, n);
   x->op = (uint8_t)op;
   uint32_t depth = 1;
-  for (int i = 0; i < n; i++) {
-    fs_node *kid = va_arg(ap, fs_node *);
+  for (uint32_t i = 0; i < n; i++) {
+    fs_node *kid = kids[i];
     x->kids[i] = kid;
     if (kid && kid->depth >= depth) depth = kid->depth + 1;
   }
-  x->nkids = (uint32_t)n;
+  x->nkids = n;
   x->depth = depth;
   if (depth > FS_MAX_DEPTH) too_deep(P, loc);
-  return x;
-}
-
-static fs_node *mk(fs_parser *P, fs_node_kind k, fs_loc loc, int n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  fs_node *x = mk_va(P, k, FS_OP_NONE, loc, n, ap);
-  va_end(ap);
-  return x;
-}
-
-static fs_node *mk_op(fs_parser *P, fs_node_kind k, fs_op op, fs_loc loc, int n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  fs_node *x = mk_va(P, k, op, loc, n, ap);
-  va_end(ap);
   return x;
 }
 
@@ -986,7 +994,8 @@ static void set_kid(fs_node *x, uint32_t i, fs_node *kid) {
 }
 
 static fs_node *as_block(fs_parser *P, fs_node *stmt) {
-  return mk(P, FS_N_BLOCK, stmt ? stmt->loc : (fs_loc){0, 0}, 1, stmt);
+  fs_loc loc = stmt ? stmt->loc : (fs_loc){0, 0};
+  return mk(P, FS_N_BLOCK, loc, 1, stmt);
 }
 
 /* A line `a; b` is a BLOCK with op 1 until it joins its block. */
@@ -1119,6 +1128,11 @@ static void check_targets(fs_parser *P, const fs_node *t, int del) {
 
 static void check_target(fs_parser *P, const fs_node *t) { check_targets(P, t, 0); }
 static void check_del(fs_parser *P, const fs_node *t) { check_targets(P, t, 1); }
+
+static fs_node *assignment(fs_parser *P, fs_node *target, fs_node *value, fs_loc loc) {
+  check_target(P, target);
+  return mk(P, FS_N_ASSIGN, loc, 2, tuple_close(target), value);
+}
 
 static fs_node *chain_assign(fs_parser *P, fs_node *assign, fs_node *value, fs_loc loc) {
   fs_node *target = assign->kids[1];

@@ -711,8 +711,9 @@ static const char *display_type(C *c, const cv *v) {
 static int has_members(const char *t) {
   static const char *const types[] = {"Fabric", "Module", "Optimizer", "Tensor", "DataLoader",
                                       "Dataset", "list", "dict", "str"};
-  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-    if (t && !strcmp(t, types[i])) return 1;
+  if (!t) return 0;
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) /* the first byte first: a strcmp a row was 1.5% of a big check */
+    if (t[0] == types[i][0] && !strcmp(t, types[i])) return 1;
   return 0;
 }
 

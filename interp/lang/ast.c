@@ -258,8 +258,7 @@ typedef struct fs_tree { fs_node root; fs_arena *arena; } fs_tree;
 void fsA_reserve(fs_arena *a, fs_node *parent, uint32_t n) {
   uint32_t cap = parent->kids_cap ? 1u << (parent->kids_cap - 1) : 0;
   if (n <= cap) return;
-  uint8_t log2 = 0;
-  while ((1u << log2) < n) log2++;
+  uint8_t log2 = n <= 1 ? 0 : (uint8_t)(32 - __builtin_clz(n - 1)); /* the least with n <= 1 << log2 */
   fs_node **kids = fsA_alloc(a, ((size_t)1 << log2) * sizeof *kids);
   if (parent->nkids) memcpy(kids, parent->kids, parent->nkids * sizeof *kids);
   parent->kids = kids;
