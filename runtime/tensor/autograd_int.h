@@ -116,4 +116,20 @@ typedef struct fsG_low {
 bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins);
 fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
 
+/* ---- float64 (f64.c) ----
+ * An op with a double path starts with
+ *   if (fsG64_any(n, ins)) return fsG64_op(...);
+ * the others meet float64 inputs in fsG_low_begin, which refuses them. */
+bool fsG64_any(int n, fs_tensor *const *ins);
+/* t's float64 gradient buffer (as fsG_grad_buf). */
+int fsG64_grad_buf(fs_tensor *t, double **g);
+/* x.grad += g, g converted to x's gradient's type (a cast's backward). */
+int fsG64_add_grad(fs_tensor *x, const fs_tensor *g);
+fs_tensor *fsG64_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b);
+fs_tensor *fsG64_act(fsN_act act, fs_tensor *x);
+fs_tensor *fsG64_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
+fs_tensor *fsG64_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool scalar_first);
+fs_tensor *fsG64_reduce(fs_tensor *x, bool mean);
+fs_tensor *fsG64_cross_entropy(fs_tensor *logits, fs_tensor *targets);
+
 #endif

@@ -89,6 +89,7 @@ int fsG_store_low_grads(void) {
  * in x's own dtype. */
 static int cast_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
+  if (x->dtype == FS_F64 || out->dtype == FS_F64) return fsG64_add_grad(x, out->grad);
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   if (!dx) return 0;
@@ -100,7 +101,7 @@ fs_tensor *fsG_cast(fs_tensor *x, fs_dtype dt) {
   if (x->dtype == dt) return fsT_retain(x);
   if (!fsG_check_inputs("to", 1, &x)) return NULL;
   fs_tensor *out = fsT_to_dtype(x, dt);
-  if (!out || !fsT_is_float(dt) || !fsT_is_float(x->dtype)) return out;
+  if (!out || !fsT_is_floating(dt) || !fsT_is_floating(x->dtype)) return out;
   return fsG_record(out, cast_bw, 1, &x, NULL, NULL, 0, 0);
 }
 
@@ -153,6 +154,12 @@ static fs_dtype promoted(int n, fs_tensor *const *ins) {
 
 bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
   *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
+  if (fsG64_any(n, ins)) { /* the ops with a double path never get here (f64.c) */
+    fsT_seterr("this operation has no float64 path in this runtime (float64 runs linear, activations, "
+               "elementwise arithmetic, sum/mean, cross_entropy, reshape and casts; convert with .float() first)");
+    L->failed = true;
+    return true;
+  }
   bool any_low = false;
   for (int i = 0; i < n; i++) any_low |= ins[i] && fsT_is_low(ins[i]->dtype);
   fs_dtype ac = autocast_dtype;

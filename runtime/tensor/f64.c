@@ -1,0 +1,367 @@
+/* f64.c -- float64 on the tape: the double path of the ops a float64
+ * training step uses (precision="64-true": Fabric's DoublePrecision makes
+ * parameters, inputs and the forward's tensors torch.float64).
+ *
+ * Invariant: a float64 tensor is only computed on here, in double, on the
+ * cpu; its gradient is a float64 tensor (fsG64_grad_buf), as torch's .grad
+ * has the parameter's dtype.  The ops with a double path (linear,
+ * activations, elementwise arithmetic with a same-shape or one-element
+ * operand, sum/mean, cross_entropy, reshape and the cast) dispatch here at
+ * their entry point (fsG64_any); every other op meets float64 inputs in
+ * fsG_low_begin (precision.c), which refuses them with an error naming the
+ * dtype, so no float32 kernel ever reads double storage.  Formulas are
+ * torch 1.13's double kernels'; matrix products are OpenBLAS's dgemm. */
+#include "autograd.h"
+#include "autograd_int.h"
+#include "blas.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool fsG64_any(int n, fs_tensor *const *ins) {
+  for (int i = 0; i < n; i++)
+    if (ins[i] && ins[i]->dtype == FS_F64) return true;
+  return false;
+}
+
+/* The inputs present hold data on the cpu (one device): the double path
+ * has no device kernels.  false + fsT_error otherwise. */
+static bool on_cpu(const char *op, int n, fs_tensor *const *ins) {
+  if (!fsG_check_inputs(op, n, ins)) return false;
+  for (int i = 0; i < n; i++)
+    if (ins[i] && ins[i]->device != FS_DEV_CPU) {
+      fsT_seterr("%s: float64 tensors compute on the cpu only (this runtime has no float64 kernels for %s)", op,
+                 fsT_device_name(ins[i]->device));
+      return false;
+    }
+  return true;
+}
+
+static fs_tensor *new64(int rank, const int64_t *shape) { return fsT_new(FS_F64, FS_DEV_CPU, rank, shape); }
+
+int fsG64_grad_buf(fs_tensor *t, double **g) {
+  *g = NULL;
+  if (!t || !t->requires_grad) return 0;
+  if (!t->grad && !(t->grad = fsT_zeros(FS_F64, t->device, t->rank, t->shape))) return -1;
+  if (t->grad->dtype != FS_F64 && fsT_set_dtype(t->grad, FS_F64) < 0) return -1;
+  *g = fsT_f64(t->grad);
+  return 0;
+}
+
+int fsG64_add_grad(fs_tensor *x, const fs_tensor *g) {
+  if (!x->requires_grad) return 0;
+  if (x->dtype != FS_F64) { /* a float32 input of a cast to float64 */
+    float *dx;
+    if (fsG_grad_buf(x, &dx)) return -1;
+    fs_tensor *hg = fsT_to_device((fs_tensor *)g, FS_DEV_CPU), *g32 = hg ? fsT_to_dtype(hg, FS_F32) : NULL;
+    fs_tensor *dg = g32 ? fsT_to_device(g32, x->device) : NULL;
+    int rc = dg ? 0 : -1;
+    if (dg) fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(dg), dx);
+    fsT_release(hg);
+    fsT_release(g32);
+    fsT_release(dg);
+    return rc < 0 ? rc : fsG_round_grad(x);
+  }
+  double *dx;
+  if (fsG64_grad_buf(x, &dx)) return -1;
+  fs_tensor *g64 = fsT_to_dtype((fs_tensor *)g, FS_F64);
+  if (!g64) return -1;
+  const double *gv = fsT_f64(g64);
+  for (int64_t i = 0; i < x->numel; i++) dx[i] += gv[i];
+  fsT_release(g64);
+  return 0;
+}
+
+/* Element 0 of an output gradient, as a double. */
+static int grad_item(const fs_tensor *out, double *g) { return fsG_item(out->grad, g); }
+
+static int64_t rows_of(const fs_tensor *t) {
+  return t->rank ? t->numel / (t->shape[t->rank - 1] ? t->shape[t->rank - 1] : 1) : 1;
+}
+
+/* x converted to float64 on the tape (a float input's gradient flows back
+ * through the cast), or a new reference to x when it is float64 already. */
+static fs_tensor *as64(fs_tensor *x) { return x ? fsG_cast(x, FS_F64) : NULL; }
+
+/* ---- linear: out = x W^T + b ---- */
+
+static int linear64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+  double *dx, *dW, *db;
+  if (fsG64_grad_buf(x, &dx) || fsG64_grad_buf(W, &dW) || fsG64_grad_buf(b, &db)) return -1;
+  int64_t R = rows_of(x), C = W->shape[1], O = W->shape[0];
+  const double *g = fsT_f64(out->grad);
+  if (dx && fsB_dgemm(false, false, R, C, O, 1.0, g, O, fsT_f64(W), C, 1.0, dx, C) < 0) return -1;
+  if (dW && fsB_dgemm(true, false, O, C, R, 1.0, g, O, fsT_f64(x), C, 1.0, dW, C) < 0) return -1;
+  for (int64_t r = 0; db && r < R; r++)
+    for (int64_t o = 0; o < O; o++) db[o] += g[r * O + o];
+  return 0;
+}
+
+fs_tensor *fsG64_linear(fs_tensor *x0, fs_tensor *W0, fs_tensor *b0) {
+  fs_tensor *x = as64(x0), *W = x ? as64(W0) : NULL, *b = W && b0 ? as64(b0) : NULL, *out = NULL;
+  fs_tensor *ins[3] = {x, W, b};
+  if (!W || (b0 && !b) || !on_cpu("linear", 3, ins)) goto done;
+  int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
+  if (x->rank == 0 || W->rank != 2 || C != W->shape[1]) {
+    fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(x),
+               (long long)C, (long long)(W->rank == 2 ? W->shape[1] : W->numel), (long long)W->shape[0]);
+    goto done;
+  }
+  int64_t shape[FS_MAX_RANK], R = rows_of(x), O = W->shape[0];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[x->rank - 1] = O;
+  if (!(out = new64(x->rank, shape))) goto done;
+  double *y = fsT_f64(out);
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t o = 0; o < O; o++) y[r * O + o] = b ? fsT_f64(b)[o] : 0.0;
+  if (fsB_dgemm(false, true, R, O, C, 1.0, fsT_f64(x), C, fsT_f64(W), C, b ? 1.0 : 0.0, y, O) < 0) {
+    fsT_release(out);
+    out = NULL;
+    goto done;
+  }
+  out = fsG_record(out, linear64_bw, 3, ins, NULL, NULL, 0, 0);
+done:
+  fsT_release(x);
+  fsT_release(W);
+  fsT_release(b);
+  return out;
+}
+
+/* ---- activations (nn.h's fsN_act) ---- */
+
+/* C11's math.h has no M_ constants: 1/sqrt(2) and sqrt(2/pi) */
+#define SQRT1_2 0.70710678118654752440
+#define SQRT_2_PI 0.79788456080286535588
+
+static double act1(fsN_act act, double x) {
+  switch (act) {
+  case FSN_RELU: return x > 0 ? x : 0;
+  case FSN_GELU: return 0.5 * x * (1 + erf(x * SQRT1_2));
+  case FSN_GELU_TANH: return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)));
+  case FSN_TANH: return tanh(x);
+  case FSN_SIGMOID: return 1 / (1 + exp(-x));
+  case FSN_SILU: return x / (1 + exp(-x));
+  }
+  return x;
+}
+
+/* d act / dx at x */
+static double act_grad(fsN_act act, double x) {
+  switch (act) {
+  case FSN_RELU: return x > 0 ? 1 : 0;
+  case FSN_GELU: return 0.5 * (1 + erf(x * SQRT1_2)) + x * exp(-0.5 * x * x) * SQRT_2_PI * 0.5;
+  case FSN_GELU_TANH: {
+    double k = SQRT_2_PI, u = k * (x + 0.044715 * x * x * x), t = tanh(u);
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+  }
+  case FSN_TANH: {
+    double t = tanh(x);
+    return 1 - t * t;
+  }
+  case FSN_SIGMOID: {
+    double s = 1 / (1 + exp(-x));
+    return s * (1 - s);
+  }
+  case FSN_SILU: {
+    double s = 1 / (1 + exp(-x));
+    return s * (1 + x * (1 - s));
+  }
+  }
+  return 1;
+}
+
+static int act64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG64_grad_buf(x, &dx)) return -1;
+  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x);
+  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * act_grad((fsN_act)n->k, xv[i]);
+  return 0;
+}
+
+fs_tensor *fsG64_act(fsN_act act, fs_tensor *x) {
+  if (!on_cpu("activation", 1, &x)) return NULL;
+  fs_tensor *out = new64(x->rank, x->shape);
+  if (!out) return NULL;
+  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = act1(act, fsT_f64(x)[i]);
+  return fsG_record(out, act64_bw, 1, &x, NULL, NULL, 0, act);
+}
+
+/* ---- arithmetic: a op b with equal shapes or a one-element side ---- */
+
+/* d(a op b) into one side's gradient: g_i * factor_i summed when the side
+ * is a broadcast one-element operand. */
+static void accumulate(double *d, const fs_tensor *side, int64_t n, const double *g, const double *f, size_t sf,
+                       double sign) {
+  if (side->numel == n)
+    for (int64_t i = 0; i < n; i++) d[i] += sign * g[i] * (f ? f[i * sf] : 1.0);
+  else {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += g[i] * (f ? f[i * sf] : 1.0);
+    d[0] += sign * s;
+  }
+}
+
+static int binary64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *a = n->in[0], *b = n->in[1];
+  double *da, *db;
+  if (fsG64_grad_buf(a, &da) || fsG64_grad_buf(b, &db)) return -1;
+  int64_t N = out->numel;
+  size_t sa = a->numel == N, sb = b->numel == N;
+  const double *g = fsT_f64(out->grad), *av = fsT_f64(a), *bv = fsT_f64(b);
+  switch ((fsB_binop)n->k) {
+  case FSB_ADD:
+  case FSB_SUB:
+    if (da) accumulate(da, a, N, g, NULL, 0, 1);
+    if (db) accumulate(db, b, N, g, NULL, 0, n->k == FSB_SUB ? -1 : 1);
+    return 0;
+  case FSB_MUL:
+    if (da) accumulate(da, a, N, g, bv, sb, 1);
+    if (db) accumulate(db, b, N, g, av, sa, 1);
+    return 0;
+  case FSB_DIV: { /* da = g / b, db = -g a / b^2 */
+    double *q = malloc((size_t)N * sizeof *q + 1);
+    if (!q) {
+      fsT_seterr("out of memory");
+      return -1;
+    }
+    for (int64_t i = 0; i < N; i++) q[i] = g[i] / bv[i * sb];
+    if (da) accumulate(da, a, N, q, NULL, 0, 1);
+    if (db) accumulate(db, b, N, q, fsT_f64(out), 1, -1);
+    free(q);
+    return 0;
+  }
+  }
+  return 0;
+}
+
+/* The type torch's promotion gives a op b when one side is float64: a side
+ * with dims decides over a 0-dim one among float types; otherwise float64. */
+static fs_dtype promoted64(const fs_tensor *a, const fs_tensor *b) {
+  const fs_tensor *other = a->dtype == FS_F64 ? b : a, *f64 = a->dtype == FS_F64 ? a : b;
+  if (other->dtype != FS_F64 && fsT_is_float(other->dtype) && other->rank && !f64->rank) return other->dtype;
+  return FS_F64;
+}
+
+fs_tensor *fsG64_binary(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
+  fs_dtype to = promoted64(a0, b0);
+  if (to != FS_F64) { /* a float64 0-dim tensor with a float tensor: the float's type */
+    fs_tensor *a = fsG_cast(a0, to), *b = a ? fsG_cast(b0, to) : NULL;
+    fs_tensor *out = b ? fsG_binary(op, a, b) : NULL;
+    fsT_release(a);
+    fsT_release(b);
+    return out;
+  }
+  fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
+  fs_tensor *ins[2] = {a, b};
+  if (!b || !on_cpu("arithmetic", 2, ins)) goto done;
+  const fs_tensor *shape = fsT_same_shape(a, b) || (b->numel == 1 && b->rank <= a->rank) ? a
+                         : a->numel == 1 && a->rank <= b->rank ? b : NULL;
+  if (!shape) {
+    char sa[96], sb[96];
+    fsT_seterr("arithmetic on float64 tensors %s and %s: the float64 path broadcasts only a one-element operand",
+               fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
+    goto done;
+  }
+  if (!(out = new64(shape->rank, shape->shape))) goto done;
+  size_t sa = a->numel == out->numel, sb = b->numel == out->numel;
+  const double *av = fsT_f64(a), *bv = fsT_f64(b);
+  double *y = fsT_f64(out);
+  for (int64_t i = 0; i < out->numel; i++) {
+    double x = av[i * sa], z = bv[i * sb];
+    y[i] = op == FSB_ADD ? x + z : op == FSB_SUB ? x - z : op == FSB_MUL ? x * z : x / z;
+  }
+  out = fsG_record(out, binary64_bw, 2, ins, NULL, NULL, 0, op);
+done:
+  fsT_release(a);
+  fsT_release(b);
+  return out;
+}
+
+fs_tensor *fsG64_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool scalar_first) {
+  fs_tensor *st = fsT_new(FS_F64, FS_DEV_CPU, 0, NULL);
+  if (!st) return NULL;
+  fsT_f64(st)[0] = s; /* a Python float stays a double, as torch's scalar arguments do */
+  fs_tensor *out = scalar_first ? fsG64_binary(op, st, a) : fsG64_binary(op, a, st);
+  fsT_release(st);
+  return out;
+}
+
+/* ---- reductions ---- */
+
+static int sum64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx, g;
+  if (fsG64_grad_buf(x, &dx) || grad_item(out, &g) < 0) return -1;
+  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g * n->s; /* s = 1 for sum, 1/N for mean */
+  return 0;
+}
+
+fs_tensor *fsG64_reduce(fs_tensor *x, bool mean) {
+  if (!on_cpu(mean ? "mean" : "sum", 1, &x)) return NULL;
+  fs_tensor *out = new64(0, NULL);
+  if (!out) return NULL;
+  double s = 0;
+  for (int64_t i = 0; i < x->numel; i++) s += fsT_f64(x)[i];
+  fsT_f64(out)[0] = mean ? s / (double)x->numel : s;
+  return fsG_record(out, sum64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)x->numel : 1.0, 0);
+}
+
+/* ---- cross_entropy: logits [N, C] (or [B, T, C]) with int64 targets, mean ---- */
+
+/* log_softmax of each row into lp (rows x C) */
+static void log_softmax_rows(const double *x, double *lp, int64_t rows, int64_t C) {
+  for (int64_t r = 0; r < rows; r++) {
+    const double *xr = x + r * C;
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
+    for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
+    double lse = m + log(s);
+    for (int64_t c = 0; c < C; c++) lp[r * C + c] = xr[c] - lse;
+  }
+}
+
+static int cross_entropy64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *logits = n->in[0], *targets = n->in[1], *lp = n->saved[0];
+  double *dl, g;
+  if (fsG64_grad_buf(logits, &dl) || grad_item(out, &g) < 0) return -1;
+  int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
+  for (int64_t r = 0; dl && r < R; r++)
+    for (int64_t c = 0; c < C; c++)
+      dl[r * C + c] += g / (double)R * (exp(fsT_f64(lp)[r * C + c]) - (c == fsT_i64(targets)[r]));
+  return 0;
+}
+
+fs_tensor *fsG64_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
+  fs_tensor *ins[2] = {logits, targets};
+  if (!on_cpu("cross_entropy", 2, ins)) return NULL;
+  if (targets->dtype != FS_I64 || logits->rank < 2 || targets->rank != logits->rank - 1 ||
+      memcmp(logits->shape, targets->shape, (size_t)targets->rank * sizeof targets->shape[0])) {
+    char a[96], b[96];
+    fsT_seterr("cross_entropy: float64 logits %s with %s targets %s (expected [N, C] with int64 [N], or [B, T, C] with [B, T])",
+               fsT_shape_str(logits, a, sizeof a), fsT_dtype_name(targets->dtype), fsT_shape_str(targets, b, sizeof b));
+    return NULL;
+  }
+  int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
+  fs_tensor *lp = new64(logits->rank, logits->shape), *out = lp ? new64(0, NULL) : NULL;
+  if (!out) {
+    fsT_release(lp);
+    return NULL;
+  }
+  log_softmax_rows(fsT_f64(logits), fsT_f64(lp), R, C);
+  double s = 0;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t t = fsT_i64(targets)[r];
+    if (t < 0 || t >= C) {
+      fsT_seterr("Target %lld is out of bounds.", (long long)t);
+      fsT_release(lp);
+      fsT_release(out);
+      return NULL;
+    }
+    s -= fsT_f64(lp)[r * C + t];
+  }
+  fsT_f64(out)[0] = s / (double)R;
+  return fsG_record(out, cross_entropy64_bw, 2, ins, lp, NULL, 0, 0);
+}
