@@ -23,7 +23,7 @@
 
 /* Safetensors spelling of the dtypes. */
 static const char *const tags[] = {[FS_F32] = "F32", [FS_BF16] = "BF16", [FS_I64] = "I64", [FS_BOOL] = "BOOL",
-                                   [FS_F16] = "F16"};
+                                   [FS_F16] = "F16", [FS_F64] = "F64"};
 
 static const char *dtype_tag(fs_dtype dt) { return tags[dt]; }
 

@@ -57,7 +57,7 @@ static const char *const allowed_globals[] = {
 /* torch's storage classes: the runtime's dtypes, and the others by name. */
 static const struct { const char *cls, *dtype; int runtime; } storage_types[] = {
   {"Float", "float32", FS_F32}, {"BFloat16", "bfloat16", FS_BF16}, {"Long", "int64", FS_I64},
-  {"Double", "float64", -1}, {"Half", "float16", FS_F16}, {"Int", "int32", -1}, {"Short", "int16", -1},
+  {"Double", "float64", FS_F64}, {"Half", "float16", FS_F16}, {"Int", "int32", -1}, {"Short", "int16", -1},
   {"Char", "int8", -1}, {"Byte", "uint8", -1}, {"Bool", "bool", FS_BOOL}, {"ComplexDouble", "complex128", -1},
   {"ComplexFloat", "complex64", -1}, {"QInt32", "qint32", -1}, {"QInt8", "qint8", -1},
   {"QUInt8", "quint8", -1}, {"QUInt4x2", "quint4x2", -1}, {"QUInt2x4", "quint2x4", -1},

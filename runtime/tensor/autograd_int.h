@@ -131,5 +131,7 @@ fs_tensor *fsG64_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
 fs_tensor *fsG64_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool scalar_first);
 fs_tensor *fsG64_reduce(fs_tensor *x, bool mean);
 fs_tensor *fsG64_cross_entropy(fs_tensor *logits, fs_tensor *targets);
+fs_tensor *fsG64_unary(fsU_unary op, fs_tensor *x, double p0, double p1);
+fs_tensor *fsG64_softmax(fs_tensor *x, int dim, bool log);
 
 #endif

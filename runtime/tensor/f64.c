@@ -6,7 +6,8 @@
  * cpu; its gradient is a float64 tensor (fsG64_grad_buf), as torch's .grad
  * has the parameter's dtype.  The ops with a double path (linear,
  * activations, elementwise arithmetic with a same-shape or one-element
- * operand, sum/mean, cross_entropy, reshape and the cast) dispatch here at
+ * operand, sum/mean, the tensor API's elementwise functions, softmax and
+ * log_softmax, cross_entropy, reshape and the cast) dispatch here at
  * their entry point (fsG64_any); every other op meets float64 inputs in
  * fsG_low_begin (precision.c), which refuses them with an error naming the
  * dtype, so no float32 kernel ever reads double storage.  Formulas are
@@ -364,4 +365,126 @@ fs_tensor *fsG64_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
   }
   fsT_f64(out)[0] = s / (double)R;
   return fsG_record(out, cross_entropy64_bw, 2, ins, lp, NULL, 0, 0);
+}
+
+/* ---- the tensor API's elementwise functions (ops.h's fsU_unary) ---- */
+
+/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
+static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+
+static double unary1(fsU_unary op, double x, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return exp(x);
+  case FSU_LOG: return log(x);
+  case FSU_SQRT: return sqrt(x);
+  case FSU_RSQRT: return 1 / sqrt(x);
+  case FSU_ABS: return fabs(x);
+  case FSU_SIN: return sin(x);
+  case FSU_COS: return cos(x);
+  case FSU_TANH: return tanh(x);
+  case FSU_SIGMOID: return 1 / (1 + exp(-x));
+  case FSU_POW: return pow(x, p0);
+  case FSU_RELU: return x > 0 ? x : 0;
+  case FSU_LEAKY_RELU: return x > 0 ? x : x * p0;
+  case FSU_MISH: return x * tanh(softplus(x));
+  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
+    if (!isnan(p0) && x < p0) x = p0;
+    if (!isnan(p1) && x > p1) x = p1;
+    return x;
+  }
+  return x;
+}
+
+/* d f / d x at x (y = f(x)) */
+static double unary_grad(fsU_unary op, double x, double y, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return y;
+  case FSU_LOG: return 1 / x;
+  case FSU_SQRT: return 1 / (2 * y);
+  case FSU_RSQRT: return -0.5 * y * y * y;
+  case FSU_ABS: return (x > 0) - (x < 0); /* sgn: 0 at 0 */
+  case FSU_SIN: return cos(x);
+  case FSU_COS: return -sin(x);
+  case FSU_TANH: return 1 - y * y;
+  case FSU_SIGMOID: return y * (1 - y);
+  case FSU_POW: return p0 == 0 ? 0 : p0 * pow(x, p0 - 1);
+  case FSU_RELU: return x > 0;
+  case FSU_LEAKY_RELU: return x > 0 ? 1 : p0;
+  case FSU_MISH: {
+    double t = tanh(softplus(x)), s = 1 / (1 + exp(-x));
+    return t + x * (1 - t * t) * s;
+  }
+  case FSU_CLAMP: return (isnan(p0) || x >= p0) && (isnan(p1) || x <= p1);
+  }
+  return 0;
+}
+
+static int unary64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG64_grad_buf(x, &dx)) return -1;
+  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x), *yv = fsT_f64(out);
+  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * unary_grad((fsU_unary)n->k, xv[i], yv[i], n->s, n->s2);
+  return 0;
+}
+
+fs_tensor *fsG64_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  if (!on_cpu("elementwise", 1, &x)) return NULL;
+  fs_tensor *out = new64(x->rank, x->shape);
+  if (!out) return NULL;
+  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = unary1(op, fsT_f64(x)[i], p0, p1);
+  out = fsG_record(out, unary64_bw, 1, &x, NULL, NULL, p0, op);
+  if (out && out->node) out->node->s2 = p1;
+  return out;
+}
+
+/* ---- softmax / log_softmax over one dim: x seen as [O, L, I] ---- */
+
+static int softmax64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG64_grad_buf(x, &dx)) return -1;
+  if (!dx) return 0;
+  int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
+  const double *g = fsT_f64(out->grad), *y = fsT_f64(out);
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      int64_t base = o * L * I + i;
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += n->k ? g[base + l * I] : g[base + l * I] * y[base + l * I];
+      for (int64_t l = 0; l < L; l++) {
+        int64_t at = base + l * I;
+        dx[at] += n->k ? g[at] - exp(y[at]) * s : y[at] * (g[at] - s); /* k: log_softmax */
+      }
+    }
+  return 0;
+}
+
+fs_tensor *fsG64_softmax(fs_tensor *x, int dim, bool log_) {
+  int d;
+  if (!on_cpu(log_ ? "log_softmax" : "softmax", 1, &x) || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I;
+  fsG_split_at(x, d, &O, &L, &I);
+  fs_tensor *out = new64(x->rank, x->shape);
+  if (!out) return NULL;
+  const double *xv = fsT_f64(x);
+  double *y = fsT_f64(out);
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      int64_t base = o * L * I + i;
+      double m = -INFINITY, s = 0;
+      for (int64_t l = 0; l < L; l++) m = xv[base + l * I] > m ? xv[base + l * I] : m;
+      for (int64_t l = 0; l < L; l++) s += exp(xv[base + l * I] - m);
+      for (int64_t l = 0; l < L; l++) {
+        int64_t at = base + l * I;
+        y[at] = log_ ? xv[at] - m - log(s) : exp(xv[at] - m) / s;
+      }
+    }
+  out = fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_);
+  if (out && out->node) {
+    out->node->iv[0] = O;
+    out->node->iv[1] = L;
+    out->node->iv[2] = I;
+  }
+  return out;
 }
