@@ -341,6 +341,7 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
     fsT_seterr("clip_gradients: norm_type %g is not supported (use 2.0 or inf)", norm_type);
     return -1;
   }
+  if (fsO_grads_f64(params, n)) return fsO_clip_norm_f64(params, n, max_norm, inf, total);
   /* per-tensor norms in float, then their norm, as torch.norm(stack(norms)) */
   float acc = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -369,6 +370,7 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
 }
 
 int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip) {
+  if (fsO_grads_f64(params, n)) return fsO_clip_value_f64(params, n, clip);
   for (int64_t i = 0; i < n; i++) {
     if (!params[i]->grad) continue;
     fs_tensor *g = grad_f32(params[i]);

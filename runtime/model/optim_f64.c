@@ -55,3 +55,57 @@ int fsO_update_f64(const fsB_update *u, double *p, const double *g, double *cons
              names[u->kind]);
   return -1;
 }
+
+/* ---- clipping float64 gradients: in double, as torch's clip_grad_norm_ /
+ * clip_grad_value_ compute for double gradients ---- */
+
+bool fsO_grads_f64(fs_tensor *const *params, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (params[i]->grad && params[i]->grad->dtype == FS_F64) return true;
+  return false;
+}
+
+/* p's float64 gradient on the host, or NULL + fsT_error (a gradient of
+ * another type among them: 64-true converts every parameter). */
+static double *grad64(const fs_tensor *p) {
+  if (p->grad->dtype != FS_F64 || p->grad->device != FS_DEV_CPU) {
+    fsT_seterr("clipping: a %s gradient among float64 ones", fsT_dtype_name(p->grad->dtype));
+    return NULL;
+  }
+  return fsT_f64(p->grad);
+}
+
+int fsO_clip_norm_f64(fs_tensor *const *params, int64_t n, double max_norm, bool inf, double *total) {
+  double acc = 0; /* per-tensor norms, then their norm (torch.norm(stack(norms))) */
+  for (int64_t i = 0; i < n; i++) {
+    if (!params[i]->grad) continue;
+    const double *g = grad64(params[i]);
+    if (!g) return -1;
+    double s = 0;
+    for (int64_t k = 0; k < params[i]->numel; k++) {
+      if (inf) s = fabs(g[k]) > s || isnan(g[k]) ? fabs(g[k]) : s;
+      else s += g[k] * g[k];
+    }
+    if (inf) acc = s > acc || isnan(s) ? s : acc;
+    else acc += s;
+  }
+  double tn = inf ? acc : sqrt(acc), coef = max_norm / (tn + 1e-6);
+  if (coef > 1.0) coef = 1.0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!params[i]->grad) continue;
+    double *g = grad64(params[i]);
+    for (int64_t k = 0; k < params[i]->numel; k++) g[k] *= coef;
+  }
+  *total = tn;
+  return 0;
+}
+
+int fsO_clip_value_f64(fs_tensor *const *params, int64_t n, double clip) {
+  for (int64_t i = 0; i < n; i++) {
+    if (!params[i]->grad) continue;
+    double *g = grad64(params[i]);
+    if (!g) return -1;
+    for (int64_t k = 0; k < params[i]->numel; k++) g[k] = g[k] < -clip ? -clip : g[k] > clip ? clip : g[k];
+  }
+  return 0;
+}

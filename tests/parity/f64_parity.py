@@ -14,7 +14,8 @@ each replayed by torch with Lightning's DoublePrecision by hand: the module
          and parameters within 1e-5 relative after 30 steps (measured 1.1e-7
          and 1.1e-6).
   class: a Module class whose forward returns the cross-entropy, trained
-         with SGD (momentum, nesterov, weight decay): every op is float64,
+         with SGD (momentum, nesterov, weight decay) and gradient clipping
+         to norm 0.5: every op is float64,
          so the parameters agree within 1e-10 relative after 40 steps
          (measured 4.9e-16) and the losses (float64, printed after Fabric's
          float32 conversion) within 1e-7 (one float32 rounding; measured 0).
@@ -77,6 +78,7 @@ for step in range(40):
     loss = model(x, y)
     opt.zero_grad()
     fabric.backward(loss)
+    fabric.clip_gradients(model, opt, max_norm=0.5)
     opt.step()
     print(repr(loss.item()))
 fabric.save("{tmp}/class_final.ckpt", {{"model": model}})
@@ -153,6 +155,7 @@ for step in range(40):
     loss = model(x.double(), y).float()
     opt.zero_grad()
     loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
     opt.step()
     want.append(loss.item())
 compare("class", got, want, f"{tmp}/class_final.ckpt", model, 1e-7, 1e-10)
