@@ -34,10 +34,10 @@ const char *fsF_prec_name(fsF_prec p) { return prec_names[p]; }
 
 const char *fsF_precision_unsupported(const fsF_config *cfg) {
   switch (cfg->precision) {
-  case FSF_P64: /* the double path is cpu-only and not distributed (runtime/tensor/f64.c) */
-    if (cfg->accel != FSF_CUDA && cfg->cls == FSF_SINGLE) return NULL;
-    return "precision=\"64-true\" runs on the CPU with one device: this runtime has no float64 kernels on CUDA "
-           "and no float64 collectives; use precision=\"32-true\" there";
+  case FSF_P64: /* the double path is cpu-only (runtime/tensor/f64.c); DDP all-reduces float64 */
+    if (cfg->accel != FSF_CUDA && (cfg->cls == FSF_SINGLE || cfg->cls == FSF_DDP)) return NULL;
+    return "precision=\"64-true\" runs on the CPU, on one device or under DDP: this runtime has no float64 "
+           "kernels on CUDA and does not shard float64 parameters; use precision=\"32-true\" there";
   case FSF_P16_MIXED: /* on CPU it became bf16-mixed (W8) unless sharded */
     if (cfg->accel == FSF_CUDA && cfg->cls != FSF_FSDP && cfg->cls != FSF_DEEPSPEED && cfg->cls != FSF_MP) return NULL;
     return "precision=\"16-mixed\" runs on CUDA with one device or DDP; sharded, it needs a sharded gradient "
@@ -51,7 +51,7 @@ const char *fsF_precision_unsupported(const fsF_config *cfg) {
 
 int fsF_check_precision_runs(const fsF_config *cfg, fsF_issues *iss) {
   const char *why = fsF_precision_unsupported(cfg);
-  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true, 16-true (16-mixed on CUDA, 64-true on one CPU device)",
+  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true, 16-true (16-mixed on CUDA, 64-true on CPU)",
                         "%s", why)
              : 0;
 }

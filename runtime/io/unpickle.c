@@ -225,7 +225,7 @@ static int op_binpersid(unpickler *u) {
   int row = f[1]->kind == FSQ__GLOBAL ? storage_row((size_t)f[1]->u.i) : -1;
   if (row < 0) return fail(u, "a storage's type must be a torch Storage class, not %s", what_is(f[1]));
   if (storage_types[row].runtime < 0)
-    return fail(u, "a tensor of dtype %s (%s): the runtime has float32, bfloat16, float16 and int64", storage_types[row].dtype,
+    return fail(u, "a tensor of dtype %s (%s): the runtime has float32, float64, bfloat16, float16 and int64", storage_types[row].dtype,
                 global_name(f[1]));
   int64_t numel;
   if (f[2]->kind != FSQ_STR) return fail(u, "a storage's key must be a str, not %s", what_is(f[2]));

@@ -151,7 +151,7 @@ static int linear_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
-  if (fsG64_any(3, (fs_tensor *const[]){x, W, b})) return fsG64_linear(x, W, b);
+  if (fsG_any_f64(3, (fs_tensor *const[]){x, W, b})) return fsG_linear_f64(x, W, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_linear(lp.w[0], lp.w[1], lp.w[2]));
@@ -353,7 +353,7 @@ static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
 }
 
 fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
-  if (fsG64_any(1, &x)) return fsG64_act(act, x);
+  if (fsG_any_f64(1, &x)) return fsG_act_f64(act, x);
   if (act_bf16_direct(act, x)) return fsG_check_inputs("activation", 1, &x) ? act_bf16(act, x) : NULL;
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
@@ -432,7 +432,7 @@ fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
 
 static int reshape_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
-  if (x->dtype == FS_F64) return fsG64_add_grad(x, out->grad);
+  if (x->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
@@ -538,7 +538,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
     fsT_release(ib);
     return out;
   }
-  if (fsG64_any(2, (fs_tensor *const[]){a, b})) return fsG64_binary(op, a, b);
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary(op, lp.w[0], lp.w[1]));
@@ -572,7 +572,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
 }
 
 fs_tensor *fsG_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool s_is_int, bool scalar_first) {
-  if (a->dtype == FS_F64) return fsG64_binary_scalar(op, a, s, scalar_first);
+  if (a->dtype == FS_F64) return fsG_binary_scalar_f64(op, a, s, scalar_first);
   fs_tensor *st = scalar_on(s_is_int ? FS_I64 : FS_F32, a->device, s);
   if (!st) return NULL;
   fs_tensor *out = scalar_first ? fsG_binary(op, st, a) : fsG_binary(op, a, st);
@@ -600,7 +600,7 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 static fs_tensor *reduce(fs_tensor *x, bool mean) {
-  if (fsG64_any(1, &x)) return fsG64_reduce(x, mean);
+  if (fsG_any_f64(1, &x)) return fsG_reduce_f64(x, mean);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : reduce(lp.w[0], mean));
@@ -650,7 +650,7 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
-  if (fsG64_any(1, &logits)) return fsG64_cross_entropy(logits, targets);
+  if (fsG_any_f64(1, &logits)) return fsG_cross_entropy_f64(logits, targets);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_cross_entropy(lp.w[0], lp.w[1]));
@@ -900,7 +900,7 @@ int fsG_backward(fs_tensor *loss) {
   }
   float *g;
   double g0, *g64;
-  if ((loss->dtype == FS_F64 ? fsG64_grad_buf(loss, &g64) : fsG_grad_buf(loss, &g)) || fsG_item(loss->grad, &g0) < 0 || write_scalar(loss->grad, g0 + 1.0) < 0)
+  if ((loss->dtype == FS_F64 ? fsG_grad_buf_f64(loss, &g64) : fsG_grad_buf(loss, &g)) || fsG_item(loss->grad, &g0) < 0 || write_scalar(loss->grad, g0 + 1.0) < 0)
     return -1;
   if (!loss->node) return 0; /* a leaf: its grad is the answer */
   static _Thread_local unsigned stamp;

@@ -118,20 +118,20 @@ fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
 
 /* ---- float64 (f64.c) ----
  * An op with a double path starts with
- *   if (fsG64_any(n, ins)) return fsG64_op(...);
+ *   if (fsG_any_f64(n, ins)) return fsG_op_f64(...);
  * the others meet float64 inputs in fsG_low_begin, which refuses them. */
-bool fsG64_any(int n, fs_tensor *const *ins);
+bool fsG_any_f64(int n, fs_tensor *const *ins);
 /* t's float64 gradient buffer (as fsG_grad_buf). */
-int fsG64_grad_buf(fs_tensor *t, double **g);
+int fsG_grad_buf_f64(fs_tensor *t, double **g);
 /* x.grad += g, g converted to x's gradient's type (a cast's backward). */
-int fsG64_add_grad(fs_tensor *x, const fs_tensor *g);
-fs_tensor *fsG64_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b);
-fs_tensor *fsG64_act(fsN_act act, fs_tensor *x);
-fs_tensor *fsG64_binary(fsB_binop op, fs_tensor *a, fs_tensor *b);
-fs_tensor *fsG64_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool scalar_first);
-fs_tensor *fsG64_reduce(fs_tensor *x, bool mean);
-fs_tensor *fsG64_cross_entropy(fs_tensor *logits, fs_tensor *targets);
-fs_tensor *fsG64_unary(fsU_unary op, fs_tensor *x, double p0, double p1);
-fs_tensor *fsG64_softmax(fs_tensor *x, int dim, bool log);
+int fsG_add_grad_f64(fs_tensor *x, const fs_tensor *g);
+fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b);
+fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x);
+fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a, fs_tensor *b);
+fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first);
+fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean);
+fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets);
+fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1);
+fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log);
 
 #endif

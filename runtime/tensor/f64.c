@@ -3,12 +3,12 @@
  * parameters, inputs and the forward's tensors torch.float64).
  *
  * Invariant: a float64 tensor is only computed on here, in double, on the
- * cpu; its gradient is a float64 tensor (fsG64_grad_buf), as torch's .grad
+ * cpu; its gradient is a float64 tensor (fsG_grad_buf_f64), as torch's .grad
  * has the parameter's dtype.  The ops with a double path (linear,
  * activations, elementwise arithmetic with a same-shape or one-element
  * operand, sum/mean, the tensor API's elementwise functions, softmax and
  * log_softmax, cross_entropy, reshape and the cast) dispatch here at
- * their entry point (fsG64_any); every other op meets float64 inputs in
+ * their entry point (fsG_any_f64); every other op meets float64 inputs in
  * fsG_low_begin (precision.c), which refuses them with an error naming the
  * dtype, so no float32 kernel ever reads double storage.  Formulas are
  * torch 1.13's double kernels'; matrix products are OpenBLAS's dgemm. */
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool fsG64_any(int n, fs_tensor *const *ins) {
+bool fsG_any_f64(int n, fs_tensor *const *ins) {
   for (int i = 0; i < n; i++)
     if (ins[i] && ins[i]->dtype == FS_F64) return true;
   return false;
@@ -41,7 +41,7 @@ static bool on_cpu(const char *op, int n, fs_tensor *const *ins) {
 
 static fs_tensor *new64(int rank, const int64_t *shape) { return fsT_new(FS_F64, FS_DEV_CPU, rank, shape); }
 
-int fsG64_grad_buf(fs_tensor *t, double **g) {
+int fsG_grad_buf_f64(fs_tensor *t, double **g) {
   *g = NULL;
   if (!t || !t->requires_grad) return 0;
   if (!t->grad && !(t->grad = fsT_zeros(FS_F64, t->device, t->rank, t->shape))) return -1;
@@ -50,7 +50,7 @@ int fsG64_grad_buf(fs_tensor *t, double **g) {
   return 0;
 }
 
-int fsG64_add_grad(fs_tensor *x, const fs_tensor *g) {
+int fsG_add_grad_f64(fs_tensor *x, const fs_tensor *g) {
   if (!x->requires_grad) return 0;
   if (x->dtype != FS_F64) { /* a float32 input of a cast to float64 */
     float *dx;
@@ -65,7 +65,7 @@ int fsG64_add_grad(fs_tensor *x, const fs_tensor *g) {
     return rc < 0 ? rc : fsG_round_grad(x);
   }
   double *dx;
-  if (fsG64_grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
   fs_tensor *g64 = fsT_to_dtype((fs_tensor *)g, FS_F64);
   if (!g64) return -1;
   const double *gv = fsT_f64(g64);
@@ -90,7 +90,7 @@ static fs_tensor *as64(fs_tensor *x) { return x ? fsG_cast(x, FS_F64) : NULL; }
 static int linear64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
   double *dx, *dW, *db;
-  if (fsG64_grad_buf(x, &dx) || fsG64_grad_buf(W, &dW) || fsG64_grad_buf(b, &db)) return -1;
+  if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW) || fsG_grad_buf_f64(b, &db)) return -1;
   int64_t R = rows_of(x), C = W->shape[1], O = W->shape[0];
   const double *g = fsT_f64(out->grad);
   if (dx && fsB_dgemm(false, false, R, C, O, 1.0, g, O, fsT_f64(W), C, 1.0, dx, C) < 0) return -1;
@@ -100,7 +100,7 @@ static int linear64_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-fs_tensor *fsG64_linear(fs_tensor *x0, fs_tensor *W0, fs_tensor *b0) {
+fs_tensor *fsG_linear_f64(fs_tensor *x0, fs_tensor *W0, fs_tensor *b0) {
   fs_tensor *x = as64(x0), *W = x ? as64(W0) : NULL, *b = W && b0 ? as64(b0) : NULL, *out = NULL;
   fs_tensor *ins[3] = {x, W, b};
   if (!W || (b0 && !b) || !on_cpu("linear", 3, ins)) goto done;
@@ -176,13 +176,13 @@ static double act_grad(fsN_act act, double x) {
 static int act64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
-  if (fsG64_grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
   const double *g = fsT_f64(out->grad), *xv = fsT_f64(x);
   for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * act_grad((fsN_act)n->k, xv[i]);
   return 0;
 }
 
-fs_tensor *fsG64_act(fsN_act act, fs_tensor *x) {
+fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x) {
   if (!on_cpu("activation", 1, &x)) return NULL;
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
@@ -208,7 +208,7 @@ static void accumulate(double *d, const fs_tensor *side, int64_t n, const double
 static int binary64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *a = n->in[0], *b = n->in[1];
   double *da, *db;
-  if (fsG64_grad_buf(a, &da) || fsG64_grad_buf(b, &db)) return -1;
+  if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
   int64_t N = out->numel;
   size_t sa = a->numel == N, sb = b->numel == N;
   const double *g = fsT_f64(out->grad), *av = fsT_f64(a), *bv = fsT_f64(b);
@@ -246,7 +246,7 @@ static fs_dtype promoted64(const fs_tensor *a, const fs_tensor *b) {
   return FS_F64;
 }
 
-fs_tensor *fsG64_binary(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
+fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
   fs_dtype to = promoted64(a0, b0);
   if (to != FS_F64) { /* a float64 0-dim tensor with a float tensor: the float's type */
     fs_tensor *a = fsG_cast(a0, to), *b = a ? fsG_cast(b0, to) : NULL;
@@ -281,11 +281,11 @@ done:
   return out;
 }
 
-fs_tensor *fsG64_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool scalar_first) {
+fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first) {
   fs_tensor *st = fsT_new(FS_F64, FS_DEV_CPU, 0, NULL);
   if (!st) return NULL;
   fsT_f64(st)[0] = s; /* a Python float stays a double, as torch's scalar arguments do */
-  fs_tensor *out = scalar_first ? fsG64_binary(op, st, a) : fsG64_binary(op, a, st);
+  fs_tensor *out = scalar_first ? fsG_binary_f64(op, st, a) : fsG_binary_f64(op, a, st);
   fsT_release(st);
   return out;
 }
@@ -295,12 +295,12 @@ fs_tensor *fsG64_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool scalar
 static int sum64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx, g;
-  if (fsG64_grad_buf(x, &dx) || grad_item(out, &g) < 0) return -1;
+  if (fsG_grad_buf_f64(x, &dx) || grad_item(out, &g) < 0) return -1;
   for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g * n->s; /* s = 1 for sum, 1/N for mean */
   return 0;
 }
 
-fs_tensor *fsG64_reduce(fs_tensor *x, bool mean) {
+fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean) {
   if (!on_cpu(mean ? "mean" : "sum", 1, &x)) return NULL;
   fs_tensor *out = new64(0, NULL);
   if (!out) return NULL;
@@ -327,7 +327,7 @@ static void log_softmax_rows(const double *x, double *lp, int64_t rows, int64_t 
 static int cross_entropy64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *logits = n->in[0], *targets = n->in[1], *lp = n->saved[0];
   double *dl, g;
-  if (fsG64_grad_buf(logits, &dl) || grad_item(out, &g) < 0) return -1;
+  if (fsG_grad_buf_f64(logits, &dl) || grad_item(out, &g) < 0) return -1;
   int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
   for (int64_t r = 0; dl && r < R; r++)
     for (int64_t c = 0; c < C; c++)
@@ -335,7 +335,7 @@ static int cross_entropy64_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-fs_tensor *fsG64_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
+fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets) {
   fs_tensor *ins[2] = {logits, targets};
   if (!on_cpu("cross_entropy", 2, ins)) return NULL;
   if (targets->dtype != FS_I64 || logits->rank < 2 || targets->rank != logits->rank - 1 ||
@@ -422,13 +422,13 @@ static double unary_grad(fsU_unary op, double x, double y, double p0, double p1)
 static int unary64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
-  if (fsG64_grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
   const double *g = fsT_f64(out->grad), *xv = fsT_f64(x), *yv = fsT_f64(out);
   for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * unary_grad((fsU_unary)n->k, xv[i], yv[i], n->s, n->s2);
   return 0;
 }
 
-fs_tensor *fsG64_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
+fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1) {
   if (!on_cpu("elementwise", 1, &x)) return NULL;
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
@@ -443,7 +443,7 @@ fs_tensor *fsG64_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
 static int softmax64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
-  if (fsG64_grad_buf(x, &dx)) return -1;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (!dx) return 0;
   int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
   const double *g = fsT_f64(out->grad), *y = fsT_f64(out);
@@ -460,7 +460,7 @@ static int softmax64_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-fs_tensor *fsG64_softmax(fs_tensor *x, int dim, bool log_) {
+fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
   int d;
   if (!on_cpu(log_ ? "log_softmax" : "softmax", 1, &x) || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I;

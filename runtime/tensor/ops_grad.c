@@ -158,7 +158,7 @@ static int unary_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
-  if (fsG64_any(1, &x)) return fsG64_unary(op, x, p0, p1);
+  if (fsG_any_f64(1, &x)) return fsG_unary_f64(op, x, p0, p1);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_unary(op, lp.w[0], p0, p1));
@@ -688,7 +688,7 @@ static int softmax_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
-  if (fsG64_any(1, &x)) return fsG64_softmax(x, dim, log);
+  if (fsG_any_f64(1, &x)) return fsG_softmax_f64(x, dim, log);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_softmax(lp.w[0], dim, log));

@@ -89,7 +89,7 @@ int fsG_store_low_grads(void) {
  * in x's own dtype. */
 static int cast_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
-  if (x->dtype == FS_F64 || out->dtype == FS_F64) return fsG64_add_grad(x, out->grad);
+  if (x->dtype == FS_F64 || out->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   if (!dx) return 0;
@@ -154,7 +154,7 @@ static fs_dtype promoted(int n, fs_tensor *const *ins) {
 
 bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
   *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
-  if (fsG64_any(n, ins)) { /* the ops with a double path never get here (f64.c) */
+  if (fsG_any_f64(n, ins)) { /* the ops with a double path never get here (f64.c) */
     fsT_seterr("this operation has no float64 path in this runtime (float64 runs linear, activations, "
                "elementwise arithmetic and functions, sum/mean, softmax, cross_entropy, reshape and casts; "
                "convert with .float() first)");
