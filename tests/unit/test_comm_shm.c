@@ -56,17 +56,30 @@ static int run(int world, size_t staging, double timeout, int (*body)(fsCC_comm 
 
 static float fval(int r, size_t i) { return (float)((int)(i % 97) - 40) * 0.37f + (float)r * 1.13f; }
 static int64_t ival(int r, size_t i) { return (int64_t)(i % 1000) * 3000000007LL - r * 123456789LL - 7; }
+/* float64: values float32 cannot hold, so a float32 staging would show */
+static double dval(int r, size_t i) { return fval(r, i) + (double)(i % 13) * 1e-10 + r * 3e-11; }
 
 static void fill(fs_dtype dt, int r, void *buf, size_t n, size_t base) {
   for (size_t i = 0; i < n; i++) {
     if (dt == FS_F32) ((float *)buf)[i] = fval(r, base + i);
     else if (dt == FS_BF16) ((uint16_t *)buf)[i] = fsT_f32_to_bf16(fval(r, base + i));
+    else if (dt == FS_F64) ((double *)buf)[i] = dval(r, base + i);
     else ((int64_t *)buf)[i] = ival(r, base + i);
   }
 }
 
-/* The contract: in rank order, bf16 accumulated in f32 and rounded once. */
+/* The contract: in rank order, bf16 accumulated in f32 and rounded once,
+ * float64 in double. */
 static void expect_reduce(fs_dtype dt, fsCC_op op, int world, size_t i, void *out) {
+  if (dt == FS_F64) {
+    double acc = dval(0, i);
+    for (int r = 1; r < world; r++) {
+      double v = dval(r, i);
+      acc = op == FSCC_MAX ? (v > acc ? v : acc) : op == FSCC_MIN ? (v < acc ? v : acc) : acc + v;
+    }
+    *(double *)out = op == FSCC_MEAN ? acc / world : acc;
+    return;
+  }
   if (dt == FS_I64) {
     int64_t acc = ival(0, i);
     for (int r = 1; r < world; r++) {
@@ -168,7 +181,8 @@ static int body_broadcast(fsCC_comm *c, void *arg) {
   return rc;
 }
 
-static const fs_dtype dtypes[] = {FS_F32, FS_BF16, FS_I64};
+static const fs_dtype dtypes[] = {FS_F32, FS_BF16, FS_I64, FS_F64};
+#define NDTYPES (int)(sizeof dtypes / sizeof *dtypes)
 
 /* Counts: 1, odd, and several times what one staging chunk holds. */
 static size_t counts(fs_dtype dt, int k) {
@@ -186,7 +200,7 @@ typedef struct matrix {
 
 static int body_matrix(fsCC_comm *c, void *arg) {
   const matrix *m = arg;
-  for (int d = 0; d < 3; d++)
+  for (int d = 0; d < NDTYPES; d++)
     for (int op = FSCC_SUM; op <= (m->ops ? FSCC_MIN : FSCC_SUM); op++)
       for (int k = 0; k < 3; k++) {
         params p = {.dt = dtypes[d], .op = op, .count = counts(dtypes[d], k), .root = c->world - 1};
@@ -216,7 +230,7 @@ static void test_broadcast(void **state) { run_matrix(&(matrix){"broadcast", bod
 static int body_bufs(fsCC_comm *c, void *arg) {
   static const size_t counts_of[] = {0, 3, 0, 1000, 1, 257, 0};
   enum { NB = sizeof counts_of / sizeof *counts_of };
-  for (int d = 0; d < 3; d++)
+  for (int d = 0; d < NDTYPES; d++)
     for (int op = FSCC_SUM; op <= FSCC_MAX; op += 2) {
       fs_dtype dt = dtypes[d];
       size_t es = fsT_dtype_size(dt), base = 0;

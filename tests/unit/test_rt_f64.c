@@ -113,7 +113,7 @@ static void test_gradients(void **state) {
         double down = loss_at(x, W, b, variant);
         fsT_f64(t)[k] = keep;
         double num = (up - down) / (2 * h), got = fsT_f64(t->grad)[k];
-        if (fabs(num - got) > 1e-6 * (1 + fabs(num)))
+        if (fabs(num - got) > 1e-8 * (1 + fabs(num)))
           fail_msg("variant %d leaf %d [%lld]: backward %.12g, central difference %.12g", variant, j, (long long)k,
                    got, num);
       }
