@@ -501,7 +501,7 @@ NATIVE(t_clone) { /* on the tape: the gradient passes through */
 NATIVE(t_requires_grad_) {
   fs_tensor *x = TENSOR(self);
   bool want = fsV_truthy(s[0]);
-  if (want && x->dtype != FS_F32) {
+  if (want && x->dtype != FS_F32 && x->dtype != FS_F64) {
     fsV_seterr("only Tensors of floating point dtype can require gradients");
     return NULL;
   }

@@ -188,6 +188,7 @@ static int embedding_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
+  if (fsG_any_f64(1, &W)) return fsG_embedding_f64(idx, W);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_embedding(lp.w[0], lp.w[1]));
@@ -232,6 +233,7 @@ static int posemb_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){x, W})) return fsG_posemb_f64(x, W);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_posemb(lp.w[0], lp.w[1]));
@@ -270,6 +272,7 @@ static int layernorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  if (fsG_any_f64(3, (fs_tensor *const[]){x, w, b})) return fsG_layernorm_f64(x, w, b, eps);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_layernorm(lp.w[0], lp.w[1], lp.w[2], eps));
@@ -401,6 +404,7 @@ static int attention_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
+  if (fsG_any_f64(1, &qkv)) return fsG_attention_f64(qkv, heads);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 1, &qkv))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_attention(lp.w[0], heads));

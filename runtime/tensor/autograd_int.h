@@ -133,5 +133,9 @@ fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean);
 fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets);
 fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1);
 fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log);
+fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W);
+fs_tensor *fsG_posemb_f64(fs_tensor *x, fs_tensor *W);
+fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps);
+fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads);
 
 #endif

@@ -7,7 +7,8 @@
  * has the parameter's dtype.  The ops with a double path (linear,
  * activations, elementwise arithmetic with a same-shape or one-element
  * operand, sum/mean, the tensor API's elementwise functions, softmax and
- * log_softmax, cross_entropy, reshape and the cast) dispatch here at
+ * log_softmax, cross_entropy, reshape, the cast, and the GPT's embedding,
+ * positional embedding, layer norm and causal attention) dispatch here at
  * their entry point (fsG_any_f64); every other op meets float64 inputs in
  * fsG_low_begin (precision.c), which refuses them with an error naming the
  * dtype, so no float32 kernel ever reads double storage.  Formulas are
@@ -487,4 +488,213 @@ fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
     out->node->iv[2] = I;
   }
   return out;
+}
+
+/* ---- the GPT's layers: embedding, positional embedding, layer norm,
+ * causal self-attention (nn.h's formulas, in double) ---- */
+
+static int embedding64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *idx = n->in[0], *W = n->in[1];
+  double *dW;
+  if (fsG_grad_buf_f64(W, &dW)) return -1;
+  int64_t D = W->shape[1];
+  for (int64_t i = 0; dW && i < idx->numel; i++)
+    for (int64_t d = 0; d < D; d++) dW[fsT_i64(idx)[i] * D + d] += fsT_f64(out->grad)[i * D + d];
+  return 0;
+}
+
+fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W) {
+  fs_tensor *ins[2] = {idx, W};
+  if (!on_cpu("embedding", 2, ins)) return NULL;
+  if (idx->dtype != FS_I64 || idx->rank >= FS_MAX_RANK || W->rank != 2) {
+    fsT_seterr("embedding: expected int64 indices of rank < %d and a float64 weight [num, dim], got %s indices",
+               FS_MAX_RANK, fsT_dtype_name(idx->dtype));
+    return NULL;
+  }
+  for (int64_t i = 0; i < idx->numel; i++)
+    if (fsT_i64(idx)[i] < 0 || fsT_i64(idx)[i] >= W->shape[0]) {
+      fsT_seterr("index %lld is out of range for an embedding of %lld rows", (long long)fsT_i64(idx)[i],
+                 (long long)W->shape[0]);
+      return NULL;
+    }
+  int64_t shape[FS_MAX_RANK], D = W->shape[1];
+  memcpy(shape, idx->shape, (size_t)idx->rank * sizeof *shape);
+  shape[idx->rank] = D;
+  fs_tensor *out = new64(idx->rank + 1, shape);
+  if (!out) return NULL;
+  for (int64_t i = 0; i < idx->numel; i++)
+    memcpy(fsT_f64(out) + i * D, fsT_f64(W) + fsT_i64(idx)[i] * D, (size_t)D * sizeof(double));
+  return fsG_record(out, embedding64_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
+static int posemb64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1];
+  double *dx, *dW;
+  if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW)) return -1;
+  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
+  const double *g = fsT_f64(out->grad);
+  for (int64_t i = 0; i < x->numel; i++) {
+    if (dx) dx[i] += g[i];
+    if (dW) dW[i % TD] += g[i];
+  }
+  return 0;
+}
+
+fs_tensor *fsG_posemb_f64(fs_tensor *x0, fs_tensor *W0) {
+  fs_tensor *x = as64(x0), *W = x ? as64(W0) : NULL, *out = NULL;
+  fs_tensor *ins[2] = {x, W};
+  if (!W || !on_cpu("positional embedding", 2, ins)) goto done;
+  if (x->rank < 2 || W->rank != 2 || x->shape[x->rank - 1] != W->shape[1] || x->shape[x->rank - 2] > W->shape[0]) {
+    char s[96];
+    fsT_seterr("PositionalEmbedding(%lld, %lld): expected input [..., T <= %lld, %lld], got %s", (long long)W->shape[0],
+               (long long)W->shape[1], (long long)W->shape[0], (long long)W->shape[1], fsT_shape_str(x, s, sizeof s));
+    goto done;
+  }
+  if (!(out = new64(x->rank, x->shape))) goto done;
+  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
+  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = fsT_f64(x)[i] + fsT_f64(W)[i % TD];
+  out = fsG_record(out, posemb64_bw, 2, ins, NULL, NULL, 0, 0);
+done:
+  fsT_release(x);
+  fsT_release(W);
+  return out;
+}
+
+/* saved[0] holds each row's mean and rstd */
+static int layernorm64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+  double *dx, *dw, *db;
+  if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(w, &dw) || fsG_grad_buf_f64(b, &db)) return -1;
+  int64_t C = w->numel, N = rows_of(x);
+  const double *st = fsT_f64(n->saved[0]), *g = fsT_f64(out->grad), *xv = fsT_f64(x), *wv = fsT_f64(w);
+  for (int64_t r = 0; r < N; r++) {
+    const double *xr = xv + r * C, *dy = g + r * C;
+    double m = st[2 * r], s = st[2 * r + 1], dmean = 0, dnmean = 0;
+    for (int64_t c = 0; c < C; c++) {
+      dmean += wv[c] * dy[c];
+      dnmean += wv[c] * dy[c] * (xr[c] - m) * s;
+    }
+    dmean /= (double)C;
+    dnmean /= (double)C;
+    for (int64_t c = 0; c < C; c++) {
+      double norm = (xr[c] - m) * s;
+      if (db) db[c] += dy[c];
+      if (dw) dw[c] += norm * dy[c];
+      if (dx) dx[r * C + c] += (wv[c] * dy[c] - dmean - norm * dnmean) * s;
+    }
+  }
+  return 0;
+}
+
+fs_tensor *fsG_layernorm_f64(fs_tensor *x0, fs_tensor *w0, fs_tensor *b0, double eps) {
+  if (!w0 || !b0) {
+    fsT_seterr("layer_norm: the float64 path takes a weight and a bias");
+    return NULL;
+  }
+  fs_tensor *x = as64(x0), *w = x ? as64(w0) : NULL, *b = w ? as64(b0) : NULL, *out = NULL, *st = NULL;
+  fs_tensor *ins[3] = {x, w, b};
+  if (!b || !on_cpu("layer_norm", 3, ins)) goto done;
+  int64_t C = w->numel, N = rows_of(x), two_n = 2 * N;
+  if (x->rank == 0 || x->shape[x->rank - 1] != C || b->numel != C) {
+    char s[96];
+    fsT_seterr("Given normalized_shape=[%lld], expected input with shape [*, %lld], but got input of size%s",
+               (long long)C, (long long)C, fsT_shape_str(x, s, sizeof s));
+    goto done;
+  }
+  if (!(out = new64(x->rank, x->shape)) || !(st = new64(1, &two_n))) goto done;
+  for (int64_t r = 0; r < N; r++) {
+    const double *xr = fsT_f64(x) + r * C;
+    double m = 0, v = 0;
+    for (int64_t c = 0; c < C; c++) m += xr[c];
+    m /= (double)C;
+    for (int64_t c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+    double s = 1 / sqrt(v / (double)C + eps); /* biased variance, as torch */
+    for (int64_t c = 0; c < C; c++) fsT_f64(out)[r * C + c] = (xr[c] - m) * s * fsT_f64(w)[c] + fsT_f64(b)[c];
+    fsT_f64(st)[2 * r] = m;
+    fsT_f64(st)[2 * r + 1] = s;
+  }
+  out = fsG_record(out, layernorm64_bw, 3, ins, st, NULL, eps, 0);
+  st = NULL;
+done:
+  if (!out) fsT_release(st);
+  fsT_release(x);
+  fsT_release(w);
+  fsT_release(b);
+  return out;
+}
+
+/* qkv [B, T, 3C] -> [B, T, C]; saved[0] the probabilities [B, NH, T, T] */
+static int attention64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dinp;
+  if (fsG_grad_buf_f64(x, &dinp)) return -1;
+  if (!dinp) return 0;
+  int64_t B = x->shape[0], T = x->shape[1], C = x->shape[2] / 3, NH = n->k, hs = C / NH, C3 = 3 * C;
+  double scale = 1 / sqrt((double)hs);
+  double *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS); /* dP, then dS in place */
+  if (!dS) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (int64_t b = 0; !rc && b < B; b++)
+    for (int64_t h = 0; !rc && h < NH; h++) {
+      const double *q = fsT_f64(x) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+      double *dq = dinp + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+      const double *P = fsT_f64(n->saved[0]) + (b * NH + h) * T * T, *dy = fsT_f64(out->grad) + b * T * C + h * hs;
+      if (fsB_dgemm(false, true, T, T, hs, 1.0, dy, C, v, C3, 0.0, dS, T) < 0 ||
+          fsB_dgemm(true, false, T, hs, T, 1.0, P, T, dy, C, 1.0, dv, C3) < 0) {
+        rc = -1;
+        break;
+      }
+      for (int64_t t = 0; t < T; t++) { /* softmax backward; P is 0 above the diagonal */
+        const double *p = P + t * T;
+        double *d = dS + t * T, dot = 0;
+        for (int64_t t2 = 0; t2 <= t; t2++) dot += p[t2] * d[t2];
+        for (int64_t t2 = 0; t2 < T; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
+      }
+      if (fsB_dgemm(false, false, T, hs, T, 1.0, dS, T, k, C3, 1.0, dq, C3) < 0 ||
+          fsB_dgemm(true, false, T, hs, T, 1.0, dS, T, q, C3, 1.0, dk, C3) < 0)
+        rc = -1;
+    }
+  free(dS);
+  return rc;
+}
+
+fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
+  if (!on_cpu("attention", 1, &qkv)) return NULL;
+  if (qkv->rank != 3 || qkv->shape[2] % 3 || heads <= 0 || (qkv->shape[2] / 3) % heads) {
+    char s[96];
+    fsT_seterr("attention: expected input [B, T, 3*C] with C divisible by %lld heads, got %s", (long long)heads,
+               fsT_shape_str(qkv, s, sizeof s));
+    return NULL;
+  }
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / heads, C3 = 3 * C;
+  int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
+  fs_tensor *out = new64(3, oshape), *att = out ? new64(4, ashape) : NULL;
+  if (!att) {
+    fsT_release(out);
+    return NULL;
+  }
+  double scale = 1 / sqrt((double)hs);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < heads; h++) {
+      const double *q = fsT_f64(qkv) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+      double *P = fsT_f64(att) + (b * heads + h) * T * T;
+      if (fsB_dgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0, P, T) < 0) goto fail;
+      for (int64_t t = 0; t < T; t++) { /* causal softmax of row t over t2 <= t */
+        double *row = P + t * T, mx = row[0], sum = 0;
+        for (int64_t t2 = 1; t2 <= t; t2++) mx = row[t2] > mx ? row[t2] : mx;
+        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = exp(row[t2] - mx);
+        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] /= sum;
+        for (int64_t t2 = t + 1; t2 < T; t2++) row[t2] = 0;
+      }
+      if (fsB_dgemm(false, false, T, hs, T, 1.0, P, T, v, C3, 0.0, fsT_f64(out) + b * T * C + h * hs, C) < 0)
+        goto fail;
+    }
+  return fsG_record(out, attention64_bw, 1, &qkv, att, NULL, 0, heads);
+fail:
+  fsT_release(out);
+  fsT_release(att);
+  return NULL;
 }

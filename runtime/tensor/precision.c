@@ -156,7 +156,8 @@ bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
   *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
   if (fsG_any_f64(n, ins)) { /* the ops with a double path never get here (f64.c) */
     fsT_seterr("this operation has no float64 path in this runtime (float64 runs linear, activations, "
-               "elementwise arithmetic and functions, sum/mean, softmax, cross_entropy, reshape and casts; "
+               "elementwise arithmetic and functions, sum/mean, softmax, cross_entropy, reshape, casts, "
+               "embeddings, layer_norm and the fused causal attention; "
                "convert with .float() first)");
     L->failed = true;
     return true;
