@@ -112,8 +112,11 @@ typedef struct fsG_low {
   fs_dtype autocast;   /* restored by fsG_low_end */
   bool bf16_gemm, failed;
 } fsG_low;
-/* false: no input needs widening, run the op as it is. */
-bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins);
+/* false: no input needs widening, run the op as it is.  A float64 input
+ * fails the op (L->failed) with an error naming it: `op` is the calling
+ * function's name, which the macro passes. */
+bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins);
+#define fsG_low_begin(...) fsG_low_begin_in(__func__, __VA_ARGS__)
 fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
 
 /* ---- float64 (f64.c) ----
@@ -137,5 +140,10 @@ fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W);
 fs_tensor *fsG_posemb_f64(fs_tensor *x, fs_tensor *W);
 fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps);
 fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads);
+fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean);
+fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b);
+/* The backward of a window (slice, select, permute, transpose, expand) of
+ * a float64 x: g scatter-added at the positions the window read. */
+int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g);
 
 #endif

@@ -5,10 +5,11 @@
  * Invariant: a float64 tensor is only computed on here, in double, on the
  * cpu; its gradient is a float64 tensor (fsG_grad_buf_f64), as torch's .grad
  * has the parameter's dtype.  The ops with a double path (linear,
- * activations, elementwise arithmetic with a same-shape or one-element
- * operand, sum/mean, the tensor API's elementwise functions, softmax and
- * log_softmax, cross_entropy, reshape, the cast, and the GPT's embedding,
- * positional embedding, layer norm and causal attention) dispatch here at
+ * activations, elementwise arithmetic (broadcast), sum/mean, the tensor API's elementwise functions, softmax and
+ * log_softmax, cross_entropy, reshape, the cast, sum/mean over a dim,
+ * matmul, and the GPT's embedding, positional embedding, layer norm and
+ * causal attention; windows move 8-byte elements and take their backward
+ * from here) dispatch here at
  * their entry point (fsG_any_f64); every other op meets float64 inputs in
  * fsG_low_begin (precision.c), which refuses them with an error naming the
  * dtype, so no float32 kernel ever reads double storage.  Formulas are
@@ -45,6 +46,10 @@ static fs_tensor *new64(int rank, const int64_t *shape) { return fsT_new(FS_F64,
 int fsG_grad_buf_f64(fs_tensor *t, double **g) {
   *g = NULL;
   if (!t || !t->requires_grad) return 0;
+  if (t->device != FS_DEV_CPU) {
+    fsT_seterr("float64 gradients are computed on the cpu only, not on %s", fsT_device_name(t->device));
+    return -1;
+  }
   if (!t->grad && !(t->grad = fsT_zeros(FS_F64, t->device, t->rank, t->shape))) return -1;
   if (t->grad->dtype != FS_F64 && fsT_set_dtype(t->grad, FS_F64) < 0) return -1;
   *g = fsT_f64(t->grad);
@@ -191,51 +196,41 @@ fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x) {
   return fsG_record(out, act64_bw, 1, &x, NULL, NULL, 0, act);
 }
 
-/* ---- arithmetic: a op b with equal shapes or a one-element side ---- */
+/* ---- arithmetic: a op b, broadcast as torch ---- */
 
-/* d(a op b) into one side's gradient: g_i * factor_i summed when the side
- * is a broadcast one-element operand. */
-static void accumulate(double *d, const fs_tensor *side, int64_t n, const double *g, const double *f, size_t sf,
-                       double sign) {
-  if (side->numel == n)
-    for (int64_t i = 0; i < n; i++) d[i] += sign * g[i] * (f ? f[i * sf] : 1.0);
-  else {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += g[i] * (f ? f[i * sf] : 1.0);
-    d[0] += sign * s;
+/* The odometer over out's shape: off[0], off[1] follow a's and b's
+ * broadcast strides (0 along a stretched dim); false after the last. */
+static bool next_index(const fs_tensor *out, int64_t *idx, const int64_t (*st)[FS_MAX_RANK], int64_t *off) {
+  for (int d = out->rank - 1; d >= 0; d--) {
+    if (++idx[d] < out->shape[d]) {
+      for (int j = 0; j < 2; j++) off[j] += st[j][d];
+      return true;
+    }
+    for (int j = 0; j < 2; j++) off[j] -= st[j][d] * (out->shape[d] - 1);
+    idx[d] = 0;
   }
+  return false;
+}
+
+static void strides_of(const fs_tensor *a, const fs_tensor *b, const fs_tensor *out, int64_t (*st)[FS_MAX_RANK]) {
+  fsU_bcast_strides(a->rank, a->shape, out->rank, out->shape, st[0]);
+  fsU_bcast_strides(b->rank, b->shape, out->rank, out->shape, st[1]);
 }
 
 static int binary64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *a = n->in[0], *b = n->in[1];
   double *da, *db;
   if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
-  int64_t N = out->numel;
-  size_t sa = a->numel == N, sb = b->numel == N;
+  if (out->numel == 0 || (!da && !db)) return 0;
+  int64_t st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  strides_of(a, b, out, st);
   const double *g = fsT_f64(out->grad), *av = fsT_f64(a), *bv = fsT_f64(b);
-  switch ((fsB_binop)n->k) {
-  case FSB_ADD:
-  case FSB_SUB:
-    if (da) accumulate(da, a, N, g, NULL, 0, 1);
-    if (db) accumulate(db, b, N, g, NULL, 0, n->k == FSB_SUB ? -1 : 1);
-    return 0;
-  case FSB_MUL:
-    if (da) accumulate(da, a, N, g, bv, sb, 1);
-    if (db) accumulate(db, b, N, g, av, sa, 1);
-    return 0;
-  case FSB_DIV: { /* da = g / b, db = -g a / b^2 */
-    double *q = malloc((size_t)N * sizeof *q + 1);
-    if (!q) {
-      fsT_seterr("out of memory");
-      return -1;
-    }
-    for (int64_t i = 0; i < N; i++) q[i] = g[i] / bv[i * sb];
-    if (da) accumulate(da, a, N, q, NULL, 0, 1);
-    if (db) accumulate(db, b, N, q, fsT_f64(out), 1, -1);
-    free(q);
-    return 0;
-  }
-  }
+  fsB_binop op = (fsB_binop)n->k;
+  do { /* d(a op b)/da, d(a op b)/db at this element, summed over stretched dims */
+    double gi = g[i++], x = av[off[0]], y = bv[off[1]];
+    if (da) da[off[0]] += op == FSB_MUL ? gi * y : op == FSB_DIV ? gi / y : gi;
+    if (db) db[off[1]] += op == FSB_MUL ? gi * x : op == FSB_DIV ? -gi * x / (y * y) : op == FSB_SUB ? -gi : gi;
+  } while (next_index(out, idx, st, off));
   return 0;
 }
 
@@ -259,22 +254,17 @@ fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
   fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
   fs_tensor *ins[2] = {a, b};
   if (!b || !on_cpu("arithmetic", 2, ins)) goto done;
-  const fs_tensor *shape = fsT_same_shape(a, b) || (b->numel == 1 && b->rank <= a->rank) ? a
-                         : a->numel == 1 && a->rank <= b->rank ? b : NULL;
-  if (!shape) {
-    char sa[96], sb[96];
-    fsT_seterr("arithmetic on float64 tensors %s and %s: the float64 path broadcasts only a one-element operand",
-               fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
+  int64_t shape[FS_MAX_RANK], st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  int rank;
+  if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0 || !(out = new64(rank, shape)))
     goto done;
-  }
-  if (!(out = new64(shape->rank, shape->shape))) goto done;
-  size_t sa = a->numel == out->numel, sb = b->numel == out->numel;
+  strides_of(a, b, out, st);
   const double *av = fsT_f64(a), *bv = fsT_f64(b);
   double *y = fsT_f64(out);
-  for (int64_t i = 0; i < out->numel; i++) {
-    double x = av[i * sa], z = bv[i * sb];
-    y[i] = op == FSB_ADD ? x + z : op == FSB_SUB ? x - z : op == FSB_MUL ? x * z : x / z;
-  }
+  if (out->numel) do {
+      double x = av[off[0]], z = bv[off[1]];
+      y[i++] = op == FSB_ADD ? x + z : op == FSB_SUB ? x - z : op == FSB_MUL ? x * z : x / z;
+    } while (next_index(out, idx, st, off));
   out = fsG_record(out, binary64_bw, 2, ins, NULL, NULL, 0, op);
 done:
   fsT_release(a);
@@ -697,4 +687,112 @@ fail:
   fsT_release(out);
   fsT_release(att);
   return NULL;
+}
+
+/* ---- windows of float64 tensors: the forward moves 8-byte elements
+ * (ops_grad.c's fsG_window); the backward finds where each element came
+ * from by running the same window over the positions 0..numel-1 ---- */
+
+int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g) {
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  if (!dx) return 0;
+  int64_t *pos = malloc((size_t)x->numel * sizeof *pos + 1), *at = malloc((size_t)g->numel * sizeof *at + 1);
+  if (!pos || !at) {
+    free(pos);
+    free(at);
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  for (int64_t i = 0; i < x->numel; i++) pos[i] = i;
+  fsU_cpu.gather(w, sizeof *pos, pos, at);
+  for (int64_t i = 0; i < g->numel; i++) dx[at[i]] += fsT_f64(g)[i];
+  free(pos);
+  free(at);
+  return 0;
+}
+
+/* ---- sum / mean over one dim: x seen as [O, L, I] ---- */
+
+static int sum_dim64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
+  for (int64_t o = 0; dx && o < O; o++)
+    for (int64_t l = 0; l < L; l++)
+      for (int64_t i = 0; i < I; i++) dx[(o * L + l) * I + i] += fsT_f64(out->grad)[o * I + i] * n->s;
+  return 0;
+}
+
+fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean) {
+  int d;
+  if (!on_cpu(mean ? "mean" : "sum", 1, &x) || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  fsG_split_at(x, d, &O, &L, &I);
+  int rank = 0;
+  for (int k = 0; k < x->rank; k++)
+    if (k != d || keepdim) shape[rank++] = k == d ? 1 : x->shape[k];
+  fs_tensor *out = new64(rank, shape);
+  if (!out) return NULL;
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += fsT_f64(x)[(o * L + l) * I + i];
+      fsT_f64(out)[o * I + i] = mean ? s / (double)L : s;
+    }
+  out = fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0);
+  if (out && out->node) {
+    out->node->iv[0] = O;
+    out->node->iv[1] = L;
+    out->node->iv[2] = I;
+  }
+  return out;
+}
+
+/* ---- matmul: [..., M, K] @ [K, N] and [B, M, K] @ [B, K, N] ---- */
+
+/* k: 0 when b is one matrix shared by every row block of a, else a batch */
+static int matmul64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *a = n->in[0], *b = n->in[1];
+  double *da, *db;
+  if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
+  int64_t K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
+  int64_t B = n->k ? a->shape[0] : 1, M = n->k ? a->shape[1] : rows_of(a);
+  for (int64_t i = 0; i < B; i++) {
+    const double *g = fsT_f64(out->grad) + i * M * N, *av = fsT_f64(a) + i * M * K, *bv = fsT_f64(b) + (n->k ? i * K * N : 0);
+    if (da && fsB_dgemm(false, true, M, K, N, 1.0, g, N, bv, N, 1.0, da + i * M * K, K) < 0) return -1;
+    if (db && fsB_dgemm(true, false, K, N, M, 1.0, av, K, g, N, 1.0, db + (n->k ? i * K * N : 0), N) < 0) return -1;
+  }
+  return 0;
+}
+
+fs_tensor *fsG_matmul_f64(fs_tensor *a0, fs_tensor *b0) {
+  fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
+  fs_tensor *ins[2] = {a, b};
+  if (!b || !on_cpu("matmul", 2, ins)) goto done;
+  bool shared = b->rank == 2 && a->rank >= 2, batched = a->rank == 3 && b->rank == 3 && a->shape[0] == b->shape[0];
+  if ((!shared && !batched) || a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
+    char sa[96], sb[96];
+    fsT_seterr("matmul: float64 operands %s and %s: the float64 path multiplies [..., M, K] by [K, N] or "
+               "[B, M, K] by [B, K, N]", fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
+    goto done;
+  }
+  int64_t shape[FS_MAX_RANK], K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
+  memcpy(shape, a->shape, sizeof shape);
+  shape[a->rank - 1] = N;
+  if (!(out = new64(a->rank, shape))) goto done;
+  int64_t B = batched ? a->shape[0] : 1, M = batched ? a->shape[1] : rows_of(a);
+  for (int64_t i = 0; i < B; i++)
+    if (fsB_dgemm(false, false, M, N, K, 1.0, fsT_f64(a) + i * M * K, K, fsT_f64(b) + (batched ? i * K * N : 0), N,
+                  0.0, fsT_f64(out) + i * M * N, N) < 0) {
+      fsT_release(out);
+      out = NULL;
+      goto done;
+    }
+  out = fsG_record(out, matmul64_bw, 2, ins, NULL, NULL, 0, batched);
+done:
+  fsT_release(a);
+  fsT_release(b);
+  return out;
 }

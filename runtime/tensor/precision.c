@@ -19,6 +19,7 @@
 #include "blas.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local fs_dtype autocast_dtype = FS_F32;
 
@@ -152,13 +153,14 @@ static fs_dtype promoted(int n, fs_tensor *const *ins) {
   return dims != FS_I64 ? dims : scalars;
 }
 
-bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
+bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
   *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
   if (fsG_any_f64(n, ins)) { /* the ops with a double path never get here (f64.c) */
-    fsT_seterr("this operation has no float64 path in this runtime (float64 runs linear, activations, "
-               "elementwise arithmetic and functions, sum/mean, softmax, cross_entropy, reshape, casts, "
-               "embeddings, layer_norm and the fused causal attention; "
-               "convert with .float() first)");
+    fsT_seterr("%s: this op has no float64 path in this runtime (float64 runs linear, matmul, activations, "
+               "elementwise arithmetic and functions, sum/mean (also over a dim), softmax, cross_entropy, views "
+               "and slices, casts, embeddings, layer_norm and the fused causal attention; convert with .float() "
+               "first)",
+               strncmp(op, "fsG_", 4) ? op : op + 4);
     L->failed = true;
     return true;
   }

@@ -2,7 +2,8 @@
  * the dtype's size, name and conversions; the double path's gradients
  * against central differences of the forward in double (linear, every
  * activation and elementwise function, softmax/log_softmax, arithmetic,
- * cross_entropy, casts); gradients in the leaf's dtype; torch's promotion
+ * cross_entropy, matmul/bmm, windows, sum/mean over a dim); gradients in
+ * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
  * the optimizers' double rules. */
 #include <math.h>
@@ -77,17 +78,38 @@ static fs_tensor *chain(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
   return loss;
 }
 
-static double loss_at(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+/* x [4, 5] W [6, 5] b [6]: x @ W^T (a transposed window and matmul), a
+ * strided slice, select, sum/mean over a dim, bmm of the row with itself */
+static fs_tensor *chain_views(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+  fs_tensor *t = rt_ok(fsG_transpose(W, 0, 1));
+  fs_tensor *p = rt_ok(fsG_matmul(x, t));
+  fs_tensor *q = rt_ok(fsG_binary(FSB_ADD, p, b));
+  fs_tensor *s = rt_ok(fsG_slice(q, 1, variant % 2, 6, 2));
+  fs_tensor *r = rt_ok(fsG_sum_dim(s, variant & 2 ? 0 : 1, variant & 4, variant & 8));
+  fs_tensor *r3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, 1, r->numel}));
+  fs_tensor *c3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, r->numel, 1}));
+  fs_tensor *o = rt_ok(fsG_bmm(r3, c3));
+  fs_tensor *e = rt_ok(fsG_select(q, 0, variant % 4));
+  fs_tensor *es = rt_ok(fsG_sum(e)), *os = rt_ok(fsG_sum(o));
+  fs_tensor *loss = rt_ok(fsG_binary(FSB_SUB, os, es));
+  fs_tensor *all[] = {t, p, q, s, r, r3, c3, o, e, es, os};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+  return loss;
+}
+
+typedef fs_tensor *(*chain_fn)(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant);
+
+static double loss_at(chain_fn f, fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
   bool old = fsG_set_grad_enabled(false);
-  fs_tensor *l = chain(x, W, b, variant);
+  fs_tensor *l = f(x, W, b, variant);
   fsG_set_grad_enabled(old);
   double v = fsT_f64(l)[0];
   fsT_release(l);
   return v;
 }
 
-static void test_gradients(void **state) {
-  (void)state;
+/* every leaf's float64 gradient against central differences of f */
+static void check_gradients(chain_fn f) {
   for (int variant = 0; variant < 16; variant++) {
     double xv[20], wv[30], bv[6];
     for (int k = 0; k < 20; k++) xv[k] = sin(k * 1.7 + variant) * 1.5;
@@ -96,7 +118,7 @@ static void test_gradients(void **state) {
     fs_tensor *x = f64_of(xv, 2, (int64_t[]){4, 5}), *W = f64_of(wv, 2, (int64_t[]){6, 5});
     fs_tensor *b = f64_of(bv, 1, (int64_t[]){6});
     x->requires_grad = W->requires_grad = b->requires_grad = true;
-    fs_tensor *l = chain(x, W, b, variant);
+    fs_tensor *l = f(x, W, b, variant);
     assert_int_equal(l->dtype, FS_F64);
     assert_int_equal(fsG_backward(l), 0);
     fsT_release(l);
@@ -108,9 +130,9 @@ static void test_gradients(void **state) {
       for (int64_t k = 0; k < t->numel; k++) {
         double keep = fsT_f64(t)[k], h = 1e-6;
         fsT_f64(t)[k] = keep + h;
-        double up = loss_at(x, W, b, variant);
+        double up = loss_at(f, x, W, b, variant);
         fsT_f64(t)[k] = keep - h;
-        double down = loss_at(x, W, b, variant);
+        double down = loss_at(f, x, W, b, variant);
         fsT_f64(t)[k] = keep;
         double num = (up - down) / (2 * h), got = fsT_f64(t->grad)[k];
         if (fabs(num - got) > 1e-8 * (1 + fabs(num)))
@@ -122,6 +144,12 @@ static void test_gradients(void **state) {
     fsT_release(W);
     fsT_release(b);
   }
+}
+
+static void test_gradients(void **state) {
+  (void)state;
+  check_gradients(chain);
+  check_gradients(chain_views);
 }
 
 /* torch's promotion: a float64 with dims wins over float32; a 0-dim float64
