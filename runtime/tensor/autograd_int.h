@@ -145,5 +145,8 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b);
 /* The backward of a window (slice, select, permute, transpose, expand) of
  * a float64 x: g scatter-added at the positions the window read. */
 int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g);
+fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, fsG_reduction red);
+/* The backward of x's elements taken at offs (int64, host): indexing. */
+int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g);
 
 #endif

@@ -796,3 +796,27 @@ done:
   fsT_release(b);
   return out;
 }
+
+int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g) {
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  for (int64_t i = 0; dx && i < offs->numel; i++) dx[fsT_i64(offs)[i]] += fsT_f64(g)[i];
+  return 0;
+}
+
+/* ---- mse and l1 losses: composed of the double ops above (torch's
+ * formulas: mean, sum or none of (x - y)^2 / |x - y|) ---- */
+
+fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, fsG_reduction red) {
+  if ((kind != FSN_MSE && kind != FSN_L1) || red == FSG_BATCHMEAN) {
+    fsT_seterr("%s: this loss has no float64 path in this runtime (float64 runs cross_entropy, mse_loss and l1_loss)",
+               kind == FSN_SMOOTH_L1 ? "smooth_l1_loss" : kind == FSN_HUBER ? "huber_loss" : "loss");
+    return NULL;
+  }
+  fs_tensor *d = fsG_binary(FSB_SUB, x, y), *e = NULL, *out = NULL;
+  if (d) e = kind == FSN_MSE ? fsG_binary(FSB_MUL, d, d) : fsG_unary(FSU_ABS, d, 0, 0);
+  if (e) out = red == FSG_NONE ? fsT_retain(e) : red == FSG_SUM ? fsG_sum(e) : fsG_mean(e);
+  fsT_release(d);
+  fsT_release(e);
+  return out;
+}
