@@ -2,7 +2,8 @@
  * the dtype's size, name and conversions; the double path's gradients
  * against central differences of the forward in double (linear, every
  * activation and elementwise function, softmax/log_softmax, arithmetic,
- * cross_entropy, matmul/bmm, windows, sum/mean over a dim); gradients in
+ * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
+ * mse_loss); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
  * the optimizers' double rules. */
@@ -79,7 +80,8 @@ static fs_tensor *chain(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
 }
 
 /* x [4, 5] W [6, 5] b [6]: x @ W^T (a transposed window and matmul), a
- * strided slice, select, sum/mean over a dim, bmm of the row with itself */
+ * strided slice, select, sum/mean over a dim, bmm of the row with itself,
+ * rows taken by an index tensor, mse_loss against b (broadcast) */
 static fs_tensor *chain_views(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
   fs_tensor *t = rt_ok(fsG_transpose(W, 0, 1));
   fs_tensor *p = rt_ok(fsG_matmul(x, t));
@@ -90,9 +92,13 @@ static fs_tensor *chain_views(fs_tensor *x, fs_tensor *W, fs_tensor *b, int vari
   fs_tensor *c3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, r->numel, 1}));
   fs_tensor *o = rt_ok(fsG_bmm(r3, c3));
   fs_tensor *e = rt_ok(fsG_select(q, 0, variant % 4));
-  fs_tensor *es = rt_ok(fsG_sum(e)), *os = rt_ok(fsG_sum(o));
-  fs_tensor *loss = rt_ok(fsG_binary(FSB_SUB, os, es));
-  fs_tensor *all[] = {t, p, q, s, r, r3, c3, o, e, es, os};
+  fs_tensor *idx = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, 1, (int64_t[]){3}));
+  for (int k = 0; k < 3; k++) fsT_i64(idx)[k] = (k * 2 + variant) % 4; /* repeats: gradients add up */
+  fs_tensor *g = rt_ok(fsG_index(q, &(fsG_subscript){.kind = FSG_IX_TENSOR, .t = idx}, 1));
+  fs_tensor *m = rt_ok(fsG_mse_loss(g, b));
+  fs_tensor *es = rt_ok(fsG_sum(e)), *os = rt_ok(fsG_sum(o)), *d = rt_ok(fsG_binary(FSB_SUB, os, es));
+  fs_tensor *loss = rt_ok(fsG_binary(FSB_ADD, d, m));
+  fs_tensor *all[] = {t, p, q, s, r, r3, c3, o, e, idx, g, m, es, os, d};
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
   return loss;
 }
