@@ -4,16 +4,17 @@
  *
  * Invariant: a float64 tensor is only computed on here, in double, on the
  * cpu; its gradient is a float64 tensor (fsG_grad_buf_f64), as torch's .grad
- * has the parameter's dtype.  The ops with a double path (linear,
- * activations, elementwise arithmetic (broadcast), sum/mean, the tensor API's elementwise functions, softmax and
- * log_softmax, cross_entropy, reshape, the cast, sum/mean over a dim,
- * matmul, and the GPT's embedding, positional embedding, layer norm and
- * causal attention; windows move 8-byte elements and take their backward
- * from here) dispatch here at
- * their entry point (fsG_any_f64); every other op meets float64 inputs in
- * fsG_low_begin (precision.c), which refuses them with an error naming the
- * dtype, so no float32 kernel ever reads double storage.  Formulas are
- * torch 1.13's double kernels'; matrix products are OpenBLAS's dgemm. */
+ * has the parameter's dtype.  The ops with a double path dispatch here at
+ * their entry point (fsG_any_f64): linear, matmul/bmm, activations, the
+ * tensor API's elementwise functions, broadcast arithmetic, sum/mean (whole
+ * or over a dim), softmax/log_softmax, cross_entropy, mse/l1 losses, the
+ * cast, and the GPT's embedding, positional embedding, layer norm and fused
+ * causal attention; reshapes, windows and indexing move 8-byte elements
+ * and take their backward from here.  Every other op meets float64 inputs
+ * in fsG_low_begin (precision.c), which refuses them with an error naming
+ * the op, so no float32 kernel ever reads double storage.  Formulas are
+ * torch 1.13's; matrix products are OpenBLAS's dgemm.  The other half:
+ * autograd_int.h declares these, precision.c's cast and refusal. */
 #include "autograd.h"
 #include "autograd_int.h"
 #include "blas.h"
@@ -91,6 +92,24 @@ static int64_t rows_of(const fs_tensor *t) {
  * through the cast), or a new reference to x when it is float64 already. */
 static fs_tensor *as64(fs_tensor *x) { return x ? fsG_cast(x, FS_F64) : NULL; }
 
+/* torch's name of a scalar type in its dtype-mismatch message */
+static const char *scalar_type(fs_dtype dt) {
+  static const char *const names[] = {[FS_F32] = "Float", [FS_BF16] = "BFloat16", [FS_I64] = "Long",
+                                      [FS_BOOL] = "Bool", [FS_F16] = "Half", [FS_F64] = "Double"};
+  return names[dt];
+}
+
+/* The ops that do not promote (linear, matmul, layer_norm): every operand
+ * present has the first one's dtype, else torch's error. */
+static bool one_dtype(int n, fs_tensor *const *ins) {
+  for (int i = 1; i < n; i++)
+    if (ins[i] && ins[i]->dtype != ins[0]->dtype) {
+      fsT_seterr("expected scalar type %s but found %s", scalar_type(ins[0]->dtype), scalar_type(ins[i]->dtype));
+      return false;
+    }
+  return true;
+}
+
 /* ---- linear: out = x W^T + b ---- */
 
 static int linear64_bw(fsG_node *n, fs_tensor *out) {
@@ -106,34 +125,28 @@ static int linear64_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-fs_tensor *fsG_linear_f64(fs_tensor *x0, fs_tensor *W0, fs_tensor *b0) {
-  fs_tensor *x = as64(x0), *W = x ? as64(W0) : NULL, *b = W && b0 ? as64(b0) : NULL, *out = NULL;
+fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   fs_tensor *ins[3] = {x, W, b};
-  if (!W || (b0 && !b) || !on_cpu("linear", 3, ins)) goto done;
+  if (!one_dtype(3, ins) || !on_cpu("linear", 3, ins)) return NULL;
   int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
   if (x->rank == 0 || W->rank != 2 || C != W->shape[1]) {
     fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(x),
                (long long)C, (long long)(W->rank == 2 ? W->shape[1] : W->numel), (long long)W->shape[0]);
-    goto done;
+    return NULL;
   }
   int64_t shape[FS_MAX_RANK], R = rows_of(x), O = W->shape[0];
   memcpy(shape, x->shape, sizeof shape);
   shape[x->rank - 1] = O;
-  if (!(out = new64(x->rank, shape))) goto done;
+  fs_tensor *out = new64(x->rank, shape);
+  if (!out) return NULL;
   double *y = fsT_f64(out);
   for (int64_t r = 0; r < R; r++)
     for (int64_t o = 0; o < O; o++) y[r * O + o] = b ? fsT_f64(b)[o] : 0.0;
   if (fsB_dgemm(false, true, R, O, C, 1.0, fsT_f64(x), C, fsT_f64(W), C, b ? 1.0 : 0.0, y, O) < 0) {
     fsT_release(out);
-    out = NULL;
-    goto done;
+    return NULL;
   }
-  out = fsG_record(out, linear64_bw, 3, ins, NULL, NULL, 0, 0);
-done:
-  fsT_release(x);
-  fsT_release(W);
-  fsT_release(b);
-  return out;
+  return fsG_record(out, linear64_bw, 3, ins, NULL, NULL, 0, 0);
 }
 
 /* ---- activations (nn.h's fsN_act) ---- */
@@ -576,22 +589,24 @@ static int layernorm64_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-fs_tensor *fsG_layernorm_f64(fs_tensor *x0, fs_tensor *w0, fs_tensor *b0, double eps) {
-  if (!w0 || !b0) {
+fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  if (!w || !b) {
     fsT_seterr("layer_norm: the float64 path takes a weight and a bias");
     return NULL;
   }
-  fs_tensor *x = as64(x0), *w = x ? as64(w0) : NULL, *b = w ? as64(b0) : NULL, *out = NULL, *st = NULL;
-  fs_tensor *ins[3] = {x, w, b};
-  if (!b || !on_cpu("layer_norm", 3, ins)) goto done;
+  fs_tensor *out = NULL, *st = NULL, *ins[3] = {x, w, b};
+  if (!one_dtype(3, ins) || !on_cpu("layer_norm", 3, ins)) return NULL;
   int64_t C = w->numel, N = rows_of(x), two_n = 2 * N;
   if (x->rank == 0 || x->shape[x->rank - 1] != C || b->numel != C) {
     char s[96];
     fsT_seterr("Given normalized_shape=[%lld], expected input with shape [*, %lld], but got input of size%s",
                (long long)C, (long long)C, fsT_shape_str(x, s, sizeof s));
-    goto done;
+    return NULL;
   }
-  if (!(out = new64(x->rank, x->shape)) || !(st = new64(1, &two_n))) goto done;
+  if (!(out = new64(x->rank, x->shape)) || !(st = new64(1, &two_n))) {
+    fsT_release(out);
+    return NULL;
+  }
   for (int64_t r = 0; r < N; r++) {
     const double *xr = fsT_f64(x) + r * C;
     double m = 0, v = 0;
@@ -603,14 +618,7 @@ fs_tensor *fsG_layernorm_f64(fs_tensor *x0, fs_tensor *w0, fs_tensor *b0, double
     fsT_f64(st)[2 * r] = m;
     fsT_f64(st)[2 * r + 1] = s;
   }
-  out = fsG_record(out, layernorm64_bw, 3, ins, st, NULL, eps, 0);
-  st = NULL;
-done:
-  if (!out) fsT_release(st);
-  fsT_release(x);
-  fsT_release(w);
-  fsT_release(b);
-  return out;
+  return fsG_record(out, layernorm64_bw, 3, ins, st, NULL, eps, 0);
 }
 
 /* qkv [B, T, 3C] -> [B, T, C]; saved[0] the probabilities [B, NH, T, T] */
@@ -767,34 +775,29 @@ static int matmul64_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-fs_tensor *fsG_matmul_f64(fs_tensor *a0, fs_tensor *b0) {
-  fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
+fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
-  if (!b || !on_cpu("matmul", 2, ins)) goto done;
+  if (!one_dtype(2, ins) || !on_cpu("matmul", 2, ins)) return NULL;
   bool shared = b->rank == 2 && a->rank >= 2, batched = a->rank == 3 && b->rank == 3 && a->shape[0] == b->shape[0];
   if ((!shared && !batched) || a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
     char sa[96], sb[96];
     fsT_seterr("matmul: float64 operands %s and %s: the float64 path multiplies [..., M, K] by [K, N] or "
                "[B, M, K] by [B, K, N]", fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
-    goto done;
+    return NULL;
   }
   int64_t shape[FS_MAX_RANK], K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
   memcpy(shape, a->shape, sizeof shape);
   shape[a->rank - 1] = N;
-  if (!(out = new64(a->rank, shape))) goto done;
+  fs_tensor *out = new64(a->rank, shape);
+  if (!out) return NULL;
   int64_t B = batched ? a->shape[0] : 1, M = batched ? a->shape[1] : rows_of(a);
   for (int64_t i = 0; i < B; i++)
     if (fsB_dgemm(false, false, M, N, K, 1.0, fsT_f64(a) + i * M * K, K, fsT_f64(b) + (batched ? i * K * N : 0), N,
                   0.0, fsT_f64(out) + i * M * N, N) < 0) {
       fsT_release(out);
-      out = NULL;
-      goto done;
+      return NULL;
     }
-  out = fsG_record(out, matmul64_bw, 2, ins, NULL, NULL, 0, batched);
-done:
-  fsT_release(a);
-  fsT_release(b);
-  return out;
+  return fsG_record(out, matmul64_bw, 2, ins, NULL, NULL, 0, batched);
 }
 
 int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g) {
