@@ -779,7 +779,12 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
   if (!one_dtype(2, ins) || !on_cpu("matmul", 2, ins)) return NULL;
   bool shared = b->rank == 2 && a->rank >= 2, batched = a->rank == 3 && b->rank == 3 && a->shape[0] == b->shape[0];
-  if ((!shared && !batched) || a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
+  if ((shared || batched) && a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
+    fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(a),
+               (long long)a->shape[a->rank - 1], (long long)b->shape[b->rank - 2], (long long)b->shape[b->rank - 1]);
+    return NULL;
+  }
+  if (!shared && !batched) {
     char sa[96], sb[96];
     fsT_seterr("matmul: float64 operands %s and %s: the float64 path multiplies [..., M, K] by [K, N] or "
                "[B, M, K] by [B, K, N]", fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));

@@ -386,13 +386,13 @@ static fs_tensor *value_for(fs_tensor *v, int rank, const int64_t *shape) {
 fs_tensor *fsG_index_put(fs_tensor *x, const fsG_subscript *ix, int n, fs_tensor *v) {
   fs_tensor *ins[2] = {x, v};
   if (!fsG_check_inputs("index_put_", 2, ins)) return NULL;
+  bool advanced = false;
+  for (int k = 0; k < n; k++) advanced |= ix[k].kind == FSG_IX_TENSOR;
+  if (fsG_inplace_check(x, !advanced) < 0) return NULL;
   if (fsG_any_f64(2, ins) && fsG_grad_enabled() && (x->requires_grad || v->requires_grad)) {
     fsT_seterr("index_put_: this op has no float64 backward in this runtime (a float64 operand requires grad)");
     return NULL;
   }
-  bool advanced = false;
-  for (int k = 0; k < n; k++) advanced |= ix[k].kind == FSG_IX_TENSOR;
-  if (fsG_inplace_check(x, !advanced) < 0) return NULL;
   plan p;
   if (x->rank == 0 && n == 1 && ix[0].kind == FSG_IX_INT) {
     fsT_seterr("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
