@@ -64,6 +64,12 @@ static int dtype_of(const fs_value *v, fs_dtype *dt) {
   return -1;
 }
 
+bool fsE_is_dtype(const fs_value *v, fs_dtype *dt) {
+  if (v->type != FSV_OBJ || v->u.obj.cls != &dtype_class) return false;
+  *dt = (fs_dtype)(intptr_t)v->u.obj.data;
+  return true;
+}
+
 static fs_value *dtype_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
   (void)E;
   fs_dtype x, y;
