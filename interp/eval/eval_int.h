@@ -211,6 +211,8 @@ extern const fsE_lib fsE_lib_index;
 int fsE_dims_of(const fs_value *args, int64_t *dims, int *rank, const char *fn);
 /* A cpu tensor of dt filled with v. */
 fs_tensor *fsE_filled(fs_dtype dt, int rank, const int64_t *dims, double v);
+/* Whether v is a dtype value (torch.float64, ...): *dt gets it (lib_torch.c). */
+bool fsE_is_dtype(const fs_value *v, fs_dtype *dt);
 /* The offset of n elements drawn from the seed's random stream (rand, randn, nn.init). */
 uint64_t fsE_draw(fsE_ctx *E, int64_t n);
 /* A dim argument (int) -> *d; -1 with torch's error otherwise. */

@@ -939,12 +939,17 @@ NATIVE(module_to) {
   (void)E;
   ctxv *c = fsV_objdata(s[0], &fsE_ctx_class);
   if (c && c->kind == 0) return module_move(self, c->dev);
+  fs_dtype dt;
+  if (fsE_is_dtype(s[0], &dt)) { /* module.to(torch.float64): its floating parameters and buffers */
+    if (fsM_to_dtype(MODV(self)->m, dt) < 0) return fsE_rt_fail();
+    return fsV_retain(self);
+  }
   for (int d = 0; s[0]->type == FSV_STR && d < FS_DEV__COUNT; d++) {
     size_t l = strlen(fsT_device_name((fs_device)d));
     if (strncmp(s[0]->u.str.s, fsT_device_name((fs_device)d), l) == 0 && (!s[0]->u.str.s[l] || s[0]->u.str.s[l] == ':'))
       return module_move(self, (fs_device)d);
   }
-  fsV_seterr("%s.to(): expected a device (device(...), \"cpu\", \"cuda\"), got %s", MODV(self)->cls,
+  fsV_seterr("%s.to(): expected a device (device(...), \"cpu\", \"cuda\") or a dtype, got %s", MODV(self)->cls,
              s[0]->type == FSV_STR ? s[0]->u.str.s : fsV_type_name(s[0]));
   return NULL;
 }

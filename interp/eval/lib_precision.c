@@ -21,7 +21,8 @@
 #include "eval_int.h"
 
 fs_dtype fsE_precision_param_dtype(const fsF_config *cfg) {
-  return cfg->precision == FSF_PBF16_TRUE ? FS_BF16 : cfg->precision == FSF_P16_TRUE ? FS_F16 : FS_F32;
+  return cfg->precision == FSF_PBF16_TRUE ? FS_BF16 : cfg->precision == FSF_P16_TRUE ? FS_F16
+       : cfg->precision == FSF_P64 ? FS_F64 : FS_F32;
 }
 
 static fs_dtype autocast_dtype(const fsF_config *cfg) {
@@ -38,7 +39,7 @@ void fsE_precision_ctx(ctxv *c, const fsF_config *cfg, bool forward) {
  * dt, on the tape; anything else as it is (apply_to_collection). */
 static fs_value *convert(fs_value *v, fs_dtype dt) {
   fs_tensor *t = fsE_as_tensor(v);
-  if (t) return fsT_is_float(t->dtype) ? fsE_tensor_value(fsG_cast(t, dt)) : fsV_retain(v);
+  if (t) return fsT_is_floating(t->dtype) ? fsE_tensor_value(fsG_cast(t, dt)) : fsV_retain(v);
   if (v->type != FSV_TUPLE) return fsV_retain(v);
   fs_value *out = fsV_tuple(v->u.seq.n);
   for (size_t i = 0; out && i < v->u.seq.n; i++) {
@@ -67,7 +68,7 @@ fs_value *fsE_precision_forward(fsE_ctx *E, fs_value *module, const fsV_args *a,
   if (ok) {
     fsV_args b = *a;
     b.pos = pos;
-    fs_dtype ac = fv->cfg.cls == FSF_FSDP && in != FS_F32 ? in : autocast_dtype(&fv->cfg);
+    fs_dtype ac = fv->cfg.cls == FSF_FSDP && fsT_is_low(in) ? in : autocast_dtype(&fv->cfg);
     fs_dtype old_autocast = fsG_set_autocast(ac);
     fs_dtype old_default = E->default_float;
     E->default_float = in;

@@ -28,7 +28,7 @@ static const fsV_class dtype_class = {.name = "dtype", .repr = dtype_repr, .bino
 static fs_value *dtype_value(fs_dtype dt) { return fsV_obj(&dtype_class, (void *)(intptr_t)dt); }
 
 /* the dtype a value names: a dtype value, Python's float/int (torch maps
- * them to float32 and int64), or the strings "float32"/"torch.float32" */
+ * them to float64 and int64), or the strings "float32"/"torch.float32" */
 static int dtype_of(const fs_value *v, fs_dtype *dt) {
   if (v->type == FSV_OBJ && v->u.obj.cls == &dtype_class) {
     *dt = (fs_dtype)(intptr_t)v->u.obj.data;
@@ -40,7 +40,7 @@ static int dtype_of(const fs_value *v, fs_dtype *dt) {
     char *r = v->u.obj.cls->repr ? v->u.obj.cls->repr((fs_value *)v) : NULL;
     snprintf(fn, sizeof fn, "%s", r ? r : "");
     free(r);
-    if (strcmp(fn, "<class 'float'>") == 0 || strstr(fn, " float>")) name = "float32";
+    if (strcmp(fn, "<class 'float'>") == 0 || strstr(fn, " float>")) name = "float64";
     else if (strcmp(fn, "<class 'int'>") == 0 || strstr(fn, " int>")) name = "int64";
     else if (strcmp(fn, "<class 'bool'>") == 0 || strstr(fn, " bool>")) name = "bool";
   }
@@ -56,8 +56,18 @@ static int dtype_of(const fs_value *v, fs_dtype *dt) {
     *dt = FS_F16;
     return 0;
   }
+  if (name && (strcmp(name, "float64") == 0 || strcmp(name, "double") == 0)) {
+    *dt = FS_F64;
+    return 0;
+  }
   fsV_seterr("dtype must be torch.dtype, not %s", fsV_type_name(v));
   return -1;
+}
+
+bool fsE_is_dtype(const fs_value *v, fs_dtype *dt) {
+  if (v->type != FSV_OBJ || v->u.obj.cls != &dtype_class) return false;
+  *dt = (fs_dtype)(intptr_t)v->u.obj.data;
+  return true;
 }
 
 static fs_value *dtype_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
@@ -73,6 +83,7 @@ static fs_value *dtype_binop(fsE_ctx *E, fs_op op, fs_value *a, fs_value *b) {
 NATIVE(c_float32) { return dtype_value(FS_F32); }
 NATIVE(c_bfloat16) { return dtype_value(FS_BF16); }
 NATIVE(c_float16) { return dtype_value(FS_F16); }
+NATIVE(c_float64) { return dtype_value(FS_F64); }
 NATIVE(c_int64) { return dtype_value(FS_I64); }
 
 NATIVE(tensor_dtype_attr) { return dtype_value(TENSOR(self)->dtype); }
@@ -153,6 +164,7 @@ static void put_elem(fs_tensor *t, int64_t i, double v) {
   case FS_BF16: ((uint16_t *)t->data)[i] = fsT_f32_to_bf16((float)v); break;
   case FS_BOOL: fsT_bool(t)[i] = v != 0; break;
   case FS_F16: ((uint16_t *)t->data)[i] = fsT_f32_to_f16((float)v); break;
+  case FS_F64: fsT_f64(t)[i] = v; break;
   }
 }
 
@@ -495,7 +507,7 @@ NATIVE(t_clone) { /* on the tape: the gradient passes through */
 NATIVE(t_requires_grad_) {
   fs_tensor *x = TENSOR(self);
   bool want = fsV_truthy(s[0]);
-  if (want && x->dtype != FS_F32) {
+  if (want && x->dtype != FS_F32 && x->dtype != FS_F64) {
     fsV_seterr("only Tensors of floating point dtype can require gradients");
     return NULL;
   }
@@ -510,7 +522,7 @@ NATIVE(t_requires_grad_) {
 NATIVE(t_dim) { return fsV_int(TENSOR(self)->rank); }
 
 static const fsE_reg torch_funcs[] = {
-  {"float32", c_float32}, {"bfloat16", c_bfloat16}, {"float16", c_float16}, {"half", c_float16}, {"int64", c_int64}, {"long", c_int64},
+  {"float32", c_float32}, {"bfloat16", c_bfloat16}, {"float16", c_float16}, {"half", c_float16}, {"float64", c_float64}, {"double", c_float64}, {"int64", c_int64}, {"long", c_int64},
   {"tensor", b_tensor}, {"zeros", b_zeros}, {"ones", b_ones}, {"empty", b_empty}, {"full", b_full},
   {"arange", b_arange}, {"linspace", b_linspace}, {"eye", b_eye}, {"rand", b_rand}, {"randn", b_randn},
   {"randint", b_randint}, {"zeros_like", b_zeros_like}, {"ones_like", b_ones_like},

@@ -54,7 +54,7 @@ int fsSig_python_builtin(const char *name) {
  * script's call makes the object without its arguments being bound;
  * `modules` nn.Module classes without a row whose instances are modules. */
 static const struct { const char *module, *rows, *loose, *modules; } namespaces[] = {
-  {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half bool float",
+  {"torch", "no_grad float32 bfloat16 int64 long Generator float16 half bool float64 double",
    "device tensor zeros ones empty full arange linspace eye rand randn randint zeros_like "
    "ones_like empty_like full_like rand_like randn_like cat stack where exp log sqrt tanh sigmoid "
    "maximum minimum clamp softmax log_softmax matmul bmm sin cos relu tril triu topk multinomial flatten", ""},
@@ -314,6 +314,10 @@ fsSig_ns fsSig_resolve(const char *dotted, const char **row) {
   const char *rest = dotted + skip; /* "" or ".nn.Linear" */
   const char *last = strrchr(rest, '.');
   if (!last) return FSSIG_NS_MEMBER;
+  if (!strcmp(pkg, "torch") && !strcmp(rest, ".float")) { /* torch.float is float32; Python's float is float64 */
+    *row = "float32";
+    return FSSIG_NS_ROW;
+  }
   size_t plen = strlen(pkg), mlen = (size_t)(last - rest);
   for (size_t i = 0; i < sizeof namespaces / sizeof *namespaces; i++) {
     const char *m = namespaces[i].module;

@@ -474,6 +474,9 @@ static const fsSig table[] = {
   /* float16 (16-true; issue 16) */
   FN0("float16", "dtype", FSSIG_CONST),
   FN0("half", "dtype", FSSIG_CONST),
+  /* float64 (64-true; issue 16 point 1) */
+  FN0("float64", "dtype", FSSIG_CONST),
+  FN0("double", "dtype", FSSIG_CONST),
   FN("tensor", p_t_tensor, "Tensor"),
   FN("zeros", p_t_sized, "Tensor"),
   FN("ones", p_t_sized, "Tensor"),
@@ -830,6 +833,7 @@ static const fsSig table[] = {
   M("Tensor.sum", p_dim, "Tensor"),
   M("Tensor.mean", p_dim, "Tensor"),
   M0("Tensor.float", "Tensor"),
+  M0("Tensor.double", "Tensor"),
   M0("Tensor.backward", "None"),
   M("Tensor.size", p_size, "any"),
   M0("Tensor.numel", "int"),

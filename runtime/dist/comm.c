@@ -52,7 +52,7 @@ static int check(fsCC_comm *c, const char *what, const void *a, const void *b,
     fsT_seterr("%s: the communicator was aborted by an earlier failure", what);
     return -1;
   }
-  if ((unsigned)dt > FS_I64) {
+  if ((unsigned)dt > FS_I64 && dt != FS_F64) {
     fsT_seterr("%s: unknown dtype %d", what, (int)dt);
     return -1;
   }

@@ -203,8 +203,8 @@ static int reduce_bufs(gloo_comm *s, const fsCC_buf *bufs, int nb, fs_dtype dt, 
   for (int i = 0; i < nb; i++) count += bufs[i].count;
   if (count == 0) return 0;
   size_t per = count < CHUNK ? count : CHUNK;
-  bool i64 = dt == FS_I64;
-  void *staging = malloc(per * (i64 ? sizeof(int64_t) : sizeof(float)));
+  bool i64 = dt == FS_I64, f64 = dt == FS_F64;
+  void *staging = malloc(per * (i64 || f64 ? 8 : sizeof(float)));
   if (!staging) {
     fsT_seterr("%s: out of memory for %zu elements of staging", what, per);
     return -1;
@@ -216,12 +216,14 @@ static int reduce_bufs(gloo_comm *s, const fsCC_buf *bufs, int nb, fs_dtype dt, 
   for (size_t off = 0; rc == 0 && off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
     move(s, &in, dt, staging, n, true, device);
-    if (L.fsCC_glooshim_all_reduce(s->g, staging, n, i64 ? FSCC_GLOO_I64 : FSCC_GLOO_F32, red, err) < 0) {
+    fsCC_gloo_kind kind = i64 ? FSCC_GLOO_I64 : f64 ? FSCC_GLOO_F64 : FSCC_GLOO_F32;
+    if (L.fsCC_glooshim_all_reduce(s->g, staging, n, kind, red, err) < 0) {
       rc = failed(s, what, err);
       break;
     }
     for (size_t i = 0; op == FSCC_MEAN && i < n; i++) {
       if (i64) ((int64_t *)staging)[i] /= s->base.world;
+      else if (f64) ((double *)staging)[i] /= s->base.world;
       else ((float *)staging)[i] /= (float)s->base.world;
     }
     move(s, &out, dt, staging, n, false, device);

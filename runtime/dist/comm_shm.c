@@ -209,8 +209,21 @@ static int64_t i64_op(fsCC_op op, int64_t a, int64_t b) {
   return op == FSCC_MAX ? (a > b ? a : b) : (a < b ? a : b);
 }
 
+/* float64 (64-true): accumulated in double, in rank order */
+static double f64_op(fsCC_op op, double a, double b) {
+  if (op == FSCC_SUM || op == FSCC_MEAN) return a + b;
+  if (isnan(a) || isnan(b)) return NAN;
+  return op == FSCC_MAX ? (a > b ? a : b) : (a < b ? a : b);
+}
+
 static void reduce(fs_dtype dt, fsCC_op op, int nsrc, const void *const *src, size_t n, void *out) {
   for (size_t i = 0; i < n; i++) {
+    if (dt == FS_F64) {
+      double acc = ((const double *)src[0])[i];
+      for (int r = 1; r < nsrc; r++) acc = f64_op(op, acc, ((const double *)src[r])[i]);
+      ((double *)out)[i] = op == FSCC_MEAN ? acc / nsrc : acc;
+      continue;
+    }
     if (dt == FS_I64) {
       int64_t acc = ((const int64_t *)src[0])[i];
       for (int r = 1; r < nsrc; r++) acc = i64_op(op, acc, ((const int64_t *)src[r])[i]);

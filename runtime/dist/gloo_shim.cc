@@ -206,6 +206,7 @@ extern "C" int fsCC_glooshim_all_reduce(fsCC_glooshim *g, void *buf, size_t coun
                                         fsCC_gloo_red red, char *err) {
   try {
     if (kind == FSCC_GLOO_F32) all_reduce(g, static_cast<float *>(buf), count, red);
+    else if (kind == FSCC_GLOO_F64) all_reduce(g, static_cast<double *>(buf), count, red);
     else all_reduce(g, static_cast<int64_t *>(buf), count, red);
     return 0;
   } catch (const std::exception &e) {

@@ -24,7 +24,7 @@ extern "C" {
  * the rendezvous's allgather, through which the ranks swap addresses. */
 typedef int (*fsCC_gloo_exchange)(void *arg, const void *mine, void *all, size_t n);
 
-typedef enum fsCC_gloo_kind { FSCC_GLOO_F32, FSCC_GLOO_I64 } fsCC_gloo_kind;
+typedef enum fsCC_gloo_kind { FSCC_GLOO_F32, FSCC_GLOO_I64, FSCC_GLOO_F64 } fsCC_gloo_kind;
 typedef enum fsCC_gloo_red { FSCC_GLOO_SUM, FSCC_GLOO_MAX, FSCC_GLOO_MIN } fsCC_gloo_red;
 
 typedef struct fsCC_glooshim fsCC_glooshim;

@@ -232,7 +232,8 @@ static void put_tensor(dumper *w, const fsQ_value *v) {
                                              [FS_BF16] = "torch\nBFloat16Storage\n",
                                              [FS_F16] = "torch\nHalfStorage\n",
                                              [FS_I64] = "torch\nLongStorage\n",
-                                             [FS_BOOL] = "torch\nBoolStorage\n"};
+                                             [FS_BOOL] = "torch\nBoolStorage\n",
+                                             [FS_F64] = "torch\nDoubleStorage\n"};
   const fsQ_tensor *t = &v->u.t;
   size_t key = 0;
   while (key < w->nt && w->tensors[key] != v) key++; /* one storage per distinct tensor */

@@ -23,7 +23,7 @@
 
 /* Safetensors spelling of the dtypes. */
 static const char *const tags[] = {[FS_F32] = "F32", [FS_BF16] = "BF16", [FS_I64] = "I64", [FS_BOOL] = "BOOL",
-                                   [FS_F16] = "F16"};
+                                   [FS_F16] = "F16", [FS_F64] = "F64"};
 
 static const char *dtype_tag(fs_dtype dt) { return tags[dt]; }
 
@@ -146,7 +146,7 @@ static int parse_info(const char *path, const char *name, json_t *e, fsK_info *t
     return fsIO_fail(err, "%s: corrupt header: tensor \"%s\" needs dtype, shape and data_offsets",
                      path, name);
   if (dtype_parse(json_string_value(dt), &t->dtype) != 0)
-    return fsIO_fail(err, "%s: tensor \"%s\" has dtype %s; supported are F32, BF16, F16 and I64", path,
+    return fsIO_fail(err, "%s: tensor \"%s\" has dtype %s; supported are F32, F64, BF16, F16, I64 and BOOL", path,
                      name, json_string_value(dt));
   if (json_array_size(shape) > FS_MAX_RANK)
     return fsIO_fail(err, "%s: tensor \"%s\" has %zu dimensions, at most %d are supported", path,

@@ -57,7 +57,7 @@ static const char *const allowed_globals[] = {
 /* torch's storage classes: the runtime's dtypes, and the others by name. */
 static const struct { const char *cls, *dtype; int runtime; } storage_types[] = {
   {"Float", "float32", FS_F32}, {"BFloat16", "bfloat16", FS_BF16}, {"Long", "int64", FS_I64},
-  {"Double", "float64", -1}, {"Half", "float16", FS_F16}, {"Int", "int32", -1}, {"Short", "int16", -1},
+  {"Double", "float64", FS_F64}, {"Half", "float16", FS_F16}, {"Int", "int32", -1}, {"Short", "int16", -1},
   {"Char", "int8", -1}, {"Byte", "uint8", -1}, {"Bool", "bool", FS_BOOL}, {"ComplexDouble", "complex128", -1},
   {"ComplexFloat", "complex64", -1}, {"QInt32", "qint32", -1}, {"QInt8", "qint8", -1},
   {"QUInt8", "quint8", -1}, {"QUInt4x2", "quint4x2", -1}, {"QUInt2x4", "quint2x4", -1},
@@ -225,7 +225,7 @@ static int op_binpersid(unpickler *u) {
   int row = f[1]->kind == FSQ__GLOBAL ? storage_row((size_t)f[1]->u.i) : -1;
   if (row < 0) return fail(u, "a storage's type must be a torch Storage class, not %s", what_is(f[1]));
   if (storage_types[row].runtime < 0)
-    return fail(u, "a tensor of dtype %s (%s): the runtime has float32, bfloat16, float16 and int64", storage_types[row].dtype,
+    return fail(u, "a tensor of dtype %s (%s): the runtime has float32, float64, bfloat16, float16 and int64", storage_types[row].dtype,
                 global_name(f[1]));
   int64_t numel;
   if (f[2]->kind != FSQ_STR) return fail(u, "a storage's key must be a str, not %s", what_is(f[2]));

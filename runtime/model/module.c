@@ -686,7 +686,7 @@ int fsM_to_dtype(fs_module *m, fs_dtype dt) {
   if (n < 0) return -1;
   int rc = 0;
   for (int64_t i = 0; rc == 0 && i < n; i++)
-    if (fsT_is_float(ps[i].t->dtype) && ps[i].t->data) rc = fsT_set_dtype(ps[i].t, dt);
+    if (fsT_is_floating(ps[i].t->dtype) && ps[i].t->data) rc = fsT_set_dtype(ps[i].t, dt);
   fsM_params_free(ps, n);
   return rc;
 }

@@ -265,6 +265,11 @@ static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
   u.step = ++o->steps[i];
   if (o->kind == FSO_ADAGRAD) u.lr = h->lr / (1 + ((double)u.step - 1) * h->lr_decay);
   if (fsT_is_low(p->dtype)) return step_low(p, st, &u);
+  if (p->dtype == FS_F64) { /* 64-true: cpu only (the connector refuses it elsewhere) */
+    if (p->grad->dtype != FS_F64 && fsT_set_dtype(p->grad, FS_F64) < 0) return -1;
+    double *s64[3] = {st[0] ? fsT_f64(st[0]) : NULL, st[1] ? fsT_f64(st[1]) : NULL, st[2] ? fsT_f64(st[2]) : NULL};
+    return fsO_update_f64(&u, fsT_f64(p), fsT_f64(p->grad), s64);
+  }
   float *w = fsT_f32(p), *g = fsT_f32(p->grad), *s0 = st[0] ? fsT_f32(st[0]) : NULL;
   float *s1 = st[1] ? fsT_f32(st[1]) : NULL, *s2 = st[2] ? fsT_f32(st[2]) : NULL;
   switch (u.kind) {
@@ -336,6 +341,7 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
     fsT_seterr("clip_gradients: norm_type %g is not supported (use 2.0 or inf)", norm_type);
     return -1;
   }
+  if (fsO_grads_f64(params, n)) return fsO_clip_norm_f64(params, n, max_norm, inf, total);
   /* per-tensor norms in float, then their norm, as torch.norm(stack(norms)) */
   float acc = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -364,6 +370,7 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
 }
 
 int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip) {
+  if (fsO_grads_f64(params, n)) return fsO_clip_value_f64(params, n, clip);
   for (int64_t i = 0; i < n; i++) {
     if (!params[i]->grad) continue;
     fs_tensor *g = grad_f32(params[i]);

@@ -24,6 +24,7 @@
 #ifndef FS_OPTIM_H
 #define FS_OPTIM_H
 
+#include "backend.h" /* fsB_update */
 #include "tensor.h"
 
 typedef enum fsO_kind { FSO_SGD, FSO_ADAM, FSO_ADAMW, FSO_RMSPROP, FSO_ADAGRAD, FSO_ADADELTA } fsO_kind;
@@ -107,6 +108,18 @@ int fsO_clip_grad_norm_with(fs_tensor *const *params, int64_t n, double max_norm
 /* clip_grad_value_: every grad element clamped to [-clip, clip]; -1 +
  * fsT_error (out of memory widening a low-precision gradient). */
 int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip);
+
+/* optim_f64.c: one float64 parameter's update (p, its gradient g and the
+ * states s[0..2] in fsO_state_name's order, NULL where unused, all double
+ * host arrays) under u's hyperparameters (u's float pointers unused);
+ * -1 + fsT_error for an optimizer without a double rule. */
+int fsO_update_f64(const fsB_update *u, double *p, const double *g, double *const *s);
+/* Whether any of params has a float64 gradient; clipping them (cpu,
+ * unsharded: 64-true runs on one CPU device) in double, as the fsO_clip_*
+ * functions do, which call these. */
+bool fsO_grads_f64(fs_tensor *const *params, int64_t n);
+int fsO_clip_norm_f64(fs_tensor *const *params, int64_t n, double max_norm, bool inf, double *total);
+int fsO_clip_value_f64(fs_tensor *const *params, int64_t n, double clip);
 
 /* grad_scaler.c: torch.cuda.amp.GradScaler (16-mixed), with torch's
  * defaults (init_scale 65536, growth 2.0 every 2000 clean steps, backoff

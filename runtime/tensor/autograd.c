@@ -107,10 +107,11 @@ fs_tensor *fsG_to_dev(fs_tensor *out, fs_device dev) {
   return d;
 }
 
-/* Element 0 of a float32 or int64 tensor := v. */
+/* Element 0 of a float32, float64 or int64 tensor := v. */
 static int write_scalar(fs_tensor *t, double v) {
   int64_t i = (int64_t)v;
   float f = (float)v;
+  if (t->dtype == FS_F64) return fsB_of(t)->from_host(t->data, &v, sizeof v);
   return fsB_of(t)->from_host(t->data, t->dtype == FS_I64 ? (const void *)&i : (const void *)&f,
                               t->dtype == FS_I64 ? sizeof i : sizeof f);
 }
@@ -150,6 +151,7 @@ static int linear_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  if (fsG_any_f64(3, (fs_tensor *const[]){x, W, b})) return fsG_linear_f64(x, W, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_linear(lp.w[0], lp.w[1], lp.w[2]));
@@ -186,6 +188,7 @@ static int embedding_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
+  if (fsG_any_f64(1, &W)) return fsG_embedding_f64(idx, W);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_embedding(lp.w[0], lp.w[1]));
@@ -230,6 +233,7 @@ static int posemb_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){x, W})) return fsG_posemb_f64(x, W);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_posemb(lp.w[0], lp.w[1]));
@@ -268,6 +272,7 @@ static int layernorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  if (fsG_any_f64(3, (fs_tensor *const[]){x, w, b})) return fsG_layernorm_f64(x, w, b, eps);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_layernorm(lp.w[0], lp.w[1], lp.w[2], eps));
@@ -351,6 +356,7 @@ static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
 }
 
 fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
+  if (fsG_any_f64(1, &x)) return fsG_act_f64(act, x);
   if (act_bf16_direct(act, x)) return fsG_check_inputs("activation", 1, &x) ? act_bf16(act, x) : NULL;
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
@@ -398,6 +404,7 @@ static int attention_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
+  if (fsG_any_f64(1, &qkv)) return fsG_attention_f64(qkv, heads);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 1, &qkv))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_attention(lp.w[0], heads));
@@ -429,6 +436,7 @@ fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
 
 static int reshape_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
+  if (x->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
@@ -534,6 +542,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
     fsT_release(ib);
     return out;
   }
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary(op, lp.w[0], lp.w[1]));
@@ -567,6 +576,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
 }
 
 fs_tensor *fsG_binary_scalar(fsB_binop op, fs_tensor *a, double s, bool s_is_int, bool scalar_first) {
+  if (a->dtype == FS_F64) return fsG_binary_scalar_f64(op, a, s, scalar_first);
   fs_tensor *st = scalar_on(s_is_int ? FS_I64 : FS_F32, a->device, s);
   if (!st) return NULL;
   fs_tensor *out = scalar_first ? fsG_binary(op, st, a) : fsG_binary(op, a, st);
@@ -594,6 +604,7 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
 }
 
 static fs_tensor *reduce(fs_tensor *x, bool mean) {
+  if (fsG_any_f64(1, &x)) return fsG_reduce_f64(x, mean);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : reduce(lp.w[0], mean));
@@ -643,6 +654,7 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
+  if (fsG_any_f64(1, &logits)) return fsG_cross_entropy_f64(logits, targets);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_cross_entropy(lp.w[0], lp.w[1]));
@@ -689,6 +701,7 @@ static int mse_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
   fsG_low lp;
+  if (fsG_any_f64(2, (fs_tensor *const[]){pred, target})) return fsG_ploss_f64(FSN_MSE, pred, target, FSG_MEAN);
   if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){pred, target}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_mse_loss(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {pred, target};
@@ -891,8 +904,8 @@ int fsG_backward(fs_tensor *loss) {
     return -1;
   }
   float *g;
-  double g0;
-  if (fsG_grad_buf(loss, &g) || fsG_item(loss->grad, &g0) < 0 || write_scalar(loss->grad, g0 + 1.0) < 0)
+  double g0, *g64;
+  if ((loss->dtype == FS_F64 ? fsG_grad_buf_f64(loss, &g64) : fsG_grad_buf(loss, &g)) || fsG_item(loss->grad, &g0) < 0 || write_scalar(loss->grad, g0 + 1.0) < 0)
     return -1;
   if (!loss->node) return 0; /* a leaf: its grad is the answer */
   static _Thread_local unsigned stamp;

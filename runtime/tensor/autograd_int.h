@@ -112,8 +112,41 @@ typedef struct fsG_low {
   fs_dtype autocast;   /* restored by fsG_low_end */
   bool bf16_gemm, failed;
 } fsG_low;
-/* false: no input needs widening, run the op as it is. */
-bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins);
+/* false: no input needs widening, run the op as it is.  A float64 input
+ * fails the op (L->failed) with an error naming it: `op` is the calling
+ * function's name, which the macro passes. */
+bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins);
+#define fsG_low_begin(...) fsG_low_begin_in(__func__, __VA_ARGS__)
 fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
+
+/* ---- float64 (f64.c) ----
+ * An op with a double path starts with
+ *   if (fsG_any_f64(n, ins)) return fsG_op_f64(...);
+ * the others meet float64 inputs in fsG_low_begin, which refuses them. */
+bool fsG_any_f64(int n, fs_tensor *const *ins);
+/* t's float64 gradient buffer (as fsG_grad_buf). */
+int fsG_grad_buf_f64(fs_tensor *t, double **g);
+/* x.grad += g, g converted to x's gradient's type (a cast's backward). */
+int fsG_add_grad_f64(fs_tensor *x, const fs_tensor *g);
+fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b);
+fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x);
+fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a, fs_tensor *b);
+fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first);
+fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean);
+fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets);
+fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1);
+fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log);
+fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W);
+fs_tensor *fsG_posemb_f64(fs_tensor *x, fs_tensor *W);
+fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps);
+fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads);
+fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean);
+fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b);
+/* The backward of a window (slice, select, permute, transpose, expand) of
+ * a float64 x: g scatter-added at the positions the window read. */
+int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g);
+fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, fsG_reduction red);
+/* The backward of x's elements taken at offs (int64, host): indexing. */
+int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g);
 
 #endif

@@ -12,8 +12,14 @@ typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K,
                          float alpha, const float *A, int lda, const float *B,
                          int ldb, float beta, float *C, int ldc);
 
+/* cblas_dgemm's, the same with doubles (float64 ops, f64.c) */
+typedef void (*dgemm_fn)(int order, int ta, int tb, int M, int N, int K,
+                         double alpha, const double *A, int lda, const double *B,
+                         int ldb, double beta, double *C, int ldc);
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static sgemm_fn sgemm;
+static dgemm_fn dgemm;
 static char load_error[256];
 
 static void load(void) {
@@ -23,8 +29,9 @@ static void load(void) {
     return;
   }
   sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
-  if (!sgemm)
-    snprintf(load_error, sizeof load_error, "OpenBLAS has no cblas_sgemm: %s", dlerror());
+  dgemm = (dgemm_fn)dlsym(h, "cblas_dgemm");
+  if (!sgemm || !dgemm)
+    snprintf(load_error, sizeof load_error, "OpenBLAS has no cblas_sgemm or cblas_dgemm: %s", dlerror());
 }
 
 bool fsB_blas_loaded(void) { return sgemm != NULL; }
@@ -45,9 +52,8 @@ int fsB_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   return (bf16_operands ? fsB_gemm_bf16 : fsB_sgemm_f32)(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-int fsB_sgemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc) {
+/* OpenBLAS loaded and the sizes in its 32-bit range: 0, else -1 + fsT_error. */
+static int blas_ready(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
   pthread_once(&once, load);
   if (!sgemm) {
     fsT_seterr("%s", load_error);
@@ -59,6 +65,23 @@ int fsB_sgemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
                (long long)M, (long long)N, (long long)K);
     return -1;
   }
+  return 0;
+}
+
+int fsB_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+              const double *A, int64_t lda, const double *B, int64_t ldb,
+              double beta, double *C, int64_t ldc) {
+  if (blas_ready(M, N, K, lda, ldb, ldc) < 0) return -1;
+  if (M == 0 || N == 0) return 0;
+  dgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)M, (int)N, (int)K, alpha,
+        A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+  return 0;
+}
+
+int fsB_sgemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc) {
+  if (blas_ready(M, N, K, lda, ldb, ldc) < 0) return -1;
   if (M == 0 || N == 0) return 0;
   sgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)M, (int)N, (int)K, alpha,
         A, (int)lda, B, (int)ldb, beta, C, (int)ldc);

@@ -29,6 +29,10 @@ bool fsB_bf16_operands(void);
 int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   float beta, float *C, int64_t ldc);
+/* OpenBLAS's dgemm (float64 ops, f64.c), row-major as fsB_sgemm. */
+int fsB_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+              const double *A, int64_t lda, const double *B, int64_t ldb,
+              double beta, double *C, int64_t ldc);
 /* Whether OpenBLAS has been loaded by this process (tests, diagnostics). */
 bool fsB_blas_loaded(void);
 

@@ -276,6 +276,7 @@ static fs_tensor *plan_offsets(const plan *p) {
 
 static int take_bw(fsG_node *n, fs_tensor *out) {
   fsG_bwstage c;
+  if (n->in[0]->dtype == FS_F64) return fsG_take_bw_f64(n->in[0], n->saved[0], out->grad);
   if (fsG_bw_begin_slot(&c, n, out, FSG_SLOT(take_backward)) < 0) return -1;
   if (c.d[0]) c.k->take_backward(c.saved[0]->numel, fsT_i64(c.saved[0]), c.d[0], fsT_f32(c.gout));
   return fsG_bw_end(&c, n);
@@ -296,7 +297,7 @@ static fs_tensor *take(fs_tensor *x, fs_tensor *offs) {
   if (out) s.k->take(offs->numel, fsT_i64(o), fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
   fsG_stage_end(&s);
   out = fsG_to_dev(out, s.dev);
-  if (out && x->dtype == FS_F32) out = fsG_record(out, take_bw, 1, &x, fsT_retain(o), NULL, 0, 0);
+  if (out && (x->dtype == FS_F32 || x->dtype == FS_F64)) out = fsG_record(out, take_bw, 1, &x, fsT_retain(o), NULL, 0, 0);
   fsT_release(o);
   return out;
 }
@@ -388,6 +389,10 @@ fs_tensor *fsG_index_put(fs_tensor *x, const fsG_subscript *ix, int n, fs_tensor
   bool advanced = false;
   for (int k = 0; k < n; k++) advanced |= ix[k].kind == FSG_IX_TENSOR;
   if (fsG_inplace_check(x, !advanced) < 0) return NULL;
+  if (fsG_any_f64(2, ins) && fsG_grad_enabled() && (x->requires_grad || v->requires_grad)) {
+    fsT_seterr("index_put_: this op has no float64 backward in this runtime (a float64 operand requires grad)");
+    return NULL;
+  }
   plan p;
   if (x->rank == 0 && n == 1 && ix[0].kind == FSG_IX_INT) {
     fsT_seterr("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
@@ -452,6 +457,10 @@ static int topk_bw(fsG_node *n, fs_tensor *out) {
 fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **indices) {
   int d;
   *indices = NULL;
+  if (x->dtype == FS_F64) { /* its kernel compares float32 copies */
+    fsT_seterr("topk: this op has no float64 path in this runtime");
+    return NULL;
+  }
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
   fsG_split_at(x, d, &O, &L, &I);

@@ -161,6 +161,7 @@ static const char *const ploss_names[] = {
 
 fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
                      fs_tensor *weight, fsG_reduction red) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){x, y}) && !pos_weight && !weight) return fsG_ploss_f64(kind, x, y, red);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_F32, 4, (fs_tensor *const[]){x, y, pos_weight, weight}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_ploss(kind, lp.w[0], lp.w[1], param, lp.w[2], lp.w[3], red));

@@ -158,6 +158,7 @@ static int unary_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  if (fsG_any_f64(1, &x)) return fsG_unary_f64(op, x, p0, p1);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_unary(op, lp.w[0], p0, p1));
@@ -278,6 +279,7 @@ static int window_bw(fsG_node *n, fs_tensor *out) {
   fsU_window w;
   fsG_bwstage c;
   window_load(n, &w);
+  if (n->in[0]->dtype == FS_F64) return fsG_window_bw_f64(n->in[0], &w, out->grad);
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0]) c.k->gather_backward(&w, c.d[0], fsT_f32(c.gout));
   return fsG_bw_end(&c, n);
@@ -297,8 +299,8 @@ static bool window_contiguous(const fsU_window *w) {
 }
 
 fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
-  fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+  fsG_low lp; /* float64 moves as any 8-byte type, its backward is f64.c's */
+  if (x->dtype != FS_F64 && fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_window(lp.w[0], w));
   if (!fsG_check_inputs("view", 1, &x)) return NULL;
   if (window_contiguous(w)) { /* shares x's storage, as torch's view would */
@@ -306,7 +308,7 @@ fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
     for (int d = 0; d < w->rank; d++) n *= w->shape[d];
     /* an empty window's offset may lie past the end (x[3:, 4] of 3 rows) */
     fs_tensor *v = fsT_view_at(x, n ? w->off : 0, w->rank, w->shape);
-    if (v && x->dtype == FS_F32) v = fsG_record(v, window_bw, 1, &x, NULL, NULL, 0, 0);
+    if (v && (x->dtype == FS_F32 || x->dtype == FS_F64)) v = fsG_record(v, window_bw, 1, &x, NULL, NULL, 0, 0);
     if (v && v->node) window_save(v->node, w);
     return v;
   }
@@ -316,7 +318,7 @@ fs_tensor *fsG_window(fs_tensor *x, const fsU_window *w) {
   if (out) s.k->gather(w, fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
   fsG_stage_end(&s);
   out = fsG_to_dev(out, s.dev);
-  if (out && x->dtype == FS_F32) out = fsG_record(out, window_bw, 1, &x, NULL, NULL, 0, 0);
+  if (out && (x->dtype == FS_F32 || x->dtype == FS_F64)) out = fsG_record(out, window_bw, 1, &x, NULL, NULL, 0, 0);
   if (out && out->node) window_save(out->node, w);
   return out;
 }
@@ -500,10 +502,15 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, ts[0]->shape, sizeof shape);
   shape[d] = 0;
-  bool any_f32 = false;
+  bool any_f32 = false, any_f64 = false;
   for (int i = 0; i < n; i++) {
     const fs_tensor *t = ts[i];
     if (!fsG_check_inputs("cat", 1, (fs_tensor *const *)&ts[i])) return NULL;
+    any_f64 |= t->dtype == FS_F64;
+    if (t->dtype == FS_F64 && t->requires_grad && fsG_grad_enabled()) {
+      fsT_seterr("cat: this op has no float64 backward in this runtime (a float64 part requires grad)");
+      return NULL;
+    }
     if (t->device != ts[0]->device) {
       fsT_seterr("Expected all tensors to be on the same device, but found at least two devices, %s and %s!",
                  fsT_device_name(ts[0]->device), fsT_device_name(t->device));
@@ -522,7 +529,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     shape[d] += t->shape[d];
     any_f32 |= t->dtype != FS_I64;
   }
-  fs_dtype dt = any_f32 ? FS_F32 : FS_I64;
+  fs_dtype dt = any_f64 ? FS_F64 : any_f32 ? FS_F32 : FS_I64; /* torch: float32 with float64 is float64 */
   fs_tensor *out = fsG_host_new(dt, ts[0]->rank, shape);
   fsU_window w;
   int64_t at = 0;
@@ -590,6 +597,7 @@ static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
+  if (fsG_any_f64(1, &x)) return fsG_sum_dim_f64(x, dim, keepdim, mean);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_sum_dim(lp.w[0], dim, keepdim, mean));
@@ -687,6 +695,7 @@ static int softmax_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
+  if (fsG_any_f64(1, &x)) return fsG_softmax_f64(x, dim, log);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_softmax(lp.w[0], dim, log));
@@ -865,6 +874,7 @@ static int bmm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_bmm(fs_tensor *a, fs_tensor *b) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_matmul_f64(a, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_bmm(lp.w[0], lp.w[1]));
@@ -905,6 +915,7 @@ static fs_tensor *reshaped(fs_tensor *x, int rank, const int64_t *shape) {
 }
 
 fs_tensor *fsG_matmul(fs_tensor *a, fs_tensor *b) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_matmul_f64(a, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_matmul(lp.w[0], lp.w[1]));

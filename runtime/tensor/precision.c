@@ -19,6 +19,7 @@
 #include "blas.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local fs_dtype autocast_dtype = FS_F32;
 
@@ -89,6 +90,7 @@ int fsG_store_low_grads(void) {
  * in x's own dtype. */
 static int cast_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
+  if (x->dtype == FS_F64 || out->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   if (!dx) return 0;
@@ -100,7 +102,7 @@ fs_tensor *fsG_cast(fs_tensor *x, fs_dtype dt) {
   if (x->dtype == dt) return fsT_retain(x);
   if (!fsG_check_inputs("to", 1, &x)) return NULL;
   fs_tensor *out = fsT_to_dtype(x, dt);
-  if (!out || !fsT_is_float(dt) || !fsT_is_float(x->dtype)) return out;
+  if (!out || !fsT_is_floating(dt) || !fsT_is_floating(x->dtype)) return out;
   return fsG_record(out, cast_bw, 1, &x, NULL, NULL, 0, 0);
 }
 
@@ -151,8 +153,18 @@ static fs_dtype promoted(int n, fs_tensor *const *ins) {
   return dims != FS_I64 ? dims : scalars;
 }
 
-bool fsG_low_begin(fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
+bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
   *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
+  if (fsG_any_f64(n, ins)) { /* the ops with a double path never get here (f64.c) */
+    fsT_seterr("%s: this op has no float64 path in this runtime (float64 runs linear, matmul, activations, "
+               "elementwise arithmetic and functions, sum/mean (also over a dim), softmax, cross_entropy, mse and "
+               "l1 losses, views "
+               "and slices, casts, embeddings, layer_norm and the fused causal attention; convert with .float() "
+               "first)",
+               strncmp(op, "fsG_", 4) ? op : op + 4);
+    L->failed = true;
+    return true;
+  }
   bool any_low = false;
   for (int i = 0; i < n; i++) any_low |= ins[i] && fsT_is_low(ins[i]->dtype);
   fs_dtype ac = autocast_dtype;

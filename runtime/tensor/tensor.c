@@ -20,12 +20,12 @@ void fsT_seterr(const char *fmt, ...) {
 
 const char *fsT_error(void) { return errbuf; }
 
-size_t fsT_dtype_size(fs_dtype dt) { return dt == FS_I64 ? 8 : fsT_is_low(dt) ? 2 : dt == FS_BOOL ? 1 : 4; }
+size_t fsT_dtype_size(fs_dtype dt) { return dt == FS_I64 || dt == FS_F64 ? 8 : fsT_is_low(dt) ? 2 : dt == FS_BOOL ? 1 : 4; }
 size_t fsT_nbytes(const fs_tensor *t) { return (size_t)t->numel * fsT_dtype_size(t->dtype); }
 
 const char *fsT_dtype_name(fs_dtype dt) {
   static const char *const names[] = {[FS_F32] = "float32", [FS_BF16] = "bfloat16", [FS_I64] = "int64",
-                                      [FS_BOOL] = "bool", [FS_F16] = "float16"};
+                                      [FS_BOOL] = "bool", [FS_F16] = "float16", [FS_F64] = "float64"};
   return names[dt];
 }
 
@@ -200,6 +200,7 @@ double fsT_get(const fs_tensor *t, int64_t i) {
   case FS_F16: return fsT_f16_to_f32(((const uint16_t *)t->data)[i]);
   case FS_I64: return (double)fsT_i64(t)[i];
   case FS_BOOL: return fsT_bool(t)[i];
+  case FS_F64: return fsT_f64(t)[i];
   }
   return 0;
 }
@@ -257,6 +258,7 @@ static double load_elem(fs_dtype dt, const void *p, size_t i) {
   case FS_F16: return fsT_f16_to_f32(((const uint16_t *)p)[i]);
   case FS_I64: return (double)((const int64_t *)p)[i];
   case FS_BOOL: return ((const uint8_t *)p)[i];
+  case FS_F64: return ((const double *)p)[i];
   }
   return 0;
 }
@@ -307,6 +309,7 @@ void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t 
     case FS_F16: ((uint16_t *)dst)[i] = fsT_f32_to_f16((float)v); break;
     case FS_I64: ((int64_t *)dst)[i] = v > -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN; break;
     case FS_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
+    case FS_F64: ((double *)dst)[i] = v; break;
     }
   }
 }

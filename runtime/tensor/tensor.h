@@ -21,6 +21,9 @@ typedef enum fs_dtype {
   FS_F32, FS_BF16, FS_I64, FS_BOOL,
   /* ---- low-precision floats (precision.c): float16 is stored, never computed in ---- */
   FS_F16,
+  /* ---- float64 (f64.c): computed in double by the ops that have a double
+   * path; the others refuse it with an error naming the op ---- */
+  FS_F64,
 } fs_dtype;
 typedef enum fs_device { FS_DEV_META, FS_DEV_CPU, FS_DEV_CUDA, FS_DEV__COUNT } fs_device;
 
@@ -65,7 +68,7 @@ int fsT_alloc_storage(fs_tensor *t, fs_device dev);
 
 size_t fsT_dtype_size(fs_dtype dt);
 size_t fsT_nbytes(const fs_tensor *t);
-const char *fsT_dtype_name(fs_dtype dt);   /* "float32", "bfloat16", "int64", "bool" */
+const char *fsT_dtype_name(fs_dtype dt);   /* "float32", "bfloat16", "int64", "bool", "float64" */
 const char *fsT_device_name(fs_device d);  /* "meta", "cpu", "cuda" */
 bool fsT_same_shape(const fs_tensor *a, const fs_tensor *b);
 /* "[64, 784]" into buf; returns buf. */
@@ -101,6 +104,9 @@ void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t 
  * types compute in float internally. */
 static inline bool fsT_is_low(fs_dtype dt) { return dt == FS_BF16 || dt == FS_F16; }
 static inline bool fsT_is_float(fs_dtype dt) { return dt == FS_F32 || fsT_is_low(dt); }
+/* torch.is_floating_point: the float types and float64 */
+static inline bool fsT_is_floating(fs_dtype dt) { return fsT_is_float(dt) || dt == FS_F64; }
+static inline double *fsT_f64(const fs_tensor *t) { return (double *)t->data; }
 /* float32 <-> float16: round to nearest even (IEEE binary16, torch's Half). */
 uint16_t fsT_f32_to_f16(float f);
 float fsT_f16_to_f32(uint16_t h);

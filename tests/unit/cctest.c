@@ -66,11 +66,14 @@ int cc_free_port(void) {
 
 float cc_fval(int r, size_t i) { return (float)((int)(i % 97) - 40) * 0.37f + (float)r * 1.13f; }
 int64_t cc_ival(int r, size_t i) { return (int64_t)(i % 1000) * 3000000007LL - r * 123456789LL - 7; }
+/* float64: values float32 cannot hold, so a float32 staging would show */
+double cc_dval(int r, size_t i) { return cc_fval(r, i) + (double)(i % 13) * 1e-10 + r * 3e-11; }
 
 void cc_fill(fs_dtype dt, int r, void *buf, size_t n, size_t base) {
   for (size_t i = 0; i < n; i++) {
     if (dt == FS_F32) ((float *)buf)[i] = cc_fval(r, base + i);
     else if (dt == FS_BF16) ((uint16_t *)buf)[i] = fsT_f32_to_bf16(cc_fval(r, base + i));
+    else if (dt == FS_F64) ((double *)buf)[i] = cc_dval(r, base + i);
     else ((int64_t *)buf)[i] = cc_ival(r, base + i);
   }
 }

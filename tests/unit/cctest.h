@@ -35,6 +35,7 @@ int cc_free_port(void);
  * (F32, BF16 rounded from the float32 value, else I64) into buf. */
 float cc_fval(int r, size_t i);
 int64_t cc_ival(int r, size_t i);
+double cc_dval(int r, size_t i);
 void cc_fill(fs_dtype dt, int r, void *buf, size_t n, size_t base);
 
 #endif

@@ -207,8 +207,8 @@ static void test_corrupt_headers(void **state) {
   expect_open_error(p, "truncated: the header describes 8 bytes of tensor data, the file holds 4");
   write_raw(p, one, 12);
   expect_open_error(p, "corrupt: 4 bytes after the last tensor's data");
-  write_raw(p, "{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 16);
-  expect_open_error(p, "tensor \"a\" has dtype F64; supported are F32, BF16, F16 and I64");
+  write_raw(p, "{\"a\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+  expect_open_error(p, "tensor \"a\" has dtype I32; supported are F32, F64, BF16, F16, I64 and BOOL");
   write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
   expect_open_error(p, "tensor \"a\" (F32 [3]) needs 12 bytes but its data_offsets span 8");
   write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"

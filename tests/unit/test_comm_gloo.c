@@ -59,7 +59,7 @@ static double expect(fs_dtype dt, fsCC_op op, int world, size_t i) {
   }
   double acc = 0;
   for (int r = 0; r < world; r++) {
-    double v = dt == FS_BF16 ? fsT_bf16_to_f32(fsT_f32_to_bf16(cc_fval(r, i))) : cc_fval(r, i);
+    double v = dt == FS_BF16 ? fsT_bf16_to_f32(fsT_f32_to_bf16(cc_fval(r, i))) : dt == FS_F64 ? cc_dval(r, i) : cc_fval(r, i);
     acc = r == 0 ? v : op == FSCC_MAX ? fmax(acc, v) : op == FSCC_MIN ? fmin(acc, v) : acc + v;
   }
   return op == FSCC_MEAN ? acc / world : acc;
@@ -67,8 +67,9 @@ static double expect(fs_dtype dt, fsCC_op op, int world, size_t i) {
 
 static bool close_to(fs_dtype dt, const void *buf, size_t i, double want) {
   if (dt == FS_I64) return ((const int64_t *)buf)[i] == (int64_t)want;
-  double got = dt == FS_F32 ? ((const float *)buf)[i] : fsT_bf16_to_f32(((const uint16_t *)buf)[i]);
-  double tol = (dt == FS_F32 ? 1e-5 : 1e-2) * (fabs(want) + 1);
+  double got = dt == FS_F32   ? ((const float *)buf)[i]
+               : dt == FS_F64 ? ((const double *)buf)[i] : fsT_bf16_to_f32(((const uint16_t *)buf)[i]);
+  double tol = (dt == FS_F32 ? 1e-5 : dt == FS_F64 ? 1e-13 : 1e-2) * (fabs(want) + 1);
   return fabs(got - want) <= tol;
 }
 
@@ -109,9 +110,9 @@ static int body_all_reduce(fsCC_comm *c, void *arg) {
 }
 
 static void test_all_reduce(void **state) {
-  const fs_dtype dts[] = {FS_F32, FS_BF16, FS_I64};
+  const fs_dtype dts[] = {FS_F32, FS_BF16, FS_I64, FS_F64};
   for (int world = 2; world <= 4; world++)
-    for (int d = 0; d < 3; d++)
+    for (int d = 0; d < 4; d++)
       for (int op = FSCC_SUM; op <= FSCC_MIN; op++) {
         reduce_case k = {dts[d], (fsCC_op)op, world == 3 ? 1 : 1001};
         assert_int_equal(run(world, body_all_reduce, &k), 0);

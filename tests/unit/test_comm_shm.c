@@ -52,8 +52,18 @@ static int run(int world, size_t staging, double timeout, int (*body)(fsCC_comm 
   return failed;
 }
 
-/* The contract: in rank order, bf16 accumulated in f32 and rounded once. */
+/* The contract: in rank order, bf16 accumulated in f32 and rounded once,
+ * float64 in double. */
 static void expect_reduce(fs_dtype dt, fsCC_op op, int world, size_t i, void *out) {
+  if (dt == FS_F64) {
+    double acc = cc_dval(0, i);
+    for (int r = 1; r < world; r++) {
+      double v = cc_dval(r, i);
+      acc = op == FSCC_MAX ? (v > acc ? v : acc) : op == FSCC_MIN ? (v < acc ? v : acc) : acc + v;
+    }
+    *(double *)out = op == FSCC_MEAN ? acc / world : acc;
+    return;
+  }
   if (dt == FS_I64) {
     int64_t acc = cc_ival(0, i);
     for (int r = 1; r < world; r++) {
@@ -155,7 +165,8 @@ static int body_broadcast(fsCC_comm *c, void *arg) {
   return rc;
 }
 
-static const fs_dtype dtypes[] = {FS_F32, FS_BF16, FS_I64};
+static const fs_dtype dtypes[] = {FS_F32, FS_BF16, FS_I64, FS_F64};
+#define NDTYPES (int)(sizeof dtypes / sizeof *dtypes)
 
 /* Counts: 1, odd, and several times what one staging chunk holds. */
 static size_t counts(fs_dtype dt, int k) {
@@ -173,7 +184,7 @@ typedef struct matrix {
 
 static int body_matrix(fsCC_comm *c, void *arg) {
   const matrix *m = arg;
-  for (int d = 0; d < 3; d++)
+  for (int d = 0; d < NDTYPES; d++)
     for (int op = FSCC_SUM; op <= (m->ops ? FSCC_MIN : FSCC_SUM); op++)
       for (int k = 0; k < 3; k++) {
         params p = {.dt = dtypes[d], .op = op, .count = counts(dtypes[d], k), .root = c->world - 1};
@@ -203,7 +214,7 @@ static void test_broadcast(void **state) { run_matrix(&(matrix){"broadcast", bod
 static int body_bufs(fsCC_comm *c, void *arg) {
   static const size_t counts_of[] = {0, 3, 0, 1000, 1, 257, 0};
   enum { NB = sizeof counts_of / sizeof *counts_of };
-  for (int d = 0; d < 3; d++)
+  for (int d = 0; d < NDTYPES; d++)
     for (int op = FSCC_SUM; op <= FSCC_MAX; op += 2) {
       fs_dtype dt = dtypes[d];
       size_t es = fsT_dtype_size(dt), base = 0;

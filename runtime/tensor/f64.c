@@ -1,0 +1,830 @@
+/* f64.c -- float64 on the tape: the double path of the ops a float64
+ * training step uses (precision="64-true": Fabric's DoublePrecision makes
+ * parameters, inputs and the forward's tensors torch.float64).
+ *
+ * Invariant: a float64 tensor is only computed on here, in double, on the
+ * cpu; its gradient is a float64 tensor (fsG_grad_buf_f64), as torch's .grad
+ * has the parameter's dtype.  The ops with a double path dispatch here at
+ * their entry point (fsG_any_f64): linear, matmul/bmm, activations, the
+ * tensor API's elementwise functions, broadcast arithmetic, sum/mean (whole
+ * or over a dim), softmax/log_softmax, cross_entropy, mse/l1 losses, the
+ * cast, and the GPT's embedding, positional embedding, layer norm and fused
+ * causal attention; reshapes, windows and indexing move 8-byte elements
+ * and take their backward from here.  Every other op meets float64 inputs
+ * in fsG_low_begin (precision.c), which refuses them with an error naming
+ * the op, so no float32 kernel ever reads double storage.  Formulas are
+ * torch 1.13's; matrix products are OpenBLAS's dgemm.  The other half:
+ * autograd_int.h declares these, precision.c's cast and refusal. */
+#include "autograd.h"
+#include "autograd_int.h"
+#include "blas.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool fsG_any_f64(int n, fs_tensor *const *ins) {
+  for (int i = 0; i < n; i++)
+    if (ins[i] && ins[i]->dtype == FS_F64) return true;
+  return false;
+}
+
+/* The inputs present hold data on the cpu (one device): the double path
+ * has no device kernels.  false + fsT_error otherwise. */
+static bool on_cpu(const char *op, int n, fs_tensor *const *ins) {
+  if (!fsG_check_inputs(op, n, ins)) return false;
+  for (int i = 0; i < n; i++)
+    if (ins[i] && ins[i]->device != FS_DEV_CPU) {
+      fsT_seterr("%s: float64 tensors compute on the cpu only (this runtime has no float64 kernels for %s)", op,
+                 fsT_device_name(ins[i]->device));
+      return false;
+    }
+  return true;
+}
+
+static fs_tensor *new64(int rank, const int64_t *shape) { return fsT_new(FS_F64, FS_DEV_CPU, rank, shape); }
+
+int fsG_grad_buf_f64(fs_tensor *t, double **g) {
+  *g = NULL;
+  if (!t || !t->requires_grad) return 0;
+  if (t->device != FS_DEV_CPU) {
+    fsT_seterr("float64 gradients are computed on the cpu only, not on %s", fsT_device_name(t->device));
+    return -1;
+  }
+  if (!t->grad && !(t->grad = fsT_zeros(FS_F64, t->device, t->rank, t->shape))) return -1;
+  if (t->grad->dtype != FS_F64 && fsT_set_dtype(t->grad, FS_F64) < 0) return -1;
+  *g = fsT_f64(t->grad);
+  return 0;
+}
+
+int fsG_add_grad_f64(fs_tensor *x, const fs_tensor *g) {
+  if (!x->requires_grad) return 0;
+  if (x->dtype != FS_F64) { /* a float32 input of a cast to float64 */
+    float *dx;
+    if (fsG_grad_buf(x, &dx)) return -1;
+    fs_tensor *hg = fsT_to_device((fs_tensor *)g, FS_DEV_CPU), *g32 = hg ? fsT_to_dtype(hg, FS_F32) : NULL;
+    fs_tensor *dg = g32 ? fsT_to_device(g32, x->device) : NULL;
+    int rc = dg ? 0 : -1;
+    if (dg) fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(dg), dx);
+    fsT_release(hg);
+    fsT_release(g32);
+    fsT_release(dg);
+    return rc < 0 ? rc : fsG_round_grad(x);
+  }
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  fs_tensor *g64 = fsT_to_dtype((fs_tensor *)g, FS_F64);
+  if (!g64) return -1;
+  const double *gv = fsT_f64(g64);
+  for (int64_t i = 0; i < x->numel; i++) dx[i] += gv[i];
+  fsT_release(g64);
+  return 0;
+}
+
+/* Element 0 of an output gradient, as a double. */
+static int grad_item(const fs_tensor *out, double *g) { return fsG_item(out->grad, g); }
+
+static int64_t rows_of(const fs_tensor *t) {
+  return t->rank ? t->numel / (t->shape[t->rank - 1] ? t->shape[t->rank - 1] : 1) : 1;
+}
+
+/* x converted to float64 on the tape (a float input's gradient flows back
+ * through the cast), or a new reference to x when it is float64 already. */
+static fs_tensor *as64(fs_tensor *x) { return x ? fsG_cast(x, FS_F64) : NULL; }
+
+/* torch's name of a scalar type in its dtype-mismatch message */
+static const char *scalar_type(fs_dtype dt) {
+  static const char *const names[] = {[FS_F32] = "Float", [FS_BF16] = "BFloat16", [FS_I64] = "Long",
+                                      [FS_BOOL] = "Bool", [FS_F16] = "Half", [FS_F64] = "Double"};
+  return names[dt];
+}
+
+/* The ops that do not promote (linear, matmul, layer_norm): every operand
+ * present has the first one's dtype, else torch's error. */
+static bool one_dtype(int n, fs_tensor *const *ins) {
+  for (int i = 1; i < n; i++)
+    if (ins[i] && ins[i]->dtype != ins[0]->dtype) {
+      fsT_seterr("expected scalar type %s but found %s", scalar_type(ins[0]->dtype), scalar_type(ins[i]->dtype));
+      return false;
+    }
+  return true;
+}
+
+/* ---- linear: out = x W^T + b ---- */
+
+static int linear64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+  double *dx, *dW, *db;
+  if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW) || fsG_grad_buf_f64(b, &db)) return -1;
+  int64_t R = rows_of(x), C = W->shape[1], O = W->shape[0];
+  const double *g = fsT_f64(out->grad);
+  if (dx && fsB_dgemm(false, false, R, C, O, 1.0, g, O, fsT_f64(W), C, 1.0, dx, C) < 0) return -1;
+  if (dW && fsB_dgemm(true, false, O, C, R, 1.0, g, O, fsT_f64(x), C, 1.0, dW, C) < 0) return -1;
+  for (int64_t r = 0; db && r < R; r++)
+    for (int64_t o = 0; o < O; o++) db[o] += g[r * O + o];
+  return 0;
+}
+
+fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  fs_tensor *ins[3] = {x, W, b};
+  if (!one_dtype(3, ins) || !on_cpu("linear", 3, ins)) return NULL;
+  int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
+  if (x->rank == 0 || W->rank != 2 || C != W->shape[1]) {
+    fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(x),
+               (long long)C, (long long)(W->rank == 2 ? W->shape[1] : W->numel), (long long)W->shape[0]);
+    return NULL;
+  }
+  int64_t shape[FS_MAX_RANK], R = rows_of(x), O = W->shape[0];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[x->rank - 1] = O;
+  fs_tensor *out = new64(x->rank, shape);
+  if (!out) return NULL;
+  double *y = fsT_f64(out);
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t o = 0; o < O; o++) y[r * O + o] = b ? fsT_f64(b)[o] : 0.0;
+  if (fsB_dgemm(false, true, R, O, C, 1.0, fsT_f64(x), C, fsT_f64(W), C, b ? 1.0 : 0.0, y, O) < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, linear64_bw, 3, ins, NULL, NULL, 0, 0);
+}
+
+/* ---- activations (nn.h's fsN_act) ---- */
+
+/* C11's math.h has no M_ constants: 1/sqrt(2) and sqrt(2/pi) */
+#define SQRT1_2 0.70710678118654752440
+#define SQRT_2_PI 0.79788456080286535588
+
+static double act1(fsN_act act, double x) {
+  switch (act) {
+  case FSN_RELU: return x > 0 ? x : 0;
+  case FSN_GELU: return 0.5 * x * (1 + erf(x * SQRT1_2));
+  case FSN_GELU_TANH: return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)));
+  case FSN_TANH: return tanh(x);
+  case FSN_SIGMOID: return 1 / (1 + exp(-x));
+  case FSN_SILU: return x / (1 + exp(-x));
+  }
+  return x;
+}
+
+/* d act / dx at x */
+static double act_grad(fsN_act act, double x) {
+  switch (act) {
+  case FSN_RELU: return x > 0 ? 1 : 0;
+  case FSN_GELU: return 0.5 * (1 + erf(x * SQRT1_2)) + x * exp(-0.5 * x * x) * SQRT_2_PI * 0.5;
+  case FSN_GELU_TANH: {
+    double k = SQRT_2_PI, u = k * (x + 0.044715 * x * x * x), t = tanh(u);
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+  }
+  case FSN_TANH: {
+    double t = tanh(x);
+    return 1 - t * t;
+  }
+  case FSN_SIGMOID: {
+    double s = 1 / (1 + exp(-x));
+    return s * (1 - s);
+  }
+  case FSN_SILU: {
+    double s = 1 / (1 + exp(-x));
+    return s * (1 + x * (1 - s));
+  }
+  }
+  return 1;
+}
+
+static int act64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x);
+  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * act_grad((fsN_act)n->k, xv[i]);
+  return 0;
+}
+
+fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x) {
+  if (!on_cpu("activation", 1, &x)) return NULL;
+  fs_tensor *out = new64(x->rank, x->shape);
+  if (!out) return NULL;
+  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = act1(act, fsT_f64(x)[i]);
+  return fsG_record(out, act64_bw, 1, &x, NULL, NULL, 0, act);
+}
+
+/* ---- arithmetic: a op b, broadcast as torch ---- */
+
+/* The odometer over out's shape: off[0], off[1] follow a's and b's
+ * broadcast strides (0 along a stretched dim); false after the last. */
+static bool next_index(const fs_tensor *out, int64_t *idx, const int64_t (*st)[FS_MAX_RANK], int64_t *off) {
+  for (int d = out->rank - 1; d >= 0; d--) {
+    if (++idx[d] < out->shape[d]) {
+      for (int j = 0; j < 2; j++) off[j] += st[j][d];
+      return true;
+    }
+    for (int j = 0; j < 2; j++) off[j] -= st[j][d] * (out->shape[d] - 1);
+    idx[d] = 0;
+  }
+  return false;
+}
+
+static void strides_of(const fs_tensor *a, const fs_tensor *b, const fs_tensor *out, int64_t (*st)[FS_MAX_RANK]) {
+  fsU_bcast_strides(a->rank, a->shape, out->rank, out->shape, st[0]);
+  fsU_bcast_strides(b->rank, b->shape, out->rank, out->shape, st[1]);
+}
+
+static int binary64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *a = n->in[0], *b = n->in[1];
+  double *da, *db;
+  if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
+  if (out->numel == 0 || (!da && !db)) return 0;
+  int64_t st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  strides_of(a, b, out, st);
+  const double *g = fsT_f64(out->grad), *av = fsT_f64(a), *bv = fsT_f64(b);
+  fsB_binop op = (fsB_binop)n->k;
+  do { /* d(a op b)/da, d(a op b)/db at this element, summed over stretched dims */
+    double gi = g[i++], x = av[off[0]], y = bv[off[1]];
+    if (da) da[off[0]] += op == FSB_MUL ? gi * y : op == FSB_DIV ? gi / y : gi;
+    if (db) db[off[1]] += op == FSB_MUL ? gi * x : op == FSB_DIV ? -gi * x / (y * y) : op == FSB_SUB ? -gi : gi;
+  } while (next_index(out, idx, st, off));
+  return 0;
+}
+
+/* The type torch's promotion gives a op b when one side is float64: a side
+ * with dims decides over a 0-dim one among float types; otherwise float64. */
+static fs_dtype promoted64(const fs_tensor *a, const fs_tensor *b) {
+  const fs_tensor *other = a->dtype == FS_F64 ? b : a, *f64 = a->dtype == FS_F64 ? a : b;
+  if (other->dtype != FS_F64 && fsT_is_float(other->dtype) && other->rank && !f64->rank) return other->dtype;
+  return FS_F64;
+}
+
+fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
+  fs_dtype to = promoted64(a0, b0);
+  if (to != FS_F64) { /* a float64 0-dim tensor with a float tensor: the float's type */
+    fs_tensor *a = fsG_cast(a0, to), *b = a ? fsG_cast(b0, to) : NULL;
+    fs_tensor *out = b ? fsG_binary(op, a, b) : NULL;
+    fsT_release(a);
+    fsT_release(b);
+    return out;
+  }
+  fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
+  fs_tensor *ins[2] = {a, b};
+  if (!b || !on_cpu("arithmetic", 2, ins)) goto done;
+  int64_t shape[FS_MAX_RANK], st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  int rank;
+  if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0 || !(out = new64(rank, shape)))
+    goto done;
+  strides_of(a, b, out, st);
+  const double *av = fsT_f64(a), *bv = fsT_f64(b);
+  double *y = fsT_f64(out);
+  if (out->numel) do {
+      double x = av[off[0]], z = bv[off[1]];
+      y[i++] = op == FSB_ADD ? x + z : op == FSB_SUB ? x - z : op == FSB_MUL ? x * z : x / z;
+    } while (next_index(out, idx, st, off));
+  out = fsG_record(out, binary64_bw, 2, ins, NULL, NULL, 0, op);
+done:
+  fsT_release(a);
+  fsT_release(b);
+  return out;
+}
+
+fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first) {
+  fs_tensor *st = fsT_new(FS_F64, FS_DEV_CPU, 0, NULL);
+  if (!st) return NULL;
+  fsT_f64(st)[0] = s; /* a Python float stays a double, as torch's scalar arguments do */
+  fs_tensor *out = scalar_first ? fsG_binary_f64(op, st, a) : fsG_binary_f64(op, a, st);
+  fsT_release(st);
+  return out;
+}
+
+/* ---- reductions ---- */
+
+static int sum64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx, g;
+  if (fsG_grad_buf_f64(x, &dx) || grad_item(out, &g) < 0) return -1;
+  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g * n->s; /* s = 1 for sum, 1/N for mean */
+  return 0;
+}
+
+fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean) {
+  if (!on_cpu(mean ? "mean" : "sum", 1, &x)) return NULL;
+  fs_tensor *out = new64(0, NULL);
+  if (!out) return NULL;
+  double s = 0;
+  for (int64_t i = 0; i < x->numel; i++) s += fsT_f64(x)[i];
+  fsT_f64(out)[0] = mean ? s / (double)x->numel : s;
+  return fsG_record(out, sum64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)x->numel : 1.0, 0);
+}
+
+/* ---- cross_entropy: logits [N, C] (or [B, T, C]) with int64 targets, mean ---- */
+
+/* log_softmax of each row into lp (rows x C) */
+static void log_softmax_rows(const double *x, double *lp, int64_t rows, int64_t C) {
+  for (int64_t r = 0; r < rows; r++) {
+    const double *xr = x + r * C;
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
+    for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
+    double lse = m + log(s);
+    for (int64_t c = 0; c < C; c++) lp[r * C + c] = xr[c] - lse;
+  }
+}
+
+static int cross_entropy64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *logits = n->in[0], *targets = n->in[1], *lp = n->saved[0];
+  double *dl, g;
+  if (fsG_grad_buf_f64(logits, &dl) || grad_item(out, &g) < 0) return -1;
+  int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
+  for (int64_t r = 0; dl && r < R; r++)
+    for (int64_t c = 0; c < C; c++)
+      dl[r * C + c] += g / (double)R * (exp(fsT_f64(lp)[r * C + c]) - (c == fsT_i64(targets)[r]));
+  return 0;
+}
+
+fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets) {
+  fs_tensor *ins[2] = {logits, targets};
+  if (!on_cpu("cross_entropy", 2, ins)) return NULL;
+  if (targets->dtype != FS_I64 || logits->rank < 2 || targets->rank != logits->rank - 1 ||
+      memcmp(logits->shape, targets->shape, (size_t)targets->rank * sizeof targets->shape[0])) {
+    char a[96], b[96];
+    fsT_seterr("cross_entropy: float64 logits %s with %s targets %s (expected [N, C] with int64 [N], or [B, T, C] with [B, T])",
+               fsT_shape_str(logits, a, sizeof a), fsT_dtype_name(targets->dtype), fsT_shape_str(targets, b, sizeof b));
+    return NULL;
+  }
+  int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
+  fs_tensor *lp = new64(logits->rank, logits->shape), *out = lp ? new64(0, NULL) : NULL;
+  if (!out) {
+    fsT_release(lp);
+    return NULL;
+  }
+  log_softmax_rows(fsT_f64(logits), fsT_f64(lp), R, C);
+  double s = 0;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t t = fsT_i64(targets)[r];
+    if (t < 0 || t >= C) {
+      fsT_seterr("Target %lld is out of bounds.", (long long)t);
+      fsT_release(lp);
+      fsT_release(out);
+      return NULL;
+    }
+    s -= fsT_f64(lp)[r * C + t];
+  }
+  fsT_f64(out)[0] = s / (double)R;
+  return fsG_record(out, cross_entropy64_bw, 2, ins, lp, NULL, 0, 0);
+}
+
+/* ---- the tensor API's elementwise functions (ops.h's fsU_unary) ---- */
+
+/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
+static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+
+static double unary1(fsU_unary op, double x, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return exp(x);
+  case FSU_LOG: return log(x);
+  case FSU_SQRT: return sqrt(x);
+  case FSU_RSQRT: return 1 / sqrt(x);
+  case FSU_ABS: return fabs(x);
+  case FSU_SIN: return sin(x);
+  case FSU_COS: return cos(x);
+  case FSU_TANH: return tanh(x);
+  case FSU_SIGMOID: return 1 / (1 + exp(-x));
+  case FSU_POW: return pow(x, p0);
+  case FSU_RELU: return x > 0 ? x : 0;
+  case FSU_LEAKY_RELU: return x > 0 ? x : x * p0;
+  case FSU_MISH: return x * tanh(softplus(x));
+  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
+    if (!isnan(p0) && x < p0) x = p0;
+    if (!isnan(p1) && x > p1) x = p1;
+    return x;
+  }
+  return x;
+}
+
+/* d f / d x at x (y = f(x)) */
+static double unary_grad(fsU_unary op, double x, double y, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return y;
+  case FSU_LOG: return 1 / x;
+  case FSU_SQRT: return 1 / (2 * y);
+  case FSU_RSQRT: return -0.5 * y * y * y;
+  case FSU_ABS: return (x > 0) - (x < 0); /* sgn: 0 at 0 */
+  case FSU_SIN: return cos(x);
+  case FSU_COS: return -sin(x);
+  case FSU_TANH: return 1 - y * y;
+  case FSU_SIGMOID: return y * (1 - y);
+  case FSU_POW: return p0 == 0 ? 0 : p0 * pow(x, p0 - 1);
+  case FSU_RELU: return x > 0;
+  case FSU_LEAKY_RELU: return x > 0 ? 1 : p0;
+  case FSU_MISH: {
+    double t = tanh(softplus(x)), s = 1 / (1 + exp(-x));
+    return t + x * (1 - t * t) * s;
+  }
+  case FSU_CLAMP: return (isnan(p0) || x >= p0) && (isnan(p1) || x <= p1);
+  }
+  return 0;
+}
+
+static int unary64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x), *yv = fsT_f64(out);
+  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * unary_grad((fsU_unary)n->k, xv[i], yv[i], n->s, n->s2);
+  return 0;
+}
+
+fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  if (!on_cpu("elementwise", 1, &x)) return NULL;
+  fs_tensor *out = new64(x->rank, x->shape);
+  if (!out) return NULL;
+  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = unary1(op, fsT_f64(x)[i], p0, p1);
+  out = fsG_record(out, unary64_bw, 1, &x, NULL, NULL, p0, op);
+  if (out && out->node) out->node->s2 = p1;
+  return out;
+}
+
+/* ---- softmax / log_softmax over one dim: x seen as [O, L, I] ---- */
+
+static int softmax64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  if (!dx) return 0;
+  int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
+  const double *g = fsT_f64(out->grad), *y = fsT_f64(out);
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      int64_t base = o * L * I + i;
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += n->k ? g[base + l * I] : g[base + l * I] * y[base + l * I];
+      for (int64_t l = 0; l < L; l++) {
+        int64_t at = base + l * I;
+        dx[at] += n->k ? g[at] - exp(y[at]) * s : y[at] * (g[at] - s); /* k: log_softmax */
+      }
+    }
+  return 0;
+}
+
+fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
+  int d;
+  if (!on_cpu(log_ ? "log_softmax" : "softmax", 1, &x) || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I;
+  fsG_split_at(x, d, &O, &L, &I);
+  fs_tensor *out = new64(x->rank, x->shape);
+  if (!out) return NULL;
+  const double *xv = fsT_f64(x);
+  double *y = fsT_f64(out);
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      int64_t base = o * L * I + i;
+      double m = -INFINITY, s = 0;
+      for (int64_t l = 0; l < L; l++) m = xv[base + l * I] > m ? xv[base + l * I] : m;
+      for (int64_t l = 0; l < L; l++) s += exp(xv[base + l * I] - m);
+      for (int64_t l = 0; l < L; l++) {
+        int64_t at = base + l * I;
+        y[at] = log_ ? xv[at] - m - log(s) : exp(xv[at] - m) / s;
+      }
+    }
+  out = fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_);
+  if (out && out->node) {
+    out->node->iv[0] = O;
+    out->node->iv[1] = L;
+    out->node->iv[2] = I;
+  }
+  return out;
+}
+
+/* ---- the GPT's layers: embedding, positional embedding, layer norm,
+ * causal self-attention (nn.h's formulas, in double) ---- */
+
+static int embedding64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *idx = n->in[0], *W = n->in[1];
+  double *dW;
+  if (fsG_grad_buf_f64(W, &dW)) return -1;
+  int64_t D = W->shape[1];
+  for (int64_t i = 0; dW && i < idx->numel; i++)
+    for (int64_t d = 0; d < D; d++) dW[fsT_i64(idx)[i] * D + d] += fsT_f64(out->grad)[i * D + d];
+  return 0;
+}
+
+fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W) {
+  fs_tensor *ins[2] = {idx, W};
+  if (!on_cpu("embedding", 2, ins)) return NULL;
+  if (idx->dtype != FS_I64 || idx->rank >= FS_MAX_RANK || W->rank != 2) {
+    fsT_seterr("embedding: expected int64 indices of rank < %d and a float64 weight [num, dim], got %s indices",
+               FS_MAX_RANK, fsT_dtype_name(idx->dtype));
+    return NULL;
+  }
+  for (int64_t i = 0; i < idx->numel; i++)
+    if (fsT_i64(idx)[i] < 0 || fsT_i64(idx)[i] >= W->shape[0]) {
+      fsT_seterr("index %lld is out of range for an embedding of %lld rows", (long long)fsT_i64(idx)[i],
+                 (long long)W->shape[0]);
+      return NULL;
+    }
+  int64_t shape[FS_MAX_RANK], D = W->shape[1];
+  memcpy(shape, idx->shape, (size_t)idx->rank * sizeof *shape);
+  shape[idx->rank] = D;
+  fs_tensor *out = new64(idx->rank + 1, shape);
+  if (!out) return NULL;
+  for (int64_t i = 0; i < idx->numel; i++)
+    memcpy(fsT_f64(out) + i * D, fsT_f64(W) + fsT_i64(idx)[i] * D, (size_t)D * sizeof(double));
+  return fsG_record(out, embedding64_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
+static int posemb64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1];
+  double *dx, *dW;
+  if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW)) return -1;
+  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
+  const double *g = fsT_f64(out->grad);
+  for (int64_t i = 0; i < x->numel; i++) {
+    if (dx) dx[i] += g[i];
+    if (dW) dW[i % TD] += g[i];
+  }
+  return 0;
+}
+
+fs_tensor *fsG_posemb_f64(fs_tensor *x0, fs_tensor *W0) {
+  fs_tensor *x = as64(x0), *W = x ? as64(W0) : NULL, *out = NULL;
+  fs_tensor *ins[2] = {x, W};
+  if (!W || !on_cpu("positional embedding", 2, ins)) goto done;
+  if (x->rank < 2 || W->rank != 2 || x->shape[x->rank - 1] != W->shape[1] || x->shape[x->rank - 2] > W->shape[0]) {
+    char s[96];
+    fsT_seterr("PositionalEmbedding(%lld, %lld): expected input [..., T <= %lld, %lld], got %s", (long long)W->shape[0],
+               (long long)W->shape[1], (long long)W->shape[0], (long long)W->shape[1], fsT_shape_str(x, s, sizeof s));
+    goto done;
+  }
+  if (!(out = new64(x->rank, x->shape))) goto done;
+  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
+  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = fsT_f64(x)[i] + fsT_f64(W)[i % TD];
+  out = fsG_record(out, posemb64_bw, 2, ins, NULL, NULL, 0, 0);
+done:
+  fsT_release(x);
+  fsT_release(W);
+  return out;
+}
+
+/* saved[0] holds each row's mean and rstd */
+static int layernorm64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+  double *dx, *dw, *db;
+  if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(w, &dw) || fsG_grad_buf_f64(b, &db)) return -1;
+  int64_t C = w->numel, N = rows_of(x);
+  const double *st = fsT_f64(n->saved[0]), *g = fsT_f64(out->grad), *xv = fsT_f64(x), *wv = fsT_f64(w);
+  for (int64_t r = 0; r < N; r++) {
+    const double *xr = xv + r * C, *dy = g + r * C;
+    double m = st[2 * r], s = st[2 * r + 1], dmean = 0, dnmean = 0;
+    for (int64_t c = 0; c < C; c++) {
+      dmean += wv[c] * dy[c];
+      dnmean += wv[c] * dy[c] * (xr[c] - m) * s;
+    }
+    dmean /= (double)C;
+    dnmean /= (double)C;
+    for (int64_t c = 0; c < C; c++) {
+      double norm = (xr[c] - m) * s;
+      if (db) db[c] += dy[c];
+      if (dw) dw[c] += norm * dy[c];
+      if (dx) dx[r * C + c] += (wv[c] * dy[c] - dmean - norm * dnmean) * s;
+    }
+  }
+  return 0;
+}
+
+fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  if (!w || !b) {
+    fsT_seterr("layer_norm: the float64 path takes a weight and a bias");
+    return NULL;
+  }
+  fs_tensor *out = NULL, *st = NULL, *ins[3] = {x, w, b};
+  if (!one_dtype(3, ins) || !on_cpu("layer_norm", 3, ins)) return NULL;
+  int64_t C = w->numel, N = rows_of(x), two_n = 2 * N;
+  if (x->rank == 0 || x->shape[x->rank - 1] != C || b->numel != C) {
+    char s[96];
+    fsT_seterr("Given normalized_shape=[%lld], expected input with shape [*, %lld], but got input of size%s",
+               (long long)C, (long long)C, fsT_shape_str(x, s, sizeof s));
+    return NULL;
+  }
+  if (!(out = new64(x->rank, x->shape)) || !(st = new64(1, &two_n))) {
+    fsT_release(out);
+    return NULL;
+  }
+  for (int64_t r = 0; r < N; r++) {
+    const double *xr = fsT_f64(x) + r * C;
+    double m = 0, v = 0;
+    for (int64_t c = 0; c < C; c++) m += xr[c];
+    m /= (double)C;
+    for (int64_t c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+    double s = 1 / sqrt(v / (double)C + eps); /* biased variance, as torch */
+    for (int64_t c = 0; c < C; c++) fsT_f64(out)[r * C + c] = (xr[c] - m) * s * fsT_f64(w)[c] + fsT_f64(b)[c];
+    fsT_f64(st)[2 * r] = m;
+    fsT_f64(st)[2 * r + 1] = s;
+  }
+  return fsG_record(out, layernorm64_bw, 3, ins, st, NULL, eps, 0);
+}
+
+/* qkv [B, T, 3C] -> [B, T, C]; saved[0] the probabilities [B, NH, T, T] */
+static int attention64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dinp;
+  if (fsG_grad_buf_f64(x, &dinp)) return -1;
+  if (!dinp) return 0;
+  int64_t B = x->shape[0], T = x->shape[1], C = x->shape[2] / 3, NH = n->k, hs = C / NH, C3 = 3 * C;
+  double scale = 1 / sqrt((double)hs);
+  double *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS); /* dP, then dS in place */
+  if (!dS) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (int64_t b = 0; !rc && b < B; b++)
+    for (int64_t h = 0; !rc && h < NH; h++) {
+      const double *q = fsT_f64(x) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+      double *dq = dinp + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+      const double *P = fsT_f64(n->saved[0]) + (b * NH + h) * T * T, *dy = fsT_f64(out->grad) + b * T * C + h * hs;
+      if (fsB_dgemm(false, true, T, T, hs, 1.0, dy, C, v, C3, 0.0, dS, T) < 0 ||
+          fsB_dgemm(true, false, T, hs, T, 1.0, P, T, dy, C, 1.0, dv, C3) < 0) {
+        rc = -1;
+        break;
+      }
+      for (int64_t t = 0; t < T; t++) { /* softmax backward; P is 0 above the diagonal */
+        const double *p = P + t * T;
+        double *d = dS + t * T, dot = 0;
+        for (int64_t t2 = 0; t2 <= t; t2++) dot += p[t2] * d[t2];
+        for (int64_t t2 = 0; t2 < T; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
+      }
+      if (fsB_dgemm(false, false, T, hs, T, 1.0, dS, T, k, C3, 1.0, dq, C3) < 0 ||
+          fsB_dgemm(true, false, T, hs, T, 1.0, dS, T, q, C3, 1.0, dk, C3) < 0)
+        rc = -1;
+    }
+  free(dS);
+  return rc;
+}
+
+fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
+  if (!on_cpu("attention", 1, &qkv)) return NULL;
+  if (qkv->rank != 3 || qkv->shape[2] % 3 || heads <= 0 || (qkv->shape[2] / 3) % heads) {
+    char s[96];
+    fsT_seterr("attention: expected input [B, T, 3*C] with C divisible by %lld heads, got %s", (long long)heads,
+               fsT_shape_str(qkv, s, sizeof s));
+    return NULL;
+  }
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / heads, C3 = 3 * C;
+  int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
+  fs_tensor *out = new64(3, oshape), *att = out ? new64(4, ashape) : NULL;
+  if (!att) {
+    fsT_release(out);
+    return NULL;
+  }
+  double scale = 1 / sqrt((double)hs);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < heads; h++) {
+      const double *q = fsT_f64(qkv) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+      double *P = fsT_f64(att) + (b * heads + h) * T * T;
+      if (fsB_dgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0, P, T) < 0) goto fail;
+      for (int64_t t = 0; t < T; t++) { /* causal softmax of row t over t2 <= t */
+        double *row = P + t * T, mx = row[0], sum = 0;
+        for (int64_t t2 = 1; t2 <= t; t2++) mx = row[t2] > mx ? row[t2] : mx;
+        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = exp(row[t2] - mx);
+        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] /= sum;
+        for (int64_t t2 = t + 1; t2 < T; t2++) row[t2] = 0;
+      }
+      if (fsB_dgemm(false, false, T, hs, T, 1.0, P, T, v, C3, 0.0, fsT_f64(out) + b * T * C + h * hs, C) < 0)
+        goto fail;
+    }
+  return fsG_record(out, attention64_bw, 1, &qkv, att, NULL, 0, heads);
+fail:
+  fsT_release(out);
+  fsT_release(att);
+  return NULL;
+}
+
+/* ---- windows of float64 tensors: the forward moves 8-byte elements
+ * (ops_grad.c's fsG_window); the backward finds where each element came
+ * from by running the same window over the positions 0..numel-1 ---- */
+
+int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g) {
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  if (!dx) return 0;
+  int64_t *pos = malloc((size_t)x->numel * sizeof *pos + 1), *at = malloc((size_t)g->numel * sizeof *at + 1);
+  if (!pos || !at) {
+    free(pos);
+    free(at);
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  for (int64_t i = 0; i < x->numel; i++) pos[i] = i;
+  fsU_cpu.gather(w, sizeof *pos, pos, at);
+  for (int64_t i = 0; i < g->numel; i++) dx[at[i]] += fsT_f64(g)[i];
+  free(pos);
+  free(at);
+  return 0;
+}
+
+/* ---- sum / mean over one dim: x seen as [O, L, I] ---- */
+
+static int sum_dim64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
+  for (int64_t o = 0; dx && o < O; o++)
+    for (int64_t l = 0; l < L; l++)
+      for (int64_t i = 0; i < I; i++) dx[(o * L + l) * I + i] += fsT_f64(out->grad)[o * I + i] * n->s;
+  return 0;
+}
+
+fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean) {
+  int d;
+  if (!on_cpu(mean ? "mean" : "sum", 1, &x) || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  fsG_split_at(x, d, &O, &L, &I);
+  int rank = 0;
+  for (int k = 0; k < x->rank; k++)
+    if (k != d || keepdim) shape[rank++] = k == d ? 1 : x->shape[k];
+  fs_tensor *out = new64(rank, shape);
+  if (!out) return NULL;
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += fsT_f64(x)[(o * L + l) * I + i];
+      fsT_f64(out)[o * I + i] = mean ? s / (double)L : s;
+    }
+  out = fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0);
+  if (out && out->node) {
+    out->node->iv[0] = O;
+    out->node->iv[1] = L;
+    out->node->iv[2] = I;
+  }
+  return out;
+}
+
+/* ---- matmul: [..., M, K] @ [K, N] and [B, M, K] @ [B, K, N] ---- */
+
+/* k: 0 when b is one matrix shared by every row block of a, else a batch */
+static int matmul64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *a = n->in[0], *b = n->in[1];
+  double *da, *db;
+  if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
+  int64_t K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
+  int64_t B = n->k ? a->shape[0] : 1, M = n->k ? a->shape[1] : rows_of(a);
+  for (int64_t i = 0; i < B; i++) {
+    const double *g = fsT_f64(out->grad) + i * M * N, *av = fsT_f64(a) + i * M * K, *bv = fsT_f64(b) + (n->k ? i * K * N : 0);
+    if (da && fsB_dgemm(false, true, M, K, N, 1.0, g, N, bv, N, 1.0, da + i * M * K, K) < 0) return -1;
+    if (db && fsB_dgemm(true, false, K, N, M, 1.0, av, K, g, N, 1.0, db + (n->k ? i * K * N : 0), N) < 0) return -1;
+  }
+  return 0;
+}
+
+fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
+  fs_tensor *ins[2] = {a, b};
+  if (!one_dtype(2, ins) || !on_cpu("matmul", 2, ins)) return NULL;
+  bool shared = b->rank == 2 && a->rank >= 2, batched = a->rank == 3 && b->rank == 3 && a->shape[0] == b->shape[0];
+  if ((shared || batched) && a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
+    fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(a),
+               (long long)a->shape[a->rank - 1], (long long)b->shape[b->rank - 2], (long long)b->shape[b->rank - 1]);
+    return NULL;
+  }
+  if (!shared && !batched) {
+    char sa[96], sb[96];
+    fsT_seterr("matmul: float64 operands %s and %s: the float64 path multiplies [..., M, K] by [K, N] or "
+               "[B, M, K] by [B, K, N]", fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
+    return NULL;
+  }
+  int64_t shape[FS_MAX_RANK], K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
+  memcpy(shape, a->shape, sizeof shape);
+  shape[a->rank - 1] = N;
+  fs_tensor *out = new64(a->rank, shape);
+  if (!out) return NULL;
+  int64_t B = batched ? a->shape[0] : 1, M = batched ? a->shape[1] : rows_of(a);
+  for (int64_t i = 0; i < B; i++)
+    if (fsB_dgemm(false, false, M, N, K, 1.0, fsT_f64(a) + i * M * K, K, fsT_f64(b) + (batched ? i * K * N : 0), N,
+                  0.0, fsT_f64(out) + i * M * N, N) < 0) {
+      fsT_release(out);
+      return NULL;
+    }
+  return fsG_record(out, matmul64_bw, 2, ins, NULL, NULL, 0, batched);
+}
+
+int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g) {
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  for (int64_t i = 0; dx && i < offs->numel; i++) dx[fsT_i64(offs)[i]] += fsT_f64(g)[i];
+  return 0;
+}
+
+/* ---- mse and l1 losses: composed of the double ops above (torch's
+ * formulas: mean, sum or none of (x - y)^2 / |x - y|) ---- */
+
+fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, fsG_reduction red) {
+  if ((kind != FSN_MSE && kind != FSN_L1) || red == FSG_BATCHMEAN) {
+    fsT_seterr("%s: this loss has no float64 path in this runtime (float64 runs cross_entropy, mse_loss and l1_loss)",
+               kind == FSN_SMOOTH_L1 ? "smooth_l1_loss" : kind == FSN_HUBER ? "huber_loss" : "loss");
+    return NULL;
+  }
+  fs_tensor *d = fsG_binary(FSB_SUB, x, y), *e = NULL, *out = NULL;
+  if (d) e = kind == FSN_MSE ? fsG_binary(FSB_MUL, d, d) : fsG_unary(FSU_ABS, d, 0, 0);
+  if (e) out = red == FSG_NONE ? fsT_retain(e) : red == FSG_SUM ? fsG_sum(e) : fsG_mean(e);
+  fsT_release(d);
+  fsT_release(e);
+  return out;
+}

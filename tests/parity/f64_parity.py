@@ -1,0 +1,247 @@
+"""precision="64-true" against torch 1.13's float64 training.
+
+Usage: f64_parity.py FABRICSCRIPT TMPDIR.
+
+Two FabricScript runs with Fabric(precision="64-true") on one CPU device,
+each replayed by torch with Lightning's DoublePrecision by hand: the module
+.double(), float inputs .double() into the forward, floating outputs
+.float() (torch's default dtype) out of it, optimizer states in float64.
+  mlp:   Sequential MLP with Adam; the loss is taken outside the forward, so
+         it is float32 (Fabric converts the logits back) and its gradient
+         reaches the float64 logits through the cast.  float32 roundings
+         of the loss path (one float32 ulp, 6e-8, at the first steps,
+         which Adam's normalized steps carry on) bound the agreement: losses
+         and parameters within 1e-5 relative after 30 steps (measured 1.1e-7
+         and 1.1e-6).
+  class: a Module class whose forward returns the cross-entropy, trained
+         with SGD (momentum, nesterov, weight decay) and gradient clipping
+         to norm 0.5: every op is float64,
+         so the parameters agree within 1e-10 relative after 40 steps
+         (measured 4.9e-16) and the losses (float64, printed after Fabric's
+         float32 conversion) within 1e-7 (one float32 rounding; measured 0).
+  gpt:   parity.py's small GPT (2 blocks, dim 32, 2 heads, 16 tokens) inside
+         a Module class whose forward returns the cross-entropy, AdamW with
+         clipping to norm 1.0, 20 steps: every op float64 (embeddings,
+         layer norm, fused causal attention, GELU); parameters within 1e-10
+         relative (measured 3.7e-12: Adam's normalized steps amplify the
+         last bits, e.g. of the key bias, whose gradient is zero in exact
+         arithmetic), losses within 1e-7 (measured 0).
+The final parameters are read from fabric.save's checkpoint (DoubleStorage).
+The inputs are the same float32 values in both (float32 elementwise kernels
+such as cos may differ from torch's by an ulp, which float64 would then
+carry).
+"""
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+fs, tmp = sys.argv[1], sys.argv[2]
+
+MLP = f"""
+fabric = Fabric(accelerator="cpu", devices=1, precision="64-true")
+fabric.seed_everything(5)
+model = Sequential(Linear(16, 32), Tanh(), Linear(32, 32), ReLU(), Linear(32, 4))
+fabric.save("{tmp}/mlp_init.ckpt", {{"model": model}})
+model = fabric.setup_module(model)
+opt = fabric.setup_optimizers(Adam(model.parameters(), lr=0.01))
+x = (arange(128).float().view(8, 16) / 128.0 - 0.5) * 4.0
+y = tensor([0, 1, 2, 3, 0, 1, 2, 3])
+for step in range(30):
+    out = model(x)
+    assert out.dtype == float32
+    loss = cross_entropy(out, y)
+    opt.zero_grad()
+    fabric.backward(loss)
+    opt.step()
+    print(repr(loss.item()))
+assert model[0].weight.dtype == float64 and model[0].weight.grad.dtype == float64
+fabric.save("{tmp}/mlp_final.ckpt", {{"model": model}})
+"""
+
+CLASS = f"""
+class Net(Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = Linear(12, 24)
+        self.fc2 = Linear(24, 3)
+        self.act = GELU()
+
+    def forward(self, x, y):
+        h = self.act(self.fc1(x)) * 0.5 + self.fc1(x).sigmoid() * 0.25
+        return cross_entropy(self.fc2(h) / 1.5, y)
+
+fabric = Fabric(accelerator="cpu", devices=1, precision="64-true")
+fabric.seed_everything(11)
+model = Net()
+fabric.save("{tmp}/class_init.ckpt", {{"model": model}})
+model = fabric.setup_module(model)
+opt = fabric.setup_optimizers(SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3))
+x = (arange(96).float().view(8, 12) / 96.0 - 0.5) * 3.0
+y = tensor([0, 1, 2, 0, 1, 2, 0, 1])
+for step in range(40):
+    loss = model(x, y)
+    opt.zero_grad()
+    fabric.backward(loss)
+    fabric.clip_gradients(model, opt, max_norm=0.5)
+    opt.step()
+    print(repr(loss.item()))
+fabric.save("{tmp}/class_final.ckpt", {{"model": model}})
+"""
+
+
+def run(name, script):
+    path = f"{tmp}/{name}.fab"
+    with open(path, "w") as f:
+        f.write(script)
+    r = subprocess.run([fs, path], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{name}.fab failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return [float(line) for line in r.stdout.split()]
+
+
+def rel(a, b):
+    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+
+
+def compare(name, got, want, final, model, loss_tol, param_tol):
+    worst_loss = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+    theirs = torch.load(final)["model"]
+    worst_param = 0.0
+    for k, v in model.state_dict().items():
+        if theirs[k].dtype != torch.float64:
+            raise SystemExit(f"FAIL {name}: {k} saved as {theirs[k].dtype}, not torch.float64")
+        worst_param = max(worst_param, rel(theirs[k], v))
+    print(f"{name}: {len(got)} losses within {worst_loss:.2e} relative (bound {loss_tol}), "
+          f"parameters within {worst_param:.2e} relative (bound {param_tol})")
+    if len(got) != len(want) or worst_loss > loss_tol or worst_param > param_tol:
+        raise SystemExit(f"FAIL {name}")
+
+
+# ---- mlp: Fabric's convert_output makes the loss float32 ----
+got = run("mlp", MLP)
+model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+model.load_state_dict(torch.load(f"{tmp}/mlp_init.ckpt")["model"])
+model.double()
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+x = (torch.arange(128).float().view(8, 16) / 128.0 - 0.5) * 4.0
+y = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+want = []
+for step in range(30):
+    loss = F.cross_entropy(model(x.double()).float(), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    want.append(loss.item())
+compare("mlp", got, want, f"{tmp}/mlp_final.ckpt", model, 1e-5, 1e-5)
+
+
+# ---- class: the loss inside the forward, every op float64 ----
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(12, 24)
+        self.fc2 = nn.Linear(24, 3)
+
+    def forward(self, x, y):
+        h = F.gelu(self.fc1(x)) * 0.5 + self.fc1(x).sigmoid() * 0.25
+        return F.cross_entropy(self.fc2(h) / 1.5, y)
+
+
+got = run("class", CLASS)
+model = Net()
+model.load_state_dict(torch.load(f"{tmp}/class_init.ckpt")["model"])
+model.double()
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3)
+x = (torch.arange(96).float().view(8, 12) / 96.0 - 0.5) * 3.0
+y = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+want = []
+for step in range(40):
+    loss = model(x.double(), y).float()
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    opt.step()
+    want.append(loss.item())
+compare("class", got, want, f"{tmp}/class_final.ckpt", model, 1e-7, 1e-10)
+
+# ---- gpt: the twin of parity.py's GPT, the loss inside the forward ----
+GPT = f"""
+model Block(dim, heads):
+    residual:
+        LayerNorm(dim)
+        CausalSelfAttention(dim, heads)
+    residual:
+        LayerNorm(dim)
+        Linear(dim, 4 * dim)
+        GELU()
+        Linear(4 * dim, dim)
+
+model GPT(vocab=256, context=16, dim=32, heads=2, layers=2):
+    wte = Embedding(vocab, dim)
+    wpe = PositionalEmbedding(context, dim)
+    h = repeat layers:
+        Block(dim, heads)
+    ln_f = LayerNorm(dim)
+    lm_head = Linear(dim, vocab, bias=False)
+
+class LM(Module):
+    def __init__(self):
+        super().__init__()
+        self.gpt = GPT()
+
+    def forward(self, x, y):
+        return cross_entropy(self.gpt(x), y)
+
+fabric = Fabric(accelerator="cpu", devices=1, precision="64-true")
+fabric.seed_everything(3)
+model = LM()
+fabric.save("{tmp}/gpt_init.ckpt", {{"model": model}})
+model = fabric.setup_module(model)
+opt = fabric.setup_optimizers(AdamW(model.parameters(), lr=3e-3, weight_decay=0.1))
+x = tensor([[((i * 16 + t) * 37 + 11) % 256 for t in range(16)] for i in range(4)])
+y = tensor([[((i * 16 + t) * 37 + 48) % 256 for t in range(16)] for i in range(4)])
+for step in range(20):
+    loss = model(x, y)
+    opt.zero_grad()
+    fabric.backward(loss)
+    fabric.clip_gradients(model, opt, max_norm=1.0)
+    opt.step()
+    print(repr(loss.item()))
+fabric.save("{tmp}/gpt_final.ckpt", {{"model": model}})
+"""
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity  # noqa: E402  the GPT twin's classes
+
+
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gpt = parity.build("gpt")
+
+    def forward(self, x, y):
+        logits = self.gpt(x)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+
+
+got = run("gpt", GPT)
+model = LM()
+model.load_state_dict(torch.load(f"{tmp}/gpt_init.ckpt")["model"])
+model.double()
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+x = torch.tensor([[((i * 16 + t) * 37 + 11) % 256 for t in range(16)] for i in range(4)])
+y = torch.tensor([[((i * 16 + t) * 37 + 48) % 256 for t in range(16)] for i in range(4)])
+want = []
+for step in range(20):
+    loss = model(x, y).float()
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    want.append(loss.item())
+compare("gpt", got, want, f"{tmp}/gpt_final.ckpt", model, 1e-7, 1e-10)
+print("ok   64-true trains as torch's float64")

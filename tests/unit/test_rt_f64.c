@@ -1,0 +1,223 @@
+/* test_rt_f64.c -- float64 (runtime/tensor/f64.c, runtime/model/optim_f64.c):
+ * the dtype's size, name and conversions; the double path's gradients
+ * against central differences of the forward in double (linear, every
+ * activation and elementwise function, softmax/log_softmax, arithmetic,
+ * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
+ * mse_loss); gradients in
+ * the leaf's dtype; torch's promotion
+ * between float64 and float32; ops without a double path refuse float64;
+ * the optimizers' double rules. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "optim.h"
+#include "rt_testutil.h"
+
+static fs_tensor *f64_of(const double *v, int rank, const int64_t *shape) {
+  fs_tensor *t = rt_ok(fsT_new(FS_F64, FS_DEV_CPU, rank, shape));
+  memcpy(t->data, v, (size_t)t->numel * sizeof *v);
+  return t;
+}
+
+static void test_dtype(void **state) {
+  (void)state;
+  assert_int_equal(fsT_dtype_size(FS_F64), 8);
+  assert_string_equal(fsT_dtype_name(FS_F64), "float64");
+  assert_true(fsT_is_floating(FS_F64) && !fsT_is_float(FS_F64));
+  double d[4] = {0.1, -2.75, 1e300, -3.9};
+  float f[4];
+  int64_t i[4];
+  fsT_convert(FS_F32, f, FS_F64, d, 4);
+  assert_true(f[0] == 0.1f && f[1] == -2.75f && f[2] == INFINITY);
+  fsT_convert(FS_I64, i, FS_F64, d, 4);
+  assert_true(i[1] == -2 && i[3] == -3); /* toward zero */
+  double back[4];
+  fsT_convert(FS_F64, back, FS_F32, f, 4);
+  assert_true(back[0] == (double)0.1f && back[1] == -2.75);
+  fs_tensor *t = f64_of(d, 1, (int64_t[]){4});
+  assert_true(fsT_get(t, 0) == 0.1);
+  fs_tensor *c = rt_ok(fsT_to_dtype(t, FS_F32));
+  assert_true(fsT_f32(c)[0] == 0.1f);
+  assert_int_equal(fsT_set_dtype(c, FS_F64), 0);
+  assert_true(fsT_f64(c)[0] == (double)0.1f && c->dtype == FS_F64);
+  fsT_release(t);
+  fsT_release(c);
+}
+
+/* A chain through every double op: x [4, 5] -> linear(W [6, 5], b) -> act
+ * -> unary -> * 0.7 + (y / 1.3) -> log_softmax/softmax mix -> sum /
+ * cross_entropy.  Returns the scalar loss (float64), on the tape. */
+static fs_tensor *chain(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+  static const fsN_act acts[] = {FSN_RELU, FSN_GELU, FSN_GELU_TANH, FSN_TANH, FSN_SIGMOID, FSN_SILU};
+  static const fsU_unary unaries[] = {FSU_EXP, FSU_SQRT, FSU_ABS, FSU_SIN, FSU_COS, FSU_TANH, FSU_SIGMOID,
+                                      FSU_POW, FSU_LEAKY_RELU, FSU_MISH, FSU_CLAMP, FSU_RSQRT};
+  fs_tensor *h = rt_ok(fsG_linear(x, W, b));
+  fs_tensor *a = rt_ok(fsG_act(acts[variant % 6], h));
+  fsU_unary u = unaries[variant % 12];
+  /* sqrt and rsqrt take exp(a) > 0 */
+  fs_tensor *pos = u == FSU_SQRT || u == FSU_RSQRT ? rt_ok(fsG_unary(FSU_EXP, a, 0, 0)) : fsT_retain(a);
+  fs_tensor *v = rt_ok(fsG_unary(u, pos, u == FSU_POW ? 3.0 : 0.1, u == FSU_CLAMP ? 0.4 : 0));
+  fs_tensor *s = rt_ok(fsG_binary_scalar(FSB_MUL, v, 0.7, false, false));
+  fs_tensor *q = rt_ok(fsG_binary_scalar(FSB_DIV, h, 1.3, false, false));
+  fs_tensor *z = rt_ok(fsG_binary(variant & 1 ? FSB_SUB : FSB_ADD, s, q));
+  fs_tensor *m = rt_ok(fsG_binary(FSB_MUL, z, h));
+  fs_tensor *loss;
+  if (variant & 2) {
+    fs_tensor *t = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, 1, (int64_t[]){4}));
+    for (int k = 0; k < 4; k++) fsT_i64(t)[k] = (k * 5 + variant) % 6;
+    loss = rt_ok(fsG_cross_entropy(m, t));
+    fsT_release(t);
+  } else {
+    fs_tensor *sm = rt_ok(fsG_softmax(m, variant & 4 ? 0 : 1, variant & 8));
+    fs_tensor *w = rt_ok(fsG_binary(FSB_MUL, sm, h));
+    loss = rt_ok(fsG_sum(w));
+    fsT_release(sm);
+    fsT_release(w);
+  }
+  fs_tensor *all[] = {h, a, pos, v, s, q, z, m};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+  return loss;
+}
+
+/* x [4, 5] W [6, 5] b [6]: x @ W^T (a transposed window and matmul), a
+ * strided slice, select, sum/mean over a dim, bmm of the row with itself,
+ * rows taken by an index tensor, mse_loss against b (broadcast) */
+static fs_tensor *chain_views(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+  fs_tensor *t = rt_ok(fsG_transpose(W, 0, 1));
+  fs_tensor *p = rt_ok(fsG_matmul(x, t));
+  fs_tensor *q = rt_ok(fsG_binary(FSB_ADD, p, b));
+  fs_tensor *s = rt_ok(fsG_slice(q, 1, variant % 2, 6, 2));
+  fs_tensor *r = rt_ok(fsG_sum_dim(s, variant & 2 ? 0 : 1, variant & 4, variant & 8));
+  fs_tensor *r3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, 1, r->numel}));
+  fs_tensor *c3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, r->numel, 1}));
+  fs_tensor *o = rt_ok(fsG_bmm(r3, c3));
+  fs_tensor *e = rt_ok(fsG_select(q, 0, variant % 4));
+  fs_tensor *idx = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, 1, (int64_t[]){3}));
+  for (int k = 0; k < 3; k++) fsT_i64(idx)[k] = (k * 2 + variant) % 4; /* repeats: gradients add up */
+  fs_tensor *g = rt_ok(fsG_index(q, &(fsG_subscript){.kind = FSG_IX_TENSOR, .t = idx}, 1));
+  fs_tensor *m = rt_ok(fsG_mse_loss(g, b));
+  fs_tensor *es = rt_ok(fsG_sum(e)), *os = rt_ok(fsG_sum(o)), *d = rt_ok(fsG_binary(FSB_SUB, os, es));
+  fs_tensor *loss = rt_ok(fsG_binary(FSB_ADD, d, m));
+  fs_tensor *all[] = {t, p, q, s, r, r3, c3, o, e, idx, g, m, es, os, d};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+  return loss;
+}
+
+typedef fs_tensor *(*chain_fn)(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant);
+
+static double loss_at(chain_fn f, fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+  bool old = fsG_set_grad_enabled(false);
+  fs_tensor *l = f(x, W, b, variant);
+  fsG_set_grad_enabled(old);
+  double v = fsT_f64(l)[0];
+  fsT_release(l);
+  return v;
+}
+
+/* every leaf's float64 gradient against central differences of f */
+static void check_gradients(chain_fn f) {
+  for (int variant = 0; variant < 16; variant++) {
+    double xv[20], wv[30], bv[6];
+    for (int k = 0; k < 20; k++) xv[k] = sin(k * 1.7 + variant) * 1.5;
+    for (int k = 0; k < 30; k++) wv[k] = cos(k * 0.9 + variant) * 0.6;
+    for (int k = 0; k < 6; k++) bv[k] = 0.1 * k - 0.2;
+    fs_tensor *x = f64_of(xv, 2, (int64_t[]){4, 5}), *W = f64_of(wv, 2, (int64_t[]){6, 5});
+    fs_tensor *b = f64_of(bv, 1, (int64_t[]){6});
+    x->requires_grad = W->requires_grad = b->requires_grad = true;
+    fs_tensor *l = f(x, W, b, variant);
+    assert_int_equal(l->dtype, FS_F64);
+    assert_int_equal(fsG_backward(l), 0);
+    fsT_release(l);
+    fs_tensor *leaves[] = {x, W, b};
+    for (int j = 0; j < 3; j++) {
+      fs_tensor *t = leaves[j];
+      assert_non_null(t->grad);
+      assert_int_equal(t->grad->dtype, FS_F64);
+      for (int64_t k = 0; k < t->numel; k++) {
+        double keep = fsT_f64(t)[k], h = 1e-6;
+        fsT_f64(t)[k] = keep + h;
+        double up = loss_at(f, x, W, b, variant);
+        fsT_f64(t)[k] = keep - h;
+        double down = loss_at(f, x, W, b, variant);
+        fsT_f64(t)[k] = keep;
+        double num = (up - down) / (2 * h), got = fsT_f64(t->grad)[k];
+        if (fabs(num - got) > 1e-8 * (1 + fabs(num)))
+          fail_msg("variant %d leaf %d [%lld]: backward %.12g, central difference %.12g", variant, j, (long long)k,
+                   got, num);
+      }
+    }
+    fsT_release(x);
+    fsT_release(W);
+    fsT_release(b);
+  }
+}
+
+static void test_gradients(void **state) {
+  (void)state;
+  check_gradients(chain);
+  check_gradients(chain_views);
+}
+
+/* torch's promotion: a float64 with dims wins over float32; a 0-dim float64
+ * does not win over float32 with dims; a float32 leaf cast to float64 gets a
+ * float32 gradient. */
+static void test_promotion_and_casts(void **state) {
+  (void)state;
+  int64_t s3[1] = {3};
+  fs_tensor *f = rt_rand("f", -1, 1, 1, s3), *d = f64_of((double[]){0.5, 1.5, -2}, 1, s3);
+  fs_tensor *d0 = f64_of((double[]){0.1}, 0, NULL);
+  f->requires_grad = true;
+  fs_tensor *a = rt_ok(fsG_binary(FSB_ADD, f, d)), *m = rt_ok(fsG_binary(FSB_MUL, f, d0));
+  assert_int_equal(a->dtype, FS_F64);
+  assert_int_equal(m->dtype, FS_F32);
+  assert_true(fsT_f64(a)[0] == (double)fsT_f32(f)[0] + 0.5);
+  fs_tensor *sa = rt_ok(fsG_sum(a)), *sm = rt_ok(fsG_sum(m));
+  fs_tensor *total = rt_ok(fsG_binary(FSB_ADD, sa, sm));
+  assert_int_equal(total->dtype, FS_F64);
+  assert_int_equal(fsG_backward(total), 0);
+  assert_int_equal(f->grad->dtype, FS_F32);
+  assert_true(fabsf(fsT_f32(f->grad)[1] - (1.0f + 0.1f)) < 1e-6f);
+  /* a Python float stays a double against a float64 tensor */
+  fs_tensor *p = rt_ok(fsG_binary_scalar(FSB_MUL, d, 0.1, false, false));
+  assert_true(fsT_f64(p)[1] == 1.5 * 0.1);
+  fs_tensor *all[] = {f, d, d0, a, m, sa, sm, total, p};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+}
+
+static void test_refusal(void **state) {
+  (void)state;
+  int64_t s[2] = {2, 3};
+  fs_tensor *x = f64_of((double[]){1, 2, 3, 4, 5, 6}, 2, s);
+  assert_null(fsG_group_norm(x, 1, NULL, NULL, 1e-5));
+  assert_non_null(strstr(fsT_error(), "no float64 path"));
+  assert_null(fsG_cumsum(x, 1));
+  assert_non_null(strstr(fsT_error(), "no float64 path"));
+  fsT_release(x);
+}
+
+static void test_optimizers(void **state) {
+  (void)state;
+  double p[2] = {1.0, -2.0}, g[2] = {0.5, 0.25}, buf[2] = {0, 0};
+  fsB_update u = {.kind = FSB_UPD_SGD, .n = 2, .lr = 0.1, .momentum = 0.9, .first = true};
+  assert_int_equal(fsO_update_f64(&u, p, g, (double *[3]){buf, NULL, NULL}), 0);
+  assert_true(p[0] == 1.0 + -0.1 * 0.5 && buf[0] == 0.5);
+  u.first = false;
+  assert_int_equal(fsO_update_f64(&u, p, g, (double *[3]){buf, NULL, NULL}), 0);
+  assert_true(buf[1] == 0.25 * 0.9 + 0.25);
+  /* Adam's first step moves each parameter by lr (m / sqrt(v) = sign g) */
+  double q[2] = {1.0, -2.0}, m[2] = {0, 0}, v[2] = {0, 0};
+  fsB_update a = {.kind = FSB_UPD_ADAM, .n = 2, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 0, .step = 1};
+  assert_int_equal(fsO_update_f64(&a, q, g, (double *[3]){m, v, NULL}), 0);
+  assert_true(fabs(q[0] - 0.99) < 1e-15 && fabs(q[1] + 2.01) < 1e-15);
+  fsB_update r = {.kind = FSB_UPD_RMSPROP, .n = 2};
+  assert_int_equal(fsO_update_f64(&r, q, g, (double *[3]){m, NULL, NULL}), -1);
+  assert_non_null(strstr(fsT_error(), "RMSprop has no float64 update"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_dtype), cmocka_unit_test(test_gradients), cmocka_unit_test(test_promotion_and_casts),
+    cmocka_unit_test(test_refusal), cmocka_unit_test(test_optimizers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
