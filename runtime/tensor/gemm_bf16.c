@@ -11,6 +11,7 @@
  * sgemm (blas.c, which routes here). */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "blas.h"
+#include "backend.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -68,6 +69,50 @@ static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, const float *X, i
       for (int64_t c = 0; c < C; c++) y[c] = bf16_of(x0[c]);
     }
     for (int64_t c = C; c < ldp; c++) y[c] = 0;
+  }
+}
+
+/* r[0..16) (16 rows of 16 uint32) := their transpose */
+BF16_TARGET
+static inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; j++) {
+      t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+/* Panels from rows of pairs: Bp[p][kp][j] = Bt[p * NR + j][kp] for Np rows
+ * (a multiple of NR) of KP pairs, in 16 x 16 blocks transposed in
+ * registers (an element-by-element transpose ran at 2 ns an element). */
+BF16_TARGET
+static void panels_of_rows(uint32_t *Bp, const uint32_t *Bt, int64_t Np, int64_t KP) {
+  for (int64_t r0 = 0; r0 < Np; r0 += 16) {
+    uint32_t *panel = Bp + (r0 / NR) * KP * NR + r0 % NR;
+    int64_t kp0 = 0;
+    for (; kp0 + 16 <= KP; kp0 += 16) {
+      __m512i r[16];
+      for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(Bt + (r0 + i) * KP + kp0);
+      transpose16(r);
+      for (int c = 0; c < 16; c++) _mm512_storeu_si512(panel + (kp0 + c) * NR, r[c]);
+    }
+    for (; kp0 < KP; kp0++)
+      for (int i = 0; i < 16; i++) panel[kp0 * NR + i] = Bt[(r0 + i) * KP + kp0];
   }
 }
 
@@ -141,6 +186,13 @@ static int gemm_threads(void) {
   return nthreads;
 }
 
+static void release_packs(const fsB_backend *cpu, uint32_t *Ap, size_t abytes, uint32_t *Bp, uint32_t *Bt,
+                          size_t bbytes) {
+  if (Ap) cpu->free(Ap, abytes);
+  if (Bp) cpu->free(Bp, bbytes);
+  if (Bt) cpu->free(Bt, bbytes);
+}
+
 static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                        const float *A, int64_t lda, const float *B, int64_t ldb,
                        float beta, float *C, int64_t ldc) {
@@ -149,12 +201,15 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
    * is not transposed, across them when it is; op(B) as panels of NR
    * columns, Bp[p][kp][j], made across B's rows, or along them (as op(B)'s
    * columns, Bt) and transposed */
-  uint32_t *Ap = malloc((size_t)(Mp * KPa) * sizeof *Ap), *Bp = malloc((size_t)(Np * KPa) * sizeof *Bp);
-  uint32_t *Bt = tb ? malloc((size_t)(Np * KPa) * sizeof *Bt) : NULL;
+  /* from the cpu backend's allocator, which keeps freed blocks for reuse by
+   * size: the same products recur every step, and fresh memory from malloc
+   * (mmap'ed at these sizes) faulted in page by page took longer than the
+   * product itself */
+  const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
+  size_t abytes = (size_t)(Mp * KPa) * sizeof(uint32_t), bbytes = (size_t)(Np * KPa) * sizeof(uint32_t);
+  uint32_t *Ap = cpu->alloc(abytes), *Bp = cpu->alloc(bbytes), *Bt = tb ? cpu->alloc(bbytes) : NULL;
   if (!Ap || !Bp || (tb && !Bt)) {
-    free(Ap);
-    free(Bp);
-    free(Bt);
+    release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
     fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
                (long long)K);
     return -1;
@@ -164,9 +219,7 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   else pairs_across(Ap, Mp, KP, A, lda, M, K), sa = 1, sk = Mp;
   if (tb) {
     pairs_along(Bt, Np, KP, B, ldb, N, K);
-    for (int64_t p = 0; p < Np / NR; p++)
-      for (int64_t kp = 0; kp < KP; kp++)
-        for (int64_t j = 0; j < NR; j++) Bp[(p * KP + kp) * NR + j] = Bt[(p * NR + j) * KP + kp];
+    panels_of_rows(Bp, Bt, Np, KP);
   } else {
     for (int64_t p = 0; p < Np / NR; p++) /* a panel is pairs_across NR columns wide */
       pairs_across(Bp + p * KP * NR, NR, KP, B + p * NR, ldb, N - p * NR < NR ? N - p * NR : NR, K);
@@ -193,9 +246,7 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   }
   for (int t = 0; t < nt; t++)
     if (spawned[t]) pthread_join(tid[t], NULL);
-  free(Ap);
-  free(Bp);
-  free(Bt);
+  release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
   return 0;
 }
 
