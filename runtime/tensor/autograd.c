@@ -149,7 +149,115 @@ static int linear_bw(fsG_node *n, fs_tensor *out) {
                                         fsT_f32(W), rows_of(x), W->shape[1], W->shape[0]);
 }
 
+/* Linear under bfloat16 autocast on the cpu, as one node with a bfloat16
+ * output: the general path (fsG_low_begin/fsG_low_end) wraps the float32
+ * linear in cast and round nodes, which cost a float32 copy of a bfloat16
+ * input, a float32 output converted to bfloat16, and in backward a
+ * gradient buffer, a copy, a rounding and an addition for each of them.
+ * The arithmetic is the general path's: operands at bfloat16 precision
+ * (the GEMM rounds them), the bias rounded, the float32 result rounded
+ * once; backward rounds dW and db (and dx of a float32 x) before adding
+ * them to the float32 gradients, as round nodes do, and for a bfloat16 x
+ * rounds x's accumulated gradient, as its cast node does. */
+static bool linear_bf16_direct(const fs_tensor *x, const fs_tensor *W, const fs_tensor *b) {
+  fs_tensor *const ins[3] = {(fs_tensor *)x, (fs_tensor *)W, (fs_tensor *)b};
+  for (int i = 0; i < 3; i++)
+    if (ins[i] && (ins[i]->device != FS_DEV_CPU || !ins[i]->data)) return false;
+  return fsG_autocast() == FS_BF16 && (x->dtype == FS_F32 || x->dtype == FS_BF16) && W->dtype == FS_F32 &&
+         W->rank == 2 && x->rank >= 1 && x->shape[x->rank - 1] == W->shape[1] &&
+         (!b || (b->dtype == FS_F32 && b->numel == W->shape[0]));
+}
+
+/* scratch float32 buffers from the cpu allocator (its size-keyed cache) */
+static float *scratch(size_t n, bool zeroed) {
+  float *p = fsB_get(FS_DEV_CPU)->alloc((n ? n : 1) * sizeof *p);
+  if (!p) fsT_seterr("out of memory");
+  else if (zeroed) memset(p, 0, n * sizeof *p);
+  return p;
+}
+
+static void scratch_free(float *p, size_t n) {
+  if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
+}
+
+/* x's values as float32: x itself, or a widened copy put in *wide */
+static const float *f32_values(const fs_tensor *x, float **wide) {
+  *wide = NULL;
+  if (x->dtype == FS_F32) return fsT_f32(x);
+  if (!(*wide = scratch((size_t)x->numel, false))) return NULL;
+  fsT_convert(FS_F32, *wide, x->dtype, x->data, (size_t)x->numel);
+  return *wide;
+}
+
+/* g += r rounded to bfloat16 (a round node's backward), or, for a
+ * bfloat16 tensor's own gradient, g = (g + r) rounded (a cast node's) */
+static void add_rounded(float *g, float *r, size_t n, bool round_sum) {
+  if (!round_sum) fsT_round_array(FS_BF16, r, n);
+  fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
+  if (round_sum) fsT_round_array(FS_BF16, g, n);
+}
+
+static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
+  float *dx, *dW, *db;
+  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db)) return -1;
+  size_t nx = dx ? (size_t)(N * C) : 0, nW = dW ? (size_t)(OC * C) : 0, nb = db ? (size_t)OC : 0;
+  float *rx = dx ? scratch(nx, true) : NULL, *rW = dW ? scratch(nW, true) : NULL, *rb = db ? scratch(nb, true) : NULL;
+  float *wide = NULL;
+  const float *xs = NULL; /* read for dW only */
+  bool ok = (!dx || rx) && (!dW || rW) && (!db || rb);
+  if (ok && dW) ok = (xs = f32_values(x, &wide)) != NULL;
+  int rc = -1;
+  if (ok) {
+    bool old = fsB_set_bf16_operands(true);
+    rc = fsN_linear_backward(rx, rW, rb, fsT_f32(out->grad), xs, fsT_f32(W), N, C, OC);
+    fsB_set_bf16_operands(old);
+  }
+  if (rc == 0) {
+    if (dx) add_rounded(dx, rx, nx, x->dtype == FS_BF16);
+    if (dW) add_rounded(dW, rW, nW, false);
+    if (db) add_rounded(db, rb, nb, false);
+  }
+  scratch_free(rx, nx);
+  scratch_free(rW, nW);
+  scratch_free(rb, nb);
+  scratch_free(wide, wide ? (size_t)x->numel : 0);
+  return rc;
+}
+
+static fs_tensor *linear_bf16(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
+  int64_t shape[FS_MAX_RANK];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[x->rank - 1] = OC;
+  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape);
+  float *wide = NULL, *acc = out ? scratch((size_t)(N * OC), false) : NULL;
+  float *rb = acc && b ? scratch((size_t)OC, false) : NULL;
+  const float *xs = acc && (!b || rb) ? f32_values(x, &wide) : NULL;
+  int rc = -1;
+  if (xs) {
+    if (rb) {
+      memcpy(rb, fsT_f32(b), (size_t)OC * sizeof *rb);
+      fsT_round_array(FS_BF16, rb, (size_t)OC);
+    }
+    bool old = fsB_set_bf16_operands(true);
+    rc = fsN_linear_forward(acc, xs, fsT_f32(W), rb, N, C, OC);
+    fsB_set_bf16_operands(old);
+  }
+  if (rc == 0) fsT_convert(FS_BF16, out->data, FS_F32, acc, (size_t)(N * OC));
+  scratch_free(acc, (size_t)(N * OC));
+  scratch_free(rb, (size_t)OC);
+  scratch_free(wide, wide ? (size_t)x->numel : 0);
+  if (rc < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, linear_bf16_bw, 3, (fs_tensor *const[]){x, W, b}, NULL, NULL, 0, 0);
+}
+
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  if (linear_bf16_direct(x, W, b)) return linear_bf16(x, W, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_linear(lp.w[0], lp.w[1], lp.w[2]));
