@@ -180,15 +180,6 @@ static void scratch_free(float *p, size_t n) {
   if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
 }
 
-/* x's values as float32: x itself, or a widened copy put in *wide */
-static const float *f32_values(const fs_tensor *x, float **wide) {
-  *wide = NULL;
-  if (x->dtype == FS_F32) return fsT_f32(x);
-  if (!(*wide = scratch((size_t)x->numel, false))) return NULL;
-  fsT_convert(FS_F32, *wide, x->dtype, x->data, (size_t)x->numel);
-  return *wide;
-}
-
 /* g += r rounded to bfloat16 (a round node's backward), or, for a
  * bfloat16 tensor's own gradient, g = (g + r) rounded (a cast node's) */
 static void add_rounded(float *g, float *r, size_t n, bool round_sum) {
@@ -197,23 +188,22 @@ static void add_rounded(float *g, float *r, size_t n, bool round_sum) {
   if (round_sum) fsT_round_array(FS_BF16, g, n);
 }
 
+/* a bfloat16 x is used by the GEMMs as it is */
+static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C}; }
+
 static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
   float *dx, *dW, *db;
   if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db)) return -1;
   size_t nx = dx ? (size_t)(N * C) : 0, nW = dW ? (size_t)(OC * C) : 0, nb = db ? (size_t)OC : 0;
-  float *rx = dx ? scratch(nx, true) : NULL, *rW = dW ? scratch(nW, true) : NULL, *rb = db ? scratch(nb, true) : NULL;
-  float *wide = NULL;
-  const float *xs = NULL; /* read for dW only */
-  bool ok = (!dx || rx) && (!dW || rW) && (!db || rb);
-  if (ok && dW) ok = (xs = f32_values(x, &wide)) != NULL;
-  int rc = -1;
-  if (ok) {
-    bool old = fsB_set_bf16_operands(true);
-    rc = fsN_linear_backward(rx, rW, rb, fsT_f32(out->grad), xs, fsT_f32(W), N, C, OC);
-    fsB_set_bf16_operands(old);
-  }
+  float *rx = dx ? scratch(nx, false) : NULL, *rW = dW ? scratch(nW, false) : NULL, *rb = db ? scratch(nb, true) : NULL;
+  const float *dy = fsT_f32(out->grad);
+  int rc = (!dx || rx) && (!dW || rW) && (!db || rb) ? 0 : -1;
+  if (rc == 0 && dx) rc = fsB_gemm_bf16(false, false, N, C, OC, 1.0f, dy, OC, fsT_f32(W), C, 0.0f, rx, C);
+  if (rc == 0 && dW)
+    rc = fsB_gemm_bf16x(true, false, OC, C, N, 1.0f, (fsB_mat){dy, false, OC}, linear_input(x, C), 0.0f, rW, C);
+  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy, NULL, NULL, N, C, OC);
   if (rc == 0) {
     if (dx) add_rounded(dx, rx, nx, x->dtype == FS_BF16);
     if (dW) add_rounded(dW, rW, nW, false);
@@ -222,7 +212,6 @@ static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   scratch_free(rx, nx);
   scratch_free(rW, nW);
   scratch_free(rb, nb);
-  scratch_free(wide, wide ? (size_t)x->numel : 0);
   return rc;
 }
 
@@ -232,23 +221,18 @@ static fs_tensor *linear_bf16(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   memcpy(shape, x->shape, sizeof shape);
   shape[x->rank - 1] = OC;
   fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape);
-  float *wide = NULL, *acc = out ? scratch((size_t)(N * OC), false) : NULL;
-  float *rb = acc && b ? scratch((size_t)OC, false) : NULL;
-  const float *xs = acc && (!b || rb) ? f32_values(x, &wide) : NULL;
-  int rc = -1;
-  if (xs) {
-    if (rb) {
-      memcpy(rb, fsT_f32(b), (size_t)OC * sizeof *rb);
-      fsT_round_array(FS_BF16, rb, (size_t)OC);
-    }
-    bool old = fsB_set_bf16_operands(true);
-    rc = fsN_linear_forward(acc, xs, fsT_f32(W), rb, N, C, OC);
-    fsB_set_bf16_operands(old);
+  float *acc = out ? scratch((size_t)(N * OC), false) : NULL;
+  int rc = acc ? 0 : -1;
+  if (rc == 0 && b) { /* every row starts as the rounded bias (fsN_linear_forward's layout) */
+    memcpy(acc, fsT_f32(b), (size_t)OC * sizeof *acc);
+    fsT_round_array(FS_BF16, acc, (size_t)OC);
+    for (int64_t r = 1; r < N; r++) memcpy(acc + r * OC, acc, (size_t)OC * sizeof *acc);
   }
+  if (rc == 0)
+    rc = fsB_gemm_bf16x(false, true, N, OC, C, 1.0f, linear_input(x, C), (fsB_mat){fsT_f32(W), false, C},
+                        b ? 1.0f : 0.0f, acc, OC);
   if (rc == 0) fsT_convert(FS_BF16, out->data, FS_F32, acc, (size_t)(N * OC));
   scratch_free(acc, (size_t)(N * OC));
-  scratch_free(rb, (size_t)OC);
-  scratch_free(wide, wide ? (size_t)x->numel : 0);
   if (rc < 0) {
     fsT_release(out);
     return NULL;

@@ -38,18 +38,23 @@ static inline uint16_t bf16_of(float f) {
 static inline uint32_t pair_of(float lo, float hi) { return bf16_of(lo) | (uint32_t)bf16_of(hi) << 16; }
 
 /* Pairs along X's rows: P[r * KP + kp] = pair(X[r, 2kp], X[r, 2kp+1]) (the
- * row as bfloat16, read as uint32), zero past K; rows R..Rp zero. */
+ * row as bfloat16, read as uint32), zero past K; rows R..Rp zero.  A
+ * bfloat16 X's rows are copied as they are. */
 BF16_TARGET
-static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, const float *X, int64_t ld, int64_t R, int64_t K) {
+static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, fsB_mat X, int64_t R, int64_t K) {
   for (int64_t r = 0; r < Rp; r++) {
     uint16_t *y = (uint16_t *)(P + r * KP);
-    const float *x = X + r * ld;
     if (r >= R) {
       memset(y, 0, (size_t)KP * sizeof *P);
       continue;
     }
+    if (X.bf16) {
+      memcpy(y, (const uint16_t *)X.p + r * X.ld, (size_t)K * sizeof *y);
+    } else {
+      const float *x = (const float *)X.p + r * X.ld;
 #pragma omp simd
-    for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
+      for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
+    }
     if (K % 2) y[K] = 0;
   }
 }
@@ -57,14 +62,24 @@ static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, const float *X, int
 /* Pairs across X's rows: P[kp * ldp + c] = pair(X[2kp, c], X[2kp+1, c]) for
  * c < C (row K of X counts as zeros), zero for C <= c < ldp. */
 BF16_TARGET
-static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, const float *X, int64_t ld, int64_t C, int64_t K) {
+static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, fsB_mat X, int64_t C, int64_t K) {
   for (int64_t kp = 0; kp < KP; kp++) {
-    const float *x0 = X + 2 * kp * ld, *x1 = 2 * kp + 1 < K ? x0 + ld : NULL;
+    bool odd = 2 * kp + 1 == K; /* row K counts as zeros */
     uint32_t *y = P + kp * ldp;
-    if (x1) {
+    if (X.bf16 && !odd) {
+      const uint16_t *x0 = (const uint16_t *)X.p + 2 * kp * X.ld, *x1 = x0 + X.ld;
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = x0[c] | (uint32_t)x1[c] << 16;
+    } else if (X.bf16) {
+      const uint16_t *x0 = (const uint16_t *)X.p + 2 * kp * X.ld;
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = x0[c];
+    } else if (!odd) {
+      const float *x0 = (const float *)X.p + 2 * kp * X.ld, *x1 = x0 + X.ld;
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = pair_of(x0[c], x1[c]);
     } else {
+      const float *x0 = (const float *)X.p + 2 * kp * X.ld;
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = bf16_of(x0[c]);
     }
@@ -193,8 +208,7 @@ static void release_packs(const fsB_backend *cpu, uint32_t *Ap, size_t abytes, u
   if (Bt) cpu->free(Bt, bbytes);
 }
 
-static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float *A, int64_t lda, const float *B, int64_t ldb,
+static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                        float beta, float *C, int64_t ldc) {
   int64_t KP = (K + 1) / 2, KPa = KP ? KP : 1, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
   /* op(A) as pairs (k, k+1) of bfloat16 in a uint32: along A's rows when A
@@ -215,14 +229,16 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
     return -1;
   }
   int64_t sa = KP, sk = 1;
-  if (!ta) pairs_along(Ap, Mp, KP, A, lda, M, K);
-  else pairs_across(Ap, Mp, KP, A, lda, M, K), sa = 1, sk = Mp;
+  if (!ta) pairs_along(Ap, Mp, KP, A, M, K);
+  else pairs_across(Ap, Mp, KP, A, M, K), sa = 1, sk = Mp;
   if (tb) {
-    pairs_along(Bt, Np, KP, B, ldb, N, K);
+    pairs_along(Bt, Np, KP, B, N, K);
     panels_of_rows(Bp, Bt, Np, KP);
   } else {
-    for (int64_t p = 0; p < Np / NR; p++) /* a panel is pairs_across NR columns wide */
-      pairs_across(Bp + p * KP * NR, NR, KP, B + p * NR, ldb, N - p * NR < NR ? N - p * NR : NR, K);
+    for (int64_t p = 0; p < Np / NR; p++) { /* a panel is pairs_across NR columns wide */
+      fsB_mat Bpanel = {(const char *)B.p + p * NR * (B.bf16 ? sizeof(uint16_t) : sizeof(float)), B.bf16, B.ld};
+      pairs_across(Bp + p * KP * NR, NR, KP, Bpanel, N - p * NR < NR ? N - p * NR : NR, K);
+    }
   }
   /* threads split the panels (or the row blocks when there are fewer
    * panels than threads); small products stay on this thread */
@@ -255,25 +271,25 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 /* Without AVX-512 BF16 (not built with it, or a CPU without it: another
  * machine, valgrind's): rounded float32 copies through sgemm. */
 
-/* op(X)[r, c] of a row-major X with leading dimension ld */
-static inline float elem(const float *X, int64_t ld, bool trans, int64_t r, int64_t c) {
-  return trans ? X[c * ld + r] : X[r * ld + c];
+/* op(X)[r, c] of a row-major X */
+static inline float elem(fsB_mat X, bool trans, int64_t r, int64_t c) {
+  int64_t i = trans ? c * X.ld + r : r * X.ld + c;
+  return X.bf16 ? fsT_bf16_to_f32(((const uint16_t *)X.p)[i]) : ((const float *)X.p)[i];
 }
 
 /* op(X) [R, Ccols] rounded to bfloat16 precision, untransposed, row-major */
-static float *rounded(const float *X, int64_t ld, bool trans, int64_t R, int64_t Cc) {
+static float *rounded(fsB_mat X, bool trans, int64_t R, int64_t Cc) {
   float *Y = malloc((size_t)(R * Cc > 0 ? R * Cc : 1) * sizeof *Y);
   if (!Y) return NULL;
   for (int64_t r = 0; r < R; r++)
-    for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, ld, trans, r, c);
+    for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, trans, r, c);
   fsT_round_array(FS_BF16, Y, (size_t)(R * Cc));
   return Y;
 }
 
-static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *A, int64_t lda, const float *B, int64_t ldb,
+static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                         float beta, float *C, int64_t ldc) {
-  float *Ar = rounded(A, lda, ta, M, K), *Br = Ar ? rounded(B, ldb, tb, K, N) : NULL;
+  float *Ar = rounded(A, ta, M, K), *Br = Ar ? rounded(B, tb, K, N) : NULL;
   int rc = -1;
   if (!Br) fsT_seterr("out of memory rounding a %lldx%lldx%lld bfloat16 GEMM", (long long)M,
                       (long long)N, (long long)K);
@@ -283,15 +299,19 @@ static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
   return rc;
 }
 
-int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc) {
+int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
+                   float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return 0;
 #if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
   /* configure chose the instructions for the CPU it ran on; the CPU running
    * the binary decides whether they are there */
-  if (__builtin_cpu_supports("avx512bf16"))
-    return gemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (__builtin_cpu_supports("avx512bf16")) return gemm_native(ta, tb, M, N, K, alpha, A, B, beta, C, ldc);
 #endif
-  return gemm_rounded(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gemm_rounded(ta, tb, M, N, K, alpha, A, B, beta, C, ldc);
+}
+
+int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc) {
+  return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, (fsB_mat){A, false, lda}, (fsB_mat){B, false, ldb}, beta, C, ldc);
 }
