@@ -185,6 +185,75 @@ static void *run_tiles(void *arg) {
   return NULL;
 }
 
+/* Workers kept for the process, as OpenBLAS keeps its own: a product hands
+ * them its parts instead of starting a thread per product (tens of
+ * microseconds each, thousands per epoch).  One product at a time uses
+ * them (`busy`); a product on another thread meanwhile, or one whose
+ * workers cannot start, runs its parts on its own thread. */
+static struct {
+  pthread_mutex_t lock, busy;
+  pthread_cond_t work, done;
+  tiles *parts;
+  int nparts, next, pending, workers;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
+
+static void *pool_worker(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&pool.lock);
+  for (;;) {
+    while (pool.next >= pool.nparts) pthread_cond_wait(&pool.work, &pool.lock);
+    tiles *t = &pool.parts[pool.next++];
+    pthread_mutex_unlock(&pool.lock);
+    run_tiles(t);
+    pthread_mutex_lock(&pool.lock);
+    if (--pool.pending == 0) pthread_cond_signal(&pool.done);
+  }
+  return NULL;
+}
+
+/* A forked child (ranks started with fork, a script's launch) has none of
+ * the workers: it starts its own. */
+static void pool_after_fork(void) {
+  pthread_mutex_init(&pool.lock, NULL);
+  pthread_mutex_init(&pool.busy, NULL);
+  pthread_cond_init(&pool.work, NULL);
+  pthread_cond_init(&pool.done, NULL);
+  pool.nparts = pool.next = pool.pending = pool.workers = 0;
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
+
+/* parts[0..n-1] to the workers, the last here; returns when all are done */
+static void run_parts(tiles *parts, int n) {
+  if (n > 1 && pthread_mutex_trylock(&pool.busy) == 0) {
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.workers < n - 1) {
+      pthread_t tid;
+      if (pthread_create(&tid, NULL, pool_worker, NULL) != 0) break;
+      pthread_detach(tid);
+      pool.workers++;
+    }
+    int given = pool.workers < n - 1 ? pool.workers : n - 1;
+    pool.parts = parts;
+    pool.nparts = given;
+    pool.next = 0;
+    pool.pending = given;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+    for (int t = given; t < n; t++) run_tiles(&parts[t]);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.lock);
+    pool.nparts = 0;
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.busy);
+    return;
+  }
+  for (int t = 0; t < n; t++) run_tiles(&parts[t]);
+}
+
 /* OpenBLAS's thread count (OPENBLAS_NUM_THREADS, else the online CPUs), so
  * a bf16 run uses the threads its float32 twin would. */
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
@@ -250,18 +319,12 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   int64_t parts = by_panel ? NB : MB;
   if (nt > parts) nt = (int)parts;
   tiles job[MAX_THREADS];
-  pthread_t tid[MAX_THREADS];
-  bool spawned[MAX_THREADS] = {false};
   for (int t = 0; t < nt; t++) {
     int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
     job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, ldc, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
                      by_panel ? MB : hi, alpha, beta, C, ta};
-    /* the last part runs here; a thread that cannot start leaves its part here too */
-    spawned[t] = t < nt - 1 && pthread_create(&tid[t], NULL, run_tiles, &job[t]) == 0;
-    if (!spawned[t]) run_tiles(&job[t]);
   }
-  for (int t = 0; t < nt; t++)
-    if (spawned[t]) pthread_join(tid[t], NULL);
+  run_parts(job, nt);
   release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
   return 0;
 }
