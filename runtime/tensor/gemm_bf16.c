@@ -8,7 +8,8 @@
  * the operands are packed into pairs of bfloat16 and multiplied with
  * vdpbf16ps (two products per float32 lane, accumulated in float32);
  * elsewhere they are rounded into float32 copies and given to OpenBLAS's
- * sgemm (blas.c, which routes here). */
+ * sgemm (blas.c, which routes here).  An operand may also be bfloat16
+ * storage (fsB_gemm_bf16x), taken as it is. */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "blas.h"
 #include "backend.h"
