@@ -150,8 +150,100 @@ static int linear_bw(fsG_node *n, fs_tensor *out) {
                                         fsT_f32(W), rows_of(x), W->shape[1], W->shape[0]);
 }
 
+/* Linear under bfloat16 autocast on the cpu, as one node with a bfloat16
+ * output: the general path (fsG_low_begin/fsG_low_end) wraps the float32
+ * linear in cast and round nodes, which cost a float32 copy of a bfloat16
+ * input, a float32 output converted to bfloat16, and in backward a
+ * gradient buffer, a copy, a rounding and an addition for each of them.
+ * The arithmetic is the general path's: operands at bfloat16 precision
+ * (the GEMM rounds them), the bias rounded, the float32 result rounded
+ * once; backward rounds dW and db (and dx of a float32 x) before adding
+ * them to the float32 gradients, as round nodes do, and for a bfloat16 x
+ * rounds x's accumulated gradient, as its cast node does. */
+static bool linear_bf16_direct(const fs_tensor *x, const fs_tensor *W, const fs_tensor *b) {
+  fs_tensor *const ins[3] = {(fs_tensor *)x, (fs_tensor *)W, (fs_tensor *)b};
+  for (int i = 0; i < 3; i++)
+    if (ins[i] && (ins[i]->device != FS_DEV_CPU || !ins[i]->data)) return false;
+  return fsG_autocast() == FS_BF16 && (x->dtype == FS_F32 || x->dtype == FS_BF16) && W->dtype == FS_F32 &&
+         W->rank == 2 && x->rank >= 1 && x->shape[x->rank - 1] == W->shape[1] &&
+         (!b || (b->dtype == FS_F32 && b->numel == W->shape[0]));
+}
+
+/* scratch float32 buffers from the cpu allocator (its size-keyed cache) */
+static float *scratch(size_t n, bool zeroed) {
+  float *p = fsB_get(FS_DEV_CPU)->alloc((n ? n : 1) * sizeof *p);
+  if (!p) fsT_seterr("out of memory");
+  else if (zeroed) memset(p, 0, n * sizeof *p);
+  return p;
+}
+
+static void scratch_free(float *p, size_t n) {
+  if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
+}
+
+/* g += r rounded to bfloat16 (a round node's backward), or, for a
+ * bfloat16 tensor's own gradient, g = (g + r) rounded (a cast node's) */
+static void add_rounded(float *g, float *r, size_t n, bool round_sum) {
+  if (!round_sum) fsT_round_array(FS_BF16, r, n);
+  fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
+  if (round_sum) fsT_round_array(FS_BF16, g, n);
+}
+
+/* a bfloat16 x is used by the GEMMs as it is */
+static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C}; }
+
+static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
+  float *dx, *dW, *db;
+  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db)) return -1;
+  size_t nx = dx ? (size_t)(N * C) : 0, nW = dW ? (size_t)(OC * C) : 0, nb = db ? (size_t)OC : 0;
+  float *rx = dx ? scratch(nx, false) : NULL, *rW = dW ? scratch(nW, false) : NULL, *rb = db ? scratch(nb, true) : NULL;
+  const float *dy = fsT_f32(out->grad);
+  int rc = (!dx || rx) && (!dW || rW) && (!db || rb) ? 0 : -1;
+  if (rc == 0 && dx) rc = fsB_gemm_bf16(false, false, N, C, OC, 1.0f, dy, OC, fsT_f32(W), C, 0.0f, rx, C);
+  if (rc == 0 && dW)
+    rc = fsB_gemm_bf16x(true, false, OC, C, N, 1.0f, (fsB_mat){dy, false, OC}, linear_input(x, C), 0.0f, rW, C);
+  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy, NULL, NULL, N, C, OC);
+  if (rc == 0) {
+    if (dx) add_rounded(dx, rx, nx, x->dtype == FS_BF16);
+    if (dW) add_rounded(dW, rW, nW, false);
+    if (db) add_rounded(db, rb, nb, false);
+  }
+  scratch_free(rx, nx);
+  scratch_free(rW, nW);
+  scratch_free(rb, nb);
+  return rc;
+}
+
+static fs_tensor *linear_bf16(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
+  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
+  int64_t shape[FS_MAX_RANK];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[x->rank - 1] = OC;
+  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape);
+  float *acc = out ? scratch((size_t)(N * OC), false) : NULL;
+  int rc = acc ? 0 : -1;
+  if (rc == 0 && b) { /* every row starts as the rounded bias (fsN_linear_forward's layout) */
+    memcpy(acc, fsT_f32(b), (size_t)OC * sizeof *acc);
+    fsT_round_array(FS_BF16, acc, (size_t)OC);
+    for (int64_t r = 1; r < N; r++) memcpy(acc + r * OC, acc, (size_t)OC * sizeof *acc);
+  }
+  if (rc == 0)
+    rc = fsB_gemm_bf16x(false, true, N, OC, C, 1.0f, linear_input(x, C), (fsB_mat){fsT_f32(W), false, C},
+                        b ? 1.0f : 0.0f, acc, OC);
+  if (rc == 0) fsT_convert(FS_BF16, out->data, FS_F32, acc, (size_t)(N * OC));
+  scratch_free(acc, (size_t)(N * OC));
+  if (rc < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, linear_bf16_bw, 3, (fs_tensor *const[]){x, W, b}, NULL, NULL, 0, 0);
+}
+
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   if (fsG_any_f64(3, (fs_tensor *const[]){x, W, b})) return fsG_linear_f64(x, W, b);
+  if (linear_bf16_direct(x, W, b)) return linear_bf16(x, W, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_linear(lp.w[0], lp.w[1], lp.w[2]));

@@ -207,12 +207,14 @@ adam_body(fs_dtype low, size_t n, float *p, const float *g, float *m, float *v, 
   float neg_step = (float)-(lr / bc1), bc2_sqrt = R((float)sqrt(bc2)), feps = R((float)eps);
   float decay = R((float)(1 - lr * wd)), fwd = R((float)wd);
   float b1 = R((float)beta1), b2 = R((float)beta2), c1 = R((float)(1 - beta1)), c2 = (float)(1 - beta2);
-  bool coupled_wd = !decoupled && wd != 0;
+  /* The flags as floats: GCC 12 finds no vector type for a loop that
+   * selects on a bool and leaves it scalar.  g * -1 and p * 1 are exact. */
+  float g_sign = maximize ? -1.0f : 1.0f, p_decay = decoupled ? decay : 1.0f;
+  float coupled_wd = !decoupled && wd != 0 ? 1.0f : 0.0f;
 #pragma omp simd
   for (size_t i = 0; i < n; i++) {
-    float pi = p[i], gi = maximize ? -g[i] : g[i];
-    gi = coupled_wd ? R(fmaf(fwd, pi, gi)) : gi;
-    pi = decoupled ? R(pi * decay) : pi;
+    float pi = R(p[i] * p_decay), gi = g[i] * g_sign;
+    gi = coupled_wd != 0 ? R(fmaf(fwd, p[i], gi)) : gi;
     m[i] = R(fmaf(c1, gi, R(m[i] * b1)));
     v[i] = R(fmaf(c2 * gi, gi, R(v[i] * b2)));
     float vi = v[i];
@@ -224,11 +226,14 @@ adam_body(fs_dtype low, size_t n, float *p, const float *g, float *m, float *v, 
   }
 }
 
+/* Two calls so that each loop is free of the amsgrad branch (a load from a
+ * pointer that may be NULL cannot be if-converted): both then vectorize. */
 FS_VECTOR_TARGET
 static void cpu_adam_update(size_t n, float *p, const float *g, float *m, float *v, float *vmax,
                             double lr, double beta1, double beta2, double eps, double wd,
                             bool decoupled, bool maximize, int64_t step) {
-  adam_body(FS_F32, n, p, g, m, v, vmax, lr, beta1, beta2, eps, wd, decoupled, maximize, step);
+  if (vmax) adam_body(FS_F32, n, p, g, m, v, vmax, lr, beta1, beta2, eps, wd, decoupled, maximize, step);
+  else adam_body(FS_F32, n, p, g, m, v, NULL, lr, beta1, beta2, eps, wd, decoupled, maximize, step);
 }
 
 /* _single_tensor_rmsprop: g (+ wd p); sq = alpha sq + (1-alpha) g^2;

@@ -33,6 +33,16 @@ int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
 int fsB_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
               const double *A, int64_t lda, const double *B, int64_t ldb,
               double beta, double *C, int64_t ldc);
+/* The same with operands that may be bfloat16 storage (a bfloat16 tensor
+ * used as it is, without a float32 copy): p points at float32 values, or
+ * at bfloat16 ones when bf16; ld is the leading dimension in elements. */
+typedef struct fsB_mat {
+  const void *p;
+  bool bf16;
+  int64_t ld;
+} fsB_mat;
+int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
+                   float beta, float *C, int64_t ldc);
 /* Whether OpenBLAS has been loaded by this process (tests, diagnostics). */
 bool fsB_blas_loaded(void);
 

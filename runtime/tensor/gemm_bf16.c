@@ -8,9 +8,11 @@
  * the operands are packed into pairs of bfloat16 and multiplied with
  * vdpbf16ps (two products per float32 lane, accumulated in float32);
  * elsewhere they are rounded into float32 copies and given to OpenBLAS's
- * sgemm (blas.c, which routes here). */
+ * sgemm (blas.c, which routes here).  An operand may also be bfloat16
+ * storage (fsB_gemm_bf16x), taken as it is. */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "blas.h"
+#include "backend.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,18 +39,23 @@ static inline uint16_t bf16_of(float f) {
 static inline uint32_t pair_of(float lo, float hi) { return bf16_of(lo) | (uint32_t)bf16_of(hi) << 16; }
 
 /* Pairs along X's rows: P[r * KP + kp] = pair(X[r, 2kp], X[r, 2kp+1]) (the
- * row as bfloat16, read as uint32), zero past K; rows R..Rp zero. */
+ * row as bfloat16, read as uint32), zero past K; rows R..Rp zero.  A
+ * bfloat16 X's rows are copied as they are. */
 BF16_TARGET
-static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, const float *X, int64_t ld, int64_t R, int64_t K) {
+static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, fsB_mat X, int64_t R, int64_t K) {
   for (int64_t r = 0; r < Rp; r++) {
     uint16_t *y = (uint16_t *)(P + r * KP);
-    const float *x = X + r * ld;
     if (r >= R) {
       memset(y, 0, (size_t)KP * sizeof *P);
       continue;
     }
+    if (X.bf16) {
+      memcpy(y, (const uint16_t *)X.p + r * X.ld, (size_t)K * sizeof *y);
+    } else {
+      const float *x = (const float *)X.p + r * X.ld;
 #pragma omp simd
-    for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
+      for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
+    }
     if (K % 2) y[K] = 0;
   }
 }
@@ -56,18 +63,72 @@ static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, const float *X, int
 /* Pairs across X's rows: P[kp * ldp + c] = pair(X[2kp, c], X[2kp+1, c]) for
  * c < C (row K of X counts as zeros), zero for C <= c < ldp. */
 BF16_TARGET
-static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, const float *X, int64_t ld, int64_t C, int64_t K) {
+static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, fsB_mat X, int64_t C, int64_t K) {
   for (int64_t kp = 0; kp < KP; kp++) {
-    const float *x0 = X + 2 * kp * ld, *x1 = 2 * kp + 1 < K ? x0 + ld : NULL;
+    bool odd = 2 * kp + 1 == K; /* row K counts as zeros */
     uint32_t *y = P + kp * ldp;
-    if (x1) {
+    if (X.bf16 && !odd) {
+      const uint16_t *x0 = (const uint16_t *)X.p + 2 * kp * X.ld, *x1 = x0 + X.ld;
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = x0[c] | (uint32_t)x1[c] << 16;
+    } else if (X.bf16) {
+      const uint16_t *x0 = (const uint16_t *)X.p + 2 * kp * X.ld;
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = x0[c];
+    } else if (!odd) {
+      const float *x0 = (const float *)X.p + 2 * kp * X.ld, *x1 = x0 + X.ld;
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = pair_of(x0[c], x1[c]);
     } else {
+      const float *x0 = (const float *)X.p + 2 * kp * X.ld;
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = bf16_of(x0[c]);
     }
     for (int64_t c = C; c < ldp; c++) y[c] = 0;
+  }
+}
+
+/* r[0..16) (16 rows of 16 uint32) := their transpose */
+BF16_TARGET
+static inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; j++) {
+      t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+/* Panels from rows of pairs: Bp[p][kp][j] = Bt[p * NR + j][kp] for Np rows
+ * (a multiple of NR) of KP pairs, in 16 x 16 blocks transposed in
+ * registers (an element-by-element transpose ran at 2 ns an element). */
+BF16_TARGET
+static void panels_of_rows(uint32_t *Bp, const uint32_t *Bt, int64_t Np, int64_t KP) {
+  for (int64_t r0 = 0; r0 < Np; r0 += 16) {
+    uint32_t *panel = Bp + (r0 / NR) * KP * NR + r0 % NR;
+    int64_t kp0 = 0;
+    for (; kp0 + 16 <= KP; kp0 += 16) {
+      __m512i r[16];
+      for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(Bt + (r0 + i) * KP + kp0);
+      transpose16(r);
+      for (int c = 0; c < 16; c++) _mm512_storeu_si512(panel + (kp0 + c) * NR, r[c]);
+    }
+    for (; kp0 < KP; kp0++)
+      for (int i = 0; i < 16; i++) panel[kp0 * NR + i] = Bt[(r0 + i) * KP + kp0];
   }
 }
 
@@ -125,6 +186,75 @@ static void *run_tiles(void *arg) {
   return NULL;
 }
 
+/* Workers kept for the process, as OpenBLAS keeps its own: a product hands
+ * them its parts instead of starting a thread per product (tens of
+ * microseconds each, thousands per epoch).  One product at a time uses
+ * them (`busy`); a product on another thread meanwhile, or one whose
+ * workers cannot start, runs its parts on its own thread. */
+static struct {
+  pthread_mutex_t lock, busy;
+  pthread_cond_t work, done;
+  tiles *parts;
+  int nparts, next, pending, workers;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
+
+static void *pool_worker(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&pool.lock);
+  for (;;) {
+    while (pool.next >= pool.nparts) pthread_cond_wait(&pool.work, &pool.lock);
+    tiles *t = &pool.parts[pool.next++];
+    pthread_mutex_unlock(&pool.lock);
+    run_tiles(t);
+    pthread_mutex_lock(&pool.lock);
+    if (--pool.pending == 0) pthread_cond_signal(&pool.done);
+  }
+  return NULL;
+}
+
+/* A forked child (ranks started with fork, a script's launch) has none of
+ * the workers: it starts its own. */
+static void pool_after_fork(void) {
+  pthread_mutex_init(&pool.lock, NULL);
+  pthread_mutex_init(&pool.busy, NULL);
+  pthread_cond_init(&pool.work, NULL);
+  pthread_cond_init(&pool.done, NULL);
+  pool.nparts = pool.next = pool.pending = pool.workers = 0;
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
+
+/* parts[0..n-1] to the workers, the last here; returns when all are done */
+static void run_parts(tiles *parts, int n) {
+  if (n > 1 && pthread_mutex_trylock(&pool.busy) == 0) {
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.workers < n - 1) {
+      pthread_t tid;
+      if (pthread_create(&tid, NULL, pool_worker, NULL) != 0) break;
+      pthread_detach(tid);
+      pool.workers++;
+    }
+    int given = pool.workers < n - 1 ? pool.workers : n - 1;
+    pool.parts = parts;
+    pool.nparts = given;
+    pool.next = 0;
+    pool.pending = given;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+    for (int t = given; t < n; t++) run_tiles(&parts[t]);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.lock);
+    pool.nparts = 0;
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.busy);
+    return;
+  }
+  for (int t = 0; t < n; t++) run_tiles(&parts[t]);
+}
+
 /* OpenBLAS's thread count (OPENBLAS_NUM_THREADS, else the online CPUs), so
  * a bf16 run uses the threads its float32 twin would. */
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
@@ -141,35 +271,44 @@ static int gemm_threads(void) {
   return nthreads;
 }
 
-static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float *A, int64_t lda, const float *B, int64_t ldb,
+static void release_packs(const fsB_backend *cpu, uint32_t *Ap, size_t abytes, uint32_t *Bp, uint32_t *Bt,
+                          size_t bbytes) {
+  if (Ap) cpu->free(Ap, abytes);
+  if (Bp) cpu->free(Bp, bbytes);
+  if (Bt) cpu->free(Bt, bbytes);
+}
+
+static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                        float beta, float *C, int64_t ldc) {
   int64_t KP = (K + 1) / 2, KPa = KP ? KP : 1, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
   /* op(A) as pairs (k, k+1) of bfloat16 in a uint32: along A's rows when A
    * is not transposed, across them when it is; op(B) as panels of NR
    * columns, Bp[p][kp][j], made across B's rows, or along them (as op(B)'s
    * columns, Bt) and transposed */
-  uint32_t *Ap = malloc((size_t)(Mp * KPa) * sizeof *Ap), *Bp = malloc((size_t)(Np * KPa) * sizeof *Bp);
-  uint32_t *Bt = tb ? malloc((size_t)(Np * KPa) * sizeof *Bt) : NULL;
+  /* from the cpu backend's allocator, which keeps freed blocks for reuse by
+   * size: the same products recur every step, and fresh memory from malloc
+   * (mmap'ed at these sizes) faulted in page by page took longer than the
+   * product itself */
+  const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
+  size_t abytes = (size_t)(Mp * KPa) * sizeof(uint32_t), bbytes = (size_t)(Np * KPa) * sizeof(uint32_t);
+  uint32_t *Ap = cpu->alloc(abytes), *Bp = cpu->alloc(bbytes), *Bt = tb ? cpu->alloc(bbytes) : NULL;
   if (!Ap || !Bp || (tb && !Bt)) {
-    free(Ap);
-    free(Bp);
-    free(Bt);
+    release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
     fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
                (long long)K);
     return -1;
   }
   int64_t sa = KP, sk = 1;
-  if (!ta) pairs_along(Ap, Mp, KP, A, lda, M, K);
-  else pairs_across(Ap, Mp, KP, A, lda, M, K), sa = 1, sk = Mp;
+  if (!ta) pairs_along(Ap, Mp, KP, A, M, K);
+  else pairs_across(Ap, Mp, KP, A, M, K), sa = 1, sk = Mp;
   if (tb) {
-    pairs_along(Bt, Np, KP, B, ldb, N, K);
-    for (int64_t p = 0; p < Np / NR; p++)
-      for (int64_t kp = 0; kp < KP; kp++)
-        for (int64_t j = 0; j < NR; j++) Bp[(p * KP + kp) * NR + j] = Bt[(p * NR + j) * KP + kp];
+    pairs_along(Bt, Np, KP, B, N, K);
+    panels_of_rows(Bp, Bt, Np, KP);
   } else {
-    for (int64_t p = 0; p < Np / NR; p++) /* a panel is pairs_across NR columns wide */
-      pairs_across(Bp + p * KP * NR, NR, KP, B + p * NR, ldb, N - p * NR < NR ? N - p * NR : NR, K);
+    for (int64_t p = 0; p < Np / NR; p++) { /* a panel is pairs_across NR columns wide */
+      fsB_mat Bpanel = {(const char *)B.p + p * NR * (B.bf16 ? sizeof(uint16_t) : sizeof(float)), B.bf16, B.ld};
+      pairs_across(Bp + p * KP * NR, NR, KP, Bpanel, N - p * NR < NR ? N - p * NR : NR, K);
+    }
   }
   /* threads split the panels (or the row blocks when there are fewer
    * panels than threads); small products stay on this thread */
@@ -181,21 +320,13 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   int64_t parts = by_panel ? NB : MB;
   if (nt > parts) nt = (int)parts;
   tiles job[MAX_THREADS];
-  pthread_t tid[MAX_THREADS];
-  bool spawned[MAX_THREADS] = {false};
   for (int t = 0; t < nt; t++) {
     int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
     job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, ldc, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
                      by_panel ? MB : hi, alpha, beta, C, ta};
-    /* the last part runs here; a thread that cannot start leaves its part here too */
-    spawned[t] = t < nt - 1 && pthread_create(&tid[t], NULL, run_tiles, &job[t]) == 0;
-    if (!spawned[t]) run_tiles(&job[t]);
   }
-  for (int t = 0; t < nt; t++)
-    if (spawned[t]) pthread_join(tid[t], NULL);
-  free(Ap);
-  free(Bp);
-  free(Bt);
+  run_parts(job, nt);
+  release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
   return 0;
 }
 
@@ -204,25 +335,25 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 /* Without AVX-512 BF16 (not built with it, or a CPU without it: another
  * machine, valgrind's): rounded float32 copies through sgemm. */
 
-/* op(X)[r, c] of a row-major X with leading dimension ld */
-static inline float elem(const float *X, int64_t ld, bool trans, int64_t r, int64_t c) {
-  return trans ? X[c * ld + r] : X[r * ld + c];
+/* op(X)[r, c] of a row-major X */
+static inline float elem(fsB_mat X, bool trans, int64_t r, int64_t c) {
+  int64_t i = trans ? c * X.ld + r : r * X.ld + c;
+  return X.bf16 ? fsT_bf16_to_f32(((const uint16_t *)X.p)[i]) : ((const float *)X.p)[i];
 }
 
 /* op(X) [R, Ccols] rounded to bfloat16 precision, untransposed, row-major */
-static float *rounded(const float *X, int64_t ld, bool trans, int64_t R, int64_t Cc) {
+static float *rounded(fsB_mat X, bool trans, int64_t R, int64_t Cc) {
   float *Y = malloc((size_t)(R * Cc > 0 ? R * Cc : 1) * sizeof *Y);
   if (!Y) return NULL;
   for (int64_t r = 0; r < R; r++)
-    for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, ld, trans, r, c);
+    for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, trans, r, c);
   fsT_round_array(FS_BF16, Y, (size_t)(R * Cc));
   return Y;
 }
 
-static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *A, int64_t lda, const float *B, int64_t ldb,
+static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                         float beta, float *C, int64_t ldc) {
-  float *Ar = rounded(A, lda, ta, M, K), *Br = Ar ? rounded(B, ldb, tb, K, N) : NULL;
+  float *Ar = rounded(A, ta, M, K), *Br = Ar ? rounded(B, tb, K, N) : NULL;
   int rc = -1;
   if (!Br) fsT_seterr("out of memory rounding a %lldx%lldx%lld bfloat16 GEMM", (long long)M,
                       (long long)N, (long long)K);
@@ -232,15 +363,19 @@ static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float
   return rc;
 }
 
-int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc) {
+int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
+                   float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return 0;
 #if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
   /* configure chose the instructions for the CPU it ran on; the CPU running
    * the binary decides whether they are there */
-  if (__builtin_cpu_supports("avx512bf16"))
-    return gemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (__builtin_cpu_supports("avx512bf16")) return gemm_native(ta, tb, M, N, K, alpha, A, B, beta, C, ldc);
 #endif
-  return gemm_rounded(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gemm_rounded(ta, tb, M, N, K, alpha, A, B, beta, C, ldc);
+}
+
+int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float beta, float *C, int64_t ldc) {
+  return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, (fsB_mat){A, false, lda}, (fsB_mat){B, false, ldb}, beta, C, ldc);
 }

@@ -37,8 +37,9 @@ static void test_rounding(void **state) {
   for (int i = 0; i < N; i++) assert_int_equal(fast[i], fsT_f32_to_bf16(src[i]));
 }
 
-/* fsB_gemm_bf16 against sgemm of the rounded operands, all four
- * transposes, sizes that are not multiples of the tile, beta 0 and 1. */
+/* fsB_gemm_bf16 (and fsB_gemm_bf16x on bfloat16 storage) against sgemm of
+ * the rounded operands, all four transposes, sizes that are not multiples
+ * of the tile, beta 0 and 1. */
 static void test_gemm_bf16(void **state) {
   (void)state;
   /* the last is large enough to be split across threads */
@@ -69,7 +70,15 @@ static void test_gemm_bf16(void **state) {
                                        fsT_f32(tb ? Bt : B), tb ? K : N, beta, fsT_f32(C1), N), 0);
         for (int64_t i = 0; i < M * N; i++) /* float32 sums of exact products: order only */
           assert_true(fabsf(fsT_f32(C0)[i] - fsT_f32(C1)[i]) <= 1e-5f * (float)K);
-        fs_tensor *all[] = {A, B, C0, C1, Ar, Br, At, Bt};
+        /* operands stored as bfloat16 (A always, B in every other case) give the same */
+        bool b16 = (t + b) % 2 == 0;
+        fs_tensor *A16 = fsT_to_dtype(ta ? At : A, FS_BF16), *B16 = fsT_to_dtype(tb ? Bt : B, FS_BF16);
+        fs_tensor *C2 = rt_rand("C", -1, 1, 2, cs);
+        fsB_mat am = {A16->data, true, ta ? M : K}, bm = {b16 ? B16->data : fsT_f32(tb ? Bt : B), b16, tb ? K : N};
+        assert_int_equal(fsB_gemm_bf16x(ta, tb, M, N, K, 0.5f, am, bm, beta, fsT_f32(C2), N), 0);
+        for (int64_t i = 0; i < M * N; i++)
+          assert_true(fabsf(fsT_f32(C0)[i] - fsT_f32(C2)[i]) <= 1e-5f * (float)K);
+        fs_tensor *all[] = {A, B, C0, C1, Ar, Br, At, Bt, A16, B16, C2};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
       }
 }
