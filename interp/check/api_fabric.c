@@ -397,13 +397,16 @@ cv fsC_new_strategy(C *c, const cargs *a) {
 
 /* fabric.to_device(model) and setup: the models v may be, moved to the
  * fabric's device (W4's placement); unknown for an accelerator other than
- * cpu and cuda, or a fabric not resolved. */
-static void move_models(C *c, uint32_t fid, const cv *v, int materialize) {
+ * cpu and cuda, or a fabric not resolved. stay: setup's move_to_device is
+ * certainly False, so only a model that may be on the meta device is placed
+ * (materialized there), as a run does. */
+static void move_models(C *c, uint32_t fid, const cv *v, int materialize, int stay) {
   const fsF_config *cfg = fsC_cfg(c, fid);
   uint32_t raws[MAXALT];
   size_t nr = v ? fsC_raw_models(c, v, raws, MAXALT) : 0;
   fsF_pdev where = !cfg ? FSF_PD_OTHER : cfg->accel == FSF_CUDA ? FSF_PD_CUDA : cfg->accel == FSF_CPU ? FSF_PD_CPU : FSF_PD_OTHER;
-  for (size_t i = 0; i < nr; i++) fsC_place(c, raws[i], where, materialize);
+  for (size_t i = 0; i < nr; i++)
+    if (!stay || (fsC_o(c, raws[i])->meta.m & MB_T)) fsC_place(c, raws[i], where, materialize);
 }
 
 typedef struct setup_ud {
@@ -413,6 +416,7 @@ typedef struct setup_ud {
   const cv *opts[MAXARGS]; size_t nopts;
   const cv *uds;            /* setup_dataloaders: use_distributed_sampler, NULL when not given */
   int move;                 /* setup, setup_module: move_to_device is certainly true (W4) */
+  int stay;                 /* setup, setup_module: move_to_device is certainly false */
 } setup_ud;
 
 static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
@@ -784,6 +788,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
     const cv *mv = fsC_arg(a, "move_to_device", NULL);
     const fs_value *x = mv ? fsC_cval(mv) : NULL;
     u.move = !mv || (x && x->type == FSV_BOOL && x->u.b);
+    u.stay = x && x->type == FSV_BOOL && !x->u.b;
   }
   paths e;
   c->issue_call = a;
@@ -859,7 +864,8 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
         fsC_o(c, w.id)->fsdp_root = (uint8_t)root;
       }
     }
-    if (!g) move_models(c, fid, u.model, 1); /* materialized (FSDP: sharded, on its device) */
+    /* materialized (FSDP: sharded, on its device whatever move_to_device says) */
+    if (!g) move_models(c, fid, u.model, 1, u.stay && !(cfg && cfg->cls == FSF_FSDP));
     cobj *fo = fsC_ow(c, fid);
     fo->setups_lo++;
     fo->setups_hi++;
@@ -1277,7 +1283,7 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
   if (!strcmp(m, "setup_dataloaders")) { *out = api_setup(c, a, fid, 3); return 1; }
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
   if (!strcmp(m, "call")) callback_hooks(c, a, fid);
-  if (!strcmp(m, "to_device")) move_models(c, fid, fsC_arg(a, "obj", NULL), 0);
+  if (!strcmp(m, "to_device")) move_models(c, fid, fsC_arg(a, "obj", NULL), 0, 0);
   call_ud u = {fid, m, a};
   paths e;
   c->issue_call = a;
