@@ -778,6 +778,31 @@ void fsC_fsdp_shared_params(C *c, uint32_t fabric, const fs_node *call, const cv
   fsF_issues_free(&iss);
 }
 
+/* setup(model) of a raw model set up before: Fabric wraps it again (its
+ * _validate_setup refuses only a _FabricModule), but a run sets a model up
+ * in place, so the raw model and the set-up one are one value there and the
+ * run would refuse it with R22. In a .fab that will run: rule `unsupported`
+ * (a .py is checked as Fabric runs it: no error). */
+static fs_diag *raw_again(C *c, const cargs *a, const cv *model, const fs_node *mnode) {
+  size_t k = model->k == CV_PHI ? model->n : 1;
+  const cv *items = model->k == CV_PHI ? model->p : model;
+  for (size_t i = 0; i < k; i++) {
+    const cv *v = &items[i];
+    if (v->k != CV_OBJ || fsC_o(c, v->id)->kind != OB_MODEL || fsC_o(c, v->id)->wrapped ||
+        !fsC_o(c, v->id)->first_setup.end)
+      continue;
+    fs_diag *g = fsC_report(c, FS_SEV_ERROR, "unsupported", mnode ? mnode->loc : a->call->loc,
+                            "setting up the raw model again is not supported at run time yet");
+    if (!g) return NULL;
+    fsD_note(g, c->src, fsC_o(c, v->id)->first_setup, "it was set up here");
+    fsD_help(g, "Fabric would wrap the same module a second time; a run sets a model up in place, so use "
+                "the model the first setup returned, or check the script as a .py file, which is "
+                "checked and not run");
+    return g;
+  }
+  return NULL;
+}
+
 static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   setup_ud u = {.fabric = fid, .kind = kind};
   const fs_node *mnode = NULL, *onodes[MAXARGS];
@@ -839,6 +864,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
       }
     }
   }
+  if (!g && kind <= 1 && u.model && !c->python) g = raw_again(c, a, u.model, mnode);
   const fsF_config *cfg = fsC_cfg(c, fid);
   if (!g && kind <= 1 && u.model && cfg && cfg->cls == FSF_MP) parallelize(c, a, fid, u.model);
   /* the state after the call, whatever was reported */
@@ -859,6 +885,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
         if (!fm.meta) r->meta = (mbit){MB_F, 0};
         root = fm.fsdp_root;
       }
+      if (!r->first_setup.end) r->first_setup = a->call->loc;
       if (i == 0) {
         w = wrap(c, raws[0], fid, a->call->loc);
         fsC_o(c, w.id)->fsdp_root = (uint8_t)root;

@@ -111,6 +111,8 @@ typedef struct cobj {
                            made, cpu or meta; FSF_PD_OTHER: not known) (placement.c, W4) */
   cv callbacks;         /* fabric: Fabric(callbacks=...) when no other code can reach that list (a list
                            display written in the call, or one object), else CV_UNDEF (fabric.call) */
+  fs_loc first_setup;   /* model (raw): the setup call that first wrapped it (end 0: none yet); a run
+                           cannot set the raw model up again (`unsupported`, api_fabric.c) */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
