@@ -789,7 +789,7 @@ static fs_diag *raw_again(C *c, const cargs *a, const cv *model, const fs_node *
   for (size_t i = 0; i < k; i++) {
     const cv *v = &items[i];
     if (v->k != CV_OBJ || fsC_o(c, v->id)->kind != OB_MODEL || fsC_o(c, v->id)->wrapped ||
-        !fsC_o(c, v->id)->first_setup.end)
+        !fsC_o(c, v->id)->first_setup.end || fsC_o(c, v->id)->many)
       continue;
     fs_diag *g = fsC_report(c, FS_SEV_ERROR, "unsupported", mnode ? mnode->loc : a->call->loc,
                             "setting up the raw model again is not supported at run time yet");
