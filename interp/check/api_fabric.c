@@ -397,13 +397,16 @@ cv fsC_new_strategy(C *c, const cargs *a) {
 
 /* fabric.to_device(model) and setup: the models v may be, moved to the
  * fabric's device (W4's placement); unknown for an accelerator other than
- * cpu and cuda, or a fabric not resolved. */
-static void move_models(C *c, uint32_t fid, const cv *v, int materialize) {
+ * cpu and cuda, or a fabric not resolved. stay: setup's move_to_device is
+ * certainly False, so only a model that may be on the meta device is placed
+ * (materialized there), as a run does. */
+static void move_models(C *c, uint32_t fid, const cv *v, int materialize, int stay) {
   const fsF_config *cfg = fsC_cfg(c, fid);
   uint32_t raws[MAXALT];
   size_t nr = v ? fsC_raw_models(c, v, raws, MAXALT) : 0;
   fsF_pdev where = !cfg ? FSF_PD_OTHER : cfg->accel == FSF_CUDA ? FSF_PD_CUDA : cfg->accel == FSF_CPU ? FSF_PD_CPU : FSF_PD_OTHER;
-  for (size_t i = 0; i < nr; i++) fsC_place(c, raws[i], where, materialize);
+  for (size_t i = 0; i < nr; i++)
+    if (!stay || (fsC_o(c, raws[i])->meta.m & MB_T)) fsC_place(c, raws[i], where, materialize);
 }
 
 typedef struct setup_ud {
@@ -413,6 +416,7 @@ typedef struct setup_ud {
   const cv *opts[MAXARGS]; size_t nopts;
   const cv *uds;            /* setup_dataloaders: use_distributed_sampler, NULL when not given */
   int move;                 /* setup, setup_module: move_to_device is certainly true (W4) */
+  int stay;                 /* setup, setup_module: move_to_device is certainly false */
 } setup_ud;
 
 static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
@@ -774,6 +778,31 @@ void fsC_fsdp_shared_params(C *c, uint32_t fabric, const fs_node *call, const cv
   fsF_issues_free(&iss);
 }
 
+/* setup(model) of a raw model set up before: Fabric wraps it again (its
+ * _validate_setup refuses only a _FabricModule), but a run sets a model up
+ * in place, so the raw model and the set-up one are one value there and the
+ * run would refuse it with R22. In a .fab that will run: rule `unsupported`
+ * (a .py is checked as Fabric runs it: no error). */
+static fs_diag *raw_again(C *c, const cargs *a, const cv *model, const fs_node *mnode) {
+  size_t k = model->k == CV_PHI ? model->n : 1;
+  const cv *items = model->k == CV_PHI ? model->p : model;
+  for (size_t i = 0; i < k; i++) {
+    const cv *v = &items[i];
+    if (v->k != CV_OBJ || fsC_o(c, v->id)->kind != OB_MODEL || fsC_o(c, v->id)->wrapped ||
+        !fsC_o(c, v->id)->first_setup.end || fsC_o(c, v->id)->many)
+      continue;
+    fs_diag *g = fsC_report(c, FS_SEV_ERROR, "unsupported", mnode ? mnode->loc : a->call->loc,
+                            "setting up the raw model again is not supported at run time yet");
+    if (!g) return NULL;
+    fsD_note(g, c->src, fsC_o(c, v->id)->first_setup, "it was set up here");
+    fsD_help(g, "Fabric would wrap the same module a second time; a run sets a model up in place, so use "
+                "the model the first setup returned, or check the script as a .py file, which is "
+                "checked and not run");
+    return g;
+  }
+  return NULL;
+}
+
 static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
   setup_ud u = {.fabric = fid, .kind = kind};
   const fs_node *mnode = NULL, *onodes[MAXARGS];
@@ -784,6 +813,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
     const cv *mv = fsC_arg(a, "move_to_device", NULL);
     const fs_value *x = mv ? fsC_cval(mv) : NULL;
     u.move = !mv || (x && x->type == FSV_BOOL && x->u.b);
+    u.stay = x && x->type == FSV_BOOL && !x->u.b;
   }
   paths e;
   c->issue_call = a;
@@ -834,6 +864,7 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
       }
     }
   }
+  if (!g && kind <= 1 && u.model && !c->python) g = raw_again(c, a, u.model, mnode);
   const fsF_config *cfg = fsC_cfg(c, fid);
   if (!g && kind <= 1 && u.model && cfg && cfg->cls == FSF_MP) parallelize(c, a, fid, u.model);
   /* the state after the call, whatever was reported */
@@ -854,12 +885,14 @@ static cv api_setup(C *c, const cargs *a, uint32_t fid, int kind) {
         if (!fm.meta) r->meta = (mbit){MB_F, 0};
         root = fm.fsdp_root;
       }
+      if (!r->first_setup.end) r->first_setup = a->call->loc;
       if (i == 0) {
         w = wrap(c, raws[0], fid, a->call->loc);
         fsC_o(c, w.id)->fsdp_root = (uint8_t)root;
       }
     }
-    if (!g) move_models(c, fid, u.model, 1); /* materialized (FSDP: sharded, on its device) */
+    /* materialized (FSDP: sharded, on its device whatever move_to_device says) */
+    if (!g) move_models(c, fid, u.model, 1, u.stay && !(cfg && cfg->cls == FSF_FSDP));
     cobj *fo = fsC_ow(c, fid);
     fo->setups_lo++;
     fo->setups_hi++;
@@ -1277,7 +1310,7 @@ int fsC_fabric_method(C *c, const cargs *a, uint32_t fid, const char *m, cv *out
   if (!strcmp(m, "setup_dataloaders")) { *out = api_setup(c, a, fid, 3); return 1; }
   if (!strcmp(m, "launch")) { *out = api_launch(c, a, fid); return 1; }
   if (!strcmp(m, "call")) callback_hooks(c, a, fid);
-  if (!strcmp(m, "to_device")) move_models(c, fid, fsC_arg(a, "obj", NULL), 0);
+  if (!strcmp(m, "to_device")) move_models(c, fid, fsC_arg(a, "obj", NULL), 0, 0);
   call_ud u = {fid, m, a};
   paths e;
   c->issue_call = a;

@@ -195,9 +195,18 @@ static int add_alt(cv *alts, size_t *n, const cv *v) {
   return 1;
 }
 
+/* The objects v may be stand for several (cobj.many). */
+static void mark_many(C *c, const cv *v) {
+  if (v->k == CV_PHI)
+    for (uint32_t i = 0; i < v->n; i++) mark_many(c, &((const cv *)v->p)[i]);
+  else if (v->k == CV_OBJ && !c->objs[v->id].many)
+    fsC_ow(c, v->id)->many = 1;
+}
+
 cv fsC_unsized_seq(C *c, const cv *items, size_t n, int tuple) {
   cv alts[MAXALT];
   size_t k = 0;
+  for (size_t i = 0; i < n; i++) mark_many(c, &items[i]);
   for (size_t i = 0; i < n; i++)
     if (!add_alt(alts, &k, &items[i])) { /* too many to tell apart: some are unknown */
       alts[MAXALT - 1] = fsC_unknown();

@@ -111,6 +111,10 @@ typedef struct cobj {
                            made, cpu or meta; FSF_PD_OTHER: not known) (placement.c, W4) */
   cv callbacks;         /* fabric: Fabric(callbacks=...) when no other code can reach that list (a list
                            display written in the call, or one object), else CV_UNDEF (fabric.call) */
+  fs_loc first_setup;   /* model (raw): the setup call that first wrapped it (end 0: none yet); a run
+                           cannot set the raw model up again (`unsupported`, api_fabric.c) */
+  uint8_t many;         /* an item of an unsized container (a comprehension's, a list grown in a loop):
+                           it stands for several objects, so a setup of it is never "again" */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;

@@ -245,6 +245,28 @@ static fs_value *instance_index(fsE_ctx *E, fs_value *self, fs_value *key) {
   return call_dunder(E, self, "__getitem__", key);
 }
 
+/* iter(obj): the class's __iter__, whose result must be an iterator (a
+ * value with a next: an instance whose class has __next__, or a builtin's). */
+static fs_value *instance_iter(fsE_ctx *E, fs_value *self) {
+  fs_value *r = call_dunder(E, self, "__iter__", NULL);
+  if (r && (r->type != FSV_OBJ || !r->u.obj.cls->next)) {
+    fsV_seterr("iter() returned non-iterator of type '%s'", fsV_type_name(r));
+    fsV_release(r);
+    return NULL;
+  }
+  return r;
+}
+
+/* next(obj): the class's __next__; StopIteration ends the loop (0). */
+static int instance_next(fsE_ctx *E, fs_value *self, fs_value **out) {
+  fs_value *m = NULL;
+  int k = fsE_instance_getattr(E, self, "__next__", &m);
+  int r = k > 0 ? fsE_call_until_stop(E, m, &(fsV_args){0}, out) : -1;
+  if (!k) fsV_seterr("'%s' object is not an iterator", fsV_type_name(self));
+  fsV_release(m);
+  return r;
+}
+
 /* attrs[name] = v unless v holds self */
 static int store_attr(fs_value *attrs, fs_value *self, const char *name, fs_value *v) {
   bound *b = fsV_objdata(v, &bound_class); /* self.f = self.method holds self too */
@@ -718,6 +740,8 @@ fsE_flow fsE_exec_class(fsE_ctx *E, const fs_node *s) {
   class_of(cls)->ns = ns;
   if (class_find(cls, "__len__", &(fs_value *){NULL})) class_of(cls)->inst.len = instance_len;
   if (class_find(cls, "__getitem__", &(fs_value *){NULL})) class_of(cls)->inst.index = instance_index;
+  if (class_find(cls, "__iter__", &(fs_value *){NULL})) class_of(cls)->inst.iter = instance_iter;
+  if (class_find(cls, "__next__", &(fs_value *){NULL})) class_of(cls)->inst.next = instance_next;
   fs_value *k = fl == FSE_OK ? fsV_cstr(s->str) : NULL;
   int rc = k ? fsV_dict_set(E->locals ? E->locals : E->globals, k, fsV_retain(cls)) : -1;
   fsV_release(k);

@@ -308,6 +308,10 @@ void fsE_hold_error(fsE_ctx *E, fs_loc loc, const char *msg);
  * shell reports Ctrl-C), else 1. */
 int fsE_error_status(const char *msg);
 void fsE_exc_clear(struct fsE_exc *x);
+/* callee(*a) as a for loop runs an iterator's __next__: 1 and *out, 0 when
+ * it raised StopIteration (caught: the loop ends), -1 when it failed
+ * otherwise (reported, or held for an enclosing try as any error). */
+int fsE_call_until_stop(fsE_ctx *E, fs_value *callee, const fsV_args *a, fs_value **out);
 
 /* lib_optim.c */
 typedef struct optv {

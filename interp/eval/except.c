@@ -183,6 +183,22 @@ fsE_flow fsE_exec_try(fsE_ctx *E, const fs_node *s) {
   return fl;
 }
 
+int fsE_call_until_stop(fsE_ctx *E, fs_value *callee, const fsV_args *a, fs_value **out) {
+  int status = E->status;
+  E->try_depth++; /* held, as in a try body, so that StopIteration can be caught */
+  *out = fsE_call(E, callee, a);
+  E->try_depth--;
+  if (*out) return 1;
+  if (E->pending.msg && catches(E->pending.type, "StopIteration")) {
+    fsE_exc_clear(&E->pending);
+    E->reported = false;
+    E->status = status;
+    return 0;
+  }
+  if (!E->try_depth) report_pending(E);
+  return -1;
+}
+
 fsE_flow fsE_exec_raise(fsE_ctx *E, const fs_node *s) {
   const fs_node *x = s->nkids ? s->kids[0] : NULL;
   if (!x) { /* bare raise: the error being handled, again */

@@ -606,9 +606,13 @@ static int foreign_left(optv *const *ov, const fs_value *opts, const char *fn) {
   return 0;
 }
 
-/* What a successful setup of a module does: materialize it, mark it set up. */
-static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
-  mv->dev = fv->dev;
+/* What a successful setup of a module does: materialize it, mark it set up.
+ * move: setup's move_to_device (fabric.py: `if move_to_device:
+ * _move_model_to_device`); false leaves the parameters, and the module's
+ * device, where they are. FSDP places its shards on the device either way
+ * (FSDPStrategy passes device_id), and meta parameters materialize there. */
+static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv, bool move) {
+  if (move || mv->st.meta || fv->cfg.cls == FSF_FSDP) mv->dev = fv->dev;
   if (E->opt->plan) { /* nothing to materialize: remember the model */
     fsV_release(fv->planned);
     fv->planned = fsV_retain(v);
@@ -629,7 +633,7 @@ static int setup_module_done(fsE_ctx *E, fabv *fv, fs_value *v, modv *mv) {
     mv->st.meta = false;
     return 0;
   }
-  if ((mv->st.meta && fsM_materialize(mv->m, fv->dev, E->seed) < 0) || fsM_to_device(mv->m, fv->dev) < 0)
+  if ((mv->st.meta && fsM_materialize(mv->m, fv->dev, E->seed) < 0) || (move && fsM_to_device(mv->m, fv->dev) < 0))
     return fsE_rt_fail(), -1;
   if (fv->comm) { /* DDP: every rank starts from rank 0's parameters and buffers */
     fsM_param *ps;
@@ -870,6 +874,12 @@ static int64_t devices_apart(fsE_ctx *E, modv *mv, fsM_param **ps, char devs[2][
 static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, bool move, const char *name,
                        const fsV_args *a) {
   modv *mv = module ? need_module(module, name) : NULL;
+  /* Whether the model is on the meta device, from its tensors: a layer a
+   * script class's __init__ made (`net.head`) was a value while its
+   * parameters waited for the tree's initial values, and its own fact stayed
+   * "meta" after they came. A plan keeps everything on meta (its fact is
+   * where the model would be). */
+  if (mv && !E->opt->plan) mv->st.meta = fsE_has_meta(mv->m);
   fsM_param *ps = NULL;
   char devs[2][24];
   int64_t nps = mv && move && !mv->st.wrapped ? devices_apart(E, mv, &ps, devs) : 0;
@@ -893,7 +903,7 @@ static fs_value *setup(fsE_ctx *E, fabv *fv, fs_value *module, fs_value *opts, b
     if (rc == 0 && mv && fv->cfg.cls == FSF_FSDP && fv->wrap_policy && fv->wrap_policy->type == FSV_LIST)
       rc = shared_params_across_units(E, a, mv->m, fv->wrap_policy);
   }
-  if (rc == 0 && (!module || (setup_module_done(E, fv, module, mv) == 0 && fsdp_rebind(mv, ov, no) == 0))) {
+  if (rc == 0 && (!module || (setup_module_done(E, fv, module, mv, move) == 0 && fsdp_rebind(mv, ov, no) == 0))) {
     for (size_t i = 0; i < no; i++) fsF_setup_optim_done(&ov[i]->st);
     if (E->opt->plan && no && !fv->planned_optim) fv->planned_optim = fsV_retain(opts->u.seq.items[0]);
     r = !opts ? fsV_retain(module) : no || module ? one_or_tuple(module, opts) : fsV_none();
