@@ -526,9 +526,23 @@ fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
 
 /* ---- reshape ---- */
 
+/* A float32 tensor's first gradient contribution g (of its numel) becomes
+ * its gradient, copied into a fresh buffer: one pass instead of zeroing a
+ * buffer and adding g to it.  1 done, 0 not this case, -1 out of memory. */
+static int grad_first(fs_tensor *t, const float *g, size_t n) {
+  if (!t || !t->requires_grad || t->grad || t->dtype != FS_F32 || (size_t)t->numel != n) return 0;
+  fs_tensor *d = fsT_new(FS_F32, t->device, t->rank, t->shape);
+  if (!d) return -1;
+  fsB_of(t)->copy(d->data, g, n * sizeof *g);
+  t->grad = d;
+  return 1;
+}
+
 static int reshape_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   if (x->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
+  int first = grad_first(x, fsT_f32(out->grad), (size_t)x->numel);
+  if (first) return first < 0 ? -1 : 0;
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
   fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
@@ -580,12 +594,14 @@ static int binary_bw(fsG_node *n, fs_tensor *out) {
   size_t N = (size_t)out->numel, sa = a->numel == out->numel, sb = b->numel == out->numel;
   const float *g = fsT_f32(out->grad), *av = fsT_f32(a), *bv = fsT_f32(b);
   float *da, *db;
-  if (fsG_grad_buf(a, &da) || fsG_grad_buf(b, &db)) return -1;
-  if (n->k == FSB_ADD || n->k == FSB_SUB) {
+  if (n->k == FSB_ADD || n->k == FSB_SUB) { /* a (and b of a sum) first: a + a adds the second */
+    int fa = grad_first(a, g, N), fb = fa < 0 || n->k == FSB_SUB ? 0 : grad_first(b, g, N);
+    if (fa < 0 || fb < 0 || fsG_grad_buf(fa ? NULL : a, &da) || fsG_grad_buf(fb ? NULL : b, &db)) return -1;
     if (da) accumulate(be, da, a, g, N, 1.0f);
     if (db) accumulate(be, db, b, g, N, n->k == FSB_SUB ? -1.0f : 1.0f);
     return 0;
   }
+  if (fsG_grad_buf(a, &da) || fsG_grad_buf(b, &db)) return -1;
   float *tmp = be->alloc(N * sizeof *tmp + 1);
   if (!tmp) {
     fsT_seterr("out of memory");
