@@ -419,10 +419,26 @@ typedef struct setup_ud {
   int stay;                 /* setup, setup_module: move_to_device is certainly false */
 } setup_ud;
 
+/* v is one of several things (a phi) and this path takes a set-up object
+ * that stands for several (cobj.many): what `models[i]` reads after
+ * `models[i] = fabric.setup(models[i])` in an earlier iteration, the list's
+ * elements joined. Which element it is, is not known, so neither is whether
+ * it was set up already: the path says nothing (no R22/R23 guessed). A value
+ * that is that object alone (`w = fabric.setup(m); fabric.setup(w)`) is
+ * certainly set up and still checked. */
+static int unknown_element(C *c, paths *e, const cv *v) {
+  if (!v || v->k != CV_PHI) return 0;
+  const cv *x = fsC_alt(e, v);
+  return x->k == CV_OBJ && c->objs[x->id].wrapped && c->objs[x->id].many;
+}
+
 static int v_setup(C *c, paths *e, const void *p, fsF_issues *iss) {
   const setup_ud *u = p;
   fsF_fabric f;
   if (!fsC_fabric_state(c, e, u->fabric, &f)) return 1;
+  if (u->kind <= 1 && unknown_element(c, e, u->model)) return 1;
+  for (size_t i = 0; u->kind != 1 && i < u->nopts; i++)
+    if (unknown_element(c, e, u->opts[i])) return 1;
   fsF_model m;
   fsF_optim os[MAXARGS];
   const fsF_optim *op[MAXARGS];
