@@ -18,6 +18,7 @@
 #include "plan.h"
 
 #include <string.h>
+#include "cnn.h"
 
 typedef struct shape {
   int rank;
@@ -74,6 +75,34 @@ static int matmul_bytes(walk *w, const shape *in, uint64_t *copy) {
   return w->sz->act_low;
 }
 
+static uint64_t numel_of(const shape *s) { return bytes_of(s) / (uint64_t)s->bytes; }
+
+/* The convolution that Conv1d/Conv2d runs on in (cnn_grad.c's fsG_conv),
+ * or the one whose gradient ConvTranspose2d is (fsG_conv_transpose2d: its
+ * output is that convolution's input).  1-d layers keep their one window
+ * value at index 1 (module.h). */
+static fsN_conv conv_geom(const fs_module *m, const shape *in, const shape *out) {
+  bool transposed = m->kind == FSM_CONVTRANSPOSE2D, one = m->kind == FSM_CONV1D;
+  const shape *x = transposed ? out : in, *y = transposed ? in : out;
+  int r = x->rank;
+  return (fsN_conv){.N = x->d[0], .C = x->d[1], .H = one ? 1 : x->d[r - 2], .W = x->d[r - 1],
+                    .OC = y->d[1], .KH = one ? 1 : m->kernel[0], .KW = m->kernel[1],
+                    .sh = one ? 1 : m->stride[0], .sw = m->stride[1], .ph = one ? 0 : m->pad[0],
+                    .pw = m->pad[1], .dh = one ? 1 : m->dil[0], .dw = m->dil[1], .G = m->groups,
+                    .OH = one ? 1 : y->d[r - 2], .OW = y->d[r - 1]};
+}
+
+/* The runtime's own scratch while a convolution's backward runs (cnn.c,
+ * float32): the im2col column buffer of a chunk of images and the chunk's
+ * gathered output gradient; a transposed one first computes its input's
+ * gradient aside (a tensor of the input's size) with a forward's columns. */
+static uint64_t conv_scratch(const fs_module *m, const shape *in, const shape *out) {
+  fsN_conv g = conv_geom(m, in, out);
+  uint64_t bw = 4 * (uint64_t)fsN_conv2d_scratch(&g, true);
+  if (m->kind != FSM_CONVTRANSPOSE2D) return bw;
+  return max64(bw, 4 * numel_of(in) + 4 * (uint64_t)fsN_conv2d_scratch(&g, false));
+}
+
 static int leaf(walk *w, const fs_module *m, const shape *in, shape *out) {
   if (out_shape(w, m, in, out) < 0) return -1;
   uint64_t copy = 0;
@@ -100,11 +129,58 @@ static int leaf(walk *w, const fs_module *m, const shape *in, shape *out) {
   case FSM_SILU:
     made(w, in, out, 0, 0);
     return 0;
+  case FSM_LEAKYRELU:
+  case FSM_MISH:
+  case FSM_AVGPOOL2D: /* windows recomputed from the geometry in backward */
+  case FSM_ADAPTIVEAVGPOOL2D:
+    made(w, in, out, 0, 0);
+    return 0;
+  case FSM_CONV1D:
+  case FSM_CONV2D:
+  case FSM_CONVTRANSPOSE2D:
+    out->bytes = matmul_bytes(w, in, &copy);
+    made(w, in, out, copy, conv_scratch(m, in, out));
+    return 0;
+  case FSM_MAXPOOL2D: /* the argmax of every window, int64 */
+    made(w, in, out, 8 * numel_of(out), 0);
+    return 0;
+  case FSM_BATCHNORM1D: /* in the input's type; mean and 1/std per channel, float32 */
+  case FSM_BATCHNORM2D:
+    made(w, in, out, 2 * 4 * (uint64_t)in->d[1], 0);
+    return 0;
+  case FSM_GROUPNORM: /* float32 under autocast, as LayerNorm; mean and 1/std per (image, group) */
+    out->bytes = w->sz->act_high;
+    made(w, in, out, 2 * 4 * (uint64_t)in->d[0] * (uint64_t)m->groups, 0);
+    return 0;
+  case FSM_RMSNORM: { /* 1/rms per row over the normalized dims, float32 */
+    uint64_t row = 1;
+    for (int i = 0; i < m->nnormalized; i++) row *= (uint64_t)m->normalized[i];
+    made(w, in, out, 4 * (numel_of(in) / row), 0);
+    return 0;
+  }
+  case FSM_SOFTMAX: /* float32 under autocast */
+    if (w->sz->autocast) out->bytes = w->sz->act_high;
+    made(w, in, out, 0, 0);
+    return 0;
+  case FSM_UPSAMPLE: { /* one index_select per spatial dim: the rows first, then the columns */
+    uint64_t extra = 8 * (uint64_t)out->d[2]; /* each select keeps its int64 source indices */
+    if (in->rank == 4) {
+      shape rows = *in;
+      rows.d[2] = out->d[2];
+      extra += bytes_of(&rows) + 8 * (uint64_t)out->d[3];
+    }
+    made(w, in, out, extra, 0);
+    return 0;
+  }
   case FSM_DROPOUT:
     if (m->training && m->p > 0) made(w, in, out, 0, 0);
     return 0;
   case FSM_FLATTEN: /* a view of its input */
+  case FSM_IDENTITY:
     return 0;
+  case FSM_MHA: /* fsM_forward refuses it too */
+    snprintf(w->err, w->errlen, "MultiheadAttention takes (query, key, value): it is no layer of a model body");
+    return -1;
   default:
     snprintf(w->err, w->errlen, "no activation model for %s", fsM_kind_name(m->kind));
     return -1;
