@@ -17,6 +17,7 @@
  * in `leaf` (and is reported, not guessed, until it has one). */
 #include "plan.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include "cnn.h"
 
@@ -26,10 +27,23 @@ typedef struct shape {
   int bytes; /* per element */
 } shape;
 
+#define MAX_NEST 16 /* residual blocks inside residual blocks */
+
+/* Gradients of one size: the most of them alive at once so far. */
+typedef struct grad_size {
+  uint64_t bytes;
+  int most;
+} grad_size;
+
 typedef struct walk {
   const fsPL_sizes *sz;
-  uint64_t saved, transient;
-  uint64_t around; /* gradients of the residual streams enclosing the current layer */
+  uint64_t saved;
+  uint64_t scratch; /* the largest malloc'ed scratch of one backward */
+  uint64_t around[MAX_NEST]; /* gradients of the residual streams enclosing the current layer */
+  int naround;
+  bool grad_flows; /* the current layer's input has a gradient: a layer before it has parameters */
+  grad_size *grads;
+  int ngrads, capgrads;
   char *err;
   size_t errlen;
 } walk;
@@ -49,10 +63,53 @@ static int out_shape(walk *w, const fs_module *m, const shape *in, shape *out) {
   return fsM_out_shape(m, in->rank, in->d, &out->rank, out->d, &bad, w->err, w->errlen);
 }
 
-/* A layer has run: it made out from in, keeping `extra` bytes besides. */
-static void made(walk *w, const shape *in, const shape *out, uint64_t extra, uint64_t scratch) {
+/* Gradients of these n sizes (0: none) are alive at once during a
+ * backward, with those of the residual streams around it.  The cpu backend
+ * keeps freed blocks for reuse by exact size (backend_cpu.c), so a size's
+ * blocks serve only that size: the memory gradients take is, per distinct
+ * size, the most of that size ever alive at once. */
+static int alive(walk *w, int n, const uint64_t *sizes) {
+  uint64_t set[4 + MAX_NEST];
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (sizes[i]) set[k++] = sizes[i];
+  for (int i = 0; i < w->naround; i++) set[k++] = w->around[i];
+  for (int i = 0; i < k; i++) {
+    int count = 0, first = 1;
+    for (int j = 0; j < k; j++) {
+      count += set[j] == set[i];
+      if (set[j] == set[i] && j < i) first = 0;
+    }
+    if (!first) continue;
+    int g = 0;
+    while (g < w->ngrads && w->grads[g].bytes != set[i]) g++;
+    if (g == w->ngrads) {
+      if (w->ngrads == w->capgrads) {
+        int cap = w->capgrads ? 2 * w->capgrads : 16;
+        grad_size *more = realloc(w->grads, (size_t)cap * sizeof *more);
+        if (!more) {
+          snprintf(w->err, w->errlen, "out of memory");
+          return -1;
+        }
+        w->grads = more, w->capgrads = cap;
+      }
+      w->grads[w->ngrads++] = (grad_size){set[i], 0};
+    }
+    if (count > w->grads[g].most) w->grads[g].most = count;
+  }
+  return 0;
+}
+
+/* Layer m has run: it made out from in, keeping `extra` bytes besides; its
+ * backward mallocs `scratch` bytes (freed to malloc, which serves any size
+ * again).  Gradients exist from the first layer with parameters on. */
+static int made(walk *w, const fs_module *m, const shape *in, const shape *out, uint64_t extra, uint64_t scratch) {
+  bool in_grad = w->grad_flows;
   w->saved += bytes_of(out) + extra;
-  w->transient = max64(w->transient, bytes_of(in) + bytes_of(out) + w->around + scratch);
+  w->grad_flows |= fsM_num_parameters(m) > 0;
+  if (!w->grad_flows) return 0; /* no node: nothing runs backward */
+  w->scratch = max64(w->scratch, scratch);
+  return alive(w, 2, (uint64_t[]){in_grad ? bytes_of(in) : 0, bytes_of(out)});
 }
 
 /* in and out never alias: a layer reads its input's shape after writing its output's */
@@ -109,72 +166,57 @@ static int leaf(walk *w, const fs_module *m, const shape *in, shape *out) {
   switch (m->kind) {
   case FSM_LINEAR:
     out->bytes = matmul_bytes(w, in, &copy);
-    made(w, in, out, copy, 0);
-    return 0;
+    return made(w, m, in, out, copy, 0);
   case FSM_EMBEDDING: /* token ids in, rows of the table out */
   case FSM_POSEMB:
     out->bytes = w->sz->act_high;
-    made(w, in, out, 0, 0);
-    return 0;
+    return made(w, m, in, out, 0, 0);
   case FSM_LAYERNORM: { /* normalization runs in float32 under autocast; mean and rstd per row */
     uint64_t rows = bytes_of(in) / (uint64_t)in->bytes / (uint64_t)in->d[in->rank - 1];
     out->bytes = w->sz->act_high;
-    made(w, in, out, 2 * 4 * rows, 0);
-    return 0;
+    return made(w, m, in, out, 2 * 4 * rows, 0);
   }
   case FSM_RELU:
   case FSM_GELU:
   case FSM_TANH:
   case FSM_SIGMOID:
   case FSM_SILU:
-    made(w, in, out, 0, 0);
-    return 0;
+    return made(w, m, in, out, 0, 0);
   case FSM_LEAKYRELU:
   case FSM_MISH:
   case FSM_AVGPOOL2D: /* windows recomputed from the geometry in backward */
   case FSM_ADAPTIVEAVGPOOL2D:
-    made(w, in, out, 0, 0);
-    return 0;
+    return made(w, m, in, out, 0, 0);
   case FSM_CONV1D:
   case FSM_CONV2D:
   case FSM_CONVTRANSPOSE2D:
     out->bytes = matmul_bytes(w, in, &copy);
-    made(w, in, out, copy, conv_scratch(m, in, out));
-    return 0;
+    return made(w, m, in, out, copy, conv_scratch(m, in, out));
   case FSM_MAXPOOL2D: /* the argmax of every window, int64 */
-    made(w, in, out, 8 * numel_of(out), 0);
-    return 0;
+    return made(w, m, in, out, 8 * numel_of(out), 0);
   case FSM_BATCHNORM1D: /* in the input's type; mean and 1/std per channel, float32 */
   case FSM_BATCHNORM2D:
-    made(w, in, out, 2 * 4 * (uint64_t)in->d[1], 0);
-    return 0;
+    return made(w, m, in, out, 2 * 4 * (uint64_t)in->d[1], 0);
   case FSM_GROUPNORM: /* float32 under autocast, as LayerNorm; mean and 1/std per (image, group) */
     out->bytes = w->sz->act_high;
-    made(w, in, out, 2 * 4 * (uint64_t)in->d[0] * (uint64_t)m->groups, 0);
-    return 0;
+    return made(w, m, in, out, 2 * 4 * (uint64_t)in->d[0] * (uint64_t)m->groups, 0);
   case FSM_RMSNORM: { /* 1/rms per row over the normalized dims, float32 */
     uint64_t row = 1;
     for (int i = 0; i < m->nnormalized; i++) row *= (uint64_t)m->normalized[i];
-    made(w, in, out, 4 * (numel_of(in) / row), 0);
-    return 0;
+    return made(w, m, in, out, 4 * (numel_of(in) / row), 0);
   }
   case FSM_SOFTMAX: /* float32 under autocast */
     if (w->sz->autocast) out->bytes = w->sz->act_high;
-    made(w, in, out, 0, 0);
-    return 0;
-  case FSM_UPSAMPLE: { /* one index_select per spatial dim: the rows first, then the columns */
-    uint64_t extra = 8 * (uint64_t)out->d[2]; /* each select keeps its int64 source indices */
-    if (in->rank == 4) {
-      shape rows = *in;
-      rows.d[2] = out->d[2];
-      extra += bytes_of(&rows) + 8 * (uint64_t)out->d[3];
-    }
-    made(w, in, out, extra, 0);
-    return 0;
+    return made(w, m, in, out, 0, 0);
+  case FSM_UPSAMPLE: { /* one index_select per spatial dim, each keeping its int64 source indices */
+    if (in->rank == 3) return made(w, m, in, out, 8 * (uint64_t)out->d[2], 0);
+    shape rows = *in; /* the rows first, then the columns */
+    rows.d[2] = out->d[2];
+    if (made(w, m, in, &rows, 8 * (uint64_t)out->d[2], 0) < 0) return -1;
+    return made(w, m, &rows, out, 8 * (uint64_t)out->d[3], 0);
   }
   case FSM_DROPOUT:
-    if (m->training && m->p > 0) made(w, in, out, 0, 0);
-    return 0;
+    return m->training && m->p > 0 ? made(w, m, in, out, 0, 0) : 0;
   case FSM_FLATTEN: /* a view of its input */
   case FSM_IDENTITY:
     return 0;
@@ -195,7 +237,7 @@ static int attention(walk *w, const fs_module *m, const shape *in, shape *out) {
   int64_t B = in->d[0], T = in->d[1];
   y.bytes = qkv.bytes;
   probs = (shape){4, {B, m->out, T, T}, w->sz->autocast ? 4 : qkv.bytes}; /* softmax: float32 under autocast */
-  made(w, &qkv, &y, bytes_of(&probs), 4 * (uint64_t)T * (uint64_t)T);
+  if (made(w, m, &qkv, &y, bytes_of(&probs), 4 * (uint64_t)T * (uint64_t)T) < 0) return -1;
   return node(w, m->kids[1], &y, out);
 }
 
@@ -206,14 +248,20 @@ static int node(walk *w, const fs_module *m, const shape *in, shape *out) {
     return chain(w, m, in, out);
   case FSM_RESIDUAL: { /* x + body(x): x's gradient lives through the body's backward */
     shape body;
-    w->around += bytes_of(in);
+    if (w->naround == MAX_NEST) {
+      snprintf(w->err, w->errlen, "residual blocks nested more than %d deep", MAX_NEST);
+      return -1;
+    }
+    w->around[w->naround++] = w->grad_flows ? bytes_of(in) : 0;
     int rc = chain(w, m, in, &body);
-    w->around -= bytes_of(in);
+    w->naround--;
     if (rc < 0) return -1;
     if (out_shape(w, m, in, out) < 0) return -1;
     out->bytes = in->bytes > body.bytes ? in->bytes : body.bytes; /* type promotion */
-    made(w, &body, out, 0, bytes_of(in));
-    return 0;
+    w->saved += bytes_of(out);
+    if (!w->grad_flows) return 0;
+    /* the sum's backward: its output's gradient, the body's and x's */
+    return alive(w, 3, (uint64_t[]){bytes_of(&body), bytes_of(out), w->around[w->naround]});
   }
   case FSM_ATTENTION:
     return attention(w, m, in, out);
@@ -251,18 +299,21 @@ int fsPL_activations(const fs_module *m, int rank, const int64_t *in, int in_byt
   memcpy(cur.d, in, (size_t)rank * sizeof *in);
   w.saved = bytes_of(&cur); /* the batch itself, held by the first layer */
   out->ckpt_saved = w.saved;
+  int rc = 0;
   if (m->kind != FSM_SEQUENTIAL) {
-    if (step(&w, m, &cur, out) < 0) return -1;
+    rc = step(&w, m, &cur, out);
   } else {
-    for (int i = 0; i < m->nkids; i++) {
+    for (int i = 0; !rc && i < m->nkids; i++) {
       const fs_module *k = m->kids[i];
-      for (int j = 0; j < (k->kind == FSM_REPEAT ? k->nkids : 1); j++)
-        if (step(&w, k->kind == FSM_REPEAT ? k->kids[j] : k, &cur, out) < 0) return -1;
+      for (int j = 0; !rc && j < (k->kind == FSM_REPEAT ? k->nkids : 1); j++)
+        rc = step(&w, k->kind == FSM_REPEAT ? k->kids[j] : k, &cur, out);
     }
   }
   /* the loss's gradient with respect to the output, with the output's own */
-  w.transient = max64(w.transient, 2 * bytes_of(&cur));
+  if (!rc && w.grad_flows) rc = alive(&w, 2, (uint64_t[]){bytes_of(&cur), bytes_of(&cur)});
   out->saved = w.saved;
-  out->transient = w.transient;
-  return 0;
+  out->transient = w.scratch;
+  for (int g = 0; g < w.ngrads; g++) out->transient += w.grads[g].bytes * (uint64_t)w.grads[g].most;
+  free(w.grads);
+  return rc;
 }

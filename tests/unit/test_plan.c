@@ -150,7 +150,10 @@ static void test_mlp_by_hand(void **state) {
   char err[160];
   assert_int_equal(fsPL_activations(m, 2, in, 4, &f32, &a, err, sizeof err), 0);
   assert_int_equal(a.saved, 48 + 96 + 96 + 24);   /* batch, linear, relu, linear */
-  assert_int_equal(a.transient, 96 + 96);         /* relu's output and input gradients */
+  /* gradients alive at once, per size (blocks are reused by exact size
+   * only): relu's output and input gradients (2 x 96), the loss's and the
+   * output's (2 x 24); the batch has none */
+  assert_int_equal(a.transient, 2 * 96 + 2 * 24);
   /* checkpointing: the units' outputs (both linears) and the ReLU's, plus one unit recomputed */
   assert_int_equal(a.ckpt_saved, 48 + 96 + 96 + 24);
   assert_int_equal(a.ckpt_unit, 96);
@@ -251,11 +254,13 @@ static void test_cnn_by_hand(void **state) {
   /* batch 384 floats; conv [2,4,8,8]; batchnorm the same + mean and 1/std of
    * 4 channels; relu; maxpool [2,4,4,4] + its int64 argmax; linear [2,10] */
   assert_int_equal(a.saved, 1536 + 2048 + (2048 + 32) + 2048 + (512 + 1024) + 80);
-  /* the conv's backward: input and output gradients, and cnn.c's scratch:
-   * K = 3*3*3 = 27 rows, P = 64 columns an image, 2^18 / (27*64) > 2
-   * images a chunk, so both: columns 27*2*64 floats, gathered gradient
+  /* gradients alive at once, per size: two of [2,4,8,8] (batchnorm's and
+   * relu's backward), one of [2,4,4,4] (maxpool's), two of [2,10] (the
+   * loss's); the batch has none.  Then cnn.c's scratch in the conv's
+   * backward: K = 3*3*3 = 27 rows, P = 64 columns an image, 2^18 / (27*64)
+   * > 2 images a chunk, so both: columns 27*2*64 floats, gathered gradient
    * 4*2*64 floats */
-  assert_int_equal(a.transient, 1536 + 2048 + 4 * (27 * 2 * 64 + 4 * 2 * 64));
+  assert_int_equal(a.transient, 2 * 2048 + 512 + 2 * 80 + 4 * (27 * 2 * 64 + 4 * 2 * 64));
   /* bf16-mixed: the conv writes bf16 and keeps a bf16 copy of its float32
    * input; batchnorm, relu and maxpool keep the input's type; the linear's
    * input is bf16 already: no copy */
@@ -263,7 +268,7 @@ static void test_cnn_by_hand(void **state) {
   assert_int_equal(fsPL_precision_sizes("bf16-mixed", &mixed), 0);
   assert_int_equal(fsPL_activations(m, 4, in, 4, &mixed, &a, err, sizeof err), 0);
   assert_int_equal(a.saved, 1536 + (1024 + 768) + (1024 + 32) + 1024 + (256 + 1024) + 40);
-  assert_int_equal(a.transient, 1536 + 1024 + 4 * (27 * 2 * 64 + 4 * 2 * 64)); /* the scratch is float32 */
+  assert_int_equal(a.transient, 2 * 1024 + 256 + 2 * 40 + 4 * (27 * 2 * 64 + 4 * 2 * 64)); /* the scratch is float32 */
   int64_t bad[4] = {2, 5, 8, 8};
   assert_int_equal(fsPL_activations(m, 4, bad, 4, &f32, &a, err, sizeof err), -1);
   assert_non_null(strstr(err, "expected input[2, 5, 8, 8] to have 3 channels, but got 5 channels instead"));
@@ -279,7 +284,7 @@ static void test_cnn_by_hand(void **state) {
   int64_t tin[4] = {1, 4, 3, 3};
   assert_int_equal(fsPL_activations(m, 4, tin, 4, &f32, &a, err, sizeof err), 0);
   assert_int_equal(a.saved, 144 + 288);
-  assert_int_equal(a.transient, 144 + 288 + (144 + 4 * 72));
+  assert_int_equal(a.transient, 2 * 288 + (144 + 4 * 72)); /* the loss's gradients, the scratch */
   fsM_release(m);
 
   /* [2, 2, 8] -> Conv1d(2, 3, 3) [2,3,6], BatchNorm1d(3), ReLU,
@@ -288,8 +293,9 @@ static void test_cnn_by_hand(void **state) {
   int64_t lin[3] = {2, 2, 8};
   assert_int_equal(fsPL_activations(m, 3, lin, 4, &f32, &a, err, sizeof err), 0);
   assert_int_equal(a.saved, 128 + 144 + (144 + 24) + 144 + (240 + 80));
-  /* the conv: K = 2*3 = 6 rows, P = 6 columns, both images: 6*2*6 + 3*2*6 floats */
-  assert_int_equal(a.transient, 128 + 144 + 4 * (72 + 36));
+  /* two gradients of [2,3,6], two of [2,3,10]; the conv's scratch: K = 2*3
+   * = 6 rows, P = 6 columns, both images: 6*2*6 + 3*2*6 floats */
+  assert_int_equal(a.transient, 2 * 144 + 2 * 240 + 4 * (72 + 36));
   fsM_release(m);
 }
 
@@ -319,7 +325,9 @@ static void test_norms_by_hand(void **state) {
                             + 192 + 24 + 480 + 40     /* upsample: [2,4,3,2], 3 indices, [2,4,3,5], 5 */
                             + 160 + 160               /* adaptive [2,4,1,5], softmax */
                             + 160 + 4 * 8);           /* rmsnorm: 1/rms of 8 rows of 5 */
-  assert_int_equal(a.transient, 512 + 512);
+  /* gradients from groupnorm's output on (it has parameters): two of the
+   * input's size, one of each pooled and upsampled size, two of [2,4,1,5] */
+  assert_int_equal(a.transient, 2 * 512 + 128 + 192 + 480 + 2 * 160);
   fsM_release(m);
 }
 
@@ -365,7 +373,7 @@ static void test_rank_bytes(void **state) {
   in.in_rank = 2, in.in_shape[0] = 3, in.in_shape[1] = 4, in.in_bytes = 8;
   assert_int_equal(fsPL_rank_bytes(&in, 0, &b), 0);
   assert_true(b.acts_known);
-  assert_int_equal(b.acts, (96 + 192 + 192 + 48) + (192 + 192)); /* 8-byte elements: saved, then transient */
+  assert_int_equal(b.acts, (96 + 192 + 192 + 48) + (2 * 192 + 2 * 48)); /* 8-byte elements: saved, then transient */
   assert_int_equal(b.total, 32 * 58 + b.acts);
   in.precision = "fp7";
   assert_int_equal(fsPL_rank_bytes(&in, 0, &b), -1);
