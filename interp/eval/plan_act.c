@@ -4,17 +4,25 @@
  * The rule: count what the runtime keeps, no more.  A tape node holds its
  * inputs (autograd.c, fsG_record), so every tensor a layer makes stays alive
  * until the end of fabric.backward: each layer's output counts once, as the
- * next layer's saved input.  On top of the outputs: LayerNorm's mean and rstd
- * (one float32 per row each), attention's probabilities [B, heads, T, T].
- * Views (Flatten) and Dropout in eval mode make nothing; Dropout keeps no
- * mask (it is regenerated from its key).  During backward each tensor's
- * gradient lives from the backward of its consumer to its own, so at most a
- * layer's output gradient, its input gradient and the gradients of the
- * residual streams around it are alive at once (fsG_backward frees an
- * intermediate's gradient once its node has run).  Under autocast (*-mixed)
- * matrix products write the low type and keep a low-precision copy of a
- * float32 input, as torch's autocast does; a new layer kind needs one case
- * in `leaf` (and is reported, not guessed, until it has one). */
+ * next layer's saved input.  On top of the outputs, what a node saves
+ * besides: LayerNorm's mean and rstd, BatchNorm's and GroupNorm's mean and
+ * 1/std, RMSNorm's 1/rms (float32), MaxPool2d's int64 argmax, attention's
+ * probabilities [B, heads, T, T], Upsample's first gather and the int64
+ * indices of both.  Views (Flatten, Identity) and Dropout in eval mode make
+ * nothing; Dropout keeps no mask (it is regenerated from its key).
+ * docs/distributed.md ("Memory plan") sets this beside what torch saves.
+ *
+ * Backward, transiently: each tensor's gradient lives from the backward of
+ * its consumer to its own (fsG_backward frees an intermediate's gradient once
+ * its node has run), so a layer's output gradient, its input gradient and
+ * the gradients of the residual streams around it are alive at once; the
+ * cpu backend reuses a freed block only for the same size, so they count per
+ * distinct size (`alive`).  Scratch a backward mallocs (attention's T x T,
+ * a convolution's im2col columns from cnn.c's own sizing) counts as the
+ * largest one.  Under autocast (*-mixed) matrix products and convolutions
+ * write the low type and keep a low-precision copy of a float32 input, as
+ * torch's autocast does; a new layer kind needs one case in `leaf` (and is
+ * reported, not guessed, until it has one). */
 #include "plan.h"
 
 #include <stdlib.h>
