@@ -81,12 +81,14 @@ static int alive(walk *w, int n, const uint64_t *sizes) {
   int k = 0;
   for (int i = 0; i < n; i++)
     if (sizes[i]) set[k++] = sizes[i];
-  for (int i = 0; i < w->naround; i++) set[k++] = w->around[i];
+  for (int i = 0; i < w->naround; i++)
+    if (w->around[i]) set[k++] = w->around[i];
   for (int i = 0; i < k; i++) {
-    int count = 0, first = 1;
+    int count = 0;
+    bool first = true;
     for (int j = 0; j < k; j++) {
       count += set[j] == set[i];
-      if (set[j] == set[i] && j < i) first = 0;
+      if (set[j] == set[i] && j < i) first = false;
     }
     if (!first) continue;
     int g = 0;
@@ -189,7 +191,6 @@ static int leaf(walk *w, const fs_module *m, const shape *in, shape *out) {
   case FSM_TANH:
   case FSM_SIGMOID:
   case FSM_SILU:
-    return made(w, m, in, out, 0, 0);
   case FSM_LEAKYRELU:
   case FSM_MISH:
   case FSM_AVGPOOL2D: /* windows recomputed from the geometry in backward */
@@ -260,7 +261,7 @@ static int node(walk *w, const fs_module *m, const shape *in, shape *out) {
       snprintf(w->err, w->errlen, "residual blocks nested more than %d deep", MAX_NEST);
       return -1;
     }
-    w->around[w->naround++] = w->grad_flows ? bytes_of(in) : 0;
+    w->around[w->naround++] = w->grad_flows ? bytes_of(in) : 0; /* 0: x has no gradient */
     int rc = chain(w, m, in, &body);
     w->naround--;
     if (rc < 0) return -1;
