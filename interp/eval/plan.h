@@ -15,7 +15,9 @@
  *     g' = the low type under *-mixed: FSDP's mixed-precision gather);
  *   activations (plan_act.c): what the runtime keeps for backward, per layer
  *     kind, for the per-rank input shape, plus the activation gradients
- *     alive at once during backward; with activation checkpointing of every
+ *     alive at once during backward (per distinct size: the cpu allocator
+ *     reuses blocks by exact size) and the largest scratch of one backward
+ *     (attention's, a convolution's im2col); with activation checkpointing of every
  *     FSDP unit only the units' outputs stay, plus one unit's recomputed
  *     activations.
  * The total is their sum: everything is alive at the end of a backward once
@@ -51,7 +53,7 @@ bool fsPL_precision_runs(const char *precision, const char *accelerator, const c
 /* Activations for one input shape (plan_act.c). */
 typedef struct fsPL_acts {
   uint64_t saved;        /* kept for backward, the input batch included */
-  uint64_t transient;    /* activation gradients alive at once in backward */
+  uint64_t transient;    /* activation gradients alive at once in backward, and scratch */
   uint64_t ckpt_saved;   /* with checkpointing: the units' outputs and what
                             the layers between units keep */
   uint64_t ckpt_unit;    /* ... plus the largest unit's recomputed activations */

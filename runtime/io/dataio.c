@@ -126,27 +126,10 @@ int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err) {
   return 0;
 }
 
-void fsIO_put(fsIO_buf *b, const void *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + n) cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-}
-
-void fsIO_put_le(fsIO_buf *b, uint64_t v, int bytes) {
+void fsIO_put_le(fsT_buf *b, uint64_t v, int bytes) {
   uint8_t q[8];
   for (int i = 0; i < bytes; i++) q[i] = (uint8_t)(v >> (8 * i));
-  fsIO_put(b, q, (size_t)bytes);
+  fsT_buf_put(b, q, (size_t)bytes);
 }
 
 int fsIO_numel(int ndim, const int64_t *shape, size_t elem_size, uint64_t *numel) {

@@ -1,6 +1,7 @@
 /* dataio.h -- what the data and checkpoint modules share: malloc'd error
  * strings, I/O loops that finish short reads and writes, whole-file reads,
- * large buffers, element counts.
+ * large buffers, little-endian appends to a byte buffer (bytebuf.h), element
+ * counts.
  *
  * Error convention of idx/dataset/loader/safetensors: a function that can
  * fail returns -1 (or NULL) and stores in *err one malloc'd message that
@@ -13,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "bytebuf.h"
 
 /* A malloc'd printf-formatted string; NULL only when out of memory. */
 char *fsIO_errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -43,14 +45,8 @@ const char *fsIO_file_kind(unsigned mode);
  * does not count). -1 + *err on failure. */
 int fsIO_slurp(const char *path, uint8_t **data, size_t *len, char **err);
 
-/* A byte buffer that grows as it is appended to and remembers running out
- * of memory, so that a writer (the pickler, the tfevents protocol buffers)
- * appends without checking each call and tests oom once at the end.  {0}
- * is empty; p is malloc'd (the owner frees it). */
-typedef struct fsIO_buf { uint8_t *p; size_t n, cap; bool oom; } fsIO_buf;
-void fsIO_put(fsIO_buf *b, const void *s, size_t n);
 /* v's low `bytes` bytes (at most 8), least significant first. */
-void fsIO_put_le(fsIO_buf *b, uint64_t v, int bytes);
+void fsIO_put_le(fsT_buf *b, uint64_t v, int bytes);
 
 /* Product of shape[0..ndim) into *numel; -1 on a negative dim or overflow
  * of elem_size * numel bytes (elem_size 1 checks the count alone). */

@@ -185,12 +185,12 @@ bool fsQ_utf8_ok(const uint8_t *s, size_t n, bool surrogatepass) {
 /* Python's pickler batches APPENDS and SETITEMS by this many. */
 #define BATCH 1000
 
-static void put_op(fsIO_buf *b, int op) {
+static void put_op(fsT_buf *b, int op) {
   uint8_t c = (uint8_t)op;
-  fsIO_put(b, &c, 1);
+  fsT_buf_put(b, &c, 1);
 }
 
-static void put_int(fsIO_buf *b, int64_t v) {
+static void put_int(fsT_buf *b, int64_t v) {
   if (v >= 0 && v <= 0xFF) {
     put_op(b, OP_BININT1);
     fsIO_put_le(b, (uint64_t)v, 1);
@@ -209,19 +209,19 @@ static void put_int(fsIO_buf *b, int64_t v) {
   }
 }
 
-static void put_str(fsIO_buf *b, const char *s, size_t len) {
+static void put_str(fsT_buf *b, const char *s, size_t len) {
   put_op(b, OP_BINUNICODE);
   fsIO_put_le(b, len, 4);
-  fsIO_put(b, s, len);
+  fsT_buf_put(b, s, len);
 }
 
-static void put_global(fsIO_buf *b, const char *module_nl_name) {
+static void put_global(fsT_buf *b, const char *module_nl_name) {
   put_op(b, OP_GLOBAL);
-  fsIO_put(b, module_nl_name, strlen(module_nl_name));
+  fsT_buf_put(b, module_nl_name, strlen(module_nl_name));
 }
 
 typedef struct dumper {
-  fsIO_buf b;
+  fsT_buf b;
   const fsQ_value **tensors;
   size_t nt, capt;
   char *err;
@@ -246,7 +246,7 @@ static void put_tensor(dumper *w, const fsQ_value *v) {
   }
   char keytext[24];
   snprintf(keytext, sizeof keytext, "%zu", key);
-  fsIO_buf *b = &w->b;
+  fsT_buf *b = &w->b;
   put_global(b, "torch._utils\n_rebuild_tensor_v2\n");
   put_op(b, OP_MARK);
   put_op(b, OP_MARK);
@@ -274,7 +274,7 @@ static void put_tensor(dumper *w, const fsQ_value *v) {
 }
 
 static int dump_value(dumper *w, const fsQ_value *v, int depth) {
-  fsIO_buf *b = &w->b;
+  fsT_buf *b = &w->b;
   if (depth > FSQ_MAX_DEPTH) {
     w->err = fsIO_errf("the value is nested deeper than %d", FSQ_MAX_DEPTH);
     return -1;

@@ -51,7 +51,7 @@ uint32_t fsLG_masked_crc(const void *data, size_t n) {
 
 /* ---- protocol buffers ---------------------------------------------------------------- */
 
-typedef fsIO_buf pb; /* a message being encoded */
+typedef fsT_buf pb; /* a message being encoded */
 
 static void pb_varint(pb *p, uint64_t v) {
   unsigned char b[10];
@@ -60,7 +60,7 @@ static void pb_varint(pb *p, uint64_t v) {
     b[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
     v >>= 7;
   } while (v);
-  fsIO_put(p, b, n);
+  fsT_buf_put(p, b, n);
 }
 
 enum { WIRE_VARINT = 0, WIRE_64 = 1, WIRE_BYTES = 2, WIRE_32 = 5 };
@@ -83,7 +83,7 @@ static void pb_float(pb *p, int field, float v) {
 static void pb_bytes(pb *p, int field, const void *s, size_t n) {
   pb_key(p, field, WIRE_BYTES);
   pb_varint(p, n);
-  fsIO_put(p, s, n);
+  fsT_buf_put(p, s, n);
 }
 
 static void pb_str(pb *p, int field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
@@ -123,7 +123,7 @@ static int write_event(fsLG_events *ev, pb *e, char **err) {
     fsIO_put_le(&r, e->n, 8);
     uint32_t c = fsLG_masked_crc(r.p, 8);
     fsIO_put_le(&r, c, 4);
-    fsIO_put(&r, e->p, e->n);
+    fsT_buf_put(&r, e->p, e->n);
     fsIO_put_le(&r, fsLG_masked_crc(e->p, e->n), 4);
   }
   bool oom = e->oom || r.oom;

@@ -206,24 +206,31 @@ fs_module *fsM_upsample(int nsize, const int64_t *size, int nscale, const double
   return m;
 }
 
-/* Upsample's output size for x (torch: floor(size * scale_factor)) */
-fs_tensor *fsM_upsample_forward(const fs_module *m, fs_tensor *x) {
-  int nd = x->rank - 2;
-  int64_t size[2];
-  double scale[2] = {NAN, NAN};
-  int n = m->up_n ? m->up_n : m->up_nscale;
-  if (nd < 1 || nd > 2 || (n == 2 && nd != 2)) {
-    char s[96];
-    fsT_seterr("Upsample: expected a 3D or 4D input matching its %d size(s), got %s", n, fsT_shape_str(x, s, sizeof s));
-    return NULL;
-  }
+/* Upsample's output sizes size[0..nd) (scale: the factors, NaN when sizes
+ * were given) for an input of `rank` dims in (torch: floor(size *
+ * scale_factor); an unknown dim, -1, stays unknown); nd, or -1 when the rank
+ * does not fit the module's sizes. */
+static int upsample_dims(const fs_module *m, int rank, const int64_t *in, int64_t *size, double *scale) {
+  int nd = rank - 2, n = m->up_n ? m->up_n : m->up_nscale;
+  if (nd < 1 || nd > 2 || (n == 2 && nd != 2)) return -1;
   for (int i = 0; i < nd; i++) {
     int j = n == 1 ? 0 : i;
-    if (m->up_n) size[i] = m->up_size[j];
-    else {
-      scale[i] = m->up_scale[j];
-      size[i] = (int64_t)floor((double)x->shape[2 + i] * scale[i]);
-    }
+    scale[i] = m->up_n ? NAN : m->up_scale[j];
+    size[i] = m->up_n ? m->up_size[j] : in[2 + i] < 0 ? -1 : (int64_t)floor((double)in[2 + i] * scale[i]);
+  }
+  return nd;
+}
+
+#define UPSAMPLE_RANK_MSG "Upsample: expected a 3D or 4D input matching its %d size(s), got %s"
+
+fs_tensor *fsM_upsample_forward(const fs_module *m, fs_tensor *x) {
+  int64_t size[2];
+  double scale[2];
+  int nd = upsample_dims(m, x->rank, x->shape, size, scale);
+  if (nd < 0) {
+    char s[96];
+    fsT_seterr(UPSAMPLE_RANK_MSG, m->up_n ? m->up_n : m->up_nscale, fsT_shape_str(x, s, sizeof s));
+    return NULL;
   }
   return fsG_interpolate_nearest(x, nd, size, scale);
 }
@@ -307,6 +314,14 @@ int fsM_spatial_shape(const fs_module *m, int *rank, int64_t *cur, const fs_modu
       return fsM_shape_err(m, bad, err, errlen, "running_mean should contain %lld elements not %lld",
                        (long long)cur[1], (long long)m->in);
     return 0;
+  case FSM_UPSAMPLE: {
+    int64_t size[2];
+    double scale[2];
+    int spatial = upsample_dims(m, *rank, cur, size, scale);
+    if (spatial < 0) return fsM_shape_err(m, bad, err, errlen, UPSAMPLE_RANK_MSG, m->up_n ? m->up_n : m->up_nscale, s);
+    memcpy(cur + 2, size, (size_t)spatial * sizeof *size);
+    return 0;
+  }
   default: /* pooling */
     if (*rank != 3 && *rank != 4)
       return fsM_shape_err(m, bad, err, errlen, "%s: Expected 3D or 4D (batch mode) tensor for input, but got: %s",

@@ -20,7 +20,7 @@ bool fsM_positive(const char *layer, int64_t v, const char *what);
 __attribute__((format(printf, 5, 6)))
 int fsM_shape_err(const fs_module *m, const fs_module **bad, char *err, size_t errlen, const char *fmt, ...);
 
-/* layers.c: Conv, BatchNorm and pooling shapes (rank and dims updated in place) */
+/* layers.c: Conv, BatchNorm, pooling and Upsample shapes (rank and dims updated in place) */
 int fsM_spatial_shape(const fs_module *m, int *rank, int64_t *cur, const fs_module **bad, char *err,
                       size_t errlen);
 fs_tensor *fsM_batchnorm_forward(fs_module *m, fs_tensor *x);

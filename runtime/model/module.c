@@ -817,6 +817,7 @@ int fsM_out_shape(const fs_module *m, int in_rank, const int64_t *in,
   case FSM_MAXPOOL2D:
   case FSM_AVGPOOL2D:
   case FSM_ADAPTIVEAVGPOOL2D:
+  case FSM_UPSAMPLE:
     if (fsM_spatial_shape(m, &rank, cur, bad, err, errlen)) return -1;
     break;
   default: /* elementwise */

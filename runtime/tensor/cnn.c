@@ -139,7 +139,8 @@ typedef struct conv_work {
   float *y;   /* [OCg, nb*P]: a chunk's output gradient by channel (NULL when nb is 1) */
 } conv_work;
 
-static int work_begin(conv_work *w, const fsN_conv *g, bool chunked) {
+/* w's sizes, and the floats of its column buffer and gathered gradient */
+static void work_size(conv_work *w, const fsN_conv *g, bool chunked, size_t *ncol, size_t *ny) {
   w->Cg = g->C / g->G;
   w->OCg = g->OC / g->G;
   w->P = g->OH * g->OW;
@@ -147,8 +148,20 @@ static int work_begin(conv_work *w, const fsN_conv *g, bool chunked) {
   int64_t per = w->K * w->P > 0 ? w->K * w->P : 1;
   /* pointwise: an image's channels are not side by side with the next image's, so one at a time */
   w->nb = !chunked || pointwise(g) || CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
-  size_t ncol = pointwise(g) ? 0 : (size_t)(w->K * w->nb * w->P);
-  size_t ny = w->nb > 1 ? (size_t)(w->OCg * w->nb * w->P) : 0;
+  *ncol = pointwise(g) ? 0 : (size_t)(w->K * w->nb * w->P);
+  *ny = w->nb > 1 ? (size_t)(w->OCg * w->nb * w->P) : 0;
+}
+
+size_t fsN_conv2d_scratch(const fsN_conv *g, bool backward) {
+  conv_work w;
+  size_t ncol, ny;
+  work_size(&w, g, backward, &ncol, &ny);
+  return ncol + ny;
+}
+
+static int work_begin(conv_work *w, const fsN_conv *g, bool chunked) {
+  size_t ncol, ny;
+  work_size(w, g, chunked, &ncol, &ny);
   w->col = ncol ? malloc(ncol * sizeof *w->col) : NULL;
   w->y = ny ? malloc(ny * sizeof *w->y) : NULL;
   if ((w->col || !ncol) && (w->y || !ny)) return 0;

@@ -17,6 +17,7 @@
 #define FS_CNN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The geometry of one convolution (or pooling window: OC = C, G = C).
@@ -33,6 +34,11 @@ int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *
 /* dx += col2im(W^T dout);  dW += dout col^T;  db += sum dout over N, OH, OW */
 int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
                         const float *W, const fsN_conv *g);
+/* The floats of scratch fsN_conv2d_forward (backward false) or
+ * fsN_conv2d_backward allocates while it runs: its column buffer and, in
+ * backward, a chunk's output gradient gathered by channel.  The memory plan
+ * counts them (interp/eval/plan_act.c). */
+size_t fsN_conv2d_scratch(const fsN_conv *g, bool backward);
 
 /* out[N,C,OH,OW] = max of x over each KHxKW window (dilated; padding is -inf),
  * idx[N,C,OH,OW] = the flat h*W+w of the first maximum (NaN wins, as torch) */

@@ -12,32 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytebuf.h"
+
 enum { PRECISION = 4, THRESHOLD = 1000, EDGEITEMS = 3, LINEWIDTH = 80 };
 
-typedef struct sbuf { char *p; size_t n, cap; bool oom; } sbuf;
+static void puts_(fsT_buf *b, const char *s) { fsT_buf_put(b, s, strlen(s)); }
 
-static void put(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-
-static void spaces(sbuf *b, int n) {
-  for (int i = 0; i < n; i++) put(b, " ", 1);
+static void spaces(fsT_buf *b, int n) {
+  for (int i = 0; i < n; i++) fsT_buf_put(b, " ", 1);
 }
 
 /* ---- _Formatter ---- */
@@ -125,35 +107,35 @@ static void collect(const fs_tensor *t, int64_t off, int d, bool summarize, dvec
 
 /* ---- _tensor_str_with_formatter ---- */
 
-static void value_str(sbuf *b, const formatter *f, double v) {
+static void value_str(fsT_buf *b, const formatter *f, double v) {
   char tmp[64];
   int n = format_raw(f, v, tmp, sizeof tmp);
   spaces(b, f->width - n);
-  put(b, tmp, (size_t)n);
+  fsT_buf_put(b, tmp, (size_t)n);
 }
 
-static void vector_str(sbuf *b, const fs_tensor *t, int64_t off, int indent, bool summarize,
+static void vector_str(fsT_buf *b, const fs_tensor *t, int64_t off, int indent, bool summarize,
                        const formatter *f) {
   int64_t n = t->shape[t->rank - 1];
   int per_line = (LINEWIDTH - indent) / (f->width + 2);
   if (per_line < 1) per_line = 1;
   bool cut = summarize && n > 2 * EDGEITEMS;
   int64_t items = cut ? 2 * EDGEITEMS + 1 : n; /* the " ..." counts as an item */
-  put(b, "[", 1);
+  fsT_buf_put(b, "[", 1);
   for (int64_t k = 0; k < items; k++) {
     if (k) {
       if (k % per_line == 0) {
-        put(b, ",\n", 2);
+        fsT_buf_put(b, ",\n", 2);
         spaces(b, indent + 1);
-      } else put(b, ", ", 2);
+      } else fsT_buf_put(b, ", ", 2);
     }
     if (cut && k == EDGEITEMS) puts_(b, " ...");
     else value_str(b, f, fsT_get(t, off + (cut && k > EDGEITEMS ? n - (items - k) : k)));
   }
-  put(b, "]", 1);
+  fsT_buf_put(b, "]", 1);
 }
 
-static void block_str(sbuf *b, const fs_tensor *t, int64_t off, int d, int indent, bool summarize,
+static void block_str(fsT_buf *b, const fs_tensor *t, int64_t off, int d, int indent, bool summarize,
                       const formatter *f) {
   int dims = t->rank - d;
   if (dims == 0) {
@@ -167,25 +149,25 @@ static void block_str(sbuf *b, const fs_tensor *t, int64_t off, int d, int inden
   int64_t n = t->shape[d], stride = 1;
   for (int k = d + 1; k < t->rank; k++) stride *= t->shape[k];
   bool cut = summarize && n > 2 * EDGEITEMS;
-  put(b, "[", 1);
+  fsT_buf_put(b, "[", 1);
   bool first = true;
   for (int64_t i = 0; i < n; i++) {
     if (!row_shown(i, n, summarize)) continue;
     if (!first) {
-      put(b, ",", 1);
-      for (int k = 0; k < dims - 1; k++) put(b, "\n", 1);
+      fsT_buf_put(b, ",", 1);
+      for (int k = 0; k < dims - 1; k++) fsT_buf_put(b, "\n", 1);
       spaces(b, indent + 1);
     }
     first = false;
     block_str(b, t, off + i * stride, d + 1, indent + 1, summarize, f);
     if (cut && i == EDGEITEMS - 1) { /* the "..." row */
-      put(b, ",", 1);
-      for (int k = 0; k < dims - 1; k++) put(b, "\n", 1);
+      fsT_buf_put(b, ",", 1);
+      for (int k = 0; k < dims - 1; k++) fsT_buf_put(b, "\n", 1);
       spaces(b, indent + 1);
       puts_(b, "...");
     }
   }
-  put(b, "]", 1);
+  fsT_buf_put(b, "]", 1);
 }
 
 /* ---- _str_intern ---- */
@@ -199,7 +181,7 @@ static void tuple_str(const fs_tensor *t, char *buf, size_t len) {
 }
 
 char *fsT_str(const fs_tensor *t, const char *device, const char *grad_fn) {
-  sbuf b = {0};
+  fsT_buf b = {0};
   const char *prefix = "tensor(";
   int indent = (int)strlen(prefix);
   char suffix[4][128];
@@ -230,24 +212,24 @@ char *fsT_str(const fs_tensor *t, const char *device, const char *grad_fn) {
   }
   if (grad_fn) snprintf(suffix[ns++], sizeof suffix[0], "%s", grad_fn);
   /* _add_suffixes */
-  const char *nl = b.p ? strrchr(b.p, '\n') : NULL;
-  long last = (long)b.n + 1 - (nl ? (long)(nl - b.p) : -1); /* torch's off-by-one kept */
+  const char *nl = b.p ? strrchr((const char *)b.p, '\n') : NULL;
+  long last = (long)b.n + 1 - (nl ? (long)(nl - (const char *)b.p) : -1); /* torch's off-by-one kept */
   for (int i = 0; i < ns; i++) {
     size_t sl = strlen(suffix[i]);
     if (last + (long)sl + 2 > LINEWIDTH) {
-      put(&b, ",\n", 2);
+      fsT_buf_put(&b, ",\n", 2);
       spaces(&b, indent);
       last = indent + (long)sl;
     } else {
-      put(&b, ", ", 2);
+      fsT_buf_put(&b, ", ", 2);
       last += (long)sl + 2;
     }
     puts_(&b, suffix[i]);
   }
-  put(&b, ")", 1);
+  fsT_buf_put(&b, ")", 1);
   if (b.oom) {
     free(b.p);
     return NULL;
   }
-  return b.p;
+  return (char *)b.p;
 }

@@ -88,26 +88,27 @@ grep -q "rank [0-9] (pid $victim) was killed by signal 9" long.err || { bad "kil
 # gradient, 6552 B of Adam states, the largest unit gathered with its
 # gradient 8 * 1056 = 8448 B; one device: 6548, 6548, 13096.  Activations
 # for a per-rank batch of B rows (32 // world_size): the batch 48 B, fc1,
-# ReLU, fc2 and Tanh 128 B each, fc3 20 B per row, and the gradients of one
-# layer's 32-wide input and output during backward, 256 B per row: 836 * B
-# = 13376 B for B = 16, 26752 B for B = 32.  One line for ranks 0-1, then
-# the sum over ranks.
+# ReLU, fc2 and Tanh 128 B each, fc3 20 B per row, and the gradients alive
+# at once during backward, per size (the allocator reuses blocks by exact
+# size): two 32-wide (a layer's input and output), two 5-wide (the loss's
+# and fc3's output), 296 B per row: 876 * B = 14016 B for B = 16, 28032 B
+# for B = 32.  One line for ranks 0-1, then the sum over ranks.
 plan_row() { "$FS" plan --emulate-cuda --gpus=4 "$SRC/train.fab" "$@" | awk '$1 == "'"${R:-0}"'" { $1 = ""; print substr($0, 2) }'; }
-[ "$(R=0-1 plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.1 KiB 34.1 KiB" ] ||
+[ "$(R=0-1 plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.7 KiB 34.7 KiB" ] ||
   bad "plan fsdp 2: $(R=0-1 plan_row -D strategy=fsdp -D devices=2)"
-[ "$(R=all plan_row -D strategy=fsdp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 16.5 KiB 26.1 KiB 68.2 KiB" ] ||
+[ "$(R=all plan_row -D strategy=fsdp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 16.5 KiB 27.4 KiB 69.5 KiB" ] ||
   bad "plan fsdp 2, all ranks"
-[ "$(plan_row -D strategy=auto)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 26.1 KiB 51.7 KiB" ] || bad "plan single: $(plan_row -D strategy=auto)"
-[ "$(R=0-1 plan_row -D strategy=ddp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 13.1 KiB 38.6 KiB" ] || bad "plan ddp 2"
+[ "$(plan_row -D strategy=auto)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 27.4 KiB 53.0 KiB" ] || bad "plan single: $(plan_row -D strategy=auto)"
+[ "$(R=0-1 plan_row -D strategy=ddp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 13.7 KiB 39.3 KiB" ] || bad "plan ddp 2"
 # exact bytes in JSON
 json=$("$FS" plan --format=json --emulate-cuda --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2)
 case $json in
-  *'"layouts": [{"first_rank": 0, "last_rank": 1, "parameters": 3276, "gradients": 3276, "optimizer": 6552, "gathered_unit": 8448, "activations": 13376,'*) ;;
+  *'"layouts": [{"first_rank": 0, "last_rank": 1, "parameters": 3276, "gradients": 3276, "optimizer": 6552, "gathered_unit": 8448, "activations": 14016,'*) ;;
   *) bad "plan --format=json: $json" ;;
 esac
 # a plan is for the target machine --gpus describes: no GPU (or emulation) needed here
 gpu_plan=$("$FS" plan --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2 | awk '$1 == "0-1" { $1 = ""; print substr($0, 2) }')
-[ "$gpu_plan" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.1 KiB 34.1 KiB" ] || bad "plan --gpus=4 without --emulate-cuda: $gpu_plan"
+[ "$gpu_plan" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.7 KiB 34.7 KiB" ] || bad "plan --gpus=4 without --emulate-cuda: $gpu_plan"
 plan_row -D strategy=fsdp -D devices=2 -D save=planned.st > /dev/null
 [ ! -e planned.st ] || bad "plan ran the training (it wrote the checkpoint)"
 

@@ -150,7 +150,10 @@ static void test_mlp_by_hand(void **state) {
   char err[160];
   assert_int_equal(fsPL_activations(m, 2, in, 4, &f32, &a, err, sizeof err), 0);
   assert_int_equal(a.saved, 48 + 96 + 96 + 24);   /* batch, linear, relu, linear */
-  assert_int_equal(a.transient, 96 + 96);         /* relu's output and input gradients */
+  /* gradients alive at once, per size (blocks are reused by exact size
+   * only): relu's output and input gradients (2 x 96), the loss's and the
+   * output's (2 x 24); the batch has none */
+  assert_int_equal(a.transient, 2 * 96 + 2 * 24);
   /* checkpointing: the units' outputs (both linears) and the ReLU's, plus one unit recomputed */
   assert_int_equal(a.ckpt_saved, 48 + 96 + 96 + 24);
   assert_int_equal(a.ckpt_unit, 96);
@@ -163,6 +166,168 @@ static void test_mlp_by_hand(void **state) {
   int64_t bad[2] = {3, 5};
   assert_int_equal(fsPL_activations(m, 2, bad, 4, &f32, &a, err, sizeof err), -1);
   assert_non_null(strstr(err, "mat1 and mat2 shapes cannot be multiplied"));
+  fsM_release(m);
+}
+
+/* ---- the convolutional layers ---- */
+
+static const int64_t one2[2] = {1, 1}, zero2[2] = {0, 0}, two2[2] = {2, 2}, three2[2] = {3, 3};
+
+static fs_module *conv2d(int64_t in, int64_t out, const int64_t *k, const int64_t *pad) {
+  return fsM_conv(2, in, out, k, one2, pad, one2, 1, true);
+}
+
+static fs_module *pool(fsM_kind kind, const int64_t *k) { return fsM_pool2d(kind, k, k, zero2, one2, false, false); }
+
+/* Every layer kind of issue 14 but MultiheadAttention (no layer of a body):
+ * [2, 2, 6, 6] -> Conv2d(2, 4, 3, padding=1), BatchNorm2d, LeakyReLU,
+ * MaxPool2d(2), GroupNorm(2, 4), Mish, Upsample(scale 2), AvgPool2d(2),
+ * ConvTranspose2d(4, 3, 2, stride=2), AdaptiveAvgPool2d(2), Softmax(1),
+ * Flatten, RMSNorm(12), Identity, Linear(12, 5). */
+static fs_module *cnn2d(void) {
+  fs_module *root = fsM_sequential();
+  double scale = 2;
+  append(root, NULL, conv2d(2, 4, three2, one2));
+  append(root, NULL, fsM_batchnorm(2, 4, 1e-5, 0.1, true, true));
+  append(root, NULL, fsM_leaky_relu(0.1));
+  append(root, NULL, pool(FSM_MAXPOOL2D, two2));
+  append(root, NULL, fsM_groupnorm(2, 4, 1e-5, true));
+  append(root, NULL, fsM_mish());
+  append(root, NULL, fsM_upsample(0, NULL, 1, &scale));
+  append(root, NULL, pool(FSM_AVGPOOL2D, two2));
+  append(root, NULL, fsM_conv_transpose2d(4, 3, two2, two2, zero2, zero2, one2, 1, true));
+  append(root, NULL, fsM_adaptive_avg_pool2d(two2));
+  append(root, NULL, fsM_softmax(1, false));
+  append(root, NULL, fsM_activation(FSM_FLATTEN));
+  int64_t twelve = 12;
+  append(root, NULL, fsM_rmsnorm(1, &twelve, 1e-6, true));
+  append(root, NULL, fsM_container(FSM_IDENTITY));
+  append(root, NULL, fsM_linear(12, 5, true));
+  return root;
+}
+
+/* [2, 2, 8] -> Conv1d(2, 3, 3), BatchNorm1d(3), ReLU, Upsample(size=10) */
+static fs_module *cnn1d(void) {
+  fs_module *root = fsM_sequential();
+  int64_t k = 3, s = 1, p = 0, d = 1, ten = 10;
+  append(root, NULL, fsM_conv(1, 2, 3, &k, &s, &p, &d, 1, true));
+  append(root, NULL, fsM_batchnorm(1, 3, 1e-5, 0.1, true, true));
+  append(root, NULL, fsM_activation(FSM_RELU));
+  append(root, NULL, fsM_upsample(1, &ten, 0, NULL));
+  return root;
+}
+
+static void test_cnn_tape(void **state) {
+  (void)state;
+  int64_t shape2[4] = {2, 2, 6, 6}, shape1[3] = {2, 2, 8};
+  fs_module *m = cnn2d();
+  fs_tensor *x = fsT_zeros(FS_F32, FS_DEV_CPU, 4, shape2);
+  assert_non_null(x);
+  for (int64_t i = 0; i < x->numel; i++) fsT_f32(x)[i] = (float)(i % 7) - 3;
+  same_as_tape(m, x);
+  fsT_release(x);
+  fsM_release(m);
+  m = cnn1d();
+  x = fsT_zeros(FS_F32, FS_DEV_CPU, 3, shape1);
+  assert_non_null(x);
+  for (int64_t i = 0; i < x->numel; i++) fsT_f32(x)[i] = (float)(i % 5);
+  same_as_tape(m, x);
+  fsT_release(x);
+  fsM_release(m);
+}
+
+/* By hand: [2, 3, 8, 8] -> Conv2d(3, 4, 3, padding=1), BatchNorm2d(4),
+ * ReLU, MaxPool2d(2), Flatten, Linear(64, 10). */
+static void test_cnn_by_hand(void **state) {
+  (void)state;
+  fs_module *m = fsM_sequential();
+  append(m, NULL, conv2d(3, 4, three2, one2));
+  append(m, NULL, fsM_batchnorm(2, 4, 1e-5, 0.1, true, true));
+  append(m, NULL, fsM_activation(FSM_RELU));
+  append(m, NULL, pool(FSM_MAXPOOL2D, two2));
+  append(m, NULL, fsM_activation(FSM_FLATTEN));
+  append(m, NULL, fsM_linear(64, 10, true));
+  int64_t in[4] = {2, 3, 8, 8};
+  fsPL_acts a;
+  char err[160];
+  assert_int_equal(fsPL_activations(m, 4, in, 4, &f32, &a, err, sizeof err), 0);
+  /* batch 384 floats; conv [2,4,8,8]; batchnorm the same + mean and 1/std of
+   * 4 channels; relu; maxpool [2,4,4,4] + its int64 argmax; linear [2,10] */
+  assert_int_equal(a.saved, 1536 + 2048 + (2048 + 32) + 2048 + (512 + 1024) + 80);
+  /* gradients alive at once, per size: two of [2,4,8,8] (batchnorm's and
+   * relu's backward), one of [2,4,4,4] (maxpool's), two of [2,10] (the
+   * loss's); the batch has none.  Then cnn.c's scratch in the conv's
+   * backward: K = 3*3*3 = 27 rows, P = 64 columns an image, 2^18 / (27*64)
+   * > 2 images a chunk, so both: columns 27*2*64 floats, gathered gradient
+   * 4*2*64 floats */
+  assert_int_equal(a.transient, 2 * 2048 + 512 + 2 * 80 + 4 * (27 * 2 * 64 + 4 * 2 * 64));
+  /* bf16-mixed: the conv writes bf16 and keeps a bf16 copy of its float32
+   * input; batchnorm, relu and maxpool keep the input's type; the linear's
+   * input is bf16 already: no copy */
+  fsPL_sizes mixed;
+  assert_int_equal(fsPL_precision_sizes("bf16-mixed", &mixed), 0);
+  assert_int_equal(fsPL_activations(m, 4, in, 4, &mixed, &a, err, sizeof err), 0);
+  assert_int_equal(a.saved, 1536 + (1024 + 768) + (1024 + 32) + 1024 + (256 + 1024) + 40);
+  assert_int_equal(a.transient, 2 * 1024 + 256 + 2 * 40 + 4 * (27 * 2 * 64 + 4 * 2 * 64)); /* the scratch is float32 */
+  int64_t bad[4] = {2, 5, 8, 8};
+  assert_int_equal(fsPL_activations(m, 4, bad, 4, &f32, &a, err, sizeof err), -1);
+  assert_non_null(strstr(err, "expected input[2, 5, 8, 8] to have 3 channels, but got 5 channels instead"));
+  fsM_release(m);
+
+  /* [1, 4, 3, 3] -> ConvTranspose2d(4, 2, 2, stride=2) -> [1, 2, 6, 6]: the
+   * gradient of a convolution of [1,2,6,6] by a 2x2 kernel of stride 2 to 4
+   * channels, so K = 2*2*2 = 8 rows and P = 3*3 columns; backward first
+   * computes the input's gradient aside (36 floats) with a forward's columns
+   * (8*9 floats), then the weight's with one image's columns (8*9) */
+  m = fsM_sequential();
+  append(m, NULL, fsM_conv_transpose2d(4, 2, two2, two2, zero2, zero2, one2, 1, true));
+  int64_t tin[4] = {1, 4, 3, 3};
+  assert_int_equal(fsPL_activations(m, 4, tin, 4, &f32, &a, err, sizeof err), 0);
+  assert_int_equal(a.saved, 144 + 288);
+  assert_int_equal(a.transient, 2 * 288 + (144 + 4 * 72)); /* the loss's gradients, the scratch */
+  fsM_release(m);
+
+  /* [2, 2, 8] -> Conv1d(2, 3, 3) [2,3,6], BatchNorm1d(3), ReLU,
+   * Upsample(size=10) [2,3,10] with its 10 int64 source indices */
+  m = cnn1d();
+  int64_t lin[3] = {2, 2, 8};
+  assert_int_equal(fsPL_activations(m, 3, lin, 4, &f32, &a, err, sizeof err), 0);
+  assert_int_equal(a.saved, 128 + 144 + (144 + 24) + 144 + (240 + 80));
+  /* two gradients of [2,3,6], two of [2,3,10]; the conv's scratch: K = 2*3
+   * = 6 rows, P = 6 columns, both images: 6*2*6 + 3*2*6 floats */
+  assert_int_equal(a.transient, 2 * 144 + 2 * 240 + 4 * (72 + 36));
+  fsM_release(m);
+}
+
+/* By hand: [2, 4, 4, 4] -> GroupNorm(2, 4), Mish, LeakyReLU, AvgPool2d(2),
+ * Upsample(size=(3, 5)), AdaptiveAvgPool2d((1, None)), Softmax(3),
+ * RMSNorm((1, 5)). */
+static void test_norms_by_hand(void **state) {
+  (void)state;
+  fs_module *m = fsM_sequential();
+  int64_t size[2] = {3, 5}, adaptive[2] = {1, -1}, rms[2] = {1, 5};
+  append(m, NULL, fsM_groupnorm(2, 4, 1e-5, true));
+  append(m, NULL, fsM_mish());
+  append(m, NULL, fsM_leaky_relu(0.01));
+  append(m, NULL, pool(FSM_AVGPOOL2D, two2));
+  append(m, NULL, fsM_upsample(2, size, 0, NULL));
+  append(m, NULL, fsM_adaptive_avg_pool2d(adaptive));
+  append(m, NULL, fsM_softmax(3, false));
+  append(m, NULL, fsM_rmsnorm(2, rms, 1e-6, true));
+  int64_t in[4] = {2, 4, 4, 4};
+  fsPL_acts a;
+  char err[160];
+  assert_int_equal(fsPL_activations(m, 4, in, 4, &f32, &a, err, sizeof err), 0);
+  assert_int_equal(a.saved, 512                       /* the batch, 128 floats */
+                            + 512 + 2 * 4 * 2 * 2     /* groupnorm: mean and 1/std per (image, group) */
+                            + 512 + 512               /* mish, leaky_relu */
+                            + 128                     /* avgpool [2,4,2,2] */
+                            + 192 + 24 + 480 + 40     /* upsample: [2,4,3,2], 3 indices, [2,4,3,5], 5 */
+                            + 160 + 160               /* adaptive [2,4,1,5], softmax */
+                            + 160 + 4 * 8);           /* rmsnorm: 1/rms of 8 rows of 5 */
+  /* gradients from groupnorm's output on (it has parameters): two of the
+   * input's size, one of each pooled and upsampled size, two of [2,4,1,5] */
+  assert_int_equal(a.transient, 2 * 512 + 128 + 192 + 480 + 2 * 160);
   fsM_release(m);
 }
 
@@ -208,7 +373,7 @@ static void test_rank_bytes(void **state) {
   in.in_rank = 2, in.in_shape[0] = 3, in.in_shape[1] = 4, in.in_bytes = 8;
   assert_int_equal(fsPL_rank_bytes(&in, 0, &b), 0);
   assert_true(b.acts_known);
-  assert_int_equal(b.acts, (96 + 192 + 192 + 48) + (192 + 192)); /* 8-byte elements: saved, then transient */
+  assert_int_equal(b.acts, (96 + 192 + 192 + 48) + (2 * 192 + 2 * 48)); /* 8-byte elements: saved, then transient */
   assert_int_equal(b.total, 32 * 58 + b.acts);
   in.precision = "fp7";
   assert_int_equal(fsPL_rank_bytes(&in, 0, &b), -1);
@@ -304,6 +469,7 @@ static void test_fit(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_gpt_tape),   cmocka_unit_test(test_mlp_tape), cmocka_unit_test(test_mlp_by_hand),
+    cmocka_unit_test(test_cnn_tape),   cmocka_unit_test(test_cnn_by_hand), cmocka_unit_test(test_norms_by_hand),
     cmocka_unit_test(test_rank_bytes), cmocka_unit_test(test_gpu_memory), cmocka_unit_test(test_fit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
