@@ -347,34 +347,42 @@ static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
 static uint32_t hash_str(const char *s);
 static uintptr_t *map_slot(C *c, name_map *m, const char *key, uint32_t h, int create, int *fresh);
 
-/* v in base 128, low digits first, each byte with its top bit set: never a
- * NUL, never the ':' between numbers, and a few instructions a byte where
- * decimal digits cost a division each. */
-static char *put_base128(char *p, uint32_t v) {
-  do *p++ = (char)(0x80 | (v & 0x7f)); while (v >>= 7);
-  return p;
-}
-
 /* The reason for a branch's side: made once per branch, though a loop or a
  * def analyses the branch again and again (2^26 nested loop rounds once made
- * 2^27 reasons, a gigabyte). The key is start, end, loop and side, written by
- * hand: snprintf cost a Python check of many loops and ifs 3% of its
- * instructions. */
+ * 2^27 reasons, a gigabyte). Found by its numbers in a table of their own:
+ * a string key (snprintf, then hashing and comparing it) cost a Python check
+ * of many loops and ifs 2% of its instructions. */
+typedef struct reason_slot { uint32_t start, end, id; uint8_t loop, side; } reason_slot;
+
+static size_t reason_hash(fs_loc loc, int loop, int side) {
+  uint64_t k = ((uint64_t)loc.start << 32 | loc.end) * 0x9E3779B97F4A7C15u;
+  return (size_t)((k >> 29) ^ (k >> 7) ^ (uint64_t)(loop * 2 + side));
+}
+
 static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
-  char key[24], *k = put_base128(key, loc.start);
-  *k++ = ':';
-  k = put_base128(k, loc.end);
-  *k++ = ':';
-  k = put_base128(k, (uint32_t)loop);
-  *k++ = ':';
-  *put_base128(k, (uint32_t)side) = '\0';
-  uint32_t h = hash_str(key);
-  uintptr_t *known = map_slot(c, &c->reason_ids, key, h, 0, NULL);
-  if (known) return (uint32_t)*known;
+  if ((c->nreason_ids + 1) * 2 > c->capreason_ids) { /* id 0: an empty slot (0 is "no reason") */
+    size_t cap = c->capreason_ids ? 2 * c->capreason_ids : 64;
+    spend(c, cap * sizeof(reason_slot));
+    reason_slot *t = fsA_xrealloc(NULL, cap * sizeof *t);
+    memset(t, 0, cap * sizeof *t);
+    for (size_t i = 0; i < c->capreason_ids; i++) {
+      const reason_slot *r = &c->reason_ids[i];
+      if (!r->id) continue;
+      size_t j = reason_hash((fs_loc){r->start, r->end}, r->loop, r->side) & (cap - 1);
+      while (t[j].id) j = (j + 1) & (cap - 1);
+      t[j] = *r;
+    }
+    free(c->reason_ids);
+    c->reason_ids = t;
+    c->capreason_ids = cap;
+  }
+  size_t j = reason_hash(loc, loop, side) & (c->capreason_ids - 1);
+  for (reason_slot *r; (r = &c->reason_ids[j])->id; j = (j + 1) & (c->capreason_ids - 1))
+    if (r->start == loc.start && r->end == loc.end && r->loop == loop && r->side == side) return r->id;
   GROW(c, c->reasons, c->nreasons, c->capreasons);
   c->reasons[c->nreasons] = (reason){loc, (uint8_t)loop, (uint8_t)side};
-  int fresh = 0;
-  *map_slot(c, &c->reason_ids, strcpy(fsC_alloc(c, strlen(key) + 1), key), h, 1, &fresh) = c->nreasons;
+  c->reason_ids[j] = (reason_slot){loc.start, loc.end, (uint32_t)c->nreasons, (uint8_t)loop, (uint8_t)side};
+  c->nreason_ids++;
   return (uint32_t)c->nreasons++;
 }
 
@@ -436,15 +444,26 @@ static uint32_t hash_str(const char *s) {
   return h;
 }
 
-/* Small tables are malloc'd and freed, so the maps of frames reuse warm
- * memory; a table past MAP_BIG entries is in the arena, where a big script's
- * globals grow on huge pages. */
+/* Small tables are malloc'd, so the maps of frames reuse warm memory, and a
+ * frame's table is kept for the next frame when it is left (a malloc, a
+ * free and their bookkeeping for each of the many calls a big script's
+ * analysis makes cost more than clearing the table); a table past MAP_BIG
+ * entries is in the arena, where a big script's globals grow on huge pages. */
 #define MAP_BIG 4096u
-static void map_free(name_map *m) { if (m->cap < MAP_BIG) free(m->e); }
+static int spare_class(size_t cap) { return __builtin_ctzll(cap) - 4; } /* 16 << class == cap */
 
-/* Rehashes m into cap entries (a power of two). */
+static void map_free(C *c, name_map *m) {
+  if (!m->e || m->cap >= MAP_BIG) return;
+  int k = spare_class(m->cap);
+  if (k >= 0 && k < 8 && c->nspare[k] < 8) c->spare[k][c->nspare[k]++] = m->e;
+  else free(m->e);
+}
+
+/* Rehashes m into cap entries (a power of two, at least 16). */
 static void map_grow(C *c, name_map *m, size_t cap) {
-  nm_ent *e = cap < MAP_BIG ? fsA_xrealloc(NULL, cap * sizeof *e) : fsC_alloc(c, cap * sizeof *e);
+  int k = cap < MAP_BIG ? spare_class(cap) : -1;
+  nm_ent *e = k >= 0 && k < 8 && c->nspare[k] ? c->spare[k][--c->nspare[k]]
+            : cap < MAP_BIG ? fsA_xrealloc(NULL, cap * sizeof *e) : fsC_alloc(c, cap * sizeof *e);
   memset(e, 0, cap * sizeof *e);
   for (size_t i = 0; i < m->cap; i++) {
     if (!m->e[i].key) continue;
@@ -452,7 +471,7 @@ static void map_grow(C *c, name_map *m, size_t cap) {
     while (e[j].key) j = (j + 1) & (cap - 1);
     e[j] = m->e[i];
   }
-  map_free(m);
+  map_free(c, m);
   m->e = e;
   m->cap = cap;
 }
@@ -475,8 +494,8 @@ static uintptr_t *map_slot(C *c, name_map *m, const char *key, uint32_t h, int c
   return &m->e[j].val;
 }
 
-static cv getvar(C *c, const char *name) {
-  uint32_t h = hash_str(name);
+/* The variable name (h: its hash_str) in the current scope, or CV_UNDEF. */
+static cv getvar(C *c, const char *name, uint32_t h) {
   uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, h, 0, NULL) : NULL;
   /* a closure's free name: the enclosing def's, when it is the caller (as
    * when a nested def is called where it is defined) */
@@ -907,11 +926,53 @@ static int truth_on(C *c, const cv *v) {
   return !t ? 0 : !f ? 1 : -1;
 }
 
+/* int op int and the float arithmetic that cannot fail, computed in place:
+ * what fsV_binop would give, without its malloc'd value (each literal
+ * expression of a script's defs and loops made one). 0: not one of those. */
+static int number_op(C *c, fs_op op, const fs_value *a, const fs_value *b, cv *out) {
+  if (a->type == FSV_INT && b->type == FSV_INT) {
+    int64_t x = a->u.i, y = b->u.i, r;
+    switch (op) {
+    case FS_OP_ADD: if (__builtin_add_overflow(x, y, &r)) return 0; break;
+    case FS_OP_SUB: if (__builtin_sub_overflow(x, y, &r)) return 0; break;
+    case FS_OP_MUL: if (__builtin_mul_overflow(x, y, &r)) return 0; break;
+    case FS_OP_FDIV: case FS_OP_MOD: {
+      if (y == 0 || (x == INT64_MIN && y == -1)) return 0;
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) { q--; m += y; } /* floor toward -inf, as Python */
+      r = op == FS_OP_FDIV ? q : m;
+      break;
+    }
+    case FS_OP_EQ: *out = fsC_const(c, fsV_bool(x == y)); return 1;
+    case FS_OP_NE: *out = fsC_const(c, fsV_bool(x != y)); return 1;
+    case FS_OP_LT: *out = fsC_const(c, fsV_bool(x < y)); return 1;
+    case FS_OP_LE: *out = fsC_const(c, fsV_bool(x <= y)); return 1;
+    case FS_OP_GT: *out = fsC_const(c, fsV_bool(x > y)); return 1;
+    case FS_OP_GE: *out = fsC_const(c, fsV_bool(x >= y)); return 1;
+    default: return 0;
+    }
+    *out = fsC_int(c, r);
+    return 1;
+  }
+  int af = a->type == FSV_FLOAT, bf = b->type == FSV_FLOAT;
+  if (!(af || bf) || !(af || a->type == FSV_INT) || !(bf || b->type == FSV_INT)) return 0;
+  double x = af ? a->u.f : (double)a->u.i, y = bf ? b->u.f : (double)b->u.i;
+  switch (op) {
+  case FS_OP_ADD: *out = const_float(c, x + y); return 1;
+  case FS_OP_SUB: *out = const_float(c, x - y); return 1;
+  case FS_OP_MUL: *out = const_float(c, x * y); return 1;
+  case FS_OP_DIV: if (y == 0.0) return 0; *out = const_float(c, x / y); return 1;
+  default: return 0;
+  }
+}
+
 static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
   const fs_value *fa = fsC_cval(&a);
   if (c->python && op == FS_OP_MOD && fa && fa->type == FSV_STR) return fsC_unknown(); /* printf-style */
   if (a.k == CV_CONST && b.k == CV_CONST) {
     if (!affordable(c, op, a.p, b.p)) return fsC_unknown();
+    cv quick;
+    if (number_op(c, op, a.p, b.p, &quick)) return quick;
     fsV_clearerr();
     fs_value *r = fsV_binop(NULL, op, (fs_value *)a.p, (fs_value *)b.p);
     if (!r && fsV_error()[0])
@@ -957,25 +1018,43 @@ static cv binop(C *c, const fs_node *n, fs_op op, cv a, cv b) {
 
 static cv ns_value(C *c, const char *dotted);
 
+/* What a name no scope binds is, the same wherever it is read: a builtin's
+ * row, the names below, a Python builtin, or none of them (FREE_NONE). */
+enum { FREE_NONE = 1, FREE_MODULE, FREE_MAIN, FREE_PYTHON }; /* below any row's address */
+
+/* free_name's answer for name (h: its hash_str), cached per check: a
+ * script's every `range`, `super` or `max` cost a second hash, a key built
+ * for the signature cache and a search of Python's builtins. */
+static uintptr_t free_name(C *c, const char *name, uint32_t h) {
+  uintptr_t *known = map_slot(c, &c->free_names, name, h, 0, NULL);
+  if (known) return *known;
+  const fsSig *sig = sig_lookup(c, NULL, name);
+  uintptr_t what = sig ? (uintptr_t)sig : !strcmp(name, "Module") ? FREE_MODULE
+                 : !strcmp(name, "__name__") ? FREE_MAIN : fsSig_python_builtin(name) ? FREE_PYTHON : FREE_NONE;
+  int fresh = 0;
+  *map_slot(c, &c->free_names, name, h, 1, &fresh) = what; /* the name is the tree's: it outlives the map */
+  return what;
+}
+
 static cv ev_name(C *c, const fs_node *n) {
-  cv v = getvar(c, n->str);
+  uint32_t h = hash_str(n->str);
+  cv v = getvar(c, n->str, h);
   if (v.k != CV_UNDEF) return v;
-  const fsSig *sig = sig_lookup(c, NULL, n->str);
-  if (sig) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = sig};
+  uintptr_t what = free_name(c, n->str, h);
+  if (what > FREE_PYTHON) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = (const fsSig *)what};
   /* the class a FabricScript script's modules subclass, as the run binds it */
-  if (!strcmp(n->str, "Module")) return ns_value(c, "torch.nn.Module");
-  if (!strcmp(n->str, "__name__")) { /* a checked script is the one Python runs */
+  if (what == FREE_MODULE) return ns_value(c, "torch.nn.Module");
+  if (what == FREE_MAIN) { /* a checked script is the one Python runs */
     fs_value *main_str = arena_value(c, FSV_STR);
     main_str->u.str.s = (char *)"__main__";
     main_str->u.str.len = 8;
     return (cv){.k = CV_CONST, .p = main_str};
   }
-  if (fsSig_python_builtin(n->str) || c->star_import) return fsC_unknown();
+  if (what == FREE_PYTHON || c->star_import) return fsC_unknown();
   /* a closure called away from its enclosing def: its free names are not known here */
   if (c->nframes && c->frames[c->nframes - 1]->closure) return fsC_unknown();
   /* bound in this scope on a path the checker does not follow to here (an
    * assignment before a `break`): Python's loops and exceptions decide */
-  uint32_t h = hash_str(n->str);
   if (c->python && ((c->nframes && map_slot(c, &c->frames[c->nframes - 1]->locals, n->str, h, 0, NULL)) ||
                     map_slot(c, &c->globals, n->str, h, 0, NULL)))
     return fsC_unknown();
@@ -1206,7 +1285,7 @@ static void st_class(C *c, const fs_node *s) {
     }
     c->dead = dead0;
     c->nframes--;
-    map_free(&f.locals);
+    map_free(c, &f.locals);
   }
   fsC_setvar(c, s->str, (cv){.k = CV_CLASS, .sub = CLS_PY, .p = k});
 }
@@ -1360,6 +1439,25 @@ static void list_mutated(C *c, const fs_node *callee, const cv *recv, const char
   fsC_rebind(c, callee->kids[0]->str, fsC_unsized_seq(c, items, n, 0));
 }
 
+struct fsC_row *fsC_row(C *c, const fsSig *sig) {
+  size_t n;
+  const fsSig *all = fsSig_all(&n);
+  if (sig < all || sig >= all + n) return NULL;
+  if (!c->rows) {
+    c->rows = fsA_xrealloc(NULL, n * sizeof *c->rows);
+    memset(c->rows, 0, n * sizeof *c->rows);
+  }
+  return &c->rows[sig - all];
+}
+
+/* Whether a row is also one of Python's own builtins: asked once per row. */
+static int python_builtin_row(C *c, const fsSig *sig) {
+  struct fsC_row *r = fsC_row(c, sig);
+  if (!r) return fsSig_python_builtin(sig->name);
+  if (!r->py_builtin) r->py_builtin = fsSig_python_builtin(sig->name) ? 2 : 1;
+  return r->py_builtin == 2;
+}
+
 /* Calls: builtins through signatures.h, defs inlined, models forwarded. */
 static cv ev_call(C *c, const fs_node *n) {
   const fs_node *callee = n->kids[0];
@@ -1457,7 +1555,7 @@ static cv ev_call(C *c, const fs_node *n) {
       fsC_report(c, FS_SEV_ERROR, "call", n->loc, "%s() takes no arguments (%zu given)", sig->name, npos + nkw);
       return fsC_unknown();
     }
-    if (c->python && sig->params && fsSig_python_builtin(sig->name)) {
+    if (c->python && sig->params && python_builtin_row(c, sig)) {
       /* Python's own builtin takes more than its row (str(b, "utf-8"),
        * print(file=)): a call the row cannot bind is unknown, not an error */
       char *err = NULL;
@@ -1510,6 +1608,11 @@ cv fsC_eval(C *c, const fs_node *n) { return ev(c, n); }
 
 static cv unary(C *c, const fs_node *n, cv a) {
   if (n->op == FS_OP_INVERT) return fsC_unknown();
+  const fs_value *x = fsC_cval(&a);
+  if (x && x->type == FSV_INT && (n->op == FS_OP_POS || (n->op == FS_OP_NEG && x->u.i != INT64_MIN)))
+    return fsC_int(c, n->op == FS_OP_POS ? x->u.i : -x->u.i); /* -1: no malloc'd value */
+  if (x && x->type == FSV_FLOAT && (n->op == FS_OP_POS || n->op == FS_OP_NEG))
+    return const_float(c, n->op == FS_OP_POS ? x->u.f : -x->u.f);
   if (a.k == CV_CONST) {
     fsV_clearerr();
     fs_value *r = fsV_unop(NULL, n->op, (fs_value *)a.p);
@@ -1577,7 +1680,7 @@ static cv ev_comp(C *c, const fs_node *n) {
   cv elem = ev(c, n->kids[0]);
   cv val = fsC_kid(n, 1) ? ev(c, n->kids[1]) : fsC_unknown();
   c->nframes--;
-  map_free(&f.locals);
+  map_free(c, &f.locals);
   if (n->op != FS_COMP_DICT) return fsC_unsized_seq(c, &elem, 1, 0);
   cv *kv = fsC_alloc(c, 2 * sizeof *kv);
   kv[0] = elem;
@@ -2277,7 +2380,7 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
 
 void fsC_leave(C *c, frame *f) {
   c->nframes--;
-  map_free(&f->locals);
+  map_free(c, &f->locals);
 }
 
 cv fsC_call_def(C *c, const fs_node *def, const fs_node *call, const cv *pos, size_t npos,
@@ -2379,7 +2482,10 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   if (c.arena) fsA_arena_free(c.arena);
   free(c.consts); free(c.slots); free(c.objs); free(c.cfgs); free(c.reasons); free(c.trail);
   free(c.stamp_s); free(c.pos_s); free(c.stamp_o); free(c.pos_o);
-  map_free(&c.globals); map_free(&c.seen); map_free(&c.sigs); map_free(&c.reason_ids); map_free(&c.ns_vals);
+  map_free(&c, &c.globals); map_free(&c, &c.seen); map_free(&c, &c.sigs); map_free(&c, &c.ns_vals);
+  map_free(&c, &c.free_names);
+  for (int i = 0; i < 8; i++) while (c.nspare[i]) free(c.spare[i][--c.nspare[i]]);
+  free(c.reason_ids); free(c.rows);
   free(c.define_used); free(c.defs); free(c.defidx); free(c.feats);
   return c.nerrors;
 }

@@ -158,7 +158,12 @@ typedef struct C {
   uint32_t *defidx; size_t capdefidx; /* def node -> 1 + index in defs (check.c's def_slot) */
   struct fsC_feat *feats; size_t capfeats; /* layer objects' feature sizes, by object id (shape.c) */
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
-  name_map reason_ids;   /* "start:end:loop:side" -> its reason: one per branch, however often analysed */
+  struct reason_slot *reason_ids; size_t nreason_ids, capreason_ids; /* (start, end, loop, side) -> its
+                           reason (check.c's new_reason): one per branch, however often analysed */
+  name_map free_names;   /* a name no scope binds -> what it is (check.c's free_name), cached */
+  struct fsC_row *rows;  /* per signatures.c row, what the checker asked about it (fsC_row) */
+  /* small maps of left frames, by capacity (16 << i), for the next frames (check.c's map_grow) */
+  struct nm_ent *spare[8][8]; uint8_t nspare[8];
   name_map ns_vals;      /* dotted torch/lightning names -> cv * (arena): ns_attr's, cached */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
@@ -198,7 +203,14 @@ typedef struct cargs {
   const int *pos_slot, *kw_slot;
 } cargs;
 
+/* What the checker learnt about one signatures.c row, asked once per check:
+ * py_builtin 0 not asked, 1 not a Python builtin, 2 one (check.c); api 0 not
+ * asked, 1 no model in api_core.c's builtin_rows, else 2 + its index there. */
+struct fsC_row { uint8_t py_builtin, api; };
+
 /* check.c */
+/* sig's facts, or NULL for a signature not in the table (a def's, made at its call). */
+struct fsC_row *fsC_row(C *c, const fsSig *sig);
 void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker (budgeted) */
 /* A call's argument arrays and binding slots: on the stack for the usual
  * few, in the arena past that (a big script's calls would otherwise leave
