@@ -43,8 +43,13 @@ static uint64_t now_ns(void) {
 
 /* Whether the budget is spent, checked before each statement (the clock
  * every 64); says so once, at the statement where the analysis stops. */
-static int out_of_budget(C *c, const fs_node *s) {
-  if (!c->spent && ++c->ticks >= 64) {
+static int budget_spent(C *c, const fs_node *s);
+static inline int out_of_budget(C *c, const fs_node *s) {
+  return (c->spent || ++c->ticks >= 64) && budget_spent(c, s); /* inline: called before each statement */
+}
+
+static int budget_spent(C *c, const fs_node *s) {
+  if (!c->spent && c->ticks >= 64) {
     c->ticks = 0;
     if (now_ns() >= c->deadline_ns) c->spent = 1;
   }
@@ -74,14 +79,12 @@ void *fsC_alloc(C *c, size_t n) {
   return fsA_alloc(c->arena, n);
 }
 
-void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw) {
-  int few = npos < FEW_ARGS && nkw < FEW_ARGS;
-  cv *pos = few ? b->few_pos : fsC_alloc(c, (npos + 2) * sizeof *pos);
-  b->pos = pos + 1;
-  b->kwv = few ? b->few_kwv : fsC_alloc(c, (nkw + 1) * sizeof *b->kwv);
-  b->kw = few ? b->few_kw : fsC_alloc(c, (nkw + 1) * sizeof *b->kw);
-  b->ps = few ? b->few_ps : fsC_alloc(c, (npos + 1) * sizeof *b->ps);
-  b->ks = few ? b->few_ks : fsC_alloc(c, (nkw + 1) * sizeof *b->ks);
+void fsC_argbuf_alloc(C *c, fsC_argbuf *b, size_t npos, size_t nkw) {
+  b->pos = (cv *)fsC_alloc(c, (npos + 2) * sizeof *b->pos) + 1;
+  b->kwv = fsC_alloc(c, (nkw + 1) * sizeof *b->kwv);
+  b->kw = fsC_alloc(c, (nkw + 1) * sizeof *b->kw);
+  b->ps = fsC_alloc(c, (npos + 1) * sizeof *b->ps);
+  b->ks = fsC_alloc(c, (nkw + 1) * sizeof *b->ks);
 }
 
 char *fsC_text(C *c, fs_loc loc) {
@@ -344,8 +347,6 @@ static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
   return r;
 }
 
-static uint32_t hash_str(const char *s);
-static uintptr_t *map_slot(C *c, name_map *m, const char *key, uint32_t h, int create, int *fresh);
 
 /* The reason for a branch's side: made once per branch, though a loop or a
  * def analyses the branch again and again (2^26 nested loop rounds once made
@@ -436,13 +437,36 @@ const fsF_config *fsC_cfg(C *c, uint32_t fabric) {
 
 int fsC_is(const cv *v, obk kind, C *c) { return v->k == CV_OBJ && c->objs[v->id].kind == kind; }
 
-typedef struct nm_ent { const char *key; uint32_t hash; uintptr_t val; } nm_ent;
+typedef struct nm_ent { const char *key; uint32_t hash, len; uintptr_t val; } nm_ent;
 
-static uint32_t hash_str(const char *s) {
+/* A map key: its bytes, their length and hash_mem. Made once for a name
+ * looked up in several maps, or looked up and then added. */
+typedef struct nkey { const char *s; uint32_t len, hash; } nkey;
+
+static uint64_t read64(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+static uint64_t read32(const char *p) { uint32_t w; memcpy(&w, p, 4); return w; }
+
+/* FNV-1a over n bytes. Where a map's entries lie follows from it, and so
+ * the order in which a "did you mean" looks at the names bound (the first
+ * of the nearest wins): a faster word-at-a-time hash saved little and
+ * changed which name some suggestions gave. */
+static inline __attribute__((always_inline)) uint32_t hash_mem(const char *s, size_t n) {
   uint32_t h = 2166136261u;
-  while (*s) h = (h ^ (unsigned char)*s++) * 16777619u;
+  for (const char *end = s + n; s < end; s++) h = (h ^ (unsigned char)*s) * 16777619u;
   return h;
 }
+
+/* Whether n bytes at x and y are the same (the hashes matched already). */
+static inline __attribute__((always_inline)) int same_bytes(const char *x, const char *y, uint32_t n) {
+  if (n >= 8 && n <= 16) return read64(x) == read64(y) && read64(x + n - 8) == read64(y + n - 8);
+  if (n >= 4 && n < 8) return read32(x) == read32(y) && read32(x + n - 4) == read32(y + n - 4);
+  return !memcmp(x, y, n);
+}
+
+static inline __attribute__((always_inline)) nkey key_mem(const char *s, size_t n) { return (nkey){s, (uint32_t)n, hash_mem(s, n)}; }
+static nkey key_str(const char *s) { return key_mem(s, strlen(s)); }
+/* A NAME node's text, whose length the lexer recorded. */
+static nkey key_name(const fs_node *n) { return key_mem(n->str, n->slen); }
 
 /* Small tables are malloc'd, so the maps of frames reuse warm memory, and a
  * frame's table is kept for the next frame when it is left (a malloc, a
@@ -476,39 +500,37 @@ static void map_grow(C *c, name_map *m, size_t cap) {
   m->cap = cap;
 }
 
-/* The value of key (h: its hash_str) in m, or NULL. With `create`, a missing
- * key is added (the map keeps the pointer: key must outlive it) with value 0
- * and *fresh set. The caller hashes, once for a name looked up in several
- * maps or looked up and then added: hashing was a tenth of a big check's
- * analysis. */
-static uintptr_t *map_slot(C *c, name_map *m, const char *key, uint32_t h, int create, int *fresh) {
+/* The value of k in m, or NULL. With `create`, a missing key is added (the
+ * map keeps the pointer k->s: it must outlive the map) with value 0 and
+ * *fresh set. */
+static inline __attribute__((always_inline)) uintptr_t *map_slot(C *c, name_map *m, const nkey *k, int create, int *fresh) {
   if (create && (m->n + 1) * 2 > m->cap) map_grow(c, m, m->cap ? 2 * m->cap : 16);
   if (!m->cap) return NULL;
-  size_t j = h & (m->cap - 1);
+  size_t j = k->hash & (m->cap - 1);
   for (; m->e[j].key; j = (j + 1) & (m->cap - 1))
-    if (m->e[j].hash == h && !strcmp(m->e[j].key, key)) return &m->e[j].val;
+    if (m->e[j].hash == k->hash && m->e[j].len == k->len && same_bytes(m->e[j].key, k->s, k->len)) return &m->e[j].val;
   if (!create) return NULL;
-  m->e[j] = (nm_ent){key, h, 0};
+  m->e[j] = (nm_ent){k->s, k->hash, k->len, 0};
   m->n++;
   *fresh = 1;
   return &m->e[j].val;
 }
 
-/* The variable name (h: its hash_str) in the current scope, or CV_UNDEF. */
-static cv getvar(C *c, const char *name, uint32_t h) {
-  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, h, 0, NULL) : NULL;
+/* The slot of variable k where the current scope reads it, or NULL. */
+static uintptr_t *var_slot(C *c, const nkey *k) {
+  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, k, 0, NULL) : NULL;
   /* a closure's free name: the enclosing def's, when it is the caller (as
    * when a nested def is called where it is defined) */
   for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
-    s = map_slot(c, &c->frames[i - 1]->locals, name, h, 0, NULL);
-  if (!s) s = map_slot(c, &c->globals, name, h, 0, NULL);
-  return s ? c->slots[*s] : (cv){.k = CV_UNDEF};
+    s = map_slot(c, &c->frames[i - 1]->locals, k, 0, NULL);
+  return s ? s : map_slot(c, &c->globals, k, 0, NULL);
 }
 
-void fsC_setvar(C *c, const char *name, cv v) {
+/* Binds variable k in the current scope (k->s must outlive the check: the tree's text). */
+static void setvar(C *c, const nkey *k, cv v) {
   name_map *m = c->nframes ? &c->frames[c->nframes - 1]->locals : &c->globals;
   int fresh = 0;
-  uintptr_t *s = map_slot(c, m, name, hash_str(name), 1, &fresh);
+  uintptr_t *s = map_slot(c, m, k, 1, &fresh);
   if (fresh) {
     GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
@@ -518,16 +540,18 @@ void fsC_setvar(C *c, const char *name, cv v) {
   c->slots[*s] = v;
 }
 
+void fsC_setvar(C *c, const char *name, cv v) {
+  nkey k = key_str(name);
+  setvar(c, &k, v);
+}
+
 /* Writes name where it is bound (a global from inside a def, the enclosing
  * def's from a closure), as mutating the container it names would: xs[k] = v
  * and xs.append(v) make no local. Unbound: as fsC_setvar. */
 void fsC_rebind(C *c, const char *name, cv v) {
-  uint32_t h = hash_str(name);
-  uintptr_t *s = c->nframes ? map_slot(c, &c->frames[c->nframes - 1]->locals, name, h, 0, NULL) : NULL;
-  for (int i = c->nframes - 1; !s && i > 0 && c->frames[i]->closure; i--)
-    s = map_slot(c, &c->frames[i - 1]->locals, name, h, 0, NULL);
-  if (!s) s = map_slot(c, &c->globals, name, h, 0, NULL);
-  if (!s) { fsC_setvar(c, name, v); return; }
+  nkey k = key_str(name);
+  uintptr_t *s = var_slot(c, &k);
+  if (!s) { setvar(c, &k, v); return; }
   log_old(c, TR_SLOT, (uint32_t)*s);
   c->slots[*s] = v;
 }
@@ -636,10 +660,11 @@ static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_
 static int seen_before(C *c, const char *rule, fs_loc loc) {
   char key[96];
   snprintf(key, sizeof key, "%.60s@%u:%u", rule, loc.start, loc.end);
-  uint32_t h = hash_str(key);
-  if (map_slot(c, &c->seen, key, h, 0, NULL)) return 1;
+  nkey k = key_str(key);
+  if (map_slot(c, &c->seen, &k, 0, NULL)) return 1;
   int fresh = 0;
-  map_slot(c, &c->seen, strcpy(fsC_alloc(c, strlen(key) + 1), key), h, 1, &fresh);
+  k.s = memcpy(fsC_alloc(c, k.len + 1), key, k.len + 1);
+  map_slot(c, &c->seen, &k, 1, &fresh);
   return 0;
 }
 
@@ -684,12 +709,13 @@ static const fsSig *sig_lookup(C *c, const char *type, const char *name) {
   if (tl) memcpy(key, type, tl); /* "Type.name", ".name" for a builtin */
   key[tl] = '.';
   memcpy(key + tl + 1, name, nl + 1);
-  uint32_t h = hash_str(key);
-  uintptr_t *v = map_slot(c, &c->sigs, key, h, 0, NULL);
+  nkey k = key_mem(key, tl + 1 + nl);
+  uintptr_t *v = map_slot(c, &c->sigs, &k, 0, NULL);
   if (v) return (const fsSig *)*v;
   const fsSig *sig = type ? fsSig_member(type, name) : fsSig_find(name);
   int fresh = 0;
-  *map_slot(c, &c->sigs, strcpy(fsC_alloc(c, strlen(key) + 1), key), h, 1, &fresh) = (uintptr_t)sig;
+  k.s = memcpy(fsC_alloc(c, k.len + 1), key, k.len + 1);
+  *map_slot(c, &c->sigs, &k, 1, &fresh) = (uintptr_t)sig;
   return sig;
 }
 
@@ -866,7 +892,7 @@ static void check_types(C *c, const fsSig *sig, const fs_node *call, const cv *p
 
 /* ---- expressions -------------------------------------------------------- */
 
-static cv ev(C *c, const fs_node *n);
+static inline cv ev(C *c, const fs_node *n);
 static cv ev_comp(C *c, const fs_node *n);
 static cv unary(C *c, const fs_node *n, cv a);
 static cv binary(C *c, const fs_node *n, cv a, cv b);
@@ -1022,25 +1048,26 @@ static cv ns_value(C *c, const char *dotted);
  * row, the names below, a Python builtin, or none of them (FREE_NONE). */
 enum { FREE_NONE = 1, FREE_MODULE, FREE_MAIN, FREE_PYTHON }; /* below any row's address */
 
-/* free_name's answer for name (h: its hash_str), cached per check: a
+/* free_name's answer for name k, cached per check: a
  * script's every `range`, `super` or `max` cost a second hash, a key built
  * for the signature cache and a search of Python's builtins. */
-static uintptr_t free_name(C *c, const char *name, uint32_t h) {
-  uintptr_t *known = map_slot(c, &c->free_names, name, h, 0, NULL);
+static uintptr_t free_name(C *c, const nkey *k) {
+  uintptr_t *known = map_slot(c, &c->free_names, k, 0, NULL);
+  const char *name = k->s;
   if (known) return *known;
   const fsSig *sig = sig_lookup(c, NULL, name);
   uintptr_t what = sig ? (uintptr_t)sig : !strcmp(name, "Module") ? FREE_MODULE
                  : !strcmp(name, "__name__") ? FREE_MAIN : fsSig_python_builtin(name) ? FREE_PYTHON : FREE_NONE;
   int fresh = 0;
-  *map_slot(c, &c->free_names, name, h, 1, &fresh) = what; /* the name is the tree's: it outlives the map */
+  *map_slot(c, &c->free_names, k, 1, &fresh) = what; /* the name is the tree's: it outlives the map */
   return what;
 }
 
 static cv ev_name(C *c, const fs_node *n) {
-  uint32_t h = hash_str(n->str);
-  cv v = getvar(c, n->str, h);
-  if (v.k != CV_UNDEF) return v;
-  uintptr_t what = free_name(c, n->str, h);
+  nkey key = key_name(n);
+  uintptr_t *var = var_slot(c, &key);
+  if (var && c->slots[*var].k != CV_UNDEF) return c->slots[*var];
+  uintptr_t what = free_name(c, &key);
   if (what > FREE_PYTHON) return (cv){.k = CV_CLASS, .sub = CLS_SIG, .p = (const fsSig *)what};
   /* the class a FabricScript script's modules subclass, as the run binds it */
   if (what == FREE_MODULE) return ns_value(c, "torch.nn.Module");
@@ -1055,8 +1082,8 @@ static cv ev_name(C *c, const fs_node *n) {
   if (c->nframes && c->frames[c->nframes - 1]->closure) return fsC_unknown();
   /* bound in this scope on a path the checker does not follow to here (an
    * assignment before a `break`): Python's loops and exceptions decide */
-  if (c->python && ((c->nframes && map_slot(c, &c->frames[c->nframes - 1]->locals, n->str, h, 0, NULL)) ||
-                    map_slot(c, &c->globals, n->str, h, 0, NULL)))
+  if (c->python && ((c->nframes && map_slot(c, &c->frames[c->nframes - 1]->locals, &key, 0, NULL)) ||
+                    map_slot(c, &c->globals, &key, 0, NULL)))
     return fsC_unknown();
   fs_diag *g = fsC_report(c, FS_SEV_ERROR, "name", n->loc, "name '%s' is not defined", n->str);
   if (g) { /* the nearest variable bound here, or builtin */
@@ -1113,14 +1140,14 @@ static cv ns_attr(C *c, const cv *ns, const char *attr) {
   memcpy(s, ns->p, a);
   s[a] = '.';
   memcpy(s + a + 1, attr, b + 1);
-  uint32_t h = hash_str(s);
-  uintptr_t *hit = map_slot(c, &c->ns_vals, s, h, 0, NULL);
+  nkey k = key_mem(s, a + b + 1);
+  uintptr_t *hit = map_slot(c, &c->ns_vals, &k, 0, NULL);
   if (hit) return *(const cv *)*hit;
-  if (s == key) s = strcpy(fsC_alloc(c, a + b + 2), key);
+  if (s == key) k.s = s = strcpy(fsC_alloc(c, a + b + 2), key);
   cv *v = fsC_alloc(c, sizeof *v);
   *v = ns_value(c, s);
   int fresh = 0;
-  *map_slot(c, &c->ns_vals, s, h, 1, &fresh) = (uintptr_t)v;
+  *map_slot(c, &c->ns_vals, &k, 1, &fresh) = (uintptr_t)v;
   return *v;
 }
 
@@ -1149,7 +1176,9 @@ static uintptr_t *attr_slot(C *c, uint32_t id, const char *name, int create) {
   char key[160];
   if (snprintf(key, sizeof key, "\x01%u.%s", id, name) >= (int)sizeof key) return NULL;
   int fresh = 0;
-  uintptr_t *s = map_slot(c, &c->globals, create ? strcpy(fsC_alloc(c, strlen(key) + 1), key) : key, hash_str(key), create, &fresh);
+  nkey k = key_str(key);
+  if (create) k.s = memcpy(fsC_alloc(c, k.len + 1), key, k.len + 1);
+  uintptr_t *s = map_slot(c, &c->globals, &k, create, &fresh);
   if (s && fresh) {
     GROW(c, c->slots, c->nslots, c->capslots);
     c->slots[c->nslots] = (cv){.k = CV_UNDEF};
@@ -1690,8 +1719,9 @@ static cv ev_comp(C *c, const fs_node *n) {
 
 static cv ev_node(C *c, const fs_node *n);
 
-/* Every expression's value passes here: an editor's query sees it. */
-static cv ev(C *c, const fs_node *n) {
+/* Every expression's value passes here: an editor's query sees it. Inline:
+ * a call and a return per expression were 2% of a big check. */
+static inline __attribute__((always_inline)) cv ev(C *c, const fs_node *n) {
   cv v = ev_node(c, n);
   if (c->o->query) fsC_query_seen(c, n->loc, &v);
   return v;
@@ -1864,7 +1894,8 @@ static void assign(C *c, const fs_node *t, cv v) {
   switch (t->kind) {
   case FS_N_NAME:
     if (c->o->query) fsC_query_seen(c, t->loc, &v);
-    fsC_setvar(c, t->str, v);
+    nkey k = key_name(t);
+    setvar(c, &k, v);
     break;
   case FS_N_STARRED: assign(c, t->kids[0], fsC_unknown()); break;
   case FS_N_TUPLE: case FS_N_LIST: {
@@ -2252,7 +2283,8 @@ static void st(C *c, const fs_node *s) {
   case FS_N_GLOBAL: /* the def may bind these module names: unknown where not bound yet */
     for (uint32_t i = 0; c->nframes && i < s->nkids; i++) {
       int fresh = 0;
-      uintptr_t *g = map_slot(c, &c->globals, s->kids[i]->str, hash_str(s->kids[i]->str), 1, &fresh);
+      nkey k = key_str(s->kids[i]->str);
+      uintptr_t *g = map_slot(c, &c->globals, &k, 1, &fresh);
       if (!fresh) continue;
       GROW(c, c->slots, c->nslots, c->capslots);
       c->slots[c->nslots] = fsC_unknown();
@@ -2352,7 +2384,9 @@ int fsC_enter(C *c, frame *f, const fs_node *fn, const fs_node *call, const cv *
   cv *vals = small ? few.vals : fsC_alloc(c, (n + 1) * sizeof *vals);
   unsigned char *got = small ? few.got : fsC_alloc(c, n + 1);
   memset(got, 0, n + 1);
-  if (call || npos || nkw) {
+  if (!nkw && npos == n && n <= 64) { /* each parameter its argument, as fsSig_bind would say */
+    for (uint32_t i = 0; i < n; i++) { vals[i] = pos[i]; got[i] = 1; }
+  } else if (call || npos || nkw) {
     fsSig_param *ps = small ? few.ps : fsC_alloc(c, (n + 1) * sizeof *ps);
     for (uint32_t i = 0; i < n; i++)
       ps[i] = (fsSig_param){params->kids[i]->str, FSSIG_T_ANY, fsC_kid(params->kids[i], 0) ? "" : NULL, 0};

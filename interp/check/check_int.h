@@ -223,7 +223,15 @@ typedef struct fsC_argbuf {
   int few_ps[FEW_ARGS], few_ks[FEW_ARGS];
   cv *pos, *kwv; const char **kw; int *ps, *ks;
 } fsC_argbuf;
-void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw);
+void fsC_argbuf_alloc(C *c, fsC_argbuf *b, size_t npos, size_t nkw); /* fsC_argbuf_init's arena case */
+static inline void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw) {
+  if (npos >= FEW_ARGS || nkw >= FEW_ARGS) { fsC_argbuf_alloc(c, b, npos, nkw); return; }
+  b->pos = b->few_pos + 1;
+  b->kwv = b->few_kwv;
+  b->kw = b->few_kw;
+  b->ps = b->few_ps;
+  b->ks = b->few_ks;
+}
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
 cv fsC_int(C *c, int64_t i);                /* an int living in the arena */
