@@ -1133,21 +1133,55 @@ static cv ns_value(C *c, const char *dotted) {
 
 /* ns.attr for a namespace value. Each dotted name is resolved once per
  * check (c->ns_vals): `nn.Linear` in every block of a long script would
- * otherwise cost a new string and a search of pynames.c's tables each time. */
+ * otherwise cost a new string and a search of pynames.c's tables each time.
+ * A namespace's text and a member's name find it again without the dotted
+ * string (c->ns_memo): building and hashing it at each use was 3% of a big
+ * check; the dotted name stays the key, so one name is one value however
+ * its namespace was reached. */
+typedef struct ns_memo { const char *ns, *attr; uint32_t hash, len; const cv *v; } ns_memo;
+
 static cv ns_attr(C *c, const cv *ns, const char *attr) {
-  size_t a = strlen(ns->p), b = strlen(attr);
+  size_t b = strlen(attr);
+  uint64_t p = (uint64_t)(uintptr_t)ns->p * 0x9E3779B97F4A7C15u;
+  uint32_t h = hash_mem(attr, b) ^ (uint32_t)(p >> 32);
+  size_t mask = c->capns_memo - 1, j = h & mask;
+  for (const ns_memo *m; c->capns_memo && (m = &c->ns_memo[j])->v; j = (j + 1) & mask)
+    if (m->hash == h && m->ns == ns->p && m->len == b && same_bytes(m->attr, attr, (uint32_t)b)) return *m->v;
+  size_t a = strlen(ns->p);
   char key[160], *s = a + b + 2 <= sizeof key ? key : fsC_alloc(c, a + b + 2);
   memcpy(s, ns->p, a);
   s[a] = '.';
   memcpy(s + a + 1, attr, b + 1);
   nkey k = key_mem(s, a + b + 1);
   uintptr_t *hit = map_slot(c, &c->ns_vals, &k, 0, NULL);
-  if (hit) return *(const cv *)*hit;
-  if (s == key) k.s = s = strcpy(fsC_alloc(c, a + b + 2), key);
-  cv *v = fsC_alloc(c, sizeof *v);
-  *v = ns_value(c, s);
-  int fresh = 0;
-  *map_slot(c, &c->ns_vals, &k, 1, &fresh) = (uintptr_t)v;
+  const cv *v = hit ? (const cv *)*hit : NULL;
+  if (!v) {
+    if (s == key) k.s = s = strcpy(fsC_alloc(c, a + b + 2), key);
+    cv *fresh_v = fsC_alloc(c, sizeof *fresh_v);
+    *fresh_v = ns_value(c, s);
+    int fresh = 0;
+    *map_slot(c, &c->ns_vals, &k, 1, &fresh) = (uintptr_t)fresh_v;
+    v = fresh_v;
+  }
+  if ((c->nns_memo + 1) * 2 > c->capns_memo) { /* rehash into twice the room */
+    size_t cap = c->capns_memo ? 2 * c->capns_memo : 64;
+    spend(c, cap * sizeof(ns_memo));
+    ns_memo *t = fsA_xrealloc(NULL, cap * sizeof *t);
+    memset(t, 0, cap * sizeof *t);
+    for (size_t i = 0; i < c->capns_memo; i++) {
+      if (!c->ns_memo[i].v) continue;
+      size_t at = c->ns_memo[i].hash & (cap - 1);
+      while (t[at].v) at = (at + 1) & (cap - 1);
+      t[at] = c->ns_memo[i];
+    }
+    free(c->ns_memo);
+    c->ns_memo = t;
+    c->capns_memo = cap;
+    for (j = h & (cap - 1); t[j].v; j = (j + 1) & (cap - 1)) {}
+  }
+  /* attr is the tree's text and ns->p the arena's or a static string: both outlive the table */
+  c->ns_memo[j] = (ns_memo){ns->p, attr, h, (uint32_t)b, v};
+  c->nns_memo++;
   return *v;
 }
 
@@ -2519,7 +2553,7 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   map_free(&c, &c.globals); map_free(&c, &c.seen); map_free(&c, &c.sigs); map_free(&c, &c.ns_vals);
   map_free(&c, &c.free_names);
   for (int i = 0; i < 8; i++) while (c.nspare[i]) free(c.spare[i][--c.nspare[i]]);
-  free(c.reason_ids); free(c.rows);
+  free(c.reason_ids); free(c.rows); free(c.ns_memo);
   free(c.define_used); free(c.defs); free(c.defidx); free(c.feats);
   return c.nerrors;
 }

@@ -165,6 +165,7 @@ typedef struct C {
   /* small maps of left frames, by capacity (16 << i), for the next frames (check.c's map_grow) */
   struct nm_ent *spare[8][8]; uint8_t nspare[8];
   name_map ns_vals;      /* dotted torch/lightning names -> cv * (arena): ns_attr's, cached */
+  struct ns_memo *ns_memo; size_t nns_memo, capns_memo; /* (namespace text, member name) -> ns_vals' cv */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   const struct cargs *issue_call; /* the Fabric call being validated, while it is: an
@@ -205,8 +206,9 @@ typedef struct cargs {
 
 /* What the checker learnt about one signatures.c row, asked once per check:
  * py_builtin 0 not asked, 1 not a Python builtin, 2 one (check.c); api 0 not
- * asked, 1 no model in api_core.c's builtin_rows, else 2 + its index there. */
-struct fsC_row { uint8_t py_builtin, api; };
+ * asked, 1 no model in api_core.c's builtin_rows, else 2 + its index there;
+ * layer 0 not asked, else which of shape.c's feature-size rules it follows. */
+struct fsC_row { uint8_t py_builtin, api, layer; };
 
 /* check.c */
 /* sig's facts, or NULL for a signature not in the table (a def's, made at its call). */
