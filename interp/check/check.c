@@ -348,6 +348,19 @@ static cobj cobj_join(const cobj *a, const cobj *b, uint32_t ra, uint32_t rb) {
 }
 
 
+/* A hash table's memory: malloc'd while small, from the arena (paid from the
+ * budget, freed with it) past TABLE_BIG bytes, where a big script's tables
+ * grow on huge pages instead of faulting in fresh small ones. */
+#define TABLE_BIG ((size_t)64 << 10)
+static void *table_alloc(C *c, size_t bytes) {
+  void *t = bytes < TABLE_BIG ? fsA_xrealloc(NULL, bytes) : fsC_alloc(c, bytes);
+  memset(t, 0, bytes);
+  return t;
+}
+static void table_free(void *t, size_t bytes) {
+  if (bytes < TABLE_BIG) free(t);
+}
+
 /* The reason for a branch's side: made once per branch, though a loop or a
  * def analyses the branch again and again (2^26 nested loop rounds once made
  * 2^27 reasons, a gigabyte). Found by its numbers in a table of their own:
@@ -362,10 +375,8 @@ static size_t reason_hash(fs_loc loc, int loop, int side) {
 
 static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
   if ((c->nreason_ids + 1) * 2 > c->capreason_ids) { /* id 0: an empty slot (0 is "no reason") */
-    size_t cap = c->capreason_ids ? 2 * c->capreason_ids : 64;
-    spend(c, cap * sizeof(reason_slot));
-    reason_slot *t = fsA_xrealloc(NULL, cap * sizeof *t);
-    memset(t, 0, cap * sizeof *t);
+    size_t cap = c->capreason_ids ? 2 * c->capreason_ids : 16;
+    reason_slot *t = table_alloc(c, cap * sizeof *t);
     for (size_t i = 0; i < c->capreason_ids; i++) {
       const reason_slot *r = &c->reason_ids[i];
       if (!r->id) continue;
@@ -373,7 +384,7 @@ static uint32_t new_reason(C *c, fs_loc loc, int loop, int side) {
       while (t[j].id) j = (j + 1) & (cap - 1);
       t[j] = *r;
     }
-    free(c->reason_ids);
+    table_free(c->reason_ids, c->capreason_ids * sizeof *t);
     c->reason_ids = t;
     c->capreason_ids = cap;
   }
@@ -558,7 +569,35 @@ void fsC_rebind(C *c, const char *name, cv v) {
 
 /* A region whose writes can be captured and undone. */
 typedef struct chg { uint8_t type; uint32_t idx; union { cv v; cobj o; } val; } chg;
-typedef struct chgset { chg *a; size_t n; uint32_t epoch; } chgset;
+typedef struct chgset { chg *a; size_t n, cap; uint32_t epoch; } chgset;
+
+/* A change array of room for at least n, a left one reused where one is big
+ * enough: every if and loop records two, and their malloc and free were 3%
+ * of a big check. */
+static chg *chg_take(C *c, size_t n, size_t *cap) {
+  for (int i = 0; i < c->nspare_chg; i++)
+    if (c->spare_chg_cap[i] >= n) {
+      chg *a = c->spare_chg[i];
+      *cap = c->spare_chg_cap[i];
+      c->nspare_chg--;
+      c->spare_chg[i] = c->spare_chg[c->nspare_chg];
+      c->spare_chg_cap[i] = c->spare_chg_cap[c->nspare_chg];
+      return a;
+    }
+  *cap = n < 16 ? 16 : n;
+  return fsA_xrealloc(NULL, *cap * sizeof(chg));
+}
+
+static void chg_give(C *c, chgset *s) {
+  if (!s->a) return;
+  if (c->nspare_chg < 8) {
+    c->spare_chg[c->nspare_chg] = s->a;
+    c->spare_chg_cap[c->nspare_chg++] = s->cap;
+  } else {
+    free(s->a);
+  }
+  s->a = NULL;
+}
 
 static size_t mark(C *c) { c->marks++; return c->ntrail; }
 
@@ -584,7 +623,9 @@ static void record(C *c, size_t m, chgset *out) {
   stamps(c);
   out->epoch = ++c->epoch;
   out->n = 0;
-  out->a = c->ntrail > m ? fsA_xrealloc(NULL, (c->ntrail - m) * sizeof *out->a) : NULL;
+  out->a = NULL;
+  out->cap = 0;
+  if (c->ntrail > m) out->a = chg_take(c, c->ntrail - m, &out->cap);
   for (size_t i = m; i < c->ntrail; i++) {
     trail_ent *t = &c->trail[i];
     uint32_t *st = t->type == TR_SLOT ? c->stamp_s : c->stamp_o;
@@ -650,8 +691,8 @@ static void join_paths(C *c, chgset *A, int deadA, chgset *B, int deadB, uint32_
       }
     }
   }
-  free(A->a);
-  free(B->a);
+  chg_give(c, A);
+  chg_give(c, B);
 }
 
 /* ---- diagnostics -------------------------------------------------------- */
@@ -692,8 +733,9 @@ fs_diag *fsC_report(C *c, fs_severity sev, const char *rule, fs_loc loc, const c
   va_start(ap, fmt);
   vsnprintf(msg, (size_t)(n < 0 ? 0 : n) + 1, fmt, ap);
   va_end(ap);
-  fs_diag *g = fsD_add(c->d, sev, rule, c->src, loc, "%s", msg);
-  free(msg);
+  fs_diag *g = fsD_add(c->d, sev, rule, c->src, loc, "%s", "");
+  free(g->message); /* the message made above, not formatted again through "%s" */
+  g->message = msg;
   if (!strcmp(rule, "R16")) c->launch_diag = c->d->n;
   if (g && state_rule(rule) && rank_restricted(c, c->rank_mask)) rank_note(c, g, c->rank_mask);
   if (sev == FS_SEV_ERROR) c->nerrors++;
@@ -1164,17 +1206,15 @@ static cv ns_attr(C *c, const cv *ns, const char *attr) {
     v = fresh_v;
   }
   if ((c->nns_memo + 1) * 2 > c->capns_memo) { /* rehash into twice the room */
-    size_t cap = c->capns_memo ? 2 * c->capns_memo : 64;
-    spend(c, cap * sizeof(ns_memo));
-    ns_memo *t = fsA_xrealloc(NULL, cap * sizeof *t);
-    memset(t, 0, cap * sizeof *t);
+    size_t cap = c->capns_memo ? 2 * c->capns_memo : 16;
+    ns_memo *t = table_alloc(c, cap * sizeof *t);
     for (size_t i = 0; i < c->capns_memo; i++) {
       if (!c->ns_memo[i].v) continue;
       size_t at = c->ns_memo[i].hash & (cap - 1);
       while (t[at].v) at = (at + 1) & (cap - 1);
       t[at] = c->ns_memo[i];
     }
-    free(c->ns_memo);
+    table_free(c->ns_memo, c->capns_memo * sizeof *t);
     c->ns_memo = t;
     c->capns_memo = cap;
     for (j = h & (cap - 1); t[j].v; j = (j + 1) & (cap - 1)) {}
@@ -2077,7 +2117,7 @@ static void loop_rounds(C *c, const fs_node *target, cv item, const fs_node *bod
   }
   capture(c, m, &B);
   uint32_t ra = new_reason(c, head, 1, 1), rb = new_reason(c, head, 1, 2);
-  unsigned char *from_a = fsA_xrealloc(NULL, B.n + 1);
+  unsigned char few[256], *from_a = B.n < sizeof few ? few : fsA_xrealloc(NULL, B.n + 1);
   memset(from_a, 0, B.n + 1);
   for (size_t i = 0; i < A.n; i++) {
     const chg *x = &A.a[i];
@@ -2094,16 +2134,16 @@ static void loop_rounds(C *c, const fs_node *target, cv item, const fs_node *bod
     if (y->type == TR_SLOT) y->val.v = widen(c, &c->slots[y->idx], &y->val.v, ra);
     else y->val.o = cobj_join(&c->objs[y->idx], &y->val.o, ra, ra);
   }
-  free(from_a);
-  free(A.a);
+  if (from_a != few) free(from_a);
+  chg_give(c, &A);
   if (may_skip) {
-    chgset skip = {NULL, 0, ++c->epoch};
+    chgset skip = {NULL, 0, 0, ++c->epoch};
     join_paths(c, &B, 0, &skip, 0, ra, rb);
     return;
   }
   c->marks--;
   for (size_t i = 0; i < B.n; i++) write_chg(c, &B.a[i]);
-  free(B.a);
+  chg_give(c, &B);
 }
 
 static void st_for(C *c, const fs_node *s) {
@@ -2553,7 +2593,10 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   map_free(&c, &c.globals); map_free(&c, &c.seen); map_free(&c, &c.sigs); map_free(&c, &c.ns_vals);
   map_free(&c, &c.free_names);
   for (int i = 0; i < 8; i++) while (c.nspare[i]) free(c.spare[i][--c.nspare[i]]);
-  free(c.reason_ids); free(c.rows); free(c.ns_memo);
+  while (c.nspare_chg) free(c.spare_chg[--c.nspare_chg]);
+  free(c.rows);
+  table_free(c.reason_ids, c.capreason_ids * sizeof *c.reason_ids);
+  table_free(c.ns_memo, c.capns_memo * sizeof *c.ns_memo);
   free(c.define_used); free(c.defs); free(c.defidx); free(c.feats);
   return c.nerrors;
 }

@@ -164,6 +164,8 @@ typedef struct C {
   struct fsC_row *rows;  /* per signatures.c row, what the checker asked about it (fsC_row) */
   /* small maps of left frames, by capacity (16 << i), for the next frames (check.c's map_grow) */
   struct nm_ent *spare[8][8]; uint8_t nspare[8];
+  /* change arrays of finished ifs and loops, for the next (check.c's chg_take) */
+  struct chg *spare_chg[8]; size_t spare_chg_cap[8]; int nspare_chg;
   name_map ns_vals;      /* dotted torch/lightning names -> cv * (arena): ns_attr's, cached */
   struct ns_memo *ns_memo; size_t nns_memo, capns_memo; /* (namespace text, member name) -> ns_vals' cv */
   const fs_node *stmt;  /* the statement being analysed */
