@@ -463,7 +463,7 @@ static uint64_t read32(const char *p) { uint32_t w; memcpy(&w, p, 4); return w; 
  * changed which name some suggestions gave. */
 static inline __attribute__((always_inline)) uint32_t hash_mem(const char *s, size_t n) {
   uint32_t h = 2166136261u;
-  for (const char *end = s + n; s < end; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  for (; n; s++, n--) h = (h ^ (unsigned char)*s) * 16777619u;
   return h;
 }
 
@@ -1543,14 +1543,12 @@ static void list_mutated(C *c, const fs_node *callee, const cv *recv, const char
 }
 
 struct fsC_row *fsC_row(C *c, const fsSig *sig) {
-  size_t n;
-  const fsSig *all = fsSig_all(&n);
-  if (sig < all || sig >= all + n) return NULL;
   if (!c->rows) {
-    c->rows = fsA_xrealloc(NULL, n * sizeof *c->rows);
-    memset(c->rows, 0, n * sizeof *c->rows);
+    c->sig_rows = fsSig_all(&c->nsig_rows);
+    c->rows = fsA_xrealloc(NULL, c->nsig_rows * sizeof *c->rows);
+    memset(c->rows, 0, c->nsig_rows * sizeof *c->rows);
   }
-  return &c->rows[sig - all];
+  return sig >= c->sig_rows && sig < c->sig_rows + c->nsig_rows ? &c->rows[sig - c->sig_rows] : NULL;
 }
 
 /* Whether a row is also one of Python's own builtins: asked once per row. */

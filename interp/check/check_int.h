@@ -162,6 +162,7 @@ typedef struct C {
                            reason (check.c's new_reason): one per branch, however often analysed */
   name_map free_names;   /* a name no scope binds -> what it is (check.c's free_name), cached */
   struct fsC_row *rows;  /* per signatures.c row, what the checker asked about it (fsC_row) */
+  const fsSig *sig_rows; size_t nsig_rows; /* the table those rows are of (fsSig_all) */
   /* small maps of left frames, by capacity (16 << i), for the next frames (check.c's map_grow) */
   struct nm_ent *spare[8][8]; uint8_t nspare[8];
   /* change arrays of finished ifs and loops, for the next (check.c's chg_take) */
