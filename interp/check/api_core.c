@@ -182,11 +182,23 @@ static const fsC_reg builtin_rows[] = {
   {"suggested_max_num_workers", api_max_workers},
   {NULL, NULL},
 };
+_Static_assert(sizeof builtin_rows / sizeof *builtin_rows <= 250, "fsC_row.api holds 2 + an index");
+
+/* The builtin_rows index of a call's row, -1 for none: found once per row
+ * and check (a scan of the table at each call cost 1.5% of a big check). */
+static int builtin_row(C *c, const fsSig *sig) {
+  struct fsC_row *known = fsC_row(c, sig);
+  if (known && known->api) return known->api - 2;
+  int at = 0;
+  while (builtin_rows[at].name && strcmp(builtin_rows[at].name, sig->name)) at++;
+  at = builtin_rows[at].name ? at : -1;
+  if (known) known->api = (uint8_t)(at + 2);
+  return at;
+}
 
 int fsC_api_builtin(C *c, const cargs *a, cv *out) {
-  const char *name = a->sig->name;
-  for (const fsC_reg *r = builtin_rows; r->name; r++) /* the first byte first: a strcmp a row cost 1% of a big check */
-    if (r->name[0] == name[0] && !strcmp(r->name, name)) return r->fn(c, a, out);
+  int row = builtin_row(c, a->sig);
+  if (row >= 0) return builtin_rows[row].fn(c, a, out);
   if (a->sig->kind == FSSIG_CLASS && !strcmp(a->sig->returns, "Dataset")) {
     *out = fsC_obj(fsC_new_obj(c, OB_DATASET, a->call->loc));
     return 1;

@@ -158,8 +158,17 @@ typedef struct C {
   uint32_t *defidx; size_t capdefidx; /* def node -> 1 + index in defs (check.c's def_slot) */
   struct fsC_feat *feats; size_t capfeats; /* layer objects' feature sizes, by object id (shape.c) */
   name_map sigs;         /* signature lookups ("Type.member", ".name"), cached */
-  name_map reason_ids;   /* "start:end:loop:side" -> its reason: one per branch, however often analysed */
+  struct reason_slot *reason_ids; size_t nreason_ids, capreason_ids; /* (start, end, loop, side) -> its
+                           reason (check.c's new_reason): one per branch, however often analysed */
+  name_map free_names;   /* a name no scope binds -> what it is (check.c's free_name), cached */
+  struct fsC_row *rows;  /* per signatures.c row, what the checker asked about it (fsC_row) */
+  const fsSig *sig_rows; size_t nsig_rows; /* the table those rows are of (fsSig_all) */
+  /* small maps of left frames, by capacity (16 << i), for the next frames (check.c's map_grow) */
+  struct nm_ent *spare[8][8]; uint8_t nspare[8];
+  /* change arrays of finished ifs and loops, for the next (check.c's chg_take) */
+  struct chg *spare_chg[8]; size_t spare_chg_cap[8]; int nspare_chg;
   name_map ns_vals;      /* dotted torch/lightning names -> cv * (arena): ns_attr's, cached */
+  struct ns_memo *ns_memo; size_t nns_memo, capns_memo; /* (namespace text, member name) -> ns_vals' cv */
   const fs_node *stmt;  /* the statement being analysed */
   int uncalled;         /* analysing a def no path calls: only its own errors count */
   const struct cargs *issue_call; /* the Fabric call being validated, while it is: an
@@ -198,7 +207,15 @@ typedef struct cargs {
   const int *pos_slot, *kw_slot;
 } cargs;
 
+/* What the checker learnt about one signatures.c row, asked once per check:
+ * py_builtin 0 not asked, 1 not a Python builtin, 2 one (check.c); api 0 not
+ * asked, 1 no model in api_core.c's builtin_rows, else 2 + its index there;
+ * layer 0 not asked, else which of shape.c's feature-size rules it follows. */
+struct fsC_row { uint8_t py_builtin, api, layer; };
+
 /* check.c */
+/* sig's facts, or NULL for a signature not in the table (a def's, made at its call). */
+struct fsC_row *fsC_row(C *c, const fsSig *sig);
 void *fsC_alloc(C *c, size_t n);            /* arena memory, freed with the checker (budgeted) */
 /* A call's argument arrays and binding slots: on the stack for the usual
  * few, in the arena past that (a big script's calls would otherwise leave
@@ -211,7 +228,15 @@ typedef struct fsC_argbuf {
   int few_ps[FEW_ARGS], few_ks[FEW_ARGS];
   cv *pos, *kwv; const char **kw; int *ps, *ks;
 } fsC_argbuf;
-void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw);
+void fsC_argbuf_alloc(C *c, fsC_argbuf *b, size_t npos, size_t nkw); /* fsC_argbuf_init's arena case */
+static inline void fsC_argbuf_init(C *c, fsC_argbuf *b, size_t npos, size_t nkw) {
+  if (npos >= FEW_ARGS || nkw >= FEW_ARGS) { fsC_argbuf_alloc(c, b, npos, nkw); return; }
+  b->pos = b->few_pos + 1;
+  b->kwv = b->few_kwv;
+  b->kw = b->few_kw;
+  b->ps = b->few_ps;
+  b->ks = b->few_ks;
+}
 char *fsC_text(C *c, fs_loc loc);           /* the source text of loc (arena) */
 cv fsC_const(C *c, fs_value *v);            /* takes v */
 cv fsC_int(C *c, int64_t i);                /* an int living in the arena */

@@ -48,18 +48,34 @@ static int keeps_features(const char *n);
 
 /* The sizes a layer of row sig takes and gives with these arguments: *in -1
  * when any, *out FEAT_SAME when its input's, -1 when not known. */
-static void layer_io(const fsSig *sig, const cv *pos, size_t npos, const char *const *kw, const cv *kwv,
+/* Which of layer_io's rules a row follows: found by its name once per row
+ * and check (fsC_row), not by a strcmp chain at each of a script's layers. */
+enum { LAYER_LINEAR = 1, LAYER_EMBEDDING, LAYER_DIM, LAYER_NORM, LAYER_KEEPS, LAYER_OTHER };
+
+static uint8_t layer_rule(C *c, const fsSig *sig) {
+  struct fsC_row *known = fsC_row(c, sig);
+  if (known && known->layer) return known->layer;
+  const char *n = sig->name;
+  uint8_t rule = !strcmp(n, "Linear") ? LAYER_LINEAR : !strcmp(n, "Embedding") ? LAYER_EMBEDDING
+               : !strcmp(n, "PositionalEmbedding") || !strcmp(n, "CausalSelfAttention") ? LAYER_DIM
+               : !strcmp(n, "LayerNorm") ? LAYER_NORM : keeps_features(n) ? LAYER_KEEPS : LAYER_OTHER;
+  if (known) known->layer = rule;
+  return rule;
+}
+
+static void layer_io(C *c, const fsSig *sig, const cv *pos, size_t npos, const char *const *kw, const cv *kwv,
                      size_t nkw, int64_t *in, int64_t *out) {
 #define ARG(name) int_of(layer_arg(sig, name, pos, npos, kw, kwv, nkw))
-  const char *n = sig->name;
   *in = -1;
   *out = FEAT_SAME;
-  if (!strcmp(n, "Linear")) { *in = ARG("in_features"); *out = ARG("out_features"); }
-  else if (!strcmp(n, "Embedding")) *out = ARG("embedding_dim");
-  else if (!strcmp(n, "PositionalEmbedding")) *in = *out = ARG("dim");
-  else if (!strcmp(n, "LayerNorm")) *in = *out = ARG("normalized_shape");
-  else if (!strcmp(n, "CausalSelfAttention")) *in = *out = ARG("dim");
-  else if (!keeps_features(n)) *out = -1;
+  switch (layer_rule(c, sig)) {
+  case LAYER_LINEAR: *in = ARG("in_features"); *out = ARG("out_features"); break;
+  case LAYER_EMBEDDING: *out = ARG("embedding_dim"); break;
+  case LAYER_DIM: *in = *out = ARG("dim"); break;
+  case LAYER_NORM: *in = *out = ARG("normalized_shape"); break;
+  case LAYER_KEEPS: break;
+  default: *out = -1; break;
+  }
 #undef ARG
 }
 
@@ -118,7 +134,7 @@ static int64_t layer_dim(C *c, const fs_node *call, int64_t d, prev *p) {
   }
   const char *n = sig->name;
   int64_t in, out;
-  layer_io(sig, pos, npos, kw, kwv, nkw, &in, &out);
+  layer_io(c, sig, pos, npos, kw, kwv, nkw, &in, &out);
   if (out == FEAT_SAME) out = d;
   if (!strcmp(n, "CausalSelfAttention")) {
     int64_t heads = int_of(layer_arg(sig, "heads", pos, npos, kw, kwv, nkw));
@@ -222,7 +238,7 @@ cv fsC_new_layer(C *c, const fsSig *sig, const fs_node *call, const cv *pos, siz
                  const char *const *kw, const cv *kwv, size_t nkw) {
   cv m = fsC_new_model(c, sig->name, call->loc);
   int64_t in, out;
-  layer_io(sig, pos, npos, kw, kwv, nkw, &in, &out);
+  layer_io(c, sig, pos, npos, kw, kwv, nkw, &in, &out);
   set_feat(c, m.id, in, out, call->loc);
   return m;
 }
