@@ -48,6 +48,9 @@ typedef struct fs_lexer {
   int start_token;      /* first token handed to the parser (mode selector) */
   int nerrors;
   fs_loc last_error;    /* the parser does not repeat what the scanner said */
+  void *field_scanner;  /* yyscan_t the f-string fields parsed under this parse share
+                         * (fsP_parse_expr): a scanner made and freed per field cost
+                         * four times its parse; freed when this parse ends */
 } fs_lexer;
 
 typedef struct fs_parser {
@@ -68,10 +71,9 @@ typedef struct fs_parser {
 /* Parse a whole file; always returns a tree (possibly with FS_N_ERROR nodes).
  * Syntax errors go to diags; *nerrors counts them. */
 fs_node *fsP_parse(const fs_source *src, fs_diags *diags, int *nerrors);
-/* Parse the expression in src->text[start, end) (f-string fields) into the
- * enclosing tree's arena. */
-fs_node *fsP_parse_expr(fs_arena *arena, const fs_source *src, uint32_t start, uint32_t end,
-                        fs_diags *diags, int *nerrors);
+/* Parse the expression in src->text[start, end) of the parse P (an
+ * f-string's field) into P's tree's arena; its errors go to P's diags. */
+fs_node *fsP_parse_expr(fs_parser *P, uint32_t start, uint32_t end, int *nerrors);
 
 /* f-strings (PEP 701: a replacement field may hold any expression, quotes
  * of the enclosing string included). Given the offset just past '{' that

@@ -1433,7 +1433,7 @@ static void fstring_body(fs_parser *P, fs_node *out, uint32_t start, uint32_t en
     if (nlit) { fsA_push(P->lex.arena, out, str_piece(P, lit, nlit, (fs_loc){lit_start, i})); nlit = 0; }
     fs_node *field = fsA_new(P->lex.arena, FS_N_FMT, (fs_loc){i, j + 1});
     int errs = 0;
-    fs_node *e = fsP_parse_expr(P->lex.arena, src, i + 1, expr_end, P->lex.diags, &errs);
+    fs_node *e = fsP_parse_expr(P, i + 1, expr_end, &errs);
     P->nerrors += errs;
     fsA_push(P->lex.arena, field, e);
     if (k < j && t[k] == '!') {
