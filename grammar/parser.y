@@ -1300,7 +1300,13 @@ static fs_node *name_node(fs_parser *P, fs_node *name, fs_node_kind k, fs_loc lo
   name->name_loc = name->loc;
   name->kind = (uint8_t)k;
   name->loc = loc;
-  fsA_push(P->lex.arena, name, kid);
+  /* a NAME token has no kids yet: its array of one is made here, not by
+   * fsA_push's growth (a call to fsA_reserve per attribute) */
+  name->kids = fsA_alloc(P->lex.arena, sizeof *name->kids);
+  name->kids[0] = kid;
+  name->kids_cap = 1;
+  name->nkids = 1;
+  if (kid) name->depth = kid->depth + 1;
   if (name->depth > FS_MAX_DEPTH) too_deep(P, loc);
   return name;
 }
