@@ -1,5 +1,5 @@
 /* lex.h -- state shared by the flex scanner (lexer.l) and the bison parser
- * (parser.y). The scanner returns raw tokens; fsL_lex turns them into the
+ * (parser.y). The scanner returns raw tokens; fsL_lex (lex_hot.h) turns them into the
  * parser's stream: NEWLINE at the end of each logical line, INDENT/DEDENT from
  * the indentation stack (tabs as Python counts them), soft keywords (match,
  * case, type, model, repeat, residual) and the bracket stack that gives
@@ -18,6 +18,8 @@ typedef struct fs_lexer {
   fs_arena *arena;      /* where the tree's nodes and strings go */
   fs_diags *diags;
   void *scanner;        /* yyscan_t */
+  char **flex_next;     /* the scanner's scan position and the byte held back there: */
+  char *flex_held;      /* fast_lex (lex_hot.h) takes the common tokens from flex's buffer */
   uint32_t pos;         /* offset in src->text of the next token */
   uint32_t read;        /* offset of the next byte flex reads (YY_INPUT) */
   int expr_mode;        /* an f-string field: no lines, no indentation */

@@ -6,13 +6,12 @@
  * %expect 0 holds for every other state.
  * What an LALR(1) grammar cannot decide (assignment targets, parameter and
  * argument order, starred expressions) is parsed broadly and checked in the
- * actions, with CPython's words; tokens come from fsL_lex (lexer.l). */
+ * actions, with CPython's words; tokens come from fsL_lex (lex_hot.h, lexer.l). */
 %code requires {
 #include "lex.h"
 }
 
 %code provides {
-int fsL_lex(FSP_YYSTYPE *lval, fs_loc *lloc, fs_parser *P);
 void fsP_error(fs_loc *loc, fs_parser *P, const char *msg);
 void fsP_flush_held(fs_parser *P);
 }
@@ -22,6 +21,8 @@ void fsP_flush_held(fs_parser *P);
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lex_hot.h" /* fsL_lex, inlined into the parser's loop */
 
 /* Runs at every reduction: one end for an empty rule and any other (its
  * last symbol's end; an empty rule's is the symbol before it), and no
