@@ -28,8 +28,18 @@ typedef struct fs_lexer {
   int at_line_start;    /* next real token starts a logical line */
   int line_tokens;      /* tokens emitted on this logical line */
   int first_is_name;    /* the line so far is `NAME =` (for `h = repeat n:`) */
-  int pending_dedents;
-  int pending_token;    /* raw token held back behind INDENT/DEDENT, or 0 */
+  /* What makes the next token a held or skipped one, in one word that
+   * fsL_lex tests at once (most tokens have none of them): */
+  union {
+    struct {
+      uint16_t start_token;     /* first token handed to the parser (mode selector) */
+      uint16_t pending_dedents;
+      uint16_t pending_token;   /* raw token held back behind INDENT/DEDENT, or 0 */
+      uint16_t skip_group;      /* 1 + the bracket depth to skip back to: the token an error
+                                 * was found at opened a group, which recovery takes as one token */
+    };
+    uint64_t held;
+  };
   fs_node *pending_node;
   fs_loc pending_loc;
   int indent[FS_MAX_INDENT_LEVELS];
@@ -41,13 +51,10 @@ typedef struct fs_lexer {
   uint32_t line_first;  /* offset of the first token of the current logical line */
   uint32_t bracket_at[FS_MAX_BRACKETS]; /* offsets of the open brackets, innermost last */
   int nbrackets;
-  int skip_group;       /* 1 + the bracket depth to skip back to: the token an error was
-                         * found at opened a group, which recovery takes as one token */
   unsigned char match_body[FS_MAX_INDENT_LEVELS]; /* the block is a match statement's body */
   int line_match;       /* the current logical line starts with `match` */
   int last_line_match;  /* ... the previous one did */
   int eof_done;
-  int start_token;      /* first token handed to the parser (mode selector) */
   int nerrors;
   fs_loc last_error;    /* the parser does not repeat what the scanner said */
   void *field_scanner;  /* yyscan_t the f-string fields parsed under this parse share

@@ -220,7 +220,7 @@ static inline __attribute__((always_inline)) int fast_lex(fs_lexer *L, FSP_YYSTY
  * the parser's error recovery may start: fsP_error). */
 static inline __attribute__((always_inline)) int fsL_lex(FSP_YYSTYPE *lval, fs_loc *lloc, fs_parser *P) {
   fs_lexer *L = &P->lex;
-  if (L->start_token | L->pending_dedents | L->pending_token | L->skip_group) return fsL_lex_rest(P, lval, lloc, -1);
+  if (L->held) return fsL_lex_rest(P, lval, lloc, -1);
   for (;;) {
     int t = fast_lex(L, lval, lloc);
     if (t == RAW_NEWLINE) {
