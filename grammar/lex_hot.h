@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) int emit_in_line(fs_lexer *L, int t
     L->line_first = loc.start;
     L->line_match = tok == MATCH;
   } else if (L->first_is_name) {
-    L->first_is_name = L->first_is_name == 1 && tok == '=' ? 2 : 0;
+    L->first_is_name = L->first_is_name == 1 && tok == ASSIGN ? 2 : 0;
   }
   L->line_tokens++;
   return tok;
@@ -109,7 +109,7 @@ static inline __attribute__((always_inline)) int emit(fs_lexer *L, int tok, fs_l
 /* Opening and closing brackets; a mistake (too many, one unmatched or
  * closed by the wrong one) goes to fsL_bracket_mistake for CPython's words. */
 static inline __attribute__((always_inline)) int bracket(fs_lexer *L, int t, fs_loc loc) {
-  if (t == '(' || t == '[' || t == '{' || t == WITH_LPAREN) {
+  if (t == LPAREN || t == LBRACKET || t == LBRACE || t == WITH_LPAREN) {
     L->depth++;
     if (L->nbrackets == FS_MAX_BRACKETS) return fsL_bracket_mistake(L, t, loc);
     L->bracket_at[L->nbrackets++] = loc.start;
@@ -118,7 +118,7 @@ static inline __attribute__((always_inline)) int bracket(fs_lexer *L, int t, fs_
   if (L->depth > 0) L->depth--;
   if (L->nbrackets == 0) return fsL_bracket_mistake(L, t, loc);
   char open = L->src->text[L->bracket_at[L->nbrackets - 1]];
-  if ((open == '(' ? ')' : open == '[' ? ']' : '}') != t) return fsL_bracket_mistake(L, t, loc);
+  if ((open == '(' ? RPAREN : open == '[' ? RBRACKET : RBRACE) != t) return fsL_bracket_mistake(L, t, loc);
   L->nbrackets--;
   return t;
 }
@@ -140,6 +140,14 @@ static const unsigned char char_class[256] = {
   ['+'] = CH_OP, ['-'] = CH_OP, ['*'] = CH_OP, ['/'] = CH_OP, ['%'] = CH_OP, ['<'] = CH_OP,
   ['>'] = CH_OP, ['='] = CH_OP, [':'] = CH_OP, ['.'] = CH_OP, ['@'] = CH_OP, ['&'] = CH_OP,
   ['|'] = CH_OP, ['^'] = CH_OP, ['\n'] = CH_NEWLINE,
+};
+/* The token of each one-byte operator and bracket (api.token.raw in
+ * parser.y: no character is its own token number). */
+static const unsigned short char_token[256] = {
+  [';'] = SEMI, [','] = COMMA, ['='] = ASSIGN, [':'] = COLON, ['.'] = DOT, ['*'] = STAR,
+  ['('] = LPAREN, [')'] = RPAREN, ['@'] = AT, ['['] = LBRACKET, [']'] = RBRACKET, ['/'] = SLASH,
+  ['|'] = VBAR, ['{'] = LBRACE, ['}'] = RBRACE, ['+'] = PLUS, ['-'] = MINUS, ['<'] = LESS,
+  ['>'] = GREATER, ['^'] = CIRCUMFLEX, ['&'] = AMPER, ['%'] = PERCENT, ['~'] = TILDE,
 };
 /* The bytes after an operator that may continue it ("**=", "->", "..."),
  * and the NUL that may be the end of flex's buffer. */
@@ -189,11 +197,11 @@ static inline __attribute__((always_inline)) int fast_lex(fs_lexer *L, FSP_YYSTY
     t = INT;
     break;
   case CH_SINGLE:
-    t = c;
+    t = char_token[c];
     break;
   case CH_OP:
     if (op_continues[*q] || (c == '.' && char_class[*q] == CH_DIGIT)) return -1;
-    t = c;
+    t = char_token[c];
     break;
   case CH_NEWLINE:
     t = RAW_NEWLINE;
@@ -229,8 +237,8 @@ static inline __attribute__((always_inline)) int fsL_lex(FSP_YYSTYPE *lval, fs_l
     }
     if (t < 0 || L->at_line_start || (t == NAME && may_be_soft_keyword(L, lval->NAME)))
       return fsL_lex_rest(P, lval, lloc, t);
-    if (t == '(' || t == '[' || t == '{' || t == ')' || t == ']' || t == '}') {
-      if (P->recovering || (t == '(' && L->last_tok == WITH)) return fsL_lex_rest(P, lval, lloc, t);
+    if (t == LPAREN || t == LBRACKET || t == LBRACE || t == RPAREN || t == RBRACKET || t == RBRACE) {
+      if (P->recovering || (t == LPAREN && L->last_tok == WITH)) return fsL_lex_rest(P, lval, lloc, t);
       t = bracket(L, t, *lloc);
     }
     return emit_in_line(L, t, *lloc);
