@@ -11,6 +11,7 @@
 #ifndef FS_LEX_HOT_H
 #define FS_LEX_HOT_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "parser.h"
@@ -53,13 +54,38 @@ static inline __attribute__((always_inline)) int keyword(const char *s, size_t n
 }
 
 /* An ASCII identifier: a keyword's token, else a NAME with its text. */
+/* Copies s[0, n), n >= 1, to d: a name is short, and memcpy's call cost
+ * more than the copy. Two fixed-size copies that may overlap read nothing
+ * outside s[0, n). */
+static inline __attribute__((always_inline)) void copy_short(char *d, const char *s, size_t n) {
+  if (n >= 8 && n <= 16) {
+    uint64_t a, b;
+    memcpy(&a, s, 8);
+    memcpy(&b, s + n - 8, 8);
+    memcpy(d, &a, 8);
+    memcpy(d + n - 8, &b, 8);
+  } else if (n >= 4 && n < 8) {
+    uint32_t a, b;
+    memcpy(&a, s, 4);
+    memcpy(&b, s + n - 4, 4);
+    memcpy(d, &a, 4);
+    memcpy(d + n - 4, &b, 4);
+  } else if (n < 4) {
+    d[0] = s[0];
+    d[n / 2] = s[n / 2];
+    d[n - 1] = s[n - 1];
+  } else {
+    memcpy(d, s, n);
+  }
+}
+
 static inline __attribute__((always_inline)) int name_or_keyword(fs_lexer *L, const char *text, size_t len, fs_loc loc, fs_node **out) {
   int k = keyword(text, len);
   if (k) return k;
   /* the node and its text in one allocation: a name is a third of the tokens */
   fs_node *n = fsA_alloc(L->arena, sizeof *n + len + 1);
   *n = (fs_node){.kind = FS_N_NAME, .loc = loc, .depth = 1, .str = (char *)(n + 1), .slen = (uint32_t)len};
-  memcpy(n->str, text, len);
+  copy_short(n->str, text, len);
   n->str[len] = '\0';
   *out = n;
   return NAME;
@@ -184,29 +210,26 @@ static inline __attribute__((always_inline)) int fast_lex(fs_lexer *L, FSP_YYSTY
     *L->flex_next = p;
     *L->flex_held = (char)c;
   }
+  /* tests in the order of the tokens' frequency (names, then operators
+   * and brackets): a jump table cost every token its indirect branch */
   int t;
-  switch (char_class[c]) {
-  case CH_NAME:
+  unsigned cls = char_class[c];
+  if (cls == CH_NAME) {
     while (char_class[*q] == CH_NAME || char_class[*q] == CH_DIGIT) q++;
     if (*q >= 0x80 || *q == '\'' || *q == '"' || *q == '\0') return -1;
     t = NAME;
-    break;
-  case CH_DIGIT:
+  } else if (cls == CH_SINGLE) {
+    t = char_token[c];
+  } else if (cls == CH_OP) {
+    if (op_continues[*q] || (c == '.' && char_class[*q] == CH_DIGIT)) return -1;
+    t = char_token[c];
+  } else if (cls == CH_NEWLINE) {
+    t = RAW_NEWLINE;
+  } else if (cls == CH_DIGIT) {
     while (char_class[*q] == CH_DIGIT) q++;
     if (char_class[*q] == CH_NAME || *q == '.' || *q >= 0x80 || *q == '\0') return -1;
     t = INT;
-    break;
-  case CH_SINGLE:
-    t = char_token[c];
-    break;
-  case CH_OP:
-    if (op_continues[*q] || (c == '.' && char_class[*q] == CH_DIGIT)) return -1;
-    t = char_token[c];
-    break;
-  case CH_NEWLINE:
-    t = RAW_NEWLINE;
-    break;
-  default:
+  } else {
     return -1;
   }
   const char *text = p;
