@@ -131,7 +131,8 @@ static ptrdiff_t token_name(char *out, const char *name) {
 %token MATMULEQ "@=" ANDEQ "&=" OREQ "|=" XOREQ "^=" LSHIFTEQ "<<=" RSHIFTEQ ">>="
 %token LEXERROR "invalid token"
 
-/* The character tokens in the order "expecting ..." messages list them. */
+/* The one-byte tokens, spelt as character literals were, in the order
+ * "expecting ..." messages list them (api.token.raw: see token_name). */
 %token SEMI "';'" COMMA "','" ASSIGN "'='" COLON "':'" DOT "'.'" STAR "'*'" LPAREN "'('" RPAREN "')'"
 %token AT "'@'" LBRACKET "'['" RBRACKET "']'" SLASH "'/'" VBAR "'|'" LBRACE "'{'" RBRACE "'}'" PLUS "'+'"
 %token MINUS "'-'" LESS "'<'" GREATER "'>'" CIRCUMFLEX "'^'" AMPER "'&'" PERCENT "'%'" TILDE "'~'"
