@@ -1,5 +1,5 @@
 /* lex.h -- state shared by the flex scanner (lexer.l) and the bison parser
- * (parser.y). The scanner returns raw tokens; fsL_lex turns them into the
+ * (parser.y). The scanner returns raw tokens; fsL_lex (lex_hot.h) turns them into the
  * parser's stream: NEWLINE at the end of each logical line, INDENT/DEDENT from
  * the indentation stack (tabs as Python counts them), soft keywords (match,
  * case, type, model, repeat, residual) and the bracket stack that gives
@@ -18,6 +18,8 @@ typedef struct fs_lexer {
   fs_arena *arena;      /* where the tree's nodes and strings go */
   fs_diags *diags;
   void *scanner;        /* yyscan_t */
+  char **flex_next;     /* the scanner's scan position and the byte held back there: */
+  char *flex_held;      /* fast_lex (lex_hot.h) takes the common tokens from flex's buffer */
   uint32_t pos;         /* offset in src->text of the next token */
   uint32_t read;        /* offset of the next byte flex reads (YY_INPUT) */
   int expr_mode;        /* an f-string field: no lines, no indentation */
@@ -26,8 +28,18 @@ typedef struct fs_lexer {
   int at_line_start;    /* next real token starts a logical line */
   int line_tokens;      /* tokens emitted on this logical line */
   int first_is_name;    /* the line so far is `NAME =` (for `h = repeat n:`) */
-  int pending_dedents;
-  int pending_token;    /* raw token held back behind INDENT/DEDENT, or 0 */
+  /* What makes the next token a held or skipped one, in one word that
+   * fsL_lex tests at once (most tokens have none of them): */
+  union {
+    struct {
+      uint16_t start_token;     /* first token handed to the parser (mode selector) */
+      uint16_t pending_dedents;
+      uint16_t pending_token;   /* raw token held back behind INDENT/DEDENT, or 0 */
+      uint16_t skip_group;      /* 1 + the bracket depth to skip back to: the token an error
+                                 * was found at opened a group, which recovery takes as one token */
+    };
+    uint64_t held;
+  };
   fs_node *pending_node;
   fs_loc pending_loc;
   int indent[FS_MAX_INDENT_LEVELS];
@@ -39,15 +51,15 @@ typedef struct fs_lexer {
   uint32_t line_first;  /* offset of the first token of the current logical line */
   uint32_t bracket_at[FS_MAX_BRACKETS]; /* offsets of the open brackets, innermost last */
   int nbrackets;
-  int skip_group;       /* 1 + the bracket depth to skip back to: the token an error was
-                         * found at opened a group, which recovery takes as one token */
   unsigned char match_body[FS_MAX_INDENT_LEVELS]; /* the block is a match statement's body */
   int line_match;       /* the current logical line starts with `match` */
   int last_line_match;  /* ... the previous one did */
   int eof_done;
-  int start_token;      /* first token handed to the parser (mode selector) */
   int nerrors;
   fs_loc last_error;    /* the parser does not repeat what the scanner said */
+  void *field_scanner;  /* yyscan_t the f-string fields parsed under this parse share
+                         * (fsP_parse_expr): a scanner made and freed per field cost
+                         * four times its parse; freed when this parse ends */
 } fs_lexer;
 
 typedef struct fs_parser {
@@ -68,10 +80,9 @@ typedef struct fs_parser {
 /* Parse a whole file; always returns a tree (possibly with FS_N_ERROR nodes).
  * Syntax errors go to diags; *nerrors counts them. */
 fs_node *fsP_parse(const fs_source *src, fs_diags *diags, int *nerrors);
-/* Parse the expression in src->text[start, end) (f-string fields) into the
- * enclosing tree's arena. */
-fs_node *fsP_parse_expr(fs_arena *arena, const fs_source *src, uint32_t start, uint32_t end,
-                        fs_diags *diags, int *nerrors);
+/* Parse the expression in src->text[start, end) of the parse P (an
+ * f-string's field) into P's tree's arena; its errors go to P's diags. */
+fs_node *fsP_parse_expr(fs_parser *P, uint32_t start, uint32_t end, int *nerrors);
 
 /* f-strings (PEP 701: a replacement field may hold any expression, quotes
  * of the enclosing string included). Given the offset just past '{' that

@@ -6,22 +6,24 @@
  * %expect 0 holds for every other state.
  * What an LALR(1) grammar cannot decide (assignment targets, parameter and
  * argument order, starred expressions) is parsed broadly and checked in the
- * actions, with CPython's words; tokens come from fsL_lex (lexer.l). */
+ * actions, with CPython's words; tokens come from fsL_lex (lex_hot.h, lexer.l). */
 %code requires {
 #include "lex.h"
 }
 
 %code provides {
-int fsL_lex(FSP_YYSTYPE *lval, fs_loc *lloc, fs_parser *P);
 void fsP_error(fs_loc *loc, fs_parser *P, const char *msg);
 void fsP_flush_held(fs_parser *P);
 }
 
 %code {
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lex_hot.h" /* fsL_lex, inlined into the parser's loop */
 
 /* Runs at every reduction: one end for an empty rule and any other (its
  * last symbol's end; an empty rule's is the symbol before it), and no
@@ -73,6 +75,29 @@ static fs_node *steal_name(fs_node *into, fs_node *name);
 static fs_node *name_node(fs_parser *P, fs_node *name, fs_node_kind k, fs_loc loc, fs_node *kid);
 static void expected_colon(fs_parser *P, fs_loc err);
 static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* api.token.raw: the scanner's token numbers are bison's symbol numbers, so
+ * the parser does not translate each token through a table (YYTRANSLATE, 8
+ * instructions a token); it rules out character literals as tokens, so ')'
+ * is RPAREN, spelt "')'" in messages as the literal was. Bison's own
+ * yytnamerr keeps the double quotes of an alias holding a quote or a comma;
+ * this one strips every alias's. */
+#define yytnamerr token_name
+#define yystpcpy copy_to_end /* bison's would go unused */
+static char *copy_to_end(char *out, const char *s) {
+  while ((*out = *s++)) out++;
+  return out;
+}
+static ptrdiff_t token_name(char *out, const char *name) {
+  ptrdiff_t n = 0;
+  if (*name != '"') return out ? copy_to_end(out, name) - out : (ptrdiff_t)strlen(name);
+  for (const char *p = name + 1; *p && *p != '"'; p++) {
+    if (*p == '\\' && p[1]) p++;
+    if (out) out[n] = *p;
+    n++;
+  }
+  if (out) out[n] = '\0';
+  return n;
+}
 #define fsP_yyerror fsP_error
 #define fsP_yylex fsL_lex
 #define NEW(k, loc) fsA_new(P->lex.arena, (k), (loc))
@@ -80,6 +105,7 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 }
 
 %define api.prefix {fsP_yy}
+%define api.token.raw
 %define api.pure full
 %define api.location.type {fs_loc}
 %define api.value.type union
@@ -105,16 +131,19 @@ static void syntax_error(fs_parser *P, fs_loc loc, const char *fmt, ...) __attri
 %token MATMULEQ "@=" ANDEQ "&=" OREQ "|=" XOREQ "^=" LSHIFTEQ "<<=" RSHIFTEQ ">>="
 %token LEXERROR "invalid token"
 
-/* The character tokens in the order "expecting ..." messages list them. */
-%token ';' ',' '=' ':' '.' '*' '(' ')' '@' '[' ']' '/' '|' '{' '}' '+' '-' '<' '>' '^' '&' '%' '~'
+/* The one-byte tokens, spelt as character literals were, in the order
+ * "expecting ..." messages list them (api.token.raw: see token_name). */
+%token SEMI "';'" COMMA "','" ASSIGN "'='" COLON "':'" DOT "'.'" STAR "'*'" LPAREN "'('" RPAREN "')'"
+%token AT "'@'" LBRACKET "'['" RBRACKET "']'" SLASH "'/'" VBAR "'|'" LBRACE "'{'" RBRACE "'}'" PLUS "'+'"
+%token MINUS "'-'" LESS "'<'" GREATER "'>'" CIRCUMFLEX "'^'" AMPER "'&'" PERCENT "'%'" TILDE "'~'"
 
 /* Only or_expr's operators (see there); lowest first. */
-%left '|'
-%left '^'
-%left '&'
+%left VBAR
+%left CIRCUMFLEX
+%left AMPER
 %left LSHIFT RSHIFT
-%left '+' '-'
-%left '*' '/' FDIV '%' '@'
+%left PLUS MINUS
+%left STAR SLASH FDIV PERCENT AT
 %precedence UNARY
 %precedence POW
 
@@ -158,9 +187,9 @@ stmts
  * reduction (simple_stmt is a one-line suite's). */
 stmt
   : small_stmt NEWLINE
-  | small_stmt ';' NEWLINE
+  | small_stmt SEMI NEWLINE
   | small_stmts NEWLINE
-  | small_stmts ';' NEWLINE
+  | small_stmts SEMI NEWLINE
   | compound_stmt
   | error NEWLINE          { fsP_flush_held(P); $$ = NEW(FS_N_ERROR, @$); yyerrok; }
   ;
@@ -168,26 +197,26 @@ stmt
 /* `a; b` is a line of statements: a BLOCK with op 1 that push_stmt splices. */
 simple_stmt
   : small_stmt NEWLINE
-  | small_stmt ';' NEWLINE
+  | small_stmt SEMI NEWLINE
   | small_stmts NEWLINE
-  | small_stmts ';' NEWLINE
+  | small_stmts SEMI NEWLINE
   ;
 
 /* Two statements or more: a lone one, most lines, is a small_stmt without a
  * reduction of its own. */
 small_stmts
-  : small_stmt ';' small_stmt   { $$ = stmt_line(P, $1, $3); }
-  | small_stmts ';' small_stmt  { $$ = stmt_line(P, $1, $3); }
+  : small_stmt SEMI small_stmt   { $$ = stmt_line(P, $1, $3); }
+  | small_stmts SEMI small_stmt  { $$ = stmt_line(P, $1, $3); }
   ;
 
 small_stmt
   : star_testlist                  { $$ = mk(P, FS_N_EXPR, @$, 1, expression(P, tuple_close($1))); }
   | yield_expr                     { $$ = mk(P, FS_N_EXPR, @$, 1, $1); }
-  | star_testlist ':' test         { $$ = annassign(P, $1, $3, NULL, @$); }
-  | star_testlist ':' test '=' rhs { $$ = annassign(P, $1, $3, $5, @$); }
+  | star_testlist COLON test         { $$ = annassign(P, $1, $3, NULL, @$); }
+  | star_testlist COLON test ASSIGN rhs { $$ = annassign(P, $1, $3, $5, @$); }
   | star_testlist augop rhs        { $$ = augassign(P, $2, $1, $3, @$); }
-  | star_testlist '=' rhs          { $$ = assignment(P, $1, $3, @$); }
-  | assign '=' rhs                 { $$ = chain_assign(P, $1, $3, @$); }
+  | star_testlist ASSIGN rhs          { $$ = assignment(P, $1, $3, @$); }
+  | assign ASSIGN rhs                 { $$ = chain_assign(P, $1, $3, @$); }
   | DEL targetlist           { check_del(P, $2); $$ = mk(P, FS_N_DEL, @$, 1, tuple_close($2));
                                if ($2->kind == FS_N_TUPLE && $2->loc.start == @2.start && $2->loc.end == @2.end) {
                                  $$->kids = $2->kids; $$->nkids = $2->nkids; $$->kids_cap = $2->kids_cap; } }
@@ -202,20 +231,20 @@ small_stmt
   | GLOBAL names             { $$ = $2; $$->kind = FS_N_GLOBAL; $$->loc = @$; }
   | NONLOCAL names           { $$ = $2; $$->kind = FS_N_NONLOCAL; $$->loc = @$; }
   | ASSERT test              { $$ = mk(P, FS_N_ASSERT, @$, 2, $2, NULL); }
-  | ASSERT test ',' test     { $$ = mk(P, FS_N_ASSERT, @$, 2, $2, $4); }
+  | ASSERT test COMMA test     { $$ = mk(P, FS_N_ASSERT, @$, 2, $2, $4); }
   | IMPORT dotted_as_names   { $$ = $2; $$->loc = @$; }
   | FROM dotted_name IMPORT import_targets      { $$ = $4; $$->loc = @$; steal_name($$, $2); }
   | FROM dots dotted_name IMPORT import_targets { $$ = $5; $$->loc = @$; steal_name($$, $3);
                                                   $$->op = (uint8_t)($2 > 255 ? 255 : $2); }
   | FROM dots IMPORT import_targets             { $$ = $4; $$->loc = @$; $$->op = (uint8_t)($2 > 255 ? 255 : $2); }
-  | TYPE NAME type_params_opt '=' test          { $$ = mk(P, FS_N_TYPEALIAS, @$, 3, $2, $3, $5); }
+  | TYPE NAME type_params_opt ASSIGN test          { $$ = mk(P, FS_N_TYPEALIAS, @$, 3, $2, $3, $5); }
   ;
 
 /* An assignment with another `=` after it (`a = b = v`). small_stmt spells
  * out the last one's forms, so that a plain assignment reduces once. */
 assign
-  : star_testlist '=' rhs          { $$ = assignment(P, $1, $3, @$); }
-  | assign '=' rhs                 { $$ = chain_assign(P, $1, $3, @$); }
+  : star_testlist ASSIGN rhs          { $$ = assignment(P, $1, $3, @$); }
+  | assign ASSIGN rhs                 { $$ = chain_assign(P, $1, $3, @$); }
   ;
 
 rhs
@@ -233,24 +262,24 @@ augop
 
 names
   : NAME                           { $$ = mk(P, FS_N_GLOBAL, @$, 1, $1); }
-  | names ',' NAME                 { $$ = $1; PUSH($$, $3); }
+  | names COMMA NAME                 { $$ = $1; PUSH($$, $3); }
   ;
 
 dotted_name
   : NAME
-  | dotted_name '.' NAME           { $$ = dotted(P, $1, $3); $$->loc = @$; }
+  | dotted_name DOT NAME           { $$ = dotted(P, $1, $3); $$->loc = @$; }
   ;
 
 dots
-  : '.'                            { $$ = 1; }
+  : DOT                            { $$ = 1; }
   | ELLIPSIS                       { $$ = 3; }
-  | dots '.'                       { $$ = $1 + 1; }
+  | dots DOT                       { $$ = $1 + 1; }
   | dots ELLIPSIS                  { $$ = $1 + 3; }
   ;
 
 dotted_as_names
   : dotted_as_name                     { $$ = mk(P, FS_N_IMPORT, @$, 1, $1); }
-  | dotted_as_names ',' dotted_as_name { $$ = $1; PUSH($$, $3); }
+  | dotted_as_names COMMA dotted_as_name { $$ = $1; PUSH($$, $3); }
   ;
 
 dotted_as_name
@@ -259,16 +288,16 @@ dotted_as_name
   ;
 
 import_targets
-  : '*'                            { fs_node *a = mk(P, FS_N_ALIAS, @1, 1, NULL); a->str = "*"; a->slen = 1;
+  : STAR                            { fs_node *a = mk(P, FS_N_ALIAS, @1, 1, NULL); a->str = "*"; a->slen = 1;
                                      $$ = mk(P, FS_N_IMPORTFROM, @$, 1, a); }
   | import_as_names
-  | '(' import_as_names ')'        { $$ = $2; }
-  | '(' import_as_names ',' ')'    { $$ = $2; }
+  | LPAREN import_as_names RPAREN        { $$ = $2; }
+  | LPAREN import_as_names COMMA RPAREN    { $$ = $2; }
   ;
 
 import_as_names
   : import_as_name                     { $$ = mk(P, FS_N_IMPORTFROM, @$, 1, $1); }
-  | import_as_names ',' import_as_name { $$ = $1; PUSH($$, $3); }
+  | import_as_names COMMA import_as_name { $$ = $1; PUSH($$, $3); }
   ;
 
 import_as_name
@@ -281,7 +310,7 @@ import_as_name
  * parse); this one consumes no token, so it must not, or an error at the
  * same token would recover here forever. */
 colon
-  : ':'
+  : COLON
   | error                          { expected_colon(P, @1); } /* no yyerrok: nothing was consumed */
   ;
 
@@ -306,14 +335,14 @@ compound_stmt
                                      for (fs_node *w = $$; w && w->kind == FS_N_WITH;
                                           w = w->kids[2]->nkids == 1 ? w->kids[2]->kids[0] : NULL) w->op = 1; }
   | match_stmt
-  | MODEL NAME '(' params ')' ':' suite { $$ = mk(P, FS_N_MODEL, @$, 2, $4, $7);
+  | MODEL NAME LPAREN params RPAREN COLON suite { $$ = mk(P, FS_N_MODEL, @$, 2, $4, $7);
                                          $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; }
-  | MODEL NAME ':' suite           { $$ = mk(P, FS_N_MODEL, @$, 2, NEW(FS_N_BLOCK, @2), $4);
+  | MODEL NAME COLON suite           { $$ = mk(P, FS_N_MODEL, @$, 2, NEW(FS_N_BLOCK, @2), $4);
                                      $$->str = $2->str; $2->str = NULL; $$->name_loc = @2; }
   | REPEAT test colon suite        { $$ = mk(P, FS_N_REPEAT, @$, 2, $2, $4); }
-  | star_testlist '=' REPEAT test colon suite { $$ = named(P, mk(P, FS_N_REPEAT, @$, 2, $4, $6), tuple_close($1)); }
+  | star_testlist ASSIGN REPEAT test colon suite { $$ = named(P, mk(P, FS_N_REPEAT, @$, 2, $4, $6), tuple_close($1)); }
   | RESIDUAL colon suite           { $$ = mk(P, FS_N_RESIDUAL, @$, 1, $3); }
-  | star_testlist '=' RESIDUAL colon suite { $$ = named(P, mk(P, FS_N_RESIDUAL, @$, 1, $5), tuple_close($1)); }
+  | star_testlist ASSIGN RESIDUAL colon suite { $$ = named(P, mk(P, FS_N_RESIDUAL, @$, 1, $5), tuple_close($1)); }
   ;
 
 if_tail
@@ -350,8 +379,8 @@ handler
   : EXCEPT colon suite             { $$ = mk(P, FS_N_EXCEPT, @$, 3, NULL, $3, NULL); }
   | EXCEPT test colon suite        { $$ = mk(P, FS_N_EXCEPT, @$, 3, $2, $4, NULL); }
   | EXCEPT test AS NAME colon suite { $$ = mk(P, FS_N_EXCEPT, @$, 3, $2, $6, $4); }
-  | EXCEPT '*' test colon suite    { $$ = mk(P, FS_N_EXCEPT, @$, 3, $3, $5, NULL); $$->op = 1; }
-  | EXCEPT '*' test AS NAME colon suite { $$ = mk(P, FS_N_EXCEPT, @$, 3, $3, $7, $5); $$->op = 1; }
+  | EXCEPT STAR test colon suite    { $$ = mk(P, FS_N_EXCEPT, @$, 3, $3, $5, NULL); $$->op = 1; }
+  | EXCEPT STAR test AS NAME colon suite { $$ = mk(P, FS_N_EXCEPT, @$, 3, $3, $7, $5); $$->op = 1; }
   ;
 
 /* Items are pushed as (expression, target or NULL) pairs, then nested. */
@@ -361,14 +390,14 @@ with_stmt
   ;
 
 with_parens
-  : WITH_LPAREN with_list ')'      { $$ = $2; }
-  | WITH_LPAREN with_list ',' ')'  { $$ = $2; }
-  | WITH_LPAREN error ')'          { fsP_flush_held(P); yyerrok; $$ = mk(P, FS_N_BLOCK, @$, 2, NEW(FS_N_ERROR, @2), NULL); }
+  : WITH_LPAREN with_list RPAREN      { $$ = $2; }
+  | WITH_LPAREN with_list COMMA RPAREN  { $$ = $2; }
+  | WITH_LPAREN error RPAREN          { fsP_flush_held(P); yyerrok; $$ = mk(P, FS_N_BLOCK, @$, 2, NEW(FS_N_ERROR, @2), NULL); }
   ;
 
 with_list
   : with_item                      { $$ = $1; }
-  | with_list ',' with_item        { $$ = $1; for (uint32_t i = 0; i < $3->nkids; i++) PUSH($$, $3->kids[i]); }
+  | with_list COMMA with_item        { $$ = $1; for (uint32_t i = 0; i < $3->nkids; i++) PUSH($$, $3->kids[i]); }
   ;
 
 with_item
@@ -381,8 +410,8 @@ funcdef
   ;
 
 parameters
-  : '(' typedargs ')'              { $$ = $2; }
-  | '(' error ')'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_BLOCK, @2); }
+  : LPAREN typedargs RPAREN              { $$ = $2; }
+  | LPAREN error RPAREN                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_BLOCK, @2); }
   ;
 
 ret_opt
@@ -398,8 +427,8 @@ classdef
 
 class_args_opt
   : %empty                         { $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
-  | '(' args ')'                   { $$ = call_done(P, $2); $$->loc = @$; }
-  | '(' error ')'                  { fsP_flush_held(P); yyerrok; $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
+  | LPAREN args RPAREN                   { $$ = call_done(P, $2); $$->loc = @$; }
+  | LPAREN error RPAREN                  { fsP_flush_held(P); yyerrok; $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
   ;
 
 decorators
@@ -408,24 +437,24 @@ decorators
   ;
 
 decorator
-  : '@' namedexpr_test NEWLINE     { $$ = $2; }
+  : AT namedexpr_test NEWLINE     { $$ = $2; }
   ;
 
 type_params_opt
   : %empty                         { $$ = NULL; }
-  | '[' type_params ']'            { $$ = $2; $$->loc = @$; }
-  | '[' type_params ',' ']'        { $$ = $2; $$->loc = @$; }
+  | LBRACKET type_params RBRACKET            { $$ = $2; $$->loc = @$; }
+  | LBRACKET type_params COMMA RBRACKET        { $$ = $2; $$->loc = @$; }
   ;
 
 type_params
   : type_param                     { $$ = as_block(P, $1); }
-  | type_params ',' type_param     { $$ = $1; PUSH($$, $3); }
+  | type_params COMMA type_param     { $$ = $1; PUSH($$, $3); }
   ;
 
 type_param
   : NAME                           { $$ = param(P, $1, FS_PARAM_PLAIN, NULL, NULL, @$); }
-  | NAME ':' test                  { $$ = param(P, $1, FS_PARAM_PLAIN, $3, NULL, @$); }
-  | '*' NAME                       { $$ = param(P, $2, FS_PARAM_VARARGS, NULL, NULL, @$); }
+  | NAME COLON test                  { $$ = param(P, $1, FS_PARAM_PLAIN, $3, NULL, @$); }
+  | STAR NAME                       { $$ = param(P, $2, FS_PARAM_VARARGS, NULL, NULL, @$); }
   | POW NAME                       { $$ = param(P, $2, FS_PARAM_VARKW, NULL, NULL, @$); }
   ;
 
@@ -434,63 +463,63 @@ type_param
 typedargs
   : %empty                         { $$ = NEW(FS_N_BLOCK, @$); }
   | tparams                        { $$ = params_done(P, $1); }
-  | tparams ','                    { $$ = params_done(P, $1); }
+  | tparams COMMA                    { $$ = params_done(P, $1); }
   ;
 
 tparams
   : tparam                         { $$ = as_block(P, $1); }
-  | tparams ',' tparam             { $$ = $1; PUSH($$, $3); $$->loc.end = @3.end; }
+  | tparams COMMA tparam             { $$ = $1; PUSH($$, $3); $$->loc.end = @3.end; }
   ;
 
 tparam
   : NAME                           { $$ = param(P, $1, FS_PARAM_PLAIN, NULL, NULL, @$); }
-  | NAME ':' test                  { $$ = param(P, $1, FS_PARAM_PLAIN, $3, NULL, @$); }
-  | NAME '=' test                  { $$ = param(P, $1, FS_PARAM_PLAIN, NULL, $3, @$); }
-  | NAME ':' test '=' test         { $$ = param(P, $1, FS_PARAM_PLAIN, $3, $5, @$); }
-  | '*'                            { $$ = param(P, NULL, FS_PARAM_VARARGS, NULL, NULL, @$); }
-  | '*' NAME                       { $$ = param(P, $2, FS_PARAM_VARARGS, NULL, NULL, @$); }
-  | '*' NAME ':' test              { $$ = param(P, $2, FS_PARAM_VARARGS, $4, NULL, @$); }
-  | '*' NAME ':' star_expr         { $$ = param(P, $2, FS_PARAM_VARARGS, $4, NULL, @$); }
+  | NAME COLON test                  { $$ = param(P, $1, FS_PARAM_PLAIN, $3, NULL, @$); }
+  | NAME ASSIGN test                  { $$ = param(P, $1, FS_PARAM_PLAIN, NULL, $3, @$); }
+  | NAME COLON test ASSIGN test         { $$ = param(P, $1, FS_PARAM_PLAIN, $3, $5, @$); }
+  | STAR                            { $$ = param(P, NULL, FS_PARAM_VARARGS, NULL, NULL, @$); }
+  | STAR NAME                       { $$ = param(P, $2, FS_PARAM_VARARGS, NULL, NULL, @$); }
+  | STAR NAME COLON test              { $$ = param(P, $2, FS_PARAM_VARARGS, $4, NULL, @$); }
+  | STAR NAME COLON star_expr         { $$ = param(P, $2, FS_PARAM_VARARGS, $4, NULL, @$); }
   | POW NAME                       { $$ = param(P, $2, FS_PARAM_VARKW, NULL, NULL, @$); }
-  | POW NAME ':' test              { $$ = param(P, $2, FS_PARAM_VARKW, $4, NULL, @$); }
-  | '/'                            { $$ = param(P, NULL, FS_PARAM_POSONLY, NULL, NULL, @$); }
+  | POW NAME COLON test              { $$ = param(P, $2, FS_PARAM_VARKW, $4, NULL, @$); }
+  | SLASH                            { $$ = param(P, NULL, FS_PARAM_POSONLY, NULL, NULL, @$); }
   ;
 
 lparams_opt
   : %empty                         { $$ = NEW(FS_N_BLOCK, @$); }
   | lparams                        { $$ = params_done(P, $1); }
-  | lparams ','                    { $$ = params_done(P, $1); }
+  | lparams COMMA                    { $$ = params_done(P, $1); }
   ;
 
 lparams
   : lparam                         { $$ = as_block(P, $1); }
-  | lparams ',' lparam             { $$ = $1; PUSH($$, $3); $$->loc.end = @3.end; }
+  | lparams COMMA lparam             { $$ = $1; PUSH($$, $3); $$->loc.end = @3.end; }
   ;
 
 lparam
   : NAME                           { $$ = param(P, $1, FS_PARAM_PLAIN, NULL, NULL, @$); }
-  | NAME '=' test                  { $$ = param(P, $1, FS_PARAM_PLAIN, NULL, $3, @$); }
-  | '*'                            { $$ = param(P, NULL, FS_PARAM_VARARGS, NULL, NULL, @$); }
-  | '*' NAME                       { $$ = param(P, $2, FS_PARAM_VARARGS, NULL, NULL, @$); }
+  | NAME ASSIGN test                  { $$ = param(P, $1, FS_PARAM_PLAIN, NULL, $3, @$); }
+  | STAR                            { $$ = param(P, NULL, FS_PARAM_VARARGS, NULL, NULL, @$); }
+  | STAR NAME                       { $$ = param(P, $2, FS_PARAM_VARARGS, NULL, NULL, @$); }
   | POW NAME                       { $$ = param(P, $2, FS_PARAM_VARKW, NULL, NULL, @$); }
-  | '/'                            { $$ = param(P, NULL, FS_PARAM_POSONLY, NULL, NULL, @$); }
+  | SLASH                            { $$ = param(P, NULL, FS_PARAM_POSONLY, NULL, NULL, @$); }
   ;
 
 /* A model's parameters: names with defaults, as FabricScript always had. */
 params
   : %empty                         { $$ = NEW(FS_N_BLOCK, @$); }
   | param_list
-  | param_list ','
+  | param_list COMMA
   ;
 
 param_list
   : mparam                         { $$ = as_block(P, $1); }
-  | param_list ',' mparam          { $$ = $1; PUSH($$, $3); $$->loc.end = @3.end; }
+  | param_list COMMA mparam          { $$ = $1; PUSH($$, $3); $$->loc.end = @3.end; }
   ;
 
 mparam
   : NAME                           { $$ = $1; $$->kind = FS_N_PARAM; }
-  | NAME '=' test                  { $$ = $1; $$->kind = FS_N_PARAM; PUSH($$, $3); }
+  | NAME ASSIGN test                  { $$ = $1; $$->kind = FS_N_PARAM; PUSH($$, $3); }
   ;
 
 /* ---- match ---- */
@@ -501,14 +530,14 @@ match_stmt
 
 subject
   : subject_items                  { $$ = expression(P, tuple_close($1)); }
-  | subject_items ','              { $$ = tuple_trailing(P, $1, @$); }
+  | subject_items COMMA              { $$ = tuple_trailing(P, $1, @$); }
   ;
 
 subject_items
   : namedexpr_test
   | star_expr
-  | subject_items ',' namedexpr_test { $$ = tuple_add(P, $1, $3, @$); }
-  | subject_items ',' star_expr    { $$ = tuple_add(P, $1, $3, @$); }
+  | subject_items COMMA namedexpr_test { $$ = tuple_add(P, $1, $3, @$); }
+  | subject_items COMMA star_expr    { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 cases
@@ -532,19 +561,19 @@ patterns
 
 /* `case a, *rest:` -- a sequence without brackets */
 pattern_seq
-  : mstar_pattern ','              { $$ = tuple_trailing(P, $1, @$); }
-  | mstar_pattern ',' pat_items    { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); seq_extend(P, $$, $3); }
-  | mstar_pattern ',' pat_items ',' { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); seq_extend(P, $$, $3); }
+  : mstar_pattern COMMA              { $$ = tuple_trailing(P, $1, @$); }
+  | mstar_pattern COMMA pat_items    { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); seq_extend(P, $$, $3); }
+  | mstar_pattern COMMA pat_items COMMA { $$ = mk(P, FS_N_TUPLE, @$, 1, $1); seq_extend(P, $$, $3); }
   ;
 
 pat_items
   : mstar_pattern
-  | pat_items ',' mstar_pattern    { $$ = tuple_add(P, $1, $3, @$); }
+  | pat_items COMMA mstar_pattern    { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 mstar_pattern
   : pattern
-  | '*' NAME                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
+  | STAR NAME                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   ;
 
 pattern
@@ -554,39 +583,39 @@ pattern
 
 or_pattern
   : closed_pattern
-  | or_pattern '|' closed_pattern  { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
+  | or_pattern VBAR closed_pattern  { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
   ;
 
 closed_pattern
   : literal_pattern
   | NAME
   | attr_chain
-  | '(' ')'                        { $$ = NEW(FS_N_TUPLE, @$); }
-  | '(' pattern ')'                { $$ = $2; }
-  | '(' pattern_seq ')'            { $$ = tuple_close($2); $$->loc = @$; }
-  | '[' ']'                        { $$ = NEW(FS_N_LIST, @$); }
-  | '[' pat_items ']'              { $$ = as_seq(P, $2, FS_N_LIST, @$); }
-  | '[' pat_items ',' ']'          { $$ = as_seq(P, $2, FS_N_LIST, @$); }
-  | '{' '}'                        { $$ = NEW(FS_N_DICT, @$); }
-  | '{' map_items '}'              { $$ = $2; $$->loc = @$; }
-  | '{' map_items ',' '}'          { $$ = $2; $$->loc = @$; }
-  | NAME '(' ')'                   { $$ = mk(P, FS_N_CALL, @$, 1, $1); }
-  | NAME '(' cls_args ')'          { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
-  | NAME '(' cls_args ',' ')'      { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
-  | attr_chain '(' ')'             { $$ = mk(P, FS_N_CALL, @$, 1, $1); }
-  | attr_chain '(' cls_args ')'    { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
-  | attr_chain '(' cls_args ',' ')' { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
+  | LPAREN RPAREN                        { $$ = NEW(FS_N_TUPLE, @$); }
+  | LPAREN pattern RPAREN                { $$ = $2; }
+  | LPAREN pattern_seq RPAREN            { $$ = tuple_close($2); $$->loc = @$; }
+  | LBRACKET RBRACKET                        { $$ = NEW(FS_N_LIST, @$); }
+  | LBRACKET pat_items RBRACKET              { $$ = as_seq(P, $2, FS_N_LIST, @$); }
+  | LBRACKET pat_items COMMA RBRACKET          { $$ = as_seq(P, $2, FS_N_LIST, @$); }
+  | LBRACE RBRACE                        { $$ = NEW(FS_N_DICT, @$); }
+  | LBRACE map_items RBRACE              { $$ = $2; $$->loc = @$; }
+  | LBRACE map_items COMMA RBRACE          { $$ = $2; $$->loc = @$; }
+  | NAME LPAREN RPAREN                   { $$ = mk(P, FS_N_CALL, @$, 1, $1); }
+  | NAME LPAREN cls_args RPAREN          { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
+  | NAME LPAREN cls_args COMMA RPAREN      { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
+  | attr_chain LPAREN RPAREN             { $$ = mk(P, FS_N_CALL, @$, 1, $1); }
+  | attr_chain LPAREN cls_args RPAREN    { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
+  | attr_chain LPAREN cls_args COMMA RPAREN { $$ = $3; set_kid($$, 0, $1); $$->loc = @$; }
   ;
 
 attr_chain
-  : NAME '.' NAME                  { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
-  | attr_chain '.' NAME            { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
+  : NAME DOT NAME                  { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
+  | attr_chain DOT NAME            { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
   ;
 
 literal_pattern
   : signed_number
-  | signed_number '+' FLOAT        { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
-  | signed_number '-' FLOAT        { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
+  | signed_number PLUS FLOAT        { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
+  | signed_number MINUS FLOAT        { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
   | strings                        { if ($1->kind == FS_N_FSTR) syntax_error(P, @1, "patterns may only match literals and attribute lookups"); }
   | NONE                           { $$ = NEW(FS_N_NONE, @$); }
   | TRUE                           { $$ = NEW(FS_N_TRUE, @$); }
@@ -596,30 +625,30 @@ literal_pattern
 signed_number
   : INT
   | FLOAT
-  | '-' INT                        { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
-  | '-' FLOAT                      { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
+  | MINUS INT                        { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
+  | MINUS FLOAT                      { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
   ;
 
 cls_args
   : cls_arg                        { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
-  | cls_args ',' cls_arg           { $$ = $1; PUSH($$, $3);
+  | cls_args COMMA cls_arg           { $$ = $1; PUSH($$, $3);
                                      if ($3->kind != FS_N_KWARG && $1->kids[$1->nkids - 2]->kind == FS_N_KWARG)
                                        syntax_error(P, $3->loc, "positional patterns follow keyword patterns"); }
   ;
 
 cls_arg
   : pattern
-  | NAME '=' pattern               { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
+  | NAME ASSIGN pattern               { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
   ;
 
 map_items
   : map_item                       { $$ = $1; }
-  | map_items ',' map_item         { $$ = $1; PUSH($$, $3->kids[0]); PUSH($$, $3->kids[1]); }
+  | map_items COMMA map_item         { $$ = $1; PUSH($$, $3->kids[0]); PUSH($$, $3->kids[1]); }
   ;
 
 map_item
-  : literal_pattern ':' pattern    { $$ = mk(P, FS_N_DICT, @$, 2, $1, $3); }
-  | attr_chain ':' pattern         { $$ = mk(P, FS_N_DICT, @$, 2, $1, $3); }
+  : literal_pattern COLON pattern    { $$ = mk(P, FS_N_DICT, @$, 2, $1, $3); }
+  | attr_chain COLON pattern         { $$ = mk(P, FS_N_DICT, @$, 2, $1, $3); }
   | POW NAME                       { $$ = mk(P, FS_N_DICT, @$, 2, mk_op(P, FS_N_STARRED, 2, @$, 1, $2), NULL); }
   ;
 
@@ -646,16 +675,16 @@ star_testlist
   | test_op
   | star_expr
   | star_items
-  | test ','                       { $$ = tuple_trailing(P, $1, @$); }
-  | star_expr ','                  { $$ = tuple_trailing(P, $1, @$); }
-  | star_items ','                 { $$ = tuple_trailing(P, $1, @$); }
+  | test COMMA                       { $$ = tuple_trailing(P, $1, @$); }
+  | star_expr COMMA                  { $$ = tuple_trailing(P, $1, @$); }
+  | star_items COMMA                 { $$ = tuple_trailing(P, $1, @$); }
   ;
 
 /* two items or more */
 star_items
-  : test ',' star_item             { $$ = tuple_add(P, $1, $3, @$); }
-  | star_expr ',' star_item        { $$ = tuple_add(P, $1, $3, @$); }
-  | star_items ',' star_item       { $$ = tuple_add(P, $1, $3, @$); }
+  : test COMMA star_item             { $$ = tuple_add(P, $1, $3, @$); }
+  | star_expr COMMA star_item        { $$ = tuple_add(P, $1, $3, @$); }
+  | star_items COMMA star_item       { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 star_item
@@ -666,12 +695,12 @@ star_item
 /* for-loop, comprehension and del targets: above comparisons, so `in` ends them */
 targetlist
   : target_items
-  | target_items ','               { $$ = tuple_trailing(P, $1, @$); }
+  | target_items COMMA               { $$ = tuple_trailing(P, $1, @$); }
   ;
 
 target_items
   : target_item
-  | target_items ',' target_item   { $$ = tuple_add(P, $1, $3, @$); }
+  | target_items COMMA target_item   { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 target_item
@@ -680,15 +709,15 @@ target_item
   ;
 
 star_expr
-  : '*' or_expr                    { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
+  : STAR or_expr                    { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   ;
 
 /* A plain argument, a test, is an item here without a reduction to arg. */
 arg_list
   : test                           { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
   | arg                            { $$ = mk(P, FS_N_CALL, @$, 2, NULL, $1); }
-  | arg_list ',' test              { $$ = $1; PUSH($$, $3); }
-  | arg_list ',' arg               { $$ = $1; PUSH($$, $3); }
+  | arg_list COMMA test              { $$ = $1; PUSH($$, $3); }
+  | arg_list COMMA arg               { $$ = $1; PUSH($$, $3); }
   ;
 
 /* The other arguments (a plain test is an arg_list item of its own).
@@ -699,8 +728,8 @@ arg_list
 arg
   : NAME WALRUS test               { $$ = mk(P, FS_N_NAMEDEXPR, @$, 2, $1, $3); }
   | namedexpr_test comp_clauses    { $$ = comp(P, FS_COMP_GEN, $1, NULL, $2, @$); $$->ival = 1; /* bare */ }
-  | NAME '=' test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
-  | '*' test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
+  | NAME ASSIGN test                  { $$ = name_node(P, $1, FS_N_KWARG, @$, $3); }
+  | STAR test                       { $$ = mk_op(P, FS_N_STARRED, 1, @$, 1, $2); }
   | POW test                       { $$ = mk_op(P, FS_N_STARRED, 2, @$, 1, $2); }
   ;
 
@@ -729,7 +758,7 @@ test_op
   ;
 
 lambdef
-  : LAMBDA lparams_opt ':' test    { $$ = mk(P, FS_N_LAMBDA, @$, 2, $2, $4); }
+  : LAMBDA lparams_opt COLON test    { $$ = mk(P, FS_N_LAMBDA, @$, 2, $2, $4); }
   ;
 
 or_test
@@ -767,8 +796,8 @@ comp_chain
   ;
 
 compop
-  : EQ { $$ = FS_OP_EQ; } | NE { $$ = FS_OP_NE; } | '<' { $$ = FS_OP_LT; }
-  | LE { $$ = FS_OP_LE; } | '>' { $$ = FS_OP_GT; } | GE { $$ = FS_OP_GE; }
+  : EQ { $$ = FS_OP_EQ; } | NE { $$ = FS_OP_NE; } | LESS { $$ = FS_OP_LT; }
+  | LE { $$ = FS_OP_LE; } | GREATER { $$ = FS_OP_GT; } | GE { $$ = FS_OP_GE; }
   | IN { $$ = FS_OP_IN; } | NOT IN { $$ = FS_OP_NOT_IN; }
   | IS { $$ = FS_OP_IS; } | IS NOT { $$ = FS_OP_IS_NOT; }
   ;
@@ -800,34 +829,34 @@ or_expr
   | AWAIT NAME                     { $$ = mk(P, FS_N_AWAIT, @$, 1, $2); }
   | AWAIT primary POW or_expr      { $$ = await_pow(P, $2, $4, @$, @2); }
   | AWAIT NAME POW or_expr         { $$ = await_pow(P, $2, $4, @$, @2); }
-  | '-' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
-  | '+' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
-  | '~' or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
-  | or_expr '*' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
-  | or_expr '/' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_DIV, @$, 2, $1, $3); }
+  | MINUS or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_NEG, @$, 1, $2); }
+  | PLUS or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_POS, @$, 1, $2); }
+  | TILDE or_expr %prec UNARY        { $$ = mk_op(P, FS_N_UNARY, FS_OP_INVERT, @$, 1, $2); }
+  | or_expr STAR or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MUL, @$, 2, $1, $3); }
+  | or_expr SLASH or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_DIV, @$, 2, $1, $3); }
   | or_expr FDIV or_expr           { $$ = mk_op(P, FS_N_BINARY, FS_OP_FDIV, @$, 2, $1, $3); }
-  | or_expr '%' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MOD, @$, 2, $1, $3); }
-  | or_expr '@' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MATMUL, @$, 2, $1, $3); }
-  | or_expr '+' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
-  | or_expr '-' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
+  | or_expr PERCENT or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MOD, @$, 2, $1, $3); }
+  | or_expr AT or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_MATMUL, @$, 2, $1, $3); }
+  | or_expr PLUS or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_ADD, @$, 2, $1, $3); }
+  | or_expr MINUS or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_SUB, @$, 2, $1, $3); }
   | or_expr LSHIFT or_expr         { $$ = mk_op(P, FS_N_BINARY, FS_OP_LSHIFT, @$, 2, $1, $3); }
   | or_expr RSHIFT or_expr         { $$ = mk_op(P, FS_N_BINARY, FS_OP_RSHIFT, @$, 2, $1, $3); }
-  | or_expr '&' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
-  | or_expr '^' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
-  | or_expr '|' or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
+  | or_expr AMPER or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITAND, @$, 2, $1, $3); }
+  | or_expr CIRCUMFLEX or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITXOR, @$, 2, $1, $3); }
+  | or_expr VBAR or_expr            { $$ = mk_op(P, FS_N_BINARY, FS_OP_BITOR, @$, 2, $1, $3); }
   ;
 
 primary
-  : primary '(' args ')'           { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
-  | NAME '(' args ')'              { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
-  | primary '.' NAME               { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
-  | NAME '.' NAME                  { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
-  | primary '[' subscripts ']'     { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
-  | NAME '[' subscripts ']'        { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
-  | primary '(' error ')'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
-  | NAME '(' error ')'             { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
-  | primary '[' error ']'          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
-  | NAME '[' error ']'             { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  : primary LPAREN args RPAREN           { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
+  | NAME LPAREN args RPAREN              { $$ = call_done(P, $3); $$->loc = @$; set_kid($$, 0, $1); }
+  | primary DOT NAME               { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
+  | NAME DOT NAME                  { $$ = name_node(P, $3, FS_N_ATTR, @$, $1); }
+  | primary LBRACKET subscripts RBRACKET     { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
+  | NAME LBRACKET subscripts RBRACKET        { $$ = mk(P, FS_N_INDEX, @$, 2, $1, $3); }
+  | primary LPAREN error RPAREN          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | NAME LPAREN error RPAREN             { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | primary LBRACKET error RBRACKET          { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | NAME LBRACKET error RBRACKET             { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
   /* the other atoms (primary's operands, without a reduction of their own) */
   | INT
   | FLOAT
@@ -838,49 +867,49 @@ primary
   | TRUE                           { $$ = NEW(FS_N_TRUE, @$); }
   | FALSE                          { $$ = NEW(FS_N_FALSE, @$); }
   | NONE                           { $$ = NEW(FS_N_NONE, @$); }
-  | '(' ')'                        { $$ = NEW(FS_N_TUPLE, @$); }
-  | '(' yield_expr ')'             { $$ = $2; }
-  | '(' seq_items ')'              { $$ = expression(P, tuple_close($2)); if ($$->kind == FS_N_TUPLE) $$->loc = @$; }
-  | '(' seq_items ',' ')'          { $$ = tuple_trailing(P, $2, @$); }
-  | '(' namedexpr_test comp_clauses ')' { $$ = comp(P, FS_COMP_GEN, $2, NULL, $3, @$); }
-  | '[' ']'                        { $$ = NEW(FS_N_LIST, @$); }
-  | '[' seq_items ']'              { $$ = as_seq(P, $2, FS_N_LIST, @$); }
-  | '[' seq_items ',' ']'          { $$ = as_seq(P, $2, FS_N_LIST, @$); }
-  | '[' namedexpr_test comp_clauses ']' { $$ = comp(P, FS_COMP_LIST, $2, NULL, $3, @$); }
-  | '{' '}'                        { $$ = NEW(FS_N_DICT, @$); }
-  | '{' dict_items '}'             { $$ = $2; $$->loc = @$; }
-  | '{' dict_items ',' '}'         { $$ = $2; $$->loc = @$; }
-  | '{' test ':' test comp_clauses '}' { $$ = comp(P, FS_COMP_DICT, $2, $4, $5, @$); }
-  | '{' seq_items '}'              { $$ = as_seq(P, $2, FS_N_SET, @$); }
-  | '{' seq_items ',' '}'          { $$ = as_seq(P, $2, FS_N_SET, @$); }
-  | '{' namedexpr_test comp_clauses '}' { $$ = comp(P, FS_COMP_SET, $2, NULL, $3, @$); }
-  | '(' error ')'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
-  | '[' error ']'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
-  | '{' error '}'                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | LPAREN RPAREN                        { $$ = NEW(FS_N_TUPLE, @$); }
+  | LPAREN yield_expr RPAREN             { $$ = $2; }
+  | LPAREN seq_items RPAREN              { $$ = expression(P, tuple_close($2)); if ($$->kind == FS_N_TUPLE) $$->loc = @$; }
+  | LPAREN seq_items COMMA RPAREN          { $$ = tuple_trailing(P, $2, @$); }
+  | LPAREN namedexpr_test comp_clauses RPAREN { $$ = comp(P, FS_COMP_GEN, $2, NULL, $3, @$); }
+  | LBRACKET RBRACKET                        { $$ = NEW(FS_N_LIST, @$); }
+  | LBRACKET seq_items RBRACKET              { $$ = as_seq(P, $2, FS_N_LIST, @$); }
+  | LBRACKET seq_items COMMA RBRACKET          { $$ = as_seq(P, $2, FS_N_LIST, @$); }
+  | LBRACKET namedexpr_test comp_clauses RBRACKET { $$ = comp(P, FS_COMP_LIST, $2, NULL, $3, @$); }
+  | LBRACE RBRACE                        { $$ = NEW(FS_N_DICT, @$); }
+  | LBRACE dict_items RBRACE             { $$ = $2; $$->loc = @$; }
+  | LBRACE dict_items COMMA RBRACE         { $$ = $2; $$->loc = @$; }
+  | LBRACE test COLON test comp_clauses RBRACE { $$ = comp(P, FS_COMP_DICT, $2, $4, $5, @$); }
+  | LBRACE seq_items RBRACE              { $$ = as_seq(P, $2, FS_N_SET, @$); }
+  | LBRACE seq_items COMMA RBRACE          { $$ = as_seq(P, $2, FS_N_SET, @$); }
+  | LBRACE namedexpr_test comp_clauses RBRACE { $$ = comp(P, FS_COMP_SET, $2, NULL, $3, @$); }
+  | LPAREN error RPAREN                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | LBRACKET error RBRACKET                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
+  | LBRACE error RBRACE                  { fsP_flush_held(P); yyerrok; $$ = NEW(FS_N_ERROR, @$); }
   ;
 
 /* The callee slot is kids[0]; it is filled in by the `primary` rule. */
 args
   : %empty                         { $$ = mk(P, FS_N_CALL, @$, 1, NULL); }
   | arg_list
-  | arg_list ','
+  | arg_list COMMA
   ;
 
 subscripts
   : subscript_items                { $$ = tuple_close($1); }
-  | subscript_items ','            { $$ = tuple_trailing(P, $1, @$); }
+  | subscript_items COMMA            { $$ = tuple_trailing(P, $1, @$); }
   ;
 
 subscript_items
   : subscript
-  | subscript_items ',' subscript  { $$ = tuple_add(P, $1, $3, @$); }
+  | subscript_items COMMA subscript  { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 subscript
   : namedexpr_test
   | star_expr
-  | opt_test ':' opt_test          { $$ = mk(P, FS_N_SLICE, @$, 3, $1, $3, NULL); }
-  | opt_test ':' opt_test ':' opt_test { $$ = mk(P, FS_N_SLICE, @$, 3, $1, $3, $5); }
+  | opt_test COLON opt_test          { $$ = mk(P, FS_N_SLICE, @$, 3, $1, $3, NULL); }
+  | opt_test COLON opt_test COLON opt_test { $$ = mk(P, FS_N_SLICE, @$, 3, $1, $3, $5); }
   ;
 
 opt_test
@@ -929,17 +958,17 @@ string
 seq_items
   : namedexpr_test
   | star_expr
-  | seq_items ',' namedexpr_test   { $$ = tuple_add(P, $1, $3, @$); }
-  | seq_items ',' star_expr        { $$ = tuple_add(P, $1, $3, @$); }
+  | seq_items COMMA namedexpr_test   { $$ = tuple_add(P, $1, $3, @$); }
+  | seq_items COMMA star_expr        { $$ = tuple_add(P, $1, $3, @$); }
   ;
 
 dict_items
   : dict_item
-  | dict_items ',' dict_item       { $$ = $1; PUSH($$, $3->kids[0]); PUSH($$, $3->kids[1]); }
+  | dict_items COMMA dict_item       { $$ = $1; PUSH($$, $3->kids[0]); PUSH($$, $3->kids[1]); }
   ;
 
 dict_item
-  : test ':' test                  { $$ = mk(P, FS_N_DICT, @$, 2, $1, $3); }
+  : test COLON test                  { $$ = mk(P, FS_N_DICT, @$, 2, $1, $3); }
   | POW or_expr                    { $$ = mk(P, FS_N_DICT, @$, 2, mk_op(P, FS_N_STARRED, 2, @$, 1, $2), NULL); }
   ;
 
@@ -1300,7 +1329,13 @@ static fs_node *name_node(fs_parser *P, fs_node *name, fs_node_kind k, fs_loc lo
   name->name_loc = name->loc;
   name->kind = (uint8_t)k;
   name->loc = loc;
-  fsA_push(P->lex.arena, name, kid);
+  /* a NAME token has no kids yet: its array of one is made here, not by
+   * fsA_push's growth (a call to fsA_reserve per attribute) */
+  name->kids = fsA_alloc(P->lex.arena, sizeof *name->kids);
+  name->kids[0] = kid;
+  name->kids_cap = 1;
+  name->nkids = 1;
+  if (kid) name->depth = kid->depth + 1;
   if (name->depth > FS_MAX_DEPTH) too_deep(P, loc);
   return name;
 }
@@ -1433,7 +1468,7 @@ static void fstring_body(fs_parser *P, fs_node *out, uint32_t start, uint32_t en
     if (nlit) { fsA_push(P->lex.arena, out, str_piece(P, lit, nlit, (fs_loc){lit_start, i})); nlit = 0; }
     fs_node *field = fsA_new(P->lex.arena, FS_N_FMT, (fs_loc){i, j + 1});
     int errs = 0;
-    fs_node *e = fsP_parse_expr(P->lex.arena, src, i + 1, expr_end, P->lex.diags, &errs);
+    fs_node *e = fsP_parse_expr(P, i + 1, expr_end, &errs);
     P->nerrors += errs;
     fsA_push(P->lex.arena, field, e);
     if (k < j && t[k] == '!') {
@@ -1508,7 +1543,7 @@ void fsP_error(fs_loc *loc, fs_parser *P, const char *msg) {
   if (!said) fsP_flush_held(P); /* the previous error's words, before this one's recovery starts */
   P->recovering = 1;
   int t = P->lex.last_tok;
-  if ((t == '(' || t == '[' || t == '{' || t == WITH_LPAREN) && P->lex.nbrackets > 0)
+  if ((t == LPAREN || t == LBRACKET || t == LBRACE || t == WITH_LPAREN) && P->lex.nbrackets > 0)
     P->lex.skip_group = P->lex.nbrackets; /* its group is skipped whole, to its closer */
   if (said) return;
   if (strcmp(msg, "memory exhausted") == 0) {
