@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend.h"
 #include "blas.h"
 #include "tensor.h"
 #include "vmath.h"
@@ -130,92 +131,158 @@ static bool pointwise(const fsN_conv *g) {
  * column buffer of one image stays in cache while the GEMM reads it.  The
  * backward's GEMMs take a chunk of `nb` images side by side (the weight
  * gradient's inner dimension is nb*OH*OW): a chunk's column buffer holds at
- * most CHUNK floats (1 MiB, about a core's L2), and at least one image. */
+ * most CHUNK floats (1 MiB, about a core's L2), and at least one image.
+ *
+ * Threads take whole images (fsB_parallel, OpenBLAS single-threaded inside):
+ * an image's GEMMs are too small to split well, and a batch has many.  The
+ * backward cuts the batch into at most SLICES runs of images (slices), each
+ * summing its own weight gradient -- slice 0 into dW, the others into
+ * partial sums that are then added to dW in slice order.  The cut depends on
+ * the shapes only, never on the thread count, so every thread count and
+ * every schedule computes the same bits.  The partial sums take at most
+ * PARTIAL_FLOATS floats (fewer slices for a large weight). */
 #define CHUNK ((int64_t)1 << 18)
+#define SLICES 8
+#define PARTIAL_FLOATS ((int64_t)1 << 22)
 
-typedef struct conv_work {
+typedef struct conv_job {
+  const fsN_conv *g;
   int64_t Cg, OCg, P, K, nb;
-  float *col; /* [K, nb*P] */
-  float *y;   /* [OCg, nb*P]: a chunk's output gradient by channel (NULL when nb is 1) */
-} conv_work;
+  int parts;             /* forward: runs of images; backward: slices */
+  int64_t ncol, ny;      /* a worker's scratch: col [K, nb*P], then y [OCg, nb*P] when nb > 1 */
+  float *scratch;        /* fsB_threads() workers' */
+  float *partial;        /* [parts - 1][OC*K]: the weight gradients of slices 1.. */
+  size_t scratch_bytes, partial_bytes;
+  float *out, *dx, *dW;
+  const float *x, *W, *b, *dout;
+} conv_job;
 
-static int work_begin(conv_work *w, const fsN_conv *g, bool chunked) {
-  w->Cg = g->C / g->G;
-  w->OCg = g->OC / g->G;
-  w->P = g->OH * g->OW;
-  w->K = w->Cg * g->KH * g->KW;
-  int64_t per = w->K * w->P > 0 ? w->K * w->P : 1;
+/* The job's sizes and buffers; slices > 0: a backward's (partial sums when dW is given). */
+static int job_begin(conv_job *j, const fsN_conv *g, int parts, bool chunked) {
+  j->g = g;
+  j->Cg = g->C / g->G;
+  j->OCg = g->OC / g->G;
+  j->P = g->OH * g->OW;
+  j->K = j->Cg * g->KH * g->KW;
+  int64_t per = j->K * j->P > 0 ? j->K * j->P : 1;
   /* pointwise: an image's channels are not side by side with the next image's, so one at a time */
-  w->nb = !chunked || pointwise(g) || CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
-  size_t ncol = pointwise(g) ? 0 : (size_t)(w->K * w->nb * w->P);
-  size_t ny = w->nb > 1 ? (size_t)(w->OCg * w->nb * w->P) : 0;
-  w->col = ncol ? malloc(ncol * sizeof *w->col) : NULL;
-  w->y = ny ? malloc(ny * sizeof *w->y) : NULL;
-  if ((w->col || !ncol) && (w->y || !ny)) return 0;
-  free(w->col);
-  free(w->y);
-  fsT_seterr("out of memory (conv2d buffers of %zu floats)", ncol + ny);
+  j->nb = !chunked || pointwise(g) || CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
+  j->parts = parts;
+  j->ncol = pointwise(g) ? 0 : j->K * j->nb * j->P;
+  j->ny = j->nb > 1 ? j->OCg * j->nb * j->P : 0;
+  j->scratch_bytes = (size_t)((j->ncol + j->ny) * fsB_threads()) * sizeof(float);
+  j->partial_bytes = chunked && j->dW && parts > 1 ? (size_t)((parts - 1) * g->OC * j->K) * sizeof(float) : 0;
+  const fsB_backend *cpu = fsB_get(FS_DEV_CPU); /* keeps freed blocks: the same sizes come back every step */
+  j->scratch = j->scratch_bytes ? cpu->alloc(j->scratch_bytes) : NULL;
+  j->partial = j->partial_bytes ? cpu->alloc(j->partial_bytes) : NULL;
+  if ((j->scratch || !j->scratch_bytes) && (j->partial || !j->partial_bytes)) return 0;
+  if (j->scratch) cpu->free(j->scratch, j->scratch_bytes);
+  if (j->partial) cpu->free(j->partial, j->partial_bytes);
+  fsT_seterr("out of memory (conv2d buffers of %zu bytes)", j->scratch_bytes + j->partial_bytes);
   return -1;
 }
 
-static void work_end(conv_work *w) {
-  free(w->col);
-  free(w->y);
+static void job_end(conv_job *j) {
+  const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
+  if (j->scratch) cpu->free(j->scratch, j->scratch_bytes);
+  if (j->partial) cpu->free(j->partial, j->partial_bytes);
+}
+
+/* the images [*lo, *hi) of part p */
+static void part_images(const conv_job *j, int p, int64_t *lo, int64_t *hi) {
+  *lo = j->g->N * p / j->parts;
+  *hi = j->g->N * (p + 1) / j->parts;
+}
+
+static int conv_forward_part(void *ctx, int p, int worker) {
+  const conv_job *j = ctx;
+  const fsN_conv *g = j->g;
+  float *col = j->ncol ? j->scratch + worker * (j->ncol + j->ny) : NULL;
+  int64_t lo, hi;
+  part_images(j, p, &lo, &hi);
+  int rc = 0;
+  for (int64_t n = lo; !rc && n < hi; n++)
+    for (int64_t gr = 0; !rc && gr < g->G; gr++) {
+      const float *xg = j->x + (n * g->C + gr * j->Cg) * g->H * g->W;
+      float *o = j->out + (n * g->OC + gr * j->OCg) * j->P;
+      if (j->b) /* the bias first, and the GEMM adds onto it (beta 1): one pass over the output */
+        for (int64_t oc = 0; oc < j->OCg; oc++)
+          for (int64_t q = 0; q < j->P; q++) o[oc * j->P + q] = j->b[gr * j->OCg + oc];
+      if (col) windows(col, j->P, xg, NULL, j->Cg, g);
+      rc = fsB_sgemm(false, false, j->OCg, j->P, j->K, 1.0f, j->W + gr * j->OCg * j->K, j->K, col ? col : xg,
+                     j->P, j->b ? 1.0f : 0.0f, o, j->P);
+    }
+  return rc;
 }
 
 int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *b, const fsN_conv *g) {
-  conv_work w;
-  if (work_begin(&w, g, false) < 0) return -1;
+  conv_job j = {.out = out, .x = x, .W = W, .b = b};
+  int64_t parts = 4 * (int64_t)fsB_threads(); /* a few runs a thread: a busy core's share moves to the others */
+  if (job_begin(&j, g, (int)(g->N < parts ? g->N : parts), false) < 0) return -1;
+  int rc = fsB_parallel(j.parts, conv_forward_part, &j);
+  job_end(&j);
+  return rc;
+}
+
+/* Slice s: dx of its images, and their weight gradient into dW (s = 0) or
+ * its partial sum (beta 0 on its first chunk). */
+static int conv_backward_part(void *ctx, int s, int worker) {
+  const conv_job *j = ctx;
+  const fsN_conv *g = j->g;
+  float *col = j->ncol ? j->scratch + worker * (j->ncol + j->ny) : NULL, *y = col ? col + j->ncol : NULL;
+  float *dW = s == 0 ? j->dW : j->partial ? j->partial + (s - 1) * g->OC * j->K : NULL;
+  int64_t lo, hi;
+  part_images(j, s, &lo, &hi);
   int rc = 0;
-  for (int64_t n = 0; !rc && n < g->N; n++)
+  for (int64_t n0 = lo; !rc && n0 < hi; n0 += j->nb) {
+    int64_t nb = hi - n0 < j->nb ? hi - n0 : j->nb, ld = nb * j->P;
+    float beta = s > 0 && n0 == lo ? 0.0f : 1.0f;
     for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      const float *xg = x + (n * g->C + gr * w.Cg) * g->H * g->W;
-      float *o = out + (n * g->OC + gr * w.OCg) * w.P;
-      if (b) /* the bias first, and the GEMM adds onto it (beta 1): one pass over the output */
-        for (int64_t oc = 0; oc < w.OCg; oc++)
-          for (int64_t p = 0; p < w.P; p++) o[oc * w.P + p] = b[gr * w.OCg + oc];
-      if (w.col) windows(w.col, w.P, xg, NULL, w.Cg, g);
-      rc = fsB_sgemm(false, false, w.OCg, w.P, w.K, 1.0f, W + gr * w.OCg * w.K, w.K, w.col ? w.col : xg,
-                     w.P, b ? 1.0f : 0.0f, o, w.P);
+      /* dy[OCg, nb*P]: the chunk's output gradient, gathered by channel unless one image is the chunk */
+      const float *dy = nb == 1 ? j->dout + (n0 * g->OC + gr * j->OCg) * j->P : y;
+      for (int64_t o = 0; nb > 1 && o < j->OCg; o++)
+        for (int64_t i = 0; i < nb; i++)
+          memcpy(y + o * ld + i * j->P, j->dout + ((n0 + i) * g->OC + gr * j->OCg + o) * j->P,
+                 (size_t)j->P * sizeof *y);
+      const float *xg = j->x ? j->x + (n0 * g->C + gr * j->Cg) * g->H * g->W : NULL;
+      if (dW) {
+        for (int64_t i = 0; col && i < nb; i++)
+          windows(col + i * j->P, ld, xg + i * g->C * g->H * g->W, NULL, j->Cg, g);
+        rc = fsB_sgemm(false, true, j->OCg, j->K, ld, 1.0f, dy, ld, col ? col : xg, ld, beta,
+                       dW + gr * j->OCg * j->K, j->K);
+      }
+      const float *Wg = j->W + gr * j->OCg * j->K;
+      float *dxg = j->dx ? j->dx + (n0 * g->C + gr * j->Cg) * g->H * g->W : NULL;
+      if (!rc && dxg && !col) /* pointwise: the column matrix is dx itself */
+        rc = fsB_sgemm(true, false, j->K, ld, j->OCg, 1.0f, Wg, j->K, dy, ld, 1.0f, dxg, ld);
+      else if (!rc && dxg) {
+        rc = fsB_sgemm(true, false, j->K, ld, j->OCg, 1.0f, Wg, j->K, dy, ld, 0.0f, col, ld);
+        for (int64_t i = 0; !rc && i < nb; i++)
+          windows(col + i * j->P, ld, NULL, dxg + i * g->C * g->H * g->W, j->Cg, g);
+      }
     }
-  work_end(&w);
+  }
   return rc;
 }
 
 int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
                         const float *W, const fsN_conv *g) {
-  conv_work w;
-  if (work_begin(&w, g, true) < 0) return -1;
-  int rc = 0;
-  for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
-    int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
-    for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      /* dy[OCg, nb*P]: the chunk's output gradient, gathered by channel unless one image is the chunk */
-      const float *dy = nb == 1 ? dout + (n0 * g->OC + gr * w.OCg) * w.P : w.y;
-      for (int64_t o = 0; o < w.OCg; o++)
-        for (int64_t i = 0; i < nb; i++) {
-          const float *src = dout + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
-          if (nb > 1) memcpy(w.y + o * ld + i * w.P, src, (size_t)w.P * sizeof *src);
-          if (db) db[gr * w.OCg + o] += row_sum(src, w.P);
-        }
-      const float *xg = x ? x + (n0 * g->C + gr * w.Cg) * g->H * g->W : NULL;
-      if (dW) {
-        for (int64_t i = 0; w.col && i < nb; i++)
-          windows(w.col + i * w.P, ld, xg + i * g->C * g->H * g->W, NULL, w.Cg, g);
-        rc = fsB_sgemm(false, true, w.OCg, w.K, ld, 1.0f, dy, ld, w.col ? w.col : xg, ld, 1.0f,
-                       dW + gr * w.OCg * w.K, w.K);
-      }
-      float *dxg = dx ? dx + (n0 * g->C + gr * w.Cg) * g->H * g->W : NULL;
-      if (!rc && dx && !w.col) /* pointwise: the column matrix is dx itself */
-        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, dy, ld, 1.0f, dxg, ld);
-      else if (!rc && dx) {
-        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, dy, ld, 0.0f, w.col, ld);
-        for (int64_t i = 0; !rc && i < nb; i++)
-          windows(w.col + i * w.P, ld, NULL, dxg + i * g->C * g->H * g->W, w.Cg, g);
-      }
-    }
+  conv_job j = {.dx = dx, .dW = dW, .x = x, .W = W, .dout = dout};
+  int64_t slices = g->N < SLICES ? g->N : SLICES;
+  if (dW && g->OC * (g->C / g->G) * g->KH * g->KW > 0) {
+    int64_t most = 1 + PARTIAL_FLOATS / (g->OC * (g->C / g->G) * g->KH * g->KW);
+    if (slices > most) slices = most;
   }
-  work_end(&w);
+  if (job_begin(&j, g, (int)slices, true) < 0) return -1;
+  /* the bias gradient image by image, as the slices would add it in order */
+  for (int64_t n = 0; db && n < g->N; n++)
+    for (int64_t c = 0; c < g->OC; c++) db[c] += row_sum(dout + (n * g->OC + c) * j.P, j.P);
+  int rc = fsB_parallel(j.parts, conv_backward_part, &j);
+  for (int s = 1; !rc && j.partial && s < j.parts; s++) {
+    const float *part = j.partial + (s - 1) * g->OC * j.K;
+    for (int64_t i = 0; i < g->OC * j.K; i++) dW[i] += part[i];
+  }
+  job_end(&j);
   return rc;
 }
 
