@@ -286,6 +286,40 @@ int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, cons
   return rc;
 }
 
+/* A kernel over rows [0, n) -- planes, channels -- whose rows write
+ * disjoint memory: fn(args, lo, hi) on runs of rows for the worker threads
+ * (the same bits whichever thread takes a run).  `work`: the floats it
+ * touches; below ROWS_MIN a run's hand-over would cost more than it saves,
+ * and the rows stay on this thread. */
+#define ROWS_MIN ((int64_t)1 << 15)
+
+typedef void (*rows_fn)(const void *args, int64_t lo, int64_t hi);
+
+typedef struct rows_job {
+  rows_fn fn;
+  const void *args;
+  int64_t n;
+  int parts;
+} rows_job;
+
+static int rows_part(void *ctx, int p, int worker) {
+  const rows_job *j = ctx;
+  (void)worker;
+  j->fn(j->args, j->n * p / j->parts, j->n * (p + 1) / j->parts);
+  return 0;
+}
+
+static void parallel_rows(int64_t n, int64_t work, rows_fn fn, const void *args) {
+  int64_t parts = work < ROWS_MIN ? 1 : 4 * (int64_t)fsB_threads();
+  if (parts > n) parts = n;
+  if (parts <= 1) {
+    if (n > 0) fn(args, 0, n);
+    return;
+  }
+  rows_job j = {fn, args, n, (int)parts};
+  fsB_parallel(j.parts, rows_part, &j); /* its parts cannot fail */
+}
+
 /* The window of output (oh, ow) of plane xp, scanned tap by tap: *best, *at
  * = the first maximum and its flat h*W+w (a NaN wins and stays, as torch);
  * at = -1 when every tap is padding. */
@@ -312,22 +346,26 @@ static void window_max(const float *xp, const fsN_conv *g, int64_t oh, int64_t o
  * tap across the row at once, as selects (the comparisons of activations
  * are a coin toss for a branch); the edge columns go through window_max.
  * Both scan the taps in the same order, so they pick the same maximum. */
+typedef struct maxpool_args {
+  float *out;
+  int64_t *idx;
+  const float *x;
+  const fsN_conv *g;
+  int64_t lo, hi; /* the vector span of output columns */
+} maxpool_args;
+
 FS_VECTOR_TARGET
-void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_conv *g) {
-  int64_t lo, hi, lo_last, hi_last;
-  valid_cols(g->OW, g->W, g->sw, -g->pw, &lo, &hi);
-  valid_cols(g->OW, g->W, g->sw, (g->KW - 1) * g->dw - g->pw, &lo_last, &hi_last);
-  lo = lo > lo_last ? lo : lo_last;
-  hi = hi < hi_last ? hi : hi_last;
-  if (hi < lo) hi = lo;
-  for (int64_t nc = 0; nc < g->N * g->C; nc++) {
-    const float *xp = x + nc * g->H * g->W;
+static void maxpool_planes(const void *args, int64_t nc0, int64_t nc1) {
+  const maxpool_args *m = args;
+  const fsN_conv *g = m->g;
+  for (int64_t nc = nc0; nc < nc1; nc++) {
+    const float *xp = m->x + nc * g->H * g->W;
     for (int64_t oh = 0; oh < g->OH; oh++) {
-      float *o = out + (nc * g->OH + oh) * g->OW;
-      int64_t *ix = idx + (nc * g->OH + oh) * g->OW;
+      float *o = m->out + (nc * g->OH + oh) * g->OW;
+      int64_t *ix = m->idx + (nc * g->OH + oh) * g->OW;
       int64_t h0 = oh * g->sh - g->ph, first = 0;
       while (first < g->KH && (h0 + first * g->dh < 0 || h0 + first * g->dh >= g->H)) first++;
-      int64_t a = first < g->KH ? lo : g->OW, b = first < g->KH ? hi : g->OW; /* the vector span */
+      int64_t a = first < g->KH ? m->lo : g->OW, b = first < g->KH ? m->hi : g->OW; /* the vector span */
       for (int64_t ow = 0; ow < g->OW; ow++)
         if (ow < a || ow >= b) window_max(xp, g, oh, ow, &o[ow], &ix[ow]);
       if (a >= b) continue;
@@ -344,9 +382,9 @@ void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_c
           int64_t at0 = h * g->W + kw * g->dw - g->pw, sw = g->sw;
 #pragma omp simd
           for (int64_t ow = a; ow < b; ow++) {
-            float v = xp[at0 + ow * sw], m = o[ow];
-            bool take = (v > m) | ((v != v) & (m == m)); /* no short circuit: no branch */
-            o[ow] = take ? v : m;
+            float v = xp[at0 + ow * sw], mx = o[ow];
+            bool take = (v > mx) | ((v != v) & (mx == mx)); /* no short circuit: no branch */
+            o[ow] = take ? v : mx;
             ix[ow] = take ? at0 + ow * sw : ix[ow];
           }
         }
@@ -355,11 +393,35 @@ void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_c
   }
 }
 
-void fsN_maxpool2d_backward(float *dx, const float *dout, const int64_t *idx, const fsN_conv *g) {
-  int64_t P = g->OH * g->OW;
-  for (int64_t nc = 0; nc < g->N * g->C; nc++)
+void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_conv *g) {
+  int64_t lo, hi, lo_last, hi_last;
+  valid_cols(g->OW, g->W, g->sw, -g->pw, &lo, &hi);
+  valid_cols(g->OW, g->W, g->sw, (g->KW - 1) * g->dw - g->pw, &lo_last, &hi_last);
+  lo = lo > lo_last ? lo : lo_last;
+  hi = hi < hi_last ? hi : hi_last;
+  if (hi < lo) hi = lo;
+  maxpool_args m = {out, idx, x, g, lo, hi};
+  parallel_rows(g->N * g->C, g->N * g->C * g->H * g->W, maxpool_planes, &m);
+}
+
+typedef struct maxpool_bw_args {
+  float *dx;
+  const float *dout;
+  const int64_t *idx;
+  const fsN_conv *g;
+} maxpool_bw_args;
+
+static void maxpool_bw_planes(const void *args, int64_t nc0, int64_t nc1) {
+  const maxpool_bw_args *m = args;
+  int64_t P = m->g->OH * m->g->OW, HW = m->g->H * m->g->W;
+  for (int64_t nc = nc0; nc < nc1; nc++)
     for (int64_t p = 0; p < P; p++)
-      if (idx[nc * P + p] >= 0) dx[nc * g->H * g->W + idx[nc * P + p]] += dout[nc * P + p];
+      if (m->idx[nc * P + p] >= 0) m->dx[nc * HW + m->idx[nc * P + p]] += m->dout[nc * P + p];
+}
+
+void fsN_maxpool2d_backward(float *dx, const float *dout, const int64_t *idx, const fsN_conv *g) {
+  maxpool_bw_args m = {dx, dout, idx, g};
+  parallel_rows(g->N * g->C, g->N * g->C * g->H * g->W, maxpool_bw_planes, &m);
 }
 
 void fsN_avgpool2d_forward(float *out, const float *x, int64_t NC, const fsN_avgwin *w) {
@@ -387,14 +449,25 @@ void fsN_avgpool2d_backward(float *dx, const float *dout, int64_t NC, const fsN_
   }
 }
 
+/* Batch normalization's channels are independent: threads take runs of
+ * channels, each computed as on one thread. */
+typedef struct batchnorm_args {
+  float *out, *mean, *rstd, *rm, *rv;
+  const float *x, *w, *b;
+  int64_t N, C, S;
+  bool training;
+  float momentum, eps;
+} batchnorm_args;
+
 FS_VECTOR_TARGET
-void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
-                           const float *b, float *rm, float *rv, int64_t N, int64_t C, int64_t S,
-                           bool training, float momentum, float eps) {
-  int64_t M = N * S;
-  for (int64_t c = 0; c < C; c++) {
+static void batchnorm_forward_channels(const void *args, int64_t c0, int64_t c1) {
+  const batchnorm_args *A = args;
+  const float *x = A->x, *w = A->w, *b = A->b;
+  float *out = A->out, *rm = A->rm, *rv = A->rv, momentum = A->momentum, eps = A->eps;
+  int64_t N = A->N, C = A->C, S = A->S, M = N * S;
+  for (int64_t c = c0; c < c1; c++) {
     float m, r;
-    if (training) {
+    if (A->training) {
       double s = 0, ss = 0;
       for (int64_t n = 0; n < N; n++) s += row_sum(x + (n * C + c) * S, S);
       double mu = s / (double)M;
@@ -415,8 +488,8 @@ void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x,
       m = rm[c];
       r = 1.0f / sqrtf(rv[c] + eps);
     }
-    mean[c] = m;
-    rstd[c] = r;
+    A->mean[c] = m;
+    A->rstd[c] = r;
     float sc = r * (w ? w[c] : 1.0f), sh = (b ? b[c] : 0.0f) - m * sc;
     for (int64_t n = 0; n < N; n++) {
       const float *xp = x + (n * C + c) * S;
@@ -427,12 +500,29 @@ void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x,
   }
 }
 
+void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, float *rm, float *rv, int64_t N, int64_t C, int64_t S,
+                           bool training, float momentum, float eps) {
+  batchnorm_args A = {.out = out, .mean = mean, .rstd = rstd, .rm = rm, .rv = rv, .x = x, .w = w, .b = b,
+                      .N = N, .C = C, .S = S, .training = training, .momentum = momentum, .eps = eps};
+  parallel_rows(C, 2 * N * C * S, batchnorm_forward_channels, &A);
+}
+
+typedef struct batchnorm_bw_args {
+  float *dx, *dw, *db;
+  const float *dout, *x, *w, *mean, *rstd;
+  int64_t N, C, S;
+  bool training;
+} batchnorm_bw_args;
+
 FS_VECTOR_TARGET
-void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            const float *w, const float *mean, const float *rstd, int64_t N,
-                            int64_t C, int64_t S, bool training) {
-  int64_t M = N * S;
-  for (int64_t c = 0; c < C; c++) {
+static void batchnorm_backward_channels(const void *args, int64_t c0, int64_t c1) {
+  const batchnorm_bw_args *A = args;
+  const float *x = A->x, *w = A->w, *dout = A->dout, *mean = A->mean, *rstd = A->rstd;
+  float *dx = A->dx, *dw = A->dw, *db = A->db;
+  int64_t N = A->N, C = A->C, S = A->S, M = N * S;
+  bool training = A->training;
+  for (int64_t c = c0; c < c1; c++) {
     float m = mean[c], r = rstd[c], wc = w ? w[c] : 1.0f;
     double sdy = 0, sdyxh = 0;
     for (int64_t n = 0; n < N; n++) {
@@ -458,4 +548,11 @@ void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, 
       for (int64_t i = 0; i < S; i++) dp[i] += wc * r * (dy[i] - a - (xp[i] - m) * r * k);
     }
   }
+}
+
+void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, const float *mean, const float *rstd, int64_t N,
+                            int64_t C, int64_t S, bool training) {
+  batchnorm_bw_args A = {dx, dw, db, dout, x, w, mean, rstd, N, C, S, training};
+  parallel_rows(C, 3 * N * C * S, batchnorm_backward_channels, &A);
 }
