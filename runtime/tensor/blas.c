@@ -20,6 +20,9 @@ typedef void (*dgemm_fn)(int order, int ta, int tb, int M, int N, int K,
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static sgemm_fn sgemm;
 static dgemm_fn dgemm;
+/* OpenBLAS's own (not in cblas.h); NULL in another BLAS */
+static void (*set_num_threads)(int);
+static int (*get_num_threads)(void);
 static char load_error[256];
 
 static void load(void) {
@@ -30,11 +33,21 @@ static void load(void) {
   }
   sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
   dgemm = (dgemm_fn)dlsym(h, "cblas_dgemm");
+  set_num_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+  get_num_threads = (int (*)(void))dlsym(h, "openblas_get_num_threads");
   if (!sgemm || !dgemm)
     snprintf(load_error, sizeof load_error, "OpenBLAS has no cblas_sgemm or cblas_dgemm: %s", dlerror());
 }
 
 bool fsB_blas_loaded(void) { return sgemm != NULL; }
+
+int fsB_set_blas_threads(int n) {
+  pthread_once(&once, load);
+  if (!sgemm || !set_num_threads || !get_num_threads) return 0;
+  int old = get_num_threads();
+  if (old != n) set_num_threads(n);
+  return old;
+}
 
 static _Thread_local bool bf16_operands;
 

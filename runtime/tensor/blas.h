@@ -45,5 +45,26 @@ int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
                    float beta, float *C, int64_t ldc);
 /* Whether OpenBLAS has been loaded by this process (tests, diagnostics). */
 bool fsB_blas_loaded(void);
+/* Sets OpenBLAS's thread count to n (loading it) and returns the count it
+ * had; 0 and nothing set when OpenBLAS cannot be loaded or has no such call. */
+int fsB_set_blas_threads(int n);
+
+/* ---- the kernels' worker threads (parallel.c) ---- */
+#define FSB_MAX_THREADS 64
+/* The threads the cpu kernels use: OPENBLAS_NUM_THREADS, else the online
+ * CPUs, at most FSB_MAX_THREADS. */
+int fsB_threads(void);
+/* One part of a kernel: part in [0, nparts), worker in [0, fsB_threads())
+ * names the thread running it (scratch memory per worker); no two parts
+ * run on one worker at once.  0, or -1 + fsT_error. */
+typedef int (*fsB_part_fn)(void *ctx, int part, int worker);
+/* Runs fn(ctx, i, worker) for every i in [0, nparts) on up to
+ * fsB_threads() threads, this one among them, and returns when all are
+ * done: 0, or -1 + the fsT_error of the lowest part that failed.  Parts
+ * take the caller's bfloat16-operand setting, and OpenBLAS runs
+ * single-threaded inside them while they run in parallel; a call while
+ * the workers are taken (from a part, or another thread) runs its parts
+ * here, in order. */
+int fsB_parallel(int nparts, fsB_part_fn fn, void *ctx);
 
 #endif

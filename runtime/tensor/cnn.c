@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend.h"
 #include "blas.h"
 #include "tensor.h"
 #include "vmath.h"
@@ -130,106 +131,212 @@ static bool pointwise(const fsN_conv *g) {
  * column buffer of one image stays in cache while the GEMM reads it.  The
  * backward's GEMMs take a chunk of `nb` images side by side (the weight
  * gradient's inner dimension is nb*OH*OW): a chunk's column buffer holds at
- * most CHUNK floats (1 MiB, about a core's L2), and at least one image. */
+ * most CHUNK floats (1 MiB, about a core's L2), and at least one image.
+ *
+ * Threads take whole images (fsB_parallel, OpenBLAS single-threaded inside):
+ * an image's GEMMs are too small to split well, and a batch has many.  The
+ * backward cuts the batch into at most SLICES runs of images (slices), each
+ * summing its own weight gradient -- slice 0 into dW, the others into
+ * partial sums that are then added to dW in slice order.  The cut depends on
+ * the shapes only, never on the thread count, so every thread count and
+ * every schedule computes the same bits.  The partial sums take at most
+ * PARTIAL_FLOATS floats (fewer slices for a large weight). */
 #define CHUNK ((int64_t)1 << 18)
+#define SLICES 8
+#define PARTIAL_FLOATS ((int64_t)1 << 22)
 
-typedef struct conv_work {
+typedef struct conv_job {
+  const fsN_conv *g;
   int64_t Cg, OCg, P, K, nb;
-  float *col; /* [K, nb*P] */
-  float *y;   /* [OCg, nb*P]: a chunk's output gradient by channel (NULL when nb is 1) */
-} conv_work;
+  int parts;             /* forward: runs of images; backward: slices */
+  int64_t ncol, ny;      /* a worker's scratch: col [K, nb*P], then y [OCg, nb*P] when nb > 1 */
+  float *scratch;        /* fsB_threads() workers' */
+  float *partial;        /* [parts - 1][OC*K]: the weight gradients of slices 1.. */
+  size_t scratch_bytes, partial_bytes;
+  float *out, *dx, *dW;
+  const float *x, *W, *b, *dout;
+} conv_job;
 
-/* w's sizes, and the floats of its column buffer and gathered gradient */
-static void work_size(conv_work *w, const fsN_conv *g, bool chunked, size_t *ncol, size_t *ny) {
-  w->Cg = g->C / g->G;
-  w->OCg = g->OC / g->G;
-  w->P = g->OH * g->OW;
-  w->K = w->Cg * g->KH * g->KW;
-  int64_t per = w->K * w->P > 0 ? w->K * w->P : 1;
+/* The job's sizes: its columns and gathered gradient per worker, and the
+ * partial weight gradients of slices 1.. (a backward's, when dW is given). */
+static void job_size(conv_job *j, const fsN_conv *g, int parts, bool chunked, bool with_dw) {
+  j->g = g;
+  j->Cg = g->C / g->G;
+  j->OCg = g->OC / g->G;
+  j->P = g->OH * g->OW;
+  j->K = j->Cg * g->KH * g->KW;
+  int64_t per = j->K * j->P > 0 ? j->K * j->P : 1;
   /* pointwise: an image's channels are not side by side with the next image's, so one at a time */
-  w->nb = !chunked || pointwise(g) || CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
-  *ncol = pointwise(g) ? 0 : (size_t)(w->K * w->nb * w->P);
-  *ny = w->nb > 1 ? (size_t)(w->OCg * w->nb * w->P) : 0;
+  j->nb = !chunked || pointwise(g) || CHUNK / per < 1 ? 1 : CHUNK / per > g->N ? (g->N > 0 ? g->N : 1) : CHUNK / per;
+  j->parts = parts;
+  j->ncol = pointwise(g) ? 0 : j->K * j->nb * j->P;
+  j->ny = j->nb > 1 ? j->OCg * j->nb * j->P : 0;
+  j->scratch_bytes = (size_t)((j->ncol + j->ny) * fsB_threads()) * sizeof(float);
+  j->partial_bytes = chunked && with_dw && parts > 1 ? (size_t)((parts - 1) * g->OC * j->K) * sizeof(float) : 0;
+}
+
+/* runs of images of a forward: a few a thread, so a busy core's share moves to the others */
+static int forward_parts(const fsN_conv *g) {
+  int64_t parts = 4 * (int64_t)fsB_threads();
+  return (int)(g->N < parts ? g->N : parts);
+}
+
+/* slices of a backward: fixed by the shapes, fewer for a large weight */
+static int backward_slices(const fsN_conv *g, bool has_dw) {
+  int64_t slices = g->N < SLICES ? g->N : SLICES;
+  int64_t wsize = g->OC * (g->C / g->G) * g->KH * g->KW;
+  if (has_dw && wsize > 0 && slices > 1 + PARTIAL_FLOATS / wsize) slices = 1 + PARTIAL_FLOATS / wsize;
+  return (int)slices;
 }
 
 size_t fsN_conv2d_scratch(const fsN_conv *g, bool backward) {
-  conv_work w;
-  size_t ncol, ny;
-  work_size(&w, g, backward, &ncol, &ny);
-  return ncol + ny;
+  conv_job j = {0};
+  job_size(&j, g, backward ? backward_slices(g, true) : forward_parts(g), backward, backward);
+  return (size_t)(j.ncol + j.ny) + j.partial_bytes / sizeof(float); /* one worker's columns */
 }
 
-static int work_begin(conv_work *w, const fsN_conv *g, bool chunked) {
-  size_t ncol, ny;
-  work_size(w, g, chunked, &ncol, &ny);
-  w->col = ncol ? malloc(ncol * sizeof *w->col) : NULL;
-  w->y = ny ? malloc(ny * sizeof *w->y) : NULL;
-  if ((w->col || !ncol) && (w->y || !ny)) return 0;
-  free(w->col);
-  free(w->y);
-  fsT_seterr("out of memory (conv2d buffers of %zu floats)", ncol + ny);
+static int job_begin(conv_job *j, const fsN_conv *g, int parts, bool chunked) {
+  job_size(j, g, parts, chunked, j->dW != NULL);
+  const fsB_backend *cpu = fsB_get(FS_DEV_CPU); /* keeps freed blocks: the same sizes come back every step */
+  j->scratch = j->scratch_bytes ? cpu->alloc(j->scratch_bytes) : NULL;
+  j->partial = j->partial_bytes ? cpu->alloc(j->partial_bytes) : NULL;
+  if ((j->scratch || !j->scratch_bytes) && (j->partial || !j->partial_bytes)) return 0;
+  if (j->scratch) cpu->free(j->scratch, j->scratch_bytes);
+  if (j->partial) cpu->free(j->partial, j->partial_bytes);
+  fsT_seterr("out of memory (conv2d buffers of %zu bytes)", j->scratch_bytes + j->partial_bytes);
   return -1;
 }
 
-static void work_end(conv_work *w) {
-  free(w->col);
-  free(w->y);
+static void job_end(conv_job *j) {
+  const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
+  if (j->scratch) cpu->free(j->scratch, j->scratch_bytes);
+  if (j->partial) cpu->free(j->partial, j->partial_bytes);
+}
+
+/* the images [*lo, *hi) of part p */
+static void part_images(const conv_job *j, int p, int64_t *lo, int64_t *hi) {
+  *lo = j->g->N * p / j->parts;
+  *hi = j->g->N * (p + 1) / j->parts;
+}
+
+static int conv_forward_part(void *ctx, int p, int worker) {
+  const conv_job *j = ctx;
+  const fsN_conv *g = j->g;
+  float *col = j->ncol ? j->scratch + worker * (j->ncol + j->ny) : NULL;
+  int64_t lo, hi;
+  part_images(j, p, &lo, &hi);
+  int rc = 0;
+  for (int64_t n = lo; !rc && n < hi; n++)
+    for (int64_t gr = 0; !rc && gr < g->G; gr++) {
+      const float *xg = j->x + (n * g->C + gr * j->Cg) * g->H * g->W;
+      float *o = j->out + (n * g->OC + gr * j->OCg) * j->P;
+      if (j->b) /* the bias first, and the GEMM adds onto it (beta 1): one pass over the output */
+        for (int64_t oc = 0; oc < j->OCg; oc++)
+          for (int64_t q = 0; q < j->P; q++) o[oc * j->P + q] = j->b[gr * j->OCg + oc];
+      if (col) windows(col, j->P, xg, NULL, j->Cg, g);
+      rc = fsB_sgemm(false, false, j->OCg, j->P, j->K, 1.0f, j->W + gr * j->OCg * j->K, j->K, col ? col : xg,
+                     j->P, j->b ? 1.0f : 0.0f, o, j->P);
+    }
+  return rc;
 }
 
 int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *b, const fsN_conv *g) {
-  conv_work w;
-  if (work_begin(&w, g, false) < 0) return -1;
+  conv_job j = {.out = out, .x = x, .W = W, .b = b};
+  if (job_begin(&j, g, forward_parts(g), false) < 0) return -1;
+  int rc = fsB_parallel(j.parts, conv_forward_part, &j);
+  job_end(&j);
+  return rc;
+}
+
+/* Slice s: dx of its images, and their weight gradient into dW (s = 0) or
+ * its partial sum (beta 0 on its first chunk). */
+static int conv_backward_part(void *ctx, int s, int worker) {
+  const conv_job *j = ctx;
+  const fsN_conv *g = j->g;
+  float *col = j->ncol ? j->scratch + worker * (j->ncol + j->ny) : NULL, *y = col ? col + j->ncol : NULL;
+  float *dW = s == 0 ? j->dW : j->partial ? j->partial + (s - 1) * g->OC * j->K : NULL;
+  int64_t lo, hi;
+  part_images(j, s, &lo, &hi);
   int rc = 0;
-  for (int64_t n = 0; !rc && n < g->N; n++)
+  for (int64_t n0 = lo; !rc && n0 < hi; n0 += j->nb) {
+    int64_t nb = hi - n0 < j->nb ? hi - n0 : j->nb, ld = nb * j->P;
+    float beta = s > 0 && n0 == lo ? 0.0f : 1.0f;
     for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      const float *xg = x + (n * g->C + gr * w.Cg) * g->H * g->W;
-      float *o = out + (n * g->OC + gr * w.OCg) * w.P;
-      if (b) /* the bias first, and the GEMM adds onto it (beta 1): one pass over the output */
-        for (int64_t oc = 0; oc < w.OCg; oc++)
-          for (int64_t p = 0; p < w.P; p++) o[oc * w.P + p] = b[gr * w.OCg + oc];
-      if (w.col) windows(w.col, w.P, xg, NULL, w.Cg, g);
-      rc = fsB_sgemm(false, false, w.OCg, w.P, w.K, 1.0f, W + gr * w.OCg * w.K, w.K, w.col ? w.col : xg,
-                     w.P, b ? 1.0f : 0.0f, o, w.P);
+      /* dy[OCg, nb*P]: the chunk's output gradient, gathered by channel unless one image is the chunk */
+      const float *dy = nb == 1 ? j->dout + (n0 * g->OC + gr * j->OCg) * j->P : y;
+      for (int64_t o = 0; nb > 1 && o < j->OCg; o++)
+        for (int64_t i = 0; i < nb; i++)
+          memcpy(y + o * ld + i * j->P, j->dout + ((n0 + i) * g->OC + gr * j->OCg + o) * j->P,
+                 (size_t)j->P * sizeof *y);
+      const float *xg = j->x ? j->x + (n0 * g->C + gr * j->Cg) * g->H * g->W : NULL;
+      if (dW) {
+        for (int64_t i = 0; col && i < nb; i++)
+          windows(col + i * j->P, ld, xg + i * g->C * g->H * g->W, NULL, j->Cg, g);
+        rc = fsB_sgemm(false, true, j->OCg, j->K, ld, 1.0f, dy, ld, col ? col : xg, ld, beta,
+                       dW + gr * j->OCg * j->K, j->K);
+      }
+      const float *Wg = j->W + gr * j->OCg * j->K;
+      float *dxg = j->dx ? j->dx + (n0 * g->C + gr * j->Cg) * g->H * g->W : NULL;
+      if (!rc && dxg && !col) /* pointwise: the column matrix is dx itself */
+        rc = fsB_sgemm(true, false, j->K, ld, j->OCg, 1.0f, Wg, j->K, dy, ld, 1.0f, dxg, ld);
+      else if (!rc && dxg) {
+        rc = fsB_sgemm(true, false, j->K, ld, j->OCg, 1.0f, Wg, j->K, dy, ld, 0.0f, col, ld);
+        for (int64_t i = 0; !rc && i < nb; i++)
+          windows(col + i * j->P, ld, NULL, dxg + i * g->C * g->H * g->W, j->Cg, g);
+      }
     }
-  work_end(&w);
+  }
   return rc;
 }
 
 int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
                         const float *W, const fsN_conv *g) {
-  conv_work w;
-  if (work_begin(&w, g, true) < 0) return -1;
-  int rc = 0;
-  for (int64_t n0 = 0; !rc && n0 < g->N; n0 += w.nb) {
-    int64_t nb = g->N - n0 < w.nb ? g->N - n0 : w.nb, ld = nb * w.P;
-    for (int64_t gr = 0; !rc && gr < g->G; gr++) {
-      /* dy[OCg, nb*P]: the chunk's output gradient, gathered by channel unless one image is the chunk */
-      const float *dy = nb == 1 ? dout + (n0 * g->OC + gr * w.OCg) * w.P : w.y;
-      for (int64_t o = 0; o < w.OCg; o++)
-        for (int64_t i = 0; i < nb; i++) {
-          const float *src = dout + ((n0 + i) * g->OC + gr * w.OCg + o) * w.P;
-          if (nb > 1) memcpy(w.y + o * ld + i * w.P, src, (size_t)w.P * sizeof *src);
-          if (db) db[gr * w.OCg + o] += row_sum(src, w.P);
-        }
-      const float *xg = x ? x + (n0 * g->C + gr * w.Cg) * g->H * g->W : NULL;
-      if (dW) {
-        for (int64_t i = 0; w.col && i < nb; i++)
-          windows(w.col + i * w.P, ld, xg + i * g->C * g->H * g->W, NULL, w.Cg, g);
-        rc = fsB_sgemm(false, true, w.OCg, w.K, ld, 1.0f, dy, ld, w.col ? w.col : xg, ld, 1.0f,
-                       dW + gr * w.OCg * w.K, w.K);
-      }
-      float *dxg = dx ? dx + (n0 * g->C + gr * w.Cg) * g->H * g->W : NULL;
-      if (!rc && dx && !w.col) /* pointwise: the column matrix is dx itself */
-        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, dy, ld, 1.0f, dxg, ld);
-      else if (!rc && dx) {
-        rc = fsB_sgemm(true, false, w.K, ld, w.OCg, 1.0f, W + gr * w.OCg * w.K, w.K, dy, ld, 0.0f, w.col, ld);
-        for (int64_t i = 0; !rc && i < nb; i++)
-          windows(w.col + i * w.P, ld, NULL, dxg + i * g->C * g->H * g->W, w.Cg, g);
-      }
-    }
+  conv_job j = {.dx = dx, .dW = dW, .x = x, .W = W, .dout = dout};
+  if (job_begin(&j, g, backward_slices(g, dW != NULL), true) < 0) return -1;
+  /* the bias gradient image by image, as the slices would add it in order */
+  for (int64_t n = 0; db && n < g->N; n++)
+    for (int64_t c = 0; c < g->OC; c++) db[c] += row_sum(dout + (n * g->OC + c) * j.P, j.P);
+  int rc = fsB_parallel(j.parts, conv_backward_part, &j);
+  for (int s = 1; !rc && j.partial && s < j.parts; s++) {
+    const float *part = j.partial + (s - 1) * g->OC * j.K;
+    for (int64_t i = 0; i < g->OC * j.K; i++) dW[i] += part[i];
   }
-  work_end(&w);
+  job_end(&j);
   return rc;
+}
+
+/* A kernel over rows [0, n) -- planes, channels -- whose rows write
+ * disjoint memory: fn(args, lo, hi) on runs of rows for the worker threads
+ * (the same bits whichever thread takes a run).  `work`: the floats it
+ * touches; below ROWS_MIN a run's hand-over would cost more than it saves,
+ * and the rows stay on this thread. */
+#define ROWS_MIN ((int64_t)1 << 15)
+
+typedef void (*rows_fn)(const void *args, int64_t lo, int64_t hi);
+
+typedef struct rows_job {
+  rows_fn fn;
+  const void *args;
+  int64_t n;
+  int parts;
+} rows_job;
+
+static int rows_part(void *ctx, int p, int worker) {
+  const rows_job *j = ctx;
+  (void)worker;
+  j->fn(j->args, j->n * p / j->parts, j->n * (p + 1) / j->parts);
+  return 0;
+}
+
+static void parallel_rows(int64_t n, int64_t work, rows_fn fn, const void *args) {
+  int64_t parts = work < ROWS_MIN ? 1 : 4 * (int64_t)fsB_threads();
+  if (parts > n) parts = n;
+  if (parts <= 1) {
+    if (n > 0) fn(args, 0, n);
+    return;
+  }
+  rows_job j = {fn, args, n, (int)parts};
+  fsB_parallel(j.parts, rows_part, &j); /* its parts cannot fail */
 }
 
 /* The window of output (oh, ow) of plane xp, scanned tap by tap: *best, *at
@@ -258,22 +365,26 @@ static void window_max(const float *xp, const fsN_conv *g, int64_t oh, int64_t o
  * tap across the row at once, as selects (the comparisons of activations
  * are a coin toss for a branch); the edge columns go through window_max.
  * Both scan the taps in the same order, so they pick the same maximum. */
+typedef struct maxpool_args {
+  float *out;
+  int64_t *idx;
+  const float *x;
+  const fsN_conv *g;
+  int64_t lo, hi; /* the vector span of output columns */
+} maxpool_args;
+
 FS_VECTOR_TARGET
-void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_conv *g) {
-  int64_t lo, hi, lo_last, hi_last;
-  valid_cols(g->OW, g->W, g->sw, -g->pw, &lo, &hi);
-  valid_cols(g->OW, g->W, g->sw, (g->KW - 1) * g->dw - g->pw, &lo_last, &hi_last);
-  lo = lo > lo_last ? lo : lo_last;
-  hi = hi < hi_last ? hi : hi_last;
-  if (hi < lo) hi = lo;
-  for (int64_t nc = 0; nc < g->N * g->C; nc++) {
-    const float *xp = x + nc * g->H * g->W;
+static void maxpool_planes(const void *args, int64_t nc0, int64_t nc1) {
+  const maxpool_args *m = args;
+  const fsN_conv *g = m->g;
+  for (int64_t nc = nc0; nc < nc1; nc++) {
+    const float *xp = m->x + nc * g->H * g->W;
     for (int64_t oh = 0; oh < g->OH; oh++) {
-      float *o = out + (nc * g->OH + oh) * g->OW;
-      int64_t *ix = idx + (nc * g->OH + oh) * g->OW;
+      float *o = m->out + (nc * g->OH + oh) * g->OW;
+      int64_t *ix = m->idx + (nc * g->OH + oh) * g->OW;
       int64_t h0 = oh * g->sh - g->ph, first = 0;
       while (first < g->KH && (h0 + first * g->dh < 0 || h0 + first * g->dh >= g->H)) first++;
-      int64_t a = first < g->KH ? lo : g->OW, b = first < g->KH ? hi : g->OW; /* the vector span */
+      int64_t a = first < g->KH ? m->lo : g->OW, b = first < g->KH ? m->hi : g->OW; /* the vector span */
       for (int64_t ow = 0; ow < g->OW; ow++)
         if (ow < a || ow >= b) window_max(xp, g, oh, ow, &o[ow], &ix[ow]);
       if (a >= b) continue;
@@ -290,9 +401,9 @@ void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_c
           int64_t at0 = h * g->W + kw * g->dw - g->pw, sw = g->sw;
 #pragma omp simd
           for (int64_t ow = a; ow < b; ow++) {
-            float v = xp[at0 + ow * sw], m = o[ow];
-            bool take = (v > m) | ((v != v) & (m == m)); /* no short circuit: no branch */
-            o[ow] = take ? v : m;
+            float v = xp[at0 + ow * sw], mx = o[ow];
+            bool take = (v > mx) | ((v != v) & (mx == mx)); /* no short circuit: no branch */
+            o[ow] = take ? v : mx;
             ix[ow] = take ? at0 + ow * sw : ix[ow];
           }
         }
@@ -301,11 +412,35 @@ void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_c
   }
 }
 
-void fsN_maxpool2d_backward(float *dx, const float *dout, const int64_t *idx, const fsN_conv *g) {
-  int64_t P = g->OH * g->OW;
-  for (int64_t nc = 0; nc < g->N * g->C; nc++)
+void fsN_maxpool2d_forward(float *out, int64_t *idx, const float *x, const fsN_conv *g) {
+  int64_t lo, hi, lo_last, hi_last;
+  valid_cols(g->OW, g->W, g->sw, -g->pw, &lo, &hi);
+  valid_cols(g->OW, g->W, g->sw, (g->KW - 1) * g->dw - g->pw, &lo_last, &hi_last);
+  lo = lo > lo_last ? lo : lo_last;
+  hi = hi < hi_last ? hi : hi_last;
+  if (hi < lo) hi = lo;
+  maxpool_args m = {out, idx, x, g, lo, hi};
+  parallel_rows(g->N * g->C, g->N * g->C * g->H * g->W, maxpool_planes, &m);
+}
+
+typedef struct maxpool_bw_args {
+  float *dx;
+  const float *dout;
+  const int64_t *idx;
+  const fsN_conv *g;
+} maxpool_bw_args;
+
+static void maxpool_bw_planes(const void *args, int64_t nc0, int64_t nc1) {
+  const maxpool_bw_args *m = args;
+  int64_t P = m->g->OH * m->g->OW, HW = m->g->H * m->g->W;
+  for (int64_t nc = nc0; nc < nc1; nc++)
     for (int64_t p = 0; p < P; p++)
-      if (idx[nc * P + p] >= 0) dx[nc * g->H * g->W + idx[nc * P + p]] += dout[nc * P + p];
+      if (m->idx[nc * P + p] >= 0) m->dx[nc * HW + m->idx[nc * P + p]] += m->dout[nc * P + p];
+}
+
+void fsN_maxpool2d_backward(float *dx, const float *dout, const int64_t *idx, const fsN_conv *g) {
+  maxpool_bw_args m = {dx, dout, idx, g};
+  parallel_rows(g->N * g->C, g->N * g->C * g->H * g->W, maxpool_bw_planes, &m);
 }
 
 void fsN_avgpool2d_forward(float *out, const float *x, int64_t NC, const fsN_avgwin *w) {
@@ -333,14 +468,25 @@ void fsN_avgpool2d_backward(float *dx, const float *dout, int64_t NC, const fsN_
   }
 }
 
+/* Batch normalization's channels are independent: threads take runs of
+ * channels, each computed as on one thread. */
+typedef struct batchnorm_args {
+  float *out, *mean, *rstd, *rm, *rv;
+  const float *x, *w, *b;
+  int64_t N, C, S;
+  bool training;
+  float momentum, eps;
+} batchnorm_args;
+
 FS_VECTOR_TARGET
-void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
-                           const float *b, float *rm, float *rv, int64_t N, int64_t C, int64_t S,
-                           bool training, float momentum, float eps) {
-  int64_t M = N * S;
-  for (int64_t c = 0; c < C; c++) {
+static void batchnorm_forward_channels(const void *args, int64_t c0, int64_t c1) {
+  const batchnorm_args *A = args;
+  const float *x = A->x, *w = A->w, *b = A->b;
+  float *out = A->out, *rm = A->rm, *rv = A->rv, momentum = A->momentum, eps = A->eps;
+  int64_t N = A->N, C = A->C, S = A->S, M = N * S;
+  for (int64_t c = c0; c < c1; c++) {
     float m, r;
-    if (training) {
+    if (A->training) {
       double s = 0, ss = 0;
       for (int64_t n = 0; n < N; n++) s += row_sum(x + (n * C + c) * S, S);
       double mu = s / (double)M;
@@ -361,8 +507,8 @@ void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x,
       m = rm[c];
       r = 1.0f / sqrtf(rv[c] + eps);
     }
-    mean[c] = m;
-    rstd[c] = r;
+    A->mean[c] = m;
+    A->rstd[c] = r;
     float sc = r * (w ? w[c] : 1.0f), sh = (b ? b[c] : 0.0f) - m * sc;
     for (int64_t n = 0; n < N; n++) {
       const float *xp = x + (n * C + c) * S;
@@ -373,12 +519,29 @@ void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x,
   }
 }
 
+void fsN_batchnorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, float *rm, float *rv, int64_t N, int64_t C, int64_t S,
+                           bool training, float momentum, float eps) {
+  batchnorm_args A = {.out = out, .mean = mean, .rstd = rstd, .rm = rm, .rv = rv, .x = x, .w = w, .b = b,
+                      .N = N, .C = C, .S = S, .training = training, .momentum = momentum, .eps = eps};
+  parallel_rows(C, 2 * N * C * S, batchnorm_forward_channels, &A);
+}
+
+typedef struct batchnorm_bw_args {
+  float *dx, *dw, *db;
+  const float *dout, *x, *w, *mean, *rstd;
+  int64_t N, C, S;
+  bool training;
+} batchnorm_bw_args;
+
 FS_VECTOR_TARGET
-void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            const float *w, const float *mean, const float *rstd, int64_t N,
-                            int64_t C, int64_t S, bool training) {
-  int64_t M = N * S;
-  for (int64_t c = 0; c < C; c++) {
+static void batchnorm_backward_channels(const void *args, int64_t c0, int64_t c1) {
+  const batchnorm_bw_args *A = args;
+  const float *x = A->x, *w = A->w, *dout = A->dout, *mean = A->mean, *rstd = A->rstd;
+  float *dx = A->dx, *dw = A->dw, *db = A->db;
+  int64_t N = A->N, C = A->C, S = A->S, M = N * S;
+  bool training = A->training;
+  for (int64_t c = c0; c < c1; c++) {
     float m = mean[c], r = rstd[c], wc = w ? w[c] : 1.0f;
     double sdy = 0, sdyxh = 0;
     for (int64_t n = 0; n < N; n++) {
@@ -404,4 +567,11 @@ void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, 
       for (int64_t i = 0; i < S; i++) dp[i] += wc * r * (dy[i] - a - (xp[i] - m) * r * k);
     }
   }
+}
+
+void fsN_batchnorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, const float *mean, const float *rstd, int64_t N,
+                            int64_t C, int64_t S, bool training) {
+  batchnorm_bw_args A = {dx, dw, db, dout, x, w, mean, rstd, N, C, S, training};
+  parallel_rows(C, 3 * N * C * S, batchnorm_backward_channels, &A);
 }

@@ -35,9 +35,11 @@ int fsN_conv2d_forward(float *out, const float *x, const float *W, const float *
 int fsN_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
                         const float *W, const fsN_conv *g);
 /* The floats of scratch fsN_conv2d_forward (backward false) or
- * fsN_conv2d_backward allocates while it runs: its column buffer and, in
- * backward, a chunk's output gradient gathered by channel.  The memory plan
- * counts them (interp/eval/plan_act.c). */
+ * fsN_conv2d_backward allocates while it runs on one thread: its column
+ * buffer and, in backward, a chunk's output gradient gathered by channel,
+ * plus the backward's partial weight gradients of its slices.  Each further
+ * worker thread (fsB_threads) adds its own columns and gathered gradient.
+ * The memory plan counts one thread's (interp/eval/plan_act.c). */
 size_t fsN_conv2d_scratch(const fsN_conv *g, bool backward);
 
 /* out[N,C,OH,OW] = max of x over each KHxKW window (dilated; padding is -inf),

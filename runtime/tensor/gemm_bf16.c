@@ -10,14 +10,11 @@
  * elsewhere they are rounded into float32 copies and given to OpenBLAS's
  * sgemm (blas.c, which routes here).  An operand may also be bfloat16
  * storage (fsB_gemm_bf16x), taken as it is. */
-#define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "blas.h"
 #include "backend.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "config.h"
 #include "tensor.h"
 
@@ -175,100 +172,20 @@ typedef struct tiles {
   bool ta;
 } tiles;
 
-static void *run_tiles(void *arg) {
-  const tiles *t = arg;
+static void run_tiles(const tiles *t) {
   for (int64_t p = t->p0; p < t->p1; p++) /* a B panel stays in cache across the row blocks */
     for (int64_t q = t->q0; q < t->q1; q++) {
       int64_t m = t->M - q * MR < MR ? t->M - q * MR : MR, n = t->N - p * NR < NR ? t->N - p * NR : NR;
       tile(t->Ap + q * MR * (t->ta ? 1 : t->KP), t->sa, t->sk, t->KP, t->Bp + p * t->KP * NR, t->alpha, t->beta,
            t->C + q * MR * t->ldc + p * NR, t->ldc, m, n);
     }
-  return NULL;
 }
 
-/* Workers kept for the process, as OpenBLAS keeps its own: a product hands
- * them its parts instead of starting a thread per product (tens of
- * microseconds each, thousands per epoch).  One product at a time uses
- * them (`busy`); a product on another thread meanwhile, or one whose
- * workers cannot start, runs its parts on its own thread. */
-static struct {
-  pthread_mutex_t lock, busy;
-  pthread_cond_t work, done;
-  tiles *parts;
-  int nparts, next, pending, workers;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
-
-static void *pool_worker(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&pool.lock);
-  for (;;) {
-    while (pool.next >= pool.nparts) pthread_cond_wait(&pool.work, &pool.lock);
-    tiles *t = &pool.parts[pool.next++];
-    pthread_mutex_unlock(&pool.lock);
-    run_tiles(t);
-    pthread_mutex_lock(&pool.lock);
-    if (--pool.pending == 0) pthread_cond_signal(&pool.done);
-  }
-  return NULL;
-}
-
-/* A forked child (ranks started with fork, a script's launch) has none of
- * the workers: it starts its own. */
-static void pool_after_fork(void) {
-  pthread_mutex_init(&pool.lock, NULL);
-  pthread_mutex_init(&pool.busy, NULL);
-  pthread_cond_init(&pool.work, NULL);
-  pthread_cond_init(&pool.done, NULL);
-  pool.nparts = pool.next = pool.pending = pool.workers = 0;
-}
-
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void register_atfork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
-
-/* parts[0..n-1] to the workers, the last here; returns when all are done */
-static void run_parts(tiles *parts, int n) {
-  if (n > 1 && pthread_mutex_trylock(&pool.busy) == 0) {
-    pthread_once(&atfork_once, register_atfork);
-    pthread_mutex_lock(&pool.lock);
-    while (pool.workers < n - 1) {
-      pthread_t tid;
-      if (pthread_create(&tid, NULL, pool_worker, NULL) != 0) break;
-      pthread_detach(tid);
-      pool.workers++;
-    }
-    int given = pool.workers < n - 1 ? pool.workers : n - 1;
-    pool.parts = parts;
-    pool.nparts = given;
-    pool.next = 0;
-    pool.pending = given;
-    pthread_cond_broadcast(&pool.work);
-    pthread_mutex_unlock(&pool.lock);
-    for (int t = given; t < n; t++) run_tiles(&parts[t]);
-    pthread_mutex_lock(&pool.lock);
-    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.lock);
-    pool.nparts = 0;
-    pthread_mutex_unlock(&pool.lock);
-    pthread_mutex_unlock(&pool.busy);
-    return;
-  }
-  for (int t = 0; t < n; t++) run_tiles(&parts[t]);
-}
-
-/* OpenBLAS's thread count (OPENBLAS_NUM_THREADS, else the online CPUs), so
- * a bf16 run uses the threads its float32 twin would. */
-static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-static int nthreads;
-
-static void read_threads(void) {
-  const char *e = getenv("OPENBLAS_NUM_THREADS");
-  long v = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-  nthreads = v < 1 ? 1 : v > 64 ? 64 : (int)v;
-}
-
-static int gemm_threads(void) {
-  pthread_once(&threads_once, read_threads);
-  return nthreads;
+/* part t of the tiles job[] (fsB_parallel) */
+static int run_tiles_part(void *job, int t, int worker) {
+  (void)worker;
+  run_tiles((tiles *)job + t);
+  return 0;
 }
 
 static void release_packs(const fsB_backend *cpu, uint32_t *Ap, size_t abytes, uint32_t *Bp, uint32_t *Bt,
@@ -312,20 +229,19 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   }
   /* threads split the panels (or the row blocks when there are fewer
    * panels than threads); small products stay on this thread */
-  enum { MAX_THREADS = 64 };
   int64_t NB = Np / NR, MB = Mp / MR;
-  int nt = gemm_threads();
+  int nt = fsB_threads();
   if ((double)M * (double)N * (double)K < 4e6) nt = 1;
   bool by_panel = NB >= nt;
   int64_t parts = by_panel ? NB : MB;
   if (nt > parts) nt = (int)parts;
-  tiles job[MAX_THREADS];
+  tiles job[FSB_MAX_THREADS];
   for (int t = 0; t < nt; t++) {
     int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
     job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, ldc, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
                      by_panel ? MB : hi, alpha, beta, C, ta};
   }
-  run_parts(job, nt);
+  fsB_parallel(nt, run_tiles_part, job);
   release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
   return 0;
 }

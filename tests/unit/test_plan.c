@@ -259,8 +259,9 @@ static void test_cnn_by_hand(void **state) {
    * loss's); the batch has none.  Then cnn.c's scratch in the conv's
    * backward: K = 3*3*3 = 27 rows, P = 64 columns an image, 2^18 / (27*64)
    * > 2 images a chunk, so both: columns 27*2*64 floats, gathered gradient
-   * 4*2*64 floats */
-  assert_int_equal(a.transient, 2 * 2048 + 512 + 2 * 80 + 4 * (27 * 2 * 64 + 4 * 2 * 64));
+   * 4*2*64 floats (one thread's); 2 images are 2 slices, so one partial
+   * weight gradient of 4*27 floats */
+  assert_int_equal(a.transient, 2 * 2048 + 512 + 2 * 80 + 4 * (27 * 2 * 64 + 4 * 2 * 64 + 4 * 27));
   /* bf16-mixed: the conv writes bf16 and keeps a bf16 copy of its float32
    * input; batchnorm, relu and maxpool keep the input's type; the linear's
    * input is bf16 already: no copy */
@@ -268,7 +269,7 @@ static void test_cnn_by_hand(void **state) {
   assert_int_equal(fsPL_precision_sizes("bf16-mixed", &mixed), 0);
   assert_int_equal(fsPL_activations(m, 4, in, 4, &mixed, &a, err, sizeof err), 0);
   assert_int_equal(a.saved, 1536 + (1024 + 768) + (1024 + 32) + 1024 + (256 + 1024) + 40);
-  assert_int_equal(a.transient, 2 * 1024 + 256 + 2 * 40 + 4 * (27 * 2 * 64 + 4 * 2 * 64)); /* the scratch is float32 */
+  assert_int_equal(a.transient, 2 * 1024 + 256 + 2 * 40 + 4 * (27 * 2 * 64 + 4 * 2 * 64 + 4 * 27)); /* the scratch is float32 */
   int64_t bad[4] = {2, 5, 8, 8};
   assert_int_equal(fsPL_activations(m, 4, bad, 4, &f32, &a, err, sizeof err), -1);
   assert_non_null(strstr(err, "expected input[2, 5, 8, 8] to have 3 channels, but got 5 channels instead"));
@@ -294,8 +295,9 @@ static void test_cnn_by_hand(void **state) {
   assert_int_equal(fsPL_activations(m, 3, lin, 4, &f32, &a, err, sizeof err), 0);
   assert_int_equal(a.saved, 128 + 144 + (144 + 24) + 144 + (240 + 80));
   /* two gradients of [2,3,6], two of [2,3,10]; the conv's scratch: K = 2*3
-   * = 6 rows, P = 6 columns, both images: 6*2*6 + 3*2*6 floats */
-  assert_int_equal(a.transient, 2 * 144 + 2 * 240 + 4 * (72 + 36));
+   * = 6 rows, P = 6 columns, both images: 6*2*6 + 3*2*6 floats, and the
+   * second slice's partial weight gradient, 3*6 floats */
+  assert_int_equal(a.transient, 2 * 144 + 2 * 240 + 4 * (72 + 36 + 18));
   fsM_release(m);
 }
 
