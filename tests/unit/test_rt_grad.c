@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "autograd_int.h"
 #include "cnn.h"
 #include "rt_testutil.h"
 
@@ -180,6 +181,35 @@ static void test_attention_causal(void **state) {
   /* the first position attends only to itself: its output is its v */
   for (int i = 0; i < 2; i++) assert_float_equal(fsT_f32(ya)[i], fsT_f32(a)[4 + i], 1e-6);
   fsT_release(a); fsT_release(b); fsT_release(ya); fsT_release(yb);
+}
+
+/* F.scaled_dot_product_attention's fused float32 node (compose.c) */
+static fs_tensor *f_sdpa(fs_tensor **in, const void *ctx) {
+  return fsG_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.0, *(const bool *)ctx, 0);
+}
+
+static fs_tensor *f_sdpa_self(fs_tensor **in, const void *ctx) { /* q, k and v one tensor */
+  return fsG_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.0, true, 0);
+}
+
+static void test_sdpa_fused(void **state) {
+  static const int64_t Ls[2] = {3, 5}, Ss[2] = {5, 3};
+  for (int c = 0; c < 4; c++) { /* causal or not; L < S, L > S */
+    bool causal = c & 1;
+    int64_t L = Ls[c >> 1], S = Ss[c >> 1];
+    int64_t qs[4] = {2, 2, L, 4}, ks[4] = {2, 2, S, 4}, vs[4] = {2, 2, S, 3};
+    fs_tensor *in[3] = {param("q", 4, qs), param("k", 4, ks), param("v", 4, vs)};
+    fs_tensor *y = rt_ok(f_sdpa(in, &causal));
+    assert_null(y->node->saved[1]); /* one fused node: the probabilities are its only saved buffer */
+    assert_int_equal(y->node->saved[0]->numel, 2 * 2 * L * S);
+    fsT_release(y);
+    gradcheck(f_sdpa, in, 3, &causal, 1e-2, 3e-3);
+    release_all(in, 3);
+  }
+  int64_t xs[3] = {2, 4, 6};
+  fs_tensor *x = param("x", 3, xs);
+  gradcheck(f_sdpa_self, &x, 1, NULL, 1e-2, 3e-3);
+  fsT_release(x);
 }
 
 static fs_tensor *f_dropout(fs_tensor **in, const void *ctx) { return fsG_dropout(in[0], 0.3, 77); }
@@ -981,6 +1011,7 @@ int main(void) {
     cmocka_unit_test_setup(test_gelu_values, reset_grad_mode),
     cmocka_unit_test_setup(test_attention, reset_grad_mode),
     cmocka_unit_test_setup(test_attention_causal, reset_grad_mode),
+    cmocka_unit_test_setup(test_sdpa_fused, reset_grad_mode),
     cmocka_unit_test_setup(test_dropout, reset_grad_mode),
     cmocka_unit_test_setup(test_flatten, reset_grad_mode),
     cmocka_unit_test_setup(test_cross_entropy, reset_grad_mode),
