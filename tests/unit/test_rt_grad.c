@@ -306,6 +306,33 @@ static void test_arithmetic(void **state) {
   release_all(in, 3);
 }
 
+/* Intermediates whose first gradient is written, not added to a zeroed
+ * buffer (autograd.c's grad_whole and grad_first): a sum's output gradient
+ * taken over as a view (y, r) or copied (the second side of y + y and of
+ * r + u); a product's and a quotient's fresh sides, a * a and u / u with
+ * one buffer, u - u; a linear's fresh dx. */
+static fs_tensor *f_first_grads(fs_tensor **in, const void *ctx) {
+  int64_t flat[1] = {6};
+  fs_tensor *u = fsG_binary(FSB_MUL, in[0], in[1]), *y = fsG_binary(FSB_ADD, u, u);
+  fs_tensor *r = fsG_reshape(y, 1, flat), *sq = fsG_binary(FSB_MUL, r, r);
+  fs_tensor *q = fsG_binary(FSB_DIV, u, u), *qf = fsG_reshape(q, 1, flat), *uf = fsG_reshape(u, 1, flat);
+  fs_tensor *d = fsG_binary(FSB_SUB, uf, uf), *e = fsG_binary(FSB_DIV, sq, uf);
+  fs_tensor *t1 = fsG_binary(FSB_ADD, r, e), *t2 = fsG_binary(FSB_ADD, t1, d), *t3 = fsG_binary(FSB_MUL, t2, qf);
+  int64_t two[2] = {2, 3};
+  fs_tensor *m = fsG_reshape(t3, 2, two), *out = fsG_linear(m, in[2], NULL);
+  fs_tensor *all[] = {u, y, r, sq, q, qf, uf, d, e, t1, t2, t3, m};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+  return out;
+}
+
+static void test_first_gradients(void **state) {
+  int64_t s[2] = {2, 3}, ws[2] = {4, 3};
+  fs_tensor *in[3] = {param("a", 2, s), rt_rand("b", 0.5f, 2, 2, s), param("W", 2, ws)};
+  in[1]->requires_grad = true;
+  gradcheck(f_first_grads, in, 3, NULL, 1e-2, 3e-3);
+  release_all(in, 3);
+}
+
 static void test_accumulate_and_free(void **state) {
   int64_t xs[2] = {2, 3}, ws[2] = {2, 3};
   fs_tensor *x = rt_rand("x", -1, 1, 2, xs), *W = param("W", 2, ws);
@@ -1018,6 +1045,7 @@ int main(void) {
     cmocka_unit_test_setup(test_mse, reset_grad_mode),
     cmocka_unit_test_setup(test_arithmetic, reset_grad_mode),
     cmocka_unit_test_setup(test_accumulate_and_free, reset_grad_mode),
+    cmocka_unit_test_setup(test_first_gradients, reset_grad_mode),
     cmocka_unit_test_setup(test_no_grad, reset_grad_mode),
     cmocka_unit_test_setup(test_long_chain_release, reset_grad_mode),
     cmocka_unit_test_setup(test_compare_and_item, reset_grad_mode),
