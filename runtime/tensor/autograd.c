@@ -94,11 +94,7 @@ int fsG_grad_buf(fs_tensor *t, float **g) {
   return 0;
 }
 
-/* A float32 tensor's gradient buffer for a contribution that covers all n
- * of its elements: when it has none yet, a fresh uninitialized one (*fresh:
- * the caller writes its contribution instead of zeroing a buffer and adding
- * to it), else fsG_grad_buf's.  -1 on OOM. */
-static int grad_whole(fs_tensor *t, size_t n, float **g, bool *fresh) {
+int fsG_grad_whole(fs_tensor *t, size_t n, float **g, bool *fresh) {
   *fresh = false;
   if (!t || !t->requires_grad || t->grad || t->dtype != FS_F32 || (size_t)t->numel != n)
     return fsG_grad_buf(t, g);
@@ -165,7 +161,7 @@ static int linear_bw(fsG_node *n, fs_tensor *out) {
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
   float *dx, *dW, *db;
   bool fresh = false;
-  if ((x->device == FS_DEV_CPU ? grad_whole(x, (size_t)x->numel, &dx, &fresh) : fsG_grad_buf(x, &dx)) ||
+  if ((x->device == FS_DEV_CPU ? fsG_grad_whole(x, (size_t)x->numel, &dx, &fresh) : fsG_grad_buf(x, &dx)) ||
       fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db))
     return -1;
   if (fresh && fsB_sgemm(false, false, N, C, OC, 1.0f, fsT_f32(out->grad), OC, fsT_f32(W), C, 0.0f, dx, C) < 0)
@@ -563,7 +559,7 @@ static int grad_first(fs_tensor *t, fs_tensor *gout) {
     return (t->grad = fsT_view(gout, t->rank, t->shape)) ? 1 : -1;
   float *d;
   bool fresh;
-  if (grad_whole(t, (size_t)t->numel, &d, &fresh) < 0) return -1;
+  if (fsG_grad_whole(t, (size_t)t->numel, &d, &fresh) < 0) return -1;
   fsB_of(t)->copy(d, fsT_f32(gout), (size_t)t->numel * sizeof *d);
   return 1;
 }
@@ -634,8 +630,8 @@ static int binary_bw(fsG_node *n, fs_tensor *out) {
   /* a fresh gradient is written, not added to: da = g b or g / b, db = g a
    * (b's of a quotient is added to a zeroed one); a * a has one buffer */
   bool fresh_a, fresh_b = false;
-  if (grad_whole(a, N, &da, &fresh_a) ||
-      (b == a ? (db = da, 0) : n->k == FSB_MUL ? grad_whole(b, N, &db, &fresh_b) : fsG_grad_buf(b, &db)))
+  if (fsG_grad_whole(a, N, &da, &fresh_a) ||
+      (b == a ? (db = da, 0) : n->k == FSB_MUL ? fsG_grad_whole(b, N, &db, &fresh_b) : fsG_grad_buf(b, &db)))
     return -1;
   if (fresh_a) be->binary(n->k == FSB_MUL ? FSB_MUL : FSB_DIV, N, g, 1, bv, sb, da);
   if (fresh_b) be->binary(FSB_MUL, N, g, 1, av, sa, db);

@@ -307,7 +307,7 @@ static void test_arithmetic(void **state) {
 }
 
 /* Intermediates whose first gradient is written, not added to a zeroed
- * buffer (autograd.c's grad_whole and grad_first): a sum's output gradient
+ * buffer (autograd.c's fsG_grad_whole and grad_first): a sum's output gradient
  * taken over as a view (y, r) or copied (the second side of y + y and of
  * r + u); a product's and a quotient's fresh sides, a * a and u / u with
  * one buffer, u - u; a linear's fresh dx. */
