@@ -2,10 +2,10 @@
  * makes the composition differentiable and no device needs a kernel:
  *   - scaled dot-product attention (torch 2.x's F.scaled_dot_product_attention,
  *     its math path): matmul, scale, an additive mask, softmax, dropout,
- *     matmul.  Float32 on the cpu without a mask or dropout (the causal
- *     flag or nothing) is one node instead, nn.c's per-head kernel (the
- *     one CausalSelfAttention runs): the composition's scale, mask and
- *     softmax passes and their backwards are one pass each way;
+ *     matmul.  Float32 without a mask or dropout (the causal flag or
+ *     nothing) is one node instead, nn.c's per-head kernel (the one
+ *     CausalSelfAttention runs): the composition's scale, mask and softmax
+ *     passes and their backwards are one pass each way;
  *   - nearest interpolation: one index_select per spatial dim, with torch's
  *     source indices. */
 #include <math.h>
@@ -49,19 +49,22 @@ static fs_tensor *additive_mask(int64_t L, int64_t S, bool causal, const fs_tens
 }
 
 /* q[..., L, E], k[..., S, E], v[..., S, Ev] with the same leading dims,
- * all float32 cpu tensors with data, no mask, no dropout, no autocast */
+ * float32 tensors with data on one device, no mask, no dropout, no
+ * autocast.  A device without the cpu's kernels (cuda) runs the node on
+ * host copies, as ops_grad.c's ops do, so emulated cuda computes what the
+ * cpu does. */
 static bool sdpa_fused(fs_tensor *const qkv[3], const fs_tensor *mask, double dropout_p) {
   if (mask || dropout_p != 0 || fsG_autocast() != FS_F32) return false;
   for (int i = 0; i < 3; i++) {
     const fs_tensor *t = qkv[i];
-    if (t->dtype != FS_F32 || t->device != FS_DEV_CPU || !t->data || t->rank != qkv[0]->rank ||
+    if (t->dtype != FS_F32 || t->device != qkv[0]->device || !t->data || t->rank != qkv[0]->rank ||
         t->numel == 0 || memcmp(t->shape, qkv[0]->shape, (size_t)(t->rank - 2) * sizeof *t->shape))
       return false;
   }
   return true;
 }
 
-/* head n of the batch (q, k, v contiguous [N, L|S, E|Ev]) */
+/* head n of the batch (q, k, v contiguous host tensors [N, L|S, E|Ev]) */
 static fsN_head sdpa_head(fs_tensor *const qkv[3], int64_t n, float scale, bool causal) {
   const fs_tensor *q = qkv[0], *k = qkv[1], *v = qkv[2];
   int64_t L = q->shape[q->rank - 2], S = k->shape[k->rank - 2], E = q->shape[q->rank - 1];
@@ -70,47 +73,51 @@ static fsN_head sdpa_head(fs_tensor *const qkv[3], int64_t n, float scale, bool 
                     E, E, Ev, L, S, E, Ev, scale, causal};
 }
 
-/* saved[0]: the probabilities [N, L, S]; s: the scale; k: causal */
+/* saved[0]: the probabilities [N, L, S] (host); s: the scale; k: causal */
 static int sdpa_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *const *qkv = n->in;
-  const fs_tensor *P = n->saved[0];
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
+  const fs_tensor *P = c.saved[0];
   int64_t N = P->shape[0], L = P->shape[1], S = P->shape[2], Ev = out->shape[out->rank - 1];
-  float *d[3];
-  for (int i = 0; i < 3; i++)
-    if (fsG_grad_buf(qkv[i], &d[i])) return -1;
-  float *dS = malloc((size_t)(L * S) * sizeof *dS);
-  if (!dS) {
-    fsT_seterr("out of memory");
-    return -1;
-  }
-  int rc = 0;
+  float *dS = malloc((size_t)(L * S) * sizeof *dS), **d = c.d;
+  int rc = dS ? 0 : -1;
+  if (!dS) fsT_seterr("out of memory");
   for (int64_t b = 0; !rc && b < N; b++) {
-    fsN_head h = sdpa_head(qkv, b, (float)n->s, n->k);
-    rc = fsN_sdpa_head_backward(&h, fsT_f32(P) + b * L * S, fsT_f32(out->grad) + b * L * Ev, Ev, dS,
+    fsN_head h = sdpa_head(c.in, b, (float)n->s, n->k);
+    rc = fsN_sdpa_head_backward(&h, fsT_f32(P) + b * L * S, fsT_f32(c.gout) + b * L * Ev, Ev, dS,
                                 d[0] ? d[0] + b * L * h.E : NULL, d[1] ? d[1] + b * S * h.E : NULL,
                                 d[2] ? d[2] + b * S * Ev : NULL);
   }
   free(dS);
-  return rc;
+  int end = fsG_bw_end(&c, n);
+  return rc ? rc : end;
 }
 
 static fs_tensor *sdpa_node(fs_tensor *const qkv[3], bool is_causal) {
+  fsG_stage st;
+  if (fsG_stage_begin(&st, "scaled_dot_product_attention", 3, qkv) < 0) return NULL;
   const fs_tensor *q = qkv[0];
   int64_t L = q->shape[q->rank - 2], S = qkv[1]->shape[q->rank - 2], E = q->shape[q->rank - 1];
   int64_t N = q->numel / (L * E), oshape[FS_MAX_RANK], pshape[3] = {N, L, S};
   memcpy(oshape, q->shape, sizeof oshape);
   oshape[q->rank - 1] = qkv[2]->shape[q->rank - 1];
-  fs_tensor *out = fsT_new(FS_F32, FS_DEV_CPU, q->rank, oshape), *P = out ? fsT_new(FS_F32, FS_DEV_CPU, 3, pshape) : NULL;
+  fs_tensor *out = fsG_host_new(FS_F32, q->rank, oshape), *P = out ? fsG_host_new(FS_F32, 3, pshape) : NULL;
   float scale = (float)(1.0 / sqrt((double)E));
   for (int64_t b = 0; P && b < N; b++) {
-    fsN_head h = sdpa_head(qkv, b, scale, is_causal);
+    fsN_head h = sdpa_head(st.h, b, scale, is_causal);
     if (fsN_sdpa_head_forward(&h, fsT_f32(P) + b * L * S, fsT_f32(out) + b * L * h.Ev, h.Ev) < 0) {
       fsT_release(P);
       P = NULL;
     }
   }
+  fsG_stage_end(&st);
   if (!P) {
     fsT_release(out);
+    return NULL;
+  }
+  out = fsG_to_dev(out, st.dev);
+  if (!out) {
+    fsT_release(P);
     return NULL;
   }
   return fsG_record(out, sdpa_bw, 3, qkv, P, NULL, scale, is_causal);
