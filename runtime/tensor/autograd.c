@@ -94,6 +94,18 @@ int fsG_grad_buf(fs_tensor *t, float **g) {
   return 0;
 }
 
+int fsG_grad_whole(fs_tensor *t, size_t n, float **g, bool *fresh) {
+  *fresh = false;
+  if (!t || !t->requires_grad || t->grad || t->dtype != FS_F32 || (size_t)t->numel != n)
+    return fsG_grad_buf(t, g);
+  fs_tensor *d = fsT_new(FS_F32, t->device, t->rank, t->shape);
+  if (!d) return -1;
+  t->grad = d;
+  *g = fsT_f32(d);
+  *fresh = true;
+  return 0;
+}
+
 /* Scalars and the integer ops below work on values from the CPU: a device
  * tensor is read through a host copy (on_host: t itself on the cpu) and
  * results are written through its backend. */
@@ -142,12 +154,20 @@ static bool want_f32(const char *op, const fs_tensor *t) {
 
 /* ---- linear ---- */
 
+/* On the cpu a fresh dx is the GEMM's output (beta 0), not a zeroed buffer
+ * it adds to. */
 static int linear_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
   float *dx, *dW, *db;
-  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db)) return -1;
-  return fsB_of(x)->nn->linear_backward(dx, dW, db, fsT_f32(out->grad), fsT_f32(x),
-                                        fsT_f32(W), rows_of(x), W->shape[1], W->shape[0]);
+  bool fresh = false;
+  if ((x->device == FS_DEV_CPU ? fsG_grad_whole(x, (size_t)x->numel, &dx, &fresh) : fsG_grad_buf(x, &dx)) ||
+      fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db))
+    return -1;
+  if (fresh && fsB_sgemm(false, false, N, C, OC, 1.0f, fsT_f32(out->grad), OC, fsT_f32(W), C, 0.0f, dx, C) < 0)
+    return -1;
+  return fsB_of(x)->nn->linear_backward(fresh ? NULL : dx, dW, db, fsT_f32(out->grad), fsT_f32(x),
+                                        fsT_f32(W), N, C, OC);
 }
 
 /* Linear under bfloat16 autocast on the cpu, as one node with a bfloat16
@@ -526,22 +546,28 @@ fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
 
 /* ---- reshape ---- */
 
-/* A float32 tensor's first gradient contribution g (of its numel) becomes
- * its gradient, copied into a fresh buffer: one pass instead of zeroing a
- * buffer and adding g to it.  1 done, 0 not this case, -1 out of memory. */
-static int grad_first(fs_tensor *t, const float *g, size_t n) {
-  if (!t || !t->requires_grad || t->grad || t->dtype != FS_F32 || (size_t)t->numel != n) return 0;
-  fs_tensor *d = fsT_new(FS_F32, t->device, t->rank, t->shape);
-  if (!d) return -1;
-  fsB_of(t)->copy(d->data, g, n * sizeof *g);
-  t->grad = d;
+/* A float32 tensor's first gradient contribution, the whole gradient gout
+ * of a node's output (of t's numel), becomes its gradient.  An intermediate
+ * t takes gout's buffer itself (as a view of t's shape) when nothing else
+ * holds it: the output drops its gradient after its backward, and t's lives
+ * only until t's own backward; otherwise gout is copied into a fresh
+ * buffer.  No pass or one instead of zeroing a buffer and adding gout to
+ * it.  1 done, 0 not this case, -1 out of memory. */
+static int grad_first(fs_tensor *t, fs_tensor *gout) {
+  if (!t || !t->requires_grad || t->grad || t->dtype != FS_F32 || t->numel != gout->numel) return 0;
+  if (t->node && gout->refcount == 1 && (!gout->base || gout->base->refcount == 1))
+    return (t->grad = fsT_view(gout, t->rank, t->shape)) ? 1 : -1;
+  float *d;
+  bool fresh;
+  if (fsG_grad_whole(t, (size_t)t->numel, &d, &fresh) < 0) return -1;
+  fsB_of(t)->copy(d, fsT_f32(gout), (size_t)t->numel * sizeof *d);
   return 1;
 }
 
 static int reshape_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   if (x->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
-  int first = grad_first(x, fsT_f32(out->grad), (size_t)x->numel);
+  int first = grad_first(x, out->grad);
   if (first) return first < 0 ? -1 : 0;
   float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
@@ -595,13 +621,23 @@ static int binary_bw(fsG_node *n, fs_tensor *out) {
   const float *g = fsT_f32(out->grad), *av = fsT_f32(a), *bv = fsT_f32(b);
   float *da, *db;
   if (n->k == FSB_ADD || n->k == FSB_SUB) { /* a (and b of a sum) first: a + a adds the second */
-    int fa = grad_first(a, g, N), fb = fa < 0 || n->k == FSB_SUB ? 0 : grad_first(b, g, N);
+    int fa = grad_first(a, out->grad), fb = fa < 0 || n->k == FSB_SUB ? 0 : grad_first(b, out->grad);
     if (fa < 0 || fb < 0 || fsG_grad_buf(fa ? NULL : a, &da) || fsG_grad_buf(fb ? NULL : b, &db)) return -1;
     if (da) accumulate(be, da, a, g, N, 1.0f);
     if (db) accumulate(be, db, b, g, N, n->k == FSB_SUB ? -1.0f : 1.0f);
     return 0;
   }
-  if (fsG_grad_buf(a, &da) || fsG_grad_buf(b, &db)) return -1;
+  /* a fresh gradient is written, not added to: da = g b or g / b, db = g a
+   * (b's of a quotient is added to a zeroed one); a * a has one buffer */
+  bool fresh_a, fresh_b = false;
+  if (fsG_grad_whole(a, N, &da, &fresh_a) ||
+      (b == a ? (db = da, 0) : n->k == FSB_MUL ? fsG_grad_whole(b, N, &db, &fresh_b) : fsG_grad_buf(b, &db)))
+    return -1;
+  if (fresh_a) be->binary(n->k == FSB_MUL ? FSB_MUL : FSB_DIV, N, g, 1, bv, sb, da);
+  if (fresh_b) be->binary(FSB_MUL, N, g, 1, av, sa, db);
+  if (fresh_a) da = NULL;
+  if (fresh_b) db = NULL;
+  if (!da && !db) return 0;
   float *tmp = be->alloc(N * sizeof *tmp + 1);
   if (!tmp) {
     fsT_seterr("out of memory");

@@ -35,6 +35,11 @@ fs_tensor *fsG_record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *i
 /* t's gradient buffer, allocated zeroed on first use; *g = NULL when t does
  * not require grad.  -1 on OOM. */
 int fsG_grad_buf(fs_tensor *t, float **g);
+/* A float32 tensor's gradient buffer for a contribution that covers all n
+ * of its elements: when it has none yet, a fresh uninitialized one (*fresh:
+ * the caller writes its contribution instead of zeroing a buffer and adding
+ * to it), else fsG_grad_buf's (*fresh false).  -1 on OOM. */
+int fsG_grad_whole(fs_tensor *t, size_t n, float **g, bool *fresh);
 /* t's values on the cpu: t itself (a new reference) when it is there. */
 fs_tensor *fsG_on_host(fs_tensor *t);
 /* out, built on the cpu, moved to dev (out is consumed). */

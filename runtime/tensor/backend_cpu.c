@@ -94,26 +94,46 @@ static void cpu_fill(float *dst, size_t n, float v) {
   for (size_t i = 0; i < n; i++) dst[i] = v;
 }
 
+static inline __attribute__((always_inline)) float binop1(fsB_binop op, float x, float y) {
+  switch (op) {
+  case FSB_ADD: return x + y;
+  case FSB_SUB: return x - y;
+  case FSB_MUL: return x * y;
+  case FSB_DIV: return x / y;
+  }
+  return 0;
+}
+
+/* One loop per op and stride pair, both constants once inlined: with a
+ * stride only known at run time (a[i * sa]) the loop compiled to gathers. */
+static inline __attribute__((always_inline)) void binary_strided(fsB_binop op, size_t n, const float *a,
+                                                                size_t sa, const float *b, size_t sb,
+                                                                float *out) {
+  if (sa == 1 && sb == 1) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = binop1(op, a[i], b[i]);
+  } else if (sa == 1) {
+    float y = b[0];
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = binop1(op, a[i], y);
+  } else if (sb == 1) {
+    float x = a[0];
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = binop1(op, x, b[i]);
+  } else {
+    float v = binop1(op, a[0], b[0]);
+    for (size_t i = 0; i < n; i++) out[i] = v;
+  }
+}
+
 FS_VECTOR_TARGET
 static void cpu_binary(fsB_binop op, size_t n, const float *a, size_t sa,
                        const float *b, size_t sb, float *out) {
   switch (op) { /* strides are 0 (a broadcast scalar) or 1 */
-  case FSB_ADD:
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] + b[i * sb];
-    break;
-  case FSB_SUB:
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] - b[i * sb];
-    break;
-  case FSB_MUL:
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] * b[i * sb];
-    break;
-  case FSB_DIV:
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) out[i] = a[i * sa] / b[i * sb];
-    break;
+  case FSB_ADD: binary_strided(FSB_ADD, n, a, sa, b, sb, out); break;
+  case FSB_SUB: binary_strided(FSB_SUB, n, a, sa, b, sb, out); break;
+  case FSB_MUL: binary_strided(FSB_MUL, n, a, sa, b, sb, out); break;
+  case FSB_DIV: binary_strided(FSB_DIV, n, a, sa, b, sb, out); break;
   }
 }
 

@@ -2,14 +2,18 @@
  * makes the composition differentiable and no device needs a kernel:
  *   - scaled dot-product attention (torch 2.x's F.scaled_dot_product_attention,
  *     its math path): matmul, scale, an additive mask, softmax, dropout,
- *     matmul; the fused causal kernel of CausalSelfAttention (nn.c) stays the
- *     model blocks' fast path;
+ *     matmul.  Float32 without a mask or dropout (the causal flag or
+ *     nothing) is one node instead, nn.c's per-head kernel (the one
+ *     CausalSelfAttention runs): the composition's scale, mask and softmax
+ *     passes and their backwards are one pass each way;
  *   - nearest interpolation: one index_select per spatial dim, with torch's
  *     source indices. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
+#include "autograd_int.h"
+#include "nn.h"
 
 /* The additive mask [L, S] on dev: 0 where query i may attend to key j, -inf
  * elsewhere: causal (j <= i) and/or where an integer (boolean) mask is 0. */
@@ -44,6 +48,81 @@ static fs_tensor *additive_mask(int64_t L, int64_t S, bool causal, const fs_tens
   return d;
 }
 
+/* q[..., L, E], k[..., S, E], v[..., S, Ev] with the same leading dims,
+ * float32 tensors with data on one device, no mask, no dropout, no
+ * autocast.  A device without the cpu's kernels (cuda) runs the node on
+ * host copies, as ops_grad.c's ops do, so emulated cuda computes what the
+ * cpu does. */
+static bool sdpa_fused(fs_tensor *const qkv[3], const fs_tensor *mask, double dropout_p) {
+  if (mask || dropout_p != 0 || fsG_autocast() != FS_F32) return false;
+  for (int i = 0; i < 3; i++) {
+    const fs_tensor *t = qkv[i];
+    if (t->dtype != FS_F32 || t->device != qkv[0]->device || !t->data || t->rank != qkv[0]->rank ||
+        t->numel == 0 || memcmp(t->shape, qkv[0]->shape, (size_t)(t->rank - 2) * sizeof *t->shape))
+      return false;
+  }
+  return true;
+}
+
+/* head n of the batch (q, k, v contiguous host tensors [N, L|S, E|Ev]) */
+static fsN_head sdpa_head(fs_tensor *const qkv[3], int64_t n, float scale, bool causal) {
+  const fs_tensor *q = qkv[0], *k = qkv[1], *v = qkv[2];
+  int64_t L = q->shape[q->rank - 2], S = k->shape[k->rank - 2], E = q->shape[q->rank - 1];
+  int64_t Ev = v->shape[v->rank - 1];
+  return (fsN_head){fsT_f32(q) + n * L * E, fsT_f32(k) + n * S * E, fsT_f32(v) + n * S * Ev,
+                    E, E, Ev, L, S, E, Ev, scale, causal};
+}
+
+/* saved[0]: the probabilities [N, L, S] (host); s: the scale; k: causal */
+static int sdpa_bw(fsG_node *n, fs_tensor *out) {
+  fsG_bwstage c;
+  if (fsG_bw_begin(&c, n, out) < 0) return -1;
+  const fs_tensor *P = c.saved[0];
+  int64_t N = P->shape[0], L = P->shape[1], S = P->shape[2], Ev = out->shape[out->rank - 1];
+  float *dS = malloc((size_t)(L * S) * sizeof *dS), **d = c.d;
+  int rc = dS ? 0 : -1;
+  if (!dS) fsT_seterr("out of memory");
+  for (int64_t b = 0; !rc && b < N; b++) {
+    fsN_head h = sdpa_head(c.in, b, (float)n->s, n->k);
+    rc = fsN_sdpa_head_backward(&h, fsT_f32(P) + b * L * S, fsT_f32(c.gout) + b * L * Ev, Ev, dS,
+                                d[0] ? d[0] + b * L * h.E : NULL, d[1] ? d[1] + b * S * h.E : NULL,
+                                d[2] ? d[2] + b * S * Ev : NULL);
+  }
+  free(dS);
+  int end = fsG_bw_end(&c, n);
+  return rc ? rc : end;
+}
+
+static fs_tensor *sdpa_node(fs_tensor *const qkv[3], bool is_causal) {
+  fsG_stage st;
+  if (fsG_stage_begin(&st, "scaled_dot_product_attention", 3, qkv) < 0) return NULL;
+  const fs_tensor *q = qkv[0];
+  int64_t L = q->shape[q->rank - 2], S = qkv[1]->shape[q->rank - 2], E = q->shape[q->rank - 1];
+  int64_t N = q->numel / (L * E), oshape[FS_MAX_RANK], pshape[3] = {N, L, S};
+  memcpy(oshape, q->shape, sizeof oshape);
+  oshape[q->rank - 1] = qkv[2]->shape[q->rank - 1];
+  fs_tensor *out = fsG_host_new(FS_F32, q->rank, oshape), *P = out ? fsG_host_new(FS_F32, 3, pshape) : NULL;
+  float scale = (float)(1.0 / sqrt((double)E));
+  for (int64_t b = 0; P && b < N; b++) {
+    fsN_head h = sdpa_head(st.h, b, scale, is_causal);
+    if (fsN_sdpa_head_forward(&h, fsT_f32(P) + b * L * S, fsT_f32(out) + b * L * h.Ev, h.Ev) < 0) {
+      fsT_release(P);
+      P = NULL;
+    }
+  }
+  fsG_stage_end(&st);
+  if (!P) {
+    fsT_release(out);
+    return NULL;
+  }
+  out = fsG_to_dev(out, st.dev);
+  if (!out) {
+    fsT_release(P);
+    return NULL;
+  }
+  return fsG_record(out, sdpa_bw, 3, qkv, P, NULL, scale, is_causal);
+}
+
 fs_tensor *fsG_scaled_dot_product_attention(fs_tensor *q, fs_tensor *k, fs_tensor *v, fs_tensor *mask,
                                             double dropout_p, bool is_causal, uint64_t key) {
   char a[96], b[96];
@@ -61,6 +140,8 @@ fs_tensor *fsG_scaled_dot_product_attention(fs_tensor *q, fs_tensor *k, fs_tenso
     fsT_seterr("dropout probability has to be between 0 and 1, but got %g", dropout_p);
     return NULL;
   }
+  fs_tensor *const qkv[3] = {q, k, v};
+  if (sdpa_fused(qkv, mask, dropout_p)) return sdpa_node(qkv, is_causal);
   int64_t L = q->shape[q->rank - 2], S = k->shape[k->rank - 2], E = q->shape[q->rank - 1];
   fs_tensor *kt = fsG_transpose(k, -2, -1), *s = kt ? fsG_matmul(q, kt) : NULL;
   fs_tensor *scaled = s ? fsG_binary_scalar(FSB_MUL, s, 1.0 / sqrt((double)E), false, false) : NULL;

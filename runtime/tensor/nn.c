@@ -138,11 +138,13 @@ void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n) {
   case FSN_TANH:
     for (size_t i = 0; i < n; i++) out[i] = tanhf(inp[i]);
     break;
-  case FSN_SIGMOID:
-    for (size_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-inp[i]));
+  case FSN_SIGMOID: /* fsVM_expf, not libm's opaque call: the loop vectorizes */
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + fsVM_expf(-inp[i]));
     break;
   case FSN_SILU:
-    for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1.0f + expf(-inp[i]));
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1.0f + fsVM_expf(-inp[i]));
     break;
   }
 }
@@ -176,11 +178,13 @@ void fsN_act_backward(fsN_act act, float *dinp, const float *dout, const float *
     for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * (1.0f - out[i] * out[i]);
     break;
   case FSN_SIGMOID:
+#pragma omp simd
     for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * out[i] * (1.0f - out[i]);
     break;
   case FSN_SILU:
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
-      float s = 1.0f / (1.0f + expf(-inp[i]));
+      float s = 1.0f / (1.0f + fsVM_expf(-inp[i]));
       dinp[i] += dout[i] * s * (1.0f + inp[i] * (1.0f - s));
     }
     break;
@@ -202,38 +206,65 @@ void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uin
 }
 
 FS_VECTOR_TARGET
+int fsN_sdpa_head_forward(const fsN_head *h, float *P, float *out, int64_t ldo) {
+  int64_t L = h->L, S = h->S;
+  if (fsB_sgemm(false, true, L, S, h->E, h->scale, h->q, h->ldq, h->k, h->ldk, 0.0f, P, S) < 0) return -1;
+  for (int64_t i = 0; i < L; i++) { /* the softmax of row i over keys j <= last */
+    int64_t last = h->causal && i < S ? i : S - 1;
+    float *row = P + i * S, mx = row[0], sum = 0;
+#pragma omp simd reduction(max:mx)
+    for (int64_t j = 1; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
+#pragma omp simd reduction(+:sum)
+    for (int64_t j = 0; j <= last; j++) sum += row[j] = fsVM_expf(row[j] - mx);
+    float inv = 1.0f / sum;
+#pragma omp simd
+    for (int64_t j = 0; j <= last; j++) row[j] *= inv;
+    for (int64_t j = last + 1; j < S; j++) row[j] = 0;
+  }
+  return fsB_sgemm(false, false, L, h->Ev, S, 1.0f, P, S, h->v, h->ldv, 0.0f, out, ldo);
+}
+
+FS_VECTOR_TARGET
+int fsN_sdpa_head_backward(const fsN_head *h, const float *P, const float *dout, int64_t lddo, float *dS,
+                           float *dq, float *dk, float *dv) {
+  int64_t L = h->L, S = h->S, E = h->E;
+  if (fsB_sgemm(false, true, L, S, h->Ev, 1.0f, dout, lddo, h->v, h->ldv, 0.0f, dS, S) < 0 ||
+      (dv && fsB_sgemm(true, false, S, h->Ev, L, 1.0f, P, S, dout, lddo, 1.0f, dv, h->ldv) < 0))
+    return -1;
+  for (int64_t i = 0; i < L; i++) { /* softmax backward; P is 0 past the last key */
+    int64_t last = h->causal && i < S ? i : S - 1;
+    const float *p = P + i * S;
+    float *d = dS + i * S, dot = 0;
+#pragma omp simd reduction(+:dot)
+    for (int64_t j = 0; j <= last; j++) dot += p[j] * d[j];
+#pragma omp simd
+    for (int64_t j = 0; j <= last; j++) d[j] = p[j] * (d[j] - dot) * h->scale;
+    for (int64_t j = last + 1; j < S; j++) d[j] = 0;
+  }
+  if (dq && fsB_sgemm(false, false, L, E, S, 1.0f, dS, S, h->k, h->ldk, 1.0f, dq, h->ldq) < 0) return -1;
+  return dk ? fsB_sgemm(true, false, S, E, L, 1.0f, dS, S, h->q, h->ldq, 1.0f, dk, h->ldk) : 0;
+}
+
+/* head h of batch b in the packed inp[B,T,3C]: q, k, v at column offsets 0, C, 2C */
+static fsN_head packed_head(const float *inp, int64_t b, int64_t h, int64_t T, int64_t C, int64_t NH) {
+  int64_t hs = C / NH, C3 = 3 * C;
+  const float *q = inp + b * T * C3 + h * hs;
+  return (fsN_head){q, q + C, q + 2 * C, C3, C3, C3, T, T, hs, hs, 1.0f / sqrtf((float)hs), true};
+}
+
 int fsN_attention_forward(float *out, float *att, const float *inp,
                           int64_t B, int64_t T, int64_t C, int64_t NH) {
-  int64_t hs = C / NH, C3 = 3 * C;
-  float scale = 1.0f / sqrtf((float)hs);
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < NH; h++) {
-      const float *q = inp + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-      float *P = att + (b * NH + h) * T * T;
-      if (fsB_sgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0f, P, T) < 0) return -1;
-      for (int64_t t = 0; t < T; t++) { /* causal softmax of row t over t2 <= t */
-        float *row = P + t * T, mx = row[0], sum = 0;
-#pragma omp simd reduction(max:mx)
-        for (int64_t t2 = 1; t2 <= t; t2++) mx = row[t2] > mx ? row[t2] : mx;
-#pragma omp simd reduction(+:sum)
-        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = fsVM_expf(row[t2] - mx);
-        float inv = 1.0f / sum;
-#pragma omp simd
-        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] *= inv;
-        for (int64_t t2 = t + 1; t2 < T; t2++) row[t2] = 0;
-      }
-      if (fsB_sgemm(false, false, T, hs, T, 1.0f, P, T, v, C3, 0.0f, out + b * T * C + h * hs, C) < 0)
-        return -1;
+      fsN_head hd = packed_head(inp, b, h, T, C, NH);
+      if (fsN_sdpa_head_forward(&hd, att + (b * NH + h) * T * T, out + b * T * C + h * hd.E, C) < 0) return -1;
     }
   return 0;
 }
 
-FS_VECTOR_TARGET
 int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                            int64_t B, int64_t T, int64_t C, int64_t NH) {
-  int64_t hs = C / NH, C3 = 3 * C;
-  float scale = 1.0f / sqrtf((float)hs);
-  float *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS); /* dP, then dS in place */
+  float *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS);
   if (!dS) {
     fsT_seterr("out of memory");
     return -1;
@@ -241,25 +272,9 @@ int fsN_attention_backward(float *dinp, const float *dout, const float *inp, con
   int rc = 0;
   for (int64_t b = 0; !rc && b < B; b++)
     for (int64_t h = 0; !rc && h < NH; h++) {
-      const float *q = inp + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-      float *dq = dinp + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-      const float *P = att + (b * NH + h) * T * T, *dy = dout + b * T * C + h * hs;
-      if (fsB_sgemm(false, true, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, dS, T) < 0 ||
-          fsB_sgemm(true, false, T, hs, T, 1.0f, P, T, dy, C, 1.0f, dv, C3) < 0) {
-        rc = -1;
-        break;
-      }
-      for (int64_t t = 0; t < T; t++) { /* softmax backward; P is 0 above the diagonal */
-        const float *p = P + t * T;
-        float *d = dS + t * T, dot = 0;
-#pragma omp simd reduction(+:dot)
-        for (int64_t t2 = 0; t2 <= t; t2++) dot += p[t2] * d[t2];
-#pragma omp simd
-        for (int64_t t2 = 0; t2 < T; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
-      }
-      if (fsB_sgemm(false, false, T, hs, T, 1.0f, dS, T, k, C3, 1.0f, dq, C3) < 0 ||
-          fsB_sgemm(true, false, T, hs, T, 1.0f, dS, T, q, C3, 1.0f, dk, C3) < 0)
-        rc = -1;
+      fsN_head hd = packed_head(inp, b, h, T, C, NH);
+      float *dq = dinp + (hd.q - inp), *dk = dinp + (hd.k - inp), *dv = dinp + (hd.v - inp);
+      rc = fsN_sdpa_head_backward(&hd, att + (b * NH + h) * T * T, dout + b * T * C + h * hd.E, C, dS, dq, dk, dv);
     }
   free(dS);
   return rc;

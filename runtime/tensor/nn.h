@@ -7,6 +7,7 @@
 #ifndef FS_NN_H
 #define FS_NN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,23 @@ int fsN_attention_forward(float *out, float *att, const float *inp,
                           int64_t B, int64_t T, int64_t C, int64_t NH);
 int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                            int64_t B, int64_t T, int64_t C, int64_t NH);
+
+/* One head of scaled dot-product attention on row-major matrices with row
+ * strides: q[L,E] (ldq), k[S,E] (ldk), v[S,Ev] (ldv).  Forward:
+ * P[L,S] = softmax(scale q k^T) row by row (causal: row i over keys
+ * j <= i, zeros after, torch's is_causal), out[L,Ev] (ldo) = P v.  Backward,
+ * given dout[L,Ev] (lddo) and scratch dS[L,S]: dP = dout v^T,
+ * dv += P^T dout, dS = P (dP - rowsum(P dP)) scale, dq += dS k,
+ * dk += dS^T q, each gradient with its input's stride (NULL: not needed). */
+typedef struct fsN_head {
+  const float *q, *k, *v;
+  int64_t ldq, ldk, ldv, L, S, E, Ev;
+  float scale;
+  bool causal;
+} fsN_head;
+int fsN_sdpa_head_forward(const fsN_head *h, float *P, float *out, int64_t ldo);
+int fsN_sdpa_head_backward(const fsN_head *h, const float *P, const float *dout, int64_t lddo, float *dS,
+                           float *dq, float *dk, float *dv);
 
 typedef struct fsN_kernels {
   int (*linear_forward)(float *, const float *, const float *, const float *, int64_t, int64_t, int64_t);

@@ -275,11 +275,47 @@ static void window_load(const fsG_node *n, fsU_window *w) {
   memcpy(w->st, n->iv + 2 + FS_MAX_RANK, sizeof w->st);
 }
 
+/* The window visits every element of a tensor of numel elements once (a
+ * permute or transpose): its dims of more than one element, ordered by
+ * stride, are that tensor's contiguous layout. */
+static bool window_is_permutation(const fsU_window *w, int64_t numel) {
+  int64_t sh[FS_MAX_RANK], st[FS_MAX_RANK];
+  int m = 0;
+  for (int d = 0; d < w->rank; d++)
+    if (w->shape[d] != 1) { /* insertion by ascending stride */
+      int i = m++;
+      for (; i > 0 && st[i - 1] > w->st[d]; i--) {
+        st[i] = st[i - 1];
+        sh[i] = sh[i - 1];
+      }
+      st[i] = w->st[d];
+      sh[i] = w->shape[d];
+    }
+  int64_t run = 1;
+  for (int i = 0; i < m; i++) {
+    if (st[i] != run) return false;
+    run *= sh[i];
+  }
+  return w->off == 0 && run == numel;
+}
+
+/* A permutation's first gradient on the cpu is the output's gradient
+ * scattered into a fresh buffer, not added to a zeroed one. */
 static int window_bw(fsG_node *n, fs_tensor *out) {
   fsU_window w;
   fsG_bwstage c;
   window_load(n, &w);
-  if (n->in[0]->dtype == FS_F64) return fsG_window_bw_f64(n->in[0], &w, out->grad);
+  fs_tensor *x = n->in[0];
+  if (x->dtype == FS_F64) return fsG_window_bw_f64(x, &w, out->grad);
+  if (x->device == FS_DEV_CPU && window_is_permutation(&w, x->numel)) {
+    float *dx;
+    bool fresh;
+    if (fsG_grad_whole(x, (size_t)x->numel, &dx, &fresh) < 0) return -1;
+    if (fresh) {
+      fsU_cpu.scatter(&w, sizeof *dx, fsT_f32(out->grad), dx);
+      return 0;
+    }
+  }
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0]) c.k->gather_backward(&w, c.d[0], fsT_f32(c.gout));
   return fsG_bw_end(&c, n);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "autograd_int.h"
 #include "cnn.h"
 #include "rt_testutil.h"
 
@@ -182,6 +183,35 @@ static void test_attention_causal(void **state) {
   fsT_release(a); fsT_release(b); fsT_release(ya); fsT_release(yb);
 }
 
+/* F.scaled_dot_product_attention's fused float32 node (compose.c) */
+static fs_tensor *f_sdpa(fs_tensor **in, const void *ctx) {
+  return fsG_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.0, *(const bool *)ctx, 0);
+}
+
+static fs_tensor *f_sdpa_self(fs_tensor **in, const void *ctx) { /* q, k and v one tensor */
+  return fsG_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.0, true, 0);
+}
+
+static void test_sdpa_fused(void **state) {
+  static const int64_t Ls[2] = {3, 5}, Ss[2] = {5, 3};
+  for (int c = 0; c < 4; c++) { /* causal or not; L < S, L > S */
+    bool causal = c & 1;
+    int64_t L = Ls[c >> 1], S = Ss[c >> 1];
+    int64_t qs[4] = {2, 2, L, 4}, ks[4] = {2, 2, S, 4}, vs[4] = {2, 2, S, 3};
+    fs_tensor *in[3] = {param("q", 4, qs), param("k", 4, ks), param("v", 4, vs)};
+    fs_tensor *y = rt_ok(f_sdpa(in, &causal));
+    assert_null(y->node->saved[1]); /* one fused node: the probabilities are its only saved buffer */
+    assert_int_equal(y->node->saved[0]->numel, 2 * 2 * L * S);
+    fsT_release(y);
+    gradcheck(f_sdpa, in, 3, &causal, 1e-2, 3e-3);
+    release_all(in, 3);
+  }
+  int64_t xs[3] = {2, 4, 6};
+  fs_tensor *x = param("x", 3, xs);
+  gradcheck(f_sdpa_self, &x, 1, NULL, 1e-2, 3e-3);
+  fsT_release(x);
+}
+
 static fs_tensor *f_dropout(fs_tensor **in, const void *ctx) { return fsG_dropout(in[0], 0.3, 77); }
 
 static void test_dropout(void **state) {
@@ -273,6 +303,33 @@ static void test_arithmetic(void **state) {
   fs_tensor *in[3] = {param("a", 2, s), rt_rand("b", 0.5f, 2, 2, s), param("c", 0, NULL)};
   in[1]->requires_grad = true;
   gradcheck(f_arith, in, 3, NULL, 1e-2, 2e-3);
+  release_all(in, 3);
+}
+
+/* Intermediates whose first gradient is written, not added to a zeroed
+ * buffer (autograd.c's fsG_grad_whole and grad_first): a sum's output gradient
+ * taken over as a view (y, r) or copied (the second side of y + y and of
+ * r + u); a product's and a quotient's fresh sides, a * a and u / u with
+ * one buffer, u - u; a linear's fresh dx. */
+static fs_tensor *f_first_grads(fs_tensor **in, const void *ctx) {
+  int64_t flat[1] = {6};
+  fs_tensor *u = fsG_binary(FSB_MUL, in[0], in[1]), *y = fsG_binary(FSB_ADD, u, u);
+  fs_tensor *r = fsG_reshape(y, 1, flat), *sq = fsG_binary(FSB_MUL, r, r);
+  fs_tensor *q = fsG_binary(FSB_DIV, u, u), *qf = fsG_reshape(q, 1, flat), *uf = fsG_reshape(u, 1, flat);
+  fs_tensor *d = fsG_binary(FSB_SUB, uf, uf), *e = fsG_binary(FSB_DIV, sq, uf);
+  fs_tensor *t1 = fsG_binary(FSB_ADD, r, e), *t2 = fsG_binary(FSB_ADD, t1, d), *t3 = fsG_binary(FSB_MUL, t2, qf);
+  int64_t two[2] = {2, 3};
+  fs_tensor *m = fsG_reshape(t3, 2, two), *out = fsG_linear(m, in[2], NULL);
+  fs_tensor *all[] = {u, y, r, sq, q, qf, uf, d, e, t1, t2, t3, m};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+  return out;
+}
+
+static void test_first_gradients(void **state) {
+  int64_t s[2] = {2, 3}, ws[2] = {4, 3};
+  fs_tensor *in[3] = {param("a", 2, s), rt_rand("b", 0.5f, 2, 2, s), param("W", 2, ws)};
+  in[1]->requires_grad = true;
+  gradcheck(f_first_grads, in, 3, NULL, 1e-2, 3e-3);
   release_all(in, 3);
 }
 
@@ -981,12 +1038,14 @@ int main(void) {
     cmocka_unit_test_setup(test_gelu_values, reset_grad_mode),
     cmocka_unit_test_setup(test_attention, reset_grad_mode),
     cmocka_unit_test_setup(test_attention_causal, reset_grad_mode),
+    cmocka_unit_test_setup(test_sdpa_fused, reset_grad_mode),
     cmocka_unit_test_setup(test_dropout, reset_grad_mode),
     cmocka_unit_test_setup(test_flatten, reset_grad_mode),
     cmocka_unit_test_setup(test_cross_entropy, reset_grad_mode),
     cmocka_unit_test_setup(test_mse, reset_grad_mode),
     cmocka_unit_test_setup(test_arithmetic, reset_grad_mode),
     cmocka_unit_test_setup(test_accumulate_and_free, reset_grad_mode),
+    cmocka_unit_test_setup(test_first_gradients, reset_grad_mode),
     cmocka_unit_test_setup(test_no_grad, reset_grad_mode),
     cmocka_unit_test_setup(test_long_chain_release, reset_grad_mode),
     cmocka_unit_test_setup(test_compare_and_item, reset_grad_mode),
