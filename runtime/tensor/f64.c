@@ -18,6 +18,8 @@
 #include "autograd.h"
 #include "autograd_int.h"
 #include "blas.h"
+#define FS_REAL_DOUBLE 1 /* the kernel bodies below instantiated over double */
+#include "ops_typed.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -373,62 +375,13 @@ fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets) {
 
 /* ---- the tensor API's elementwise functions (ops.h's fsU_unary) ---- */
 
-/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
-static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
-
-static double unary1(fsU_unary op, double x, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return exp(x);
-  case FSU_LOG: return log(x);
-  case FSU_SQRT: return sqrt(x);
-  case FSU_RSQRT: return 1 / sqrt(x);
-  case FSU_ABS: return fabs(x);
-  case FSU_SIN: return sin(x);
-  case FSU_COS: return cos(x);
-  case FSU_TANH: return tanh(x);
-  case FSU_SIGMOID: return 1 / (1 + exp(-x));
-  case FSU_POW: return pow(x, p0);
-  case FSU_RELU: return x > 0 ? x : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? x : x * p0;
-  case FSU_MISH: return x * tanh(softplus(x));
-  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
-    if (!isnan(p0) && x < p0) x = p0;
-    if (!isnan(p1) && x > p1) x = p1;
-    return x;
-  }
-  return x;
-}
-
-/* d f / d x at x (y = f(x)) */
-static double unary_grad(fsU_unary op, double x, double y, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return y;
-  case FSU_LOG: return 1 / x;
-  case FSU_SQRT: return 1 / (2 * y);
-  case FSU_RSQRT: return -0.5 * y * y * y;
-  case FSU_ABS: return (x > 0) - (x < 0); /* sgn: 0 at 0 */
-  case FSU_SIN: return cos(x);
-  case FSU_COS: return -sin(x);
-  case FSU_TANH: return 1 - y * y;
-  case FSU_SIGMOID: return y * (1 - y);
-  case FSU_POW: return p0 == 0 ? 0 : p0 * pow(x, p0 - 1);
-  case FSU_RELU: return x > 0;
-  case FSU_LEAKY_RELU: return x > 0 ? 1 : p0;
-  case FSU_MISH: {
-    double t = tanh(softplus(x)), s = 1 / (1 + exp(-x));
-    return t + x * (1 - t * t) * s;
-  }
-  case FSU_CLAMP: return (isnan(p0) || x >= p0) && (isnan(p1) || x <= p1);
-  }
-  return 0;
-}
-
 static int unary64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
-  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x), *yv = fsT_f64(out);
-  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * unary_grad((fsU_unary)n->k, xv[i], yv[i], n->s, n->s2);
+  if (dx)
+    cpu_unary_backward_f64((fsU_unary)n->k, (size_t)x->numel, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), n->s,
+                           n->s2);
   return 0;
 }
 
@@ -436,7 +389,7 @@ fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1) {
   if (!on_cpu("elementwise", 1, &x)) return NULL;
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
-  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = unary1(op, fsT_f64(x)[i], p0, p1);
+  cpu_unary_forward_f64(op, (size_t)x->numel, fsT_f64(x), fsT_f64(out), p0, p1);
   out = fsG_record(out, unary64_bw, 1, &x, NULL, NULL, p0, op);
   if (out && out->node) out->node->s2 = p1;
   return out;
@@ -449,18 +402,7 @@ static int softmax64_bw(fsG_node *n, fs_tensor *out) {
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (!dx) return 0;
-  int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
-  const double *g = fsT_f64(out->grad), *y = fsT_f64(out);
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      int64_t base = o * L * I + i;
-      double s = 0;
-      for (int64_t l = 0; l < L; l++) s += n->k ? g[base + l * I] : g[base + l * I] * y[base + l * I];
-      for (int64_t l = 0; l < L; l++) {
-        int64_t at = base + l * I;
-        dx[at] += n->k ? g[at] - exp(y[at]) * s : y[at] * (g[at] - s); /* k: log_softmax */
-      }
-    }
+  cpu_softmax_backward_f64(n->k, n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad), fsT_f64(out)); /* k: log_softmax */
   return 0;
 }
 
@@ -471,19 +413,7 @@ fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
   fsG_split_at(x, d, &O, &L, &I);
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
-  const double *xv = fsT_f64(x);
-  double *y = fsT_f64(out);
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      int64_t base = o * L * I + i;
-      double m = -INFINITY, s = 0;
-      for (int64_t l = 0; l < L; l++) m = xv[base + l * I] > m ? xv[base + l * I] : m;
-      for (int64_t l = 0; l < L; l++) s += exp(xv[base + l * I] - m);
-      for (int64_t l = 0; l < L; l++) {
-        int64_t at = base + l * I;
-        y[at] = log_ ? xv[at] - m - log(s) : exp(xv[at] - m) / s;
-      }
-    }
+  cpu_softmax_forward_f64(log_, O, L, I, fsT_f64(x), fsT_f64(out));
   out = fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_);
   if (out && out->node) {
     out->node->iv[0] = O;
@@ -726,10 +656,20 @@ static int sum_dim64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
+  if (!dx) return 0;
   int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
-  for (int64_t o = 0; dx && o < O; o++)
-    for (int64_t l = 0; l < L; l++)
-      for (int64_t i = 0; i < I; i++) dx[(o * L + l) * I + i] += fsT_f64(out->grad)[o * I + i] * n->s;
+  const double *g = fsT_f64(out->grad);
+  double *scaled = NULL;
+  if (n->s != 1) { /* mean: the gradient scaled by 1/L, then summed back as a sum's */
+    if (!(scaled = malloc((size_t)out->numel * sizeof *scaled + 1))) {
+      fsT_seterr("out of memory");
+      return -1;
+    }
+    for (int64_t i = 0; i < out->numel; i++) scaled[i] = g[i] * n->s;
+    g = scaled;
+  }
+  cpu_sum_dim_backward_f64(O, L, I, dx, g);
+  free(scaled);
   return 0;
 }
 
@@ -743,12 +683,8 @@ fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean) {
     if (k != d || keepdim) shape[rank++] = k == d ? 1 : x->shape[k];
   fs_tensor *out = new64(rank, shape);
   if (!out) return NULL;
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      double s = 0;
-      for (int64_t l = 0; l < L; l++) s += fsT_f64(x)[(o * L + l) * I + i];
-      fsT_f64(out)[o * I + i] = mean ? s / (double)L : s;
-    }
+  cpu_sum_dim_forward_f64(O, L, I, fsT_f64(x), fsT_f64(out));
+  for (int64_t i = 0; mean && i < out->numel; i++) fsT_f64(out)[i] /= (double)L;
   out = fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0);
   if (out && out->node) {
     out->node->iv[0] = O;

@@ -56,67 +56,9 @@ static inline bool step(int rank, const int64_t *shape, int64_t *idx, int n,
   return false;
 }
 
-/* ---- unary ---- */
+/* ---- unary, sums over a dim, softmax: one text with f64.c's (ops_typed.h) ---- */
 
-/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
-static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-static float unary1(fsU_unary op, float x, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return expf(x);
-  case FSU_LOG: return logf(x);
-  case FSU_SQRT: return sqrtf(x);
-  case FSU_RSQRT: return 1.0f / sqrtf(x);
-  case FSU_ABS: return fabsf(x);
-  case FSU_SIN: return sinf(x);
-  case FSU_COS: return cosf(x);
-  case FSU_TANH: return tanhf(x);
-  case FSU_SIGMOID: return 1.0f / (1.0f + expf(-x));
-  case FSU_POW: return powf(x, (float)p0);
-  case FSU_RELU: return x > 0 ? x : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? x : x * (float)p0;
-  case FSU_MISH: return x * tanhf(softplus(x));
-  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
-    if (!isnan(p0) && x < (float)p0) x = (float)p0;
-    if (!isnan(p1) && x > (float)p1) x = (float)p1;
-    return x;
-  }
-  return x;
-}
-
-static void cpu_unary_forward(fsU_unary op, size_t n, const float *x, float *y, double p0, double p1) {
-  for (size_t i = 0; i < n; i++) y[i] = unary1(op, x[i], p0, p1);
-}
-
-/* d f / d x at x (y = f(x)), times g */
-static float unary_grad(fsU_unary op, float g, float x, float y, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return g * y;
-  case FSU_LOG: return g / x;
-  case FSU_SQRT: return g / (2 * y);
-  case FSU_RSQRT: return -0.5f * g * y * y * y;
-  case FSU_ABS: return g * (float)((x > 0) - (x < 0)); /* sgn: 0 at 0 */
-  case FSU_SIN: return g * cosf(x);
-  case FSU_COS: return -g * sinf(x);
-  case FSU_TANH: return g * (1 - y * y);
-  case FSU_SIGMOID: return g * y * (1 - y);
-  case FSU_POW: return p0 == 0 ? 0 : g * (float)p0 * powf(x, (float)p0 - 1);
-  case FSU_RELU: return x > 0 ? g : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? g : g * (float)p0;
-  case FSU_MISH: { /* tanh(sp) + x sech^2(sp) sigmoid(x) */
-    float t = tanhf(softplus(x)), s = 1.0f / (1.0f + expf(-x));
-    return g * (t + x * (1 - t * t) * s);
-  }
-  case FSU_CLAMP: /* torch: the gradient passes where lo <= x <= hi */
-    return (isnan(p0) || x >= (float)p0) && (isnan(p1) || x <= (float)p1) ? g : 0;
-  }
-  return 0;
-}
-
-static void cpu_unary_backward(fsU_unary op, size_t n, float *dx, const float *dy, const float *x,
-                               const float *y, double p0, double p1) {
-  for (size_t i = 0; i < n; i++) dx[i] += unary_grad(op, dy[i], x[i], y[i], p0, p1);
-}
+#include "ops_typed.h"
 
 /* ---- binary, broadcasting ---- */
 
@@ -367,24 +309,7 @@ static void cpu_gather_backward(const fsU_window *w, float *dx, const float *dy)
   } while (step(outer, r.shape, idx, 1, st, off));
 }
 
-/* ---- reductions over one dim: x[O,L,I] ---- */
-
-#define AT(o, l, i) (((o) * L + (l)) * I + (i))
-
-static void cpu_sum_dim_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      double s = 0;
-      for (int64_t l = 0; l < L; l++) s += x[AT(o, l, i)];
-      y[o * I + i] = (float)s;
-    }
-}
-
-static void cpu_sum_dim_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t l = 0; l < L; l++)
-      for (int64_t i = 0; i < I; i++) dx[AT(o, l, i)] += dy[o * I + i];
-}
+/* ---- reductions over one dim: x[O,L,I] (AT, sums and softmax: ops_typed.h) ---- */
 
 static void cpu_extreme_forward(bool want_max, int64_t O, int64_t L, int64_t I, const float *x,
                                 float *y, int64_t *idx) {
@@ -408,48 +333,6 @@ static void cpu_extreme_backward(int64_t O, int64_t L, int64_t I, float *dx, con
                                  const int64_t *idx) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < I; i++) dx[AT(o, idx[o * I + i], i)] += dy[o * I + i];
-}
-
-/* the largest of L floats at stride I, NaNs skipped as fmaxf skips them
- * (-inf when all are NaN); the comparison keeps libm's call out of the loop */
-static inline float row_max(int64_t L, int64_t I, const float *x) {
-  float m = -INFINITY;
-  for (int64_t l = 0; l < L; l++)
-    if (x[l * I] > m) m = x[l * I];
-  return m;
-}
-
-static void cpu_softmax_forward(bool as_log, int64_t O, int64_t L, int64_t I, const float *x, float *y) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      float m = row_max(L, I, x + AT(o, 0, i));
-      double s = 0;
-      if (as_log) {
-        for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
-        float ls = (float)log(s);
-        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = x[AT(o, l, i)] - m - ls;
-      } else { /* each exp once: kept in y, then divided by the sum */
-        for (int64_t l = 0; l < L; l++) {
-          float e = expf(x[AT(o, l, i)] - m);
-          y[AT(o, l, i)] = e;
-          s += e;
-        }
-        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] /= (float)s;
-      }
-    }
-}
-
-static void cpu_softmax_backward(bool log, int64_t O, int64_t L, int64_t I, float *dx, const float *dy,
-                                 const float *y) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      double s = 0;
-      for (int64_t l = 0; l < L; l++) s += log ? dy[AT(o, l, i)] : dy[AT(o, l, i)] * y[AT(o, l, i)];
-      for (int64_t l = 0; l < L; l++) {
-        int64_t k = AT(o, l, i);
-        dx[k] += log ? dy[k] - expf(y[k]) * (float)s : y[k] * (dy[k] - (float)s);
-      }
-    }
 }
 
 static void cpu_logsumexp_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
