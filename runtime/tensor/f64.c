@@ -20,6 +20,7 @@
 #include "blas.h"
 #define FS_REAL_DOUBLE 1 /* the kernel bodies below instantiated over double */
 #include "ops_typed.h"
+#include "nn_typed.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -118,13 +119,8 @@ static int linear64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
   double *dx, *dW, *db;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW) || fsG_grad_buf_f64(b, &db)) return -1;
-  int64_t R = rows_of(x), C = W->shape[1], O = W->shape[0];
-  const double *g = fsT_f64(out->grad);
-  if (dx && fsB_dgemm(false, false, R, C, O, 1.0, g, O, fsT_f64(W), C, 1.0, dx, C) < 0) return -1;
-  if (dW && fsB_dgemm(true, false, O, C, R, 1.0, g, O, fsT_f64(x), C, 1.0, dW, C) < 0) return -1;
-  for (int64_t r = 0; db && r < R; r++)
-    for (int64_t o = 0; o < O; o++) db[o] += g[r * O + o];
-  return 0;
+  return fsN_linear_backward_f64(dx, dW, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(W), rows_of(x), W->shape[1],
+                                 W->shape[0]);
 }
 
 fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
@@ -141,10 +137,7 @@ fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   shape[x->rank - 1] = O;
   fs_tensor *out = new64(x->rank, shape);
   if (!out) return NULL;
-  double *y = fsT_f64(out);
-  for (int64_t r = 0; r < R; r++)
-    for (int64_t o = 0; o < O; o++) y[r * O + o] = b ? fsT_f64(b)[o] : 0.0;
-  if (fsB_dgemm(false, true, R, O, C, 1.0, fsT_f64(x), C, fsT_f64(W), C, b ? 1.0 : 0.0, y, O) < 0) {
+  if (fsN_linear_forward_f64(fsT_f64(out), fsT_f64(x), fsT_f64(W), b ? fsT_f64(b) : NULL, R, C, O) < 0) {
     fsT_release(out);
     return NULL;
   }
@@ -153,53 +146,11 @@ fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
 
 /* ---- activations (nn.h's fsN_act) ---- */
 
-/* C11's math.h has no M_ constants: 1/sqrt(2) and sqrt(2/pi) */
-#define SQRT1_2 0.70710678118654752440
-#define SQRT_2_PI 0.79788456080286535588
-
-static double act1(fsN_act act, double x) {
-  switch (act) {
-  case FSN_RELU: return x > 0 ? x : 0;
-  case FSN_GELU: return 0.5 * x * (1 + erf(x * SQRT1_2));
-  case FSN_GELU_TANH: return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)));
-  case FSN_TANH: return tanh(x);
-  case FSN_SIGMOID: return 1 / (1 + exp(-x));
-  case FSN_SILU: return x / (1 + exp(-x));
-  }
-  return x;
-}
-
-/* d act / dx at x */
-static double act_grad(fsN_act act, double x) {
-  switch (act) {
-  case FSN_RELU: return x > 0 ? 1 : 0;
-  case FSN_GELU: return 0.5 * (1 + erf(x * SQRT1_2)) + x * exp(-0.5 * x * x) * SQRT_2_PI * 0.5;
-  case FSN_GELU_TANH: {
-    double k = SQRT_2_PI, u = k * (x + 0.044715 * x * x * x), t = tanh(u);
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
-  }
-  case FSN_TANH: {
-    double t = tanh(x);
-    return 1 - t * t;
-  }
-  case FSN_SIGMOID: {
-    double s = 1 / (1 + exp(-x));
-    return s * (1 - s);
-  }
-  case FSN_SILU: {
-    double s = 1 / (1 + exp(-x));
-    return s * (1 + x * (1 - s));
-  }
-  }
-  return 1;
-}
-
 static int act64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
-  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x);
-  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * act_grad((fsN_act)n->k, xv[i]);
+  if (dx) fsN_act_backward_f64((fsN_act)n->k, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), (size_t)x->numel);
   return 0;
 }
 
@@ -207,7 +158,7 @@ fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x) {
   if (!on_cpu("activation", 1, &x)) return NULL;
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
-  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = act1(act, fsT_f64(x)[i]);
+  fsN_act_forward_f64(act, fsT_f64(out), fsT_f64(x), (size_t)x->numel);
   return fsG_record(out, act64_bw, 1, &x, NULL, NULL, 0, act);
 }
 
@@ -430,9 +381,7 @@ static int embedding64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *idx = n->in[0], *W = n->in[1];
   double *dW;
   if (fsG_grad_buf_f64(W, &dW)) return -1;
-  int64_t D = W->shape[1];
-  for (int64_t i = 0; dW && i < idx->numel; i++)
-    for (int64_t d = 0; d < D; d++) dW[fsT_i64(idx)[i] * D + d] += fsT_f64(out->grad)[i * D + d];
+  if (dW) fsN_embedding_backward_f64(dW, fsT_f64(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
   return 0;
 }
 
@@ -455,8 +404,7 @@ fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W) {
   shape[idx->rank] = D;
   fs_tensor *out = new64(idx->rank + 1, shape);
   if (!out) return NULL;
-  for (int64_t i = 0; i < idx->numel; i++)
-    memcpy(fsT_f64(out) + i * D, fsT_f64(W) + fsT_i64(idx)[i] * D, (size_t)D * sizeof(double));
+  fsN_embedding_forward_f64(fsT_f64(out), fsT_i64(idx), fsT_f64(W), idx->numel, D);
   return fsG_record(out, embedding64_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
@@ -464,12 +412,8 @@ static int posemb64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1];
   double *dx, *dW;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW)) return -1;
-  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
-  const double *g = fsT_f64(out->grad);
-  for (int64_t i = 0; i < x->numel; i++) {
-    if (dx) dx[i] += g[i];
-    if (dW) dW[i % TD] += g[i];
-  }
+  int64_t T = x->shape[x->rank - 2], D = x->shape[x->rank - 1], B = T && D ? x->numel / (T * D) : 0;
+  fsN_posemb_backward_f64(dx, dW, fsT_f64(out->grad), B, T, D);
   return 0;
 }
 
@@ -484,8 +428,8 @@ fs_tensor *fsG_posemb_f64(fs_tensor *x0, fs_tensor *W0) {
     goto done;
   }
   if (!(out = new64(x->rank, x->shape))) goto done;
-  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
-  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = fsT_f64(x)[i] + fsT_f64(W)[i % TD];
+  int64_t T = x->shape[x->rank - 2], D = x->shape[x->rank - 1], B = T && D ? x->numel / (T * D) : 0;
+  fsN_posemb_forward_f64(fsT_f64(out), fsT_f64(x), fsT_f64(W), B, T, D);
   out = fsG_record(out, posemb64_bw, 2, ins, NULL, NULL, 0, 0);
 done:
   fsT_release(x);
@@ -493,29 +437,14 @@ done:
   return out;
 }
 
-/* saved[0] holds each row's mean and rstd */
+/* saved[0] holds the rows' means, then their rstds */
 static int layernorm64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
   double *dx, *dw, *db;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(w, &dw) || fsG_grad_buf_f64(b, &db)) return -1;
   int64_t C = w->numel, N = rows_of(x);
-  const double *st = fsT_f64(n->saved[0]), *g = fsT_f64(out->grad), *xv = fsT_f64(x), *wv = fsT_f64(w);
-  for (int64_t r = 0; r < N; r++) {
-    const double *xr = xv + r * C, *dy = g + r * C;
-    double m = st[2 * r], s = st[2 * r + 1], dmean = 0, dnmean = 0;
-    for (int64_t c = 0; c < C; c++) {
-      dmean += wv[c] * dy[c];
-      dnmean += wv[c] * dy[c] * (xr[c] - m) * s;
-    }
-    dmean /= (double)C;
-    dnmean /= (double)C;
-    for (int64_t c = 0; c < C; c++) {
-      double norm = (xr[c] - m) * s;
-      if (db) db[c] += dy[c];
-      if (dw) dw[c] += norm * dy[c];
-      if (dx) dx[r * C + c] += (wv[c] * dy[c] - dmean - norm * dnmean) * s;
-    }
-  }
+  const double *st = fsT_f64(n->saved[0]);
+  fsN_layernorm_backward_f64(dx, dw, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(w), st, st + N, N, C);
   return 0;
 }
 
@@ -537,17 +466,7 @@ fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double ep
     fsT_release(out);
     return NULL;
   }
-  for (int64_t r = 0; r < N; r++) {
-    const double *xr = fsT_f64(x) + r * C;
-    double m = 0, v = 0;
-    for (int64_t c = 0; c < C; c++) m += xr[c];
-    m /= (double)C;
-    for (int64_t c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
-    double s = 1 / sqrt(v / (double)C + eps); /* biased variance, as torch */
-    for (int64_t c = 0; c < C; c++) fsT_f64(out)[r * C + c] = (xr[c] - m) * s * fsT_f64(w)[c] + fsT_f64(b)[c];
-    fsT_f64(st)[2 * r] = m;
-    fsT_f64(st)[2 * r + 1] = s;
-  }
+  fsN_layernorm_forward_f64(fsT_f64(out), fsT_f64(st), fsT_f64(st) + N, fsT_f64(x), fsT_f64(w), fsT_f64(b), N, C, eps);
   return fsG_record(out, layernorm64_bw, 3, ins, st, NULL, eps, 0);
 }
 
@@ -557,36 +476,8 @@ static int attention64_bw(fsG_node *n, fs_tensor *out) {
   double *dinp;
   if (fsG_grad_buf_f64(x, &dinp)) return -1;
   if (!dinp) return 0;
-  int64_t B = x->shape[0], T = x->shape[1], C = x->shape[2] / 3, NH = n->k, hs = C / NH, C3 = 3 * C;
-  double scale = 1 / sqrt((double)hs);
-  double *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS); /* dP, then dS in place */
-  if (!dS) {
-    fsT_seterr("out of memory");
-    return -1;
-  }
-  int rc = 0;
-  for (int64_t b = 0; !rc && b < B; b++)
-    for (int64_t h = 0; !rc && h < NH; h++) {
-      const double *q = fsT_f64(x) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-      double *dq = dinp + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-      const double *P = fsT_f64(n->saved[0]) + (b * NH + h) * T * T, *dy = fsT_f64(out->grad) + b * T * C + h * hs;
-      if (fsB_dgemm(false, true, T, T, hs, 1.0, dy, C, v, C3, 0.0, dS, T) < 0 ||
-          fsB_dgemm(true, false, T, hs, T, 1.0, P, T, dy, C, 1.0, dv, C3) < 0) {
-        rc = -1;
-        break;
-      }
-      for (int64_t t = 0; t < T; t++) { /* softmax backward; P is 0 above the diagonal */
-        const double *p = P + t * T;
-        double *d = dS + t * T, dot = 0;
-        for (int64_t t2 = 0; t2 <= t; t2++) dot += p[t2] * d[t2];
-        for (int64_t t2 = 0; t2 < T; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
-      }
-      if (fsB_dgemm(false, false, T, hs, T, 1.0, dS, T, k, C3, 1.0, dq, C3) < 0 ||
-          fsB_dgemm(true, false, T, hs, T, 1.0, dS, T, q, C3, 1.0, dk, C3) < 0)
-        rc = -1;
-    }
-  free(dS);
-  return rc;
+  return fsN_attention_backward_f64(dinp, fsT_f64(out->grad), fsT_f64(x), fsT_f64(n->saved[0]), x->shape[0], x->shape[1],
+                                    x->shape[2] / 3, n->k);
 }
 
 fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
@@ -597,34 +488,19 @@ fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
                fsT_shape_str(qkv, s, sizeof s));
     return NULL;
   }
-  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / heads, C3 = 3 * C;
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
   int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
   fs_tensor *out = new64(3, oshape), *att = out ? new64(4, ashape) : NULL;
   if (!att) {
     fsT_release(out);
     return NULL;
   }
-  double scale = 1 / sqrt((double)hs);
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < heads; h++) {
-      const double *q = fsT_f64(qkv) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-      double *P = fsT_f64(att) + (b * heads + h) * T * T;
-      if (fsB_dgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0, P, T) < 0) goto fail;
-      for (int64_t t = 0; t < T; t++) { /* causal softmax of row t over t2 <= t */
-        double *row = P + t * T, mx = row[0], sum = 0;
-        for (int64_t t2 = 1; t2 <= t; t2++) mx = row[t2] > mx ? row[t2] : mx;
-        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = exp(row[t2] - mx);
-        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] /= sum;
-        for (int64_t t2 = t + 1; t2 < T; t2++) row[t2] = 0;
-      }
-      if (fsB_dgemm(false, false, T, hs, T, 1.0, P, T, v, C3, 0.0, fsT_f64(out) + b * T * C + h * hs, C) < 0)
-        goto fail;
-    }
+  if (fsN_attention_forward_f64(fsT_f64(out), fsT_f64(att), fsT_f64(qkv), B, T, C, heads) < 0) {
+    fsT_release(out);
+    fsT_release(att);
+    return NULL;
+  }
   return fsG_record(out, attention64_bw, 1, &qkv, att, NULL, 0, heads);
-fail:
-  fsT_release(out);
-  fsT_release(att);
-  return NULL;
 }
 
 /* ---- windows of float64 tensors: the forward moves 8-byte elements
