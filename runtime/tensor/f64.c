@@ -21,6 +21,7 @@
 #define FS_REAL_DOUBLE 1 /* the kernel bodies below instantiated over double */
 #include "ops_typed.h"
 #include "nn_typed.h"
+#include "loss_typed.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -269,26 +270,13 @@ fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean) {
 
 /* ---- cross_entropy: logits [N, C] (or [B, T, C]) with int64 targets, mean ---- */
 
-/* log_softmax of each row into lp (rows x C) */
-static void log_softmax_rows(const double *x, double *lp, int64_t rows, int64_t C) {
-  for (int64_t r = 0; r < rows; r++) {
-    const double *xr = x + r * C;
-    double m = -INFINITY, s = 0;
-    for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
-    for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
-    double lse = m + log(s);
-    for (int64_t c = 0; c < C; c++) lp[r * C + c] = xr[c] - lse;
-  }
-}
-
 static int cross_entropy64_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *logits = n->in[0], *targets = n->in[1], *lp = n->saved[0];
+  fs_tensor *logits = n->in[0], *targets = n->in[1];
   double *dl, g;
   if (fsG_grad_buf_f64(logits, &dl) || grad_item(out, &g) < 0) return -1;
-  int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
-  for (int64_t r = 0; dl && r < R; r++)
-    for (int64_t c = 0; c < C; c++)
-      dl[r * C + c] += g / (double)R * (exp(fsT_f64(lp)[r * C + c]) - (c == fsT_i64(targets)[r]));
+  if (dl)
+    fsN_cross_entropy_backward_f64(dl, fsT_f64(logits), fsT_i64(targets), targets->numel,
+                                   logits->shape[logits->rank - 1], g);
   return 0;
 }
 
@@ -303,25 +291,15 @@ fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets) {
     return NULL;
   }
   int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
-  fs_tensor *lp = new64(logits->rank, logits->shape), *out = lp ? new64(0, NULL) : NULL;
-  if (!out) {
-    fsT_release(lp);
-    return NULL;
-  }
-  log_softmax_rows(fsT_f64(logits), fsT_f64(lp), R, C);
-  double s = 0;
-  for (int64_t r = 0; r < R; r++) {
-    int64_t t = fsT_i64(targets)[r];
-    if (t < 0 || t >= C) {
-      fsT_seterr("Target %lld is out of bounds.", (long long)t);
-      fsT_release(lp);
-      fsT_release(out);
+  for (int64_t r = 0; r < R; r++)
+    if (fsT_i64(targets)[r] < 0 || fsT_i64(targets)[r] >= C) {
+      fsT_seterr("Target %lld is out of bounds.", (long long)fsT_i64(targets)[r]);
       return NULL;
     }
-    s -= fsT_f64(lp)[r * C + t];
-  }
-  fsT_f64(out)[0] = s / (double)R;
-  return fsG_record(out, cross_entropy64_bw, 2, ins, lp, NULL, 0, 0);
+  fs_tensor *out = new64(0, NULL);
+  if (!out) return NULL;
+  fsT_f64(out)[0] = fsN_cross_entropy_forward_f64(fsT_f64(logits), fsT_i64(targets), R, C);
+  return fsG_record(out, cross_entropy64_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 /* ---- the tensor API's elementwise functions (ops.h's fsU_unary) ---- */
@@ -353,7 +331,8 @@ static int softmax64_bw(fsG_node *n, fs_tensor *out) {
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (!dx) return 0;
-  cpu_softmax_backward_f64(n->k, n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad), fsT_f64(out)); /* k: log_softmax */
+  /* k: log_softmax */
+  cpu_softmax_backward_f64(n->k, n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad), fsT_f64(out));
   return 0;
 }
 
@@ -476,8 +455,8 @@ static int attention64_bw(fsG_node *n, fs_tensor *out) {
   double *dinp;
   if (fsG_grad_buf_f64(x, &dinp)) return -1;
   if (!dinp) return 0;
-  return fsN_attention_backward_f64(dinp, fsT_f64(out->grad), fsT_f64(x), fsT_f64(n->saved[0]), x->shape[0], x->shape[1],
-                                    x->shape[2] / 3, n->k);
+  return fsN_attention_backward_f64(dinp, fsT_f64(out->grad), fsT_f64(x), fsT_f64(n->saved[0]), x->shape[0],
+                                    x->shape[1], x->shape[2] / 3, n->k);
 }
 
 fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
