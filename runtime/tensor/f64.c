@@ -165,39 +165,22 @@ fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x) {
 
 /* ---- arithmetic: a op b, broadcast as torch ---- */
 
-/* The odometer over out's shape: off[0], off[1] follow a's and b's
- * broadcast strides (0 along a stretched dim); false after the last. */
-static bool next_index(const fs_tensor *out, int64_t *idx, const int64_t (*st)[FS_MAX_RANK], int64_t *off) {
-  for (int d = out->rank - 1; d >= 0; d--) {
-    if (++idx[d] < out->shape[d]) {
-      for (int j = 0; j < 2; j++) off[j] += st[j][d];
-      return true;
-    }
-    for (int j = 0; j < 2; j++) off[j] -= st[j][d] * (out->shape[d] - 1);
-    idx[d] = 0;
-  }
-  return false;
-}
-
-static void strides_of(const fs_tensor *a, const fs_tensor *b, const fs_tensor *out, int64_t (*st)[FS_MAX_RANK]) {
-  fsU_bcast_strides(a->rank, a->shape, out->rank, out->shape, st[0]);
-  fsU_bcast_strides(b->rank, b->shape, out->rank, out->shape, st[1]);
+/* a and b broadcast to out's shape, for ops.c's binary kernels */
+static fsU_bcast bcast_of(const fs_tensor *a, const fs_tensor *b, const fs_tensor *out) {
+  fsU_bcast bc = {.rank = out->rank, .numel = out->numel};
+  memcpy(bc.shape, out->shape, sizeof bc.shape);
+  fsU_bcast_strides(a->rank, a->shape, out->rank, out->shape, bc.st[0]);
+  fsU_bcast_strides(b->rank, b->shape, out->rank, out->shape, bc.st[1]);
+  return bc;
 }
 
 static int binary64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *a = n->in[0], *b = n->in[1];
   double *da, *db;
   if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
-  if (out->numel == 0 || (!da && !db)) return 0;
-  int64_t st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
-  strides_of(a, b, out, st);
-  const double *g = fsT_f64(out->grad), *av = fsT_f64(a), *bv = fsT_f64(b);
-  fsB_binop op = (fsB_binop)n->k;
-  do { /* d(a op b)/da, d(a op b)/db at this element, summed over stretched dims */
-    double gi = g[i++], x = av[off[0]], y = bv[off[1]];
-    if (da) da[off[0]] += op == FSB_MUL ? gi * y : op == FSB_DIV ? gi / y : gi;
-    if (db) db[off[1]] += op == FSB_MUL ? gi * x : op == FSB_DIV ? -gi * x / (y * y) : op == FSB_SUB ? -gi : gi;
-  } while (next_index(out, idx, st, off));
+  if (!da && !db) return 0;
+  fsU_bcast bc = bcast_of(a, b, out);
+  cpu_binary_backward_f64((fsU_binary)n->k, &bc, da, db, fsT_f64(out->grad), fsT_f64(a), fsT_f64(b), fsT_f64(out));
   return 0;
 }
 
@@ -221,17 +204,12 @@ fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
   fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
   fs_tensor *ins[2] = {a, b};
   if (!b || !on_cpu("arithmetic", 2, ins)) goto done;
-  int64_t shape[FS_MAX_RANK], st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  int64_t shape[FS_MAX_RANK];
   int rank;
   if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0 || !(out = new64(rank, shape)))
     goto done;
-  strides_of(a, b, out, st);
-  const double *av = fsT_f64(a), *bv = fsT_f64(b);
-  double *y = fsT_f64(out);
-  if (out->numel) do {
-      double x = av[off[0]], z = bv[off[1]];
-      y[i++] = op == FSB_ADD ? x + z : op == FSB_SUB ? x - z : op == FSB_MUL ? x * z : x / z;
-    } while (next_index(out, idx, st, off));
+  fsU_bcast bc = bcast_of(a, b, out);
+  cpu_binary_forward_f64((fsU_binary)op, &bc, fsT_f64(a), fsT_f64(b), fsT_f64(out)); /* FSB_ADD..DIV are FSU_'s */
   out = fsG_record(out, binary64_bw, 2, ins, NULL, NULL, 0, op);
 done:
   fsT_release(a);
