@@ -1,6 +1,11 @@
 /* f64.c -- float64 on the tape: the double path of the ops a float64
  * training step uses (precision="64-true": Fabric's DoublePrecision makes
- * parameters, inputs and the forward's tensors torch.float64).
+ * parameters, inputs and the forward's tensors torch.float64).  The
+ * kernels float32 has too are not repeated here: ops_typed.h, nn_typed.h
+ * and loss_typed.h hold each one's body once over an element type
+ * (typed.h), which ops.c, nn.c and loss.c instantiate for float32 and this
+ * file for double (NAME_f64); here the ops check, allocate, record the tape
+ * and call them.
  *
  * Invariant: a float64 tensor is only computed on here, in double, on the
  * cpu; its gradient is a float64 tensor (fsG_grad_buf_f64), as torch's .grad
@@ -18,7 +23,7 @@
 #include "autograd.h"
 #include "autograd_int.h"
 #include "blas.h"
-#define FS_REAL_DOUBLE 1 /* the kernel bodies below instantiated over double */
+#define FS_REAL_DOUBLE 1 /* the shared kernel bodies, instantiated over double */
 #include "ops_typed.h"
 #include "nn_typed.h"
 #include "loss_typed.h"
@@ -332,7 +337,7 @@ fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
 }
 
 /* ---- the GPT's layers: embedding, positional embedding, layer norm,
- * causal self-attention (nn.h's formulas, in double) ---- */
+ * causal self-attention (nn_typed.h's kernels, over double) ---- */
 
 static int embedding64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *idx = n->in[0], *W = n->in[1];
