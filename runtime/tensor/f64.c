@@ -309,6 +309,16 @@ fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1) {
 
 /* ---- softmax / log_softmax over one dim: x seen as [O, L, I] ---- */
 
+/* out, its node keeping the [O, L, I] view of the input for the backward */
+static fs_tensor *with_oli(fs_tensor *out, int64_t O, int64_t L, int64_t I) {
+  if (out && out->node) {
+    out->node->iv[0] = O;
+    out->node->iv[1] = L;
+    out->node->iv[2] = I;
+  }
+  return out;
+}
+
 static int softmax64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
@@ -327,13 +337,7 @@ fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
   cpu_softmax_forward_f64(log_, O, L, I, fsT_f64(x), fsT_f64(out));
-  out = fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_);
-  if (out && out->node) {
-    out->node->iv[0] = O;
-    out->node->iv[1] = L;
-    out->node->iv[2] = I;
-  }
-  return out;
+  return with_oli(fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_), O, L, I);
 }
 
 /* ---- the GPT's layers: embedding, positional embedding, layer norm,
@@ -523,13 +527,7 @@ fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean) {
   if (!out) return NULL;
   cpu_sum_dim_forward_f64(O, L, I, fsT_f64(x), fsT_f64(out));
   for (int64_t i = 0; mean && i < out->numel; i++) fsT_f64(out)[i] /= (double)L;
-  out = fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0);
-  if (out && out->node) {
-    out->node->iv[0] = O;
-    out->node->iv[1] = L;
-    out->node->iv[2] = I;
-  }
-  return out;
+  return with_oli(fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0), O, L, I);
 }
 
 /* ---- matmul: [..., M, K] @ [K, N] and [B, M, K] @ [B, K, N] ---- */

@@ -65,6 +65,20 @@ assert model[0].weight.dtype == float64 and model[0].weight.grad.dtype == float6
 fabric.save("{tmp}/mlp_final.ckpt", {{"model": model}})
 """
 
+
+def fab_train(name, steps, max_norm):
+    """The .fab training loop of a Module whose forward returns the loss, with
+    clipping to max_norm, printing each loss; then the final checkpoint."""
+    return f"""for step in range({steps}):
+    loss = model(x, y)
+    opt.zero_grad()
+    fabric.backward(loss)
+    fabric.clip_gradients(model, opt, max_norm={max_norm})
+    opt.step()
+    print(repr(loss.item()))
+fabric.save("{tmp}/{name}_final.ckpt", {{"model": model}})
+"""
+
 CLASS = f"""
 class Net(Module):
     def __init__(self):
@@ -85,15 +99,7 @@ model = fabric.setup_module(model)
 opt = fabric.setup_optimizers(SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3))
 x = (arange(96).float().view(8, 12) / 96.0 - 0.5) * 3.0
 y = tensor([0, 1, 2, 0, 1, 2, 0, 1])
-for step in range(40):
-    loss = model(x, y)
-    opt.zero_grad()
-    fabric.backward(loss)
-    fabric.clip_gradients(model, opt, max_norm=0.5)
-    opt.step()
-    print(repr(loss.item()))
-fabric.save("{tmp}/class_final.ckpt", {{"model": model}})
-"""
+{fab_train("class", 40, 0.5)}"""
 
 
 def run(name, script):
@@ -203,15 +209,7 @@ model = fabric.setup_module(model)
 opt = fabric.setup_optimizers(AdamW(model.parameters(), lr=3e-3, weight_decay=0.1))
 x = tensor([[((i * 16 + t) * 37 + 11) % 256 for t in range(16)] for i in range(4)])
 y = tensor([[((i * 16 + t) * 37 + 48) % 256 for t in range(16)] for i in range(4)])
-for step in range(20):
-    loss = model(x, y)
-    opt.zero_grad()
-    fabric.backward(loss)
-    fabric.clip_gradients(model, opt, max_norm=1.0)
-    opt.step()
-    print(repr(loss.item()))
-fabric.save("{tmp}/gpt_final.ckpt", {{"model": model}})
-"""
+{fab_train("gpt", 20, 1.0)}"""
 
 class LM(nn.Module):
     def __init__(self):
