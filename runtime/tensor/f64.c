@@ -1,6 +1,11 @@
 /* f64.c -- float64 on the tape: the double path of the ops a float64
  * training step uses (precision="64-true": Fabric's DoublePrecision makes
- * parameters, inputs and the forward's tensors torch.float64).
+ * parameters, inputs and the forward's tensors torch.float64).  The
+ * kernels float32 has too are not repeated here: ops_typed.h, nn_typed.h
+ * and loss_typed.h hold each one's body once over an element type
+ * (typed.h), which ops.c, nn.c and loss.c instantiate for float32 and this
+ * file for double (NAME_f64); here the ops check, allocate, record the tape
+ * and call them.
  *
  * Invariant: a float64 tensor is only computed on here, in double, on the
  * cpu; its gradient is a float64 tensor (fsG_grad_buf_f64), as torch's .grad
@@ -18,6 +23,10 @@
 #include "autograd.h"
 #include "autograd_int.h"
 #include "blas.h"
+#define FS_REAL_DOUBLE 1 /* the shared kernel bodies, instantiated over double */
+#include "ops_typed.h"
+#include "nn_typed.h"
+#include "loss_typed.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -116,13 +125,8 @@ static int linear64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
   double *dx, *dW, *db;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW) || fsG_grad_buf_f64(b, &db)) return -1;
-  int64_t R = rows_of(x), C = W->shape[1], O = W->shape[0];
-  const double *g = fsT_f64(out->grad);
-  if (dx && fsB_dgemm(false, false, R, C, O, 1.0, g, O, fsT_f64(W), C, 1.0, dx, C) < 0) return -1;
-  if (dW && fsB_dgemm(true, false, O, C, R, 1.0, g, O, fsT_f64(x), C, 1.0, dW, C) < 0) return -1;
-  for (int64_t r = 0; db && r < R; r++)
-    for (int64_t o = 0; o < O; o++) db[o] += g[r * O + o];
-  return 0;
+  return fsN_linear_backward_f64(dx, dW, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(W), rows_of(x), W->shape[1],
+                                 W->shape[0]);
 }
 
 fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
@@ -139,10 +143,7 @@ fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   shape[x->rank - 1] = O;
   fs_tensor *out = new64(x->rank, shape);
   if (!out) return NULL;
-  double *y = fsT_f64(out);
-  for (int64_t r = 0; r < R; r++)
-    for (int64_t o = 0; o < O; o++) y[r * O + o] = b ? fsT_f64(b)[o] : 0.0;
-  if (fsB_dgemm(false, true, R, O, C, 1.0, fsT_f64(x), C, fsT_f64(W), C, b ? 1.0 : 0.0, y, O) < 0) {
+  if (fsN_linear_forward_f64(fsT_f64(out), fsT_f64(x), fsT_f64(W), b ? fsT_f64(b) : NULL, R, C, O) < 0) {
     fsT_release(out);
     return NULL;
   }
@@ -151,53 +152,11 @@ fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
 
 /* ---- activations (nn.h's fsN_act) ---- */
 
-/* C11's math.h has no M_ constants: 1/sqrt(2) and sqrt(2/pi) */
-#define SQRT1_2 0.70710678118654752440
-#define SQRT_2_PI 0.79788456080286535588
-
-static double act1(fsN_act act, double x) {
-  switch (act) {
-  case FSN_RELU: return x > 0 ? x : 0;
-  case FSN_GELU: return 0.5 * x * (1 + erf(x * SQRT1_2));
-  case FSN_GELU_TANH: return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)));
-  case FSN_TANH: return tanh(x);
-  case FSN_SIGMOID: return 1 / (1 + exp(-x));
-  case FSN_SILU: return x / (1 + exp(-x));
-  }
-  return x;
-}
-
-/* d act / dx at x */
-static double act_grad(fsN_act act, double x) {
-  switch (act) {
-  case FSN_RELU: return x > 0 ? 1 : 0;
-  case FSN_GELU: return 0.5 * (1 + erf(x * SQRT1_2)) + x * exp(-0.5 * x * x) * SQRT_2_PI * 0.5;
-  case FSN_GELU_TANH: {
-    double k = SQRT_2_PI, u = k * (x + 0.044715 * x * x * x), t = tanh(u);
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
-  }
-  case FSN_TANH: {
-    double t = tanh(x);
-    return 1 - t * t;
-  }
-  case FSN_SIGMOID: {
-    double s = 1 / (1 + exp(-x));
-    return s * (1 - s);
-  }
-  case FSN_SILU: {
-    double s = 1 / (1 + exp(-x));
-    return s * (1 + x * (1 - s));
-  }
-  }
-  return 1;
-}
-
 static int act64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
-  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x);
-  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * act_grad((fsN_act)n->k, xv[i]);
+  if (dx) fsN_act_backward_f64((fsN_act)n->k, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), (size_t)x->numel);
   return 0;
 }
 
@@ -205,45 +164,28 @@ fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x) {
   if (!on_cpu("activation", 1, &x)) return NULL;
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
-  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = act1(act, fsT_f64(x)[i]);
+  fsN_act_forward_f64(act, fsT_f64(out), fsT_f64(x), (size_t)x->numel);
   return fsG_record(out, act64_bw, 1, &x, NULL, NULL, 0, act);
 }
 
 /* ---- arithmetic: a op b, broadcast as torch ---- */
 
-/* The odometer over out's shape: off[0], off[1] follow a's and b's
- * broadcast strides (0 along a stretched dim); false after the last. */
-static bool next_index(const fs_tensor *out, int64_t *idx, const int64_t (*st)[FS_MAX_RANK], int64_t *off) {
-  for (int d = out->rank - 1; d >= 0; d--) {
-    if (++idx[d] < out->shape[d]) {
-      for (int j = 0; j < 2; j++) off[j] += st[j][d];
-      return true;
-    }
-    for (int j = 0; j < 2; j++) off[j] -= st[j][d] * (out->shape[d] - 1);
-    idx[d] = 0;
-  }
-  return false;
-}
-
-static void strides_of(const fs_tensor *a, const fs_tensor *b, const fs_tensor *out, int64_t (*st)[FS_MAX_RANK]) {
-  fsU_bcast_strides(a->rank, a->shape, out->rank, out->shape, st[0]);
-  fsU_bcast_strides(b->rank, b->shape, out->rank, out->shape, st[1]);
+/* a and b broadcast to out's shape, for ops.c's binary kernels */
+static fsU_bcast bcast_of(const fs_tensor *a, const fs_tensor *b, const fs_tensor *out) {
+  fsU_bcast bc = {.rank = out->rank, .numel = out->numel};
+  memcpy(bc.shape, out->shape, sizeof bc.shape);
+  fsU_bcast_strides(a->rank, a->shape, out->rank, out->shape, bc.st[0]);
+  fsU_bcast_strides(b->rank, b->shape, out->rank, out->shape, bc.st[1]);
+  return bc;
 }
 
 static int binary64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *a = n->in[0], *b = n->in[1];
   double *da, *db;
   if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
-  if (out->numel == 0 || (!da && !db)) return 0;
-  int64_t st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
-  strides_of(a, b, out, st);
-  const double *g = fsT_f64(out->grad), *av = fsT_f64(a), *bv = fsT_f64(b);
-  fsB_binop op = (fsB_binop)n->k;
-  do { /* d(a op b)/da, d(a op b)/db at this element, summed over stretched dims */
-    double gi = g[i++], x = av[off[0]], y = bv[off[1]];
-    if (da) da[off[0]] += op == FSB_MUL ? gi * y : op == FSB_DIV ? gi / y : gi;
-    if (db) db[off[1]] += op == FSB_MUL ? gi * x : op == FSB_DIV ? -gi * x / (y * y) : op == FSB_SUB ? -gi : gi;
-  } while (next_index(out, idx, st, off));
+  if (!da && !db) return 0;
+  fsU_bcast bc = bcast_of(a, b, out);
+  cpu_binary_backward_f64((fsU_binary)n->k, &bc, da, db, fsT_f64(out->grad), fsT_f64(a), fsT_f64(b), fsT_f64(out));
   return 0;
 }
 
@@ -267,17 +209,12 @@ fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
   fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
   fs_tensor *ins[2] = {a, b};
   if (!b || !on_cpu("arithmetic", 2, ins)) goto done;
-  int64_t shape[FS_MAX_RANK], st[2][FS_MAX_RANK], idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  int64_t shape[FS_MAX_RANK];
   int rank;
   if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0 || !(out = new64(rank, shape)))
     goto done;
-  strides_of(a, b, out, st);
-  const double *av = fsT_f64(a), *bv = fsT_f64(b);
-  double *y = fsT_f64(out);
-  if (out->numel) do {
-      double x = av[off[0]], z = bv[off[1]];
-      y[i++] = op == FSB_ADD ? x + z : op == FSB_SUB ? x - z : op == FSB_MUL ? x * z : x / z;
-    } while (next_index(out, idx, st, off));
+  fsU_bcast bc = bcast_of(a, b, out);
+  cpu_binary_forward_f64((fsU_binary)op, &bc, fsT_f64(a), fsT_f64(b), fsT_f64(out)); /* FSB_ADD..DIV are FSU_'s */
   out = fsG_record(out, binary64_bw, 2, ins, NULL, NULL, 0, op);
 done:
   fsT_release(a);
@@ -316,26 +253,13 @@ fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean) {
 
 /* ---- cross_entropy: logits [N, C] (or [B, T, C]) with int64 targets, mean ---- */
 
-/* log_softmax of each row into lp (rows x C) */
-static void log_softmax_rows(const double *x, double *lp, int64_t rows, int64_t C) {
-  for (int64_t r = 0; r < rows; r++) {
-    const double *xr = x + r * C;
-    double m = -INFINITY, s = 0;
-    for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
-    for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
-    double lse = m + log(s);
-    for (int64_t c = 0; c < C; c++) lp[r * C + c] = xr[c] - lse;
-  }
-}
-
 static int cross_entropy64_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *logits = n->in[0], *targets = n->in[1], *lp = n->saved[0];
+  fs_tensor *logits = n->in[0], *targets = n->in[1];
   double *dl, g;
   if (fsG_grad_buf_f64(logits, &dl) || grad_item(out, &g) < 0) return -1;
-  int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
-  for (int64_t r = 0; dl && r < R; r++)
-    for (int64_t c = 0; c < C; c++)
-      dl[r * C + c] += g / (double)R * (exp(fsT_f64(lp)[r * C + c]) - (c == fsT_i64(targets)[r]));
+  if (dl)
+    fsN_cross_entropy_backward_f64(dl, fsT_f64(logits), fsT_i64(targets), targets->numel,
+                                   logits->shape[logits->rank - 1], g);
   return 0;
 }
 
@@ -350,85 +274,26 @@ fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets) {
     return NULL;
   }
   int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
-  fs_tensor *lp = new64(logits->rank, logits->shape), *out = lp ? new64(0, NULL) : NULL;
-  if (!out) {
-    fsT_release(lp);
-    return NULL;
-  }
-  log_softmax_rows(fsT_f64(logits), fsT_f64(lp), R, C);
-  double s = 0;
-  for (int64_t r = 0; r < R; r++) {
-    int64_t t = fsT_i64(targets)[r];
-    if (t < 0 || t >= C) {
-      fsT_seterr("Target %lld is out of bounds.", (long long)t);
-      fsT_release(lp);
-      fsT_release(out);
+  for (int64_t r = 0; r < R; r++)
+    if (fsT_i64(targets)[r] < 0 || fsT_i64(targets)[r] >= C) {
+      fsT_seterr("Target %lld is out of bounds.", (long long)fsT_i64(targets)[r]);
       return NULL;
     }
-    s -= fsT_f64(lp)[r * C + t];
-  }
-  fsT_f64(out)[0] = s / (double)R;
-  return fsG_record(out, cross_entropy64_bw, 2, ins, lp, NULL, 0, 0);
+  fs_tensor *out = new64(0, NULL);
+  if (!out) return NULL;
+  fsT_f64(out)[0] = fsN_cross_entropy_forward_f64(fsT_f64(logits), fsT_i64(targets), R, C);
+  return fsG_record(out, cross_entropy64_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 /* ---- the tensor API's elementwise functions (ops.h's fsU_unary) ---- */
-
-/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
-static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
-
-static double unary1(fsU_unary op, double x, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return exp(x);
-  case FSU_LOG: return log(x);
-  case FSU_SQRT: return sqrt(x);
-  case FSU_RSQRT: return 1 / sqrt(x);
-  case FSU_ABS: return fabs(x);
-  case FSU_SIN: return sin(x);
-  case FSU_COS: return cos(x);
-  case FSU_TANH: return tanh(x);
-  case FSU_SIGMOID: return 1 / (1 + exp(-x));
-  case FSU_POW: return pow(x, p0);
-  case FSU_RELU: return x > 0 ? x : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? x : x * p0;
-  case FSU_MISH: return x * tanh(softplus(x));
-  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
-    if (!isnan(p0) && x < p0) x = p0;
-    if (!isnan(p1) && x > p1) x = p1;
-    return x;
-  }
-  return x;
-}
-
-/* d f / d x at x (y = f(x)) */
-static double unary_grad(fsU_unary op, double x, double y, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return y;
-  case FSU_LOG: return 1 / x;
-  case FSU_SQRT: return 1 / (2 * y);
-  case FSU_RSQRT: return -0.5 * y * y * y;
-  case FSU_ABS: return (x > 0) - (x < 0); /* sgn: 0 at 0 */
-  case FSU_SIN: return cos(x);
-  case FSU_COS: return -sin(x);
-  case FSU_TANH: return 1 - y * y;
-  case FSU_SIGMOID: return y * (1 - y);
-  case FSU_POW: return p0 == 0 ? 0 : p0 * pow(x, p0 - 1);
-  case FSU_RELU: return x > 0;
-  case FSU_LEAKY_RELU: return x > 0 ? 1 : p0;
-  case FSU_MISH: {
-    double t = tanh(softplus(x)), s = 1 / (1 + exp(-x));
-    return t + x * (1 - t * t) * s;
-  }
-  case FSU_CLAMP: return (isnan(p0) || x >= p0) && (isnan(p1) || x <= p1);
-  }
-  return 0;
-}
 
 static int unary64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
-  const double *g = fsT_f64(out->grad), *xv = fsT_f64(x), *yv = fsT_f64(out);
-  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g[i] * unary_grad((fsU_unary)n->k, xv[i], yv[i], n->s, n->s2);
+  if (dx)
+    cpu_unary_backward_f64((fsU_unary)n->k, (size_t)x->numel, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), n->s,
+                           n->s2);
   return 0;
 }
 
@@ -436,7 +301,7 @@ fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1) {
   if (!on_cpu("elementwise", 1, &x)) return NULL;
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
-  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = unary1(op, fsT_f64(x)[i], p0, p1);
+  cpu_unary_forward_f64(op, (size_t)x->numel, fsT_f64(x), fsT_f64(out), p0, p1);
   out = fsG_record(out, unary64_bw, 1, &x, NULL, NULL, p0, op);
   if (out && out->node) out->node->s2 = p1;
   return out;
@@ -444,23 +309,23 @@ fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1) {
 
 /* ---- softmax / log_softmax over one dim: x seen as [O, L, I] ---- */
 
+/* out, its node keeping the [O, L, I] view of the input for the backward */
+static fs_tensor *with_oli(fs_tensor *out, int64_t O, int64_t L, int64_t I) {
+  if (out && out->node) {
+    out->node->iv[0] = O;
+    out->node->iv[1] = L;
+    out->node->iv[2] = I;
+  }
+  return out;
+}
+
 static int softmax64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (!dx) return 0;
-  int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
-  const double *g = fsT_f64(out->grad), *y = fsT_f64(out);
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      int64_t base = o * L * I + i;
-      double s = 0;
-      for (int64_t l = 0; l < L; l++) s += n->k ? g[base + l * I] : g[base + l * I] * y[base + l * I];
-      for (int64_t l = 0; l < L; l++) {
-        int64_t at = base + l * I;
-        dx[at] += n->k ? g[at] - exp(y[at]) * s : y[at] * (g[at] - s); /* k: log_softmax */
-      }
-    }
+  /* k: log_softmax */
+  cpu_softmax_backward_f64(n->k, n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad), fsT_f64(out));
   return 0;
 }
 
@@ -471,38 +336,18 @@ fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
   fsG_split_at(x, d, &O, &L, &I);
   fs_tensor *out = new64(x->rank, x->shape);
   if (!out) return NULL;
-  const double *xv = fsT_f64(x);
-  double *y = fsT_f64(out);
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      int64_t base = o * L * I + i;
-      double m = -INFINITY, s = 0;
-      for (int64_t l = 0; l < L; l++) m = xv[base + l * I] > m ? xv[base + l * I] : m;
-      for (int64_t l = 0; l < L; l++) s += exp(xv[base + l * I] - m);
-      for (int64_t l = 0; l < L; l++) {
-        int64_t at = base + l * I;
-        y[at] = log_ ? xv[at] - m - log(s) : exp(xv[at] - m) / s;
-      }
-    }
-  out = fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_);
-  if (out && out->node) {
-    out->node->iv[0] = O;
-    out->node->iv[1] = L;
-    out->node->iv[2] = I;
-  }
-  return out;
+  cpu_softmax_forward_f64(log_, O, L, I, fsT_f64(x), fsT_f64(out));
+  return with_oli(fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_), O, L, I);
 }
 
 /* ---- the GPT's layers: embedding, positional embedding, layer norm,
- * causal self-attention (nn.h's formulas, in double) ---- */
+ * causal self-attention (nn_typed.h's kernels, over double) ---- */
 
 static int embedding64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *idx = n->in[0], *W = n->in[1];
   double *dW;
   if (fsG_grad_buf_f64(W, &dW)) return -1;
-  int64_t D = W->shape[1];
-  for (int64_t i = 0; dW && i < idx->numel; i++)
-    for (int64_t d = 0; d < D; d++) dW[fsT_i64(idx)[i] * D + d] += fsT_f64(out->grad)[i * D + d];
+  if (dW) fsN_embedding_backward_f64(dW, fsT_f64(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
   return 0;
 }
 
@@ -525,8 +370,7 @@ fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W) {
   shape[idx->rank] = D;
   fs_tensor *out = new64(idx->rank + 1, shape);
   if (!out) return NULL;
-  for (int64_t i = 0; i < idx->numel; i++)
-    memcpy(fsT_f64(out) + i * D, fsT_f64(W) + fsT_i64(idx)[i] * D, (size_t)D * sizeof(double));
+  fsN_embedding_forward_f64(fsT_f64(out), fsT_i64(idx), fsT_f64(W), idx->numel, D);
   return fsG_record(out, embedding64_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
@@ -534,12 +378,8 @@ static int posemb64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1];
   double *dx, *dW;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW)) return -1;
-  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
-  const double *g = fsT_f64(out->grad);
-  for (int64_t i = 0; i < x->numel; i++) {
-    if (dx) dx[i] += g[i];
-    if (dW) dW[i % TD] += g[i];
-  }
+  int64_t T = x->shape[x->rank - 2], D = x->shape[x->rank - 1], B = T && D ? x->numel / (T * D) : 0;
+  fsN_posemb_backward_f64(dx, dW, fsT_f64(out->grad), B, T, D);
   return 0;
 }
 
@@ -554,8 +394,8 @@ fs_tensor *fsG_posemb_f64(fs_tensor *x0, fs_tensor *W0) {
     goto done;
   }
   if (!(out = new64(x->rank, x->shape))) goto done;
-  int64_t TD = x->shape[x->rank - 2] * x->shape[x->rank - 1];
-  for (int64_t i = 0; i < x->numel; i++) fsT_f64(out)[i] = fsT_f64(x)[i] + fsT_f64(W)[i % TD];
+  int64_t T = x->shape[x->rank - 2], D = x->shape[x->rank - 1], B = T && D ? x->numel / (T * D) : 0;
+  fsN_posemb_forward_f64(fsT_f64(out), fsT_f64(x), fsT_f64(W), B, T, D);
   out = fsG_record(out, posemb64_bw, 2, ins, NULL, NULL, 0, 0);
 done:
   fsT_release(x);
@@ -563,29 +403,14 @@ done:
   return out;
 }
 
-/* saved[0] holds each row's mean and rstd */
+/* saved[0] holds the rows' means, then their rstds */
 static int layernorm64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
   double *dx, *dw, *db;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(w, &dw) || fsG_grad_buf_f64(b, &db)) return -1;
   int64_t C = w->numel, N = rows_of(x);
-  const double *st = fsT_f64(n->saved[0]), *g = fsT_f64(out->grad), *xv = fsT_f64(x), *wv = fsT_f64(w);
-  for (int64_t r = 0; r < N; r++) {
-    const double *xr = xv + r * C, *dy = g + r * C;
-    double m = st[2 * r], s = st[2 * r + 1], dmean = 0, dnmean = 0;
-    for (int64_t c = 0; c < C; c++) {
-      dmean += wv[c] * dy[c];
-      dnmean += wv[c] * dy[c] * (xr[c] - m) * s;
-    }
-    dmean /= (double)C;
-    dnmean /= (double)C;
-    for (int64_t c = 0; c < C; c++) {
-      double norm = (xr[c] - m) * s;
-      if (db) db[c] += dy[c];
-      if (dw) dw[c] += norm * dy[c];
-      if (dx) dx[r * C + c] += (wv[c] * dy[c] - dmean - norm * dnmean) * s;
-    }
-  }
+  const double *st = fsT_f64(n->saved[0]);
+  fsN_layernorm_backward_f64(dx, dw, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(w), st, st + N, N, C);
   return 0;
 }
 
@@ -607,17 +432,7 @@ fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double ep
     fsT_release(out);
     return NULL;
   }
-  for (int64_t r = 0; r < N; r++) {
-    const double *xr = fsT_f64(x) + r * C;
-    double m = 0, v = 0;
-    for (int64_t c = 0; c < C; c++) m += xr[c];
-    m /= (double)C;
-    for (int64_t c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
-    double s = 1 / sqrt(v / (double)C + eps); /* biased variance, as torch */
-    for (int64_t c = 0; c < C; c++) fsT_f64(out)[r * C + c] = (xr[c] - m) * s * fsT_f64(w)[c] + fsT_f64(b)[c];
-    fsT_f64(st)[2 * r] = m;
-    fsT_f64(st)[2 * r + 1] = s;
-  }
+  fsN_layernorm_forward_f64(fsT_f64(out), fsT_f64(st), fsT_f64(st) + N, fsT_f64(x), fsT_f64(w), fsT_f64(b), N, C, eps);
   return fsG_record(out, layernorm64_bw, 3, ins, st, NULL, eps, 0);
 }
 
@@ -627,36 +442,8 @@ static int attention64_bw(fsG_node *n, fs_tensor *out) {
   double *dinp;
   if (fsG_grad_buf_f64(x, &dinp)) return -1;
   if (!dinp) return 0;
-  int64_t B = x->shape[0], T = x->shape[1], C = x->shape[2] / 3, NH = n->k, hs = C / NH, C3 = 3 * C;
-  double scale = 1 / sqrt((double)hs);
-  double *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS); /* dP, then dS in place */
-  if (!dS) {
-    fsT_seterr("out of memory");
-    return -1;
-  }
-  int rc = 0;
-  for (int64_t b = 0; !rc && b < B; b++)
-    for (int64_t h = 0; !rc && h < NH; h++) {
-      const double *q = fsT_f64(x) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-      double *dq = dinp + b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-      const double *P = fsT_f64(n->saved[0]) + (b * NH + h) * T * T, *dy = fsT_f64(out->grad) + b * T * C + h * hs;
-      if (fsB_dgemm(false, true, T, T, hs, 1.0, dy, C, v, C3, 0.0, dS, T) < 0 ||
-          fsB_dgemm(true, false, T, hs, T, 1.0, P, T, dy, C, 1.0, dv, C3) < 0) {
-        rc = -1;
-        break;
-      }
-      for (int64_t t = 0; t < T; t++) { /* softmax backward; P is 0 above the diagonal */
-        const double *p = P + t * T;
-        double *d = dS + t * T, dot = 0;
-        for (int64_t t2 = 0; t2 <= t; t2++) dot += p[t2] * d[t2];
-        for (int64_t t2 = 0; t2 < T; t2++) d[t2] = p[t2] * (d[t2] - dot) * scale;
-      }
-      if (fsB_dgemm(false, false, T, hs, T, 1.0, dS, T, k, C3, 1.0, dq, C3) < 0 ||
-          fsB_dgemm(true, false, T, hs, T, 1.0, dS, T, q, C3, 1.0, dk, C3) < 0)
-        rc = -1;
-    }
-  free(dS);
-  return rc;
+  return fsN_attention_backward_f64(dinp, fsT_f64(out->grad), fsT_f64(x), fsT_f64(n->saved[0]), x->shape[0],
+                                    x->shape[1], x->shape[2] / 3, n->k);
 }
 
 fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
@@ -667,34 +454,19 @@ fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
                fsT_shape_str(qkv, s, sizeof s));
     return NULL;
   }
-  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / heads, C3 = 3 * C;
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
   int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
   fs_tensor *out = new64(3, oshape), *att = out ? new64(4, ashape) : NULL;
   if (!att) {
     fsT_release(out);
     return NULL;
   }
-  double scale = 1 / sqrt((double)hs);
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < heads; h++) {
-      const double *q = fsT_f64(qkv) + b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-      double *P = fsT_f64(att) + (b * heads + h) * T * T;
-      if (fsB_dgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0, P, T) < 0) goto fail;
-      for (int64_t t = 0; t < T; t++) { /* causal softmax of row t over t2 <= t */
-        double *row = P + t * T, mx = row[0], sum = 0;
-        for (int64_t t2 = 1; t2 <= t; t2++) mx = row[t2] > mx ? row[t2] : mx;
-        for (int64_t t2 = 0; t2 <= t; t2++) sum += row[t2] = exp(row[t2] - mx);
-        for (int64_t t2 = 0; t2 <= t; t2++) row[t2] /= sum;
-        for (int64_t t2 = t + 1; t2 < T; t2++) row[t2] = 0;
-      }
-      if (fsB_dgemm(false, false, T, hs, T, 1.0, P, T, v, C3, 0.0, fsT_f64(out) + b * T * C + h * hs, C) < 0)
-        goto fail;
-    }
+  if (fsN_attention_forward_f64(fsT_f64(out), fsT_f64(att), fsT_f64(qkv), B, T, C, heads) < 0) {
+    fsT_release(out);
+    fsT_release(att);
+    return NULL;
+  }
   return fsG_record(out, attention64_bw, 1, &qkv, att, NULL, 0, heads);
-fail:
-  fsT_release(out);
-  fsT_release(att);
-  return NULL;
 }
 
 /* ---- windows of float64 tensors: the forward moves 8-byte elements
@@ -726,10 +498,20 @@ static int sum_dim64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
+  if (!dx) return 0;
   int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
-  for (int64_t o = 0; dx && o < O; o++)
-    for (int64_t l = 0; l < L; l++)
-      for (int64_t i = 0; i < I; i++) dx[(o * L + l) * I + i] += fsT_f64(out->grad)[o * I + i] * n->s;
+  const double *g = fsT_f64(out->grad);
+  double *scaled = NULL;
+  if (n->s != 1) { /* mean: the gradient scaled by 1/L, then summed back as a sum's */
+    if (!(scaled = malloc((size_t)out->numel * sizeof *scaled + 1))) {
+      fsT_seterr("out of memory");
+      return -1;
+    }
+    for (int64_t i = 0; i < out->numel; i++) scaled[i] = g[i] * n->s;
+    g = scaled;
+  }
+  cpu_sum_dim_backward_f64(O, L, I, dx, g);
+  free(scaled);
   return 0;
 }
 
@@ -743,19 +525,9 @@ fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean) {
     if (k != d || keepdim) shape[rank++] = k == d ? 1 : x->shape[k];
   fs_tensor *out = new64(rank, shape);
   if (!out) return NULL;
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      double s = 0;
-      for (int64_t l = 0; l < L; l++) s += fsT_f64(x)[(o * L + l) * I + i];
-      fsT_f64(out)[o * I + i] = mean ? s / (double)L : s;
-    }
-  out = fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0);
-  if (out && out->node) {
-    out->node->iv[0] = O;
-    out->node->iv[1] = L;
-    out->node->iv[2] = I;
-  }
-  return out;
+  cpu_sum_dim_forward_f64(O, L, I, fsT_f64(x), fsT_f64(out));
+  for (int64_t i = 0; mean && i < out->numel; i++) fsT_f64(out)[i] /= (double)L;
+  return with_oli(fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0), O, L, I);
 }
 
 /* ---- matmul: [..., M, K] @ [K, N] and [B, M, K] @ [B, K, N] ---- */

@@ -12,12 +12,15 @@ and prints each loss. Torch builds the same classes with torch.nn, loads the
 weights (strict: the state-dict names must be torch's), trains the same
 steps, and every loss must agree within 1e-5 relative.  A second class
 checks buffers, ModuleDict and train()/eval() (SCRIPT2 below)."""
-import subprocess
+import os
 import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports_common import run_script  # noqa: E402
 
 fs, tmp = sys.argv[1], sys.argv[2]
 STEPS = 6
@@ -113,13 +116,7 @@ class Net(nn.Module):
         return self.head(n) + self.aux(n) * 0.5
 
 
-path = f"{tmp}/class.fab"
-with open(path, "w") as f:
-    f.write(SCRIPT)
-r = subprocess.run([fs, path], capture_output=True, text=True)
-if r.returncode != 0:
-    raise SystemExit(f"class.fab failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-got = [float(line) for line in r.stdout.split()]
+got = [float(line) for line in run_script(fs, tmp, "class", SCRIPT).split()]
 
 model = Net(6, 3)
 model.load_state_dict(torch.load(f"{tmp}/init.ckpt")["model"])
@@ -224,13 +221,7 @@ class Net2(nn.Module):
         return self.heads["cls"](h) + self.heads["aux"](h) * 0.5
 
 
-path = f"{tmp}/buffers.fab"
-with open(path, "w") as f:
-    f.write(SCRIPT2)
-r = subprocess.run([fs, path], capture_output=True, text=True)
-if r.returncode != 0:
-    raise SystemExit(f"buffers.fab failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-got = [float(line) for line in r.stdout.split()]
+got = [float(line) for line in run_script(fs, tmp, "buffers", SCRIPT2).split()]
 
 model = Net2()
 model.load_state_dict(torch.load(f"{tmp}/init2.ckpt")["model"])

@@ -18,9 +18,9 @@ Usage: fabric_ckpt.py FABRICSCRIPT TMPDIR.
    (which torch >= 2.0's handles), and a checkpoint without floats loads with
    weights_only=True."""
 import json
+import os
 import pickletools
 import struct
-import subprocess
 import sys
 import zipfile
 
@@ -28,6 +28,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import _weights_only_unpickler as wo
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports_common import run_script  # noqa: E402
 
 fs, tmp = sys.argv[1], sys.argv[2]
 failed = []
@@ -41,13 +44,7 @@ def check(name, ok, detail=""):
 
 
 def run(script, name):
-    path = f"{tmp}/{name}.fab"
-    with open(path, "w") as f:
-        f.write(script)
-    r = subprocess.run([fs, path], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"{name}.fab failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r.stdout.splitlines()
+    return run_script(fs, tmp, name, script).splitlines()
 
 
 MODEL = """

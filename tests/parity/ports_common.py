@@ -1,4 +1,5 @@
-"""ports_common -- what the PyTorch twins of examples/ports/ share.
+"""ports_common -- what the PyTorch twins of examples/ports/ share, and the
+parity scripts that write their own .fab (run_script).
 
 Each twin (tests/parity/port_*.py) runs its port with fabricscript at a
 reduced size, reads the initial weights the run saved with fabric.save, and
@@ -45,6 +46,17 @@ def run_port(fs, port, **defines):
     return r.stdout
 
 
+def run_script(fs, tmp, name, script):
+    """The standard output of `script` written to TMP/NAME.fab and run; the run must exit 0."""
+    path = os.path.join(tmp, f"{name}.fab")
+    with open(path, "w") as f:
+        f.write(script)
+    r = subprocess.run([fs, path], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{name}.fab failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
 def numbers_after(label, text):
     """Every number printed right after `label` (e.g. "Loss: "), in order."""
     return [float(v) for v in re.findall(re.escape(label) + r"\s*(-?[0-9.]+(?:e[-+]?[0-9]+)?)", text)]
@@ -69,4 +81,4 @@ def setup_torch():
 
 
 if __name__ == "__main__":
-    sys.exit("ports_common.py is a module for the tests/parity/port_*.py twins")
+    sys.exit("ports_common.py is a module for the tests/parity/ twins")

@@ -1,0 +1,286 @@
+/* nn_typed.h -- nn.c's layer kernels over FS_REAL (typed.h): linear,
+ * embedding, positional embedding, layer norm, activations and fused causal
+ * attention, forward and backward (nn.h gives shapes and conventions).
+ * nn.c instantiates them for float as the fsN_ kernels themselves; f64.c
+ * for double (static fsN_NAME_f64), the GPT's float64 path.
+ *
+ * Invariant: one text serves both types (the float32 kernels' formulas,
+ * loop order and vectorization); only what typed.h maps differs: libm's
+ * float or double names, vmath.h's vectorized exp and erf for float where
+ * double takes libm's, sgemm or dgemm.  Included once per translation unit,
+ * after nn.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "typed.h"
+#include "tensor.h"
+
+FS_RPUB int FS_RK(fsN_linear_forward)(FS_REAL *out, const FS_REAL *inp, const FS_REAL *W, const FS_REAL *b, int64_t N,
+                                      int64_t C, int64_t OC) {
+  if (b)
+    for (int64_t n = 0; n < N; n++) memcpy(out + n * OC, b, (size_t)OC * sizeof *b);
+  return FS_RGEMM(false, true, N, OC, C, 1, inp, C, W, C, b ? 1 : 0, out, OC);
+}
+
+FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_linear_backward)(FS_REAL *dinp, FS_REAL *dW, FS_REAL *db, const FS_REAL *dout,
+                                                        const FS_REAL *inp, const FS_REAL *W, int64_t N, int64_t C,
+                                                        int64_t OC) {
+  if (dinp && FS_RGEMM(false, false, N, C, OC, 1, dout, OC, W, C, 1, dinp, C) < 0)
+    return -1;
+  if (dW && FS_RGEMM(true, false, OC, C, N, 1, dout, OC, inp, C, 1, dW, C) < 0)
+    return -1;
+  if (db)
+    for (int64_t n = 0; n < N; n++) {
+      const FS_REAL *row = dout + n * OC;
+#pragma omp simd
+      for (int64_t o = 0; o < OC; o++) db[o] += row[o];
+    }
+  return 0;
+}
+
+FS_RPUB void FS_RK(fsN_embedding_forward)(FS_REAL *out, const int64_t *idx, const FS_REAL *W, int64_t N, int64_t D) {
+  for (int64_t n = 0; n < N; n++) memcpy(out + n * D, W + idx[n] * D, (size_t)D * sizeof *W);
+}
+
+FS_RPUB void FS_RK(fsN_embedding_backward)(FS_REAL *dW, const FS_REAL *dout, const int64_t *idx, int64_t N, int64_t D) {
+  for (int64_t n = 0; n < N; n++) {
+    FS_REAL *row = dW + idx[n] * D;
+    for (int64_t d = 0; d < D; d++) row[d] += dout[n * D + d];
+  }
+}
+
+FS_RPUB void FS_RK(fsN_posemb_forward)(FS_REAL *out, const FS_REAL *inp, const FS_REAL *W, int64_t B, int64_t T,
+                                       int64_t D) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < T * D; i++) out[b * T * D + i] = inp[b * T * D + i] + W[i];
+}
+
+FS_RPUB void FS_RK(fsN_posemb_backward)(FS_REAL *dinp, FS_REAL *dW, const FS_REAL *dout, int64_t B, int64_t T,
+                                        int64_t D) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < T * D; i++) {
+      FS_REAL g = dout[b * T * D + i];
+      if (dinp) dinp[b * T * D + i] += g;
+      if (dW) dW[i] += g;
+    }
+}
+
+FS_RPUB FS_VECTOR_TARGET void FS_RK(fsN_layernorm_forward)(FS_REAL *out, FS_REAL *mean, FS_REAL *rstd,
+                                                           const FS_REAL *inp, const FS_REAL *w, const FS_REAL *b,
+                                                           int64_t N, int64_t C, FS_REAL eps) {
+  for (int64_t n = 0; n < N; n++) {
+    const FS_REAL *x = inp + n * C;
+    FS_REAL *y = out + n * C;
+    FS_REAL m = 0, v = 0;
+#pragma omp simd reduction(+:m)
+    for (int64_t c = 0; c < C; c++) m += x[c];
+    m /= (FS_REAL)C;
+#pragma omp simd reduction(+:v)
+    for (int64_t c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+    FS_REAL s = (FS_REAL)1 / FS_RM(sqrt)(v / (FS_REAL)C + eps); /* biased variance, as torch */
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+FS_RPUB FS_VECTOR_TARGET void FS_RK(fsN_layernorm_backward)(FS_REAL *dinp, FS_REAL *dw, FS_REAL *db,
+                                                            const FS_REAL *dout, const FS_REAL *inp, const FS_REAL *w,
+                                                            const FS_REAL *mean, const FS_REAL *rstd, int64_t N,
+                                                            int64_t C) {
+  for (int64_t n = 0; n < N; n++) {
+    const FS_REAL *x = inp + n * C, *dy = dout + n * C;
+    FS_REAL m = mean[n], s = rstd[n];
+    FS_REAL dnorm_mean = 0, dnorm_norm_mean = 0;
+#pragma omp simd reduction(+:dnorm_mean, dnorm_norm_mean)
+    for (int64_t c = 0; c < C; c++) {
+      FS_REAL norm = (x[c] - m) * s, dnorm = w[c] * dy[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean /= (FS_REAL)C;
+    dnorm_norm_mean /= (FS_REAL)C;
+    /* one loop per output: each vectorizes; a row is in L1 for the next */
+    if (db) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) db[c] += dy[c];
+    }
+    if (dw) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) dw[c] += (x[c] - m) * s * dy[c];
+    }
+    if (dinp) {
+      FS_REAL *dx = dinp + n * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++)
+        dx[c] += (w[c] * dy[c] - dnorm_mean - (x[c] - m) * s * dnorm_norm_mean) * s;
+    }
+  }
+}
+
+/* sqrt(2/pi) and 1/sqrt(2 pi) (C11's math.h has no M_ constants) */
+#define SQRT_2_OVER_PI ((FS_REAL)0.79788456080286535588)
+#define INV_SQRT_2PI ((FS_REAL)0.39894228040143267794)
+
+FS_RPUB FS_VECTOR_TARGET void FS_RK(fsN_act_forward)(fsN_act act, FS_REAL *out, const FS_REAL *inp, size_t n) {
+  switch (act) {
+  case FSN_RELU: /* a select, not a branch: the signs of activations are a coin toss */
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0 ? inp[i] : 0;
+    break;
+  case FSN_GELU:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+      FS_REAL x = inp[i];
+      out[i] = (FS_REAL)0.5 * x * FS_RONE_PLUS_ERF_SQRT1_2(x, FS_RVEXP(-(FS_REAL)0.5 * x * x));
+    }
+    break;
+  case FSN_GELU_TANH:
+    for (size_t i = 0; i < n; i++) {
+      FS_REAL x = inp[i];
+      out[i] = (FS_REAL)0.5 * x * ((FS_REAL)1 + FS_RM(tanh)(SQRT_2_OVER_PI * (x + (FS_REAL)0.044715 * x * x * x)));
+    }
+    break;
+  case FSN_TANH:
+    for (size_t i = 0; i < n; i++) out[i] = FS_RM(tanh)(inp[i]);
+    break;
+  case FSN_SIGMOID: /* FS_RVEXP, not libm's opaque call: the loop vectorizes */
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = (FS_REAL)1 / ((FS_REAL)1 + FS_RVEXP(-inp[i]));
+    break;
+  case FSN_SILU:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] / ((FS_REAL)1 + FS_RVEXP(-inp[i]));
+    break;
+  }
+}
+
+FS_RPUB FS_VECTOR_TARGET void FS_RK(fsN_act_backward)(fsN_act act, FS_REAL *dinp, const FS_REAL *dout,
+                                                      const FS_REAL *inp, const FS_REAL *out, size_t n) {
+  switch (act) {
+  case FSN_RELU:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dinp[i] += inp[i] > 0 ? dout[i] : 0;
+    break;
+  case FSN_GELU:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+      FS_REAL x = inp[i], pdf = FS_RVEXP(-(FS_REAL)0.5 * x * x);
+      FS_REAL cdf = (FS_REAL)0.5 * FS_RONE_PLUS_ERF_SQRT1_2(x, pdf);
+      dinp[i] += dout[i] * (cdf + x * INV_SQRT_2PI * pdf);
+    }
+    break;
+  case FSN_GELU_TANH:
+    for (size_t i = 0; i < n; i++) {
+      FS_REAL x = inp[i];
+      FS_REAL u = SQRT_2_OVER_PI * (x + (FS_REAL)0.044715 * x * x * x);
+      FS_REAL t = FS_RM(tanh)(u), sech2 = (FS_REAL)1 - t * t;
+      FS_REAL du = SQRT_2_OVER_PI * ((FS_REAL)1 + (FS_REAL)3 * (FS_REAL)0.044715 * x * x);
+      dinp[i] += dout[i] * ((FS_REAL)0.5 * ((FS_REAL)1 + t) + (FS_REAL)0.5 * x * sech2 * du);
+    }
+    break;
+  case FSN_TANH:
+    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * ((FS_REAL)1 - out[i] * out[i]);
+    break;
+  case FSN_SIGMOID:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * out[i] * ((FS_REAL)1 - out[i]);
+    break;
+  case FSN_SILU:
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+      FS_REAL s = (FS_REAL)1 / ((FS_REAL)1 + FS_RVEXP(-inp[i]));
+      dinp[i] += dout[i] * s * ((FS_REAL)1 + inp[i] * ((FS_REAL)1 - s));
+    }
+    break;
+  }
+}
+
+#if defined(FS_REAL_DOUBLE) && FS_REAL_DOUBLE
+/* nn.h's fsN_head over double: one head of the GPT's float64 attention */
+typedef struct fsN_head_f64 {
+  const double *q, *k, *v;
+  int64_t ldq, ldk, ldv, L, S, E, Ev;
+  double scale;
+  bool causal;
+} fsN_head_f64;
+#endif
+
+FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_forward)(const FS_RK(fsN_head) *h, FS_REAL *P, FS_REAL *out,
+                                                          int64_t ldo) {
+  int64_t L = h->L, S = h->S;
+  if (FS_RGEMM(false, true, L, S, h->E, h->scale, h->q, h->ldq, h->k, h->ldk, 0, P, S) < 0) return -1;
+  for (int64_t i = 0; i < L; i++) { /* the softmax of row i over keys j <= last */
+    int64_t last = h->causal && i < S ? i : S - 1;
+    FS_REAL *row = P + i * S, mx = row[0], sum = 0;
+#pragma omp simd reduction(max:mx)
+    for (int64_t j = 1; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
+#pragma omp simd reduction(+:sum)
+    for (int64_t j = 0; j <= last; j++) sum += row[j] = FS_RVEXP(row[j] - mx);
+    FS_REAL inv = (FS_REAL)1 / sum;
+#pragma omp simd
+    for (int64_t j = 0; j <= last; j++) row[j] *= inv;
+    for (int64_t j = last + 1; j < S; j++) row[j] = 0;
+  }
+  return FS_RGEMM(false, false, L, h->Ev, S, 1, P, S, h->v, h->ldv, 0, out, ldo);
+}
+
+FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_backward)(const FS_RK(fsN_head) *h, const FS_REAL *P,
+                                                           const FS_REAL *dout, int64_t lddo, FS_REAL *dS,
+                                                           FS_REAL *dq, FS_REAL *dk, FS_REAL *dv) {
+  int64_t L = h->L, S = h->S, E = h->E;
+  if (FS_RGEMM(false, true, L, S, h->Ev, 1, dout, lddo, h->v, h->ldv, 0, dS, S) < 0 ||
+      (dv && FS_RGEMM(true, false, S, h->Ev, L, 1, P, S, dout, lddo, 1, dv, h->ldv) < 0))
+    return -1;
+  for (int64_t i = 0; i < L; i++) { /* softmax backward; P is 0 past the last key */
+    int64_t last = h->causal && i < S ? i : S - 1;
+    const FS_REAL *p = P + i * S;
+    FS_REAL *d = dS + i * S, dot = 0;
+#pragma omp simd reduction(+:dot)
+    for (int64_t j = 0; j <= last; j++) dot += p[j] * d[j];
+#pragma omp simd
+    for (int64_t j = 0; j <= last; j++) d[j] = p[j] * (d[j] - dot) * h->scale;
+    for (int64_t j = last + 1; j < S; j++) d[j] = 0;
+  }
+  if (dq && FS_RGEMM(false, false, L, E, S, 1, dS, S, h->k, h->ldk, 1, dq, h->ldq) < 0) return -1;
+  return dk ? FS_RGEMM(true, false, S, E, L, 1, dS, S, h->q, h->ldq, 1, dk, h->ldk) : 0;
+}
+
+/* head h of batch b in the packed inp[B,T,3C]: q, k, v at column offsets 0, C, 2C */
+static FS_RK(fsN_head) FS_RK(packed_head)(const FS_REAL *inp, int64_t b, int64_t h, int64_t T, int64_t C,
+                                          int64_t NH) {
+  int64_t hs = C / NH, C3 = 3 * C;
+  const FS_REAL *q = inp + b * T * C3 + h * hs;
+  return (FS_RK(fsN_head)){q, q + C, q + 2 * C, C3, C3, C3, T, T, hs, hs, (FS_REAL)1 / FS_RM(sqrt)((FS_REAL)hs), true};
+}
+
+FS_RPUB int FS_RK(fsN_attention_forward)(FS_REAL *out, FS_REAL *att, const FS_REAL *inp, int64_t B, int64_t T,
+                                         int64_t C, int64_t NH) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++) {
+      FS_RK(fsN_head) hd = FS_RK(packed_head)(inp, b, h, T, C, NH);
+      if (FS_RK(fsN_sdpa_head_forward)(&hd, att + (b * NH + h) * T * T, out + b * T * C + h * hd.E, C) < 0)
+        return -1;
+    }
+  return 0;
+}
+
+FS_RPUB int FS_RK(fsN_attention_backward)(FS_REAL *dinp, const FS_REAL *dout, const FS_REAL *inp,
+                                          const FS_REAL *att, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  FS_REAL *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS);
+  if (!dS) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (int64_t b = 0; !rc && b < B; b++)
+    for (int64_t h = 0; !rc && h < NH; h++) {
+      FS_RK(fsN_head) hd = FS_RK(packed_head)(inp, b, h, T, C, NH);
+      FS_REAL *dq = dinp + (hd.q - inp), *dk = dinp + (hd.k - inp), *dv = dinp + (hd.v - inp);
+      rc = FS_RK(fsN_sdpa_head_backward)(&hd, att + (b * NH + h) * T * T, dout + b * T * C + h * hd.E, C, dS, dq,
+                                         dk, dv);
+    }
+  free(dS);
+  return rc;
+}
+

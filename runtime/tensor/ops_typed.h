@@ -1,0 +1,308 @@
+/* ops_typed.h -- ops.c's elementwise and one-dim kernels over FS_REAL
+ * (typed.h): unary functions and their gradients, broadcast binary ops
+ * (with the odometer and row merging they walk with), sum over a dim,
+ * softmax / log_softmax.  ops.c instantiates them for float (the cpu
+ * kernels of ops.h, under their names), f64.c for double (NAME_f64).
+ *
+ * Invariant: one text serves both types, so a formula fixed here is fixed
+ * for float32 and float64 alike; sums over a row accumulate in double
+ * whatever the element type.  Included once per translation unit, after
+ * ops.h. */
+#include "typed.h"
+
+/* The odometer: idx advances in row-major order over shape, and off[j]
+ * follows input j's strides; returns false after the last element. */
+static inline bool step(int rank, const int64_t *shape, int64_t *idx, int n,
+                        const int64_t (*st)[FS_MAX_RANK], int64_t *off) {
+  for (int d = rank - 1; d >= 0; d--) {
+    if (++idx[d] < shape[d]) {
+      for (int j = 0; j < n; j++) off[j] += st[j][d];
+      return true;
+    }
+    for (int j = 0; j < n; j++) off[j] -= st[j][d] * (shape[d] - 1);
+    idx[d] = 0;
+  }
+  return false;
+}
+
+/* ---- unary ---- */
+
+/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
+static FS_REAL FS_RK(softplus)(FS_REAL x) { return x > (FS_REAL)20 ? x : FS_RM(log1p)(FS_RM(exp)(x)); }
+
+static FS_REAL FS_RK(unary1)(fsU_unary op, FS_REAL x, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return FS_RM(exp)(x);
+  case FSU_LOG: return FS_RM(log)(x);
+  case FSU_SQRT: return FS_RM(sqrt)(x);
+  case FSU_RSQRT: return (FS_REAL)1 / FS_RM(sqrt)(x);
+  case FSU_ABS: return FS_RM(fabs)(x);
+  case FSU_SIN: return FS_RM(sin)(x);
+  case FSU_COS: return FS_RM(cos)(x);
+  case FSU_TANH: return FS_RM(tanh)(x);
+  case FSU_SIGMOID: return (FS_REAL)1 / ((FS_REAL)1 + FS_RM(exp)(-x));
+  case FSU_POW: return FS_RM(pow)(x, (FS_REAL)p0);
+  case FSU_RELU: return x > 0 ? x : 0;
+  case FSU_LEAKY_RELU: return x > 0 ? x : x * (FS_REAL)p0;
+  case FSU_MISH: return x * FS_RM(tanh)(FS_RK(softplus)(x));
+  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
+    if (!isnan(p0) && x < (FS_REAL)p0) x = (FS_REAL)p0;
+    if (!isnan(p1) && x > (FS_REAL)p1) x = (FS_REAL)p1;
+    return x;
+  }
+  return x;
+}
+
+static void FS_RK(cpu_unary_forward)(fsU_unary op, size_t n, const FS_REAL *x, FS_REAL *y, double p0, double p1) {
+  for (size_t i = 0; i < n; i++) y[i] = FS_RK(unary1)(op, x[i], p0, p1);
+}
+
+/* d f / d x at x (y = f(x)), times g */
+static FS_REAL FS_RK(unary_grad)(fsU_unary op, FS_REAL g, FS_REAL x, FS_REAL y, double p0, double p1) {
+  switch (op) {
+  case FSU_EXP: return g * y;
+  case FSU_LOG: return g / x;
+  case FSU_SQRT: return g / (2 * y);
+  case FSU_RSQRT: return (FS_REAL)-0.5 * g * y * y * y;
+  case FSU_ABS: return g * (FS_REAL)((x > 0) - (x < 0)); /* sgn: 0 at 0 */
+  case FSU_SIN: return g * FS_RM(cos)(x);
+  case FSU_COS: return -g * FS_RM(sin)(x);
+  case FSU_TANH: return g * (1 - y * y);
+  case FSU_SIGMOID: return g * y * (1 - y);
+  case FSU_POW: return p0 == 0 ? 0 : g * (FS_REAL)p0 * FS_RM(pow)(x, (FS_REAL)p0 - 1);
+  case FSU_RELU: return x > 0 ? g : 0;
+  case FSU_LEAKY_RELU: return x > 0 ? g : g * (FS_REAL)p0;
+  case FSU_MISH: { /* tanh(sp) + x sech^2(sp) sigmoid(x) */
+    FS_REAL t = FS_RM(tanh)(FS_RK(softplus)(x)), s = (FS_REAL)1 / ((FS_REAL)1 + FS_RM(exp)(-x));
+    return g * (t + x * (1 - t * t) * s);
+  }
+  case FSU_CLAMP: /* torch: the gradient passes where lo <= x <= hi */
+    return (isnan(p0) || x >= (FS_REAL)p0) && (isnan(p1) || x <= (FS_REAL)p1) ? g : 0;
+  }
+  return 0;
+}
+
+static void FS_RK(cpu_unary_backward)(fsU_unary op, size_t n, FS_REAL *dx, const FS_REAL *dy, const FS_REAL *x,
+                                      const FS_REAL *y, double p0, double p1) {
+  for (size_t i = 0; i < n; i++) dx[i] += FS_RK(unary_grad)(op, dy[i], x[i], y[i], p0, p1);
+}
+
+/* ---- binary, broadcasting ---- */
+
+static inline FS_REAL FS_RK(binary1)(fsU_binary op, FS_REAL a, FS_REAL b) {
+  switch (op) {
+  case FSU_ADD: return a + b;
+  case FSU_SUB: return a - b;
+  case FSU_MUL: return a * b;
+  case FSU_DIV: return a / b;
+  case FSU_POWT: return FS_RM(pow)(a, b);
+  case FSU_MAXIMUM: return isnan(a) || a > b ? a : b; /* NaN propagates */
+  case FSU_MINIMUM: return isnan(a) || a < b ? a : b;
+  }
+  return 0;
+}
+
+/* The broadcast's innermost dims as rows: adjacent dims that every input
+ * (and the contiguous output) walks one after the other merge, so the row
+ * loops below run over the longest stretch the strides allow. */
+static fsU_bcast bcast_rows(const fsU_bcast *bc, int n) {
+  fsU_bcast r = {.rank = 0, .numel = bc->numel};
+  for (int d = 0; d < bc->rank; d++) {
+    if (bc->shape[d] == 1) continue;
+    bool merge = r.rank > 0;
+    for (int j = 0; j < n && merge; j++) merge = r.st[j][r.rank - 1] == bc->st[j][d] * bc->shape[d];
+    if (merge) {
+      r.shape[r.rank - 1] *= bc->shape[d];
+      for (int j = 0; j < n; j++) r.st[j][r.rank - 1] = bc->st[j][d];
+    } else {
+      r.shape[r.rank] = bc->shape[d];
+      for (int j = 0; j < n; j++) r.st[j][r.rank] = bc->st[j][d];
+      r.rank++;
+    }
+  }
+  if (r.rank == 0) { /* a single element */
+    r.shape[0] = 1;
+    for (int j = 0; j < n; j++) r.st[j][0] = 0;
+    r.rank = 1;
+  }
+  return r;
+}
+
+/* d out / d a, d b of one element; torch's formulas */
+static inline void FS_RK(binary_grad1)(fsU_binary op, FS_REAL g, FS_REAL x, FS_REAL y, FS_REAL o, FS_REAL *ga_,
+                                       FS_REAL *gb_) {
+  FS_REAL ga = 0, gb = 0;
+  switch (op) {
+  case FSU_ADD: ga = g; gb = g; break;
+  case FSU_SUB: ga = g; gb = -g; break;
+  case FSU_MUL: ga = g * y; gb = g * x; break;
+  case FSU_DIV: ga = g / y; gb = -g * x / (y * y); break;
+  case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
+    ga = y == 0 ? 0 : g * y * FS_RM(pow)(x, y - 1);
+    gb = x == 0 && y >= 0 ? 0 : g * o * FS_RM(log)(x);
+    break;
+  case FSU_MAXIMUM: case FSU_MINIMUM: { /* ties split the gradient in half */
+    bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
+    ga = x == y ? g / 2 : a_wins ? g : 0;
+    gb = x == y ? g / 2 : a_wins ? 0 : g;
+    break;
+  }
+  }
+  *ga_ = ga;
+  *gb_ = gb;
+}
+
+/* One row of n elements at input strides sa, sb.  The callers pass the
+ * common strides (1 and 0) and ops as constants, so each inlined copy is a
+ * straight loop the compiler vectorizes; the per-element formulas and the
+ * accumulation order are the odometer's, so results do not change. */
+static inline __attribute__((always_inline)) void FS_RK(binary_row)(fsU_binary op, int64_t n, const FS_REAL *a,
+                                                                    int64_t sa, const FS_REAL *b, int64_t sb,
+                                                                    FS_REAL *out) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) out[j] = FS_RK(binary1)(op, a[j * sa], b[j * sb]);
+}
+
+static inline __attribute__((always_inline)) void FS_RK(binary_grad_row)(fsU_binary op, int64_t n, FS_REAL *da,
+                                                                         FS_REAL *db, const FS_REAL *dout,
+                                                                         const FS_REAL *a, int64_t sa, const FS_REAL *b,
+                                                                         int64_t sb, const FS_REAL *out) {
+  /* One pass per gradient: a side of stride 1 is a straight loop the
+   * compiler vectorizes (one loop writing both sides did not vectorize); a
+   * side of stride 0 sums into its one element in order, as before. */
+  FS_REAL ga, gb;
+  if (da && sa == 1) {
+#pragma omp simd private(ga, gb)
+    for (int64_t j = 0; j < n; j++) {
+      FS_RK(binary_grad1)(op, dout[j], a[j], b[j * sb], out[j], &ga, &gb);
+      da[j] += ga;
+    }
+  } else if (da)
+    for (int64_t j = 0; j < n; j++) {
+      FS_RK(binary_grad1)(op, dout[j], a[j * sa], b[j * sb], out[j], &ga, &gb);
+      da[j * sa] += ga;
+    }
+  if (db && sb == 1) {
+#pragma omp simd private(ga, gb)
+    for (int64_t j = 0; j < n; j++) {
+      FS_RK(binary_grad1)(op, dout[j], a[j * sa], b[j], out[j], &ga, &gb);
+      db[j] += gb;
+    }
+  } else if (db)
+    for (int64_t j = 0; j < n; j++) {
+      FS_RK(binary_grad1)(op, dout[j], a[j * sa], b[j * sb], out[j], &ga, &gb);
+      db[j * sb] += gb;
+    }
+}
+
+/* forward (da == NULL && db == NULL && out written) or backward over every row */
+static inline __attribute__((always_inline)) void FS_RK(binary_rows)(bool backward, fsU_binary op, const fsU_bcast *bc,
+                                                                     FS_REAL *da, FS_REAL *db, const FS_REAL *dout,
+                                                                     const FS_REAL *a, const FS_REAL *b, FS_REAL *out) {
+  fsU_bcast r = bcast_rows(bc, 2);
+  int outer = r.rank - 1;
+  int64_t n = r.shape[outer], sa = r.st[0][outer], sb = r.st[1][outer];
+  int64_t idx[FS_MAX_RANK] = {0}, off[2] = {0, 0}, i = 0;
+  do {
+    const FS_REAL *ra = a + off[0], *rb = b + off[1];
+    FS_REAL *rda = da ? da + off[0] : NULL, *rdb = db ? db + off[1] : NULL;
+    if (!backward) {
+      if (sa == 1 && sb == 1) FS_RK(binary_row)(op, n, ra, 1, rb, 1, out + i);
+      else if (sa == 1 && sb == 0) FS_RK(binary_row)(op, n, ra, 1, rb, 0, out + i);
+      else if (sa == 0 && sb == 1) FS_RK(binary_row)(op, n, ra, 0, rb, 1, out + i);
+      else FS_RK(binary_row)(op, n, ra, sa, rb, sb, out + i);
+    } else if (sa == 1 && sb == 1) FS_RK(binary_grad_row)(op, n, rda, rdb, dout + i, ra, 1, rb, 1, out + i);
+    else if (sa == 1 && sb == 0) FS_RK(binary_grad_row)(op, n, rda, rdb, dout + i, ra, 1, rb, 0, out + i);
+    else if (sa == 0 && sb == 1) FS_RK(binary_grad_row)(op, n, rda, rdb, dout + i, ra, 0, rb, 1, out + i);
+    else FS_RK(binary_grad_row)(op, n, rda, rdb, dout + i, ra, sa, rb, sb, out + i);
+    i += n;
+  } while (step(outer, r.shape, idx, 2, (const int64_t(*)[FS_MAX_RANK])r.st, off));
+}
+
+FS_VECTOR_TARGET
+static void FS_RK(cpu_binary_forward)(fsU_binary op, const fsU_bcast *bc, const FS_REAL *a, const FS_REAL *b,
+                                      FS_REAL *out) {
+  if (bc->numel == 0) return;
+  switch (op) { /* constant ops for the inlined rows */
+  case FSU_ADD: FS_RK(binary_rows)(false, FSU_ADD, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_SUB: FS_RK(binary_rows)(false, FSU_SUB, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_MUL: FS_RK(binary_rows)(false, FSU_MUL, bc, NULL, NULL, NULL, a, b, out); break;
+  case FSU_DIV: FS_RK(binary_rows)(false, FSU_DIV, bc, NULL, NULL, NULL, a, b, out); break;
+  default: FS_RK(binary_rows)(false, op, bc, NULL, NULL, NULL, a, b, out); break;
+  }
+}
+
+FS_VECTOR_TARGET
+static void FS_RK(cpu_binary_backward)(fsU_binary op, const fsU_bcast *bc, FS_REAL *da, FS_REAL *db,
+                                       const FS_REAL *dout, const FS_REAL *a, const FS_REAL *b, const FS_REAL *out) {
+  if (bc->numel == 0) return;
+  FS_REAL *o = (FS_REAL *)out; /* binary_rows writes out only going forward */
+  switch (op) {
+  case FSU_ADD: FS_RK(binary_rows)(true, FSU_ADD, bc, da, db, dout, a, b, o); break;
+  case FSU_SUB: FS_RK(binary_rows)(true, FSU_SUB, bc, da, db, dout, a, b, o); break;
+  case FSU_MUL: FS_RK(binary_rows)(true, FSU_MUL, bc, da, db, dout, a, b, o); break;
+  case FSU_DIV: FS_RK(binary_rows)(true, FSU_DIV, bc, da, db, dout, a, b, o); break;
+  default: FS_RK(binary_rows)(true, op, bc, da, db, dout, a, b, o); break;
+  }
+}
+
+/* ---- reductions over one dim: x[O,L,I] ---- */
+
+#define AT(o, l, i) (((o) * L + (l)) * I + (i))
+
+static void FS_RK(cpu_sum_dim_forward)(int64_t O, int64_t L, int64_t I, const FS_REAL *x, FS_REAL *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += x[AT(o, l, i)];
+      y[o * I + i] = (FS_REAL)s;
+    }
+}
+
+static void FS_RK(cpu_sum_dim_backward)(int64_t O, int64_t L, int64_t I, FS_REAL *dx, const FS_REAL *dy) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t l = 0; l < L; l++)
+      for (int64_t i = 0; i < I; i++) dx[AT(o, l, i)] += dy[o * I + i];
+}
+
+/* the largest of L values at stride I, NaNs skipped as fmaxf skips them
+ * (-inf when all are NaN); the comparison keeps libm's call out of the loop */
+static inline FS_REAL FS_RK(row_max)(int64_t L, int64_t I, const FS_REAL *x) {
+  FS_REAL m = -INFINITY;
+  for (int64_t l = 0; l < L; l++)
+    if (x[l * I] > m) m = x[l * I];
+  return m;
+}
+
+static void FS_RK(cpu_softmax_forward)(bool as_log, int64_t O, int64_t L, int64_t I, const FS_REAL *x, FS_REAL *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      FS_REAL m = FS_RK(row_max)(L, I, x + AT(o, 0, i));
+      double s = 0;
+      if (as_log) {
+        for (int64_t l = 0; l < L; l++) s += FS_RM(exp)(x[AT(o, l, i)] - m);
+        FS_REAL ls = (FS_REAL)log(s);
+        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = x[AT(o, l, i)] - m - ls;
+      } else { /* each exp once: kept in y, then divided by the sum */
+        for (int64_t l = 0; l < L; l++) {
+          FS_REAL e = FS_RM(exp)(x[AT(o, l, i)] - m);
+          y[AT(o, l, i)] = e;
+          s += e;
+        }
+        for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] /= (FS_REAL)s;
+      }
+    }
+}
+
+static void FS_RK(cpu_softmax_backward)(bool log, int64_t O, int64_t L, int64_t I, FS_REAL *dx, const FS_REAL *dy,
+                                        const FS_REAL *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += log ? dy[AT(o, l, i)] : dy[AT(o, l, i)] * y[AT(o, l, i)];
+      for (int64_t l = 0; l < L; l++) {
+        int64_t k = AT(o, l, i);
+        dx[k] += log ? dy[k] - FS_RM(exp)(y[k]) * (FS_REAL)s : y[k] * (dy[k] - (FS_REAL)s);
+      }
+    }
+}
