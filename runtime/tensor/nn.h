@@ -65,11 +65,14 @@ int fsN_attention_backward(float *dinp, const float *dout, const float *inp, con
  * given dout[L,Ev] (lddo) and scratch dS[L,S]: dP = dout v^T,
  * dv += P^T dout, dS = P (dP - rowsum(P dP)) scale, dq += dS k,
  * dk += dS^T q, each gradient with its input's stride (NULL: not needed). */
-typedef struct fsN_head {
-  const float *q, *k, *v;
-  int64_t ldq, ldk, ldv, L, S, E, Ev;
-  float scale;
+/* the fields over an element type T: nn_typed.h declares the double twin from this text */
+#define FSN_HEAD_FIELDS(T)            \
+  const T *q, *k, *v;                 \
+  int64_t ldq, ldk, ldv, L, S, E, Ev; \
+  T scale;                            \
   bool causal;
+typedef struct fsN_head {
+  FSN_HEAD_FIELDS(float)
 } fsN_head;
 int fsN_sdpa_head_forward(const fsN_head *h, float *P, float *out, int64_t ldo);
 int fsN_sdpa_head_backward(const fsN_head *h, const float *P, const float *dout, int64_t lddo, float *dS,

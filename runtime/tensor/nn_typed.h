@@ -199,10 +199,7 @@ FS_RPUB FS_VECTOR_TARGET void FS_RK(fsN_act_backward)(fsN_act act, FS_REAL *dinp
 #if defined(FS_REAL_DOUBLE) && FS_REAL_DOUBLE
 /* nn.h's fsN_head over double: one head of the GPT's float64 attention */
 typedef struct fsN_head_f64 {
-  const double *q, *k, *v;
-  int64_t ldq, ldk, ldv, L, S, E, Ev;
-  double scale;
-  bool causal;
+  FSN_HEAD_FIELDS(double)
 } fsN_head_f64;
 #endif
 
