@@ -199,18 +199,18 @@ static void test_optimizers(void **state) {
   (void)state;
   double p[2] = {1.0, -2.0}, g[2] = {0.5, 0.25}, buf[2] = {0, 0};
   fsB_update u = {.kind = FSB_UPD_SGD, .n = 2, .lr = 0.1, .momentum = 0.9, .first = true};
-  assert_int_equal(fsO_update_f64(&u, p, g, (double *[3]){buf, NULL, NULL}), 0);
+  assert_int_equal(fsO_update_f64(&u, &fsB_cpu, p, g, (double *[3]){buf, NULL, NULL}), 0);
   assert_true(p[0] == 1.0 + -0.1 * 0.5 && buf[0] == 0.5);
   u.first = false;
-  assert_int_equal(fsO_update_f64(&u, p, g, (double *[3]){buf, NULL, NULL}), 0);
+  assert_int_equal(fsO_update_f64(&u, &fsB_cpu, p, g, (double *[3]){buf, NULL, NULL}), 0);
   assert_true(buf[1] == 0.25 * 0.9 + 0.25);
   /* Adam's first step moves each parameter by lr (m / sqrt(v) = sign g) */
   double q[2] = {1.0, -2.0}, m[2] = {0, 0}, v[2] = {0, 0};
   fsB_update a = {.kind = FSB_UPD_ADAM, .n = 2, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 0, .step = 1};
-  assert_int_equal(fsO_update_f64(&a, q, g, (double *[3]){m, v, NULL}), 0);
+  assert_int_equal(fsO_update_f64(&a, &fsB_cpu, q, g, (double *[3]){m, v, NULL}), 0);
   assert_true(fabs(q[0] - 0.99) < 1e-15 && fabs(q[1] + 2.01) < 1e-15);
   fsB_update r = {.kind = FSB_UPD_RMSPROP, .n = 2};
-  assert_int_equal(fsO_update_f64(&r, q, g, (double *[3]){m, NULL, NULL}), -1);
+  assert_int_equal(fsO_update_f64(&r, &fsB_cpu, q, g, (double *[3]){m, NULL, NULL}), -1);
   assert_non_null(strstr(fsT_error(), "RMSprop has no float64 update"));
 }
 
