@@ -2,7 +2,7 @@
  * the typed kernels of ops_typed.h, nn_typed.h and loss_typed.h
  * instantiated over double (NAME_f64, static here), OpenBLAS's dgemm, the
  * small loops f64.c's reductions and gradients need, and torch's SGD and
- * Adam(W) rules over double.
+ * Adam(W) rules over double (f64_rules.h, shared with cuda's kernels).
  *
  * Invariant: every loop runs in element order, so a host loop over the same
  * values gives the same bits; backend_emu.c serves this table behind its
@@ -10,6 +10,7 @@
  * other half: f64.c and optim_f64.c call it through fsB_of(t)->f64. */
 #include "f64_kernels.h"
 #include "blas.h"
+#include "f64_rules.h"
 #define FS_REAL_DOUBLE 1 /* the shared kernel bodies, instantiated over double */
 #include "ops_typed.h"
 #include "nn_typed.h"
@@ -52,34 +53,12 @@ static void take_backward(int64_t n, const int64_t *at, double *dx, const double
 }
 
 static void sgd_update(const fsB_update *u, double *p, const double *g, double *buf) {
-  for (size_t i = 0; i < u->n; i++) {
-    double d = u->maximize ? -g[i] : g[i];
-    if (u->wd != 0) d += u->wd * p[i];
-    if (buf) { /* momentum: None buffer -> clone(d_p) */
-      buf[i] = u->first ? d : buf[i] * u->momentum + (1 - u->dampening) * d;
-      d = u->nesterov ? d + u->momentum * buf[i] : buf[i];
-    }
-    p[i] += -u->lr * d;
-  }
+  for (size_t i = 0; i < u->n; i++) fsB_sgd64(u, i, p, g, buf);
 }
 
-/* AdamW decays p by 1 - lr wd first; Adam adds wd p to the gradient */
 static void adam_update(const fsB_update *u, double *p, const double *g, double *m, double *v, double *vmax) {
-  double bc1 = 1 - pow(u->beta1, (double)u->step), bc2 = 1 - pow(u->beta2, (double)u->step);
-  double step_size = u->lr / bc1, bc2_sqrt = sqrt(bc2);
-  for (size_t i = 0; i < u->n; i++) {
-    double gi = u->maximize ? -g[i] : g[i];
-    if (u->decoupled) p[i] *= 1 - u->lr * u->wd;
-    else if (u->wd != 0) gi += u->wd * p[i];
-    m[i] = m[i] * u->beta1 + (1 - u->beta1) * gi;
-    v[i] = v[i] * u->beta2 + (1 - u->beta2) * gi * gi;
-    double vi = v[i];
-    if (vmax) { /* torch.maximum: a NaN wins */
-      vi = vmax[i] >= vi || isnan(vmax[i]) ? vmax[i] : vi;
-      vmax[i] = vi;
-    }
-    p[i] += -step_size * m[i] / (sqrt(vi) / bc2_sqrt + u->eps);
-  }
+  fsB_adam64_bias bc = fsB_adam64_bias_of(u);
+  for (size_t i = 0; i < u->n; i++) fsB_adam64(u, bc, i, p, g, m, v, vmax);
 }
 
 const fsB_f64_kernels fsB_f64_cpu = {

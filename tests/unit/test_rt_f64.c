@@ -6,12 +6,14 @@
  * mse_loss); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
- * the optimizers' double rules. */
+ * the optimizers' double rules; emulated cuda's float64 table against the
+ * cpu's, bit for bit, through device pointers (f64_table_check.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "optim.h"
 #include "rt_testutil.h"
+#include "f64_table_check.h"
 
 static fs_tensor *f64_of(const double *v, int rank, const int64_t *shape) {
   fs_tensor *t = rt_ok(fsT_new(FS_F64, FS_DEV_CPU, rank, shape));
@@ -214,10 +216,20 @@ static void test_optimizers(void **state) {
   assert_non_null(strstr(fsT_error(), "RMSprop has no float64 update"));
 }
 
+/* emulated cuda's float64 kernels are the cpu's, bit for bit, and never
+ * read their device pointers on the host (that would fault) */
+static void test_emulated_cuda_table(void **state) {
+  (void)state;
+  f64chk c = {.be = &fsB_emu_cuda, .rtol = 0};
+  f64chk_elementwise(&c);
+  f64chk_ops(&c);
+  f64chk_layers(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dtype), cmocka_unit_test(test_gradients), cmocka_unit_test(test_promotion_and_casts),
-    cmocka_unit_test(test_refusal), cmocka_unit_test(test_optimizers),
+    cmocka_unit_test(test_refusal), cmocka_unit_test(test_optimizers), cmocka_unit_test(test_emulated_cuda_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
