@@ -69,7 +69,7 @@ typedef struct fsB_backend {
   const fsN_kernels *nn;
   /* optional: NULL stages the tensor API's ops through host memory (ops_grad.c) */
   const fsU_kernels *ops;
-  const fsB_f64_kernels *f64;
+  const fsB_f64_kernels *f64; /* float64 (64-true): every backend has one (f64_kernels.h) */
 } fsB_backend;
 
 extern const fsB_backend fsB_cpu;

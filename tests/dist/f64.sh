@@ -50,4 +50,6 @@ same cpu1 cuda2
 same cpu2split cuda2split
 cmp -s cpu1.txt cpu2split.txt && bad "split: the same values as the whole batch on one device"
 grep -q 'gpt loaded \(.*\) \1$' cuda1.txt || bad "cuda1: the loaded model's loss is not the saved one's"
+[ "$(grep -c 'gpt resumed \(.*\) \1$' cuda1.txt)" -eq 2 ] ||
+  bad "cuda1: the model and optimizer loaded from the checkpoint do not train as the saved ones"
 exit $fail
