@@ -3,17 +3,17 @@
  * parameters, inputs and the forward's tensors torch.float64).  The
  * kernels float32 has too are not repeated here: ops_typed.h, nn_typed.h
  * and loss_typed.h hold each one's body once over an element type
- * (typed.h), which ops.c, nn.c and loss.c instantiate for float32 and this
- * file for double (NAME_f64); here the ops check, allocate, record the tape
- * and call them.
+ * (typed.h), which ops.c, nn.c and loss.c instantiate for float32 and
+ * f64_kernels.c for double (the cpu's float64 table); here the ops check,
+ * allocate, record the tape and call their device's kernels.
  *
  * Invariant: a float64 tensor is only computed on here, in double, through
  * its device's float64 table (fsB_of(t)->f64, f64_kernels.h: the cpu's,
  * emulated cuda's, cuda's), so these ops are one text on every device and
  * never read device memory from the host (a host check of indices copies
  * them first); its gradient is a float64 tensor on its device
- * (fsG_grad_buf_f64), as torch's .grad has the parameter's dtype.  The ops with a double path dispatch here at
- * their entry point (fsG_any_f64): linear, matmul/bmm, activations, the
+ * (fsG_grad_buf_f64), as torch's .grad has the parameter's dtype.  The ops
+ * with a double path dispatch here at their entry point (fsG_any_f64): linear, matmul/bmm, activations, the
  * tensor API's elementwise functions, broadcast arithmetic, sum/mean (whole
  * or over a dim), softmax/log_softmax, cross_entropy, mse/l1 losses, the
  * cast, and the GPT's embedding, positional embedding, layer norm and fused
@@ -142,8 +142,8 @@ static int linear64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
   double *dx, *dW, *db;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW) || fsG_grad_buf_f64(b, &db)) return -1;
-  return f64_of(x)->linear_backward(dx, dW, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(W), rows_of(x), W->shape[1],
-                                 W->shape[0]);
+  return f64_of(x)->linear_backward(dx, dW, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(W), rows_of(x),
+                                    W->shape[1], W->shape[0]);
 }
 
 fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {

@@ -387,7 +387,8 @@ template <class T> __device__ double row_lse(const T *x, size_t C) {
   return mx + log(warp_sum(s));
 }
 
-template <class T> __global__ void ce_rows_k(double *loss, const T *logits, const int64_t *targets, size_t N, size_t C) {
+template <class T>
+__global__ void ce_rows_k(double *loss, const T *logits, const int64_t *targets, size_t N, size_t C) {
   FOR_WARP_ROWS(n, N) {
     double lse = row_lse(logits + n * C, C);
     if (LANE == 0) loss[n] = lse - logits[n * C + targets[n]];

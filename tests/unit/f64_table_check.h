@@ -180,9 +180,11 @@ static void f64chk_ops(f64chk *c) {
 static void f64chk_layers(f64chk *c) {
   const fsB_f64_kernels *k = &fsB_f64_cpu, *g = c->be->f64;
   const int64_t N = 24, C = 12, OC = 18;
-  double *x = f64chk_rnd(c, 20, N * C, -1, 1), *W = f64chk_rnd(c, 21, OC * C, -0.5, 0.5), *b = f64chk_rnd(c, 22, OC, -1, 1);
+  double *x = f64chk_rnd(c, 20, N * C, -1, 1), *W = f64chk_rnd(c, 21, OC * C, -0.5, 0.5);
+  double *b = f64chk_rnd(c, 22, OC, -1, 1);
   double *out = f64chk_rnd(c, 23, N * OC, 0, 0), *dout = f64chk_rnd(c, 24, N * OC, -1, 1);
-  double *dx = f64chk_rnd(c, 25, N * C, -1, 1), *dW = f64chk_rnd(c, 26, OC * C, -1, 1), *db = f64chk_rnd(c, 27, OC, -1, 1);
+  double *dx = f64chk_rnd(c, 25, N * C, -1, 1), *dW = f64chk_rnd(c, 26, OC * C, -1, 1);
+  double *db = f64chk_rnd(c, 27, OC, -1, 1);
   double *gx = f64chk_upd(c, x, N * C), *gW = f64chk_upd(c, W, OC * C), *gb = f64chk_upd(c, b, OC);
   double *gout = f64chk_upd(c, out, N * OC), *gdout = f64chk_upd(c, dout, N * OC);
   double *gdx = f64chk_upd(c, dx, N * C), *gdW = f64chk_upd(c, dW, OC * C), *gdb = f64chk_upd(c, db, OC);
