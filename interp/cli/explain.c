@@ -142,8 +142,8 @@ static const explain_row rows[] = {
    "Fabric refuses to guess which of the two the user meant."},
   {"R69", "In an interactive session a strategy whose launcher starts the script again cannot run.",
    "A subprocess launcher would re-run the script, and spawn pickles what a REPL cannot; only forking the session works."},
-  {"R70", "This runtime cannot run the precision (64-true on CUDA or sharded; 16-mixed under DeepSpeed or off CUDA; Transformer Engine).",
-   "Its float64 ops run on the CPU only, and it scales 16-mixed's gradients as torch does (FSDP's sharded scaler too), not as DeepSpeed's engine; `check` says so where a run would refuse."},
+  {"R70", "This runtime cannot run the precision (64-true other than on one device or under DDP; 16-mixed under DeepSpeed or off CUDA; Transformer Engine).",
+   "Its float64 ops run on the CPU and CUDA, one device or DDP (gradients all-reduced in double), but have no DataParallel, sharded or model-parallel path; it scales 16-mixed's gradients as torch does (FSDP's sharded scaler too), not as DeepSpeed's engine; `check` says so where a run would refuse."},
   /* raisesA: connector.py's flag checks and seed_everything's bounds */
   {"R71", "On a machine with MPS, a DDP-family strategy cannot use the MPS accelerator (also when it is chosen by auto or gpu).",
    "The MPS backend runs one process on one device; Fabric refuses the DDP family there before anything starts."},

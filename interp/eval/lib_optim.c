@@ -454,8 +454,12 @@ fs_tensor *fsE_optim_load_slot(fsE_optim_load *L, int64_t i, const char *name) {
   for (int w = 0; w < 3; w++) {
     const char *sn = fsO_state_name(o->kind, w);
     if (!sn || strcmp(sn, name)) continue;
-    fs_tensor **slot = &L->bufs[3 * i + w];
-    if (!*slot && !(*slot = fsT_zeros_like(o->params[i]))) return fsE_rt_fail(), NULL;
+    fs_tensor **slot = &L->bufs[3 * i + w], *p = o->params[i];
+    /* torch casts a loaded state to its parameter's dtype: a float64
+     * parameter's states stay float64 (its update writes doubles); the
+     * others are float32, as FSDP's staged shards write them */
+    fs_dtype dt = p->dtype == FS_F64 ? FS_F64 : FS_F32;
+    if (!*slot && !(*slot = fsT_zeros(dt, p->device, p->rank, p->shape))) return fsE_rt_fail(), NULL;
     L->stated[i] |= FSE_STATED;
     return *slot;
   }

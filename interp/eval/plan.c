@@ -43,6 +43,8 @@ int fsPL_precision_sizes(const char *precision, fsPL_sizes *out) {
 
 bool fsPL_precision_runs(const char *precision, const char *accelerator, const char *strategy) {
   /* all but R70's (docs/runtime.md, Precision; connector.c fsF_precision_unsupported) */
+  if (!strcmp(precision, "64-true")) /* one device or DDP, on the cpu or cuda (f64_kernels.h) */
+    return strategy && (!strcmp(strategy, "SingleDeviceStrategy") || !strcmp(strategy, "DDPStrategy"));
   if (!strcmp(precision, "16-mixed"))
     return accelerator && !strcmp(accelerator, "cuda") && strategy && strcmp(strategy, "DeepSpeedStrategy") &&
            strcmp(strategy, "ModelParallelStrategy");
@@ -439,7 +441,7 @@ int fsPL_print(FILE *out, const fsPL_input *in, const fsPL_options *o) {
   }
   if (!runs)
     fprintf(out, "note: %s is a prediction of torch's layout: this runtime does not run it (R70)\n", in->precision);
-  else if (strcmp(in->precision, "32-true"))
+  else if (strcmp(in->precision, "32-true") && strcmp(in->precision, "64-true")) /* 64-true computes in double */
     fprintf(out, "note: %s is torch's layout; this runtime computes on float32 copies of low-precision tensors, "
             "so its own peak is higher\n", in->precision);
   if (fit >= 0) {

@@ -45,8 +45,9 @@ typedef struct fsPL_sizes {
 /* The sizes of a precision name ("32-true", "bf16-mixed", "16", ...); -1 when unknown. */
 int fsPL_precision_sizes(const char *precision, fsPL_sizes *out);
 /* Whether the runtime executes this precision on that accelerator and
- * strategy class (all but R70's: 64-true, 16-mixed off CUDA or under
- * DeepSpeed, Transformer Engine; ModelParallel's is Fabric's R12); the
+ * strategy class (all but R70's: 64-true other than on one device or
+ * DDP, 16-mixed off CUDA or under DeepSpeed, Transformer Engine;
+ * ModelParallel's is Fabric's R12); the
  * figures are torch's layout either way. */
 bool fsPL_precision_runs(const char *precision, const char *accelerator, const char *strategy);
 

@@ -34,10 +34,10 @@ const char *fsF_prec_name(fsF_prec p) { return prec_names[p]; }
 
 const char *fsF_precision_unsupported(const fsF_config *cfg) {
   switch (cfg->precision) {
-  case FSF_P64: /* the double path is cpu-only (runtime/tensor/f64.c); DDP all-reduces float64 */
-    if (cfg->accel != FSF_CUDA && (cfg->cls == FSF_SINGLE || cfg->cls == FSF_DDP)) return NULL;
-    return "precision=\"64-true\" runs on the CPU, on one device or under DDP: this runtime has no float64 "
-           "kernels on CUDA and does not shard float64 parameters; use precision=\"32-true\" there";
+  case FSF_P64: /* float64 kernels on the cpu and cuda (f64_kernels.h); DDP all-reduces float64 */
+    if (cfg->cls == FSF_SINGLE || cfg->cls == FSF_DDP) return NULL;
+    return "precision=\"64-true\" runs on one device or under DDP: this runtime has no float64 path for "
+           "DataParallel, sharded or model-parallel strategies; use strategy=\"ddp\" or precision=\"32-true\"";
   case FSF_P16_MIXED:
     /* off CUDA that leaves MPS (on CPU it became bf16-mixed, W8; FSDP and
      * DeepSpeed need a GPU, R10 and R21); ModelParallel refused it (R12).
@@ -59,7 +59,7 @@ const char *fsF_precision_unsupported(const fsF_config *cfg) {
 
 int fsF_check_precision_runs(const fsF_config *cfg, fsF_issues *iss) {
   const char *why = fsF_precision_unsupported(cfg);
-  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true, 16-true (16-mixed on CUDA, not under DeepSpeed; 64-true on the CPU, one device or DDP)",
+  return why ? fsF_fail(iss, "R70", "pick a precision this runtime runs: 32-true, bf16-mixed, bf16-true, 16-true (16-mixed on CUDA, not under DeepSpeed; 64-true on one device or DDP)",
                         "%s", why)
              : 0;
 }

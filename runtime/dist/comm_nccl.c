@@ -116,8 +116,14 @@ static int settle(nccl_comm *s, ncclResult_t rc, bool drain, const char *what) {
   return -1;
 }
 
+/* float64: 64-true's gradients under DDP, reduced in double as torch's
+ * NCCL reduces a double tensor */
 static ncclDataType_t type_of(fs_dtype dt) {
-  return dt == FS_F32 ? ncclFloat32 : dt == FS_BF16 ? ncclBfloat16 : dt == FS_BOOL ? ncclUint8 : ncclInt64;
+  return dt == FS_F32    ? ncclFloat32
+         : dt == FS_BF16 ? ncclBfloat16
+         : dt == FS_F64  ? ncclFloat64
+         : dt == FS_BOOL ? ncclUint8
+                         : ncclInt64;
 }
 
 static ncclRedOp_t op_of(fsCC_op op) {

@@ -265,10 +265,10 @@ static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
   u.step = ++o->steps[i];
   if (o->kind == FSO_ADAGRAD) u.lr = h->lr / (1 + ((double)u.step - 1) * h->lr_decay);
   if (fsT_is_low(p->dtype)) return step_low(p, st, &u);
-  if (p->dtype == FS_F64) { /* 64-true: cpu only (the connector refuses it elsewhere) */
+  if (p->dtype == FS_F64) { /* 64-true: one device or DDP (the connector refuses sharding) */
     if (p->grad->dtype != FS_F64 && fsT_set_dtype(p->grad, FS_F64) < 0) return -1;
     double *s64[3] = {st[0] ? fsT_f64(st[0]) : NULL, st[1] ? fsT_f64(st[1]) : NULL, st[2] ? fsT_f64(st[2]) : NULL};
-    return fsO_update_f64(&u, fsT_f64(p), fsT_f64(p->grad), s64);
+    return fsO_update_f64(&u, be, fsT_f64(p), fsT_f64(p->grad), s64);
   }
   float *w = fsT_f32(p), *g = fsT_f32(p->grad), *s0 = st[0] ? fsT_f32(st[0]) : NULL;
   float *s1 = st[1] ? fsT_f32(st[1]) : NULL, *s2 = st[2] ? fsT_f32(st[2]) : NULL;

@@ -111,12 +111,13 @@ int fsO_clip_grad_value(fs_tensor *const *params, int64_t n, double clip);
 
 /* optim_f64.c: one float64 parameter's update (p, its gradient g and the
  * states s[0..2] in fsO_state_name's order, NULL where unused, all double
- * host arrays) under u's hyperparameters (u's float pointers unused);
- * -1 + fsT_error for an optimizer without a double rule. */
-int fsO_update_f64(const fsB_update *u, double *p, const double *g, double *const *s);
-/* Whether any of params has a float64 gradient; clipping them (cpu,
- * unsharded: 64-true runs on one CPU device) in double, as the fsO_clip_*
- * functions do, which call these. */
+ * arrays of backend be, which computes it) under u's hyperparameters (u's
+ * float pointers unused); -1 + fsT_error for an optimizer without a double
+ * rule. */
+int fsO_update_f64(const fsB_update *u, const fsB_backend *be, double *p, const double *g, double *const *s);
+/* Whether any of params has a float64 gradient; clipping them (unsharded:
+ * 64-true runs on one device or under DDP) in double on their devices, as
+ * the fsO_clip_* functions do, which call these. */
 bool fsO_grads_f64(fs_tensor *const *params, int64_t n);
 int fsO_clip_norm_f64(fs_tensor *const *params, int64_t n, double max_norm, bool inf, double *total);
 int fsO_clip_value_f64(fs_tensor *const *params, int64_t n, double clip);

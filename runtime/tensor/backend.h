@@ -14,6 +14,7 @@
 
 typedef struct fsN_kernels fsN_kernels; /* nn.h: layer forward/backward pairs */
 typedef struct fsU_kernels fsU_kernels; /* ops.h: the tensor API's kernels */
+typedef struct fsB_f64_kernels fsB_f64_kernels; /* f64_kernels.h: float64's (64-true) */
 
 typedef enum fsB_binop { FSB_ADD, FSB_SUB, FSB_MUL, FSB_DIV } fsB_binop;
 
@@ -68,6 +69,7 @@ typedef struct fsB_backend {
   const fsN_kernels *nn;
   /* optional: NULL stages the tensor API's ops through host memory (ops_grad.c) */
   const fsU_kernels *ops;
+  const fsB_f64_kernels *f64; /* float64 (64-true): every backend has one (f64_kernels.h) */
 } fsB_backend;
 
 extern const fsB_backend fsB_cpu;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "blas.h"
+#include "f64_kernels.h"
 #include "nn.h"
 #include "ops.h"
 #include "rng.h"
@@ -374,6 +375,7 @@ const fsB_backend fsB_cpu = {
   .sgd_update = cpu_sgd_update, .adam_update = cpu_adam_update,
   .rmsprop_update = cpu_rmsprop_update, .adagrad_update = cpu_adagrad_update,
   .adadelta_update = cpu_adadelta_update, .nn = &fsN_cpu, .ops = &fsU_cpu,
+  .f64 = &fsB_f64_cpu,
 };
 
 static bool emulating; /* fsB_emulate_cuda was called */

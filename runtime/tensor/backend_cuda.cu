@@ -120,12 +120,21 @@ typedef cublasStatus_t (*sgemm_batched_fn)(cublasHandle_t, cublasOperation_t, cu
                                            int, int, int, const float *, const float *, int,
                                            long long, const float *, int, long long,
                                            const float *, float *, int, long long, int);
+typedef cublasStatus_t (*dgemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                   int, const double *, const double *, int, const double *, int,
+                                   const double *, double *, int);
+typedef cublasStatus_t (*dgemm_batched_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                           int, int, int, const double *, const double *, int,
+                                           long long, const double *, int, long long,
+                                           const double *, double *, int, long long, int);
 typedef const char *(*status_fn)(cublasStatus_t);
 
 static struct {
   cublasHandle_t handle; /* one per process, on the device current at first use */
   sgemm_fn sgemm;        /* NULL until loaded, and when loading failed */
   sgemm_batched_fn sgemm_batched;
+  dgemm_fn dgemm; /* float64 (64-true) */
+  dgemm_batched_fn dgemm_batched;
   status_fn status;
   char error[256];
 } blas;
@@ -141,8 +150,10 @@ static void blas_load(void) {
   create_fn create = (create_fn)dlsym(h, "cublasCreate_v2");
   blas.sgemm = (sgemm_fn)dlsym(h, "cublasSgemm_v2");
   blas.sgemm_batched = (sgemm_batched_fn)dlsym(h, "cublasSgemmStridedBatched");
+  blas.dgemm = (dgemm_fn)dlsym(h, "cublasDgemm_v2");
+  blas.dgemm_batched = (dgemm_batched_fn)dlsym(h, "cublasDgemmStridedBatched");
   blas.status = (status_fn)dlsym(h, "cublasGetStatusString");
-  if (!create || !blas.sgemm || !blas.sgemm_batched || !blas.status) {
+  if (!create || !blas.sgemm || !blas.sgemm_batched || !blas.dgemm || !blas.dgemm_batched || !blas.status) {
     snprintf(blas.error, sizeof blas.error, "%s lacks the cuBLAS v2 GEMM entry points", soname);
     blas.sgemm = NULL;
     return;
@@ -154,13 +165,36 @@ static void blas_load(void) {
   }
 }
 
+/* cuBLAS's entry points of an element type: S for float, D for double */
+static cublasStatus_t gemm_one(cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k, const float *alpha,
+                               const float *A, int lda, const float *B, int ldb, const float *beta, float *C,
+                               int ldc) {
+  return blas.sgemm(blas.handle, oa, ob, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static cublasStatus_t gemm_one(cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k, const double *alpha,
+                               const double *A, int lda, const double *B, int ldb, const double *beta, double *C,
+                               int ldc) {
+  return blas.dgemm(blas.handle, oa, ob, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static cublasStatus_t gemm_batch(cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k, const float *alpha,
+                                 const float *A, int lda, long long sA, const float *B, int ldb, long long sB,
+                                 const float *beta, float *C, int ldc, long long sC, int batch) {
+  return blas.sgemm_batched(blas.handle, oa, ob, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+}
+static cublasStatus_t gemm_batch(cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
+                                 const double *alpha, const double *A, int lda, long long sA, const double *B,
+                                 int ldb, long long sB, const double *beta, double *C, int ldc, long long sC,
+                                 int batch) {
+  return blas.dgemm_batched(blas.handle, oa, ob, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+}
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
- * operands and the dimensions M and N. */
-int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-              const float *A, int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB,
-              float beta, float *C, int64_t ldc, int64_t sC, int64_t batch) {
+ * operands and the dimensions M and N.  One text for float and double. */
+template <class T>
+static int gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, int64_t sA,
+                  const T *B, int64_t ldb, int64_t sB, T beta, T *C, int64_t ldc, int64_t sC, int64_t batch) {
   pthread_once(&blas_once, blas_load);
-  if (!blas.sgemm) {
+  if (!blas.sgemm) { /* loaded with dgemm, or neither */
     fsT_seterr("%s", blas.error);
     return -1;
   }
@@ -176,16 +210,27 @@ int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasStatus_t st =
       batch == 1
-          ? blas.sgemm(blas.handle, opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, A, la, &beta,
-                       C, (int)ldc)
-          : blas.sgemm_batched(blas.handle, opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, sB,
-                               A, la, sA, &beta, C, (int)ldc, sC, (int)batch);
+          ? gemm_one(opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, A, la, &beta, C, (int)ldc)
+          : gemm_batch(opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, sB, A, la, sA, &beta, C, (int)ldc, sC,
+                       (int)batch);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    fsT_seterr("cuBLAS sgemm (%lldx%lldx%lld) failed: %s", (long long)M, (long long)N,
-               (long long)K, blas.status(st));
+    fsT_seterr("cuBLAS %s (%lldx%lldx%lld) failed: %s", sizeof(T) == 8 ? "dgemm" : "sgemm", (long long)M,
+               (long long)N, (long long)K, blas.status(st));
     return -1;
   }
   return fscu_pending("gemm");
+}
+
+int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB,
+              float beta, float *C, int64_t ldc, int64_t sC, int64_t batch) {
+  return gemm_t(ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+}
+
+int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+              const double *A, int64_t lda, int64_t sA, const double *B, int64_t ldb, int64_t sB,
+              double beta, double *C, int64_t ldc, int64_t sC, int64_t batch) {
+  return gemm_t(ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
 }
 
 static int cuda_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -484,4 +529,5 @@ extern "C" const fsB_backend fsB_cuda = {
   cuda_sgd_update, cuda_adam_update, cuda_rmsprop_update, cuda_adagrad_update, cuda_adadelta_update,
   &fsN_cuda,
   /* .ops = */ &fsU_cuda, /* partial (ops_cuda.cu): the other ops stage through host memory */
+  /* .f64 = */ &fsB_f64_cuda, /* 64-true (f64_cuda.cu) */
 };

@@ -3,10 +3,12 @@
  * memory faults here as it would on a GPU instead of passing unseen.
  *
  * A device pointer is the cpu allocation's address plus OFFSET; every entry
- * takes its pointers back (NULL stays NULL) and calls the cpu one.  The
+ * takes its pointers back (NULL stays NULL) and calls the cpu one (the
+ * float64 table's entries too: 64-true runs bit for bit as on the cpu).  The
  * offset is additive, so device pointer arithmetic (FSDP's flat shards,
  * base + n) keeps meaning the same element. */
 #include "backend.h"
+#include "f64_kernels.h"
 #include "nn.h"
 #include "ops.h"
 
@@ -23,6 +25,7 @@ static void *dev(void *p) { return p ? (void *)((uintptr_t)p + OFFSET) : NULL; }
 #define H fsB_emu_host
 #define C fsB_cpu
 #define K (*fsB_cpu.nn)
+#define DK fsB_f64_cpu
 
 static void *e_alloc(size_t nb) { return dev(C.alloc(nb)); }
 static void e_free(void *p, size_t nb) { C.free(H(p), nb); }
@@ -177,11 +180,119 @@ static const fsU_kernels emu_ops = {
   E(take), E(take_backward), E(put), E(topk_forward), E(topk_backward), .partial = true,
 };
 
+/* --- the float64 kernels (f64_kernels.h): 64-true on emulated cuda -------- */
+
+static int d_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t Kd, double alpha, const double *A, int64_t lda,
+                  const double *B, int64_t ldb, double beta, double *Cm, int64_t ldc) {
+  return DK.gemm(ta, tb, M, N, Kd, alpha, H(A), lda, H(B), ldb, beta, H(Cm), ldc);
+}
+static void d_axpy(size_t n, double alpha, const double *x, double *y) { DK.axpy(n, alpha, H(x), H(y)); }
+static void d_shift(size_t n, double v, double *y) { DK.shift(n, v, H(y)); }
+static void d_scale(size_t n, double alpha, double *x) { DK.scale(n, alpha, H(x)); }
+static void d_divide(size_t n, double d, double *x) { DK.divide(n, d, H(x)); }
+static void d_clamp(size_t n, double lo, double hi, double *x) { DK.clamp(n, lo, hi, H(x)); }
+static double d_sum(size_t n, const double *x) { return DK.sum(n, H(x)); }
+static double d_sumsq(size_t n, const double *x) { return DK.sumsq(n, H(x)); }
+static double d_absmax(size_t n, const double *x) { return DK.absmax(n, H(x)); }
+static void d_take_backward(int64_t n, const int64_t *at, double *dx, const double *dy) {
+  DK.take_backward(n, H(at), H(dx), H(dy));
+}
+static void d_unary_forward(fsU_unary op, size_t n, const double *x, double *y, double p0, double p1) {
+  DK.unary_forward(op, n, H(x), H(y), p0, p1);
+}
+static void d_unary_backward(fsU_unary op, size_t n, double *dx, const double *dy, const double *x, const double *y,
+                             double p0, double p1) {
+  DK.unary_backward(op, n, H(dx), H(dy), H(x), H(y), p0, p1);
+}
+static void d_binary_forward(fsU_binary op, const fsU_bcast *bc, const double *a, const double *b, double *out) {
+  DK.binary_forward(op, bc, H(a), H(b), H(out));
+}
+static void d_binary_backward(fsU_binary op, const fsU_bcast *bc, double *da, double *db, const double *dout,
+                              const double *a, const double *b, const double *out) {
+  DK.binary_backward(op, bc, H(da), H(db), H(dout), H(a), H(b), H(out));
+}
+static void d_sum_dim_forward(int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  DK.sum_dim_forward(O, L, I, H(x), H(y));
+}
+static void d_sum_dim_backward(int64_t O, int64_t L, int64_t I, double *dx, const double *dy) {
+  DK.sum_dim_backward(O, L, I, H(dx), H(dy));
+}
+static void d_softmax_forward(bool lg, int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  DK.softmax_forward(lg, O, L, I, H(x), H(y));
+}
+static void d_softmax_backward(bool lg, int64_t O, int64_t L, int64_t I, double *dx, const double *dy,
+                               const double *y) {
+  DK.softmax_backward(lg, O, L, I, H(dx), H(dy), H(y));
+}
+static int d_linear_forward(double *o, const double *x, const double *W, const double *b, int64_t N, int64_t Cn,
+                            int64_t OC) {
+  return DK.linear_forward(H(o), H(x), H(W), H(b), N, Cn, OC);
+}
+static int d_linear_backward(double *dx, double *dW, double *db, const double *dout, const double *x,
+                             const double *W, int64_t N, int64_t Cn, int64_t OC) {
+  return DK.linear_backward(H(dx), H(dW), H(db), H(dout), H(x), H(W), N, Cn, OC);
+}
+static void d_act_forward(fsN_act a, double *o, const double *x, size_t n) { DK.act_forward(a, H(o), H(x), n); }
+static void d_act_backward(fsN_act a, double *dx, const double *dout, const double *x, const double *o, size_t n) {
+  DK.act_backward(a, H(dx), H(dout), H(x), H(o), n);
+}
+static void d_embedding_forward(double *o, const int64_t *idx, const double *W, int64_t N, int64_t Dm) {
+  DK.embedding_forward(H(o), H(idx), H(W), N, Dm);
+}
+static void d_embedding_backward(double *dW, const double *dout, const int64_t *idx, int64_t N, int64_t Dm) {
+  DK.embedding_backward(H(dW), H(dout), H(idx), N, Dm);
+}
+static void d_posemb_forward(double *o, const double *x, const double *W, int64_t B, int64_t T, int64_t Dm) {
+  DK.posemb_forward(H(o), H(x), H(W), B, T, Dm);
+}
+static void d_posemb_backward(double *dx, double *dW, const double *dout, int64_t B, int64_t T, int64_t Dm) {
+  DK.posemb_backward(H(dx), H(dW), H(dout), B, T, Dm);
+}
+static void d_layernorm_forward(double *o, double *mean, double *rstd, const double *x, const double *w,
+                                const double *b, int64_t N, int64_t Cn, double eps) {
+  DK.layernorm_forward(H(o), H(mean), H(rstd), H(x), H(w), H(b), N, Cn, eps);
+}
+static void d_layernorm_backward(double *dx, double *dw, double *db, const double *dout, const double *x,
+                                 const double *w, const double *mean, const double *rstd, int64_t N, int64_t Cn) {
+  DK.layernorm_backward(H(dx), H(dw), H(db), H(dout), H(x), H(w), H(mean), H(rstd), N, Cn);
+}
+static int d_attention_forward(double *o, double *att, const double *x, int64_t B, int64_t T, int64_t Cn,
+                               int64_t NH) {
+  return DK.attention_forward(H(o), H(att), H(x), B, T, Cn, NH);
+}
+static int d_attention_backward(double *dx, const double *dout, const double *x, const double *att, int64_t B,
+                                int64_t T, int64_t Cn, int64_t NH) {
+  return DK.attention_backward(H(dx), H(dout), H(x), H(att), B, T, Cn, NH);
+}
+static double d_cross_entropy_forward(const double *l, const int64_t *t, int64_t N, int64_t Cn) {
+  return DK.cross_entropy_forward(H(l), H(t), N, Cn);
+}
+static void d_cross_entropy_backward(double *dl, const double *l, const int64_t *t, int64_t N, int64_t Cn,
+                                     double dloss) {
+  DK.cross_entropy_backward(H(dl), H(l), H(t), N, Cn, dloss);
+}
+static void d_sgd_update(const fsB_update *u, double *p, const double *g, double *buf) {
+  DK.sgd_update(u, H(p), H(g), H(buf));
+}
+static void d_adam_update(const fsB_update *u, double *p, const double *g, double *m, double *v, double *vmax) {
+  DK.adam_update(u, H(p), H(g), H(m), H(v), H(vmax));
+}
+
+#define F(f) .f = d_##f
+static const fsB_f64_kernels emu_f64 = {
+  F(gemm), F(axpy), F(shift), F(scale), F(divide), F(clamp), F(sum), F(sumsq), F(absmax), F(take_backward),
+  F(unary_forward), F(unary_backward), F(binary_forward), F(binary_backward), F(sum_dim_forward),
+  F(sum_dim_backward), F(softmax_forward), F(softmax_backward), F(linear_forward), F(linear_backward),
+  F(act_forward), F(act_backward), F(embedding_forward), F(embedding_backward), F(posemb_forward),
+  F(posemb_backward), F(layernorm_forward), F(layernorm_backward), F(attention_forward), F(attention_backward),
+  F(cross_entropy_forward), F(cross_entropy_backward), F(sgd_update), F(adam_update),
+};
+
 const fsB_backend fsB_emu_cuda = {
   .name = "cuda (emulated)",
   E(alloc), E(free), E(zero), E(copy), E(from_host), E(to_host), E(sync), E(fill),
   E(fill_uniform), E(fill_normal), E(gemm), E(binary), E(axpy), E(scale), E(clamp), E(sum),
   E(sumsq), E(absmax), E(sgd_update), E(adam_update), E(rmsprop_update), E(adagrad_update),
   E(adadelta_update),
-  .nn = &emu_nn, .ops = &emu_ops,
+  .nn = &emu_nn, .ops = &emu_ops, .f64 = &emu_f64,
 };

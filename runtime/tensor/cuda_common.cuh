@@ -30,11 +30,19 @@ int fscu_check(cudaError_t e, const char *what);
 static inline int fscu_pending(const char *what) { return fscu_check(cudaGetLastError(), what); }
 
 /* Row-major C[M,N] = alpha op(A) op(B) + beta C for `batch` matrices spaced
- * sA, sB, sC floats apart (batch 1 ignores the strides); cuBLAS loaded on
+ * sA, sB, sC elements apart (batch 1 ignores the strides); cuBLAS loaded on
  * first use.  -1 + fsT_error on failure. */
 int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, int64_t sA, const float *B, int64_t ldb, int64_t sB,
               float beta, float *C, int64_t ldc, int64_t sC, int64_t batch);
+/* the same over double (cublasDgemm): 64-true's products */
+int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+              const double *A, int64_t lda, int64_t sA, const double *B, int64_t ldb, int64_t sB,
+              double beta, double *C, int64_t ldc, int64_t sC, int64_t batch);
+
+/* dx[off[i]] += dy[i] over double (ops_cuda.cu's take backward): 64-true's
+ * scatter-add, for f64_cuda.cu */
+void fscu_take_backward_f64(int64_t n, const int64_t *off, double *dx, const double *dy);
 
 /* Device memory, stream-ordered from the device's pool where it has one
  * (freed blocks are reused); NULL + fsT_error on failure. */

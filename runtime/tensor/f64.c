@@ -3,14 +3,17 @@
  * parameters, inputs and the forward's tensors torch.float64).  The
  * kernels float32 has too are not repeated here: ops_typed.h, nn_typed.h
  * and loss_typed.h hold each one's body once over an element type
- * (typed.h), which ops.c, nn.c and loss.c instantiate for float32 and this
- * file for double (NAME_f64); here the ops check, allocate, record the tape
- * and call them.
+ * (typed.h), which ops.c, nn.c and loss.c instantiate for float32 and
+ * f64_kernels.c for double (the cpu's float64 table); here the ops check,
+ * allocate, record the tape and call their device's kernels.
  *
- * Invariant: a float64 tensor is only computed on here, in double, on the
- * cpu; its gradient is a float64 tensor (fsG_grad_buf_f64), as torch's .grad
- * has the parameter's dtype.  The ops with a double path dispatch here at
- * their entry point (fsG_any_f64): linear, matmul/bmm, activations, the
+ * Invariant: a float64 tensor is only computed on here, in double, through
+ * its device's float64 table (fsB_of(t)->f64, f64_kernels.h: the cpu's,
+ * emulated cuda's, cuda's), so these ops are one text on every device and
+ * never read device memory from the host (a host check of indices copies
+ * them first); its gradient is a float64 tensor on its device
+ * (fsG_grad_buf_f64), as torch's .grad has the parameter's dtype.  The ops
+ * with a double path dispatch here at their entry point (fsG_any_f64): linear, matmul/bmm, activations, the
  * tensor API's elementwise functions, broadcast arithmetic, sum/mean (whole
  * or over a dim), softmax/log_softmax, cross_entropy, mse/l1 losses, the
  * cast, and the GPT's embedding, positional embedding, layer norm and fused
@@ -18,15 +21,13 @@
  * and take their backward from here.  Every other op meets float64 inputs
  * in fsG_low_begin (precision.c), which refuses them with an error naming
  * the op, so no float32 kernel ever reads double storage.  Formulas are
- * torch 1.13's; matrix products are OpenBLAS's dgemm.  The other half:
- * autograd_int.h declares these, precision.c's cast and refusal. */
+ * torch 1.13's; matrix products are the table's dgemm (OpenBLAS's,
+ * cuBLAS's).  The other half: autograd_int.h declares these, precision.c's
+ * cast and refusal, f64_kernels.c / backend_emu.c / f64_cuda.cu the
+ * kernels. */
 #include "autograd.h"
 #include "autograd_int.h"
-#include "blas.h"
-#define FS_REAL_DOUBLE 1 /* the shared kernel bodies, instantiated over double */
-#include "ops_typed.h"
-#include "nn_typed.h"
-#include "loss_typed.h"
+#include "f64_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -38,28 +39,30 @@ bool fsG_any_f64(int n, fs_tensor *const *ins) {
   return false;
 }
 
-/* The inputs present hold data on the cpu (one device): the double path
- * has no device kernels.  false + fsT_error otherwise. */
-static bool on_cpu(const char *op, int n, fs_tensor *const *ins) {
-  if (!fsG_check_inputs(op, n, ins)) return false;
-  for (int i = 0; i < n; i++)
-    if (ins[i] && ins[i]->device != FS_DEV_CPU) {
-      fsT_seterr("%s: float64 tensors compute on the cpu only (this runtime has no float64 kernels for %s)", op,
-                 fsT_device_name(ins[i]->device));
-      return false;
-    }
-  return true;
+/* The float64 kernels of the inputs' one device (every backend has them),
+ * or NULL + fsT_error (data missing, devices mixed). */
+static const fsB_f64_kernels *kernels_of(const char *op, int n, fs_tensor *const *ins) {
+  const fsB_backend *be = fsG_check_inputs(op, n, ins);
+  return be ? be->f64 : NULL;
 }
 
-static fs_tensor *new64(int rank, const int64_t *shape) { return fsT_new(FS_F64, FS_DEV_CPU, rank, shape); }
+static const fsB_f64_kernels *f64_of(const fs_tensor *t) { return fsB_of(t)->f64; }
+
+static fs_tensor *new64(fs_device dev, int rank, const int64_t *shape) { return fsT_new(FS_F64, dev, rank, shape); }
+
+/* A 0-dim float64 tensor holding v on dev */
+static fs_tensor *scalar64(fs_device dev, double v) {
+  fs_tensor *t = new64(dev, 0, NULL);
+  if (t && fsB_get(dev)->from_host(t->data, &v, sizeof v) < 0) {
+    fsT_release(t);
+    return NULL;
+  }
+  return t;
+}
 
 int fsG_grad_buf_f64(fs_tensor *t, double **g) {
   *g = NULL;
   if (!t || !t->requires_grad) return 0;
-  if (t->device != FS_DEV_CPU) {
-    fsT_seterr("float64 gradients are computed on the cpu only, not on %s", fsT_device_name(t->device));
-    return -1;
-  }
   if (!t->grad && !(t->grad = fsT_zeros(FS_F64, t->device, t->rank, t->shape))) return -1;
   if (t->grad->dtype != FS_F64 && fsT_set_dtype(t->grad, FS_F64) < 0) return -1;
   *g = fsT_f64(t->grad);
@@ -84,10 +87,24 @@ int fsG_add_grad_f64(fs_tensor *x, const fs_tensor *g) {
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   fs_tensor *g64 = fsT_to_dtype((fs_tensor *)g, FS_F64);
   if (!g64) return -1;
-  const double *gv = fsT_f64(g64);
-  for (int64_t i = 0; i < x->numel; i++) dx[i] += gv[i];
+  f64_of(x)->axpy((size_t)x->numel, 1.0, fsT_f64(g64), dx);
   fsT_release(g64);
   return 0;
+}
+
+/* Every int64 index of idx lies in [0, n), read on the host (a copy of a
+ * device's); false + fsT_error with fmt (the index, then n) otherwise. */
+static bool indices_below(const char *fmt, fs_tensor *idx, int64_t n) {
+  fs_tensor *h = fsG_on_host(idx);
+  if (!h) return false;
+  bool ok = true;
+  for (int64_t i = 0; ok && i < h->numel; i++)
+    if (fsT_i64(h)[i] < 0 || fsT_i64(h)[i] >= n) {
+      fsT_seterr(fmt, (long long)fsT_i64(h)[i], (long long)n);
+      ok = false;
+    }
+  fsT_release(h);
+  return ok;
 }
 
 /* Element 0 of an output gradient, as a double. */
@@ -125,13 +142,14 @@ static int linear64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
   double *dx, *dW, *db;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW) || fsG_grad_buf_f64(b, &db)) return -1;
-  return fsN_linear_backward_f64(dx, dW, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(W), rows_of(x), W->shape[1],
-                                 W->shape[0]);
+  return f64_of(x)->linear_backward(dx, dW, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(W), rows_of(x),
+                                    W->shape[1], W->shape[0]);
 }
 
 fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   fs_tensor *ins[3] = {x, W, b};
-  if (!one_dtype(3, ins) || !on_cpu("linear", 3, ins)) return NULL;
+  const fsB_f64_kernels *f = one_dtype(3, ins) ? kernels_of("linear", 3, ins) : NULL;
+  if (!f) return NULL;
   int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
   if (x->rank == 0 || W->rank != 2 || C != W->shape[1]) {
     fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(x),
@@ -141,9 +159,9 @@ fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   int64_t shape[FS_MAX_RANK], R = rows_of(x), O = W->shape[0];
   memcpy(shape, x->shape, sizeof shape);
   shape[x->rank - 1] = O;
-  fs_tensor *out = new64(x->rank, shape);
+  fs_tensor *out = new64(x->device, x->rank, shape);
   if (!out) return NULL;
-  if (fsN_linear_forward_f64(fsT_f64(out), fsT_f64(x), fsT_f64(W), b ? fsT_f64(b) : NULL, R, C, O) < 0) {
+  if (f->linear_forward(fsT_f64(out), fsT_f64(x), fsT_f64(W), b ? fsT_f64(b) : NULL, R, C, O) < 0) {
     fsT_release(out);
     return NULL;
   }
@@ -156,15 +174,15 @@ static int act64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
-  if (dx) fsN_act_backward_f64((fsN_act)n->k, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), (size_t)x->numel);
+  if (dx) f64_of(x)->act_backward((fsN_act)n->k, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), (size_t)x->numel);
   return 0;
 }
 
 fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x) {
-  if (!on_cpu("activation", 1, &x)) return NULL;
-  fs_tensor *out = new64(x->rank, x->shape);
+  const fsB_f64_kernels *f = kernels_of("activation", 1, &x);
+  fs_tensor *out = f ? new64(x->device, x->rank, x->shape) : NULL;
   if (!out) return NULL;
-  fsN_act_forward_f64(act, fsT_f64(out), fsT_f64(x), (size_t)x->numel);
+  f->act_forward(act, fsT_f64(out), fsT_f64(x), (size_t)x->numel);
   return fsG_record(out, act64_bw, 1, &x, NULL, NULL, 0, act);
 }
 
@@ -185,7 +203,7 @@ static int binary64_bw(fsG_node *n, fs_tensor *out) {
   if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
   if (!da && !db) return 0;
   fsU_bcast bc = bcast_of(a, b, out);
-  cpu_binary_backward_f64((fsU_binary)n->k, &bc, da, db, fsT_f64(out->grad), fsT_f64(a), fsT_f64(b), fsT_f64(out));
+  f64_of(out)->binary_backward((fsU_binary)n->k, &bc, da, db, fsT_f64(out->grad), fsT_f64(a), fsT_f64(b), fsT_f64(out));
   return 0;
 }
 
@@ -208,13 +226,15 @@ fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
   }
   fs_tensor *a = as64(a0), *b = a ? as64(b0) : NULL, *out = NULL;
   fs_tensor *ins[2] = {a, b};
-  if (!b || !on_cpu("arithmetic", 2, ins)) goto done;
+  const fsB_f64_kernels *f = b ? kernels_of("arithmetic", 2, ins) : NULL;
+  if (!f) goto done;
   int64_t shape[FS_MAX_RANK];
   int rank;
-  if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0 || !(out = new64(rank, shape)))
+  if (fsU_broadcast_shape(a->rank, a->shape, b->rank, b->shape, &rank, shape) < 0 ||
+      !(out = new64(a->device, rank, shape)))
     goto done;
   fsU_bcast bc = bcast_of(a, b, out);
-  cpu_binary_forward_f64((fsU_binary)op, &bc, fsT_f64(a), fsT_f64(b), fsT_f64(out)); /* FSB_ADD..DIV are FSU_'s */
+  f->binary_forward((fsU_binary)op, &bc, fsT_f64(a), fsT_f64(b), fsT_f64(out)); /* FSB_ADD..DIV are FSU_'s */
   out = fsG_record(out, binary64_bw, 2, ins, NULL, NULL, 0, op);
 done:
   fsT_release(a);
@@ -223,9 +243,8 @@ done:
 }
 
 fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first) {
-  fs_tensor *st = fsT_new(FS_F64, FS_DEV_CPU, 0, NULL);
+  fs_tensor *st = scalar64(a->device, s); /* a Python float stays a double, as torch's scalar arguments do */
   if (!st) return NULL;
-  fsT_f64(st)[0] = s; /* a Python float stays a double, as torch's scalar arguments do */
   fs_tensor *out = scalar_first ? fsG_binary_f64(op, st, a) : fsG_binary_f64(op, a, st);
   fsT_release(st);
   return out;
@@ -237,17 +256,16 @@ static int sum64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   double *dx, g;
   if (fsG_grad_buf_f64(x, &dx) || grad_item(out, &g) < 0) return -1;
-  for (int64_t i = 0; dx && i < x->numel; i++) dx[i] += g * n->s; /* s = 1 for sum, 1/N for mean */
+  if (dx) f64_of(x)->shift((size_t)x->numel, g * n->s, dx); /* s = 1 for sum, 1/N for mean */
   return 0;
 }
 
 fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean) {
-  if (!on_cpu(mean ? "mean" : "sum", 1, &x)) return NULL;
-  fs_tensor *out = new64(0, NULL);
+  const fsB_f64_kernels *f = kernels_of(mean ? "mean" : "sum", 1, &x);
+  if (!f) return NULL;
+  double s = f->sum((size_t)x->numel, fsT_f64(x));
+  fs_tensor *out = scalar64(x->device, mean ? s / (double)x->numel : s);
   if (!out) return NULL;
-  double s = 0;
-  for (int64_t i = 0; i < x->numel; i++) s += fsT_f64(x)[i];
-  fsT_f64(out)[0] = mean ? s / (double)x->numel : s;
   return fsG_record(out, sum64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)x->numel : 1.0, 0);
 }
 
@@ -258,14 +276,15 @@ static int cross_entropy64_bw(fsG_node *n, fs_tensor *out) {
   double *dl, g;
   if (fsG_grad_buf_f64(logits, &dl) || grad_item(out, &g) < 0) return -1;
   if (dl)
-    fsN_cross_entropy_backward_f64(dl, fsT_f64(logits), fsT_i64(targets), targets->numel,
+    f64_of(logits)->cross_entropy_backward(dl, fsT_f64(logits), fsT_i64(targets), targets->numel,
                                    logits->shape[logits->rank - 1], g);
   return 0;
 }
 
 fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets) {
   fs_tensor *ins[2] = {logits, targets};
-  if (!on_cpu("cross_entropy", 2, ins)) return NULL;
+  const fsB_f64_kernels *f = kernels_of("cross_entropy", 2, ins);
+  if (!f) return NULL;
   if (targets->dtype != FS_I64 || logits->rank < 2 || targets->rank != logits->rank - 1 ||
       memcmp(logits->shape, targets->shape, (size_t)targets->rank * sizeof targets->shape[0])) {
     char a[96], b[96];
@@ -274,14 +293,9 @@ fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets) {
     return NULL;
   }
   int64_t C = logits->shape[logits->rank - 1], R = targets->numel;
-  for (int64_t r = 0; r < R; r++)
-    if (fsT_i64(targets)[r] < 0 || fsT_i64(targets)[r] >= C) {
-      fsT_seterr("Target %lld is out of bounds.", (long long)fsT_i64(targets)[r]);
-      return NULL;
-    }
-  fs_tensor *out = new64(0, NULL);
+  if (!indices_below("Target %lld is out of bounds.", targets, C)) return NULL;
+  fs_tensor *out = scalar64(logits->device, f->cross_entropy_forward(fsT_f64(logits), fsT_i64(targets), R, C));
   if (!out) return NULL;
-  fsT_f64(out)[0] = fsN_cross_entropy_forward_f64(fsT_f64(logits), fsT_i64(targets), R, C);
   return fsG_record(out, cross_entropy64_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
@@ -292,16 +306,16 @@ static int unary64_bw(fsG_node *n, fs_tensor *out) {
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (dx)
-    cpu_unary_backward_f64((fsU_unary)n->k, (size_t)x->numel, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), n->s,
+    f64_of(x)->unary_backward((fsU_unary)n->k, (size_t)x->numel, dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out), n->s,
                            n->s2);
   return 0;
 }
 
 fs_tensor *fsG_unary_f64(fsU_unary op, fs_tensor *x, double p0, double p1) {
-  if (!on_cpu("elementwise", 1, &x)) return NULL;
-  fs_tensor *out = new64(x->rank, x->shape);
+  const fsB_f64_kernels *f = kernels_of("elementwise", 1, &x);
+  fs_tensor *out = f ? new64(x->device, x->rank, x->shape) : NULL;
   if (!out) return NULL;
-  cpu_unary_forward_f64(op, (size_t)x->numel, fsT_f64(x), fsT_f64(out), p0, p1);
+  f->unary_forward(op, (size_t)x->numel, fsT_f64(x), fsT_f64(out), p0, p1);
   out = fsG_record(out, unary64_bw, 1, &x, NULL, NULL, p0, op);
   if (out && out->node) out->node->s2 = p1;
   return out;
@@ -325,18 +339,19 @@ static int softmax64_bw(fsG_node *n, fs_tensor *out) {
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (!dx) return 0;
   /* k: log_softmax */
-  cpu_softmax_backward_f64(n->k, n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad), fsT_f64(out));
+  f64_of(x)->softmax_backward(n->k, n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad), fsT_f64(out));
   return 0;
 }
 
 fs_tensor *fsG_softmax_f64(fs_tensor *x, int dim, bool log_) {
   int d;
-  if (!on_cpu(log_ ? "log_softmax" : "softmax", 1, &x) || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  const fsB_f64_kernels *f = kernels_of(log_ ? "log_softmax" : "softmax", 1, &x);
+  if (!f || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I;
   fsG_split_at(x, d, &O, &L, &I);
-  fs_tensor *out = new64(x->rank, x->shape);
+  fs_tensor *out = new64(x->device, x->rank, x->shape);
   if (!out) return NULL;
-  cpu_softmax_forward_f64(log_, O, L, I, fsT_f64(x), fsT_f64(out));
+  f->softmax_forward(log_, O, L, I, fsT_f64(x), fsT_f64(out));
   return with_oli(fsG_record(out, softmax64_bw, 1, &x, NULL, NULL, 0, log_), O, L, I);
 }
 
@@ -347,30 +362,26 @@ static int embedding64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *idx = n->in[0], *W = n->in[1];
   double *dW;
   if (fsG_grad_buf_f64(W, &dW)) return -1;
-  if (dW) fsN_embedding_backward_f64(dW, fsT_f64(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
+  if (dW) f64_of(W)->embedding_backward(dW, fsT_f64(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
   return 0;
 }
 
 fs_tensor *fsG_embedding_f64(fs_tensor *idx, fs_tensor *W) {
   fs_tensor *ins[2] = {idx, W};
-  if (!on_cpu("embedding", 2, ins)) return NULL;
+  const fsB_f64_kernels *f = kernels_of("embedding", 2, ins);
+  if (!f) return NULL;
   if (idx->dtype != FS_I64 || idx->rank >= FS_MAX_RANK || W->rank != 2) {
     fsT_seterr("embedding: expected int64 indices of rank < %d and a float64 weight [num, dim], got %s indices",
                FS_MAX_RANK, fsT_dtype_name(idx->dtype));
     return NULL;
   }
-  for (int64_t i = 0; i < idx->numel; i++)
-    if (fsT_i64(idx)[i] < 0 || fsT_i64(idx)[i] >= W->shape[0]) {
-      fsT_seterr("index %lld is out of range for an embedding of %lld rows", (long long)fsT_i64(idx)[i],
-                 (long long)W->shape[0]);
-      return NULL;
-    }
+  if (!indices_below("index %lld is out of range for an embedding of %lld rows", idx, W->shape[0])) return NULL;
   int64_t shape[FS_MAX_RANK], D = W->shape[1];
   memcpy(shape, idx->shape, (size_t)idx->rank * sizeof *shape);
   shape[idx->rank] = D;
-  fs_tensor *out = new64(idx->rank + 1, shape);
+  fs_tensor *out = new64(W->device, idx->rank + 1, shape);
   if (!out) return NULL;
-  fsN_embedding_forward_f64(fsT_f64(out), fsT_i64(idx), fsT_f64(W), idx->numel, D);
+  f->embedding_forward(fsT_f64(out), fsT_i64(idx), fsT_f64(W), idx->numel, D);
   return fsG_record(out, embedding64_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
@@ -379,23 +390,24 @@ static int posemb64_bw(fsG_node *n, fs_tensor *out) {
   double *dx, *dW;
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(W, &dW)) return -1;
   int64_t T = x->shape[x->rank - 2], D = x->shape[x->rank - 1], B = T && D ? x->numel / (T * D) : 0;
-  fsN_posemb_backward_f64(dx, dW, fsT_f64(out->grad), B, T, D);
+  f64_of(W)->posemb_backward(dx, dW, fsT_f64(out->grad), B, T, D);
   return 0;
 }
 
 fs_tensor *fsG_posemb_f64(fs_tensor *x0, fs_tensor *W0) {
   fs_tensor *x = as64(x0), *W = x ? as64(W0) : NULL, *out = NULL;
   fs_tensor *ins[2] = {x, W};
-  if (!W || !on_cpu("positional embedding", 2, ins)) goto done;
+  const fsB_f64_kernels *f = W ? kernels_of("positional embedding", 2, ins) : NULL;
+  if (!f) goto done;
   if (x->rank < 2 || W->rank != 2 || x->shape[x->rank - 1] != W->shape[1] || x->shape[x->rank - 2] > W->shape[0]) {
     char s[96];
     fsT_seterr("PositionalEmbedding(%lld, %lld): expected input [..., T <= %lld, %lld], got %s", (long long)W->shape[0],
                (long long)W->shape[1], (long long)W->shape[0], (long long)W->shape[1], fsT_shape_str(x, s, sizeof s));
     goto done;
   }
-  if (!(out = new64(x->rank, x->shape))) goto done;
+  if (!(out = new64(x->device, x->rank, x->shape))) goto done;
   int64_t T = x->shape[x->rank - 2], D = x->shape[x->rank - 1], B = T && D ? x->numel / (T * D) : 0;
-  fsN_posemb_forward_f64(fsT_f64(out), fsT_f64(x), fsT_f64(W), B, T, D);
+  f->posemb_forward(fsT_f64(out), fsT_f64(x), fsT_f64(W), B, T, D);
   out = fsG_record(out, posemb64_bw, 2, ins, NULL, NULL, 0, 0);
 done:
   fsT_release(x);
@@ -410,7 +422,7 @@ static int layernorm64_bw(fsG_node *n, fs_tensor *out) {
   if (fsG_grad_buf_f64(x, &dx) || fsG_grad_buf_f64(w, &dw) || fsG_grad_buf_f64(b, &db)) return -1;
   int64_t C = w->numel, N = rows_of(x);
   const double *st = fsT_f64(n->saved[0]);
-  fsN_layernorm_backward_f64(dx, dw, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(w), st, st + N, N, C);
+  f64_of(x)->layernorm_backward(dx, dw, db, fsT_f64(out->grad), fsT_f64(x), fsT_f64(w), st, st + N, N, C);
   return 0;
 }
 
@@ -420,7 +432,8 @@ fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double ep
     return NULL;
   }
   fs_tensor *out = NULL, *st = NULL, *ins[3] = {x, w, b};
-  if (!one_dtype(3, ins) || !on_cpu("layer_norm", 3, ins)) return NULL;
+  const fsB_f64_kernels *f = one_dtype(3, ins) ? kernels_of("layer_norm", 3, ins) : NULL;
+  if (!f) return NULL;
   int64_t C = w->numel, N = rows_of(x), two_n = 2 * N;
   if (x->rank == 0 || x->shape[x->rank - 1] != C || b->numel != C) {
     char s[96];
@@ -428,11 +441,11 @@ fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double ep
                (long long)C, (long long)C, fsT_shape_str(x, s, sizeof s));
     return NULL;
   }
-  if (!(out = new64(x->rank, x->shape)) || !(st = new64(1, &two_n))) {
+  if (!(out = new64(x->device, x->rank, x->shape)) || !(st = new64(x->device, 1, &two_n))) {
     fsT_release(out);
     return NULL;
   }
-  fsN_layernorm_forward_f64(fsT_f64(out), fsT_f64(st), fsT_f64(st) + N, fsT_f64(x), fsT_f64(w), fsT_f64(b), N, C, eps);
+  f->layernorm_forward(fsT_f64(out), fsT_f64(st), fsT_f64(st) + N, fsT_f64(x), fsT_f64(w), fsT_f64(b), N, C, eps);
   return fsG_record(out, layernorm64_bw, 3, ins, st, NULL, eps, 0);
 }
 
@@ -442,12 +455,13 @@ static int attention64_bw(fsG_node *n, fs_tensor *out) {
   double *dinp;
   if (fsG_grad_buf_f64(x, &dinp)) return -1;
   if (!dinp) return 0;
-  return fsN_attention_backward_f64(dinp, fsT_f64(out->grad), fsT_f64(x), fsT_f64(n->saved[0]), x->shape[0],
+  return f64_of(x)->attention_backward(dinp, fsT_f64(out->grad), fsT_f64(x), fsT_f64(n->saved[0]), x->shape[0],
                                     x->shape[1], x->shape[2] / 3, n->k);
 }
 
 fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
-  if (!on_cpu("attention", 1, &qkv)) return NULL;
+  const fsB_f64_kernels *f = kernels_of("attention", 1, &qkv);
+  if (!f) return NULL;
   if (qkv->rank != 3 || qkv->shape[2] % 3 || heads <= 0 || (qkv->shape[2] / 3) % heads) {
     char s[96];
     fsT_seterr("attention: expected input [B, T, 3*C] with C divisible by %lld heads, got %s", (long long)heads,
@@ -456,12 +470,12 @@ fs_tensor *fsG_attention_f64(fs_tensor *qkv, int64_t heads) {
   }
   int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
   int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
-  fs_tensor *out = new64(3, oshape), *att = out ? new64(4, ashape) : NULL;
+  fs_tensor *out = new64(qkv->device, 3, oshape), *att = out ? new64(qkv->device, 4, ashape) : NULL;
   if (!att) {
     fsT_release(out);
     return NULL;
   }
-  if (fsN_attention_forward_f64(fsT_f64(out), fsT_f64(att), fsT_f64(qkv), B, T, C, heads) < 0) {
+  if (f->attention_forward(fsT_f64(out), fsT_f64(att), fsT_f64(qkv), B, T, C, heads) < 0) {
     fsT_release(out);
     fsT_release(att);
     return NULL;
@@ -477,19 +491,19 @@ int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g) {
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (!dx) return 0;
-  int64_t *pos = malloc((size_t)x->numel * sizeof *pos + 1), *at = malloc((size_t)g->numel * sizeof *at + 1);
-  if (!pos || !at) {
+  int64_t *pos = malloc((size_t)x->numel * sizeof *pos + 1);
+  fs_tensor *at = pos ? fsT_new(FS_I64, FS_DEV_CPU, g->rank, g->shape) : NULL;
+  if (!at) {
     free(pos);
-    free(at);
-    fsT_seterr("out of memory");
+    if (!pos) fsT_seterr("out of memory");
     return -1;
   }
   for (int64_t i = 0; i < x->numel; i++) pos[i] = i;
-  fsU_cpu.gather(w, sizeof *pos, pos, at);
-  for (int64_t i = 0; i < g->numel; i++) dx[at[i]] += fsT_f64(g)[i];
+  fsU_cpu.gather(w, sizeof *pos, pos, fsT_i64(at));
   free(pos);
-  free(at);
-  return 0;
+  int rc = fsG_take_bw_f64(x, at, g);
+  fsT_release(at);
+  return rc;
 }
 
 /* ---- sum / mean over one dim: x seen as [O, L, I] ---- */
@@ -500,33 +514,31 @@ static int sum_dim64_bw(fsG_node *n, fs_tensor *out) {
   if (fsG_grad_buf_f64(x, &dx)) return -1;
   if (!dx) return 0;
   int64_t O = n->iv[0], L = n->iv[1], I = n->iv[2];
-  const double *g = fsT_f64(out->grad);
-  double *scaled = NULL;
+  const fsB_f64_kernels *f = f64_of(x);
+  fs_tensor *scaled = NULL;
   if (n->s != 1) { /* mean: the gradient scaled by 1/L, then summed back as a sum's */
-    if (!(scaled = malloc((size_t)out->numel * sizeof *scaled + 1))) {
-      fsT_seterr("out of memory");
-      return -1;
-    }
-    for (int64_t i = 0; i < out->numel; i++) scaled[i] = g[i] * n->s;
-    g = scaled;
+    if (!(scaled = new64(out->device, out->rank, out->shape))) return -1;
+    fsB_of(out)->copy(scaled->data, out->grad->data, (size_t)out->numel * sizeof(double));
+    f->scale((size_t)out->numel, n->s, fsT_f64(scaled));
   }
-  cpu_sum_dim_backward_f64(O, L, I, dx, g);
-  free(scaled);
+  f->sum_dim_backward(O, L, I, dx, fsT_f64(scaled ? scaled : out->grad));
+  fsT_release(scaled);
   return 0;
 }
 
 fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean) {
   int d;
-  if (!on_cpu(mean ? "mean" : "sum", 1, &x) || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  const fsB_f64_kernels *f = kernels_of(mean ? "mean" : "sum", 1, &x);
+  if (!f || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
   fsG_split_at(x, d, &O, &L, &I);
   int rank = 0;
   for (int k = 0; k < x->rank; k++)
     if (k != d || keepdim) shape[rank++] = k == d ? 1 : x->shape[k];
-  fs_tensor *out = new64(rank, shape);
+  fs_tensor *out = new64(x->device, rank, shape);
   if (!out) return NULL;
-  cpu_sum_dim_forward_f64(O, L, I, fsT_f64(x), fsT_f64(out));
-  for (int64_t i = 0; mean && i < out->numel; i++) fsT_f64(out)[i] /= (double)L;
+  f->sum_dim_forward(O, L, I, fsT_f64(x), fsT_f64(out));
+  if (mean) f->divide((size_t)out->numel, (double)L, fsT_f64(out));
   return with_oli(fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0), O, L, I);
 }
 
@@ -537,19 +549,21 @@ static int matmul64_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *a = n->in[0], *b = n->in[1];
   double *da, *db;
   if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
+  const fsB_f64_kernels *f = f64_of(a);
   int64_t K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
   int64_t B = n->k ? a->shape[0] : 1, M = n->k ? a->shape[1] : rows_of(a);
   for (int64_t i = 0; i < B; i++) {
     const double *g = fsT_f64(out->grad) + i * M * N, *av = fsT_f64(a) + i * M * K, *bv = fsT_f64(b) + (n->k ? i * K * N : 0);
-    if (da && fsB_dgemm(false, true, M, K, N, 1.0, g, N, bv, N, 1.0, da + i * M * K, K) < 0) return -1;
-    if (db && fsB_dgemm(true, false, K, N, M, 1.0, av, K, g, N, 1.0, db + (n->k ? i * K * N : 0), N) < 0) return -1;
+    if (da && f->gemm(false, true, M, K, N, 1.0, g, N, bv, N, 1.0, da + i * M * K, K) < 0) return -1;
+    if (db && f->gemm(true, false, K, N, M, 1.0, av, K, g, N, 1.0, db + (n->k ? i * K * N : 0), N) < 0) return -1;
   }
   return 0;
 }
 
 fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
-  if (!one_dtype(2, ins) || !on_cpu("matmul", 2, ins)) return NULL;
+  const fsB_f64_kernels *f = one_dtype(2, ins) ? kernels_of("matmul", 2, ins) : NULL;
+  if (!f) return NULL;
   bool shared = b->rank == 2 && a->rank >= 2, batched = a->rank == 3 && b->rank == 3 && a->shape[0] == b->shape[0];
   if ((shared || batched) && a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
     fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(a),
@@ -565,11 +579,11 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   int64_t shape[FS_MAX_RANK], K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
   memcpy(shape, a->shape, sizeof shape);
   shape[a->rank - 1] = N;
-  fs_tensor *out = new64(a->rank, shape);
+  fs_tensor *out = new64(a->device, a->rank, shape);
   if (!out) return NULL;
   int64_t B = batched ? a->shape[0] : 1, M = batched ? a->shape[1] : rows_of(a);
   for (int64_t i = 0; i < B; i++)
-    if (fsB_dgemm(false, false, M, N, K, 1.0, fsT_f64(a) + i * M * K, K, fsT_f64(b) + (batched ? i * K * N : 0), N,
+    if (f->gemm(false, false, M, N, K, 1.0, fsT_f64(a) + i * M * K, K, fsT_f64(b) + (batched ? i * K * N : 0), N,
                   0.0, fsT_f64(out) + i * M * N, N) < 0) {
       fsT_release(out);
       return NULL;
@@ -580,7 +594,12 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
 int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g) {
   double *dx;
   if (fsG_grad_buf_f64(x, &dx)) return -1;
-  for (int64_t i = 0; dx && i < offs->numel; i++) dx[fsT_i64(offs)[i]] += fsT_f64(g)[i];
+  if (!dx) return 0;
+  /* the offsets where the gradient is (a staged take kept them on the host) */
+  fs_tensor *at = fsT_to_device((fs_tensor *)offs, x->device);
+  if (!at) return -1;
+  f64_of(x)->take_backward(offs->numel, fsT_i64(at), dx, fsT_f64(g));
+  fsT_release(at);
   return 0;
 }
 

@@ -1,7 +1,7 @@
 /* loss_typed.h -- loss.c's fast cross entropy over FS_REAL (typed.h):
  * each row's logsumexp, the mean loss and its gradient.  loss.c
  * instantiates them for float (fsN_cross_entropy_forward/backward and the
- * row_lse its class losses use), f64.c for double (cross_entropy on
+ * row_lse its class losses use), f64_kernels.c for double (cross_entropy on
  * float64 logits).
  *
  * Invariant: one text serves both types; the sums of a row and of the

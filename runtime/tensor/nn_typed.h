@@ -1,7 +1,7 @@
 /* nn_typed.h -- nn.c's layer kernels over FS_REAL (typed.h): linear,
  * embedding, positional embedding, layer norm, activations and fused causal
  * attention, forward and backward (nn.h gives shapes and conventions).
- * nn.c instantiates them for float as the fsN_ kernels themselves; f64.c
+ * nn.c instantiates them for float as the fsN_ kernels themselves; f64_kernels.c
  * for double (static fsN_NAME_f64), the GPT's float64 path.
  *
  * Invariant: one text serves both types (the float32 kernels' formulas,

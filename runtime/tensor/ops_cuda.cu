@@ -22,12 +22,17 @@ static void cuda_take(int64_t n, const int64_t *off, size_t es, const void *x, v
     take_k<<<fscu_blocks((size_t)n), FSCU_THREADS>>>(n, off, es, (const unsigned char *)x, (unsigned char *)y);
 }
 
-/* repeated offsets sum: atomics (the order of float additions varies) */
-__global__ void take_backward_k(int64_t n, const int64_t *off, float *dx, const float *dy) {
+/* repeated offsets sum: atomics (the order of additions varies); float, and
+ * double for 64-true (fscu_take_backward_f64, f64_cuda.cu's table) */
+template <class T> __global__ void take_backward_k(int64_t n, const int64_t *off, T *dx, const T *dy) {
   FSCU_FOR(i, (size_t)n) atomicAdd(&dx[off[i]], dy[i]);
 }
 
 static void cuda_take_backward(int64_t n, const int64_t *off, float *dx, const float *dy) {
+  if (n > 0) take_backward_k<<<fscu_blocks((size_t)n), FSCU_THREADS>>>(n, off, dx, dy);
+}
+
+void fscu_take_backward_f64(int64_t n, const int64_t *off, double *dx, const double *dy) {
   if (n > 0) take_backward_k<<<fscu_blocks((size_t)n), FSCU_THREADS>>>(n, off, dx, dy);
 }
 

@@ -2,7 +2,7 @@
  * (typed.h): unary functions and their gradients, broadcast binary ops
  * (with the odometer and row merging they walk with), sum over a dim,
  * softmax / log_softmax.  ops.c instantiates them for float (the cpu
- * kernels of ops.h, under their names), f64.c for double (NAME_f64).
+ * kernels of ops.h, under their names), f64_kernels.c for double (NAME_f64).
  *
  * Invariant: one text serves both types, so a formula fixed here is fixed
  * for float32 and float64 alike; sums over a row accumulate in double

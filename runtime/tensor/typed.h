@@ -5,10 +5,11 @@
  *
  * Invariant: the float instantiation is the float32 kernels themselves,
  * under their own names (ops.c, nn.c, loss.c include the bodies where the
- * kernels stood), so float32 code is what it was; f64.c defines
+ * kernels stood), so float32 code is what it was; f64_kernels.c defines
  * FS_REAL_DOUBLE 1 before including them and gets the same text over
  * double, named NAME_f64 and static.  A translation unit instantiates one
- * type only.  The other half: the typed headers, and f64.c's callers. */
+ * type only.  The other half: the typed headers, and f64_kernels.c (the cpu's
+ * float64 table, f64_kernels.h). */
 #ifndef FS_TYPED_H
 #define FS_TYPED_H
 
@@ -24,7 +25,7 @@
 #define FS_RONE_PLUS_ERF_SQRT1_2(x, e) (1 + erf((x) * 0.70710678118654752440))
 #define FS_RGEMM fsB_dgemm
 #define FS_RK(name) name##_f64 /* an instantiation's name */
-#define FS_RPUB static         /* a kernel float32 exports: f64.c's own */
+#define FS_RPUB static         /* a kernel float32 exports: f64_kernels.c's own */
 #else
 #define FS_REAL float
 #define FS_RM(fn) fn##f

@@ -72,12 +72,14 @@ static double val(int r, size_t i) { return (double)(i % 16) + (double)r; }
 static void put(fs_dtype dt, void *buf, size_t i, double v) {
   if (dt == FS_F32) ((float *)buf)[i] = (float)v;
   else if (dt == FS_BF16) ((uint16_t *)buf)[i] = fsT_f32_to_bf16((float)v);
+  else if (dt == FS_F64) ((double *)buf)[i] = v;
   else ((int64_t *)buf)[i] = (int64_t)v;
 }
 
 static double get(fs_dtype dt, const void *buf, size_t i) {
   return dt == FS_F32 ? ((const float *)buf)[i]
          : dt == FS_BF16 ? fsT_bf16_to_f32(((const uint16_t *)buf)[i])
+         : dt == FS_F64  ? ((const double *)buf)[i]
                          : (double)((const int64_t *)buf)[i];
 }
 
@@ -94,11 +96,11 @@ static int body_collectives(fsLN_rdzv *rv, void *arg) {
   CC_CHECK(c);
   CC_CHECK(c->device == FS_DEV_CUDA);
   const size_t n = 1001, w = (size_t)c->world;
-  const fs_dtype dts[] = {FS_F32, FS_BF16, FS_I64};
+  const fs_dtype dts[] = {FS_F32, FS_BF16, FS_I64, FS_F64};
   int rc = 0;
   void *host = malloc(n * w * 8), *dev = NULL, *dev2 = NULL;
   CC_CHECK(host && cudaMalloc(&dev, n * w * 8) == cudaSuccess && cudaMalloc(&dev2, n * w * 8) == cudaSuccess);
-  for (int d = 0; !rc && d < 3; d++) {
+  for (int d = 0; !rc && d < (int)(sizeof dts / sizeof *dts); d++) {
     fs_dtype dt = dts[d];
     size_t es = fsT_dtype_size(dt);
     for (int op = FSCC_SUM; !rc && op <= FSCC_MIN; op++) {

@@ -1,7 +1,8 @@
 /* test_cuda.c -- the cuda backend against the cpu one: every fsB_backend
  * function and every fsN_kernels kernel on the same random inputs, forward
  * and backward, the rng fills bitwise (uniform) and within 2 ulp (normal) on
- * sharded slices, bfloat16 conversion bit for bit.  Tolerances are stated per
+ * sharded slices, bfloat16 conversion bit for bit, the float64 table
+ * (f64_table_check.h).  Tolerances are stated per
  * kernel: |cuda - cpu| <= atol + rtol |cpu|.  Without a device it checks the
  * no-device path, prints "SKIP: no CUDA device (...)" and exits 77. */
 #include <math.h>
@@ -13,6 +14,7 @@
 #include "nn.h"
 #include "ops.h"
 #include "rt_testutil.h"
+#include "f64_table_check.h"
 
 static const fsB_backend *cpu = &fsB_cpu, *gpu = &fsB_cuda;
 
@@ -548,6 +550,16 @@ static void test_losses(void **state) {
   dfree(gl), dfree(gdl), dfree(gt), dfree(gtt), dfree(gdt);
 }
 
+/* 64-true's kernels (f64_cuda.cu) against the cpu's double ones: the
+ * products are cuBLAS's, the sums trees, the scatter-adds atomics, so a
+ * relative tolerance of a few hundred double ulps */
+static void test_f64(void **state) {
+  f64chk c = {.be = gpu, .rtol = 1e-12};
+  f64chk_elementwise(&c);
+  f64chk_ops(&c);
+  f64chk_layers(&c);
+}
+
 int main(void) {
   char why[256];
   if (fsCU_device_count(why, sizeof why) == 0) {
@@ -568,6 +580,7 @@ int main(void) {
     cmocka_unit_test(test_layernorm),   cmocka_unit_test(test_activations),
     cmocka_unit_test(test_dropout),     cmocka_unit_test(test_attention),
     cmocka_unit_test(test_losses),      cmocka_unit_test(test_index_ops),
+    cmocka_unit_test(test_f64),
   };
   return cmocka_run_group_tests_name("cuda backend", tests, NULL, NULL);
 }

@@ -6,12 +6,14 @@
  * mse_loss); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
- * the optimizers' double rules. */
+ * the optimizers' double rules; emulated cuda's float64 table against the
+ * cpu's, bit for bit, through device pointers (f64_table_check.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "optim.h"
 #include "rt_testutil.h"
+#include "f64_table_check.h"
 
 static fs_tensor *f64_of(const double *v, int rank, const int64_t *shape) {
   fs_tensor *t = rt_ok(fsT_new(FS_F64, FS_DEV_CPU, rank, shape));
@@ -199,25 +201,35 @@ static void test_optimizers(void **state) {
   (void)state;
   double p[2] = {1.0, -2.0}, g[2] = {0.5, 0.25}, buf[2] = {0, 0};
   fsB_update u = {.kind = FSB_UPD_SGD, .n = 2, .lr = 0.1, .momentum = 0.9, .first = true};
-  assert_int_equal(fsO_update_f64(&u, p, g, (double *[3]){buf, NULL, NULL}), 0);
+  assert_int_equal(fsO_update_f64(&u, &fsB_cpu, p, g, (double *[3]){buf, NULL, NULL}), 0);
   assert_true(p[0] == 1.0 + -0.1 * 0.5 && buf[0] == 0.5);
   u.first = false;
-  assert_int_equal(fsO_update_f64(&u, p, g, (double *[3]){buf, NULL, NULL}), 0);
+  assert_int_equal(fsO_update_f64(&u, &fsB_cpu, p, g, (double *[3]){buf, NULL, NULL}), 0);
   assert_true(buf[1] == 0.25 * 0.9 + 0.25);
   /* Adam's first step moves each parameter by lr (m / sqrt(v) = sign g) */
   double q[2] = {1.0, -2.0}, m[2] = {0, 0}, v[2] = {0, 0};
   fsB_update a = {.kind = FSB_UPD_ADAM, .n = 2, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 0, .step = 1};
-  assert_int_equal(fsO_update_f64(&a, q, g, (double *[3]){m, v, NULL}), 0);
+  assert_int_equal(fsO_update_f64(&a, &fsB_cpu, q, g, (double *[3]){m, v, NULL}), 0);
   assert_true(fabs(q[0] - 0.99) < 1e-15 && fabs(q[1] + 2.01) < 1e-15);
   fsB_update r = {.kind = FSB_UPD_RMSPROP, .n = 2};
-  assert_int_equal(fsO_update_f64(&r, q, g, (double *[3]){m, NULL, NULL}), -1);
+  assert_int_equal(fsO_update_f64(&r, &fsB_cpu, q, g, (double *[3]){m, NULL, NULL}), -1);
   assert_non_null(strstr(fsT_error(), "RMSprop has no float64 update"));
+}
+
+/* emulated cuda's float64 kernels are the cpu's, bit for bit, and never
+ * read their device pointers on the host (that would fault) */
+static void test_emulated_cuda_table(void **state) {
+  (void)state;
+  f64chk c = {.be = &fsB_emu_cuda, .rtol = 0};
+  f64chk_elementwise(&c);
+  f64chk_ops(&c);
+  f64chk_layers(&c);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dtype), cmocka_unit_test(test_gradients), cmocka_unit_test(test_promotion_and_casts),
-    cmocka_unit_test(test_refusal), cmocka_unit_test(test_optimizers),
+    cmocka_unit_test(test_refusal), cmocka_unit_test(test_optimizers), cmocka_unit_test(test_emulated_cuda_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,249 @@
+/* f64_table_check.h -- a device's float64 table (f64_kernels.h) against the
+ * cpu's: every kernel on the same inputs, forward and backward, through the
+ * device's own memory (alloc, from_host, to_host), so emulated cuda's
+ * device pointers fault if a kernel reads them on the host.
+ *
+ * Invariant: |device - cpu| <= rtol (1 + |cpu|) element by element, NaN
+ * matching NaN; rtol 0 asks for the same bits (emulated cuda, whose table
+ * is the cpu's behind its pointers: test_rt_f64.c), a small rtol for a GPU's
+ * own kernels (test_cuda.c, with a device).  Include after rt_testutil.h. */
+#ifndef FS_F64_TABLE_CHECK_H
+#define FS_F64_TABLE_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "f64_kernels.h"
+
+typedef struct f64chk {
+  const fsB_backend *be; /* the device: its alloc, copies and f64 table */
+  double rtol;
+  void *dev[64]; /* device buffers, freed by f64chk_done */
+  double *host[64];
+  int ndev, nhost;
+} f64chk;
+
+/* n doubles in [lo, hi), a fixed sequence per seed */
+static double *f64chk_rnd(f64chk *c, unsigned seed, size_t n, double lo, double hi) {
+  double *h = malloc((n ? n : 1) * sizeof *h);
+  assert_non_null(h);
+  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (size_t i = 0; i < n; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    h[i] = lo + (hi - lo) * (double)(s >> 11) / 9007199254740992.0;
+  }
+  assert_true(c->nhost < 64);
+  return c->host[c->nhost++] = h;
+}
+
+/* a device copy of n bytes of host memory */
+static void *f64chk_up(f64chk *c, const void *h, size_t nbytes) {
+  void *d = c->be->alloc(nbytes ? nbytes : 1);
+  if (!d) fail_msg("alloc: %s", fsT_error());
+  if (nbytes && c->be->from_host(d, h, nbytes) < 0) fail_msg("from_host: %s", fsT_error());
+  assert_true(c->ndev < 64);
+  return c->dev[c->ndev++] = d;
+}
+
+static double *f64chk_upd(f64chk *c, const double *h, size_t n) { return f64chk_up(c, h, n * sizeof *h); }
+
+static void f64chk_expect(f64chk *c, const double *dev, const double *ref, size_t n, const char *what) {
+  double *h = malloc((n ? n : 1) * sizeof *h);
+  assert_non_null(h);
+  if (c->be->sync() < 0 || (n && c->be->to_host(h, dev, n * sizeof *h) < 0)) fail_msg("%s: %s", what, fsT_error());
+  for (size_t i = 0; i < n; i++) {
+    bool same = c->rtol == 0 ? !memcmp(&h[i], &ref[i], sizeof *h)
+                             : fabs(h[i] - ref[i]) <= c->rtol * (1 + fabs(ref[i])) || (isnan(h[i]) && isnan(ref[i]));
+    if (!same) {
+      fprintf(stderr, "%s[%zu]: %s %.17g cpu %.17g\n", what, i, c->be->name, h[i], ref[i]);
+      free(h);
+      fail_msg("%s differs", what);
+    }
+  }
+  free(h);
+}
+
+static void f64chk_expect_scalar(f64chk *c, double got, double ref, const char *what) {
+  bool same = c->rtol == 0 ? !memcmp(&got, &ref, sizeof got)
+                           : fabs(got - ref) <= c->rtol * (1 + fabs(ref)) || (isnan(got) && isnan(ref));
+  if (!same) fail_msg("%s: %s %.17g cpu %.17g", what, c->be->name, got, ref);
+}
+
+static void f64chk_done(f64chk *c) {
+  for (int i = 0; i < c->ndev; i++) c->be->free(c->dev[i], 0);
+  for (int i = 0; i < c->nhost; i++) free(c->host[i]);
+  c->ndev = c->nhost = 0;
+}
+
+/* The elementwise, reduction and optimizer kernels */
+static void f64chk_elementwise(f64chk *c) {
+  const fsB_f64_kernels *k = &fsB_f64_cpu, *g = c->be->f64;
+  const size_t n = 1000;
+  double *x = f64chk_rnd(c, 1, n, -2, 2), *y = f64chk_rnd(c, 2, n, -2, 2);
+  double *gx = f64chk_upd(c, x, n), *gy = f64chk_upd(c, y, n);
+  k->axpy(n, 0.3, x, y), g->axpy(n, 0.3, gx, gy);
+  f64chk_expect(c, gy, y, n, "axpy");
+  k->shift(n, -0.7, y), g->shift(n, -0.7, gy);
+  f64chk_expect(c, gy, y, n, "shift");
+  k->scale(n, 1.3, y), g->scale(n, 1.3, gy);
+  f64chk_expect(c, gy, y, n, "scale");
+  k->divide(n, 3.0, y), g->divide(n, 3.0, gy);
+  f64chk_expect(c, gy, y, n, "divide");
+  k->clamp(n, -0.5, 0.4, y), g->clamp(n, -0.5, 0.4, gy);
+  f64chk_expect(c, gy, y, n, "clamp");
+  f64chk_expect_scalar(c, g->sum(n, gx), k->sum(n, x), "sum");
+  f64chk_expect_scalar(c, g->sumsq(n, gx), k->sumsq(n, x), "sumsq");
+  f64chk_expect_scalar(c, g->absmax(n, gx), k->absmax(n, x), "absmax");
+  /* scatter-add with repeated targets */
+  int64_t at[200];
+  for (int i = 0; i < 200; i++) at[i] = (i * 37) % 50;
+  double *d = f64chk_rnd(c, 3, 50, -1, 1), *dy = f64chk_rnd(c, 4, 200, -1, 1);
+  int64_t *gat = f64chk_up(c, at, sizeof at);
+  double *gd = f64chk_upd(c, d, 50), *gdy = f64chk_upd(c, dy, 200);
+  k->take_backward(200, at, d, dy), g->take_backward(200, gat, gd, gdy);
+  f64chk_expect(c, gd, d, 50, "take_backward");
+  /* SGD (nesterov, weight decay) and AdamW with amsgrad, two steps each */
+  double *p = f64chk_rnd(c, 5, n, -1, 1), *buf = f64chk_rnd(c, 6, n, 0, 0), *m = f64chk_rnd(c, 7, n, 0, 0);
+  double *v = f64chk_rnd(c, 8, n, 0, 0), *vmax = f64chk_rnd(c, 9, n, 0, 0);
+  double *gp = f64chk_upd(c, p, n), *gbuf = f64chk_upd(c, buf, n), *gm = f64chk_upd(c, m, n);
+  double *gv = f64chk_upd(c, v, n), *gvmax = f64chk_upd(c, vmax, n);
+  for (int step = 1; step <= 2; step++) {
+    fsB_update u = {.kind = FSB_UPD_SGD, .n = n, .lr = 0.1, .momentum = 0.9, .wd = 1e-3, .nesterov = true,
+                    .first = step == 1};
+    k->sgd_update(&u, p, x, buf), g->sgd_update(&u, gp, gx, gbuf);
+    fsB_update a = {.kind = FSB_UPD_ADAM, .n = n, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                    .wd = 0.1, .decoupled = true, .step = step};
+    k->adam_update(&a, p, y, m, v, vmax), g->adam_update(&a, gp, gy, gm, gv, gvmax);
+  }
+  f64chk_expect(c, gp, p, n, "sgd and adam: parameter");
+  f64chk_expect(c, gbuf, buf, n, "sgd: momentum buffer");
+  f64chk_expect(c, gvmax, vmax, n, "adam: max_exp_avg_sq");
+  f64chk_done(c);
+}
+
+/* The tensor API's kernels: every unary function and binary op (with
+ * broadcasting), sums over a dim, softmax and log_softmax, a product */
+static void f64chk_ops(f64chk *c) {
+  const fsB_f64_kernels *k = &fsB_f64_cpu, *g = c->be->f64;
+  const size_t n = 300;
+  double *x = f64chk_rnd(c, 10, n, 0.1, 2), *y = f64chk_rnd(c, 11, n, 0, 0), *dy = f64chk_rnd(c, 12, n, -1, 1);
+  double *dx = f64chk_rnd(c, 13, n, -1, 1);
+  double *gx = f64chk_upd(c, x, n), *gy = f64chk_upd(c, y, n), *gdy = f64chk_upd(c, dy, n), *gdx = f64chk_upd(c, dx, n);
+  for (int op = FSU_EXP; op <= FSU_MISH; op++) {
+    char what[64];
+    snprintf(what, sizeof what, "unary %d", op);
+    k->unary_forward(op, n, x, y, 0.6, 1.2), g->unary_forward(op, n, gx, gy, 0.6, 1.2);
+    f64chk_expect(c, gy, y, n, what);
+    k->unary_backward(op, n, dx, dy, x, y, 0.6, 1.2), g->unary_backward(op, n, gdx, gdy, gx, gy, 0.6, 1.2);
+    f64chk_expect(c, gdx, dx, n, what);
+  }
+  /* a [4, 1, 5] op b [3, 1]: out [4, 3, 5] */
+  fsU_bcast bc = {0};
+  int64_t as[3] = {4, 1, 5}, bs[2] = {3, 1};
+  bc.rank = 3, bc.shape[0] = 4, bc.shape[1] = 3, bc.shape[2] = 5, bc.numel = 60;
+  fsU_bcast_strides(3, as, 3, bc.shape, bc.st[0]);
+  fsU_bcast_strides(2, bs, 3, bc.shape, bc.st[1]);
+  double *a = f64chk_rnd(c, 14, 20, 0.5, 2), *b = f64chk_rnd(c, 15, 3, 0.5, 2), *o = f64chk_rnd(c, 16, 60, 0, 0);
+  double *da = f64chk_rnd(c, 17, 20, -1, 1), *db = f64chk_rnd(c, 18, 3, -1, 1), *dout = f64chk_rnd(c, 19, 60, -1, 1);
+  double *ga = f64chk_upd(c, a, 20), *gb = f64chk_upd(c, b, 3), *go = f64chk_upd(c, o, 60);
+  double *gda = f64chk_upd(c, da, 20), *gdb = f64chk_upd(c, db, 3), *gdout = f64chk_upd(c, dout, 60);
+  for (int op = FSU_ADD; op <= FSU_MINIMUM; op++) {
+    char what[64];
+    snprintf(what, sizeof what, "binary %d", op);
+    k->binary_forward(op, &bc, a, b, o), g->binary_forward(op, &bc, ga, gb, go);
+    f64chk_expect(c, go, o, 60, what);
+    k->binary_backward(op, &bc, da, db, dout, a, b, o), g->binary_backward(op, &bc, gda, gdb, gdout, ga, gb, go);
+    f64chk_expect(c, gda, da, 20, what);
+    f64chk_expect(c, gdb, db, 3, what);
+  }
+  /* x [6, 10, 5]: sum and softmax over the middle dim */
+  k->sum_dim_forward(6, 10, 5, x, y), g->sum_dim_forward(6, 10, 5, gx, gy);
+  f64chk_expect(c, gy, y, 30, "sum_dim_forward");
+  k->sum_dim_backward(6, 10, 5, dx, dy), g->sum_dim_backward(6, 10, 5, gdx, gdy);
+  f64chk_expect(c, gdx, dx, n, "sum_dim_backward");
+  for (int lg = 0; lg < 2; lg++) {
+    k->softmax_forward(lg, 6, 10, 5, x, y), g->softmax_forward(lg, 6, 10, 5, gx, gy);
+    f64chk_expect(c, gy, y, n, lg ? "log_softmax" : "softmax");
+    k->softmax_backward(lg, 6, 10, 5, dx, dy, y), g->softmax_backward(lg, 6, 10, 5, gdx, gdy, gy);
+    f64chk_expect(c, gdx, dx, n, lg ? "log_softmax backward" : "softmax backward");
+  }
+  /* [12, 25] @ [25, 12]^T accumulated into y */
+  assert_int_equal(k->gemm(false, true, 12, 12, 25, 0.5, x, 25, dy, 25, 1.0, y, 12), 0);
+  assert_int_equal(g->gemm(false, true, 12, 12, 25, 0.5, gx, 25, gdy, 25, 1.0, gy, 12), 0);
+  f64chk_expect(c, gy, y, 144, "gemm");
+  f64chk_done(c);
+}
+
+/* The layer kernels: linear, activations, embeddings, layer norm,
+ * attention, cross entropy */
+static void f64chk_layers(f64chk *c) {
+  const fsB_f64_kernels *k = &fsB_f64_cpu, *g = c->be->f64;
+  const int64_t N = 24, C = 12, OC = 18;
+  double *x = f64chk_rnd(c, 20, N * C, -1, 1), *W = f64chk_rnd(c, 21, OC * C, -0.5, 0.5);
+  double *b = f64chk_rnd(c, 22, OC, -1, 1);
+  double *out = f64chk_rnd(c, 23, N * OC, 0, 0), *dout = f64chk_rnd(c, 24, N * OC, -1, 1);
+  double *dx = f64chk_rnd(c, 25, N * C, -1, 1), *dW = f64chk_rnd(c, 26, OC * C, -1, 1);
+  double *db = f64chk_rnd(c, 27, OC, -1, 1);
+  double *gx = f64chk_upd(c, x, N * C), *gW = f64chk_upd(c, W, OC * C), *gb = f64chk_upd(c, b, OC);
+  double *gout = f64chk_upd(c, out, N * OC), *gdout = f64chk_upd(c, dout, N * OC);
+  double *gdx = f64chk_upd(c, dx, N * C), *gdW = f64chk_upd(c, dW, OC * C), *gdb = f64chk_upd(c, db, OC);
+  assert_int_equal(k->linear_forward(out, x, W, b, N, C, OC), 0);
+  assert_int_equal(g->linear_forward(gout, gx, gW, gb, N, C, OC), 0);
+  f64chk_expect(c, gout, out, N * OC, "linear_forward");
+  assert_int_equal(k->linear_backward(dx, dW, db, dout, x, W, N, C, OC), 0);
+  assert_int_equal(g->linear_backward(gdx, gdW, gdb, gdout, gx, gW, N, C, OC), 0);
+  f64chk_expect(c, gdx, dx, N * C, "linear_backward dinp");
+  f64chk_expect(c, gdW, dW, OC * C, "linear_backward dW");
+  f64chk_expect(c, gdb, db, OC, "linear_backward db");
+  for (int act = FSN_RELU; act <= FSN_SILU; act++) {
+    k->act_forward(act, out, dout, (size_t)(N * OC)), g->act_forward(act, gout, gdout, (size_t)(N * OC));
+    f64chk_expect(c, gout, out, N * OC, "act_forward");
+    k->act_backward(act, dx, x, dout, out, (size_t)(N * C));
+    g->act_backward(act, gdx, gx, gdout, gout, (size_t)(N * C));
+    f64chk_expect(c, gdx, dx, N * C, "act_backward");
+  }
+  /* embeddings: 24 indices into 18 rows of 12; positions of [2, 12, 12] */
+  int64_t idx[24];
+  for (int i = 0; i < 24; i++) idx[i] = (i * 7) % 18;
+  int64_t *gidx = f64chk_up(c, idx, sizeof idx);
+  k->embedding_forward(x, idx, W, N, C), g->embedding_forward(gx, gidx, gW, N, C);
+  f64chk_expect(c, gx, x, N * C, "embedding_forward");
+  k->embedding_backward(dW, dx, idx, N, C), g->embedding_backward(gdW, gdx, gidx, N, C);
+  f64chk_expect(c, gdW, dW, OC * C, "embedding_backward");
+  k->posemb_forward(dx, x, W, 2, 12, 12), g->posemb_forward(gdx, gx, gW, 2, 12, 12);
+  f64chk_expect(c, gdx, dx, N * C, "posemb_forward");
+  k->posemb_backward(x, W, dx, 2, 12, 12), g->posemb_backward(gx, gW, gdx, 2, 12, 12);
+  f64chk_expect(c, gx, x, N * C, "posemb_backward dinp");
+  f64chk_expect(c, gW, W, OC * C, "posemb_backward dW");
+  /* layer norm over rows of 12 (weight and bias: rows of W) */
+  double *st = f64chk_rnd(c, 28, 2 * N, 0, 0), *gst = f64chk_upd(c, st, 2 * N);
+  k->layernorm_forward(dx, st, st + N, x, W, W + C, N, C, 1e-5);
+  g->layernorm_forward(gdx, gst, gst + N, gx, gW, gW + C, N, C, 1e-5);
+  f64chk_expect(c, gdx, dx, N * C, "layernorm_forward");
+  f64chk_expect(c, gst, st, 2 * N, "layernorm_forward mean, rstd");
+  k->layernorm_backward(x, dW, dW + C, dx, x, W, st, st + N, N, C);
+  g->layernorm_backward(gx, gdW, gdW + C, gdx, gx, gW, gst, gst + N, N, C);
+  f64chk_expect(c, gx, x, N * C, "layernorm_backward dinp");
+  f64chk_expect(c, gdW, dW, 2 * C, "layernorm_backward dw, db");
+  /* attention: qkv [2, 4, 3 * 6] (N * C = 24 * 12 = 288 >= 144), 2 heads */
+  double *att = f64chk_rnd(c, 29, 2 * 2 * 4 * 4, 0, 0), *gatt = f64chk_upd(c, att, 64);
+  assert_int_equal(k->attention_forward(out, att, x, 2, 4, 6, 2), 0);
+  assert_int_equal(g->attention_forward(gout, gatt, gx, 2, 4, 6, 2), 0);
+  f64chk_expect(c, gout, out, 48, "attention_forward");
+  f64chk_expect(c, gatt, att, 64, "attention_forward probabilities");
+  assert_int_equal(k->attention_backward(dx, dout, x, att, 2, 4, 6, 2), 0);
+  assert_int_equal(g->attention_backward(gdx, gdout, gx, gatt, 2, 4, 6, 2), 0);
+  f64chk_expect(c, gdx, dx, 144, "attention_backward");
+  /* cross entropy: 24 rows of 18 logits */
+  int64_t t[24];
+  for (int i = 0; i < 24; i++) t[i] = (i * 5) % 18;
+  int64_t *gt = f64chk_up(c, t, sizeof t);
+  f64chk_expect_scalar(c, g->cross_entropy_forward(gout, gt, N, OC), k->cross_entropy_forward(out, t, N, OC),
+                       "cross_entropy_forward");
+  k->cross_entropy_backward(dout, out, t, N, OC, 0.7), g->cross_entropy_backward(gdout, gout, gt, N, OC, 0.7);
+  f64chk_expect(c, gdout, dout, N * OC, "cross_entropy_backward");
+  f64chk_done(c);
+}
+
+#endif
