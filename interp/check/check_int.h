@@ -179,6 +179,7 @@ typedef struct C {
    * may still take (arena, tables, computed values); once either is spent,
    * `spent` is set and no statement is analysed any more */
   uint64_t deadline_ns;
+  uint64_t cpu_read_ns, wall_read_ns; /* the processor and wall clocks at the last reading (budget_spent) */
   size_t bytes_left;
   unsigned ticks;       /* statements since the clock was last read */
   size_t launch_diag;   /* 1 + the index in d of the missing launch() error (R16), 0: none yet */
