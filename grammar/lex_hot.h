@@ -195,6 +195,20 @@ static const unsigned char op_continues[256] = {
  * YY_USER_ACTION's offsets are kept as in every rule. Blanks before a '\r'
  * are left to flex: its blanks rule takes the '\r' with them, and the
  * newline's location starts after it. */
+/* Moves flex's scan position and held byte past the token [p, q) whose first
+ * byte is c (flex's buffer holds a NUL or c at p), as flex's rule for it would,
+ * and sets its location. */
+static inline __attribute__((always_inline)) void fast_took(fs_lexer *L, char *p, unsigned char c,
+                                                            const unsigned char *q, fs_loc *lloc) {
+  size_t len = (size_t)((const char *)q - p);
+  *p = (char)c;
+  *L->flex_next = (char *)q;
+  *L->flex_held = (char)*q;
+  *(char *)q = '\0';
+  lloc->start = L->pos;
+  lloc->end = L->pos += (uint32_t)len;
+}
+
 static inline __attribute__((always_inline)) int fast_lex(fs_lexer *L, FSP_YYSTYPE *lval, fs_loc *lloc) {
   char *p = *L->flex_next;
   if (!p) return -1;
@@ -234,12 +248,7 @@ static inline __attribute__((always_inline)) int fast_lex(fs_lexer *L, FSP_YYSTY
   }
   const char *text = p;
   size_t len = (size_t)((const char *)q - p);
-  *p = (char)c;
-  *L->flex_next = (char *)q;
-  *L->flex_held = (char)*q;
-  *(char *)q = '\0';
-  lloc->start = L->pos;
-  lloc->end = L->pos += (uint32_t)len;
+  fast_took(L, p, c, q, lloc);
   if (t == NAME) return name_or_keyword(L, text, len, *lloc, &lval->NAME);
   if (t == INT) return fsL_scan_number(L, text, len, *lloc, &lval->NAME);
   return t;

@@ -16,7 +16,7 @@ static int fvalue(C *c, const cv *v, fsF_value *out) {
   if (!v) { out->kind = FSF_UNSET; return 1; }
   if (v->k == CV_OBJ && fsC_o(c, v->id)->kind == OB_STRATEGY) {
     out->kind = FSF_STRATEGY;
-    out->strategy = fsC_o(c, v->id)->strat;
+    out->strategy = *fsC_o(c, v->id)->strat;
     return 1;
   }
   if (fsC_unsized(v)) return 0; /* its items are not known */
@@ -354,8 +354,8 @@ static cv wrap_classes(C *c, const cargs *a) {
 
 cv fsC_new_strategy(C *c, const cargs *a) {
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
-  cobj *o = fsC_o(c, id);
-  fsF_strategy_obj *s = &o->strat;
+  fsF_strategy_obj *s = fsC_alloc(c, sizeof *s);
+  fsC_o(c, id)->strat = s;
   *s = (fsF_strategy_obj){.use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
                           .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
   const char *n = a->sig->name;
@@ -594,9 +594,11 @@ cv fsC_fabric_strategy(C *c, uint32_t fabric) {
   if (given) return fsC_obj(given - 1); /* Fabric(strategy=obj): that object */
   if (!cfg) return fsC_unknown();
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, fsC_o(c, fabric)->loc);
+  fsF_strategy_obj *s = fsC_alloc(c, sizeof *s);
+  *s = (fsF_strategy_obj){.cls = cfg->cls, .use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
+                          .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
   cobj *o = fsC_o(c, id);
-  o->strat = (fsF_strategy_obj){.cls = cfg->cls, .use_orig_params = -1, .state_dict_full = -1, .cpu_offload = -1,
-                                .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
+  o->strat = s;
   o->link = fabric + 1;
   return fsC_obj(id);
 }
@@ -617,7 +619,7 @@ static int strategy_launched(C *c, uint32_t strategy) {
 }
 
 void fsC_strategy_attr(C *c, uint32_t strategy, const fs_node *n) {
-  fsF_cls cls = fsC_o(c, strategy)->strat.cls;
+  fsF_cls cls = fsC_o(c, strategy)->strat->cls;
   fsF_issues iss;
   fsF_issues_init(&iss);
   int rc = 0;
@@ -634,7 +636,7 @@ void fsC_strategy_set_attr(C *c, uint32_t strategy, const fs_node *t, const cv *
   char *str = x ? fsV_tostr(x) : NULL; /* str() of a constant; another value's is not known */
   fsF_issues iss;
   fsF_issues_init(&iss);
-  fsF_check_set_strategy_attr(fsC_o(c, strategy)->strat.cls, t->str, fsC_is_none(v), str, &iss);
+  fsF_check_set_strategy_attr(fsC_o(c, strategy)->strat->cls, t->str, fsC_is_none(v), str, &iss);
   free(str);
   const fsF_issue *e = fsF_error(&iss);
   /* in a .py script only Fabric's own refusal: the other assignments are Python's to make */

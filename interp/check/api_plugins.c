@@ -131,10 +131,11 @@ int fsC_api_xla_fsdp(C *c, const cargs *a, cv *out) {
   if (fsF_check_xla_fsdp_new(&m, prec, &iss) < 0) fsC_report_issue(c, fsF_error(&iss), a->call->loc);
   fsF_issues_free(&iss);
   uint32_t id = fsC_new_obj(c, OB_STRATEGY, a->call->loc);
-  cobj *o = fsC_o(c, id);
-  o->strat = (fsF_strategy_obj){.cls = FSF_XLA_FSDP, .use_orig_params = -1, .state_dict_full = -1,
-                                .cpu_offload = -1, .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
-  fsF_xla_fsdp_opts *x = &o->strat.xla_fsdp;
+  fsF_strategy_obj *s = fsC_alloc(c, sizeof *s);
+  *s = (fsF_strategy_obj){.cls = FSF_XLA_FSDP, .use_orig_params = -1, .state_dict_full = -1,
+                          .cpu_offload = -1, .auto_wrap_policy = -1, .stage = -1, .save_distributed = -1};
+  fsC_o(c, id)->strat = s;
+  fsF_xla_fsdp_opts *x = &s->xla_fsdp;
   const fs_value *sd = fsC_cval(fsC_arg(a, "state_dict_type", NULL));
   if (sd && sd->type == FSV_STR) {
     x->state_dict = fsF_xla_state_dict(sd->u.str.s);

@@ -80,6 +80,10 @@ typedef enum obk {
 enum { CTX_OTHER, CTX_INIT, CTX_META, CTX_DEVICE }; /* OB_CTX kinds */
 enum { WHY_INIT = 1, WHY_DEVICE, WHY_TO_EMPTY };     /* how a model became meta/uninitialized */
 
+/* Fields grouped by size, the narrow ones first: every object, every undo-trail
+ * entry and every recorded change holds one, and a big script makes tens of
+ * thousands (at 320 bytes, with the strategy's fields inline and padding
+ * between the bytes, the objects alone faulted in 5 MiB). */
 typedef struct cobj {
   uint8_t kind;
   uint8_t wrapped;      /* model/optimizer/loader returned by a setup */
@@ -94,27 +98,30 @@ typedef struct cobj {
   uint32_t model;       /* params, optimizer: the model the parameters came from */
   mbit pmeta;           /* params, optimizer: references meta parameters */
   uint8_t fsdp_flat, xla_sharded, fsdp_root, why_kind;
+  uint8_t plugin;       /* OB_PLUGIN: its fsF_plugin */
+  uint8_t fused;        /* optimizer (raw): made with fused=True */
+  uint8_t placed;       /* model (raw): fsF_pdev its own parameters were moved to (FSF_PD_NONE: where
+                           made, cpu or meta; FSF_PD_OTHER: not known) (placement.c, W4) */
+  uint8_t many;         /* an item of an unsized container (a comprehension's, a list grown in a loop):
+                           it stands for several objects, so a setup of it is never "again" */
   fs_loc loc;           /* the call that created it */
   fs_loc why_loc;       /* model: what made it meta/uninitialized; optimizer: its params */
+  fs_loc first_setup;   /* model (raw): the setup call that first wrapped it (end 0: none yet); a run
+                           cannot set the raw model up again (`unsupported`, api_fabric.c) */
+  uint32_t link;        /* fabric: its strategy object + 1; strategy: the fabric it came from (fabric.strategy) + 1; else 0 */
   const char *cls;      /* model class name */
   const pyclass *pycls; /* model, instance: the Python class it is an instance of, or NULL */
   const fs_node *stmt;  /* the statement that created it */
-  fsF_strategy_obj strat;
+  /* OB_STRATEGY: its keyword arguments, in the checker's arena, written once
+   * where the object is made (fsC_new_strategy and the like), never after,
+   * so copies of the object share it; NULL for any other kind */
+  const fsF_strategy_obj *strat;
   /* strategy, fabric: ModelParallelStrategy's parallelize_fn (a def), called at setup (R102) */
   const fs_node *parallelize_fn;
-  uint8_t plugin;       /* OB_PLUGIN: its fsF_plugin */
   const char *plugin_text; /* OB_PLUGIN BitsandbytesPrecision: repr() of a non-empty ignore_modules (arena) */
-  uint8_t fused;        /* optimizer (raw): made with fused=True */
-  uint32_t link;        /* fabric: its strategy object + 1; strategy: the fabric it came from (fabric.strategy) + 1; else 0 */
   cv wrap_classes;      /* strategy, fabric: FSDPStrategy's ModuleWrapPolicy classes (CV_SEQ of CV_CLASS), or CV_UNDEF (W21) */
-  uint8_t placed;       /* model (raw): fsF_pdev its own parameters were moved to (FSF_PD_NONE: where
-                           made, cpu or meta; FSF_PD_OTHER: not known) (placement.c, W4) */
   cv callbacks;         /* fabric: Fabric(callbacks=...) when no other code can reach that list (a list
                            display written in the call, or one object), else CV_UNDEF (fabric.call) */
-  fs_loc first_setup;   /* model (raw): the setup call that first wrapped it (end 0: none yet); a run
-                           cannot set the raw model up again (`unsupported`, api_fabric.c) */
-  uint8_t many;         /* an item of an unsized container (a comprehension's, a list grown in a loop):
-                           it stands for several objects, so a setup of it is never "again" */
 } cobj;
 
 typedef struct reason { fs_loc loc; uint8_t loop, side; } reason;
@@ -179,6 +186,7 @@ typedef struct C {
    * may still take (arena, tables, computed values); once either is spent,
    * `spent` is set and no statement is analysed any more */
   uint64_t deadline_ns;
+  uint64_t cpu_read_ns, wall_read_ns; /* the processor and wall clocks at the last reading (budget_spent) */
   size_t bytes_left;
   unsigned ticks;       /* statements since the clock was last read */
   size_t launch_diag;   /* 1 + the index in d of the missing launch() error (R16), 0: none yet */

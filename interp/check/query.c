@@ -110,7 +110,7 @@ static void describe(C *c, text *t, const cv *v, int depth) {
     return;
   case OB_DATASET: put(t, "Dataset"); return;
   case OB_PARAMS: put(t, "the parameters of a model"); return;
-  case OB_STRATEGY: put(t, "%s", fsF_cls_name(o->strat.cls)); return;
+  case OB_STRATEGY: put(t, "%s", fsF_cls_name(o->strat->cls)); return;
   case OB_CTX: put(t, "context manager"); return;
   case OB_INSTANCE: put(t, "instance of %s", o->pycls ? o->pycls->name : "a class"); return;
   default: return;

@@ -182,7 +182,7 @@ static void command(session *S, char *line) {
     if (plan && !fsD_has_errors(&d) && E && E->plan) E->plan(E->ud, src, ast, &d);
     fsD_sort(&d);
     fsD_render_all(stderr, &d, &S->opt->render);
-    if (!plan && !fsD_has_errors(&d)) printf("session checks clean (%zu lines)\n", src->nlines - (src->len > 0));
+    if (!plan && !fsD_has_errors(&d)) printf("session checks clean (%zu lines)\n", fsA_source_nlines(src) - (src->len > 0));
     fsD_free(&d);
     fsA_free(ast);
     fsA_source_free(src);

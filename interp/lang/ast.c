@@ -65,18 +65,33 @@ static fs_source *source_own(const char *path, char *text, size_t len, size_t ma
   src->text = text;
   src->len = len;
   src->mapped = mapped;
-  size_t cap = 64;
-  src->line_starts = fsA_xrealloc(NULL, cap * sizeof *src->line_starts);
+  src->line_starts = NULL; /* made when first asked for (line_index) */
   src->nlines = 0;
-  src->line_starts[src->nlines++] = 0;
-  for (const char *p = text, *end = text + len; (p = memchr(p, '\n', (size_t)(end - p))); p++) {
-    if (src->nlines == cap) {
-      cap *= 2;
-      src->line_starts = fsA_xrealloc(src->line_starts, cap * sizeof *src->line_starts);
-    }
-    src->line_starts[src->nlines++] = (uint32_t)(p - text + 1);
-  }
   return src;
+}
+
+/* Makes src's line index if it has none yet. The source is read-only to
+ * everyone else; the index is a cache of its text, made once. */
+static void line_index(const fs_source *csrc) {
+  if (csrc->line_starts) return;
+  fs_source *src = (fs_source *)csrc;
+  size_t cap = 64, n = 0;
+  uint32_t *starts = fsA_xrealloc(NULL, cap * sizeof *starts);
+  starts[n++] = 0;
+  for (const char *p = src->text, *end = src->text + src->len; (p = memchr(p, '\n', (size_t)(end - p))); p++) {
+    if (n == cap) {
+      cap *= 2;
+      starts = fsA_xrealloc(starts, cap * sizeof *starts);
+    }
+    starts[n++] = (uint32_t)(p - src->text + 1);
+  }
+  src->line_starts = starts;
+  src->nlines = n;
+}
+
+size_t fsA_source_nlines(const fs_source *src) {
+  line_index(src);
+  return src->nlines;
 }
 
 fs_source *fsA_source_from_buffer(const char *path, const char *buf, size_t len) {
@@ -151,6 +166,7 @@ void fsA_source_free(fs_source *src) {
 void fsA_source_position(const fs_source *src, uint32_t offset,
                          uint32_t *line, uint32_t *column) {
   if (offset > src->len) offset = (uint32_t)src->len;
+  line_index(src);
   size_t lo = 0, hi = src->nlines; /* last line start <= offset */
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;

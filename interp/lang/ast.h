@@ -22,7 +22,11 @@ typedef struct fs_source {
   char *text;           /* len bytes plus a terminating NUL */
   size_t len;
   size_t mapped;        /* text is a read-only mapping of the file, this long; 0: malloc'd */
-  uint32_t *line_starts; /* byte offset of each line start */
+  /* The line index: the byte offset of each line start, nlines of them.
+   * Made by the first fsA_source_position or fsA_source_nlines (a check
+   * that reports nothing never needs it: a 100,000-line file's index cost
+   * 1% of its check), so read these only after one of those. */
+  uint32_t *line_starts;
   size_t nlines;
 } fs_source;
 
@@ -42,6 +46,9 @@ size_t fsA_utf8_encode(uint32_t cp, char *b);
  * one column). */
 void fsA_source_position(const fs_source *src, uint32_t offset,
                          uint32_t *line, uint32_t *column);
+/* How many lines src has (a last line without a newline counts; an empty
+ * text is one line): the line index's length, which this makes. */
+size_t fsA_source_nlines(const fs_source *src);
 
 typedef enum fs_node_kind {
   /* expressions */

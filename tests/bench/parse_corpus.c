@@ -43,7 +43,7 @@ int main(void) {
     fs_node *ast = fsP_parse(src, &diags, &nerrors);
     cpu += now(CLOCK_PROCESS_CPUTIME_ID) - c0;
     seconds += now(CLOCK_MONOTONIC) - t0;
-    lines += src->nlines - (src->len && src->text[src->len - 1] == '\n');
+    lines += fsA_source_nlines(src) - (src->len && src->text[src->len - 1] == '\n');
     files++;
     if (nerrors == 0) {
       printf("ok %s\n", path);

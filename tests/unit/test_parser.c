@@ -305,7 +305,7 @@ static void test_big_file_sources(void **state) {
     assert_int_equal(src->len, n);
     assert_int_equal(src->text[n], '\0');
     assert_memory_equal(src->text, text, n);
-    assert_int_equal(src->nlines, n / 4 + 1);
+    assert_int_equal(fsA_source_nlines(src), n / 4 + 1);
     assert_int_equal(src->mapped, k == 0 ? n : 0);
     fs_diags d;
     fsD_init(&d);
