@@ -201,60 +201,73 @@ static void scratch_free(float *p, size_t n) {
   if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
 }
 
-/* g += r rounded to bfloat16 (a round node's backward), or, for a
- * bfloat16 tensor's own gradient, g = (g + r) rounded (a cast node's) */
-static void add_rounded(float *g, float *r, size_t n, bool round_sum) {
-  if (!round_sum) fsT_round_array(FS_BF16, r, n);
+/* g += r rounded to bfloat16 (a round node's backward) */
+static void add_rounded(float *g, float *r, size_t n) {
+  fsT_round_array(FS_BF16, r, n);
   fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
-  if (round_sum) fsT_round_array(FS_BF16, g, n);
 }
 
 /* a bfloat16 x is used by the GEMMs as it is */
 static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C}; }
 
-static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
-  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
-  float *dx, *dW, *db;
-  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db)) return -1;
-  size_t nx = dx ? (size_t)(N * C) : 0, nW = dW ? (size_t)(OC * C) : 0, nb = db ? (size_t)OC : 0;
-  float *rx = dx ? scratch(nx, false) : NULL, *rW = dW ? scratch(nW, false) : NULL, *rb = db ? scratch(nb, true) : NULL;
-  const float *dy = fsT_f32(out->grad);
-  int rc = (!dx || rx) && (!dW || rW) && (!db || rb) ? 0 : -1;
-  if (rc == 0 && dx) rc = fsB_gemm_bf16(false, false, N, C, OC, 1.0f, dy, OC, fsT_f32(W), C, 0.0f, rx, C);
-  if (rc == 0 && dW)
-    rc = fsB_gemm_bf16x(true, false, OC, C, N, 1.0f, (fsB_mat){dy, false, OC}, linear_input(x, C), 0.0f, rW, C);
-  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy, NULL, NULL, N, C, OC);
-  if (rc == 0) {
-    if (dx) add_rounded(dx, rx, nx, x->dtype == FS_BF16);
-    if (dW) add_rounded(dW, rW, nW, false);
-    if (db) add_rounded(db, rb, nb, false);
+/* t's gradient buffer for a product to finish into (*beta 1), or, when t
+ * has no gradient yet, a fresh one left unset for the product to
+ * overwrite (*beta 0), which saves zeroing it (*fresh: t's new gradient,
+ * to drop if the product fails).  A bfloat16 t's gradient is float32 too. */
+static int product_grad(fs_tensor *t, float **g, float *beta, fs_tensor **fresh) {
+  *beta = 1.0f;
+  *fresh = NULL;
+  if (t && t->requires_grad && !t->grad) {
+    if (!(t->grad = *fresh = fsT_new(FS_F32, FS_DEV_CPU, t->rank, t->shape))) return -1;
+    *beta = 0.0f;
   }
-  scratch_free(rx, nx);
-  scratch_free(rW, nW);
+  return fsG_grad_buf(t, g);
+}
+
+/* a fresh gradient that a failed product left unset is dropped */
+static void drop_fresh(fs_tensor *t, fs_tensor *fresh) {
+  if (fresh && t->grad == fresh) {
+    fsT_release(fresh);
+    t->grad = NULL;
+  }
+}
+
+/* dx and dW are finished tile by tile as their products run
+ * (fsB_gemm_bf16o): rounded then added, as a round node's backward does,
+ * or, for a bfloat16 x's own gradient, added then rounded (a cast node's) */
+static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *fx = NULL, *fW = NULL;
+  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
+  float *dx = NULL, *dW = NULL, *db = NULL, *rb = NULL, bx, bW;
+  int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
+  size_t nb = db ? (size_t)OC : 0;
+  if (rc == 0 && db && !(rb = scratch(nb, true))) rc = -1;
+  fsB_mat dy = {fsT_f32(out->grad), false, OC};
+  if (rc == 0 && dx)
+    rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
+                        (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
+  if (rc == 0 && dW)
+    rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
+  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy.p, NULL, NULL, N, C, OC);
+  if (rc == 0 && db) add_rounded(db, rb, nb);
   scratch_free(rb, nb);
+  if (rc < 0) {
+    drop_fresh(x, fx);
+    drop_fresh(W, fW);
+  }
   return rc;
 }
 
+/* the product, bias added and rounded, is written as bfloat16 tile by tile */
 static fs_tensor *linear_bf16(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, x->shape, sizeof shape);
   shape[x->rank - 1] = OC;
   fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape);
-  float *acc = out ? scratch((size_t)(N * OC), false) : NULL;
-  int rc = acc ? 0 : -1;
-  if (rc == 0 && b) { /* every row starts as the rounded bias (fsN_linear_forward's layout) */
-    memcpy(acc, fsT_f32(b), (size_t)OC * sizeof *acc);
-    fsT_round_array(FS_BF16, acc, (size_t)OC);
-    for (int64_t r = 1; r < N; r++) memcpy(acc + r * OC, acc, (size_t)OC * sizeof *acc);
-  }
-  if (rc == 0)
-    rc = fsB_gemm_bf16x(false, true, N, OC, C, 1.0f, linear_input(x, C), (fsB_mat){fsT_f32(W), false, C},
-                        b ? 1.0f : 0.0f, acc, OC);
-  if (rc == 0) fsT_convert(FS_BF16, out->data, FS_F32, acc, (size_t)(N * OC));
-  scratch_free(acc, (size_t)(N * OC));
-  if (rc < 0) {
+  if (!out) return NULL;
+  if (fsB_gemm_bf16o(false, true, N, OC, C, 1.0f, linear_input(x, C), (fsB_mat){fsT_f32(W), false, C},
+                     (fsB_out){FSB_BF16_BIAS, out->data, OC, 0.0f, b ? fsT_f32(b) : NULL}) < 0) {
     fsT_release(out);
     return NULL;
   }
