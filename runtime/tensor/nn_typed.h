@@ -11,6 +11,7 @@
  * after nn.h. */
 #include <stdlib.h>
 #include <string.h>
+#include "blas.h"
 #include "typed.h"
 #include "tensor.h"
 
@@ -251,33 +252,62 @@ static FS_RK(fsN_head) FS_RK(packed_head)(const FS_REAL *inp, int64_t b, int64_t
   return (FS_RK(fsN_head)){q, q + C, q + 2 * C, C3, C3, C3, T, T, hs, hs, (FS_REAL)1 / FS_RM(sqrt)((FS_REAL)hs), true};
 }
 
+/* The (batch, head) pairs of the fused attention, forward (dinp NULL) or
+ * backward.  A head's products (T x T x hs: 64 x 64 x 32 in the GPT) are
+ * too small for OpenBLAS or gemm_bf16.c to split across threads, so with
+ * several threads the pairs are split instead: a part is one pair, writing
+ * only its own head's columns of out (dinp) and its own att block, so the
+ * bits are the same whichever thread runs it and however many there are.
+ * Larger heads run on this thread and split their products. */
+typedef struct FS_RK(attention_job) {
+  FS_REAL *out, *att, *dinp, *dS; /* dS: T x T scratch per worker (backward) */
+  const FS_REAL *inp, *dout;
+  int64_t T, C, NH;
+} FS_RK(attention_job);
+
+static int FS_RK(attention_pair)(void *ctx, int i, int worker) {
+  const FS_RK(attention_job) *a = ctx;
+  int64_t b = i / a->NH, T = a->T, C = a->C;
+  FS_RK(fsN_head) hd = FS_RK(packed_head)(a->inp, b, i % a->NH, T, C, a->NH);
+  FS_REAL *P = a->att + (int64_t)i * T * T;
+  int64_t col = hd.q - a->inp, ocol = b * T * C + (i % a->NH) * hd.E;
+  if (!a->dinp) return FS_RK(fsN_sdpa_head_forward)(&hd, P, a->out + ocol, C);
+  FS_REAL *dq = a->dinp + col;
+  return FS_RK(fsN_sdpa_head_backward)(&hd, P, a->dout + ocol, C, a->dS + (int64_t)worker * T * T, dq, dq + C,
+                                       dq + 2 * C);
+}
+
+/* under OpenBLAS's threshold for threading a product (M N K of 65536 x 4) */
+static bool FS_RK(heads_split)(int64_t T, int64_t C, int64_t NH) {
+  return fsB_threads() > 1 && (double)T * (double)T * (double)(C / NH) < 262144.0;
+}
+
+static int FS_RK(attention_run)(FS_RK(attention_job) *a, int64_t B) {
+  int64_t n = B * a->NH;
+  if (n > INT32_MAX) {
+    fsT_seterr("attention: %lld (batch, head) pairs are too many", (long long)n);
+    return -1;
+  }
+  if (FS_RK(heads_split)(a->T, a->C, a->NH)) return fsB_parallel((int)n, FS_RK(attention_pair), a);
+  for (int i = 0; i < (int)n; i++)
+    if (FS_RK(attention_pair)(a, i, 0) < 0) return -1;
+  return 0;
+}
+
 FS_RPUB int FS_RK(fsN_attention_forward)(FS_REAL *out, FS_REAL *att, const FS_REAL *inp, int64_t B, int64_t T,
                                          int64_t C, int64_t NH) {
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < NH; h++) {
-      FS_RK(fsN_head) hd = FS_RK(packed_head)(inp, b, h, T, C, NH);
-      if (FS_RK(fsN_sdpa_head_forward)(&hd, att + (b * NH + h) * T * T, out + b * T * C + h * hd.E, C) < 0)
-        return -1;
-    }
-  return 0;
+  return FS_RK(attention_run)(&(FS_RK(attention_job)){out, att, NULL, NULL, inp, NULL, T, C, NH}, B);
 }
 
 FS_RPUB int FS_RK(fsN_attention_backward)(FS_REAL *dinp, const FS_REAL *dout, const FS_REAL *inp,
                                           const FS_REAL *att, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  FS_REAL *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS);
+  size_t workers = FS_RK(heads_split)(T, C, NH) ? (size_t)fsB_threads() : 1;
+  FS_REAL *dS = malloc(workers * (size_t)(T > 0 ? T * T : 1) * sizeof *dS);
   if (!dS) {
     fsT_seterr("out of memory");
     return -1;
   }
-  int rc = 0;
-  for (int64_t b = 0; !rc && b < B; b++)
-    for (int64_t h = 0; !rc && h < NH; h++) {
-      FS_RK(fsN_head) hd = FS_RK(packed_head)(inp, b, h, T, C, NH);
-      FS_REAL *dq = dinp + (hd.q - inp), *dk = dinp + (hd.k - inp), *dv = dinp + (hd.v - inp);
-      rc = FS_RK(fsN_sdpa_head_backward)(&hd, att + (b * NH + h) * T * T, dout + b * T * C + h * hd.E, C, dS, dq,
-                                         dk, dv);
-    }
+  int rc = FS_RK(attention_run)(&(FS_RK(attention_job)){NULL, (FS_REAL *)att, dinp, dS, inp, dout, T, C, NH}, B);
   free(dS);
   return rc;
 }
-
