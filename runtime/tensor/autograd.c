@@ -450,33 +450,59 @@ static bool act_bf16_direct(fsN_act act, const fs_tensor *x) {
          (act == FSN_RELU || act == FSN_GELU || act == FSN_GELU_TANH);
 }
 
+/* One bfloat16 activation, forward (dx NULL) or backward, in parts of
+ * ACT_PART_BLOCKS blocks (more for a tensor of over 2^31 parts) handed to
+ * the worker pool (fsB_parallel): at about a nanosecond an element, a part
+ * outweighs handing it out.  Elementwise, so the parts' bounds change no
+ * bits. */
+enum { ACT_PART_BLOCKS = 16 };
+typedef struct act_bf16_job {
+  fsN_act act;
+  const uint16_t *xs;
+  uint16_t *ys;
+  float *dx;
+  const float *dout;
+  size_t total, per_part;
+} act_bf16_job;
+
+static int act_bf16_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const act_bf16_job *j = ctx;
+  size_t at = (size_t)part * j->per_part, end = at + j->per_part;
+  float wide[BF16_BLOCK];
+  for (end = end < j->total ? end : j->total; at < end; at += BF16_BLOCK) {
+    size_t m = end - at < BF16_BLOCK ? end - at : BF16_BLOCK;
+    fsT_convert(FS_F32, wide, FS_BF16, j->xs + at, m);
+    if (j->dx) { /* x's gradient rounded as its cast node would (fsG_round_grad), a block at a time */
+      fsN_act_backward(j->act, j->dx + at, j->dout + at, wide, NULL, m);
+      fsT_round_array(FS_BF16, j->dx + at, m);
+    } else {
+      fsN_act_forward(j->act, wide, wide, m);
+      fsT_convert(FS_BF16, j->ys + at, FS_F32, wide, m);
+    }
+  }
+  return 0;
+}
+
+static void act_bf16_run(act_bf16_job *j) {
+  size_t blocks = (j->total + BF16_BLOCK - 1) / BF16_BLOCK, per = ACT_PART_BLOCKS;
+  if (blocks / per >= INT32_MAX) per = blocks / (INT32_MAX - 1) + 1;
+  j->per_part = per * BF16_BLOCK;
+  fsB_parallel((int)((blocks + per - 1) / per), act_bf16_part, j);
+}
+
 static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
-  float *dx, wide[BF16_BLOCK];
+  float *dx;
   if (fsG_grad_buf(x, &dx)) return -1;
-  if (!dx) return 0;
-  const uint16_t *xs = x->data;
-  const float *dout = fsT_f32(out->grad);
-  for (size_t at = 0, total = (size_t)x->numel; at < total; at += BF16_BLOCK) {
-    size_t m = total - at < BF16_BLOCK ? total - at : BF16_BLOCK;
-    fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
-    fsN_act_backward((fsN_act)n->k, dx + at, dout + at, wide, NULL, m);
-  }
-  return fsG_round_grad(x);
+  if (dx) act_bf16_run(&(act_bf16_job){(fsN_act)n->k, x->data, NULL, dx, fsT_f32(out->grad), (size_t)x->numel, 0});
+  return 0;
 }
 
 static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
   fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape);
   if (!out) return NULL;
-  float wide[BF16_BLOCK];
-  const uint16_t *xs = x->data;
-  uint16_t *ys = out->data;
-  for (size_t at = 0, total = (size_t)x->numel; at < total; at += BF16_BLOCK) {
-    size_t m = total - at < BF16_BLOCK ? total - at : BF16_BLOCK;
-    fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
-    fsN_act_forward(act, wide, wide, m);
-    fsT_convert(FS_BF16, ys + at, FS_F32, wide, m);
-  }
+  act_bf16_run(&(act_bf16_job){act, x->data, out->data, NULL, NULL, (size_t)x->numel, 0});
   return fsG_record(out, act_bf16_bw, 1, &x, NULL, NULL, 0, act);
 }
 
