@@ -189,22 +189,29 @@ static bool linear_bf16_direct(const fs_tensor *x, const fs_tensor *W, const fs_
          (!b || (b->dtype == FS_F32 && b->numel == W->shape[0]));
 }
 
-/* scratch float32 buffers from the cpu allocator (its size-keyed cache) */
-static float *scratch(size_t n, bool zeroed) {
-  float *p = fsB_get(FS_DEV_CPU)->alloc((n ? n : 1) * sizeof *p);
-  if (!p) fsT_seterr("out of memory");
-  else if (zeroed) memset(p, 0, n * sizeof *p);
-  return p;
-}
+/* db += the column sums of dy [N, OC] rounded to bfloat16 (a round node's
+ * backward), in parts of BIAS_PART columns handed to the worker pool: each
+ * column is summed over the rows in order from zero, as
+ * fsN_linear_backward sums it, whichever part takes it. */
+enum { BIAS_PART = 64 };
+typedef struct bias_grad_job {
+  float *db;
+  const float *dy;
+  int64_t N, OC;
+} bias_grad_job;
 
-static void scratch_free(float *p, size_t n) {
-  if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
-}
-
-/* g += r rounded to bfloat16 (a round node's backward) */
-static void add_rounded(float *g, float *r, size_t n) {
-  fsT_round_array(FS_BF16, r, n);
-  fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
+static int bias_grad_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const bias_grad_job *j = ctx;
+  int64_t o0 = (int64_t)part * BIAS_PART, m = j->OC - o0 < BIAS_PART ? j->OC - o0 : BIAS_PART;
+  float sum[BIAS_PART] = {0};
+  for (int64_t n = 0; n < j->N; n++) {
+    const float *row = j->dy + n * j->OC + o0;
+#pragma omp simd
+    for (int64_t o = 0; o < m; o++) sum[o] += row[o];
+  }
+  for (int64_t o = 0; o < m; o++) j->db[o0 + o] += fsT_round_to(FS_BF16, sum[o]);
+  return 0;
 }
 
 /* a bfloat16 x is used by the GEMMs as it is */
@@ -238,19 +245,16 @@ static void drop_fresh(fs_tensor *t, fs_tensor *fresh) {
 static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *fx = NULL, *fW = NULL;
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
-  float *dx = NULL, *dW = NULL, *db = NULL, *rb = NULL, bx, bW;
+  float *dx = NULL, *dW = NULL, *db = NULL, bx, bW;
   int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
-  size_t nb = db ? (size_t)OC : 0;
-  if (rc == 0 && db && !(rb = scratch(nb, true))) rc = -1;
   fsB_mat dy = {fsT_f32(out->grad), false, OC};
   if (rc == 0 && dx)
     rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
                         (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
   if (rc == 0 && dW)
     rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
-  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy.p, NULL, NULL, N, C, OC);
-  if (rc == 0 && db) add_rounded(db, rb, nb);
-  scratch_free(rb, nb);
+  if (rc == 0 && db) /* OC < 2^31 x 64: W's OC x C floats are in memory */
+    rc = fsB_parallel((int)((OC + BIAS_PART - 1) / BIAS_PART), bias_grad_part, &(bias_grad_job){db, dy.p, N, OC});
   if (rc < 0) {
     drop_fresh(x, fx);
     drop_fresh(W, fW);
@@ -461,6 +465,7 @@ typedef struct act_bf16_job {
   const uint16_t *xs;
   uint16_t *ys;
   float *dx;
+  bool dx_unset; /* x's first gradient: each part zeroes its blocks, in cache, before adding */
   const float *dout;
   size_t total, per_part;
 } act_bf16_job;
@@ -474,6 +479,7 @@ static int act_bf16_part(void *ctx, int part, int worker) {
     size_t m = end - at < BF16_BLOCK ? end - at : BF16_BLOCK;
     fsT_convert(FS_F32, wide, FS_BF16, j->xs + at, m);
     if (j->dx) { /* x's gradient rounded as its cast node would (fsG_round_grad), a block at a time */
+      if (j->dx_unset) memset(j->dx + at, 0, m * sizeof *j->dx);
       fsN_act_backward(j->act, j->dx + at, j->dout + at, wide, NULL, m);
       fsT_round_array(FS_BF16, j->dx + at, m);
     } else {
@@ -492,17 +498,18 @@ static void act_bf16_run(act_bf16_job *j) {
 }
 
 static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *x = n->in[0];
-  float *dx;
-  if (fsG_grad_buf(x, &dx)) return -1;
-  if (dx) act_bf16_run(&(act_bf16_job){(fsN_act)n->k, x->data, NULL, dx, fsT_f32(out->grad), (size_t)x->numel, 0});
+  fs_tensor *x = n->in[0], *fresh;
+  float *dx, beta;
+  if (product_grad(x, &dx, &beta, &fresh)) return -1;
+  if (dx)
+    act_bf16_run(&(act_bf16_job){(fsN_act)n->k, x->data, NULL, dx, beta == 0, fsT_f32(out->grad), (size_t)x->numel, 0});
   return 0;
 }
 
 static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
   fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape);
   if (!out) return NULL;
-  act_bf16_run(&(act_bf16_job){act, x->data, out->data, NULL, NULL, (size_t)x->numel, 0});
+  act_bf16_run(&(act_bf16_job){act, x->data, out->data, NULL, false, NULL, (size_t)x->numel, 0});
   return fsG_record(out, act_bf16_bw, 1, &x, NULL, NULL, 0, act);
 }
 
