@@ -189,29 +189,22 @@ static bool linear_bf16_direct(const fs_tensor *x, const fs_tensor *W, const fs_
          (!b || (b->dtype == FS_F32 && b->numel == W->shape[0]));
 }
 
-/* db += the column sums of dy [N, OC] rounded to bfloat16 (a round node's
- * backward), in parts of BIAS_PART columns handed to the worker pool: each
- * column is summed over the rows in order from zero, as
- * fsN_linear_backward sums it, whichever part takes it. */
-enum { BIAS_PART = 64 };
-typedef struct bias_grad_job {
-  float *db;
-  const float *dy;
-  int64_t N, OC;
-} bias_grad_job;
+/* scratch float32 buffers from the cpu allocator (its size-keyed cache) */
+static float *scratch(size_t n, bool zeroed) {
+  float *p = fsB_get(FS_DEV_CPU)->alloc((n ? n : 1) * sizeof *p);
+  if (!p) fsT_seterr("out of memory");
+  else if (zeroed) memset(p, 0, n * sizeof *p);
+  return p;
+}
 
-static int bias_grad_part(void *ctx, int part, int worker) {
-  (void)worker;
-  const bias_grad_job *j = ctx;
-  int64_t o0 = (int64_t)part * BIAS_PART, m = j->OC - o0 < BIAS_PART ? j->OC - o0 : BIAS_PART;
-  float sum[BIAS_PART] = {0};
-  for (int64_t n = 0; n < j->N; n++) {
-    const float *row = j->dy + n * j->OC + o0;
-#pragma omp simd
-    for (int64_t o = 0; o < m; o++) sum[o] += row[o];
-  }
-  for (int64_t o = 0; o < m; o++) j->db[o0 + o] += fsT_round_to(FS_BF16, sum[o]);
-  return 0;
+static void scratch_free(float *p, size_t n) {
+  if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
+}
+
+/* g += r rounded to bfloat16 (a round node's backward) */
+static void add_rounded(float *g, float *r, size_t n) {
+  fsT_round_array(FS_BF16, r, n);
+  fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
 }
 
 /* a bfloat16 x is used by the GEMMs as it is */
@@ -245,16 +238,19 @@ static void drop_fresh(fs_tensor *t, fs_tensor *fresh) {
 static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *fx = NULL, *fW = NULL;
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
-  float *dx = NULL, *dW = NULL, *db = NULL, bx, bW;
+  float *dx = NULL, *dW = NULL, *db = NULL, *rb = NULL, bx, bW;
   int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
+  size_t nb = db ? (size_t)OC : 0;
+  if (rc == 0 && db && !(rb = scratch(nb, true))) rc = -1;
   fsB_mat dy = {fsT_f32(out->grad), false, OC};
   if (rc == 0 && dx)
     rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
                         (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
   if (rc == 0 && dW)
     rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
-  if (rc == 0 && db) /* OC < 2^31 x 64: W's OC x C floats are in memory */
-    rc = fsB_parallel((int)((OC + BIAS_PART - 1) / BIAS_PART), bias_grad_part, &(bias_grad_job){db, dy.p, N, OC});
+  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy.p, NULL, NULL, N, C, OC);
+  if (rc == 0 && db) add_rounded(db, rb, nb);
+  scratch_free(rb, nb);
   if (rc < 0) {
     drop_fresh(x, fx);
     drop_fresh(W, fW);
