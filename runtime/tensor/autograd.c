@@ -557,8 +557,45 @@ static int attention_bw(fsG_node *n, fs_tensor *out) {
                                            x->shape[2] / 3, n->k);
 }
 
+/* Attention under bfloat16 autocast on a bfloat16 qkv on the cpu, as one
+ * node with a bfloat16 output (as linear_bf16): the general path widens
+ * qkv into a float32 copy and wraps the float32 attention in cast nodes,
+ * whose backward zeroes, adds and rounds qkv's gradient in passes of their
+ * own.  The arithmetic is the general path's (fsN_attention_bf16_*). */
+static bool attention_bf16_direct(const fs_tensor *qkv, int64_t heads) {
+  return fsG_autocast() == FS_BF16 && qkv->dtype == FS_BF16 && qkv->device == FS_DEV_CPU && qkv->data &&
+         qkv->rank == 3 && qkv->shape[2] % 3 == 0 && heads > 0 && (qkv->shape[2] / 3) % heads == 0;
+}
+
+static int attention_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *fresh;
+  float *dx, beta;
+  if (product_grad(x, &dx, &beta, &fresh)) return -1;
+  if (!dx) return 0;
+  if (fsN_attention_bf16_backward(dx, beta == 0, fsT_f32(out->grad), x->data, fsT_f32(n->saved[0]), x->shape[0],
+                                  x->shape[1], x->shape[2] / 3, n->k) < 0) {
+    drop_fresh(x, fresh);
+    return -1;
+  }
+  return 0;
+}
+
+static fs_tensor *attention_bf16(fs_tensor *qkv, int64_t heads) {
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
+  int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
+  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, 3, oshape), *att = fsT_new(FS_F32, FS_DEV_CPU, 4, ashape);
+  if (!out || !att || fsN_attention_bf16_forward(out->data, fsT_f32(att), qkv->data, B, T, C, heads) < 0) {
+    fsT_release(out);
+    fsT_release(att);
+    return NULL;
+  }
+  return fsG_record(out, attention_bf16_bw, 1, &qkv, att, NULL, 0, heads);
+}
+
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
   if (fsG_any_f64(1, &qkv)) return fsG_attention_f64(qkv, heads);
+  if (attention_bf16_direct(qkv, heads))
+    return fsG_check_inputs("attention", 1, &qkv) ? attention_bf16(qkv, heads) : NULL;
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 1, &qkv))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_attention(lp.w[0], heads));

@@ -204,12 +204,11 @@ typedef struct fsN_head_f64 {
 } fsN_head_f64;
 #endif
 
-FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_forward)(const FS_RK(fsN_head) *h, FS_REAL *P, FS_REAL *out,
-                                                          int64_t ldo) {
-  int64_t L = h->L, S = h->S;
-  if (FS_RGEMM(false, true, L, S, h->E, h->scale, h->q, h->ldq, h->k, h->ldk, 0, P, S) < 0) return -1;
-  for (int64_t i = 0; i < L; i++) { /* the softmax of row i over keys j <= last */
-    int64_t last = h->causal && i < S ? i : S - 1;
+/* P [L, S] := the softmax of each row i over keys j <= last (0 past it):
+ * a head's probabilities from its scores (also nn.c's bfloat16 heads) */
+static FS_VECTOR_TARGET void FS_RK(sdpa_softmax_rows)(FS_REAL *P, int64_t L, int64_t S, bool causal) {
+  for (int64_t i = 0; i < L; i++) {
+    int64_t last = causal && i < S ? i : S - 1;
     FS_REAL *row = P + i * S, mx = row[0], sum = 0;
 #pragma omp simd reduction(max:mx)
     for (int64_t j = 1; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
@@ -220,26 +219,38 @@ FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_forward)(const FS_RK(fsN_head) 
     for (int64_t j = 0; j <= last; j++) row[j] *= inv;
     for (int64_t j = last + 1; j < S; j++) row[j] = 0;
   }
-  return FS_RGEMM(false, false, L, h->Ev, S, 1, P, S, h->v, h->ldv, 0, out, ldo);
 }
 
-FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_backward)(const FS_RK(fsN_head) *h, const FS_REAL *P,
-                                                           const FS_REAL *dout, int64_t lddo, FS_REAL *dS,
-                                                           FS_REAL *dq, FS_REAL *dk, FS_REAL *dv) {
-  int64_t L = h->L, S = h->S, E = h->E;
-  if (FS_RGEMM(false, true, L, S, h->Ev, 1, dout, lddo, h->v, h->ldv, 0, dS, S) < 0 ||
-      (dv && FS_RGEMM(true, false, S, h->Ev, L, 1, P, S, dout, lddo, 1, dv, h->ldv) < 0))
-    return -1;
-  for (int64_t i = 0; i < L; i++) { /* softmax backward; P is 0 past the last key */
-    int64_t last = h->causal && i < S ? i : S - 1;
+/* dS [L, S] := the scores' gradient from the probabilities' (softmax
+ * backward, times the scale); P is 0 past the last key */
+static FS_VECTOR_TARGET void FS_RK(sdpa_softmax_grad_rows)(const FS_REAL *P, FS_REAL *dS, int64_t L, int64_t S,
+                                                          bool causal, FS_REAL scale) {
+  for (int64_t i = 0; i < L; i++) {
+    int64_t last = causal && i < S ? i : S - 1;
     const FS_REAL *p = P + i * S;
     FS_REAL *d = dS + i * S, dot = 0;
 #pragma omp simd reduction(+:dot)
     for (int64_t j = 0; j <= last; j++) dot += p[j] * d[j];
 #pragma omp simd
-    for (int64_t j = 0; j <= last; j++) d[j] = p[j] * (d[j] - dot) * h->scale;
+    for (int64_t j = 0; j <= last; j++) d[j] = p[j] * (d[j] - dot) * scale;
     for (int64_t j = last + 1; j < S; j++) d[j] = 0;
   }
+}
+
+FS_RPUB int FS_RK(fsN_sdpa_head_forward)(const FS_RK(fsN_head) *h, FS_REAL *P, FS_REAL *out, int64_t ldo) {
+  int64_t L = h->L, S = h->S;
+  if (FS_RGEMM(false, true, L, S, h->E, h->scale, h->q, h->ldq, h->k, h->ldk, 0, P, S) < 0) return -1;
+  FS_RK(sdpa_softmax_rows)(P, L, S, h->causal);
+  return FS_RGEMM(false, false, L, h->Ev, S, 1, P, S, h->v, h->ldv, 0, out, ldo);
+}
+
+FS_RPUB int FS_RK(fsN_sdpa_head_backward)(const FS_RK(fsN_head) *h, const FS_REAL *P, const FS_REAL *dout,
+                                          int64_t lddo, FS_REAL *dS, FS_REAL *dq, FS_REAL *dk, FS_REAL *dv) {
+  int64_t L = h->L, S = h->S, E = h->E;
+  if (FS_RGEMM(false, true, L, S, h->Ev, 1, dout, lddo, h->v, h->ldv, 0, dS, S) < 0 ||
+      (dv && FS_RGEMM(true, false, S, h->Ev, L, 1, P, S, dout, lddo, 1, dv, h->ldv) < 0))
+    return -1;
+  FS_RK(sdpa_softmax_grad_rows)(P, dS, L, S, h->causal, h->scale);
   if (dq && FS_RGEMM(false, false, L, E, S, 1, dS, S, h->k, h->ldk, 1, dq, h->ldq) < 0) return -1;
   return dk ? FS_RGEMM(true, false, S, E, L, 1, dS, S, h->q, h->ldq, 1, dk, h->ldk) : 0;
 }
