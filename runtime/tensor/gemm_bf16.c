@@ -9,7 +9,10 @@
  * vdpbf16ps (two products per float32 lane, accumulated in float32);
  * elsewhere they are rounded into float32 copies and given to OpenBLAS's
  * sgemm (blas.c, which routes here).  An operand may also be bfloat16
- * storage (fsB_gemm_bf16x), taken as it is. */
+ * storage (fsB_gemm_bf16x), taken as it is, and the result may be finished
+ * as it is stored (fsB_gemm_bf16o: rounded to bfloat16, added to a
+ * gradient), tile by tile, with the same arithmetic as a pass over the
+ * float32 product afterwards. */
 #include "blas.h"
 #include "backend.h"
 
