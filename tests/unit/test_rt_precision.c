@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "blas.h"
+#include "nn.h"
 #include "rt_testutil.h"
 
 static float bits_f(uint32_t u) {
@@ -165,6 +166,42 @@ static void test_low_grads(void **state) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
 }
 
+/* GELU (both forms) of a bfloat16 tensor, forward and backward, gives the
+ * float32 kernels' bits for every one of the 65536 bfloat16 values (the
+ * cpu path looks them up in tables those kernels filled). */
+static void test_act_bf16(void **state) {
+  (void)state;
+  int64_t n = 65536;
+  fs_tensor *xf = fsT_new(FS_F32, FS_DEV_CPU, 1, &n), *u = rt_rand("u", -2, 2, 1, &n);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t bits = (uint32_t)i << 16;
+    memcpy(fsT_f32(xf) + i, &bits, sizeof bits);
+  }
+  for (int k = 0; k < 2; k++) {
+    fsN_act act = k ? FSN_GELU_TANH : FSN_GELU;
+    fs_tensor *x = fsT_copy(xf);
+    assert_int_equal(fsT_set_dtype(x, FS_BF16), 0);
+    x->requires_grad = true;
+    fs_tensor *y = rt_ok(fsG_act(act, x)), *yu = rt_ok(fsG_binary(FSB_MUL, y, u)), *l = rt_ok(fsG_sum(yu));
+    assert_int_equal(y->dtype, FS_BF16);
+    assert_int_equal(fsG_backward(l), 0);
+    for (int64_t i = 0; i < n; i++) {
+      float xi = fsT_f32(xf)[i], want, dout = fsT_round_to(FS_BF16, fsT_f32(u)[i]), dwant = 0;
+      fsN_act_forward(act, &want, &xi, 1);
+      fsN_act_backward(act, &dwant, &dout, &xi, NULL, 1);
+      double got = fsT_get(y, i), dgot = fsT_get(x->grad, i);
+      want = fsT_round_to(FS_BF16, want);
+      dwant = fsT_round_to(FS_BF16, dwant);
+      assert_true(isnan(want) ? isnan(got) : got == want);
+      assert_true(isnan(dwant) ? isnan(dgot) : dgot == dwant);
+    }
+    fs_tensor *all[] = {x, y, yu, l};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+  }
+  fsT_release(xf);
+  fsT_release(u);
+}
+
 /* Under autocast a linear layer computes in bfloat16, its result rounds
  * once, and its weight's gradient comes back float32. */
 static void test_autocast(void **state) {
@@ -196,7 +233,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
     cmocka_unit_test(test_promotion),
-    cmocka_unit_test(test_low_grads), cmocka_unit_test(test_autocast),
+    cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
