@@ -272,6 +272,8 @@ static fsB_mat cols_from(fsB_mat X, int64_t c) {
   return (fsB_mat){(const char *)X.p + c * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld};
 }
 
+enum { PACK_PAIRS = 8 };
+
 static int64_t clamp0(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
 
 /* share `part` of the packing (fsB_parallel); the shares write disjoint
@@ -292,10 +294,14 @@ static int pack_part(void *ctx, int part, int worker) {
     uint32_t *Bt = k->Bt + p0 * NR * KP;
     pairs_along(Bt, (p1 - p0) * NR, KP, rows_from(k->B, p0 * NR), clamp0(k->N - p0 * NR, (p1 - p0) * NR), k->K);
     panels_of_rows(k->Bp + p0 * KP * NR, Bt, (p1 - p0) * NR, KP);
-  } else {
-    for (int64_t p = p0; p < p1; p++) /* a panel is pairs_across NR columns wide */
-      pairs_across(k->Bp + p * KP * NR, NR, KP, cols_from(k->B, p * NR), k->N - p * NR < NR ? k->N - p * NR : NR,
-                   k->K);
+  } else { /* a panel is pairs_across NR columns wide; PACK_PAIRS pairs of B's
+            * rows at a time, so that they stay in L1 across the panels */
+    for (int64_t kb = 0; kb < KP; kb += PACK_PAIRS) {
+      int64_t kn = KP - kb < PACK_PAIRS ? KP - kb : PACK_PAIRS;
+      for (int64_t p = p0; p < p1; p++)
+        pairs_across(k->Bp + (p * KP + kb) * NR, NR, kn, rows_from(cols_from(k->B, p * NR), 2 * kb),
+                     k->N - p * NR < NR ? k->N - p * NR : NR, k->K - 2 * kb);
+    }
   }
   return 0;
 }
