@@ -5,6 +5,7 @@
 #include "blas.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,60 +202,73 @@ static void scratch_free(float *p, size_t n) {
   if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
 }
 
-/* g += r rounded to bfloat16 (a round node's backward), or, for a
- * bfloat16 tensor's own gradient, g = (g + r) rounded (a cast node's) */
-static void add_rounded(float *g, float *r, size_t n, bool round_sum) {
-  if (!round_sum) fsT_round_array(FS_BF16, r, n);
+/* g += r rounded to bfloat16 (a round node's backward) */
+static void add_rounded(float *g, float *r, size_t n) {
+  fsT_round_array(FS_BF16, r, n);
   fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
-  if (round_sum) fsT_round_array(FS_BF16, g, n);
 }
 
 /* a bfloat16 x is used by the GEMMs as it is */
 static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C}; }
 
-static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
-  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
-  float *dx, *dW, *db;
-  if (fsG_grad_buf(x, &dx) || fsG_grad_buf(W, &dW) || fsG_grad_buf(b, &db)) return -1;
-  size_t nx = dx ? (size_t)(N * C) : 0, nW = dW ? (size_t)(OC * C) : 0, nb = db ? (size_t)OC : 0;
-  float *rx = dx ? scratch(nx, false) : NULL, *rW = dW ? scratch(nW, false) : NULL, *rb = db ? scratch(nb, true) : NULL;
-  const float *dy = fsT_f32(out->grad);
-  int rc = (!dx || rx) && (!dW || rW) && (!db || rb) ? 0 : -1;
-  if (rc == 0 && dx) rc = fsB_gemm_bf16(false, false, N, C, OC, 1.0f, dy, OC, fsT_f32(W), C, 0.0f, rx, C);
-  if (rc == 0 && dW)
-    rc = fsB_gemm_bf16x(true, false, OC, C, N, 1.0f, (fsB_mat){dy, false, OC}, linear_input(x, C), 0.0f, rW, C);
-  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy, NULL, NULL, N, C, OC);
-  if (rc == 0) {
-    if (dx) add_rounded(dx, rx, nx, x->dtype == FS_BF16);
-    if (dW) add_rounded(dW, rW, nW, false);
-    if (db) add_rounded(db, rb, nb, false);
+/* t's gradient buffer for a product to finish into (*beta 1), or, when t
+ * has no gradient yet, a fresh one left unset for the product to
+ * overwrite (*beta 0), which saves zeroing it (*fresh: t's new gradient,
+ * to drop if the product fails).  A bfloat16 t's gradient is float32 too. */
+static int product_grad(fs_tensor *t, float **g, float *beta, fs_tensor **fresh) {
+  *beta = 1.0f;
+  *fresh = NULL;
+  if (t && t->requires_grad && !t->grad) {
+    if (!(t->grad = *fresh = fsT_new(FS_F32, FS_DEV_CPU, t->rank, t->shape))) return -1;
+    *beta = 0.0f;
   }
-  scratch_free(rx, nx);
-  scratch_free(rW, nW);
+  return fsG_grad_buf(t, g);
+}
+
+/* a fresh gradient that a failed product left unset is dropped */
+static void drop_fresh(fs_tensor *t, fs_tensor *fresh) {
+  if (fresh && t->grad == fresh) {
+    fsT_release(fresh);
+    t->grad = NULL;
+  }
+}
+
+/* dx and dW are finished tile by tile as their products run
+ * (fsB_gemm_bf16o): rounded then added, as a round node's backward does,
+ * or, for a bfloat16 x's own gradient, added then rounded (a cast node's) */
+static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *fx = NULL, *fW = NULL;
+  int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
+  float *dx = NULL, *dW = NULL, *db = NULL, *rb = NULL, bx, bW;
+  int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
+  size_t nb = db ? (size_t)OC : 0;
+  if (rc == 0 && db && !(rb = scratch(nb, true))) rc = -1;
+  fsB_mat dy = {fsT_f32(out->grad), false, OC};
+  if (rc == 0 && dx)
+    rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
+                        (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
+  if (rc == 0 && dW)
+    rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
+  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy.p, NULL, NULL, N, C, OC);
+  if (rc == 0 && db) add_rounded(db, rb, nb);
   scratch_free(rb, nb);
+  if (rc < 0) {
+    drop_fresh(x, fx);
+    drop_fresh(W, fW);
+  }
   return rc;
 }
 
+/* the product, bias added and rounded, is written as bfloat16 tile by tile */
 static fs_tensor *linear_bf16(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, x->shape, sizeof shape);
   shape[x->rank - 1] = OC;
   fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape);
-  float *acc = out ? scratch((size_t)(N * OC), false) : NULL;
-  int rc = acc ? 0 : -1;
-  if (rc == 0 && b) { /* every row starts as the rounded bias (fsN_linear_forward's layout) */
-    memcpy(acc, fsT_f32(b), (size_t)OC * sizeof *acc);
-    fsT_round_array(FS_BF16, acc, (size_t)OC);
-    for (int64_t r = 1; r < N; r++) memcpy(acc + r * OC, acc, (size_t)OC * sizeof *acc);
-  }
-  if (rc == 0)
-    rc = fsB_gemm_bf16x(false, true, N, OC, C, 1.0f, linear_input(x, C), (fsB_mat){fsT_f32(W), false, C},
-                        b ? 1.0f : 0.0f, acc, OC);
-  if (rc == 0) fsT_convert(FS_BF16, out->data, FS_F32, acc, (size_t)(N * OC));
-  scratch_free(acc, (size_t)(N * OC));
-  if (rc < 0) {
+  if (!out) return NULL;
+  if (fsB_gemm_bf16o(false, true, N, OC, C, 1.0f, linear_input(x, C), (fsB_mat){fsT_f32(W), false, C},
+                     (fsB_out){FSB_BF16_BIAS, out->data, OC, 0.0f, b ? fsT_f32(b) : NULL}) < 0) {
     fsT_release(out);
     return NULL;
   }
@@ -437,33 +451,117 @@ static bool act_bf16_direct(fsN_act act, const fs_tensor *x) {
          (act == FSN_RELU || act == FSN_GELU || act == FSN_GELU_TANH);
 }
 
-static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *x = n->in[0];
-  float *dx, wide[BF16_BLOCK];
-  if (fsG_grad_buf(x, &dx)) return -1;
-  if (!dx) return 0;
-  const uint16_t *xs = x->data;
-  const float *dout = fsT_f32(out->grad);
-  for (size_t at = 0, total = (size_t)x->numel; at < total; at += BF16_BLOCK) {
-    size_t m = total - at < BF16_BLOCK ? total - at : BF16_BLOCK;
-    fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
-    fsN_act_backward((fsN_act)n->k, dx + at, dout + at, wide, NULL, m);
+/* GELU (either form) of a bfloat16 x depends on x's 16 bits alone: its
+ * bfloat16 output and its derivative (the factor by which the backward
+ * multiplies dout) for all 65536 of them, computed once per process by the
+ * float32 kernels themselves so that a lookup gives their very bits,
+ * replace an exp and an erf or a tanh per element (1.5 ns each; a lookup
+ * in L2 costs a fraction).  ReLU stays computed: its select is cheaper. */
+typedef struct act_table {
+  uint16_t out[65536];
+  float slope[65536];
+} act_table;
+
+static act_table *act_tables[FSN_GELU_TANH + 1];
+static pthread_mutex_t act_tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* act's table, made on first use; NULL for ReLU, or when there is no
+ * memory for it (the kernels then run per element) */
+static const act_table *act_table_of(fsN_act act) {
+  if (act != FSN_GELU && act != FSN_GELU_TANH) return NULL;
+  pthread_mutex_lock(&act_tables_lock);
+  act_table *t = act_tables[act];
+  float *wide = t ? NULL : malloc(2 * 65536 * sizeof *wide);
+  if (wide && (t = malloc(sizeof *t))) {
+    float *ones = wide + 65536;
+    for (uint32_t u = 0; u < 65536; u++) {
+      uint32_t bits = u << 16;
+      memcpy(wide + u, &bits, sizeof bits);
+      ones[u] = 1.0f;
+      t->slope[u] = -0.0f; /* -0 + f is f, signed zeros included */
+    }
+    fsN_act_backward(act, t->slope, ones, wide, NULL, 65536);
+    fsN_act_forward(act, ones, wide, 65536);
+    fsT_convert(FS_BF16, t->out, FS_F32, ones, 65536);
+    act_tables[act] = t;
   }
-  return fsG_round_grad(x);
+  free(wide);
+  pthread_mutex_unlock(&act_tables_lock);
+  return t;
+}
+
+/* One bfloat16 activation, forward (dx NULL) or backward, in parts of
+ * ACT_PART_BLOCKS blocks (more for a tensor of over 2^31 parts) handed to
+ * the worker pool (fsB_parallel): at about a nanosecond an element, a part
+ * outweighs handing it out.  Elementwise, so the parts' bounds change no
+ * bits. */
+enum { ACT_PART_BLOCKS = 16 };
+typedef struct act_bf16_job {
+  fsN_act act;
+  const act_table *table; /* or NULL: computed per element */
+  const uint16_t *xs;
+  uint16_t *ys;
+  float *dx;
+  bool dx_unset; /* x's first gradient: each part zeroes its blocks, in cache, before adding */
+  const float *dout;
+  size_t total, per_part;
+} act_bf16_job;
+
+static int act_bf16_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const act_bf16_job *j = ctx;
+  size_t at = (size_t)part * j->per_part, end = at + j->per_part;
+  float wide[BF16_BLOCK];
+  const act_table *t = j->table;
+  for (end = end < j->total ? end : j->total; at < end; at += BF16_BLOCK) {
+    size_t m = end - at < BF16_BLOCK ? end - at : BF16_BLOCK;
+    const uint16_t *x = j->xs + at;
+    if (t && j->dx) { /* fsN_act_backward's dinp += dout * factor, the factor looked up */
+      float *dx = j->dx + at;
+      const float *dout = j->dout + at;
+      if (j->dx_unset) memset(dx, 0, m * sizeof *dx);
+      for (size_t i = 0; i < m; i++) dx[i] += dout[i] * t->slope[x[i]];
+      fsT_round_array(FS_BF16, dx, m);
+      continue;
+    }
+    if (t) {
+      for (size_t i = 0; i < m; i++) j->ys[at + i] = t->out[x[i]];
+      continue;
+    }
+    fsT_convert(FS_F32, wide, FS_BF16, x, m);
+    if (j->dx) { /* x's gradient rounded as its cast node would (fsG_round_grad), a block at a time */
+      if (j->dx_unset) memset(j->dx + at, 0, m * sizeof *j->dx);
+      fsN_act_backward(j->act, j->dx + at, j->dout + at, wide, NULL, m);
+      fsT_round_array(FS_BF16, j->dx + at, m);
+    } else {
+      fsN_act_forward(j->act, wide, wide, m);
+      fsT_convert(FS_BF16, j->ys + at, FS_F32, wide, m);
+    }
+  }
+  return 0;
+}
+
+static void act_bf16_run(act_bf16_job *j) {
+  size_t blocks = (j->total + BF16_BLOCK - 1) / BF16_BLOCK, per = ACT_PART_BLOCKS;
+  if (blocks / per >= INT32_MAX) per = blocks / (INT32_MAX - 1) + 1;
+  j->per_part = per * BF16_BLOCK;
+  fsB_parallel((int)((blocks + per - 1) / per), act_bf16_part, j);
+}
+
+static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *fresh;
+  float *dx, beta;
+  if (product_grad(x, &dx, &beta, &fresh)) return -1;
+  if (dx)
+    act_bf16_run(&(act_bf16_job){(fsN_act)n->k, act_table_of((fsN_act)n->k), x->data, NULL, dx, beta == 0,
+                                 fsT_f32(out->grad), (size_t)x->numel, 0});
+  return 0;
 }
 
 static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
   fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape);
   if (!out) return NULL;
-  float wide[BF16_BLOCK];
-  const uint16_t *xs = x->data;
-  uint16_t *ys = out->data;
-  for (size_t at = 0, total = (size_t)x->numel; at < total; at += BF16_BLOCK) {
-    size_t m = total - at < BF16_BLOCK ? total - at : BF16_BLOCK;
-    fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
-    fsN_act_forward(act, wide, wide, m);
-    fsT_convert(FS_BF16, ys + at, FS_F32, wide, m);
-  }
+  act_bf16_run(&(act_bf16_job){act, act_table_of(act), x->data, out->data, NULL, false, NULL, (size_t)x->numel, 0});
   return fsG_record(out, act_bf16_bw, 1, &x, NULL, NULL, 0, act);
 }
 
@@ -515,8 +613,45 @@ static int attention_bw(fsG_node *n, fs_tensor *out) {
                                            x->shape[2] / 3, n->k);
 }
 
+/* Attention under bfloat16 autocast on a bfloat16 qkv on the cpu, as one
+ * node with a bfloat16 output (as linear_bf16): the general path widens
+ * qkv into a float32 copy and wraps the float32 attention in cast nodes,
+ * whose backward zeroes, adds and rounds qkv's gradient in passes of their
+ * own.  The arithmetic is the general path's (fsN_attention_bf16_*). */
+static bool attention_bf16_direct(const fs_tensor *qkv, int64_t heads) {
+  return fsG_autocast() == FS_BF16 && qkv->dtype == FS_BF16 && qkv->device == FS_DEV_CPU && qkv->data &&
+         qkv->rank == 3 && qkv->shape[2] % 3 == 0 && heads > 0 && (qkv->shape[2] / 3) % heads == 0;
+}
+
+static int attention_bf16_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *fresh;
+  float *dx, beta;
+  if (product_grad(x, &dx, &beta, &fresh)) return -1;
+  if (!dx) return 0;
+  if (fsN_attention_bf16_backward(dx, beta == 0, fsT_f32(out->grad), x->data, fsT_f32(n->saved[0]), x->shape[0],
+                                  x->shape[1], x->shape[2] / 3, n->k) < 0) {
+    drop_fresh(x, fresh);
+    return -1;
+  }
+  return 0;
+}
+
+static fs_tensor *attention_bf16(fs_tensor *qkv, int64_t heads) {
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
+  int64_t oshape[3] = {B, T, C}, ashape[4] = {B, heads, T, T};
+  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, 3, oshape), *att = fsT_new(FS_F32, FS_DEV_CPU, 4, ashape);
+  if (!out || !att || fsN_attention_bf16_forward(out->data, fsT_f32(att), qkv->data, B, T, C, heads) < 0) {
+    fsT_release(out);
+    fsT_release(att);
+    return NULL;
+  }
+  return fsG_record(out, attention_bf16_bw, 1, &qkv, att, NULL, 0, heads);
+}
+
 fs_tensor *fsG_attention(fs_tensor *qkv, int64_t heads) {
   if (fsG_any_f64(1, &qkv)) return fsG_attention_f64(qkv, heads);
+  if (attention_bf16_direct(qkv, heads))
+    return fsG_check_inputs("attention", 1, &qkv) ? attention_bf16(qkv, heads) : NULL;
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_LOW, 1, &qkv))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_attention(lp.w[0], heads));

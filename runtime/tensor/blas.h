@@ -43,6 +43,26 @@ typedef struct fsB_mat {
 } fsB_mat;
 int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                    float beta, float *C, int64_t ldc);
+/* What becomes of v = alpha op(A) op(B) (float32 sums): FSB_STORE
+ * C = v + beta C (float32 C, fsB_gemm_bf16x); FSB_BF16_BIAS C = v + the
+ * bias rounded to bfloat16 (bias[column], or none), rounded, stored in a
+ * bfloat16 C (a bfloat16 Linear's output); FSB_ADD_ROUNDED C += v rounded
+ * to bfloat16 and FSB_ROUNDED_SUM C = (C + v) rounded (float32 C: a
+ * gradient reaching a float32 / a bfloat16 tensor through a bfloat16 op);
+ * for these two, beta 0 takes C as zeros without reading it (a gradient
+ * buffer the product creates), beta 1 as it is.
+ * Done as each tile of the product is finished, inside the threads that
+ * compute it, instead of over a float32 product in scratch memory. */
+typedef enum fsB_finish { FSB_STORE, FSB_BF16_BIAS, FSB_ADD_ROUNDED, FSB_ROUNDED_SUM } fsB_finish;
+typedef struct fsB_out {
+  fsB_finish how;
+  void *C;
+  int64_t ldc;       /* in elements */
+  float beta;        /* FSB_STORE; 0 or 1 for FSB_ADD_ROUNDED, FSB_ROUNDED_SUM */
+  const float *bias; /* FSB_BF16_BIAS: float32, N values, or NULL */
+} fsB_out;
+int fsB_gemm_bf16o(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
+                   fsB_out out);
 /* Whether OpenBLAS has been loaded by this process (tests, diagnostics). */
 bool fsB_blas_loaded(void);
 /* Sets OpenBLAS's thread count to n (loading it) and returns the count it

@@ -9,7 +9,10 @@
  * vdpbf16ps (two products per float32 lane, accumulated in float32);
  * elsewhere they are rounded into float32 copies and given to OpenBLAS's
  * sgemm (blas.c, which routes here).  An operand may also be bfloat16
- * storage (fsB_gemm_bf16x), taken as it is. */
+ * storage (fsB_gemm_bf16x), taken as it is, and the result may be finished
+ * as it is stored (fsB_gemm_bf16o: rounded to bfloat16, added to a
+ * gradient), tile by tile, with the same arithmetic as a pass over the
+ * float32 product afterwards. */
 #include "blas.h"
 #include "backend.h"
 
@@ -18,13 +21,6 @@
 #include "config.h"
 #include "tensor.h"
 
-#if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
-#define MR 8  /* rows of C per micro-tile */
-#define NR 32 /* columns of C per micro-tile: two zmm of float32 */
-
 /* fsT_f32_to_bf16 inline, so the conversion loops vectorize */
 static inline uint16_t bf16_of(float f) {
   uint32_t u;
@@ -32,6 +28,58 @@ static inline uint16_t bf16_of(float f) {
   uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r);
 }
+
+/* f at bfloat16 precision, as a float */
+static inline float bf16_rounded(float f) {
+  uint32_t u = (uint32_t)bf16_of(f) << 16;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* C[r, c0 + j] for j < n from v[j] = alpha op(A) op(B) [r, c0 + j], as
+ * out->how says, for the results that are not a plain float32 store:
+ * rounding and accumulating here, while the row is in cache, replaces a
+ * float32 scratch product and passes over it (fsB_finish).  Always inlined,
+ * so that inside the AVX-512 tile its loops vectorize with the tile's
+ * instructions (called, it ran at the baseline ISA's width: 10% of a
+ * bf16-mixed GPT step). */
+__attribute__((always_inline)) static inline void finish_row(const fsB_out *out, int64_t r, int64_t c0, const float *v, int64_t n) {
+  if (out->how == FSB_BF16_BIAS) {
+    uint16_t *c = (uint16_t *)out->C + r * out->ldc + c0;
+    const float *b = out->bias ? out->bias + c0 : NULL;
+    if (b) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++) c[j] = bf16_of(v[j] + bf16_rounded(b[j]));
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++) c[j] = bf16_of(v[j]);
+    }
+    return;
+  }
+  float *c = (float *)out->C + r * out->ldc + c0;
+  if (out->beta == 0) { /* C taken as zeros, unread: 0 + x, so -0 becomes +0 as in a zeroed C */
+    if (out->how == FSB_ADD_ROUNDED) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++) c[j] = 0.0f + bf16_rounded(v[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++) c[j] = bf16_rounded(0.0f + v[j]);
+    }
+  } else if (out->how == FSB_ADD_ROUNDED) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) c[j] += bf16_rounded(v[j]);
+  } else { /* FSB_ROUNDED_SUM */
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) c[j] = bf16_rounded(c[j] + v[j]);
+  }
+}
+
+#if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+#define MR 8  /* rows of C per micro-tile */
+#define NR 32 /* columns of C per micro-tile: two zmm of float32 */
 
 static inline uint32_t pair_of(float lo, float hi) { return bf16_of(lo) | (uint32_t)bf16_of(hi) << 16; }
 
@@ -129,11 +177,12 @@ static void panels_of_rows(uint32_t *Bp, const uint32_t *Bt, int64_t Np, int64_t
   }
 }
 
-/* One MR x NR tile of C: A's pair for row i and pair kp at A[i*sa + kp*sk],
- * times the panel Bp[kp][j] (pairs of column j); m, n: the valid part. */
+/* One MR x NR tile of the result, rows r0.., columns c0..: A's pair for
+ * row i and pair kp at A[i*sa + kp*sk], times the panel Bp[kp][j] (pairs of
+ * column j); m, n: the valid part. */
 BF16_TARGET
 static void tile(const uint32_t *A, int64_t sa, int64_t sk, int64_t KP, const uint32_t *Bp, float alpha,
-                 float beta, float *C, int64_t ldc, int64_t m, int64_t n) {
+                 const fsB_out *out, int64_t r0, int64_t c0, int64_t m, int64_t n) {
   __m512 acc[MR][2]; /* unrolled, so the 16 accumulators stay in registers */
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -148,7 +197,21 @@ static void tile(const uint32_t *A, int64_t sa, int64_t sk, int64_t KP, const ui
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
     }
   }
-  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  __m512 va = _mm512_set1_ps(alpha);
+  if (out->how != FSB_STORE) {
+#pragma GCC unroll 8
+    for (int64_t i = 0; i < MR; i++) {
+      if (i >= m) break;
+      float v[NR];
+      _mm512_storeu_ps(v, _mm512_mul_ps(va, acc[i][0]));
+      _mm512_storeu_ps(v + 16, _mm512_mul_ps(va, acc[i][1]));
+      finish_row(out, r0 + i, c0, v, n);
+    }
+    return;
+  }
+  float beta = out->beta, *C = (float *)out->C + r0 * out->ldc + c0;
+  int64_t ldc = out->ldc;
+  __m512 vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 8
   for (int64_t i = 0; i < MR; i++) {
     if (i >= m) break;
@@ -167,8 +230,9 @@ static void tile(const uint32_t *A, int64_t sa, int64_t sk, int64_t KP, const ui
 /* The tiles of C for panels [p0, p1) and row blocks [q0, q1). */
 typedef struct tiles {
   const uint32_t *Ap, *Bp;
-  int64_t sa, sk, KP, M, N, ldc, p0, p1, q0, q1;
-  float alpha, beta, *C;
+  int64_t sa, sk, KP, M, N, p0, p1, q0, q1;
+  float alpha;
+  const fsB_out *out;
   bool ta;
 } tiles;
 
@@ -176,8 +240,8 @@ static void run_tiles(const tiles *t) {
   for (int64_t p = t->p0; p < t->p1; p++) /* a B panel stays in cache across the row blocks */
     for (int64_t q = t->q0; q < t->q1; q++) {
       int64_t m = t->M - q * MR < MR ? t->M - q * MR : MR, n = t->N - p * NR < NR ? t->N - p * NR : NR;
-      tile(t->Ap + q * MR * (t->ta ? 1 : t->KP), t->sa, t->sk, t->KP, t->Bp + p * t->KP * NR, t->alpha, t->beta,
-           t->C + q * MR * t->ldc + p * NR, t->ldc, m, n);
+      tile(t->Ap + q * MR * (t->ta ? 1 : t->KP), t->sa, t->sk, t->KP, t->Bp + p * t->KP * NR, t->alpha, t->out,
+           q * MR, p * NR, m, n);
     }
 }
 
@@ -185,6 +249,60 @@ static void run_tiles(const tiles *t) {
 static int run_tiles_part(void *job, int t, int worker) {
   (void)worker;
   run_tiles((tiles *)job + t);
+  return 0;
+}
+
+/* The packing of a product in `parts` shares: op(A)'s row blocks (pairs
+ * of A's rows when A is transposed) and op(B)'s panels. */
+typedef struct packing {
+  fsB_mat A, B;
+  bool ta, tb;
+  int64_t M, N, K, KP, Mp, Np;
+  uint32_t *Ap, *Bp, *Bt;
+  int parts;
+} packing;
+
+/* X from row r on */
+static fsB_mat rows_from(fsB_mat X, int64_t r) {
+  return (fsB_mat){(const char *)X.p + r * X.ld * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld};
+}
+
+/* X from column c on */
+static fsB_mat cols_from(fsB_mat X, int64_t c) {
+  return (fsB_mat){(const char *)X.p + c * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld};
+}
+
+enum { PACK_PAIRS = 8 };
+
+static int64_t clamp0(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+/* share `part` of the packing (fsB_parallel); the shares write disjoint
+ * parts of Ap, Bt and Bp, so the packed bytes are those of one share */
+static int pack_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const packing *k = ctx;
+  int64_t KP = k->KP;
+  if (!k->ta) { /* row blocks [r0, r1) */
+    int64_t MB = k->Mp / MR, r0 = MB * part / k->parts * MR, r1 = MB * (part + 1) / k->parts * MR;
+    pairs_along(k->Ap + r0 * KP, r1 - r0, KP, rows_from(k->A, r0), clamp0(k->M - r0, r1 - r0), k->K);
+  } else { /* pairs of rows [kp0, kp1) */
+    int64_t kp0 = KP * part / k->parts, kp1 = KP * (part + 1) / k->parts;
+    pairs_across(k->Ap + kp0 * k->Mp, k->Mp, kp1 - kp0, rows_from(k->A, 2 * kp0), k->M, k->K - 2 * kp0);
+  }
+  int64_t NB = k->Np / NR, p0 = NB * part / k->parts, p1 = NB * (part + 1) / k->parts;
+  if (k->tb) {
+    uint32_t *Bt = k->Bt + p0 * NR * KP;
+    pairs_along(Bt, (p1 - p0) * NR, KP, rows_from(k->B, p0 * NR), clamp0(k->N - p0 * NR, (p1 - p0) * NR), k->K);
+    panels_of_rows(k->Bp + p0 * KP * NR, Bt, (p1 - p0) * NR, KP);
+  } else { /* a panel is pairs_across NR columns wide; PACK_PAIRS pairs of B's
+            * rows at a time, so that they stay in L1 across the panels */
+    for (int64_t kb = 0; kb < KP; kb += PACK_PAIRS) {
+      int64_t kn = KP - kb < PACK_PAIRS ? KP - kb : PACK_PAIRS;
+      for (int64_t p = p0; p < p1; p++)
+        pairs_across(k->Bp + (p * KP + kb) * NR, NR, kn, rows_from(cols_from(k->B, p * NR), 2 * kb),
+                     k->N - p * NR < NR ? k->N - p * NR : NR, k->K - 2 * kb);
+    }
+  }
   return 0;
 }
 
@@ -196,7 +314,7 @@ static void release_packs(const fsB_backend *cpu, uint32_t *Ap, size_t abytes, u
 }
 
 static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
-                       float beta, float *C, int64_t ldc) {
+                       const fsB_out *out) {
   int64_t KP = (K + 1) / 2, KPa = KP ? KP : 1, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
   /* op(A) as pairs (k, k+1) of bfloat16 in a uint32: along A's rows when A
    * is not transposed, across them when it is; op(B) as panels of NR
@@ -215,31 +333,24 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
                (long long)K);
     return -1;
   }
-  int64_t sa = KP, sk = 1;
-  if (!ta) pairs_along(Ap, Mp, KP, A, M, K);
-  else pairs_across(Ap, Mp, KP, A, M, K), sa = 1, sk = Mp;
-  if (tb) {
-    pairs_along(Bt, Np, KP, B, N, K);
-    panels_of_rows(Bp, Bt, Np, KP);
-  } else {
-    for (int64_t p = 0; p < Np / NR; p++) { /* a panel is pairs_across NR columns wide */
-      fsB_mat Bpanel = {(const char *)B.p + p * NR * (B.bf16 ? sizeof(uint16_t) : sizeof(float)), B.bf16, B.ld};
-      pairs_across(Bp + p * KP * NR, NR, KP, Bpanel, N - p * NR < NR ? N - p * NR : NR, K);
-    }
-  }
   /* threads split the panels (or the row blocks when there are fewer
-   * panels than threads); small products stay on this thread */
+   * panels than threads), and before that the packing; small products stay
+   * on this thread.  Each element of C is one tile's sum over all of K
+   * whichever thread computes it, so the split changes no bits. */
   int64_t NB = Np / NR, MB = Mp / MR;
   int nt = fsB_threads();
   if ((double)M * (double)N * (double)K < 4e6) nt = 1;
   bool by_panel = NB >= nt;
   int64_t parts = by_panel ? NB : MB;
   if (nt > parts) nt = (int)parts;
+  packing pk = {A, B, ta, tb, M, N, K, KP, Mp, Np, Ap, Bp, Bt, nt};
+  fsB_parallel(nt, pack_part, &pk);
+  int64_t sa = ta ? 1 : KP, sk = ta ? Mp : 1;
   tiles job[FSB_MAX_THREADS];
   for (int t = 0; t < nt; t++) {
     int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
-    job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, ldc, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
-                     by_panel ? MB : hi, alpha, beta, C, ta};
+    job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
+                     by_panel ? MB : hi, alpha, out, ta};
   }
   fsB_parallel(nt, run_tiles_part, job);
   release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
@@ -267,27 +378,38 @@ static float *rounded(fsB_mat X, bool trans, int64_t R, int64_t Cc) {
   return Y;
 }
 
+/* the float32 product, then its finish row by row (finish_row) */
 static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
-                        float beta, float *C, int64_t ldc) {
+                        const fsB_out *out) {
   float *Ar = rounded(A, ta, M, K), *Br = Ar ? rounded(B, tb, K, N) : NULL;
+  float *P = Br && out->how != FSB_STORE ? malloc((size_t)(M * N) * sizeof *P) : NULL;
   int rc = -1;
-  if (!Br) fsT_seterr("out of memory rounding a %lldx%lldx%lld bfloat16 GEMM", (long long)M,
-                      (long long)N, (long long)K);
-  else rc = fsB_sgemm_f32(false, false, M, N, K, alpha, Ar, K, Br, N, beta, C, ldc);
+  if (!Br || (out->how != FSB_STORE && !P))
+    fsT_seterr("out of memory rounding a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N, (long long)K);
+  else if (out->how == FSB_STORE)
+    rc = fsB_sgemm_f32(false, false, M, N, K, alpha, Ar, K, Br, N, out->beta, out->C, out->ldc);
+  else if ((rc = fsB_sgemm_f32(false, false, M, N, K, alpha, Ar, K, Br, N, 0.0f, P, N)) == 0)
+    for (int64_t r = 0; r < M; r++) finish_row(out, r, 0, P + r * N, N);
   free(Ar);
   free(Br);
+  free(P);
   return rc;
 }
 
-int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
-                   float beta, float *C, int64_t ldc) {
+int fsB_gemm_bf16o(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
+                   fsB_out out) {
   if (M == 0 || N == 0) return 0;
 #if defined(FS_NATIVE_BF16) && defined(__x86_64__) && defined(__GNUC__)
   /* configure chose the instructions for the CPU it ran on; the CPU running
    * the binary decides whether they are there */
-  if (__builtin_cpu_supports("avx512bf16")) return gemm_native(ta, tb, M, N, K, alpha, A, B, beta, C, ldc);
+  if (__builtin_cpu_supports("avx512bf16")) return gemm_native(ta, tb, M, N, K, alpha, A, B, &out);
 #endif
-  return gemm_rounded(ta, tb, M, N, K, alpha, A, B, beta, C, ldc);
+  return gemm_rounded(ta, tb, M, N, K, alpha, A, B, &out);
+}
+
+int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
+                   float beta, float *C, int64_t ldc) {
+  return fsB_gemm_bf16o(ta, tb, M, N, K, alpha, A, B, (fsB_out){FSB_STORE, C, ldc, beta, NULL});
 }
 
 int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,

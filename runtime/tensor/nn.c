@@ -29,6 +29,74 @@ void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uin
     if (fsR_u01(key, i) >= p) dinp[i] += dout[i] * s;
 }
 
+/* The bfloat16 attention's (batch, head) pairs: nn_typed.h's float32
+ * pairs (attention_pair) with q, k, v read as bfloat16 and the results
+ * finished by the GEMMs (gemm_bf16.c's fsB_out): the output rounded to
+ * bfloat16, q's, k's and v's gradients rounded into dinp.  Split across
+ * threads when nn_typed.h splits the float32 heads; a pair writes only its
+ * head's columns, so the bits do not depend on the thread count. */
+typedef struct attention_bf16_job {
+  uint16_t *out;
+  float *att, *dinp, *dS, beta; /* dS: T x T scratch per worker; beta 0: dinp unset */
+  const uint16_t *inp;
+  const float *dout;
+  int64_t T, C, NH;
+} attention_bf16_job;
+
+static int attention_bf16_pair(void *ctx, int i, int worker) {
+  const attention_bf16_job *a = ctx;
+  int64_t T = a->T, C = a->C, C3 = 3 * C, hs = C / a->NH, b = i / a->NH;
+  const uint16_t *q = a->inp + b * T * C3 + (i % a->NH) * hs;
+  float scale = 1.0f / sqrtf((float)hs), *probs = a->att + (int64_t)i * T * T;
+  fsB_mat Q = {q, true, C3}, K = {q + C, true, C3}, V = {q + 2 * C, true, C3}, P = {probs, false, T};
+  int64_t ocol = b * T * C + (i % a->NH) * hs;
+  if (!a->dinp) {
+    if (fsB_gemm_bf16x(false, true, T, T, hs, scale, Q, K, 0.0f, probs, T) < 0) return -1;
+    sdpa_softmax_rows(probs, T, T, true);
+    return fsB_gemm_bf16o(false, false, T, hs, T, 1.0f, P, V, (fsB_out){FSB_BF16_BIAS, a->out + ocol, C, 0.0f, NULL});
+  }
+  float *dS = a->dS + (int64_t)worker * T * T, *dq = a->dinp + (q - a->inp);
+  fsB_mat dY = {a->dout + ocol, false, C}, G = {dS, false, T};
+  if (fsB_gemm_bf16x(false, true, T, T, hs, 1.0f, dY, V, 0.0f, dS, T) < 0 ||
+      fsB_gemm_bf16o(true, false, T, hs, T, 1.0f, P, dY, (fsB_out){FSB_ROUNDED_SUM, dq + 2 * C, C3, a->beta, NULL}) < 0)
+    return -1;
+  sdpa_softmax_grad_rows(probs, dS, T, T, true, scale);
+  if (fsB_gemm_bf16o(false, false, T, hs, T, 1.0f, G, K, (fsB_out){FSB_ROUNDED_SUM, dq, C3, a->beta, NULL}) < 0)
+    return -1;
+  return fsB_gemm_bf16o(true, false, T, hs, T, 1.0f, G, Q, (fsB_out){FSB_ROUNDED_SUM, dq + C, C3, a->beta, NULL});
+}
+
+static int attention_bf16_run(attention_bf16_job *a, int64_t B) {
+  int64_t n = B * a->NH;
+  if (n > INT32_MAX) {
+    fsT_seterr("attention: %lld (batch, head) pairs are too many", (long long)n);
+    return -1;
+  }
+  if (heads_split(a->T, a->C, a->NH)) return fsB_parallel((int)n, attention_bf16_pair, a);
+  for (int i = 0; i < (int)n; i++)
+    if (attention_bf16_pair(a, i, 0) < 0) return -1;
+  return 0;
+}
+
+int fsN_attention_bf16_forward(uint16_t *out, float *att, const uint16_t *inp, int64_t B, int64_t T, int64_t C,
+                               int64_t NH) {
+  return attention_bf16_run(&(attention_bf16_job){out, att, NULL, NULL, 0.0f, inp, NULL, T, C, NH}, B);
+}
+
+int fsN_attention_bf16_backward(float *dinp, bool dinp_unset, const float *dout, const uint16_t *inp,
+                                const float *att, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  size_t workers = heads_split(T, C, NH) ? (size_t)fsB_threads() : 1;
+  float *dS = malloc(workers * (size_t)(T > 0 ? T * T : 1) * sizeof *dS);
+  if (!dS) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  int rc = attention_bf16_run(
+      &(attention_bf16_job){NULL, (float *)att, dinp, dS, dinp_unset ? 0.0f : 1.0f, inp, dout, T, C, NH}, B);
+  free(dS);
+  return rc;
+}
+
 const fsN_kernels fsN_cpu = {
   fsN_linear_forward, fsN_linear_backward,
   fsN_embedding_forward, fsN_embedding_backward,

@@ -57,6 +57,16 @@ int fsN_attention_forward(float *out, float *att, const float *inp,
                           int64_t B, int64_t T, int64_t C, int64_t NH);
 int fsN_attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                            int64_t B, int64_t T, int64_t C, int64_t NH);
+/* The same on bfloat16 inp (a bf16-mixed model block's attention, nn.c),
+ * with the float32 kernels' arithmetic under bfloat16 operands: the GEMMs
+ * read q, k, v as bfloat16 storage, out[B,T,C] is bfloat16 (the float32
+ * result rounded once), att float32.  Backward finishes dinp (float32, the
+ * bfloat16 inp's gradient) as a cast node's backward would:
+ * dinp = round(dinp + g), or round(g) over an unset dinp (dinp_unset). */
+int fsN_attention_bf16_forward(uint16_t *out, float *att, const uint16_t *inp, int64_t B, int64_t T, int64_t C,
+                               int64_t NH);
+int fsN_attention_bf16_backward(float *dinp, bool dinp_unset, const float *dout, const uint16_t *inp,
+                                const float *att, int64_t B, int64_t T, int64_t C, int64_t NH);
 
 /* One head of scaled dot-product attention on row-major matrices with row
  * strides: q[L,E] (ldq), k[S,E] (ldk), v[S,Ev] (ldv).  Forward:

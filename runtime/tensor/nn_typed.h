@@ -11,6 +11,7 @@
  * after nn.h. */
 #include <stdlib.h>
 #include <string.h>
+#include "blas.h"
 #include "typed.h"
 #include "tensor.h"
 
@@ -203,12 +204,11 @@ typedef struct fsN_head_f64 {
 } fsN_head_f64;
 #endif
 
-FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_forward)(const FS_RK(fsN_head) *h, FS_REAL *P, FS_REAL *out,
-                                                          int64_t ldo) {
-  int64_t L = h->L, S = h->S;
-  if (FS_RGEMM(false, true, L, S, h->E, h->scale, h->q, h->ldq, h->k, h->ldk, 0, P, S) < 0) return -1;
-  for (int64_t i = 0; i < L; i++) { /* the softmax of row i over keys j <= last */
-    int64_t last = h->causal && i < S ? i : S - 1;
+/* P [L, S] := the softmax of each row i over keys j <= last (0 past it):
+ * a head's probabilities from its scores (also nn.c's bfloat16 heads) */
+static FS_VECTOR_TARGET void FS_RK(sdpa_softmax_rows)(FS_REAL *P, int64_t L, int64_t S, bool causal) {
+  for (int64_t i = 0; i < L; i++) {
+    int64_t last = causal && i < S ? i : S - 1;
     FS_REAL *row = P + i * S, mx = row[0], sum = 0;
 #pragma omp simd reduction(max:mx)
     for (int64_t j = 1; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
@@ -219,26 +219,38 @@ FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_forward)(const FS_RK(fsN_head) 
     for (int64_t j = 0; j <= last; j++) row[j] *= inv;
     for (int64_t j = last + 1; j < S; j++) row[j] = 0;
   }
-  return FS_RGEMM(false, false, L, h->Ev, S, 1, P, S, h->v, h->ldv, 0, out, ldo);
 }
 
-FS_RPUB FS_VECTOR_TARGET int FS_RK(fsN_sdpa_head_backward)(const FS_RK(fsN_head) *h, const FS_REAL *P,
-                                                           const FS_REAL *dout, int64_t lddo, FS_REAL *dS,
-                                                           FS_REAL *dq, FS_REAL *dk, FS_REAL *dv) {
-  int64_t L = h->L, S = h->S, E = h->E;
-  if (FS_RGEMM(false, true, L, S, h->Ev, 1, dout, lddo, h->v, h->ldv, 0, dS, S) < 0 ||
-      (dv && FS_RGEMM(true, false, S, h->Ev, L, 1, P, S, dout, lddo, 1, dv, h->ldv) < 0))
-    return -1;
-  for (int64_t i = 0; i < L; i++) { /* softmax backward; P is 0 past the last key */
-    int64_t last = h->causal && i < S ? i : S - 1;
+/* dS [L, S] := the scores' gradient from the probabilities' (softmax
+ * backward, times the scale); P is 0 past the last key */
+static FS_VECTOR_TARGET void FS_RK(sdpa_softmax_grad_rows)(const FS_REAL *P, FS_REAL *dS, int64_t L, int64_t S,
+                                                          bool causal, FS_REAL scale) {
+  for (int64_t i = 0; i < L; i++) {
+    int64_t last = causal && i < S ? i : S - 1;
     const FS_REAL *p = P + i * S;
     FS_REAL *d = dS + i * S, dot = 0;
 #pragma omp simd reduction(+:dot)
     for (int64_t j = 0; j <= last; j++) dot += p[j] * d[j];
 #pragma omp simd
-    for (int64_t j = 0; j <= last; j++) d[j] = p[j] * (d[j] - dot) * h->scale;
+    for (int64_t j = 0; j <= last; j++) d[j] = p[j] * (d[j] - dot) * scale;
     for (int64_t j = last + 1; j < S; j++) d[j] = 0;
   }
+}
+
+FS_RPUB int FS_RK(fsN_sdpa_head_forward)(const FS_RK(fsN_head) *h, FS_REAL *P, FS_REAL *out, int64_t ldo) {
+  int64_t L = h->L, S = h->S;
+  if (FS_RGEMM(false, true, L, S, h->E, h->scale, h->q, h->ldq, h->k, h->ldk, 0, P, S) < 0) return -1;
+  FS_RK(sdpa_softmax_rows)(P, L, S, h->causal);
+  return FS_RGEMM(false, false, L, h->Ev, S, 1, P, S, h->v, h->ldv, 0, out, ldo);
+}
+
+FS_RPUB int FS_RK(fsN_sdpa_head_backward)(const FS_RK(fsN_head) *h, const FS_REAL *P, const FS_REAL *dout,
+                                          int64_t lddo, FS_REAL *dS, FS_REAL *dq, FS_REAL *dk, FS_REAL *dv) {
+  int64_t L = h->L, S = h->S, E = h->E;
+  if (FS_RGEMM(false, true, L, S, h->Ev, 1, dout, lddo, h->v, h->ldv, 0, dS, S) < 0 ||
+      (dv && FS_RGEMM(true, false, S, h->Ev, L, 1, P, S, dout, lddo, 1, dv, h->ldv) < 0))
+    return -1;
+  FS_RK(sdpa_softmax_grad_rows)(P, dS, L, S, h->causal, h->scale);
   if (dq && FS_RGEMM(false, false, L, E, S, 1, dS, S, h->k, h->ldk, 1, dq, h->ldq) < 0) return -1;
   return dk ? FS_RGEMM(true, false, S, E, L, 1, dS, S, h->q, h->ldq, 1, dk, h->ldk) : 0;
 }
@@ -251,33 +263,62 @@ static FS_RK(fsN_head) FS_RK(packed_head)(const FS_REAL *inp, int64_t b, int64_t
   return (FS_RK(fsN_head)){q, q + C, q + 2 * C, C3, C3, C3, T, T, hs, hs, (FS_REAL)1 / FS_RM(sqrt)((FS_REAL)hs), true};
 }
 
+/* The (batch, head) pairs of the fused attention, forward (dinp NULL) or
+ * backward.  A head's products (T x T x hs: 64 x 64 x 32 in the GPT) are
+ * too small for OpenBLAS or gemm_bf16.c to split across threads, so with
+ * several threads the pairs are split instead: a part is one pair, writing
+ * only its own head's columns of out (dinp) and its own att block, so the
+ * bits are the same whichever thread runs it and however many there are.
+ * Larger heads run on this thread and split their products. */
+typedef struct FS_RK(attention_job) {
+  FS_REAL *out, *att, *dinp, *dS; /* dS: T x T scratch per worker (backward) */
+  const FS_REAL *inp, *dout;
+  int64_t T, C, NH;
+} FS_RK(attention_job);
+
+static int FS_RK(attention_pair)(void *ctx, int i, int worker) {
+  const FS_RK(attention_job) *a = ctx;
+  int64_t b = i / a->NH, T = a->T, C = a->C;
+  FS_RK(fsN_head) hd = FS_RK(packed_head)(a->inp, b, i % a->NH, T, C, a->NH);
+  FS_REAL *P = a->att + (int64_t)i * T * T;
+  int64_t col = hd.q - a->inp, ocol = b * T * C + (i % a->NH) * hd.E;
+  if (!a->dinp) return FS_RK(fsN_sdpa_head_forward)(&hd, P, a->out + ocol, C);
+  FS_REAL *dq = a->dinp + col;
+  return FS_RK(fsN_sdpa_head_backward)(&hd, P, a->dout + ocol, C, a->dS + (int64_t)worker * T * T, dq, dq + C,
+                                       dq + 2 * C);
+}
+
+/* under OpenBLAS's threshold for threading a product (M N K of 65536 x 4) */
+static bool FS_RK(heads_split)(int64_t T, int64_t C, int64_t NH) {
+  return fsB_threads() > 1 && (double)T * (double)T * (double)(C / NH) < 262144.0;
+}
+
+static int FS_RK(attention_run)(FS_RK(attention_job) *a, int64_t B) {
+  int64_t n = B * a->NH;
+  if (n > INT32_MAX) {
+    fsT_seterr("attention: %lld (batch, head) pairs are too many", (long long)n);
+    return -1;
+  }
+  if (FS_RK(heads_split)(a->T, a->C, a->NH)) return fsB_parallel((int)n, FS_RK(attention_pair), a);
+  for (int i = 0; i < (int)n; i++)
+    if (FS_RK(attention_pair)(a, i, 0) < 0) return -1;
+  return 0;
+}
+
 FS_RPUB int FS_RK(fsN_attention_forward)(FS_REAL *out, FS_REAL *att, const FS_REAL *inp, int64_t B, int64_t T,
                                          int64_t C, int64_t NH) {
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < NH; h++) {
-      FS_RK(fsN_head) hd = FS_RK(packed_head)(inp, b, h, T, C, NH);
-      if (FS_RK(fsN_sdpa_head_forward)(&hd, att + (b * NH + h) * T * T, out + b * T * C + h * hd.E, C) < 0)
-        return -1;
-    }
-  return 0;
+  return FS_RK(attention_run)(&(FS_RK(attention_job)){out, att, NULL, NULL, inp, NULL, T, C, NH}, B);
 }
 
 FS_RPUB int FS_RK(fsN_attention_backward)(FS_REAL *dinp, const FS_REAL *dout, const FS_REAL *inp,
                                           const FS_REAL *att, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  FS_REAL *dS = malloc((size_t)(T > 0 ? T * T : 1) * sizeof *dS);
+  size_t workers = FS_RK(heads_split)(T, C, NH) ? (size_t)fsB_threads() : 1;
+  FS_REAL *dS = malloc(workers * (size_t)(T > 0 ? T * T : 1) * sizeof *dS);
   if (!dS) {
     fsT_seterr("out of memory");
     return -1;
   }
-  int rc = 0;
-  for (int64_t b = 0; !rc && b < B; b++)
-    for (int64_t h = 0; !rc && h < NH; h++) {
-      FS_RK(fsN_head) hd = FS_RK(packed_head)(inp, b, h, T, C, NH);
-      FS_REAL *dq = dinp + (hd.q - inp), *dk = dinp + (hd.k - inp), *dv = dinp + (hd.v - inp);
-      rc = FS_RK(fsN_sdpa_head_backward)(&hd, att + (b * NH + h) * T * T, dout + b * T * C + h * hd.E, C, dS, dq,
-                                         dk, dv);
-    }
+  int rc = FS_RK(attention_run)(&(FS_RK(attention_job)){NULL, (FS_REAL *)att, dinp, dS, inp, dout, T, C, NH}, B);
   free(dS);
   return rc;
 }
-

@@ -1,8 +1,9 @@
 /* parallel.c -- the worker threads of the cpu kernels (blas.h): a kernel
  * cuts its work into parts and fsB_parallel runs them on these workers and
- * on the calling thread.  Users: the bfloat16 GEMM's tiles (gemm_bf16.c),
- * the convolutions' images and the normalization's and pooling's channels
- * (cnn.c).
+ * on the calling thread.  Users: the bfloat16 GEMM's packing and tiles
+ * (gemm_bf16.c), the convolutions' images and the normalization's and
+ * pooling's channels (cnn.c), the fused attention's (batch, head) pairs
+ * (nn_typed.h, nn.c) and the bfloat16 activations' blocks (autograd.c).
  *
  * Invariant: a part runs as it would on the calling thread -- with the
  * caller's bfloat16-operand setting, and with OpenBLAS held to one thread

@@ -1,12 +1,14 @@
 /* test_rt_precision.c -- low-precision types (runtime/tensor/precision.c,
  * gemm_bf16.c): conversions round to nearest even as torch's, the bfloat16
  * GEMM equals float32 products of rounded operands for every transpose and
- * ragged size, ops promote and round as torch, gradients reach bfloat16
+ * ragged size and its finishes equal that product rounded and added
+ * afterwards, ops promote and round as torch, gradients reach bfloat16
  * leaves rounded and in their type, and autocast picks the op's type. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "blas.h"
+#include "nn.h"
 #include "rt_testutil.h"
 
 static float bits_f(uint32_t u) {
@@ -83,6 +85,47 @@ static void test_gemm_bf16(void **state) {
       }
 }
 
+/* fsB_gemm_bf16o's finishes equal the float32 product (fsB_gemm_bf16x)
+ * rounded and added afterwards, bit for bit: the bias rounded, added and
+ * the sum stored as bfloat16; the product rounded then added to C; C plus
+ * the product, rounded; with beta 0, C unread. */
+static void test_gemm_bf16_finish(void **state) {
+  (void)state;
+  static const int64_t sizes[][3] = {{1, 1, 1}, {9, 70, 33}, {130, 200, 170}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+      bool ta = t & 1, tb = t & 2;
+      int64_t as[2] = {ta ? K : M, ta ? M : K}, bs[2] = {tb ? N : K, tb ? K : N}, cs[2] = {M, N};
+      fs_tensor *A = rt_rand("A", -1, 1, 2, as), *B = rt_rand("B", -1, 1, 2, bs), *bias = rt_rand("b", -1, 1, 1, &N);
+      fs_tensor *P = fsT_new(FS_F32, FS_DEV_CPU, 2, cs), *C0 = rt_rand("C", -1, 1, 2, cs), *C1 = fsT_copy(C0);
+      fs_tensor *Y = fsT_new(FS_BF16, FS_DEV_CPU, 2, cs);
+      fsB_mat am = {fsT_f32(A), false, as[1]}, bm = {fsT_f32(B), false, bs[1]};
+      assert_int_equal(fsB_gemm_bf16x(ta, tb, M, N, K, 0.5f, am, bm, 0.0f, fsT_f32(P), N), 0);
+      assert_int_equal(fsB_gemm_bf16o(ta, tb, M, N, K, 0.5f, am, bm, (fsB_out){FSB_BF16_BIAS, Y->data, N, 0, fsT_f32(bias)}), 0);
+      for (int64_t i = 0; i < M * N; i++)
+        assert_int_equal(((uint16_t *)Y->data)[i],
+                         fsT_f32_to_bf16(fsT_f32(P)[i] + fsT_round_to(FS_BF16, fsT_f32(bias)[i % N])));
+      assert_int_equal(fsB_gemm_bf16o(ta, tb, M, N, K, 0.5f, am, bm, (fsB_out){FSB_ADD_ROUNDED, fsT_f32(C1), N, 1, NULL}), 0);
+      for (int64_t i = 0; i < M * N; i++)
+        assert_true(fsT_f32(C1)[i] == fsT_f32(C0)[i] + fsT_round_to(FS_BF16, fsT_f32(P)[i]));
+      memcpy(fsT_f32(C1), fsT_f32(C0), (size_t)(M * N) * sizeof(float));
+      assert_int_equal(fsB_gemm_bf16o(ta, tb, M, N, K, 0.5f, am, bm, (fsB_out){FSB_ROUNDED_SUM, fsT_f32(C1), N, 1, NULL}), 0);
+      for (int64_t i = 0; i < M * N; i++)
+        assert_true(fsT_f32(C1)[i] == fsT_round_to(FS_BF16, fsT_f32(C0)[i] + fsT_f32(P)[i]));
+      /* beta 0: C taken as zeros, not read (NaN here) */
+      for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < M * N; i++) fsT_f32(C1)[i] = NAN;
+        fsB_finish how = k ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED;
+        assert_int_equal(fsB_gemm_bf16o(ta, tb, M, N, K, 0.5f, am, bm, (fsB_out){how, fsT_f32(C1), N, 0, NULL}), 0);
+        for (int64_t i = 0; i < M * N; i++)
+          assert_true(fsT_f32(C1)[i] == fsT_round_to(FS_BF16, fsT_f32(P)[i]));
+      }
+      fs_tensor *all[] = {A, B, bias, P, C0, C1, Y};
+      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+    }
+}
+
 /* bf16 op bf16 stays bf16 and rounds once; a float32 tensor with dims
  * promotes to float32; a 0-dim float32 (a Python scalar) does not. */
 static void test_promotion(void **state) {
@@ -123,6 +166,42 @@ static void test_low_grads(void **state) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
 }
 
+/* GELU (both forms) of a bfloat16 tensor, forward and backward, gives the
+ * float32 kernels' bits for every one of the 65536 bfloat16 values (the
+ * cpu path looks them up in tables those kernels filled). */
+static void test_act_bf16(void **state) {
+  (void)state;
+  int64_t n = 65536;
+  fs_tensor *xf = fsT_new(FS_F32, FS_DEV_CPU, 1, &n), *u = rt_rand("u", -2, 2, 1, &n);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t bits = (uint32_t)i << 16;
+    memcpy(fsT_f32(xf) + i, &bits, sizeof bits);
+  }
+  for (int k = 0; k < 2; k++) {
+    fsN_act act = k ? FSN_GELU_TANH : FSN_GELU;
+    fs_tensor *x = fsT_copy(xf);
+    assert_int_equal(fsT_set_dtype(x, FS_BF16), 0);
+    x->requires_grad = true;
+    fs_tensor *y = rt_ok(fsG_act(act, x)), *yu = rt_ok(fsG_binary(FSB_MUL, y, u)), *l = rt_ok(fsG_sum(yu));
+    assert_int_equal(y->dtype, FS_BF16);
+    assert_int_equal(fsG_backward(l), 0);
+    for (int64_t i = 0; i < n; i++) {
+      float xi = fsT_f32(xf)[i], want, dout = fsT_round_to(FS_BF16, fsT_f32(u)[i]), dwant = 0;
+      fsN_act_forward(act, &want, &xi, 1);
+      fsN_act_backward(act, &dwant, &dout, &xi, NULL, 1);
+      double got = fsT_get(y, i), dgot = fsT_get(x->grad, i);
+      want = fsT_round_to(FS_BF16, want);
+      dwant = fsT_round_to(FS_BF16, dwant);
+      assert_true(isnan(want) ? isnan(got) : got == want);
+      assert_true(isnan(dwant) ? isnan(dgot) : dgot == dwant);
+    }
+    fs_tensor *all[] = {x, y, yu, l};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
+  }
+  fsT_release(xf);
+  fsT_release(u);
+}
+
 /* Under autocast a linear layer computes in bfloat16, its result rounds
  * once, and its weight's gradient comes back float32. */
 static void test_autocast(void **state) {
@@ -152,8 +231,9 @@ static void test_autocast(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_promotion),
-    cmocka_unit_test(test_low_grads), cmocka_unit_test(test_autocast),
+    cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
+    cmocka_unit_test(test_promotion),
+    cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,25 @@
+#!/bin/sh
+# threads-test.sh -- the cpu kernels give the same bits at 1, 2 and 3
+# threads: tests/threads.fab (the GPT example's model, a few steps) in
+# 32-true and bf16-mixed at OPENBLAS_NUM_THREADS=1|2|3 prints the same
+# losses and saves byte-identical weights and optimizer state.  The kernels
+# split work at points fixed by the shapes (parallel.c's invariant), so a
+# difference here is a split that depends on the thread count.
+fs=${FABRICSCRIPT:-$PWD/fabricscript}
+case $fs in /*) ;; *) fs=$PWD/$fs ;; esac
+src=$(cd "${srcdir:-.}" && pwd)
+[ -r /usr/share/common-licenses/GPL-3 ] || { echo "SKIP: no /usr/share/common-licenses/GPL-3"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for p in 32-true bf16-mixed; do
+  for t in 1 2 3; do
+    (cd "$tmp" && OPENBLAS_NUM_THREADS=$t "$fs" "$src/tests/threads.fab" --precision=$p -D steps=3 \
+      -D out="$p-$t.safetensors" >"$p-$t.out" 2>"$p-$t.err") || {
+      echo "FAIL: $p at $t threads exited with an error"; cat "$tmp/$p-$t.err"; exit 1; }
+  done
+  cat "$tmp/$p-1.out"
+  for t in 2 3; do
+    cmp "$tmp/$p-1.out" "$tmp/$p-$t.out" || { echo "FAIL: $p losses differ at $t threads"; cat "$tmp/$p-$t.out"; exit 1; }
+    cmp "$tmp/$p-1.safetensors" "$tmp/$p-$t.safetensors" || { echo "FAIL: $p weights differ at $t threads"; exit 1; }
+  done
+done
