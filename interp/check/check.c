@@ -1398,6 +1398,7 @@ static void st_class(C *c, const fs_node *s) {
     int dead0 = c->dead;
     for (uint32_t i = 0; i < body->nkids && !c->dead; i++) {
       const fs_node *m = body->kids[i];
+      if (i + 1 < body->nkids) __builtin_prefetch(body->kids[i + 1]);
       if (m->kind != FS_N_DEF) { st(c, m); continue; }
       if (!fsA_def_plain(m)) { fsC_setvar(c, m->str, fsC_unknown()); continue; } /* decorated ... */
       def_record(c, m, nested);
@@ -2448,7 +2449,10 @@ static void st(C *c, const fs_node *s) {
 static void block(C *c, const fs_node *b) {
   if (!b) return;
   if (b->kind != FS_N_BLOCK) { if (!out_of_budget(c, b)) st(c, b); return; }
-  for (uint32_t i = 0; i < b->nkids && !c->dead && !out_of_budget(c, b->kids[i]); i++) st(c, b->kids[i]);
+  for (uint32_t i = 0; i < b->nkids && !c->dead && !out_of_budget(c, b->kids[i]); i++) {
+    if (i + 1 < b->nkids) __builtin_prefetch(b->kids[i + 1]);
+    st(c, b->kids[i]);
+  }
 }
 
 /* ---- def calls: analysed at each call site with the argument values ------ */
@@ -2582,6 +2586,10 @@ int fsC_check(const fs_source *src, const fs_node *ast, const fsC_options *o, fs
   /* defs never called: analysed once with unknown arguments */
   c.dead = 0;
   for (size_t i = 0; i < c.ndefs && !c.spent; i++) {
+    /* Each def's tree was last read by the first pass, long out of the
+     * cache: its node and its parameters are fetched ahead. */
+    if (i + 2 < c.ndefs) __builtin_prefetch(c.defs[i + 2].def);
+    if (i + 1 < c.ndefs) __builtin_prefetch(c.defs[i + 1].def->kids[0]);
     if (c.defs[i].called) continue;
     const fs_node *def = c.defs[i].def;
     size_t n = def->kids[0]->nkids;
