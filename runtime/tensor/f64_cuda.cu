@@ -25,8 +25,8 @@ extern "C" {
 #define FS_REAL_DOUBLE 1 /* ops_scalar.h's formulas over double, as f64_kernels.c's */
 #include "ops_scalar.h"
 
-/* --- small loops (axpy, scale, clamp and the reductions: cuda_common.cuh's,
- * over double) ---------------------------------------------------------- */
+/* --- the small loops float32 has no use for (axpy, scale, clamp and the
+ * reductions are cuda_common.cuh's, over double) ------------------------- */
 
 __global__ void shift64_k(size_t n, double v, double *y) {
   FSCU_FOR(i, n) y[i] += v;
@@ -42,7 +42,7 @@ static void divide64(size_t n, double d, double *x) {
   if (n) divide64_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, d, x);
 }
 
-/* --- the tensor API's elementwise functions (ops_typed.h's formulas) ------- */
+/* --- the tensor API's elementwise functions (ops_scalar.h's formulas) ------ */
 
 __global__ void unary_fwd_k(fsU_unary op, size_t n, const double *x, double *y, double p0, double p1) {
   FSCU_FOR(i, n) y[i] = unary1_f64(op, x[i], p0, p1);
