@@ -138,40 +138,8 @@ static void cpu_binary(fsB_binop op, size_t n, const float *a, size_t sa,
   }
 }
 
-FS_VECTOR_TARGET
-static void cpu_axpy(size_t n, float alpha, const float *x, float *y) {
-#pragma omp simd
-  for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
-}
-
-static void cpu_scale(size_t n, float alpha, float *x) {
-  for (size_t i = 0; i < n; i++) x[i] *= alpha;
-}
-
-static void cpu_clamp(size_t n, float lo, float hi, float *x) {
-  for (size_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
-}
-
-static double cpu_sum(size_t n, const float *x) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += x[i];
-  return s;
-}
-
-static double cpu_sumsq(size_t n, const float *x) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-  return s;
-}
-
-static float cpu_absmax(size_t n, const float *x) {
-  float m = 0;
-  for (size_t i = 0; i < n; i++) {
-    float a = fabsf(x[i]);
-    if (a > m || isnan(a)) m = a;
-  }
-  return m;
-}
+/* axpy, scale, clamp and the reductions: one text with f64_kernels.c's */
+#include "blas1_typed.h"
 
 /* The optimizer updates replay torch 1.13's _single_tensor_* tensor ops
  * element by element, with the rounding of its CPU kernels (measured against
@@ -370,8 +338,7 @@ const fsB_backend fsB_cpu = {
   .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .copy = cpu_copy,
   .from_host = cpu_host_copy, .to_host = cpu_host_copy, .sync = cpu_sync,
   .fill = cpu_fill, .fill_uniform = fsR_uniform_key, .fill_normal = fsR_normal_key,
-  .gemm = fsB_sgemm, .binary = cpu_binary, .axpy = cpu_axpy, .scale = cpu_scale,
-  .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = cpu_sumsq, .absmax = cpu_absmax,
+  .gemm = fsB_sgemm, .binary = cpu_binary, FS_BLAS1_TYPED_ENTRIES,
   .sgd_update = cpu_sgd_update, .adam_update = cpu_adam_update,
   .rmsprop_update = cpu_rmsprop_update, .adagrad_update = cpu_adagrad_update,
   .adadelta_update = cpu_adadelta_update, .nn = &fsN_cpu, .ops = &fsU_cpu,

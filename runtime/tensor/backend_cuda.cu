@@ -113,28 +113,22 @@ extern "C" int fsCU_sync(void) {
 #define FSCU_STR(x) FSCU_STR2(x)
 
 typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
-typedef cublasStatus_t (*sgemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                   int, const float *, const float *, int, const float *, int,
-                                   const float *, float *, int);
-typedef cublasStatus_t (*sgemm_batched_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
-                                           int, int, int, const float *, const float *, int,
-                                           long long, const float *, int, long long,
-                                           const float *, float *, int, long long, int);
-typedef cublasStatus_t (*dgemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                   int, const double *, const double *, int, const double *, int,
-                                   const double *, double *, int);
-typedef cublasStatus_t (*dgemm_batched_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
-                                           int, int, int, const double *, const double *, int,
-                                           long long, const double *, int, long long,
-                                           const double *, double *, int, long long, int);
+/* cuBLAS's GEMM entry points over T: S for float, D for double */
+template <class T>
+using gemm_fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const T *,
+                                   const T *, int, const T *, int, const T *, T *, int);
+template <class T>
+using gemm_batched_fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                           const T *, const T *, int, long long, const T *, int, long long,
+                                           const T *, T *, int, long long, int);
 typedef const char *(*status_fn)(cublasStatus_t);
 
 static struct {
   cublasHandle_t handle; /* one per process, on the device current at first use */
-  sgemm_fn sgemm;        /* NULL until loaded, and when loading failed */
-  sgemm_batched_fn sgemm_batched;
-  dgemm_fn dgemm; /* float64 (64-true) */
-  dgemm_batched_fn dgemm_batched;
+  gemm_fn<float> sgemm;  /* NULL until loaded, and when loading failed */
+  gemm_batched_fn<float> sgemm_batched;
+  gemm_fn<double> dgemm; /* float64 (64-true) */
+  gemm_batched_fn<double> dgemm_batched;
   status_fn status;
   char error[256];
 } blas;
@@ -148,10 +142,10 @@ static void blas_load(void) {
     return;
   }
   create_fn create = (create_fn)dlsym(h, "cublasCreate_v2");
-  blas.sgemm = (sgemm_fn)dlsym(h, "cublasSgemm_v2");
-  blas.sgemm_batched = (sgemm_batched_fn)dlsym(h, "cublasSgemmStridedBatched");
-  blas.dgemm = (dgemm_fn)dlsym(h, "cublasDgemm_v2");
-  blas.dgemm_batched = (dgemm_batched_fn)dlsym(h, "cublasDgemmStridedBatched");
+  blas.sgemm = (gemm_fn<float>)dlsym(h, "cublasSgemm_v2");
+  blas.sgemm_batched = (gemm_batched_fn<float>)dlsym(h, "cublasSgemmStridedBatched");
+  blas.dgemm = (gemm_fn<double>)dlsym(h, "cublasDgemm_v2");
+  blas.dgemm_batched = (gemm_batched_fn<double>)dlsym(h, "cublasDgemmStridedBatched");
   blas.status = (status_fn)dlsym(h, "cublasGetStatusString");
   if (!create || !blas.sgemm || !blas.sgemm_batched || !blas.dgemm || !blas.dgemm_batched || !blas.status) {
     snprintf(blas.error, sizeof blas.error, "%s lacks the cuBLAS v2 GEMM entry points", soname);
@@ -310,64 +304,6 @@ static void cuda_binary(fsB_binop op, size_t n, const float *a, size_t sa, const
   if (n) binary_k<<<fscu_blocks(n), FSCU_THREADS>>>(op, n, a, sa, b, sb, out);
 }
 
-__global__ void axpy_k(size_t n, float alpha, const float *x, float *y) {
-  FSCU_FOR(i, n) y[i] += alpha * x[i];
-}
-
-static void cuda_axpy(size_t n, float alpha, const float *x, float *y) {
-  if (n) axpy_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x, y);
-}
-
-__global__ void scale_k(size_t n, float alpha, float *x) {
-  FSCU_FOR(i, n) x[i] *= alpha;
-}
-
-static void cuda_scale(size_t n, float alpha, float *x) {
-  if (n) scale_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x);
-}
-
-__global__ void clamp_k(size_t n, float lo, float hi, float *x) {
-  FSCU_FOR(i, n) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
-}
-
-static void cuda_clamp(size_t n, float lo, float hi, float *x) {
-  if (n) clamp_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, lo, hi, x);
-}
-
-/* --- reductions (double accumulation, as the cpu's) ----------------------- */
-
-struct load_f32 {
-  const float *x;
-  __device__ double operator()(size_t i) const { return x[i]; }
-};
-struct load_sq {
-  const float *x;
-  __device__ double operator()(size_t i) const { return (double)x[i] * x[i]; }
-};
-struct load_abs {
-  const float *x;
-  __device__ float operator()(size_t i) const { return fabsf(x[i]); }
-};
-/* max that keeps a NaN once seen, as the cpu's absmax */
-struct nan_max {
-  __device__ float operator()(float a, float b) const { return isnan(a) || a >= b ? a : b; }
-};
-
-static double cuda_sum(size_t n, const float *x) {
-  double r;
-  return fscu_reduce(n, load_f32{x}, fscu_add{}, 0.0, &r, "sum") ? NAN : r;
-}
-
-static double cuda_sumsq(size_t n, const float *x) {
-  double r;
-  return fscu_reduce(n, load_sq{x}, fscu_add{}, 0.0, &r, "sumsq") ? NAN : r;
-}
-
-static float cuda_absmax(size_t n, const float *x) {
-  float r;
-  return fscu_reduce(n, load_abs{x}, nan_max{}, 0.0f, &r, "absmax") ? NAN : r;
-}
-
 /* --- optimizers (the cpu's update rules and float rounding of scalars) ---- */
 
 /* Each kernel is the cpu one (backend_cpu.c) with the same fused
@@ -524,8 +460,8 @@ extern "C" const fsB_backend fsB_cuda = {
   cuda_alloc, cuda_free, cuda_zero, cuda_copy,
   fsCU_upload, fsCU_download, fsCU_sync,
   cuda_fill, cuda_fill_uniform, cuda_fill_normal,
-  cuda_gemm, cuda_binary, cuda_axpy, cuda_scale,
-  cuda_clamp, cuda_sum, cuda_sumsq, cuda_absmax,
+  cuda_gemm, cuda_binary, fscu_axpy<float>, fscu_scale<float>, /* cuda_common.cuh's level-1 loops */
+  fscu_clamp<float>, fscu_sum<float>, fscu_sumsq<float>, fscu_absmax<float>,
   cuda_sgd_update, cuda_adam_update, cuda_rmsprop_update, cuda_adagrad_update, cuda_adadelta_update,
   &fsN_cuda,
   /* .ops = */ &fsU_cuda, /* partial (ops_cuda.cu): the other ops stage through host memory */

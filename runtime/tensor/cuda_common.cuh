@@ -1,5 +1,7 @@
-/* cuda_common.cuh -- what backend_cuda.cu and nn_cuda.cu share: launch
- * sizes, errors into fsT_error, cuBLAS GEMM, and a deterministic reduction.
+/* cuda_common.cuh -- what the CUDA backend's .cu files share: launch
+ * sizes, errors into fsT_error, cuBLAS GEMM, a deterministic reduction, and
+ * the level-1 loops over an element type (float for fsB_cuda in
+ * backend_cuda.cu, double for 64-true's table in f64_cuda.cu).
  * Internal to the CUDA backend; C callers use backend_cuda.h. */
 #ifndef FS_CUDA_COMMON_CUH
 #define FS_CUDA_COMMON_CUH
@@ -87,5 +89,61 @@ static int fscu_reduce(size_t n, Load load, Comb comb, T init, T *result, const 
 struct fscu_add {
   template <class T> __device__ T operator()(T a, T b) const { return a + b; }
 };
+
+/* --- level-1 loops over T: one text for float (fsB_cuda) and double
+ * (64-true, fsB_f64_cuda) ----------------------------------------------- */
+
+template <class T> __global__ void fscu_axpy_k(size_t n, T alpha, const T *x, T *y) {
+  FSCU_FOR(i, n) y[i] += alpha * x[i];
+}
+template <class T> static void fscu_axpy(size_t n, T alpha, const T *x, T *y) {
+  if (n) fscu_axpy_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x, y);
+}
+
+template <class T> __global__ void fscu_scale_k(size_t n, T alpha, T *x) {
+  FSCU_FOR(i, n) x[i] *= alpha;
+}
+template <class T> static void fscu_scale(size_t n, T alpha, T *x) {
+  if (n) fscu_scale_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x);
+}
+
+template <class T> __global__ void fscu_clamp_k(size_t n, T lo, T hi, T *x) {
+  FSCU_FOR(i, n) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+}
+template <class T> static void fscu_clamp(size_t n, T lo, T hi, T *x) {
+  if (n) fscu_clamp_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, lo, hi, x);
+}
+
+/* Sums accumulate in double whatever T, as the cpu's; absmax stays in T.
+ * (double)x[i] * x[i] is x[i] * x[i] for T = double. */
+template <class T> struct fscu_load_wide {
+  const T *x;
+  __device__ double operator()(size_t i) const { return x[i]; }
+};
+template <class T> struct fscu_load_sq {
+  const T *x;
+  __device__ double operator()(size_t i) const { return (double)x[i] * x[i]; }
+};
+template <class T> struct fscu_load_abs {
+  const T *x;
+  __device__ T operator()(size_t i) const { return fabs(x[i]); } /* fabs(float) is fabsf */
+};
+/* max that keeps a NaN once seen, as the cpu's absmax */
+template <class T> struct fscu_nan_max {
+  __device__ T operator()(T a, T b) const { return isnan(a) || a >= b ? a : b; }
+};
+
+template <class T> static double fscu_sum(size_t n, const T *x) {
+  double r;
+  return fscu_reduce(n, fscu_load_wide<T>{x}, fscu_add{}, 0.0, &r, "sum") ? NAN : r;
+}
+template <class T> static double fscu_sumsq(size_t n, const T *x) {
+  double r;
+  return fscu_reduce(n, fscu_load_sq<T>{x}, fscu_add{}, 0.0, &r, "sumsq") ? NAN : r;
+}
+template <class T> static T fscu_absmax(size_t n, const T *x) {
+  T r;
+  return fscu_reduce(n, fscu_load_abs<T>{x}, fscu_nan_max<T>{}, T(0), &r, "absmax") ? NAN : r;
+}
 
 #endif

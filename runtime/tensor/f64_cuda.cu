@@ -2,9 +2,10 @@
  * 64-true on a GPU.  The layer kernels are nn_cuda_typed.cuh's instantiated
  * over double (the float32 ones' text), the products cublasDgemm
  * (fscu_gemm's double overload), the optimizer rules f64_rules.h's (the
- * cpu's text, one thread per element); the tensor API's elementwise
- * functions, broadcast arithmetic, sums over a dim and softmax are here,
- * their formulas those of ops_typed.h (the cpu's double kernels).
+ * cpu's text, one thread per element), the level-1 loops cuda_common.cuh's
+ * (float32's text); the tensor API's elementwise functions, broadcast
+ * arithmetic, sums over a dim and softmax are here, their per-element
+ * formulas ops_scalar.h's (the cpu's text, compiled for the device).
  *
  * Invariant: every pointer is a device pointer; work goes to the default
  * stream as backend_cuda.cu's, and the functions returning a value wait
@@ -21,28 +22,17 @@ extern "C" {
 #include "f64_kernels.h"
 #include "f64_rules.h"
 }
+#define FS_REAL_DOUBLE 1 /* ops_scalar.h's formulas over double, as f64_kernels.c's */
+#include "ops_scalar.h"
 
-/* --- small loops ------------------------------------------------------------ */
-
-__global__ void axpy64_k(size_t n, double alpha, const double *x, double *y) {
-  FSCU_FOR(i, n) y[i] += alpha * x[i];
-}
-static void axpy64(size_t n, double alpha, const double *x, double *y) {
-  if (n) axpy64_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x, y);
-}
+/* --- the small loops float32 has no use for (axpy, scale, clamp and the
+ * reductions are cuda_common.cuh's, over double) ------------------------- */
 
 __global__ void shift64_k(size_t n, double v, double *y) {
   FSCU_FOR(i, n) y[i] += v;
 }
 static void shift64(size_t n, double v, double *y) {
   if (n) shift64_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, v, y);
-}
-
-__global__ void scale64_k(size_t n, double alpha, double *x) {
-  FSCU_FOR(i, n) x[i] *= alpha;
-}
-static void scale64(size_t n, double alpha, double *x) {
-  if (n) scale64_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, alpha, x);
 }
 
 __global__ void divide64_k(size_t n, double d, double *x) {
@@ -52,94 +42,10 @@ static void divide64(size_t n, double d, double *x) {
   if (n) divide64_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, d, x);
 }
 
-__global__ void clamp64_k(size_t n, double lo, double hi, double *x) {
-  FSCU_FOR(i, n) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
-}
-static void clamp64(size_t n, double lo, double hi, double *x) {
-  if (n) clamp64_k<<<fscu_blocks(n), FSCU_THREADS>>>(n, lo, hi, x);
-}
-
-struct load_sq64 {
-  const double *x;
-  __device__ double operator()(size_t i) const { return x[i] * x[i]; }
-};
-struct load_abs64 {
-  const double *x;
-  __device__ double operator()(size_t i) const { return fabs(x[i]); }
-};
-/* max that keeps a NaN once seen, as the cpu's absmax */
-struct nan_max64 {
-  __device__ double operator()(double a, double b) const { return isnan(a) || a >= b ? a : b; }
-};
-
-static double sum64(size_t n, const double *x) {
-  double r;
-  return fscu_reduce(n, fscu_load_array<double>{x}, fscu_add{}, 0.0, &r, "sum") ? NAN : r;
-}
-static double sumsq64(size_t n, const double *x) {
-  double r;
-  return fscu_reduce(n, load_sq64{x}, fscu_add{}, 0.0, &r, "sumsq") ? NAN : r;
-}
-static double absmax64(size_t n, const double *x) {
-  double r;
-  return fscu_reduce(n, load_abs64{x}, nan_max64{}, 0.0, &r, "absmax") ? NAN : r;
-}
-
-/* --- the tensor API's elementwise functions (ops_typed.h's formulas) ------- */
-
-/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
-__device__ double softplus64(double x) { return x > 20 ? x : log1p(exp(x)); }
-
-__device__ double unary1(fsU_unary op, double x, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return exp(x);
-  case FSU_LOG: return log(x);
-  case FSU_SQRT: return sqrt(x);
-  case FSU_RSQRT: return 1 / sqrt(x);
-  case FSU_ABS: return fabs(x);
-  case FSU_SIN: return sin(x);
-  case FSU_COS: return cos(x);
-  case FSU_TANH: return tanh(x);
-  case FSU_SIGMOID: return 1 / (1 + exp(-x));
-  case FSU_POW: return pow(x, p0);
-  case FSU_RELU: return x > 0 ? x : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? x : x * p0;
-  case FSU_MISH: return x * tanh(softplus64(x));
-  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
-    if (!isnan(p0) && x < p0) x = p0;
-    if (!isnan(p1) && x > p1) x = p1;
-    return x;
-  }
-  return x;
-}
-
-/* d f / d x at x (y = f(x)), times g */
-__device__ double unary_grad(fsU_unary op, double g, double x, double y, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return g * y;
-  case FSU_LOG: return g / x;
-  case FSU_SQRT: return g / (2 * y);
-  case FSU_RSQRT: return -0.5 * g * y * y * y;
-  case FSU_ABS: return g * (double)((x > 0) - (x < 0)); /* sgn: 0 at 0 */
-  case FSU_SIN: return g * cos(x);
-  case FSU_COS: return -g * sin(x);
-  case FSU_TANH: return g * (1 - y * y);
-  case FSU_SIGMOID: return g * y * (1 - y);
-  case FSU_POW: return p0 == 0 ? 0 : g * p0 * pow(x, p0 - 1);
-  case FSU_RELU: return x > 0 ? g : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? g : g * p0;
-  case FSU_MISH: { /* tanh(sp) + x sech^2(sp) sigmoid(x) */
-    double t = tanh(softplus64(x)), s = 1 / (1 + exp(-x));
-    return g * (t + x * (1 - t * t) * s);
-  }
-  case FSU_CLAMP: /* torch: the gradient passes where lo <= x <= hi */
-    return (isnan(p0) || x >= p0) && (isnan(p1) || x <= p1) ? g : 0;
-  }
-  return 0;
-}
+/* --- the tensor API's elementwise functions (ops_scalar.h's formulas) ------ */
 
 __global__ void unary_fwd_k(fsU_unary op, size_t n, const double *x, double *y, double p0, double p1) {
-  FSCU_FOR(i, n) y[i] = unary1(op, x[i], p0, p1);
+  FSCU_FOR(i, n) y[i] = unary1_f64(op, x[i], p0, p1);
 }
 static void unary_forward64(fsU_unary op, size_t n, const double *x, double *y, double p0, double p1) {
   if (n) unary_fwd_k<<<fscu_blocks(n), FSCU_THREADS>>>(op, n, x, y, p0, p1);
@@ -147,7 +53,7 @@ static void unary_forward64(fsU_unary op, size_t n, const double *x, double *y, 
 
 __global__ void unary_bwd_k(fsU_unary op, size_t n, double *dx, const double *dy, const double *x, const double *y,
                             double p0, double p1) {
-  FSCU_FOR(i, n) dx[i] += unary_grad(op, dy[i], x[i], y[i], p0, p1);
+  FSCU_FOR(i, n) dx[i] += unary_grad_f64(op, dy[i], x[i], y[i], p0, p1);
 }
 static void unary_backward64(fsU_unary op, size_t n, double *dx, const double *dy, const double *x, const double *y,
                              double p0, double p1) {
@@ -156,35 +62,12 @@ static void unary_backward64(fsU_unary op, size_t n, double *dx, const double *d
 
 /* --- broadcast arithmetic -------------------------------------------------- */
 
-__device__ double binary1(fsU_binary op, double a, double b) {
-  switch (op) {
-  case FSU_ADD: return a + b;
-  case FSU_SUB: return a - b;
-  case FSU_MUL: return a * b;
-  case FSU_DIV: return a / b;
-  case FSU_POWT: return pow(a, b);
-  case FSU_MAXIMUM: return isnan(a) || a > b ? a : b; /* NaN propagates */
-  case FSU_MINIMUM: return isnan(a) || a < b ? a : b;
-  }
-  return 0;
-}
-
-/* d out / d a (side 0) or d b (side 1) of one element; torch's formulas */
-__device__ double binary_grad1(fsU_binary op, int side, double g, double x, double y, double o) {
-  switch (op) {
-  case FSU_ADD: return g;
-  case FSU_SUB: return side ? -g : g;
-  case FSU_MUL: return side ? g * x : g * y;
-  case FSU_DIV: return side ? -g * x / (y * y) : g / y;
-  case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
-    return side ? (x == 0 && y >= 0 ? 0 : g * o * log(x)) : (y == 0 ? 0 : g * y * pow(x, y - 1));
-  case FSU_MAXIMUM:
-  case FSU_MINIMUM: { /* ties split the gradient in half */
-    bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
-    return x == y ? g / 2 : a_wins != (side == 1) ? g : 0;
-  }
-  }
-  return 0;
+/* d out / d a (side 0) or d b (side 1) of one element: ops_scalar.h's pair,
+ * of which the compiler keeps the side asked for */
+__device__ double binary_grad_side(fsU_binary op, int side, double g, double x, double y, double o) {
+  double ga, gb;
+  binary_grad1_f64(op, g, x, y, o, &ga, &gb);
+  return side ? gb : ga;
 }
 
 /* input j's offset of output position i (row-major over bc's shape) */
@@ -199,7 +82,7 @@ __device__ int64_t bcast_off(const fsU_bcast &bc, int j, int64_t i) {
 }
 
 __global__ void binary_fwd_k(fsU_binary op, fsU_bcast bc, const double *a, const double *b, double *out) {
-  FSCU_FOR(i, (size_t)bc.numel) out[i] = binary1(op, a[bcast_off(bc, 0, i)], b[bcast_off(bc, 1, i)]);
+  FSCU_FOR(i, (size_t)bc.numel) out[i] = binary1_f64(op, a[bcast_off(bc, 0, i)], b[bcast_off(bc, 1, i)]);
 }
 static void binary_forward64(fsU_binary op, const fsU_bcast *bc, const double *a, const double *b, double *out) {
   if (bc->numel > 0) binary_fwd_k<<<fscu_blocks((size_t)bc->numel), FSCU_THREADS>>>(op, *bc, a, b, out);
@@ -254,7 +137,7 @@ __global__ void binary_bwd_k(fsU_binary op, int side, fsU_bcast bc, bcast_split 
         o += (q % bc.shape[d]) * sp.ost[d];
         q /= bc.shape[d];
       }
-      acc += binary_grad1(op, side, dout[o], a[bcast_off(bc, 0, o)], b[bcast_off(bc, 1, o)], out[o]);
+      acc += binary_grad_side(op, side, dout[o], a[bcast_off(bc, 0, o)], b[bcast_off(bc, 1, o)], out[o]);
     }
     dx[xoff] = acc;
   }
@@ -359,7 +242,8 @@ static void adam_update64(const fsB_update *u, double *p, const double *g, doubl
 }
 
 extern "C" const fsB_f64_kernels fsB_f64_cuda = {
-  gemm64, axpy64, shift64, scale64, divide64, clamp64, sum64, sumsq64, absmax64, fscu_take_backward_f64,
+  gemm64, fscu_axpy<double>, shift64, fscu_scale<double>, divide64, fscu_clamp<double>, fscu_sum<double>,
+  fscu_sumsq<double>, fscu_absmax<double>, fscu_take_backward_f64,
   unary_forward64, unary_backward64, binary_forward64, binary_backward64,
   sum_dim_forward64, sum_dim_backward64, softmax_forward64, softmax_backward64,
   linear_forward<double>, linear_backward<double>, act_forward<double>, act_backward<double>,

@@ -1,7 +1,7 @@
 /* f64_kernels.c -- the cpu's float64 kernels (fsB_f64_cpu, f64_kernels.h):
- * the typed kernels of ops_typed.h, nn_typed.h and loss_typed.h
- * instantiated over double (NAME_f64, static here), OpenBLAS's dgemm, the
- * small loops f64.c's reductions and gradients need, and torch's SGD and
+ * the typed kernels of ops_typed.h, nn_typed.h, loss_typed.h and
+ * blas1_typed.h instantiated over double (NAME_f64, static here),
+ * OpenBLAS's dgemm, two small loops of f64.c's own, and torch's SGD and
  * Adam(W) rules over double (f64_rules.h, shared with cuda's kernels).
  *
  * Invariant: every loop runs in element order, so a host loop over the same
@@ -15,41 +15,16 @@
 #include "ops_typed.h"
 #include "nn_typed.h"
 #include "loss_typed.h"
+#include "blas1_typed.h"
 
 #include <math.h>
 
-static void axpy(size_t n, double alpha, const double *x, double *y) {
-  for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
-}
+/* the loops float32 has no use for */
 static void shift(size_t n, double v, double *y) {
   for (size_t i = 0; i < n; i++) y[i] += v;
 }
-static void scale(size_t n, double alpha, double *x) {
-  for (size_t i = 0; i < n; i++) x[i] *= alpha;
-}
 static void divide(size_t n, double d, double *x) {
   for (size_t i = 0; i < n; i++) x[i] /= d;
-}
-static void clamp(size_t n, double lo, double hi, double *x) {
-  for (size_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
-}
-static double sum(size_t n, const double *x) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += x[i];
-  return s;
-}
-static double sumsq(size_t n, const double *x) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += x[i] * x[i];
-  return s;
-}
-static double absmax(size_t n, const double *x) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s = fabs(x[i]) > s || isnan(x[i]) ? fabs(x[i]) : s;
-  return s;
-}
-static void take_backward(int64_t n, const int64_t *at, double *dx, const double *dy) {
-  for (int64_t i = 0; i < n; i++) dx[at[i]] += dy[i];
 }
 
 static void sgd_update(const fsB_update *u, double *p, const double *g, double *buf) {
@@ -61,19 +36,11 @@ static void adam_update(const fsB_update *u, double *p, const double *g, double 
   for (size_t i = 0; i < u->n; i++) fsB_adam64(u, bc, i, p, g, m, v, vmax);
 }
 
+/* nn_typed.h's and loss_typed.h's forward and backward kernel of a layer */
+#define LAYER(name) .name##_forward = fsN_##name##_forward_f64, .name##_backward = fsN_##name##_backward_f64
+
 const fsB_f64_kernels fsB_f64_cpu = {
-  .gemm = fsB_dgemm, .axpy = axpy, .shift = shift, .scale = scale, .divide = divide, .clamp = clamp,
-  .sum = sum, .sumsq = sumsq, .absmax = absmax, .take_backward = take_backward,
-  .unary_forward = cpu_unary_forward_f64, .unary_backward = cpu_unary_backward_f64,
-  .binary_forward = cpu_binary_forward_f64, .binary_backward = cpu_binary_backward_f64,
-  .sum_dim_forward = cpu_sum_dim_forward_f64, .sum_dim_backward = cpu_sum_dim_backward_f64,
-  .softmax_forward = cpu_softmax_forward_f64, .softmax_backward = cpu_softmax_backward_f64,
-  .linear_forward = fsN_linear_forward_f64, .linear_backward = fsN_linear_backward_f64,
-  .act_forward = fsN_act_forward_f64, .act_backward = fsN_act_backward_f64,
-  .embedding_forward = fsN_embedding_forward_f64, .embedding_backward = fsN_embedding_backward_f64,
-  .posemb_forward = fsN_posemb_forward_f64, .posemb_backward = fsN_posemb_backward_f64,
-  .layernorm_forward = fsN_layernorm_forward_f64, .layernorm_backward = fsN_layernorm_backward_f64,
-  .attention_forward = fsN_attention_forward_f64, .attention_backward = fsN_attention_backward_f64,
-  .cross_entropy_forward = fsN_cross_entropy_forward_f64, .cross_entropy_backward = fsN_cross_entropy_backward_f64,
-  .sgd_update = sgd_update, .adam_update = adam_update,
+  .gemm = fsB_dgemm, .shift = shift, .divide = divide, FS_BLAS1_TYPED_ENTRIES, FS_OPS_TYPED_ENTRIES,
+  LAYER(linear), LAYER(act), LAYER(embedding), LAYER(posemb), LAYER(layernorm), LAYER(attention),
+  LAYER(cross_entropy), .sgd_update = sgd_update, .adam_update = adam_update,
 };

@@ -41,8 +41,8 @@ void fsU_bcast_strides(int rank, const int64_t *shape, int orank, const int64_t 
   }
 }
 
-/* ---- the odometer, unary, broadcast binary, sums over a dim, softmax: one
- * text with f64.c's (ops_typed.h) ---- */
+/* ---- the odometer, unary, broadcast binary, sums over a dim, softmax,
+ * take's backward: one text with f64.c's (ops_typed.h) ---- */
 
 #include "ops_typed.h"
 
@@ -246,10 +246,6 @@ static void cpu_take(int64_t n, const int64_t *off, size_t esize, const void *x,
     for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * esize, src + (size_t)off[i] * esize, esize);
 }
 
-static void cpu_take_backward(int64_t n, const int64_t *off, float *dx, const float *dy) {
-  for (int64_t i = 0; i < n; i++) dx[off[i]] += dy[i];
-}
-
 static void cpu_put(int64_t n, const int64_t *off, size_t esize, const void *v, void *x) {
   const char *src = v;
   char *dst = x;
@@ -302,16 +298,13 @@ static void cpu_topk_backward(int64_t O, int64_t L, int64_t I, int64_t K, float 
 }
 
 const fsU_kernels fsU_cpu = {
-  .unary_forward = cpu_unary_forward, .unary_backward = cpu_unary_backward,
-  .binary_forward = cpu_binary_forward, .binary_backward = cpu_binary_backward,
+  FS_OPS_TYPED_ENTRIES, /* ops_typed.h's: unary, binary, sum_dim, softmax, take_backward */
   .where_forward = cpu_where_forward, .where_backward = cpu_where_backward,
   .gather = cpu_gather, .gather_backward = cpu_gather_backward, .scatter = cpu_scatter,
-  .sum_dim_forward = cpu_sum_dim_forward, .sum_dim_backward = cpu_sum_dim_backward,
   .extreme_forward = cpu_extreme_forward, .extreme_backward = cpu_extreme_backward,
-  .softmax_forward = cpu_softmax_forward, .softmax_backward = cpu_softmax_backward,
   .logsumexp_forward = cpu_logsumexp_forward, .logsumexp_backward = cpu_logsumexp_backward,
   .cumsum_forward = cpu_cumsum_forward, .cumsum_backward = cpu_cumsum_backward,
   .index_select = cpu_index_select, .index_select_backward = cpu_index_select_backward,
-  .take = cpu_take, .take_backward = cpu_take_backward, .put = cpu_put,
+  .take = cpu_take, .put = cpu_put,
   .topk_forward = cpu_topk_forward, .topk_backward = cpu_topk_backward,
 };

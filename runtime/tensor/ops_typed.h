@@ -1,14 +1,18 @@
 /* ops_typed.h -- ops.c's elementwise and one-dim kernels over FS_REAL
  * (typed.h): unary functions and their gradients, broadcast binary ops
  * (with the odometer and row merging they walk with), sum over a dim,
- * softmax / log_softmax.  ops.c instantiates them for float (the cpu
- * kernels of ops.h, under their names), f64_kernels.c for double (NAME_f64).
+ * softmax / log_softmax, indexing's scatter-add backward (and their
+ * table entries, FS_OPS_TYPED_ENTRIES); the per-element formulas they loop
+ * over are ops_scalar.h's (f64_cuda.cu's too).  ops.c instantiates them for
+ * float (the cpu kernels of ops.h, under their names), f64_kernels.c for
+ * double (NAME_f64).
  *
  * Invariant: one text serves both types, so a formula fixed here is fixed
  * for float32 and float64 alike; sums over a row accumulate in double
  * whatever the element type.  Included once per translation unit, after
  * ops.h. */
 #include "typed.h"
+#include "ops_scalar.h" /* the per-element formulas, shared with cuda */
 
 /* The odometer: idx advances in row-major order over shape, and off[j]
  * follows input j's strides; returns false after the last element. */
@@ -27,59 +31,8 @@ static inline bool step(int rank, const int64_t *shape, int64_t *idx, int n,
 
 /* ---- unary ---- */
 
-/* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
-static FS_REAL FS_RK(softplus)(FS_REAL x) { return x > (FS_REAL)20 ? x : FS_RM(log1p)(FS_RM(exp)(x)); }
-
-static FS_REAL FS_RK(unary1)(fsU_unary op, FS_REAL x, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return FS_RM(exp)(x);
-  case FSU_LOG: return FS_RM(log)(x);
-  case FSU_SQRT: return FS_RM(sqrt)(x);
-  case FSU_RSQRT: return (FS_REAL)1 / FS_RM(sqrt)(x);
-  case FSU_ABS: return FS_RM(fabs)(x);
-  case FSU_SIN: return FS_RM(sin)(x);
-  case FSU_COS: return FS_RM(cos)(x);
-  case FSU_TANH: return FS_RM(tanh)(x);
-  case FSU_SIGMOID: return (FS_REAL)1 / ((FS_REAL)1 + FS_RM(exp)(-x));
-  case FSU_POW: return FS_RM(pow)(x, (FS_REAL)p0);
-  case FSU_RELU: return x > 0 ? x : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? x : x * (FS_REAL)p0;
-  case FSU_MISH: return x * FS_RM(tanh)(FS_RK(softplus)(x));
-  case FSU_CLAMP: /* torch: min(max(x, lo), hi), NaN x stays NaN */
-    if (!isnan(p0) && x < (FS_REAL)p0) x = (FS_REAL)p0;
-    if (!isnan(p1) && x > (FS_REAL)p1) x = (FS_REAL)p1;
-    return x;
-  }
-  return x;
-}
-
 static void FS_RK(cpu_unary_forward)(fsU_unary op, size_t n, const FS_REAL *x, FS_REAL *y, double p0, double p1) {
   for (size_t i = 0; i < n; i++) y[i] = FS_RK(unary1)(op, x[i], p0, p1);
-}
-
-/* d f / d x at x (y = f(x)), times g */
-static FS_REAL FS_RK(unary_grad)(fsU_unary op, FS_REAL g, FS_REAL x, FS_REAL y, double p0, double p1) {
-  switch (op) {
-  case FSU_EXP: return g * y;
-  case FSU_LOG: return g / x;
-  case FSU_SQRT: return g / (2 * y);
-  case FSU_RSQRT: return (FS_REAL)-0.5 * g * y * y * y;
-  case FSU_ABS: return g * (FS_REAL)((x > 0) - (x < 0)); /* sgn: 0 at 0 */
-  case FSU_SIN: return g * FS_RM(cos)(x);
-  case FSU_COS: return -g * FS_RM(sin)(x);
-  case FSU_TANH: return g * (1 - y * y);
-  case FSU_SIGMOID: return g * y * (1 - y);
-  case FSU_POW: return p0 == 0 ? 0 : g * (FS_REAL)p0 * FS_RM(pow)(x, (FS_REAL)p0 - 1);
-  case FSU_RELU: return x > 0 ? g : 0;
-  case FSU_LEAKY_RELU: return x > 0 ? g : g * (FS_REAL)p0;
-  case FSU_MISH: { /* tanh(sp) + x sech^2(sp) sigmoid(x) */
-    FS_REAL t = FS_RM(tanh)(FS_RK(softplus)(x)), s = (FS_REAL)1 / ((FS_REAL)1 + FS_RM(exp)(-x));
-    return g * (t + x * (1 - t * t) * s);
-  }
-  case FSU_CLAMP: /* torch: the gradient passes where lo <= x <= hi */
-    return (isnan(p0) || x >= (FS_REAL)p0) && (isnan(p1) || x <= (FS_REAL)p1) ? g : 0;
-  }
-  return 0;
 }
 
 static void FS_RK(cpu_unary_backward)(fsU_unary op, size_t n, FS_REAL *dx, const FS_REAL *dy, const FS_REAL *x,
@@ -88,19 +41,6 @@ static void FS_RK(cpu_unary_backward)(fsU_unary op, size_t n, FS_REAL *dx, const
 }
 
 /* ---- binary, broadcasting ---- */
-
-static inline FS_REAL FS_RK(binary1)(fsU_binary op, FS_REAL a, FS_REAL b) {
-  switch (op) {
-  case FSU_ADD: return a + b;
-  case FSU_SUB: return a - b;
-  case FSU_MUL: return a * b;
-  case FSU_DIV: return a / b;
-  case FSU_POWT: return FS_RM(pow)(a, b);
-  case FSU_MAXIMUM: return isnan(a) || a > b ? a : b; /* NaN propagates */
-  case FSU_MINIMUM: return isnan(a) || a < b ? a : b;
-  }
-  return 0;
-}
 
 /* The broadcast's innermost dims as rows: adjacent dims that every input
  * (and the contiguous output) walks one after the other merge, so the row
@@ -126,30 +66,6 @@ static fsU_bcast bcast_rows(const fsU_bcast *bc, int n) {
     r.rank = 1;
   }
   return r;
-}
-
-/* d out / d a, d b of one element; torch's formulas */
-static inline void FS_RK(binary_grad1)(fsU_binary op, FS_REAL g, FS_REAL x, FS_REAL y, FS_REAL o, FS_REAL *ga_,
-                                       FS_REAL *gb_) {
-  FS_REAL ga = 0, gb = 0;
-  switch (op) {
-  case FSU_ADD: ga = g; gb = g; break;
-  case FSU_SUB: ga = g; gb = -g; break;
-  case FSU_MUL: ga = g * y; gb = g * x; break;
-  case FSU_DIV: ga = g / y; gb = -g * x / (y * y); break;
-  case FSU_POWT: /* torch masks the 0 * inf cases of b = 0 and a = 0 */
-    ga = y == 0 ? 0 : g * y * FS_RM(pow)(x, y - 1);
-    gb = x == 0 && y >= 0 ? 0 : g * o * FS_RM(log)(x);
-    break;
-  case FSU_MAXIMUM: case FSU_MINIMUM: { /* ties split the gradient in half */
-    bool a_wins = op == FSU_MAXIMUM ? x > y : x < y;
-    ga = x == y ? g / 2 : a_wins ? g : 0;
-    gb = x == y ? g / 2 : a_wins ? 0 : g;
-    break;
-  }
-  }
-  *ga_ = ga;
-  *gb_ = gb;
 }
 
 /* One row of n elements at input strides sa, sb.  The callers pass the
@@ -306,3 +222,18 @@ static void FS_RK(cpu_softmax_backward)(bool log, int64_t O, int64_t L, int64_t 
       }
     }
 }
+
+/* ---- indexing's backward: dx[off[i]] += dy[i] in i's order ---- */
+
+static void FS_RK(cpu_take_backward)(int64_t n, const int64_t *off, FS_REAL *dx, const FS_REAL *dy) {
+  for (int64_t i = 0; i < n; i++) dx[off[i]] += dy[i];
+}
+
+/* the table entries of the kernels above (fsU_kernels' and fsB_f64_kernels'
+ * fields of the same names) */
+#define FS_OPS_TYPED_ENTRIES                                                                                 \
+  .unary_forward = FS_RK(cpu_unary_forward), .unary_backward = FS_RK(cpu_unary_backward),                   \
+  .binary_forward = FS_RK(cpu_binary_forward), .binary_backward = FS_RK(cpu_binary_backward),               \
+  .sum_dim_forward = FS_RK(cpu_sum_dim_forward), .sum_dim_backward = FS_RK(cpu_sum_dim_backward),           \
+  .softmax_forward = FS_RK(cpu_softmax_forward), .softmax_backward = FS_RK(cpu_softmax_backward),           \
+  .take_backward = FS_RK(cpu_take_backward)

@@ -1,11 +1,13 @@
 /* typed.h -- the element type of the kernels written once for float and
- * double, as ggml writes its kernels once over its types: ops_typed.h,
- * nn_typed.h and loss_typed.h hold kernel bodies over FS_REAL, and each
- * file that instantiates them includes them once.
+ * double, as ggml writes its kernels once over its types: ops_typed.h
+ * (with ops_scalar.h's per-element formulas, which cuda's double kernels
+ * share), nn_typed.h, loss_typed.h and blas1_typed.h hold kernel bodies over
+ * FS_REAL, and each file that instantiates them includes them once.
  *
  * Invariant: the float instantiation is the float32 kernels themselves,
- * under their own names (ops.c, nn.c, loss.c include the bodies where the
- * kernels stood), so float32 code is what it was; f64_kernels.c defines
+ * under their own names (ops.c, nn.c, loss.c, backend_cpu.c include the
+ * bodies where the kernels stood), so float32 code is what it was;
+ * f64_kernels.c (and f64_cuda.cu, for ops_scalar.h) defines
  * FS_REAL_DOUBLE 1 before including them and gets the same text over
  * double, named NAME_f64 and static.  A translation unit instantiates one
  * type only.  The other half: the typed headers, and f64_kernels.c (the cpu's
