@@ -427,8 +427,9 @@ static int act_bw(fsG_node *n, fs_tensor *out) {
  * block at a time through float32 on the stack, instead of widening the
  * whole tensor into a float32 copy and rounding a float32 result (two
  * tensors and two passes saved each way).  The arithmetic is the widened
- * path's: the float32 result rounded once; backward accumulates into x's
- * float32 gradient buffer and rounds it, as a cast node's backward does.
+ * path's: the float32 result rounded once; backward adds x's contribution
+ * to its float32 gradient buffer as a cast node's backward does
+ * (fsG_low_grad_add).
  * Only the activations whose backward reads the input, not the output. */
 enum { BF16_BLOCK = 1024 };
 
@@ -439,7 +440,7 @@ static bool act_bf16_direct(fsN_act act, const fs_tensor *x) {
 
 static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
-  float *dx, wide[BF16_BLOCK];
+  float *dx, wide[BF16_BLOCK], part[BF16_BLOCK];
   if (fsG_grad_buf(x, &dx)) return -1;
   if (!dx) return 0;
   const uint16_t *xs = x->data;
@@ -447,9 +448,11 @@ static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
   for (size_t at = 0, total = (size_t)x->numel; at < total; at += BF16_BLOCK) {
     size_t m = total - at < BF16_BLOCK ? total - at : BF16_BLOCK;
     fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
-    fsN_act_backward((fsN_act)n->k, dx + at, dout + at, wide, NULL, m);
+    memset(part, 0, m * sizeof *part);
+    fsN_act_backward((fsN_act)n->k, part, dout + at, wide, NULL, m);
+    fsG_low_grad_add(FS_BF16, dx + at, part, m, 1.0f);
   }
-  return fsG_round_grad(x);
+  return 0;
 }
 
 static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
@@ -678,6 +681,118 @@ static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_
  * promotes bool to the other operand's type in arithmetic and reductions. */
 fs_tensor *fsG_unbool(fs_tensor *t) { return fsT_to_dtype(t, t->dtype == FS_BOOL ? FS_I64 : t->dtype); }
 
+/* ---- binary ops on low-precision tensors, loading and storing them
+ * directly (autograd_int.h's FSG_LOW_BLOCK path) ---- */
+
+/* Same shapes or a scalar side, on the cpu, float inputs of at most one low
+ * type (at least one low), and two distinct tensors: a op a through
+ * fsG_low_begin widens a twice and rounds its gradient after each side. */
+static bool binary_low_direct(const fs_tensor *a, const fs_tensor *b) {
+  if (a == b || !fsT_is_float(a->dtype) || !fsT_is_float(b->dtype)) return false;
+  fs_dtype la = fsT_is_low(a->dtype) ? a->dtype : FS_F32, lb = fsT_is_low(b->dtype) ? b->dtype : FS_F32;
+  if (la == lb ? la == FS_F32 : la != FS_F32 && lb != FS_F32) return false;
+  return a->device == FS_DEV_CPU && b->device == FS_DEV_CPU && a->data && b->data && same_or_scalar(a, b);
+}
+
+/* Side i's float32 contribution to its gradient over block [at, at + m)
+ * (times *sign), as binary_bw computes it: g itself, g b, g a, g / b, or
+ * (g / b) out with out = a / b recomputed (the float32 result the widened
+ * path saved). */
+static const float *binary_low_part(const fsB_backend *be, fsB_binop op, int i, size_t m, const float *g,
+                                    const float *A, size_t sa, const float *B, size_t sb, float *tmp,
+                                    float *quot, float *sign) {
+  *sign = op == FSB_SUB && i == 1 ? -1.0f : 1.0f;
+  if (op == FSB_ADD || op == FSB_SUB) return g;
+  if (op == FSB_MUL) {
+    be->binary(FSB_MUL, m, g, 1, i == 0 ? B : A, i == 0 ? sb : sa, tmp);
+    return tmp;
+  }
+  be->binary(FSB_DIV, m, g, 1, B, sb, tmp);
+  if (i == 0) return tmp;
+  be->binary(FSB_DIV, m, A, sa, B, sb, quot);
+  be->binary(FSB_MUL, m, tmp, 1, quot, 1, tmp);
+  *sign = -1.0f;
+  return tmp;
+}
+
+/* A scalar side's gradient: its contribution summed over the whole
+ * output (binary_bw's accumulate), from widened copies of both sides. */
+static int binary_low_scalar_bw(const fsB_backend *be, fsB_binop op, int i, fs_tensor *a, fs_tensor *b,
+                                const float *g, size_t N, float *d) {
+  fs_tensor *wa = fsT_to_dtype(a, FS_F32), *wb = wa ? fsT_to_dtype(b, FS_F32) : NULL;
+  float *tmp = wb ? be->alloc(2 * N * sizeof *tmp + 1) : NULL;
+  if (tmp) {
+    float sign;
+    const float *c = binary_low_part(be, op, i, N, g, fsT_f32(wa), wa->numel == (int64_t)N, fsT_f32(wb),
+                                     wb->numel == (int64_t)N, tmp, tmp + N, &sign);
+    float s = sign * (float)be->sum(N, c);
+    if (fsT_is_low((i ? b : a)->dtype)) fsG_low_grad_add((i ? b : a)->dtype, d, &s, 1, 1.0f);
+    else d[0] += s;
+    be->free(tmp, 2 * N * sizeof *tmp + 1);
+  } else if (wb)
+    fsT_seterr("out of memory");
+  fsT_release(wa);
+  fsT_release(wb);
+  return tmp ? 0 : -1;
+}
+
+static int binary_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *side[2] = {n->in[0], n->in[1]};
+  fsB_binop op = (fsB_binop)n->k;
+  const fsB_backend *be = fsB_of(out);
+  size_t N = (size_t)out->numel;
+  bool whole[2] = {side[0]->numel == out->numel, side[1]->numel == out->numel}, fresh[2] = {false, false};
+  const float *g = fsT_f32(out->grad);
+  float *d[2] = {NULL, NULL};
+  /* float32 sides take their first gradient as binary_bw does (shared or
+   * written, not added to zeros); low sides always add, as a cast node does */
+  for (int i = 0; i < 2; i++) {
+    fs_tensor *x = side[i];
+    bool f32 = x->dtype == FS_F32 && whole[i];
+    if (f32 && (op == FSB_ADD || (op == FSB_SUB && i == 0))) {
+      int first = grad_first(x, out->grad);
+      if (first < 0) return -1;
+      if (first) continue;
+    }
+    if (f32 && (op == FSB_MUL || (op == FSB_DIV && i == 0)) ? fsG_grad_whole(x, N, &d[i], &fresh[i])
+                                                            : fsG_grad_buf(x, &d[i]))
+      return -1;
+    if (d[i] && !whole[i] && binary_low_scalar_bw(be, op, i, side[0], side[1], g, N, d[i]) < 0) return -1;
+  }
+  bool blocks = (d[0] && whole[0]) || (d[1] && whole[1]);
+  float A[FSG_LOW_BLOCK], B[FSG_LOW_BLOCK], tmp[FSG_LOW_BLOCK], quot[FSG_LOW_BLOCK];
+  for (size_t at = 0; blocks && at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    const float *av = fsG_low_block(side[0], at, m, whole[0], A), *bv = fsG_low_block(side[1], at, m, whole[1], B);
+    for (int i = 0; i < 2; i++) {
+      if (!d[i] || !whole[i]) continue;
+      float sign;
+      const float *c = binary_low_part(be, op, i, m, g + at, av, whole[0], bv, whole[1], tmp, quot, &sign);
+      if (fresh[i]) memcpy(d[i] + at, c, m * sizeof *c);
+      else if (fsT_is_low(side[i]->dtype)) fsG_low_grad_add(side[i]->dtype, d[i] + at, c, m, sign);
+      else be->axpy(m, sign, c, d[i] + at);
+    }
+  }
+  return 0;
+}
+
+static fs_tensor *binary_low(fsB_binop op, fs_tensor *a, fs_tensor *b) {
+  if (!fsG_check_inputs("arithmetic", 2, (fs_tensor *const[]){a, b})) return NULL;
+  const fs_tensor *shape = same_or_scalar(a, b);
+  fs_tensor *out = fsT_new(fsG_promoted(2, (fs_tensor *const[]){a, b}), FS_DEV_CPU, shape->rank, shape->shape);
+  if (!out) return NULL;
+  const fsB_backend *be = fsB_of(out);
+  size_t N = (size_t)out->numel, sa = a->numel == out->numel, sb = b->numel == out->numel;
+  float A[FSG_LOW_BLOCK], B[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
+  for (size_t at = 0; at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    float *y = fsG_low_out(out, at, Y);
+    be->binary(op, m, fsG_low_block(a, at, m, sa, A), sa, fsG_low_block(b, at, m, sb, B), sb, y);
+    fsG_low_store(out, at, m, y);
+  }
+  return fsG_record(out, binary_low_bw, 2, (fs_tensor *const[]){a, b}, NULL, NULL, 0, op);
+}
+
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
   if (a->dtype == FS_BOOL || b->dtype == FS_BOOL) {
     fs_tensor *ia = fsG_unbool(a), *ib = ia ? fsG_unbool(b) : NULL;
@@ -687,6 +802,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
     return out;
   }
   if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
+  if (binary_low_direct(a, b)) return binary_low(op, a, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary(op, lp.w[0], lp.w[1]));
