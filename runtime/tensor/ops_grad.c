@@ -157,8 +157,42 @@ static int unary_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n);
 }
 
+/* A low-precision x on the cpu is widened and its result rounded block by
+ * block (autograd_int.h's FSG_LOW_BLOCK path); backward recomputes the
+ * float32 result the widened path saved, for the gradients that read it. */
+static int unary_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx, X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], part[FSG_LOW_BLOCK];
+  if (fsG_grad_buf(x, &dx)) return -1;
+  const float *g = fsT_f32(out->grad);
+  for (size_t at = 0, N = (size_t)x->numel; dx && at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    const float *xv = fsG_low_block(x, at, m, true, X);
+    fsU_cpu.unary_forward((fsU_unary)n->k, m, xv, Y, n->s, n->s2);
+    memset(part, 0, m * sizeof *part);
+    fsU_cpu.unary_backward((fsU_unary)n->k, m, part, g + at, xv, Y, n->s, n->s2);
+    fsG_low_grad_add(x->dtype, dx + at, part, m, 1.0f);
+  }
+  return 0;
+}
+
+static fs_tensor *unary_low(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  fs_tensor *out = fsG_check_inputs("elementwise", 1, &x) ? fsT_new(x->dtype, FS_DEV_CPU, x->rank, x->shape) : NULL;
+  if (!out) return NULL;
+  float X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
+  for (size_t at = 0, N = (size_t)x->numel; at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    fsU_cpu.unary_forward(op, m, fsG_low_block(x, at, m, true, X), Y, p0, p1);
+    fsG_low_store(out, at, m, Y);
+  }
+  out = fsG_record(out, unary_low_bw, 1, &x, NULL, NULL, p0, op);
+  if (out && out->node) out->node->s2 = p1;
+  return out;
+}
+
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
   if (fsG_any_f64(1, &x)) return fsG_unary_f64(op, x, p0, p1);
+  if (fsT_is_low(x->dtype) && x->device == FS_DEV_CPU && x->data) return unary_low(op, x, p0, p1);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_unary(op, lp.w[0], p0, p1));
