@@ -913,14 +913,65 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* Low-precision logits on the cpu are read a row at a time through a
+ * float32 row, instead of a float32 copy of them all (and in backward a
+ * zeroed float32 gradient of that copy, added to theirs).  The arithmetic
+ * is the widened path's: each row's term of the loss summed in the same
+ * order, the loss float32 under autocast (else rounded to the logits'
+ * type), each row's gradient added as a cast node adds it. */
+static bool cross_entropy_low_direct(const fs_tensor *logits, const fs_tensor *targets) {
+  return fsT_is_low(logits->dtype) && logits->device == FS_DEV_CPU && logits->data && targets->device == FS_DEV_CPU &&
+         targets->data;
+}
+
+static int cross_entropy_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *logits = n->in[0], *targets = n->in[1];
+  int64_t C = logits->shape[logits->rank - 1], N = targets->numel;
+  float *dl, *row, *part;
+  double dloss;
+  if (fsG_grad_buf(logits, &dl) || (dl && fsG_item(out->grad, &dloss) < 0)) return -1;
+  if (!dl) return 0;
+  if (!(row = scratch(2 * (size_t)C, false))) return -1;
+  part = row + C;
+  const fsN_kernels *nn = fsB_of(logits)->nn;
+  float scale = (float)dloss / (float)N; /* the kernel's dloss / N, given one row at a time */
+  for (int64_t r = 0; r < N; r++) {
+    fsT_convert(FS_F32, row, logits->dtype, (const uint16_t *)logits->data + r * C, (size_t)C);
+    memset(part, 0, (size_t)C * sizeof *part);
+    nn->cross_entropy_backward(part, row, fsT_i64(targets) + r, 1, C, scale);
+    fsG_low_grad_add(logits->dtype, dl + r * C, part, (size_t)C, 1.0f);
+  }
+  scratch_free(row, 2 * (size_t)C);
+  return 0;
+}
+
+static fs_tensor *cross_entropy_low(fs_tensor *logits, fs_tensor *targets, int64_t C) {
+  int64_t N = targets->numel;
+  float *row = scratch((size_t)C, false);
+  if (!row) return NULL;
+  const fsN_kernels *nn = fsB_of(logits)->nn;
+  double total = 0;
+  for (int64_t r = 0; r < N; r++) {
+    fsT_convert(FS_F32, row, logits->dtype, (const uint16_t *)logits->data + r * C, (size_t)C);
+    total += nn->cross_entropy_forward(row, fsT_i64(targets) + r, 1, C);
+  }
+  scratch_free(row, (size_t)C);
+  float loss = (float)(N ? total / (double)N : NAN);
+  fs_tensor *out = fsT_new(fsG_autocast() != FS_F32 ? FS_F32 : logits->dtype, FS_DEV_CPU, 0, NULL);
+  if (!out) return NULL;
+  fsT_convert(out->dtype, out->data, FS_F32, &loss, 1);
+  return fsG_record(out, cross_entropy_low_bw, 2, (fs_tensor *const[]){logits, targets}, NULL, NULL, 0, 0);
+}
+
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
   if (fsG_any_f64(1, &logits)) return fsG_cross_entropy_f64(logits, targets);
+  bool direct = cross_entropy_low_direct(logits, targets);
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
+  if (!direct && fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_cross_entropy(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {logits, targets};
   const fsB_backend *be = fsG_check_inputs("cross_entropy", 2, ins);
-  if (!be || !want_f32("cross_entropy", logits)) return NULL;
+  if (!be || (!direct && !want_f32("cross_entropy", logits))) return NULL;
   char a[96], b[96];
   if (targets->dtype != FS_I64) {
     fsT_seterr("expected scalar type Long but found %s (cross_entropy targets are class indices)",
@@ -943,6 +994,7 @@ fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
       return NULL;
     }
   fsT_release(ht);
+  if (direct) return cross_entropy_low(logits, targets, C);
   fs_tensor *out = scalar_on(FS_F32, logits->device,
                              (float)be->nn->cross_entropy_forward(fsT_f32(logits), fsT_i64(targets),
                                                                   targets->numel, C));

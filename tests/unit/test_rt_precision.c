@@ -308,11 +308,42 @@ static void test_low_grad_order(void **state) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
 }
 
+/* cross_entropy on low logits reads them a row at a time: the loss is the
+ * float32 path's (float32 under autocast, else rounded to the logits'
+ * type) and so is the logits' gradient. */
+static void test_low_cross_entropy(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 3; mode++) { /* bfloat16, bfloat16 under autocast, float16 */
+    fs_dtype dt = mode == 2 ? FS_F16 : FS_BF16;
+    int64_t N = 37, C = 1029, shape[2] = {N, C};
+    fs_tensor *x = rt_rand("x", -4, 4, 2, shape), *t = fsT_new(FS_I64, FS_DEV_CPU, 1, &N);
+    for (int64_t i = 0; i < N; i++) fsT_i64(t)[i] = (i * 131) % C;
+    fs_tensor *low = fsT_copy(x);
+    assert_int_equal(fsT_set_dtype(low, dt), 0);
+    fs_tensor *wide = rt_ok(fsT_to_dtype(low, FS_F32));
+    low->requires_grad = wide->requires_grad = true;
+    fs_dtype old = fsG_set_autocast(mode == 1 ? FS_BF16 : FS_F32);
+    fs_tensor *l = rt_ok(fsG_cross_entropy(low, t));
+    fsG_set_autocast(old);
+    fs_tensor *ref = rt_ok(fsG_cross_entropy(wide, t));
+    assert_int_equal(l->dtype, mode == 1 ? FS_F32 : dt);
+    float want = fsT_round_to(l->dtype, fsT_f32(ref)[0]);
+    assert_same(l, &want, 1);
+    fs_tensor *lf = rt_ok(fsG_cast(l, FS_F32));
+    assert_int_equal(fsG_backward(lf), 0);
+    assert_int_equal(fsG_backward(ref), 0);
+    assert_grad(low, wide, dt);
+    fs_tensor *all[] = {x, t, low, wide, l, ref, lf};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_promotion),
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
+    cmocka_unit_test(test_low_cross_entropy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
