@@ -441,7 +441,8 @@ static bool act_bf16_direct(fsN_act act, const fs_tensor *x) {
 static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx, wide[BF16_BLOCK], part[BF16_BLOCK];
-  if (fsG_grad_buf(x, &dx)) return -1;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
   if (!dx) return 0;
   const uint16_t *xs = x->data;
   const float *dout = fsT_f32(out->grad);
@@ -450,7 +451,7 @@ static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
     fsT_convert(FS_F32, wide, FS_BF16, xs + at, m);
     memset(part, 0, m * sizeof *part);
     fsN_act_backward((fsN_act)n->k, part, dout + at, wide, NULL, m);
-    fsG_low_grad_add(FS_BF16, dx + at, part, m, 1.0f);
+    fsG_low_grad_add(FS_BF16, dx + at, part, m, 1.0f, fresh);
   }
   return 0;
 }
@@ -718,7 +719,7 @@ static const float *binary_low_part(const fsB_backend *be, fsB_binop op, int i, 
 /* A scalar side's gradient: its contribution summed over the whole
  * output (binary_bw's accumulate), from widened copies of both sides. */
 static int binary_low_scalar_bw(const fsB_backend *be, fsB_binop op, int i, fs_tensor *a, fs_tensor *b,
-                                const float *g, size_t N, float *d) {
+                                const float *g, size_t N, float *d, bool fresh) {
   fs_tensor *wa = fsT_to_dtype(a, FS_F32), *wb = wa ? fsT_to_dtype(b, FS_F32) : NULL;
   float *tmp = wb ? be->alloc(2 * N * sizeof *tmp + 1) : NULL;
   if (tmp) {
@@ -726,7 +727,7 @@ static int binary_low_scalar_bw(const fsB_backend *be, fsB_binop op, int i, fs_t
     const float *c = binary_low_part(be, op, i, N, g, fsT_f32(wa), wa->numel == (int64_t)N, fsT_f32(wb),
                                      wb->numel == (int64_t)N, tmp, tmp + N, &sign);
     float s = sign * (float)be->sum(N, c);
-    if (fsT_is_low((i ? b : a)->dtype)) fsG_low_grad_add((i ? b : a)->dtype, d, &s, 1, 1.0f);
+    if (fsT_is_low((i ? b : a)->dtype)) fsG_low_grad_add((i ? b : a)->dtype, d, &s, 1, 1.0f, fresh);
     else d[0] += s;
     be->free(tmp, 2 * N * sizeof *tmp + 1);
   } else if (wb)
@@ -754,10 +755,11 @@ static int binary_low_bw(fsG_node *n, fs_tensor *out) {
       if (first < 0) return -1;
       if (first) continue;
     }
-    if (f32 && (op == FSB_MUL || (op == FSB_DIV && i == 0)) ? fsG_grad_whole(x, N, &d[i], &fresh[i])
-                                                            : fsG_grad_buf(x, &d[i]))
+    if (fsT_is_low(x->dtype) ? fsG_low_grad_buf(x, &d[i], &fresh[i])
+        : f32 && (op == FSB_MUL || (op == FSB_DIV && i == 0)) ? fsG_grad_whole(x, N, &d[i], &fresh[i])
+                                                               : fsG_grad_buf(x, &d[i]))
       return -1;
-    if (d[i] && !whole[i] && binary_low_scalar_bw(be, op, i, side[0], side[1], g, N, d[i]) < 0) return -1;
+    if (d[i] && !whole[i] && binary_low_scalar_bw(be, op, i, side[0], side[1], g, N, d[i], fresh[i]) < 0) return -1;
   }
   bool blocks = (d[0] && whole[0]) || (d[1] && whole[1]);
   float A[FSG_LOW_BLOCK], B[FSG_LOW_BLOCK], tmp[FSG_LOW_BLOCK], quot[FSG_LOW_BLOCK];
@@ -768,8 +770,8 @@ static int binary_low_bw(fsG_node *n, fs_tensor *out) {
       if (!d[i] || !whole[i]) continue;
       float sign;
       const float *c = binary_low_part(be, op, i, m, g + at, av, whole[0], bv, whole[1], tmp, quot, &sign);
-      if (fresh[i]) memcpy(d[i] + at, c, m * sizeof *c);
-      else if (fsT_is_low(side[i]->dtype)) fsG_low_grad_add(side[i]->dtype, d[i] + at, c, m, sign);
+      if (fsT_is_low(side[i]->dtype)) fsG_low_grad_add(side[i]->dtype, d[i] + at, c, m, sign, fresh[i]);
+      else if (fresh[i]) memcpy(d[i] + at, c, m * sizeof *c);
       else be->axpy(m, sign, c, d[i] + at);
     }
   }
@@ -929,7 +931,8 @@ static int cross_entropy_low_bw(fsG_node *n, fs_tensor *out) {
   int64_t C = logits->shape[logits->rank - 1], N = targets->numel;
   float *dl, *row, *part;
   double dloss;
-  if (fsG_grad_buf(logits, &dl) || (dl && fsG_item(out->grad, &dloss) < 0)) return -1;
+  bool fresh;
+  if (fsG_low_grad_buf(logits, &dl, &fresh) || (dl && fsG_item(out->grad, &dloss) < 0)) return -1;
   if (!dl) return 0;
   if (!(row = scratch(2 * (size_t)C, false))) return -1;
   part = row + C;
@@ -939,7 +942,7 @@ static int cross_entropy_low_bw(fsG_node *n, fs_tensor *out) {
     fsT_convert(FS_F32, row, logits->dtype, (const uint16_t *)logits->data + r * C, (size_t)C);
     memset(part, 0, (size_t)C * sizeof *part);
     nn->cross_entropy_backward(part, row, fsT_i64(targets) + r, 1, C, scale);
-    fsG_low_grad_add(logits->dtype, dl + r * C, part, (size_t)C, 1.0f);
+    fsG_low_grad_add(logits->dtype, dl + r * C, part, (size_t)C, 1.0f, fresh);
   }
   scratch_free(row, 2 * (size_t)C);
   return 0;

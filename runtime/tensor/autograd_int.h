@@ -148,10 +148,15 @@ float *fsG_low_out(fs_tensor *t, size_t at, float *buf);
 void fsG_low_store(fs_tensor *t, size_t at, size_t m, const float *v);
 /* dx[0..n) += alpha c[0..n) for the float32 gradient of a cpu tensor of
  * low type dt: torch adds a gradient to a bfloat16 or float16 tensor's as a
- * tensor of that type, so the contribution is rounded, and then the sum.
+ * tensor of that type, so the contribution is rounded, and then the sum;
+ * fresh: dx is a fresh fsG_low_grad_buf, written, not read.
  * (Rounding the contribution first makes the result independent of which
  * of two contributions comes first.) */
-void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha);
+void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha, bool fresh);
+/* t's float32 gradient buffer as fsG_grad_buf gives it, but uninitialized
+ * and *fresh when it is made now: the first fsG_low_grad_add (fresh) over
+ * each element writes it instead of adding to zeros. */
+int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh);
 
 /* ---- float64 (f64.c) ----
  * An op with a double path starts with

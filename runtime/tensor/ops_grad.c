@@ -163,7 +163,8 @@ static int unary_bw(fsG_node *n, fs_tensor *out) {
 static int unary_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx, X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], part[FSG_LOW_BLOCK];
-  if (fsG_grad_buf(x, &dx)) return -1;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
   const float *g = fsT_f32(out->grad);
   for (size_t at = 0, N = (size_t)x->numel; dx && at < N; at += FSG_LOW_BLOCK) {
     size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
@@ -171,7 +172,7 @@ static int unary_low_bw(fsG_node *n, fs_tensor *out) {
     fsU_cpu.unary_forward((fsU_unary)n->k, m, xv, Y, n->s, n->s2);
     memset(part, 0, m * sizeof *part);
     fsU_cpu.unary_backward((fsU_unary)n->k, m, part, g + at, xv, Y, n->s, n->s2);
-    fsG_low_grad_add(x->dtype, dx + at, part, m, 1.0f);
+    fsG_low_grad_add(x->dtype, dx + at, part, m, 1.0f, fresh);
   }
   return 0;
 }

@@ -96,12 +96,14 @@ static int cast_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   if (x->dtype == FS_F64 || out->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
   float *dx;
-  if (fsG_grad_buf(x, &dx)) return -1;
-  if (!dx) return 0;
+  bool fresh;
   if (fsT_is_low(x->dtype) && x->device == FS_DEV_CPU) {
-    fsG_low_grad_add(x->dtype, dx, fsT_f32(out->grad), (size_t)x->numel, 1.0f);
+    if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+    if (dx) fsG_low_grad_add(x->dtype, dx, fsT_f32(out->grad), (size_t)x->numel, 1.0f, fresh);
     return 0;
   }
+  if (fsG_grad_buf(x, &dx)) return -1;
+  if (!dx) return 0;
   fs_tensor *g = fsT_is_low(x->dtype) ? fsT_copy(out->grad) : fsT_retain(out->grad);
   int rc = g && round_tensor(g, x->dtype) == 0 ? 0 : -1;
   if (rc == 0) fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(g), dx);
@@ -231,14 +233,41 @@ void fsG_low_store(fs_tensor *t, size_t at, size_t m, const float *v) {
   if (t->dtype != FS_F32) fsT_convert(t->dtype, (uint16_t *)t->data + at, FS_F32, v, m);
 }
 
-FS_VECTOR_TARGET
-void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha) {
-  float r[FSG_LOW_BLOCK];
-  for (size_t at = 0; at < n; at += FSG_LOW_BLOCK) {
-    size_t m = n - at < FSG_LOW_BLOCK ? n - at : FSG_LOW_BLOCK;
-    for (size_t i = 0; i < m; i++) r[i] = alpha * c[at + i];
-    fsT_round_array(dt, r, m);
-    for (size_t i = 0; i < m; i++) dx[at + i] += r[i];
-    fsT_round_array(dt, dx + at, m);
+int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh) {
+  *fresh = false;
+  if (!t->requires_grad || t->grad) return fsG_grad_buf(t, g);
+  fs_tensor *d = fsT_new(FS_F32, t->device, t->rank, t->shape);
+  if (!d || (!t->node && fsG_note_low_leaf(t) < 0)) {
+    fsT_release(d);
+    return -1;
   }
+  t->grad = d;
+  *g = fsT_f32(d);
+  *fresh = true;
+  return 0;
+}
+
+/* fsT_round_array's bfloat16 rounding of one float's bits, inlined so the
+ * loops below vectorize */
+static inline float round_bf16(float v) {
+  uint32_t b;
+  memcpy(&b, &v, sizeof b);
+  b = (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x400000u) & 0xffff0000u : (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+/* + 0.0f: the sum with the zeroed buffer the gradient would otherwise be
+ * (a -0 contribution gives +0) */
+FS_VECTOR_TARGET
+void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha, bool fresh) {
+  if (dt == FS_BF16 && fresh) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = round_bf16(alpha * c[i]) + 0.0f;
+  } else if (dt == FS_BF16) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = round_bf16(dx[i] + round_bf16(alpha * c[i]));
+  } else
+    for (size_t i = 0; i < n; i++)
+      dx[i] = fsT_round_to(dt, (fresh ? 0.0f : dx[i]) + fsT_round_to(dt, alpha * c[i]));
 }
