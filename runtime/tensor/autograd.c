@@ -1061,39 +1061,88 @@ static bool cross_entropy_low_direct(const fs_tensor *logits, const fs_tensor *t
          targets->data;
 }
 
+/* The rows go to the worker pool (fsB_parallel) in parts of CE_PART_ROWS:
+ * each row is computed as one row alone, the loss's terms are summed
+ * afterwards in row order and each row's gradient touches its row only, so
+ * the split (fixed by the shape) changes no bits. */
+enum { CE_PART_ROWS = 16 };
+typedef struct ce_low_job {
+  const fsN_kernels *nn;
+  const fs_tensor *logits;
+  const int64_t *targets;
+  int64_t N, C;
+  float *rows;  /* 2 C floats per worker */
+  double *terms; /* forward: each row's term */
+  float *dl, scale;
+  bool fresh;
+} ce_low_job;
+
+static int ce_low_part(void *ctx, int part, int worker) {
+  const ce_low_job *j = ctx;
+  int64_t C = j->C, r = (int64_t)part * CE_PART_ROWS, end = r + CE_PART_ROWS < j->N ? r + CE_PART_ROWS : j->N;
+  float *row = j->rows + (size_t)worker * 2 * (size_t)C, *grad = row + C;
+  for (; r < end; r++) {
+    fsT_convert(FS_F32, row, j->logits->dtype, (const uint16_t *)j->logits->data + r * C, (size_t)C);
+    if (!j->dl) {
+      j->terms[r] = j->nn->cross_entropy_forward(row, j->targets + r, 1, C);
+      continue;
+    }
+    memset(grad, 0, (size_t)C * sizeof *grad);
+    j->nn->cross_entropy_backward(grad, row, j->targets + r, 1, C, j->scale);
+    fsG_low_grad_add(j->logits->dtype, j->dl + r * C, grad, (size_t)C, 1.0f, j->fresh);
+  }
+  return 0;
+}
+
+/* the floats of j's scratch: a 2 C row pair per worker, then, forward, a
+ * double per row (2 C per worker is even: the doubles stay aligned) */
+static size_t ce_low_scratch(const ce_low_job *j) {
+  return (size_t)fsB_threads() * 2 * (size_t)j->C + (j->dl ? 0 : 2 * (size_t)j->N);
+}
+
+/* runs j over its rows (N > 0); forward leaves the terms' sum, in row order, in terms[0] */
+static int ce_low_run(ce_low_job *j) {
+  int64_t parts = (j->N + CE_PART_ROWS - 1) / CE_PART_ROWS;
+  if (parts >= INT32_MAX) {
+    fsT_seterr("cross_entropy: %lld rows are too many", (long long)j->N);
+    return -1;
+  }
+  if (!(j->rows = scratch(ce_low_scratch(j), false))) return -1;
+  j->terms = j->dl ? NULL : (double *)(void *)(j->rows + (size_t)fsB_threads() * 2 * (size_t)j->C);
+  int rc = fsB_parallel((int)parts, ce_low_part, j);
+  if (rc == 0 && !j->dl) {
+    double total = 0;
+    for (int64_t r = 0; r < j->N; r++) total += j->terms[r];
+    j->terms[0] = total;
+  }
+  return rc;
+}
+
 static int cross_entropy_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *logits = n->in[0], *targets = n->in[1];
   int64_t C = logits->shape[logits->rank - 1], N = targets->numel;
-  float *dl, *row, *part;
+  float *dl;
   double dloss;
   bool fresh;
   if (fsG_low_grad_buf(logits, &dl, &fresh) || (dl && fsG_item(out->grad, &dloss) < 0)) return -1;
-  if (!dl) return 0;
-  if (!(row = scratch(2 * (size_t)C, false))) return -1;
-  part = row + C;
-  const fsN_kernels *nn = fsB_of(logits)->nn;
-  float scale = (float)dloss / (float)N; /* the kernel's dloss / N, given one row at a time */
-  for (int64_t r = 0; r < N; r++) {
-    fsT_convert(FS_F32, row, logits->dtype, (const uint16_t *)logits->data + r * C, (size_t)C);
-    memset(part, 0, (size_t)C * sizeof *part);
-    nn->cross_entropy_backward(part, row, fsT_i64(targets) + r, 1, C, scale);
-    fsG_low_grad_add(logits->dtype, dl + r * C, part, (size_t)C, 1.0f, fresh);
-  }
-  scratch_free(row, 2 * (size_t)C);
-  return 0;
+  if (!dl || N == 0) return 0;
+  /* the kernel's dloss / N, given one row at a time */
+  ce_low_job j = {fsB_of(logits)->nn, logits, fsT_i64(targets), N, C, NULL, NULL, dl, (float)dloss / (float)N, fresh};
+  int rc = ce_low_run(&j);
+  scratch_free(j.rows, ce_low_scratch(&j));
+  return rc;
 }
 
 static fs_tensor *cross_entropy_low(fs_tensor *logits, fs_tensor *targets, int64_t C) {
   int64_t N = targets->numel;
-  float *row = scratch((size_t)C, false);
-  if (!row) return NULL;
-  const fsN_kernels *nn = fsB_of(logits)->nn;
   double total = 0;
-  for (int64_t r = 0; r < N; r++) {
-    fsT_convert(FS_F32, row, logits->dtype, (const uint16_t *)logits->data + r * C, (size_t)C);
-    total += nn->cross_entropy_forward(row, fsT_i64(targets) + r, 1, C);
+  if (N > 0) {
+    ce_low_job j = {fsB_of(logits)->nn, logits, fsT_i64(targets), N, C, NULL, NULL, NULL, 0, false};
+    int rc = ce_low_run(&j);
+    if (rc == 0) total = j.terms[0];
+    scratch_free(j.rows, ce_low_scratch(&j));
+    if (rc < 0) return NULL;
   }
-  scratch_free(row, (size_t)C);
   float loss = (float)(N ? total / (double)N : NAN);
   fs_tensor *out = fsT_new(fsG_autocast() != FS_F32 ? FS_F32 : logits->dtype, FS_DEV_CPU, 0, NULL);
   if (!out) return NULL;
