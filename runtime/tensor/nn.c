@@ -184,6 +184,49 @@ static void layernorm_backward_split(float *dinp, float *dw, float *db, const fl
   fsB_parallel((int)(j.row_parts + cols), ln_backward_part, &j);
 }
 
+/* Cross entropy over the worker pool, by parts of rows as layer norm's:
+ * each row is computed as a one-row call (the backward's scale dloss / N
+ * passed as a one-row call's dloss), the forward's row terms summed
+ * afterwards in row order, so the split changes no bits. */
+typedef struct ce_job {
+  const float *logits;
+  const int64_t *targets;
+  float *dlogits, scale;
+  double *terms;
+  int64_t N, C, rows_per_part;
+} ce_job;
+
+static int ce_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const ce_job *j = ctx;
+  int64_t r = part * j->rows_per_part, end = j->N - r < j->rows_per_part ? j->N : r + j->rows_per_part;
+  for (; r < end; r++)
+    if (j->terms) j->terms[r] = fsN_cross_entropy_forward(j->logits + r * j->C, j->targets + r, 1, j->C);
+    else fsN_cross_entropy_backward(j->dlogits + r * j->C, j->logits + r * j->C, j->targets + r, 1, j->C, j->scale);
+  return 0;
+}
+
+static double cross_entropy_forward_split(const float *logits, const int64_t *targets, int64_t N, int64_t C) {
+  int64_t parts;
+  double *terms = ln_split(N, C, &parts) ? malloc((size_t)N * sizeof *terms) : NULL;
+  if (!terms) return fsN_cross_entropy_forward(logits, targets, N, C); /* small, or no memory for the terms */
+  fsB_parallel((int)parts, ce_part, &(ce_job){logits, targets, NULL, 0, terms, N, C, ln_rows_per_part(C)});
+  double total = 0;
+  for (int64_t n = 0; n < N; n++) total += terms[n];
+  free(terms);
+  return total / (double)N;
+}
+
+static void cross_entropy_backward_split(float *dlogits, const float *logits, const int64_t *targets, int64_t N,
+                                         int64_t C, float dloss) {
+  int64_t parts;
+  if (!ln_split(N, C, &parts)) {
+    fsN_cross_entropy_backward(dlogits, logits, targets, N, C, dloss);
+    return;
+  }
+  fsB_parallel((int)parts, ce_part, &(ce_job){logits, targets, dlogits, dloss / (float)N, NULL, N, C, ln_rows_per_part(C)});
+}
+
 const fsN_kernels fsN_cpu = {
   fsN_linear_forward, fsN_linear_backward,
   fsN_embedding_forward, fsN_embedding_backward,
@@ -192,6 +235,6 @@ const fsN_kernels fsN_cpu = {
   fsN_act_forward, fsN_act_backward,
   fsN_dropout_forward, fsN_dropout_backward,
   fsN_attention_forward, fsN_attention_backward,
-  fsN_cross_entropy_forward, fsN_cross_entropy_backward,
+  cross_entropy_forward_split, cross_entropy_backward_split,
   fsN_mse_forward, fsN_mse_backward,
 };
