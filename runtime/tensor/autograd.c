@@ -872,6 +872,58 @@ static int binary_low_scalar_bw(const fsB_backend *be, fsB_binop op, int i, fs_t
   return tmp ? 0 : -1;
 }
 
+/* The blocks of a direct binary op, forward (out) or backward (g), go to
+ * the worker pool (fsB_parallel) in parts of BINARY_LOW_PART_BLOCKS: each
+ * block is computed as before, elementwise, so the split changes no bits. */
+enum { BINARY_LOW_PART_BLOCKS = 16 };
+typedef struct binary_low_job {
+  const fsB_backend *be;
+  fsB_binop op;
+  fs_tensor *a, *b, *out; /* out: forward */
+  const float *g;         /* backward: the output's gradient; d[i] side i's, or NULL */
+  float *d[2];
+  bool whole[2], fresh[2];
+  size_t N;
+} binary_low_job;
+
+static int binary_low_blocks(void *ctx, int part, int worker) {
+  (void)worker;
+  const binary_low_job *j = ctx;
+  const fsB_backend *be = j->be;
+  size_t at = (size_t)part * BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK;
+  size_t end = j->N - at < BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK ? j->N : at + BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK;
+  float A[FSG_LOW_BLOCK], B[FSG_LOW_BLOCK], tmp[FSG_LOW_BLOCK], quot[FSG_LOW_BLOCK];
+  fs_tensor *side[2] = {j->a, j->b};
+  for (; at < end; at += FSG_LOW_BLOCK) {
+    size_t m = end - at < FSG_LOW_BLOCK ? end - at : FSG_LOW_BLOCK;
+    const float *av = fsG_low_block(j->a, at, m, j->whole[0], A), *bv = fsG_low_block(j->b, at, m, j->whole[1], B);
+    if (j->out) {
+      float *y = fsG_low_out(j->out, at, tmp);
+      be->binary(j->op, m, av, j->whole[0], bv, j->whole[1], y);
+      fsG_low_store(j->out, at, m, y);
+      continue;
+    }
+    for (int i = 0; i < 2; i++) {
+      if (!j->d[i] || !j->whole[i]) continue;
+      float sign;
+      const float *c = binary_low_part(be, j->op, i, m, j->g + at, av, j->whole[0], bv, j->whole[1], tmp, quot, &sign);
+      if (fsT_is_low(side[i]->dtype)) fsG_low_grad_add(side[i]->dtype, j->d[i] + at, c, m, sign, j->fresh[i]);
+      else if (j->fresh[i]) memcpy(j->d[i] + at, c, m * sizeof *c);
+      else be->axpy(m, sign, c, j->d[i] + at);
+    }
+  }
+  return 0;
+}
+
+static int binary_low_run(binary_low_job *j) {
+  size_t per = BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK, parts = (j->N + per - 1) / per;
+  if (parts >= INT32_MAX) {
+    fsT_seterr("arithmetic: %zu elements are too many", j->N);
+    return -1;
+  }
+  return fsB_parallel((int)parts, binary_low_blocks, j);
+}
+
 static int binary_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *side[2] = {n->in[0], n->in[1]};
   fsB_binop op = (fsB_binop)n->k;
@@ -896,20 +948,9 @@ static int binary_low_bw(fsG_node *n, fs_tensor *out) {
       return -1;
     if (d[i] && !whole[i] && binary_low_scalar_bw(be, op, i, side[0], side[1], g, N, d[i], fresh[i]) < 0) return -1;
   }
-  bool blocks = (d[0] && whole[0]) || (d[1] && whole[1]);
-  float A[FSG_LOW_BLOCK], B[FSG_LOW_BLOCK], tmp[FSG_LOW_BLOCK], quot[FSG_LOW_BLOCK];
-  for (size_t at = 0; blocks && at < N; at += FSG_LOW_BLOCK) {
-    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
-    const float *av = fsG_low_block(side[0], at, m, whole[0], A), *bv = fsG_low_block(side[1], at, m, whole[1], B);
-    for (int i = 0; i < 2; i++) {
-      if (!d[i] || !whole[i]) continue;
-      float sign;
-      const float *c = binary_low_part(be, op, i, m, g + at, av, whole[0], bv, whole[1], tmp, quot, &sign);
-      if (fsT_is_low(side[i]->dtype)) fsG_low_grad_add(side[i]->dtype, d[i] + at, c, m, sign, fresh[i]);
-      else if (fresh[i]) memcpy(d[i] + at, c, m * sizeof *c);
-      else be->axpy(m, sign, c, d[i] + at);
-    }
-  }
+  if ((d[0] && whole[0]) || (d[1] && whole[1]))
+    return binary_low_run(&(binary_low_job){be, op, side[0], side[1], NULL, g, {d[0], d[1]}, {whole[0], whole[1]},
+                                            {fresh[0], fresh[1]}, N});
   return 0;
 }
 
@@ -918,14 +959,11 @@ static fs_tensor *binary_low(fsB_binop op, fs_tensor *a, fs_tensor *b) {
   const fs_tensor *shape = same_or_scalar(a, b);
   fs_tensor *out = fsT_new(fsG_promoted(2, (fs_tensor *const[]){a, b}), FS_DEV_CPU, shape->rank, shape->shape);
   if (!out) return NULL;
-  const fsB_backend *be = fsB_of(out);
-  size_t N = (size_t)out->numel, sa = a->numel == out->numel, sb = b->numel == out->numel;
-  float A[FSG_LOW_BLOCK], B[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
-  for (size_t at = 0; at < N; at += FSG_LOW_BLOCK) {
-    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
-    float *y = fsG_low_out(out, at, Y);
-    be->binary(op, m, fsG_low_block(a, at, m, sa, A), sa, fsG_low_block(b, at, m, sb, B), sb, y);
-    fsG_low_store(out, at, m, y);
+  binary_low_job j = {fsB_of(out), op, a, b, out, NULL, {NULL, NULL}, {a->numel == out->numel, b->numel == out->numel},
+                      {false, false}, (size_t)out->numel};
+  if (binary_low_run(&j) < 0) {
+    fsT_release(out);
+    return NULL;
   }
   return fsG_record(out, binary_low_bw, 2, (fs_tensor *const[]){a, b}, NULL, NULL, 0, op);
 }
