@@ -3,6 +3,7 @@
 #include "autograd_int.h"
 #include "ops.h"
 #include "blas.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -202,10 +203,42 @@ static void scratch_free(float *p, size_t n) {
   if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
 }
 
-/* g += r rounded to bfloat16 (a round node's backward) */
-static void add_rounded(float *g, float *r, size_t n) {
-  fsT_round_array(FS_BF16, r, n);
-  fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
+/* The bias gradient of a bfloat16 Linear, db += (dy summed over its rows)
+ * rounded to bfloat16 (a round node's backward: the contribution rounded,
+ * the float32 bias's sum not), in parts of BIAS_PART_COLUMNS columns over
+ * the worker pool: each column sums its rows in row order from 0, as
+ * fsN_linear_backward's db into a zeroed buffer did, so the split (fixed by
+ * the shape) changes no bits. */
+enum { BIAS_PART_COLUMNS = 64 };
+typedef struct bias_bf16_job {
+  float *db;
+  const float *dy;
+  int64_t N, OC;
+} bias_bf16_job;
+
+FS_VECTOR_TARGET
+static int bias_bf16_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const bias_bf16_job *j = ctx;
+  int64_t o0 = (int64_t)part * BIAS_PART_COLUMNS, m = j->OC - o0 < BIAS_PART_COLUMNS ? j->OC - o0 : BIAS_PART_COLUMNS;
+  float sum[BIAS_PART_COLUMNS] = {0};
+  for (int64_t n = 0; n < j->N; n++) {
+    const float *row = j->dy + n * j->OC + o0;
+#pragma omp simd
+    for (int64_t o = 0; o < m; o++) sum[o] += row[o];
+  }
+  fsT_round_array(FS_BF16, sum, (size_t)m);
+  for (int64_t o = 0; o < m; o++) j->db[o0 + o] += sum[o];
+  return 0;
+}
+
+static int bias_bf16_grad(float *db, const float *dy, int64_t N, int64_t OC) {
+  int64_t parts = (OC + BIAS_PART_COLUMNS - 1) / BIAS_PART_COLUMNS;
+  if (parts >= INT32_MAX) {
+    fsT_seterr("linear: %lld output features are too many", (long long)OC);
+    return -1;
+  }
+  return fsB_parallel((int)parts, bias_bf16_part, &(bias_bf16_job){db, dy, N, OC});
 }
 
 /* a bfloat16 x is used by the GEMMs as it is */
@@ -237,23 +270,19 @@ static void drop_fresh(fs_tensor *t, fs_tensor *fresh) {
  * (fsB_gemm_bf16o): rounded then added, as a round node's backward does,
  * or, for a bfloat16 x's own gradient, rounded, added and the sum rounded
  * (fsG_low_grad_add's rule); db likewise takes its contribution rounded
- * (add_rounded), its float32 sum unrounded as a round node's backward */
+ * (bias_bf16_grad), its float32 sum unrounded as a round node's backward */
 static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *fx = NULL, *fW = NULL;
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
-  float *dx = NULL, *dW = NULL, *db = NULL, *rb = NULL, bx, bW;
+  float *dx = NULL, *dW = NULL, *db = NULL, bx, bW;
   int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
-  size_t nb = db ? (size_t)OC : 0;
-  if (rc == 0 && db && !(rb = scratch(nb, true))) rc = -1;
   fsB_mat dy = {fsT_f32(out->grad), false, OC};
   if (rc == 0 && dx)
     rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
                         (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
   if (rc == 0 && dW)
     rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
-  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy.p, NULL, NULL, N, C, OC);
-  if (rc == 0 && db) add_rounded(db, rb, nb);
-  scratch_free(rb, nb);
+  if (rc == 0 && db) rc = bias_bf16_grad(db, dy.p, N, OC);
   if (rc < 0) {
     drop_fresh(x, fx);
     drop_fresh(W, fW);

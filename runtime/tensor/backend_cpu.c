@@ -408,6 +408,20 @@ static void binary_split(fsB_binop op, size_t n, const float *a, size_t sa, cons
   else fsB_parallel((int)parts, binary_part, &(cpu_split_job){n, op, a, b, sa, sb, out, NULL, NULL});
 }
 
+static int scale_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const cpu_split_job *j = ctx;
+  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  cpu_scale(m, j->a[0], j->out + at);
+  return 0;
+}
+
+static void scale_split(size_t n, float alpha, float *x) {
+  size_t parts = cpu_parts(n);
+  if (!parts) cpu_scale(n, alpha, x);
+  else fsB_parallel((int)parts, scale_part, &(cpu_split_job){n, FSB_MUL, &alpha, NULL, 0, 0, x, NULL, NULL});
+}
+
 static int sumsq_part(void *ctx, int part, int worker) {
   (void)worker;
   const cpu_split_job *j = ctx;
@@ -453,7 +467,7 @@ const fsB_backend fsB_cpu = {
   .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .copy = cpu_copy,
   .from_host = cpu_host_copy, .to_host = cpu_host_copy, .sync = cpu_sync,
   .fill = cpu_fill, .fill_uniform = fsR_uniform_key, .fill_normal = fsR_normal_key,
-  .gemm = fsB_sgemm, .binary = binary_split, .axpy = cpu_axpy, .scale = cpu_scale,
+  .gemm = fsB_sgemm, .binary = binary_split, .axpy = cpu_axpy, .scale = scale_split,
   .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = sumsq_split, .absmax = cpu_absmax,
   .sgd_update = cpu_sgd_update, .adam_update = adam_split,
   .rmsprop_update = cpu_rmsprop_update, .adagrad_update = cpu_adagrad_update,
