@@ -3,6 +3,7 @@
 #include "autograd_int.h"
 #include "ops.h"
 #include "blas.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -202,10 +203,42 @@ static void scratch_free(float *p, size_t n) {
   if (p) fsB_get(FS_DEV_CPU)->free(p, (n ? n : 1) * sizeof *p);
 }
 
-/* g += r rounded to bfloat16 (a round node's backward) */
-static void add_rounded(float *g, float *r, size_t n) {
-  fsT_round_array(FS_BF16, r, n);
-  fsB_get(FS_DEV_CPU)->axpy(n, 1.0f, r, g);
+/* The bias gradient of a bfloat16 Linear, db += (dy summed over its rows)
+ * rounded to bfloat16 (a round node's backward: the contribution rounded,
+ * the float32 bias's sum not), in parts of BIAS_PART_COLUMNS columns over
+ * the worker pool: each column sums its rows in row order from 0, as
+ * fsN_linear_backward's db into a zeroed buffer did, so the split (fixed by
+ * the shape) changes no bits. */
+enum { BIAS_PART_COLUMNS = 64 };
+typedef struct bias_bf16_job {
+  float *db;
+  const float *dy;
+  int64_t N, OC;
+} bias_bf16_job;
+
+FS_VECTOR_TARGET
+static int bias_bf16_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const bias_bf16_job *j = ctx;
+  int64_t o0 = (int64_t)part * BIAS_PART_COLUMNS, m = j->OC - o0 < BIAS_PART_COLUMNS ? j->OC - o0 : BIAS_PART_COLUMNS;
+  float sum[BIAS_PART_COLUMNS] = {0};
+  for (int64_t n = 0; n < j->N; n++) {
+    const float *row = j->dy + n * j->OC + o0;
+#pragma omp simd
+    for (int64_t o = 0; o < m; o++) sum[o] += row[o];
+  }
+  fsT_round_array(FS_BF16, sum, (size_t)m);
+  for (int64_t o = 0; o < m; o++) j->db[o0 + o] += sum[o];
+  return 0;
+}
+
+static int bias_bf16_grad(float *db, const float *dy, int64_t N, int64_t OC) {
+  int64_t parts = (OC + BIAS_PART_COLUMNS - 1) / BIAS_PART_COLUMNS;
+  if (parts >= INT32_MAX) {
+    fsT_seterr("linear: %lld output features are too many", (long long)OC);
+    return -1;
+  }
+  return fsB_parallel((int)parts, bias_bf16_part, &(bias_bf16_job){db, dy, N, OC});
 }
 
 /* a bfloat16 x is used by the GEMMs as it is */
@@ -235,23 +268,21 @@ static void drop_fresh(fs_tensor *t, fs_tensor *fresh) {
 
 /* dx and dW are finished tile by tile as their products run
  * (fsB_gemm_bf16o): rounded then added, as a round node's backward does,
- * or, for a bfloat16 x's own gradient, added then rounded (a cast node's) */
+ * or, for a bfloat16 x's own gradient, rounded, added and the sum rounded
+ * (fsG_low_grad_add's rule); db likewise takes its contribution rounded
+ * (bias_bf16_grad), its float32 sum unrounded as a round node's backward */
 static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *fx = NULL, *fW = NULL;
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
-  float *dx = NULL, *dW = NULL, *db = NULL, *rb = NULL, bx, bW;
+  float *dx = NULL, *dW = NULL, *db = NULL, bx, bW;
   int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
-  size_t nb = db ? (size_t)OC : 0;
-  if (rc == 0 && db && !(rb = scratch(nb, true))) rc = -1;
   fsB_mat dy = {fsT_f32(out->grad), false, OC};
   if (rc == 0 && dx)
     rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
                         (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
   if (rc == 0 && dW)
     rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
-  if (rc == 0 && db) rc = fsN_linear_backward(NULL, NULL, rb, dy.p, NULL, NULL, N, C, OC);
-  if (rc == 0 && db) add_rounded(db, rb, nb);
-  scratch_free(rb, nb);
+  if (rc == 0 && db) rc = bias_bf16_grad(db, dy.p, N, OC);
   if (rc < 0) {
     drop_fresh(x, fx);
     drop_fresh(W, fW);
@@ -441,8 +472,9 @@ static int act_bw(fsG_node *n, fs_tensor *out) {
  * block at a time through float32 on the stack, instead of widening the
  * whole tensor into a float32 copy and rounding a float32 result (two
  * tensors and two passes saved each way).  The arithmetic is the widened
- * path's: the float32 result rounded once; backward accumulates into x's
- * float32 gradient buffer and rounds it, as a cast node's backward does.
+ * path's: the float32 result rounded once; backward adds x's contribution
+ * to its float32 gradient buffer as a cast node's backward does
+ * (fsG_low_grad_add).
  * Only the activations whose backward reads the input, not the output. */
 enum { BF16_BLOCK = 1024 };
 
@@ -502,7 +534,7 @@ typedef struct act_bf16_job {
   const uint16_t *xs;
   uint16_t *ys;
   float *dx;
-  bool dx_unset; /* x's first gradient: each part zeroes its blocks, in cache, before adding */
+  bool dx_fresh; /* x's first gradient (fsG_low_grad_buf): written, not read */
   const float *dout;
   size_t total, per_part;
 } act_bf16_job;
@@ -516,12 +548,18 @@ static int act_bf16_part(void *ctx, int part, int worker) {
   for (end = end < j->total ? end : j->total; at < end; at += BF16_BLOCK) {
     size_t m = end - at < BF16_BLOCK ? end - at : BF16_BLOCK;
     const uint16_t *x = j->xs + at;
-    if (t && j->dx) { /* fsN_act_backward's dinp += dout * factor, the factor looked up */
-      float *dx = j->dx + at;
+    if (j->dx) { /* the block's contribution as fsN_act_backward gives it (0 + dout * factor), then
+                    added to x's gradient as every gradient reaching a low tensor is (fsG_low_grad_add) */
       const float *dout = j->dout + at;
-      if (j->dx_unset) memset(dx, 0, m * sizeof *dx);
-      for (size_t i = 0; i < m; i++) dx[i] += dout[i] * t->slope[x[i]];
-      fsT_round_array(FS_BF16, dx, m);
+      if (t)
+        for (size_t i = 0; i < m; i++) wide[i] = 0.0f + dout[i] * t->slope[x[i]];
+      else {
+        float xw[BF16_BLOCK];
+        fsT_convert(FS_F32, xw, FS_BF16, x, m);
+        memset(wide, 0, m * sizeof *wide);
+        fsN_act_backward(j->act, wide, dout, xw, NULL, m);
+      }
+      fsG_low_grad_add(FS_BF16, j->dx + at, wide, m, 1.0f, j->dx_fresh);
       continue;
     }
     if (t) {
@@ -529,14 +567,8 @@ static int act_bf16_part(void *ctx, int part, int worker) {
       continue;
     }
     fsT_convert(FS_F32, wide, FS_BF16, x, m);
-    if (j->dx) { /* x's gradient rounded as its cast node would (fsG_round_grad), a block at a time */
-      if (j->dx_unset) memset(j->dx + at, 0, m * sizeof *j->dx);
-      fsN_act_backward(j->act, j->dx + at, j->dout + at, wide, NULL, m);
-      fsT_round_array(FS_BF16, j->dx + at, m);
-    } else {
-      fsN_act_forward(j->act, wide, wide, m);
-      fsT_convert(FS_BF16, j->ys + at, FS_F32, wide, m);
-    }
+    fsN_act_forward(j->act, wide, wide, m);
+    fsT_convert(FS_BF16, j->ys + at, FS_F32, wide, m);
   }
   return 0;
 }
@@ -549,11 +581,12 @@ static void act_bf16_run(act_bf16_job *j) {
 }
 
 static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *x = n->in[0], *fresh;
-  float *dx, beta;
-  if (product_grad(x, &dx, &beta, &fresh)) return -1;
+  fs_tensor *x = n->in[0];
+  float *dx;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
   if (dx)
-    act_bf16_run(&(act_bf16_job){(fsN_act)n->k, act_table_of((fsN_act)n->k), x->data, NULL, dx, beta == 0,
+    act_bf16_run(&(act_bf16_job){(fsN_act)n->k, act_table_of((fsN_act)n->k), x->data, NULL, dx, fresh,
                                  fsT_f32(out->grad), (size_t)x->numel, 0});
   return 0;
 }
@@ -813,6 +846,157 @@ static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_
  * promotes bool to the other operand's type in arithmetic and reductions. */
 fs_tensor *fsG_unbool(fs_tensor *t) { return fsT_to_dtype(t, t->dtype == FS_BOOL ? FS_I64 : t->dtype); }
 
+/* ---- binary ops on low-precision tensors, loading and storing them
+ * directly (autograd_int.h's FSG_LOW_BLOCK path) ---- */
+
+/* Same shapes or a scalar side, on the cpu, float inputs of at most one low
+ * type (at least one low), and two distinct tensors: a op a through
+ * fsG_low_begin widens a twice and rounds its gradient after each side. */
+static bool binary_low_direct(const fs_tensor *a, const fs_tensor *b) {
+  if (a == b || !fsT_is_float(a->dtype) || !fsT_is_float(b->dtype)) return false;
+  fs_dtype la = fsT_is_low(a->dtype) ? a->dtype : FS_F32, lb = fsT_is_low(b->dtype) ? b->dtype : FS_F32;
+  if (la == lb ? la == FS_F32 : la != FS_F32 && lb != FS_F32) return false;
+  return a->device == FS_DEV_CPU && b->device == FS_DEV_CPU && a->data && b->data && same_or_scalar(a, b);
+}
+
+/* Side i's float32 contribution to its gradient over block [at, at + m)
+ * (times *sign), as binary_bw computes it: g itself, g b, g a, g / b, or
+ * (g / b) out with out = a / b recomputed (the float32 result the widened
+ * path saved). */
+static const float *binary_low_part(const fsB_backend *be, fsB_binop op, int i, size_t m, const float *g,
+                                    const float *A, size_t sa, const float *B, size_t sb, float *tmp,
+                                    float *quot, float *sign) {
+  *sign = op == FSB_SUB && i == 1 ? -1.0f : 1.0f;
+  if (op == FSB_ADD || op == FSB_SUB) return g;
+  if (op == FSB_MUL) {
+    be->binary(FSB_MUL, m, g, 1, i == 0 ? B : A, i == 0 ? sb : sa, tmp);
+    return tmp;
+  }
+  be->binary(FSB_DIV, m, g, 1, B, sb, tmp);
+  if (i == 0) return tmp;
+  be->binary(FSB_DIV, m, A, sa, B, sb, quot);
+  be->binary(FSB_MUL, m, tmp, 1, quot, 1, tmp);
+  *sign = -1.0f;
+  return tmp;
+}
+
+/* A scalar side's gradient: its contribution summed over the whole
+ * output (binary_bw's accumulate), from widened copies of both sides. */
+static int binary_low_scalar_bw(const fsB_backend *be, fsB_binop op, int i, fs_tensor *a, fs_tensor *b,
+                                const float *g, size_t N, float *d, bool fresh) {
+  fs_tensor *wa = fsT_to_dtype(a, FS_F32), *wb = wa ? fsT_to_dtype(b, FS_F32) : NULL;
+  float *tmp = wb ? be->alloc(2 * N * sizeof *tmp + 1) : NULL;
+  if (tmp) {
+    float sign;
+    const float *c = binary_low_part(be, op, i, N, g, fsT_f32(wa), wa->numel == (int64_t)N, fsT_f32(wb),
+                                     wb->numel == (int64_t)N, tmp, tmp + N, &sign);
+    float s = sign * (float)be->sum(N, c);
+    if (fsT_is_low((i ? b : a)->dtype)) fsG_low_grad_add((i ? b : a)->dtype, d, &s, 1, 1.0f, fresh);
+    else d[0] += s;
+    be->free(tmp, 2 * N * sizeof *tmp + 1);
+  } else if (wb)
+    fsT_seterr("out of memory");
+  fsT_release(wa);
+  fsT_release(wb);
+  return tmp ? 0 : -1;
+}
+
+/* The blocks of a direct binary op, forward (out) or backward (g), go to
+ * the worker pool (fsB_parallel) in parts of BINARY_LOW_PART_BLOCKS: each
+ * block is computed as before, elementwise, so the split changes no bits. */
+enum { BINARY_LOW_PART_BLOCKS = 16 };
+typedef struct binary_low_job {
+  const fsB_backend *be;
+  fsB_binop op;
+  fs_tensor *a, *b, *out; /* out: forward */
+  const float *g;         /* backward: the output's gradient; d[i] side i's, or NULL */
+  float *d[2];
+  bool whole[2], fresh[2];
+  size_t N;
+} binary_low_job;
+
+static int binary_low_blocks(void *ctx, int part, int worker) {
+  (void)worker;
+  const binary_low_job *j = ctx;
+  const fsB_backend *be = j->be;
+  size_t at = (size_t)part * BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK;
+  size_t end = j->N - at < BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK ? j->N : at + BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK;
+  float A[FSG_LOW_BLOCK], B[FSG_LOW_BLOCK], tmp[FSG_LOW_BLOCK], quot[FSG_LOW_BLOCK];
+  fs_tensor *side[2] = {j->a, j->b};
+  for (; at < end; at += FSG_LOW_BLOCK) {
+    size_t m = end - at < FSG_LOW_BLOCK ? end - at : FSG_LOW_BLOCK;
+    const float *av = fsG_low_block(j->a, at, m, j->whole[0], A), *bv = fsG_low_block(j->b, at, m, j->whole[1], B);
+    if (j->out) {
+      float *y = fsG_low_out(j->out, at, tmp);
+      be->binary(j->op, m, av, j->whole[0], bv, j->whole[1], y);
+      fsG_low_store(j->out, at, m, y);
+      continue;
+    }
+    for (int i = 0; i < 2; i++) {
+      if (!j->d[i] || !j->whole[i]) continue;
+      float sign;
+      const float *c = binary_low_part(be, j->op, i, m, j->g + at, av, j->whole[0], bv, j->whole[1], tmp, quot, &sign);
+      if (fsT_is_low(side[i]->dtype)) fsG_low_grad_add(side[i]->dtype, j->d[i] + at, c, m, sign, j->fresh[i]);
+      else if (j->fresh[i]) memcpy(j->d[i] + at, c, m * sizeof *c);
+      else be->axpy(m, sign, c, j->d[i] + at);
+    }
+  }
+  return 0;
+}
+
+static int binary_low_run(binary_low_job *j) {
+  size_t per = BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK, parts = (j->N + per - 1) / per;
+  if (parts >= INT32_MAX) {
+    fsT_seterr("arithmetic: %zu elements are too many", j->N);
+    return -1;
+  }
+  return fsB_parallel((int)parts, binary_low_blocks, j);
+}
+
+static int binary_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *side[2] = {n->in[0], n->in[1]};
+  fsB_binop op = (fsB_binop)n->k;
+  const fsB_backend *be = fsB_of(out);
+  size_t N = (size_t)out->numel;
+  bool whole[2] = {side[0]->numel == out->numel, side[1]->numel == out->numel}, fresh[2] = {false, false};
+  const float *g = fsT_f32(out->grad);
+  float *d[2] = {NULL, NULL};
+  /* float32 sides take their first gradient as binary_bw does (shared or
+   * written, not added to zeros); low sides always add, as a cast node does */
+  for (int i = 0; i < 2; i++) {
+    fs_tensor *x = side[i];
+    bool f32 = x->dtype == FS_F32 && whole[i];
+    if (f32 && (op == FSB_ADD || (op == FSB_SUB && i == 0))) {
+      int first = grad_first(x, out->grad);
+      if (first < 0) return -1;
+      if (first) continue;
+    }
+    if (fsT_is_low(x->dtype) ? fsG_low_grad_buf(x, &d[i], &fresh[i])
+        : f32 && (op == FSB_MUL || (op == FSB_DIV && i == 0)) ? fsG_grad_whole(x, N, &d[i], &fresh[i])
+                                                               : fsG_grad_buf(x, &d[i]))
+      return -1;
+    if (d[i] && !whole[i] && binary_low_scalar_bw(be, op, i, side[0], side[1], g, N, d[i], fresh[i]) < 0) return -1;
+  }
+  if ((d[0] && whole[0]) || (d[1] && whole[1]))
+    return binary_low_run(&(binary_low_job){be, op, side[0], side[1], NULL, g, {d[0], d[1]}, {whole[0], whole[1]},
+                                            {fresh[0], fresh[1]}, N});
+  return 0;
+}
+
+static fs_tensor *binary_low(fsB_binop op, fs_tensor *a, fs_tensor *b) {
+  if (!fsG_check_inputs("arithmetic", 2, (fs_tensor *const[]){a, b})) return NULL;
+  const fs_tensor *shape = same_or_scalar(a, b);
+  fs_tensor *out = fsT_new(fsG_promoted(2, (fs_tensor *const[]){a, b}), FS_DEV_CPU, shape->rank, shape->shape);
+  if (!out) return NULL;
+  binary_low_job j = {fsB_of(out), op, a, b, out, NULL, {NULL, NULL}, {a->numel == out->numel, b->numel == out->numel},
+                      {false, false}, (size_t)out->numel};
+  if (binary_low_run(&j) < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, binary_low_bw, 2, (fs_tensor *const[]){a, b}, NULL, NULL, 0, op);
+}
+
 fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
   if (a->dtype == FS_BOOL || b->dtype == FS_BOOL) {
     fs_tensor *ia = fsG_unbool(a), *ib = ia ? fsG_unbool(b) : NULL;
@@ -822,6 +1006,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
     return out;
   }
   if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
+  if (binary_low_direct(a, b)) return binary_low(op, a, b);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary(op, lp.w[0], lp.w[1]));
@@ -932,14 +1117,115 @@ static int cross_entropy_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* Low-precision logits on the cpu are read a row at a time through a
+ * float32 row, instead of a float32 copy of them all (and in backward a
+ * zeroed float32 gradient of that copy, added to theirs).  The arithmetic
+ * is the widened path's: each row's term of the loss summed in the same
+ * order, the loss float32 under autocast (else rounded to the logits'
+ * type), each row's gradient added as a cast node adds it. */
+static bool cross_entropy_low_direct(const fs_tensor *logits, const fs_tensor *targets) {
+  return fsT_is_low(logits->dtype) && logits->device == FS_DEV_CPU && logits->data && targets->device == FS_DEV_CPU &&
+         targets->data;
+}
+
+/* The rows go to the worker pool (fsB_parallel) in parts of CE_PART_ROWS:
+ * each row is computed as one row alone, the loss's terms are summed
+ * afterwards in row order and each row's gradient touches its row only, so
+ * the split (fixed by the shape) changes no bits. */
+enum { CE_PART_ROWS = 16 };
+typedef struct ce_low_job {
+  const fsN_kernels *nn;
+  const fs_tensor *logits;
+  const int64_t *targets;
+  int64_t N, C;
+  float *rows;  /* 2 C floats per worker */
+  double *terms; /* forward: each row's term */
+  float *dl, scale;
+  bool fresh;
+} ce_low_job;
+
+static int ce_low_part(void *ctx, int part, int worker) {
+  const ce_low_job *j = ctx;
+  int64_t C = j->C, r = (int64_t)part * CE_PART_ROWS, end = r + CE_PART_ROWS < j->N ? r + CE_PART_ROWS : j->N;
+  float *row = j->rows + (size_t)worker * 2 * (size_t)C, *grad = row + C;
+  for (; r < end; r++) {
+    fsT_convert(FS_F32, row, j->logits->dtype, (const uint16_t *)j->logits->data + r * C, (size_t)C);
+    if (!j->dl) {
+      j->terms[r] = j->nn->cross_entropy_forward(row, j->targets + r, 1, C);
+      continue;
+    }
+    memset(grad, 0, (size_t)C * sizeof *grad);
+    j->nn->cross_entropy_backward(grad, row, j->targets + r, 1, C, j->scale);
+    fsG_low_grad_add(j->logits->dtype, j->dl + r * C, grad, (size_t)C, 1.0f, j->fresh);
+  }
+  return 0;
+}
+
+/* the floats of j's scratch: a 2 C row pair per worker, then, forward, a
+ * double per row (2 C per worker is even: the doubles stay aligned) */
+static size_t ce_low_scratch(const ce_low_job *j) {
+  return (size_t)fsB_threads() * 2 * (size_t)j->C + (j->dl ? 0 : 2 * (size_t)j->N);
+}
+
+/* runs j over its rows (N > 0); forward leaves the terms' sum, in row order, in terms[0] */
+static int ce_low_run(ce_low_job *j) {
+  int64_t parts = (j->N + CE_PART_ROWS - 1) / CE_PART_ROWS;
+  if (parts >= INT32_MAX) {
+    fsT_seterr("cross_entropy: %lld rows are too many", (long long)j->N);
+    return -1;
+  }
+  if (!(j->rows = scratch(ce_low_scratch(j), false))) return -1;
+  j->terms = j->dl ? NULL : (double *)(void *)(j->rows + (size_t)fsB_threads() * 2 * (size_t)j->C);
+  int rc = fsB_parallel((int)parts, ce_low_part, j);
+  if (rc == 0 && !j->dl) {
+    double total = 0;
+    for (int64_t r = 0; r < j->N; r++) total += j->terms[r];
+    j->terms[0] = total;
+  }
+  return rc;
+}
+
+static int cross_entropy_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *logits = n->in[0], *targets = n->in[1];
+  int64_t C = logits->shape[logits->rank - 1], N = targets->numel;
+  float *dl;
+  double dloss;
+  bool fresh;
+  if (fsG_low_grad_buf(logits, &dl, &fresh) || (dl && fsG_item(out->grad, &dloss) < 0)) return -1;
+  if (!dl || N == 0) return 0;
+  /* the kernel's dloss / N, given one row at a time */
+  ce_low_job j = {fsB_of(logits)->nn, logits, fsT_i64(targets), N, C, NULL, NULL, dl, (float)dloss / (float)N, fresh};
+  int rc = ce_low_run(&j);
+  scratch_free(j.rows, ce_low_scratch(&j));
+  return rc;
+}
+
+static fs_tensor *cross_entropy_low(fs_tensor *logits, fs_tensor *targets, int64_t C) {
+  int64_t N = targets->numel;
+  double total = 0;
+  if (N > 0) {
+    ce_low_job j = {fsB_of(logits)->nn, logits, fsT_i64(targets), N, C, NULL, NULL, NULL, 0, false};
+    int rc = ce_low_run(&j);
+    if (rc == 0) total = j.terms[0];
+    scratch_free(j.rows, ce_low_scratch(&j));
+    if (rc < 0) return NULL;
+  }
+  float loss = (float)(N ? total / (double)N : NAN);
+  fs_tensor *out = fsT_new(fsG_autocast() != FS_F32 ? FS_F32 : logits->dtype, FS_DEV_CPU, 0, NULL);
+  if (!out) return NULL;
+  fsT_convert(out->dtype, out->data, FS_F32, &loss, 1);
+  return fsG_record(out, cross_entropy_low_bw, 2, (fs_tensor *const[]){logits, targets}, NULL, NULL, 0, 0);
+}
+
 fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
   if (fsG_any_f64(1, &logits)) return fsG_cross_entropy_f64(logits, targets);
+  bool direct = cross_entropy_low_direct(logits, targets);
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
+  if (!direct && fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){logits, targets}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_cross_entropy(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {logits, targets};
   const fsB_backend *be = fsG_check_inputs("cross_entropy", 2, ins);
-  if (!be || !want_f32("cross_entropy", logits)) return NULL;
+  if (!be || (!direct && !want_f32("cross_entropy", logits))) return NULL;
   char a[96], b[96];
   if (targets->dtype != FS_I64) {
     fsT_seterr("expected scalar type Long but found %s (cross_entropy targets are class indices)",
@@ -962,6 +1248,7 @@ fs_tensor *fsG_cross_entropy(fs_tensor *logits, fs_tensor *targets) {
       return NULL;
     }
   fsT_release(ht);
+  if (direct) return cross_entropy_low(logits, targets, C);
   fs_tensor *out = scalar_on(FS_F32, logits->device,
                              (float)be->nn->cross_entropy_forward(fsT_f32(logits), fsT_i64(targets),
                                                                   targets->numel, C));

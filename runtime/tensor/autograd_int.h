@@ -123,6 +123,40 @@ typedef struct fsG_low {
 bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins);
 #define fsG_low_begin(...) fsG_low_begin_in(__func__, __VA_ARGS__)
 fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
+/* The type torch's promotion gives the float inputs (the result type of an
+ * FSG_AC_KEEP op): tensors with dims decide over 0-dim ones; among them one
+ * type wins, two different types give float32. */
+fs_dtype fsG_promoted(int n, fs_tensor *const *ins);
+
+/* ---- elementwise ops that load and store low-precision floats themselves
+ * (the binary ops in autograd.c, the unary ones in ops_grad.c): cpu tensors
+ * of one low type (and float32 ones) are read and written FSG_LOW_BLOCK
+ * elements at a time through float32 buffers on the stack, so no float32
+ * copy of an input or of the result exists.  The arithmetic is
+ * fsG_low_begin's: the float32 op on the widened values, its result rounded
+ * once; backward computes each input's float32 contribution as the op's
+ * float32 backward does and adds it to the input's float32 gradient as a
+ * cast node's backward does (fsG_low_grad_add). ---- */
+enum { FSG_LOW_BLOCK = 1024 };
+/* Elements [at, at + m) of x (float32, bfloat16 or float16, cpu) as
+ * float32: x's own floats, or widened into buf (m floats).  A side that is
+ * not whole (a scalar broadcast against the others) gives its one element. */
+const float *fsG_low_block(const fs_tensor *x, size_t at, size_t m, bool whole, float *buf);
+/* Where to compute elements [at, ...) of t: in t itself when it is float32,
+ * else in buf, which fsG_low_store then rounds into t. */
+float *fsG_low_out(fs_tensor *t, size_t at, float *buf);
+void fsG_low_store(fs_tensor *t, size_t at, size_t m, const float *v);
+/* dx[0..n) += alpha c[0..n) for the float32 gradient of a cpu tensor of
+ * low type dt: torch adds a gradient to a bfloat16 or float16 tensor's as a
+ * tensor of that type, so the contribution is rounded, and then the sum;
+ * fresh: dx is a fresh fsG_low_grad_buf, written, not read.
+ * (Rounding the contribution first makes the result independent of which
+ * of two contributions comes first.) */
+void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha, bool fresh);
+/* t's float32 gradient buffer as fsG_grad_buf gives it, but uninitialized
+ * and *fresh when it is made now: the first fsG_low_grad_add (fresh) over
+ * each element writes it instead of adding to zeros. */
+int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh);
 
 /* ---- float64 (f64.c) ----
  * An op with a double path starts with

@@ -333,13 +333,111 @@ void fsB_update_low(fs_dtype low, const fsB_update *u) {
 }
 #undef R
 
+/* adam_split's arguments, handed to its parts */
+typedef struct adam_args {
+  float *p;
+  const float *g;
+  float *m, *v, *vmax;
+  double lr, beta1, beta2, eps, wd;
+  bool decoupled, maximize;
+  int64_t step;
+} adam_args;
+
+/* ---- elementwise kernels and sums over the worker pool (fsB_parallel) ----
+ * In parts of CPU_PART elements, fixed by n alone: the elementwise kernels
+ * compute each element as the one-call kernel does, so the split changes
+ * no bits; a sum of squares is summed per part (in double) and the parts'
+ * sums are added in part order, the same at any thread count.  Below
+ * 2 CPU_PART elements a kernel runs here, whole: handing out costs more. */
+enum { CPU_PART = 16384 };
+typedef struct cpu_split_job {
+  size_t n;
+  fsB_binop op;
+  const float *a, *b;
+  size_t sa, sb;
+  float *out;
+  double *sums;
+  const adam_args *adam;
+} cpu_split_job;
+
+static size_t cpu_parts(size_t n) { return n < 2 * CPU_PART || n / CPU_PART >= INT32_MAX ? 0 : (n + CPU_PART - 1) / CPU_PART; }
+
+static int binary_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const cpu_split_job *j = ctx;
+  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  cpu_binary(j->op, m, j->a + at * j->sa, j->sa, j->b + at * j->sb, j->sb, j->out + at);
+  return 0;
+}
+
+static void binary_split(fsB_binop op, size_t n, const float *a, size_t sa, const float *b, size_t sb, float *out) {
+  size_t parts = cpu_parts(n);
+  if (!parts) cpu_binary(op, n, a, sa, b, sb, out);
+  else fsB_parallel((int)parts, binary_part, &(cpu_split_job){n, op, a, b, sa, sb, out, NULL, NULL});
+}
+
+static int scale_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const cpu_split_job *j = ctx;
+  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  cpu_scale(m, j->a[0], j->out + at);
+  return 0;
+}
+
+static void scale_split(size_t n, float alpha, float *x) {
+  size_t parts = cpu_parts(n);
+  if (!parts) cpu_scale(n, alpha, x);
+  else fsB_parallel((int)parts, scale_part, &(cpu_split_job){n, FSB_MUL, &alpha, NULL, 0, 0, x, NULL, NULL});
+}
+
+static int sumsq_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const cpu_split_job *j = ctx;
+  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  j->sums[part] = cpu_sumsq(m, j->a + at);
+  return 0;
+}
+
+static double sumsq_split(size_t n, const float *x) {
+  size_t parts = cpu_parts(n);
+  double *sums = parts ? malloc(parts * sizeof *sums) : NULL;
+  if (!sums) return cpu_sumsq(n, x); /* small, or no memory for the parts' sums: one pass here */
+  fsB_parallel((int)parts, sumsq_part, &(cpu_split_job){n, FSB_ADD, x, NULL, 1, 0, NULL, sums, NULL});
+  double s = 0;
+  for (size_t i = 0; i < parts; i++) s += sums[i];
+  free(sums);
+  return s;
+}
+
+static int adam_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const cpu_split_job *j = ctx;
+  const adam_args *u = j->adam;
+  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  cpu_adam_update(m, u->p + at, u->g + at, u->m + at, u->v + at, u->vmax ? u->vmax + at : NULL, u->lr, u->beta1,
+                  u->beta2, u->eps, u->wd, u->decoupled, u->maximize, u->step);
+  return 0;
+}
+
+static void adam_split(size_t n, float *p, const float *g, float *m, float *v, float *vmax, double lr, double beta1,
+                       double beta2, double eps, double wd, bool decoupled, bool maximize, int64_t step) {
+  size_t parts = cpu_parts(n);
+  if (!parts) {
+    cpu_adam_update(n, p, g, m, v, vmax, lr, beta1, beta2, eps, wd, decoupled, maximize, step);
+    return;
+  }
+  adam_args u = {p, g, m, v, vmax, lr, beta1, beta2, eps, wd, decoupled, maximize, step};
+  fsB_parallel((int)parts, adam_part, &(cpu_split_job){n, FSB_ADD, NULL, NULL, 0, 0, NULL, NULL, &u});
+}
+
 const fsB_backend fsB_cpu = {
   .name = "cpu",
   .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .copy = cpu_copy,
   .from_host = cpu_host_copy, .to_host = cpu_host_copy, .sync = cpu_sync,
   .fill = cpu_fill, .fill_uniform = fsR_uniform_key, .fill_normal = fsR_normal_key,
-  .gemm = fsB_sgemm, .binary = cpu_binary, FS_BLAS1_TYPED_ENTRIES,
-  .sgd_update = cpu_sgd_update, .adam_update = cpu_adam_update,
+  .gemm = fsB_sgemm, .binary = binary_split, .axpy = cpu_axpy, .scale = scale_split,
+  .clamp = cpu_clamp, .sum = cpu_sum, .sumsq = sumsq_split, .absmax = cpu_absmax,
+  .sgd_update = cpu_sgd_update, .adam_update = adam_split,
   .rmsprop_update = cpu_rmsprop_update, .adagrad_update = cpu_adagrad_update,
   .adadelta_update = cpu_adadelta_update, .nn = &fsN_cpu, .ops = &fsU_cpu,
   .f64 = &fsB_f64_cpu,

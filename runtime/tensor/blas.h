@@ -47,8 +47,9 @@ int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
  * C = v + beta C (float32 C, fsB_gemm_bf16x); FSB_BF16_BIAS C = v + the
  * bias rounded to bfloat16 (bias[column], or none), rounded, stored in a
  * bfloat16 C (a bfloat16 Linear's output); FSB_ADD_ROUNDED C += v rounded
- * to bfloat16 and FSB_ROUNDED_SUM C = (C + v) rounded (float32 C: a
- * gradient reaching a float32 / a bfloat16 tensor through a bfloat16 op);
+ * to bfloat16 and FSB_ROUNDED_SUM C = (C + v rounded) rounded (float32 C: a
+ * gradient reaching a float32 / a bfloat16 tensor through a bfloat16 op;
+ * the latter is fsG_low_grad_add's rule, torch's bfloat16 accumulation);
  * for these two, beta 0 takes C as zeros without reading it (a gradient
  * buffer the product creates), beta 1 as it is.
  * Done as each tile of the product is finished, inside the threads that

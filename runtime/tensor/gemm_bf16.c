@@ -63,14 +63,14 @@ __attribute__((always_inline)) static inline void finish_row(const fsB_out *out,
       for (int64_t j = 0; j < n; j++) c[j] = 0.0f + bf16_rounded(v[j]);
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < n; j++) c[j] = bf16_rounded(0.0f + v[j]);
+      for (int64_t j = 0; j < n; j++) c[j] = 0.0f + bf16_rounded(v[j]);
     }
   } else if (out->how == FSB_ADD_ROUNDED) {
 #pragma omp simd
     for (int64_t j = 0; j < n; j++) c[j] += bf16_rounded(v[j]);
-  } else { /* FSB_ROUNDED_SUM */
+  } else { /* FSB_ROUNDED_SUM: fsG_low_grad_add's rule, the contribution rounded before it is added */
 #pragma omp simd
-    for (int64_t j = 0; j < n; j++) c[j] = bf16_rounded(c[j] + v[j]);
+    for (int64_t j = 0; j < n; j++) c[j] = bf16_rounded(c[j] + bf16_rounded(v[j]));
   }
 }
 

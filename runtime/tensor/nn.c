@@ -97,14 +97,144 @@ int fsN_attention_bf16_backward(float *dinp, bool dinp_unset, const float *dout,
   return rc;
 }
 
+/* Layer norm over the worker pool (fsB_parallel): forward by parts of
+ * LN_PART_FLOATS elements' worth of rows; backward's dinp by the same row
+ * parts and dw, db by parts of LN_PART_COLUMNS columns, each summing its
+ * columns over all rows in row order, as the one-thread kernel does.  Every
+ * value is computed by the very expressions of nn_typed.h's kernel in the
+ * same order, so the split (fixed by N and C alone) changes no bits. */
+enum { LN_PART_FLOATS = 16384, LN_PART_COLUMNS = 64 };
+typedef struct ln_job {
+  float *out, *mean, *rstd, *dinp, *dw, *db;
+  const float *inp, *w, *b, *dout;
+  int64_t N, C, rows_per_part, row_parts;
+  float eps;
+} ln_job;
+
+static int64_t ln_rows_per_part(int64_t C) { return C >= LN_PART_FLOATS ? 1 : LN_PART_FLOATS / C; }
+
+static int ln_forward_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const ln_job *j = ctx;
+  int64_t r0 = part * j->rows_per_part, rows = j->N - r0 < j->rows_per_part ? j->N - r0 : j->rows_per_part;
+  fsN_layernorm_forward(j->out + r0 * j->C, j->mean + r0, j->rstd + r0, j->inp + r0 * j->C, j->w, j->b, rows, j->C,
+                        j->eps);
+  return 0;
+}
+
+FS_VECTOR_TARGET
+static void ln_param_columns(const ln_job *j, int64_t c0, int64_t c1) {
+  for (int64_t n = 0; n < j->N; n++) {
+    const float *x = j->inp + n * j->C, *dy = j->dout + n * j->C;
+    float m = j->mean[n], s = j->rstd[n];
+    if (j->db) {
+#pragma omp simd
+      for (int64_t c = c0; c < c1; c++) j->db[c] += dy[c];
+    }
+    if (j->dw) {
+#pragma omp simd
+      for (int64_t c = c0; c < c1; c++) j->dw[c] += (x[c] - m) * s * dy[c];
+    }
+  }
+}
+
+static int ln_backward_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const ln_job *j = ctx;
+  if (part >= j->row_parts) {
+    int64_t c0 = (int64_t)(part - j->row_parts) * LN_PART_COLUMNS;
+    ln_param_columns(j, c0, j->C - c0 < LN_PART_COLUMNS ? j->C : c0 + LN_PART_COLUMNS);
+    return 0;
+  }
+  int64_t r0 = part * j->rows_per_part, rows = j->N - r0 < j->rows_per_part ? j->N - r0 : j->rows_per_part;
+  fsN_layernorm_backward(j->dinp + r0 * j->C, NULL, NULL, j->dout + r0 * j->C, j->inp + r0 * j->C, j->w, j->mean + r0,
+                         j->rstd + r0, rows, j->C);
+  return 0;
+}
+
+/* whether a layer norm of N x C is worth handing out, and in how many row parts */
+static bool ln_split(int64_t N, int64_t C, int64_t *row_parts) {
+  if (N <= 0 || C <= 0 || N * C < 2 * LN_PART_FLOATS) return false;
+  int64_t per = ln_rows_per_part(C);
+  *row_parts = (N + per - 1) / per;
+  return *row_parts + (C + LN_PART_COLUMNS - 1) / LN_PART_COLUMNS < INT32_MAX;
+}
+
+static void layernorm_forward_split(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                    const float *b, int64_t N, int64_t C, float eps) {
+  int64_t parts;
+  if (!ln_split(N, C, &parts)) {
+    fsN_layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
+    return;
+  }
+  ln_job j = {out, mean, rstd, NULL, NULL, NULL, inp, w, b, NULL, N, C, ln_rows_per_part(C), parts, eps};
+  fsB_parallel((int)parts, ln_forward_part, &j); /* the parts cannot fail */
+}
+
+static void layernorm_backward_split(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                     const float *w, const float *mean, const float *rstd, int64_t N, int64_t C) {
+  int64_t parts;
+  if (!ln_split(N, C, &parts)) {
+    fsN_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    return;
+  }
+  ln_job j = {NULL, (float *)mean, (float *)rstd, dinp, dw, db, inp, w, NULL, dout, N, C, ln_rows_per_part(C),
+              dinp ? parts : 0, 0};
+  int64_t cols = dw || db ? (C + LN_PART_COLUMNS - 1) / LN_PART_COLUMNS : 0;
+  fsB_parallel((int)(j.row_parts + cols), ln_backward_part, &j);
+}
+
+/* Cross entropy over the worker pool, by parts of rows as layer norm's:
+ * each row is computed as a one-row call (the backward's scale dloss / N
+ * passed as a one-row call's dloss), the forward's row terms summed
+ * afterwards in row order, so the split changes no bits. */
+typedef struct ce_job {
+  const float *logits;
+  const int64_t *targets;
+  float *dlogits, scale;
+  double *terms;
+  int64_t N, C, rows_per_part;
+} ce_job;
+
+static int ce_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const ce_job *j = ctx;
+  int64_t r = part * j->rows_per_part, end = j->N - r < j->rows_per_part ? j->N : r + j->rows_per_part;
+  for (; r < end; r++)
+    if (j->terms) j->terms[r] = fsN_cross_entropy_forward(j->logits + r * j->C, j->targets + r, 1, j->C);
+    else fsN_cross_entropy_backward(j->dlogits + r * j->C, j->logits + r * j->C, j->targets + r, 1, j->C, j->scale);
+  return 0;
+}
+
+static double cross_entropy_forward_split(const float *logits, const int64_t *targets, int64_t N, int64_t C) {
+  int64_t parts;
+  double *terms = ln_split(N, C, &parts) ? malloc((size_t)N * sizeof *terms) : NULL;
+  if (!terms) return fsN_cross_entropy_forward(logits, targets, N, C); /* small, or no memory for the terms */
+  fsB_parallel((int)parts, ce_part, &(ce_job){logits, targets, NULL, 0, terms, N, C, ln_rows_per_part(C)});
+  double total = 0;
+  for (int64_t n = 0; n < N; n++) total += terms[n];
+  free(terms);
+  return total / (double)N;
+}
+
+static void cross_entropy_backward_split(float *dlogits, const float *logits, const int64_t *targets, int64_t N,
+                                         int64_t C, float dloss) {
+  int64_t parts;
+  if (!ln_split(N, C, &parts)) {
+    fsN_cross_entropy_backward(dlogits, logits, targets, N, C, dloss);
+    return;
+  }
+  fsB_parallel((int)parts, ce_part, &(ce_job){logits, targets, dlogits, dloss / (float)N, NULL, N, C, ln_rows_per_part(C)});
+}
+
 const fsN_kernels fsN_cpu = {
   fsN_linear_forward, fsN_linear_backward,
   fsN_embedding_forward, fsN_embedding_backward,
   fsN_posemb_forward, fsN_posemb_backward,
-  fsN_layernorm_forward, fsN_layernorm_backward,
+  layernorm_forward_split, layernorm_backward_split,
   fsN_act_forward, fsN_act_backward,
   fsN_dropout_forward, fsN_dropout_backward,
   fsN_attention_forward, fsN_attention_backward,
-  fsN_cross_entropy_forward, fsN_cross_entropy_backward,
+  cross_entropy_forward_split, cross_entropy_backward_split,
   fsN_mse_forward, fsN_mse_backward,
 };

@@ -157,8 +157,55 @@ static int unary_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n);
 }
 
+/* A low-precision x on the cpu is widened and its result rounded block by
+ * block (autograd_int.h's FSG_LOW_BLOCK path).  The gradients that read
+ * the result read the float32 one, as the widened path's did: it is kept
+ * (saved[0]) for those ops when x requires grad, and recomputed for the
+ * others' backward, which does not read it. */
+static bool reads_result(fsU_unary op) {
+  return op == FSU_EXP || op == FSU_SQRT || op == FSU_RSQRT || op == FSU_TANH || op == FSU_SIGMOID;
+}
+
+static int unary_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *kept = n->saved[0];
+  float *dx, X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], part[FSG_LOW_BLOCK];
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+  const float *g = fsT_f32(out->grad);
+  for (size_t at = 0, N = (size_t)x->numel; dx && at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    const float *xv = fsG_low_block(x, at, m, true, X), *yv = kept ? fsT_f32(kept) + at : Y;
+    if (!kept) fsU_cpu.unary_forward((fsU_unary)n->k, m, xv, Y, n->s, n->s2);
+    memset(part, 0, m * sizeof *part);
+    fsU_cpu.unary_backward((fsU_unary)n->k, m, part, g + at, xv, yv, n->s, n->s2);
+    fsG_low_grad_add(x->dtype, dx + at, part, m, 1.0f, fresh);
+  }
+  return 0;
+}
+
+static fs_tensor *unary_low(fsU_unary op, fs_tensor *x, double p0, double p1) {
+  if (!fsG_check_inputs("elementwise", 1, &x)) return NULL;
+  fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, x->rank, x->shape);
+  fs_tensor *kept = out && x->requires_grad && reads_result(op) ? fsT_new(FS_F32, FS_DEV_CPU, x->rank, x->shape) : NULL;
+  if (!out || (x->requires_grad && reads_result(op) && !kept)) {
+    fsT_release(out);
+    return NULL;
+  }
+  float X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
+  for (size_t at = 0, N = (size_t)x->numel; at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    float *y = kept ? fsT_f32(kept) + at : Y;
+    fsU_cpu.unary_forward(op, m, fsG_low_block(x, at, m, true, X), y, p0, p1);
+    fsG_low_store(out, at, m, y);
+  }
+  out = fsG_record(out, unary_low_bw, 1, &x, kept, NULL, p0, op);
+  if (out && out->node) out->node->s2 = p1;
+  return out;
+}
+
 fs_tensor *fsG_unary(fsU_unary op, fs_tensor *x, double p0, double p1) {
   if (fsG_any_f64(1, &x)) return fsG_unary_f64(op, x, p0, p1);
+  if (fsT_is_low(x->dtype) && x->device == FS_DEV_CPU && x->data) return unary_low(op, x, p0, p1);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_unary(op, lp.w[0], p0, p1));

@@ -2,14 +2,17 @@
  * the differentiable cast, torch's autocast state and the widening that
  * every op's entry point applies (fsG_low_begin / fsG_low_end).
  *
- * Invariant: a low-precision tensor is only ever computed on through a
- * float32 copy made by a cast node, and an op whose float inputs are all low
- * rounds its float32 result back to that type.  So each op rounds once, at
- * its output, as torch's CPU kernels for these types do (they compute in
- * float internally), and every gradient that reaches a low tensor passes
- * through a cast node's backward, which rounds the accumulated gradient to
- * the tensor's type: gradients are held in float32 buffers holding the
- * values torch's bfloat16 gradients hold.  Inside such an op a matrix
+ * Invariant: a low-precision tensor is computed on either through a float32
+ * copy made by a cast node, or by an elementwise op that widens it block by
+ * block itself (autograd_int.h's FSG_LOW_BLOCK path: binary arithmetic,
+ * unary functions, the bfloat16 activations); an op whose float inputs are
+ * all low rounds its float32 result back to that type.  So each op rounds
+ * once, at its output, as torch's CPU kernels for these types do (they
+ * compute in float internally), and every gradient that reaches a low
+ * tensor is added to its float32 gradient buffer rounded, and the sum
+ * rounded (fsG_low_grad_add: a cast node's backward, or the direct ops'):
+ * gradients are held in float32 buffers holding the values torch's
+ * bfloat16 gradients hold.  Inside such an op a matrix
  * product takes its operands at bfloat16 precision (blas.h's
  * fsB_set_bf16_operands), which is what lets it run on bfloat16 dot
  * products.  The ops' other half: autograd.h documents which ops autocast
@@ -17,6 +20,7 @@
 #include "autograd.h"
 #include "autograd_int.h"
 #include "blas.h"
+#include "vmath.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -86,16 +90,25 @@ int fsG_store_low_grads(void) {
 
 /* ---- cast: x.to(dtype) ---- */
 
-/* dx += g, rounded to x's type when x is low: the accumulation torch does
- * in x's own dtype. */
+/* dx += g, g and the sum rounded to x's type when x is low: the
+ * accumulation torch does in x's own dtype (fsG_low_grad_add). */
 static int cast_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   if (x->dtype == FS_F64 || out->dtype == FS_F64) return fsG_add_grad_f64(x, out->grad);
   float *dx;
+  bool fresh;
+  if (fsT_is_low(x->dtype) && x->device == FS_DEV_CPU) {
+    if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+    if (dx) fsG_low_grad_add(x->dtype, dx, fsT_f32(out->grad), (size_t)x->numel, 1.0f, fresh);
+    return 0;
+  }
   if (fsG_grad_buf(x, &dx)) return -1;
   if (!dx) return 0;
-  fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(out->grad), dx);
-  return fsG_round_grad(x);
+  fs_tensor *g = fsT_is_low(x->dtype) ? fsT_copy(out->grad) : fsT_retain(out->grad);
+  int rc = g && round_tensor(g, x->dtype) == 0 ? 0 : -1;
+  if (rc == 0) fsB_of(x)->axpy((size_t)x->numel, 1.0f, fsT_f32(g), dx);
+  fsT_release(g);
+  return rc < 0 ? rc : fsG_round_grad(x);
 }
 
 fs_tensor *fsG_cast(fs_tensor *x, fs_dtype dt) {
@@ -140,10 +153,8 @@ static fs_tensor *round_through(fs_tensor *x, fs_dtype dt, bool gemm_only) {
 
 /* ---- widening at an op's entry point ---- */
 
-/* The type torch's promotion gives the float inputs: tensors with dims
- * decide over 0-dim ones (a Python scalar is a 0-dim float32 here); among
- * them one type wins, two different types give float32. */
-static fs_dtype promoted(int n, fs_tensor *const *ins) {
+/* a Python scalar is a 0-dim float32 here */
+fs_dtype fsG_promoted(int n, fs_tensor *const *ins) {
   fs_dtype dims = FS_I64, scalars = FS_I64;
   for (int i = 0; i < n; i++) {
     if (!ins[i] || !fsT_is_float(ins[i]->dtype)) continue;
@@ -171,7 +182,7 @@ bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tenso
   bool lower = policy == FSG_AC_LOW && ac != FS_F32;
   if (!lower && !any_low) return false;
   /* compute dtype: autocast's type, float32, or the promoted type */
-  fs_dtype to = lower ? ac : policy == FSG_AC_F32 && ac != FS_F32 ? FS_F32 : promoted(n, ins);
+  fs_dtype to = lower ? ac : policy == FSG_AC_F32 && ac != FS_F32 ? FS_F32 : fsG_promoted(n, ins);
   autocast_dtype = FS_F32; /* the op inside runs as it is (torch excludes autocast there) */
   for (int i = 0; i < n && i < 4; i++) {
     fs_tensor *x = ins[i];
@@ -205,4 +216,58 @@ fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out) {
   fs_tensor *low = fsG_cast(out, L->out);
   fsT_release(out);
   return low;
+}
+
+/* ---- ops that load and store low-precision floats themselves ---- */
+
+const float *fsG_low_block(const fs_tensor *x, size_t at, size_t m, bool whole, float *buf) {
+  if (!whole) at = 0, m = 1;
+  if (x->dtype == FS_F32) return fsT_f32(x) + at;
+  fsT_convert(FS_F32, buf, x->dtype, (const uint16_t *)x->data + at, m);
+  return buf;
+}
+
+float *fsG_low_out(fs_tensor *t, size_t at, float *buf) { return t->dtype == FS_F32 ? fsT_f32(t) + at : buf; }
+
+void fsG_low_store(fs_tensor *t, size_t at, size_t m, const float *v) {
+  if (t->dtype != FS_F32) fsT_convert(t->dtype, (uint16_t *)t->data + at, FS_F32, v, m);
+}
+
+int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh) {
+  *fresh = false;
+  if (!t->requires_grad || t->grad) return fsG_grad_buf(t, g);
+  fs_tensor *d = fsT_new(FS_F32, t->device, t->rank, t->shape);
+  if (!d || (!t->node && fsG_note_low_leaf(t) < 0)) {
+    fsT_release(d);
+    return -1;
+  }
+  t->grad = d;
+  *g = fsT_f32(d);
+  *fresh = true;
+  return 0;
+}
+
+/* fsT_round_array's bfloat16 rounding of one float's bits, inlined so the
+ * loops below vectorize */
+static inline float round_bf16(float v) {
+  uint32_t b;
+  memcpy(&b, &v, sizeof b);
+  b = (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x400000u) & 0xffff0000u : (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+/* + 0.0f: the sum with the zeroed buffer the gradient would otherwise be
+ * (a -0 contribution gives +0) */
+FS_VECTOR_TARGET
+void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha, bool fresh) {
+  if (dt == FS_BF16 && fresh) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = round_bf16(alpha * c[i]) + 0.0f;
+  } else if (dt == FS_BF16) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = round_bf16(dx[i] + round_bf16(alpha * c[i]));
+  } else
+    for (size_t i = 0; i < n; i++)
+      dx[i] = fsT_round_to(dt, (fresh ? 0.0f : dx[i]) + fsT_round_to(dt, alpha * c[i]));
 }

@@ -3,7 +3,9 @@
  * GEMM equals float32 products of rounded operands for every transpose and
  * ragged size and its finishes equal that product rounded and added
  * afterwards, ops promote and round as torch, gradients reach bfloat16
- * leaves rounded and in their type, and autocast picks the op's type. */
+ * leaves rounded and in their type, and autocast picks the op's type; the
+ * elementwise ops that read and write the low types directly equal the
+ * float32 op rounded once, forward and backward. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +90,8 @@ static void test_gemm_bf16(void **state) {
 /* fsB_gemm_bf16o's finishes equal the float32 product (fsB_gemm_bf16x)
  * rounded and added afterwards, bit for bit: the bias rounded, added and
  * the sum stored as bfloat16; the product rounded then added to C; C plus
- * the product, rounded; with beta 0, C unread. */
+ * the rounded product, rounded (fsG_low_grad_add's rule); with beta 0, C
+ * unread. */
 static void test_gemm_bf16_finish(void **state) {
   (void)state;
   static const int64_t sizes[][3] = {{1, 1, 1}, {9, 70, 33}, {130, 200, 170}};
@@ -112,7 +115,8 @@ static void test_gemm_bf16_finish(void **state) {
       memcpy(fsT_f32(C1), fsT_f32(C0), (size_t)(M * N) * sizeof(float));
       assert_int_equal(fsB_gemm_bf16o(ta, tb, M, N, K, 0.5f, am, bm, (fsB_out){FSB_ROUNDED_SUM, fsT_f32(C1), N, 1, NULL}), 0);
       for (int64_t i = 0; i < M * N; i++)
-        assert_true(fsT_f32(C1)[i] == fsT_round_to(FS_BF16, fsT_f32(C0)[i] + fsT_f32(P)[i]));
+        assert_true(fsT_f32(C1)[i] ==
+                    fsT_round_to(FS_BF16, fsT_f32(C0)[i] + fsT_round_to(FS_BF16, fsT_f32(P)[i])));
       /* beta 0: C taken as zeros, not read (NaN here) */
       for (int k = 0; k < 2; k++) {
         for (int64_t i = 0; i < M * N; i++) fsT_f32(C1)[i] = NAN;
@@ -229,11 +233,199 @@ static void test_autocast(void **state) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
 }
 
+/* ---- elementwise ops that load and store bfloat16/float16 themselves ----
+ * Each is compared with its reference: the float32 op on the widened
+ * values, rounded once (and for gradients: the float32 backward with the
+ * rounded incoming gradient, rounded), on sizes around the block of 1024
+ * and with NaN, infinities, signed zeros, the largest floats and a
+ * subnormal among the inputs. */
+
+static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3e38f, -3e38f, 1e-40f, 1.0f, -2.5f};
+
+/* A low leaf (requires grad) from float32 values with the specials first,
+ * and the same rounded values as a float32 leaf. */
+static void low_pair(fs_dtype dt, int64_t n, const char *seed, float lo, fs_tensor **low, fs_tensor **wide) {
+  fs_tensor *x = rt_rand(seed, lo, lo + 4, 1, &n);
+  for (int64_t i = 0; i < n && i < (int64_t)(sizeof specials / sizeof *specials); i++)
+    fsT_f32(x)[(i * 7 + 3) % n] = specials[i];
+  *low = fsT_copy(x);
+  assert_int_equal(fsT_set_dtype(*low, dt), 0);
+  *wide = rt_ok(fsT_to_dtype(*low, FS_F32));
+  (*low)->requires_grad = (*wide)->requires_grad = true;
+  fsT_release(x);
+}
+
+/* The same values: both NaN, or equal bits. */
+static void assert_same(const fs_tensor *got, const float *want, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float g = (float)fsT_get(got, i), w = want[i];
+    if (isnan(g) || isnan(w)) assert_true(isnan(g) && isnan(w));
+    else assert_memory_equal(&g, &w, sizeof g);
+  }
+}
+
+/* y's float32 values rounded to dt (a new float32 tensor). */
+static fs_tensor *rounded(const fs_tensor *y, fs_dtype dt) {
+  fs_tensor *r = rt_ok(fsT_copy(y));
+  fsT_round_array(dt, fsT_f32(r), (size_t)r->numel);
+  return r;
+}
+
+/* loss = sum(y.float() * w): y's incoming gradient is w rounded to its type. */
+static void backward_weighted(fs_tensor *y, const fs_tensor *w) {
+  fs_tensor *yf = rt_ok(fsG_cast(y, FS_F32)), *p = rt_ok(fsG_binary(FSB_MUL, yf, (fs_tensor *)w));
+  fs_tensor *l = rt_ok(fsG_sum(p));
+  assert_int_equal(fsG_backward(l), 0);
+  fsT_release(yf);
+  fsT_release(p);
+  fsT_release(l);
+}
+
+/* x (a low leaf) got the reference gradient: ref's float32 gradient rounded
+ * and added to a zeroed buffer (so a -0 contribution gives +0, as main's
+ * cast nodes gave). */
+static void assert_grad(const fs_tensor *x, const fs_tensor *ref, fs_dtype dt) {
+  if (!ref->grad) {
+    assert_null(x->grad);
+    return;
+  }
+  assert_non_null(x->grad);
+  assert_int_equal(x->grad->dtype, dt);
+  fs_tensor *r = rounded(ref->grad, dt);
+  for (int64_t i = 0; i < r->numel; i++) fsT_f32(r)[i] += 0.0f;
+  assert_same(x->grad, fsT_f32(r), r->numel);
+  fsT_release(r);
+}
+
+static void test_low_binary(void **state) {
+  (void)state;
+  static const int64_t sizes[] = {1, 7, 1023, 1024, 1025, 3001};
+  static const fs_dtype types[] = {FS_BF16, FS_F16};
+  /* second operand: low, float32 with dims (the result is float32), a
+   * 0-dim float32 (a Python scalar: the result keeps the low type) */
+  enum { LOW, F32, SCALAR };
+  for (size_t t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+      for (int op = FSB_ADD; op <= FSB_DIV; op++)
+        for (int kind = LOW; kind <= SCALAR; kind++)
+          for (int swap = 0; swap < 2; swap++) {
+            fs_dtype dt = types[t];
+            int64_t n = sizes[s];
+            fs_tensor *a, *aw, *b, *bw;
+            low_pair(dt, n, "a", -2, &a, &aw);
+            if (kind == LOW) low_pair(dt, n, "b", 0.25f, &b, &bw);
+            else {
+              b = kind == F32 ? rt_rand("b", 0.25f, 4, 1, &n) : fsT_scalar(-1.75f);
+              b->requires_grad = kind == F32;
+              bw = rt_ok(fsT_copy(b));
+              bw->requires_grad = b->requires_grad;
+            }
+            fs_tensor *x = swap ? b : a, *y = swap ? a : b, *xw = swap ? bw : aw, *yw = swap ? aw : bw;
+            fs_tensor *out = rt_ok(fsG_binary((fsB_binop)op, x, y)), *ref = rt_ok(fsG_binary((fsB_binop)op, xw, yw));
+            fs_dtype want = kind == F32 ? FS_F32 : dt;
+            assert_int_equal(out->dtype, want);
+            fs_tensor *r = rounded(ref, want);
+            assert_same(out, fsT_f32(r), n);
+            /* gradients: the reference's incoming gradient is rounded as out's is */
+            fs_tensor *w = rt_rand("w", -1, 1, 1, &n), *wr = rounded(w, want);
+            backward_weighted(out, w);
+            backward_weighted(ref, wr);
+            assert_grad(a, aw, dt);
+            if (kind == LOW) assert_grad(b, bw, dt);
+            else if (kind == F32) assert_same(b->grad, fsT_f32(bw->grad), n);
+            fs_tensor *all[] = {a, aw, b, bw, out, ref, r, w, wr};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+          }
+}
+
+static void test_low_unary(void **state) {
+  (void)state;
+  static const int64_t sizes[] = {1, 7, 1023, 1025, 3001};
+  static const struct { fsU_unary op; double p0, p1; } ops[] = {
+    {FSU_EXP, 0, 0}, {FSU_LOG, 0, 0}, {FSU_SQRT, 0, 0}, {FSU_ABS, 0, 0}, {FSU_TANH, 0, 0},
+    {FSU_SIGMOID, 0, 0}, {FSU_POW, 2, 0}, {FSU_CLAMP, -0.5, 0.5}, {FSU_SIN, 0, 0},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+      for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int64_t n = sizes[s];
+        fs_tensor *x, *xw;
+        low_pair(dt, n, "x", -2, &x, &xw);
+        fs_tensor *out = rt_ok(fsG_unary(ops[o].op, x, ops[o].p0, ops[o].p1));
+        fs_tensor *ref = rt_ok(fsG_unary(ops[o].op, xw, ops[o].p0, ops[o].p1)), *r = rounded(ref, dt);
+        assert_int_equal(out->dtype, dt);
+        assert_same(out, fsT_f32(r), n);
+        fs_tensor *w = rt_rand("w", -1, 1, 1, &n), *wr = rounded(w, dt);
+        backward_weighted(out, w);
+        backward_weighted(ref, wr);
+        assert_grad(x, xw, dt);
+        fs_tensor *all[] = {x, xw, out, ref, r, w, wr};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+      }
+}
+
+/* Two contributions to one low tensor's gradient, in either order, give
+ * torch's bfloat16 sum: each rounded, then their sum rounded. */
+static void test_low_grad_order(void **state) {
+  (void)state;
+  int64_t n = 1500;
+  fs_tensor *a, *aw;
+  low_pair(FS_BF16, n, "a", -2, &a, &aw);
+  fs_tensor *u = rt_rand("u", -1, 1, 1, &n), *v = rt_rand("v", -1, 1, 1, &n);
+  /* p = a u is float32 (u has dims) and so is p + q: p's gradient is v, q's v rounded */
+  fs_tensor *p = rt_ok(fsG_binary(FSB_MUL, a, u)), *q = rt_ok(fsG_unary(FSU_TANH, a, 0, 0));
+  fs_tensor *pq = rt_ok(fsG_binary(FSB_ADD, q, p)); /* q's node runs first in backward */
+  backward_weighted(pq, v);
+  fs_tensor *vr = rounded(v, FS_BF16), *th = rt_ok(fsG_unary(FSU_TANH, aw, 0, 0)); /* the kernel's float32 tanh */
+  float want[1500];
+  for (int64_t i = 0; i < n; i++) {
+    float y = fsT_f32(th)[i], c1 = fsT_round_to(FS_BF16, fsT_f32(v)[i] * fsT_f32(u)[i]);
+    float c2 = fsT_round_to(FS_BF16, fsT_f32(vr)[i] * (1 - y * y));
+    want[i] = fsT_round_to(FS_BF16, 0.0f + c1 + c2);
+  }
+  assert_same(a->grad, want, n);
+  fs_tensor *all[] = {a, aw, u, v, p, q, pq, vr, th};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+}
+
+/* cross_entropy on low logits reads them a row at a time: the loss is the
+ * float32 path's (float32 under autocast, else rounded to the logits'
+ * type) and so is the logits' gradient. */
+static void test_low_cross_entropy(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 3; mode++) { /* bfloat16, bfloat16 under autocast, float16 */
+    fs_dtype dt = mode == 2 ? FS_F16 : FS_BF16;
+    int64_t N = 37, C = 1029, shape[2] = {N, C};
+    fs_tensor *x = rt_rand("x", -4, 4, 2, shape), *t = fsT_new(FS_I64, FS_DEV_CPU, 1, &N);
+    for (int64_t i = 0; i < N; i++) fsT_i64(t)[i] = (i * 131) % C;
+    fs_tensor *low = fsT_copy(x);
+    assert_int_equal(fsT_set_dtype(low, dt), 0);
+    fs_tensor *wide = rt_ok(fsT_to_dtype(low, FS_F32));
+    low->requires_grad = wide->requires_grad = true;
+    fs_dtype old = fsG_set_autocast(mode == 1 ? FS_BF16 : FS_F32);
+    fs_tensor *l = rt_ok(fsG_cross_entropy(low, t));
+    fsG_set_autocast(old);
+    fs_tensor *ref = rt_ok(fsG_cross_entropy(wide, t));
+    assert_int_equal(l->dtype, mode == 1 ? FS_F32 : dt);
+    float want = fsT_round_to(l->dtype, fsT_f32(ref)[0]);
+    assert_same(l, &want, 1);
+    fs_tensor *lf = rt_ok(fsG_cast(l, FS_F32));
+    assert_int_equal(fsG_backward(lf), 0);
+    assert_int_equal(fsG_backward(ref), 0);
+    assert_grad(low, wide, dt);
+    fs_tensor *all[] = {x, t, low, wide, l, ref, lf};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
     cmocka_unit_test(test_promotion),
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
+    cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
+    cmocka_unit_test(test_low_cross_entropy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
