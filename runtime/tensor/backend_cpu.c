@@ -362,10 +362,13 @@ typedef struct cpu_split_job {
 
 static size_t cpu_parts(size_t n) { return n < 2 * CPU_PART || n / CPU_PART >= INT32_MAX ? 0 : (n + CPU_PART - 1) / CPU_PART; }
 
+/* elements of the part starting at `at`: CPU_PART, fewer for the last */
+static size_t part_len(const cpu_split_job *j, size_t at) { return j->n - at < CPU_PART ? j->n - at : CPU_PART; }
+
 static int binary_part(void *ctx, int part, int worker) {
   (void)worker;
   const cpu_split_job *j = ctx;
-  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  size_t at = (size_t)part * CPU_PART, m = part_len(j, at);
   cpu_binary(j->op, m, j->a + at * j->sa, j->sa, j->b + at * j->sb, j->sb, j->out + at);
   return 0;
 }
@@ -379,7 +382,7 @@ static void binary_split(fsB_binop op, size_t n, const float *a, size_t sa, cons
 static int scale_part(void *ctx, int part, int worker) {
   (void)worker;
   const cpu_split_job *j = ctx;
-  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  size_t at = (size_t)part * CPU_PART, m = part_len(j, at);
   cpu_scale(m, j->a[0], j->out + at);
   return 0;
 }
@@ -393,7 +396,7 @@ static void scale_split(size_t n, float alpha, float *x) {
 static int sumsq_part(void *ctx, int part, int worker) {
   (void)worker;
   const cpu_split_job *j = ctx;
-  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  size_t at = (size_t)part * CPU_PART, m = part_len(j, at);
   j->sums[part] = cpu_sumsq(m, j->a + at);
   return 0;
 }
@@ -413,7 +416,7 @@ static int adam_part(void *ctx, int part, int worker) {
   (void)worker;
   const cpu_split_job *j = ctx;
   const adam_args *u = j->adam;
-  size_t at = (size_t)part * CPU_PART, m = j->n - at < CPU_PART ? j->n - at : CPU_PART;
+  size_t at = (size_t)part * CPU_PART, m = part_len(j, at);
   cpu_adam_update(m, u->p + at, u->g + at, u->m + at, u->v + at, u->vmax ? u->vmax + at : NULL, u->lr, u->beta1,
                   u->beta2, u->eps, u->wd, u->decoupled, u->maximize, u->step);
   return 0;
