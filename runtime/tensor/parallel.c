@@ -52,7 +52,9 @@ int fsB_threads(void) {
  * on this project's paravirtualized machines a futex wake and the switch
  * cost more than most parts) and then sleep on a condition variable, which
  * the other side signals only when `sleepers` or `waiting` says someone
- * sleeps.  The slow paths, errors and the OpenBLAS hold take `lock`. */
+ * sleeps.  A worker stops spinning as soon as OpenBLAS starts a product
+ * outside the parts (`rest`): OpenBLAS's own threads want the cores then.
+ * The slow paths, errors and the OpenBLAS hold take `lock`. */
 #define SPIN_NS 50000
 
 static struct {
@@ -65,6 +67,7 @@ static struct {
   atomic_int pending;   /* parts not yet done */
   atomic_int sleepers;  /* workers asleep (or about to be) on work_cv */
   atomic_bool waiting;  /* the caller asleep (or about to be) on done_cv */
+  atomic_bool rest;     /* OpenBLAS runs a product with its threads: workers sleep */
   atomic_bool blas_held; /* a part held OpenBLAS to one thread */
   int blas_threads;      /* its count before, restored when the call ends */
   fsB_part_fn fn;        /* the call's, written before `work` publishes it */
@@ -113,6 +116,8 @@ static bool gen_moved(const void *gen) {
   return (uint32_t)(atomic_load(&pool.work) >> 32) != *(const uint32_t *)gen;
 }
 
+static bool work_or_rest(const void *gen) { return atomic_load(&pool.rest) || gen_moved(gen); }
+
 static bool all_done(const void *unused) {
   (void)unused;
   return atomic_load(&pool.pending) == 0;
@@ -157,7 +162,8 @@ static void *pool_worker(void *arg) {
   in_part = true;
   uint32_t gen = (uint32_t)(atomic_load(&pool.work) >> 32);
   for (;;) {
-    if (!spin_for(gen_moved, &gen)) {
+    spin_for(work_or_rest, &gen);
+    if (!gen_moved(&gen)) {
       pthread_mutex_lock(&pool.lock);
       atomic_fetch_add(&pool.sleepers, 1);
       while (!gen_moved(&gen)) pthread_cond_wait(&pool.work_cv, &pool.lock);
@@ -181,14 +187,19 @@ static void pool_after_fork(void) {
   atomic_store(&pool.sleepers, 0);
   atomic_store(&pool.waiting, false);
   atomic_store(&pool.blas_held, false);
+  atomic_store(&pool.rest, false);
   pool.workers = 0;
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void register_atfork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
 
-void fsB_hold_blas_in_part(void) {
-  if (!in_part || atomic_load_explicit(&pool.blas_held, memory_order_acquire)) return;
+void fsB_blas_starts(void) {
+  if (!in_part) {
+    if (!atomic_load_explicit(&pool.rest, memory_order_relaxed)) atomic_store(&pool.rest, true);
+    return;
+  }
+  if (atomic_load_explicit(&pool.blas_held, memory_order_acquire)) return;
   pthread_mutex_lock(&pool.lock);
   if (!atomic_load(&pool.blas_held)) {
     pool.blas_threads = fsB_set_blas_threads(1);
@@ -224,6 +235,7 @@ int fsB_parallel(int nparts, fsB_part_fn fn, void *ctx) {
   pool.bf16 = fsB_bf16_operands();
   pool.nparts = pool.failed = nparts;
   atomic_store_explicit(&pool.pending, nparts, memory_order_relaxed);
+  if (atomic_load_explicit(&pool.rest, memory_order_relaxed)) atomic_store(&pool.rest, false);
   uint32_t gen = (uint32_t)(atomic_load(&pool.work) >> 32) + 1;
   /* seq_cst: either a worker going to sleep sees the new generation or this sees it in sleepers */
   atomic_store(&pool.work, (uint64_t)gen << 32 | (uint32_t)nparts);
