@@ -86,6 +86,7 @@ int fsB_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
               double beta, double *C, int64_t ldc) {
   if (blas_ready(M, N, K, lda, ldb, ldc) < 0) return -1;
   if (M == 0 || N == 0) return 0;
+  fsB_blas_starts();
   dgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)M, (int)N, (int)K, alpha,
         A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
   return 0;
@@ -96,6 +97,7 @@ int fsB_sgemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
                   float beta, float *C, int64_t ldc) {
   if (blas_ready(M, N, K, lda, ldb, ldc) < 0) return -1;
   if (M == 0 || N == 0) return 0;
+  fsB_blas_starts();
   sgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)M, (int)N, (int)K, alpha,
         A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
   return 0;

@@ -87,5 +87,11 @@ typedef int (*fsB_part_fn)(void *ctx, int part, int worker);
  * the workers are taken (from a part, or another thread) runs its parts
  * here, in order. */
 int fsB_parallel(int nparts, fsB_part_fn fn, void *ctx);
+/* Before an OpenBLAS product (blas.c): on a thread running a part of a
+ * call in parallel, holds OpenBLAS to one thread until the call ends (so
+ * kernels whose parts never reach OpenBLAS neither load it nor change its
+ * thread count); elsewhere, stops the idle workers' spinning, leaving the
+ * cores to OpenBLAS's threads. */
+void fsB_blas_starts(void);
 
 #endif
