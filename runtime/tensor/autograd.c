@@ -241,40 +241,58 @@ static int bias_bf16_grad(float *db, const float *dy, int64_t N, int64_t OC) {
   return fsB_parallel((int)parts, bias_bf16_part, &(bias_bf16_job){db, dy, N, OC});
 }
 
-/* A float32 matrix of a bfloat16 Linear as bfloat16 (h), which the
- * products take as it is (rows read in place, or their 16-bit halves
- * paired) instead of each rounding the float32 matrix in a pass of its
- * own: dy, for dx's and dW's products, and a float32 x, for the forward's
- * and dW's.  In parts of H_PART_FLOATS elements over the worker pool, whole
- * rows: a pass of 64-column strips ran at 2.5x the time. */
+/* A float32 N x C matrix of a bfloat16 Linear as bfloat16 (h), which the
+ * products take as it is instead of each rounding the float32 matrix in a
+ * pass of its own: dy, for dx's product (rows read in place) and dW's, and
+ * a float32 x, for the forward's and dW's.  dW's product takes dy^T as
+ * pairs of rows (fsB_mat's pairs), written here too when pairs is not NULL,
+ * from the rows just rounded, instead of paired by its packing from h.  In
+ * parts of about H_PART_FLOATS elements of whole rows, an even count, over
+ * the worker pool (a pass of 64-column strips ran at 2.5x the time). */
 enum { H_PART_FLOATS = 1 << 16 };
 typedef struct bf16_copy_job {
   uint16_t *h;
+  uint32_t *pairs; /* or NULL */
   const float *src;
-  size_t n;
+  int64_t N, C, rows; /* rows per part */
 } bf16_copy_job;
 
 FS_VECTOR_TARGET
 static int bf16_copy_part(void *ctx, int part, int worker) {
   (void)worker;
   const bf16_copy_job *j = ctx;
-  size_t at = (size_t)part * H_PART_FLOATS, m = j->n - at < H_PART_FLOATS ? j->n - at : H_PART_FLOATS;
+  int64_t r0 = part * j->rows, r1 = j->N - r0 < j->rows ? j->N : r0 + j->rows, C = j->C;
+  for (int64_t r = r0; r < r1; r++) {
+    const float *x = j->src + r * C;
+    uint16_t *h = j->h + r * C;
 #pragma omp simd
-  for (size_t i = 0; i < m; i++) j->h[at + i] = fsT_bf16_of(j->src[at + i]);
+    for (int64_t c = 0; c < C; c++) h[c] = fsT_bf16_of(x[c]);
+    if (!j->pairs || (r % 2 == 0 && r + 1 < j->N)) continue;
+    uint32_t *y = j->pairs + r / 2 * C;
+    const uint16_t *lo = r % 2 ? h - C : h, *hi = h;
+    if (r % 2) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = lo[c] | (uint32_t)hi[c] << 16;
+    } else { /* an odd last row: high halves 0 */
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = lo[c];
+    }
+  }
   return 0;
 }
 
-static int bf16_copy(uint16_t *h, const float *src, size_t n) {
-  size_t parts = (n + H_PART_FLOATS - 1) / H_PART_FLOATS;
+static int bf16_copy(uint16_t *h, uint32_t *pairs, const float *src, int64_t N, int64_t C) {
+  int64_t rows = C >= H_PART_FLOATS ? 2 : (H_PART_FLOATS / C + 1) / 2 * 2;
+  int64_t parts = (N + rows - 1) / rows;
   if (parts >= INT32_MAX) {
-    fsT_seterr("linear: %zu elements are too many", n);
+    fsT_seterr("linear: %lld rows are too many", (long long)N);
     return -1;
   }
-  return fsB_parallel((int)parts, bf16_copy_part, &(bf16_copy_job){h, src, n});
+  return fsB_parallel((int)parts, bf16_copy_part, &(bf16_copy_job){h, pairs, src, N, C, rows});
 }
 
 /* a bfloat16 x is used by the GEMMs as it is */
-static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C}; }
+static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C, false}; }
 
 /* t's gradient buffer for a product to finish into (*beta 1), or, when t
  * has no gradient yet, a fresh one left unset for the product to
@@ -311,22 +329,23 @@ static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   float *dx = NULL, *dW = NULL, *db = NULL, bx, bW;
   int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
   const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
-  size_t hbytes = (size_t)(N * OC > 0 ? N * OC : 1) * sizeof(uint16_t);
+  size_t hbytes = (size_t)(N * OC > 0 ? N * OC : 1) * sizeof(uint16_t), pbytes = (size_t)((N + 1) / 2 * OC + 1) * sizeof(uint32_t);
   uint16_t *dyh = rc == 0 && (dx || dW) ? cpu->alloc(hbytes) : NULL;
-  if (rc == 0 && (dx || dW) && !dyh) {
+  uint32_t *dyp = dyh && dW ? cpu->alloc(pbytes) : NULL;
+  if (rc == 0 && (dx || dW) && (!dyh || (dW && !dyp))) {
     fsT_seterr("out of memory");
     rc = -1;
   }
-  if (rc == 0 && dyh) rc = bf16_copy(dyh, fsT_f32(out->grad), (size_t)(N * OC));
+  if (rc == 0 && dyh) rc = bf16_copy(dyh, dyp, fsT_f32(out->grad), N, OC);
   if (rc == 0 && db) rc = bias_bf16_grad(db, fsT_f32(out->grad), N, OC);
-  fsB_mat dy = {dyh, true, OC};
   if (rc == 0 && dx)
-    rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
+    rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, (fsB_mat){dyh, true, OC, false}, (fsB_mat){fsT_f32(W), false, C, false},
                         (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
   if (rc == 0 && dW)
-    rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(n->saved[0] ? n->saved[0] : x, C),
-                        (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
+    rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, (fsB_mat){dyp, true, OC, true},
+                        linear_input(n->saved[0] ? n->saved[0] : x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
   if (dyh) cpu->free(dyh, hbytes);
+  if (dyp) cpu->free(dyp, pbytes);
   if (rc < 0) {
     drop_fresh(x, fx);
     drop_fresh(W, fW);
@@ -346,12 +365,12 @@ static fs_tensor *linear_bf16(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape), *xh = NULL;
   if (!out) return NULL;
   if (x->dtype == FS_F32 && fsG_grad_enabled() && W->requires_grad &&
-      (!(xh = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape)) || bf16_copy(xh->data, x->data, (size_t)x->numel) < 0)) {
+      (!(xh = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape)) || bf16_copy(xh->data, NULL, x->data, N, C) < 0)) {
     fsT_release(xh);
     fsT_release(out);
     return NULL;
   }
-  if (fsB_gemm_bf16o(false, true, N, OC, C, 1.0f, linear_input(xh ? xh : x, C), (fsB_mat){fsT_f32(W), false, C},
+  if (fsB_gemm_bf16o(false, true, N, OC, C, 1.0f, linear_input(xh ? xh : x, C), (fsB_mat){fsT_f32(W), false, C, false},
                      (fsB_out){FSB_BF16_BIAS, out->data, OC, 0.0f, b ? fsT_f32(b) : NULL}) < 0) {
     fsT_release(xh);
     fsT_release(out);

@@ -104,7 +104,9 @@ static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, fsB_mat X, int64_
   for (int64_t kp = 0; kp < KP; kp++) {
     bool odd = 2 * kp + 1 == K; /* row K counts as zeros */
     uint32_t *y = P + kp * ldp;
-    if (X.bf16 && !odd) {
+    if (X.pairs) {
+      memcpy(y, (const uint32_t *)X.p + kp * X.ld, (size_t)C * sizeof *y);
+    } else if (X.bf16 && !odd) {
       const uint16_t *x0 = (const uint16_t *)X.p + 2 * kp * X.ld, *x1 = x0 + X.ld;
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = x0[c] | (uint32_t)x1[c] << 16;
@@ -254,14 +256,15 @@ typedef struct packing {
   int parts;
 } packing;
 
-/* X from row r on */
+/* X from row r on (even, for pairs) */
 static fsB_mat rows_from(fsB_mat X, int64_t r) {
-  return (fsB_mat){(const char *)X.p + r * X.ld * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld};
+  size_t row = X.pairs ? sizeof(uint32_t) / 2 : X.bf16 ? sizeof(uint16_t) : sizeof(float);
+  return (fsB_mat){(const char *)X.p + r * X.ld * row, X.bf16, X.ld, X.pairs};
 }
 
 /* X from column c on */
 static fsB_mat cols_from(fsB_mat X, int64_t c) {
-  return (fsB_mat){(const char *)X.p + c * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld};
+  return (fsB_mat){(const char *)X.p + c * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld, false};
 }
 
 enum { PACK_PAIRS = 8 };
@@ -274,7 +277,7 @@ static int pack_part(void *ctx, int part, int worker) {
   (void)worker;
   const packing *k = ctx;
   int64_t KP = k->KP;
-  if (k->ta) { /* pairs of rows [kp0, kp1) */
+  if (k->ta && !k->a_in_place) { /* pairs of rows [kp0, kp1) */
     int64_t kp0 = KP * part / k->parts, kp1 = KP * (part + 1) / k->parts;
     pairs_across(k->Ap + kp0 * k->Mp, k->Mp, kp1 - kp0, rows_from(k->A, 2 * kp0), k->M, k->K - 2 * kp0);
   } else if (!k->a_in_place) { /* row blocks [r0, r1) */
@@ -316,9 +319,11 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
    * size: the same products recur every step, and fresh memory from malloc
    * (mmap'ed at these sizes) faulted in page by page took longer than the
    * product itself */
-  /* a bfloat16 A whose rows are pairs already (K and ld even, 4-byte
-   * aligned) in whole row blocks is read in place (abytes 0) */
-  bool a_in_place = !ta && A.bf16 && K % 2 == 0 && A.ld % 2 == 0 && M % MR == 0 && (uintptr_t)A.p % 4 == 0;
+  /* a bfloat16 A that is its packing already, in whole row blocks and
+   * 4-byte aligned, is read in place (abytes 0): a transposed A given as
+   * pairs of rows, or an untransposed one whose rows are pairs (K and ld
+   * even) */
+  bool a_in_place = (ta ? A.pairs : A.bf16 && K % 2 == 0 && A.ld % 2 == 0) && M % MR == 0 && (uintptr_t)A.p % 4 == 0;
   const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
   size_t abytes = a_in_place ? 0 : (size_t)(Mp * KPa) * sizeof(uint32_t), bbytes = (size_t)(Np * KPa) * sizeof(uint32_t);
   uint32_t *Ap = a_in_place ? (uint32_t *)A.p : cpu->alloc(abytes), *Bp = cpu->alloc(bbytes),
@@ -341,7 +346,7 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   if (nt > parts) nt = (int)parts;
   packing pk = {A, B, ta, tb, M, N, K, KP, Mp, Np, Ap, Bp, Bt, a_in_place, nt};
   fsB_parallel(nt, pack_part, &pk);
-  int64_t sa = ta ? 1 : a_in_place ? A.ld / 2 : KP, sk = ta ? Mp : 1;
+  int64_t sa = ta ? 1 : a_in_place ? A.ld / 2 : KP, sk = !ta ? 1 : a_in_place ? A.ld : Mp;
   tiles job[FSB_MAX_THREADS];
   for (int t = 0; t < nt; t++) {
     int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
@@ -358,9 +363,10 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 /* Without AVX-512 BF16 (not built with it, or a CPU without it: another
  * machine, valgrind's): rounded float32 copies through sgemm. */
 
-/* op(X)[r, c] of a row-major X */
+/* op(X)[r, c] of a row-major X (pairs: little-endian halves) */
 static inline float elem(fsB_mat X, bool trans, int64_t r, int64_t c) {
-  int64_t i = trans ? c * X.ld + r : r * X.ld + c;
+  int64_t row = trans ? c : r, col = trans ? r : c;
+  int64_t i = X.pairs ? (row / 2 * X.ld + col) * 2 + row % 2 : row * X.ld + col;
   return X.bf16 ? fsT_bf16_to_f32(((const uint16_t *)X.p)[i]) : ((const float *)X.p)[i];
 }
 
@@ -411,5 +417,5 @@ int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
 int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   float beta, float *C, int64_t ldc) {
-  return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, (fsB_mat){A, false, lda}, (fsB_mat){B, false, ldb}, beta, C, ldc);
+  return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, (fsB_mat){A, false, lda, false}, (fsB_mat){B, false, ldb, false}, beta, C, ldc);
 }
