@@ -308,6 +308,11 @@ static void release_packs(const fsB_backend *cpu, uint32_t *Ap, size_t abytes, u
   if (Bt) cpu->free(Bt, bbytes);
 }
 
+/* packs of small products (an attention head's: 3,072 products a GPT
+ * step) are carved from this much stack instead: malloc and free, three
+ * each per product, cost about as much as their tiles */
+enum { STACK_PACK_WORDS = 4096 };
+
 static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                        const fsB_out *out) {
   int64_t KP = (K + 1) / 2, KPa = KP ? KP : 1, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
@@ -326,14 +331,25 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   bool a_in_place = (ta ? A.pairs : A.bf16 && K % 2 == 0 && A.ld % 2 == 0) && M % MR == 0 && (uintptr_t)A.p % 4 == 0;
   const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
   size_t abytes = a_in_place ? 0 : (size_t)(Mp * KPa) * sizeof(uint32_t), bbytes = (size_t)(Np * KPa) * sizeof(uint32_t);
-  uint32_t *Ap = a_in_place ? (uint32_t *)A.p : cpu->alloc(abytes), *Bp = cpu->alloc(bbytes),
-           *Bt = tb ? cpu->alloc(bbytes) : NULL;
-  if (!Ap || !Bp || (tb && !Bt)) {
-    release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
-    fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
-               (long long)K);
-    return -1;
+  _Alignas(64) uint32_t stack[STACK_PACK_WORDS];
+  bool small = abytes + (tb ? 2 : 1) * bbytes <= sizeof stack;
+  uint32_t *Ap, *Bp, *Bt;
+  if (small) {
+    Ap = stack;
+    Bp = stack + abytes / sizeof *stack;
+    Bt = tb ? Bp + bbytes / sizeof *Bp : NULL;
+  } else {
+    Ap = abytes ? cpu->alloc(abytes) : NULL;
+    Bp = cpu->alloc(bbytes);
+    Bt = tb ? cpu->alloc(bbytes) : NULL;
+    if ((abytes && !Ap) || !Bp || (tb && !Bt)) {
+      release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
+      fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
+                 (long long)K);
+      return -1;
+    }
   }
+  if (a_in_place) Ap = (uint32_t *)A.p;
   /* threads split the panels (or the row blocks when there are fewer
    * panels than threads), and before that the packing; small products stay
    * on this thread.  Each element of C is one tile's sum over all of K
@@ -354,7 +370,7 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
                      by_panel ? MB : hi, alpha, out};
   }
   fsB_parallel(nt, run_tiles_part, job);
-  release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
+  if (!small) release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
   return 0;
 }
 
