@@ -43,11 +43,13 @@ static void test_rounding(void **state) {
 
 /* fsB_gemm_bf16 (and fsB_gemm_bf16x on bfloat16 storage) against sgemm of
  * the rounded operands, all four transposes, sizes that are not multiples
- * of the tile, beta 0 and 1. */
+ * of the tile and ones whose bfloat16 A is read in place (64x64x32
+ * packed on the stack, 40x64x300 not), beta 0 and 1. */
 static void test_gemm_bf16(void **state) {
   (void)state;
   /* the last is large enough to be split across threads */
-  static const int64_t sizes[][3] = {{1, 1, 1}, {7, 45, 3}, {33, 17, 9}, {64, 64, 32}, {9, 70, 130}, {130, 200, 170}};
+  static const int64_t sizes[][3] = {{1, 1, 1}, {7, 45, 3}, {33, 17, 9}, {64, 64, 32},
+                                     {9, 70, 130}, {40, 64, 300}, {130, 200, 170}};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
     for (int t = 0; t < 4; t++)
       for (int b = 0; b < 2; b++) {
