@@ -208,8 +208,9 @@ static void scratch_free(float *p, size_t n) {
  * the float32 bias's sum not), in parts of BIAS_PART_COLUMNS columns over
  * the worker pool: each column sums its rows in row order from 0, as
  * fsN_linear_backward's db into a zeroed buffer did, so the split (fixed by
- * the shape) changes no bits. */
-enum { BIAS_PART_COLUMNS = 64 };
+ * the shape) changes no bits.  Parts of whole rows up to 512 columns: the
+ * sums over 64-column strips ran at 2x the time. */
+enum { BIAS_PART_COLUMNS = 512 };
 typedef struct bias_bf16_job {
   float *db;
   const float *dy;
@@ -241,8 +242,58 @@ static int bias_bf16_grad(float *db, const float *dy, int64_t N, int64_t OC) {
   return fsB_parallel((int)parts, bias_bf16_part, &(bias_bf16_job){db, dy, N, OC});
 }
 
+/* A float32 N x C matrix of a bfloat16 Linear as bfloat16 (h), which the
+ * products take as it is instead of each rounding the float32 matrix in a
+ * pass of its own: dy, for dx's product (rows read in place) and dW's, and
+ * a float32 x, for the forward's and dW's.  dW's product takes dy^T as
+ * pairs of rows (fsB_mat's pairs), written here too when pairs is not NULL,
+ * from the rows just rounded, instead of paired by its packing from h.  In
+ * parts of about H_PART_FLOATS elements of whole rows, an even count, over
+ * the worker pool (a pass of 64-column strips ran at 2.5x the time). */
+enum { H_PART_FLOATS = 1 << 16 };
+typedef struct bf16_copy_job {
+  uint16_t *h;
+  uint32_t *pairs; /* or NULL */
+  const float *src;
+  int64_t N, C, rows; /* rows per part */
+} bf16_copy_job;
+
+FS_VECTOR_TARGET
+static int bf16_copy_part(void *ctx, int part, int worker) {
+  (void)worker;
+  const bf16_copy_job *j = ctx;
+  int64_t r0 = part * j->rows, r1 = j->N - r0 < j->rows ? j->N : r0 + j->rows, C = j->C;
+  for (int64_t r = r0; r < r1; r++) {
+    const float *x = j->src + r * C;
+    uint16_t *h = j->h + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) h[c] = fsT_bf16_of(x[c]);
+    if (!j->pairs || (r % 2 == 0 && r + 1 < j->N)) continue;
+    uint32_t *y = j->pairs + r / 2 * C;
+    const uint16_t *lo = r % 2 ? h - C : h, *hi = h;
+    if (r % 2) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = lo[c] | (uint32_t)hi[c] << 16;
+    } else { /* an odd last row: high halves 0 */
+#pragma omp simd
+      for (int64_t c = 0; c < C; c++) y[c] = lo[c];
+    }
+  }
+  return 0;
+}
+
+static int bf16_copy(uint16_t *h, uint32_t *pairs, const float *src, int64_t N, int64_t C) {
+  int64_t rows = C >= H_PART_FLOATS ? 2 : (H_PART_FLOATS / C + 1) / 2 * 2;
+  int64_t parts = (N + rows - 1) / rows;
+  if (parts >= INT32_MAX) {
+    fsT_seterr("linear: %lld rows are too many", (long long)N);
+    return -1;
+  }
+  return fsB_parallel((int)parts, bf16_copy_part, &(bf16_copy_job){h, pairs, src, N, C, rows});
+}
+
 /* a bfloat16 x is used by the GEMMs as it is */
-static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C}; }
+static fsB_mat linear_input(const fs_tensor *x, int64_t C) { return (fsB_mat){x->data, x->dtype == FS_BF16, C, false}; }
 
 /* t's gradient buffer for a product to finish into (*beta 1), or, when t
  * has no gradient yet, a fresh one left unset for the product to
@@ -270,19 +321,32 @@ static void drop_fresh(fs_tensor *t, fs_tensor *fresh) {
  * (fsB_gemm_bf16o): rounded then added, as a round node's backward does,
  * or, for a bfloat16 x's own gradient, rounded, added and the sum rounded
  * (fsG_low_grad_add's rule); db likewise takes its contribution rounded
- * (bias_bf16_grad), its float32 sum unrounded as a round node's backward */
+ * (bias_bf16_grad), its float32 sum unrounded as a round node's backward;
+ * both products read dy rounded once (bf16_copy);
+ * a float32 x is read from the forward's bfloat16 copy (saved[0]) */
 static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *fx = NULL, *fW = NULL;
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
   float *dx = NULL, *dW = NULL, *db = NULL, bx, bW;
   int rc = product_grad(x, &dx, &bx, &fx) || product_grad(W, &dW, &bW, &fW) || fsG_grad_buf(b, &db) ? -1 : 0;
-  fsB_mat dy = {fsT_f32(out->grad), false, OC};
+  const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
+  size_t hbytes = (size_t)(N * OC > 0 ? N * OC : 1) * sizeof(uint16_t), pbytes = (size_t)((N + 1) / 2 * OC + 1) * sizeof(uint32_t);
+  uint16_t *dyh = rc == 0 && (dx || dW) ? cpu->alloc(hbytes) : NULL;
+  uint32_t *dyp = dyh && dW ? cpu->alloc(pbytes) : NULL;
+  if (rc == 0 && (dx || dW) && (!dyh || (dW && !dyp))) {
+    fsT_seterr("out of memory");
+    rc = -1;
+  }
+  if (rc == 0 && dyh) rc = bf16_copy(dyh, dyp, fsT_f32(out->grad), N, OC);
+  if (rc == 0 && db) rc = bias_bf16_grad(db, fsT_f32(out->grad), N, OC);
   if (rc == 0 && dx)
-    rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, dy, (fsB_mat){fsT_f32(W), false, C},
+    rc = fsB_gemm_bf16o(false, false, N, C, OC, 1.0f, (fsB_mat){dyh, true, OC, false}, (fsB_mat){fsT_f32(W), false, C, false},
                         (fsB_out){x->dtype == FS_BF16 ? FSB_ROUNDED_SUM : FSB_ADD_ROUNDED, dx, C, bx, NULL});
   if (rc == 0 && dW)
-    rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, dy, linear_input(x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
-  if (rc == 0 && db) rc = bias_bf16_grad(db, dy.p, N, OC);
+    rc = fsB_gemm_bf16o(true, false, OC, C, N, 1.0f, (fsB_mat){dyp, true, OC, true},
+                        linear_input(n->saved[0] ? n->saved[0] : x, C), (fsB_out){FSB_ADD_ROUNDED, dW, C, bW, NULL});
+  if (dyh) cpu->free(dyh, hbytes);
+  if (dyp) cpu->free(dyp, pbytes);
   if (rc < 0) {
     drop_fresh(x, fx);
     drop_fresh(W, fW);
@@ -290,20 +354,30 @@ static int linear_bf16_bw(fsG_node *n, fs_tensor *out) {
   return rc;
 }
 
-/* the product, bias added and rounded, is written as bfloat16 tile by tile */
+/* the product, bias added and rounded, is written as bfloat16 tile by
+ * tile; a float32 x whose dW will be wanted is rounded once into a
+ * bfloat16 copy (bf16_copy) that the product reads and the node keeps for
+ * dW's, which then pairs 16-bit halves instead of rounding x again */
 static fs_tensor *linear_bf16(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   int64_t N = rows_of(x), C = W->shape[1], OC = W->shape[0];
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, x->shape, sizeof shape);
   shape[x->rank - 1] = OC;
-  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape);
+  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, shape), *xh = NULL;
   if (!out) return NULL;
-  if (fsB_gemm_bf16o(false, true, N, OC, C, 1.0f, linear_input(x, C), (fsB_mat){fsT_f32(W), false, C},
-                     (fsB_out){FSB_BF16_BIAS, out->data, OC, 0.0f, b ? fsT_f32(b) : NULL}) < 0) {
+  if (x->dtype == FS_F32 && fsG_grad_enabled() && W->requires_grad &&
+      (!(xh = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape)) || bf16_copy(xh->data, NULL, x->data, N, C) < 0)) {
+    fsT_release(xh);
     fsT_release(out);
     return NULL;
   }
-  return fsG_record(out, linear_bf16_bw, 3, (fs_tensor *const[]){x, W, b}, NULL, NULL, 0, 0);
+  if (fsB_gemm_bf16o(false, true, N, OC, C, 1.0f, linear_input(xh ? xh : x, C), (fsB_mat){fsT_f32(W), false, C, false},
+                     (fsB_out){FSB_BF16_BIAS, out->data, OC, 0.0f, b ? fsT_f32(b) : NULL}) < 0) {
+    fsT_release(xh);
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, linear_bf16_bw, 3, (fs_tensor *const[]){x, W, b}, xh, NULL, 0, 0);
 }
 
 fs_tensor *fsG_linear(fs_tensor *x, fs_tensor *W, fs_tensor *b) {

@@ -40,6 +40,12 @@ typedef struct fsB_mat {
   const void *p;
   bool bf16;
   int64_t ld;
+  /* bfloat16 rows two at a time: rows 2i and 2i+1 as the low and high
+   * halves of the uint32 ((const uint32_t *)p)[i * ld + c] (the high halves
+   * 0 past an odd last row).  Only as a transposed A (A's rows then run
+   * along K): the layout the GEMM packs such an A into, so it is read in
+   * place. */
+  bool pairs;
 } fsB_mat;
 int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                    float beta, float *C, int64_t ldc);

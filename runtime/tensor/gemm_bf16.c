@@ -21,17 +21,9 @@
 #include "config.h"
 #include "tensor.h"
 
-/* fsT_f32_to_bf16 inline, so the conversion loops vectorize */
-static inline uint16_t bf16_of(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r);
-}
-
 /* f at bfloat16 precision, as a float */
 static inline float bf16_rounded(float f) {
-  uint32_t u = (uint32_t)bf16_of(f) << 16;
+  uint32_t u = (uint32_t)fsT_bf16_of(f) << 16;
   memcpy(&f, &u, 4);
   return f;
 }
@@ -49,10 +41,10 @@ __attribute__((always_inline)) static inline void finish_row(const fsB_out *out,
     const float *b = out->bias ? out->bias + c0 : NULL;
     if (b) {
 #pragma omp simd
-      for (int64_t j = 0; j < n; j++) c[j] = bf16_of(v[j] + bf16_rounded(b[j]));
+      for (int64_t j = 0; j < n; j++) c[j] = fsT_bf16_of(v[j] + bf16_rounded(b[j]));
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < n; j++) c[j] = bf16_of(v[j]);
+      for (int64_t j = 0; j < n; j++) c[j] = fsT_bf16_of(v[j]);
     }
     return;
   }
@@ -81,7 +73,7 @@ __attribute__((always_inline)) static inline void finish_row(const fsB_out *out,
 #define MR 8  /* rows of C per micro-tile */
 #define NR 32 /* columns of C per micro-tile: two zmm of float32 */
 
-static inline uint32_t pair_of(float lo, float hi) { return bf16_of(lo) | (uint32_t)bf16_of(hi) << 16; }
+static inline uint32_t pair_of(float lo, float hi) { return fsT_bf16_of(lo) | (uint32_t)fsT_bf16_of(hi) << 16; }
 
 /* Pairs along X's rows: P[r * KP + kp] = pair(X[r, 2kp], X[r, 2kp+1]) (the
  * row as bfloat16, read as uint32), zero past K; rows R..Rp zero.  A
@@ -99,7 +91,7 @@ static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, fsB_mat X, int64_t 
     } else {
       const float *x = (const float *)X.p + r * X.ld;
 #pragma omp simd
-      for (int64_t k = 0; k < K; k++) y[k] = bf16_of(x[k]);
+      for (int64_t k = 0; k < K; k++) y[k] = fsT_bf16_of(x[k]);
     }
     if (K % 2) y[K] = 0;
   }
@@ -112,7 +104,9 @@ static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, fsB_mat X, int64_
   for (int64_t kp = 0; kp < KP; kp++) {
     bool odd = 2 * kp + 1 == K; /* row K counts as zeros */
     uint32_t *y = P + kp * ldp;
-    if (X.bf16 && !odd) {
+    if (X.pairs) {
+      memcpy(y, (const uint32_t *)X.p + kp * X.ld, (size_t)C * sizeof *y);
+    } else if (X.bf16 && !odd) {
       const uint16_t *x0 = (const uint16_t *)X.p + 2 * kp * X.ld, *x1 = x0 + X.ld;
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = x0[c] | (uint32_t)x1[c] << 16;
@@ -127,7 +121,7 @@ static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, fsB_mat X, int64_
     } else {
       const float *x0 = (const float *)X.p + 2 * kp * X.ld;
 #pragma omp simd
-      for (int64_t c = 0; c < C; c++) y[c] = bf16_of(x0[c]);
+      for (int64_t c = 0; c < C; c++) y[c] = fsT_bf16_of(x0[c]);
     }
     for (int64_t c = C; c < ldp; c++) y[c] = 0;
   }
@@ -233,14 +227,13 @@ typedef struct tiles {
   int64_t sa, sk, KP, M, N, p0, p1, q0, q1;
   float alpha;
   const fsB_out *out;
-  bool ta;
 } tiles;
 
 static void run_tiles(const tiles *t) {
   for (int64_t p = t->p0; p < t->p1; p++) /* a B panel stays in cache across the row blocks */
     for (int64_t q = t->q0; q < t->q1; q++) {
       int64_t m = t->M - q * MR < MR ? t->M - q * MR : MR, n = t->N - p * NR < NR ? t->N - p * NR : NR;
-      tile(t->Ap + q * MR * (t->ta ? 1 : t->KP), t->sa, t->sk, t->KP, t->Bp + p * t->KP * NR, t->alpha, t->out,
+      tile(t->Ap + q * MR * t->sa, t->sa, t->sk, t->KP, t->Bp + p * t->KP * NR, t->alpha, t->out,
            q * MR, p * NR, m, n);
     }
 }
@@ -259,17 +252,19 @@ typedef struct packing {
   bool ta, tb;
   int64_t M, N, K, KP, Mp, Np;
   uint32_t *Ap, *Bp, *Bt;
+  bool a_in_place; /* Ap is A itself */
   int parts;
 } packing;
 
-/* X from row r on */
+/* X from row r on (even, for pairs) */
 static fsB_mat rows_from(fsB_mat X, int64_t r) {
-  return (fsB_mat){(const char *)X.p + r * X.ld * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld};
+  size_t row = X.pairs ? sizeof(uint32_t) / 2 : X.bf16 ? sizeof(uint16_t) : sizeof(float);
+  return (fsB_mat){(const char *)X.p + r * X.ld * row, X.bf16, X.ld, X.pairs};
 }
 
 /* X from column c on */
 static fsB_mat cols_from(fsB_mat X, int64_t c) {
-  return (fsB_mat){(const char *)X.p + c * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld};
+  return (fsB_mat){(const char *)X.p + c * (X.bf16 ? sizeof(uint16_t) : sizeof(float)), X.bf16, X.ld, false};
 }
 
 enum { PACK_PAIRS = 8 };
@@ -282,12 +277,12 @@ static int pack_part(void *ctx, int part, int worker) {
   (void)worker;
   const packing *k = ctx;
   int64_t KP = k->KP;
-  if (!k->ta) { /* row blocks [r0, r1) */
-    int64_t MB = k->Mp / MR, r0 = MB * part / k->parts * MR, r1 = MB * (part + 1) / k->parts * MR;
-    pairs_along(k->Ap + r0 * KP, r1 - r0, KP, rows_from(k->A, r0), clamp0(k->M - r0, r1 - r0), k->K);
-  } else { /* pairs of rows [kp0, kp1) */
+  if (k->ta && !k->a_in_place) { /* pairs of rows [kp0, kp1) */
     int64_t kp0 = KP * part / k->parts, kp1 = KP * (part + 1) / k->parts;
     pairs_across(k->Ap + kp0 * k->Mp, k->Mp, kp1 - kp0, rows_from(k->A, 2 * kp0), k->M, k->K - 2 * kp0);
+  } else if (!k->a_in_place) { /* row blocks [r0, r1) */
+    int64_t MB = k->Mp / MR, r0 = MB * part / k->parts * MR, r1 = MB * (part + 1) / k->parts * MR;
+    pairs_along(k->Ap + r0 * KP, r1 - r0, KP, rows_from(k->A, r0), clamp0(k->M - r0, r1 - r0), k->K);
   }
   int64_t NB = k->Np / NR, p0 = NB * part / k->parts, p1 = NB * (part + 1) / k->parts;
   if (k->tb) {
@@ -308,10 +303,15 @@ static int pack_part(void *ctx, int part, int worker) {
 
 static void release_packs(const fsB_backend *cpu, uint32_t *Ap, size_t abytes, uint32_t *Bp, uint32_t *Bt,
                           size_t bbytes) {
-  if (Ap) cpu->free(Ap, abytes);
+  if (Ap && abytes) cpu->free(Ap, abytes);
   if (Bp) cpu->free(Bp, bbytes);
   if (Bt) cpu->free(Bt, bbytes);
 }
+
+/* packs of small products (an attention head's: 3,072 products a GPT
+ * step) are carved from this much stack instead: malloc and free, three
+ * each per product, cost about as much as their tiles */
+enum { STACK_PACK_WORDS = 4096 };
 
 static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
                        const fsB_out *out) {
@@ -324,15 +324,32 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
    * size: the same products recur every step, and fresh memory from malloc
    * (mmap'ed at these sizes) faulted in page by page took longer than the
    * product itself */
+  /* a bfloat16 A that is its packing already, in whole row blocks and
+   * 4-byte aligned, is read in place (abytes 0): a transposed A given as
+   * pairs of rows, or an untransposed one whose rows are pairs (K and ld
+   * even) */
+  bool a_in_place = (ta ? A.pairs : A.bf16 && K % 2 == 0 && A.ld % 2 == 0) && M % MR == 0 && (uintptr_t)A.p % 4 == 0;
   const fsB_backend *cpu = fsB_get(FS_DEV_CPU);
-  size_t abytes = (size_t)(Mp * KPa) * sizeof(uint32_t), bbytes = (size_t)(Np * KPa) * sizeof(uint32_t);
-  uint32_t *Ap = cpu->alloc(abytes), *Bp = cpu->alloc(bbytes), *Bt = tb ? cpu->alloc(bbytes) : NULL;
-  if (!Ap || !Bp || (tb && !Bt)) {
-    release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
-    fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
-               (long long)K);
-    return -1;
+  size_t abytes = a_in_place ? 0 : (size_t)(Mp * KPa) * sizeof(uint32_t), bbytes = (size_t)(Np * KPa) * sizeof(uint32_t);
+  _Alignas(64) uint32_t stack[STACK_PACK_WORDS];
+  bool small = abytes + (tb ? 2 : 1) * bbytes <= sizeof stack;
+  uint32_t *Ap, *Bp, *Bt;
+  if (small) {
+    Ap = stack;
+    Bp = stack + abytes / sizeof *stack;
+    Bt = tb ? Bp + bbytes / sizeof *Bp : NULL;
+  } else {
+    Ap = abytes ? cpu->alloc(abytes) : NULL;
+    Bp = cpu->alloc(bbytes);
+    Bt = tb ? cpu->alloc(bbytes) : NULL;
+    if ((abytes && !Ap) || !Bp || (tb && !Bt)) {
+      release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
+      fsT_seterr("out of memory packing a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N,
+                 (long long)K);
+      return -1;
+    }
   }
+  if (a_in_place) Ap = (uint32_t *)A.p;
   /* threads split the panels (or the row blocks when there are fewer
    * panels than threads), and before that the packing; small products stay
    * on this thread.  Each element of C is one tile's sum over all of K
@@ -343,17 +360,17 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   bool by_panel = NB >= nt;
   int64_t parts = by_panel ? NB : MB;
   if (nt > parts) nt = (int)parts;
-  packing pk = {A, B, ta, tb, M, N, K, KP, Mp, Np, Ap, Bp, Bt, nt};
+  packing pk = {A, B, ta, tb, M, N, K, KP, Mp, Np, Ap, Bp, Bt, a_in_place, nt};
   fsB_parallel(nt, pack_part, &pk);
-  int64_t sa = ta ? 1 : KP, sk = ta ? Mp : 1;
+  int64_t sa = ta ? 1 : a_in_place ? A.ld / 2 : KP, sk = !ta ? 1 : a_in_place ? A.ld : Mp;
   tiles job[FSB_MAX_THREADS];
   for (int t = 0; t < nt; t++) {
     int64_t lo = parts * t / nt, hi = parts * (t + 1) / nt;
     job[t] = (tiles){Ap, Bp, sa, sk, KP, M, N, by_panel ? lo : 0, by_panel ? hi : NB, by_panel ? 0 : lo,
-                     by_panel ? MB : hi, alpha, out, ta};
+                     by_panel ? MB : hi, alpha, out};
   }
   fsB_parallel(nt, run_tiles_part, job);
-  release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
+  if (!small) release_packs(cpu, Ap, abytes, Bp, Bt, bbytes);
   return 0;
 }
 
@@ -362,9 +379,10 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 /* Without AVX-512 BF16 (not built with it, or a CPU without it: another
  * machine, valgrind's): rounded float32 copies through sgemm. */
 
-/* op(X)[r, c] of a row-major X */
+/* op(X)[r, c] of a row-major X (pairs: little-endian halves) */
 static inline float elem(fsB_mat X, bool trans, int64_t r, int64_t c) {
-  int64_t i = trans ? c * X.ld + r : r * X.ld + c;
+  int64_t row = trans ? c : r, col = trans ? r : c;
+  int64_t i = X.pairs ? (row / 2 * X.ld + col) * 2 + row % 2 : row * X.ld + col;
   return X.bf16 ? fsT_bf16_to_f32(((const uint16_t *)X.p)[i]) : ((const float *)X.p)[i];
 }
 
@@ -415,5 +433,5 @@ int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
 int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   float beta, float *C, int64_t ldc) {
-  return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, (fsB_mat){A, false, lda}, (fsB_mat){B, false, ldb}, beta, C, ldc);
+  return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, (fsB_mat){A, false, lda, false}, (fsB_mat){B, false, ldb, false}, beta, C, ldc);
 }

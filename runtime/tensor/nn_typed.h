@@ -205,15 +205,30 @@ typedef struct fsN_head_f64 {
 #endif
 
 /* P [L, S] := the softmax of each row i over keys j <= last (0 past it):
- * a head's probabilities from its scores (also nn.c's bfloat16 heads) */
+ * a head's probabilities from its scores (also nn.c's bfloat16 heads).
+ * float32's exps run on whole vectors of SOFTMAX_PAD past the last key
+ * (the scores there are overwritten, then zeroed): a causal row's last
+ * (last + 1) % 8 exps ran as scalar code, half the softmax's time.  Each
+ * exp is the same whichever code computes it, and the sum is unchanged.
+ * (float64's exp is libm's, whose vector form may differ.) */
+enum { SOFTMAX_PAD = 8 };
 static FS_VECTOR_TARGET void FS_RK(sdpa_softmax_rows)(FS_REAL *P, int64_t L, int64_t S, bool causal) {
   for (int64_t i = 0; i < L; i++) {
     int64_t last = causal && i < S ? i : S - 1;
     FS_REAL *row = P + i * S, mx = row[0], sum = 0;
 #pragma omp simd reduction(max:mx)
     for (int64_t j = 1; j <= last; j++) mx = row[j] > mx ? row[j] : mx;
+#if defined(FS_REAL_DOUBLE) && FS_REAL_DOUBLE
 #pragma omp simd reduction(+:sum)
     for (int64_t j = 0; j <= last; j++) sum += row[j] = FS_RVEXP(row[j] - mx);
+#else
+    int64_t end = (last + SOFTMAX_PAD) / SOFTMAX_PAD * SOFTMAX_PAD;
+    end = end < S ? end : S;
+#pragma omp simd
+    for (int64_t j = 0; j < end; j++) row[j] = FS_RVEXP(row[j] - mx);
+#pragma omp simd reduction(+:sum)
+    for (int64_t j = 0; j <= last; j++) sum += row[j];
+#endif
     FS_REAL inv = (FS_REAL)1 / sum;
 #pragma omp simd
     for (int64_t j = 0; j <= last; j++) row[j] *= inv;

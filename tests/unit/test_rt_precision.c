@@ -43,11 +43,13 @@ static void test_rounding(void **state) {
 
 /* fsB_gemm_bf16 (and fsB_gemm_bf16x on bfloat16 storage) against sgemm of
  * the rounded operands, all four transposes, sizes that are not multiples
- * of the tile, beta 0 and 1. */
+ * of the tile and ones whose bfloat16 A is read in place (64x64x32
+ * packed on the stack, 40x64x300 not), beta 0 and 1. */
 static void test_gemm_bf16(void **state) {
   (void)state;
   /* the last is large enough to be split across threads */
-  static const int64_t sizes[][3] = {{1, 1, 1}, {7, 45, 3}, {33, 17, 9}, {64, 64, 32}, {9, 70, 130}, {130, 200, 170}};
+  static const int64_t sizes[][3] = {{1, 1, 1}, {7, 45, 3}, {33, 17, 9}, {64, 64, 32},
+                                     {9, 70, 130}, {40, 64, 300}, {130, 200, 170}};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
     for (int t = 0; t < 4; t++)
       for (int b = 0; b < 2; b++) {
@@ -77,12 +79,24 @@ static void test_gemm_bf16(void **state) {
         /* operands stored as bfloat16 (A always, B in every other case) give the same */
         bool b16 = (t + b) % 2 == 0;
         fs_tensor *A16 = fsT_to_dtype(ta ? At : A, FS_BF16), *B16 = fsT_to_dtype(tb ? Bt : B, FS_BF16);
-        fs_tensor *C2 = rt_rand("C", -1, 1, 2, cs);
-        fsB_mat am = {A16->data, true, ta ? M : K}, bm = {b16 ? B16->data : fsT_f32(tb ? Bt : B), b16, tb ? K : N};
+        fs_tensor *C2 = rt_rand("C", -1, 1, 2, cs), *C3 = fsT_copy(C2);
+        fsB_mat am = {A16->data, true, ta ? M : K, false},
+                bm = {b16 ? B16->data : fsT_f32(tb ? Bt : B), b16, tb ? K : N, false};
         assert_int_equal(fsB_gemm_bf16x(ta, tb, M, N, K, 0.5f, am, bm, beta, fsT_f32(C2), N), 0);
         for (int64_t i = 0; i < M * N; i++)
           assert_true(fabsf(fsT_f32(C0)[i] - fsT_f32(C2)[i]) <= 1e-5f * (float)K);
-        fs_tensor *all[] = {A, B, C0, C1, Ar, Br, At, Bt, A16, B16, C2};
+        if (ta) { /* a transposed A given as pairs of its rows: the same bits */
+          uint32_t *pairs = calloc((size_t)((K + 1) / 2 * M), sizeof *pairs);
+          assert_non_null(pairs);
+          for (int64_t k = 0; k < K; k++)
+            for (int64_t i = 0; i < M; i++)
+              pairs[k / 2 * M + i] |= (uint32_t)((const uint16_t *)A16->data)[k * M + i] << (k % 2 * 16);
+          assert_int_equal(fsB_gemm_bf16x(ta, tb, M, N, K, 0.5f, (fsB_mat){pairs, true, M, true}, bm, beta,
+                                          fsT_f32(C3), N), 0);
+          assert_memory_equal(fsT_f32(C3), fsT_f32(C2), (size_t)(M * N) * sizeof(float));
+          free(pairs);
+        }
+        fs_tensor *all[] = {A, B, C0, C1, Ar, Br, At, Bt, A16, B16, C2, C3};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fsT_release(all[i]);
       }
 }
@@ -103,7 +117,7 @@ static void test_gemm_bf16_finish(void **state) {
       fs_tensor *A = rt_rand("A", -1, 1, 2, as), *B = rt_rand("B", -1, 1, 2, bs), *bias = rt_rand("b", -1, 1, 1, &N);
       fs_tensor *P = fsT_new(FS_F32, FS_DEV_CPU, 2, cs), *C0 = rt_rand("C", -1, 1, 2, cs), *C1 = fsT_copy(C0);
       fs_tensor *Y = fsT_new(FS_BF16, FS_DEV_CPU, 2, cs);
-      fsB_mat am = {fsT_f32(A), false, as[1]}, bm = {fsT_f32(B), false, bs[1]};
+      fsB_mat am = {fsT_f32(A), false, as[1], false}, bm = {fsT_f32(B), false, bs[1], false};
       assert_int_equal(fsB_gemm_bf16x(ta, tb, M, N, K, 0.5f, am, bm, 0.0f, fsT_f32(P), N), 0);
       assert_int_equal(fsB_gemm_bf16o(ta, tb, M, N, K, 0.5f, am, bm, (fsB_out){FSB_BF16_BIAS, Y->data, N, 0, fsT_f32(bias)}), 0);
       for (int64_t i = 0; i < M * N; i++)
