@@ -522,6 +522,32 @@ static void test_low_reduce(void **state) {
         }
 }
 
+/* Dropout of a low tensor drops the elements the float32 kernel drops
+ * (the same key and counters) and rounds the kept ones scaled. */
+static void test_low_dropout(void **state) {
+  (void)state;
+  static const int64_t sizes[] = {1, 1023, 3001};
+  static const double ps[] = {0.0, 0.1, 0.5, 1.0};
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+      for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int64_t n = sizes[s];
+        fs_tensor *x, *xw;
+        low_pair(dt, 1, &n, "x", -2, &x, &xw);
+        fs_tensor *out = rt_ok(fsG_dropout(x, ps[k], 77 + s)), *ref = rt_ok(fsG_dropout(xw, ps[k], 77 + s));
+        fs_tensor *r = rounded(ref, dt);
+        assert_int_equal(out->dtype, dt);
+        assert_same(out, fsT_f32(r), n);
+        fs_tensor *w = rt_rand("w", -1, 1, 1, &n), *wr = rounded(w, dt);
+        backward_weighted(out, w);
+        backward_weighted(ref, wr);
+        assert_grad(x, xw, dt);
+        fs_tensor *all[] = {x, xw, out, ref, r, w, wr};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
@@ -529,6 +555,7 @@ int main(void) {
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
+    cmocka_unit_test(test_low_dropout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
