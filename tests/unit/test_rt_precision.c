@@ -11,6 +11,7 @@
 #include <string.h>
 #include "autograd_int.h"
 #include "blas.h"
+#include "loss.h"
 #include "nn.h"
 #include "ops.h"
 #include "rt_testutil.h"
@@ -548,6 +549,46 @@ static void test_low_dropout(void **state) {
       }
 }
 
+/* The elementwise losses on low inputs (and a low input with a float32
+ * target) read them a block at a time: the float32 path's per-element
+ * losses and reduction, rounded once to the result's type (float32 under
+ * autocast), and its gradients rounded into the low inputs'. */
+static void test_low_ploss(void **state) {
+  (void)state;
+  int64_t shape[2] = {37, 61};
+  for (int mode = 0; mode < 3; mode++) /* bfloat16, float16, bfloat16 under autocast */
+    for (int kind = FSN_MSE; kind <= FSN_KL_DIV; kind++)
+      for (int red = FSG_NONE; red <= FSG_BATCHMEAN; red++)
+        for (int f32 = 0; f32 < 2; f32++) {
+          fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
+          fs_tensor *x, *xw, *y, *yw;
+          low_pair(dt, 2, shape, "x", kind == FSN_BCE ? -0.5f : -2, &x, &xw);
+          if (!f32) low_pair(dt, 2, shape, "y", -1, &y, &yw);
+          else {
+            y = rt_rand("y", 0, 1, 2, shape);
+            yw = rt_ok(fsT_copy(y));
+            y->requires_grad = yw->requires_grad = true;
+          }
+          double param = kind == FSN_KL_DIV ? kind % 2 : 0.5;
+          fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
+          fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x, y, param, NULL, NULL, (fsG_reduction)red));
+          fsG_set_autocast(old);
+          fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw, yw, param, NULL, NULL, (fsG_reduction)red));
+          fs_dtype want = mode == 2 || f32 ? FS_F32 : dt;
+          assert_int_equal(out->dtype, want);
+          fs_tensor *r = rounded(ref, want);
+          assert_same(out, fsT_f32(r), r->numel);
+          fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, want);
+          backward_weighted(out, w);
+          backward_weighted(ref, wr);
+          assert_grad(x, xw, dt);
+          if (!f32) assert_grad(y, yw, dt);
+          else assert_same(y->grad, fsT_f32(yw->grad), y->numel);
+          fs_tensor *all[] = {x, xw, y, yw, out, ref, r, w, wr};
+          for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+        }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
@@ -555,7 +596,7 @@ int main(void) {
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
-    cmocka_unit_test(test_low_dropout),
+    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
