@@ -48,24 +48,40 @@ void fsU_bcast_strides(int rank, const int64_t *shape, int orank, const int64_t 
 
 /* ---- where ---- */
 
+/* Rows as binary_rows walks them (bcast_rows over the three inputs): the
+ * inner loop runs over the longest stretch the strides allow, elements in
+ * the odometer's order, so a broadcast side's gradient sums in that order. */
 static void cpu_where_forward(const fsU_bcast *bc, const int64_t *cond, const float *a, const float *b,
                               float *out) {
-  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
   if (bc->numel == 0) return;
-  do out[i++] = cond[off[0]] ? a[off[1]] : b[off[2]];
-  while (step(bc->rank, bc->shape, idx, 3, bc->st, off));
+  fsU_bcast r = bcast_rows(bc, 3);
+  int outer = r.rank - 1;
+  int64_t n = r.shape[outer], sc = r.st[0][outer], sa = r.st[1][outer], sb = r.st[2][outer];
+  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
+  do {
+    const int64_t *c = cond + off[0];
+    const float *ra = a + off[1], *rb = b + off[2];
+    for (int64_t j = 0; j < n; j++) out[i + j] = c[j * sc] ? ra[j * sa] : rb[j * sb];
+    i += n;
+  } while (step(outer, r.shape, idx, 3, (const int64_t(*)[FS_MAX_RANK])r.st, off));
 }
 
 static void cpu_where_backward(const fsU_bcast *bc, const int64_t *cond, float *da, float *db,
                                const float *dout) {
-  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
   if (bc->numel == 0) return;
+  fsU_bcast r = bcast_rows(bc, 3);
+  int outer = r.rank - 1;
+  int64_t n = r.shape[outer], sc = r.st[0][outer], sa = r.st[1][outer], sb = r.st[2][outer];
+  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
   do {
-    if (cond[off[0]]) {
-      if (da) da[off[1]] += dout[i];
-    } else if (db) db[off[2]] += dout[i];
-    i++;
-  } while (step(bc->rank, bc->shape, idx, 3, bc->st, off));
+    const int64_t *c = cond + off[0];
+    float *ra = da ? da + off[1] : NULL, *rb = db ? db + off[2] : NULL;
+    for (int64_t j = 0; j < n; j++)
+      if (c[j * sc]) {
+        if (ra) ra[j * sa] += dout[i + j];
+      } else if (rb) rb[j * sb] += dout[i + j];
+    i += n;
+  } while (step(outer, r.shape, idx, 3, (const int64_t(*)[FS_MAX_RANK])r.st, off));
 }
 
 /* ---- strided windows ---- */
