@@ -916,7 +916,7 @@ static void oli_store(const oli_chunk *c, fs_tensor *t, fs_dtype dt, float *dx, 
   }
 }
 
-/* Two buffers of cap floats each for a walk, or NULL + the error. */
+/* n buffers of cap floats each for a walk (one allocation), or NULL + the error. */
 static float *oli_bufs(const oli_chunk *c, int n) {
   float *b = malloc((size_t)n * c->cap * sizeof *b + 1);
   if (!b) fsT_seterr("out of memory");
