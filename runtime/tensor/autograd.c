@@ -3,6 +3,7 @@
 #include "autograd_int.h"
 #include "ops.h"
 #include "blas.h"
+#include "rng.h"
 #include "vmath.h"
 
 #include <math.h>
@@ -694,7 +695,44 @@ static int dropout_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* Dropout of a low x on the cpu, a block at a time (the FSG_LOW_BLOCK
+ * path): nn.h's rule, element i kept iff u(key, i) >= p and scaled by
+ * 1/(1-p) (0 when p == 1), applied here because its kernels count i from
+ * the pointer they get.  Forward rounds x s (the widened path's value);
+ * backward adds the kept elements' g s rounded (fsG_low_grad_add). */
+static float dropout_low_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+
+static int dropout_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx, c[FSG_LOW_BLOCK], p = (float)n->s, sc = dropout_low_scale(p);
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+  const float *g = fsT_f32(out->grad);
+  for (size_t at = 0, N = (size_t)x->numel; dx && at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    for (size_t i = 0; i < m; i++) c[i] = fsR_u01(n->key, at + i) >= p ? 0.0f + g[at + i] * sc : 0.0f;
+    fsG_low_grad_add(x->dtype, dx + at, c, m, 1.0f, fresh);
+  }
+  return 0;
+}
+
+static fs_tensor *dropout_low(fs_tensor *x, double p, uint64_t key) {
+  fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, x->rank, x->shape);
+  if (!out) return NULL;
+  float X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], pf = (float)p, sc = dropout_low_scale(pf);
+  for (size_t at = 0, N = (size_t)x->numel; at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    const float *v = fsG_low_block(x, at, m, true, X);
+    for (size_t i = 0; i < m; i++) Y[i] = fsR_u01(key, at + i) >= pf ? v[i] * sc : 0.0f;
+    fsG_low_store(out, at, m, Y);
+  }
+  out = fsG_record(out, dropout_low_bw, 1, &x, NULL, NULL, p, 0);
+  if (out && out->node) out->node->key = key;
+  return out;
+}
+
 fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key) {
+  if (fsT_is_low(x->dtype) && x->device == FS_DEV_CPU && x->data) return dropout_low(x, p, key);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_dropout(lp.w[0], p, key));
@@ -1081,6 +1119,8 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
   }
   if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
   if (binary_low_direct(a, b)) return binary_low(op, a, b);
+  if (!same_or_scalar(a, b) && (fsT_is_low(a->dtype) || fsT_is_low(b->dtype)))
+    return fsG_binary_op((fsU_binary)op, a, b); /* broadcasting: its own low path */
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary(op, lp.w[0], lp.w[1]));
@@ -1141,8 +1181,40 @@ static int sum_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* sum / mean of a low x on the cpu, read a block at a time (the
+ * FSG_LOW_BLOCK path): one double sum in element order, as be->sum sums the
+ * widened copy, rounded once; backward adds the rounded contribution
+ * (fsG_low_grad_add) a block at a time. */
+static int reduce_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx, c[FSG_LOW_BLOCK];
+  bool fresh;
+  double g;
+  if (fsG_low_grad_buf(x, &dx, &fresh) || (dx && fsG_item(out->grad, &g) < 0)) return -1;
+  for (size_t k = 0; dx && k < FSG_LOW_BLOCK; k++) c[k] = 0.0f + (float)g * (float)n->s; /* s = 1 for sum, 1/N for mean */
+  for (size_t at = 0, N = (size_t)x->numel; dx && at < N; at += FSG_LOW_BLOCK)
+    fsG_low_grad_add(x->dtype, dx + at, c, N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK, 1.0f, fresh);
+  return 0;
+}
+
+static fs_tensor *reduce_low(fs_tensor *x, bool mean) {
+  fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, 0, NULL);
+  if (!out) return NULL;
+  float X[FSG_LOW_BLOCK];
+  double s = 0;
+  for (size_t at = 0, N = (size_t)x->numel; at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    const float *v = fsG_low_block(x, at, m, true, X);
+    for (size_t i = 0; i < m; i++) s += v[i];
+  }
+  float r = (float)(mean ? s / (double)x->numel : s);
+  fsG_low_store(out, 0, 1, &r);
+  return fsG_record(out, reduce_low_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)x->numel : 1.0, 0);
+}
+
 static fs_tensor *reduce(fs_tensor *x, bool mean) {
   if (fsG_any_f64(1, &x)) return fsG_reduce_f64(x, mean);
+  if (fsT_is_low(x->dtype) && x->device == FS_DEV_CPU && x->data) return reduce_low(x, mean);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : reduce(lp.w[0], mean));

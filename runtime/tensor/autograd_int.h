@@ -128,8 +128,10 @@ fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
  * type wins, two different types give float32. */
 fs_dtype fsG_promoted(int n, fs_tensor *const *ins);
 
-/* ---- elementwise ops that load and store low-precision floats themselves
- * (the binary ops in autograd.c, the unary ones in ops_grad.c): cpu tensors
+/* ---- ops that load and store low-precision floats themselves (the
+ * same-shape binary ops, dropout and whole sums in autograd.c; the unary,
+ * broadcasting, where, over-a-dim and softmax ones in ops_grad.c; the
+ * elementwise losses in loss_grad.c): cpu tensors
  * of one low type (and float32 ones) are read and written FSG_LOW_BLOCK
  * elements at a time through float32 buffers on the stack, so no float32
  * copy of an input or of the result exists.  The arithmetic is

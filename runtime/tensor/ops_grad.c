@@ -238,6 +238,188 @@ static int bcast_of(fsU_bcast *bc, int n, fs_tensor *const *ins) {
   return 0;
 }
 
+/* Broadcasting ops on low-precision tensors load and store them block by
+ * block (autograd_int.h's FSG_LOW_BLOCK path): the output's index space is
+ * cut into chunks of at most FSG_LOW_BLOCK elements (a range of one dim,
+ * every dim after it whole), each run through the float32 kernel on a
+ * sub-broadcast.  A side with the output's shape is widened a chunk at a
+ * time on the stack; a broadcast side (a bias, a [B, 1] factor) is widened
+ * whole once, and its gradient summed in float32 over every chunk in the
+ * kernel's order before it is added (fsG_low_grad_add), as the widened
+ * path's cast node added it.  Every element is the float32 kernel's, so the
+ * bits are the widened path's. */
+typedef struct low_side {
+  fs_tensor *t;   /* NULL: not a float input (where's condition) */
+  bool whole;     /* the output's shape: read at the chunk's block */
+  float *wide;    /* a broadcast low side widened whole */
+  float *d;       /* its gradient buffer; NULL when not wanted */
+  float *dsum;    /* a broadcast low side's gradient summed over the chunks */
+  bool fresh;     /* d is a fresh fsG_low_grad_buf */
+  float buf[FSG_LOW_BLOCK], dbuf[FSG_LOW_BLOCK];
+} low_side;
+
+typedef struct low_bcast {
+  fsU_bcast bc;
+  bool where, backward;
+  fsU_binary op;
+  const int64_t *cond; /* where's, as int64 */
+  low_side s[3];
+  fs_tensor *out;      /* forward: written */
+  const float *gout;   /* backward: the output's gradient */
+} low_bcast;
+
+/* Inputs the chunked path takes: cpu tensors holding data, float32 or low
+ * (at least one low), or where's condition. */
+static bool low_bcast_ok(int n, fs_tensor *const *ins, int first) {
+  bool low = false;
+  for (int i = 0; i < n; i++) {
+    if (ins[i]->device != FS_DEV_CPU || !ins[i]->data) return false;
+    if (i < first) continue;
+    if (ins[i]->dtype != FS_F32 && !fsT_is_low(ins[i]->dtype)) return false;
+    low |= fsT_is_low(ins[i]->dtype);
+  }
+  return low;
+}
+
+/* One chunk: elements [at, at + c->numel) of the output; off[j] is input
+ * j's first element. */
+static void low_bcast_chunk(low_bcast *L, const fsU_bcast *c, size_t at, const int64_t *off) {
+  size_t m = (size_t)c->numel;
+  const float *x[3] = {NULL, NULL, NULL};
+  float *d[3] = {NULL, NULL, NULL}, y[FSG_LOW_BLOCK];
+  for (int j = 0; j < 3; j++) {
+    low_side *s = &L->s[j];
+    if (!s->t) continue;
+    bool low = fsT_is_low(s->t->dtype);
+    x[j] = !low ? fsT_f32(s->t) + off[j] : s->whole ? fsG_low_block(s->t, at, m, true, s->buf) : s->wide + off[j];
+    if (!L->backward || !s->d) continue;
+    if (!low) d[j] = s->d + off[j];
+    else if (!s->whole) d[j] = s->dsum + off[j];
+    else d[j] = memset(s->dbuf, 0, m * sizeof *s->dbuf);
+  }
+  const int64_t *cond = L->where ? L->cond + off[0] : NULL;
+  if (!L->backward) {
+    float *o = fsG_low_out(L->out, at, y);
+    if (L->where) fsU_cpu.where_forward(c, cond, x[1], x[2], o);
+    else fsU_cpu.binary_forward(L->op, c, x[0], x[1], o);
+    fsG_low_store(L->out, at, m, o);
+    return;
+  }
+  if (L->where) fsU_cpu.where_backward(c, cond, d[1], d[2], L->gout + at);
+  else {
+    if (L->op == FSU_POWT) fsU_cpu.binary_forward(L->op, c, x[0], x[1], y); /* the float32 result its gradient reads */
+    fsU_cpu.binary_backward(L->op, c, d[0], d[1], L->gout + at, x[0], x[1], y);
+  }
+  for (int j = 0; j < 3; j++) {
+    low_side *s = &L->s[j];
+    if (d[j] && fsT_is_low(s->t->dtype) && s->whole) fsG_low_grad_add(s->t->dtype, s->d + at, s->dbuf, m, 1.0f, s->fresh);
+  }
+}
+
+/* The chunks in the output's order: dim k is the first whose trailing dims
+ * hold at most FSG_LOW_BLOCK elements, and a chunk is a range of it. */
+static void low_bcast_walk(low_bcast *L, int n) {
+  const fsU_bcast *bc = &L->bc;
+  if (bc->numel == 0) return;
+  int64_t zero[3] = {0, 0, 0};
+  if (bc->rank == 0) {
+    low_bcast_chunk(L, bc, 0, zero);
+    return;
+  }
+  int k = bc->rank - 1;
+  int64_t inner = 1;
+  while (k > 0 && inner * bc->shape[k] <= FSG_LOW_BLOCK) inner *= bc->shape[k--];
+  int64_t span = FSG_LOW_BLOCK / inner < bc->shape[k] ? FSG_LOW_BLOCK / inner : bc->shape[k];
+  if (span < 1) span = 1;
+  fsU_bcast c = {.rank = bc->rank - k};
+  for (int i = 1; i < c.rank; i++) {
+    c.shape[i] = bc->shape[k + i];
+    for (int j = 0; j < n; j++) c.st[j][i] = bc->st[j][k + i];
+  }
+  for (int j = 0; j < n; j++) c.st[j][0] = bc->st[j][k];
+  int64_t idx[FS_MAX_RANK] = {0}, base[3] = {0, 0, 0};
+  size_t at = 0;
+  int d;
+  do {
+    for (int64_t l = 0; l < bc->shape[k]; l += span) {
+      int64_t off[3];
+      c.shape[0] = bc->shape[k] - l < span ? bc->shape[k] - l : span;
+      c.numel = c.shape[0] * inner;
+      for (int j = 0; j < n; j++) off[j] = base[j] + l * bc->st[j][k];
+      low_bcast_chunk(L, &c, at, off);
+      at += (size_t)c.numel;
+    }
+    for (d = k - 1; d >= 0; d--) { /* the odometer over the dims before k */
+      for (int j = 0; j < n; j++) base[j] += bc->st[j][d];
+      if (++idx[d] < bc->shape[d]) break;
+      for (int j = 0; j < n; j++) base[j] -= bc->st[j][d] * bc->shape[d];
+      idx[d] = 0;
+    }
+  } while (d >= 0);
+}
+
+static void low_bcast_end(low_bcast *L) {
+  for (int j = 0; j < 3; j++) {
+    free(L->s[j].wide);
+    free(L->s[j].dsum);
+  }
+}
+
+/* L's sides from ins[first..n): a broadcast low side widened whole, and in
+ * backward the gradient buffers. */
+static int low_bcast_sides(low_bcast *L, int n, fs_tensor *const *ins, int first) {
+  for (int j = first; j < n; j++) {
+    low_side *s = &L->s[j];
+    s->t = ins[j];
+    s->whole = s->t->numel == L->bc.numel;
+    bool low = fsT_is_low(s->t->dtype);
+    size_t k = (size_t)s->t->numel;
+    if (low && !s->whole) {
+      if (!(s->wide = malloc(k * sizeof *s->wide))) goto oom;
+      fsT_convert(FS_F32, s->wide, s->t->dtype, s->t->data, k);
+    }
+    if (!L->backward) continue;
+    if (low ? fsG_low_grad_buf(s->t, &s->d, &s->fresh) : fsG_grad_buf(s->t, &s->d)) return -1;
+    if (s->d && low && !s->whole && !(s->dsum = calloc(k, sizeof *s->dsum))) goto oom;
+  }
+  return 0;
+oom:
+  fsT_seterr("out of memory");
+  return -1;
+}
+
+/* in: {a, b} (binary, op n->k) or {cond as int64, a, b} (where) */
+static int low_bcast_bw(fsG_node *n, fs_tensor *out) {
+  bool where = n->in[2] != NULL;
+  int nin = where ? 3 : 2;
+  low_bcast L = {.where = where, .backward = true, .op = (fsU_binary)n->k, .gout = fsT_f32(out->grad)};
+  if (bcast_of(&L.bc, nin, n->in) < 0) return -1;
+  if (where) L.cond = fsT_i64(n->in[0]);
+  int rc = low_bcast_sides(&L, nin, n->in, where);
+  if (rc == 0 && (L.s[0].d || L.s[1].d || L.s[2].d)) {
+    low_bcast_walk(&L, nin);
+    for (int j = 0; j < 3; j++)
+      if (L.s[j].dsum) fsG_low_grad_add(L.s[j].t->dtype, L.s[j].d, L.s[j].dsum, (size_t)L.s[j].t->numel, 1.0f, L.s[j].fresh);
+  }
+  low_bcast_end(&L);
+  return rc;
+}
+
+static fs_tensor *low_bcast_run(bool where, fsU_binary op, int n, fs_tensor *const *ins) {
+  low_bcast L = {.where = where, .op = op};
+  if (bcast_of(&L.bc, n, ins) < 0) return NULL;
+  if (where) L.cond = fsT_i64(ins[0]);
+  L.out = fsT_new(fsG_promoted(n - where, ins + where), FS_DEV_CPU, L.bc.rank, L.bc.shape);
+  if (!L.out || low_bcast_sides(&L, n, ins, where) < 0) {
+    low_bcast_end(&L);
+    fsT_release(L.out);
+    return NULL;
+  }
+  low_bcast_walk(&L, n);
+  low_bcast_end(&L);
+  return fsG_record(L.out, low_bcast_bw, n, ins, NULL, NULL, 0, op);
+}
+
 static int binary_op_bw(fsG_node *n, fs_tensor *out) {
   fsU_bcast bc;
   fsG_bwstage c;
@@ -248,6 +430,7 @@ static int binary_op_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
+  if (low_bcast_ok(2, (fs_tensor *const[]){a, b}, 0)) return low_bcast_run(false, op, 2, (fs_tensor *const[]){a, b});
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_binary_op(op, lp.w[0], lp.w[1]));
@@ -282,6 +465,11 @@ static int where_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
+  if ((cond->dtype == FS_BOOL || cond->dtype == FS_I64) && low_bcast_ok(3, (fs_tensor *const[]){cond, a, b}, 1)) {
+    fs_tensor *c = fsG_unbool(cond), *out = c ? low_bcast_run(true, 0, 3, (fs_tensor *const[]){c, a, b}) : NULL;
+    fsT_release(c);
+    return out;
+  }
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){cond, a, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_where(lp.w[0], lp.w[1], lp.w[2]));
@@ -665,6 +853,200 @@ static int64_t *node_oli(fsG_node *n, int64_t O, int64_t L, int64_t I) {
   return n->iv;
 }
 
+/* ---- ops over one dim of a low-precision tensor, a chunk at a time ----
+ * x[O, L, I] on the cpu is read in chunks [on, L, w] of whole rows along L,
+ * with on == 1 or w == I (so each (o, l) row of a chunk, and the chunk of
+ * an [O, I] result, is contiguous), widened into a buffer of at most
+ * max(OLI_CHUNK, L) floats; the float32 kernel runs on it as on a tensor
+ * [on, L, w].  Each (o, i) row is computed as the kernel computes
+ * it on the whole tensor, so the result is the widened path's.
+ * Gradients: each contribution rounded, then the sum (fsG_low_grad_add). */
+enum { OLI_CHUNK = 64 * FSG_LOW_BLOCK }; /* a column chunk (w < I) loads L rows of w: make them long */
+typedef struct oli_chunk {
+  int64_t O, L, I;
+  int64_t rows, W;     /* a chunk's most rows (W == I) and width */
+  int64_t o, on, i, w; /* the current chunk */
+  size_t cap;          /* floats in a chunk's buffer */
+} oli_chunk;
+
+/* The first chunk of x[O, L, I] (numel > 0). */
+static oli_chunk oli_first(int64_t O, int64_t L, int64_t I) {
+  oli_chunk c = {.O = O, .L = L, .I = I, .rows = 1, .W = I};
+  if (L * I <= OLI_CHUNK) c.rows = OLI_CHUNK / (L * I) < O ? OLI_CHUNK / (L * I) : O;
+  else c.W = OLI_CHUNK / L > 1 ? OLI_CHUNK / L : 1;
+  c.on = c.rows;
+  c.w = c.W;
+  c.cap = (size_t)(c.rows * L * c.W);
+  return c;
+}
+
+static bool oli_next(oli_chunk *c) {
+  if ((c->i += c->w) >= c->I) c->i = 0, c->o += c->on;
+  if (c->o >= c->O) return false;
+  c->on = c->o + c->rows > c->O ? c->O - c->o : c->rows;
+  c->w = c->i + c->W > c->I ? c->I - c->i : c->W;
+  return true;
+}
+
+/* The chunk's rows of t ([O, L, I], any float type) as float32, in dst. */
+static void oli_load(const oli_chunk *c, const fs_tensor *t, float *dst) {
+  size_t es = fsT_dtype_size(t->dtype);
+  if (c->w == c->I) {
+    fsT_convert(FS_F32, dst, t->dtype, (const char *)t->data + (size_t)(c->o * c->L * c->I) * es,
+                (size_t)(c->on * c->L * c->I));
+    return;
+  }
+  for (int64_t l = 0; l < c->L; l++)
+    fsT_convert(FS_F32, dst + l * c->w, t->dtype, (const char *)t->data + (size_t)((c->o * c->L + l) * c->I + c->i) * es,
+                (size_t)c->w);
+}
+
+/* Offset of row (o, l) of the chunk, in t and in the chunk's buffer. */
+static size_t oli_at(const oli_chunk *c, int64_t o, int64_t l) { return (size_t)(((c->o + o) * c->L + l) * c->I + c->i); }
+
+/* A [O, L, I] result's chunk v rounded into t, or added to the gradient dx
+ * of a tensor of low type dt (fsG_low_grad_add). */
+static void oli_store(const oli_chunk *c, fs_tensor *t, fs_dtype dt, float *dx, bool fresh, const float *v) {
+  bool whole = c->w == c->I; /* the chunk is one run of t */
+  int64_t rows = whole ? 1 : c->L, len = whole ? c->on * c->L * c->I : c->w;
+  for (int64_t l = 0; l < rows; l++) {
+    const float *row = v + l * len;
+    if (t) fsG_low_store(t, oli_at(c, 0, l), (size_t)len, row);
+    else fsG_low_grad_add(dt, dx + oli_at(c, 0, l), row, (size_t)len, 1.0f, fresh);
+  }
+}
+
+/* n buffers of cap floats each for a walk (one allocation), or NULL + the error. */
+static float *oli_bufs(const oli_chunk *c, int n) {
+  float *b = malloc((size_t)n * c->cap * sizeof *b + 1);
+  if (!b) fsT_seterr("out of memory");
+  return b;
+}
+
+/* Where an [O, I] result's chunk starts (contiguous: on == 1 or w == I). */
+static size_t oli_out_at(const oli_chunk *c) { return (size_t)(c->o * c->I + c->i); }
+
+/* The contributions of a gradient dy[O, I] spread over x[O, L, I]'s elements
+ * (sum: each; extreme: the one at idx) added to x's low gradient dx, a block
+ * at a time in x's order: what the float32 kernels add to a zeroed buffer. */
+static void oli_spread_bw(const fs_tensor *x, int64_t L, int64_t I, float *dx, bool fresh, const float *dy,
+                          float scale, const int64_t *idx) {
+  float c[FSG_LOW_BLOCK];
+  int64_t l = 0, i = 0, oI = 0; /* element (o, l, i) of x; oI = o I */
+  for (size_t at = 0, N = (size_t)x->numel; at < N; at += FSG_LOW_BLOCK) {
+    size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    for (size_t k = 0; k < m; k++) {
+      c[k] = !idx || idx[oI + i] == l ? 0.0f + dy[oI + i] * scale : 0.0f;
+      if (++i == I && (i = 0, ++l == L)) l = 0, oI += I;
+    }
+    fsG_low_grad_add(x->dtype, dx + at, c, m, 1.0f, fresh);
+  }
+}
+
+static bool oli_low_ok(const fs_tensor *x) { return fsT_is_low(x->dtype) && x->device == FS_DEV_CPU && x->data && x->numel > 0; }
+
+static int sum_dim_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+  if (dx) oli_spread_bw(x, n->iv[1], n->iv[2], dx, fresh, fsT_f32(out->grad), (float)n->s, NULL);
+  return 0;
+}
+
+/* sum / mean over dim of a low x (O, L, I around it; out made) */
+static fs_tensor *sum_dim_low(fs_tensor *x, fs_tensor *out, int64_t O, int64_t L, int64_t I, bool mean) {
+  oli_chunk c = oli_first(O, L, I);
+  float *xb = oli_bufs(&c, 2), *y = xb ? xb + c.cap : NULL; /* y: on w <= cap */
+  if (!xb) {
+    fsT_release(out);
+    return NULL;
+  }
+  do {
+    oli_load(&c, x, xb);
+    fsU_cpu.sum_dim_forward(c.on, L, c.w, xb, y);
+    if (mean)
+      for (int64_t k = 0; k < c.on * c.w; k++) y[k] /= (float)L;
+    fsG_low_store(out, oli_out_at(&c), (size_t)(c.on * c.w), y);
+  } while (oli_next(&c));
+  free(xb);
+  out = fsG_record(out, sum_dim_low_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0);
+  if (out && out->node) node_oli(out->node, O, L, I);
+  return out;
+}
+
+static int extreme_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+  if (dx) oli_spread_bw(x, n->iv[1], n->iv[2], dx, fresh, fsT_f32(out->grad), 1.0f, fsT_i64(n->saved[0]));
+  return 0;
+}
+
+/* max / min over dim of a low x: the values are x's, so storing them rounds nothing */
+static fs_tensor *extreme_low(bool want_max, fs_tensor *x, fs_tensor *out, fs_tensor *idx, int64_t O, int64_t L,
+                              int64_t I) {
+  oli_chunk c = oli_first(O, L, I);
+  float *xb = oli_bufs(&c, 2), *y = xb ? xb + c.cap : NULL;
+  if (!xb) {
+    fsT_release(out);
+    return NULL;
+  }
+  do {
+    oli_load(&c, x, xb);
+    fsU_cpu.extreme_forward(want_max, c.on, L, c.w, xb, y, fsT_i64(idx) + oli_out_at(&c));
+    fsG_low_store(out, oli_out_at(&c), (size_t)(c.on * c.w), y);
+  } while (oli_next(&c));
+  free(xb);
+  out = fsG_record(out, extreme_low_bw, 1, &x, fsT_retain(idx), NULL, 0, 0);
+  if (out && out->node) node_oli(out->node, O, L, I);
+  return out;
+}
+
+/* softmax / log_softmax of a low x: backward reads the low output (torch's
+ * _softmax_backward_data reads the result in its type), so no float32
+ * result is kept. */
+static int softmax_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+  if (!dx) return 0;
+  oli_chunk c = oli_first(n->iv[0], n->iv[1], n->iv[2]);
+  float *b = oli_bufs(&c, 3);
+  if (!b) return -1;
+  do {
+    float *g = b, *y = b + c.cap, *d = b + 2 * c.cap;
+    oli_load(&c, out->grad, g);
+    oli_load(&c, out, y);
+    memset(d, 0, c.cap * sizeof *d);
+    fsU_cpu.softmax_backward(n->k, c.on, c.L, c.w, d, g, y);
+    oli_store(&c, NULL, x->dtype, dx, fresh, d);
+  } while (oli_next(&c));
+  free(b);
+  return 0;
+}
+
+static fs_tensor *softmax_low(fs_tensor *x, int64_t O, int64_t L, int64_t I, bool log) {
+  fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, x->rank, x->shape);
+  oli_chunk c = oli_first(O, L, I);
+  float *b = out ? oli_bufs(&c, 2) : NULL;
+  if (!b) {
+    fsT_release(out);
+    return NULL;
+  }
+  do {
+    oli_load(&c, x, b);
+    fsU_cpu.softmax_forward(log, c.on, L, c.w, b, b + c.cap);
+    oli_store(&c, out, FS_F32, NULL, false, b + c.cap);
+  } while (oli_next(&c));
+  free(b);
+  out = fsG_record(out, softmax_low_bw, 1, &x, NULL, NULL, 0, log);
+  if (out && out->node) node_oli(out->node, O, L, I);
+  return out;
+}
+
 static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
   fsG_bwstage c;
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
@@ -681,6 +1063,14 @@ static int sum_dim_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
   if (fsG_any_f64(1, &x)) return fsG_sum_dim_f64(x, dim, keepdim, mean);
+  if (oli_low_ok(x)) {
+    int d;
+    int64_t O, L, I, shape[FS_MAX_RANK];
+    if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+    fsG_split_at(x, d, &O, &L, &I);
+    fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, reduced_shape(x, d, keepdim, shape), shape);
+    return out ? sum_dim_low(x, out, O, L, I, mean) : NULL;
+  }
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_sum_dim(lp.w[0], dim, keepdim, mean));
@@ -728,6 +1118,19 @@ static int extreme_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
+  if (oli_low_ok(x)) {
+    int d;
+    int64_t O, L, I, shape[FS_MAX_RANK];
+    if (indices) *indices = NULL;
+    if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+    fsG_split_at(x, d, &O, &L, &I);
+    int r = reduced_shape(x, d, keepdim, shape);
+    fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, r, shape), *idx = out ? fsT_new(FS_I64, FS_DEV_CPU, r, shape) : NULL;
+    out = idx ? extreme_low(want_max, x, out, idx, O, L, I) : (fsT_release(out), NULL);
+    if (out && indices) *indices = idx;
+    else fsT_release(idx);
+    return out;
+  }
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_extreme(want_max, lp.w[0], dim, keepdim, indices));
@@ -779,6 +1182,13 @@ static int softmax_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
   if (fsG_any_f64(1, &x)) return fsG_softmax_f64(x, dim, log);
+  if (oli_low_ok(x)) {
+    int d;
+    int64_t O, L, I;
+    if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+    fsG_split_at(x, d, &O, &L, &I);
+    return softmax_low(x, O, L, I, log);
+  }
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_softmax(lp.w[0], dim, log));

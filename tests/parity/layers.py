@@ -5,7 +5,8 @@ Usage: layers.py OUTPUT  (the stdout of `fabricscript tests/parity/X.fab`).
 For each case: the inputs as fabricscript printed them (exact float32 values),
 its torch expression evaluated on them, and then forward (OUT), the running
 statistics changed in place (POST), and the gradients of sum(out * R) (GRAD)
-must agree within TOL of the reference's largest magnitude (at least 1)."""
+must agree within TOL of the reference's largest magnitude (at least 1), or
+the case's own TOL line's (low_ops.fab: TOL 0, the same dtype and bits)."""
 import ast
 import sys
 
@@ -14,7 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 TOL = 2e-5
-DTYPES = {"torch.float32": torch.float32, "torch.int64": torch.int64, "torch.bool": torch.bool}
+DTYPES = {"torch.float32": torch.float32, "torch.int64": torch.int64, "torch.bool": torch.bool,
+          "torch.bfloat16": torch.bfloat16, "torch.float16": torch.float16}
 
 
 def tensor_of(dtype, shape, values):
@@ -30,6 +32,8 @@ def parse(path):
             cases.append(cur)
         elif tag == "EXPR":
             cur["expr"] = rest
+        elif tag == "TOL":
+            cur["tol"] = float(rest)
         elif tag in ("IN", "GRAD", "POST"):
             name, _, rest = rest.partition(" ")
             dtype, _, rest = rest.partition(" ")
@@ -42,12 +46,19 @@ def parse(path):
     return cases
 
 
-def close(want, got):
+def close(want, got, tol=TOL):
     if tuple(want.shape) != tuple(got.shape):
         return f"shape {tuple(got.shape)} != torch's {tuple(want.shape)}"
+    if want.dtype != got.dtype:
+        return f"dtype {got.dtype} != torch's {want.dtype}"
+    if tol == 0:  # bit for bit (NaN where torch has NaN)
+        w, g = want.double(), got.double()
+        bad = ~((w == g) | (w.isnan() & g.isnan())) | (w.signbit() != g.signbit())
+        n = int(bad.sum())
+        return None if n == 0 else f"{n} of {want.numel()} elements differ (max {(w - g).abs().max().item():.3g})"
     scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
     err = (want.double() - got.double()).abs().max().item() if want.numel() else 0.0
-    return None if err <= TOL * scale else f"max error {err:.3g} (scale {scale:.3g})"
+    return None if err <= tol * scale else f"max error {err:.3g} (scale {scale:.3g})"
 
 
 def main():
@@ -63,7 +74,8 @@ def main():
         post_before = {name: env[name] for name in c["post"]}
         out = eval(c["expr"], env)
         problems = []
-        why = close(out.detach(), c["out"])
+        tol = c.get("tol", TOL)
+        why = close(out.detach(), c["out"], tol)
         if why:
             problems.append("forward: " + why)
         for name, got in c["post"].items():
@@ -73,7 +85,7 @@ def main():
         if c["grad"] and tuple(out.shape) == tuple(c["out"].shape):
             (out * c["r"]).sum().backward()
             for name, got in c["grad"].items():
-                why = close(env[name].grad, got)
+                why = close(env[name].grad, got, tol)
                 if why:
                     problems.append(f"d{name}: " + why)
         status = "FAIL" if problems else "ok"

@@ -9,8 +9,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "autograd_int.h"
 #include "blas.h"
+#include "loss.h"
 #include "nn.h"
+#include "ops.h"
 #include "rt_testutil.h"
 
 static float bits_f(uint32_t u) {
@@ -258,8 +261,10 @@ static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3e38f, -
 
 /* A low leaf (requires grad) from float32 values with the specials first,
  * and the same rounded values as a float32 leaf. */
-static void low_pair(fs_dtype dt, int64_t n, const char *seed, float lo, fs_tensor **low, fs_tensor **wide) {
-  fs_tensor *x = rt_rand(seed, lo, lo + 4, 1, &n);
+static void low_pair(fs_dtype dt, int rank, const int64_t *shape, const char *seed, float lo, fs_tensor **low,
+                     fs_tensor **wide) {
+  fs_tensor *x = rt_rand(seed, lo, lo + 4, rank, shape);
+  int64_t n = x->numel;
   for (int64_t i = 0; i < n && i < (int64_t)(sizeof specials / sizeof *specials); i++)
     fsT_f32(x)[(i * 7 + 3) % n] = specials[i];
   *low = fsT_copy(x);
@@ -326,8 +331,8 @@ static void test_low_binary(void **state) {
             fs_dtype dt = types[t];
             int64_t n = sizes[s];
             fs_tensor *a, *aw, *b, *bw;
-            low_pair(dt, n, "a", -2, &a, &aw);
-            if (kind == LOW) low_pair(dt, n, "b", 0.25f, &b, &bw);
+            low_pair(dt, 1, &n, "a", -2, &a, &aw);
+            if (kind == LOW) low_pair(dt, 1, &n, "b", 0.25f, &b, &bw);
             else {
               b = kind == F32 ? rt_rand("b", 0.25f, 4, 1, &n) : fsT_scalar(-1.75f);
               b->requires_grad = kind == F32;
@@ -365,7 +370,7 @@ static void test_low_unary(void **state) {
         fs_dtype dt = t ? FS_F16 : FS_BF16;
         int64_t n = sizes[s];
         fs_tensor *x, *xw;
-        low_pair(dt, n, "x", -2, &x, &xw);
+        low_pair(dt, 1, &n, "x", -2, &x, &xw);
         fs_tensor *out = rt_ok(fsG_unary(ops[o].op, x, ops[o].p0, ops[o].p1));
         fs_tensor *ref = rt_ok(fsG_unary(ops[o].op, xw, ops[o].p0, ops[o].p1)), *r = rounded(ref, dt);
         assert_int_equal(out->dtype, dt);
@@ -385,7 +390,7 @@ static void test_low_grad_order(void **state) {
   (void)state;
   int64_t n = 1500;
   fs_tensor *a, *aw;
-  low_pair(FS_BF16, n, "a", -2, &a, &aw);
+  low_pair(FS_BF16, 1, &n, "a", -2, &a, &aw);
   fs_tensor *u = rt_rand("u", -1, 1, 1, &n), *v = rt_rand("v", -1, 1, 1, &n);
   /* p = a u is float32 (u has dims) and so is p + q: p's gradient is v, q's v rounded */
   fs_tensor *p = rt_ok(fsG_binary(FSB_MUL, a, u)), *q = rt_ok(fsG_unary(FSU_TANH, a, 0, 0));
@@ -433,13 +438,179 @@ static void test_low_cross_entropy(void **state) {
   }
 }
 
+/* Broadcasting arithmetic and where on low tensors read and write them a
+ * chunk at a time: the float32 op rounded once, and a broadcast side's
+ * gradient summed in float32 and rounded once (the widened path's bits),
+ * for chunks cut across every dim and a float32 side with dims. */
+static const struct { int ra, rb; int64_t a[3], b[3]; } bcast_shapes[] = {
+  {3, 1, {2, 3, 40}, {40}},   {3, 2, {3, 700, 5}, {700, 1}}, {2, 2, {37, 1}, {37, 60}},
+  {2, 2, {50, 1}, {1, 70}},   {2, 1, {4, 1100}, {1100}},     {1, 2, {3001}, {2, 1}},
+  {3, 3, {2, 1, 1500}, {1, 3, 1}},
+};
+
+static void test_low_bcast(void **state) {
+  (void)state;
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof bcast_shapes / sizeof *bcast_shapes; s++)
+      for (int op = FSU_ADD; op <= FSU_MINIMUM + 1; op++) /* FSU_MINIMUM + 1: where */
+        for (int f32 = 0; f32 < 2; f32++) {
+          fs_dtype dt = t ? FS_F16 : FS_BF16;
+          fs_tensor *a, *aw, *b, *bw, *cond = NULL, *out, *ref;
+          low_pair(dt, bcast_shapes[s].ra, bcast_shapes[s].a, "a", op == FSU_POWT ? 0.25f : -2, &a, &aw);
+          if (!f32) low_pair(dt, bcast_shapes[s].rb, bcast_shapes[s].b, "b", 0.25f, &b, &bw);
+          else {
+            b = rt_rand("b", 0.25f, 4, bcast_shapes[s].rb, bcast_shapes[s].b);
+            bw = rt_ok(fsT_copy(b));
+            b->requires_grad = bw->requires_grad = true;
+          }
+          if (op > FSU_MINIMUM) {
+            cond = fsT_new(FS_I64, FS_DEV_CPU, bcast_shapes[s].ra, bcast_shapes[s].a);
+            for (int64_t i = 0; i < cond->numel; i++) fsT_i64(cond)[i] = i % 3 == 0;
+            out = rt_ok(fsG_where(cond, a, b));
+            ref = rt_ok(fsG_where(cond, aw, bw));
+          } else {
+            out = rt_ok(fsG_binary_op((fsU_binary)op, a, b));
+            ref = rt_ok(fsG_binary_op((fsU_binary)op, aw, bw));
+          }
+          fs_dtype want = f32 ? FS_F32 : dt;
+          assert_int_equal(out->dtype, want);
+          fs_tensor *r = rounded(ref, want);
+          assert_same(out, fsT_f32(r), r->numel);
+          fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, want);
+          backward_weighted(out, w);
+          backward_weighted(ref, wr);
+          assert_grad(a, aw, dt);
+          if (!f32) assert_grad(b, bw, dt);
+          else assert_same(b->grad, fsT_f32(bw->grad), b->numel);
+          fs_tensor *all[] = {a, aw, b, bw, cond, out, ref, r, w, wr};
+          for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+        }
+}
+
+/* Reductions (whole, over a dim, max/min) and softmax on low tensors read
+ * them a chunk at a time: the float32 kernel's values rounded once.
+ * Softmax's backward reads the rounded output (torch's), the others
+ * compute what the float32 backward computes; each gradient reaches the
+ * low tensor rounded. */
+static const struct { int rank; int64_t shape[3]; } red_shapes[] = {
+  {2, {37, 1029}}, {3, {5, 300, 3}}, {2, {1, 3001}}, {2, {2000, 1}}, {3, {3, 11, 700}}, {1, {7}},
+};
+
+static void test_low_reduce(void **state) {
+  (void)state;
+  enum { SUM, MEAN, MAX, MIN, SOFTMAX, LOGSOFTMAX, KINDS };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof red_shapes / sizeof *red_shapes; s++)
+      for (int dim = -1; dim < red_shapes[s].rank; dim++) /* -1: every element (sum, mean) */
+        for (int kind = SUM; kind < KINDS; kind++) {
+          if (dim < 0 && kind > MEAN) continue;
+          fs_dtype dt = t ? FS_F16 : FS_BF16;
+          fs_tensor *x, *xw, *out, *ref, *ix = NULL, *iw = NULL;
+          low_pair(dt, red_shapes[s].rank, red_shapes[s].shape, "x", -2, &x, &xw);
+          bool keep = (s + (size_t)dim) % 2;
+          for (int side = 0; side < 2; side++) {
+            fs_tensor *v = side ? xw : x, **o = side ? &ref : &out, **ix_ = side ? &iw : &ix;
+            if (dim < 0) *o = rt_ok(kind == SUM ? fsG_sum(v) : fsG_mean(v));
+            else if (kind <= MEAN) *o = rt_ok(fsG_sum_dim(v, dim, keep, kind == MEAN));
+            else if (kind <= MIN) *o = rt_ok(fsG_extreme(kind == MAX, v, dim, keep, ix_));
+            else *o = rt_ok(fsG_softmax(v, dim, kind == LOGSOFTMAX));
+          }
+          assert_int_equal(out->dtype, dt);
+          fs_tensor *r = rounded(ref, dt);
+          assert_same(out, fsT_f32(r), r->numel);
+          if (ix) assert_memory_equal(fsT_i64(ix), fsT_i64(iw), (size_t)ix->numel * sizeof(int64_t));
+          fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, dt);
+          backward_weighted(out, w);
+          if (kind < SOFTMAX) {
+            backward_weighted(ref, wr);
+            assert_grad(x, xw, dt);
+          } else { /* the float32 backward on the rounded output */
+            int64_t O, L, I;
+            fsG_split_at(x, dim, &O, &L, &I);
+            fs_tensor *d = rt_ok(fsT_zeros(FS_F32, FS_DEV_CPU, x->rank, x->shape));
+            fsU_cpu.softmax_backward(kind == LOGSOFTMAX, O, L, I, fsT_f32(d), fsT_f32(wr), fsT_f32(r));
+            xw->grad = d;
+            assert_grad(x, xw, dt);
+          }
+          fs_tensor *all[] = {x, xw, out, ref, ix, iw, r, w, wr};
+          for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+        }
+}
+
+/* Dropout of a low tensor drops the elements the float32 kernel drops
+ * (the same key and counters) and rounds the kept ones scaled. */
+static void test_low_dropout(void **state) {
+  (void)state;
+  static const int64_t sizes[] = {1, 1023, 3001};
+  static const double ps[] = {0.0, 0.1, 0.5, 1.0};
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+      for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int64_t n = sizes[s];
+        fs_tensor *x, *xw;
+        low_pair(dt, 1, &n, "x", -2, &x, &xw);
+        fs_tensor *out = rt_ok(fsG_dropout(x, ps[k], 77 + s)), *ref = rt_ok(fsG_dropout(xw, ps[k], 77 + s));
+        fs_tensor *r = rounded(ref, dt);
+        assert_int_equal(out->dtype, dt);
+        assert_same(out, fsT_f32(r), n);
+        fs_tensor *w = rt_rand("w", -1, 1, 1, &n), *wr = rounded(w, dt);
+        backward_weighted(out, w);
+        backward_weighted(ref, wr);
+        assert_grad(x, xw, dt);
+        fs_tensor *all[] = {x, xw, out, ref, r, w, wr};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+      }
+}
+
+/* The elementwise losses on low inputs (and a low input with a float32
+ * target) read them a block at a time: the float32 path's per-element
+ * losses and reduction, rounded once to the result's type (float32 under
+ * autocast), and its gradients rounded into the low inputs'. */
+static void test_low_ploss(void **state) {
+  (void)state;
+  int64_t shape[2] = {37, 61};
+  for (int mode = 0; mode < 3; mode++) /* bfloat16, float16, bfloat16 under autocast */
+    for (int kind = FSN_MSE; kind <= FSN_KL_DIV; kind++)
+      for (int red = FSG_NONE; red <= FSG_BATCHMEAN; red++)
+        for (int f32 = 0; f32 < 2; f32++) {
+          fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
+          fs_tensor *x, *xw, *y, *yw;
+          low_pair(dt, 2, shape, "x", kind == FSN_BCE ? -0.5f : -2, &x, &xw);
+          if (!f32) low_pair(dt, 2, shape, "y", -1, &y, &yw);
+          else {
+            y = rt_rand("y", 0, 1, 2, shape);
+            yw = rt_ok(fsT_copy(y));
+            y->requires_grad = yw->requires_grad = true;
+          }
+          double param = kind == FSN_KL_DIV ? kind % 2 : 0.5;
+          fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
+          fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x, y, param, NULL, NULL, (fsG_reduction)red));
+          fsG_set_autocast(old);
+          fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw, yw, param, NULL, NULL, (fsG_reduction)red));
+          fs_dtype want = mode == 2 || f32 ? FS_F32 : dt;
+          assert_int_equal(out->dtype, want);
+          fs_tensor *r = rounded(ref, want);
+          assert_same(out, fsT_f32(r), r->numel);
+          fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, want);
+          backward_weighted(out, w);
+          backward_weighted(ref, wr);
+          assert_grad(x, xw, dt);
+          if (!f32) assert_grad(y, yw, dt);
+          else assert_same(y->grad, fsT_f32(yw->grad), y->numel);
+          fs_tensor *all[] = {x, xw, y, yw, out, ref, r, w, wr};
+          for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+        }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
     cmocka_unit_test(test_promotion),
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
-    cmocka_unit_test(test_low_cross_entropy),
+    cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
+    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
