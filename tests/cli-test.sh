@@ -1,10 +1,7 @@
 #!/bin/sh
 # cli-test.sh -- the command line's contract: exit statuses (0 ok, 1 script
 # errors, 2 bad invocation, 3 system failure), --help, --version, -D.
-fs=${FABRICSCRIPT:-./fabricscript}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+. "${srcdir:-.}/tests/lib.sh"
 expect() { # status command...
   want=$1; shift
   "$@" >"$tmp/out" 2>"$tmp/err"

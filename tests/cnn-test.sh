@@ -3,12 +3,8 @@
 # 2000 test images): it runs, checkpoints, and learns (test accuracy above
 # 50%; chance is 10%, a full epoch reaches about 88%).  SKIP (77) without the
 # Fashion-MNIST files.
-fs=${FABRICSCRIPT:-$PWD/fabricscript}
-case $fs in /*) ;; *) fs=$PWD/$fs ;; esac
-src=$(cd "${srcdir:-.}" && pwd)
+. "${srcdir:-.}/tests/lib.sh"
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 out=$(cd "$tmp" && "$fs" "$src/examples/cnn.fab" -D epochs=1 -D train_batches=20 -D test_batches=2 2>/dev/null) || {
   echo "FAIL: examples/cnn.fab exited with an error"; exit 1; }
 echo "$out"

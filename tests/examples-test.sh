@@ -5,12 +5,8 @@
 # test_batches where the example has them, and the options of the example's
 # "# suite: -D ..." line, which shrink a model) to keep the suite quick:
 # a new user's first command must work (issue 18, point 8).
-fs=$(cd "$(dirname "${FABRICSCRIPT:-./fabricscript}")" && pwd)/$(basename "${FABRICSCRIPT:-./fabricscript}")
-src=$(cd "${srcdir:-.}" && pwd)
+. "${srcdir:-.}/tests/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: no Fashion-MNIST data"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
 n=0
 for ex in "$src"/examples/*.fab "$src"/examples/ports/*.fab; do
   # the header's commands in order: fabricscript runs, and the python3 lines

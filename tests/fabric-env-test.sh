@@ -4,11 +4,7 @@
 # for `fabric run`), the order of fabric.print lines and progress lines
 # when both streams go into one pipe, and a save into directories that do
 # not exist yet.
-fs=${FABRICSCRIPT:-./fabricscript}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "${srcdir:-.}/tests/lib.sh"
 
 cat > "$tmp/seed.fab" <<'FAB'
 fabric = Fabric(accelerator="cpu", devices=1)

@@ -5,11 +5,8 @@
 # FIFOs, devices and directories at once (no hang); a stale temporary file
 # of an interrupted save is swept by the next save to that path; fix --write
 # keeps the file's mode and writes through a symbolic link.
-fs=${FABRICSCRIPT:-./fabricscript}
-tmp=$(mktemp -d)
+. "${srcdir:-.}/tests/lib.sh"
 trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 # run SCRIPT: runs it with a 10 s bound (a hang is a failure, not a stuck suite)
 run() { timeout 10 "$fs" "$@" >"$tmp/out" 2>"$tmp/err"; }
 

@@ -4,14 +4,10 @@
 # (the loss falls from ln 256 = 5.55 to below 3.5; it reaches about 2.9)
 # and prints a sample that starts with its prompt; its auto_wrap_policy
 # makes each of the 2 Blocks an FSDP unit beside the root's (3 units).
-fs=${FABRICSCRIPT:-$PWD/fabricscript}
-case $fs in /*) ;; *) fs=$PWD/$fs ;; esac
-src=$(cd "${srcdir:-.}" && pwd)
+. "${srcdir:-.}/tests/lib.sh"
 [ -r /usr/share/common-licenses/GPL-3 ] || { echo "SKIP: no /usr/share/common-licenses/GPL-3"; exit 77; }
 suite=$(sed -n 's/^# suite: //p' "$src/examples/llama.fab")
 [ -n "$suite" ] || { echo "FAIL: examples/llama.fab has no '# suite:' line"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 # shellcheck disable=SC2086 # the suite line's words
 out=$(cd "$tmp" && FABRICSCRIPT_FSDP_STATS=1 "$fs" "$src/examples/llama.fab" --emulate-cuda -D steps=40 $suite 2>"$tmp/err") || {
   echo "FAIL: examples/llama.fab exited with an error"; cat "$tmp/err"; exit 1; }

@@ -6,12 +6,7 @@
 # (it also checks every CRC, and compares with tensorboard's own reader
 # where python3 has it); metrics.svg has a panel per metric.
 set -u
-FS=${FABRICSCRIPT:-$PWD/fabricscript}
-SRC=$(cd "${srcdir:-.}/tests" && pwd)
-T=$(mktemp -d "${TMPDIR:-/tmp}/fs-loggers.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "${srcdir:-.}/tests/lib.sh"
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
 check_run() { # $1: the run's folder
@@ -25,7 +20,7 @@ check_run() { # $1: the run's folder
     test "$(grep -c '<rect x=' out/$2/metrics.svg)" = $3 || bad "$1: $2/metrics.svg has not $3 panels"
   done
   test "$(ls out/tb/run-a | grep -c '^events\.out\.tfevents\.')" = 1 || bad "$1: not one event file"
-  python3 "$SRC/tfevents-read.py" out/tb/run-a/events.out.tfevents.* >events.txt || bad "$1: the event file does not decode"
+  python3 "$src/tests/tfevents-read.py" out/tb/run-a/events.out.tfevents.* >events.txt || bad "$1: the event file does not decode"
   cat >want.txt <<'EOT'
 file_version brain.Event:2
 step 0 scalar hp_metric -1.0
@@ -48,18 +43,18 @@ EOT
   exit $fail
 }
 
-mkdir "$T/single" "$T/ddp"
-(cd "$T/single" && "$FS" "$SRC/loggers/loggers.fab" >stdout 2>stderr) || bad "single-device run: $(cat "$T/single/stderr")"
-grep -qx 'out/csv/version_0 out/tb/run-a 0 run-a' "$T/single/stdout" || bad "log_dir / version: $(cat "$T/single/stdout")"
-grep -q 'CSVLogger: metrics in out/csv/version_0/' "$T/single/stderr" || bad "the run does not say where the CSV went"
-(check_run "$T/single")
+mkdir "$tmp/single" "$tmp/ddp"
+(cd "$tmp/single" && "$fs" "$src/tests/loggers/loggers.fab" >stdout 2>stderr) || bad "single-device run: $(cat "$tmp/single/stderr")"
+grep -qx 'out/csv/version_0 out/tb/run-a 0 run-a' "$tmp/single/stdout" || bad "log_dir / version: $(cat "$tmp/single/stdout")"
+grep -q 'CSVLogger: metrics in out/csv/version_0/' "$tmp/single/stderr" || bad "the run does not say where the CSV went"
+(check_run "$tmp/single")
 [ $? = 0 ] || fail=1
-(cd "$T/ddp" && "$FS" "$SRC/loggers/loggers.fab" -D strategy=ddp -D devices=2 >stdout 2>stderr) || bad "DDP run: $(cat "$T/ddp/stderr")"
-(check_run "$T/ddp")
+(cd "$tmp/ddp" && "$fs" "$src/tests/loggers/loggers.fab" -D strategy=ddp -D devices=2 >stdout 2>stderr) || bad "DDP run: $(cat "$tmp/ddp/stderr")"
+(check_run "$tmp/ddp")
 [ $? = 0 ] || fail=1
 # a corrupt byte is caught by the reader's CRC check
-f=$(ls "$T"/single/out/tb/run-a/events.out.tfevents.*)
+f=$(ls "$tmp"/single/out/tb/run-a/events.out.tfevents.*)
 printf 'X' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null
-python3 "$SRC/tfevents-read.py" "$f" >/dev/null 2>&1 && bad "the reader accepts a corrupt file"
+python3 "$src/tests/tfevents-read.py" "$f" >/dev/null 2>&1 && bad "the reader accepts a corrupt file"
 [ $fail = 0 ] && echo "PASS: loggers"
 exit $fail

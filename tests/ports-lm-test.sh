@@ -9,15 +9,9 @@
 # loss and an lr scalar for every iteration, the lr rising through the
 # warmup and falling after it, and its final checkpoint is written.
 # (Losses against torch: tests/parity/run-lm-parity.test, run-pretrain-parity.test.)
-fs=${FABRICSCRIPT:-$PWD/fabricscript}
-case $fs in /*) ;; *) fs=$PWD/$fs ;; esac
-src=$(cd "${srcdir:-.}" && pwd)
+. "${srcdir:-.}/tests/lib.sh"
 text=/usr/share/common-licenses/GPL-3
 [ -r $text ] || { echo "SKIP: no $text"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 suite() { sed -n 's/^# suite: //p' "$src/examples/ports/$1"; }
 
 # shellcheck disable=SC2046 # the suite line's words

@@ -5,11 +5,7 @@
 # characters), stdout untouched; "epoch k/n" from the enclosing
 # `for epoch in range(n)`, validation passes (under no_grad) labelled, and
 # none at all with FABRICSCRIPT_PROGRESS=0 or --no-progress.
-fs=${FABRICSCRIPT:-./fabricscript}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "${srcdir:-.}/tests/lib.sh"
 cat > "$tmp/train.fab" <<'FAB'
 model Tiny():
     Linear(4, 8)

@@ -5,12 +5,8 @@
 # losses and saves byte-identical weights and optimizer state.  The kernels
 # split work at points fixed by the shapes (parallel.c's invariant), so a
 # difference here is a split that depends on the thread count.
-fs=${FABRICSCRIPT:-$PWD/fabricscript}
-case $fs in /*) ;; *) fs=$PWD/$fs ;; esac
-src=$(cd "${srcdir:-.}" && pwd)
+. "${srcdir:-.}/tests/lib.sh"
 [ -r /usr/share/common-licenses/GPL-3 ] || { echo "SKIP: no /usr/share/common-licenses/GPL-3"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 for p in 32-true bf16-mixed; do
   for t in 1 2 3; do
     (cd "$tmp" && OPENBLAS_NUM_THREADS=$t "$fs" "$src/tests/threads.fab" --precision=$p -D steps=3 \

@@ -431,18 +431,14 @@ static void cuda_adadelta_update(size_t n, float *p, const float *g, float *sq, 
                                                  (float)(1 - rho), (float)eps, (float)wd);
 }
 
-/* --- bfloat16 (fsT_f32_to_bf16's rounding, bit for bit) ------------------- */
+/* --- bfloat16 (tensor.h's conversions themselves) -------------------------- */
 
 __global__ void to_bf16_k(uint16_t *dst, const float *src, size_t n) {
-  FSCU_FOR(i, n) {
-    uint32_t u = __float_as_uint(src[i]);
-    if ((u & 0x7fffffffu) > 0x7f800000u) dst[i] = (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    else dst[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);         /* half to even */
-  }
+  FSCU_FOR(i, n) dst[i] = fsT_f32_to_bf16(src[i]);
 }
 
 __global__ void from_bf16_k(float *dst, const uint16_t *src, size_t n) {
-  FSCU_FOR(i, n) dst[i] = __uint_as_float((uint32_t)src[i] << 16);
+  FSCU_FOR(i, n) dst[i] = fsT_bf16_to_f32(src[i]);
 }
 
 extern "C" int fsCU_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {

@@ -45,24 +45,23 @@ __attribute__((always_inline)) static inline void finish_row(const fsB_out *out,
     } else {
 #pragma omp simd
       for (int64_t j = 0; j < n; j++) c[j] = fsT_bf16_of(v[j]);
+      for (int64_t j = 0; j < n; j++) c[j] = fsT_f32_to_bf16(v[j] + fsT_bf16_round(b[j]));
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++) c[j] = fsT_f32_to_bf16(v[j]);
     }
     return;
   }
   float *c = (float *)out->C + r * out->ldc + c0;
   if (out->beta == 0) { /* C taken as zeros, unread: 0 + x, so -0 becomes +0 as in a zeroed C */
-    if (out->how == FSB_ADD_ROUNDED) {
 #pragma omp simd
-      for (int64_t j = 0; j < n; j++) c[j] = 0.0f + bf16_rounded(v[j]);
-    } else {
-#pragma omp simd
-      for (int64_t j = 0; j < n; j++) c[j] = 0.0f + bf16_rounded(v[j]);
-    }
+    for (int64_t j = 0; j < n; j++) c[j] = 0.0f + fsT_bf16_round(v[j]);
   } else if (out->how == FSB_ADD_ROUNDED) {
 #pragma omp simd
-    for (int64_t j = 0; j < n; j++) c[j] += bf16_rounded(v[j]);
+    for (int64_t j = 0; j < n; j++) c[j] += fsT_bf16_round(v[j]);
   } else { /* FSB_ROUNDED_SUM: fsG_low_grad_add's rule, the contribution rounded before it is added */
 #pragma omp simd
-    for (int64_t j = 0; j < n; j++) c[j] = bf16_rounded(c[j] + bf16_rounded(v[j]));
+    for (int64_t j = 0; j < n; j++) c[j] = fsT_bf16_round(c[j] + fsT_bf16_round(v[j]));
   }
 }
 
@@ -74,6 +73,7 @@ __attribute__((always_inline)) static inline void finish_row(const fsB_out *out,
 #define NR 32 /* columns of C per micro-tile: two zmm of float32 */
 
 static inline uint32_t pair_of(float lo, float hi) { return fsT_bf16_of(lo) | (uint32_t)fsT_bf16_of(hi) << 16; }
+static inline uint32_t pair_of(float lo, float hi) { return fsT_f32_to_bf16(lo) | (uint32_t)fsT_f32_to_bf16(hi) << 16; }
 
 /* Pairs along X's rows: P[r * KP + kp] = pair(X[r, 2kp], X[r, 2kp+1]) (the
  * row as bfloat16, read as uint32), zero past K; rows R..Rp zero.  A
@@ -92,6 +92,7 @@ static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, fsB_mat X, int64_t 
       const float *x = (const float *)X.p + r * X.ld;
 #pragma omp simd
       for (int64_t k = 0; k < K; k++) y[k] = fsT_bf16_of(x[k]);
+      for (int64_t k = 0; k < K; k++) y[k] = fsT_f32_to_bf16(x[k]);
     }
     if (K % 2) y[K] = 0;
   }
@@ -122,6 +123,7 @@ static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, fsB_mat X, int64_
       const float *x0 = (const float *)X.p + 2 * kp * X.ld;
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = fsT_bf16_of(x0[c]);
+      for (int64_t c = 0; c < C; c++) y[c] = fsT_f32_to_bf16(x0[c]);
     }
     for (int64_t c = C; c < ldp; c++) y[c] = 0;
   }

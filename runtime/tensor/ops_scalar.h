@@ -6,19 +6,14 @@
  * ops.c, double in f64_kernels.c) and f64_cuda.cu's kernels (double) call
  * these, so a formula fixed here is fixed on both devices.  Under nvcc every
  * function is __host__ __device__ (FS_HOSTDEV) and takes CUDA's math
- * functions; in C FS_HOSTDEV is empty, so the cpu's code is what it was.
+ * functions; in C FS_HOSTDEV (tensor.h) is empty, so the cpu's code is what it was.
  * Needs ops.h (the op enums) first.  The other half: ops_typed.h,
  * f64_cuda.cu. */
 #ifndef FS_OPS_SCALAR_H
 #define FS_OPS_SCALAR_H
 
+#include "tensor.h" /* FS_HOSTDEV */
 #include "typed.h"
-
-#ifdef __CUDACC__
-#define FS_HOSTDEV __host__ __device__
-#else
-#define FS_HOSTDEV
-#endif
 
 /* log(1 + e^x) without overflow; torch's softplus (threshold 20) */
 static inline FS_HOSTDEV FS_REAL FS_RK(softplus)(FS_REAL x) {

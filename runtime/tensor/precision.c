@@ -248,26 +248,16 @@ int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh) {
   return 0;
 }
 
-/* fsT_round_array's bfloat16 rounding of one float's bits, inlined so the
- * loops below vectorize */
-static inline float round_bf16(float v) {
-  uint32_t b;
-  memcpy(&b, &v, sizeof b);
-  b = (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x400000u) & 0xffff0000u : (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
-  memcpy(&v, &b, sizeof v);
-  return v;
-}
-
 /* + 0.0f: the sum with the zeroed buffer the gradient would otherwise be
  * (a -0 contribution gives +0) */
 FS_VECTOR_TARGET
 void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha, bool fresh) {
   if (dt == FS_BF16 && fresh) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = round_bf16(alpha * c[i]) + 0.0f;
+    for (size_t i = 0; i < n; i++) dx[i] = fsT_bf16_round(alpha * c[i]) + 0.0f;
   } else if (dt == FS_BF16) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = round_bf16(dx[i] + round_bf16(alpha * c[i]));
+    for (size_t i = 0; i < n; i++) dx[i] = fsT_bf16_round(dx[i] + fsT_bf16_round(alpha * c[i]));
   } else
     for (size_t i = 0; i < n; i++)
       dx[i] = fsT_round_to(dt, (fresh ? 0.0f : dx[i]) + fsT_round_to(dt, alpha * c[i]));

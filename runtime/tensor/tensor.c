@@ -236,21 +236,6 @@ fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt) {
   return c;
 }
 
-uint16_t fsT_f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u); /* round half to even */
-  return (uint16_t)(u >> 16);
-}
-
-float fsT_bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 static double load_elem(fs_dtype dt, const void *p, size_t i) {
   switch (dt) {
   case FS_F32: return ((const float *)p)[i];
@@ -275,13 +260,10 @@ static bool convert_fast(fs_dtype to, void *dst, fs_dtype from, const void *src,
     return true;
   }
   if (to == FS_BF16 && from == FS_F32) {
-    const uint32_t *u = src;
+    const float *f = src;
     uint16_t *h = dst;
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) { /* fsT_f32_to_bf16, branch-free */
-      uint32_t x = u[i], r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-      h[i] = (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40 : r);
-    }
+    for (size_t i = 0; i < n; i++) h[i] = fsT_f32_to_bf16(f[i]);
     return true;
   }
   if (to == FS_F32 && from == FS_F16) {
@@ -329,19 +311,15 @@ float fsT_f16_to_f32(uint16_t u) {
 }
 
 float fsT_round_to(fs_dtype dt, float v) {
-  return dt == FS_BF16 ? fsT_bf16_to_f32(fsT_f32_to_bf16(v))
+  return dt == FS_BF16 ? fsT_bf16_round(v)
        : dt == FS_F16 ? fsT_f16_to_f32(fsT_f32_to_f16(v)) : v;
 }
 
 FS_VECTOR_TARGET
 void fsT_round_array(fs_dtype dt, float *x, size_t n) {
   if (dt == FS_BF16) {
-    uint32_t *u = (uint32_t *)x;
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-      uint32_t b = u[i], r = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
-      u[i] = (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x400000u) & 0xffff0000u : r;
-    }
+    for (size_t i = 0; i < n; i++) x[i] = fsT_bf16_round(x[i]);
   } else if (dt == FS_F16) {
     for (size_t i = 0; i < n; i++) x[i] = fsT_f16_to_f32(fsT_f32_to_f16(x[i]));
   }

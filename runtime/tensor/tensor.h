@@ -15,6 +15,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* Marks the inline functions that CUDA kernels share with the cpu: under nvcc
+ * they compile for both, in C the mark is empty. */
+#ifdef __CUDACC__
+#define FS_HOSTDEV __host__ __device__
+#else
+#define FS_HOSTDEV
+#endif
 
 /* FS_BOOL: one byte per element, 0 or 1 (torch.bool: comparisons, masks) */
 typedef enum fs_dtype {
@@ -100,6 +109,24 @@ static inline uint16_t fsT_bf16_of(float f) {
   uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r);
 }
+/* bfloat16 <-> float32: round to nearest even; NaN stays NaN (quiet).
+ * Inline and branch-free: every conversion loop and every rounding of a
+ * float to bfloat16 precision calls these (the cuda kernels too), and they
+ * must vectorize. */
+static inline FS_HOSTDEV uint16_t fsT_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r);
+}
+static inline FS_HOSTDEV float fsT_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+/* f at bfloat16 precision, as a float */
+static inline float fsT_bf16_round(float f) { return fsT_bf16_to_f32(fsT_f32_to_bf16(f)); }
 /* n elements of src (dtype from) into dst (dtype to), as PyTorch's copy_
  * converts: bfloat16 rounds to nearest even, floats to int64 truncate toward
  * zero (NaN and out of range give INT64_MIN, as x86 does). */

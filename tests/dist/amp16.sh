@@ -17,17 +17,12 @@
 #      (Fabric's save never stores it), and one device and FSDP x2 resumed
 #      from it print the same losses, the scale back at 65536 (skips again).
 set -u
-FS=${FABRICSCRIPT:-$PWD/fabricscript}
-SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
-T=$(mktemp -d "${TMPDIR:-/tmp}/fs-amp16.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 99
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "${srcdir:-.}/tests/lib.sh"
+cd "$tmp" || exit 99
 run() { # NAME ARGS...: NAME.out (every line), NAME.txt (the losses)
   name=$1
   shift
-  "$FS" --emulate-cuda --gpus=4 "$SRC/amp16.fab" "$@" > "$name.out" 2> "$name.err" || bad "$name: exit status $?"
+  "$fs" --emulate-cuda --gpus=4 "$src/tests/dist/amp16.fab" "$@" > "$name.out" 2> "$name.err" || bad "$name: exit status $?"
   grep '^loss ' "$name.out" > "$name.txt"
 }
 skipped() { awk '$3 == prev { printf "%s ", $2 - 1 } { prev = $3 }' "$1"; }

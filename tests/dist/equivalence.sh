@@ -16,20 +16,15 @@
 #   - FSDPStrategy(auto_wrap_policy={Block}) on a class: the one-device
 #     losses, and plan's gathered unit is the runtime's own peak (section 7).
 set -u
-FS=${FABRICSCRIPT:-$PWD/fabricscript}
-SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
-T=$(mktemp -d "${TMPDIR:-/tmp}/fs-equiv.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 99
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-run() { "$FS" --emulate-cuda --gpus=4 "$@"; }
+. "${srcdir:-.}/tests/lib.sh"
+cd "$tmp" || exit 99
+run() { "$fs" --emulate-cuda --gpus=4 "$@"; }
 
 # 1. initial parameters
-run "$SRC/init.fab" -D strategy=auto -D meta=False -D out=single.st || bad "single init"
+run "$src/tests/dist/init.fab" -D strategy=auto -D meta=False -D out=single.st || bad "single init"
 for cfg in "ddp 2 False" "fsdp 2 True" "fsdp 4 True" "fsdp 3 False" "fsdp 1 True"; do
   set -- $cfg
-  run "$SRC/init.fab" -D strategy=$1 -D devices=$2 -D meta=$3 -D out=$1$2$3.st || bad "$cfg init"
+  run "$src/tests/dist/init.fab" -D strategy=$1 -D devices=$2 -D meta=$3 -D out=$1$2$3.st || bad "$cfg init"
   cmp -s single.st $1$2$3.st || bad "$cfg: initial parameters differ from the single device's"
 done
 
@@ -40,39 +35,39 @@ close() { # file file: every loss within 1e-5 relative
       if ($1 != $3 || d > 1e-5 * m) { print a " vs " b ": step " $1 ": " $2 " vs " $4; bad = 1 } }
     END { if (n < 10) { print a ": only " n " steps"; bad = 1 } ; exit bad }'
 }
-run "$SRC/train.fab" -D strategy=auto > single.txt || bad "single train"
+run "$src/tests/dist/train.fab" -D strategy=auto > single.txt || bad "single train"
 for cfg in "ddp 2" "fsdp 2" "fsdp 4" "fsdp 1"; do
   set -- $cfg
-  run "$SRC/train.fab" -D strategy=$1 -D devices=$2 > $1$2.txt || bad "$cfg train"
+  run "$src/tests/dist/train.fab" -D strategy=$1 -D devices=$2 > $1$2.txt || bad "$cfg train"
   close single.txt $1$2.txt || bad "$cfg: losses differ from the single device's"
 done
 [ "$(wc -l < single.txt)" -eq 50 ] || bad "single: not 50 steps"
 # gradient clipping: the norm over every rank's shards
-run "$SRC/train.fab" -D strategy=auto -D clip=0.05 > clip1.txt || bad "single clip"
-run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D clip=0.05 > clip2.txt || bad "fsdp 2 clip"
+run "$src/tests/dist/train.fab" -D strategy=auto -D clip=0.05 > clip1.txt || bad "single clip"
+run "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 -D clip=0.05 > clip2.txt || bad "fsdp 2 clip"
 close clip1.txt clip2.txt || bad "clip_gradients under FSDP x2: losses differ"
 cmp -s clip1.txt single.txt && bad "clip=0.05 does not clip"
-run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=ck.st > /dev/null ||
+run "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=ck.st > /dev/null ||
   bad "fsdp 2 save"
-run "$SRC/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.st > resumed1.txt || bad "single resume"
-run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=ck.st > resumed2.txt ||
+run "$src/tests/dist/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.st > resumed1.txt || bad "single resume"
+run "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=ck.st > resumed2.txt ||
   bad "fsdp 2 resume"
 close resumed1.txt resumed2.txt || bad "resuming FSDP x2's checkpoint: losses differ"
 # the same in PyTorch's format (.pt, .ckpt): FSDP's slices written into one torch.save file
 mkdir single fsdp2 # one name: the archive inside is named after the file
-run "$SRC/init.fab" -D strategy=auto -D meta=False -D out=single/init.pt || bad "single init .pt"
-run "$SRC/init.fab" -D strategy=fsdp -D devices=2 -D meta=True -D out=fsdp2/init.pt || bad "fsdp 2 init .pt"
+run "$src/tests/dist/init.fab" -D strategy=auto -D meta=False -D out=single/init.pt || bad "single init .pt"
+run "$src/tests/dist/init.fab" -D strategy=fsdp -D devices=2 -D meta=True -D out=fsdp2/init.pt || bad "fsdp 2 init .pt"
 cmp -s single/init.pt fsdp2/init.pt || bad "fsdp 2: its .pt differs from the single device's"
-run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=ck.ckpt > /dev/null ||
+run "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=ck.ckpt > /dev/null ||
   bad "fsdp 2 save .ckpt"
-run "$SRC/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.ckpt > resumed1t.txt || bad "single resume .ckpt"
+run "$src/tests/dist/train.fab" -D strategy=auto -D epochs=2 -D resume=ck.ckpt > resumed1t.txt || bad "single resume .ckpt"
 cmp -s resumed1.txt resumed1t.txt || bad "resuming from the .ckpt differs from resuming from the .safetensors"
-run "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=ck.ckpt > resumed2t.txt ||
+run "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=ck.ckpt > resumed2t.txt ||
   bad "fsdp 2 resume .ckpt"
 close resumed1t.txt resumed2t.txt || bad "resuming FSDP x2's .ckpt: losses differ"
 
 # 4. a killed rank
-"$FS" --emulate-cuda "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D epochs=1000000 > long.txt 2> long.err &
+"$fs" --emulate-cuda "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 -D epochs=1000000 > long.txt 2> long.err &
 sup=$!
 i=0
 while [ ! -s long.txt ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
@@ -93,7 +88,7 @@ grep -q "rank [0-9] (pid $victim) was killed by signal 9" long.err || { bad "kil
 # size): two 32-wide (a layer's input and output), two 5-wide (the loss's
 # and fc3's output), 296 B per row: 876 * B = 14016 B for B = 16, 28032 B
 # for B = 32.  One line for ranks 0-1, then the sum over ranks.
-plan_row() { "$FS" plan --emulate-cuda --gpus=4 "$SRC/train.fab" "$@" | awk '$1 == "'"${R:-0}"'" { $1 = ""; print substr($0, 2) }'; }
+plan_row() { "$fs" plan --emulate-cuda --gpus=4 "$src/tests/dist/train.fab" "$@" | awk '$1 == "'"${R:-0}"'" { $1 = ""; print substr($0, 2) }'; }
 [ "$(R=0-1 plan_row -D strategy=fsdp -D devices=2)" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.7 KiB 34.7 KiB" ] ||
   bad "plan fsdp 2: $(R=0-1 plan_row -D strategy=fsdp -D devices=2)"
 [ "$(R=all plan_row -D strategy=fsdp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 16.5 KiB 27.4 KiB 69.5 KiB" ] ||
@@ -101,13 +96,13 @@ plan_row() { "$FS" plan --emulate-cuda --gpus=4 "$SRC/train.fab" "$@" | awk '$1 
 [ "$(plan_row -D strategy=auto)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 27.4 KiB 53.0 KiB" ] || bad "plan single: $(plan_row -D strategy=auto)"
 [ "$(R=0-1 plan_row -D strategy=ddp -D devices=2)" = "6.4 KiB 6.4 KiB 12.8 KiB 0 B 13.7 KiB 39.3 KiB" ] || bad "plan ddp 2"
 # exact bytes in JSON
-json=$("$FS" plan --format=json --emulate-cuda --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2)
+json=$("$fs" plan --format=json --emulate-cuda --gpus=4 "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2)
 case $json in
   *'"layouts": [{"first_rank": 0, "last_rank": 1, "parameters": 3276, "gradients": 3276, "optimizer": 6552, "gathered_unit": 8448, "activations": 14016,'*) ;;
   *) bad "plan --format=json: $json" ;;
 esac
 # a plan is for the target machine --gpus describes: no GPU (or emulation) needed here
-gpu_plan=$("$FS" plan --gpus=4 "$SRC/train.fab" -D strategy=fsdp -D devices=2 | awk '$1 == "0-1" { $1 = ""; print substr($0, 2) }')
+gpu_plan=$("$fs" plan --gpus=4 "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 | awk '$1 == "0-1" { $1 = ""; print substr($0, 2) }')
 [ "$gpu_plan" = "3.2 KiB 3.2 KiB 6.4 KiB 8.2 KiB 13.7 KiB 34.7 KiB" ] || bad "plan --gpus=4 without --emulate-cuda: $gpu_plan"
 plan_row -D strategy=fsdp -D devices=2 -D save=planned.st > /dev/null
 [ ! -e planned.st ] || bad "plan ran the training (it wrote the checkpoint)"
@@ -117,22 +112,22 @@ plan_row -D strategy=fsdp -D devices=2 -D save=planned.st > /dev/null
 # world size and meta or not; the same losses on one device, DDP x2 and FSDP
 # x2/x4 built on meta; FSDP x2's checkpoint resumed on one device and on
 # FSDP x2 alike
-run "$SRC/class_init.fab" -D strategy=auto -D meta=False -D out=csingle.st > /dev/null || bad "class: single init"
+run "$src/tests/dist/class_init.fab" -D strategy=auto -D meta=False -D out=csingle.st > /dev/null || bad "class: single init"
 for cfg in "ddp 2 False" "fsdp 2 True" "fsdp 4 True" "fsdp 3 False" "fsdp 1 True"; do
   set -- $cfg
-  run "$SRC/class_init.fab" -D strategy=$1 -D devices=$2 -D meta=$3 -D out=c$1$2$3.st > /dev/null || bad "class: $cfg init"
+  run "$src/tests/dist/class_init.fab" -D strategy=$1 -D devices=$2 -D meta=$3 -D out=c$1$2$3.st > /dev/null || bad "class: $cfg init"
   cmp -s csingle.st c$1$2$3.st || bad "class: $cfg: initial parameters differ from the single device's"
 done
-run "$SRC/class_train.fab" -D strategy=auto > csingle.txt || bad "class: single train"
+run "$src/tests/dist/class_train.fab" -D strategy=auto > csingle.txt || bad "class: single train"
 for cfg in "ddp 2 False" "fsdp 2 True" "fsdp 4 True" "fsdp 2 False"; do
   set -- $cfg
-  run "$SRC/class_train.fab" -D strategy=$1 -D devices=$2 -D meta=$3 > c$1$2$3.txt || bad "class: $cfg train"
+  run "$src/tests/dist/class_train.fab" -D strategy=$1 -D devices=$2 -D meta=$3 > c$1$2$3.txt || bad "class: $cfg train"
   close csingle.txt c$1$2$3.txt || bad "class: $cfg: losses differ from the single device's"
 done
-run "$SRC/class_train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=cck.ckpt > /dev/null ||
+run "$src/tests/dist/class_train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D save=cck.ckpt > /dev/null ||
   bad "class: fsdp 2 save"
-run "$SRC/class_train.fab" -D strategy=auto -D epochs=2 -D resume=cck.ckpt > cresumed1.txt || bad "class: single resume"
-run "$SRC/class_train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=cck.ckpt > cresumed2.txt ||
+run "$src/tests/dist/class_train.fab" -D strategy=auto -D epochs=2 -D resume=cck.ckpt > cresumed1.txt || bad "class: single resume"
+run "$src/tests/dist/class_train.fab" -D strategy=fsdp -D devices=2 -D meta=True -D epochs=2 -D resume=cck.ckpt > cresumed2.txt ||
   bad "class: fsdp 2 resume"
 close cresumed1.txt cresumed2.txt || bad "class: resuming FSDP x2's checkpoint: losses differ"
 
@@ -146,17 +141,17 @@ close cresumed1.txt cresumed2.txt || bad "class: resuming FSDP x2's checkpoint: 
 # or transformer_auto_wrap_policy through functools.partial), 8 * 12768 =
 # 102144 (the Stack) without, 8 * (256 + 2112) = 18944 size-based (units of
 # the embedding, the head and each Linear of the Blocks; the norms the root's)
-run "$SRC/class_policy.fab" -D strategy=auto > psingle.txt || bad "policy: single train"
-run "$SRC/class_policy.fab" -D strategy=auto -D policy=tied > ptsingle.txt || bad "policy: tied single train"
+run "$src/tests/dist/class_policy.fab" -D strategy=auto > psingle.txt || bad "policy: single train"
+run "$src/tests/dist/class_policy.fab" -D strategy=auto -D policy=tied > ptsingle.txt || bad "policy: tied single train"
 for cfg in "set 2" "set 4" "list 2" "none 2" "tied 2" "tied 4" "mwp 2" "partial 2" "size 2" "size 4"; do
   set -- $cfg
   ref=psingle.txt
   [ $1 = tied ] && ref=ptsingle.txt
-  FABRICSCRIPT_FSDP_STATS=1 run "$SRC/class_policy.fab" -D policy=$1 -D devices=$2 -D meta=True > p$1$2.txt 2> p$1$2.err ||
+  FABRICSCRIPT_FSDP_STATS=1 run "$src/tests/dist/class_policy.fab" -D policy=$1 -D devices=$2 -D meta=True > p$1$2.txt 2> p$1$2.err ||
     { bad "policy: $cfg train"; cat p$1$2.err; }
   close $ref p$1$2.txt || bad "policy $cfg: losses differ from the single device's"
   [ $2 = 2 ] || continue
-  planned=$("$FS" plan --format=json --emulate-cuda --gpus=4 "$SRC/class_policy.fab" -D policy=$1 -D devices=2 |
+  planned=$("$fs" plan --format=json --emulate-cuda --gpus=4 "$src/tests/dist/class_policy.fab" -D policy=$1 -D devices=2 |
     grep -o '"gathered_unit": [0-9]*' | head -n 1 | sed 's/.* //') # ranks 0-1's layout
   for r in 0 1; do
     peak=$(sed -n "s/.*fsdp: rank $r: [0-9]* units, at most \([0-9]*\) bytes gathered/\1/p" p$1$2.err)
@@ -165,7 +160,7 @@ for cfg in "set 2" "set 4" "list 2" "none 2" "tied 2" "tied 4" "mwp 2" "partial 
   case $1 in set | list | mwp | partial) want=67328 ;; none) want=102144 ;; size) want=18944 ;; *) want=$planned ;; esac
   [ "$planned" = "$want" ] || bad "policy $cfg: plan's gathered unit $planned B, not $want"
 done
-err=$("$FS" --emulate-cuda --gpus=4 - 2>&1 <<'EOS'
+err=$("$fs" --emulate-cuda --gpus=4 - 2>&1 <<'EOS'
 fabric = Fabric(strategy=FSDPStrategy(auto_wrap_policy=3), accelerator="cuda", devices=2)
 EOS
 ) && bad "auto_wrap_policy=3 ran"

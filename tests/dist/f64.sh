@@ -11,17 +11,12 @@
 #   3. DDP x2, each rank half the batch (the float64 all-reduce of the
 #      gradients decides the training): cuda = cpu, and not the one device.
 set -u
-FS=${FABRICSCRIPT:-$PWD/fabricscript}
-SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
-T=$(mktemp -d "${TMPDIR:-/tmp}/fs-f64.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 99
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "${srcdir:-.}/tests/lib.sh"
+cd "$tmp" || exit 99
 run() { # NAME ACCELERATOR ARGS...: NAME.txt (every printed value but the device's)
   name=$1 accel=$2
   shift 2
-  "$FS" --emulate-cuda --gpus=2 "$SRC/f64.fab" -D accelerator="$accel" -D ckpt="$name.ckpt" "$@" \
+  "$fs" --emulate-cuda --gpus=2 "$src/tests/dist/f64.fab" -D accelerator="$accel" -D ckpt="$name.ckpt" "$@" \
     > "$name.out" 2> "$name.err" || bad "$name: exit status $?"
   grep -v '^device ' "$name.out" > "$name.txt"
   [ "$(grep -c -E '^(mlp|class|gpt) [0-9]' "$name.txt")" -eq 24 ] || bad "$name: not 3 x 8 steps"

@@ -13,19 +13,14 @@
 #   - a node started without MASTER_PORT says what every node needs.
 # Skipped (77) when this build has no Gloo.
 set -u
-FS=${FABRICSCRIPT:-$PWD/fabricscript}
-SRC=$(cd "${srcdir:-.}/tests/dist" && pwd)
-"$FS" --version > /dev/null 2>&1 || exit 99
-grep -q '^#define FS_HAVE_GLOO 1' "$(dirname "$FS")/config.h" 2> /dev/null || {
+. "${srcdir:-.}/tests/lib.sh"
+"$fs" --version > /dev/null 2>&1 || exit 99
+grep -q '^#define FS_HAVE_GLOO 1' "$(dirname "$fs")/config.h" 2> /dev/null || {
   echo "nodes: this build has no Gloo (configure found no libgloo-dev): skipped"
   exit 77
 }
-T=$(mktemp -d "${TMPDIR:-/tmp}/fs-nodes.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 99
+cd "$tmp" || exit 99
 unset FS_GLOO_MODULE # the module beside the program, as an uninstalled build finds it
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
 export MASTER_ADDR=127.0.0.1 FS_COMM_TIMEOUT=20 # a hang fails, it does not wait 600 s
 
 # A port free now (the kernel's pick); node 0's launcher binds it before its
@@ -41,9 +36,9 @@ two_nodes() {
   for try in 1 2 3; do
     MASTER_PORT=$(free_port) || return 1
     export MASTER_PORT
-    NODE_RANK=1 timeout 30 "$FS" "$@" > $name.1.out 2> $name.1.err &
+    NODE_RANK=1 timeout 30 "$fs" "$@" > $name.1.out 2> $name.1.err &
     n1=$!
-    NODE_RANK=0 timeout 30 "$FS" "$@" > $name.0.out 2> $name.0.err
+    NODE_RANK=0 timeout 30 "$fs" "$@" > $name.0.out 2> $name.0.err
     echo $? > $name.0.st
     grep -q "cannot listen on .*Address already in use" $name.0.err && kill $n1
     wait $n1
@@ -60,8 +55,8 @@ close() { # file file: every loss within 1e-5 relative, 50 steps
 }
 
 # 1. DDP on cpu: 2 nodes x 2 devices against one device
-"$FS" "$SRC/train.fab" -D strategy=auto -D accelerator=cpu > single.txt 2> single.err || bad "single device: $(cat single.err)"
-two_nodes ddp "$SRC/train.fab" -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2
+"$fs" "$src/tests/dist/train.fab" -D strategy=auto -D accelerator=cpu > single.txt 2> single.err || bad "single device: $(cat single.err)"
+two_nodes ddp "$src/tests/dist/train.fab" -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2
 [ "$(cat ddp.0.st) $(cat ddp.1.st)" = "0 0" ] || { bad "ddp: statuses $(cat ddp.0.st) $(cat ddp.1.st)"; cat ddp.0.err ddp.1.err; }
 close single.txt ddp.0.out || bad "ddp 2 nodes x 2: node 0's losses differ from the single device's"
 close single.txt ddp.1.out || bad "ddp 2 nodes x 2: node 1's losses differ from the single device's"
@@ -71,27 +66,27 @@ MASTER_PORT=$(free_port)
 export MASTER_PORT
 for r in 3 2 1 0; do
   RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 NODE_RANK=$((r / 2)) timeout 30 \
-    "$FS" "$SRC/train.fab" -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2 > torchrun.$r.out 2> torchrun.$r.err &
+    "$fs" "$src/tests/dist/train.fab" -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2 > torchrun.$r.out 2> torchrun.$r.err &
 done
 wait
 close single.txt torchrun.0.out || { bad "torchrun's 4 ranks: losses differ from the single device's"; cat torchrun.*.err; }
 
 # 2. FSDP (emulated cuda: cpu ranks, Gloo between the nodes)
-two_nodes fsdp --emulate-cuda --gpus=2 "$SRC/train.fab" -D strategy=fsdp -D devices=2 -D num_nodes=2
+two_nodes fsdp --emulate-cuda --gpus=2 "$src/tests/dist/train.fab" -D strategy=fsdp -D devices=2 -D num_nodes=2
 [ "$(cat fsdp.0.st) $(cat fsdp.1.st)" = "0 0" ] || { bad "fsdp: statuses $(cat fsdp.0.st) $(cat fsdp.1.st)"; cat fsdp.0.err fsdp.1.err; }
 close single.txt fsdp.0.out || bad "fsdp 2 nodes x 2: losses differ from the single device's"
 
 # 3. node 1 killed once both are training
 MASTER_PORT=$(free_port)
 export MASTER_PORT
-args="$SRC/train.fab -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2 -D epochs=1000000"
+args="$src/tests/dist/train.fab -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2 -D epochs=1000000"
 # the files exist before the nodes start: the wait below reads kill.0.out at
 # once, and a background job may open its redirection after that read
 : > kill.0.out
 : > kill.1.out
-NODE_RANK=1 "$FS" $args > kill.1.out 2> kill.1.err &
+NODE_RANK=1 "$fs" $args > kill.1.out 2> kill.1.err &
 n1=$!
-NODE_RANK=0 "$FS" $args > kill.0.out 2> kill.0.err &
+NODE_RANK=0 "$fs" $args > kill.0.out 2> kill.0.err &
 n0=$!
 i=0
 while [ "$(wc -l < kill.0.out)" -lt 5 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
@@ -112,7 +107,7 @@ grep -q "lost rank [23] (node 1)" kill.0.err || { bad "kill: node 0 does not nam
 
 # 4. a node without MASTER_PORT
 unset MASTER_PORT
-NODE_RANK=1 "$FS" "$SRC/train.fab" -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2 > noport.out 2> noport.err
+NODE_RANK=1 "$fs" "$src/tests/dist/train.fab" -D strategy=ddp -D accelerator=cpu -D devices=2 -D num_nodes=2 > noport.out 2> noport.err
 st=$?
 [ $st -eq 1 ] || bad "no MASTER_PORT: status $st"
 grep -q "num_nodes=2: start this script on every node with the same MASTER_PORT" noport.err || { bad "no MASTER_PORT: message"; cat noport.err; }
