@@ -268,7 +268,7 @@ static int bf16_copy_part(void *ctx, int part, int worker) {
     const float *x = j->src + r * C;
     uint16_t *h = j->h + r * C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; c++) h[c] = fsT_bf16_of(x[c]);
+    for (int64_t c = 0; c < C; c++) h[c] = fsT_f32_to_bf16(x[c]);
     if (!j->pairs || (r % 2 == 0 && r + 1 < j->N)) continue;
     uint32_t *y = j->pairs + r / 2 * C;
     const uint16_t *lo = r % 2 ? h - C : h, *hi = h;

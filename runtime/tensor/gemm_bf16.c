@@ -21,13 +21,6 @@
 #include "config.h"
 #include "tensor.h"
 
-/* f at bfloat16 precision, as a float */
-static inline float bf16_rounded(float f) {
-  uint32_t u = (uint32_t)fsT_bf16_of(f) << 16;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 /* C[r, c0 + j] for j < n from v[j] = alpha op(A) op(B) [r, c0 + j], as
  * out->how says, for the results that are not a plain float32 store:
  * rounding and accumulating here, while the row is in cache, replaces a
@@ -41,10 +34,6 @@ __attribute__((always_inline)) static inline void finish_row(const fsB_out *out,
     const float *b = out->bias ? out->bias + c0 : NULL;
     if (b) {
 #pragma omp simd
-      for (int64_t j = 0; j < n; j++) c[j] = fsT_bf16_of(v[j] + bf16_rounded(b[j]));
-    } else {
-#pragma omp simd
-      for (int64_t j = 0; j < n; j++) c[j] = fsT_bf16_of(v[j]);
       for (int64_t j = 0; j < n; j++) c[j] = fsT_f32_to_bf16(v[j] + fsT_bf16_round(b[j]));
     } else {
 #pragma omp simd
@@ -72,7 +61,6 @@ __attribute__((always_inline)) static inline void finish_row(const fsB_out *out,
 #define MR 8  /* rows of C per micro-tile */
 #define NR 32 /* columns of C per micro-tile: two zmm of float32 */
 
-static inline uint32_t pair_of(float lo, float hi) { return fsT_bf16_of(lo) | (uint32_t)fsT_bf16_of(hi) << 16; }
 static inline uint32_t pair_of(float lo, float hi) { return fsT_f32_to_bf16(lo) | (uint32_t)fsT_f32_to_bf16(hi) << 16; }
 
 /* Pairs along X's rows: P[r * KP + kp] = pair(X[r, 2kp], X[r, 2kp+1]) (the
@@ -91,7 +79,6 @@ static void pairs_along(uint32_t *P, int64_t Rp, int64_t KP, fsB_mat X, int64_t 
     } else {
       const float *x = (const float *)X.p + r * X.ld;
 #pragma omp simd
-      for (int64_t k = 0; k < K; k++) y[k] = fsT_bf16_of(x[k]);
       for (int64_t k = 0; k < K; k++) y[k] = fsT_f32_to_bf16(x[k]);
     }
     if (K % 2) y[K] = 0;
@@ -122,7 +109,6 @@ static void pairs_across(uint32_t *P, int64_t ldp, int64_t KP, fsB_mat X, int64_
     } else {
       const float *x0 = (const float *)X.p + 2 * kp * X.ld;
 #pragma omp simd
-      for (int64_t c = 0; c < C; c++) y[c] = fsT_bf16_of(x0[c]);
       for (int64_t c = 0; c < C; c++) y[c] = fsT_f32_to_bf16(x0[c]);
     }
     for (int64_t c = C; c < ldp; c++) y[c] = 0;

@@ -99,16 +99,6 @@ fs_tensor *fsT_to_device(fs_tensor *t, fs_device dev);
 /* Deep copy of the values (no grad, no tape). */
 fs_tensor *fsT_copy(const fs_tensor *t);
 
-/* bfloat16 <-> float32: round to nearest even; NaN stays NaN (quiet). */
-uint16_t fsT_f32_to_bf16(float f);
-float fsT_bf16_to_f32(uint16_t h);
-/* fsT_f32_to_bf16 branch-free and inline, for loops that vectorize */
-static inline uint16_t fsT_bf16_of(float f) {
-  uint32_t u;
-  __builtin_memcpy(&u, &f, 4);
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r);
-}
 /* bfloat16 <-> float32: round to nearest even; NaN stays NaN (quiet).
  * Inline and branch-free: every conversion loop and every rounding of a
  * float to bfloat16 precision calls these (the cuda kernels too), and they
