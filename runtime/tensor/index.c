@@ -287,9 +287,7 @@ static fs_tensor *out_new(const fsG_stage *s, fs_dtype dt, int rank, const int64
   return fsT_new(dt, s->staged ? FS_DEV_CPU : s->dev, rank, shape);
 }
 
-/* x's elements at offs (host int64) in offs's shape, on the tape; the
- * offsets go where the kernel runs (and stay there for backward) */
-static fs_tensor *take(fs_tensor *x, fs_tensor *offs) {
+fs_tensor *fsG_take(fs_tensor *x, fs_tensor *offs) {
   fsG_stage s;
   if (fsG_stage_begin_slot(&s, "index", 1, &x, FSG_SLOT(take)) < 0) return NULL;
   fs_tensor *o = s.staged ? fsT_retain(offs) : fsT_to_device(offs, s.dev);
@@ -311,7 +309,7 @@ fs_tensor *fsG_index(fs_tensor *x, const fsG_subscript *ix, int n) {
   }
   if (plan_of(&p, x, ix, n) < 0) return NULL;
   if (!p.nadv) return fsG_window(x, &p.w);
-  fs_tensor *offs = plan_offsets(&p), *out = offs ? take(x, offs) : NULL;
+  fs_tensor *offs = plan_offsets(&p), *out = offs ? fsG_take(x, offs) : NULL;
   fsT_release(offs);
   plan_free(&p);
   return out;

@@ -430,6 +430,7 @@ static int binary_op_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
   if (low_bcast_ok(2, (fs_tensor *const[]){a, b}, 0)) return low_bcast_run(false, op, 2, (fs_tensor *const[]){a, b});
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
@@ -465,6 +466,7 @@ static int where_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_where_f64(cond, a, b);
   if ((cond->dtype == FS_BOOL || cond->dtype == FS_I64) && low_bcast_ok(3, (fs_tensor *const[]){cond, a, b}, 1)) {
     fs_tensor *c = fsG_unbool(cond), *out = c ? low_bcast_run(true, 0, 3, (fs_tensor *const[]){c, a, b}) : NULL;
     fsT_release(c);
@@ -1118,6 +1120,8 @@ static int extreme_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
+  if (indices) *indices = NULL;
+  if (fsG_any_f64(1, &x)) return fsG_extreme_f64(want_max, x, dim, keepdim, indices);
   if (oli_low_ok(x)) {
     int d;
     int64_t O, L, I, shape[FS_MAX_RANK];
@@ -1295,7 +1299,7 @@ static int index_select_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, idx}))
+  if (x->dtype != FS_F64 && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, idx}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_index_select(lp.w[0], dim, lp.w[1]));
   int d;
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
@@ -1324,6 +1328,12 @@ fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
   /* negative indices count from the end, as Python's */
   fs_tensor *pos = fsG_host_new(FS_I64, 1, &idx->numel);
   for (int64_t k = 0; pos && k < idx->numel; k++) fsT_i64(pos)[k] = iv[k] < 0 ? iv[k] + L : iv[k];
+  if (x->dtype == FS_F64) { /* taken by offsets, as indexing takes: float64's backward */
+    fsG_stage_end(&s);
+    out = pos ? fsG_index_select_f64(x, d, pos, shape) : NULL;
+    fsT_release(pos);
+    return out;
+  }
   if (pos && (out = fsG_host_new(x->dtype, x->rank ? x->rank : 0, shape)))
     s.k->index_select(O, L, I, fsT_i64(pos), idx->numel, fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
   fsG_stage_end(&s);
