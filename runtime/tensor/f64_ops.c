@@ -202,29 +202,28 @@ static fs_tensor *weighted_row_sums(fs_tensor *lp, fs_tensor *w) {
  * 0 where t = ignore_index; *wsum: sum_m w[t_m] over the rows not ignored */
 static fs_tensor *nll_index_rows(fs_tensor *lp, fs_tensor *t, fs_tensor *w, int64_t ignore, double ls, double *wsum) {
   int64_t M = lp->shape[0], C = lp->shape[1];
-  fs_tensor *ht = fsG_on_host(t), *hw = w && ht ? fsG_on_host(w) : NULL;
+  fs_tensor *ht = fsG_on_host(t), *hw = w && ht ? fsG_on_host(w) : NULL; /* ht: t itself on the cpu */
   fs_tensor *offs = ht && (!w || hw) ? fsT_new(FS_I64, FS_DEV_CPU, 1, &M) : NULL;
-  fs_tensor *wrow = offs ? fsT_new(FS_F64, FS_DEV_CPU, 1, &M) : NULL, *keep = NULL, *per = NULL;
+  fs_tensor *wrow = offs ? fsT_new(FS_F64, FS_DEV_CPU, 1, &M) : NULL;
+  fs_tensor *keep = wrow ? fsT_new(FS_F64, FS_DEV_CPU, 1, &M) : NULL, *per = NULL;
   double W = 0;
-  for (int64_t m = 0; wrow && m < M; m++) {
+  for (int64_t m = 0; keep && m < M; m++) {
     int64_t tm = fsT_i64(ht)[m];
     if (tm != ignore && (tm < 0 || tm >= C)) {
       fsT_seterr("Target %lld is out of bounds.", (long long)tm);
       goto done;
     }
     fsT_i64(offs)[m] = m * C + (tm == ignore ? 0 : tm);
+    fsT_f64(keep)[m] = tm != ignore;
     W += fsT_f64(wrow)[m] = tm == ignore ? 0 : hw ? fsT_f64(hw)[tm] : 1;
   }
-  if (!wrow || !(wrow = fsG_to_dev(wrow, lp->device))) goto done;
+  if (!keep || !(wrow = fsG_to_dev(wrow, lp->device)) || !(keep = fsG_to_dev(keep, lp->device))) goto done;
   fs_tensor *picked = fsG_take(lp, offs), *wp = picked ? fsG_binary(FSB_MUL, picked, wrow) : NULL;
   per = times(released(wp, picked, NULL), -(1 - ls));
   fsT_release(wp);
   if (per && ls > 0) { /* the smoothing term, 0 on ignored rows */
-    for (int64_t m = 0; m < M; m++) fsT_i64(ht)[m] = fsT_i64(ht)[m] != ignore;
-    fs_tensor *s = weighted_row_sums(lp, w), *ks = NULL, *sm = NULL, *sum = NULL;
-    if (s && (keep = fsG_to_dev(fsT_to_dtype(ht, FS_F64), lp->device)) && (ks = fsG_binary(FSB_MUL, s, keep)) &&
-        (sm = times(ks, -ls / (double)C)))
-      sum = fsG_binary(FSB_ADD, per, sm);
+    fs_tensor *s = weighted_row_sums(lp, w), *ks = s ? fsG_binary(FSB_MUL, s, keep) : NULL;
+    fs_tensor *sm = times(ks, -ls / (double)C), *sum = sm ? fsG_binary(FSB_ADD, per, sm) : NULL;
     fsT_release(s);
     fsT_release(ks);
     fsT_release(sm);
