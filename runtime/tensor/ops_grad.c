@@ -736,6 +736,17 @@ static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n) < 0 ? -1 : rc;
 }
 
+/* float64's: the piece's window of the gradient (a view or a copy) added
+ * to the piece's, in double (a float32 piece's converted, as a cast's) */
+static int cat_piece64_bw(fsG_node *n, fs_tensor *out) {
+  fsU_window w;
+  window_load(n, &w);
+  fs_tensor *part = n->in[0]->requires_grad ? fsG_window(out->grad, &w) : NULL;
+  int rc = n->in[0]->requires_grad && (!part || fsG_add_grad_f64(n->in[0], part) < 0) ? -1 : 0;
+  fsT_release(part);
+  return rc < 0 || fsG_add_grad_f64(n->in[1], out->grad) < 0 ? -1 : 0;
+}
+
 /* Low-precision parts are concatenated as float32 copies; the result is
  * their type when every float part has it (precision.c's rule for n inputs). */
 static fs_tensor *cat_low(fs_tensor *const *ts, int n, int dim, fs_dtype low) {
@@ -780,10 +791,6 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     const fs_tensor *t = ts[i];
     if (!fsG_check_inputs("cat", 1, (fs_tensor *const *)&ts[i])) return NULL;
     any_f64 |= t->dtype == FS_F64;
-    if (t->dtype == FS_F64 && t->requires_grad && fsG_grad_enabled()) {
-      fsT_seterr("cat: this op has no float64 backward in this runtime (a float64 part requires grad)");
-      return NULL;
-    }
     if (t->device != ts[0]->device) {
       fsT_seterr("Expected all tensors to be on the same device, but found at least two devices, %s and %s!",
                  fsT_device_name(ts[0]->device), fsT_device_name(t->device));
@@ -821,7 +828,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     at += ts[i]->shape[d];
   }
   out = fsG_to_dev(out, ts[0]->device);
-  if (!out || dt != FS_F32) return out;
+  if (!out || dt == FS_I64) return out;
   /* one node per piece would need n inputs; instead the output is a chain of
    * identity views, each of whose nodes routes its window back to one piece */
   at = 0;
@@ -832,7 +839,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     }
     fs_tensor *v = fsT_view(out, out->rank, out->shape);
     fs_tensor *ins[2] = {ts[i], out};
-    if (v) v = fsG_record(v, cat_piece_bw, 2, ins, NULL, NULL, 0, 0);
+    if (v) v = fsG_record(v, dt == FS_F64 ? cat_piece64_bw : cat_piece_bw, 2, ins, NULL, NULL, 0, 0);
     if (v && v->node) {
       window_of(out, &w);
       w.shape[d] = ts[i]->shape[d];

@@ -4,7 +4,7 @@
  * activation and elementwise function, softmax/log_softmax, arithmetic,
  * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
  * mse_loss, where, max/min over a dim, maximum, index_select, every
- * elementwise loss, cross_entropy's options, masked attention); gradients in
+ * elementwise loss, cross_entropy's options, cat, masked attention); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
  * the optimizers' double rules; emulated cuda's float64 table against the
@@ -129,7 +129,7 @@ static fs_tensor *total(fs_tensor *t) {
 }
 
 /* x [4, 5] W [6, 5] b [6]: where against a scaled copy, max or min over a
- * dim, maximum, index_select, one elementwise loss (variant % 7) with a
+ * dim, maximum, index_select, cat, one elementwise loss (variant % 7) with a
  * reduction, cross_entropy with class weights, smoothing and an ignored
  * row (or probability targets), attention with a boolean mask */
 static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
@@ -153,6 +153,9 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   fsG_reduction red = kind == FSN_KL_DIV ? FSG_BATCHMEAN : (fsG_reduction)(variant % 3);
   fs_tensor *pl = rt_ok(fsG_ploss(kind, in, y, param, kind == FSN_BCE_LOGITS ? pw : NULL, kind == FSN_BCE ? pw : NULL, red));
   loss = plus(loss, total(pl));
+  /* cat of w [4, 6] and s [4, 3] along dim 1, squared */
+  fs_tensor *ws[2] = {w, s}, *wc = rt_ok(fsG_cat(ws, 2, 1));
+  loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, wc, wc))));
   /* cross_entropy over w's rows */
   fs_tensor *t = i64_of(tv, 1, (int64_t[]){4}), *cw = f64_of((double[]){1, 2, 0.5, 1, 3, 1}, 1, (int64_t[]){6});
   fs_tensor *pr = rt_ok(fsG_softmax(hs, 1, false));
@@ -162,7 +165,7 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   /* attention of h as [1, 2, 2, 6] with itself, a boolean mask [2, 2] */
   fs_tensor *q = rt_ok(fsG_reshape(h, 4, (int64_t[]){1, 2, 2, 6})), *m = i64_of(mv, 2, (int64_t[]){2, 2});
   loss = plus(loss, total(rt_ok(fsG_scaled_dot_product_attention(q, q, q, m, 0, false, 0))));
-  fs_tensor *all[] = {h, cond, idx, hs, w, mi, y, pw, s, in, t, cw, pr, q, m};
+  fs_tensor *all[] = {h, cond, idx, hs, w, mi, y, pw, s, in, wc, t, cw, pr, q, m};
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
   return loss;
 }
