@@ -140,7 +140,8 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   fs_tensor *hs = rt_ok(fsG_binary_scalar(FSB_MUL, h, 0.3, false, false)), *w = rt_ok(fsG_where(cond, hs, h));
   fs_tensor *mi, *mx = rt_ok(fsG_extreme(variant & 1, w, 1, variant & 2, &mi));
   assert_int_equal(mi->dtype, FS_I64);
-  fs_tensor *loss = rt_ok(fsG_binary_scalar(FSB_MUL, total(mx), 0.5, false, false));
+  fs_tensor *mt = total(mx), *loss = rt_ok(fsG_binary_scalar(FSB_MUL, mt, 0.5, false, false));
+  fsT_release(mt);
   loss = plus(loss, total(rt_ok(fsG_binary_op(FSU_MAXIMUM, w, hs))));
   /* the elementwise loss of index_select(w) [4, 3] (its sigmoid for BCE) against y */
   double yv[12], pwv[3] = {2.0, 0.5, 1.5};
