@@ -191,9 +191,11 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b);
 int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g);
 /* The backward of x's elements taken at offs (int64, host): indexing. */
 int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g);
-/* f64_ops.c: where (a or b float64), max/min over a dim, dropout */
+/* f64_ops.c: where (a or b float64), max/min over a dim, topk, dropout */
 fs_tensor *fsG_where_f64(fs_tensor *cond, fs_tensor *a, fs_tensor *b);
 fs_tensor *fsG_extreme_f64(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices);
+/* topk over dim d (checked), 0 <= k <= L (checked) */
+fs_tensor *fsG_topk_f64(fs_tensor *x, int64_t k, int d, bool largest, fs_tensor **indices);
 fs_tensor *fsG_dropout_f64(fs_tensor *x, double p, uint64_t key);
 /* The per-element losses of float64 x and y of one shape (pos_weight: any
  * float type, or NULL), on the tape. */

@@ -290,6 +290,14 @@ static void d_extreme_forward(bool mx, int64_t O, int64_t L, int64_t I, const do
 static void d_extreme_backward(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const int64_t *idx) {
   DK.extreme_backward(O, L, I, H(dx), H(dy), H(idx));
 }
+static int d_topk_forward(bool lg, int64_t O, int64_t L, int64_t I, int64_t Kn, const double *x, double *y,
+                          int64_t *idx) {
+  return DK.topk_forward(lg, O, L, I, Kn, H(x), H(y), H(idx));
+}
+static void d_topk_backward(int64_t O, int64_t L, int64_t I, int64_t Kn, double *dx, const double *dy,
+                            const int64_t *idx) {
+  DK.topk_backward(O, L, I, Kn, H(dx), H(dy), H(idx));
+}
 static void d_dropout_forward(double *o, const double *x, size_t n, double p, uint64_t key) {
   DK.dropout_forward(H(o), H(x), n, p, key);
 }
@@ -322,7 +330,8 @@ static const fsB_f64_kernels emu_f64 = {
   F(act_forward), F(act_backward), F(embedding_forward), F(embedding_backward), F(posemb_forward),
   F(posemb_backward), F(layernorm_forward), F(layernorm_backward), F(attention_forward), F(attention_backward),
   F(cross_entropy_forward), F(cross_entropy_backward), F(sgd_update), F(adam_update), F(where_forward),
-  F(where_backward), F(extreme_forward), F(extreme_backward), F(dropout_forward), F(dropout_backward),
+  F(where_backward), F(extreme_forward), F(extreme_backward), F(topk_forward),
+  F(topk_backward), F(dropout_forward), F(dropout_backward),
   F(ploss_forward), F(ploss_backward), F(rmsprop_update), F(adagrad_update), F(adadelta_update),
 };
 

@@ -375,6 +375,7 @@ extern "C" const fsB_f64_kernels fsB_f64_cuda = {
   cross_entropy_forward<double>, cross_entropy_backward<double>,
   sgd_update64, adam_update64,
   where_forward64, where_backward64, extreme_forward64, extreme_backward64,
+  fscu_topk_forward_f64, fscu_topk_backward_f64,
   dropout_forward<double>, dropout_backward<double>, ploss_forward64, ploss_backward64,
   rmsprop_update64, adagrad_update64, adadelta_update64,
 };

@@ -76,12 +76,16 @@ struct fsB_f64_kernels {
   void (*adam_update)(const fsB_update *u, double *p, const double *g, double *m, double *v, double *vmax);
   /* ---- the ops of f64_ops.c; a NULL entry is a kernel this device lacks
    * (the op then refuses float64 there by name) ---- */
-  /* ops.h's where and max/min over a dim, over double */
+  /* ops.h's where, max/min over a dim and topk, over double */
   void (*where_forward)(const fsU_bcast *bc, const int64_t *cond, const double *a, const double *b, double *out);
   void (*where_backward)(const fsU_bcast *bc, const int64_t *cond, double *da, double *db, const double *dout);
   void (*extreme_forward)(bool want_max, int64_t O, int64_t L, int64_t I, const double *x, double *y,
                           int64_t *idx);
   void (*extreme_backward)(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const int64_t *idx);
+  /* ops.h's topk over double (forward: -1 when out of memory) */
+  int (*topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const double *x, double *y,
+                      int64_t *idx);
+  void (*topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, double *dx, const double *dy, const int64_t *idx);
   /* nn.h's dropout over double: the float32 mask (u(key, i) >= p), the
    * kept elements scaled by 1 / (1 - p) in double */
   void (*dropout_forward)(double *out, const double *inp, size_t n, double p, uint64_t key);

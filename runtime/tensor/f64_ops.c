@@ -1,8 +1,8 @@
 /* f64_ops.c -- the double path of the ops beyond the MLP's and the GPT's
  * (f64.c has those): where / masked_fill, max / min over a dim (and so
- * over everything, argmax, argmin), dropout, the elementwise losses' per-element
- * values and their class losses' rows (nll_loss, cross_entropy with its
- * options), index_select.  As in f64.c, each op checks, allocates and
+ * over everything, argmax, argmin), topk, dropout, the elementwise
+ * losses' per-element values and the class losses' rows (nll_loss,
+ * cross_entropy with its options), index_select.  As in f64.c, each op checks, allocates and
  * records the tape once and calls its device's float64 table
  * (fsB_of(t)->f64, f64_kernels.h), whose kernels are the float32 ones'
  * text over double (ops_typed.h, nn_typed.h, loss_typed.h; cuda's
@@ -111,6 +111,44 @@ fs_tensor *fsG_extreme_f64(bool want_max, fs_tensor *x, int dim, bool keepdim, f
     out->node->iv[2] = I;
   }
   if (out && indices) *indices = idx;
+  else fsT_release(idx);
+  return out;
+}
+
+/* ---- topk over a dim: the k largest (smallest) and their indices ---- */
+
+/* saved[0]: the indices; iv: x as [O, L, I], k */
+static int topk64_bw(fsG_node *n, fs_tensor *out) {
+  double *dx;
+  if (fsG_grad_buf_f64(n->in[0], &dx)) return -1;
+  if (dx)
+    f64_of(out)->topk_backward(n->iv[0], n->iv[1], n->iv[2], n->iv[3], dx, fsT_f64(out->grad), fsT_i64(n->saved[0]));
+  return 0;
+}
+
+fs_tensor *fsG_topk_f64(fs_tensor *x, int64_t k, int d, bool largest, fs_tensor **indices) {
+  const fsB_f64_kernels *f = kernels_of("topk", 1, &x);
+  if (!f) return NULL;
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  fsG_split_at(x, d, &O, &L, &I);
+  memcpy(shape, x->shape, sizeof shape);
+  if (x->rank) shape[d] = k;
+  fs_tensor *out = fsT_new(FS_F64, x->device, x->rank, shape);
+  fs_tensor *idx = out ? fsT_new(FS_I64, x->device, x->rank, shape) : NULL;
+  if (idx && f->topk_forward(largest, O, L, I, k, fsT_f64(x), fsT_f64(out), fsT_i64(idx)) < 0) {
+    fsT_seterr("out of memory");
+    fsT_release(idx);
+    idx = NULL;
+  }
+  if (!idx) {
+    fsT_release(out);
+    return NULL;
+  }
+  out = fsG_record(out, topk64_bw, 1, &x, fsT_retain(idx), NULL, 0, 0);
+  if (out && out->node) {
+    out->node->iv[0] = O, out->node->iv[1] = L, out->node->iv[2] = I, out->node->iv[3] = k;
+  }
+  if (out) *indices = idx;
   else fsT_release(idx);
   return out;
 }

@@ -478,10 +478,6 @@ static int topk_bw(fsG_node *n, fs_tensor *out) {
 fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **indices) {
   int d;
   *indices = NULL;
-  if (x->dtype == FS_F64) { /* its kernel compares float32 copies */
-    fsT_seterr("topk: this op has no float64 path in this runtime");
-    return NULL;
-  }
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
   fsG_split_at(x, d, &O, &L, &I);
@@ -489,6 +485,7 @@ fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **
     fsT_seterr("selected index k out of range");
     return NULL;
   }
+  if (x->dtype == FS_F64) return fsG_topk_f64(x, k, d, largest, indices);
   memcpy(shape, x->shape, sizeof shape);
   if (x->rank) shape[d] = k;
   fs_tensor *fx = fsT_to_dtype(x, x->dtype == FS_BOOL ? FS_I64 : FS_F32), *out = NULL, *idx = NULL;

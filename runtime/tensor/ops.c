@@ -42,8 +42,8 @@ void fsU_bcast_strides(int rank, const int64_t *shape, int orank, const int64_t 
 }
 
 /* ---- the odometer, unary, broadcast binary, where, sums over a dim,
- * max/min over a dim, softmax, take's backward: one text with f64.c's
- * (ops_typed.h) ---- */
+ * max/min over a dim, softmax, topk, take's backward: one text with
+ * f64.c's (ops_typed.h) ---- */
 
 #include "ops_typed.h"
 
@@ -207,57 +207,11 @@ static void cpu_put(int64_t n, const int64_t *off, size_t esize, const void *v, 
   for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)off[i] * esize, src + (size_t)i * esize, esize);
 }
 
-/* ---- topk ---- */
-
-typedef struct ranked { float v; int64_t i; } ranked;
-
-/* NaN above everything; equal values keep the lower index first */
-static int rank_desc(const void *pa, const void *pb) {
-  const ranked *a = pa, *b = pb;
-  bool na = isnan(a->v), nb = isnan(b->v);
-  if (na != nb) return na ? -1 : 1;
-  if (!na && a->v != b->v) return a->v > b->v ? -1 : 1;
-  return a->i < b->i ? -1 : a->i > b->i;
-}
-
-static int rank_asc(const void *pa, const void *pb) {
-  const ranked *a = pa, *b = pb;
-  bool na = isnan(a->v), nb = isnan(b->v);
-  if (na != nb) return na ? 1 : -1;
-  if (!na && a->v != b->v) return a->v < b->v ? -1 : 1;
-  return a->i < b->i ? -1 : a->i > b->i;
-}
-
-static int cpu_topk_forward(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
-                            int64_t *idx) {
-  ranked *row = malloc((size_t)(L ? L : 1) * sizeof *row);
-  if (!row) return -1;
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      for (int64_t l = 0; l < L; l++) row[l] = (ranked){x[AT(o, l, i)], l};
-      qsort(row, (size_t)L, sizeof *row, largest ? rank_desc : rank_asc);
-      for (int64_t k = 0; k < K; k++) {
-        y[(o * K + k) * I + i] = row[k].v;
-        idx[(o * K + k) * I + i] = row[k].i;
-      }
-    }
-  free(row);
-  return 0;
-}
-
-static void cpu_topk_backward(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
-                              const int64_t *idx) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t i = 0; i < I; i++) dx[AT(o, idx[(o * K + k) * I + i], i)] += dy[(o * K + k) * I + i];
-}
-
 const fsU_kernels fsU_cpu = {
-  FS_OPS_TYPED_ENTRIES, /* ops_typed.h's: unary, binary, sum_dim, softmax, take_backward */
+  FS_OPS_TYPED_ENTRIES, /* ops_typed.h's: unary, binary, where, sum_dim, max/min, softmax, topk, take_backward */
   .gather = cpu_gather, .gather_backward = cpu_gather_backward, .scatter = cpu_scatter,
   .logsumexp_forward = cpu_logsumexp_forward, .logsumexp_backward = cpu_logsumexp_backward,
   .cumsum_forward = cpu_cumsum_forward, .cumsum_backward = cpu_cumsum_backward,
   .index_select = cpu_index_select, .index_select_backward = cpu_index_select_backward,
   .take = cpu_take, .put = cpu_put,
-  .topk_forward = cpu_topk_forward, .topk_backward = cpu_topk_backward,
 };

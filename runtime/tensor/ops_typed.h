@@ -1,7 +1,8 @@
 /* ops_typed.h -- ops.c's elementwise and one-dim kernels over FS_REAL
  * (typed.h): unary functions and their gradients, broadcast binary ops
  * (with the odometer and row merging they walk with), where, sum and
- * max/min over a dim, softmax / log_softmax, indexing's scatter-add backward (and their
+ * max/min over a dim, softmax / log_softmax, topk, indexing's scatter-add
+ * backward (and their
  * table entries, FS_OPS_TYPED_ENTRIES); the per-element formulas they loop
  * over are ops_scalar.h's (f64_cuda.cu's too).  ops.c instantiates them for
  * float (the cpu kernels of ops.h, under their names), f64_kernels.c for
@@ -11,6 +12,7 @@
  * for float32 and float64 alike; sums over a row accumulate in double
  * whatever the element type.  Included once per translation unit, after
  * ops.h. */
+#include <stdlib.h>
 #include "typed.h"
 #include "ops_scalar.h" /* the per-element formulas, shared with cuda */
 
@@ -316,6 +318,51 @@ static void FS_RK(cpu_softmax_backward)(bool log, int64_t O, int64_t L, int64_t 
     }
 }
 
+/* ---- topk over one dim: x[O,L,I] -> [O,K,I] ---- */
+
+typedef struct FS_RK(ranked) { FS_REAL v; int64_t i; } FS_RK(ranked);
+
+/* NaN above everything; equal values keep the lower index first */
+static int FS_RK(rank_desc)(const void *pa, const void *pb) {
+  const FS_RK(ranked) *a = pa, *b = pb;
+  bool na = isnan(a->v), nb = isnan(b->v);
+  if (na != nb) return na ? -1 : 1;
+  if (!na && a->v != b->v) return a->v > b->v ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int FS_RK(rank_asc)(const void *pa, const void *pb) {
+  const FS_RK(ranked) *a = pa, *b = pb;
+  bool na = isnan(a->v), nb = isnan(b->v);
+  if (na != nb) return na ? 1 : -1;
+  if (!na && a->v != b->v) return a->v < b->v ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int FS_RK(cpu_topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const FS_REAL *x, FS_REAL *y,
+                            int64_t *idx) {
+  FS_RK(ranked) *row = malloc((size_t)(L ? L : 1) * sizeof *row);
+  if (!row) return -1;
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      for (int64_t l = 0; l < L; l++) row[l] = (FS_RK(ranked)){x[AT(o, l, i)], l};
+      qsort(row, (size_t)L, sizeof *row, largest ? FS_RK(rank_desc) : FS_RK(rank_asc));
+      for (int64_t k = 0; k < K; k++) {
+        y[(o * K + k) * I + i] = row[k].v;
+        idx[(o * K + k) * I + i] = row[k].i;
+      }
+    }
+  free(row);
+  return 0;
+}
+
+static void FS_RK(cpu_topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, FS_REAL *dx, const FS_REAL *dy,
+                              const int64_t *idx) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t i = 0; i < I; i++) dx[AT(o, idx[(o * K + k) * I + i], i)] += dy[(o * K + k) * I + i];
+}
+
 /* ---- indexing's backward: dx[off[i]] += dy[i] in i's order ---- */
 
 static void FS_RK(cpu_take_backward)(int64_t n, const int64_t *off, FS_REAL *dx, const FS_REAL *dy) {
@@ -331,4 +378,5 @@ static void FS_RK(cpu_take_backward)(int64_t n, const int64_t *off, FS_REAL *dx,
   .softmax_forward = FS_RK(cpu_softmax_forward), .softmax_backward = FS_RK(cpu_softmax_backward),           \
   .where_forward = FS_RK(cpu_where_forward), .where_backward = FS_RK(cpu_where_backward),                   \
   .extreme_forward = FS_RK(cpu_extreme_forward), .extreme_backward = FS_RK(cpu_extreme_backward),           \
+  .topk_forward = FS_RK(cpu_topk_forward), .topk_backward = FS_RK(cpu_topk_backward),                       \
   .take_backward = FS_RK(cpu_take_backward)

@@ -247,7 +247,7 @@ static void f64chk_layers(f64chk *c) {
 }
 
 /* The kernels of f64_ops.c's ops: where (broadcast, and one gradient
- * buffer for both sides), max/min over a dim, dropout, every elementwise
+ * buffer for both sides), max/min over a dim, topk, dropout, every elementwise
  * loss (BCE_LOGITS with a pos_weight), RMSprop (centered, momentum),
  * Adagrad and Adadelta */
 static void f64chk_more(f64chk *c) {
@@ -285,6 +285,18 @@ static void f64chk_more(f64chk *c) {
     assert_memory_equal(got, idx, sizeof got);
     k->extreme_backward(4, 3, 5, db, dout, idx), g->extreme_backward(4, 3, 5, gdb, gdout, gidx);
     f64chk_expect(c, gdb, db, 60, mx ? "max backward" : "min backward");
+  }
+  /* the 2 largest and smallest over the middle dim of [4, 3, 5], the NaN among them */
+  int64_t tki[40], *gtki = f64chk_up(c, tki, sizeof tki);
+  for (int lg = 0; lg < 2; lg++) {
+    assert_int_equal(k->topk_forward(lg, 4, 3, 5, 2, b, o, tki), 0);
+    assert_int_equal(g->topk_forward(lg, 4, 3, 5, 2, gb, go, gtki), 0);
+    f64chk_expect(c, go, o, 40, lg ? "topk largest" : "topk smallest");
+    int64_t got[40];
+    assert_int_equal(c->be->to_host(got, gtki, sizeof got), 0);
+    assert_memory_equal(got, tki, sizeof got);
+    k->topk_backward(4, 3, 5, 2, db, dout, tki), g->topk_backward(4, 3, 5, 2, gdb, gdout, gtki);
+    f64chk_expect(c, gdb, db, 60, "topk backward");
   }
   /* dropout: the mask of key 7, p 0.3 and 1 */
   for (int i = 0; i < 2; i++) {

@@ -4,8 +4,8 @@
  * activation and elementwise function, softmax/log_softmax, arithmetic,
  * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
  * mse_loss, where, max/min over a dim, maximum, index_select, every
- * elementwise loss, cross_entropy's options, index assignment, cat, masked
- * attention); gradients in
+ * elementwise loss, cross_entropy's options, topk, index assignment, cat,
+ * masked attention); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
  * the optimizers' double rules; emulated cuda's float64 table against the
@@ -130,7 +130,7 @@ static fs_tensor *total(fs_tensor *t) {
 }
 
 /* x [4, 5] W [6, 5] b [6]: where against a scaled copy, max or min over a
- * dim, maximum, index_select, index assignment, cat, one elementwise loss (variant % 7) with a
+ * dim, maximum, index_select, topk, index assignment, cat, one elementwise loss (variant % 7) with a
  * reduction, cross_entropy with class weights, smoothing and an ignored
  * row (or probability targets), attention with a boolean mask */
 static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
@@ -155,6 +155,9 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   fsG_reduction red = kind == FSN_KL_DIV ? FSG_BATCHMEAN : (fsG_reduction)(variant % 3);
   fs_tensor *pl = rt_ok(fsG_ploss(kind, in, y, param, kind == FSN_BCE_LOGITS ? pw : NULL, kind == FSN_BCE ? pw : NULL, red));
   loss = plus(loss, total(pl));
+  /* the 2 largest or smallest of each row of w, doubled */
+  fs_tensor *ti, *tk = rt_ok(fsG_topk(w, 2, 1, variant & 1, &ti));
+  loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, tk, tk))));
   /* a copy of w [4, 6] with s's first column [4] written at (r, c[r]) (distinct: torch gives a
    * repeated position's every value its gradient, no derivative of the forward), squared */
   int64_t rv[4] = {0, 1, 3, 2}, colv[4] = {1, 5, 2, 2};
@@ -176,7 +179,7 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   /* attention of h as [1, 2, 2, 6] with itself, a boolean mask [2, 2] */
   fs_tensor *q = rt_ok(fsG_reshape(h, 4, (int64_t[]){1, 2, 2, 6})), *m = i64_of(mv, 2, (int64_t[]){2, 2});
   loss = plus(loss, total(rt_ok(fsG_scaled_dot_product_attention(q, q, q, m, 0, false, 0))));
-  fs_tensor *all[] = {h, cond, idx, hs, w, mi, y, pw, s, in, rows, cols, s0, w1, put, wc, t, cw, pr, q, m};
+  fs_tensor *all[] = {h, cond, idx, hs, w, mi, y, pw, s, in, rows, cols, s0, w1, put, wc, tk, ti, t, cw, pr, q, m};
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
   return loss;
 }
