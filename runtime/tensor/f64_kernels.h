@@ -74,8 +74,7 @@ struct fsB_f64_kernels {
    * float pointers unused); NULL state buffers as fsB_backend's updates */
   void (*sgd_update)(const fsB_update *u, double *p, const double *g, double *buf);
   void (*adam_update)(const fsB_update *u, double *p, const double *g, double *m, double *v, double *vmax);
-  /* ---- the ops of f64_ops.c; a NULL entry is a kernel this device lacks
-   * (the op then refuses float64 there by name) ---- */
+  /* ---- the kernels of f64_ops.c's ops (and the optimizers') ---- */
   /* ops.h's where, max/min over a dim and topk, over double */
   void (*where_forward)(const fsU_bcast *bc, const int64_t *cond, const double *a, const double *b, double *out);
   void (*where_backward)(const fsU_bcast *bc, const int64_t *cond, double *da, double *db, const double *dout);

@@ -4,8 +4,8 @@
  * activation and elementwise function, softmax/log_softmax, arithmetic,
  * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
  * mse_loss, where, max/min over a dim, maximum, index_select, every
- * elementwise loss, cross_entropy's options, topk, index assignment, cat,
- * masked attention); gradients in
+ * elementwise loss, cross_entropy's options, topk, dropout, index
+ * assignment, cat, masked attention); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
  * the optimizers' double rules; emulated cuda's float64 table against the
@@ -130,7 +130,7 @@ static fs_tensor *total(fs_tensor *t) {
 }
 
 /* x [4, 5] W [6, 5] b [6]: where against a scaled copy, max or min over a
- * dim, maximum, index_select, topk, index assignment, cat, one elementwise loss (variant % 7) with a
+ * dim, maximum, index_select, dropout, topk, index assignment, cat, one elementwise loss (variant % 7) with a
  * reduction, cross_entropy with class weights, smoothing and an ignored
  * row (or probability targets), attention with a boolean mask */
 static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
@@ -155,6 +155,9 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   fsG_reduction red = kind == FSN_KL_DIV ? FSG_BATCHMEAN : (fsG_reduction)(variant % 3);
   fs_tensor *pl = rt_ok(fsG_ploss(kind, in, y, param, kind == FSN_BCE_LOGITS ? pw : NULL, kind == FSN_BCE ? pw : NULL, red));
   loss = plus(loss, total(pl));
+  /* dropout of w (p 0.3, a fixed key: the same mask in every evaluation), squared */
+  fs_tensor *dr = rt_ok(fsG_dropout(w, 0.3, 77));
+  loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, dr, dr))));
   /* the 2 largest or smallest of each row of w, doubled */
   fs_tensor *ti, *tk = rt_ok(fsG_topk(w, 2, 1, variant & 1, &ti));
   loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, tk, tk))));
@@ -179,7 +182,7 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   /* attention of h as [1, 2, 2, 6] with itself, a boolean mask [2, 2] */
   fs_tensor *q = rt_ok(fsG_reshape(h, 4, (int64_t[]){1, 2, 2, 6})), *m = i64_of(mv, 2, (int64_t[]){2, 2});
   loss = plus(loss, total(rt_ok(fsG_scaled_dot_product_attention(q, q, q, m, 0, false, 0))));
-  fs_tensor *all[] = {h, cond, idx, hs, w, mi, y, pw, s, in, rows, cols, s0, w1, put, wc, tk, ti, t, cw, pr, q, m};
+  fs_tensor *all[] = {h, cond, idx, hs, w, mi, y, pw, s, in, rows, cols, s0, w1, put, wc, tk, ti, dr, t, cw, pr, q, m};
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
   return loss;
 }
@@ -277,6 +280,28 @@ static void test_refusal(void **state) {
   fsT_release(x);
 }
 
+/* dropout in double: each element dropped (0) or kept as x / (1 - p)
+ * computed in double; p = 1 drops everything */
+static void test_dropout(void **state) {
+  (void)state;
+  double v[64];
+  for (int k = 0; k < 64; k++) v[k] = 0.1 * k - 3.0;
+  fs_tensor *x = f64_of(v, 1, (int64_t[]){64});
+  fs_tensor *d = rt_ok(fsG_dropout(x, 0.3, 9)), *all = rt_ok(fsG_dropout(x, 1.0, 9));
+  assert_int_equal(d->dtype, FS_F64);
+  int kept = 0;
+  for (int k = 0; k < 64; k++) {
+    double y = fsT_f64(d)[k];
+    assert_true(y == 0 || y == v[k] * (1 / (1 - 0.3)));
+    kept += y != 0;
+    assert_true(fsT_f64(all)[k] == 0);
+  }
+  assert_true(kept > 32 && kept < 60); /* about 45 of 64 */
+  fsT_release(x);
+  fsT_release(d);
+  fsT_release(all);
+}
+
 static void test_optimizers(void **state) {
   (void)state;
   double p[2] = {1.0, -2.0}, g[2] = {0.5, 0.25}, buf[2] = {0, 0};
@@ -312,7 +337,8 @@ static void test_emulated_cuda_table(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dtype), cmocka_unit_test(test_gradients), cmocka_unit_test(test_promotion_and_casts),
-    cmocka_unit_test(test_refusal), cmocka_unit_test(test_optimizers), cmocka_unit_test(test_emulated_cuda_table),
+    cmocka_unit_test(test_refusal), cmocka_unit_test(test_dropout), cmocka_unit_test(test_optimizers),
+    cmocka_unit_test(test_emulated_cuda_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
