@@ -1414,7 +1414,8 @@ static int mse_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
   fsG_low lp;
-  if (fsG_any_f64(2, (fs_tensor *const[]){pred, target})) return fsG_ploss(FSN_MSE, pred, target, 0, NULL, NULL, FSG_MEAN);
+  if (fsG_any_f64(2, (fs_tensor *const[]){pred, target}))
+    return fsG_ploss(FSN_MSE, pred, target, 0, NULL, NULL, FSG_MEAN);
   if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){pred, target}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_mse_loss(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {pred, target};

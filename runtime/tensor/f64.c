@@ -244,7 +244,8 @@ done:
 fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first) {
   fs_tensor *st = scalar64(a->device, s); /* a Python float stays a double, as torch's scalar arguments do */
   if (!st) return NULL;
-  fs_tensor *out = scalar_first ? fsG_binary_f64((fsU_binary)op, st, a) : fsG_binary_f64((fsU_binary)op, a, st); /* FSB_ADD..DIV are FSU_'s */
+  fsU_binary u = (fsU_binary)op; /* FSB_ADD..DIV are FSU_'s */
+  fs_tensor *out = scalar_first ? fsG_binary_f64(u, st, a) : fsG_binary_f64(u, a, st);
   fsT_release(st);
   return out;
 }
@@ -564,8 +565,9 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
   const fsB_f64_kernels *f = one_dtype(2, ins) ? kernels_of("matmul", 2, ins) : NULL;
   if (!f) return NULL;
-  bool shared = b->rank == 2 && a->rank >= 2, batched = a->rank >= 3 && b->rank == a->rank &&
-                                                          !memcmp(a->shape, b->shape, (size_t)(a->rank - 2) * sizeof *a->shape);
+  bool shared = b->rank == 2 && a->rank >= 2;
+  bool batched = a->rank >= 3 && b->rank == a->rank &&
+                 !memcmp(a->shape, b->shape, (size_t)(a->rank - 2) * sizeof *a->shape); /* the same leading dims */
   if ((shared || batched) && a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
     fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(a),
                (long long)a->shape[a->rank - 1], (long long)b->shape[b->rank - 2], (long long)b->shape[b->rank - 1]);

@@ -188,7 +188,8 @@ static int ploss64_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight) {
-  fs_tensor *pw = pos_weight ? fsT_to_dtype(pos_weight, FS_F64) : NULL, *out = NULL; /* torch's pos_weight takes no grad here */
+  /* torch's pos_weight takes no gradient here */
+  fs_tensor *pw = pos_weight ? fsT_to_dtype(pos_weight, FS_F64) : NULL, *out = NULL;
   fs_tensor *ins[3] = {x, y, pw};
   const fsB_f64_kernels *f = !pos_weight || pw ? kernels_of("loss", 3, ins) : NULL;
   if (f && (out = fsT_new(FS_F64, x->device, x->rank, x->shape))) {

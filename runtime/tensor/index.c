@@ -417,14 +417,16 @@ fs_tensor *fsG_index_put(fs_tensor *x, const fsG_subscript *ix, int n, fs_tensor
   if (plan_of(&p, x, ix, n) < 0) return NULL;
   fs_tensor *offs = plan_offsets(&p), *ve = offs ? value_for(v, p.rank, p.shape) : NULL, *out = NULL;
   plan_free(&p);
-  bool records = fsG_grad_enabled() && (x->dtype == FS_F32 || x->dtype == FS_F64) && (x->requires_grad || v->requires_grad);
+  bool records =
+    fsG_grad_enabled() && (x->dtype == FS_F32 || x->dtype == FS_F64) && (x->requires_grad || v->requires_grad);
   if (ve && !records) { /* in place: every holder of x (and its views) sees the write */
     fs_tensor *c = fsT_to_dtype(ve, x->dtype);
     if (c && put_values(x, offs, c) == 0) out = fsT_retain(x);
     fsT_release(c);
   } else if (ve && x->dtype == FS_F64) { /* on the tape in double, on x's device */
     fs_tensor *fv = fsG_cast(ve, FS_F64), *o = fv ? fsT_copy(x) : NULL;
-    if (o && put_values(o, offs, fv) == 0) out = fsG_record(o, put64_bw, 2, (fs_tensor *const[]){x, fv}, fsT_retain(offs), NULL, 0, 0);
+    if (o && put_values(o, offs, fv) == 0)
+      out = fsG_record(o, put64_bw, 2, (fs_tensor *const[]){x, fv}, fsT_retain(offs), NULL, 0, 0);
     else fsT_release(o);
     fsT_release(fv);
   } else if (ve) { /* on the tape: a new tensor, x's values with v's written in */

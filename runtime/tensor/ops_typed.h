@@ -2,11 +2,10 @@
  * (typed.h): unary functions and their gradients, broadcast binary ops
  * (with the odometer and row merging they walk with), where, sum and
  * max/min over a dim, softmax / log_softmax, topk, indexing's scatter-add
- * backward (and their
- * table entries, FS_OPS_TYPED_ENTRIES); the per-element formulas they loop
- * over are ops_scalar.h's (f64_cuda.cu's too).  ops.c instantiates them for
- * float (the cpu kernels of ops.h, under their names), f64_kernels.c for
- * double (NAME_f64).
+ * backward (and their table entries, FS_OPS_TYPED_ENTRIES); the
+ * per-element formulas they loop over are ops_scalar.h's (f64_cuda.cu's
+ * too).  ops.c instantiates them for float (the cpu kernels of ops.h,
+ * under their names), f64_kernels.c for double (NAME_f64).
  *
  * Invariant: one text serves both types, so a formula fixed here is fixed
  * for float32 and float64 alike; sums over a row accumulate in double
@@ -170,9 +169,10 @@ static void FS_RK(cpu_binary_backward)(fsU_binary op, const fsU_bcast *bc, FS_RE
  * (da, db).  The callers pass the common strides as constants, so those
  * copies are straight loops; elements in the odometer's order, so a
  * broadcast side's gradient sums in that order. */
-static inline __attribute__((always_inline)) void FS_RK(where_row)(int64_t n, const int64_t *c, int64_t sc, const FS_REAL *a,
-                                                            int64_t sa, const FS_REAL *b, int64_t sb, FS_REAL *out,
-                                                            FS_REAL *da, FS_REAL *db, const FS_REAL *dout) {
+static inline __attribute__((always_inline)) void FS_RK(where_row)(int64_t n, const int64_t *c, int64_t sc,
+                                                                   const FS_REAL *a, int64_t sa, const FS_REAL *b,
+                                                                   int64_t sb, FS_REAL *out, FS_REAL *da, FS_REAL *db,
+                                                                   const FS_REAL *dout) {
   if (out) {
 #pragma omp simd
     for (int64_t j = 0; j < n; j++) { /* both sides loaded: a select, no branch */
@@ -202,8 +202,8 @@ static inline __attribute__((always_inline)) void FS_RK(where_row)(int64_t n, co
 /* forward (out) or backward (da, db from dout) over the rows binary_rows
  * walks (bcast_rows over the three inputs) */
 FS_VECTOR_TARGET
-static void FS_RK(where_rows)(const fsU_bcast *bc, const int64_t *cond, const FS_REAL *a, const FS_REAL *b, FS_REAL *out, FS_REAL *da,
-                       FS_REAL *db, const FS_REAL *dout) {
+static void FS_RK(where_rows)(const fsU_bcast *bc, const int64_t *cond, const FS_REAL *a, const FS_REAL *b,
+                              FS_REAL *out, FS_REAL *da, FS_REAL *db, const FS_REAL *dout) {
   if (bc->numel == 0) return;
   fsU_bcast r = bcast_rows(bc, 3);
   int outer = r.rank - 1;
@@ -223,12 +223,12 @@ static void FS_RK(where_rows)(const fsU_bcast *bc, const int64_t *cond, const FS
 }
 
 static void FS_RK(cpu_where_forward)(const fsU_bcast *bc, const int64_t *cond, const FS_REAL *a, const FS_REAL *b,
-                              FS_REAL *out) {
+                                     FS_REAL *out) {
   FS_RK(where_rows)(bc, cond, a, b, out, NULL, NULL, NULL);
 }
 
 static void FS_RK(cpu_where_backward)(const fsU_bcast *bc, const int64_t *cond, FS_REAL *da, FS_REAL *db,
-                               const FS_REAL *dout) {
+                                      const FS_REAL *dout) {
   FS_RK(where_rows)(bc, cond, NULL, NULL, NULL, da, db, dout);
 }
 
@@ -253,7 +253,7 @@ static void FS_RK(cpu_sum_dim_backward)(int64_t O, int64_t L, int64_t I, FS_REAL
 
 /* max / min over L with its first index, NaN propagating (torch's) */
 static void FS_RK(cpu_extreme_forward)(bool want_max, int64_t O, int64_t L, int64_t I, const FS_REAL *x,
-                                FS_REAL *y, int64_t *idx) {
+                                       FS_REAL *y, int64_t *idx) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < I; i++) {
       int64_t best = 0;
@@ -271,7 +271,7 @@ static void FS_RK(cpu_extreme_forward)(bool want_max, int64_t O, int64_t L, int6
 }
 
 static void FS_RK(cpu_extreme_backward)(int64_t O, int64_t L, int64_t I, FS_REAL *dx, const FS_REAL *dy,
-                                 const int64_t *idx) {
+                                        const int64_t *idx) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t i = 0; i < I; i++) dx[AT(o, idx[o * I + i], i)] += dy[o * I + i];
 }
@@ -339,8 +339,8 @@ static int FS_RK(rank_asc)(const void *pa, const void *pb) {
   return a->i < b->i ? -1 : a->i > b->i;
 }
 
-static int FS_RK(cpu_topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const FS_REAL *x, FS_REAL *y,
-                            int64_t *idx) {
+static int FS_RK(cpu_topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const FS_REAL *x,
+                                   FS_REAL *y, int64_t *idx) {
   FS_RK(ranked) *row = malloc((size_t)(L ? L : 1) * sizeof *row);
   if (!row) return -1;
   for (int64_t o = 0; o < O; o++)
@@ -357,7 +357,7 @@ static int FS_RK(cpu_topk_forward)(bool largest, int64_t O, int64_t L, int64_t I
 }
 
 static void FS_RK(cpu_topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, FS_REAL *dx, const FS_REAL *dy,
-                              const int64_t *idx) {
+                                     const int64_t *idx) {
   for (int64_t o = 0; o < O; o++)
     for (int64_t k = 0; k < K; k++)
       for (int64_t i = 0; i < I; i++) dx[AT(o, idx[(o * K + k) * I + i], i)] += dy[(o * K + k) * I + i];

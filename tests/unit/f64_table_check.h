@@ -308,7 +308,8 @@ static void f64chk_more(f64chk *c) {
   }
   /* the elementwise losses of x in (0, 1) (BCE's probabilities) against y in
    * (0, 1), with a pos_weight of 5 over the last dim */
-  double *x = f64chk_rnd(c, 36, 60, 0.05, 0.95), *y = f64chk_rnd(c, 37, 60, 0.05, 0.95), *pw = f64chk_rnd(c, 38, 5, 0.5, 2);
+  double *x = f64chk_rnd(c, 36, 60, 0.05, 0.95), *y = f64chk_rnd(c, 37, 60, 0.05, 0.95);
+  double *pw = f64chk_rnd(c, 38, 5, 0.5, 2);
   double *gx = f64chk_upd(c, x, 60), *gy = f64chk_upd(c, y, 60), *gpw = f64chk_upd(c, pw, 5);
   for (int op = FSN_MSE; op <= FSN_KL_DIV; op++)
     for (int v = 0; v < 2; v++) {
@@ -318,7 +319,8 @@ static void f64chk_more(f64chk *c) {
       snprintf(what, sizeof what, "loss %d, variant %d", op, v);
       k->ploss_forward(op, param, w, 5, o, x, y, 60), g->ploss_forward(op, param, gw, 5, go, gx, gy, 60);
       f64chk_expect(c, go, o, 60, what);
-      k->ploss_backward(op, param, w, 5, da, db, dout, x, y, 3), g->ploss_backward(op, param, gw, 5, gda, gdb, gdout, gx, gy, 3);
+      k->ploss_backward(op, param, w, 5, da, db, dout, x, y, 3);
+      g->ploss_backward(op, param, gw, 5, gda, gdb, gdout, gx, gy, 3);
       k->ploss_backward(op, param, w, 5, NULL, db, dout, x, y, 60);
       g->ploss_backward(op, param, gw, 5, NULL, gdb, gdout, gx, gy, 60);
       f64chk_expect(c, gda, da, 3, what);

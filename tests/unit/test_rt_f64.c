@@ -153,7 +153,8 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   fs_tensor *in = kind == FSN_BCE ? rt_ok(fsG_unary(FSU_SIGMOID, s, 0, 0)) : fsT_retain(s);
   double param = kind == FSN_KL_DIV ? variant / 8 : kind == FSN_HUBER ? 0.7 : 0.5;
   fsG_reduction red = kind == FSN_KL_DIV ? FSG_BATCHMEAN : (fsG_reduction)(variant % 3);
-  fs_tensor *pl = rt_ok(fsG_ploss(kind, in, y, param, kind == FSN_BCE_LOGITS ? pw : NULL, kind == FSN_BCE ? pw : NULL, red));
+  fs_tensor *pl =
+    rt_ok(fsG_ploss(kind, in, y, param, kind == FSN_BCE_LOGITS ? pw : NULL, kind == FSN_BCE ? pw : NULL, red));
   loss = plus(loss, total(pl));
   /* dropout of w (p 0.3, a fixed key: the same mask in every evaluation), squared */
   fs_tensor *dr = rt_ok(fsG_dropout(w, 0.3, 77));
