@@ -86,6 +86,7 @@ static int extreme64_bw(fsG_node *n, fs_tensor *out) {
 fs_tensor *fsG_extreme_f64(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
   int d;
   const char *name = want_max ? "max" : "min";
+  if (indices) *indices = NULL;
   const fsB_f64_kernels *f = kernels_of(name, 1, &x);
   if (!f || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];

@@ -1127,7 +1127,6 @@ static int extreme_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
-  if (indices) *indices = NULL;
   if (fsG_any_f64(1, &x)) return fsG_extreme_f64(want_max, x, dim, keepdim, indices);
   if (oli_low_ok(x)) {
     int d;
