@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include "autograd.h"
 #include "backend.h"
+#include "f64_kernels.h"
 
 fsO_hyper fsO_defaults(fsO_kind kind) {
   switch (kind) {
@@ -168,15 +169,17 @@ void fsO_release(fs_optim *o) {
 }
 
 /* Lazily created state buffer of p's type: zeros, or `fill` (Adagrad's
- * initial sum).  NULL + fsT_error on OOM. */
-static fs_tensor *state(fs_tensor **slot, const fs_tensor *p, float fill) {
+ * initial sum; a float64 one holds the double, as torch's full_like).
+ * NULL + fsT_error on OOM. */
+static fs_tensor *state(fs_tensor **slot, const fs_tensor *p, double fill) {
   if (!*slot) {
     fs_tensor *t = fsT_zeros(FS_F32, p->device, p->rank, p->shape);
-    if (t && fill != 0) fsB_of(p)->fill(fsT_f32(t), (size_t)p->numel, fill);
-    if (t && p->dtype != FS_F32 && fsT_set_dtype(t, p->dtype) < 0) { /* torch: zeros_like(p) */
+    if (t && fill != 0 && p->dtype != FS_F64) fsB_of(p)->fill(fsT_f32(t), (size_t)p->numel, (float)fill);
+    if (t && p->dtype != FS_F32 && fsT_set_dtype(t, p->dtype) < 0) {
       fsT_release(t);
       t = NULL;
     }
+    if (t && fill != 0 && p->dtype == FS_F64) fsB_of(p)->f64->shift((size_t)p->numel, fill, fsT_f64(t)); /* 0 + fill */
     *slot = t;
   }
   return *slot;
@@ -229,7 +232,7 @@ static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
                   .alpha = h->alpha, .rho = h->rho, .nesterov = h->nesterov, .maximize = h->maximize};
   fs_tensor *st[3] = {NULL, NULL, NULL};
   bool need[3] = {false, false, false};
-  float fill = 0;
+  double fill = 0;
   switch (o->kind) {
   case FSO_SGD:
     u.kind = FSB_UPD_SGD;
@@ -252,7 +255,7 @@ static int step_param(fs_optim *o, int64_t i, const fsO_hyper *h) {
   case FSO_ADAGRAD:
     u.kind = FSB_UPD_ADAGRAD;
     need[0] = true;
-    fill = (float)h->initial_accumulator_value;
+    fill = h->initial_accumulator_value;
     break;
   case FSO_ADADELTA:
     u.kind = FSB_UPD_ADADELTA;

@@ -2,12 +2,12 @@
  * torch keeps a double parameter's gradient and states in double).
  *
  * Invariant: every quantity is a double, the Python floats included, as
- * torch 1.13's _single_tensor_sgd / _single_tensor_adam(w) compute them on
- * double tensors; the rules run on the parameter's device, through its
- * backend's float64 table (f64_kernels.h; the cpu's in f64_kernels.c); the
- * update kinds without a double rule here are refused with an error naming
- * the optimizer.  The other half: optim.c's step_param, which calls this
- * for a float64 parameter. */
+ * torch 1.13's _single_tensor_sgd, _adam(w), _rmsprop, _adagrad and
+ * _adadelta compute them on double tensors; the rules run on the
+ * parameter's device, through its backend's float64 table (f64_kernels.h;
+ * the cpu's in f64_kernels.c, the rules f64_rules.h's).  The other half:
+ * optim.c's step_param, which calls this for a
+ * float64 parameter. */
 #include "optim.h"
 #include "f64_kernels.h"
 
@@ -15,17 +15,13 @@
 
 int fsO_update_f64(const fsB_update *u, const fsB_backend *be, double *p, const double *g, double *const *s) {
   switch (u->kind) {
-  case FSB_UPD_SGD: be->f64->sgd_update(u, p, g, s[0]); return 0;
-  case FSB_UPD_ADAM: be->f64->adam_update(u, p, g, s[0], s[1], s[2]); return 0;
-  case FSB_UPD_RMSPROP:
-  case FSB_UPD_ADAGRAD:
-  case FSB_UPD_ADADELTA: break;
+  case FSB_UPD_SGD: be->f64->sgd_update(u, p, g, s[0]); break;
+  case FSB_UPD_ADAM: be->f64->adam_update(u, p, g, s[0], s[1], s[2]); break;
+  case FSB_UPD_RMSPROP: be->f64->rmsprop_update(u, p, g, s[0], s[2], s[1]); break; /* square_avg, grad_avg, momentum */
+  case FSB_UPD_ADAGRAD: be->f64->adagrad_update(u, p, g, s[0]); break;
+  case FSB_UPD_ADADELTA: be->f64->adadelta_update(u, p, g, s[0], s[1]); break;
   }
-  static const char *const names[] = {[FSB_UPD_RMSPROP] = "RMSprop", [FSB_UPD_ADAGRAD] = "Adagrad",
-                                      [FSB_UPD_ADADELTA] = "Adadelta"};
-  fsT_seterr("%s has no float64 update in this runtime (precision=\"64-true\" runs SGD, Adam and AdamW)",
-             names[u->kind]);
-  return -1;
+  return 0;
 }
 
 /* ---- clipping float64 gradients: in double, as torch's clip_grad_norm_ /

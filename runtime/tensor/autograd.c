@@ -732,6 +732,7 @@ static fs_tensor *dropout_low(fs_tensor *x, double p, uint64_t key) {
 }
 
 fs_tensor *fsG_dropout(fs_tensor *x, double p, uint64_t key) {
+  if (fsG_any_f64(1, &x)) return fsG_dropout_f64(x, p, key);
   if (fsT_is_low(x->dtype) && x->device == FS_DEV_CPU && x->data) return dropout_low(x, p, key);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
@@ -1117,7 +1118,7 @@ fs_tensor *fsG_binary(fsB_binop op, fs_tensor *a, fs_tensor *b) {
     fsT_release(ib);
     return out;
   }
-  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64((fsU_binary)op, a, b);
   if (binary_low_direct(a, b)) return binary_low(op, a, b);
   if (!same_or_scalar(a, b) && (fsT_is_low(a->dtype) || fsT_is_low(b->dtype)))
     return fsG_binary_op((fsU_binary)op, a, b); /* broadcasting: its own low path */
@@ -1413,7 +1414,8 @@ static int mse_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_mse_loss(fs_tensor *pred, fs_tensor *target) {
   fsG_low lp;
-  if (fsG_any_f64(2, (fs_tensor *const[]){pred, target})) return fsG_ploss_f64(FSN_MSE, pred, target, FSG_MEAN);
+  if (fsG_any_f64(2, (fs_tensor *const[]){pred, target}))
+    return fsG_ploss(FSN_MSE, pred, target, 0, NULL, NULL, FSG_MEAN);
   if (fsG_low_begin(&lp, FSG_AC_F32, 2, (fs_tensor *const[]){pred, target}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_mse_loss(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {pred, target};

@@ -171,7 +171,10 @@ int fsG_grad_buf_f64(fs_tensor *t, double **g);
 int fsG_add_grad_f64(fs_tensor *x, const fs_tensor *g);
 fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b);
 fs_tensor *fsG_act_f64(fsN_act act, fs_tensor *x);
-fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a, fs_tensor *b);
+/* The type torch's promotion gives a op b when one side is float64: a side
+ * with dims decides over a 0-dim one among float types; otherwise float64. */
+fs_dtype fsG_promoted64(const fs_tensor *a, const fs_tensor *b);
+fs_tensor *fsG_binary_f64(fsU_binary op, fs_tensor *a, fs_tensor *b);
 fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first);
 fs_tensor *fsG_reduce_f64(fs_tensor *x, bool mean);
 fs_tensor *fsG_cross_entropy_f64(fs_tensor *logits, fs_tensor *targets);
@@ -186,8 +189,30 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b);
 /* The backward of a window (slice, select, permute, transpose, expand) of
  * a float64 x: g scatter-added at the positions the window read. */
 int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g);
-fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, fsG_reduction red);
 /* The backward of x's elements taken at offs (int64, host): indexing. */
 int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g);
+/* f64_ops.c: where (a or b float64), max/min over a dim, topk, dropout */
+fs_tensor *fsG_where_f64(fs_tensor *cond, fs_tensor *a, fs_tensor *b);
+fs_tensor *fsG_extreme_f64(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices);
+/* topk over dim d (checked), 0 <= k <= L (checked) */
+fs_tensor *fsG_topk_f64(fs_tensor *x, int64_t k, int d, bool largest, fs_tensor **indices);
+fs_tensor *fsG_dropout_f64(fs_tensor *x, double p, uint64_t key);
+/* The per-element losses of float64 x and y of one shape (pos_weight: any
+ * float type, or NULL), on the tape. */
+fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight);
+/* The per-row losses [M] of rows x [M, C] (any float type; logits when
+ * from_logits, else log-probabilities) with int64 targets [M] or
+ * probabilities [M, C], in float64 on the tape (loss.h's fsN_nll formulas;
+ * weight [C] or NULL); *wsum: the mean's divisor.  NULL + fsT_error (a
+ * target out of bounds). */
+fs_tensor *fsG_nll_rows_f64(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
+                            int64_t ignore_index, double smoothing, double *wsum);
+/* x's index_select along dim d at pos (int64, host, in [0, L)): shape is
+ * the result's. */
+fs_tensor *fsG_index_select_f64(fs_tensor *x, int d, const fs_tensor *pos, const int64_t *shape);
+/* x's elements at offs (int64, host) in offs's shape, on the tape (index.c;
+ * any dtype; float32 and float64 have a backward); the offsets go where
+ * the kernel runs and stay there for backward */
+fs_tensor *fsG_take(fs_tensor *x, fs_tensor *offs);
 
 #endif

@@ -278,6 +278,50 @@ static void d_adam_update(const fsB_update *u, double *p, const double *g, doubl
   DK.adam_update(u, H(p), H(g), H(m), H(v), H(vmax));
 }
 
+static void d_where_forward(const fsU_bcast *bc, const int64_t *cond, const double *a, const double *b, double *out) {
+  DK.where_forward(bc, H(cond), H(a), H(b), H(out));
+}
+static void d_where_backward(const fsU_bcast *bc, const int64_t *cond, double *da, double *db, const double *dout) {
+  DK.where_backward(bc, H(cond), H(da), H(db), H(dout));
+}
+static void d_extreme_forward(bool mx, int64_t O, int64_t L, int64_t I, const double *x, double *y, int64_t *idx) {
+  DK.extreme_forward(mx, O, L, I, H(x), H(y), H(idx));
+}
+static void d_extreme_backward(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const int64_t *idx) {
+  DK.extreme_backward(O, L, I, H(dx), H(dy), H(idx));
+}
+static int d_topk_forward(bool lg, int64_t O, int64_t L, int64_t I, int64_t Kn, const double *x, double *y,
+                          int64_t *idx) {
+  return DK.topk_forward(lg, O, L, I, Kn, H(x), H(y), H(idx));
+}
+static void d_topk_backward(int64_t O, int64_t L, int64_t I, int64_t Kn, double *dx, const double *dy,
+                            const int64_t *idx) {
+  DK.topk_backward(O, L, I, Kn, H(dx), H(dy), H(idx));
+}
+static void d_dropout_forward(double *o, const double *x, size_t n, double p, uint64_t key) {
+  DK.dropout_forward(H(o), H(x), n, p, key);
+}
+static void d_dropout_backward(double *dx, const double *dout, size_t n, double p, uint64_t key) {
+  DK.dropout_backward(H(dx), H(dout), n, p, key);
+}
+static void d_ploss_forward(fsN_ploss op, double param, const double *pw, int64_t n_pw, double *o, const double *x,
+                            const double *y, size_t n) {
+  DK.ploss_forward(op, param, H(pw), n_pw, H(o), H(x), H(y), n);
+}
+static void d_ploss_backward(fsN_ploss op, double param, const double *pw, int64_t n_pw, double *dx, double *dy,
+                             const double *g, const double *x, const double *y, size_t n) {
+  DK.ploss_backward(op, param, H(pw), n_pw, H(dx), H(dy), H(g), H(x), H(y), n);
+}
+static void d_rmsprop_update(const fsB_update *u, double *p, const double *g, double *sq, double *ga, double *buf) {
+  DK.rmsprop_update(u, H(p), H(g), H(sq), H(ga), H(buf));
+}
+static void d_adagrad_update(const fsB_update *u, double *p, const double *g, double *sum) {
+  DK.adagrad_update(u, H(p), H(g), H(sum));
+}
+static void d_adadelta_update(const fsB_update *u, double *p, const double *g, double *sq, double *acc) {
+  DK.adadelta_update(u, H(p), H(g), H(sq), H(acc));
+}
+
 #define F(f) .f = d_##f
 static const fsB_f64_kernels emu_f64 = {
   F(gemm), F(axpy), F(shift), F(scale), F(divide), F(clamp), F(sum), F(sumsq), F(absmax), F(take_backward),
@@ -285,7 +329,10 @@ static const fsB_f64_kernels emu_f64 = {
   F(sum_dim_backward), F(softmax_forward), F(softmax_backward), F(linear_forward), F(linear_backward),
   F(act_forward), F(act_backward), F(embedding_forward), F(embedding_backward), F(posemb_forward),
   F(posemb_backward), F(layernorm_forward), F(layernorm_backward), F(attention_forward), F(attention_backward),
-  F(cross_entropy_forward), F(cross_entropy_backward), F(sgd_update), F(adam_update),
+  F(cross_entropy_forward), F(cross_entropy_backward), F(sgd_update), F(adam_update), F(where_forward),
+  F(where_backward), F(extreme_forward), F(extreme_backward), F(topk_forward),
+  F(topk_backward), F(dropout_forward), F(dropout_backward),
+  F(ploss_forward), F(ploss_backward), F(rmsprop_update), F(adagrad_update), F(adadelta_update),
 };
 
 const fsB_backend fsB_emu_cuda = {

@@ -43,8 +43,12 @@ int fscu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
               double beta, double *C, int64_t ldc, int64_t sC, int64_t batch);
 
 /* dx[off[i]] += dy[i] over double (ops_cuda.cu's take backward): 64-true's
- * scatter-add, for f64_cuda.cu */
+ * scatter-add, and ops_cuda.cu's topk over double, for f64_cuda.cu */
 void fscu_take_backward_f64(int64_t n, const int64_t *off, double *dx, const double *dy);
+int fscu_topk_forward_f64(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const double *x, double *y,
+                          int64_t *idx);
+void fscu_topk_backward_f64(int64_t O, int64_t L, int64_t I, int64_t K, double *dx, const double *dy,
+                            const int64_t *idx);
 
 /* Device memory, stream-ordered from the device's pool where it has one
  * (freed blocks are reused); NULL + fsT_error on failure. */

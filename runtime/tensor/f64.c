@@ -15,10 +15,11 @@
  * (fsG_grad_buf_f64), as torch's .grad has the parameter's dtype.  The ops
  * with a double path dispatch here at their entry point (fsG_any_f64): linear, matmul/bmm, activations, the
  * tensor API's elementwise functions, broadcast arithmetic, sum/mean (whole
- * or over a dim), softmax/log_softmax, cross_entropy, mse/l1 losses, the
- * cast, and the GPT's embedding, positional embedding, layer norm and fused
- * causal attention; reshapes, windows and indexing move 8-byte elements
- * and take their backward from here.  Every other op meets float64 inputs
+ * or over a dim), softmax/log_softmax, cross_entropy, the cast, and the
+ * GPT's embedding, positional embedding, layer norm and fused causal
+ * attention; reshapes, windows and indexing move 8-byte elements and take
+ * their backward from here.  f64_ops.c has the others' (where, max/min,
+ * dropout, the elementwise and class losses, index_select).  Every other op meets float64 inputs
  * in fsG_low_begin (precision.c), which refuses them with an error naming
  * the op, so no float32 kernel ever reads double storage.  Formulas are
  * torch 1.13's; matrix products are the table's dgemm (OpenBLAS's,
@@ -207,19 +208,17 @@ static int binary64_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
-/* The type torch's promotion gives a op b when one side is float64: a side
- * with dims decides over a 0-dim one among float types; otherwise float64. */
-static fs_dtype promoted64(const fs_tensor *a, const fs_tensor *b) {
+fs_dtype fsG_promoted64(const fs_tensor *a, const fs_tensor *b) {
   const fs_tensor *other = a->dtype == FS_F64 ? b : a, *f64 = a->dtype == FS_F64 ? a : b;
   if (other->dtype != FS_F64 && fsT_is_float(other->dtype) && other->rank && !f64->rank) return other->dtype;
   return FS_F64;
 }
 
-fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
-  fs_dtype to = promoted64(a0, b0);
+fs_tensor *fsG_binary_f64(fsU_binary op, fs_tensor *a0, fs_tensor *b0) {
+  fs_dtype to = fsG_promoted64(a0, b0);
   if (to != FS_F64) { /* a float64 0-dim tensor with a float tensor: the float's type */
     fs_tensor *a = fsG_cast(a0, to), *b = a ? fsG_cast(b0, to) : NULL;
-    fs_tensor *out = b ? fsG_binary(op, a, b) : NULL;
+    fs_tensor *out = !b ? NULL : op <= FSU_DIV ? fsG_binary((fsB_binop)op, a, b) : fsG_binary_op(op, a, b);
     fsT_release(a);
     fsT_release(b);
     return out;
@@ -234,7 +233,7 @@ fs_tensor *fsG_binary_f64(fsB_binop op, fs_tensor *a0, fs_tensor *b0) {
       !(out = new64(a->device, rank, shape)))
     goto done;
   fsU_bcast bc = bcast_of(a, b, out);
-  f->binary_forward((fsU_binary)op, &bc, fsT_f64(a), fsT_f64(b), fsT_f64(out)); /* FSB_ADD..DIV are FSU_'s */
+  f->binary_forward(op, &bc, fsT_f64(a), fsT_f64(b), fsT_f64(out));
   out = fsG_record(out, binary64_bw, 2, ins, NULL, NULL, 0, op);
 done:
   fsT_release(a);
@@ -245,7 +244,8 @@ done:
 fs_tensor *fsG_binary_scalar_f64(fsB_binop op, fs_tensor *a, double s, bool scalar_first) {
   fs_tensor *st = scalar64(a->device, s); /* a Python float stays a double, as torch's scalar arguments do */
   if (!st) return NULL;
-  fs_tensor *out = scalar_first ? fsG_binary_f64(op, st, a) : fsG_binary_f64(op, a, st);
+  fsU_binary u = (fsU_binary)op; /* FSB_ADD..DIV are FSU_'s */
+  fs_tensor *out = scalar_first ? fsG_binary_f64(u, st, a) : fsG_binary_f64(u, a, st);
   fsT_release(st);
   return out;
 }
@@ -542,7 +542,8 @@ fs_tensor *fsG_sum_dim_f64(fs_tensor *x, int dim, bool keepdim, bool mean) {
   return with_oli(fsG_record(out, sum_dim64_bw, 1, &x, NULL, NULL, mean ? 1.0 / (double)L : 1.0, 0), O, L, I);
 }
 
-/* ---- matmul: [..., M, K] @ [K, N] and [B, M, K] @ [B, K, N] ---- */
+/* ---- matmul: [..., M, K] @ [K, N] and [..., M, K] @ [..., K, N] (the
+ * same leading dims: a batch of products) ---- */
 
 /* k: 0 when b is one matrix shared by every row block of a, else a batch */
 static int matmul64_bw(fsG_node *n, fs_tensor *out) {
@@ -551,7 +552,7 @@ static int matmul64_bw(fsG_node *n, fs_tensor *out) {
   if (fsG_grad_buf_f64(a, &da) || fsG_grad_buf_f64(b, &db)) return -1;
   const fsB_f64_kernels *f = f64_of(a);
   int64_t K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
-  int64_t B = n->k ? a->shape[0] : 1, M = n->k ? a->shape[1] : rows_of(a);
+  int64_t M = n->k ? a->shape[a->rank - 2] : rows_of(a), B = n->k && M * K != 0 ? a->numel / (M * K) : 1;
   for (int64_t i = 0; i < B; i++) {
     const double *g = fsT_f64(out->grad) + i * M * N, *av = fsT_f64(a) + i * M * K, *bv = fsT_f64(b) + (n->k ? i * K * N : 0);
     if (da && f->gemm(false, true, M, K, N, 1.0, g, N, bv, N, 1.0, da + i * M * K, K) < 0) return -1;
@@ -564,7 +565,9 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
   const fsB_f64_kernels *f = one_dtype(2, ins) ? kernels_of("matmul", 2, ins) : NULL;
   if (!f) return NULL;
-  bool shared = b->rank == 2 && a->rank >= 2, batched = a->rank == 3 && b->rank == 3 && a->shape[0] == b->shape[0];
+  bool shared = b->rank == 2 && a->rank >= 2;
+  bool batched = a->rank >= 3 && b->rank == a->rank &&
+                 !memcmp(a->shape, b->shape, (size_t)(a->rank - 2) * sizeof *a->shape); /* the same leading dims */
   if ((shared || batched) && a->shape[a->rank - 1] != b->shape[b->rank - 2]) {
     fsT_seterr("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", (long long)rows_of(a),
                (long long)a->shape[a->rank - 1], (long long)b->shape[b->rank - 2], (long long)b->shape[b->rank - 1]);
@@ -573,7 +576,7 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   if (!shared && !batched) {
     char sa[96], sb[96];
     fsT_seterr("matmul: float64 operands %s and %s: the float64 path multiplies [..., M, K] by [K, N] or "
-               "[B, M, K] by [B, K, N]", fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
+               "[..., M, K] by [..., K, N]", fsT_shape_str(a, sa, sizeof sa), fsT_shape_str(b, sb, sizeof sb));
     return NULL;
   }
   int64_t shape[FS_MAX_RANK], K = a->shape[a->rank - 1], N = b->shape[b->rank - 1];
@@ -581,7 +584,7 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   shape[a->rank - 1] = N;
   fs_tensor *out = new64(a->device, a->rank, shape);
   if (!out) return NULL;
-  int64_t B = batched ? a->shape[0] : 1, M = batched ? a->shape[1] : rows_of(a);
+  int64_t M = batched ? a->shape[a->rank - 2] : rows_of(a), B = batched && M * K != 0 ? a->numel / (M * K) : 1;
   for (int64_t i = 0; i < B; i++)
     if (f->gemm(false, false, M, N, K, 1.0, fsT_f64(a) + i * M * K, K, fsT_f64(b) + (batched ? i * K * N : 0), N,
                   0.0, fsT_f64(out) + i * M * N, N) < 0) {
@@ -601,21 +604,4 @@ int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g) {
   f64_of(x)->take_backward(offs->numel, fsT_i64(at), dx, fsT_f64(g));
   fsT_release(at);
   return 0;
-}
-
-/* ---- mse and l1 losses: composed of the double ops above (torch's
- * formulas: mean, sum or none of (x - y)^2 / |x - y|) ---- */
-
-fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, fsG_reduction red) {
-  if ((kind != FSN_MSE && kind != FSN_L1) || red == FSG_BATCHMEAN) {
-    fsT_seterr("%s: this loss has no float64 path in this runtime (float64 runs cross_entropy, mse_loss and l1_loss)",
-               kind == FSN_SMOOTH_L1 ? "smooth_l1_loss" : kind == FSN_HUBER ? "huber_loss" : "loss");
-    return NULL;
-  }
-  fs_tensor *d = fsG_binary(FSB_SUB, x, y), *e = NULL, *out = NULL;
-  if (d) e = kind == FSN_MSE ? fsG_binary(FSB_MUL, d, d) : fsG_unary(FSU_ABS, d, 0, 0);
-  if (e) out = red == FSG_NONE ? fsT_retain(e) : red == FSG_SUM ? fsG_sum(e) : fsG_mean(e);
-  fsT_release(d);
-  fsT_release(e);
-  return out;
 }

@@ -4,8 +4,9 @@
  * (fscu_gemm's double overload), the optimizer rules f64_rules.h's (the
  * cpu's text, one thread per element), the level-1 loops cuda_common.cuh's
  * (float32's text); the tensor API's elementwise functions, broadcast
- * arithmetic, sums over a dim and softmax are here, their per-element
- * formulas ops_scalar.h's (the cpu's text, compiled for the device).
+ * arithmetic, where, sums and max/min over a dim, softmax and the
+ * elementwise losses are here, their per-element formulas ops_scalar.h's
+ * and loss_scalar.h's (the cpu's text, compiled for the device).
  *
  * Invariant: every pointer is a device pointer; work goes to the default
  * stream as backend_cuda.cu's, and the functions returning a value wait
@@ -19,11 +20,12 @@
 #include "nn_cuda_typed.cuh"
 
 extern "C" {
-#include "f64_kernels.h"
+#include "f64_kernels.h" /* loss.h too */
 #include "f64_rules.h"
 }
-#define FS_REAL_DOUBLE 1 /* ops_scalar.h's formulas over double, as f64_kernels.c's */
+#define FS_REAL_DOUBLE 1 /* ops_scalar.h's and loss_scalar.h's formulas over double, as f64_kernels.c's */
 #include "ops_scalar.h"
+#include "loss_scalar.h"
 
 /* --- the small loops float32 has no use for (axpy, scale, clamp and the
  * reductions are cuda_common.cuh's, over double) ------------------------- */
@@ -118,8 +120,10 @@ static bcast_split split_of(const fsU_bcast *bc, int side) {
   return s;
 }
 
-__global__ void binary_bwd_k(fsU_binary op, int side, fsU_bcast bc, bcast_split sp, double *dx, const double *dout,
-                             const double *a, const double *b, const double *out) {
+/* The gather of one side's gradient: add(o, acc) adds output position o's
+ * contribution to acc (the element's gradient so far). */
+template <class Add>
+__global__ void bcast_gather_k(int side, fsU_bcast bc, bcast_split sp, double *dx, Add add) {
   FSCU_FOR(e, (size_t)sp.nkept) {
     int64_t base = 0, xoff = 0, rest = (int64_t)e;
     for (int k = sp.nk - 1; k >= 0; k--) {
@@ -137,21 +141,59 @@ __global__ void binary_bwd_k(fsU_binary op, int side, fsU_bcast bc, bcast_split 
         o += (q % bc.shape[d]) * sp.ost[d];
         q /= bc.shape[d];
       }
-      acc += binary_grad_side(op, side, dout[o], a[bcast_off(bc, 0, o)], b[bcast_off(bc, 1, o)], out[o]);
+      add(o, acc);
     }
     dx[xoff] = acc;
   }
 }
+
+template <class Add> static void bcast_gather(int side, const fsU_bcast *bc, double *dx, Add add) {
+  bcast_split sp = split_of(bc, side);
+  if (sp.nkept > 0) bcast_gather_k<<<fscu_blocks((size_t)sp.nkept), FSCU_THREADS>>>(side, *bc, sp, dx, add);
+}
+
+struct binary_add {
+  fsU_binary op;
+  int side;
+  fsU_bcast bc;
+  const double *dout, *a, *b, *out;
+  __device__ void operator()(int64_t o, double &acc) const {
+    acc += binary_grad_side(op, side, dout[o], a[bcast_off(bc, 0, o)], b[bcast_off(bc, 1, o)], out[o]);
+  }
+};
 
 static void binary_backward64(fsU_binary op, const fsU_bcast *bc, double *da, double *db, const double *dout,
                               const double *a, const double *b, const double *out) {
   if (bc->numel <= 0) return;
   double *d[2] = {da, db};
   for (int side = 0; side < 2; side++)
-    if (d[side]) {
-      bcast_split sp = split_of(bc, side);
-      binary_bwd_k<<<fscu_blocks((size_t)sp.nkept), FSCU_THREADS>>>(op, side, *bc, sp, d[side], dout, a, b, out);
-    }
+    if (d[side]) bcast_gather(side, bc, d[side], binary_add{op, side, *bc, dout, a, b, out});
+}
+
+/* --- where: out = cond ? a : b (inputs 0, 1, 2 of bc) ------------------------ */
+
+__global__ void where_fwd_k(fsU_bcast bc, const int64_t *cond, const double *a, const double *b, double *out) {
+  FSCU_FOR(i, (size_t)bc.numel) out[i] = cond[bcast_off(bc, 0, i)] ? a[bcast_off(bc, 1, i)] : b[bcast_off(bc, 2, i)];
+}
+static void where_forward64(const fsU_bcast *bc, const int64_t *cond, const double *a, const double *b, double *out) {
+  if (bc->numel > 0) where_fwd_k<<<fscu_blocks((size_t)bc->numel), FSCU_THREADS>>>(*bc, cond, a, b, out);
+}
+
+/* the side not taken keeps its bits (nothing added), as the cpu's */
+struct where_add {
+  bool taken_if;
+  fsU_bcast bc;
+  const int64_t *cond;
+  const double *dout;
+  __device__ void operator()(int64_t o, double &acc) const {
+    if ((cond[bcast_off(bc, 0, o)] != 0) == taken_if) acc += dout[o];
+  }
+};
+
+static void where_backward64(const fsU_bcast *bc, const int64_t *cond, double *da, double *db, const double *dout) {
+  if (bc->numel <= 0) return;
+  if (da) bcast_gather(1, bc, da, where_add{true, *bc, cond, dout});
+  if (db) bcast_gather(2, bc, db, where_add{false, *bc, cond, dout});
 }
 
 /* --- sums over one dim and softmax: x[O, L, I], one thread per (o, i) ----- */
@@ -217,7 +259,67 @@ static void softmax_backward64(bool as_log, int64_t O, int64_t L, int64_t I, dou
   if (O * I > 0) softmax_bwd_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(as_log, O, L, I, dx, dy, y);
 }
 
+/* max / min over L with its first index, NaN propagating: the cpu's loop */
+__global__ void extreme_fwd_k(bool want_max, int64_t O, int64_t L, int64_t I, const double *x, double *y,
+                              int64_t *idx) {
+  FSCU_FOR(k, (size_t)(O * I)) {
+    int64_t o = (int64_t)k / I, i = (int64_t)k % I, best = 0;
+    double bv = x[AT(o, 0, i)];
+    for (int64_t l = 1; l < L && !isnan(bv); l++) {
+      double v = x[AT(o, l, i)];
+      if (isnan(v) || (want_max ? v > bv : v < bv)) {
+        bv = v;
+        best = l;
+      }
+    }
+    y[k] = bv;
+    if (idx) idx[k] = best;
+  }
+}
+static void extreme_forward64(bool want_max, int64_t O, int64_t L, int64_t I, const double *x, double *y,
+                              int64_t *idx) {
+  if (O * I > 0) extreme_fwd_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(want_max, O, L, I, x, y, idx);
+}
+
+/* each (o, i) adds to its own element: no two threads meet */
+__global__ void extreme_bwd_k(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const int64_t *idx) {
+  FSCU_FOR(k, (size_t)(O * I)) {
+    int64_t o = (int64_t)k / I, i = (int64_t)k % I;
+    dx[AT(o, idx[k], i)] += dy[k];
+  }
+}
+static void extreme_backward64(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const int64_t *idx) {
+  if (O * I > 0) extreme_bwd_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(O, L, I, dx, dy, idx);
+}
+
 #undef AT
+
+/* --- elementwise losses (loss_scalar.h's formulas) -------------------------- */
+
+__device__ double pw_at(const double *pw, int64_t n_pw, size_t i) { return pw ? pw[(int64_t)i % n_pw] : 1.0; }
+
+__global__ void ploss_fwd_k(fsN_ploss op, double p, const double *pw, int64_t n_pw, double *out, const double *x,
+                            const double *y, size_t n) {
+  FSCU_FOR(i, n) out[i] = ploss1_f64(op, p, x[i], y[i], pw_at(pw, n_pw, i));
+}
+static void ploss_forward64(fsN_ploss op, double param, const double *pw, int64_t n_pw, double *out, const double *x,
+                            const double *y, size_t n) {
+  if (n) ploss_fwd_k<<<fscu_blocks(n), FSCU_THREADS>>>(op, param, pw, n_pw, out, x, y, n);
+}
+
+__global__ void ploss_bwd_k(fsN_ploss op, double p, const double *pw, int64_t n_pw, double *dx, double *dy,
+                            const double *g, const double *x, const double *y, size_t n) {
+  FSCU_FOR(i, n) {
+    double gx, gy;
+    ploss_grad1_f64(op, p, x[i], y[i], pw_at(pw, n_pw, i), &gx, &gy);
+    if (dx) dx[i] += mul_rn(g[i], gx); /* the cpu rounds the product before the sum */
+    if (dy) dy[i] += mul_rn(g[i], gy);
+  }
+}
+static void ploss_backward64(fsN_ploss op, double param, const double *pw, int64_t n_pw, double *dx, double *dy,
+                             const double *g, const double *x, const double *y, size_t n) {
+  if (n) ploss_bwd_k<<<fscu_blocks(n), FSCU_THREADS>>>(op, param, pw, n_pw, dx, dy, g, x, y, n);
+}
 
 /* --- products and optimizers ------------------------------------------------ */
 
@@ -241,6 +343,27 @@ static void adam_update64(const fsB_update *u, double *p, const double *g, doubl
   if (u->n) adam64_k<<<fscu_blocks(u->n), FSCU_THREADS>>>(*u, fsB_adam64_bias_of(u), p, g, m, v, vmax);
 }
 
+__global__ void rmsprop64_k(fsB_update u, double *p, const double *g, double *sq, double *ga, double *buf) {
+  FSCU_FOR(i, u.n) fsB_rmsprop64(&u, i, p, g, sq, ga, buf);
+}
+static void rmsprop_update64(const fsB_update *u, double *p, const double *g, double *sq, double *ga, double *buf) {
+  if (u->n) rmsprop64_k<<<fscu_blocks(u->n), FSCU_THREADS>>>(*u, p, g, sq, ga, buf);
+}
+
+__global__ void adagrad64_k(fsB_update u, double *p, const double *g, double *sum) {
+  FSCU_FOR(i, u.n) fsB_adagrad64(&u, i, p, g, sum);
+}
+static void adagrad_update64(const fsB_update *u, double *p, const double *g, double *sum) {
+  if (u->n) adagrad64_k<<<fscu_blocks(u->n), FSCU_THREADS>>>(*u, p, g, sum);
+}
+
+__global__ void adadelta64_k(fsB_update u, double *p, const double *g, double *sq, double *acc) {
+  FSCU_FOR(i, u.n) fsB_adadelta64(&u, i, p, g, sq, acc);
+}
+static void adadelta_update64(const fsB_update *u, double *p, const double *g, double *sq, double *acc) {
+  if (u->n) adadelta64_k<<<fscu_blocks(u->n), FSCU_THREADS>>>(*u, p, g, sq, acc);
+}
+
 extern "C" const fsB_f64_kernels fsB_f64_cuda = {
   gemm64, fscu_axpy<double>, shift64, fscu_scale<double>, divide64, fscu_clamp<double>, fscu_sum<double>,
   fscu_sumsq<double>, fscu_absmax<double>, fscu_take_backward_f64,
@@ -251,4 +374,8 @@ extern "C" const fsB_f64_kernels fsB_f64_cuda = {
   layernorm_forward<double>, layernorm_backward<double>, attention_forward<double>, attention_backward<double>,
   cross_entropy_forward<double>, cross_entropy_backward<double>,
   sgd_update64, adam_update64,
+  where_forward64, where_backward64, extreme_forward64, extreme_backward64,
+  fscu_topk_forward_f64, fscu_topk_backward_f64,
+  dropout_forward<double>, dropout_backward<double>, ploss_forward64, ploss_backward64,
+  rmsprop_update64, adagrad_update64, adadelta_update64,
 };

@@ -15,6 +15,7 @@
 #define FS_F64_KERNELS_H
 
 #include "backend.h"
+#include "loss.h"
 #include "nn.h"
 #include "ops.h"
 
@@ -73,6 +74,32 @@ struct fsB_f64_kernels {
    * float pointers unused); NULL state buffers as fsB_backend's updates */
   void (*sgd_update)(const fsB_update *u, double *p, const double *g, double *buf);
   void (*adam_update)(const fsB_update *u, double *p, const double *g, double *m, double *v, double *vmax);
+  /* ---- the kernels of f64_ops.c's ops (and the optimizers') ---- */
+  /* ops.h's where, max/min over a dim and topk, over double */
+  void (*where_forward)(const fsU_bcast *bc, const int64_t *cond, const double *a, const double *b, double *out);
+  void (*where_backward)(const fsU_bcast *bc, const int64_t *cond, double *da, double *db, const double *dout);
+  void (*extreme_forward)(bool want_max, int64_t O, int64_t L, int64_t I, const double *x, double *y,
+                          int64_t *idx);
+  void (*extreme_backward)(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const int64_t *idx);
+  /* ops.h's topk over double (forward: -1 when out of memory) */
+  int (*topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const double *x, double *y,
+                      int64_t *idx);
+  void (*topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, double *dx, const double *dy, const int64_t *idx);
+  /* nn.h's dropout over double: the float32 mask (u(key, i) >= p), the
+   * kept elements scaled by 1 / (1 - p) in double */
+  void (*dropout_forward)(double *out, const double *inp, size_t n, double p, uint64_t key);
+  void (*dropout_backward)(double *dinp, const double *dout, size_t n, double p, uint64_t key);
+  /* loss.h's elementwise losses over double (param: beta, delta, log_target;
+   * pw: BCE_LOGITS' pos_weight [n_pw] over the last dim, or NULL) */
+  void (*ploss_forward)(fsN_ploss op, double param, const double *pw, int64_t n_pw, double *out, const double *x,
+                        const double *y, size_t n);
+  void (*ploss_backward)(fsN_ploss op, double param, const double *pw, int64_t n_pw, double *dx, double *dy,
+                         const double *g, const double *x, const double *y, size_t n);
+  /* torch 1.13's _single_tensor_rmsprop (sq, ga: grad_avg, buf: momentum),
+   * _single_tensor_adagrad (u->lr: clr) and _single_tensor_adadelta on double */
+  void (*rmsprop_update)(const fsB_update *u, double *p, const double *g, double *sq, double *ga, double *buf);
+  void (*adagrad_update)(const fsB_update *u, double *p, const double *g, double *sum);
+  void (*adadelta_update)(const fsB_update *u, double *p, const double *g, double *sq, double *acc);
 };
 
 extern const fsB_f64_kernels fsB_f64_cpu;

@@ -287,9 +287,7 @@ static fs_tensor *out_new(const fsG_stage *s, fs_dtype dt, int rank, const int64
   return fsT_new(dt, s->staged ? FS_DEV_CPU : s->dev, rank, shape);
 }
 
-/* x's elements at offs (host int64) in offs's shape, on the tape; the
- * offsets go where the kernel runs (and stay there for backward) */
-static fs_tensor *take(fs_tensor *x, fs_tensor *offs) {
+fs_tensor *fsG_take(fs_tensor *x, fs_tensor *offs) {
   fsG_stage s;
   if (fsG_stage_begin_slot(&s, "index", 1, &x, FSG_SLOT(take)) < 0) return NULL;
   fs_tensor *o = s.staged ? fsT_retain(offs) : fsT_to_device(offs, s.dev);
@@ -311,7 +309,7 @@ fs_tensor *fsG_index(fs_tensor *x, const fsG_subscript *ix, int n) {
   }
   if (plan_of(&p, x, ix, n) < 0) return NULL;
   if (!p.nadv) return fsG_window(x, &p.w);
-  fs_tensor *offs = plan_offsets(&p), *out = offs ? take(x, offs) : NULL;
+  fs_tensor *offs = plan_offsets(&p), *out = offs ? fsG_take(x, offs) : NULL;
   fsT_release(offs);
   plan_free(&p);
   return out;
@@ -372,6 +370,23 @@ static int put_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n) < 0 ? -1 : rc;
 }
 
+/* float64's: d v += the gradient at the written offsets (a take of it,
+ * repeated offsets each getting it, as torch's); d x += the gradient with
+ * those elements zeroed (a put of zeros) */
+static int put64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *v = n->in[1], *offs = n->saved[0];
+  fs_tensor *gv = v->requires_grad ? fsG_take(out->grad, offs) : NULL;
+  int rc = v->requires_grad && (!gv || fsG_add_grad_f64(v, gv) < 0) ? -1 : 0;
+  fsT_release(gv);
+  if (rc == 0 && x->requires_grad) {
+    fs_tensor *gx = fsT_copy(out->grad), *z = gx ? fsT_zeros(FS_F64, gx->device, offs->rank, offs->shape) : NULL;
+    rc = z && put_values(gx, offs, z) == 0 && fsG_add_grad_f64(x, gx) == 0 ? 0 : -1;
+    fsT_release(gx);
+    fsT_release(z);
+  }
+  return rc;
+}
+
 /* v shaped for x[ix] = v: leading dims of 1 beyond the target's rank are
  * dropped (torch allows them), then broadcast (torch's expand message) */
 static fs_tensor *value_for(fs_tensor *v, int rank, const int64_t *shape) {
@@ -389,8 +404,9 @@ fs_tensor *fsG_index_put(fs_tensor *x, const fsG_subscript *ix, int n, fs_tensor
   bool advanced = false;
   for (int k = 0; k < n; k++) advanced |= ix[k].kind == FSG_IX_TENSOR;
   if (fsG_inplace_check(x, !advanced) < 0) return NULL;
-  if (fsG_any_f64(2, ins) && fsG_grad_enabled() && (x->requires_grad || v->requires_grad)) {
-    fsT_seterr("index_put_: this op has no float64 backward in this runtime (a float64 operand requires grad)");
+  if (x->dtype != FS_F64 && v->dtype == FS_F64 && fsG_grad_enabled() && v->requires_grad) {
+    fsT_seterr("index_put_: this op has no float64 backward into a %s tensor in this runtime (the float64 value "
+               "requires grad)", fsT_dtype_name(x->dtype));
     return NULL;
   }
   plan p;
@@ -401,11 +417,18 @@ fs_tensor *fsG_index_put(fs_tensor *x, const fsG_subscript *ix, int n, fs_tensor
   if (plan_of(&p, x, ix, n) < 0) return NULL;
   fs_tensor *offs = plan_offsets(&p), *ve = offs ? value_for(v, p.rank, p.shape) : NULL, *out = NULL;
   plan_free(&p);
-  bool records = fsG_grad_enabled() && x->dtype == FS_F32 && (x->requires_grad || v->requires_grad);
+  bool records =
+    fsG_grad_enabled() && (x->dtype == FS_F32 || x->dtype == FS_F64) && (x->requires_grad || v->requires_grad);
   if (ve && !records) { /* in place: every holder of x (and its views) sees the write */
     fs_tensor *c = fsT_to_dtype(ve, x->dtype);
     if (c && put_values(x, offs, c) == 0) out = fsT_retain(x);
     fsT_release(c);
+  } else if (ve && x->dtype == FS_F64) { /* on the tape in double, on x's device */
+    fs_tensor *fv = fsG_cast(ve, FS_F64), *o = fv ? fsT_copy(x) : NULL;
+    if (o && put_values(o, offs, fv) == 0)
+      out = fsG_record(o, put64_bw, 2, (fs_tensor *const[]){x, fv}, fsT_retain(offs), NULL, 0, 0);
+    else fsT_release(o);
+    fsT_release(fv);
   } else if (ve) { /* on the tape: a new tensor, x's values with v's written in */
     fs_tensor *fv = fsT_to_dtype(ve, FS_F32), *hx = fv ? fsG_on_host(x) : NULL;
     fs_tensor *hv = hx ? fsG_on_host(fv) : NULL, *o = hv ? fsT_copy(hx) : NULL;
@@ -457,10 +480,6 @@ static int topk_bw(fsG_node *n, fs_tensor *out) {
 fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **indices) {
   int d;
   *indices = NULL;
-  if (x->dtype == FS_F64) { /* its kernel compares float32 copies */
-    fsT_seterr("topk: this op has no float64 path in this runtime");
-    return NULL;
-  }
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
   fsG_split_at(x, d, &O, &L, &I);
@@ -468,6 +487,7 @@ fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **
     fsT_seterr("selected index k out of range");
     return NULL;
   }
+  if (x->dtype == FS_F64) return fsG_topk_f64(x, k, d, largest, indices);
   memcpy(shape, x->shape, sizeof shape);
   if (x->rank) shape[d] = k;
   fs_tensor *fx = fsT_to_dtype(x, x->dtype == FS_BOOL ? FS_I64 : FS_F32), *out = NULL, *idx = NULL;

@@ -6,7 +6,8 @@
 #include "tensor.h"
 #include "vmath.h"
 
-/* the cross entropy and its row_lse: one text with f64.c's (loss_typed.h) */
+/* the cross entropy and its row_lse, the elementwise losses' loops: one
+ * text with f64.c's (loss_typed.h, loss_scalar.h) */
 #include "loss_typed.h"
 
 double fsN_mse_forward(const float *pred, const float *target, size_t n) {
@@ -111,73 +112,13 @@ void fsN_nll_prob_backward(float *dx, float *dp, const float *g, const float *x,
   }
 }
 
-/* ---- elementwise losses ---- */
-
-static float pos_weight_at(const fsN_ploss_opts *o, size_t i) {
-  return o->pos_weight ? o->pos_weight[(int64_t)i % o->n_pw] : 1.0f;
-}
-
-static float clamped_log(float v) { /* torch's BCE clamps its logs at -100 */
-  float l = logf(v);
-  return l < -100.0f ? -100.0f : l;
-}
+/* ---- elementwise losses: loss_typed.h's loops ---- */
 
 void fsN_ploss_forward(float *out, const float *x, const float *y, size_t n, const fsN_ploss_opts *o) {
-  float p = (float)o->param;
-  for (size_t i = 0; i < n; i++) {
-    float d = x[i] - y[i], a = fabsf(d);
-    switch (o->op) {
-    case FSN_MSE: out[i] = d * d; break;
-    case FSN_L1: out[i] = a; break;
-    case FSN_SMOOTH_L1: out[i] = a < p ? 0.5f * d * d / p : a - 0.5f * p; break;
-    case FSN_HUBER: out[i] = a <= p ? 0.5f * d * d : p * (a - 0.5f * p); break;
-    case FSN_BCE: out[i] = -(y[i] * clamped_log(x[i]) + (1 - y[i]) * clamped_log(1 - x[i])); break;
-    case FSN_BCE_LOGITS: {
-      float lw = 1 + (pos_weight_at(o, i) - 1) * y[i];
-      out[i] = (1 - y[i]) * x[i] + lw * (log1pf(expf(-fabsf(x[i]))) + fmaxf(-x[i], 0.0f));
-      break;
-    }
-    case FSN_KL_DIV:
-      out[i] = p != 0 ? expf(y[i]) * (y[i] - x[i]) : y[i] > 0 ? y[i] * (logf(y[i]) - x[i]) : 0.0f;
-      break;
-    }
-  }
+  ploss_forward(o->op, o->param, o->pos_weight, o->n_pw, out, x, y, n);
 }
 
 void fsN_ploss_backward(float *dx, float *dy, const float *g, const float *x, const float *y,
                         size_t n, const fsN_ploss_opts *o) {
-  float p = (float)o->param;
-  for (size_t i = 0; i < n; i++) {
-    float d = x[i] - y[i], a = fabsf(d), sgn = (float)((d > 0) - (d < 0)), gx = 0, gy = 0;
-    switch (o->op) {
-    case FSN_MSE: gx = 2 * d; gy = -gx; break;
-    case FSN_L1: gx = sgn; gy = -gx; break;
-    case FSN_SMOOTH_L1: gx = a < p ? d / p : sgn; gy = -gx; break;
-    case FSN_HUBER: gx = a <= p ? d : p * sgn; gy = -gx; break;
-    case FSN_BCE: { /* torch: (x - y) / max((1 - x) x, eps) with eps 1e-12 */
-      float den = (1 - x[i]) * x[i];
-      gx = d / (den > 1e-12f ? den : 1e-12f);
-      gy = clamped_log(1 - x[i]) - clamped_log(x[i]);
-      break;
-    }
-    case FSN_BCE_LOGITS: { /* d/dx = (1-y) - lw sigmoid(-x);  d/dy = -x - (pw-1) softplus(-x) */
-      float pw = pos_weight_at(o, i), lw = 1 + (pw - 1) * y[i];
-      float sig_neg = 1.0f / (1.0f + expf(x[i]));
-      gx = (1 - y[i]) - lw * sig_neg;
-      gy = -x[i] + (pw - 1) * (log1pf(expf(-fabsf(x[i]))) + fmaxf(-x[i], 0.0f));
-      break;
-    }
-    case FSN_KL_DIV:
-      if (p != 0) {
-        gx = -expf(y[i]);
-        gy = expf(y[i]) * (y[i] - x[i] + 1);
-      } else if (y[i] > 0) {
-        gx = -y[i];
-        gy = logf(y[i]) + 1 - x[i];
-      }
-      break;
-    }
-    if (dx) dx[i] += g[i] * gx;
-    if (dy) dy[i] += g[i] * gy;
-  }
+  ploss_backward(o->op, o->param, o->pos_weight, o->n_pw, dx, dy, g, x, y, n);
 }

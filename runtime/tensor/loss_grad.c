@@ -13,14 +13,15 @@
 #include "loss.h"
 
 static bool float_arg(const char *op, const fs_tensor *t) {
-  if (!t || t->dtype == FS_F32) return true;
+  if (!t || t->dtype == FS_F32 || t->dtype == FS_F64) return true;
   fsT_seterr("%s: expected a float32 tensor, got %s", op, fsT_dtype_name(t->dtype));
   return false;
 }
 
 /* ---- reduction ---- */
 
-/* Takes `per`; scale_by: the mean's divisor (NaN: per's numel). */
+/* Takes `per`; divisor: the mean's (float64 divides by it, as torch does
+ * in double; float32 multiplies by its reciprocal). */
 static fs_tensor *reduce(fs_tensor *per, fsG_reduction red, double divisor, int rank, const int64_t *shape) {
   fs_tensor *out = NULL;
   switch (red) {
@@ -29,7 +30,8 @@ static fs_tensor *reduce(fs_tensor *per, fsG_reduction red, double divisor, int 
   case FSG_MEAN:
   case FSG_BATCHMEAN: {
     fs_tensor *s = fsG_sum(per);
-    out = s ? fsG_binary_scalar(FSB_MUL, s, 1.0 / divisor, false, false) : NULL;
+    out = !s ? NULL : s->dtype == FS_F64 ? fsG_binary_scalar(FSB_DIV, s, divisor, false, false)
+                                          : fsG_binary_scalar(FSB_MUL, s, 1.0 / divisor, false, false);
     fsT_release(s);
     break;
   }
@@ -66,7 +68,8 @@ static fs_tensor *class_last(fs_tensor *x, bool move) {
 fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
                    int64_t ignore_index, double smoothing, fsG_reduction red) {
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_F32, 3, (fs_tensor *const[]){x, target, weight}))
+  bool f64 = fsG_any_f64(3, (fs_tensor *const[]){x, target, weight});
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_F32, 3, (fs_tensor *const[]){x, target, weight}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_nll(lp.w[0], lp.w[1], lp.w[2], from_logits, ignore_index, smoothing, red));
   const char *op = from_logits ? "cross_entropy" : "nll_loss";
   fs_tensor *ins[3] = {x, target, weight};
@@ -113,7 +116,8 @@ fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from
   double wsum = (double)M;
   fsG_stage st;
   fs_tensor *rins[3] = {xr, tr, weight};
-  if (tr && fsG_stage_begin(&st, op, 3, rins) == 0) {
+  if (tr && f64) per = fsG_nll_rows_f64(xr, tr, weight, from_logits, ignore_index, smoothing, &wsum);
+  else if (tr && fsG_stage_begin(&st, op, 3, rins) == 0) {
     fsN_nll o = {.M = M, .C = C, .from_logits = from_logits, .weight = weight ? fsT_f32(st.h[2]) : NULL,
                  .ignore_index = ignore_index, .smoothing = (float)smoothing};
     if ((per = fsG_host_new(FS_F32, 1, &M))) {
@@ -212,8 +216,8 @@ static const char *const ploss_names[] = {
 
 fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
                      fs_tensor *weight, fsG_reduction red) {
-  if (fsG_any_f64(2, (fs_tensor *const[]){x, y}) && !pos_weight && !weight) return fsG_ploss_f64(kind, x, y, red);
-  if (ploss_low_ok(x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
+  bool f64 = fsG_any_f64(4, (fs_tensor *const[]){x, y, pos_weight, weight});
+  if (!f64 && ploss_low_ok(x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
     fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(2, (fs_tensor *const[]){x, y});
     fs_tensor *per = ploss_low(kind, x, y, param);
     fs_tensor *r = per ? reduce(per, red, red == FSG_BATCHMEAN ? (double)(x->rank ? x->shape[0] : 1) : (double)x->numel,
@@ -224,7 +228,7 @@ fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, f
     return out;
   }
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_F32, 4, (fs_tensor *const[]){x, y, pos_weight, weight}))
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_F32, 4, (fs_tensor *const[]){x, y, pos_weight, weight}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_ploss(kind, lp.w[0], lp.w[1], param, lp.w[2], lp.w[3], red));
   const char *op = ploss_names[kind];
   fs_tensor *ins[3] = {x, y, pos_weight};
@@ -243,17 +247,20 @@ fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, f
                fsT_shape_str(pos_weight, a, sizeof a), fsT_shape_str(x, b, sizeof b));
     return NULL;
   }
-  /* the target as float, both broadcast to one shape (copies on the tape) */
+  /* the target as float (float64: both, on the tape), both broadcast to
+   * one shape (copies on the tape) */
   int64_t shape[FS_MAX_RANK];
   int rank;
   if (fsU_broadcast_shape(x->rank, x->shape, y->rank, y->shape, &rank, shape) < 0) return NULL;
-  fs_tensor *yf = fsT_to_dtype(y, FS_F32);
-  fs_tensor *xe = yf ? fsG_expand(x, rank, shape) : NULL, *ye = xe ? fsG_expand(yf, rank, shape) : NULL;
+  fs_tensor *yf = f64 ? fsG_cast(y, FS_F64) : fsT_to_dtype(y, FS_F32), *xf = f64 ? fsG_cast(x, FS_F64) : fsT_retain(x);
+  fs_tensor *xe = yf && xf ? fsG_expand(xf, rank, shape) : NULL, *ye = xe ? fsG_expand(yf, rank, shape) : NULL;
   fsT_release(yf);
+  fsT_release(xf);
   fs_tensor *per = NULL;
   fs_tensor *pins[3] = {xe, ye, pos_weight};
   fsG_stage st;
-  if (ye && fsG_stage_begin(&st, op, 3, pins) == 0) {
+  if (ye && f64) per = fsG_ploss_f64(kind, xe, ye, param, pos_weight);
+  else if (ye && fsG_stage_begin(&st, op, 3, pins) == 0) {
     fsN_ploss_opts o = {.op = kind, .param = param, .pos_weight = pos_weight ? fsT_f32(st.h[2]) : NULL,
                         .n_pw = pos_weight ? pos_weight->numel : 0};
     if ((per = fsG_host_new(FS_F32, rank, shape)))

@@ -11,23 +11,9 @@
 #include "tensor.h"
 #include "vmath.h"
 
-/* linear, embeddings, layer norm, activations, attention: one text with
- * f64.c's float64 kernels */
+/* linear, embeddings, layer norm, activations, dropout, attention: one
+ * text with f64.c's float64 kernels */
 #include "nn_typed.h"
-
-/* p == 1 drops everything (torch returns zeros, not nan). */
-static float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
-
-void fsN_dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t key) {
-  float s = dropout_scale(p);
-  for (size_t i = 0; i < n; i++) out[i] = fsR_u01(key, i) >= p ? inp[i] * s : 0.0f;
-}
-
-void fsN_dropout_backward(float *dinp, const float *dout, size_t n, float p, uint64_t key) {
-  float s = dropout_scale(p);
-  for (size_t i = 0; i < n; i++)
-    if (fsR_u01(key, i) >= p) dinp[i] += dout[i] * s;
-}
 
 /* The bfloat16 attention's (batch, head) pairs: nn_typed.h's float32
  * pairs (attention_pair) with q, k, v read as bfloat16 and the results

@@ -1,38 +1,9 @@
 /* nn_cuda.cu -- cuda layer kernels (nn.h has the shapes and conventions):
  * fsN_cuda, the float instantiation of nn_cuda_typed.cuh's kernels (linear,
- * embeddings, layer norm, activations, attention, cross entropy; the
- * double one is 64-true's, f64_cuda.cu), and the kernels float32 has
- * alone: dropout and the mse loss. */
+ * embeddings, layer norm, activations, dropout, attention, cross entropy;
+ * the double one is 64-true's, f64_cuda.cu), and the kernel float32 has
+ * alone: the mse loss. */
 #include "nn_cuda_typed.cuh"
-
-extern "C" {
-#include "rng_mix.h"
-}
-
-/* --- dropout: the cpu's mask, bit for bit (u(key, i) >= p) --------------- */
-
-__global__ void dropout_k(float *out, const float *inp, size_t n, float p, float s, uint64_t key,
-                          bool accumulate) {
-  FSCU_FOR(i, n) {
-    bool keep = fsR_u01(key, i) >= p;
-    if (accumulate) {
-      if (keep) out[i] += __fmul_rn(inp[i], s); /* no FMA: the cpu rounds the product */
-    } else {
-      out[i] = keep ? inp[i] * s : 0.0f;
-    }
-  }
-}
-
-/* p == 1 drops everything (torch returns zeros, not nan) */
-static float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
-
-static void dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t key) {
-  if (n) dropout_k<<<fscu_blocks(n), FSCU_THREADS>>>(out, inp, n, p, dropout_scale(p), key, false);
-}
-
-static void dropout_backward(float *dinp, const float *dout, size_t n, float p, uint64_t key) {
-  if (n) dropout_k<<<fscu_blocks(n), FSCU_THREADS>>>(dinp, dout, n, p, dropout_scale(p), key, true);
-}
 
 /* --- mse loss (double where the cpu uses double) ------------------------ */
 
@@ -75,7 +46,7 @@ extern "C" const fsN_kernels fsN_cuda = {
   posemb_forward<float>, posemb_backward<float>,
   layernorm_forward<float>, layernorm_backward<float>,
   act_forward<float>, act_backward<float>,
-  dropout_forward, dropout_backward,
+  dropout_forward<float>, dropout_backward<float>,
   attention_forward<float>, attention_backward<float>,
   cross_entropy_forward<float>, cross_entropy_backward<float>,
   mse_forward, mse_backward,

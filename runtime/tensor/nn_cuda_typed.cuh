@@ -1,5 +1,5 @@
 /* nn_cuda_typed.cuh -- cuda's layer kernels over an element type T (nn.h has
- * the shapes and conventions): GEMMs through cuBLAS (fscu_gemm's float and
+ * the shapes and conventions), dropout among them: GEMMs through cuBLAS (fscu_gemm's float and
  * double overloads), one warp per row for row-wise ops (layernorm, softmax,
  * cross entropy), column sums without atomics so gradients are
  * deterministic (except embedding backward, which scatters with atomics).
@@ -15,6 +15,10 @@
 #define FS_NN_CUDA_TYPED_CUH
 
 #include "cuda_common.cuh"
+
+extern "C" {
+#include "rng_mix.h"
+}
 
 #define WARPS (FSCU_THREADS / 32)
 
@@ -427,6 +431,35 @@ static void cross_entropy_backward(T *dlogits, const T *logits, const int64_t *t
   if (N)
     ce_bwd_k<<<warp_blocks((size_t)N), FSCU_THREADS>>>(dlogits, logits, targets, (size_t)N,
                                                        (size_t)C, dloss / (T)N);
+}
+
+/* --- dropout: the cpu's mask, bit for bit (u(key, i) >= p) --------------- */
+
+/* a product rounded on its own (no FMA: the cpu rounds it before the sum) */
+static __device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+static __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+template <class T>
+__global__ void dropout_k(T *out, const T *inp, size_t n, T p, T s, uint64_t key, bool accumulate) {
+  FSCU_FOR(i, n) {
+    bool keep = fsR_u01(key, i) >= p;
+    if (accumulate) {
+      if (keep) out[i] += mul_rn(inp[i], s);
+    } else {
+      out[i] = keep ? inp[i] * s : T(0);
+    }
+  }
+}
+
+/* p == 1 drops everything (torch returns zeros, not nan) */
+template <class T> static T dropout_scale(T p) { return p < T(1) ? T(1) / (T(1) - p) : T(0); }
+
+template <class T> static void dropout_forward(T *out, const T *inp, size_t n, T p, uint64_t key) {
+  if (n) dropout_k<<<fscu_blocks(n), FSCU_THREADS>>>(out, inp, n, p, dropout_scale(p), key, false);
+}
+
+template <class T> static void dropout_backward(T *dinp, const T *dout, size_t n, T p, uint64_t key) {
+  if (n) dropout_k<<<fscu_blocks(n), FSCU_THREADS>>>(dinp, dout, n, p, dropout_scale(p), key, true);
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* nn_typed.h -- nn.c's layer kernels over FS_REAL (typed.h): linear,
- * embedding, positional embedding, layer norm, activations and fused causal
- * attention, forward and backward (nn.h gives shapes and conventions).
+ * embedding, positional embedding, layer norm, activations, dropout and
+ * fused causal attention, forward and backward (nn.h gives shapes and conventions).
  * nn.c instantiates them for float as the fsN_ kernels themselves; f64_kernels.c
  * for double (static fsN_NAME_f64), the GPT's float64 path.
  *
@@ -13,7 +13,24 @@
 #include <string.h>
 #include "blas.h"
 #include "typed.h"
+#include "rng_mix.h"
 #include "tensor.h"
+
+/* Inverted dropout: element i kept iff u(key, i) >= p (the same mask for
+ * both types), scaled by 1/(1-p) in the element type; p == 1 drops
+ * everything (torch returns zeros, not nan). */
+static FS_REAL FS_RK(dropout_scale)(FS_REAL p) { return p < 1 ? 1 / (1 - p) : 0; }
+
+FS_RPUB void FS_RK(fsN_dropout_forward)(FS_REAL *out, const FS_REAL *inp, size_t n, FS_REAL p, uint64_t key) {
+  FS_REAL s = FS_RK(dropout_scale)(p);
+  for (size_t i = 0; i < n; i++) out[i] = fsR_u01(key, i) >= p ? inp[i] * s : 0;
+}
+
+FS_RPUB void FS_RK(fsN_dropout_backward)(FS_REAL *dinp, const FS_REAL *dout, size_t n, FS_REAL p, uint64_t key) {
+  FS_REAL s = FS_RK(dropout_scale)(p);
+  for (size_t i = 0; i < n; i++)
+    if (fsR_u01(key, i) >= p) dinp[i] += dout[i] * s;
+}
 
 FS_RPUB int FS_RK(fsN_linear_forward)(FS_REAL *out, const FS_REAL *inp, const FS_REAL *W, const FS_REAL *b, int64_t N,
                                       int64_t C, int64_t OC) {

@@ -41,78 +41,11 @@ void fsU_bcast_strides(int rank, const int64_t *shape, int orank, const int64_t 
   }
 }
 
-/* ---- the odometer, unary, broadcast binary, sums over a dim, softmax,
- * take's backward: one text with f64.c's (ops_typed.h) ---- */
+/* ---- the odometer, unary, broadcast binary, where, sums over a dim,
+ * max/min over a dim, softmax, topk, take's backward: one text with
+ * f64.c's (ops_typed.h) ---- */
 
 #include "ops_typed.h"
-
-/* ---- where ---- */
-
-/* One row of n elements at strides sc, sa, sb, forward (out) or backward
- * (da, db).  The callers pass the common strides as constants, so those
- * copies are straight loops; elements in the odometer's order, so a
- * broadcast side's gradient sums in that order. */
-static inline __attribute__((always_inline)) void where_row(int64_t n, const int64_t *c, int64_t sc, const float *a,
-                                                            int64_t sa, const float *b, int64_t sb, float *out,
-                                                            float *da, float *db, const float *dout) {
-  if (out) {
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++) { /* both sides loaded: a select, no branch */
-      float x = a[j * sa], y = b[j * sb];
-      out[j] = c[j * sc] ? x : y;
-    }
-    return;
-  }
-  if (da && da == db) { /* where(c, x, x): one buffer takes every element in order */
-    for (int64_t j = 0; j < n; j++) da[j * sa] += dout[j];
-    return;
-  }
-  /* the side not taken keeps its bits (no + 0); a side of stride 1 is a
-   * straight loop, one of stride 0 sums into its element in order */
-  if (da && sa == 1) {
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++) da[j] = c[j * sc] ? da[j] + dout[j] : da[j];
-  } else if (da)
-    for (int64_t j = 0; j < n; j++) da[j * sa] = c[j * sc] ? da[j * sa] + dout[j] : da[j * sa];
-  if (db && sb == 1) {
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++) db[j] = c[j * sc] ? db[j] : db[j] + dout[j];
-  } else if (db)
-    for (int64_t j = 0; j < n; j++) db[j * sb] = c[j * sc] ? db[j * sb] : db[j * sb] + dout[j];
-}
-
-/* forward (out) or backward (da, db from dout) over the rows binary_rows
- * walks (bcast_rows over the three inputs) */
-FS_VECTOR_TARGET
-static void where_rows(const fsU_bcast *bc, const int64_t *cond, const float *a, const float *b, float *out, float *da,
-                       float *db, const float *dout) {
-  if (bc->numel == 0) return;
-  fsU_bcast r = bcast_rows(bc, 3);
-  int outer = r.rank - 1;
-  int64_t n = r.shape[outer], sc = r.st[0][outer], sa = r.st[1][outer], sb = r.st[2][outer];
-  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
-  do {
-    const int64_t *c = cond + off[0];
-    const float *ra = a ? a + off[1] : NULL, *rb = b ? b + off[2] : NULL;
-    float *o = out ? out + i : NULL, *rda = da ? da + off[1] : NULL, *rdb = db ? db + off[2] : NULL;
-    const float *g = dout ? dout + i : NULL;
-    if (sc == 1 && sa == 1 && sb == 1) where_row(n, c, 1, ra, 1, rb, 1, o, rda, rdb, g);
-    else if (sc == 1 && sa == 1 && sb == 0) where_row(n, c, 1, ra, 1, rb, 0, o, rda, rdb, g);
-    else if (sc == 1 && sa == 0 && sb == 1) where_row(n, c, 1, ra, 0, rb, 1, o, rda, rdb, g);
-    else where_row(n, c, sc, ra, sa, rb, sb, o, rda, rdb, g);
-    i += n;
-  } while (step(outer, r.shape, idx, 3, (const int64_t(*)[FS_MAX_RANK])r.st, off));
-}
-
-static void cpu_where_forward(const fsU_bcast *bc, const int64_t *cond, const float *a, const float *b,
-                              float *out) {
-  where_rows(bc, cond, a, b, out, NULL, NULL, NULL);
-}
-
-static void cpu_where_backward(const fsU_bcast *bc, const int64_t *cond, float *da, float *db,
-                               const float *dout) {
-  where_rows(bc, cond, NULL, NULL, NULL, da, db, dout);
-}
 
 /* ---- strided windows ---- */
 
@@ -203,31 +136,7 @@ static void cpu_gather_backward(const fsU_window *w, float *dx, const float *dy)
   } while (step(outer, r.shape, idx, 1, st, off));
 }
 
-/* ---- reductions over one dim: x[O,L,I] (AT, sums and softmax: ops_typed.h) ---- */
-
-static void cpu_extreme_forward(bool want_max, int64_t O, int64_t L, int64_t I, const float *x,
-                                float *y, int64_t *idx) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      int64_t best = 0;
-      float bv = x[AT(o, 0, i)];
-      for (int64_t l = 1; l < L && !isnan(bv); l++) {
-        float v = x[AT(o, l, i)];
-        if (isnan(v) || (want_max ? v > bv : v < bv)) {
-          bv = v;
-          best = l;
-        }
-      }
-      y[o * I + i] = bv;
-      if (idx) idx[o * I + i] = best;
-    }
-}
-
-static void cpu_extreme_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy,
-                                 const int64_t *idx) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) dx[AT(o, idx[o * I + i], i)] += dy[o * I + i];
-}
+/* ---- reductions over one dim: x[O,L,I] (AT, sums, max/min and softmax: ops_typed.h) ---- */
 
 static void cpu_logsumexp_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
   for (int64_t o = 0; o < O; o++)
@@ -298,59 +207,11 @@ static void cpu_put(int64_t n, const int64_t *off, size_t esize, const void *v, 
   for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)off[i] * esize, src + (size_t)i * esize, esize);
 }
 
-/* ---- topk ---- */
-
-typedef struct ranked { float v; int64_t i; } ranked;
-
-/* NaN above everything; equal values keep the lower index first */
-static int rank_desc(const void *pa, const void *pb) {
-  const ranked *a = pa, *b = pb;
-  bool na = isnan(a->v), nb = isnan(b->v);
-  if (na != nb) return na ? -1 : 1;
-  if (!na && a->v != b->v) return a->v > b->v ? -1 : 1;
-  return a->i < b->i ? -1 : a->i > b->i;
-}
-
-static int rank_asc(const void *pa, const void *pb) {
-  const ranked *a = pa, *b = pb;
-  bool na = isnan(a->v), nb = isnan(b->v);
-  if (na != nb) return na ? 1 : -1;
-  if (!na && a->v != b->v) return a->v < b->v ? -1 : 1;
-  return a->i < b->i ? -1 : a->i > b->i;
-}
-
-static int cpu_topk_forward(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
-                            int64_t *idx) {
-  ranked *row = malloc((size_t)(L ? L : 1) * sizeof *row);
-  if (!row) return -1;
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      for (int64_t l = 0; l < L; l++) row[l] = (ranked){x[AT(o, l, i)], l};
-      qsort(row, (size_t)L, sizeof *row, largest ? rank_desc : rank_asc);
-      for (int64_t k = 0; k < K; k++) {
-        y[(o * K + k) * I + i] = row[k].v;
-        idx[(o * K + k) * I + i] = row[k].i;
-      }
-    }
-  free(row);
-  return 0;
-}
-
-static void cpu_topk_backward(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
-                              const int64_t *idx) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t i = 0; i < I; i++) dx[AT(o, idx[(o * K + k) * I + i], i)] += dy[(o * K + k) * I + i];
-}
-
 const fsU_kernels fsU_cpu = {
-  FS_OPS_TYPED_ENTRIES, /* ops_typed.h's: unary, binary, sum_dim, softmax, take_backward */
-  .where_forward = cpu_where_forward, .where_backward = cpu_where_backward,
+  FS_OPS_TYPED_ENTRIES, /* ops_typed.h's: unary, binary, where, sum_dim, max/min, softmax, topk, take_backward */
   .gather = cpu_gather, .gather_backward = cpu_gather_backward, .scatter = cpu_scatter,
-  .extreme_forward = cpu_extreme_forward, .extreme_backward = cpu_extreme_backward,
   .logsumexp_forward = cpu_logsumexp_forward, .logsumexp_backward = cpu_logsumexp_backward,
   .cumsum_forward = cpu_cumsum_forward, .cumsum_backward = cpu_cumsum_backward,
   .index_select = cpu_index_select, .index_select_backward = cpu_index_select_backward,
   .take = cpu_take, .put = cpu_put,
-  .topk_forward = cpu_topk_forward, .topk_backward = cpu_topk_backward,
 };

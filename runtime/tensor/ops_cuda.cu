@@ -47,7 +47,7 @@ static void cuda_put(int64_t n, const int64_t *off, size_t es, const void *v, vo
 
 /* a ranks before b: NaN above everything (below, for the smallest), then
  * the value, then the lower index, as ops.c's comparators */
-__device__ static bool ranks_before(bool largest, float av, int64_t ai, float bv, int64_t bi) {
+template <class T> __device__ static bool ranks_before(bool largest, T av, int64_t ai, T bv, int64_t bi) {
   bool na = isnan(av), nb = isnan(bv);
   if (na != nb) return largest ? na : nb;
   if (!na && av != bv) return largest ? av > bv : av < bv;
@@ -56,16 +56,16 @@ __device__ static bool ranks_before(bool largest, float av, int64_t ai, float bv
 
 /* one thread per (o, i) row: the K first in rank order by repeated
  * selection of the best element ranking after the previous pick (no scratch) */
-__global__ void topk_k(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
-                       int64_t *idx) {
+template <class T>
+__global__ void topk_k(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const T *x, T *y, int64_t *idx) {
   FSCU_FOR(r, (size_t)(O * I)) {
     int64_t o = (int64_t)r / I, i = (int64_t)r % I, pi = -1;
-    float pv = 0;
+    T pv = 0;
     for (int64_t k = 0; k < K; k++) {
       int64_t bi = -1;
-      float bv = 0;
+      T bv = 0;
       for (int64_t l = 0; l < L; l++) {
-        float v = x[(o * L + l) * I + i];
+        T v = x[(o * L + l) * I + i];
         if (pi >= 0 && !ranks_before(largest, pv, pi, v, l)) continue;
         if (bi < 0 || ranks_before(largest, v, l, bv, bi)) bv = v, bi = l;
       }
@@ -76,24 +76,35 @@ __global__ void topk_k(bool largest, int64_t O, int64_t L, int64_t I, int64_t K,
   }
 }
 
-static int cuda_topk_forward(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const float *x, float *y,
-                             int64_t *idx) {
+/* float, and double for 64-true (fscu_topk_forward_f64, f64_cuda.cu's table) */
+template <class T>
+static int topk_forward(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const T *x, T *y, int64_t *idx) {
   if (O * I > 0 && K > 0) topk_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(largest, O, L, I, K, x, y, idx);
   return 0;
 }
 
 /* the K indices of a row are distinct: no two threads add to one element */
-__global__ void topk_backward_k(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
-                                const int64_t *idx) {
+template <class T>
+__global__ void topk_backward_k(int64_t O, int64_t L, int64_t I, int64_t K, T *dx, const T *dy, const int64_t *idx) {
   FSCU_FOR(j, (size_t)(O * K * I)) {
     int64_t o = (int64_t)j / (K * I), i = (int64_t)j % I;
     dx[(o * L + idx[j]) * I + i] += dy[j];
   }
 }
 
-static void cuda_topk_backward(int64_t O, int64_t L, int64_t I, int64_t K, float *dx, const float *dy,
-                               const int64_t *idx) {
+template <class T>
+static void topk_backward(int64_t O, int64_t L, int64_t I, int64_t K, T *dx, const T *dy, const int64_t *idx) {
   if (O * K * I > 0) topk_backward_k<<<fscu_blocks((size_t)(O * K * I)), FSCU_THREADS>>>(O, L, I, K, dx, dy, idx);
+}
+
+int fscu_topk_forward_f64(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const double *x, double *y,
+                          int64_t *idx) {
+  return topk_forward(largest, O, L, I, K, x, y, idx);
+}
+
+void fscu_topk_backward_f64(int64_t O, int64_t L, int64_t I, int64_t K, double *dx, const double *dy,
+                            const int64_t *idx) {
+  topk_backward(O, L, I, K, dx, dy, idx);
 }
 
 /* nvcc's C++17 has no designated initializers: the slots are named here */
@@ -102,8 +113,8 @@ static fsU_kernels make_ops(void) {
   k.take = cuda_take;
   k.take_backward = cuda_take_backward;
   k.put = cuda_put;
-  k.topk_forward = cuda_topk_forward;
-  k.topk_backward = cuda_topk_backward;
+  k.topk_forward = topk_forward<float>;
+  k.topk_backward = topk_backward<float>;
   k.partial = true;
   return k;
 }

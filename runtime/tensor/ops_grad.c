@@ -430,6 +430,7 @@ static int binary_op_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_binary_op(fsU_binary op, fs_tensor *a, fs_tensor *b) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_binary_f64(op, a, b);
   if (low_bcast_ok(2, (fs_tensor *const[]){a, b}, 0)) return low_bcast_run(false, op, 2, (fs_tensor *const[]){a, b});
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){a, b}))
@@ -465,6 +466,7 @@ static int where_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_where(fs_tensor *cond, fs_tensor *a, fs_tensor *b) {
+  if (fsG_any_f64(2, (fs_tensor *const[]){a, b})) return fsG_where_f64(cond, a, b);
   if ((cond->dtype == FS_BOOL || cond->dtype == FS_I64) && low_bcast_ok(3, (fs_tensor *const[]){cond, a, b}, 1)) {
     fs_tensor *c = fsG_unbool(cond), *out = c ? low_bcast_run(true, 0, 3, (fs_tensor *const[]){c, a, b}) : NULL;
     fsT_release(c);
@@ -734,6 +736,17 @@ static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
   return fsG_bw_end(&c, n) < 0 ? -1 : rc;
 }
 
+/* float64's: the piece's window of the gradient (a view or a copy) added
+ * to the piece's, in double (a float32 piece's converted, as a cast's) */
+static int cat_piece64_bw(fsG_node *n, fs_tensor *out) {
+  fsU_window w;
+  window_load(n, &w);
+  fs_tensor *part = n->in[0]->requires_grad ? fsG_window(out->grad, &w) : NULL;
+  int rc = n->in[0]->requires_grad && (!part || fsG_add_grad_f64(n->in[0], part) < 0) ? -1 : 0;
+  fsT_release(part);
+  return rc < 0 || fsG_add_grad_f64(n->in[1], out->grad) < 0 ? -1 : 0;
+}
+
 /* Low-precision parts are concatenated as float32 copies; the result is
  * their type when every float part has it (precision.c's rule for n inputs). */
 static fs_tensor *cat_low(fs_tensor *const *ts, int n, int dim, fs_dtype low) {
@@ -778,10 +791,6 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     const fs_tensor *t = ts[i];
     if (!fsG_check_inputs("cat", 1, (fs_tensor *const *)&ts[i])) return NULL;
     any_f64 |= t->dtype == FS_F64;
-    if (t->dtype == FS_F64 && t->requires_grad && fsG_grad_enabled()) {
-      fsT_seterr("cat: this op has no float64 backward in this runtime (a float64 part requires grad)");
-      return NULL;
-    }
     if (t->device != ts[0]->device) {
       fsT_seterr("Expected all tensors to be on the same device, but found at least two devices, %s and %s!",
                  fsT_device_name(ts[0]->device), fsT_device_name(t->device));
@@ -819,7 +828,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     at += ts[i]->shape[d];
   }
   out = fsG_to_dev(out, ts[0]->device);
-  if (!out || dt != FS_F32) return out;
+  if (!out || dt == FS_I64) return out;
   /* one node per piece would need n inputs; instead the output is a chain of
    * identity views, each of whose nodes routes its window back to one piece */
   at = 0;
@@ -830,7 +839,7 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     }
     fs_tensor *v = fsT_view(out, out->rank, out->shape);
     fs_tensor *ins[2] = {ts[i], out};
-    if (v) v = fsG_record(v, cat_piece_bw, 2, ins, NULL, NULL, 0, 0);
+    if (v) v = fsG_record(v, dt == FS_F64 ? cat_piece64_bw : cat_piece_bw, 2, ins, NULL, NULL, 0, 0);
     if (v && v->node) {
       window_of(out, &w);
       w.shape[d] = ts[i]->shape[d];
@@ -1118,6 +1127,7 @@ static int extreme_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices) {
+  if (fsG_any_f64(1, &x)) return fsG_extreme_f64(want_max, x, dim, keepdim, indices);
   if (oli_low_ok(x)) {
     int d;
     int64_t O, L, I, shape[FS_MAX_RANK];
@@ -1295,7 +1305,7 @@ static int index_select_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, idx}))
+  if (x->dtype != FS_F64 && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, idx}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_index_select(lp.w[0], dim, lp.w[1]));
   int d;
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
@@ -1324,6 +1334,12 @@ fs_tensor *fsG_index_select(fs_tensor *x, int dim, fs_tensor *idx) {
   /* negative indices count from the end, as Python's */
   fs_tensor *pos = fsG_host_new(FS_I64, 1, &idx->numel);
   for (int64_t k = 0; pos && k < idx->numel; k++) fsT_i64(pos)[k] = iv[k] < 0 ? iv[k] + L : iv[k];
+  if (x->dtype == FS_F64) { /* taken by offsets, as indexing takes: float64's backward */
+    fsG_stage_end(&s);
+    out = pos ? fsG_index_select_f64(x, d, pos, shape) : NULL;
+    fsT_release(pos);
+    return out;
+  }
   if (pos && (out = fsG_host_new(x->dtype, x->rank ? x->rank : 0, shape)))
     s.k->index_select(O, L, I, fsT_i64(pos), idx->numel, fsT_dtype_size(x->dtype), s.h[0]->data, out->data);
   fsG_stage_end(&s);

@@ -1,16 +1,17 @@
 /* ops_typed.h -- ops.c's elementwise and one-dim kernels over FS_REAL
  * (typed.h): unary functions and their gradients, broadcast binary ops
- * (with the odometer and row merging they walk with), sum over a dim,
- * softmax / log_softmax, indexing's scatter-add backward (and their
- * table entries, FS_OPS_TYPED_ENTRIES); the per-element formulas they loop
- * over are ops_scalar.h's (f64_cuda.cu's too).  ops.c instantiates them for
- * float (the cpu kernels of ops.h, under their names), f64_kernels.c for
- * double (NAME_f64).
+ * (with the odometer and row merging they walk with), where, sum and
+ * max/min over a dim, softmax / log_softmax, topk, indexing's scatter-add
+ * backward (and their table entries, FS_OPS_TYPED_ENTRIES); the
+ * per-element formulas they loop over are ops_scalar.h's (f64_cuda.cu's
+ * too).  ops.c instantiates them for float (the cpu kernels of ops.h,
+ * under their names), f64_kernels.c for double (NAME_f64).
  *
  * Invariant: one text serves both types, so a formula fixed here is fixed
  * for float32 and float64 alike; sums over a row accumulate in double
  * whatever the element type.  Included once per translation unit, after
  * ops.h. */
+#include <stdlib.h>
 #include "typed.h"
 #include "ops_scalar.h" /* the per-element formulas, shared with cuda */
 
@@ -162,6 +163,75 @@ static void FS_RK(cpu_binary_backward)(fsU_binary op, const fsU_bcast *bc, FS_RE
   }
 }
 
+/* ---- where ---- */
+
+/* One row of n elements at strides sc, sa, sb, forward (out) or backward
+ * (da, db).  The callers pass the common strides as constants, so those
+ * copies are straight loops; elements in the odometer's order, so a
+ * broadcast side's gradient sums in that order. */
+static inline __attribute__((always_inline)) void FS_RK(where_row)(int64_t n, const int64_t *c, int64_t sc,
+                                                                   const FS_REAL *a, int64_t sa, const FS_REAL *b,
+                                                                   int64_t sb, FS_REAL *out, FS_REAL *da, FS_REAL *db,
+                                                                   const FS_REAL *dout) {
+  if (out) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) { /* both sides loaded: a select, no branch */
+      FS_REAL x = a[j * sa], y = b[j * sb];
+      out[j] = c[j * sc] ? x : y;
+    }
+    return;
+  }
+  if (da && da == db) { /* where(c, x, x): one buffer takes every element in order */
+    for (int64_t j = 0; j < n; j++) da[j * sa] += dout[j];
+    return;
+  }
+  /* the side not taken keeps its bits (no + 0); a side of stride 1 is a
+   * straight loop, one of stride 0 sums into its element in order */
+  if (da && sa == 1) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) da[j] = c[j * sc] ? da[j] + dout[j] : da[j];
+  } else if (da)
+    for (int64_t j = 0; j < n; j++) da[j * sa] = c[j * sc] ? da[j * sa] + dout[j] : da[j * sa];
+  if (db && sb == 1) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) db[j] = c[j * sc] ? db[j] : db[j] + dout[j];
+  } else if (db)
+    for (int64_t j = 0; j < n; j++) db[j * sb] = c[j * sc] ? db[j * sb] : db[j * sb] + dout[j];
+}
+
+/* forward (out) or backward (da, db from dout) over the rows binary_rows
+ * walks (bcast_rows over the three inputs) */
+FS_VECTOR_TARGET
+static void FS_RK(where_rows)(const fsU_bcast *bc, const int64_t *cond, const FS_REAL *a, const FS_REAL *b,
+                              FS_REAL *out, FS_REAL *da, FS_REAL *db, const FS_REAL *dout) {
+  if (bc->numel == 0) return;
+  fsU_bcast r = bcast_rows(bc, 3);
+  int outer = r.rank - 1;
+  int64_t n = r.shape[outer], sc = r.st[0][outer], sa = r.st[1][outer], sb = r.st[2][outer];
+  int64_t idx[FS_MAX_RANK] = {0}, off[3] = {0, 0, 0}, i = 0;
+  do {
+    const int64_t *c = cond + off[0];
+    const FS_REAL *ra = a ? a + off[1] : NULL, *rb = b ? b + off[2] : NULL;
+    FS_REAL *o = out ? out + i : NULL, *rda = da ? da + off[1] : NULL, *rdb = db ? db + off[2] : NULL;
+    const FS_REAL *g = dout ? dout + i : NULL;
+    if (sc == 1 && sa == 1 && sb == 1) FS_RK(where_row)(n, c, 1, ra, 1, rb, 1, o, rda, rdb, g);
+    else if (sc == 1 && sa == 1 && sb == 0) FS_RK(where_row)(n, c, 1, ra, 1, rb, 0, o, rda, rdb, g);
+    else if (sc == 1 && sa == 0 && sb == 1) FS_RK(where_row)(n, c, 1, ra, 0, rb, 1, o, rda, rdb, g);
+    else FS_RK(where_row)(n, c, sc, ra, sa, rb, sb, o, rda, rdb, g);
+    i += n;
+  } while (step(outer, r.shape, idx, 3, (const int64_t(*)[FS_MAX_RANK])r.st, off));
+}
+
+static void FS_RK(cpu_where_forward)(const fsU_bcast *bc, const int64_t *cond, const FS_REAL *a, const FS_REAL *b,
+                                     FS_REAL *out) {
+  FS_RK(where_rows)(bc, cond, a, b, out, NULL, NULL, NULL);
+}
+
+static void FS_RK(cpu_where_backward)(const fsU_bcast *bc, const int64_t *cond, FS_REAL *da, FS_REAL *db,
+                                      const FS_REAL *dout) {
+  FS_RK(where_rows)(bc, cond, NULL, NULL, NULL, da, db, dout);
+}
+
 /* ---- reductions over one dim: x[O,L,I] ---- */
 
 #define AT(o, l, i) (((o) * L + (l)) * I + (i))
@@ -179,6 +249,31 @@ static void FS_RK(cpu_sum_dim_backward)(int64_t O, int64_t L, int64_t I, FS_REAL
   for (int64_t o = 0; o < O; o++)
     for (int64_t l = 0; l < L; l++)
       for (int64_t i = 0; i < I; i++) dx[AT(o, l, i)] += dy[o * I + i];
+}
+
+/* max / min over L with its first index, NaN propagating (torch's) */
+static void FS_RK(cpu_extreme_forward)(bool want_max, int64_t O, int64_t L, int64_t I, const FS_REAL *x,
+                                       FS_REAL *y, int64_t *idx) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      int64_t best = 0;
+      FS_REAL bv = x[AT(o, 0, i)];
+      for (int64_t l = 1; l < L && !isnan(bv); l++) {
+        FS_REAL v = x[AT(o, l, i)];
+        if (isnan(v) || (want_max ? v > bv : v < bv)) {
+          bv = v;
+          best = l;
+        }
+      }
+      y[o * I + i] = bv;
+      if (idx) idx[o * I + i] = best;
+    }
+}
+
+static void FS_RK(cpu_extreme_backward)(int64_t O, int64_t L, int64_t I, FS_REAL *dx, const FS_REAL *dy,
+                                        const int64_t *idx) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) dx[AT(o, idx[o * I + i], i)] += dy[o * I + i];
 }
 
 /* the largest of L values at stride I, NaNs skipped as fmaxf skips them
@@ -223,6 +318,51 @@ static void FS_RK(cpu_softmax_backward)(bool log, int64_t O, int64_t L, int64_t 
     }
 }
 
+/* ---- topk over one dim: x[O,L,I] -> [O,K,I] ---- */
+
+typedef struct FS_RK(ranked) { FS_REAL v; int64_t i; } FS_RK(ranked);
+
+/* NaN above everything; equal values keep the lower index first */
+static int FS_RK(rank_desc)(const void *pa, const void *pb) {
+  const FS_RK(ranked) *a = pa, *b = pb;
+  bool na = isnan(a->v), nb = isnan(b->v);
+  if (na != nb) return na ? -1 : 1;
+  if (!na && a->v != b->v) return a->v > b->v ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int FS_RK(rank_asc)(const void *pa, const void *pb) {
+  const FS_RK(ranked) *a = pa, *b = pb;
+  bool na = isnan(a->v), nb = isnan(b->v);
+  if (na != nb) return na ? 1 : -1;
+  if (!na && a->v != b->v) return a->v < b->v ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int FS_RK(cpu_topk_forward)(bool largest, int64_t O, int64_t L, int64_t I, int64_t K, const FS_REAL *x,
+                                   FS_REAL *y, int64_t *idx) {
+  FS_RK(ranked) *row = malloc((size_t)(L ? L : 1) * sizeof *row);
+  if (!row) return -1;
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      for (int64_t l = 0; l < L; l++) row[l] = (FS_RK(ranked)){x[AT(o, l, i)], l};
+      qsort(row, (size_t)L, sizeof *row, largest ? FS_RK(rank_desc) : FS_RK(rank_asc));
+      for (int64_t k = 0; k < K; k++) {
+        y[(o * K + k) * I + i] = row[k].v;
+        idx[(o * K + k) * I + i] = row[k].i;
+      }
+    }
+  free(row);
+  return 0;
+}
+
+static void FS_RK(cpu_topk_backward)(int64_t O, int64_t L, int64_t I, int64_t K, FS_REAL *dx, const FS_REAL *dy,
+                                     const int64_t *idx) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t i = 0; i < I; i++) dx[AT(o, idx[(o * K + k) * I + i], i)] += dy[(o * K + k) * I + i];
+}
+
 /* ---- indexing's backward: dx[off[i]] += dy[i] in i's order ---- */
 
 static void FS_RK(cpu_take_backward)(int64_t n, const int64_t *off, FS_REAL *dx, const FS_REAL *dy) {
@@ -236,4 +376,7 @@ static void FS_RK(cpu_take_backward)(int64_t n, const int64_t *off, FS_REAL *dx,
   .binary_forward = FS_RK(cpu_binary_forward), .binary_backward = FS_RK(cpu_binary_backward),               \
   .sum_dim_forward = FS_RK(cpu_sum_dim_forward), .sum_dim_backward = FS_RK(cpu_sum_dim_backward),           \
   .softmax_forward = FS_RK(cpu_softmax_forward), .softmax_backward = FS_RK(cpu_softmax_backward),           \
+  .where_forward = FS_RK(cpu_where_forward), .where_backward = FS_RK(cpu_where_backward),                   \
+  .extreme_forward = FS_RK(cpu_extreme_forward), .extreme_backward = FS_RK(cpu_extreme_backward),           \
+  .topk_forward = FS_RK(cpu_topk_forward), .topk_backward = FS_RK(cpu_topk_backward),                       \
   .take_backward = FS_RK(cpu_take_backward)

@@ -26,6 +26,18 @@ each replayed by torch with Lightning's DoublePrecision by hand: the module
          relative (measured 5.2e-12: Adam's normalized steps amplify the
          last bits, e.g. of the key bias, whose gradient is zero in exact
          arithmetic), losses within 1e-7 (measured 0).
+  ops:   a Module class whose forward runs masked_fill, where, maximum,
+         scaled_dot_product_attention with a boolean mask, max over a dim
+         and over everything, indexing by a tensor, cross_entropy with
+         class weights and label smoothing, nll_loss, mse, l1, smooth_l1,
+         huber, binary_cross_entropy (with and without logits, pos_weight)
+         and kl_div, all float64, trained 25 steps each with RMSprop
+         (centered, momentum, weight decay), Adagrad (lr_decay, initial
+         accumulator, weight decay) and Adadelta (weight decay), clipped to
+         norm 2.0: parameters within 1e-10 relative (measured 3.3e-15,
+         5.2e-16 and 6.1e-16), losses within 1e-7 (one float32 rounding;
+         measured 0).  Dropout's mask is this runtime's (torch draws its own),
+         so dropout is checked by test_rt_f64, not here.
 The final parameters are read from fabric.save's checkpoint (DoubleStorage).
 The inputs are the same float32 values in both (float32 elementwise kernels
 such as cos may differ from torch's by an ulp, which float64 would then
@@ -228,4 +240,86 @@ y = torch.tensor([[((i * 16 + t) * 37 + 48) % 256 for t in range(16)] for i in r
 want = replay("gpt", model, lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.1), 20,
               lambda m: m(x, y).float(), max_norm=1.0)
 compare("gpt", got, want, f"{tmp}/gpt_final.ckpt", model, 1e-7, 1e-10)
+
+# ---- ops: the float64 paths of where, max/min, attention, the losses; RMSprop, Adagrad, Adadelta ----
+OPS_NET = """
+class Net(Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = Linear(12, 16)
+        self.fc2 = Linear(16, 4)
+
+    def forward(self, x, y):
+        h = self.fc1(x)
+        h = h.masked_fill(h > 1.0, 1.0)
+        h = where(h < -1.0, h * 0.1, h)
+        q = h.view(2, 4, 4, 4)
+        mask = tensor([[True, False, True, True], [True, True, False, True], [True, True, True, True], [False, True, True, True]])
+        a = scaled_dot_product_attention(q, q * 0.5, q, attn_mask=mask)
+        h = maximum(h, h * -0.5) + a.reshape(8, 16) * 0.5
+        m, i = h.view(8, 4, 4).max(2)
+        z = self.fc2(h) + m * 0.1
+        t = (x[:, :4] * 0.5).sigmoid()
+        w = tensor([1.0, 2.0, 0.5, 1.5])
+        loss = cross_entropy(z, y, weight=w, label_smoothing=0.1) + nll_loss(z.log_softmax(1), y)
+        loss = loss + mse_loss(z, t) + l1_loss(z, t) + smooth_l1_loss(z, t, beta=0.5) + huber_loss(z, t, delta=0.7)
+        loss = loss + binary_cross_entropy(z.sigmoid(), t) + binary_cross_entropy_with_logits(z, t, pos_weight=w)
+        loss = loss + kl_div(z.log_softmax(1), t, reduction="batchmean") + z.max() * 0.1
+        return loss + z[tensor([0, 3, 3, 5])].sum() * 0.1
+"""
+
+OPS_OPTS = {
+    "rmsprop": ("RMSprop(model.parameters(), lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=1e-3)",
+                lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=1e-3)),
+    "adagrad": ("Adagrad(model.parameters(), lr=0.1, lr_decay=0.01, weight_decay=1e-3, initial_accumulator_value=0.1)",
+                lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01, weight_decay=1e-3, initial_accumulator_value=0.1)),
+    "adadelta": ("Adadelta(model.parameters(), lr=1.0, rho=0.8, weight_decay=1e-3)",
+                 lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.8, weight_decay=1e-3)),
+}
+
+
+class OpsNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(12, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h = self.fc1(x)
+        h = h.masked_fill(h > 1.0, 1.0)
+        h = torch.where(h < -1.0, h * 0.1, h)
+        q = h.view(2, 4, 4, 4)
+        mask = torch.tensor([[True, False, True, True], [True, True, False, True], [True, True, True, True],
+                             [False, True, True, True]])
+        add = torch.zeros(4, 4).masked_fill(~mask, float("-inf"))  # float32, as the runtime's additive mask
+        s = q @ (q * 0.5).transpose(-2, -1) * (1.0 / 2.0) + add
+        a = s.softmax(-1) @ q
+        h = torch.maximum(h, h * -0.5) + a.reshape(8, 16) * 0.5
+        m, i = h.view(8, 4, 4).max(2)
+        z = self.fc2(h) + m * 0.1
+        t = (x[:, :4] * 0.5).sigmoid()
+        w = torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=torch.float64)
+        loss = F.cross_entropy(z, y, weight=w, label_smoothing=0.1) + F.nll_loss(z.log_softmax(1), y)
+        loss = loss + F.mse_loss(z, t) + F.l1_loss(z, t) + F.smooth_l1_loss(z, t, beta=0.5) + F.huber_loss(z, t, delta=0.7)
+        loss = loss + F.binary_cross_entropy(z.sigmoid(), t) + F.binary_cross_entropy_with_logits(z, t, pos_weight=w)
+        loss = loss + F.kl_div(z.log_softmax(1), t, reduction="batchmean") + z.max() * 0.1
+        return loss + z[torch.tensor([0, 3, 3, 5])].sum() * 0.1
+
+
+x = (torch.arange(96).float().view(8, 12) / 96.0 - 0.5) * 3.0
+y = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+for name, (fab_opt, torch_opt) in OPS_OPTS.items():
+    got = run(name, f"""{OPS_NET}
+fabric = Fabric(accelerator="cpu", devices=1, precision="64-true")
+fabric.seed_everything(13)
+model = Net()
+fabric.save("{tmp}/{name}_init.ckpt", {{"model": model}})
+model = fabric.setup_module(model)
+opt = fabric.setup_optimizers({fab_opt})
+x = (arange(96).float().view(8, 12) / 96.0 - 0.5) * 3.0
+y = tensor([0, 1, 2, 3, 0, 1, 2, 3])
+{fab_train(name, 25, 2.0)}""")
+    model = OpsNet()
+    want = replay(name, model, torch_opt, 25, lambda m: m(x.double(), y).float(), max_norm=2.0)
+    compare(name, got, want, f"{tmp}/{name}_final.ckpt", model, 1e-7, 1e-10)
 print("ok   64-true trains as torch's float64")

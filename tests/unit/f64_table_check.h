@@ -246,4 +246,104 @@ static void f64chk_layers(f64chk *c) {
   f64chk_done(c);
 }
 
+/* The kernels of f64_ops.c's ops: where (broadcast, and one gradient
+ * buffer for both sides), max/min over a dim, topk, dropout, every elementwise
+ * loss (BCE_LOGITS with a pos_weight), RMSprop (centered, momentum),
+ * Adagrad and Adadelta */
+static void f64chk_more(f64chk *c) {
+  const fsB_f64_kernels *k = &fsB_f64_cpu, *g = c->be->f64;
+  /* where(cond [4, 1, 5], a [3, 1], b [4, 3, 5]) */
+  fsU_bcast bc = {.rank = 3, .shape = {4, 3, 5}, .numel = 60};
+  int64_t cs[3] = {4, 1, 5}, as[2] = {3, 1}, cond[20];
+  fsU_bcast_strides(3, cs, 3, bc.shape, bc.st[0]);
+  fsU_bcast_strides(2, as, 3, bc.shape, bc.st[1]);
+  fsU_bcast_strides(3, bc.shape, 3, bc.shape, bc.st[2]);
+  for (int i = 0; i < 20; i++) cond[i] = (i * 7) % 3 == 0;
+  double *a = f64chk_rnd(c, 30, 3, -1, 1), *b = f64chk_rnd(c, 31, 60, -1, 1), *o = f64chk_rnd(c, 32, 60, 0, 0);
+  double *da = f64chk_rnd(c, 33, 3, -1, 1), *db = f64chk_rnd(c, 34, 60, -1, 1), *dout = f64chk_rnd(c, 35, 60, -1, 1);
+  int64_t *gcond = f64chk_up(c, cond, sizeof cond);
+  double *ga = f64chk_upd(c, a, 3), *gb = f64chk_upd(c, b, 60), *go = f64chk_upd(c, o, 60);
+  double *gda = f64chk_upd(c, da, 3), *gdb = f64chk_upd(c, db, 60), *gdout = f64chk_upd(c, dout, 60);
+  k->where_forward(&bc, cond, a, b, o), g->where_forward(&bc, gcond, ga, gb, go);
+  f64chk_expect(c, go, o, 60, "where_forward");
+  k->where_backward(&bc, cond, da, db, dout), g->where_backward(&bc, gcond, gda, gdb, gdout);
+  f64chk_expect(c, gda, da, 3, "where_backward da");
+  f64chk_expect(c, gdb, db, 60, "where_backward db");
+  fsU_bcast same = bc; /* where(cond, x, x): both gradients into one buffer */
+  memcpy(same.st[1], same.st[2], sizeof same.st[1]);
+  k->where_backward(&same, cond, db, db, dout), g->where_backward(&same, gcond, gdb, gdb, gdout);
+  f64chk_expect(c, gdb, db, 60, "where_backward, one buffer");
+  /* max and min over the middle dim of [4, 3, 5], a NaN in one column */
+  int64_t idx[20], *gidx = f64chk_up(c, idx, sizeof idx);
+  b[17] = NAN;
+  gb = f64chk_upd(c, b, 60);
+  for (int mx = 0; mx < 2; mx++) {
+    k->extreme_forward(mx, 4, 3, 5, b, o, idx), g->extreme_forward(mx, 4, 3, 5, gb, go, gidx);
+    f64chk_expect(c, go, o, 20, mx ? "max" : "min");
+    int64_t got[20];
+    assert_int_equal(c->be->to_host(got, gidx, sizeof got), 0);
+    assert_memory_equal(got, idx, sizeof got);
+    k->extreme_backward(4, 3, 5, db, dout, idx), g->extreme_backward(4, 3, 5, gdb, gdout, gidx);
+    f64chk_expect(c, gdb, db, 60, mx ? "max backward" : "min backward");
+  }
+  /* the 2 largest and smallest over the middle dim of [4, 3, 5], the NaN among them */
+  int64_t tki[40], *gtki = f64chk_up(c, tki, sizeof tki);
+  for (int lg = 0; lg < 2; lg++) {
+    assert_int_equal(k->topk_forward(lg, 4, 3, 5, 2, b, o, tki), 0);
+    assert_int_equal(g->topk_forward(lg, 4, 3, 5, 2, gb, go, gtki), 0);
+    f64chk_expect(c, go, o, 40, lg ? "topk largest" : "topk smallest");
+    int64_t got[40];
+    assert_int_equal(c->be->to_host(got, gtki, sizeof got), 0);
+    assert_memory_equal(got, tki, sizeof got);
+    k->topk_backward(4, 3, 5, 2, db, dout, tki), g->topk_backward(4, 3, 5, 2, gdb, gdout, gtki);
+    f64chk_expect(c, gdb, db, 60, "topk backward");
+  }
+  /* dropout: the mask of key 7, p 0.3 and 1 */
+  for (int i = 0; i < 2; i++) {
+    double p = i ? 1.0 : 0.3;
+    k->dropout_forward(o, dout, 60, p, 7), g->dropout_forward(go, gdout, 60, p, 7);
+    f64chk_expect(c, go, o, 60, "dropout_forward");
+    k->dropout_backward(db, dout, 60, p, 7), g->dropout_backward(gdb, gdout, 60, p, 7);
+    f64chk_expect(c, gdb, db, 60, "dropout_backward");
+  }
+  /* the elementwise losses of x in (0, 1) (BCE's probabilities) against y in
+   * (0, 1), with a pos_weight of 5 over the last dim */
+  double *x = f64chk_rnd(c, 36, 60, 0.05, 0.95), *y = f64chk_rnd(c, 37, 60, 0.05, 0.95);
+  double *pw = f64chk_rnd(c, 38, 5, 0.5, 2);
+  double *gx = f64chk_upd(c, x, 60), *gy = f64chk_upd(c, y, 60), *gpw = f64chk_upd(c, pw, 5);
+  for (int op = FSN_MSE; op <= FSN_KL_DIV; op++)
+    for (int v = 0; v < 2; v++) {
+      char what[64];
+      double param = op == FSN_KL_DIV ? v : 0.2 + v;
+      const double *w = op == FSN_BCE_LOGITS && v ? pw : NULL, *gw = w ? gpw : NULL;
+      snprintf(what, sizeof what, "loss %d, variant %d", op, v);
+      k->ploss_forward(op, param, w, 5, o, x, y, 60), g->ploss_forward(op, param, gw, 5, go, gx, gy, 60);
+      f64chk_expect(c, go, o, 60, what);
+      k->ploss_backward(op, param, w, 5, da, db, dout, x, y, 3);
+      g->ploss_backward(op, param, gw, 5, gda, gdb, gdout, gx, gy, 3);
+      k->ploss_backward(op, param, w, 5, NULL, db, dout, x, y, 60);
+      g->ploss_backward(op, param, gw, 5, NULL, gdb, gdout, gx, gy, 60);
+      f64chk_expect(c, gda, da, 3, what);
+      f64chk_expect(c, gdb, db, 60, what);
+    }
+  /* RMSprop centered with momentum, Adagrad, Adadelta: two steps each */
+  double *p = f64chk_rnd(c, 39, 60, -1, 1), *s0 = f64chk_rnd(c, 40, 60, 0, 0), *s1 = f64chk_rnd(c, 41, 60, 0, 0);
+  double *s2 = f64chk_rnd(c, 42, 60, 0, 0), *gp = f64chk_upd(c, p, 60), *gs0 = f64chk_upd(c, s0, 60);
+  double *gs1 = f64chk_upd(c, s1, 60), *gs2 = f64chk_upd(c, s2, 60);
+  for (int step = 1; step <= 2; step++) {
+    fsB_update r = {.kind = FSB_UPD_RMSPROP, .n = 60, .lr = 0.01, .alpha = 0.9, .eps = 1e-8, .wd = 1e-3,
+                    .momentum = 0.5, .maximize = step == 2};
+    k->rmsprop_update(&r, p, x, s0, s1, s2), g->rmsprop_update(&r, gp, gx, gs0, gs1, gs2);
+    fsB_update u = {.kind = FSB_UPD_ADAGRAD, .n = 60, .lr = 0.1 / step, .eps = 1e-10, .wd = 1e-3};
+    k->adagrad_update(&u, p, y, s2), g->adagrad_update(&u, gp, gy, gs2);
+    fsB_update d = {.kind = FSB_UPD_ADADELTA, .n = 60, .lr = 1.0, .rho = 0.9, .eps = 1e-6, .wd = 1e-3};
+    k->adadelta_update(&d, p, dout, s0, s1), g->adadelta_update(&d, gp, gdout, gs0, gs1);
+  }
+  f64chk_expect(c, gp, p, 60, "rmsprop, adagrad, adadelta: parameter");
+  f64chk_expect(c, gs0, s0, 60, "rmsprop/adadelta square_avg");
+  f64chk_expect(c, gs1, s1, 60, "rmsprop grad_avg / adadelta acc_delta");
+  f64chk_expect(c, gs2, s2, 60, "rmsprop momentum / adagrad sum");
+  f64chk_done(c);
+}
+
 #endif

@@ -558,6 +558,7 @@ static void test_f64(void **state) {
   f64chk_elementwise(&c);
   f64chk_ops(&c);
   f64chk_layers(&c);
+  f64chk_more(&c);
 }
 
 int main(void) {

@@ -3,7 +3,9 @@
  * against central differences of the forward in double (linear, every
  * activation and elementwise function, softmax/log_softmax, arithmetic,
  * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
- * mse_loss); gradients in
+ * mse_loss, where, max/min over a dim, maximum, index_select, every
+ * elementwise loss, cross_entropy's options, topk, dropout, index
+ * assignment, cat, masked attention); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
  * the optimizers' double rules; emulated cuda's float64 table against the
@@ -105,6 +107,87 @@ static fs_tensor *chain_views(fs_tensor *x, fs_tensor *W, fs_tensor *b, int vari
   return loss;
 }
 
+/* an int64 tensor of shape (rank dims) holding v */
+static fs_tensor *i64_of(const int64_t *v, int rank, const int64_t *shape) {
+  fs_tensor *t = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, rank, shape));
+  memcpy(t->data, v, (size_t)t->numel * sizeof *v);
+  return t;
+}
+
+/* a + b, consuming both */
+static fs_tensor *plus(fs_tensor *a, fs_tensor *b) {
+  fs_tensor *s = rt_ok(fsG_binary(FSB_ADD, a, b));
+  fsT_release(a);
+  fsT_release(b);
+  return s;
+}
+
+/* sum(t), consuming t */
+static fs_tensor *total(fs_tensor *t) {
+  fs_tensor *s = rt_ok(fsG_sum(t));
+  fsT_release(t);
+  return s;
+}
+
+/* x [4, 5] W [6, 5] b [6]: where against a scaled copy, max or min over a
+ * dim, maximum, index_select, dropout, topk, index assignment, cat, one elementwise loss (variant % 7) with a
+ * reduction, cross_entropy with class weights, smoothing and an ignored
+ * row (or probability targets), attention with a boolean mask */
+static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+  fs_tensor *h = rt_ok(fsG_linear(x, W, b)); /* [4, 6] */
+  int64_t cv[24], sel[3] = {5, 0, 5}, tv[4] = {1, 4, 2, 0}, mv[4] = {1, 0, 1, 1};
+  for (int k = 0; k < 24; k++) cv[k] = (k * 5 + variant) % 3 == 0;
+  fs_tensor *cond = i64_of(cv, 2, (int64_t[]){4, 6}), *idx = i64_of(sel, 1, (int64_t[]){3});
+  fs_tensor *hs = rt_ok(fsG_binary_scalar(FSB_MUL, h, 0.3, false, false)), *w = rt_ok(fsG_where(cond, hs, h));
+  fs_tensor *mi, *mx = rt_ok(fsG_extreme(variant & 1, w, 1, variant & 2, &mi));
+  assert_int_equal(mi->dtype, FS_I64);
+  fs_tensor *mt = total(mx), *loss = rt_ok(fsG_binary_scalar(FSB_MUL, mt, 0.5, false, false));
+  fsT_release(mt);
+  loss = plus(loss, total(rt_ok(fsG_binary_op(FSU_MAXIMUM, w, hs))));
+  /* the elementwise loss of index_select(w) [4, 3] (its sigmoid for BCE) against y */
+  double yv[12], pwv[3] = {2.0, 0.5, 1.5};
+  for (int k = 0; k < 12; k++) yv[k] = 0.1 + 0.07 * k;
+  fs_tensor *y = f64_of(yv, 2, (int64_t[]){4, 3}), *pw = f64_of(pwv, 1, (int64_t[]){3});
+  fs_tensor *s = rt_ok(fsG_index_select(w, 1, idx));
+  fsN_ploss kind = (fsN_ploss)(variant % 7);
+  fs_tensor *in = kind == FSN_BCE ? rt_ok(fsG_unary(FSU_SIGMOID, s, 0, 0)) : fsT_retain(s);
+  double param = kind == FSN_KL_DIV ? variant / 8 : kind == FSN_HUBER ? 0.7 : 0.5;
+  fsG_reduction red = kind == FSN_KL_DIV ? FSG_BATCHMEAN : (fsG_reduction)(variant % 3);
+  fs_tensor *pl =
+    rt_ok(fsG_ploss(kind, in, y, param, kind == FSN_BCE_LOGITS ? pw : NULL, kind == FSN_BCE ? pw : NULL, red));
+  loss = plus(loss, total(pl));
+  /* dropout of w (p 0.3, a fixed key: the same mask in every evaluation), squared */
+  fs_tensor *dr = rt_ok(fsG_dropout(w, 0.3, 77));
+  loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, dr, dr))));
+  /* the 2 largest or smallest of each row of w, doubled */
+  fs_tensor *ti, *tk = rt_ok(fsG_topk(w, 2, 1, variant & 1, &ti));
+  loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, tk, tk))));
+  /* a copy of w [4, 6] with s's first column [4] written at (r, c[r]) (distinct: torch gives a
+   * repeated position's every value its gradient, no derivative of the forward), squared */
+  int64_t rv[4] = {0, 1, 3, 2}, colv[4] = {1, 5, 2, 2};
+  fs_tensor *rows = i64_of(rv, 1, (int64_t[]){4}), *cols = i64_of(colv, 1, (int64_t[]){4});
+  fs_tensor *s0 = rt_ok(fsG_select(s, 1, 0));
+  fsG_subscript at[2] = {{.kind = FSG_IX_TENSOR, .t = rows}, {.kind = FSG_IX_TENSOR, .t = cols}};
+  fs_tensor *w1 = rt_ok(fsG_binary_scalar(FSB_MUL, w, 1.0, false, false)); /* written in place without grad */
+  fs_tensor *put = rt_ok(fsG_index_put(w1, at, 2, s0));
+  loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, put, put))));
+  /* cat of w [4, 6] and s [4, 3] along dim 1, squared */
+  fs_tensor *ws[2] = {w, s}, *wc = rt_ok(fsG_cat(ws, 2, 1));
+  loss = plus(loss, total(rt_ok(fsG_binary(FSB_MUL, wc, wc))));
+  /* cross_entropy over w's rows */
+  fs_tensor *t = i64_of(tv, 1, (int64_t[]){4}), *cw = f64_of((double[]){1, 2, 0.5, 1, 3, 1}, 1, (int64_t[]){6});
+  fs_tensor *pr = rt_ok(fsG_softmax(hs, 1, false));
+  fs_tensor *ce = variant & 4 ? rt_ok(fsG_nll(w, pr, NULL, true, -100, 0.2, FSG_SUM))
+                              : rt_ok(fsG_nll(w, t, cw, !(variant & 8), 2, variant & 1 ? 0.1 : 0, FSG_MEAN));
+  loss = plus(loss, ce);
+  /* attention of h as [1, 2, 2, 6] with itself, a boolean mask [2, 2] */
+  fs_tensor *q = rt_ok(fsG_reshape(h, 4, (int64_t[]){1, 2, 2, 6})), *m = i64_of(mv, 2, (int64_t[]){2, 2});
+  loss = plus(loss, total(rt_ok(fsG_scaled_dot_product_attention(q, q, q, m, 0, false, 0))));
+  fs_tensor *all[] = {h, cond, idx, hs, w, mi, y, pw, s, in, rows, cols, s0, w1, put, wc, tk, ti, dr, t, cw, pr, q, m};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+  return loss;
+}
+
 typedef fs_tensor *(*chain_fn)(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant);
 
 static double loss_at(chain_fn f, fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
@@ -158,6 +241,7 @@ static void test_gradients(void **state) {
   (void)state;
   check_gradients(chain);
   check_gradients(chain_views);
+  check_gradients(chain_ops);
 }
 
 /* torch's promotion: a float64 with dims wins over float32; a 0-dim float64
@@ -197,6 +281,28 @@ static void test_refusal(void **state) {
   fsT_release(x);
 }
 
+/* dropout in double: each element dropped (0) or kept as x / (1 - p)
+ * computed in double; p = 1 drops everything */
+static void test_dropout(void **state) {
+  (void)state;
+  double v[64];
+  for (int k = 0; k < 64; k++) v[k] = 0.1 * k - 3.0;
+  fs_tensor *x = f64_of(v, 1, (int64_t[]){64});
+  fs_tensor *d = rt_ok(fsG_dropout(x, 0.3, 9)), *all = rt_ok(fsG_dropout(x, 1.0, 9));
+  assert_int_equal(d->dtype, FS_F64);
+  int kept = 0;
+  for (int k = 0; k < 64; k++) {
+    double y = fsT_f64(d)[k];
+    assert_true(y == 0 || y == v[k] * (1 / (1 - 0.3)));
+    kept += y != 0;
+    assert_true(fsT_f64(all)[k] == 0);
+  }
+  assert_true(kept > 32 && kept < 60); /* about 45 of 64 */
+  fsT_release(x);
+  fsT_release(d);
+  fsT_release(all);
+}
+
 static void test_optimizers(void **state) {
   (void)state;
   double p[2] = {1.0, -2.0}, g[2] = {0.5, 0.25}, buf[2] = {0, 0};
@@ -211,9 +317,11 @@ static void test_optimizers(void **state) {
   fsB_update a = {.kind = FSB_UPD_ADAM, .n = 2, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 0, .step = 1};
   assert_int_equal(fsO_update_f64(&a, &fsB_cpu, q, g, (double *[3]){m, v, NULL}), 0);
   assert_true(fabs(q[0] - 0.99) < 1e-15 && fabs(q[1] + 2.01) < 1e-15);
-  fsB_update r = {.kind = FSB_UPD_RMSPROP, .n = 2};
-  assert_int_equal(fsO_update_f64(&r, &fsB_cpu, q, g, (double *[3]){m, NULL, NULL}), -1);
-  assert_non_null(strstr(fsT_error(), "RMSprop has no float64 update"));
+  /* RMSprop's first step: sq = (1 - alpha) g^2, p -= lr g / (sqrt(sq) + eps) */
+  double r0[2] = {1.0, -2.0}, sq[2] = {0, 0};
+  fsB_update r = {.kind = FSB_UPD_RMSPROP, .n = 2, .lr = 0.01, .alpha = 0.99, .eps = 1e-8};
+  assert_int_equal(fsO_update_f64(&r, &fsB_cpu, r0, g, (double *[3]){sq, NULL, NULL}), 0);
+  assert_true(sq[0] == (1 - 0.99) * 0.5 * 0.5 && r0[0] == 1.0 + -0.01 * 0.5 / (sqrt(sq[0]) + 1e-8));
 }
 
 /* emulated cuda's float64 kernels are the cpu's, bit for bit, and never
@@ -224,12 +332,14 @@ static void test_emulated_cuda_table(void **state) {
   f64chk_elementwise(&c);
   f64chk_ops(&c);
   f64chk_layers(&c);
+  f64chk_more(&c);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dtype), cmocka_unit_test(test_gradients), cmocka_unit_test(test_promotion_and_casts),
-    cmocka_unit_test(test_refusal), cmocka_unit_test(test_optimizers), cmocka_unit_test(test_emulated_cuda_table),
+    cmocka_unit_test(test_refusal), cmocka_unit_test(test_dropout), cmocka_unit_test(test_optimizers),
+    cmocka_unit_test(test_emulated_cuda_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
