@@ -251,4 +251,6 @@ extern "C" const fsB_f64_kernels fsB_f64_cuda = {
   layernorm_forward<double>, layernorm_backward<double>, attention_forward<double>, attention_backward<double>,
   cross_entropy_forward<double>, cross_entropy_backward<double>,
   sgd_update64, adam_update64,
+  nullptr, /* cnn: float32's convolutions and norms have no cuda kernels (staged through the host), so float64's
+            * have none to share; f64_cnn.c refuses float64 for them on cuda */
 };

@@ -9,6 +9,7 @@
  * device pointers, which makes emulated cuda bit for bit the cpu.  The
  * other half: f64.c and optim_f64.c call it through fsB_of(t)->f64. */
 #include "f64_kernels.h"
+#include "f64_cnn_kernels.h"
 #include "blas.h"
 #include "f64_rules.h"
 #define FS_REAL_DOUBLE 1 /* the shared kernel bodies, instantiated over double */
@@ -43,4 +44,5 @@ const fsB_f64_kernels fsB_f64_cpu = {
   .gemm = fsB_dgemm, .shift = shift, .divide = divide, FS_BLAS1_TYPED_ENTRIES, FS_OPS_TYPED_ENTRIES,
   LAYER(linear), LAYER(act), LAYER(embedding), LAYER(posemb), LAYER(layernorm), LAYER(attention),
   LAYER(cross_entropy), .sgd_update = sgd_update, .adam_update = adam_update,
+  .cnn = &fsB_f64_cnn_cpu,
 };

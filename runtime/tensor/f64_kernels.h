@@ -18,6 +18,8 @@
 #include "nn.h"
 #include "ops.h"
 
+typedef struct fsB_f64_cnn fsB_f64_cnn; /* f64_cnn_kernels.h */
+
 struct fsB_f64_kernels {
   /* row-major dgemm, as fsB_backend's gemm; -1 + fsT_error on failure */
   int (*gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
@@ -73,6 +75,8 @@ struct fsB_f64_kernels {
    * float pointers unused); NULL state buffers as fsB_backend's updates */
   void (*sgd_update)(const fsB_update *u, double *p, const double *g, double *buf);
   void (*adam_update)(const fsB_update *u, double *p, const double *g, double *m, double *v, double *vmax);
+  /* convolutions, pooling, batch/group/RMS norm; NULL: none on this device */
+  const fsB_f64_cnn *cnn;
 };
 
 extern const fsB_f64_kernels fsB_f64_cpu;

@@ -171,8 +171,8 @@ bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tenso
     fsT_seterr("%s: this op has no float64 path in this runtime (float64 runs linear, matmul, activations, "
                "elementwise arithmetic and functions, sum/mean (also over a dim), softmax, cross_entropy, mse and "
                "l1 losses, views "
-               "and slices, casts, embeddings, layer_norm and the fused causal attention; convert with .float() "
-               "first)",
+               "and slices, casts, embeddings, layer_norm, the fused causal attention, convolutions, pooling and "
+               "batch/group/RMS norm; convert with .float() first)",
                strncmp(op, "fsG_", 4) ? op : op + 4);
     L->failed = true;
     return true;
