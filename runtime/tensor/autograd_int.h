@@ -165,6 +165,9 @@ int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh);
  *   if (fsG_any_f64(n, ins)) return fsG_op_f64(...);
  * the others meet float64 inputs in fsG_low_begin, which refuses them. */
 bool fsG_any_f64(int n, fs_tensor *const *ins);
+/* The ops that do not promote: every operand present has the first one's
+ * dtype, else false + torch's "expected scalar type ... but found ...". */
+bool fsG_one_dtype(int n, fs_tensor *const *ins);
 /* t's float64 gradient buffer (as fsG_grad_buf). */
 int fsG_grad_buf_f64(fs_tensor *t, double **g);
 /* x.grad += g, g converted to x's gradient's type (a cast's backward). */

@@ -8,6 +8,7 @@
  * offset is additive, so device pointer arithmetic (FSDP's flat shards,
  * base + n) keeps meaning the same element. */
 #include "backend.h"
+#include "f64_cnn_kernels.h"
 #include "f64_kernels.h"
 #include "nn.h"
 #include "ops.h"
@@ -322,7 +323,69 @@ static void d_adadelta_update(const fsB_update *u, double *p, const double *g, d
   DK.adadelta_update(u, H(p), H(g), H(sq), H(acc));
 }
 
+/* convolutions, pooling and the normalizations (f64_cnn_kernels.h); the
+ * geometry is host memory and passes as it is */
+#define DC (*fsB_f64_cpu.cnn)
+static int d_conv2d_forward(double *o, const double *x, const double *W, const double *b, const fsN_conv *g) {
+  return DC.conv2d_forward(H(o), H(x), H(W), H(b), g);
+}
+static int d_conv2d_backward(double *dx, double *dW, double *db, const double *dout, const double *x,
+                             const double *W, const fsN_conv *g) {
+  return DC.conv2d_backward(H(dx), H(dW), H(db), H(dout), H(x), H(W), g);
+}
+static void d_chanbias_forward(double *o, const double *b, int64_t N, int64_t Cn, int64_t P) {
+  DC.chanbias_forward(H(o), H(b), N, Cn, P);
+}
+static void d_chanbias_backward(double *db, const double *dy, int64_t N, int64_t Cn, int64_t P) {
+  DC.chanbias_backward(H(db), H(dy), N, Cn, P);
+}
+static void d_maxpool2d_forward(double *o, int64_t *idx, const double *x, const fsN_conv *g) {
+  DC.maxpool2d_forward(H(o), H(idx), H(x), g);
+}
+static void d_maxpool2d_backward(double *dx, const double *dout, const int64_t *idx, const fsN_conv *g) {
+  DC.maxpool2d_backward(H(dx), H(dout), H(idx), g);
+}
+static void d_avgpool2d_forward(double *o, const double *x, int64_t NC, const fsN_avgwin *w) {
+  DC.avgpool2d_forward(H(o), H(x), NC, w);
+}
+static void d_avgpool2d_backward(double *dx, const double *dout, int64_t NC, const fsN_avgwin *w) {
+  DC.avgpool2d_backward(H(dx), H(dout), NC, w);
+}
+static void d_batchnorm_forward(double *o, double *mean, double *rstd, const double *x, const double *w,
+                                const double *b, double *rm, double *rv, int64_t N, int64_t Cn, int64_t S,
+                                bool training, double momentum, double eps) {
+  DC.batchnorm_forward(H(o), H(mean), H(rstd), H(x), H(w), H(b), H(rm), H(rv), N, Cn, S, training, momentum, eps);
+}
+static void d_batchnorm_backward(double *dx, double *dw, double *db, const double *dout, const double *x,
+                                 const double *w, const double *mean, const double *rstd, int64_t N, int64_t Cn,
+                                 int64_t S, bool training) {
+  DC.batchnorm_backward(H(dx), H(dw), H(db), H(dout), H(x), H(w), H(mean), H(rstd), N, Cn, S, training);
+}
+static void d_groupnorm_forward(double *o, double *mean, double *rstd, const double *x, const double *w,
+                                const double *b, int64_t N, int64_t Cn, int64_t S, int64_t G, double eps) {
+  DC.groupnorm_forward(H(o), H(mean), H(rstd), H(x), H(w), H(b), N, Cn, S, G, eps);
+}
+static void d_groupnorm_backward(double *dx, double *dw, double *db, const double *dout, const double *x,
+                                 const double *w, const double *mean, const double *rstd, int64_t N, int64_t Cn,
+                                 int64_t S, int64_t G) {
+  DC.groupnorm_backward(H(dx), H(dw), H(db), H(dout), H(x), H(w), H(mean), H(rstd), N, Cn, S, G);
+}
+static void d_rmsnorm_forward(double *o, double *rstd, const double *x, const double *w, int64_t M, int64_t Dm,
+                              double eps) {
+  DC.rmsnorm_forward(H(o), H(rstd), H(x), H(w), M, Dm, eps);
+}
+static void d_rmsnorm_backward(double *dx, double *dw, const double *dout, const double *x, const double *w,
+                               const double *rstd, int64_t M, int64_t Dm) {
+  DC.rmsnorm_backward(H(dx), H(dw), H(dout), H(x), H(w), H(rstd), M, Dm);
+}
+
 #define F(f) .f = d_##f
+static const fsB_f64_cnn emu_f64_cnn = {
+  F(conv2d_forward), F(conv2d_backward), F(chanbias_forward), F(chanbias_backward), F(maxpool2d_forward),
+  F(maxpool2d_backward), F(avgpool2d_forward), F(avgpool2d_backward), F(batchnorm_forward), F(batchnorm_backward),
+  F(groupnorm_forward), F(groupnorm_backward), F(rmsnorm_forward), F(rmsnorm_backward),
+};
+
 static const fsB_f64_kernels emu_f64 = {
   F(gemm), F(axpy), F(shift), F(scale), F(divide), F(clamp), F(sum), F(sumsq), F(absmax), F(take_backward),
   F(unary_forward), F(unary_backward), F(binary_forward), F(binary_backward), F(sum_dim_forward),
@@ -333,6 +396,7 @@ static const fsB_f64_kernels emu_f64 = {
   F(where_backward), F(extreme_forward), F(extreme_backward), F(topk_forward),
   F(topk_backward), F(dropout_forward), F(dropout_backward),
   F(ploss_forward), F(ploss_backward), F(rmsprop_update), F(adagrad_update), F(adadelta_update),
+  .cnn = &emu_f64_cnn,
 };
 
 const fsB_backend fsB_emu_cuda = {

@@ -8,11 +8,12 @@
  * channels, KH KW kernel, OH OW output height and width, G groups; images
  * are NCHW (torch's layout).  A 1-d layer is the 2-d one with H = KH = 1.
  *
- * These kernels exist for the cpu only.  Their autograd entry points
+ * The float32 kernels exist for the cpu only: their autograd entry points
  * (cnn_grad.c) stage the tensors of any other device through host memory
- * (autograd_int.h's fsG_stage), so no backend table has a slot for them and
- * none can be called empty; a device kernel would be a new optional slot
- * there.  Their other half: cnn_grad.c (entry points), module.c (layers). */
+ * (autograd_int.h's fsG_stage), so no float32 backend table has a slot for
+ * them.  Their bodies are cnn_typed.h's, over float here and over double in
+ * float64's tables (f64_cnn_kernels.h), which devices without them leave
+ * NULL.  Their other half: cnn_grad.c (entry points), module.c (layers). */
 #ifndef FS_CNN_H
 #define FS_CNN_H
 
@@ -59,6 +60,16 @@ typedef struct fsN_avgwin {
 } fsN_avgwin;
 void fsN_avgpool2d_forward(float *out, const float *x, int64_t NC, const fsN_avgwin *w);
 void fsN_avgpool2d_backward(float *dx, const float *dout, int64_t NC, const fsN_avgwin *w);
+/* The windows of pooling g in a mode: count_include_pad false or true, or
+ * adaptive (the output size is g->OH, g->OW; the kernel unused).  *mem holds
+ * w's arrays (free() it); -1 + fsT_error when out of memory. */
+enum { FSN_POOL_EXCL, FSN_POOL_INCL, FSN_POOL_ADAPTIVE };
+int fsN_avgwin_make(fsN_avgwin *w, int64_t **mem, const fsN_conv *g, int mode);
+
+/* ConvTranspose2d's bias over x[N,C,P]: out[n,c,p] += b[c];
+ * db[c] += sum dy over N, P (each image's plane summed in double) */
+void fsN_chanbias_forward(float *out, const float *b, int64_t N, int64_t C, int64_t P);
+void fsN_chanbias_backward(float *db, const float *dy, int64_t N, int64_t C, int64_t P);
 
 /* Batch normalization of x[N,C,S] per channel c (S = H*W, L or 1).
  * training: mean[C], rstd[C] = 1/sqrt(var + eps) of this batch (biased

@@ -5,29 +5,25 @@
  * Devices: the kernels are the cpu's; tensors of another device are staged
  * through host memory (fsG_stage, as ops_grad.c stages the tensor API), so
  * on the cpu nothing is copied.  A node keeps its geometry (fsN_conv) in its
- * integer slots, so backward recomputes windows instead of storing them. */
+ * integer slots, so backward recomputes windows instead of storing them.
+ * Float64 inputs pass the same checks and geometry, then go to f64_cnn.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd_int.h"
 #include "cnn.h"
+#include "f64_cnn.h"
 
-static void geom_save(fsG_node *n, const fsN_conv *g) {
-  memcpy(n->iv, g, sizeof *g);
-}
-
-static void geom_load(const fsG_node *n, fsN_conv *g) {
-  memcpy(g, n->iv, sizeof *g);
-}
-
-_Static_assert(sizeof(fsN_conv) <= sizeof(((fsG_node *)0)->iv) - 2 * sizeof(int64_t),
-               "a node's integer slots hold a geometry and two flags");
-
-static bool float_input(const char *op, const fs_tensor *t) {
-  if (!t || t->dtype == FS_F32) return true;
-  fsT_seterr("%s: expected a float32 tensor, got %s", op, fsT_dtype_name(t->dtype));
-  return false;
+/* The float operands present are all float32, or (f64) all float64 */
+static bool float_inputs(const char *op, int n, fs_tensor *const *ins, bool f64) {
+  if (f64) return fsG_one_dtype(n, ins);
+  for (int i = 0; i < n; i++)
+    if (ins[i] && ins[i]->dtype != FS_F32) {
+      fsT_seterr("%s: expected a float32 tensor, got %s", op, fsT_dtype_name(ins[i]->dtype));
+      return false;
+    }
+  return true;
 }
 
 /* torch's pooling_output_shape (also a convolution's, with ceil false) */
@@ -43,7 +39,7 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
 static int conv_bw(fsG_node *n, fs_tensor *out) {
   fsN_conv g;
   fsG_bwstage c;
-  geom_load(n, &g);
+  fsG_geom_load(n, &g);
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
   int rc = fsN_conv2d_backward(c.d[0], c.d[1], c.d[2], fsT_f32(c.gout), fsT_f32(c.in[0]),
                                fsT_f32(c.in[1]), &g);
@@ -53,13 +49,13 @@ static int conv_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
                     const int64_t *pad, const int64_t *dil, int64_t groups) {
-  fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
-    return fsG_low_end(&lp, lp.failed ? NULL : fsG_conv(nd, lp.w[0], lp.w[1], lp.w[2], stride, pad, dil, groups));
   fs_tensor *ins[3] = {x, W, b};
+  bool f64 = fsG_any_f64(3, ins);
+  fsG_low lp;
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_LOW, 3, ins))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_conv(nd, lp.w[0], lp.w[1], lp.w[2], stride, pad, dil, groups));
   const char *op = nd == 1 ? "conv1d" : "conv2d";
-  if (!fsG_check_inputs(op, 3, ins) || !float_input(op, x) || !float_input(op, W) || !float_input(op, b))
-    return NULL;
+  if (!fsG_check_inputs(op, 3, ins) || !float_inputs(op, 3, ins, f64)) return NULL;
   char a[96], s[96];
   if (W->rank != nd + 2) {
     fsT_seterr("%s: expected a weight of %d dimensions [out_channels, in_channels/groups, kernel...], got %s",
@@ -107,6 +103,7 @@ fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int6
                (long long)g.H, (long long)g.W, (long long)g.OH, (long long)g.OW);
     return NULL;
   }
+  if (f64) return fsG_conv_f64(op, ins, &g);
   fsG_stage st;
   if (fsG_stage_begin(&st, op, 3, ins) < 0) return NULL;
   int64_t shape[4] = {g.N, g.OC, g.OH, g.OW};
@@ -120,7 +117,7 @@ fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int6
   fsG_stage_end(&st);
   out = fsG_to_dev(out, st.dev);
   if (out) out = fsG_record(out, conv_bw, 3, ins, NULL, NULL, 0, 0);
-  if (out && out->node) geom_save(out->node, &g);
+  if (out && out->node) fsG_geom_save(out->node, &g);
   return out;
 }
 
@@ -134,7 +131,7 @@ fs_tensor *fsG_conv(int nd, fs_tensor *x, fs_tensor *W, fs_tensor *b, const int6
 static int conv_transpose_bw(fsG_node *n, fs_tensor *out) {
   fsN_conv g;
   fsG_bwstage c;
-  geom_load(n, &g);
+  fsG_geom_load(n, &g);
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
   int rc = 0;
   if (c.d[0]) { /* dx += conv2d(dy, W): computed aside, then added */
@@ -145,16 +142,7 @@ static int conv_transpose_bw(fsG_node *n, fs_tensor *out) {
   }
   if (!rc && c.d[1])
     rc = fsN_conv2d_backward(NULL, c.d[1], NULL, fsT_f32(c.in[0]), fsT_f32(c.gout), fsT_f32(c.in[1]), &g);
-  if (!rc && c.d[2]) {
-    const float *dy = fsT_f32(c.gout);
-    int64_t P = g.H * g.W;
-    for (int64_t i = 0; i < g.N; i++)
-      for (int64_t ch = 0; ch < g.C; ch++) {
-        double sum = 0;
-        for (int64_t p = 0; p < P; p++) sum += dy[(i * g.C + ch) * P + p];
-        c.d[2][ch] += (float)sum;
-      }
-  }
+  if (!rc && c.d[2]) fsN_chanbias_backward(c.d[2], fsT_f32(c.gout), g.N, g.C, g.H * g.W);
   int end = fsG_bw_end(&c, n);
   return rc ? -1 : end;
 }
@@ -162,14 +150,14 @@ static int conv_transpose_bw(fsG_node *n, fs_tensor *out) {
 fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const int64_t *stride,
                                 const int64_t *pad, const int64_t *output_pad, const int64_t *dil,
                                 int64_t groups) {
-  fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_LOW, 3, (fs_tensor *const[]){x, W, b}))
-    return fsG_low_end(&lp, lp.failed ? NULL : fsG_conv_transpose2d(lp.w[0], lp.w[1], lp.w[2], stride, pad, output_pad, dil, groups));
   fs_tensor *ins[3] = {x, W, b};
+  bool f64 = fsG_any_f64(3, ins);
+  fsG_low lp;
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_LOW, 3, ins))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_conv_transpose2d(lp.w[0], lp.w[1], lp.w[2], stride, pad, output_pad, dil, groups));
   const char *op = "conv_transpose2d";
   char a[96], s[96];
-  if (!fsG_check_inputs(op, 3, ins) || !float_input(op, x) || !float_input(op, W) || !float_input(op, b))
-    return NULL;
+  if (!fsG_check_inputs(op, 3, ins) || !float_inputs(op, 3, ins, f64)) return NULL;
   if (x->rank != 4 || W->rank != 4) {
     fsT_seterr("conv_transpose2d: expected a 4D input [N, C, H, W] and a 4D weight [in, out/groups, kH, kW], got %s and %s",
                fsT_shape_str(x, a, sizeof a), fsT_shape_str(W, s, sizeof s));
@@ -202,6 +190,7 @@ fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const 
   fsN_conv g = {.N = x->shape[0], .C = Cout, .H = OH, .W = OW, .OC = W->shape[0], .KH = W->shape[2],
                 .KW = W->shape[3], .sh = stride[0], .sw = stride[1], .ph = pad[0], .pw = pad[1],
                 .dh = dil[0], .dw = dil[1], .G = groups, .OH = x->shape[2], .OW = x->shape[3]};
+  if (f64) return fsG_conv_transpose2d_f64(ins, &g);
   fsG_stage st;
   if (fsG_stage_begin(&st, op, 3, ins) < 0) return NULL;
   int64_t shape[4] = {g.N, Cout, OH, OW};
@@ -211,10 +200,7 @@ fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const 
     memset(out->data, 0, fsT_nbytes(out));
     rc = fsN_conv2d_backward(fsT_f32(out), NULL, NULL, fsT_f32(st.h[0]), NULL, fsT_f32(st.h[1]), &g);
   }
-  if (!rc && b)
-    for (int64_t i = 0; i < g.N; i++)
-      for (int64_t ch = 0; ch < Cout; ch++)
-        for (int64_t p = 0; p < OH * OW; p++) fsT_f32(out)[(i * Cout + ch) * OH * OW + p] += fsT_f32(st.h[2])[ch];
+  if (!rc && b) fsN_chanbias_forward(fsT_f32(out), fsT_f32(st.h[2]), g.N, Cout, OH * OW);
   fsG_stage_end(&st);
   if (rc) {
     fsT_release(out);
@@ -222,7 +208,7 @@ fs_tensor *fsG_conv_transpose2d(fs_tensor *x, fs_tensor *W, fs_tensor *b, const 
   }
   out = fsG_to_dev(out, st.dev);
   if (out) out = fsG_record(out, conv_transpose_bw, 3, ins, NULL, NULL, 0, 0);
-  if (out && out->node) geom_save(out->node, &g);
+  if (out && out->node) fsG_geom_save(out->node, &g);
   return out;
 }
 
@@ -275,7 +261,7 @@ static void pooled_shape(const fs_tensor *x, const fsN_conv *g, int64_t *shape) 
 static int maxpool_bw(fsG_node *n, fs_tensor *out) {
   fsN_conv g;
   fsG_bwstage c;
-  geom_load(n, &g);
+  fsG_geom_load(n, &g);
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
   if (c.d[0]) fsN_maxpool2d_backward(c.d[0], fsT_f32(c.gout), fsT_i64(c.saved[0]), &g);
   return fsG_bw_end(&c, n);
@@ -283,13 +269,15 @@ static int maxpool_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_max_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
                           const int64_t *d, bool ceil_mode) {
+  bool f64 = fsG_any_f64(1, &x);
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_max_pool2d(lp.w[0], k, s, p, d, ceil_mode));
   fsN_conv g;
-  if (!fsG_check_inputs("max_pool2d", 1, &x) || !float_input("max_pool2d", x) ||
+  if (!fsG_check_inputs("max_pool2d", 1, &x) || !float_inputs("max_pool2d", 1, &x, f64) ||
       pool_geom("max_pool2d", x, k, s, p, d, ceil_mode, &g) < 0)
     return NULL;
+  if (f64) return fsG_max_pool2d_f64(x, &g);
   fsG_stage st;
   if (fsG_stage_begin(&st, "max_pool2d", 1, &x) < 0) return NULL;
   int64_t shape[4];
@@ -308,85 +296,49 @@ fs_tensor *fsG_max_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, cons
     return NULL;
   }
   if (out) out = fsG_record(out, maxpool_bw, 1, &x, idx, NULL, 0, 0);
-  if (out && out->node) geom_save(out->node, &g);
+  if (out && out->node) fsG_geom_save(out->node, &g);
   return out;
 }
 
-/* Average pooling's windows, from the geometry and a mode in the node's
- * spare integer slots: POOL_EXCL/POOL_INCL (count_include_pad) or
- * POOL_ADAPTIVE (the output size is g->OH, g->OW; kernel unused). */
-enum { POOL_EXCL, POOL_INCL, POOL_ADAPTIVE };
-
-typedef struct avgwin_buf {
-  fsN_avgwin w;
-  int64_t *mem;
-} avgwin_buf;
-
-static void windows_1d(int64_t in, int64_t outn, int64_t k, int64_t s, int64_t p, int mode,
-                       int64_t *st, int64_t *en, int64_t *div) {
-  for (int64_t o = 0; o < outn; o++) {
-    if (mode == POOL_ADAPTIVE) {
-      st[o] = o * in / outn;
-      en[o] = ((o + 1) * in + outn - 1) / outn;
-      div[o] = en[o] - st[o];
-      continue;
-    }
-    int64_t a = o * s - p, e = a + k < in + p ? a + k : in + p, pool = e - a;
-    st[o] = a < 0 ? 0 : a;
-    en[o] = e > in ? in : e;
-    div[o] = mode == POOL_INCL ? pool : en[o] - st[o];
-  }
-}
-
-static int avgwin_make(avgwin_buf *b, const fsN_conv *g, int mode) {
-  b->mem = malloc((size_t)(3 * (g->OH + g->OW)) * sizeof *b->mem);
-  if (!b->mem) {
-    fsT_seterr("out of memory");
-    return -1;
-  }
-  int64_t *m = b->mem;
-  b->w = (fsN_avgwin){.H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .hs = m, .he = m + g->OH,
-                      .hdiv = m + 2 * g->OH, .ws = m + 3 * g->OH, .we = m + 3 * g->OH + g->OW,
-                      .wdiv = m + 3 * g->OH + 2 * g->OW};
-  windows_1d(g->H, g->OH, g->KH, g->sh, g->ph, mode, m, m + g->OH, m + 2 * g->OH);
-  windows_1d(g->W, g->OW, g->KW, g->sw, g->pw, mode, m + 3 * g->OH, m + 3 * g->OH + g->OW,
-             m + 3 * g->OH + 2 * g->OW);
-  return 0;
-}
+/* Average pooling keeps its mode (cnn.h's FSN_POOL_*) in the node's
+ * spare integer slot and remakes its windows from the geometry. */
 
 static int avgpool_bw(fsG_node *n, fs_tensor *out) {
   fsN_conv g;
   fsG_bwstage c;
-  avgwin_buf b;
-  geom_load(n, &g);
-  if (avgwin_make(&b, &g, (int)n->iv[FSN_CONV_FIELDS]) < 0) return -1;
+  fsN_avgwin w;
+  int64_t *mem;
+  fsG_geom_load(n, &g);
+  if (fsN_avgwin_make(&w, &mem, &g, (int)n->iv[FSN_CONV_FIELDS]) < 0) return -1;
   if (fsG_bw_begin(&c, n, out) < 0) {
-    free(b.mem);
+    free(mem);
     return -1;
   }
-  if (c.d[0]) fsN_avgpool2d_backward(c.d[0], fsT_f32(c.gout), g.N * g.C, &b.w);
-  free(b.mem);
+  if (c.d[0]) fsN_avgpool2d_backward(c.d[0], fsT_f32(c.gout), g.N * g.C, &w);
+  free(mem);
   return fsG_bw_end(&c, n);
 }
 
 static fs_tensor *avg_pool(const char *op, fs_tensor *x, const fsN_conv *g, int mode) {
-  avgwin_buf b;
+  if (x->dtype == FS_F64) return fsG_avg_pool_f64(op, x, g, mode);
+  fsN_avgwin w;
+  int64_t *mem;
   fsG_stage st;
-  if (avgwin_make(&b, g, mode) < 0) return NULL;
+  if (fsN_avgwin_make(&w, &mem, g, mode) < 0) return NULL;
   if (fsG_stage_begin(&st, op, 1, &x) < 0) {
-    free(b.mem);
+    free(mem);
     return NULL;
   }
   int64_t shape[4];
   pooled_shape(x, g, shape);
   fs_tensor *out = fsG_host_new(FS_F32, x->rank, shape);
-  if (out) fsN_avgpool2d_forward(fsT_f32(out), fsT_f32(st.h[0]), g->N * g->C, &b.w);
-  free(b.mem);
+  if (out) fsN_avgpool2d_forward(fsT_f32(out), fsT_f32(st.h[0]), g->N * g->C, &w);
+  free(mem);
   fsG_stage_end(&st);
   out = fsG_to_dev(out, st.dev);
   if (out) out = fsG_record(out, avgpool_bw, 1, &x, NULL, NULL, 0, 0);
   if (out && out->node) {
-    geom_save(out->node, g);
+    fsG_geom_save(out->node, g);
     out->node->iv[FSN_CONV_FIELDS] = mode;
   }
   return out;
@@ -394,23 +346,25 @@ static fs_tensor *avg_pool(const char *op, fs_tensor *x, const fsN_conv *g, int 
 
 fs_tensor *fsG_avg_pool2d(fs_tensor *x, const int64_t *k, const int64_t *s, const int64_t *p,
                           bool ceil_mode, bool count_include_pad) {
+  bool f64 = fsG_any_f64(1, &x);
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_avg_pool2d(lp.w[0], k, s, p, ceil_mode, count_include_pad));
   static const int64_t one[2] = {1, 1};
   fsN_conv g;
-  if (!fsG_check_inputs("avg_pool2d", 1, &x) || !float_input("avg_pool2d", x) ||
+  if (!fsG_check_inputs("avg_pool2d", 1, &x) || !float_inputs("avg_pool2d", 1, &x, f64) ||
       pool_geom("avg_pool2d", x, k, s, p, one, ceil_mode, &g) < 0)
     return NULL;
-  return avg_pool("avg_pool2d", x, &g, count_include_pad ? POOL_INCL : POOL_EXCL);
+  return avg_pool("avg_pool2d", x, &g, count_include_pad ? FSN_POOL_INCL : FSN_POOL_EXCL);
 }
 
 fs_tensor *fsG_adaptive_avg_pool2d(fs_tensor *x, const int64_t *size) {
+  bool f64 = fsG_any_f64(1, &x);
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_adaptive_avg_pool2d(lp.w[0], size));
   char a[96];
-  if (!fsG_check_inputs("adaptive_avg_pool2d", 1, &x) || !float_input("adaptive_avg_pool2d", x))
+  if (!fsG_check_inputs("adaptive_avg_pool2d", 1, &x) || !float_inputs("adaptive_avg_pool2d", 1, &x, f64))
     return NULL;
   if (x->rank != 3 && x->rank != 4) {
     fsT_seterr("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got %s", fsT_shape_str(x, a, sizeof a));
@@ -426,7 +380,7 @@ fs_tensor *fsG_adaptive_avg_pool2d(fs_tensor *x, const int64_t *size) {
                fsT_shape_str(x, a, sizeof a), (long long)g.OH, (long long)g.OW);
     return NULL;
   }
-  return avg_pool("adaptive_avg_pool2d", x, &g, POOL_ADAPTIVE);
+  return avg_pool("adaptive_avg_pool2d", x, &g, FSN_POOL_ADAPTIVE);
 }
 
 /* ---- batch normalization ---- */
@@ -464,12 +418,15 @@ fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor 
                           bool training, double momentum, double eps) {
   if (rm && rv && rm->data && rv->data && (fsT_is_low(rm->dtype) || fsT_is_low(rv->dtype)))
     return batch_norm_low_stats(x, rm, rv, w, b, training, momentum, eps);
-  fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
-    return fsG_low_end(&lp, lp.failed ? NULL : fsG_batch_norm(lp.w[0], rm, rv, lp.w[1], lp.w[2], training, momentum, eps));
   fs_tensor *ins[3] = {x, w, b}, *stats[2] = {rm, rv};
+  bool f64 = fsG_any_f64(3, ins);
+  fsG_low lp;
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 3, ins))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_batch_norm(lp.w[0], rm, rv, lp.w[1], lp.w[2], training, momentum, eps));
   char a[96];
-  if (!fsG_check_inputs("batch_norm", 3, ins) || !float_input("batch_norm", x)) return NULL;
+  if (!fsG_check_inputs("batch_norm", 3, ins) ||
+      !float_inputs("batch_norm", f64 ? 5 : 1, (fs_tensor *const[]){x, w, b, rm, rv}, f64))
+    return NULL;
   if ((rm || rv) && !fsG_check_inputs("batch_norm", 2, stats)) return NULL;
   if (x->rank < 2) {
     fsT_seterr("batch_norm: expected an input of at least 2 dimensions [N, C, ...], got %s",
@@ -493,6 +450,7 @@ fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor 
                fsT_shape_str(x, a, sizeof a));
     return NULL;
   }
+  if (f64) return fsG_batch_norm_f64(ins, rm, rv, training, momentum, eps);
   fsG_stage st;
   if (fsG_stage_begin(&st, "batch_norm", 3, ins) < 0) return NULL;
   fs_tensor *hm = rm ? fsG_on_host(rm) : NULL, *hv = rv ? fsG_on_host(rv) : NULL;

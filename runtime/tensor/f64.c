@@ -128,7 +128,7 @@ static const char *scalar_type(fs_dtype dt) {
 
 /* The ops that do not promote (linear, matmul, layer_norm): every operand
  * present has the first one's dtype, else torch's error. */
-static bool one_dtype(int n, fs_tensor *const *ins) {
+bool fsG_one_dtype(int n, fs_tensor *const *ins) {
   for (int i = 1; i < n; i++)
     if (ins[i] && ins[i]->dtype != ins[0]->dtype) {
       fsT_seterr("expected scalar type %s but found %s", scalar_type(ins[0]->dtype), scalar_type(ins[i]->dtype));
@@ -149,7 +149,7 @@ static int linear64_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_linear_f64(fs_tensor *x, fs_tensor *W, fs_tensor *b) {
   fs_tensor *ins[3] = {x, W, b};
-  const fsB_f64_kernels *f = one_dtype(3, ins) ? kernels_of("linear", 3, ins) : NULL;
+  const fsB_f64_kernels *f = fsG_one_dtype(3, ins) ? kernels_of("linear", 3, ins) : NULL;
   if (!f) return NULL;
   int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
   if (x->rank == 0 || W->rank != 2 || C != W->shape[1]) {
@@ -432,7 +432,7 @@ fs_tensor *fsG_layernorm_f64(fs_tensor *x, fs_tensor *w, fs_tensor *b, double ep
     return NULL;
   }
   fs_tensor *out = NULL, *st = NULL, *ins[3] = {x, w, b};
-  const fsB_f64_kernels *f = one_dtype(3, ins) ? kernels_of("layer_norm", 3, ins) : NULL;
+  const fsB_f64_kernels *f = fsG_one_dtype(3, ins) ? kernels_of("layer_norm", 3, ins) : NULL;
   if (!f) return NULL;
   int64_t C = w->numel, N = rows_of(x), two_n = 2 * N;
   if (x->rank == 0 || x->shape[x->rank - 1] != C || b->numel != C) {
@@ -563,7 +563,7 @@ static int matmul64_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b) {
   fs_tensor *ins[2] = {a, b};
-  const fsB_f64_kernels *f = one_dtype(2, ins) ? kernels_of("matmul", 2, ins) : NULL;
+  const fsB_f64_kernels *f = fsG_one_dtype(2, ins) ? kernels_of("matmul", 2, ins) : NULL;
   if (!f) return NULL;
   bool shared = b->rank == 2 && a->rank >= 2;
   bool batched = a->rank >= 3 && b->rank == a->rank &&

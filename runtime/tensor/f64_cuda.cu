@@ -378,4 +378,6 @@ extern "C" const fsB_f64_kernels fsB_f64_cuda = {
   fscu_topk_forward_f64, fscu_topk_backward_f64,
   dropout_forward<double>, dropout_backward<double>, ploss_forward64, ploss_backward64,
   rmsprop_update64, adagrad_update64, adadelta_update64,
+  nullptr, /* cnn: float32's convolutions and norms have no cuda kernels (staged through the host), so float64's
+            * have none to share; f64_cnn.c refuses float64 for them on cuda */
 };

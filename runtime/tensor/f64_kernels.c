@@ -10,6 +10,7 @@
  * device pointers, which makes emulated cuda bit for bit the cpu.  The
  * other half: f64.c and optim_f64.c call it through fsB_of(t)->f64. */
 #include "f64_kernels.h"
+#include "f64_cnn_kernels.h"
 #include "blas.h"
 #include "f64_rules.h"
 #define FS_REAL_DOUBLE 1 /* the shared kernel bodies, instantiated over double */
@@ -58,4 +59,5 @@ const fsB_f64_kernels fsB_f64_cpu = {
   LAYER(cross_entropy), LAYER(dropout), .sgd_update = sgd_update, .adam_update = adam_update,
   .ploss_forward = ploss_forward_f64, .ploss_backward = ploss_backward_f64, .rmsprop_update = rmsprop_update,
   .adagrad_update = adagrad_update, .adadelta_update = adadelta_update,
+  .cnn = &fsB_f64_cnn_cpu,
 };

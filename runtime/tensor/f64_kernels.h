@@ -19,6 +19,8 @@
 #include "nn.h"
 #include "ops.h"
 
+typedef struct fsB_f64_cnn fsB_f64_cnn; /* f64_cnn_kernels.h */
+
 struct fsB_f64_kernels {
   /* row-major dgemm, as fsB_backend's gemm; -1 + fsT_error on failure */
   int (*gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
@@ -100,6 +102,8 @@ struct fsB_f64_kernels {
   void (*rmsprop_update)(const fsB_update *u, double *p, const double *g, double *sq, double *ga, double *buf);
   void (*adagrad_update)(const fsB_update *u, double *p, const double *g, double *sum);
   void (*adadelta_update)(const fsB_update *u, double *p, const double *g, double *sq, double *acc);
+  /* convolutions, pooling, batch/group/RMS norm; NULL: none on this device */
+  const fsB_f64_cnn *cnn;
 };
 
 extern const fsB_f64_kernels fsB_f64_cpu;

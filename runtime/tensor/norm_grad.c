@@ -1,11 +1,13 @@
 /* norm_grad.c -- autograd entry points of GroupNorm and RMSNorm
  * (autograd.h): checks with torch's messages, a norm.h forward on host
  * tensors (other devices staged, as cnn_grad.c), the backward recorded with
- * the per-group (per-row) statistics saved. */
+ * the per-group (per-row) statistics saved.  Float64 inputs pass the same
+ * checks, then go to f64_cnn.c. */
 #include <math.h>
 #include <string.h>
 
 #include "autograd_int.h"
+#include "f64_cnn.h"
 #include "norm.h"
 
 static bool f32_or_null(const char *op, const fs_tensor *t) {
@@ -58,13 +60,15 @@ static int groupnorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps) {
+  bool f64 = fsG_any_f64(3, (fs_tensor *const[]){x, w, b});
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_group_norm(lp.w[0], groups, lp.w[1], lp.w[2], eps));
   fs_tensor *ins[3] = {x, w, b};
   char a[96];
-  if (!fsG_check_inputs("group_norm", 3, ins) || !f32_or_null("group_norm", x) || !f32_or_null("group_norm", w) ||
-      !f32_or_null("group_norm", b))
+  if (!fsG_check_inputs("group_norm", 3, ins) ||
+      (f64 ? !fsG_one_dtype(3, ins)
+           : !f32_or_null("group_norm", x) || !f32_or_null("group_norm", w) || !f32_or_null("group_norm", b)))
     return NULL;
   if (x->rank < 2 || groups <= 0 || x->shape[1] % groups) {
     fsT_seterr("Expected number of channels in input to be divisible by num_groups, but got input of shape %s and num_groups=%lld",
@@ -77,6 +81,7 @@ fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor 
                fsT_shape_str(w && w->numel != C ? w : b, a, sizeof a), fsT_shape_str(x, a + 48, 48));
     return NULL;
   }
+  if (f64) return fsG_group_norm_f64(ins, groups, eps);
   fsG_stage st;
   norm_out o;
   if (fsG_stage_begin(&st, "group_norm", 3, ins) < 0) return NULL;
@@ -102,12 +107,15 @@ static int rmsnorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps) {
+  bool f64 = fsG_any_f64(2, (fs_tensor *const[]){x, w});
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, w}))
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, w}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_rms_norm(lp.w[0], nd, shape, lp.w[1], eps));
   fs_tensor *ins[3] = {x, w, NULL};
   char a[96], s[96];
-  if (!fsG_check_inputs("rms_norm", 2, ins) || !f32_or_null("rms_norm", x) || !f32_or_null("rms_norm", w)) return NULL;
+  if (!fsG_check_inputs("rms_norm", 2, ins) ||
+      (f64 ? !fsG_one_dtype(2, ins) : !f32_or_null("rms_norm", x) || !f32_or_null("rms_norm", w)))
+    return NULL;
   if (nd > x->rank || nd < 1 || memcmp(x->shape + x->rank - nd, shape, (size_t)nd * sizeof *shape) ||
       (w && (w->rank != nd || memcmp(w->shape, shape, (size_t)nd * sizeof *shape)))) {
     fsT_seterr("Given normalized_shape=%s, expected input with shape [*, %s, but got input of size%s",
@@ -118,7 +126,8 @@ fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w
   int64_t D = 1;
   for (int i = 0; i < nd; i++) D *= shape[i];
   int64_t M = D ? x->numel / D : 0;
-  if (isnan(eps)) eps = 1.1920928955078125e-07; /* eps=None: torch.finfo(float32).eps */
+  if (isnan(eps)) eps = f64 ? 2.220446049250313e-16 : 1.1920928955078125e-07; /* eps=None: finfo(x.dtype).eps */
+  if (f64) return fsG_rms_norm_f64(ins, M, D, nd, eps);
   fsG_stage st;
   norm_out o;
   if (fsG_stage_begin(&st, "rms_norm", 2, ins) < 0) return NULL;

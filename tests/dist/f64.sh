@@ -1,7 +1,7 @@
 #!/bin/sh
 # f64.sh -- precision="64-true" on CUDA (--emulate-cuda) against the CPU,
 # on f64.fab's models (MLP with Adam, a class with SGD and clipping,
-# the GPT with AdamW, a checkpoint saved from and loaded into device
+# a CNN with batch/group/RMS norm and pooling, the GPT with AdamW, a checkpoint saved from and loaded into device
 # tensors; a class over where, max, masked attention and every loss with
 # RMSprop, Adagrad and Adadelta) and its chain of tensor ops with their gradients: the float64 ops reach their kernels through the device's table
 # (runtime/tensor/f64_kernels.h), and emulated cuda's is the cpu's behind
@@ -20,7 +20,7 @@ run() { # NAME ACCELERATOR ARGS...: NAME.txt (every printed value but the device
   "$fs" --emulate-cuda --gpus=2 "$src/tests/dist/f64.fab" -D accelerator="$accel" -D ckpt="$name.ckpt" "$@" \
     > "$name.out" 2> "$name.err" || bad "$name: exit status $?"
   grep -v '^device ' "$name.out" > "$name.txt"
-  [ "$(grep -c -E '^(mlp|class|gpt) [0-9]' "$name.txt")" -eq 24 ] || bad "$name: not 3 x 8 steps"
+  [ "$(grep -c -E '^(mlp|class|cnn|gpt) [0-9]' "$name.txt")" -eq 32 ] || bad "$name: not 4 x 8 steps"
   [ "$(grep -c -E '^losses [A-Za-z]+ [0-9]' "$name.txt")" -eq 24 ] || bad "$name: not 3 x 8 steps of the losses model"
   grep -q '^gpt param torch.float64' "$name.txt" || bad "$name: no float64 parameters"
   grep -q '^all_reduce torch.float64' "$name.txt" || bad "$name: all_reduce did not keep float64"

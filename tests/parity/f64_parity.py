@@ -38,6 +38,12 @@ each replayed by torch with Lightning's DoublePrecision by hand: the module
          5.2e-16 and 6.1e-16), losses within 1e-7 (one float32 rounding;
          measured 0).  Dropout's mask is this runtime's (torch draws its own),
          so dropout is checked by test_rt_f64, not here.
+  cnn:   Conv2d (also grouped), BatchNorm2d (training, then eval on its
+         running statistics), MaxPool2d, ConvTranspose2d, GroupNorm,
+         AvgPool2d with padding, AdaptiveAvgPool2d, Conv1d, RMSNorm (torch
+         2.4's formula, written out: 1.13 has none), SGD with momentum and
+         clipping, 12 steps: every op float64; parameters within 1e-12
+         relative (measured 6.1e-15), losses within 1e-7 (measured 0).
 The final parameters are read from fabric.save's checkpoint (DoubleStorage).
 The inputs are the same float32 values in both (float32 elementwise kernels
 such as cos may differ from torch's by an ulp, which float64 would then
@@ -146,6 +152,10 @@ def compare(name, got, want, final, model, loss_tol, param_tol):
     theirs = torch.load(final)["model"]
     worst_param = 0.0
     for k, v in model.state_dict().items():
+        if not v.is_floating_point():  # BatchNorm's num_batches_tracked: int64 in both, the same count
+            if not torch.equal(theirs[k], v):
+                raise SystemExit(f"FAIL {name}: {k} is {theirs[k]}, torch's {v}")
+            continue
         if theirs[k].dtype != torch.float64:
             raise SystemExit(f"FAIL {name}: {k} saved as {theirs[k].dtype}, not torch.float64")
         worst_param = max(worst_param, rel(theirs[k], v))
@@ -322,4 +332,90 @@ y = tensor([0, 1, 2, 3, 0, 1, 2, 3])
     model = OpsNet()
     want = replay(name, model, torch_opt, 25, lambda m: m(x.double(), y).float(), max_norm=2.0)
     compare(name, got, want, f"{tmp}/{name}_final.ckpt", model, 1e-7, 1e-10)
+# ---- cnn: convolutions, pooling and the normalizations, every op float64 ----
+CNN_FAB = f"""
+class Net(Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = Conv2d(2, 4, 3, padding=1)
+        self.bn = BatchNorm2d(4)
+        self.pool = MaxPool2d(2)
+        self.up = ConvTranspose2d(4, 4, 2, stride=2)
+        self.c2 = Conv2d(4, 6, 3, padding=1, groups=2)
+        self.gn = GroupNorm(3, 6)
+        self.ap = AvgPool2d(3, stride=2, padding=1)
+        self.aap = AdaptiveAvgPool2d((1, 1))
+        self.c3 = Conv1d(6, 5, 2, stride=2, padding=1)
+        self.rn = RMSNorm(5)
+        self.fc = Linear(5, 3)
+
+    def forward(self, x, y):
+        h = self.pool(self.bn(self.c1(x)).relu())
+        h = self.ap(self.gn(self.c2(self.up(h))).tanh())
+        h = self.c3(self.aap(h).view(4, 6, 1).expand(4, 6, 3))
+        return cross_entropy(self.fc(self.rn(h.mean(dim=2))), y)
+
+fabric = Fabric(accelerator="cpu", devices=1, precision="64-true")
+fabric.seed_everything(7)
+model = Net()
+fabric.save("{tmp}/cnn_init.ckpt", {{"model": model}})
+model = fabric.setup_module(model)
+opt = fabric.setup_optimizers(SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3))
+a = arange(512).float().view(4, 2, 8, 8) / 256.0 - 1.0
+x = a * a * 3.0 - a
+y = tensor([0, 1, 2, 0])
+{fab_train("cnn", 12, 1.0)}model.eval()
+print(repr(model(x, y).item()))
+"""
+
+
+class RMSNorm(nn.Module):
+    """torch 2.4's nn.RMSNorm (eps=None: finfo(x.dtype).eps), which 1.13 lacks"""
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        eps = torch.finfo(x.dtype).eps
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * self.weight
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.pool = nn.MaxPool2d(2)
+        self.up = nn.ConvTranspose2d(4, 4, 2, stride=2)
+        self.c2 = nn.Conv2d(4, 6, 3, padding=1, groups=2)
+        self.gn = nn.GroupNorm(3, 6)
+        self.ap = nn.AvgPool2d(3, stride=2, padding=1)
+        self.aap = nn.AdaptiveAvgPool2d((1, 1))
+        self.c3 = nn.Conv1d(6, 5, 2, stride=2, padding=1)
+        self.rn = RMSNorm(5)
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x, y):
+        h = self.pool(F.relu(self.bn(self.c1(x))))
+        h = self.ap(torch.tanh(self.gn(self.c2(self.up(h)))))
+        h = self.c3(self.aap(h).view(4, 6, 1).expand(4, 6, 3))
+        return F.cross_entropy(self.fc(self.rn(h.mean(dim=2))), y)
+
+
+# Every op float64 (im2col + dgemm here, torch's own double convolutions
+# there: the sums' orders differ in the last bits); 12 steps of SGD with
+# momentum and clipping, then one eval-mode forward on the running
+# statistics: parameters (running statistics included) within 1e-12
+# relative (measured 6.1e-15), losses within 1e-7 (float32 prints; 0).
+got = run("cnn", CNN_FAB)
+model = CNN()
+a = torch.arange(512).float().view(4, 2, 8, 8) / 256.0 - 1.0
+x = a * a * 3.0 - a
+y = torch.tensor([0, 1, 2, 0])
+want = replay("cnn", model, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3), 12,
+              lambda m: m(x.double(), y).float(), max_norm=1.0)
+model.eval()
+with torch.no_grad():
+    want.append(model(x.double(), y).float().item())
+compare("cnn", got, want, f"{tmp}/cnn_final.ckpt", model, 1e-7, 1e-12)
 print("ok   64-true trains as torch's float64")

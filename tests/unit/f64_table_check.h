@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "f64_cnn_kernels.h"
 #include "f64_kernels.h"
 
 typedef struct f64chk {
@@ -343,6 +344,97 @@ static void f64chk_more(f64chk *c) {
   f64chk_expect(c, gs0, s0, 60, "rmsprop/adadelta square_avg");
   f64chk_expect(c, gs1, s1, 60, "rmsprop grad_avg / adadelta acc_delta");
   f64chk_expect(c, gs2, s2, 60, "rmsprop momentum / adagrad sum");
+  f64chk_done(c);
+}
+
+/* The convolutional layers and the normalizations (f64_cnn_kernels.h), on a
+ * device that has them: a grouped, strided, padded, dilated convolution, a
+ * pointwise one, the channel bias, max and average pooling (with padding,
+ * adaptive), batch norm training (running statistics) and not, group norm,
+ * RMS norm, each forward and backward */
+static void f64chk_cnn(f64chk *c) {
+  const fsB_f64_cnn *k = fsB_f64_cpu.cnn, *g = c->be->f64->cnn;
+  assert_non_null(g);
+  /* x [3, 4, 7, 6] by W [6, 2, 3, 2] in 2 groups: stride (2, 1), padding (1, 1), dilation (1, 2) */
+  fsN_conv cv = {.N = 3, .C = 4, .H = 7, .W = 6, .OC = 6, .KH = 3, .KW = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 1,
+                 .dh = 1, .dw = 2, .G = 2, .OH = 4, .OW = 6};
+  fsN_conv pw = {.N = 3, .C = 4, .H = 7, .W = 6, .OC = 2, .KH = 1, .KW = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+                 .G = 1, .OH = 7, .OW = 6};
+  const int64_t nx = 3 * 4 * 7 * 6, nW = 6 * 2 * 3 * 2, no = 3 * 6 * 4 * 6;
+  double *x = f64chk_rnd(c, 40, nx, -1, 1), *W = f64chk_rnd(c, 41, nW, -0.5, 0.5), *b = f64chk_rnd(c, 42, 6, -1, 1);
+  /* o and dy serve every layer: as large as x (504 >= the conv's 432 outputs) */
+  double *o = f64chk_rnd(c, 43, nx, 0, 0), *dy = f64chk_rnd(c, 44, nx, -1, 1), *dx = f64chk_rnd(c, 45, nx, -1, 1);
+  double *dW = f64chk_rnd(c, 46, nW, -1, 1), *db = f64chk_rnd(c, 47, 6, -1, 1);
+  double *gx = f64chk_upd(c, x, nx), *gW = f64chk_upd(c, W, nW), *gb = f64chk_upd(c, b, 6), *go = f64chk_upd(c, o, nx);
+  double *gdy = f64chk_upd(c, dy, nx), *gdx = f64chk_upd(c, dx, nx), *gdW = f64chk_upd(c, dW, nW);
+  double *gdb = f64chk_upd(c, db, 6);
+  for (int i = 0; i < 2; i++) {
+    const fsN_conv *q = i ? &pw : &cv;
+    int64_t n = q->N * q->OC * q->OH * q->OW;
+    assert_int_equal(k->conv2d_forward(o, x, W, b, q), 0);
+    assert_int_equal(g->conv2d_forward(go, gx, gW, gb, q), 0);
+    f64chk_expect(c, go, o, n, "conv2d_forward");
+    assert_int_equal(k->conv2d_backward(dx, dW, db, dy, x, W, q), 0);
+    assert_int_equal(g->conv2d_backward(gdx, gdW, gdb, gdy, gx, gW, q), 0);
+    f64chk_expect(c, gdx, dx, nx, "conv2d_backward dx");
+    f64chk_expect(c, gdW, dW, nW, "conv2d_backward dW");
+    f64chk_expect(c, gdb, db, 6, "conv2d_backward db");
+  }
+  k->chanbias_forward(o, b, 3, 6, 24), g->chanbias_forward(go, gb, 3, 6, 24);
+  f64chk_expect(c, go, o, no, "chanbias_forward");
+  k->chanbias_backward(db, dy, 3, 6, 24), g->chanbias_backward(gdb, gdy, 3, 6, 24);
+  f64chk_expect(c, gdb, db, 6, "chanbias_backward");
+  /* max pooling 3x2, stride 2, padding 1, dilation (2, 1) over x's 12 planes */
+  fsN_conv mp = {.N = 3, .C = 4, .H = 7, .W = 6, .OC = 4, .KH = 3, .KW = 2, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
+                 .dh = 2, .dw = 1, .G = 4, .OH = 3, .OW = 4};
+  int64_t idx[144], *gidx = f64chk_up(c, idx, sizeof idx);
+  k->maxpool2d_forward(o, idx, x, &mp), g->maxpool2d_forward(go, gidx, gx, &mp);
+  f64chk_expect(c, go, o, 144, "maxpool2d_forward");
+  k->maxpool2d_backward(dx, dy, idx, &mp), g->maxpool2d_backward(gdx, gdy, gidx, &mp);
+  f64chk_expect(c, gdx, dx, nx, "maxpool2d_backward");
+  /* average pooling 3x3, stride 2, padding 1 (with and without the padding counted), adaptive 3x4 */
+  for (int mode = FSN_POOL_EXCL; mode <= FSN_POOL_ADAPTIVE; mode++) {
+    fsN_conv ap = {.N = 3, .C = 4, .H = 7, .W = 6, .OC = 4, .KH = 3, .KW = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
+                   .dh = 1, .dw = 1, .G = 4, .OH = mode == FSN_POOL_ADAPTIVE ? 3 : 4, .OW = mode == FSN_POOL_ADAPTIVE ? 4 : 3};
+    fsN_avgwin w;
+    int64_t *mem;
+    assert_int_equal(fsN_avgwin_make(&w, &mem, &ap, mode), 0);
+    k->avgpool2d_forward(o, x, 12, &w), g->avgpool2d_forward(go, gx, 12, &w);
+    f64chk_expect(c, go, o, 144, "avgpool2d_forward");
+    k->avgpool2d_backward(dx, dy, 12, &w), g->avgpool2d_backward(gdx, gdy, 12, &w);
+    f64chk_expect(c, gdx, dx, nx, "avgpool2d_backward");
+    free(mem);
+  }
+  /* batch norm over x [3, 4, 42]: training (running statistics move), then not */
+  double *st = f64chk_rnd(c, 48, 12, 0, 0), *run = f64chk_rnd(c, 49, 8, 0.5, 1.5);
+  double *gst = f64chk_upd(c, st, 12), *grun = f64chk_upd(c, run, 8);
+  for (int training = 1; training >= 0; training--) {
+    k->batchnorm_forward(o, st, st + 4, x, W, b, run, run + 4, 3, 4, 42, training, 0.1, 1e-5);
+    g->batchnorm_forward(go, gst, gst + 4, gx, gW, gb, grun, grun + 4, 3, 4, 42, training, 0.1, 1e-5);
+    f64chk_expect(c, go, o, nx, "batchnorm_forward");
+    f64chk_expect(c, gst, st, 8, "batchnorm_forward mean, rstd");
+    f64chk_expect(c, grun, run, 8, "batchnorm_forward running statistics");
+    k->batchnorm_backward(dx, dW, db, o, x, W, st, st + 4, 3, 4, 42, training);
+    g->batchnorm_backward(gdx, gdW, gdb, go, gx, gW, gst, gst + 4, 3, 4, 42, training);
+    f64chk_expect(c, gdx, dx, nx, "batchnorm_backward dx");
+    f64chk_expect(c, gdW, dW, 4, "batchnorm_backward dw");
+    f64chk_expect(c, gdb, db, 4, "batchnorm_backward db");
+  }
+  /* group norm, 2 groups of 2 channels; RMS norm over rows of 6 */
+  k->groupnorm_forward(o, st, st + 6, x, W, b, 3, 4, 42, 2, 1e-5);
+  g->groupnorm_forward(go, gst, gst + 6, gx, gW, gb, 3, 4, 42, 2, 1e-5);
+  f64chk_expect(c, go, o, nx, "groupnorm_forward");
+  k->groupnorm_backward(dx, dW, db, dy, x, W, st, st + 6, 3, 4, 42, 2);
+  g->groupnorm_backward(gdx, gdW, gdb, gdy, gx, gW, gst, gst + 6, 3, 4, 42, 2);
+  f64chk_expect(c, gdx, dx, nx, "groupnorm_backward dx");
+  f64chk_expect(c, gdW, dW, 4, "groupnorm_backward dw");
+  f64chk_expect(c, gdb, db, 4, "groupnorm_backward db");
+  double *rs = f64chk_rnd(c, 50, 84, 0, 0), *grs = f64chk_upd(c, rs, 84);
+  k->rmsnorm_forward(o, rs, x, W, 84, 6, 1e-6), g->rmsnorm_forward(go, grs, gx, gW, 84, 6, 1e-6);
+  f64chk_expect(c, go, o, nx, "rmsnorm_forward");
+  k->rmsnorm_backward(dx, dW, dy, x, W, rs, 84, 6), g->rmsnorm_backward(gdx, gdW, gdy, gx, gW, grs, 84, 6);
+  f64chk_expect(c, gdx, dx, nx, "rmsnorm_backward dx");
+  f64chk_expect(c, gdW, dW, 6, "rmsnorm_backward dw");
   f64chk_done(c);
 }
 

@@ -559,6 +559,21 @@ static void test_f64(void **state) {
   f64chk_ops(&c);
   f64chk_layers(&c);
   f64chk_more(&c);
+  if (gpu->f64->cnn) { /* a table of cuda kernels for the convolutional layers and norms */
+    f64chk_cnn(&c);
+    return;
+  }
+  /* none: a float64 conv or norm on cuda is refused by name, not staged and not crashed */
+  static const int64_t one[2] = {1, 1}, s[4] = {1, 1, 2, 2};
+  fs_tensor *x = fsT_zeros(FS_F64, FS_DEV_CUDA, 4, s), *w = fsT_zeros(FS_F64, FS_DEV_CUDA, 4, (int64_t[]){1, 1, 1, 1});
+  assert_non_null(x);
+  assert_non_null(w);
+  assert_null(fsG_conv(2, x, w, NULL, one, one, one, 1));
+  assert_non_null(strstr(fsT_error(), "conv2d: float64 has no cuda kernel"));
+  assert_null(fsG_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5));
+  assert_non_null(strstr(fsT_error(), "batch_norm: float64 has no cuda kernel"));
+  fsT_release(x);
+  fsT_release(w);
 }
 
 int main(void) {

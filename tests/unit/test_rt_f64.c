@@ -5,7 +5,8 @@
  * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
  * mse_loss, where, max/min over a dim, maximum, index_select, every
  * elementwise loss, cross_entropy's options, topk, dropout, index
- * assignment, cat, masked attention); gradients in
+ * assignment, cat, masked attention, convolutions, pooling,
+ * batch/group/RMS norm); gradients in
  * the leaf's dtype; torch's promotion
  * between float64 and float32; ops without a double path refuse float64;
  * the optimizers' double rules; emulated cuda's float64 table against the
@@ -188,6 +189,41 @@ static fs_tensor *chain_ops(fs_tensor *x, fs_tensor *W, fs_tensor *b, int varian
   return loss;
 }
 
+/* The convolutional layers and the norms (f64_cnn.c): x [4, 5] as one image
+ * [1, 1, 4, 5] and as a sequence [1, 4, 5]; W's first 27 values as a conv2d
+ * weight [3, 1, 3, 3] (also conv_transpose2d's), 24 of them as a conv1d
+ * weight [2, 4, 3]; slices of b as biases and norms' weights.  conv2d ->
+ * batch norm (training, or on fixed running statistics) -> group norm (1
+ * or 3 groups) -> max pool (padded or not) -> conv_transpose2d (stride 2)
+ * -> average pool (padding counted or not) -> adaptive average pool -> RMS
+ * norm, squared and summed, plus conv1d's output squared and summed. */
+static fs_tensor *chain_cnn(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+  static const int64_t one[2] = {1, 1}, two[2] = {2, 2}, three[2] = {3, 3}, zero[2] = {0, 0};
+  int64_t three1 = 3, two1 = 2;
+  fs_tensor *rm = f64_of((double[]){0.1, -0.2, 0.3}, 1, &three1), *rv = f64_of((double[]){0.5, 1.5, 2.0}, 1, &three1);
+  fs_tensor *img = rt_ok(fsG_reshape(x, 4, (int64_t[]){1, 1, 4, 5})), *seq = rt_ok(fsG_reshape(x, 3, (int64_t[]){1, 4, 5}));
+  fs_tensor *flat = rt_ok(fsG_reshape(W, 1, (int64_t[]){30}));
+  fs_tensor *w27 = rt_ok(fsG_slice(flat, 0, 0, 27, 1)), *Wc = rt_ok(fsG_reshape(w27, 4, (int64_t[]){3, 1, 3, 3}));
+  fs_tensor *w24 = rt_ok(fsG_slice(flat, 0, variant % 6, variant % 6 + 24, 1));
+  fs_tensor *W1 = rt_ok(fsG_reshape(w24, 3, (int64_t[]){2, 4, 3}));
+  fs_tensor *b0 = rt_ok(fsG_slice(b, 0, 0, 3, 1)), *b1 = rt_ok(fsG_slice(b, 0, 3, 6, 1));
+  fs_tensor *b2 = rt_ok(fsG_slice(b, 0, 5, 6, 1)), *b3 = rt_ok(fsG_slice(b, 0, 1, 3, 1));
+  bool eval = variant & 1;
+  fs_tensor *c = rt_ok(fsG_conv(2, img, Wc, b0, one, one, one, 1));
+  fs_tensor *n = rt_ok(fsG_batch_norm(c, eval ? rm : NULL, eval ? rv : NULL, b1, b0, !eval, 0.1, 1e-5));
+  fs_tensor *g = rt_ok(fsG_group_norm(n, variant & 2 ? 3 : 1, b1, b0, 1e-5));
+  fs_tensor *mp = rt_ok(fsG_max_pool2d(g, two, one, variant & 4 ? one : zero, one, false));
+  fs_tensor *ct = rt_ok(fsG_conv_transpose2d(mp, Wc, b2, two, zero, zero, one, 1));
+  fs_tensor *ap = rt_ok(fsG_avg_pool2d(ct, three, two, one, false, variant & 8));
+  fs_tensor *aa = rt_ok(fsG_adaptive_avg_pool2d(ap, two));
+  fs_tensor *r = rt_ok(fsG_rms_norm(aa, 1, &two1, b3, 1e-6)), *rr = rt_ok(fsG_binary(FSB_MUL, r, r));
+  fs_tensor *c1 = rt_ok(fsG_conv(1, seq, W1, NULL, one, one, one, 1)), *cc = rt_ok(fsG_binary(FSB_MUL, c1, c1));
+  fs_tensor *s1 = rt_ok(fsG_sum(rr)), *s2 = rt_ok(fsG_sum(cc)), *loss = rt_ok(fsG_binary(FSB_ADD, s1, s2));
+  fs_tensor *all[] = {rm, rv, img, seq, flat, w27, Wc, w24, W1, b0, b1, b2, b3, c, n, g, mp, ct, ap, aa, r, rr, c1, cc, s1, s2};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+  return loss;
+}
+
 typedef fs_tensor *(*chain_fn)(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant);
 
 static double loss_at(chain_fn f, fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
@@ -242,6 +278,7 @@ static void test_gradients(void **state) {
   check_gradients(chain);
   check_gradients(chain_views);
   check_gradients(chain_ops);
+  check_gradients(chain_cnn);
 }
 
 /* torch's promotion: a float64 with dims wins over float32; a 0-dim float64
@@ -274,10 +311,18 @@ static void test_refusal(void **state) {
   (void)state;
   int64_t s[2] = {2, 3};
   fs_tensor *x = f64_of((double[]){1, 2, 3, 4, 5, 6}, 2, s);
-  assert_null(fsG_group_norm(x, 1, NULL, NULL, 1e-5));
-  assert_non_null(strstr(fsT_error(), "no float64 path"));
   assert_null(fsG_cumsum(x, 1));
   assert_non_null(strstr(fsT_error(), "no float64 path"));
+  /* the layers do not promote: a float64 image with a float32 weight is torch's error */
+  static const int64_t one[2] = {1, 1};
+  fs_tensor *img = f64_of((double[]){1, 2, 3, 4, 5, 6}, 4, (int64_t[]){1, 1, 2, 3});
+  fs_tensor *w = rt_rand("w", -1, 1, 4, (int64_t[]){1, 1, 1, 1});
+  assert_null(fsG_conv(2, img, w, NULL, one, one, one, 1));
+  assert_string_equal(fsT_error(), "expected scalar type Double but found Float");
+  assert_null(fsG_group_norm(img, 1, w, NULL, 1e-5));
+  assert_string_equal(fsT_error(), "expected scalar type Double but found Float");
+  fsT_release(img);
+  fsT_release(w);
   fsT_release(x);
 }
 
@@ -333,6 +378,7 @@ static void test_emulated_cuda_table(void **state) {
   f64chk_ops(&c);
   f64chk_layers(&c);
   f64chk_more(&c);
+  f64chk_cnn(&c);
 }
 
 int main(void) {
