@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdio.h>
 extern "C" {
+#include "blas.h"
 #include "rng_mix.h"
 }
 
@@ -122,6 +123,15 @@ using gemm_batched_fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cu
                                            const T *, const T *, int, long long, const T *, int, long long,
                                            const T *, T *, int, long long, int);
 typedef const char *(*status_fn)(cublasStatus_t);
+/* cublasGemmEx / cublasGemmStridedBatchedEx: bfloat16 operands, float32
+ * C and accumulation (autocast's matrix products) */
+typedef cublasStatus_t (*gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                     const void *, const void *, cudaDataType, int, const void *, cudaDataType, int,
+                                     const void *, void *, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+typedef cublasStatus_t (*gemm_ex_batched_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                             const void *, const void *, cudaDataType, int, long long, const void *,
+                                             cudaDataType, int, long long, const void *, void *, cudaDataType, int,
+                                             long long, int, cublasComputeType_t, cublasGemmAlgo_t);
 
 static struct {
   cublasHandle_t handle; /* one per process, on the device current at first use */
@@ -129,6 +139,8 @@ static struct {
   gemm_batched_fn<float> sgemm_batched;
   gemm_fn<double> dgemm; /* float64 (64-true) */
   gemm_batched_fn<double> dgemm_batched;
+  gemm_ex_fn gemm_ex;
+  gemm_ex_batched_fn gemm_ex_batched;
   status_fn status;
   char error[256];
 } blas;
@@ -146,8 +158,11 @@ static void blas_load(void) {
   blas.sgemm_batched = (gemm_batched_fn<float>)dlsym(h, "cublasSgemmStridedBatched");
   blas.dgemm = (gemm_fn<double>)dlsym(h, "cublasDgemm_v2");
   blas.dgemm_batched = (gemm_batched_fn<double>)dlsym(h, "cublasDgemmStridedBatched");
+  blas.gemm_ex = (gemm_ex_fn)dlsym(h, "cublasGemmEx");
+  blas.gemm_ex_batched = (gemm_ex_batched_fn)dlsym(h, "cublasGemmStridedBatchedEx");
   blas.status = (status_fn)dlsym(h, "cublasGetStatusString");
-  if (!create || !blas.sgemm || !blas.sgemm_batched || !blas.dgemm || !blas.dgemm_batched || !blas.status) {
+  if (!create || !blas.sgemm || !blas.sgemm_batched || !blas.dgemm || !blas.dgemm_batched || !blas.gemm_ex ||
+      !blas.gemm_ex_batched || !blas.status) {
     snprintf(blas.error, sizeof blas.error, "%s lacks the cuBLAS v2 GEMM entry points", soname);
     blas.sgemm = NULL;
     return;
@@ -182,6 +197,40 @@ static cublasStatus_t gemm_batch(cublasOperation_t oa, cublasOperation_t ob, int
   return blas.dgemm_batched(blas.handle, oa, ob, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
 }
 
+/* A float operand of a bfloat16 product (fsB_bf16_operands: autocast has
+ * rounded its values to bfloat16 already, so the conversion is exact) as a
+ * bfloat16 copy of the span a strided batch reads; NULL + fsT_error when
+ * out of memory. */
+static uint16_t *bf16_copy(const float *X, bool trans, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                           int64_t batch, size_t *n) {
+  int64_t r = trans ? cols : rows, c = trans ? rows : cols;
+  *n = (size_t)((batch - 1) * stride + (r - 1) * ld + c);
+  uint16_t *b = (uint16_t *)fscu_scratch(*n * sizeof *b, "bfloat16 operand");
+  if (b && fsCU_f32_to_bf16(b, X, *n) < 0) {
+    fscu_scratch_free(b);
+    return NULL;
+  }
+  return b;
+}
+
+/* cublasGemmEx's bfloat16 x bfloat16 -> float32 (float32 accumulation):
+ * the tensor cores' path for autocast's products, as torch's CUDA autocast
+ * takes it. Arguments as gemm_t's, already swapped to column-major. */
+static cublasStatus_t gemm_bf16(cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k, const float *alpha,
+                                const uint16_t *A, int lda, long long sA, const uint16_t *B, int ldb, long long sB,
+                                const float *beta, float *C, int ldc, long long sC, int batch) {
+  return batch == 1 ? blas.gemm_ex(blas.handle, oa, ob, m, n, k, alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb,
+                                   beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                    : blas.gemm_ex_batched(blas.handle, oa, ob, m, n, k, alpha, A, CUDA_R_16BF, lda, sA, B,
+                                           CUDA_R_16BF, ldb, sB, beta, C, CUDA_R_32F, ldc, sC, batch,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+static cublasStatus_t gemm_bf16(cublasOperation_t, cublasOperation_t, int, int, int, const double *,
+                                const uint16_t *, int, long long, const uint16_t *, int, long long, const double *,
+                                double *, int, long long, int) {
+  return CUBLAS_STATUS_NOT_SUPPORTED; /* float64 products are never autocast */
+}
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
  * operands and the dimensions M and N.  One text for float and double. */
 template <class T>
@@ -202,13 +251,27 @@ static int gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, co
   /* cuBLAS wants every leading dimension >= 1, even of an empty operand */
   int la = lda > 0 ? (int)lda : 1, lb = ldb > 0 ? (int)ldb : 1;
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasStatus_t st =
-      batch == 1
+  cublasStatus_t st;
+  if (sizeof(T) == 4 && fsB_bf16_operands() && K > 0) {
+    size_t na, nb;
+    uint16_t *a16 = bf16_copy((const float *)A, ta, M, K, lda, sA, batch, &na);
+    uint16_t *b16 = a16 ? bf16_copy((const float *)B, tb, K, N, ldb, sB, batch, &nb) : NULL;
+    if (!b16) {
+      fscu_scratch_free(a16);
+      return -1;
+    }
+    st = gemm_bf16(opb, opa, (int)N, (int)M, (int)K, &alpha, b16, lb, sB, a16, la, sA, &beta, C, (int)ldc, sC,
+                   (int)batch);
+    fscu_scratch_free(a16); /* stream-ordered: freed after the product has read it */
+    fscu_scratch_free(b16);
+  } else
+    st = batch == 1
           ? gemm_one(opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, A, la, &beta, C, (int)ldc)
           : gemm_batch(opb, opa, (int)N, (int)M, (int)K, &alpha, B, lb, sB, A, la, sA, &beta, C, (int)ldc, sC,
                        (int)batch);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    fsT_seterr("cuBLAS %s (%lldx%lldx%lld) failed: %s", sizeof(T) == 8 ? "dgemm" : "sgemm", (long long)M,
+    fsT_seterr("cuBLAS %s (%lldx%lldx%lld) failed: %s",
+               sizeof(T) == 8 ? "dgemm" : fsB_bf16_operands() ? "GemmEx (bfloat16)" : "sgemm", (long long)M,
                (long long)N, (long long)K, blas.status(st));
     return -1;
   }

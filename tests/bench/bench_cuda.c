@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "backend.h"
+#include "blas.h"
 #include "backend_cuda.h"
 #include "nn.h"
 #include "rng.h"
@@ -105,6 +106,30 @@ static int bwd_blas(void *p) {
                      l->OC, &one, l->dW, l->C) != CUBLAS_STATUS_SUCCESS;
 }
 
+/* bf16-mixed's forward product: this runtime's (bfloat16 operands through
+ * fsB_bf16_operands: the float copies converted, then cublasGemmEx) against
+ * cublasGemmEx on operands already bfloat16, as torch's autocast holds them */
+typedef struct {
+  lin *l;
+  uint16_t *x16, *W16;
+} lin16;
+
+static int fwd_nn_bf16(void *p) {
+  lin16 *q = p;
+  bool old = fsB_set_bf16_operands(true);
+  int rc = fwd_nn(q->l);
+  fsB_set_bf16_operands(old);
+  return rc;
+}
+static int fwd_blas_bf16(void *p) {
+  lin16 *q = p;
+  lin *l = q->l;
+  const float one = 1;
+  return cublasGemmEx(l->h, CUBLAS_OP_T, CUBLAS_OP_N, l->OC, l->N, l->C, &one, q->W16, CUDA_R_16BF, l->C, q->x16,
+                      CUDA_R_16BF, l->C, &one, l->y, CUDA_R_32F, l->OC, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
+}
+
 static int bench_linear(int64_t N, int64_t C, int64_t OC) {
   lin l = {.N = N, .C = C, .OC = OC};
   float **bufs[] = {&l.x, &l.W, &l.b, &l.y, &l.dy, &l.dx, &l.dW, &l.db};
@@ -121,8 +146,15 @@ static int bench_linear(int64_t N, int64_t C, int64_t OC) {
   }
   double flop = 2.0 * N * C * OC, tf = timed(fwd_nn, &l, 10), tfb = timed(fwd_blas, &l, 10);
   double tb = timed(bwd_nn, &l, 10), tbb = timed(bwd_blas, &l, 10);
+  lin16 q = {.l = &l, .x16 = fsB_cuda.alloc((size_t)N * C * 2), .W16 = fsB_cuda.alloc((size_t)OC * C * 2)};
+  double t16 = -1, t16b = -1;
+  if (q.x16 && q.W16 && !fsCU_f32_to_bf16(q.x16, l.x, (size_t)(N * C)) &&
+      !fsCU_f32_to_bf16(q.W16, l.W, (size_t)(OC * C)))
+    t16 = timed(fwd_nn_bf16, &q, 10), t16b = timed(fwd_blas_bf16, &q, 10);
+  if (q.x16) fsB_cuda.free(q.x16, (size_t)N * C * 2);
+  if (q.W16) fsB_cuda.free(q.W16, (size_t)OC * C * 2);
   cublasDestroy(l.h);
-  if (tf < 0 || tfb < 0 || tb < 0 || tbb < 0) {
+  if (tf < 0 || tfb < 0 || tb < 0 || tbb < 0 || t16 < 0 || t16b < 0) {
     fprintf(stderr, "bench_cuda: linear failed: %s\n", fsT_error());
     goto out;
   }
@@ -133,6 +165,9 @@ static int bench_linear(int64_t N, int64_t C, int64_t OC) {
   snprintf(name, sizeof name, "linear bwd %lldx%lld->%lld", (long long)N, (long long)C, (long long)OC);
   printf("%-34s %10.0f GFLOP/s cublasSgemm %7.0f GFLOP/s ratio %.2fx\n", name, 2 * flop / tb / 1e9,
          2 * flop / tbb / 1e9, tbb / tb);
+  snprintf(name, sizeof name, "linear bf16 fwd %lldx%lld->%lld", (long long)N, (long long)C, (long long)OC);
+  printf("%-34s %10.0f GFLOP/s GemmEx bf16 %7.0f GFLOP/s ratio %.2fx (float32 path %.2fx)\n", name,
+         flop / t16 / 1e9, flop / t16b / 1e9, t16b / t16, tf / t16);
   rc = 0;
 out:
   for (int i = 0; i < 8; i++)

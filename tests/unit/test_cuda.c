@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "blas.h"
 #include "backend_cuda.h"
 #include "nn.h"
 #include "ops.h"
@@ -249,21 +250,29 @@ static void test_reductions(void **state) {
 }
 
 /* gemm against cblas (OpenBLAS) for every transpose pair, padded leading
- * dimensions, alpha and beta; float sums in another order: 1e-5 + 1e-5 rel */
+ * dimensions, alpha and beta; float sums in another order: 1e-5 + 1e-5 rel.
+ * Then with bfloat16 operands (autocast's products: values already bfloat16,
+ * cuBLAS's GemmEx on the GPU, the cpu's bf16 GEMM here): the products are
+ * exact in float32 on both, so only the order of the sums differs. */
 static void test_gemm(void **state) {
   const int64_t M = 37, N = 53, K = 29, pad = 3;
-  for (int ta = 0; ta < 2; ta++)
-    for (int tb = 0; tb < 2; tb++) {
-      int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-      size_t na = (size_t)((ta ? K : M) * lda), nb = (size_t)((tb ? N : K) * ldb), nc = (size_t)(M * ldc);
-      float *A = rnd("A", na, -1, 1), *B = rnd("B", nb, -1, 1), *C = rnd("C", nc, -1, 1);
-      float *dA = upf(A, na), *dB = upf(B, nb), *dC = upf(C, nc);
-      OK(cpu->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.25f, C, ldc));
-      OK(gpu->gemm(ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, -1.25f, dC, ldc));
-      expect_close(dC, C, nc, 1e-5, 1e-5, "gemm");
-      free(A), free(B), free(C);
-      dfree(dA), dfree(dB), dfree(dC);
-    }
+  for (int bf = 0; bf < 2; bf++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+        size_t na = (size_t)((ta ? K : M) * lda), nb = (size_t)((tb ? N : K) * ldb), nc = (size_t)(M * ldc);
+        float *A = rnd("A", na, -1, 1), *B = rnd("B", nb, -1, 1), *C = rnd("C", nc, -1, 1);
+        for (size_t i = 0; bf && i < na; i++) A[i] = fsT_bf16_round(A[i]);
+        for (size_t i = 0; bf && i < nb; i++) B[i] = fsT_bf16_round(B[i]);
+        float *dA = upf(A, na), *dB = upf(B, nb), *dC = upf(C, nc);
+        bool old = fsB_set_bf16_operands(bf);
+        OK(cpu->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.25f, C, ldc));
+        OK(gpu->gemm(ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, -1.25f, dC, ldc));
+        fsB_set_bf16_operands(old);
+        expect_close(dC, C, nc, 1e-5, 1e-5, bf ? "gemm, bfloat16 operands" : "gemm");
+        free(A), free(B), free(C);
+        dfree(dA), dfree(dB), dfree(dC);
+      }
   /* a shape cuBLAS cannot take is an error, not a crash */
   assert_int_equal(gpu->gemm(false, false, (int64_t)1 << 32, 1, 1, 1, NULL, 1, NULL, 1, 0, NULL, 1), -1);
   assert_non_null(strstr(fsT_error(), "too large"));
