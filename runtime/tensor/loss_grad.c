@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "autograd_int.h"
+#include "blas.h"
 #include "loss.h"
 
 static bool float_arg(const char *op, const fs_tensor *t) {
@@ -63,8 +64,125 @@ static fs_tensor *class_last(fs_tensor *x, bool move) {
   return fsG_permute(x, perm);
 }
 
+/* nll_loss / cross_entropy with options on a low x on the cpu whose class
+ * dim is last ([C] with [], [N, C] with [N], [B, T, C] with [B, T]) and
+ * index targets: rows read by parts of about NLL_PART floats (fixed by the
+ * shape) on the worker pool, each part's rows widened into its worker's
+ * scratch for loss.h's float32 kernel.  The per-row losses are float32 and
+ * reduced as the float32 path reduces them, the result rounded once to
+ * its type (float32 under autocast); each row's weight comes back from a
+ * one-row call and the mean's divisor sums them afterwards in row order,
+ * so every value is the widened path's at any thread count.  Backward:
+ * the kernel's dx on a zeroed part, rounded into x's gradient. */
+enum { NLL_PART = 16384 };
+typedef struct nll_low {
+  const fs_tensor *x;
+  const int64_t *t;
+  float *per;           /* forward: [M] losses */
+  double *ws;           /* forward: [M] rows' weights */
+  const float *g;       /* backward: per's gradient */
+  float *dx;            /* backward: x's low gradient */
+  bool fresh;
+  float *scratch;       /* 2 * rows * C floats per worker */
+  fsN_nll o;            /* M, C of the whole x */
+  int64_t rows;         /* per part */
+} nll_low;
+
+static bool nll_low_ok(const fs_tensor *x, const fs_tensor *t, const fs_tensor *w, double smoothing) {
+  if (!fsT_is_low(x->dtype) || x->device != FS_DEV_CPU || !x->data || x->rank == 0 || x->numel == 0 ||
+      t->dtype != FS_I64 || t->device != FS_DEV_CPU || !t->data || !(smoothing >= 0 && smoothing <= 1))
+    return false;
+  if (w && (w->rank != 1 || w->numel != x->shape[x->rank - 1] || w->device != FS_DEV_CPU || !w->data ||
+            (w->dtype != FS_F32 && w->dtype != x->dtype)))
+    return false;
+  return t->rank == x->rank - 1 && !memcmp(t->shape, x->shape, (size_t)t->rank * sizeof *t->shape);
+}
+
+static int nll_low_part(void *ctx, int part, int worker) {
+  const nll_low *j = ctx;
+  int64_t C = j->o.C, r0 = part * j->rows, n = j->o.M - r0 < j->rows ? j->o.M - r0 : j->rows;
+  size_t at = (size_t)(r0 * C), m = (size_t)(n * C);
+  float *buf = j->scratch + (size_t)worker * 2 * (size_t)(j->rows * C);
+  const float *xs = fsG_low_block(j->x, at, m, true, buf);
+  fsN_nll one = j->o;
+  if (!j->g) { /* forward: a row at a time, for its weight */
+    one.M = 1;
+    for (int64_t r = 0; r < n; r++)
+      if (fsN_nll_forward(j->per + r0 + r, j->ws + r0 + r, xs + r * C, j->t + r0 + r, &one) < 0) return -1;
+    return 0;
+  }
+  float *d = buf + m;
+  memset(d, 0, m * sizeof *d); /* the kernel adds to dx, as to the zeroed float32 gradient */
+  one.M = n;
+  fsN_nll_backward(d, j->g + r0, xs, j->t + r0, &one);
+  fsG_low_grad_add(j->x->dtype, j->dx + at, d, m, 1.0f, j->fresh);
+  return 0;
+}
+
+/* the parts of j (x, t and weight set) on the workers, or here when small */
+static int nll_low_run(nll_low *j, const fs_tensor *weight) {
+  int64_t C = j->o.C, M = j->o.M, rows = C >= NLL_PART ? 1 : NLL_PART / C;
+  j->rows = rows < M ? rows : M;
+  int64_t parts = (M + j->rows - 1) / j->rows;
+  bool pool = M * C >= 2 * NLL_PART;
+  size_t per = 2 * (size_t)(j->rows * C);
+  float *mem = parts < INT32_MAX ? malloc(((pool ? (size_t)fsB_threads() : 1) * per + (size_t)C) * sizeof *mem) : NULL;
+  if (!mem) {
+    fsT_seterr(parts < INT32_MAX ? "out of memory" : "nll_loss: %lld rows are too many", (long long)M);
+    return -1;
+  }
+  j->scratch = mem + C;
+  j->o.weight = weight ? fsG_low_block(weight, 0, (size_t)C, true, mem) : NULL;
+  int rc = 0;
+  if (pool) rc = fsB_parallel((int)parts, nll_low_part, j);
+  else
+    for (int64_t p = 0; p < parts && rc == 0; p++) rc = nll_low_part(j, (int)p, 0);
+  free(mem);
+  return rc;
+}
+
+static int nll_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  nll_low j = {.x = x, .t = fsT_i64(n->in[1]), .g = fsT_f32(out->grad)};
+  if (fsG_low_grad_buf(x, &j.dx, &j.fresh)) return -1;
+  if (!j.dx) return 0;
+  nll_opts(n, x, NULL, &j.o);
+  j.o.M = out->numel;
+  j.o.C = x->shape[x->rank - 1];
+  return nll_low_run(&j, n->in[2]);
+}
+
+/* the loss (nll_low_ok), reduced and rounded to its type */
+static fs_tensor *nll_low_loss(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
+                               int64_t ignore_index, double smoothing, fsG_reduction red) {
+  fs_tensor *ins[3] = {x, target, weight};
+  fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(3, ins);
+  int64_t C = x->shape[x->rank - 1], M = x->numel / C;
+  if (!fsG_check_inputs(from_logits ? "cross_entropy" : "nll_loss", 3, ins)) return NULL;
+  nll_low j = {.x = x, .t = fsT_i64(target),
+               .o = {.M = M, .C = C, .from_logits = from_logits, .ignore_index = ignore_index, .smoothing = (float)smoothing}};
+  fs_tensor *per = fsT_new(FS_F32, FS_DEV_CPU, 1, &M);
+  j.ws = per ? malloc((size_t)M * sizeof *j.ws) : NULL;
+  j.per = per ? fsT_f32(per) : NULL;
+  if (!j.ws || nll_low_run(&j, weight) < 0) {
+    if (per && !j.ws) fsT_seterr("out of memory");
+    free(j.ws);
+    fsT_release(per);
+    return NULL;
+  }
+  double wsum = 0;
+  for (int64_t m = 0; m < M; m++) wsum += j.ws[m];
+  free(j.ws);
+  per = fsG_record(per, nll_low_bw, 3, ins, NULL, NULL, smoothing, ignore_index);
+  if (per && per->node) per->node->iv[0] = from_logits;
+  fs_tensor *r = per ? reduce(per, red, wsum, x->rank - 1, x->shape) : NULL, *out = r ? fsG_cast(r, to) : NULL;
+  fsT_release(r);
+  return out;
+}
+
 fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
                    int64_t ignore_index, double smoothing, fsG_reduction red) {
+  if (nll_low_ok(x, target, weight, smoothing)) return nll_low_loss(x, target, weight, from_logits, ignore_index, smoothing, red);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_F32, 3, (fs_tensor *const[]){x, target, weight}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_nll(lp.w[0], lp.w[1], lp.w[2], from_logits, ignore_index, smoothing, red));
