@@ -1,24 +1,27 @@
-/* low_norm.c -- LayerNorm of a bfloat16/float16 x on the cpu that loads and
- * stores the low type itself (autograd_int.h's FSG_LOW_BLOCK family): no
- * float32 copy of x, of its result or of their gradients.
+/* low_norm.c -- LayerNorm and RMSNorm of a bfloat16/float16 x on the cpu
+ * that load and store the low type themselves (autograd_int.h's
+ * FSG_LOW_BLOCK family): no float32 copy of x, of its result or of their
+ * gradients.
  *
  * x [N, C] is cut into parts of whole rows (about LOW_LN_PART floats, fixed
  * by N and C alone) run on the worker pool (fsB_parallel); a part widens its
  * rows into its worker's scratch, runs nn.h's float32 kernel on them and
  * rounds the rows of the result once.  w and b (x's type or float32) are
- * widened whole once.  Statistics (mean, rstd) are float32 and saved, as
- * torch's.  Backward: dx by the same row parts (the kernel's dinp on a
- * zeroed part, rounded into x's gradient, fsG_low_grad_add), dw and db by
- * parts of LOW_LN_COLUMNS columns each summing over every row in row order
- * in float32, rounded once when w, b are low.  Every value is what the
- * float32 kernels (nn.c's split and one-thread ones alike) compute on the
- * widened tensors, so the bits are the float32-copy path's at any thread
- * count. */
+ * widened whole once.  Statistics (mean, rstd; RMSNorm's rstd) are float32
+ * and saved, as torch's.  Backward: dx by the same row parts (the kernel's
+ * dinp on a zeroed part, rounded into x's gradient, fsG_low_grad_add), dw
+ * and db by parts of LOW_LN_COLUMNS columns each summing over every row in
+ * row order in float32, rounded once when w, b are low.  Every value is
+ * what the float32 kernels (nn.c's split and one-thread ones, norm.c's)
+ * compute on the widened tensors, so the bits are the float32-copy path's
+ * at any thread count. */
 #include "autograd_int.h"
 #include "blas.h"
 #include "nn.h"
+#include "norm.h"
 #include "vmath.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +30,8 @@ enum { LOW_LN_PART = 16384, LOW_LN_COLUMNS = 512 };
 typedef struct ln_low {
   const fs_tensor *x;
   fs_tensor *out;         /* forward: x's promoted type */
-  const float *w, *b;     /* widened */
+  bool rms;               /* RMSNorm: no b, no mean */
+  const float *w, *b;     /* widened, or NULL */
   float *mean, *rstd;     /* [N] */
   const float *dy;        /* backward: out's float32 gradient */
   float *dx, *dw, *db;    /* x's low gradient; w's, b's float32 sums (or their gradients) */
@@ -42,8 +46,9 @@ static int ln_low_forward_part(void *ctx, int part, int worker) {
   int64_t r0 = part * j->rows, n = j->N - r0 < j->rows ? j->N - r0 : j->rows;
   size_t at = (size_t)(r0 * j->C), m = (size_t)(n * j->C);
   float *buf = j->scratch + (size_t)worker * 2 * (size_t)(j->rows * j->C), *y = fsG_low_out(j->out, at, buf + m);
-  fsN_layernorm_forward(y, j->mean + r0, j->rstd + r0, fsG_low_block(j->x, at, m, true, buf), j->w, j->b, n, j->C,
-                        j->eps);
+  const float *x = fsG_low_block(j->x, at, m, true, buf);
+  if (j->rms) fsN_rmsnorm_forward(y, j->rstd + r0, x, j->w, n, j->C, j->eps);
+  else fsN_layernorm_forward(y, j->mean + r0, j->rstd + r0, x, j->w, j->b, n, j->C, j->eps);
   fsG_low_store(j->out, at, m, y);
   return 0;
 }
@@ -56,7 +61,12 @@ static void ln_low_columns(const ln_low *j, int64_t c0, int64_t c1) {
   for (int64_t n = 0; n < j->N; n++) {
     const float *x = fsG_low_block(j->x, (size_t)(n * j->C + c0), (size_t)(c1 - c0), true, xs);
     const float *dy = j->dy + n * j->C + c0;
-    float m = j->mean[n], s = j->rstd[n], *db = j->db ? j->db + c0 : NULL, *dw = j->dw ? j->dw + c0 : NULL;
+    float m = j->rms ? 0 : j->mean[n], s = j->rstd[n], *db = j->db ? j->db + c0 : NULL, *dw = j->dw ? j->dw + c0 : NULL;
+    if (j->rms) {
+#pragma omp simd
+      for (int64_t c = 0; c < c1 - c0; c++) dw[c] += dy[c] * x[c] * s;
+      continue;
+    }
     if (db) {
 #pragma omp simd
       for (int64_t c = 0; c < c1 - c0; c++) db[c] += dy[c];
@@ -79,8 +89,9 @@ static int ln_low_backward_part(void *ctx, int part, int worker) {
   size_t at = (size_t)(r0 * j->C), m = (size_t)(n * j->C);
   float *buf = j->scratch + (size_t)worker * 2 * (size_t)(j->rows * j->C), *d = buf + m;
   memset(d, 0, m * sizeof *d); /* the kernel adds to dinp, as to the zeroed float32 gradient */
-  fsN_layernorm_backward(d, NULL, NULL, j->dy + at, fsG_low_block(j->x, at, m, true, buf), j->w, j->mean + r0,
-                         j->rstd + r0, n, j->C);
+  const float *x = fsG_low_block(j->x, at, m, true, buf);
+  if (j->rms) fsN_rmsnorm_backward(d, NULL, j->dy + at, x, j->w, j->rstd + r0, n, j->C);
+  else fsN_layernorm_backward(d, NULL, NULL, j->dy + at, x, j->w, j->mean + r0, j->rstd + r0, n, j->C);
   fsG_low_grad_add(j->x->dtype, j->dx + at, d, m, 1.0f, j->dx_fresh);
   return 0;
 }
@@ -92,12 +103,12 @@ static void ln_low_run(ln_low *j, int parts, fsB_part_fn fn) {
   else fsB_parallel(parts, fn, j); /* the parts cannot fail */
 }
 
-/* j's shape, scratch and widened w, b (wide: 2 C floats for the low ones);
- * -1 + error */
-static int ln_low_begin(ln_low *j, const fs_tensor *x, const fs_tensor *w, const fs_tensor *b, float **wide) {
-  int64_t C = w->numel, N = x->numel / C, rows = C >= LOW_LN_PART ? 1 : LOW_LN_PART / C;
+/* j's shape (rows of C), scratch and widened w, b (wide: 2 C floats for
+ * the low ones); -1 + error */
+static int ln_low_begin(ln_low *j, const fs_tensor *x, const fs_tensor *w, const fs_tensor *b, int64_t C, float **wide) {
+  int64_t N = x->numel / C, rows = C >= LOW_LN_PART ? 1 : LOW_LN_PART / C;
   if (rows > N) rows = N;
-  *j = (ln_low){.x = x, .N = N, .C = C, .rows = rows, .row_parts = (N + rows - 1) / rows};
+  *j = (ln_low){.x = x, .rms = !b, .N = N, .C = C, .rows = rows, .row_parts = (N + rows - 1) / rows};
   int workers = j->N * j->C < 2 * LOW_LN_PART ? 1 : fsB_threads();
   size_t per = 2 * (size_t)(rows * C);
   if (j->row_parts + (C + LOW_LN_COLUMNS - 1) / LOW_LN_COLUMNS >= INT32_MAX) {
@@ -109,18 +120,28 @@ static int ln_low_begin(ln_low *j, const fs_tensor *x, const fs_tensor *w, const
     return -1;
   }
   j->scratch = *wide + 2 * C;
-  j->w = fsG_low_block(w, 0, (size_t)C, true, *wide);
-  j->b = fsG_low_block(b, 0, (size_t)C, true, *wide + C);
+  j->w = w ? fsG_low_block(w, 0, (size_t)C, true, *wide) : NULL;
+  j->b = b ? fsG_low_block(b, 0, (size_t)C, true, *wide + C) : NULL;
   return 0;
 }
 
+/* t (NULL, x's type or float32) on the cpu with its data */
+static bool low_side_ok(const fs_tensor *t, fs_dtype dt) {
+  return !t || (t->device == FS_DEV_CPU && t->data && (t->dtype == dt || t->dtype == FS_F32));
+}
+
 bool fsG_layernorm_low_ok(const fs_tensor *x, const fs_tensor *w, const fs_tensor *b) {
-  if (!x || !w || !b || !fsT_is_low(x->dtype) || x->rank == 0 || x->numel == 0) return false;
-  const fs_tensor *ts[3] = {x, w, b};
-  for (int i = 0; i < 3; i++)
-    if (ts[i]->device != FS_DEV_CPU || !ts[i]->data || (ts[i]->dtype != x->dtype && ts[i]->dtype != FS_F32))
-      return false;
+  if (!x || !w || !b || !fsT_is_low(x->dtype) || x->rank == 0 || x->numel == 0 || !low_side_ok(x, x->dtype) ||
+      !low_side_ok(w, x->dtype) || !low_side_ok(b, x->dtype))
+    return false;
   return x->shape[x->rank - 1] == w->numel && b->numel == w->numel;
+}
+
+bool fsG_rms_norm_low_ok(const fs_tensor *x, int nd, const int64_t *shape, const fs_tensor *w) {
+  if (!x || !fsT_is_low(x->dtype) || x->numel == 0 || !low_side_ok(x, x->dtype) || !low_side_ok(w, x->dtype) ||
+      nd < 1 || nd > x->rank || memcmp(x->shape + x->rank - nd, shape, (size_t)nd * sizeof *shape))
+    return false;
+  return !w || (w->rank == nd && !memcmp(w->shape, shape, (size_t)nd * sizeof *shape));
 }
 
 /* a low parameter's float32 sum, rounded into its gradient after the parts */
@@ -136,18 +157,20 @@ static int ln_low_param(fs_tensor *t, float **d, float **sum, bool *fresh) {
 }
 
 static int ln_low_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+  bool rms = n->k;
+  fs_tensor *x = n->in[0], *w = n->in[1], *b = rms ? NULL : n->in[2], *rstd = n->saved[rms ? 0 : 1];
   ln_low j;
-  float *wide, *dwl = NULL, *dbl = NULL, *dw, *db;
+  float *wide, *dwl = NULL, *dbl = NULL, *dw = NULL, *db = NULL;
   bool wf = false, bf = false;
-  if (ln_low_begin(&j, x, w, b, &wide) < 0) return -1;
-  int rc = fsG_low_grad_buf(x, &j.dx, &j.dx_fresh) || ln_low_param(w, &dw, &dwl, &wf) || ln_low_param(b, &db, &dbl, &bf)
+  if (ln_low_begin(&j, x, w, b, x->numel / rstd->numel, &wide) < 0) return -1;
+  int rc = fsG_low_grad_buf(x, &j.dx, &j.dx_fresh) || (w && ln_low_param(w, &dw, &dwl, &wf)) ||
+                   (b && ln_low_param(b, &db, &dbl, &bf))
                ? -1
                : 0;
   if (rc == 0) {
     j.dy = fsT_f32(out->grad);
-    j.mean = fsT_f32(n->saved[0]);
-    j.rstd = fsT_f32(n->saved[1]);
+    j.mean = rms ? NULL : fsT_f32(n->saved[0]);
+    j.rstd = fsT_f32(rstd);
     j.dw = dwl ? dwl : dw;
     j.db = dbl ? dbl : db;
     if (!j.dx) j.row_parts = 0;
@@ -162,15 +185,16 @@ static int ln_low_bw(fsG_node *n, fs_tensor *out) {
   return rc;
 }
 
-fs_tensor *fsG_layernorm_low(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+/* LayerNorm (b given) or RMSNorm of x's rows of C */
+static fs_tensor *norm_low(const char *op, fs_tensor *x, fs_tensor *w, fs_tensor *b, int64_t C, double eps) {
   fs_tensor *ins[3] = {x, w, b};
-  if (!fsG_check_inputs("layer_norm", 3, ins)) return NULL;
+  if (!fsG_check_inputs(op, 3, ins)) return NULL;
   ln_low j;
   float *wide;
-  if (ln_low_begin(&j, x, w, b, &wide) < 0) return NULL;
+  if (ln_low_begin(&j, x, w, b, C, &wide) < 0) return NULL;
   fs_tensor *out = fsT_new(fsG_promoted(3, ins), FS_DEV_CPU, x->rank, x->shape);
-  fs_tensor *mean = fsT_new(FS_F32, FS_DEV_CPU, 1, &j.N), *rstd = fsT_new(FS_F32, FS_DEV_CPU, 1, &j.N);
-  if (!out || !mean || !rstd) {
+  fs_tensor *mean = b ? fsT_new(FS_F32, FS_DEV_CPU, 1, &j.N) : NULL, *rstd = fsT_new(FS_F32, FS_DEV_CPU, 1, &j.N);
+  if (!out || (b && !mean) || !rstd) {
     free(wide);
     fsT_release(out);
     fsT_release(mean);
@@ -178,10 +202,22 @@ fs_tensor *fsG_layernorm_low(fs_tensor *x, fs_tensor *w, fs_tensor *b, double ep
     return NULL;
   }
   j.out = out;
-  j.mean = fsT_f32(mean);
+  j.mean = b ? fsT_f32(mean) : NULL;
   j.rstd = fsT_f32(rstd);
   j.eps = (float)eps;
   ln_low_run(&j, (int)j.row_parts, ln_low_forward_part);
   free(wide);
+  if (!b) return fsG_record(out, ln_low_bw, 2, ins, rstd, NULL, eps, 1);
   return fsG_record(out, ln_low_bw, 3, ins, mean, rstd, eps, 0);
+}
+
+fs_tensor *fsG_layernorm_low(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
+  return norm_low("layer_norm", x, w, b, w->numel, eps);
+}
+
+fs_tensor *fsG_rms_norm_low(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps) {
+  int64_t D = 1;
+  for (int i = 0; i < nd; i++) D *= shape[i];
+  if (isnan(eps)) eps = 1.1920928955078125e-07; /* eps=None: torch.finfo(float32).eps, as fsG_rms_norm */
+  return norm_low("rms_norm", x, w, NULL, D, eps);
 }

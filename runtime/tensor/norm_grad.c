@@ -102,6 +102,7 @@ static int rmsnorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps) {
+  if (fsG_rms_norm_low_ok(x, nd, shape, w)) return fsG_rms_norm_low(x, nd, shape, w, eps);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, w}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_rms_norm(lp.w[0], nd, shape, lp.w[1], eps));

@@ -506,8 +506,9 @@ static void test_low_bcast(void **state) {
         }
 }
 
-/* Reductions (whole, over a dim, max/min) and softmax on low tensors read
- * them a chunk at a time: the float32 kernel's values rounded once.
+/* Reductions (whole, over a dim, max/min, logsumexp), cumsum and softmax
+ * on low tensors read them a chunk at a time: the float32 kernel's values
+ * rounded once.
  * Softmax's backward reads the rounded output (torch's), the others
  * compute what the float32 backward computes; each gradient reaches the
  * low tensor rounded. */
@@ -517,7 +518,7 @@ static const struct { int rank; int64_t shape[3]; } red_shapes[] = {
 
 static void test_low_reduce(void **state) {
   (void)state;
-  enum { SUM, MEAN, MAX, MIN, SOFTMAX, LOGSOFTMAX, KINDS };
+  enum { SUM, MEAN, MAX, MIN, SOFTMAX, LOGSOFTMAX, LOGSUMEXP, CUMSUM, KINDS };
   for (int t = 0; t < 2; t++)
     for (size_t s = 0; s < sizeof red_shapes / sizeof *red_shapes; s++)
       for (int dim = -1; dim < red_shapes[s].rank; dim++) /* -1: every element (sum, mean) */
@@ -532,6 +533,8 @@ static void test_low_reduce(void **state) {
             if (dim < 0) *o = rt_ok(kind == SUM ? fsG_sum(v) : fsG_mean(v));
             else if (kind <= MEAN) *o = rt_ok(fsG_sum_dim(v, dim, keep, kind == MEAN));
             else if (kind <= MIN) *o = rt_ok(fsG_extreme(kind == MAX, v, dim, keep, ix_));
+            else if (kind == LOGSUMEXP) *o = rt_ok(fsG_logsumexp(v, dim, keep));
+            else if (kind == CUMSUM) *o = rt_ok(fsG_cumsum(v, dim));
             else *o = rt_ok(fsG_softmax(v, dim, kind == LOGSOFTMAX));
           }
           assert_int_equal(out->dtype, dt);
@@ -540,7 +543,7 @@ static void test_low_reduce(void **state) {
           if (ix) assert_memory_equal(fsT_i64(ix), fsT_i64(iw), (size_t)ix->numel * sizeof(int64_t));
           fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, dt);
           backward_weighted(out, w);
-          if (kind < SOFTMAX) {
+          if (kind != SOFTMAX && kind != LOGSOFTMAX) {
             backward_weighted(ref, wr);
             assert_grad(x, xw, dt);
           } else { /* the float32 backward on the rounded output */
@@ -681,6 +684,34 @@ static void test_low_nll(void **state) {
       }
 }
 
+/* RMSNorm of a low x, with a weight (low or float32) or none: the float32
+ * kernels' values rounded once, forward and backward, over one or two
+ * normalized dims and parts over the worker pool (the last shape). */
+static void test_low_rmsnorm(void **state) {
+  (void)state;
+  static const struct { int rank, nd; int64_t shape[3]; } shapes[] = {
+    {2, 1, {5, 7}}, {3, 2, {3, 2, 33}}, {2, 1, {64, 1029}},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++) { /* a low weight, a float32 one, none */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int rank = shapes[s].rank, nd = shapes[s].nd;
+        const int64_t *ns = shapes[s].shape + rank - nd;
+        fs_tensor *x[2], *xw[2];
+        low_pair_k(dt, rank, shapes[s].shape, "x", -2, s == 0 ? 10 : 0, &x[0], &xw[0]);
+        if (kind == 0) low_pair_k(dt, nd, ns, "w", 0.25f, 0, &x[1], &xw[1]);
+        else if (kind == 1) {
+          x[1] = rt_rand("w", 0.25f, 4, nd, ns);
+          xw[1] = rt_ok(fsT_copy(x[1]));
+          x[1]->requires_grad = xw[1]->requires_grad = true;
+        }
+        fs_tensor *out = rt_ok(fsG_rms_norm(x[0], nd, ns, kind < 2 ? x[1] : NULL, NAN));
+        check_low(out, rt_ok(fsG_rms_norm(xw[0], nd, ns, kind < 2 ? xw[1] : NULL, NAN)), x, xw, kind == 1 ? FS_F32 : dt,
+                  kind < 2 ? 2 : 1);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
@@ -689,7 +720,7 @@ int main(void) {
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
     cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_layernorm),
-    cmocka_unit_test(test_low_nll),
+    cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_rmsnorm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
