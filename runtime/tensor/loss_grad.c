@@ -273,33 +273,58 @@ static int ploss_bw(fsG_node *n, fs_tensor *out) {
 }
 
 /* Elementwise losses of same-shaped low (or low and float32) x and y on
- * the cpu, without weights, read a block at a time (autograd_int.h's
- * FSG_LOW_BLOCK path): the per-element losses are the float32 kernel's on
- * the widened values (a float32 tensor, reduced as the float32 path
- * reduces it, then rounded once to the result's type), and backward adds
- * each input's float32 contribution rounded (fsG_low_grad_add). */
+ * the cpu read a block at a time (autograd_int.h's FSG_LOW_BLOCK path):
+ * the per-element losses are the float32 kernel's on the widened values
+ * (a float32 tensor, weighted and reduced as the float32 path does it, then
+ * rounded once to the result's type), and backward adds each input's
+ * float32 contribution rounded (fsG_low_grad_add).  pos_weight [P] is
+ * widened twice over, so that a block starting at element `at` reads it
+ * from at % P on with the kernel's i % P. */
 static bool ploss_low_ok(const fs_tensor *x, const fs_tensor *y, const fs_tensor *pos_weight, const fs_tensor *weight) {
-  if (pos_weight || weight || !fsT_same_shape(x, y) || !(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
-  for (int i = 0; i < 2; i++) {
-    const fs_tensor *t = i ? y : x;
-    if ((t->dtype != FS_F32 && !fsT_is_low(t->dtype)) || t->device != FS_DEV_CPU || !t->data) return false;
+  if (!fsT_same_shape(x, y) || !(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
+  if (pos_weight && pos_weight->numel != 1 && (x->rank == 0 || pos_weight->numel != x->shape[x->rank - 1])) return false;
+  const fs_tensor *ts[4] = {x, y, pos_weight, weight};
+  for (int i = 0; i < 4; i++) {
+    const fs_tensor *t = ts[i];
+    if (t && ((t->dtype != FS_F32 && !fsT_is_low(t->dtype)) || t->device != FS_DEV_CPU || !t->data)) return false;
   }
   return true;
+}
+
+/* pos_weight (or NULL) widened twice over, in *pw; -1 + error */
+static int ploss_low_pw(const fs_tensor *pos_weight, float **pw) {
+  *pw = NULL;
+  if (!pos_weight) return 0;
+  size_t P = (size_t)pos_weight->numel;
+  if (!(*pw = malloc(2 * P * sizeof **pw))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  for (int k = 0; k < 2; k++) fsT_convert(FS_F32, *pw + k * P, pos_weight->dtype, pos_weight->data, P);
+  return 0;
+}
+
+/* o's pos_weight for the block at `at` */
+static void ploss_low_at(fsN_ploss_opts *o, const float *pw, int64_t P, size_t at) {
+  o->pos_weight = pw ? pw + at % (size_t)P : NULL;
+  o->n_pw = pw ? P : 0;
 }
 
 static int ploss_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *side[2] = {n->in[0], n->in[1]};
   fsN_ploss_opts o = {.op = (fsN_ploss)n->k, .param = n->s};
-  float *d[2], X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], C[2][FSG_LOW_BLOCK];
+  float *d[2], X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], C[2][FSG_LOW_BLOCK], *pw;
   bool fresh[2] = {false, false}, low[2];
   for (int i = 0; i < 2; i++) {
     low[i] = fsT_is_low(side[i]->dtype);
     if (low[i] ? fsG_low_grad_buf(side[i], &d[i], &fresh[i]) : fsG_grad_buf(side[i], &d[i])) return -1;
   }
+  if (ploss_low_pw(n->in[2], &pw) < 0) return -1;
   const float *g = fsT_f32(out->grad);
   for (size_t at = 0, N = (size_t)out->numel; (d[0] || d[1]) && at < N; at += FSG_LOW_BLOCK) {
     size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
     float *c[2];
+    if (pw) ploss_low_at(&o, pw, n->in[2]->numel, at);
     for (int i = 0; i < 2; i++)
       c[i] = !d[i] ? NULL : low[i] ? memset(C[i], 0, m * sizeof(float)) : d[i] + at; /* float32: added in place */
     fsN_ploss_backward(c[0], c[1], g + at, fsG_low_block(side[0], at, m, true, X), fsG_low_block(side[1], at, m, true, Y),
@@ -307,20 +332,27 @@ static int ploss_low_bw(fsG_node *n, fs_tensor *out) {
     for (int i = 0; i < 2; i++)
       if (d[i] && low[i]) fsG_low_grad_add(side[i]->dtype, d[i] + at, C[i], m, 1.0f, fresh[i]);
   }
+  free(pw);
   return 0;
 }
 
 /* per-element losses of x and y (ploss_low_ok): a float32 tensor on the tape */
-static fs_tensor *ploss_low(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param) {
+static fs_tensor *ploss_low(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight) {
   fs_tensor *per = fsT_new(FS_F32, FS_DEV_CPU, x->rank, x->shape);
-  if (!per) return NULL;
+  float *pw;
+  if (!per || ploss_low_pw(pos_weight, &pw) < 0) {
+    fsT_release(per);
+    return NULL;
+  }
   fsN_ploss_opts o = {.op = kind, .param = param};
   float X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
   for (size_t at = 0, N = (size_t)per->numel; at < N; at += FSG_LOW_BLOCK) {
     size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    if (pw) ploss_low_at(&o, pw, pos_weight->numel, at);
     fsN_ploss_forward(fsT_f32(per) + at, fsG_low_block(x, at, m, true, X), fsG_low_block(y, at, m, true, Y), m, &o);
   }
-  return fsG_record(per, ploss_low_bw, 2, (fs_tensor *const[]){x, y}, NULL, NULL, param, kind);
+  free(pw);
+  return fsG_record(per, ploss_low_bw, 3, (fs_tensor *const[]){x, y, pos_weight}, NULL, NULL, param, kind);
 }
 
 static const char *const ploss_names[] = {
@@ -332,10 +364,16 @@ fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, f
                      fs_tensor *weight, fsG_reduction red) {
   if (fsG_any_f64(2, (fs_tensor *const[]){x, y}) && !pos_weight && !weight) return fsG_ploss_f64(kind, x, y, red);
   if (ploss_low_ok(x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
-    fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(2, (fs_tensor *const[]){x, y});
-    fs_tensor *per = ploss_low(kind, x, y, param);
-    fs_tensor *r = per ? reduce(per, red, red == FSG_BATCHMEAN ? (double)(x->rank ? x->shape[0] : 1) : (double)x->numel,
-                                x->rank, x->shape)
+    fs_tensor *ins[4] = {x, y, pos_weight, weight};
+    fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(4, ins);
+    fs_tensor *per = ploss_low(kind, x, y, param, pos_weight);
+    if (per && weight) { /* as the float32 path: per * weight, broadcast (the weight's gradient rounded once) */
+      fs_tensor *w = fsG_binary_op(FSU_MUL, per, weight);
+      fsT_release(per);
+      per = w;
+    }
+    fs_tensor *r = per ? reduce(per, red, red == FSG_BATCHMEAN ? (double)(per->rank ? per->shape[0] : 1) : (double)per->numel,
+                                per->rank, per->shape)
                        : NULL;
     fs_tensor *out = r ? fsG_cast(r, to) : NULL;
     fsT_release(r);

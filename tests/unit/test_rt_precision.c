@@ -579,42 +579,48 @@ static void test_low_dropout(void **state) {
 
 /* The elementwise losses on low inputs (and a low input with a float32
  * target) read them a block at a time: the float32 path's per-element
- * losses and reduction, rounded once to the result's type (float32 under
- * autocast), and its gradients rounded into the low inputs'. */
+ * losses, weighting and reduction, rounded once to the result's type
+ * (float32 under autocast), and its gradients rounded into the low
+ * inputs'; with a weight broadcast over the last dim (low or float32, its
+ * gradient too) and BCE with logits' pos_weight (61 floats: blocks of 1024
+ * start inside it). */
 static void test_low_ploss(void **state) {
   (void)state;
-  int64_t shape[2] = {37, 61};
+  int64_t shape[2] = {37, 61}, C = 61;
   for (int mode = 0; mode < 3; mode++) /* bfloat16, float16, bfloat16 under autocast */
     for (int kind = FSN_MSE; kind <= FSN_KL_DIV; kind++)
       for (int red = FSG_NONE; red <= FSG_BATCHMEAN; red++)
-        for (int f32 = 0; f32 < 2; f32++) {
-          fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
-          fs_tensor *x, *xw, *y, *yw;
-          low_pair(dt, 2, shape, "x", kind == FSN_BCE ? -0.5f : -2, &x, &xw);
-          if (!f32) low_pair(dt, 2, shape, "y", -1, &y, &yw);
-          else {
-            y = rt_rand("y", 0, 1, 2, shape);
-            yw = rt_ok(fsT_copy(y));
-            y->requires_grad = yw->requires_grad = true;
+        for (int f32 = 0; f32 < 2; f32++)
+          for (int wk = 0; wk < 3; wk++) { /* no weights; low weights; float32 weights */
+            fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
+            fs_tensor *x[3], *xw[3], *pw = NULL, *pww = NULL;
+            low_pair(dt, 2, shape, "x", kind == FSN_BCE ? -0.5f : -2, &x[0], &xw[0]);
+            if (!f32) low_pair(dt, 2, shape, "y", -1, &x[1], &xw[1]);
+            else {
+              x[1] = rt_rand("y", 0, 1, 2, shape);
+              xw[1] = rt_ok(fsT_copy(x[1]));
+              x[1]->requires_grad = xw[1]->requires_grad = true;
+            }
+            if (wk) {
+              fs_tensor *w = rt_rand("weight", 0.25f, 2, 1, &C);
+              x[2] = wk == 1 ? rt_ok(fsT_to_dtype(w, dt)) : rt_ok(fsT_copy(w));
+              xw[2] = rt_ok(fsT_to_dtype(x[2], FS_F32));
+              x[2]->requires_grad = xw[2]->requires_grad = true;
+              if (kind == FSN_BCE_LOGITS) {
+                pw = wk == 1 ? rt_ok(fsT_to_dtype(w, dt)) : rt_ok(fsT_copy(w));
+                pww = rt_ok(fsT_to_dtype(pw, FS_F32));
+              }
+              fsT_release(w);
+            }
+            double param = kind == FSN_KL_DIV ? kind % 2 : 0.5;
+            fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
+            fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x[0], x[1], param, pw, wk ? x[2] : NULL, (fsG_reduction)red));
+            fsG_set_autocast(old);
+            fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw[0], xw[1], param, pww, wk ? xw[2] : NULL, (fsG_reduction)red));
+            check_low(out, ref, x, xw, mode == 2 || f32 || wk == 2 ? FS_F32 : dt, wk ? 3 : 2);
+            fsT_release(pw);
+            fsT_release(pww);
           }
-          double param = kind == FSN_KL_DIV ? kind % 2 : 0.5;
-          fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
-          fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x, y, param, NULL, NULL, (fsG_reduction)red));
-          fsG_set_autocast(old);
-          fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw, yw, param, NULL, NULL, (fsG_reduction)red));
-          fs_dtype want = mode == 2 || f32 ? FS_F32 : dt;
-          assert_int_equal(out->dtype, want);
-          fs_tensor *r = rounded(ref, want);
-          assert_same(out, fsT_f32(r), r->numel);
-          fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, want);
-          backward_weighted(out, w);
-          backward_weighted(ref, wr);
-          assert_grad(x, xw, dt);
-          if (!f32) assert_grad(y, yw, dt);
-          else assert_same(y->grad, fsT_f32(yw->grad), y->numel);
-          fs_tensor *all[] = {x, xw, y, yw, out, ref, r, w, wr};
-          for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
-        }
 }
 
 /* LayerNorm of a low x (w and b low, or float32: a float32 result) reads
