@@ -1,4 +1,4 @@
-/* low_norm.c -- LayerNorm and RMSNorm of a bfloat16/float16 x on the cpu
+/* low_norm.c -- LayerNorm, RMSNorm and GroupNorm of a bfloat16/float16 x on the cpu
  * that load and store the low type themselves (autograd_int.h's
  * FSG_LOW_BLOCK family): no float32 copy of x, of its result or of their
  * gradients.
@@ -220,4 +220,92 @@ fs_tensor *fsG_rms_norm_low(fs_tensor *x, int nd, const int64_t *shape, fs_tenso
   for (int i = 0; i < nd; i++) D *= shape[i];
   if (isnan(eps)) eps = 1.1920928955078125e-07; /* eps=None: torch.finfo(float32).eps, as fsG_rms_norm */
   return norm_low("rms_norm", x, w, NULL, D, eps);
+}
+
+/* ---- GroupNorm: x [N, C, S...] by chunks of whole images of about
+ * LOW_GN_CHUNK floats on the calling thread, norm.c's kernels on each
+ * chunk widened: a group is in one image, and dw, db add the images in
+ * order, so every value is the float32-copy path's. ---- */
+enum { LOW_GN_CHUNK = 65536 };
+
+typedef struct gn_low {
+  int64_t N, C, S, G, imgs; /* imgs: images per chunk */
+  float *wide, *buf;        /* w, b widened (2 C); a chunk's x and result (2 imgs C S) */
+  const float *w, *b;
+} gn_low;
+
+bool fsG_group_norm_low_ok(const fs_tensor *x, int64_t groups, const fs_tensor *w, const fs_tensor *b) {
+  if (!x || !fsT_is_low(x->dtype) || x->numel == 0 || x->rank < 2 || groups <= 0 || x->shape[1] % groups ||
+      !low_side_ok(x, x->dtype) || !low_side_ok(w, x->dtype) || !low_side_ok(b, x->dtype))
+    return false;
+  return (!w || w->numel == x->shape[1]) && (!b || b->numel == x->shape[1]);
+}
+
+static int gn_low_begin(gn_low *g, const fs_tensor *x, int64_t groups, const fs_tensor *w, const fs_tensor *b) {
+  int64_t N = x->shape[0], C = x->shape[1], S = x->numel / (N * C), img = C * S;
+  *g = (gn_low){.N = N, .C = C, .S = S, .G = groups, .imgs = img >= LOW_GN_CHUNK ? 1 : LOW_GN_CHUNK / img};
+  if (g->imgs > N) g->imgs = N;
+  if (!(g->wide = malloc((2 * (size_t)C + 2 * (size_t)(g->imgs * img)) * sizeof *g->wide))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  g->buf = g->wide + 2 * C;
+  g->w = w ? fsG_low_block(w, 0, (size_t)C, true, g->wide) : NULL;
+  g->b = b ? fsG_low_block(b, 0, (size_t)C, true, g->wide + C) : NULL;
+  return 0;
+}
+
+static int gn_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+  gn_low g;
+  float *dx, *dw = NULL, *db = NULL, *dwl = NULL, *dbl = NULL;
+  bool fresh = false, wf = false, bf = false;
+  if (gn_low_begin(&g, x, n->k, w, b) < 0) return -1;
+  int rc = fsG_low_grad_buf(x, &dx, &fresh) || (w && ln_low_param(w, &dw, &dwl, &wf)) ||
+                   (b && ln_low_param(b, &db, &dbl, &bf))
+               ? -1
+               : 0;
+  for (int64_t n0 = 0; rc == 0 && (dx || dw || db) && n0 < g.N; n0 += g.imgs) {
+    int64_t k = g.N - n0 < g.imgs ? g.N - n0 : g.imgs;
+    size_t at = (size_t)(n0 * g.C * g.S), m = (size_t)(k * g.C * g.S);
+    float *d = g.buf + m;
+    if (dx) memset(d, 0, m * sizeof *d); /* the kernel adds to dx, as to the zeroed float32 gradient */
+    fsN_groupnorm_backward(dx ? d : NULL, dwl ? dwl : dw, dbl ? dbl : db, fsT_f32(out->grad) + at,
+                           fsG_low_block(x, at, m, true, g.buf), g.w, fsT_f32(n->saved[0]) + n0 * g.G,
+                           fsT_f32(n->saved[1]) + n0 * g.G, k, g.C, g.S, g.G);
+    if (dx) fsG_low_grad_add(x->dtype, dx + at, d, m, 1.0f, fresh);
+  }
+  if (rc == 0 && dwl) fsG_low_grad_add(w->dtype, dw, dwl, (size_t)g.C, 1.0f, wf);
+  if (rc == 0 && dbl) fsG_low_grad_add(b->dtype, db, dbl, (size_t)g.C, 1.0f, bf);
+  free(dwl);
+  free(dbl);
+  free(g.wide);
+  return rc;
+}
+
+fs_tensor *fsG_group_norm_low(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps) {
+  fs_tensor *ins[3] = {x, w, b};
+  if (!fsG_check_inputs("group_norm", 3, ins)) return NULL;
+  gn_low g;
+  if (gn_low_begin(&g, x, groups, w, b) < 0) return NULL;
+  int64_t NG = g.N * groups;
+  fs_tensor *out = fsT_new(fsG_promoted(3, ins), FS_DEV_CPU, x->rank, x->shape);
+  fs_tensor *mean = fsT_new(FS_F32, FS_DEV_CPU, 1, &NG), *rstd = fsT_new(FS_F32, FS_DEV_CPU, 1, &NG);
+  if (!out || !mean || !rstd) {
+    free(g.wide);
+    fsT_release(out);
+    fsT_release(mean);
+    fsT_release(rstd);
+    return NULL;
+  }
+  for (int64_t n0 = 0; n0 < g.N; n0 += g.imgs) {
+    int64_t k = g.N - n0 < g.imgs ? g.N - n0 : g.imgs;
+    size_t at = (size_t)(n0 * g.C * g.S), m = (size_t)(k * g.C * g.S);
+    float *y = fsG_low_out(out, at, g.buf + m);
+    fsN_groupnorm_forward(y, fsT_f32(mean) + n0 * groups, fsT_f32(rstd) + n0 * groups,
+                          fsG_low_block(x, at, m, true, g.buf), g.w, g.b, k, g.C, g.S, groups, (float)eps);
+    fsG_low_store(out, at, m, y);
+  }
+  free(g.wide);
+  return fsG_record(out, gn_low_bw, 3, ins, mean, rstd, eps, groups);
 }

@@ -58,6 +58,7 @@ static int groupnorm_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps) {
+  if (fsG_group_norm_low_ok(x, groups, w, b)) return fsG_group_norm_low(x, groups, w, b, eps);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_group_norm(lp.w[0], groups, lp.w[1], lp.w[2], eps));

@@ -718,6 +718,36 @@ static void test_low_rmsnorm(void **state) {
       }
 }
 
+/* GroupNorm of a low x, with a weight and bias (low or float32) or none:
+ * the float32 kernels' values rounded once, forward and backward, over
+ * several chunks of images (the last shape). */
+static void test_low_groupnorm(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[3], groups; } shapes[] = {
+    {3, {2, 6, 5}, 3}, {2, {3, 4}, 2}, {3, {40, 8, 300}, 4},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++) { /* low weight and bias, float32 ones, none */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int64_t C = shapes[s].shape[1];
+        fs_tensor *x[3], *xw[3];
+        low_pair_k(dt, shapes[s].rank, shapes[s].shape, "x", -2, 0, &x[0], &xw[0]);
+        for (int i = 1; i < 3 && kind < 2; i++) {
+          if (kind == 0) low_pair_k(dt, 1, &C, i == 1 ? "w" : "b", 0.25f, 0, &x[i], &xw[i]);
+          else {
+            x[i] = rt_rand(i == 1 ? "w" : "b", 0.25f, 4, 1, &C);
+            xw[i] = rt_ok(fsT_copy(x[i]));
+            x[i]->requires_grad = xw[i]->requires_grad = true;
+          }
+        }
+        int64_t G = shapes[s].groups;
+        fs_tensor *out = rt_ok(fsG_group_norm(x[0], G, kind < 2 ? x[1] : NULL, kind < 2 ? x[2] : NULL, 1e-5));
+        check_low(out, rt_ok(fsG_group_norm(xw[0], G, kind < 2 ? xw[1] : NULL, kind < 2 ? xw[2] : NULL, 1e-5)), x, xw,
+                  kind == 1 ? FS_F32 : dt, kind < 2 ? 3 : 1);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
@@ -727,6 +757,7 @@ int main(void) {
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
     cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_layernorm),
     cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_rmsnorm),
+    cmocka_unit_test(test_low_groupnorm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
