@@ -1,7 +1,8 @@
 #!/bin/sh
 # threads-test.sh -- the cpu kernels give the same bits at 1, 2 and 3
 # threads: tests/threads.fab (the GPT example's model, a few steps) in
-# 32-true and bf16-mixed at OPENBLAS_NUM_THREADS=1|2|3 prints the same
+# 32-true, bf16-mixed and bf16-true (bfloat16 LayerNorm on the worker
+# pool) at OPENBLAS_NUM_THREADS=1|2|3 prints the same
 # losses and saves byte-identical weights and optimizer state; and
 # tests/threads_cnn.fab (convolutions, pooling, batch and group norm in
 # 64-true) prints the same losses and parameter sums.  The kernels
@@ -9,7 +10,7 @@
 # difference here is a split that depends on the thread count.
 . "${srcdir:-.}/tests/lib.sh"
 [ -r /usr/share/common-licenses/GPL-3 ] || { echo "SKIP: no /usr/share/common-licenses/GPL-3"; exit 77; }
-for p in 32-true bf16-mixed; do
+for p in 32-true bf16-mixed bf16-true; do
   for t in 1 2 3; do
     (cd "$tmp" && OPENBLAS_NUM_THREADS=$t "$fs" "$src/tests/threads.fab" --precision=$p -D steps=3 \
       -D out="$p-$t.safetensors" >"$p-$t.out" 2>"$p-$t.err") || {

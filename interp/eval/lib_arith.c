@@ -205,6 +205,18 @@ static fs_tensor *over(fs_tensor *x, const fs_value *dim, bool keepdim, int *d, 
   return *flat = fsG_reshape(x, 1, &n);
 }
 
+/* var/std/norm of a bfloat16/float16 x: computed on its float32 copy and
+ * rounded once, as torch's kernels (float accumulators) give them; the ops
+ * of the formulas below would each round to the low type.  stat(x32, ctx)
+ * is the statistic of a float32 (or any other type's) x. */
+static fs_tensor *low_stat(fs_tensor *x, fs_tensor *(*stat)(fs_tensor *x, fs_value **s), fs_value **s) {
+  if (!fsT_is_low(x->dtype)) return stat(x, s);
+  fs_tensor *w = fsG_cast(x, FS_F32), *r = w ? stat(w, s) : NULL, *out = r ? fsG_cast(r, x->dtype) : NULL;
+  fsT_release(w);
+  fsT_release(r);
+  return out;
+}
+
 /* var/std(dim=None, unbiased=True, keepdim=False, *, correction=None):
  * sum((x - mean)^2) / (N - c), c = correction if given, else 1 or 0 */
 static fs_tensor *variance(fs_tensor *x, const fs_value *dim, bool unbiased, bool keepdim, const fs_value *corr) {
@@ -226,22 +238,20 @@ static fs_tensor *variance(fs_tensor *x, const fs_value *dim, bool unbiased, boo
   return v;
 }
 
-NATIVE(t_var) { return fsE_tensor_value(variance(TENSOR(self), s[0], fsV_truthy(s[1]), fsV_truthy(s[2]), s[3])); }
+static fs_tensor *var_of(fs_tensor *x, fs_value **s) { return variance(x, s[0], fsV_truthy(s[1]), fsV_truthy(s[2]), s[3]); }
 
-NATIVE(t_std) {
-  fs_tensor *v = variance(TENSOR(self), s[0], fsV_truthy(s[1]), fsV_truthy(s[2]), s[3]);
-  fs_tensor *r = v ? fsG_unary(FSU_SQRT, v, 0, 0) : NULL;
+static fs_tensor *std_of(fs_tensor *x, fs_value **s) {
+  fs_tensor *v = var_of(x, s), *r = v ? fsG_unary(FSU_SQRT, v, 0, 0) : NULL;
   fsT_release(v);
-  return fsE_tensor_value(r);
+  return r;
 }
 
 /* norm(p=2, dim=None, keepdim=False): (sum |x|^p)^(1/p) */
-NATIVE(t_norm) {
-  fs_tensor *x = TENSOR(self);
+static fs_tensor *norm_of(fs_tensor *x, fs_value **s) {
   double p = fsV_to_double(s[0]);
   int d;
   fs_tensor *flat, *src = over(x, s[1], false, &d, &flat);
-  if (!src) return fsE_rt_fail();
+  if (!src) return NULL;
   fs_tensor *a_ = fsG_unary(FSU_ABS, src, 0, 0), *ap = a_ ? fsG_unary(FSU_POW, a_, p, 0) : NULL;
   fs_tensor *sum = ap ? fsG_sum_dim(ap, d, fsV_truthy(s[2]) && s[1]->type != FSV_NONE, false) : NULL;
   fs_tensor *r = sum ? fsG_unary(FSU_POW, sum, 1.0 / p, 0) : NULL;
@@ -249,8 +259,12 @@ NATIVE(t_norm) {
   fsT_release(a_);
   fsT_release(ap);
   fsT_release(sum);
-  return fsE_tensor_value(r);
+  return r;
 }
+
+NATIVE(t_var) { return fsE_tensor_value(low_stat(TENSOR(self), var_of, s)); }
+NATIVE(t_std) { return fsE_tensor_value(low_stat(TENSOR(self), std_of, s)); }
+NATIVE(t_norm) { return fsE_tensor_value(low_stat(TENSOR(self), norm_of, s)); }
 
 NATIVE(t_logsumexp) {
   int d;

@@ -198,6 +198,39 @@ NATIVE(functional_group_norm) {
   return fsE_tensor_value(fsG_group_norm(x, fsE_ival(s[1]), w, b, fsV_to_double(s[4])));
 }
 
+/* A weight or bias left None: `value` in x's type, not requiring grad */
+static fs_tensor *norm_param(fs_tensor *given, const fs_tensor *x, int64_t C, float value) {
+  if (given) return fsT_retain(given);
+  fs_tensor *f = fsT_zeros(FS_F32, FS_DEV_CPU, 1, &C), *t = NULL;
+  if (f) {
+    for (int64_t i = 0; i < C; i++) fsT_f32(f)[i] = value;
+    t = fsT_to_dtype(f, x->dtype);
+  }
+  fsT_release(f);
+  fs_tensor *d = t ? fsT_to_device(t, x->device) : NULL;
+  fsT_release(t);
+  return d;
+}
+
+/* layer_norm(input, normalized_shape, weight, bias, eps): over the last dim
+ * only; a None weight or bias is ones or zeros (torch's values) */
+NATIVE(functional_layer_norm) {
+  fs_tensor *x = fsE_need_tensor(s[0], "layer_norm", "input"), *w, *b;
+  int64_t C;
+  if (!x || opt_tensor(s[2], "layer_norm", "weight", &w) < 0 || opt_tensor(s[3], "layer_norm", "bias", &b) < 0)
+    return NULL;
+  if (!(s[1]->type == FSV_INT || s[1]->u.seq.n == 1)) {
+    fsV_seterr("layer_norm(): this runtime normalizes over the last dimension only (a normalized_shape of one size)");
+    return NULL;
+  }
+  if (fsE_size_arg(s[1], "layer_norm", "normalized_shape", 1, &C) < 0) return NULL;
+  fs_tensor *wt = norm_param(w, x, C, 1.0f), *bt = wt ? norm_param(b, x, C, 0.0f) : NULL;
+  fs_tensor *out = bt ? fsG_layernorm(x, wt, bt, fsV_to_double(s[4])) : NULL;
+  fsT_release(wt);
+  fsT_release(bt);
+  return fsE_tensor_value(out);
+}
+
 /* rms_norm(input, normalized_shape, weight, eps): torch 2.4's, not in 1.13 */
 NATIVE(functional_rms_norm) {
   fs_tensor *x = fsE_need_tensor(s[0], "rms_norm", "input"), *w;
@@ -476,7 +509,7 @@ static const fsE_reg functional_funcs[] = {
   {"adaptive_avg_pool2d", functional_adaptive_avg_pool2d}, {"batch_norm", functional_batch_norm},
   {"scaled_dot_product_attention", functional_sdpa}, {"interpolate", functional_interpolate}, {"leaky_relu", functional_leaky_relu}, {"mish", functional_mish},
   {"relu", functional_relu},
-  {"group_norm", functional_group_norm}, {"rms_norm", functional_rms_norm},
+  {"group_norm", functional_group_norm}, {"layer_norm", functional_layer_norm}, {"rms_norm", functional_rms_norm},
   {"cross_entropy", functional_cross_entropy}, {"nll_loss", functional_nll_loss},
   {"mse_loss", functional_mse_loss}, {"l1_loss", functional_l1_loss},
   {"smooth_l1_loss", functional_smooth_l1_loss}, {"huber_loss", functional_huber_loss},

@@ -66,7 +66,7 @@ static const struct { const char *module, *rows, *loose, *modules; } namespaces[
    "Sequential ModuleList ModuleDict"},
   {"torch.nn.functional", "", "cross_entropy mse_loss softmax log_softmax sigmoid tanh relu "
    "conv1d conv2d conv_transpose2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm "
-   "scaled_dot_product_attention interpolate leaky_relu mish group_norm rms_norm nll_loss l1_loss "
+   "scaled_dot_product_attention interpolate leaky_relu mish group_norm layer_norm rms_norm nll_loss l1_loss "
    "smooth_l1_loss huber_loss binary_cross_entropy binary_cross_entropy_with_logits kl_div "
    "cosine_similarity relu", ""},
   {"torch.nn.init", "", "uniform_ normal_ constant_ zeros_ ones_ trunc_normal_ xavier_uniform_ "

@@ -413,6 +413,7 @@ static const sigdoc docs[] = {
   {"kaiming_uniform_", "He uniform initialization in place."},
   {"kl_div", "The Kullback-Leibler divergence of log-probabilities from a target distribution."},
   {"l1_loss", "The mean absolute error between input and target."},
+  {"layer_norm", "Layer normalization over the last dimension."},
   {"leaky_relu", "max(0, x) + negative_slope * min(0, x), element-wise."},
   {"len", "The number of items of a sequence, dict, data set or loader."},
   {"linspace", "steps evenly spaced values from start to end inclusive, as a 1-D tensor."},

@@ -229,6 +229,8 @@ PARAMS(p_f_leaky, P("input", OBJ, NULL), P("negative_slope", NUM, "0.01"), P("in
 PARAMS(p_f_mish, P("input", OBJ, NULL), P("inplace", BOOL, "False"))
 PARAMS(p_f_groupnorm, P("input", OBJ, NULL), P("num_groups", INT, NULL), P("weight", ANY, "None"),
        P("bias", ANY, "None"), P("eps", NUM, "1e-05"))
+PARAMS(p_f_layernorm, P("input", OBJ, NULL), P("normalized_shape", SIZE2, NULL), P("weight", ANY, "None"),
+       P("bias", ANY, "None"), P("eps", NUM, "1e-05"))
 PARAMS(p_f_rmsnorm, P("input", OBJ, NULL), P("normalized_shape", SIZE2, NULL), P("weight", ANY, "None"),
        P("eps", OPTNUM, "None"))
 
@@ -531,6 +533,7 @@ static const fsSig table[] = {
   FN("leaky_relu", p_f_leaky, "Tensor"),
   FN("mish", p_f_mish, "Tensor"),
   FN("group_norm", p_f_groupnorm, "Tensor"),
+  FN("layer_norm", p_f_layernorm, "Tensor"),
   FN("rms_norm", p_f_rmsnorm, "Tensor"),
   /* torch.nn.functional's losses (issue 14 point 5; lib_functional.c) */
   FN("nll_loss", p_loss_nll, "Tensor"),

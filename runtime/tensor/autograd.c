@@ -505,6 +505,7 @@ static int layernorm_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
   if (fsG_any_f64(3, (fs_tensor *const[]){x, w, b})) return fsG_layernorm_f64(x, w, b, eps);
+  if (fsG_layernorm_low_ok(x, w, b)) return fsG_layernorm_low(x, w, b, eps);
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_layernorm(lp.w[0], lp.w[1], lp.w[2], eps));

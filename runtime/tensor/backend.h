@@ -70,6 +70,10 @@ typedef struct fsB_backend {
   /* optional: NULL stages the tensor API's ops through host memory (ops_grad.c) */
   const fsU_kernels *ops;
   const fsB_f64_kernels *f64; /* float64 (64-true): every backend has one (f64_kernels.h) */
+  /* n elements between float types (float32, float64, bfloat16, float16) on
+   * this device with fsT_convert's rounding; -1 for other types (the caller
+   * converts on the host) */
+  int (*convert)(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n);
 } fsB_backend;
 
 extern const fsB_backend fsB_cpu;

@@ -433,9 +433,14 @@ static void adam_split(size_t n, float *p, const float *g, float *m, float *v, f
   fsB_parallel((int)parts, adam_part, &(cpu_split_job){n, FSB_ADD, NULL, NULL, 0, 0, NULL, NULL, &u});
 }
 
+static int cpu_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n) {
+  fsT_convert(to, dst, from, src, n);
+  return 0;
+}
+
 const fsB_backend fsB_cpu = {
   .name = "cpu",
-  .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .copy = cpu_copy,
+  .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .copy = cpu_copy, .convert = cpu_convert,
   .from_host = cpu_host_copy, .to_host = cpu_host_copy, .sync = cpu_sync,
   .fill = cpu_fill, .fill_uniform = fsR_uniform_key, .fill_normal = fsR_normal_key,
   .gemm = fsB_sgemm, .binary = binary_split, .axpy = cpu_axpy, .scale = scale_split,

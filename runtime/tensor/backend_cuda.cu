@@ -4,6 +4,7 @@
 #include "cuda_common.cuh"
 
 #include <cublas_v2.h> /* types only: the library is dlopen'ed */
+#include <cuda_fp16.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -197,10 +198,10 @@ static cublasStatus_t gemm_batch(cublasOperation_t oa, cublasOperation_t ob, int
   return blas.dgemm_batched(blas.handle, oa, ob, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
 }
 
-/* A float operand of a bfloat16 product (fsB_bf16_operands: autocast has
- * rounded its values to bfloat16 already, so the conversion is exact) as a
- * bfloat16 copy of the span a strided batch reads; NULL + fsT_error when
- * out of memory. */
+/* A float operand of a bfloat16 product (fsB_bf16_operands: autocast leaves
+ * the operands to the GEMM, which rounds them to nearest even as the cpu's
+ * bfloat16 GEMM does) as a bfloat16 copy of the span a strided batch reads;
+ * NULL + fsT_error when out of memory. */
 static uint16_t *bf16_copy(const float *X, bool trans, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
                            int64_t batch, size_t *n) {
   int64_t r = trans ? cols : rows, c = trans ? rows : cols;
@@ -509,6 +510,39 @@ extern "C" int fsCU_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
   return fscu_pending("f32_to_bf16");
 }
 
+/* --- conversions between the float types (fsB_backend.convert) ----------- */
+
+/* fsT_convert's rounding: through float to the 16-bit types (round to
+ * nearest even, as the cpu's), float64 to float32 correctly rounded */
+__device__ static double load_float(fs_dtype dt, const void *p, size_t i) {
+  switch (dt) {
+  case FS_F32: return ((const float *)p)[i];
+  case FS_F64: return ((const double *)p)[i];
+  case FS_BF16: return fsT_bf16_to_f32(((const uint16_t *)p)[i]);
+  default: return __half2float(__ushort_as_half(((const uint16_t *)p)[i]));
+  }
+}
+
+__global__ void convert_k(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n) {
+  FSCU_FOR(i, n) {
+    double v = load_float(from, src, i);
+    switch (to) {
+    case FS_F32: ((float *)dst)[i] = (float)v; break;
+    case FS_F64: ((double *)dst)[i] = v; break;
+    case FS_BF16: ((uint16_t *)dst)[i] = fsT_f32_to_bf16((float)v); break;
+    default: ((uint16_t *)dst)[i] = __half_as_ushort(__float2half_rn((float)v)); break;
+    }
+  }
+}
+
+static bool float_type(fs_dtype dt) { return dt == FS_F32 || dt == FS_F64 || dt == FS_BF16 || dt == FS_F16; }
+
+static int cuda_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n) {
+  if (!float_type(to) || !float_type(from)) return -1;
+  if (n) convert_k<<<fscu_blocks(n), FSCU_THREADS>>>(to, dst, from, src, n);
+  return fscu_pending("convert");
+}
+
 extern "C" int fsCU_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
   if (n) from_bf16_k<<<fscu_blocks(n), FSCU_THREADS>>>(dst, src, n);
   return fscu_pending("bf16_to_f32");
@@ -525,4 +559,5 @@ extern "C" const fsB_backend fsB_cuda = {
   &fsN_cuda,
   /* .ops = */ &fsU_cuda, /* partial (ops_cuda.cu): the other ops stage through host memory */
   /* .f64 = */ &fsB_f64_cuda, /* 64-true (f64_cuda.cu) */
+  cuda_convert,
 };

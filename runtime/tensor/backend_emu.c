@@ -32,6 +32,9 @@ static void *e_alloc(size_t nb) { return dev(C.alloc(nb)); }
 static void e_free(void *p, size_t nb) { C.free(H(p), nb); }
 static void e_zero(void *p, size_t nb) { C.zero(H(p), nb); }
 static void e_copy(void *d, const void *s, size_t nb) { C.copy(H(d), H(s), nb); }
+static int e_convert(fs_dtype to, void *d, fs_dtype from, const void *s, size_t n) {
+  return C.convert(to, H(d), from, H(s), n);
+}
 static int e_from_host(void *d, const void *s, size_t nb) { return C.from_host(H(d), s, nb); }
 static int e_to_host(void *d, const void *s, size_t nb) { return C.to_host(d, H(s), nb); }
 static int e_sync(void) { return C.sync(); }
@@ -405,5 +408,5 @@ const fsB_backend fsB_emu_cuda = {
   E(fill_uniform), E(fill_normal), E(gemm), E(binary), E(axpy), E(scale), E(clamp), E(sum),
   E(sumsq), E(absmax), E(sgd_update), E(adam_update), E(rmsprop_update), E(adagrad_update),
   E(adadelta_update),
-  .nn = &emu_nn, .ops = &emu_ops, .f64 = &emu_f64,
+  .nn = &emu_nn, .ops = &emu_ops, .f64 = &emu_f64, E(convert),
 };

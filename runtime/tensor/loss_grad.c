@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "autograd_int.h"
+#include "blas.h"
 #include "loss.h"
 
 static bool float_arg(const char *op, const fs_tensor *t) {
@@ -65,8 +66,125 @@ static fs_tensor *class_last(fs_tensor *x, bool move) {
   return fsG_permute(x, perm);
 }
 
+/* nll_loss / cross_entropy with options on a low x on the cpu whose class
+ * dim is last ([C] with [], [N, C] with [N], [B, T, C] with [B, T]) and
+ * index targets: rows read by parts of about NLL_PART floats (fixed by the
+ * shape) on the worker pool, each part's rows widened into its worker's
+ * scratch for loss.h's float32 kernel.  The per-row losses are float32 and
+ * reduced as the float32 path reduces them, the result rounded once to
+ * its type (float32 under autocast); each row's weight comes back from a
+ * one-row call and the mean's divisor sums them afterwards in row order,
+ * so every value is the widened path's at any thread count.  Backward:
+ * the kernel's dx on a zeroed part, rounded into x's gradient. */
+enum { NLL_PART = 16384 };
+typedef struct nll_low {
+  const fs_tensor *x;
+  const int64_t *t;
+  float *per;           /* forward: [M] losses */
+  double *ws;           /* forward: [M] rows' weights */
+  const float *g;       /* backward: per's gradient */
+  float *dx;            /* backward: x's low gradient */
+  bool fresh;
+  float *scratch;       /* 2 * rows * C floats per worker */
+  fsN_nll o;            /* M, C of the whole x */
+  int64_t rows;         /* per part */
+} nll_low;
+
+static bool nll_low_ok(const fs_tensor *x, const fs_tensor *t, const fs_tensor *w, double smoothing) {
+  if (!fsT_is_low(x->dtype) || x->device != FS_DEV_CPU || !x->data || x->rank == 0 || x->numel == 0 ||
+      t->dtype != FS_I64 || t->device != FS_DEV_CPU || !t->data || !(smoothing >= 0 && smoothing <= 1))
+    return false;
+  if (w && (w->rank != 1 || w->numel != x->shape[x->rank - 1] || w->device != FS_DEV_CPU || !w->data ||
+            (w->dtype != FS_F32 && w->dtype != x->dtype)))
+    return false;
+  return t->rank == x->rank - 1 && !memcmp(t->shape, x->shape, (size_t)t->rank * sizeof *t->shape);
+}
+
+static int nll_low_part(void *ctx, int part, int worker) {
+  const nll_low *j = ctx;
+  int64_t C = j->o.C, r0 = part * j->rows, n = j->o.M - r0 < j->rows ? j->o.M - r0 : j->rows;
+  size_t at = (size_t)(r0 * C), m = (size_t)(n * C);
+  float *buf = j->scratch + (size_t)worker * 2 * (size_t)(j->rows * C);
+  const float *xs = fsG_low_block(j->x, at, m, true, buf);
+  fsN_nll one = j->o;
+  if (!j->g) { /* forward: a row at a time, for its weight */
+    one.M = 1;
+    for (int64_t r = 0; r < n; r++)
+      if (fsN_nll_forward(j->per + r0 + r, j->ws + r0 + r, xs + r * C, j->t + r0 + r, &one) < 0) return -1;
+    return 0;
+  }
+  float *d = buf + m;
+  memset(d, 0, m * sizeof *d); /* the kernel adds to dx, as to the zeroed float32 gradient */
+  one.M = n;
+  fsN_nll_backward(d, j->g + r0, xs, j->t + r0, &one);
+  fsG_low_grad_add(j->x->dtype, j->dx + at, d, m, 1.0f, j->fresh);
+  return 0;
+}
+
+/* the parts of j (x, t and weight set) on the workers, or here when small */
+static int nll_low_run(nll_low *j, const fs_tensor *weight) {
+  int64_t C = j->o.C, M = j->o.M, rows = C >= NLL_PART ? 1 : NLL_PART / C;
+  j->rows = rows < M ? rows : M;
+  int64_t parts = (M + j->rows - 1) / j->rows;
+  bool pool = M * C >= 2 * NLL_PART;
+  size_t per = 2 * (size_t)(j->rows * C);
+  float *mem = parts < INT32_MAX ? malloc(((pool ? (size_t)fsB_threads() : 1) * per + (size_t)C) * sizeof *mem) : NULL;
+  if (!mem) {
+    fsT_seterr(parts < INT32_MAX ? "out of memory" : "nll_loss: %lld rows are too many", (long long)M);
+    return -1;
+  }
+  j->scratch = mem + C;
+  j->o.weight = weight ? fsG_low_block(weight, 0, (size_t)C, true, mem) : NULL;
+  int rc = 0;
+  if (pool) rc = fsB_parallel((int)parts, nll_low_part, j);
+  else
+    for (int64_t p = 0; p < parts && rc == 0; p++) rc = nll_low_part(j, (int)p, 0);
+  free(mem);
+  return rc;
+}
+
+static int nll_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  nll_low j = {.x = x, .t = fsT_i64(n->in[1]), .g = fsT_f32(out->grad)};
+  if (fsG_low_grad_buf(x, &j.dx, &j.fresh)) return -1;
+  if (!j.dx) return 0;
+  nll_opts(n, x, NULL, &j.o);
+  j.o.M = out->numel;
+  j.o.C = x->shape[x->rank - 1];
+  return nll_low_run(&j, n->in[2]);
+}
+
+/* the loss (nll_low_ok), reduced and rounded to its type */
+static fs_tensor *nll_low_loss(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
+                               int64_t ignore_index, double smoothing, fsG_reduction red) {
+  fs_tensor *ins[3] = {x, target, weight};
+  fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(3, ins);
+  int64_t C = x->shape[x->rank - 1], M = x->numel / C;
+  if (!fsG_check_inputs(from_logits ? "cross_entropy" : "nll_loss", 3, ins)) return NULL;
+  nll_low j = {.x = x, .t = fsT_i64(target),
+               .o = {.M = M, .C = C, .from_logits = from_logits, .ignore_index = ignore_index, .smoothing = (float)smoothing}};
+  fs_tensor *per = fsT_new(FS_F32, FS_DEV_CPU, 1, &M);
+  j.ws = per ? malloc((size_t)M * sizeof *j.ws) : NULL;
+  j.per = per ? fsT_f32(per) : NULL;
+  if (!j.ws || nll_low_run(&j, weight) < 0) {
+    if (per && !j.ws) fsT_seterr("out of memory");
+    free(j.ws);
+    fsT_release(per);
+    return NULL;
+  }
+  double wsum = 0;
+  for (int64_t m = 0; m < M; m++) wsum += j.ws[m];
+  free(j.ws);
+  per = fsG_record(per, nll_low_bw, 3, ins, NULL, NULL, smoothing, ignore_index);
+  if (per && per->node) per->node->iv[0] = from_logits;
+  fs_tensor *r = per ? reduce(per, red, wsum, x->rank - 1, x->shape) : NULL, *out = r ? fsG_cast(r, to) : NULL;
+  fsT_release(r);
+  return out;
+}
+
 fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
                    int64_t ignore_index, double smoothing, fsG_reduction red) {
+  if (nll_low_ok(x, target, weight, smoothing)) return nll_low_loss(x, target, weight, from_logits, ignore_index, smoothing, red);
   fsG_low lp;
   bool f64 = fsG_any_f64(3, (fs_tensor *const[]){x, target, weight});
   if (!f64 && fsG_low_begin(&lp, FSG_AC_F32, 3, (fs_tensor *const[]){x, target, weight}))
@@ -159,33 +277,58 @@ static int ploss_bw(fsG_node *n, fs_tensor *out) {
 }
 
 /* Elementwise losses of same-shaped low (or low and float32) x and y on
- * the cpu, without weights, read a block at a time (autograd_int.h's
- * FSG_LOW_BLOCK path): the per-element losses are the float32 kernel's on
- * the widened values (a float32 tensor, reduced as the float32 path
- * reduces it, then rounded once to the result's type), and backward adds
- * each input's float32 contribution rounded (fsG_low_grad_add). */
+ * the cpu read a block at a time (autograd_int.h's FSG_LOW_BLOCK path):
+ * the per-element losses are the float32 kernel's on the widened values
+ * (a float32 tensor, weighted and reduced as the float32 path does it, then
+ * rounded once to the result's type), and backward adds each input's
+ * float32 contribution rounded (fsG_low_grad_add).  pos_weight [P] is
+ * widened twice over, so that a block starting at element `at` reads it
+ * from at % P on with the kernel's i % P. */
 static bool ploss_low_ok(const fs_tensor *x, const fs_tensor *y, const fs_tensor *pos_weight, const fs_tensor *weight) {
-  if (pos_weight || weight || !fsT_same_shape(x, y) || !(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
-  for (int i = 0; i < 2; i++) {
-    const fs_tensor *t = i ? y : x;
-    if ((t->dtype != FS_F32 && !fsT_is_low(t->dtype)) || t->device != FS_DEV_CPU || !t->data) return false;
+  if (!fsT_same_shape(x, y) || !(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
+  if (pos_weight && pos_weight->numel != 1 && (x->rank == 0 || pos_weight->numel != x->shape[x->rank - 1])) return false;
+  const fs_tensor *ts[4] = {x, y, pos_weight, weight};
+  for (int i = 0; i < 4; i++) {
+    const fs_tensor *t = ts[i];
+    if (t && ((t->dtype != FS_F32 && !fsT_is_low(t->dtype)) || t->device != FS_DEV_CPU || !t->data)) return false;
   }
   return true;
+}
+
+/* pos_weight (or NULL) widened twice over, in *pw; -1 + error */
+static int ploss_low_pw(const fs_tensor *pos_weight, float **pw) {
+  *pw = NULL;
+  if (!pos_weight) return 0;
+  size_t P = (size_t)pos_weight->numel;
+  if (!(*pw = malloc(2 * P * sizeof **pw))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  for (int k = 0; k < 2; k++) fsT_convert(FS_F32, *pw + k * P, pos_weight->dtype, pos_weight->data, P);
+  return 0;
+}
+
+/* o's pos_weight for the block at `at` */
+static void ploss_low_at(fsN_ploss_opts *o, const float *pw, int64_t P, size_t at) {
+  o->pos_weight = pw ? pw + at % (size_t)P : NULL;
+  o->n_pw = pw ? P : 0;
 }
 
 static int ploss_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *side[2] = {n->in[0], n->in[1]};
   fsN_ploss_opts o = {.op = (fsN_ploss)n->k, .param = n->s};
-  float *d[2], X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], C[2][FSG_LOW_BLOCK];
+  float *d[2], X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK], C[2][FSG_LOW_BLOCK], *pw;
   bool fresh[2] = {false, false}, low[2];
   for (int i = 0; i < 2; i++) {
     low[i] = fsT_is_low(side[i]->dtype);
     if (low[i] ? fsG_low_grad_buf(side[i], &d[i], &fresh[i]) : fsG_grad_buf(side[i], &d[i])) return -1;
   }
+  if (ploss_low_pw(n->in[2], &pw) < 0) return -1;
   const float *g = fsT_f32(out->grad);
   for (size_t at = 0, N = (size_t)out->numel; (d[0] || d[1]) && at < N; at += FSG_LOW_BLOCK) {
     size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
     float *c[2];
+    if (pw) ploss_low_at(&o, pw, n->in[2]->numel, at);
     for (int i = 0; i < 2; i++)
       c[i] = !d[i] ? NULL : low[i] ? memset(C[i], 0, m * sizeof(float)) : d[i] + at; /* float32: added in place */
     fsN_ploss_backward(c[0], c[1], g + at, fsG_low_block(side[0], at, m, true, X), fsG_low_block(side[1], at, m, true, Y),
@@ -193,20 +336,27 @@ static int ploss_low_bw(fsG_node *n, fs_tensor *out) {
     for (int i = 0; i < 2; i++)
       if (d[i] && low[i]) fsG_low_grad_add(side[i]->dtype, d[i] + at, C[i], m, 1.0f, fresh[i]);
   }
+  free(pw);
   return 0;
 }
 
 /* per-element losses of x and y (ploss_low_ok): a float32 tensor on the tape */
-static fs_tensor *ploss_low(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param) {
+static fs_tensor *ploss_low(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight) {
   fs_tensor *per = fsT_new(FS_F32, FS_DEV_CPU, x->rank, x->shape);
-  if (!per) return NULL;
+  float *pw;
+  if (!per || ploss_low_pw(pos_weight, &pw) < 0) {
+    fsT_release(per);
+    return NULL;
+  }
   fsN_ploss_opts o = {.op = kind, .param = param};
   float X[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
   for (size_t at = 0, N = (size_t)per->numel; at < N; at += FSG_LOW_BLOCK) {
     size_t m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    if (pw) ploss_low_at(&o, pw, pos_weight->numel, at);
     fsN_ploss_forward(fsT_f32(per) + at, fsG_low_block(x, at, m, true, X), fsG_low_block(y, at, m, true, Y), m, &o);
   }
-  return fsG_record(per, ploss_low_bw, 2, (fs_tensor *const[]){x, y}, NULL, NULL, param, kind);
+  free(pw);
+  return fsG_record(per, ploss_low_bw, 3, (fs_tensor *const[]){x, y, pos_weight}, NULL, NULL, param, kind);
 }
 
 static const char *const ploss_names[] = {
@@ -218,10 +368,16 @@ fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, f
                      fs_tensor *weight, fsG_reduction red) {
   bool f64 = fsG_any_f64(4, (fs_tensor *const[]){x, y, pos_weight, weight});
   if (!f64 && ploss_low_ok(x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
-    fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(2, (fs_tensor *const[]){x, y});
-    fs_tensor *per = ploss_low(kind, x, y, param);
-    fs_tensor *r = per ? reduce(per, red, red == FSG_BATCHMEAN ? (double)(x->rank ? x->shape[0] : 1) : (double)x->numel,
-                                x->rank, x->shape)
+    fs_tensor *ins[4] = {x, y, pos_weight, weight};
+    fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(4, ins);
+    fs_tensor *per = ploss_low(kind, x, y, param, pos_weight);
+    if (per && weight) { /* as the float32 path: per * weight, broadcast (the weight's gradient rounded once) */
+      fs_tensor *w = fsG_binary_op(FSU_MUL, per, weight);
+      fsT_release(per);
+      per = w;
+    }
+    fs_tensor *r = per ? reduce(per, red, red == FSG_BATCHMEAN ? (double)(per->rank ? per->shape[0] : 1) : (double)per->numel,
+                                per->rank, per->shape)
                        : NULL;
     fs_tensor *out = r ? fsG_cast(r, to) : NULL;
     fsT_release(r);

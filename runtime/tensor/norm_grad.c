@@ -61,6 +61,7 @@ static int groupnorm_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_group_norm(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps) {
   bool f64 = fsG_any_f64(3, (fs_tensor *const[]){x, w, b});
+  if (!f64 && fsG_group_norm_low_ok(x, groups, w, b)) return fsG_group_norm_low(x, groups, w, b, eps);
   fsG_low lp;
   if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 3, (fs_tensor *const[]){x, w, b}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_group_norm(lp.w[0], groups, lp.w[1], lp.w[2], eps));
@@ -108,6 +109,7 @@ static int rmsnorm_bw(fsG_node *n, fs_tensor *out) {
 
 fs_tensor *fsG_rms_norm(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps) {
   bool f64 = fsG_any_f64(2, (fs_tensor *const[]){x, w});
+  if (!f64 && fsG_rms_norm_low_ok(x, nd, shape, w)) return fsG_rms_norm_low(x, nd, shape, w, eps);
   fsG_low lp;
   if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, w}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_rms_norm(lp.w[0], nd, shape, lp.w[1], eps));

@@ -1224,6 +1224,49 @@ fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
   return out;
 }
 
+/* logsumexp of a low x over a dim: the float32 result [O, I] is kept
+ * (saved[0]) for the backward, which reads it as the widened path's did. */
+static int logsumexp_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+  if (!dx) return 0;
+  oli_chunk c = oli_first(n->iv[0], n->iv[1], n->iv[2]);
+  float *b = oli_bufs(&c, 2);
+  if (!b) return -1;
+  do {
+    oli_load(&c, x, b);
+    memset(b + c.cap, 0, c.cap * sizeof *b);
+    fsU_cpu.logsumexp_backward(c.on, c.L, c.w, b + c.cap, fsT_f32(out->grad) + oli_out_at(&c), b,
+                               fsT_f32(n->saved[0]) + oli_out_at(&c));
+    oli_store(&c, NULL, x->dtype, dx, fresh, b + c.cap);
+  } while (oli_next(&c));
+  free(b);
+  return 0;
+}
+
+static fs_tensor *logsumexp_low(fs_tensor *x, fs_tensor *out, int64_t O, int64_t L, int64_t I) {
+  int64_t n = O * I;
+  oli_chunk c = oli_first(O, L, I);
+  fs_tensor *y = fsT_new(FS_F32, FS_DEV_CPU, 1, &n);
+  float *b = y ? oli_bufs(&c, 1) : NULL;
+  if (!b) {
+    fsT_release(y);
+    fsT_release(out);
+    return NULL;
+  }
+  do {
+    oli_load(&c, x, b);
+    fsU_cpu.logsumexp_forward(c.on, L, c.w, b, fsT_f32(y) + oli_out_at(&c));
+    fsG_low_store(out, oli_out_at(&c), (size_t)(c.on * c.w), fsT_f32(y) + oli_out_at(&c));
+  } while (oli_next(&c));
+  free(b);
+  out = fsG_record(out, logsumexp_low_bw, 1, &x, y, NULL, 0, 0);
+  if (out && out->node) node_oli(out->node, O, L, I);
+  return out;
+}
+
 static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
   fsG_bwstage c;
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
@@ -1234,6 +1277,14 @@ static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
+  if (oli_low_ok(x)) {
+    int d;
+    int64_t O, L, I, shape[FS_MAX_RANK] = {0}; /* rank 0: none set */
+    if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+    fsG_split_at(x, d, &O, &L, &I);
+    fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, reduced_shape(x, d, keepdim, shape), shape);
+    return out ? logsumexp_low(x, out, O, L, I) : NULL;
+  }
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_logsumexp(lp.w[0], dim, keepdim));
@@ -1255,6 +1306,46 @@ fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
   return out;
 }
 
+/* cumsum of a low x along a dim: each (o, i) row summed in float32 as the
+ * float32 kernel sums it, each output rounded */
+static int cumsum_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  float *dx;
+  bool fresh;
+  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
+  if (!dx) return 0;
+  oli_chunk c = oli_first(n->iv[0], n->iv[1], n->iv[2]);
+  float *b = oli_bufs(&c, 2);
+  if (!b) return -1;
+  do {
+    oli_load(&c, out->grad, b);
+    memset(b + c.cap, 0, c.cap * sizeof *b);
+    fsU_cpu.cumsum_backward(c.on, c.L, c.w, b + c.cap, b);
+    oli_store(&c, NULL, x->dtype, dx, fresh, b + c.cap);
+  } while (oli_next(&c));
+  free(b);
+  return 0;
+}
+
+static fs_tensor *cumsum_low(fs_tensor *x, int64_t O, int64_t L, int64_t I) {
+  fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, x->rank, x->shape);
+  oli_chunk c = oli_first(O, L, I);
+  float *b = out ? oli_bufs(&c, 2) : NULL;
+  if (!b) {
+    fsT_release(out);
+    return NULL;
+  }
+  do {
+    oli_load(&c, x, b);
+    fsU_cpu.cumsum_forward(c.on, L, c.w, b, b + c.cap);
+    oli_store(&c, out, FS_F32, NULL, false, b + c.cap);
+  } while (oli_next(&c));
+  free(b);
+  out = fsG_record(out, cumsum_low_bw, 1, &x, NULL, NULL, 0, 0);
+  if (out && out->node) node_oli(out->node, O, L, I);
+  return out;
+}
+
 static int cumsum_bw(fsG_node *n, fs_tensor *out) {
   fsG_bwstage c;
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
@@ -1267,6 +1358,13 @@ fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
     fs_tensor *i = fsG_unbool(x), *r = i ? fsG_cumsum(i, dim) : NULL;
     fsT_release(i);
     return r;
+  }
+  if (oli_low_ok(x)) {
+    int d;
+    int64_t O, L, I;
+    if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+    fsG_split_at(x, d, &O, &L, &I);
+    return cumsum_low(x, O, L, I);
   }
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))

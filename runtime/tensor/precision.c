@@ -6,7 +6,8 @@
  * copy made by a cast node, or by an elementwise op that widens it block by
  * block itself (autograd_int.h's FSG_LOW_BLOCK path: arithmetic, where,
  * unary functions, the bfloat16 activations, dropout, sums, max/min,
- * softmax, the elementwise losses); an op whose float inputs are
+ * logsumexp, cumsum, softmax, the losses, LayerNorm, RMSNorm
+ * and GroupNorm (low_norm.c)); an op whose float inputs are
  * all low rounds its float32 result back to that type.  So each op rounds
  * once, at its output, as torch's CPU kernels for these types do (they
  * compute in float internally), and every gradient that reaches a low
@@ -43,11 +44,12 @@ static int round_tensor(fs_tensor *t, fs_dtype dt) {
     fsT_round_array(dt, fsT_f32(t), (size_t)t->numel);
     return 0;
   }
-  fs_tensor *h = fsG_on_host(t);
-  if (!h) return -1;
-  fsT_round_array(dt, fsT_f32(h), (size_t)h->numel);
-  int rc = fsB_transfer(t->device, t->data, FS_DEV_CPU, h->data, fsT_nbytes(t));
-  fsT_release(h);
+  /* on the device: through a tensor of the low type and back */
+  const fsB_backend *be = fsB_of(t);
+  fs_tensor *low = fsT_new(dt, t->device, t->rank, t->shape);
+  int rc = low ? be->convert(dt, low->data, FS_F32, t->data, (size_t)t->numel) : -1;
+  if (rc == 0) rc = be->convert(FS_F32, t->data, dt, low->data, (size_t)t->numel);
+  fsT_release(low);
   return rc;
 }
 

@@ -224,8 +224,15 @@ fs_tensor *fsT_copy(const fs_tensor *t) {
 fs_tensor *fsT_to_dtype(fs_tensor *t, fs_dtype dt) {
   if (t->dtype == dt) return fsT_retain(t);
   if (!t->data) return fsT_new(dt, t->device, t->rank, t->shape); /* meta: shapes only */
-  if (t->device != FS_DEV_CPU) { /* converted on the host, rare and small (metrics) */
-    fs_tensor *h = fsT_to_device(t, FS_DEV_CPU), *c = h ? fsT_to_dtype(h, dt) : NULL;
+  if (t->device != FS_DEV_CPU) {
+    const fsB_backend *be = fsB_get(t->device);
+    fs_tensor *c = fsT_new(dt, t->device, t->rank, t->shape);
+    if (!c) return NULL;
+    if (be->convert && be->convert(dt, c->data, t->dtype, t->data, (size_t)t->numel) == 0) return c;
+    fsT_release(c);
+    /* the integer types: converted on the host, rare and small (metrics) */
+    fs_tensor *h = fsT_to_device(t, FS_DEV_CPU);
+    c = h ? fsT_to_dtype(h, dt) : NULL;
     fs_tensor *d = c ? fsT_to_device(c, t->device) : NULL;
     fsT_release(h);
     fsT_release(c);

@@ -192,7 +192,9 @@ static void test_fill_normal(void **state) {
         int64_t u = ulp_distance(h[i], ref[i]);
         differ += u != 0;
         if (u > worst) worst = u;
-        if (u > 2) fail_msg("fill_normal[%zu] (offset %zu): cuda %a cpu %a, %lld ulp", i, off,
+        /* 4: the cpu rounds logf, cosf/sinf, sqrtf and two products in float, the
+         * device log/sin/cos in double; an H200 measured 4 ulp at most (2026-12-04) */
+        if (u > 4) fail_msg("fill_normal[%zu] (offset %zu): cuda %a cpu %a, %lld ulp", i, off,
                             h[i], ref[i], (long long)u);
       }
       if (getenv("FS_TEST_VERBOSE"))
@@ -251,21 +253,22 @@ static void test_reductions(void **state) {
 
 /* gemm against cblas (OpenBLAS) for every transpose pair, padded leading
  * dimensions, alpha and beta; float sums in another order: 1e-5 + 1e-5 rel.
- * Then with bfloat16 operands (autocast's products: values already bfloat16,
- * cuBLAS's GemmEx on the GPU, the cpu's bf16 GEMM here): the products are
- * exact in float32 on both, so only the order of the sums differs. */
+ * Then with bfloat16 operands (autocast's products: both round the float
+ * operands to bfloat16, cuBLAS's GemmEx on the GPU, the cpu's bf16 GEMM
+ * here): the products are exact in float32 on both, so only the order of
+ * the sums differs; the second pass leaves the operands unrounded. */
 static void test_gemm(void **state) {
   const int64_t M = 37, N = 53, K = 29, pad = 3;
-  for (int bf = 0; bf < 2; bf++)
+  for (int bf = 0; bf < 3; bf++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
         int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
         size_t na = (size_t)((ta ? K : M) * lda), nb = (size_t)((tb ? N : K) * ldb), nc = (size_t)(M * ldc);
         float *A = rnd("A", na, -1, 1), *B = rnd("B", nb, -1, 1), *C = rnd("C", nc, -1, 1);
-        for (size_t i = 0; bf && i < na; i++) A[i] = fsT_bf16_round(A[i]);
-        for (size_t i = 0; bf && i < nb; i++) B[i] = fsT_bf16_round(B[i]);
+        for (size_t i = 0; bf == 1 && i < na; i++) A[i] = fsT_bf16_round(A[i]);
+        for (size_t i = 0; bf == 1 && i < nb; i++) B[i] = fsT_bf16_round(B[i]);
         float *dA = upf(A, na), *dB = upf(B, nb), *dC = upf(C, nc);
-        bool old = fsB_set_bf16_operands(bf);
+        bool old = fsB_set_bf16_operands(bf > 0);
         OK(cpu->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.25f, C, ldc));
         OK(gpu->gemm(ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, -1.25f, dC, ldc));
         fsB_set_bf16_operands(old);
@@ -343,6 +346,41 @@ static void test_bf16(void **state) {
   expect_bitwise(dback, h, N, "bf16_to_f32");
   free(h), free(ref), free(got);
   dfree(dh), dfree(db), dfree(dback);
+}
+
+/* fsB_backend.convert between every pair of float types against fsT_convert:
+ * bitwise but for NaN's payload (one rounding to nearest even on both; ties,
+ * NaN, infinities, subnormals and float16's overflow among the values) */
+static void test_convert(void **state) {
+  enum { N = 4096 };
+  static const fs_dtype types[] = {FS_F32, FS_F64, FS_BF16, FS_F16};
+  float *f = rnd("convert", N, -70000, 70000);
+  const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x00000001u, 0x80000000u,
+                              0x3f808000u, 0x3f818000u, 0x477ff000u, 0x38800000u, 0x33800000u};
+  memcpy(f, special, sizeof special);
+  for (size_t i = sizeof special / 4; i < N / 2; i++) f[i] /= 65536.0f * (float)(i % 97 + 1);
+  for (int a = 0; a < 4; a++)
+    for (int b = 0; b < 4; b++) {
+      size_t sa = fsT_dtype_size(types[a]), sb = fsT_dtype_size(types[b]);
+      void *src = malloc(N * sa), *ref = malloc(N * sb), *got = malloc(N * sb);
+      fsT_convert(types[a], src, FS_F32, f, N);
+      fsT_convert(types[b], ref, types[a], src, N);
+      void *dsrc = up(src, N * sa), *ddst = gpu->alloc(N * sb);
+      assert_non_null(ddst);
+      OK(gpu->convert(types[b], ddst, types[a], dsrc, N));
+      OK(fsCU_download(got, ddst, N * sb));
+      double *g = malloc(N * sizeof *g), *r = malloc(N * sizeof *r); /* exact widenings */
+      fsT_convert(FS_F64, g, types[b], got, N);
+      fsT_convert(FS_F64, r, types[b], ref, N);
+      for (size_t i = 0; i < N; i++)
+        if (memcmp(&g[i], &r[i], sizeof *g) && !(isnan(g[i]) && isnan(r[i])))
+          fail_msg("convert %s -> %s [%zu]: cuda %a cpu %a", fsT_dtype_name(types[a]), fsT_dtype_name(types[b]), i,
+                   g[i], r[i]);
+      free(src), free(ref), free(got), free(g), free(r);
+      dfree(dsrc), dfree(ddst);
+    }
+  assert_int_equal(gpu->convert(FS_I64, NULL, FS_F32, NULL, 0), -1); /* the integer types: the host's */
+  free(f);
 }
 
 /* --- layer kernels -------------------------------------------------------- */
@@ -540,9 +578,10 @@ static void test_losses(void **state) {
   float *logits = rnd("logits", N * C, -8, 8), *dl = rnd("dl", N * C, -1, 1);
   float *gl = upf(logits, N * C), *gdl = upf(dl, N * C);
   int64_t *gt = up(tgt, sizeof tgt);
-  /* rows in double, summed in another order */
+  /* rows in double from the device's float exp/log, summed in another order
+   * (an H200 measured 9e-12 rel) */
   expect_scalar(kg->cross_entropy_forward(gl, gt, N, C), kc->cross_entropy_forward(logits, tgt, N, C),
-                1e-12, "cross_entropy_forward");
+                1e-10, "cross_entropy_forward");
   assert_true(isnan(kg->cross_entropy_forward(gl, gt, 0, C)));
   kc->cross_entropy_backward(dl, logits, tgt, N, C, 0.5f);
   kg->cross_entropy_backward(gdl, gl, gt, N, C, 0.5f);
@@ -601,6 +640,7 @@ int main(void) {
     cmocka_unit_test(test_fill_normal), cmocka_unit_test(test_elementwise),
     cmocka_unit_test(test_reductions),  cmocka_unit_test(test_gemm),
     cmocka_unit_test(test_optimizers),  cmocka_unit_test(test_bf16),
+    cmocka_unit_test(test_convert),
     cmocka_unit_test(test_linear),      cmocka_unit_test(test_embeddings),
     cmocka_unit_test(test_layernorm),   cmocka_unit_test(test_activations),
     cmocka_unit_test(test_dropout),     cmocka_unit_test(test_attention),

@@ -259,19 +259,24 @@ static void test_autocast(void **state) {
 
 static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3e38f, -3e38f, 1e-40f, 1.0f, -2.5f};
 
-/* A low leaf (requires grad) from float32 values with the specials first,
+/* A low leaf (requires grad) from float32 values with k of the specials first,
  * and the same rounded values as a float32 leaf. */
-static void low_pair(fs_dtype dt, int rank, const int64_t *shape, const char *seed, float lo, fs_tensor **low,
-                     fs_tensor **wide) {
+static void low_pair_k(fs_dtype dt, int rank, const int64_t *shape, const char *seed, float lo, int64_t k,
+                       fs_tensor **low, fs_tensor **wide) {
   fs_tensor *x = rt_rand(seed, lo, lo + 4, rank, shape);
   int64_t n = x->numel;
-  for (int64_t i = 0; i < n && i < (int64_t)(sizeof specials / sizeof *specials); i++)
+  for (int64_t i = 0; i < n && i < k; i++)
     fsT_f32(x)[(i * 7 + 3) % n] = specials[i];
   *low = fsT_copy(x);
   assert_int_equal(fsT_set_dtype(*low, dt), 0);
   *wide = rt_ok(fsT_to_dtype(*low, FS_F32));
   (*low)->requires_grad = (*wide)->requires_grad = true;
   fsT_release(x);
+}
+
+static void low_pair(fs_dtype dt, int rank, const int64_t *shape, const char *seed, float lo, fs_tensor **low,
+                     fs_tensor **wide) {
+  low_pair_k(dt, rank, shape, seed, lo, (int64_t)(sizeof specials / sizeof *specials), low, wide);
 }
 
 /* The same values: both NaN, or equal bits. */
@@ -314,6 +319,28 @@ static void assert_grad(const fs_tensor *x, const fs_tensor *ref, fs_dtype dt) {
   for (int64_t i = 0; i < r->numel; i++) fsT_f32(r)[i] += 0.0f;
   assert_same(x->grad, fsT_f32(r), r->numel);
   fsT_release(r);
+}
+
+/* out, a low op's result, against ref, the float32 op on the widened
+ * inputs, rounded to dt (out's type); then each's backward with the same
+ * weights (ref's rounded as out's gradient is), and the gradient of each
+ * input x[i] (a low leaf, or a float32 one) against its widened xw[i]'s.
+ * Releases out, ref and the n pairs. */
+static void check_low(fs_tensor *out, fs_tensor *ref, fs_tensor **x, fs_tensor **xw, fs_dtype dt, int n) {
+  assert_int_equal(out->dtype, dt);
+  fs_tensor *r = rounded(ref, dt);
+  assert_same(out, fsT_f32(r), r->numel);
+  fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, dt);
+  backward_weighted(out, w);
+  backward_weighted(ref, wr);
+  for (int i = 0; i < n; i++) {
+    if (fsT_is_low(x[i]->dtype)) assert_grad(x[i], xw[i], x[i]->dtype);
+    else assert_same(x[i]->grad, fsT_f32(xw[i]->grad), xw[i]->numel);
+    fsT_release(x[i]);
+    fsT_release(xw[i]);
+  }
+  fs_tensor *all[] = {out, ref, r, w, wr};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
 }
 
 static void test_low_binary(void **state) {
@@ -372,15 +399,7 @@ static void test_low_unary(void **state) {
         fs_tensor *x, *xw;
         low_pair(dt, 1, &n, "x", -2, &x, &xw);
         fs_tensor *out = rt_ok(fsG_unary(ops[o].op, x, ops[o].p0, ops[o].p1));
-        fs_tensor *ref = rt_ok(fsG_unary(ops[o].op, xw, ops[o].p0, ops[o].p1)), *r = rounded(ref, dt);
-        assert_int_equal(out->dtype, dt);
-        assert_same(out, fsT_f32(r), n);
-        fs_tensor *w = rt_rand("w", -1, 1, 1, &n), *wr = rounded(w, dt);
-        backward_weighted(out, w);
-        backward_weighted(ref, wr);
-        assert_grad(x, xw, dt);
-        fs_tensor *all[] = {x, xw, out, ref, r, w, wr};
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+        check_low(out, rt_ok(fsG_unary(ops[o].op, xw, ops[o].p0, ops[o].p1)), &x, &xw, dt, 1);
       }
 }
 
@@ -487,8 +506,9 @@ static void test_low_bcast(void **state) {
         }
 }
 
-/* Reductions (whole, over a dim, max/min) and softmax on low tensors read
- * them a chunk at a time: the float32 kernel's values rounded once.
+/* Reductions (whole, over a dim, max/min, logsumexp), cumsum and softmax
+ * on low tensors read them a chunk at a time: the float32 kernel's values
+ * rounded once.
  * Softmax's backward reads the rounded output (torch's), the others
  * compute what the float32 backward computes; each gradient reaches the
  * low tensor rounded. */
@@ -498,7 +518,7 @@ static const struct { int rank; int64_t shape[3]; } red_shapes[] = {
 
 static void test_low_reduce(void **state) {
   (void)state;
-  enum { SUM, MEAN, MAX, MIN, SOFTMAX, LOGSOFTMAX, KINDS };
+  enum { SUM, MEAN, MAX, MIN, SOFTMAX, LOGSOFTMAX, LOGSUMEXP, CUMSUM, KINDS };
   for (int t = 0; t < 2; t++)
     for (size_t s = 0; s < sizeof red_shapes / sizeof *red_shapes; s++)
       for (int dim = -1; dim < red_shapes[s].rank; dim++) /* -1: every element (sum, mean) */
@@ -513,6 +533,8 @@ static void test_low_reduce(void **state) {
             if (dim < 0) *o = rt_ok(kind == SUM ? fsG_sum(v) : fsG_mean(v));
             else if (kind <= MEAN) *o = rt_ok(fsG_sum_dim(v, dim, keep, kind == MEAN));
             else if (kind <= MIN) *o = rt_ok(fsG_extreme(kind == MAX, v, dim, keep, ix_));
+            else if (kind == LOGSUMEXP) *o = rt_ok(fsG_logsumexp(v, dim, keep));
+            else if (kind == CUMSUM) *o = rt_ok(fsG_cumsum(v, dim));
             else *o = rt_ok(fsG_softmax(v, dim, kind == LOGSOFTMAX));
           }
           assert_int_equal(out->dtype, dt);
@@ -521,7 +543,7 @@ static void test_low_reduce(void **state) {
           if (ix) assert_memory_equal(fsT_i64(ix), fsT_i64(iw), (size_t)ix->numel * sizeof(int64_t));
           fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, dt);
           backward_weighted(out, w);
-          if (kind < SOFTMAX) {
+          if (kind != SOFTMAX && kind != LOGSOFTMAX) {
             backward_weighted(ref, wr);
             assert_grad(x, xw, dt);
           } else { /* the float32 backward on the rounded output */
@@ -550,57 +572,180 @@ static void test_low_dropout(void **state) {
         int64_t n = sizes[s];
         fs_tensor *x, *xw;
         low_pair(dt, 1, &n, "x", -2, &x, &xw);
-        fs_tensor *out = rt_ok(fsG_dropout(x, ps[k], 77 + s)), *ref = rt_ok(fsG_dropout(xw, ps[k], 77 + s));
-        fs_tensor *r = rounded(ref, dt);
-        assert_int_equal(out->dtype, dt);
-        assert_same(out, fsT_f32(r), n);
-        fs_tensor *w = rt_rand("w", -1, 1, 1, &n), *wr = rounded(w, dt);
-        backward_weighted(out, w);
-        backward_weighted(ref, wr);
-        assert_grad(x, xw, dt);
-        fs_tensor *all[] = {x, xw, out, ref, r, w, wr};
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+        fs_tensor *out = rt_ok(fsG_dropout(x, ps[k], 77 + s));
+        check_low(out, rt_ok(fsG_dropout(xw, ps[k], 77 + s)), &x, &xw, dt, 1);
       }
 }
 
 /* The elementwise losses on low inputs (and a low input with a float32
  * target) read them a block at a time: the float32 path's per-element
- * losses and reduction, rounded once to the result's type (float32 under
- * autocast), and its gradients rounded into the low inputs'. */
+ * losses, weighting and reduction, rounded once to the result's type
+ * (float32 under autocast), and its gradients rounded into the low
+ * inputs'; with a weight broadcast over the last dim (low or float32, its
+ * gradient too) and BCE with logits' pos_weight (61 floats: blocks of 1024
+ * start inside it). */
 static void test_low_ploss(void **state) {
   (void)state;
-  int64_t shape[2] = {37, 61};
+  int64_t shape[2] = {37, 61}, C = 61;
   for (int mode = 0; mode < 3; mode++) /* bfloat16, float16, bfloat16 under autocast */
     for (int kind = FSN_MSE; kind <= FSN_KL_DIV; kind++)
       for (int red = FSG_NONE; red <= FSG_BATCHMEAN; red++)
-        for (int f32 = 0; f32 < 2; f32++) {
-          fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
-          fs_tensor *x, *xw, *y, *yw;
-          low_pair(dt, 2, shape, "x", kind == FSN_BCE ? -0.5f : -2, &x, &xw);
-          if (!f32) low_pair(dt, 2, shape, "y", -1, &y, &yw);
-          else {
-            y = rt_rand("y", 0, 1, 2, shape);
-            yw = rt_ok(fsT_copy(y));
-            y->requires_grad = yw->requires_grad = true;
+        for (int f32 = 0; f32 < 2; f32++)
+          for (int wk = 0; wk < 3; wk++) { /* no weights; low weights; float32 weights */
+            fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
+            fs_tensor *x[3], *xw[3], *pw = NULL, *pww = NULL;
+            low_pair(dt, 2, shape, "x", kind == FSN_BCE ? -0.5f : -2, &x[0], &xw[0]);
+            if (!f32) low_pair(dt, 2, shape, "y", -1, &x[1], &xw[1]);
+            else {
+              x[1] = rt_rand("y", 0, 1, 2, shape);
+              xw[1] = rt_ok(fsT_copy(x[1]));
+              x[1]->requires_grad = xw[1]->requires_grad = true;
+            }
+            if (wk) {
+              fs_tensor *w = rt_rand("weight", 0.25f, 2, 1, &C);
+              x[2] = wk == 1 ? rt_ok(fsT_to_dtype(w, dt)) : rt_ok(fsT_copy(w));
+              xw[2] = rt_ok(fsT_to_dtype(x[2], FS_F32));
+              x[2]->requires_grad = xw[2]->requires_grad = true;
+              if (kind == FSN_BCE_LOGITS) {
+                pw = wk == 1 ? rt_ok(fsT_to_dtype(w, dt)) : rt_ok(fsT_copy(w));
+                pww = rt_ok(fsT_to_dtype(pw, FS_F32));
+              }
+              fsT_release(w);
+            }
+            double param = kind == FSN_KL_DIV ? kind % 2 : 0.5;
+            fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
+            fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x[0], x[1], param, pw, wk ? x[2] : NULL, (fsG_reduction)red));
+            fsG_set_autocast(old);
+            fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw[0], xw[1], param, pww, wk ? xw[2] : NULL, (fsG_reduction)red));
+            check_low(out, ref, x, xw, mode == 2 || f32 || wk == 2 ? FS_F32 : dt, wk ? 3 : 2);
+            fsT_release(pw);
+            fsT_release(pww);
           }
-          double param = kind == FSN_KL_DIV ? kind % 2 : 0.5;
-          fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
-          fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x, y, param, NULL, NULL, (fsG_reduction)red));
-          fsG_set_autocast(old);
-          fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw, yw, param, NULL, NULL, (fsG_reduction)red));
-          fs_dtype want = mode == 2 || f32 ? FS_F32 : dt;
-          assert_int_equal(out->dtype, want);
-          fs_tensor *r = rounded(ref, want);
-          assert_same(out, fsT_f32(r), r->numel);
-          fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, want);
-          backward_weighted(out, w);
-          backward_weighted(ref, wr);
-          assert_grad(x, xw, dt);
-          if (!f32) assert_grad(y, yw, dt);
-          else assert_same(y->grad, fsT_f32(yw->grad), y->numel);
-          fs_tensor *all[] = {x, xw, y, yw, out, ref, r, w, wr};
-          for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+}
+
+/* LayerNorm of a low x (w and b low, or float32: a float32 result) reads
+ * and writes it by parts of rows: the float32 kernels' values rounded
+ * once, forward and backward, on rows of odd lengths, parts over the
+ * worker pool (the last two shapes) and a row of the specials. */
+static void test_low_layernorm(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[3]; } shapes[] = {
+    {1, {1}}, {2, {5, 7}}, {3, {3, 2, 33}}, {2, {4, 1029}}, {2, {64, 1029}}, {2, {3, 20000}},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int f32 = 0; f32 < 2; f32++) {
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int64_t C = shapes[s].shape[shapes[s].rank - 1];
+        fs_tensor *x[3], *xw[3];
+        /* the specials in the first row of one shape only: a NaN row makes dw, db NaN */
+        low_pair_k(dt, shapes[s].rank, shapes[s].shape, "x", -2, s == 3 ? C : 0, &x[0], &xw[0]);
+        for (int i = 1; i < 3; i++) {
+          if (!f32) low_pair_k(dt, 1, &C, i == 1 ? "w" : "b", 0.25f, 0, &x[i], &xw[i]);
+          else {
+            x[i] = rt_rand(i == 1 ? "w" : "b", 0.25f, 4, 1, &C);
+            xw[i] = rt_ok(fsT_copy(x[i]));
+            x[i]->requires_grad = xw[i]->requires_grad = true;
+          }
         }
+        fs_tensor *out = rt_ok(fsG_layernorm(x[0], x[1], x[2], 1e-5));
+        check_low(out, rt_ok(fsG_layernorm(xw[0], xw[1], xw[2], 1e-5)), x, xw, f32 ? FS_F32 : dt, 3);
+      }
+}
+
+/* nll_loss and cross_entropy with options on low x (class dim last) read it
+ * by parts of rows: the float32 path's per-row losses, reduction and
+ * gradients, rounded once (float32 under autocast); class weights float32
+ * or low, ignored rows, label smoothing, every reduction, parts over the
+ * worker pool (the last shape). */
+static void test_low_nll(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[3]; } shapes[] = {{1, {9}}, {3, {3, 5, 7}}, {2, {37, 1029}}};
+  for (int mode = 0; mode < 3; mode++) /* bfloat16, float16, bfloat16 under autocast */
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int opt = 0; opt < 8; opt++) { /* bit 0: logits; bit 1: smoothing; bit 2: a weight */
+        fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
+        int rank = shapes[s].rank;
+        int64_t C = shapes[s].shape[rank - 1], M = 1;
+        for (int d = 0; d < rank - 1; d++) M *= shapes[s].shape[d];
+        fs_tensor *x, *xw, *t = fsT_new(FS_I64, FS_DEV_CPU, rank - 1, shapes[s].shape), *w = NULL, *ww = NULL;
+        low_pair_k(dt, rank, shapes[s].shape, "x", opt & 1 ? -4 : -6, 0, &x, &xw);
+        for (int64_t m = 0; m < M; m++) fsT_i64(t)[m] = m % 4 == 1 ? -100 : (m * 131 + 7) % C; /* -100: ignored */
+        if (opt & 4) { /* float32 weights, or the low type's (the result's type either way: see promotion) */
+          fs_tensor *wf = rt_rand("w", 0.25f, 2, 1, &C);
+          w = s % 2 ? rt_ok(fsT_to_dtype(wf, dt)) : fsT_retain(wf);
+          ww = rt_ok(fsT_to_dtype(w, FS_F32));
+          fsT_release(wf);
+        }
+        fsG_reduction red = (fsG_reduction)((s + (size_t)opt) % 3); /* none, mean, sum */
+        double ls = opt & 2 ? 0.1 : 0;
+        fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
+        fs_tensor *out = rt_ok(fsG_nll(x, t, w, opt & 1, -100, ls, red));
+        fsG_set_autocast(old);
+        fs_dtype want = mode == 2 || (w && w->dtype == FS_F32) ? FS_F32 : dt;
+        check_low(out, rt_ok(fsG_nll(xw, t, ww, opt & 1, -100, ls, red)), &x, &xw, want, 1);
+        fsT_release(t);
+        fsT_release(w);
+        fsT_release(ww);
+      }
+}
+
+/* RMSNorm of a low x, with a weight (low or float32) or none: the float32
+ * kernels' values rounded once, forward and backward, over one or two
+ * normalized dims and parts over the worker pool (the last shape). */
+static void test_low_rmsnorm(void **state) {
+  (void)state;
+  static const struct { int rank, nd; int64_t shape[3]; } shapes[] = {
+    {2, 1, {5, 7}}, {3, 2, {3, 2, 33}}, {2, 1, {64, 1029}},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++) { /* a low weight, a float32 one, none */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int rank = shapes[s].rank, nd = shapes[s].nd;
+        const int64_t *ns = shapes[s].shape + rank - nd;
+        fs_tensor *x[2], *xw[2];
+        low_pair_k(dt, rank, shapes[s].shape, "x", -2, s == 0 ? 10 : 0, &x[0], &xw[0]);
+        if (kind == 0) low_pair_k(dt, nd, ns, "w", 0.25f, 0, &x[1], &xw[1]);
+        else if (kind == 1) {
+          x[1] = rt_rand("w", 0.25f, 4, nd, ns);
+          xw[1] = rt_ok(fsT_copy(x[1]));
+          x[1]->requires_grad = xw[1]->requires_grad = true;
+        }
+        fs_tensor *out = rt_ok(fsG_rms_norm(x[0], nd, ns, kind < 2 ? x[1] : NULL, NAN));
+        check_low(out, rt_ok(fsG_rms_norm(xw[0], nd, ns, kind < 2 ? xw[1] : NULL, NAN)), x, xw, kind == 1 ? FS_F32 : dt,
+                  kind < 2 ? 2 : 1);
+      }
+}
+
+/* GroupNorm of a low x, with a weight and bias (low or float32) or none:
+ * the float32 kernels' values rounded once, forward and backward, over
+ * several chunks of images (the last shape). */
+static void test_low_groupnorm(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[3], groups; } shapes[] = {
+    {3, {2, 6, 5}, 3}, {2, {3, 4}, 2}, {3, {40, 8, 300}, 4},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++) { /* low weight and bias, float32 ones, none */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int64_t C = shapes[s].shape[1];
+        fs_tensor *x[3], *xw[3];
+        low_pair_k(dt, shapes[s].rank, shapes[s].shape, "x", -2, 0, &x[0], &xw[0]);
+        for (int i = 1; i < 3 && kind < 2; i++) {
+          if (kind == 0) low_pair_k(dt, 1, &C, i == 1 ? "w" : "b", 0.25f, 0, &x[i], &xw[i]);
+          else {
+            x[i] = rt_rand(i == 1 ? "w" : "b", 0.25f, 4, 1, &C);
+            xw[i] = rt_ok(fsT_copy(x[i]));
+            x[i]->requires_grad = xw[i]->requires_grad = true;
+          }
+        }
+        int64_t G = shapes[s].groups;
+        fs_tensor *out = rt_ok(fsG_group_norm(x[0], G, kind < 2 ? x[1] : NULL, kind < 2 ? x[2] : NULL, 1e-5));
+        check_low(out, rt_ok(fsG_group_norm(xw[0], G, kind < 2 ? xw[1] : NULL, kind < 2 ? xw[2] : NULL, 1e-5)), x, xw,
+                  kind == 1 ? FS_F32 : dt, kind < 2 ? 3 : 1);
+      }
 }
 
 int main(void) {
@@ -610,7 +755,9 @@ int main(void) {
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
-    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss),
+    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_layernorm),
+    cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_rmsnorm),
+    cmocka_unit_test(test_low_groupnorm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
