@@ -954,6 +954,16 @@ static void oli_spread_bw(const fs_tensor *x, int64_t L, int64_t I, float *dx, b
 
 static bool oli_low_ok(const fs_tensor *x) { return fsT_is_low(x->dtype) && x->device == FS_DEV_CPU && x->data && x->numel > 0; }
 
+/* The start of a low x's backward over its (O, L, I) chunks (n->iv): x's
+ * gradient buffer and nb chunk buffers; 1 to go on, 0 when x takes no
+ * gradient, -1 on failure */
+static int oli_bw_begin(fsG_node *n, int nb, float **dx, bool *fresh, oli_chunk *c, float **b) {
+  if (fsG_low_grad_buf(n->in[0], dx, fresh)) return -1;
+  if (!*dx) return 0;
+  *c = oli_first(n->iv[0], n->iv[1], n->iv[2]);
+  return (*b = oli_bufs(c, nb)) ? 1 : -1;
+}
+
 static int sum_dim_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
   float *dx;
@@ -1018,13 +1028,11 @@ static fs_tensor *extreme_low(bool want_max, fs_tensor *x, fs_tensor *out, fs_te
  * result is kept. */
 static int softmax_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
-  float *dx;
+  float *dx, *b;
   bool fresh;
-  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
-  if (!dx) return 0;
-  oli_chunk c = oli_first(n->iv[0], n->iv[1], n->iv[2]);
-  float *b = oli_bufs(&c, 3);
-  if (!b) return -1;
+  oli_chunk c;
+  int go = oli_bw_begin(n, 3, &dx, &fresh, &c, &b);
+  if (go <= 0) return go;
   do {
     float *g = b, *y = b + c.cap, *d = b + 2 * c.cap;
     oli_load(&c, out->grad, g);
@@ -1228,13 +1236,11 @@ fs_tensor *fsG_softmax(fs_tensor *x, int dim, bool log) {
  * (saved[0]) for the backward, which reads it as the widened path's did. */
 static int logsumexp_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
-  float *dx;
+  float *dx, *b;
   bool fresh;
-  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
-  if (!dx) return 0;
-  oli_chunk c = oli_first(n->iv[0], n->iv[1], n->iv[2]);
-  float *b = oli_bufs(&c, 2);
-  if (!b) return -1;
+  oli_chunk c;
+  int go = oli_bw_begin(n, 2, &dx, &fresh, &c, &b);
+  if (go <= 0) return go;
   do {
     oli_load(&c, x, b);
     memset(b + c.cap, 0, c.cap * sizeof *b);
@@ -1310,13 +1316,11 @@ fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
  * float32 kernel sums it, each output rounded */
 static int cumsum_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
-  float *dx;
+  float *dx, *b;
   bool fresh;
-  if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
-  if (!dx) return 0;
-  oli_chunk c = oli_first(n->iv[0], n->iv[1], n->iv[2]);
-  float *b = oli_bufs(&c, 2);
-  if (!b) return -1;
+  oli_chunk c;
+  int go = oli_bw_begin(n, 2, &dx, &fresh, &c, &b);
+  if (go <= 0) return go;
   do {
     oli_load(&c, out->grad, b);
     memset(b + c.cap, 0, c.cap * sizeof *b);

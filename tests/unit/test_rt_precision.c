@@ -491,18 +491,8 @@ static void test_low_bcast(void **state) {
             out = rt_ok(fsG_binary_op((fsU_binary)op, a, b));
             ref = rt_ok(fsG_binary_op((fsU_binary)op, aw, bw));
           }
-          fs_dtype want = f32 ? FS_F32 : dt;
-          assert_int_equal(out->dtype, want);
-          fs_tensor *r = rounded(ref, want);
-          assert_same(out, fsT_f32(r), r->numel);
-          fs_tensor *w = rt_rand("w", -1, 1, out->rank, out->shape), *wr = rounded(w, want);
-          backward_weighted(out, w);
-          backward_weighted(ref, wr);
-          assert_grad(a, aw, dt);
-          if (!f32) assert_grad(b, bw, dt);
-          else assert_same(b->grad, fsT_f32(bw->grad), b->numel);
-          fs_tensor *all[] = {a, aw, b, bw, cond, out, ref, r, w, wr};
-          for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
+          check_low(out, ref, (fs_tensor *[]){a, b}, (fs_tensor *[]){aw, bw}, f32 ? FS_F32 : dt, 2);
+          fsT_release(cond);
         }
 }
 
