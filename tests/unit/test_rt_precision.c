@@ -259,13 +259,15 @@ static void test_autocast(void **state) {
 
 static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3e38f, -3e38f, 1e-40f, 1.0f, -2.5f};
 
-/* A low leaf (requires grad) from float32 values with k of the specials first,
- * and the same rounded values as a float32 leaf. */
+/* A low leaf (requires grad) from float32 values with k of the specials first
+ * (all of them when k is larger), and the same rounded values as a float32
+ * leaf. */
 static void low_pair_k(fs_dtype dt, int rank, const int64_t *shape, const char *seed, float lo, int64_t k,
                        fs_tensor **low, fs_tensor **wide) {
   fs_tensor *x = rt_rand(seed, lo, lo + 4, rank, shape);
   int64_t n = x->numel;
-  for (int64_t i = 0; i < n && i < k; i++)
+  int64_t ns = (int64_t)(sizeof specials / sizeof *specials);
+  for (int64_t i = 0; i < n && i < k && i < ns; i++)
     fsT_f32(x)[(i * 7 + 3) % n] = specials[i];
   *low = fsT_copy(x);
   assert_int_equal(fsT_set_dtype(*low, dt), 0);
