@@ -250,16 +250,26 @@ int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh) {
 }
 
 /* + 0.0f: the sum with the zeroed buffer the gradient would otherwise be
- * (a -0 contribution gives +0) */
+ * (a -0 contribution gives +0).  Inlined once per type, so each loop rounds
+ * without a branch and vectorizes. */
+FS_VECTOR_TARGET
+static inline __attribute__((always_inline)) void low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n,
+                                                               float alpha, bool fresh) {
+  if (fresh) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = fsT_round_to(dt, alpha * c[i]) + 0.0f;
+  } else {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = fsT_round_to(dt, dx[i] + fsT_round_to(dt, alpha * c[i]));
+  }
+}
+
 FS_VECTOR_TARGET
 void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float alpha, bool fresh) {
-  if (dt == FS_BF16 && fresh) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = fsT_bf16_round(alpha * c[i]) + 0.0f;
-  } else if (dt == FS_BF16) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = fsT_bf16_round(dx[i] + fsT_bf16_round(alpha * c[i]));
-  } else
-    for (size_t i = 0; i < n; i++)
-      dx[i] = fsT_round_to(dt, (fresh ? 0.0f : dx[i]) + fsT_round_to(dt, alpha * c[i]));
+  if (dt == FS_BF16)
+    low_grad_add(FS_BF16, dx, c, n, alpha, fresh);
+  else if (dt == FS_F16)
+    low_grad_add(FS_F16, dx, c, n, alpha, fresh);
+  else
+    low_grad_add(FS_F32, dx, c, n, alpha, fresh);
 }

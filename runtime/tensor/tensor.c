@@ -274,10 +274,12 @@ static bool convert_fast(fs_dtype to, void *dst, fs_dtype from, const void *src,
     return true;
   }
   if (to == FS_F32 && from == FS_F16) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) ((float *)dst)[i] = fsT_f16_to_f32(((const uint16_t *)src)[i]);
     return true;
   }
   if (to == FS_F16 && from == FS_F32) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = fsT_f32_to_f16(((const float *)src)[i]);
     return true;
   }
@@ -303,32 +305,14 @@ void fsT_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t 
   }
 }
 
-/* _Float16 conversions are IEEE's round to nearest even (GCC, x86-64). */
-uint16_t fsT_f32_to_f16(float f) {
-  _Float16 h = (_Float16)f;
-  uint16_t u;
-  memcpy(&u, &h, 2);
-  return u;
-}
-
-float fsT_f16_to_f32(uint16_t u) {
-  _Float16 h;
-  memcpy(&h, &u, 2);
-  return (float)h;
-}
-
-float fsT_round_to(fs_dtype dt, float v) {
-  return dt == FS_BF16 ? fsT_bf16_round(v)
-       : dt == FS_F16 ? fsT_f16_to_f32(fsT_f32_to_f16(v)) : v;
-}
-
 FS_VECTOR_TARGET
 void fsT_round_array(fs_dtype dt, float *x, size_t n) {
   if (dt == FS_BF16) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) x[i] = fsT_bf16_round(x[i]);
   } else if (dt == FS_F16) {
-    for (size_t i = 0; i < n; i++) x[i] = fsT_f16_to_f32(fsT_f32_to_f16(x[i]));
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = fsT_round_to(FS_F16, x[i]);
   }
 }
 

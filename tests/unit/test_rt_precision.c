@@ -44,6 +44,66 @@ static void test_rounding(void **state) {
   for (int i = 0; i < N; i++) assert_int_equal(fast[i], fsT_f32_to_bf16(src[i]));
 }
 
+/* The float16 conversions are integer arithmetic (tensor.h); the compiler's
+ * _Float16 casts are IEEE's and are the reference, bit for bit: every float16
+ * widened, and narrowed from each rounding boundary (the midpoint between two
+ * neighbours and the floats either side of it), from specials and from a
+ * stride through all float32 bit patterns; the vectorized fsT_convert gives
+ * the scalar results. */
+static uint16_t f16_ref(float f) {
+  _Float16 h = (_Float16)f;
+  uint16_t u;
+  memcpy(&u, &h, 2);
+  return u;
+}
+
+static void check_narrow(uint32_t u) {
+  float f = bits_f(u);
+  uint16_t got = fsT_f32_to_f16(f), want = f16_ref(f);
+  if (got != want) fail_msg("float16 of float32 0x%08x: 0x%04x, the cast gives 0x%04x", u, got, want);
+}
+
+static void test_f16_conversion(void **state) {
+  (void)state;
+  enum { N = 65536 };
+  static uint16_t h[N];
+  static float wide[N];
+  for (uint32_t i = 0; i < N; i++) h[i] = (uint16_t)i;
+  fsT_convert(FS_F32, wide, FS_F16, h, N);
+  for (uint32_t i = 0; i < N; i++) {
+    _Float16 r;
+    memcpy(&r, &h[i], 2);
+    float want = (float)r, got = fsT_f16_to_f32(h[i]);
+    if (memcmp(&got, &want, 4) || memcmp(&wide[i], &want, 4))
+      fail_msg("float32 of float16 0x%04x: %a (convert %a), the cast gives %a", i, got, wide[i], want);
+    /* a finite positive float16 and its successor: their midpoint, +-1 ulp */
+    if (i < 0x7c00) {
+      uint32_t lo, hi;
+      float a = (float)r, b = fsT_f16_to_f32((uint16_t)(i + 1)), mid = a + (b - a) / 2;
+      memcpy(&lo, &mid, 4);
+      for (uint32_t d = 0; d < 3; d++) {
+        hi = lo - 1 + d;
+        check_narrow(hi);
+        check_narrow(hi | 0x80000000u);
+      }
+    }
+  }
+  static const uint32_t specials[] = {0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                      0x7f800001u, 0xffc12345u, 0x7fffffffu, 0x00000001u, 0x477fe000u,
+                                      0x477fefffu, 0x477ff000u, 0x33000000u, 0x33000001u};
+  for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) check_narrow(specials[i]);
+  static float src[4096];
+  static uint16_t fast[4096];
+  for (uint32_t base = 0; base < 0xfffff000u; base += 4096u * 0x1001u) {
+    for (uint32_t i = 0; i < 4096; i++) src[i] = bits_f(base + i * 0x1001u);
+    fsT_convert(FS_F16, fast, FS_F32, src, 4096);
+    for (uint32_t i = 0; i < 4096; i++) {
+      check_narrow(base + i * 0x1001u);
+      if (fast[i] != fsT_f32_to_f16(src[i])) fail_msg("fsT_convert to float16 of 0x%08x", base + i * 0x1001u);
+    }
+  }
+}
+
 /* fsB_gemm_bf16 (and fsB_gemm_bf16x on bfloat16 storage) against sgemm of
  * the rounded operands, all four transposes, sizes that are not multiples
  * of the tile and ones whose bfloat16 A is read in place (64x64x32
@@ -742,7 +802,7 @@ static void test_low_groupnorm(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
+    cmocka_unit_test(test_rounding), cmocka_unit_test(test_f16_conversion), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
     cmocka_unit_test(test_promotion),
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
