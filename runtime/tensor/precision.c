@@ -173,8 +173,8 @@ bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tenso
     fsT_seterr("%s: this op has no float64 path in this runtime (float64 runs linear, matmul, activations, "
                "elementwise arithmetic and functions, where/masked_fill, sum/mean and max/min (also over a dim), "
                "topk, softmax, logsumexp, cumsum, dropout, the losses, views, slices, indexing, cat, casts, "
-               "embeddings, layer_norm, attention, convolutions, pooling and batch/group/RMS norm; convert with "
-               ".float() first)",
+               "embeddings, layer_norm, attention, convolutions, pooling, batch/group/RMS norm and multinomial; "
+               "convert with .float() first)",
                strncmp(op, "fsG_", 4) ? op : op + 4);
     L->failed = true;
     return true;

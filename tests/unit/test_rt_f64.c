@@ -8,7 +8,8 @@
  * dropout, index assignment, cat, masked attention, convolutions,
  * pooling, batch/group/RMS norm); gradients in the leaf's dtype; torch's
  * promotion between float64 and float32; what has no double path refuses
- * float64; the optimizers' double rules; emulated cuda's float64 table against the
+ * float64; multinomial's samples from float64 probabilities; the
+ * optimizers' double rules; emulated cuda's float64 table against the
  * cpu's, bit for bit, through device pointers (f64_table_check.h). */
 #include <math.h>
 #include <stdlib.h>
@@ -342,6 +343,38 @@ static void test_refusal(void **state) {
   fsT_release(x);
 }
 
+/* multinomial of float64 probabilities: the weights in double against the
+ * script's float32 uniforms, so values a float32 copy holds exactly draw
+ * that copy's samples, with and without replacement; a weight below
+ * float32's range is still a weight (the copy flushes it to 0, so its
+ * last draw is the lowest unused zero instead) */
+static void test_multinomial(void **state) {
+  (void)state;
+  double v[24], total[3] = {0};
+  for (int k = 0; k < 24; k++) total[k / 8] += v[k] = k % 5 == 3 ? 0 : (k % 7 + 1) / 16.0;
+  fs_tensor *p = f64_of(v, 2, (int64_t[]){3, 8}), *p32 = rt_ok(fsT_to_dtype(p, FS_F32));
+  for (int repl = 0; repl < 2; repl++) {
+    int64_t n = repl ? 500 : 6;
+    fs_tensor *a = rt_ok(fsG_multinomial(p, n, repl, 21, 5)), *b = rt_ok(fsG_multinomial(p32, n, repl, 21, 5));
+    assert_int_equal(a->numel, 3 * n);
+    assert_memory_equal(fsT_i64(a), fsT_i64(b), (size_t)a->numel * sizeof(int64_t));
+    int64_t hits[24] = {0};
+    for (int64_t k = 0; k < a->numel; k++) hits[k / n * 8 + fsT_i64(a)[k]]++;
+    for (int c = 0; c < 24; c++) { /* zeros never drawn; each drawn once at most, or near its share */
+      assert_true(v[c] > 0 || hits[c] == 0);
+      assert_true(repl ? fabs((double)hits[c] / n - v[c] / total[c / 8]) < 0.06 : hits[c] <= 1);
+    }
+    fsT_release(a);
+    fsT_release(b);
+  }
+  fs_tensor *tiny = f64_of((double[]){0, 1e-50, 1}, 1, (int64_t[]){3}), *t32 = rt_ok(fsT_to_dtype(tiny, FS_F32));
+  fs_tensor *a = rt_ok(fsG_multinomial(tiny, 2, false, 21, 5)), *b = rt_ok(fsG_multinomial(t32, 2, false, 21, 5));
+  assert_true(fsT_i64(a)[0] == 2 && fsT_i64(a)[1] == 1);
+  assert_true(fsT_i64(b)[0] == 2 && fsT_i64(b)[1] == 0);
+  fs_tensor *all[] = {p, p32, tiny, t32, a, b};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+}
+
 /* dropout in double: each element dropped (0) or kept as x / (1 - p)
  * computed in double; p = 1 drops everything */
 static void test_dropout(void **state) {
@@ -400,7 +433,8 @@ static void test_emulated_cuda_table(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dtype), cmocka_unit_test(test_gradients), cmocka_unit_test(test_promotion_and_casts),
-    cmocka_unit_test(test_refusal), cmocka_unit_test(test_dropout), cmocka_unit_test(test_optimizers),
+    cmocka_unit_test(test_refusal), cmocka_unit_test(test_multinomial), cmocka_unit_test(test_dropout),
+    cmocka_unit_test(test_optimizers),
     cmocka_unit_test(test_emulated_cuda_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
