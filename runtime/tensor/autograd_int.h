@@ -50,6 +50,9 @@ fs_tensor *fsG_to_dev(fs_tensor *out, fs_device dev);
 int fsG_norm_dim(int dim, int rank, int *out);
 /* x seen as [O, L, I] around dim d (ops.h's letters) */
 void fsG_split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I);
+/* x's shape with dim d reduced (kept as 1 when keepdim, else removed) into
+ * shape; returns its rank */
+int fsG_reduced_shape(const fs_tensor *x, int d, bool keepdim, int64_t *shape);
 
 /* ---- staging through host memory (ops_grad.c) ----
  * Kernels that exist for the cpu only (the tensor API's ops when a backend
@@ -172,7 +175,8 @@ fs_tensor *fsG_group_norm_low(fs_tensor *x, int64_t groups, fs_tensor *w, fs_ten
 /* ---- float64 (f64.c) ----
  * An op with a double path starts with
  *   if (fsG_any_f64(n, ins)) return fsG_op_f64(...);
- * the others meet float64 inputs in fsG_low_begin, which refuses them. */
+ * (every op that calls fsG_low_begin has one); an op without would meet
+ * float64 inputs in fsG_low_begin, which refuses them. */
 bool fsG_any_f64(int n, fs_tensor *const *ins);
 /* The ops that do not promote: every operand present has the first one's
  * dtype, else false + torch's "expected scalar type ... but found ...". */
@@ -203,12 +207,15 @@ fs_tensor *fsG_matmul_f64(fs_tensor *a, fs_tensor *b);
 int fsG_window_bw_f64(fs_tensor *x, const fsU_window *w, const fs_tensor *g);
 /* The backward of x's elements taken at offs (int64, host): indexing. */
 int fsG_take_bw_f64(fs_tensor *x, const fs_tensor *offs, const fs_tensor *g);
-/* f64_ops.c: where (a or b float64), max/min over a dim, topk, dropout */
+/* f64_ops.c: where (a or b float64), max/min over a dim, topk, dropout,
+ * logsumexp and cumsum over a dim */
 fs_tensor *fsG_where_f64(fs_tensor *cond, fs_tensor *a, fs_tensor *b);
 fs_tensor *fsG_extreme_f64(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_tensor **indices);
 /* topk over dim d (checked), 0 <= k <= L (checked) */
 fs_tensor *fsG_topk_f64(fs_tensor *x, int64_t k, int d, bool largest, fs_tensor **indices);
 fs_tensor *fsG_dropout_f64(fs_tensor *x, double p, uint64_t key);
+fs_tensor *fsG_logsumexp_f64(fs_tensor *x, int dim, bool keepdim);
+fs_tensor *fsG_cumsum_f64(fs_tensor *x, int dim);
 /* The per-element losses of float64 x and y of one shape (pos_weight: any
  * float type, or NULL), on the tape. */
 fs_tensor *fsG_ploss_f64(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight);

@@ -228,6 +228,19 @@ static void d_softmax_backward(bool lg, int64_t O, int64_t L, int64_t I, double 
                                const double *y) {
   DK.softmax_backward(lg, O, L, I, H(dx), H(dy), H(y));
 }
+static void d_logsumexp_forward(int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  DK.logsumexp_forward(O, L, I, H(x), H(y));
+}
+static void d_logsumexp_backward(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const double *x,
+                                 const double *y) {
+  DK.logsumexp_backward(O, L, I, H(dx), H(dy), H(x), H(y));
+}
+static void d_cumsum_forward(int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  DK.cumsum_forward(O, L, I, H(x), H(y));
+}
+static void d_cumsum_backward(int64_t O, int64_t L, int64_t I, double *dx, const double *dy) {
+  DK.cumsum_backward(O, L, I, H(dx), H(dy));
+}
 static int d_linear_forward(double *o, const double *x, const double *W, const double *b, int64_t N, int64_t Cn,
                             int64_t OC) {
   return DK.linear_forward(H(o), H(x), H(W), H(b), N, Cn, OC);
@@ -392,7 +405,8 @@ static const fsB_f64_cnn emu_f64_cnn = {
 static const fsB_f64_kernels emu_f64 = {
   F(gemm), F(axpy), F(shift), F(scale), F(divide), F(clamp), F(sum), F(sumsq), F(absmax), F(take_backward),
   F(unary_forward), F(unary_backward), F(binary_forward), F(binary_backward), F(sum_dim_forward),
-  F(sum_dim_backward), F(softmax_forward), F(softmax_backward), F(linear_forward), F(linear_backward),
+  F(sum_dim_backward), F(softmax_forward), F(softmax_backward), F(logsumexp_forward), F(logsumexp_backward),
+  F(cumsum_forward), F(cumsum_backward), F(linear_forward), F(linear_backward),
   F(act_forward), F(act_backward), F(embedding_forward), F(embedding_backward), F(posemb_forward),
   F(posemb_backward), F(layernorm_forward), F(layernorm_backward), F(attention_forward), F(attention_backward),
   F(cross_entropy_forward), F(cross_entropy_backward), F(sgd_update), F(adam_update), F(where_forward),

@@ -19,9 +19,11 @@
  * GPT's embedding, positional embedding, layer norm and fused causal
  * attention; reshapes, windows and indexing move 8-byte elements and take
  * their backward from here.  f64_ops.c has the others' (where, max/min,
- * dropout, the elementwise and class losses, index_select).  Every other op meets float64 inputs
- * in fsG_low_begin (precision.c), which refuses them with an error naming
- * the op, so no float32 kernel ever reads double storage.  Formulas are
+ * topk, logsumexp, cumsum, dropout, the elementwise and class losses,
+ * index_select; f64_cnn.c the convolutional layers and norms).  An op
+ * without a double path would meet float64 inputs in fsG_low_begin
+ * (precision.c), which refuses them with an error naming the op, so no
+ * float32 kernel ever reads double storage.  Formulas are
  * torch 1.13's; matrix products are the table's dgemm (OpenBLAS's,
  * cuBLAS's).  The other half: autograd_int.h declares these, precision.c's
  * cast and refusal, f64_kernels.c / backend_emu.c / f64_cuda.cu the

@@ -4,9 +4,10 @@
  * (fscu_gemm's double overload), the optimizer rules f64_rules.h's (the
  * cpu's text, one thread per element), the level-1 loops cuda_common.cuh's
  * (float32's text); the tensor API's elementwise functions, broadcast
- * arithmetic, where, sums and max/min over a dim, softmax and the
- * elementwise losses are here, their per-element formulas ops_scalar.h's
- * and loss_scalar.h's (the cpu's text, compiled for the device).
+ * arithmetic, where, sums, max/min, logsumexp and cumsum over a dim,
+ * softmax and the elementwise losses are here, their per-element formulas
+ * ops_scalar.h's and loss_scalar.h's (the cpu's text, compiled for the
+ * device).
  *
  * Invariant: every pointer is a device pointer; work goes to the default
  * stream as backend_cuda.cu's, and the functions returning a value wait
@@ -196,7 +197,7 @@ static void where_backward64(const fsU_bcast *bc, const int64_t *cond, double *d
   if (db) bcast_gather(2, bc, db, where_add{false, *bc, cond, dout});
 }
 
-/* --- sums over one dim and softmax: x[O, L, I], one thread per (o, i) ----- */
+/* --- reductions and scans over one dim: x[O, L, I], one thread per (o, i) -- */
 
 #define AT(o, l, i) (((o) * L + (l)) * I + (i))
 
@@ -257,6 +258,59 @@ __global__ void softmax_bwd_k(bool as_log, int64_t O, int64_t L, int64_t I, doub
 static void softmax_backward64(bool as_log, int64_t O, int64_t L, int64_t I, double *dx, const double *dy,
                                const double *y) {
   if (O * I > 0) softmax_bwd_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(as_log, O, L, I, dx, dy, y);
+}
+
+/* log-sum-exp over L: the cpu's loop (max with NaNs skipped, 0 for an
+ * infinite max, the exponentials of x - max summed in order) */
+__global__ void logsumexp_fwd_k(int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  FSCU_FOR(k, (size_t)(O * I)) {
+    int64_t o = (int64_t)k / I, i = (int64_t)k % I;
+    double m = -INFINITY, s = 0;
+    for (int64_t l = 0; l < L; l++)
+      if (x[AT(o, l, i)] > m) m = x[AT(o, l, i)];
+    if (isinf(m)) m = 0; /* all -inf: log 0 = -inf, not NaN (torch) */
+    for (int64_t l = 0; l < L; l++) s += exp(x[AT(o, l, i)] - m);
+    y[k] = m + log(s);
+  }
+}
+static void logsumexp_forward64(int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  if (O * I > 0) logsumexp_fwd_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(O, L, I, x, y);
+}
+
+/* one thread per element of x; the product rounded before the sum, as the cpu's */
+__global__ void logsumexp_bwd_k(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const double *x,
+                                const double *y) {
+  FSCU_FOR(k, (size_t)(O * L * I)) {
+    int64_t i = (int64_t)k % I, o = (int64_t)k / (L * I);
+    dx[k] += mul_rn(dy[o * I + i], exp(x[k] - y[o * I + i]));
+  }
+}
+static void logsumexp_backward64(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const double *x,
+                                 const double *y) {
+  if (O * L * I > 0) logsumexp_bwd_k<<<fscu_blocks((size_t)(O * L * I)), FSCU_THREADS>>>(O, L, I, dx, dy, x, y);
+}
+
+/* running sums along L, one thread per (o, i) row in the cpu's order: the cpu's bits */
+__global__ void cumsum_fwd_k(int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  FSCU_FOR(k, (size_t)(O * I)) {
+    int64_t o = (int64_t)k / I, i = (int64_t)k % I;
+    double s = 0;
+    for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = s += x[AT(o, l, i)];
+  }
+}
+static void cumsum_forward64(int64_t O, int64_t L, int64_t I, const double *x, double *y) {
+  if (O * I > 0) cumsum_fwd_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(O, L, I, x, y);
+}
+
+__global__ void cumsum_bwd_k(int64_t O, int64_t L, int64_t I, double *dx, const double *dy) {
+  FSCU_FOR(k, (size_t)(O * I)) {
+    int64_t o = (int64_t)k / I, i = (int64_t)k % I;
+    double s = 0;
+    for (int64_t l = L; l-- > 0;) dx[AT(o, l, i)] += s += dy[AT(o, l, i)];
+  }
+}
+static void cumsum_backward64(int64_t O, int64_t L, int64_t I, double *dx, const double *dy) {
+  if (O * I > 0) cumsum_bwd_k<<<fscu_blocks((size_t)(O * I)), FSCU_THREADS>>>(O, L, I, dx, dy);
 }
 
 /* max / min over L with its first index, NaN propagating: the cpu's loop */
@@ -369,6 +423,7 @@ extern "C" const fsB_f64_kernels fsB_f64_cuda = {
   fscu_sumsq<double>, fscu_absmax<double>, fscu_take_backward_f64,
   unary_forward64, unary_backward64, binary_forward64, binary_backward64,
   sum_dim_forward64, sum_dim_backward64, softmax_forward64, softmax_backward64,
+  logsumexp_forward64, logsumexp_backward64, cumsum_forward64, cumsum_backward64,
   linear_forward<double>, linear_backward<double>, act_forward<double>, act_backward<double>,
   embedding_forward<double>, embedding_backward<double>, posemb_forward<double>, posemb_backward<double>,
   layernorm_forward<double>, layernorm_backward<double>, attention_forward<double>, attention_backward<double>,

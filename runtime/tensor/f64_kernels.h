@@ -48,6 +48,11 @@ struct fsB_f64_kernels {
   void (*softmax_forward)(bool log, int64_t O, int64_t L, int64_t I, const double *x, double *y);
   void (*softmax_backward)(bool log, int64_t O, int64_t L, int64_t I, double *dx, const double *dy,
                            const double *y);
+  void (*logsumexp_forward)(int64_t O, int64_t L, int64_t I, const double *x, double *y);
+  void (*logsumexp_backward)(int64_t O, int64_t L, int64_t I, double *dx, const double *dy, const double *x,
+                             const double *y);
+  void (*cumsum_forward)(int64_t O, int64_t L, int64_t I, const double *x, double *y);
+  void (*cumsum_backward)(int64_t O, int64_t L, int64_t I, double *dx, const double *dy);
   /* nn.h's fsN_kernels over double */
   int (*linear_forward)(double *out, const double *inp, const double *W, const double *b, int64_t N, int64_t C,
                         int64_t OC);

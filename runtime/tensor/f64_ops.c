@@ -1,12 +1,13 @@
 /* f64_ops.c -- the double path of the ops beyond the MLP's and the GPT's
  * (f64.c has those): where / masked_fill, max / min over a dim (and so
- * over everything, argmax, argmin), topk, dropout, the elementwise
- * losses' per-element values and the class losses' rows (nll_loss,
- * cross_entropy with its options), index_select.  As in f64.c, each op checks, allocates and
- * records the tape once and calls its device's float64 table
- * (fsB_of(t)->f64, f64_kernels.h), whose kernels are the float32 ones'
- * text over double (ops_typed.h, nn_typed.h, loss_typed.h; cuda's
- * f64_cuda.cu), so emulated cuda runs them with the cpu's bits.
+ * over everything, argmax, argmin), topk, logsumexp and cumsum over a
+ * dim, dropout, the elementwise losses' per-element values and the class
+ * losses' rows (nll_loss, cross_entropy with its options), index_select.
+ * As in f64.c, each op checks, allocates and records the tape once and
+ * calls its device's float64 table (fsB_of(t)->f64, f64_kernels.h), whose
+ * kernels are the float32 ones' text over double (ops_typed.h,
+ * nn_typed.h, loss_typed.h; cuda's f64_cuda.cu), so emulated cuda runs
+ * them with the cpu's bits.
  *
  * Invariant: formulas are torch 1.13's for float64 tensors; what these
  * ops compose (nll's rows, index_select's offsets) goes through the tape's
@@ -25,6 +26,12 @@ static const fsB_f64_kernels *kernels_of(const char *op, int n, fs_tensor *const
 }
 
 static const fsB_f64_kernels *f64_of(const fs_tensor *t) { return fsB_of(t)->f64; }
+
+/* out, its node keeping x's [O, L, I] view for the backward */
+static fs_tensor *with_oli(fs_tensor *out, int64_t O, int64_t L, int64_t I) {
+  if (out && out->node) out->node->iv[0] = O, out->node->iv[1] = L, out->node->iv[2] = I;
+  return out;
+}
 
 /* ---- where(cond, a, b) (masked_fill is where(mask, value, x)) ---- */
 
@@ -95,9 +102,7 @@ fs_tensor *fsG_extreme_f64(bool want_max, fs_tensor *x, int dim, bool keepdim, f
     fsT_seterr("%s(): Expected reduction dim %d to have non-zero size.", name, d);
     return NULL;
   }
-  int rank = 0;
-  for (int k = 0; k < x->rank; k++)
-    if (k != d || keepdim) shape[rank++] = k == d ? 1 : x->shape[k];
+  int rank = fsG_reduced_shape(x, d, keepdim, shape);
   fs_tensor *out = fsT_new(FS_F64, x->device, rank, shape);
   fs_tensor *idx = out ? fsT_new(FS_I64, x->device, rank, shape) : NULL;
   if (!idx) {
@@ -105,12 +110,7 @@ fs_tensor *fsG_extreme_f64(bool want_max, fs_tensor *x, int dim, bool keepdim, f
     return NULL;
   }
   f->extreme_forward(want_max, O, L, I, fsT_f64(x), fsT_f64(out), fsT_i64(idx));
-  out = fsG_record(out, extreme64_bw, 1, &x, fsT_retain(idx), NULL, 0, 0);
-  if (out && out->node) {
-    out->node->iv[0] = O;
-    out->node->iv[1] = L;
-    out->node->iv[2] = I;
-  }
+  out = with_oli(fsG_record(out, extreme64_bw, 1, &x, fsT_retain(idx), NULL, 0, 0), O, L, I);
   if (out && indices) *indices = idx;
   else fsT_release(idx);
   return out;
@@ -145,13 +145,55 @@ fs_tensor *fsG_topk_f64(fs_tensor *x, int64_t k, int d, bool largest, fs_tensor 
     fsT_release(out);
     return NULL;
   }
-  out = fsG_record(out, topk64_bw, 1, &x, fsT_retain(idx), NULL, 0, 0);
-  if (out && out->node) {
-    out->node->iv[0] = O, out->node->iv[1] = L, out->node->iv[2] = I, out->node->iv[3] = k;
-  }
+  out = with_oli(fsG_record(out, topk64_bw, 1, &x, fsT_retain(idx), NULL, 0, 0), O, L, I);
+  if (out && out->node) out->node->iv[3] = k;
   if (out) *indices = idx;
   else fsT_release(idx);
   return out;
+}
+
+/* ---- logsumexp over a dim, cumsum along one: torch's float64 formulas
+ * (the exponentials summed and the running sums kept in double) ---- */
+
+/* out: the forward's result, exp(x - out) the softmax the gradient spreads by */
+static int logsumexp64_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0];
+  double *dx;
+  if (fsG_grad_buf_f64(x, &dx)) return -1;
+  if (dx)
+    f64_of(x)->logsumexp_backward(n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad), fsT_f64(x), fsT_f64(out));
+  return 0;
+}
+
+fs_tensor *fsG_logsumexp_f64(fs_tensor *x, int dim, bool keepdim) {
+  int d;
+  const fsB_f64_kernels *f = kernels_of("logsumexp", 1, &x);
+  if (!f || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I, shape[FS_MAX_RANK];
+  fsG_split_at(x, d, &O, &L, &I);
+  fs_tensor *out = fsT_new(FS_F64, x->device, fsG_reduced_shape(x, d, keepdim, shape), shape);
+  if (!out) return NULL;
+  f->logsumexp_forward(O, L, I, fsT_f64(x), fsT_f64(out));
+  return with_oli(fsG_record(out, logsumexp64_bw, 1, &x, NULL, NULL, 0, 0), O, L, I);
+}
+
+static int cumsum64_bw(fsG_node *n, fs_tensor *out) {
+  double *dx;
+  if (fsG_grad_buf_f64(n->in[0], &dx)) return -1;
+  if (dx) f64_of(out)->cumsum_backward(n->iv[0], n->iv[1], n->iv[2], dx, fsT_f64(out->grad));
+  return 0;
+}
+
+fs_tensor *fsG_cumsum_f64(fs_tensor *x, int dim) {
+  int d;
+  const fsB_f64_kernels *f = kernels_of("cumsum", 1, &x);
+  if (!f || fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
+  int64_t O, L, I;
+  fsG_split_at(x, d, &O, &L, &I);
+  fs_tensor *out = fsT_new(FS_F64, x->device, x->rank, x->shape);
+  if (!out) return NULL;
+  f->cumsum_forward(O, L, I, fsT_f64(x), fsT_f64(out));
+  return with_oli(fsG_record(out, cumsum64_bw, 1, &x, NULL, NULL, 0, 0), O, L, I);
 }
 
 /* ---- dropout: the float32 mask, the scale 1 / (1 - p) in double ---- */

@@ -530,7 +530,12 @@ fs_tensor *fsG_topk(fs_tensor *x, int64_t k, int dim, bool largest, fs_tensor **
   return out;
 }
 
-/* ---- multinomial ---- */
+/* ---- multinomial ----
+ * Every float type samples the same way: its weights read as doubles
+ * (float32, bfloat16 widened exactly; float64 as they are), summed in
+ * double, against float32 uniforms of the script's stream at (key,
+ * offset), so probabilities of equal values give the same samples in any
+ * type; torch's distribution, not its draws. */
 
 fs_tensor *fsG_multinomial(fs_tensor *probs, int64_t n, bool replacement, uint64_t key, uint64_t offset) {
   if (!fsG_check_inputs("multinomial", 1, &probs)) return NULL;
@@ -538,9 +543,13 @@ fs_tensor *fsG_multinomial(fs_tensor *probs, int64_t n, bool replacement, uint64
     fsT_seterr("prob_dist must be 1 or 2 dim");
     return NULL;
   }
-  if (probs->dtype != FS_F32 && probs->dtype != FS_BF16) {
+  if (!fsT_is_floating(probs->dtype)) {
     fsT_seterr("multinomial only supports floating-point dtypes for input, got: %s",
                probs->dtype == FS_BOOL ? "Bool" : "Long");
+    return NULL;
+  }
+  if (probs->dtype == FS_F16 && probs->device == FS_DEV_CPU) { /* torch 1.13's cpu kernel has no half */
+    fsT_seterr("multinomial is not implemented for half on CPU");
     return NULL;
   }
   int64_t C = probs->shape[probs->rank - 1], R = probs->rank == 2 ? probs->shape[0] : 1;

@@ -42,8 +42,8 @@ void fsU_bcast_strides(int rank, const int64_t *shape, int orank, const int64_t 
 }
 
 /* ---- the odometer, unary, broadcast binary, where, sums over a dim,
- * max/min over a dim, softmax, topk, take's backward: one text with
- * f64.c's (ops_typed.h) ---- */
+ * max/min over a dim, softmax, logsumexp, cumsum, topk, take's backward:
+ * one text with f64.c's (ops_typed.h) ---- */
 
 #include "ops_typed.h"
 
@@ -136,42 +136,7 @@ static void cpu_gather_backward(const fsU_window *w, float *dx, const float *dy)
   } while (step(outer, r.shape, idx, 1, st, off));
 }
 
-/* ---- reductions over one dim: x[O,L,I] (AT, sums, max/min and softmax: ops_typed.h) ---- */
-
-static void cpu_logsumexp_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      float m = row_max(L, I, x + AT(o, 0, i));
-      if (isinf(m)) m = 0; /* all -inf: log 0 = -inf, not NaN (torch) */
-      double s = 0;
-      for (int64_t l = 0; l < L; l++) s += expf(x[AT(o, l, i)] - m);
-      y[o * I + i] = m + (float)log(s);
-    }
-}
-
-static void cpu_logsumexp_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy,
-                                   const float *x, const float *y) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t l = 0; l < L; l++)
-      for (int64_t i = 0; i < I; i++)
-        dx[AT(o, l, i)] += dy[o * I + i] * expf(x[AT(o, l, i)] - y[o * I + i]);
-}
-
-static void cpu_cumsum_forward(int64_t O, int64_t L, int64_t I, const float *x, float *y) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      float s = 0; /* float accumulation, as torch's cpu cumsum */
-      for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = s += x[AT(o, l, i)];
-    }
-}
-
-static void cpu_cumsum_backward(int64_t O, int64_t L, int64_t I, float *dx, const float *dy) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t i = 0; i < I; i++) {
-      float s = 0;
-      for (int64_t l = L; l-- > 0;) dx[AT(o, l, i)] += s += dy[AT(o, l, i)];
-    }
-}
+/* ---- index_select over one dim: x[O,L,I] (AT: ops_typed.h) ---- */
 
 static void cpu_index_select(int64_t O, int64_t L, int64_t I, const int64_t *idx, int64_t K,
                              size_t esize, const void *x, void *y) {
@@ -208,10 +173,9 @@ static void cpu_put(int64_t n, const int64_t *off, size_t esize, const void *v, 
 }
 
 const fsU_kernels fsU_cpu = {
-  FS_OPS_TYPED_ENTRIES, /* ops_typed.h's: unary, binary, where, sum_dim, max/min, softmax, topk, take_backward */
+  FS_OPS_TYPED_ENTRIES, /* ops_typed.h's: unary, binary, where, sum_dim, max/min, softmax, logsumexp, cumsum,
+                         * topk, take_backward */
   .gather = cpu_gather, .gather_backward = cpu_gather_backward, .scatter = cpu_scatter,
-  .logsumexp_forward = cpu_logsumexp_forward, .logsumexp_backward = cpu_logsumexp_backward,
-  .cumsum_forward = cpu_cumsum_forward, .cumsum_backward = cpu_cumsum_backward,
   .index_select = cpu_index_select, .index_select_backward = cpu_index_select_backward,
   .take = cpu_take, .put = cpu_put,
 };

@@ -138,7 +138,7 @@ void fsG_split_at(const fs_tensor *x, int d, int64_t *O, int64_t *L, int64_t *I)
 }
 
 /* x's shape with dim d reduced: kept as 1, or removed */
-static int reduced_shape(const fs_tensor *x, int d, bool keepdim, int64_t *shape) {
+int fsG_reduced_shape(const fs_tensor *x, int d, bool keepdim, int64_t *shape) {
   int r = 0;
   for (int i = 0; i < x->rank; i++)
     if (i != d) shape[r++] = x->shape[i];
@@ -1085,7 +1085,7 @@ fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
     int64_t O, L, I, shape[FS_MAX_RANK];
     if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
     fsG_split_at(x, d, &O, &L, &I);
-    fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, reduced_shape(x, d, keepdim, shape), shape);
+    fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, fsG_reduced_shape(x, d, keepdim, shape), shape);
     return out ? sum_dim_low(x, out, O, L, I, mean) : NULL;
   }
   fsG_low lp;
@@ -1105,7 +1105,7 @@ fs_tensor *fsG_sum_dim(fs_tensor *x, int dim, bool keepdim, bool mean) {
   }
   int64_t O, L, I, shape[FS_MAX_RANK];
   fsG_split_at(x, d, &O, &L, &I);
-  int r = reduced_shape(x, d, keepdim, shape);
+  int r = fsG_reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
   if (fx && fsG_stage_begin(&s, mean ? "mean" : "sum", 1, &fx) == 0) {
@@ -1142,7 +1142,7 @@ fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_te
     if (indices) *indices = NULL;
     if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
     fsG_split_at(x, d, &O, &L, &I);
-    int r = reduced_shape(x, d, keepdim, shape);
+    int r = fsG_reduced_shape(x, d, keepdim, shape);
     fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, r, shape), *idx = out ? fsT_new(FS_I64, FS_DEV_CPU, r, shape) : NULL;
     out = idx ? extreme_low(want_max, x, out, idx, O, L, I) : (fsT_release(out), NULL);
     if (out && indices) *indices = idx;
@@ -1162,7 +1162,7 @@ fs_tensor *fsG_extreme(bool want_max, fs_tensor *x, int dim, bool keepdim, fs_te
     fsT_seterr("%s(): Expected reduction dim %d to have non-zero size.", name, d);
     return NULL;
   }
-  int r = reduced_shape(x, d, keepdim, shape);
+  int r = fsG_reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL, *idx = NULL;
   fsG_stage s;
   if (fx && fsG_stage_begin(&s, name, 1, &fx) == 0) {
@@ -1283,12 +1283,13 @@ static int logsumexp_bw(fsG_node *n, fs_tensor *out) {
 }
 
 fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
+  if (fsG_any_f64(1, &x)) return fsG_logsumexp_f64(x, dim, keepdim);
   if (oli_low_ok(x)) {
     int d;
     int64_t O, L, I, shape[FS_MAX_RANK] = {0}; /* rank 0: none set */
     if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
     fsG_split_at(x, d, &O, &L, &I);
-    fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, reduced_shape(x, d, keepdim, shape), shape);
+    fs_tensor *out = fsT_new(x->dtype, FS_DEV_CPU, fsG_reduced_shape(x, d, keepdim, shape), shape);
     return out ? logsumexp_low(x, out, O, L, I) : NULL;
   }
   fsG_low lp;
@@ -1298,7 +1299,7 @@ fs_tensor *fsG_logsumexp(fs_tensor *x, int dim, bool keepdim) {
   if (fsG_norm_dim(dim, x->rank, &d) < 0) return NULL;
   int64_t O, L, I, shape[FS_MAX_RANK];
   fsG_split_at(x, d, &O, &L, &I);
-  int r = reduced_shape(x, d, keepdim, shape);
+  int r = fsG_reduced_shape(x, d, keepdim, shape);
   fs_tensor *fx = as_f32(x), *out = NULL;
   fsG_stage s;
   if (fx && fsG_stage_begin(&s, "logsumexp", 1, &fx) == 0) {
@@ -1363,6 +1364,7 @@ fs_tensor *fsG_cumsum(fs_tensor *x, int dim) {
     fsT_release(i);
     return r;
   }
+  if (fsG_any_f64(1, &x)) return fsG_cumsum_f64(x, dim);
   if (oli_low_ok(x)) {
     int d;
     int64_t O, L, I;

@@ -1,16 +1,17 @@
 /* ops_typed.h -- ops.c's elementwise and one-dim kernels over FS_REAL
  * (typed.h): unary functions and their gradients, broadcast binary ops
- * (with the odometer and row merging they walk with), where, sum and
- * max/min over a dim, softmax / log_softmax, topk, indexing's scatter-add
- * backward (and their table entries, FS_OPS_TYPED_ENTRIES); the
- * per-element formulas they loop over are ops_scalar.h's (f64_cuda.cu's
- * too).  ops.c instantiates them for float (the cpu kernels of ops.h,
- * under their names), f64_kernels.c for double (NAME_f64).
+ * (with the odometer and row merging they walk with), where, sum,
+ * max/min, softmax / log_softmax, logsumexp and cumsum over a dim, topk,
+ * indexing's scatter-add backward (and their table entries,
+ * FS_OPS_TYPED_ENTRIES); the per-element formulas they loop over are
+ * ops_scalar.h's (f64_cuda.cu's too).  ops.c instantiates them for float
+ * (the cpu kernels of ops.h, under their names), f64_kernels.c for double
+ * (NAME_f64).
  *
  * Invariant: one text serves both types, so a formula fixed here is fixed
  * for float32 and float64 alike; sums over a row accumulate in double
- * whatever the element type.  Included once per translation unit, after
- * ops.h. */
+ * whatever the element type (cumsum's running sums excepted: torch's are
+ * in the element type).  Included once per translation unit, after ops.h. */
 #include <stdlib.h>
 #include "typed.h"
 #include "ops_scalar.h" /* the per-element formulas, shared with cuda */
@@ -318,6 +319,45 @@ static void FS_RK(cpu_softmax_backward)(bool log, int64_t O, int64_t L, int64_t 
     }
 }
 
+/* log-sum-exp over L: the exponentials of x - max summed in double (float
+ * too), the log added to the max */
+static void FS_RK(cpu_logsumexp_forward)(int64_t O, int64_t L, int64_t I, const FS_REAL *x, FS_REAL *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      FS_REAL m = FS_RK(row_max)(L, I, x + AT(o, 0, i));
+      if (isinf(m)) m = 0; /* all -inf: log 0 = -inf, not NaN (torch) */
+      double s = 0;
+      for (int64_t l = 0; l < L; l++) s += FS_RM(exp)(x[AT(o, l, i)] - m);
+      y[o * I + i] = m + (FS_REAL)log(s);
+    }
+}
+
+static void FS_RK(cpu_logsumexp_backward)(int64_t O, int64_t L, int64_t I, FS_REAL *dx, const FS_REAL *dy,
+                                          const FS_REAL *x, const FS_REAL *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t l = 0; l < L; l++)
+      for (int64_t i = 0; i < I; i++) dx[AT(o, l, i)] += dy[o * I + i] * FS_RM(exp)(x[AT(o, l, i)] - y[o * I + i]);
+}
+
+/* running sums along L in the element type, as torch's cpu cumsum
+ * accumulates (float in float, double in double); the backward is the
+ * running sum from the end */
+static void FS_RK(cpu_cumsum_forward)(int64_t O, int64_t L, int64_t I, const FS_REAL *x, FS_REAL *y) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      FS_REAL s = 0;
+      for (int64_t l = 0; l < L; l++) y[AT(o, l, i)] = s += x[AT(o, l, i)];
+    }
+}
+
+static void FS_RK(cpu_cumsum_backward)(int64_t O, int64_t L, int64_t I, FS_REAL *dx, const FS_REAL *dy) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t i = 0; i < I; i++) {
+      FS_REAL s = 0;
+      for (int64_t l = L; l-- > 0;) dx[AT(o, l, i)] += s += dy[AT(o, l, i)];
+    }
+}
+
 /* ---- topk over one dim: x[O,L,I] -> [O,K,I] ---- */
 
 typedef struct FS_RK(ranked) { FS_REAL v; int64_t i; } FS_RK(ranked);
@@ -376,6 +416,8 @@ static void FS_RK(cpu_take_backward)(int64_t n, const int64_t *off, FS_REAL *dx,
   .binary_forward = FS_RK(cpu_binary_forward), .binary_backward = FS_RK(cpu_binary_backward),               \
   .sum_dim_forward = FS_RK(cpu_sum_dim_forward), .sum_dim_backward = FS_RK(cpu_sum_dim_backward),           \
   .softmax_forward = FS_RK(cpu_softmax_forward), .softmax_backward = FS_RK(cpu_softmax_backward),           \
+  .logsumexp_forward = FS_RK(cpu_logsumexp_forward), .logsumexp_backward = FS_RK(cpu_logsumexp_backward),   \
+  .cumsum_forward = FS_RK(cpu_cumsum_forward), .cumsum_backward = FS_RK(cpu_cumsum_backward),               \
   .where_forward = FS_RK(cpu_where_forward), .where_backward = FS_RK(cpu_where_backward),                   \
   .extreme_forward = FS_RK(cpu_extreme_forward), .extreme_backward = FS_RK(cpu_extreme_backward),           \
   .topk_forward = FS_RK(cpu_topk_forward), .topk_backward = FS_RK(cpu_topk_backward),                       \

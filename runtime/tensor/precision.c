@@ -169,11 +169,12 @@ fs_dtype fsG_promoted(int n, fs_tensor *const *ins) {
 
 bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
   *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
-  if (fsG_any_f64(n, ins)) { /* the ops with a double path never get here (f64.c) */
+  if (fsG_any_f64(n, ins)) { /* every op dispatches float64 before this (f64.c): one that did not is refused */
     fsT_seterr("%s: this op has no float64 path in this runtime (float64 runs linear, matmul, activations, "
                "elementwise arithmetic and functions, where/masked_fill, sum/mean and max/min (also over a dim), "
-               "topk, softmax, dropout, the losses, views, slices, indexing, cat, casts, embeddings, layer_norm, "
-               "attention, convolutions, pooling and batch/group/RMS norm; convert with .float() first)",
+               "topk, softmax, logsumexp, cumsum, dropout, the losses, views, slices, indexing, cat, casts, "
+               "embeddings, layer_norm, attention, convolutions, pooling, batch/group/RMS norm and multinomial; "
+               "convert with .float() first)",
                strncmp(op, "fsG_", 4) ? op : op + 4);
     L->failed = true;
     return true;

@@ -124,7 +124,8 @@ static void f64chk_elementwise(f64chk *c) {
 }
 
 /* The tensor API's kernels: every unary function and binary op (with
- * broadcasting), sums over a dim, softmax and log_softmax, a product */
+ * broadcasting), sums over a dim, softmax and log_softmax, logsumexp and
+ * cumsum over a dim, a product */
 static void f64chk_ops(f64chk *c) {
   const fsB_f64_kernels *k = &fsB_f64_cpu, *g = c->be->f64;
   const size_t n = 300;
@@ -169,6 +170,15 @@ static void f64chk_ops(f64chk *c) {
     k->softmax_backward(lg, 6, 10, 5, dx, dy, y), g->softmax_backward(lg, 6, 10, 5, gdx, gdy, gy);
     f64chk_expect(c, gdx, dx, n, lg ? "log_softmax backward" : "softmax backward");
   }
+  /* logsumexp and cumsum over the middle dim of x [6, 10, 5] */
+  k->logsumexp_forward(6, 10, 5, x, y), g->logsumexp_forward(6, 10, 5, gx, gy);
+  f64chk_expect(c, gy, y, 30, "logsumexp_forward");
+  k->logsumexp_backward(6, 10, 5, dx, dy, x, y), g->logsumexp_backward(6, 10, 5, gdx, gdy, gx, gy);
+  f64chk_expect(c, gdx, dx, n, "logsumexp_backward");
+  k->cumsum_forward(6, 10, 5, x, y), g->cumsum_forward(6, 10, 5, gx, gy);
+  f64chk_expect(c, gy, y, n, "cumsum_forward");
+  k->cumsum_backward(6, 10, 5, dx, dy), g->cumsum_backward(6, 10, 5, gdx, gdy);
+  f64chk_expect(c, gdx, dx, n, "cumsum_backward");
   /* [12, 25] @ [25, 12]^T accumulated into y */
   assert_int_equal(k->gemm(false, true, 12, 12, 25, 0.5, x, 25, dy, 25, 1.0, y, 12), 0);
   assert_int_equal(g->gemm(false, true, 12, 12, 25, 0.5, gx, 25, gdy, 25, 1.0, gy, 12), 0);

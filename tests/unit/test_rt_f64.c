@@ -3,17 +3,18 @@
  * against central differences of the forward in double (linear, every
  * activation and elementwise function, softmax/log_softmax, arithmetic,
  * cross_entropy, matmul/bmm, windows, indexing, sum/mean over a dim,
- * mse_loss, where, max/min over a dim, maximum, index_select, every
- * elementwise loss, cross_entropy's options, topk, dropout, index
- * assignment, cat, masked attention, convolutions, pooling,
- * batch/group/RMS norm); gradients in
- * the leaf's dtype; torch's promotion
- * between float64 and float32; ops without a double path refuse float64;
- * the optimizers' double rules; emulated cuda's float64 table against the
+ * logsumexp, cumsum, mse_loss, where, max/min over a dim, maximum,
+ * index_select, every elementwise loss, cross_entropy's options, topk,
+ * dropout, index assignment, cat, masked attention, convolutions,
+ * pooling, batch/group/RMS norm); gradients in the leaf's dtype; torch's
+ * promotion between float64 and float32; what has no double path refuses
+ * float64; multinomial's samples from float64 probabilities; the
+ * optimizers' double rules; emulated cuda's float64 table against the
  * cpu's, bit for bit, through device pointers (f64_table_check.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "autograd_int.h"
 #include "optim.h"
 #include "rt_testutil.h"
 #include "f64_table_check.h"
@@ -84,30 +85,6 @@ static fs_tensor *chain(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
   return loss;
 }
 
-/* x [4, 5] W [6, 5] b [6]: x @ W^T (a transposed window and matmul), a
- * strided slice, select, sum/mean over a dim, bmm of the row with itself,
- * rows taken by an index tensor, mse_loss against b (broadcast) */
-static fs_tensor *chain_views(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
-  fs_tensor *t = rt_ok(fsG_transpose(W, 0, 1));
-  fs_tensor *p = rt_ok(fsG_matmul(x, t));
-  fs_tensor *q = rt_ok(fsG_binary(FSB_ADD, p, b));
-  fs_tensor *s = rt_ok(fsG_slice(q, 1, variant % 2, 6, 2));
-  fs_tensor *r = rt_ok(fsG_sum_dim(s, variant & 2 ? 0 : 1, variant & 4, variant & 8));
-  fs_tensor *r3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, 1, r->numel}));
-  fs_tensor *c3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, r->numel, 1}));
-  fs_tensor *o = rt_ok(fsG_bmm(r3, c3));
-  fs_tensor *e = rt_ok(fsG_select(q, 0, variant % 4));
-  fs_tensor *idx = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, 1, (int64_t[]){3}));
-  for (int k = 0; k < 3; k++) fsT_i64(idx)[k] = (k * 2 + variant) % 4; /* repeats: gradients add up */
-  fs_tensor *g = rt_ok(fsG_index(q, &(fsG_subscript){.kind = FSG_IX_TENSOR, .t = idx}, 1));
-  fs_tensor *m = rt_ok(fsG_mse_loss(g, b));
-  fs_tensor *es = rt_ok(fsG_sum(e)), *os = rt_ok(fsG_sum(o)), *d = rt_ok(fsG_binary(FSB_SUB, os, es));
-  fs_tensor *loss = rt_ok(fsG_binary(FSB_ADD, d, m));
-  fs_tensor *all[] = {t, p, q, s, r, r3, c3, o, e, idx, g, m, es, os, d};
-  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
-  return loss;
-}
-
 /* an int64 tensor of shape (rank dims) holding v */
 static fs_tensor *i64_of(const int64_t *v, int rank, const int64_t *shape) {
   fs_tensor *t = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, rank, shape));
@@ -128,6 +105,35 @@ static fs_tensor *total(fs_tensor *t) {
   fs_tensor *s = rt_ok(fsG_sum(t));
   fsT_release(t);
   return s;
+}
+
+/* x [4, 5] W [6, 5] b [6]: x @ W^T (a transposed window and matmul), a
+ * strided slice, select, sum/mean over a dim, bmm of the row with itself,
+ * rows taken by an index tensor, mse_loss against b (broadcast),
+ * logsumexp over a dim (kept or not), the running sums along the other
+ * weighted by the values */
+static fs_tensor *chain_views(fs_tensor *x, fs_tensor *W, fs_tensor *b, int variant) {
+  fs_tensor *t = rt_ok(fsG_transpose(W, 0, 1));
+  fs_tensor *p = rt_ok(fsG_matmul(x, t));
+  fs_tensor *q = rt_ok(fsG_binary(FSB_ADD, p, b));
+  fs_tensor *s = rt_ok(fsG_slice(q, 1, variant % 2, 6, 2));
+  fs_tensor *r = rt_ok(fsG_sum_dim(s, variant & 2 ? 0 : 1, variant & 4, variant & 8));
+  fs_tensor *r3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, 1, r->numel}));
+  fs_tensor *c3 = rt_ok(fsG_reshape(r, 3, (int64_t[]){1, r->numel, 1}));
+  fs_tensor *o = rt_ok(fsG_bmm(r3, c3));
+  fs_tensor *e = rt_ok(fsG_select(q, 0, variant % 4));
+  fs_tensor *idx = rt_ok(fsT_new(FS_I64, FS_DEV_CPU, 1, (int64_t[]){3}));
+  for (int k = 0; k < 3; k++) fsT_i64(idx)[k] = (k * 2 + variant) % 4; /* repeats: gradients add up */
+  fs_tensor *g = rt_ok(fsG_index(q, &(fsG_subscript){.kind = FSG_IX_TENSOR, .t = idx}, 1));
+  fs_tensor *m = rt_ok(fsG_mse_loss(g, b));
+  fs_tensor *es = rt_ok(fsG_sum(e)), *os = rt_ok(fsG_sum(o)), *d = rt_ok(fsG_binary(FSB_SUB, os, es));
+  fs_tensor *loss = rt_ok(fsG_binary(FSB_ADD, d, m));
+  fs_tensor *lse = rt_ok(fsG_logsumexp(q, variant & 1, variant & 4));
+  fs_tensor *cs = rt_ok(fsG_cumsum(q, !(variant & 1))), *cq = rt_ok(fsG_binary(FSB_MUL, cs, q));
+  loss = plus(loss, plus(total(lse), total(cq)));
+  fs_tensor *all[] = {t, p, q, s, r, r3, c3, o, e, idx, g, m, es, os, d, cs};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
+  return loss;
 }
 
 /* x [4, 5] W [6, 5] b [6]: where against a scaled copy, max or min over a
@@ -307,12 +313,23 @@ static void test_promotion_and_casts(void **state) {
   for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
 }
 
+/* What has no double path refuses float64 by name: every op dispatches
+ * float64 before fsG_low_begin, whose refusal guards one that would not;
+ * a float64 value requiring grad written into a float32 tensor */
 static void test_refusal(void **state) {
   (void)state;
   int64_t s[2] = {2, 3};
   fs_tensor *x = f64_of((double[]){1, 2, 3, 4, 5, 6}, 2, s);
-  assert_null(fsG_cumsum(x, 1));
-  assert_non_null(strstr(fsT_error(), "no float64 path"));
+  fsG_low lp;
+  assert_true(fsG_low_begin_in("fsG_new_op", &lp, FSG_AC_KEEP, 1, &x) && lp.failed);
+  assert_non_null(strstr(fsT_error(), "new_op: this op has no float64 path"));
+  fs_tensor *f = rt_rand("f", -1, 1, 2, s), *row = f64_of((double[]){7, 8, 9}, 1, (int64_t[]){3});
+  row->requires_grad = true;
+  fsG_subscript first = {.kind = FSG_IX_INT, .i = 0};
+  assert_null(fsG_index_put(f, &first, 1, row));
+  assert_non_null(strstr(fsT_error(), "index_put_: this op has no float64 backward into a float32 tensor"));
+  fsT_release(f);
+  fsT_release(row);
   /* the layers do not promote: a float64 image with a float32 weight is torch's error */
   static const int64_t one[2] = {1, 1};
   fs_tensor *img = f64_of((double[]){1, 2, 3, 4, 5, 6}, 4, (int64_t[]){1, 1, 2, 3});
@@ -324,6 +341,38 @@ static void test_refusal(void **state) {
   fsT_release(img);
   fsT_release(w);
   fsT_release(x);
+}
+
+/* multinomial of float64 probabilities: the weights in double against the
+ * script's float32 uniforms, so values a float32 copy holds exactly draw
+ * that copy's samples, with and without replacement; a weight below
+ * float32's range is still a weight (the copy flushes it to 0, so its
+ * last draw is the lowest unused zero instead) */
+static void test_multinomial(void **state) {
+  (void)state;
+  double v[24], total[3] = {0};
+  for (int k = 0; k < 24; k++) total[k / 8] += v[k] = k % 5 == 3 ? 0 : (k % 7 + 1) / 16.0;
+  fs_tensor *p = f64_of(v, 2, (int64_t[]){3, 8}), *p32 = rt_ok(fsT_to_dtype(p, FS_F32));
+  for (int repl = 0; repl < 2; repl++) {
+    int64_t n = repl ? 500 : 6;
+    fs_tensor *a = rt_ok(fsG_multinomial(p, n, repl, 21, 5)), *b = rt_ok(fsG_multinomial(p32, n, repl, 21, 5));
+    assert_int_equal(a->numel, 3 * n);
+    assert_memory_equal(fsT_i64(a), fsT_i64(b), (size_t)a->numel * sizeof(int64_t));
+    int64_t hits[24] = {0};
+    for (int64_t k = 0; k < a->numel; k++) hits[k / n * 8 + fsT_i64(a)[k]]++;
+    for (int c = 0; c < 24; c++) { /* zeros never drawn; each drawn once at most, or near its share */
+      assert_true(v[c] > 0 || hits[c] == 0);
+      assert_true(repl ? fabs((double)hits[c] / n - v[c] / total[c / 8]) < 0.06 : hits[c] <= 1);
+    }
+    fsT_release(a);
+    fsT_release(b);
+  }
+  fs_tensor *tiny = f64_of((double[]){0, 1e-50, 1}, 1, (int64_t[]){3}), *t32 = rt_ok(fsT_to_dtype(tiny, FS_F32));
+  fs_tensor *a = rt_ok(fsG_multinomial(tiny, 2, false, 21, 5)), *b = rt_ok(fsG_multinomial(t32, 2, false, 21, 5));
+  assert_true(fsT_i64(a)[0] == 2 && fsT_i64(a)[1] == 1);
+  assert_true(fsT_i64(b)[0] == 2 && fsT_i64(b)[1] == 0);
+  fs_tensor *all[] = {p, p32, tiny, t32, a, b};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) fsT_release(all[k]);
 }
 
 /* dropout in double: each element dropped (0) or kept as x / (1 - p)
@@ -384,7 +433,8 @@ static void test_emulated_cuda_table(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dtype), cmocka_unit_test(test_gradients), cmocka_unit_test(test_promotion_and_casts),
-    cmocka_unit_test(test_refusal), cmocka_unit_test(test_dropout), cmocka_unit_test(test_optimizers),
+    cmocka_unit_test(test_refusal), cmocka_unit_test(test_multinomial), cmocka_unit_test(test_dropout),
+    cmocka_unit_test(test_optimizers),
     cmocka_unit_test(test_emulated_cuda_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
