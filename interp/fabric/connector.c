@@ -221,15 +221,26 @@ int fsF_declared_machine(const fsF_args *args, const fsF_overrides *o, const fsF
     if (r >= 0) cls = (int)registry[r].cls;
   }
   int xla = !strcmp(a, "tpu") || cls == FSF_XLA || cls == FSF_SINGLE_XLA || cls == FSF_XLA_FSDP;
+  /* ModelParallelStrategy's mesh sizes given as ints with `devices` left to
+   * auto name the world size, and Fabric's auto takes every GPU of a node:
+   * the script declares the nodes' GPUs that make that size. */
+  int mesh = 0;
+  if (cls == FSF_MP && strat.kind == FSF_STRATEGY && strat.strategy.dp_given && strat.strategy.tp_given &&
+      (dev.kind == FSF_UNSET || (dev.kind == FSF_STR && !strcmp(dev.s, "auto")))) {
+    fsF_value nn = effective(&args->num_nodes, o->num_nodes);
+    int64_t nodes = nn.kind == FSF_INT ? nn.i : nn.kind == FSF_STR ? strtol(nn.s, NULL, 10) : 1;
+    int64_t world = (int64_t)strat.strategy.dp_size * strat.strategy.tp_size;
+    if (nodes >= 1 && world > nodes && world % nodes == 0 && world / nodes <= FSF_MAX_GPUS) mesh = (int)(world / nodes);
+  }
   /* FSDP and DeepSpeed run on CUDA only (R10, R21): with accelerator auto
-   * they declare GPUs as cuda does */
+   * they declare GPUs as cuda does; so does such a mesh */
   int cuda = !xla && (!strcmp(a, "cuda") || (!strcmp(a, "gpu") && !here->mps) ||
-                      (!strcmp(a, "auto") && (cls == FSF_FSDP || cls == FSF_DEEPSPEED)));
+                      (!strcmp(a, "auto") && (cls == FSF_FSDP || cls == FSF_DEEPSPEED || mesh)));
   *d = *here;
   char what[4][64], had[4][64];
   int k = 0;
-  if (cuda && gpus_named(&dev) > here->cuda_gpus) {
-    int n = gpus_named(&dev);
+  int n = mesh ? mesh : gpus_named(&dev);
+  if (cuda && n > here->cuda_gpus) {
     d->cuda_gpus = n;
     snprintf(what[k], sizeof what[0], "%d CUDA GPU%s", n, n == 1 ? "" : "s");
     if (here->cuda_gpus) snprintf(had[k], sizeof had[0], "%d CUDA GPU%s", here->cuda_gpus, here->cuda_gpus == 1 ? "" : "s");
