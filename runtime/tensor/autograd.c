@@ -79,7 +79,7 @@ fs_tensor *fsG_record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *i
   node->saved[1] = saved1;
   node->s = s;
   node->k = k;
-  node->bf16_gemm = fsB_bf16_operands();
+  node->gemm = fsB_gemm_operands();
   out->node = node;
   out->requires_grad = true;
   return out;
@@ -1629,9 +1629,9 @@ int fsG_backward(fs_tensor *loss) {
   for (size_t i = order.n; !rc && i-- > 0;) {
     fs_tensor *t = order.v[i];
     if (t->grad) {
-      bool gemm = fsB_set_bf16_operands(t->node->bf16_gemm);
+      fs_dtype gemm = fsB_set_gemm_operands(t->node->gemm);
       rc = t->node->backward(t->node, t);
-      fsB_set_bf16_operands(gemm);
+      fsB_set_gemm_operands(gemm);
     }
     fsT_release(t->grad); /* intermediates keep no grad, as torch */
     t->grad = NULL;

@@ -107,7 +107,7 @@ static int bwd_blas(void *p) {
 }
 
 /* bf16-mixed's forward product: this runtime's (bfloat16 operands through
- * fsB_bf16_operands: the float copies converted, then cublasGemmEx) against
+ * fsB_gemm_operands: the float copies converted, then cublasGemmEx) against
  * cublasGemmEx on operands already bfloat16, as torch's autocast holds them */
 typedef struct {
   lin *l;
@@ -116,9 +116,9 @@ typedef struct {
 
 static int fwd_nn_bf16(void *p) {
   lin16 *q = p;
-  bool old = fsB_set_bf16_operands(true);
+  fs_dtype old = fsB_set_gemm_operands(FS_BF16);
   int rc = fwd_nn(q->l);
-  fsB_set_bf16_operands(old);
+  fsB_set_gemm_operands(old);
   return rc;
 }
 static int fwd_blas_bf16(void *p) {

@@ -253,26 +253,32 @@ static void test_reductions(void **state) {
 
 /* gemm against cblas (OpenBLAS) for every transpose pair, padded leading
  * dimensions, alpha and beta; float sums in another order: 1e-5 + 1e-5 rel.
- * Then with bfloat16 operands (autocast's products: both round the float
- * operands to bfloat16, cuBLAS's GemmEx on the GPU, the cpu's bf16 GEMM
- * here): the products are exact in float32 on both, so only the order of
- * the sums differs; the second pass leaves the operands unrounded. */
+ * Then with bfloat16 and with float16 operands (autocast's products: both
+ * round the float operands to the type, cuBLAS's GemmEx with 16-bit inputs
+ * on the GPU, the cpu's fsB_gemm_low here): the products are exact in
+ * float32 on both, so only the order of the sums differs; each type's
+ * second pass leaves the operands unrounded. */
 static void test_gemm(void **state) {
   const int64_t M = 37, N = 53, K = 29, pad = 3;
-  for (int bf = 0; bf < 3; bf++)
+  static const fs_dtype low[] = {FS_F32, FS_BF16, FS_BF16, FS_F16, FS_F16};
+  static const char *const what[] = {"gemm", "gemm, bfloat16 operands", "gemm, bfloat16 operands",
+                                     "gemm, float16 operands", "gemm, float16 operands"};
+  for (int pass = 0; pass < 5; pass++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
         int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
         size_t na = (size_t)((ta ? K : M) * lda), nb = (size_t)((tb ? N : K) * ldb), nc = (size_t)(M * ldc);
         float *A = rnd("A", na, -1, 1), *B = rnd("B", nb, -1, 1), *C = rnd("C", nc, -1, 1);
-        for (size_t i = 0; bf == 1 && i < na; i++) A[i] = fsT_bf16_round(A[i]);
-        for (size_t i = 0; bf == 1 && i < nb; i++) B[i] = fsT_bf16_round(B[i]);
+        if (pass % 2) { /* operands already of the type */
+          fsT_round_array(low[pass], A, na);
+          fsT_round_array(low[pass], B, nb);
+        }
         float *dA = upf(A, na), *dB = upf(B, nb), *dC = upf(C, nc);
-        bool old = fsB_set_bf16_operands(bf > 0);
+        fs_dtype old = fsB_set_gemm_operands(low[pass]);
         OK(cpu->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.25f, C, ldc));
         OK(gpu->gemm(ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, -1.25f, dC, ldc));
-        fsB_set_bf16_operands(old);
-        expect_close(dC, C, nc, 1e-5, 1e-5, bf ? "gemm, bfloat16 operands" : "gemm");
+        fsB_set_gemm_operands(old);
+        expect_close(dC, C, nc, 1e-5, 1e-5, what[pass]);
         free(A), free(B), free(C);
         dfree(dA), dfree(dB), dfree(dC);
       }
