@@ -562,4 +562,5 @@ extern "C" const fsB_backend fsB_cuda = {
   /* .ops = */ &fsU_cuda, /* partial (ops_cuda.cu): the other ops stage through host memory */
   /* .f64 = */ &fsB_f64_cuda, /* 64-true (f64_cuda.cu) */
   cuda_convert,
+  /* .low = */ &fsB_low_cuda, /* bfloat16/float16 arithmetic and activations (low_cuda.cu) */
 };
