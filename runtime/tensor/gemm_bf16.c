@@ -380,8 +380,11 @@ static inline float elem(fsB_mat X, bool trans, int64_t r, int64_t c) {
 static float *rounded(fs_dtype dt, fsB_mat X, bool trans, int64_t R, int64_t Cc) {
   float *Y = malloc((size_t)(R * Cc > 0 ? R * Cc : 1) * sizeof *Y);
   if (!Y) return NULL;
-  for (int64_t r = 0; r < R; r++)
-    for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, trans, r, c);
+  if (!X.bf16 && !trans) /* float32 rows (every float16 operand): copied whole */
+    for (int64_t r = 0; r < R; r++) memcpy(Y + r * Cc, (const float *)X.p + r * X.ld, (size_t)Cc * sizeof *Y);
+  else
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, trans, r, c);
   fsT_round_array(dt, Y, (size_t)(R * Cc));
   return Y;
 }
