@@ -79,7 +79,7 @@ fs_tensor *fsG_record(fs_tensor *out, backward_fn fn, int n, fs_tensor *const *i
   node->saved[1] = saved1;
   node->s = s;
   node->k = k;
-  node->bf16_gemm = fsB_bf16_operands();
+  node->gemm = fsB_gemm_operands();
   out->node = node;
   out->requires_grad = true;
   return out;
@@ -534,6 +534,13 @@ fs_tensor *fsG_layernorm(fs_tensor *x, fs_tensor *w, fs_tensor *b, double eps) {
 
 /* ---- activations, dropout ---- */
 
+/* The table of a device with kernels of its own for low-precision
+ * elementwise ops, or NULL (the cpu, whose blocks are here, or a device
+ * without them). */
+static const fsB_low_kernels *low_kernels(const fs_tensor *x) {
+  return x->device == FS_DEV_CPU || !x->data ? NULL : fsB_of(x)->low;
+}
+
 /* The output is saved (a view of out, not a copy) for tanh/sigmoid. */
 static int act_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
@@ -551,20 +558,22 @@ static int act_bw(fsG_node *n, fs_tensor *out) {
  * path's: the float32 result rounded once; backward adds x's contribution
  * to its float32 gradient buffer as a cast node's backward does
  * (fsG_low_grad_add).
- * Only the activations whose backward reads the input, not the output. */
+ * Only the activations whose backward reads the input, not the output.
+ * A device with low kernels (fsB_low_kernels) does the same for bfloat16
+ * and float16, tanh too (its derivative a function of x: the table's). */
 enum { BF16_BLOCK = 1024 };
 
-static bool act_bf16_direct(fsN_act act, const fs_tensor *x) {
-  return x->dtype == FS_BF16 && x->device == FS_DEV_CPU && x->data &&
-         (act == FSN_RELU || act == FSN_GELU || act == FSN_GELU_TANH);
+static bool act_low_direct(fsN_act act, const fs_tensor *x) {
+  bool in_table = act == FSN_RELU || act == FSN_GELU || act == FSN_GELU_TANH;
+  if (x->device == FS_DEV_CPU) return x->dtype == FS_BF16 && x->data && in_table;
+  return fsT_is_low(x->dtype) && low_kernels(x) && (in_table || act == FSN_TANH);
 }
 
-/* GELU (either form) of a bfloat16 x depends on x's 16 bits alone: its
- * bfloat16 output and its derivative (the factor by which the backward
- * multiplies dout) for all 65536 of them, computed once per process by the
- * float32 kernels themselves so that a lookup gives their very bits,
- * replace an exp and an erf or a tanh per element (1.5 ns each; a lookup
- * in L2 costs a fraction).  ReLU stays computed: its select is cheaper. */
+/* GELU (either form) of a bfloat16 x: the table of its output and
+ * derivative for all 65536 values (fsN_act_low_table), made once per
+ * process, replaces an exp and an erf or a tanh per element (1.5 ns each;
+ * a lookup in L2 costs a fraction).  ReLU stays computed: its select is
+ * cheaper. */
 typedef struct act_table {
   uint16_t out[65536];
   float slope[65536];
@@ -579,21 +588,11 @@ static const act_table *act_table_of(fsN_act act) {
   if (act != FSN_GELU && act != FSN_GELU_TANH) return NULL;
   pthread_mutex_lock(&act_tables_lock);
   act_table *t = act_tables[act];
-  float *wide = t ? NULL : malloc(2 * 65536 * sizeof *wide);
-  if (wide && (t = malloc(sizeof *t))) {
-    float *ones = wide + 65536;
-    for (uint32_t u = 0; u < 65536; u++) {
-      uint32_t bits = u << 16;
-      memcpy(wide + u, &bits, sizeof bits);
-      ones[u] = 1.0f;
-      t->slope[u] = -0.0f; /* -0 + f is f, signed zeros included */
-    }
-    fsN_act_backward(act, t->slope, ones, wide, NULL, 65536);
-    fsN_act_forward(act, ones, wide, 65536);
-    fsT_convert(FS_BF16, t->out, FS_F32, ones, 65536);
-    act_tables[act] = t;
+  if (!t && (t = malloc(sizeof *t)) && fsN_act_low_table(act, FS_BF16, t->out, t->slope) < 0) {
+    free(t);
+    t = NULL;
   }
-  free(wide);
+  act_tables[act] = t;
   pthread_mutex_unlock(&act_tables_lock);
   return t;
 }
@@ -656,27 +655,35 @@ static void act_bf16_run(act_bf16_job *j) {
   fsB_parallel((int)((blocks + per - 1) / per), act_bf16_part, j);
 }
 
-static int act_bf16_bw(fsG_node *n, fs_tensor *out) {
+static int act_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0];
+  const fsB_low_kernels *k = low_kernels(x);
+  fsN_act act = (fsN_act)n->k;
+  size_t N = (size_t)x->numel;
   float *dx;
   bool fresh;
   if (fsG_low_grad_buf(x, &dx, &fresh)) return -1;
-  if (dx)
-    act_bf16_run(&(act_bf16_job){(fsN_act)n->k, act_table_of((fsN_act)n->k), x->data, NULL, dx, fresh,
-                                 fsT_f32(out->grad), (size_t)x->numel, 0});
+  if (dx && k) return k->act_backward(act, x->dtype, N, dx, fresh, fsT_f32(out->grad), x->data);
+  if (dx) act_bf16_run(&(act_bf16_job){act, act_table_of(act), x->data, NULL, dx, fresh, fsT_f32(out->grad), N, 0});
   return 0;
 }
 
-static fs_tensor *act_bf16(fsN_act act, fs_tensor *x) {
-  fs_tensor *out = fsT_new(FS_BF16, FS_DEV_CPU, x->rank, x->shape);
+static fs_tensor *act_low(fsN_act act, fs_tensor *x) {
+  const fsB_low_kernels *k = low_kernels(x);
+  size_t N = (size_t)x->numel;
+  fs_tensor *out = fsT_new(x->dtype, x->device, x->rank, x->shape);
   if (!out) return NULL;
-  act_bf16_run(&(act_bf16_job){act, act_table_of(act), x->data, out->data, NULL, false, NULL, (size_t)x->numel, 0});
-  return fsG_record(out, act_bf16_bw, 1, &x, NULL, NULL, 0, act);
+  if (!k) act_bf16_run(&(act_bf16_job){act, act_table_of(act), x->data, out->data, NULL, false, NULL, N, 0});
+  else if (k->act_forward(act, x->dtype, N, x->data, out->data) < 0) {
+    fsT_release(out);
+    return NULL;
+  }
+  return fsG_record(out, act_low_bw, 1, &x, NULL, NULL, 0, act);
 }
 
 fs_tensor *fsG_act(fsN_act act, fs_tensor *x) {
   if (fsG_any_f64(1, &x)) return fsG_act_f64(act, x);
-  if (act_bf16_direct(act, x)) return fsG_check_inputs("activation", 1, &x) ? act_bf16(act, x) : NULL;
+  if (act_low_direct(act, x)) return fsG_check_inputs("activation", 1, &x) ? act_low(act, x) : NULL;
   fsG_low lp;
   if (fsG_low_begin(&lp, FSG_AC_KEEP, 1, &x))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_act(act, lp.w[0]));
@@ -961,16 +968,19 @@ static fs_tensor *binary_i64(fsB_binop op, fs_tensor *a, fs_tensor *b, const fs_
 fs_tensor *fsG_unbool(fs_tensor *t) { return fsT_to_dtype(t, t->dtype == FS_BOOL ? FS_I64 : t->dtype); }
 
 /* ---- binary ops on low-precision tensors, loading and storing them
- * directly (autograd_int.h's FSG_LOW_BLOCK path) ---- */
+ * directly (autograd_int.h's FSG_LOW_BLOCK path on the cpu, the device's
+ * fsB_low_kernels elsewhere) ---- */
 
-/* Same shapes or a scalar side, on the cpu, float inputs of at most one low
- * type (at least one low), and two distinct tensors: a op a through
- * fsG_low_begin widens a twice and rounds its gradient after each side. */
+/* Same shapes or a scalar side, on the cpu or a device with low kernels,
+ * float inputs of at most one low type (at least one low), and two
+ * distinct tensors: a op a through fsG_low_begin widens a twice and rounds
+ * its gradient after each side. */
 static bool binary_low_direct(const fs_tensor *a, const fs_tensor *b) {
   if (a == b || !fsT_is_float(a->dtype) || !fsT_is_float(b->dtype)) return false;
   fs_dtype la = fsT_is_low(a->dtype) ? a->dtype : FS_F32, lb = fsT_is_low(b->dtype) ? b->dtype : FS_F32;
   if (la == lb ? la == FS_F32 : la != FS_F32 && lb != FS_F32) return false;
-  return a->device == FS_DEV_CPU && b->device == FS_DEV_CPU && a->data && b->data && same_or_scalar(a, b);
+  return a->device == b->device && a->data && b->data && (a->device == FS_DEV_CPU || low_kernels(a)) &&
+         same_or_scalar(a, b);
 }
 
 /* Side i's float32 contribution to its gradient over block [at, at + m)
@@ -995,24 +1005,29 @@ static const float *binary_low_part(const fsB_backend *be, fsB_binop op, int i, 
 }
 
 /* A scalar side's gradient: its contribution summed over the whole
- * output (binary_bw's accumulate), from widened copies of both sides. */
+ * output (binary_bw's accumulate), from widened copies of both sides; the
+ * one element added on the host (d may be a device's). */
 static int binary_low_scalar_bw(const fsB_backend *be, fsB_binop op, int i, fs_tensor *a, fs_tensor *b,
                                 const float *g, size_t N, float *d, bool fresh) {
   fs_tensor *wa = fsT_to_dtype(a, FS_F32), *wb = wa ? fsT_to_dtype(b, FS_F32) : NULL;
   float *tmp = wb ? be->alloc(2 * N * sizeof *tmp + 1) : NULL;
+  int rc = -1;
   if (tmp) {
-    float sign;
+    float sign, d0 = 0.0f;
     const float *c = binary_low_part(be, op, i, N, g, fsT_f32(wa), wa->numel == (int64_t)N, fsT_f32(wb),
                                      wb->numel == (int64_t)N, tmp, tmp + N, &sign);
     float s = sign * (float)be->sum(N, c);
-    if (fsT_is_low((i ? b : a)->dtype)) fsG_low_grad_add((i ? b : a)->dtype, d, &s, 1, 1.0f, fresh);
-    else d[0] += s;
+    if ((rc = fresh ? 0 : be->to_host(&d0, d, sizeof d0)) == 0) {
+      if (fsT_is_low((i ? b : a)->dtype)) fsG_low_grad_add((i ? b : a)->dtype, &d0, &s, 1, 1.0f, fresh);
+      else d0 += s;
+      rc = be->from_host(d, &d0, sizeof d0);
+    }
     be->free(tmp, 2 * N * sizeof *tmp + 1);
   } else if (wb)
     fsT_seterr("out of memory");
   fsT_release(wa);
   fsT_release(wb);
-  return tmp ? 0 : -1;
+  return rc;
 }
 
 /* The blocks of a direct binary op, forward (out) or backward (g), go to
@@ -1058,7 +1073,23 @@ static int binary_low_blocks(void *ctx, int part, int worker) {
   return 0;
 }
 
+/* A device's kernels (fsB_low_kernels) over the whole op at once. */
+static int binary_low_device(const fsB_low_kernels *k, const binary_low_job *j) {
+  const fs_tensor *a = j->a, *b = j->b;
+  if (j->out)
+    return k->binary(j->op, j->N, a->dtype, a->data, j->whole[0], b->dtype, b->data, j->whole[1], j->out->dtype,
+                     j->out->data);
+  for (int i = 0; i < 2; i++)
+    if (j->d[i] && j->whole[i] &&
+        k->binary_backward(j->op, i, j->N, j->g, a->dtype, a->data, j->whole[0], b->dtype, b->data, j->whole[1],
+                           (i ? b : a)->dtype, j->d[i], j->fresh[i]) < 0)
+      return -1;
+  return 0;
+}
+
 static int binary_low_run(binary_low_job *j) {
+  const fsB_low_kernels *k = low_kernels(j->a);
+  if (k) return binary_low_device(k, j);
   size_t per = BINARY_LOW_PART_BLOCKS * FSG_LOW_BLOCK, parts = (j->N + per - 1) / per;
   if (parts >= INT32_MAX) {
     fsT_seterr("arithmetic: %zu elements are too many", j->N);
@@ -1100,7 +1131,7 @@ static int binary_low_bw(fsG_node *n, fs_tensor *out) {
 static fs_tensor *binary_low(fsB_binop op, fs_tensor *a, fs_tensor *b) {
   if (!fsG_check_inputs("arithmetic", 2, (fs_tensor *const[]){a, b})) return NULL;
   const fs_tensor *shape = same_or_scalar(a, b);
-  fs_tensor *out = fsT_new(fsG_promoted(2, (fs_tensor *const[]){a, b}), FS_DEV_CPU, shape->rank, shape->shape);
+  fs_tensor *out = fsT_new(fsG_promoted(2, (fs_tensor *const[]){a, b}), a->device, shape->rank, shape->shape);
   if (!out) return NULL;
   binary_low_job j = {fsB_of(out), op, a, b, out, NULL, {NULL, NULL}, {a->numel == out->numel, b->numel == out->numel},
                       {false, false}, (size_t)out->numel};
@@ -1629,9 +1660,9 @@ int fsG_backward(fs_tensor *loss) {
   for (size_t i = order.n; !rc && i-- > 0;) {
     fs_tensor *t = order.v[i];
     if (t->grad) {
-      bool gemm = fsB_set_bf16_operands(t->node->bf16_gemm);
+      fs_dtype gemm = fsB_set_gemm_operands(t->node->gemm);
       rc = t->node->backward(t->node, t);
-      fsB_set_bf16_operands(gemm);
+      fsB_set_gemm_operands(gemm);
     }
     fsT_release(t->grad); /* intermediates keep no grad, as torch */
     t->grad = NULL;

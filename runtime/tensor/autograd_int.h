@@ -21,7 +21,7 @@ struct fsG_node {
   unsigned mark;        /* topological sort visit stamp */
   fsG_hook_fn hook;     /* fsG_hook's callback and its argument */
   void *ud;
-  bool bf16_gemm;       /* recorded inside a bfloat16 op: its backward's GEMMs are too */
+  fs_dtype gemm;        /* the GEMM operands' type when recorded (blas.h): its backward's too */
 };
 
 /* Every input present must hold data (not meta), all on one device: that
@@ -118,7 +118,8 @@ typedef struct fsG_low {
   fs_tensor *w[4];     /* the inputs to run on (new references; NULL where absent) */
   fs_dtype out;        /* the result's type */
   fs_dtype autocast;   /* restored by fsG_low_end */
-  bool bf16_gemm, failed;
+  fs_dtype gemm;       /* the GEMM operands' type, restored by fsG_low_end */
+  bool failed;
 } fsG_low;
 /* false: no input needs widening, run the op as it is.  A float64 input
  * fails the op (L->failed) with an error naming it: `op` is the calling

@@ -10,13 +10,37 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "nn.h"
 #include "tensor.h"
 
-typedef struct fsN_kernels fsN_kernels; /* nn.h: layer forward/backward pairs */
 typedef struct fsU_kernels fsU_kernels; /* ops.h: the tensor API's kernels */
 typedef struct fsB_f64_kernels fsB_f64_kernels; /* f64_kernels.h: float64's (64-true) */
 
 typedef enum fsB_binop { FSB_ADD, FSB_SUB, FSB_MUL, FSB_DIV } fsB_binop;
+
+/* Elementwise kernels that load and store bfloat16/float16 themselves
+ * (optional, fsB_backend.low; autograd.c's direct low paths call them).
+ * Types are FS_F32, FS_BF16 or FS_F16; the arithmetic is the cpu's direct
+ * path's (autograd_int.h's FSG_LOW_BLOCK): the float32 op on the widened
+ * values, rounded once (to nearest even) into the output's type; a
+ * gradient d of type dt is float32 holding dt's values, and a contribution
+ * c reaches it as fsG_low_grad_add adds (dt low: d = round(d + round(c)),
+ * fresh: d = round(c) + 0) or, dt float32, d += c (fresh: d = c).
+ * 0, or -1 + fsT_error. */
+typedef struct fsB_low_kernels {
+  /* out[i] = a[i*sa] op b[i*sb]; strides 0 or 1 */
+  int (*binary)(fsB_binop op, size_t n, fs_dtype ta, const void *a, size_t sa, fs_dtype tb, const void *b,
+                size_t sb, fs_dtype to, void *out);
+  /* the gradient of side `side` (0: a, 1: b; stride 1) from dout[n]: dout,
+   * -dout, dout * the other side, dout / b, -(dout / b) (a / b) */
+  int (*binary_backward)(fsB_binop op, int side, size_t n, const float *dout, fs_dtype ta, const void *a,
+                         size_t sa, fs_dtype tb, const void *b, size_t sb, fs_dtype dt, float *d, bool fresh);
+  /* y[n] = act(x[n]), x and y of type dt; dx (x's gradient) gets
+   * dout[n] * act'(x[n]): ReLU, GELU (both forms), tanh; fsN_act_low_table's bits */
+  int (*act_forward)(fsN_act act, fs_dtype dt, size_t n, const void *x, void *y);
+  int (*act_backward)(fsN_act act, fs_dtype dt, size_t n, float *dx, bool fresh, const float *dout,
+                      const void *x);
+} fsB_low_kernels;
 
 typedef struct fsB_backend {
   const char *name;
@@ -74,6 +98,9 @@ typedef struct fsB_backend {
    * this device with fsT_convert's rounding; -1 for other types (the caller
    * converts on the host) */
   int (*convert)(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n);
+  /* optional: NULL runs low-precision elementwise ops on float32 copies
+   * (fsG_low_begin); the cpu has its own direct paths (FSG_LOW_BLOCK) */
+  const fsB_low_kernels *low;
 } fsB_backend;
 
 extern const fsB_backend fsB_cpu;

@@ -124,8 +124,8 @@ using gemm_batched_fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cu
                                            const T *, const T *, int, long long, const T *, int, long long,
                                            const T *, T *, int, long long, int);
 typedef const char *(*status_fn)(cublasStatus_t);
-/* cublasGemmEx / cublasGemmStridedBatchedEx: bfloat16 operands, float32
- * C and accumulation (autocast's matrix products) */
+/* cublasGemmEx / cublasGemmStridedBatchedEx: bfloat16 or float16 operands,
+ * float32 C and accumulation (autocast's matrix products) */
 typedef cublasStatus_t (*gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                      const void *, const void *, cudaDataType, int, const void *, cudaDataType, int,
                                      const void *, void *, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
@@ -198,37 +198,39 @@ static cublasStatus_t gemm_batch(cublasOperation_t oa, cublasOperation_t ob, int
   return blas.dgemm_batched(blas.handle, oa, ob, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
 }
 
-/* A float operand of a bfloat16 product (fsB_bf16_operands: autocast leaves
- * the operands to the GEMM, which rounds them to nearest even as the cpu's
- * bfloat16 GEMM does) as a bfloat16 copy of the span a strided batch reads;
- * NULL + fsT_error when out of memory. */
-static uint16_t *bf16_copy(const float *X, bool trans, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
-                           int64_t batch, size_t *n) {
+static int cuda_convert(fs_dtype to, void *dst, fs_dtype from, const void *src, size_t n);
+
+/* A float operand of a product in a low type (fsB_gemm_operands: autocast
+ * leaves the operands to the GEMM, which rounds them to nearest even as the
+ * cpu's fsB_gemm_low does) as a copy of that type of the span a strided
+ * batch reads; NULL + fsT_error when out of memory. */
+static uint16_t *low_copy(fs_dtype dt, const float *X, bool trans, int64_t rows, int64_t cols, int64_t ld,
+                          int64_t stride, int64_t batch) {
   int64_t r = trans ? cols : rows, c = trans ? rows : cols;
-  *n = (size_t)((batch - 1) * stride + (r - 1) * ld + c);
-  uint16_t *b = (uint16_t *)fscu_scratch(*n * sizeof *b, "bfloat16 operand");
-  if (b && fsCU_f32_to_bf16(b, X, *n) < 0) {
+  size_t n = (size_t)((batch - 1) * stride + (r - 1) * ld + c);
+  uint16_t *b = (uint16_t *)fscu_scratch(n * sizeof *b, "low-precision operand");
+  if (b && cuda_convert(dt, b, FS_F32, X, n) < 0) {
     fscu_scratch_free(b);
     return NULL;
   }
   return b;
 }
 
-/* cublasGemmEx's bfloat16 x bfloat16 -> float32 (float32 accumulation):
- * the tensor cores' path for autocast's products, as torch's CUDA autocast
- * takes it. Arguments as gemm_t's, already swapped to column-major. */
-static cublasStatus_t gemm_bf16(cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k, const float *alpha,
-                                const uint16_t *A, int lda, long long sA, const uint16_t *B, int ldb, long long sB,
-                                const float *beta, float *C, int ldc, long long sC, int batch) {
-  return batch == 1 ? blas.gemm_ex(blas.handle, oa, ob, m, n, k, alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb,
-                                   beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-                    : blas.gemm_ex_batched(blas.handle, oa, ob, m, n, k, alpha, A, CUDA_R_16BF, lda, sA, B,
-                                           CUDA_R_16BF, ldb, sB, beta, C, CUDA_R_32F, ldc, sC, batch,
-                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+/* cublasGemmEx's bfloat16 or float16 inputs -> float32 C, float32
+ * accumulation (CUBLAS_COMPUTE_32F): the tensor cores' path for autocast's
+ * products, as torch's CUDA autocast takes it.  Arguments as gemm_t's,
+ * already swapped to column-major. */
+static cublasStatus_t gemm_low(cudaDataType in, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
+                               const float *alpha, const uint16_t *A, int lda, long long sA, const uint16_t *B,
+                               int ldb, long long sB, const float *beta, float *C, int ldc, long long sC, int batch) {
+  return batch == 1 ? blas.gemm_ex(blas.handle, oa, ob, m, n, k, alpha, A, in, lda, B, in, ldb, beta, C, CUDA_R_32F,
+                                   ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                    : blas.gemm_ex_batched(blas.handle, oa, ob, m, n, k, alpha, A, in, lda, sA, B, in, ldb, sB, beta,
+                                           C, CUDA_R_32F, ldc, sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
-static cublasStatus_t gemm_bf16(cublasOperation_t, cublasOperation_t, int, int, int, const double *,
-                                const uint16_t *, int, long long, const uint16_t *, int, long long, const double *,
-                                double *, int, long long, int) {
+static cublasStatus_t gemm_low(cudaDataType, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
+                               const uint16_t *, int, long long, const uint16_t *, int, long long, const double *,
+                               double *, int, long long, int) {
   return CUBLAS_STATUS_NOT_SUPPORTED; /* float64 products are never autocast */
 }
 
@@ -253,16 +255,16 @@ static int gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, co
   int la = lda > 0 ? (int)lda : 1, lb = ldb > 0 ? (int)ldb : 1;
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasStatus_t st;
-  if (sizeof(T) == 4 && fsB_bf16_operands() && K > 0) {
-    size_t na, nb;
-    uint16_t *a16 = bf16_copy((const float *)A, ta, M, K, lda, sA, batch, &na);
-    uint16_t *b16 = a16 ? bf16_copy((const float *)B, tb, K, N, ldb, sB, batch, &nb) : NULL;
+  fs_dtype low = sizeof(T) == 4 ? fsB_gemm_operands() : FS_F32;
+  if (low != FS_F32 && K > 0) {
+    uint16_t *a16 = low_copy(low, (const float *)A, ta, M, K, lda, sA, batch);
+    uint16_t *b16 = a16 ? low_copy(low, (const float *)B, tb, K, N, ldb, sB, batch) : NULL;
     if (!b16) {
       fscu_scratch_free(a16);
       return -1;
     }
-    st = gemm_bf16(opb, opa, (int)N, (int)M, (int)K, &alpha, b16, lb, sB, a16, la, sA, &beta, C, (int)ldc, sC,
-                   (int)batch);
+    st = gemm_low(low == FS_BF16 ? CUDA_R_16BF : CUDA_R_16F, opb, opa, (int)N, (int)M, (int)K, &alpha, b16, lb, sB,
+                  a16, la, sA, &beta, C, (int)ldc, sC, (int)batch);
     fscu_scratch_free(a16); /* stream-ordered: freed after the product has read it */
     fscu_scratch_free(b16);
   } else
@@ -272,8 +274,8 @@ static int gemm_t(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, co
                        (int)batch);
   if (st != CUBLAS_STATUS_SUCCESS) {
     fsT_seterr("cuBLAS %s (%lldx%lldx%lld) failed: %s",
-               sizeof(T) == 8 ? "dgemm" : fsB_bf16_operands() ? "GemmEx (bfloat16)" : "sgemm", (long long)M,
-               (long long)N, (long long)K, blas.status(st));
+               sizeof(T) == 8 ? "dgemm" : low == FS_BF16 ? "GemmEx (bfloat16)" : low == FS_F16 ? "GemmEx (float16)" : "sgemm",
+               (long long)M, (long long)N, (long long)K, blas.status(st));
     return -1;
   }
   return fscu_pending("gemm");
@@ -560,4 +562,5 @@ extern "C" const fsB_backend fsB_cuda = {
   /* .ops = */ &fsU_cuda, /* partial (ops_cuda.cu): the other ops stage through host memory */
   /* .f64 = */ &fsB_f64_cuda, /* 64-true (f64_cuda.cu) */
   cuda_convert,
+  /* .low = */ &fsB_low_cuda, /* bfloat16/float16 arithmetic and activations (low_cuda.cu) */
 };

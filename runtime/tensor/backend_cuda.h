@@ -25,6 +25,7 @@ extern const fsB_backend fsB_cuda;
 extern const fsN_kernels fsN_cuda;
 extern const fsU_kernels fsU_cuda; /* ops_cuda.cu: a partial table (ops.h) */
 extern const fsB_f64_kernels fsB_f64_cuda; /* f64_cuda.cu: float64's (f64_kernels.h) */
+extern const fsB_low_kernels fsB_low_cuda; /* low_cuda.cu: bfloat16/float16 elementwise (backend.h) */
 
 /* Number of visible CUDA devices; 0 with "no CUDA device: <reason> -- use
  * accelerator="cpu" ..." in err (n bytes) when there is none or no driver. */

@@ -49,20 +49,22 @@ int fsB_set_blas_threads(int n) {
   return old;
 }
 
-static _Thread_local bool bf16_operands;
+static _Thread_local fs_dtype gemm_operands = FS_F32;
 
-bool fsB_set_bf16_operands(bool on) {
-  bool old = bf16_operands;
-  bf16_operands = on;
+fs_dtype fsB_set_gemm_operands(fs_dtype dt) {
+  fs_dtype old = gemm_operands;
+  gemm_operands = dt;
   return old;
 }
 
-bool fsB_bf16_operands(void) { return bf16_operands; }
+fs_dtype fsB_gemm_operands(void) { return gemm_operands; }
 
 int fsB_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb,
               float beta, float *C, int64_t ldc) {
-  return (bf16_operands ? fsB_gemm_bf16 : fsB_sgemm_f32)(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (gemm_operands != FS_F32)
+    return fsB_gemm_low(gemm_operands, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return fsB_sgemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* OpenBLAS loaded and the sizes in its 32-bit range: 0, else -1 + fsT_error. */

@@ -8,9 +8,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "tensor.h"
 
 /* Row-major sgemm; -1 + fsT_error when OpenBLAS cannot be loaded.  While
- * bf16 operands are on (below) it is fsB_gemm_bf16. */
+ * low operands are on (below) it is fsB_gemm_low of their type. */
 int fsB_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb,
               float beta, float *C, int64_t ldc);
@@ -19,16 +20,21 @@ int fsB_sgemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
                   const float *A, int64_t lda, const float *B, int64_t ldb,
                   float beta, float *C, int64_t ldc);
 
-/* ---- bfloat16 matrix products (gemm_bf16.c) ----
- * An op computing in bfloat16 turns bf16 operands on (per thread) for its
- * forward and its backward (precision.c): every GEMM it makes then takes A
- * and B rounded to bfloat16, with float32 accumulation, as torch's bf16
- * matmul.  Returns the previous setting. */
-bool fsB_set_bf16_operands(bool on);
-bool fsB_bf16_operands(void);
-int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc);
+/* ---- matrix products in a low type (gemm_bf16.c) ----
+ * An op computing in bfloat16 or float16 sets that type as the GEMM
+ * operands' (per thread) for its forward and its backward (precision.c):
+ * every GEMM it makes, on any backend, then takes A and B rounded to it
+ * (round to nearest even) with float32 accumulation, as torch's bf16 and
+ * fp16 matmul (cuBLAS GemmEx with 16-bit inputs, CUBLAS_COMPUTE_32F).
+ * FS_F32 turns it off.  Returns the previous setting. */
+fs_dtype fsB_set_gemm_operands(fs_dtype dt);
+fs_dtype fsB_gemm_operands(void);
+/* The product with A and B rounded to dt (FS_BF16: fsB_gemm_bf16x; FS_F16:
+ * rounded float32 copies through OpenBLAS's sgemm, exact products of
+ * float16 values summed in float32). */
+int fsB_gemm_low(fs_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb,
+                 float beta, float *C, int64_t ldc);
 /* OpenBLAS's dgemm (float64 ops, f64.c), row-major as fsB_sgemm. */
 int fsB_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
               const double *A, int64_t lda, const double *B, int64_t ldb,
@@ -88,7 +94,7 @@ typedef int (*fsB_part_fn)(void *ctx, int part, int worker);
 /* Runs fn(ctx, i, worker) for every i in [0, nparts) on up to
  * fsB_threads() threads, this one among them, and returns when all are
  * done: 0, or -1 + the fsT_error of the lowest part that failed.  Parts
- * take the caller's bfloat16-operand setting, and OpenBLAS runs
+ * take the caller's GEMM operand type, and OpenBLAS runs
  * single-threaded inside them while they run in parallel; a call while
  * the workers are taken (from a part, or another thread) runs its parts
  * here, in order. */

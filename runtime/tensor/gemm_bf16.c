@@ -1,6 +1,7 @@
 /* gemm_bf16.c -- C = alpha op(A) op(B) + beta C with A and B taken at
- * bfloat16 precision (rounded to nearest even) and float32 accumulation:
- * the matrix products of ops that compute in bfloat16 (blas.h).
+ * bfloat16 (or float16) precision (rounded to nearest even) and float32
+ * accumulation: the matrix products of ops that compute in a low type
+ * (blas.h).  float16 takes the rounded copies below only.
  *
  * Invariant: the result is the float32 product of the rounded operands,
  * whichever path runs, so a run differs between machines only in the order
@@ -365,7 +366,8 @@ static int gemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
 #endif
 
 /* Without AVX-512 BF16 (not built with it, or a CPU without it: another
- * machine, valgrind's): rounded float32 copies through sgemm. */
+ * machine, valgrind's), and for float16: rounded float32 copies through
+ * sgemm (a product of two float16 or bfloat16 values is exact in float32). */
 
 /* op(X)[r, c] of a row-major X (pairs: little-endian halves) */
 static inline float elem(fsB_mat X, bool trans, int64_t r, int64_t c) {
@@ -374,24 +376,29 @@ static inline float elem(fsB_mat X, bool trans, int64_t r, int64_t c) {
   return X.bf16 ? fsT_bf16_to_f32(((const uint16_t *)X.p)[i]) : ((const float *)X.p)[i];
 }
 
-/* op(X) [R, Ccols] rounded to bfloat16 precision, untransposed, row-major */
-static float *rounded(fsB_mat X, bool trans, int64_t R, int64_t Cc) {
+/* op(X) [R, Ccols] rounded to dt's precision, untransposed, row-major */
+static float *rounded(fs_dtype dt, fsB_mat X, bool trans, int64_t R, int64_t Cc) {
   float *Y = malloc((size_t)(R * Cc > 0 ? R * Cc : 1) * sizeof *Y);
   if (!Y) return NULL;
-  for (int64_t r = 0; r < R; r++)
-    for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, trans, r, c);
-  fsT_round_array(FS_BF16, Y, (size_t)(R * Cc));
+  if (!X.bf16 && !trans) /* float32 rows (every float16 operand): copied whole */
+    for (int64_t r = 0; r < R; r++) memcpy(Y + r * Cc, (const float *)X.p + r * X.ld, (size_t)Cc * sizeof *Y);
+  else
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t c = 0; c < Cc; c++) Y[r * Cc + c] = elem(X, trans, r, c);
+  fsT_round_array(dt, Y, (size_t)(R * Cc));
   return Y;
 }
 
-/* the float32 product, then its finish row by row (finish_row) */
-static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
-                        const fsB_out *out) {
-  float *Ar = rounded(A, ta, M, K), *Br = Ar ? rounded(B, tb, K, N) : NULL;
+/* the float32 product, then its finish row by row (finish_row: bfloat16's;
+ * float16 only stores, FSB_STORE) */
+static int gemm_rounded(fs_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A,
+                        fsB_mat B, const fsB_out *out) {
+  float *Ar = rounded(dt, A, ta, M, K), *Br = Ar ? rounded(dt, B, tb, K, N) : NULL;
   float *P = Br && out->how != FSB_STORE ? malloc((size_t)(M * N) * sizeof *P) : NULL;
   int rc = -1;
   if (!Br || (out->how != FSB_STORE && !P))
-    fsT_seterr("out of memory rounding a %lldx%lldx%lld bfloat16 GEMM", (long long)M, (long long)N, (long long)K);
+    fsT_seterr("out of memory rounding a %lldx%lldx%lld %s GEMM", (long long)M, (long long)N, (long long)K,
+               fsT_dtype_name(dt));
   else if (out->how == FSB_STORE)
     rc = fsB_sgemm_f32(false, false, M, N, K, alpha, Ar, K, Br, N, out->beta, out->C, out->ldc);
   else if ((rc = fsB_sgemm_f32(false, false, M, N, K, alpha, Ar, K, Br, N, 0.0f, P, N)) == 0)
@@ -410,7 +417,7 @@ int fsB_gemm_bf16o(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
    * the binary decides whether they are there */
   if (__builtin_cpu_supports("avx512bf16")) return gemm_native(ta, tb, M, N, K, alpha, A, B, &out);
 #endif
-  return gemm_rounded(ta, tb, M, N, K, alpha, A, B, &out);
+  return gemm_rounded(FS_BF16, ta, tb, M, N, K, alpha, A, B, &out);
 }
 
 int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, fsB_mat A, fsB_mat B,
@@ -418,8 +425,12 @@ int fsB_gemm_bf16x(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
   return fsB_gemm_bf16o(ta, tb, M, N, K, alpha, A, B, (fsB_out){FSB_STORE, C, ldc, beta, NULL});
 }
 
-int fsB_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc) {
-  return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, (fsB_mat){A, false, lda, false}, (fsB_mat){B, false, ldb, false}, beta, C, ldc);
+int fsB_gemm_low(fs_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb,
+                 float beta, float *C, int64_t ldc) {
+  fsB_mat a = {A, false, lda, false}, b = {B, false, ldb, false};
+  if (dt == FS_BF16) return fsB_gemm_bf16x(ta, tb, M, N, K, alpha, a, b, beta, C, ldc);
+  if (K == 0) return fsB_sgemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); /* reads neither */
+  if (M == 0 || N == 0) return 0;
+  return gemm_rounded(dt, ta, tb, M, N, K, alpha, a, b, &(fsB_out){FSB_STORE, C, ldc, beta, NULL});
 }

@@ -216,6 +216,27 @@ static void cross_entropy_backward_split(float *dlogits, const float *logits, co
   fsB_parallel((int)parts, ce_part, &(ce_job){logits, targets, dlogits, dloss / (float)N, NULL, N, C, ln_rows_per_part(C)});
 }
 
+int fsN_act_low_table(fsN_act act, fs_dtype dt, uint16_t *out, float *slope) {
+  enum { U = 65536 };
+  float *wide = malloc(3 * U * sizeof *wide);
+  if (!wide) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  float *y = wide + U, *ones = y + U;
+  for (uint32_t u = 0; u < U; u++) {
+    uint16_t h = (uint16_t)u;
+    fsT_convert(FS_F32, wide + u, dt, &h, 1);
+    ones[u] = 1.0f;
+    slope[u] = -0.0f; /* -0 + f is f, signed zeros included */
+  }
+  fsN_act_forward(act, y, wide, U);
+  fsN_act_backward(act, slope, ones, wide, y, U); /* tanh's reads its float32 result, as the widened path's */
+  fsT_convert(dt, out, FS_F32, y, U);
+  free(wide);
+  return 0;
+}
+
 const fsN_kernels fsN_cpu = {
   fsN_linear_forward, fsN_linear_backward,
   fsN_embedding_forward, fsN_embedding_backward,

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "tensor.h"
 
 typedef enum fsN_act { FSN_RELU, FSN_GELU, FSN_GELU_TANH, FSN_TANH, FSN_SIGMOID, FSN_SILU } fsN_act;
 
@@ -41,6 +42,13 @@ void fsN_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
 void fsN_act_forward(fsN_act act, float *out, const float *inp, size_t n);
 void fsN_act_backward(fsN_act act, float *dinp, const float *dout, const float *inp,
                       const float *out, size_t n);
+/* GELU (either form) or tanh of a bfloat16 or float16 x (dt) depends on
+ * x's 16 bits u alone: out[u] its result rounded to dt, slope[u] the factor
+ * the backward multiplies dout by (0 + dout * slope[u] is the contribution
+ * fsN_act_backward adds), both computed by the kernels above, so that a
+ * lookup gives their very bits (65536 entries each).  -1 + fsT_error when
+ * out of memory. */
+int fsN_act_low_table(fsN_act act, fs_dtype dt, uint16_t *out, float *slope);
 
 /* Inverted dropout: element i kept iff u(key, i) >= p, scaled by 1/(1-p);
  * the mask is recomputed from key in backward rather than stored. */

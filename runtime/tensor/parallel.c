@@ -7,7 +7,7 @@
  * the elementwise ops, sums and optimizer updates (backend_cpu.c, nn.c).
  *
  * Invariant: a part runs as it would on the calling thread -- with the
- * caller's bfloat16-operand setting, and with OpenBLAS held to one thread
+ * caller's GEMM operand type (blas.h), and with OpenBLAS held to one thread
  * while parts run in parallel (the cores are already busy with parts) --
  * so a kernel whose parts write disjoint memory computes the same bits
  * whichever thread takes which part, and whatever the thread count. */
@@ -78,7 +78,7 @@ static struct {
   int blas_threads;      /* its count before, restored when the call ends */
   fsB_part_fn fn;        /* the call's, written before `work` publishes it */
   void *ctx;
-  bool bf16;
+  fs_dtype gemm; /* the caller's GEMM operand type (blas.h) */
   int nparts, workers;
   int failed;     /* the lowest part that failed, or nparts */
   char err[512];  /* its fsT_error */
@@ -142,9 +142,9 @@ static int take(uint32_t gen) {
 /* Takes and runs the parts of generation gen until none is left. */
 static void take_parts(uint32_t gen, int worker) {
   for (int i; (i = take(gen)) >= 0;) {
-    bool old = fsB_set_bf16_operands(pool.bf16);
+    fs_dtype old = fsB_set_gemm_operands(pool.gemm);
     int rc = pool.fn(pool.ctx, i, worker);
-    fsB_set_bf16_operands(old);
+    fsB_set_gemm_operands(old);
     if (rc) {
       pthread_mutex_lock(&pool.lock);
       if (i < pool.failed) {
@@ -238,7 +238,7 @@ int fsB_parallel(int nparts, fsB_part_fn fn, void *ctx) {
   }
   pool.fn = fn;
   pool.ctx = ctx;
-  pool.bf16 = fsB_bf16_operands();
+  pool.gemm = fsB_gemm_operands();
   pool.nparts = pool.failed = nparts;
   atomic_store_explicit(&pool.pending, nparts, memory_order_relaxed);
   if (atomic_load_explicit(&pool.rest, memory_order_relaxed)) atomic_store(&pool.rest, false);

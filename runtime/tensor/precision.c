@@ -14,10 +14,11 @@
  * tensor is added to its float32 gradient buffer rounded, and the sum
  * rounded (fsG_low_grad_add: a cast node's backward, or the direct ops'):
  * gradients are held in float32 buffers holding the values torch's
- * bfloat16 gradients hold.  Inside such an op a matrix
- * product takes its operands at bfloat16 precision (blas.h's
- * fsB_set_bf16_operands), which is what lets it run on bfloat16 dot
- * products.  The ops' other half: autograd.h documents which ops autocast
+ * bfloat16 gradients hold.  Inside such an op every matrix product takes
+ * its operands at the op's type's precision (blas.h's
+ * fsB_set_gemm_operands; intermediates such as attention's probabilities
+ * too, as torch's matmul and SDPA in that type), which is what lets it run
+ * on bfloat16 dot products, and on CUDA on GemmEx with 16-bit inputs.  The ops' other half: autograd.h documents which ops autocast
  * runs in the low type (FSG_AC_LOW) and which in float32 (FSG_AC_F32). */
 #include "autograd.h"
 #include "autograd_int.h"
@@ -141,8 +142,8 @@ static int round_bw(fsG_node *n, fs_tensor *out) {
 }
 
 /* x (float32) as x.to(dt).float() would give it.  With gemm_only (the
- * operand of a matrix product inside a bfloat16 op, which rounds its
- * operands itself) the values are not rounded here: the result is a view
+ * operand of a matrix product inside an op computing in dt, which rounds
+ * its operands itself) the values are not rounded here: the result is a view
  * of x, and only its gradient is rounded, saving a copy per weight and
  * activation per product. */
 static fs_tensor *round_through(fs_tensor *x, fs_dtype dt, bool gemm_only) {
@@ -168,7 +169,7 @@ fs_dtype fsG_promoted(int n, fs_tensor *const *ins) {
 }
 
 bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tensor *const *ins) {
-  *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .bf16_gemm = fsB_bf16_operands()};
+  *L = (fsG_low){.out = FS_F32, .autocast = autocast_dtype, .gemm = fsB_gemm_operands()};
   if (fsG_any_f64(n, ins)) { /* every op dispatches float64 before this (f64.c): one that did not is refused */
     fsT_seterr("%s: this op has no float64 path in this runtime (float64 runs linear, matmul, activations, "
                "elementwise arithmetic and functions, where/masked_fill, sum/mean and max/min (also over a dim), "
@@ -198,22 +199,22 @@ bool fsG_low_begin_in(const char *op, fsG_low *L, fsG_ac policy, int n, fs_tenso
      * Python scalar, which torch's low-precision kernels take in float */
     if (wide && fsT_is_low(to) && x->dtype != to && (lower || x->rank)) {
       /* autocast's matrix-product ops use their inputs of rank >= 2 in
-       * GEMMs only (linear, matmul, bmm, conv, attention); biases are
-       * added outside them and are rounded */
-      fs_tensor *r = round_through(wide, to, lower && to == FS_BF16 && x->rank >= 2);
+       * GEMMs only (linear, matmul, bmm, conv, attention), which round
+       * them; biases are added outside them and are rounded */
+      fs_tensor *r = round_through(wide, to, lower && x->rank >= 2);
       fsT_release(wide);
       wide = r;
     }
     if (!(L->w[i] = wide)) L->failed = true;
   }
   L->out = to;
-  fsB_set_bf16_operands(to == FS_BF16);
+  fsB_set_gemm_operands(fsT_is_low(to) ? to : FS_F32);
   return true;
 }
 
 fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out) {
   autocast_dtype = L->autocast;
-  fsB_set_bf16_operands(L->bf16_gemm);
+  fsB_set_gemm_operands(L->gemm);
   for (int i = 0; i < 4; i++) fsT_release(L->w[i]);
   if (!out || out->dtype != FS_F32 || L->out == FS_F32) return out;
   fs_tensor *low = fsG_cast(out, L->out);

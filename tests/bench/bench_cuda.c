@@ -1,6 +1,9 @@
 /* bench_cuda.c -- the CUDA backend next to what bounds it, as ratios:
  *   materialization: fresh cudaMalloc + fill_uniform vs fresh cudaMalloc +
- *     device-to-device cudaMemcpy of the same size (target >= 0.7x);
+ *     device-to-device cudaMemcpy of the same size (target >= 0.7x); a
+ *     bf16-true model's (a meta Linear materialized and converted to
+ *     bfloat16 on the device, as Fabric's setup does) vs the memcpy of its
+ *     bfloat16 bytes;
  *   linear layer: fsN_cuda linear forward/backward vs the bare cublasSgemm
  *     calls of the same shapes.
  * Prints a table (GB/s, GFLOP/s, ratio); asserts nothing about time.
@@ -14,6 +17,7 @@
 #include "backend.h"
 #include "blas.h"
 #include "backend_cuda.h"
+#include "module.h"
 #include "nn.h"
 #include "rng.h"
 
@@ -64,6 +68,44 @@ static int bench_materialize(double gib) {
   return 0;
 }
 
+/* Best of REPS: a bf16-true model's weight of nbytes materialized on the
+ * device as Fabric's setup of a meta model does it (fsM_materialize draws
+ * it in float32 with fill_uniform, fsM_to_dtype converts it to bfloat16 on
+ * the device, module.c), wall time through the final synchronize. */
+static double fresh_bf16_model(size_t nbytes) {
+  const int64_t in = 4096, out = (int64_t)(nbytes / 2 / 4096);
+  double best = 1e30;
+  for (int r = 0; r < REPS; r++) {
+    fs_module *m = fsM_linear(in, out, false);
+    if (!m) return -1;
+    double t0 = now();
+    int rc = fsM_materialize(m, FS_DEV_CUDA, 1) || fsM_to_dtype(m, FS_BF16) || fsCU_sync();
+    double t = now() - t0;
+    fsM_release(m);
+    if (rc) {
+      fprintf(stderr, "bench_cuda: bf16 materialization: %s\n", fsT_error());
+      return -1;
+    }
+    best = t < best ? t : best;
+  }
+  return best;
+}
+
+static int bench_materialize_bf16(double gib) {
+  size_t nbytes = (size_t)(gib * (1u << 30)) / (2 * 4096) * (2 * 4096);
+  void *src = NULL;
+  if (!ok(cudaMalloc(&src, nbytes), "cudaMalloc (copy source)")) return -1;
+  cudaMemset(src, 0x3c, nbytes);
+  double tc = fresh_fill_or_copy(nbytes, src), tf = fresh_bf16_model(nbytes);
+  cudaFree(src);
+  if (tc < 0 || tf < 0) return -1;
+  char name[64];
+  snprintf(name, sizeof name, "materialize %.2f GiB bf16-true model", gib);
+  printf("%-34s %10.1f GB/s    memcpy %7.1f GB/s    ratio %.2fx\n", name, nbytes / tf / 1e9, nbytes / tc / 1e9,
+         tc / tf);
+  return 0;
+}
+
 /* Time of `iters` calls of fn, after one warm-up call. */
 typedef int (*step_fn)(void *ctx);
 static double timed(step_fn fn, void *ctx, int iters) {
@@ -107,7 +149,7 @@ static int bwd_blas(void *p) {
 }
 
 /* bf16-mixed's forward product: this runtime's (bfloat16 operands through
- * fsB_bf16_operands: the float copies converted, then cublasGemmEx) against
+ * fsB_gemm_operands: the float copies converted, then cublasGemmEx) against
  * cublasGemmEx on operands already bfloat16, as torch's autocast holds them */
 typedef struct {
   lin *l;
@@ -116,9 +158,9 @@ typedef struct {
 
 static int fwd_nn_bf16(void *p) {
   lin16 *q = p;
-  bool old = fsB_set_bf16_operands(true);
+  fs_dtype old = fsB_set_gemm_operands(FS_BF16);
   int rc = fwd_nn(q->l);
-  fsB_set_bf16_operands(old);
+  fsB_set_gemm_operands(old);
   return rc;
 }
 static int fwd_blas_bf16(void *p) {
@@ -185,8 +227,11 @@ int main(int argc, char **argv) {
   cudaGetDeviceProperties(&prop, 0);
   printf("device: %s, %.1f GiB\n", prop.name, prop.totalGlobalMem / 1073741824.0);
   int rc = 0;
-  for (int i = 1; i < argc || (argc == 1 && i < 3); i++)
-    rc |= bench_materialize(argc > 1 ? atof(argv[i]) : i == 1 ? 1.0 : 4.0);
+  for (int i = 1; i < argc || (argc == 1 && i < 3); i++) {
+    double gib = argc > 1 ? atof(argv[i]) : i == 1 ? 1.0 : 4.0;
+    rc |= bench_materialize(gib);
+    rc |= bench_materialize_bf16(gib);
+  }
   rc |= bench_linear(8192, 4096, 4096);
   rc |= bench_linear(2048, 768, 3072); /* a GPT-2 small MLP layer */
   return rc ? 1 : 0;

@@ -27,7 +27,7 @@ typedef struct job {
   atomic_int overlap;       /* a worker found busy */
   atomic_int on_workers;    /* parts run off the calling thread */
   int fail_from;            /* parts >= this fail (MAXP: none) */
-  bool bf16_seen[MAXP];
+  fs_dtype gemm_seen[MAXP];
 } job;
 
 static int part(void *ctx, int i, int worker) {
@@ -36,7 +36,7 @@ static int part(void *ctx, int i, int worker) {
   if (worker > 0) atomic_fetch_add(&j->on_workers, 1);
   for (volatile int spin = 0; spin < 2000; spin++) {} /* long enough for a worker to take some */
   j->out[i] = j->call * 1000 + i;
-  j->bf16_seen[i] = fsB_bf16_operands();
+  j->gemm_seen[i] = fsB_gemm_operands();
   atomic_fetch_add(&j->runs[i], 1);
   if (worker >= 0 && worker < THREADS) atomic_store(&j->busy[worker], 0);
   if (i >= j->fail_from) {
@@ -156,17 +156,18 @@ static void test_concurrent_callers(void **state) {
   }
 }
 
-static void test_bf16_setting(void **state) {
+static void test_gemm_setting(void **state) {
   (void)state;
-  for (int round = 0; round < 100; round++) {
-    bool on = round % 2;
-    bool old = fsB_set_bf16_operands(on);
+  static const fs_dtype types[] = {FS_F32, FS_BF16, FS_F16};
+  for (int round = 0; round < 99; round++) {
+    fs_dtype on = types[round % 3];
+    fs_dtype old = fsB_set_gemm_operands(on);
     job j;
     job_init(&j, round, MAXP);
     assert_int_equal(fsB_parallel(MAXP, part, &j), 0);
-    for (int i = 0; i < MAXP; i++) assert_int_equal(j.bf16_seen[i], on);
-    assert_int_equal(fsB_bf16_operands(), on);
-    fsB_set_bf16_operands(old);
+    for (int i = 0; i < MAXP; i++) assert_int_equal(j.gemm_seen[i], on);
+    assert_int_equal(fsB_gemm_operands(), on);
+    fsB_set_gemm_operands(old);
   }
 }
 
@@ -234,7 +235,7 @@ int main(void) {
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_nested),
     cmocka_unit_test(test_concurrent_callers),
-    cmocka_unit_test(test_bf16_setting),
+    cmocka_unit_test(test_gemm_setting),
     cmocka_unit_test(test_blas_held_in_parts),
     cmocka_unit_test(test_forked_child),
   };
