@@ -1560,6 +1560,25 @@ static void list_mutated(C *c, const fs_node *callee, const cv *recv, const char
   fsC_rebind(c, callee->kids[0]->str, fsC_unsized_seq(c, items, n, 0));
 }
 
+/* A call the checker does not model may change a list or dict it is given
+ * in place (`coll.broadcast_object_list(buf, src=1)` fills buf): a named
+ * one among its arguments is unknown after the call. */
+static cv unknown_call(C *c, const fs_node *n) {
+  for (uint32_t i = 1; i < n->nkids; i++) {
+    const fs_node *a = n->kids[i]->kind == FS_N_KWARG || n->kids[i]->kind == FS_N_STARRED ? n->kids[i]->kids[0]
+                                                                                            : n->kids[i];
+    if (a->kind != FS_N_NAME) continue;
+    nkey key = key_name(a);
+    uintptr_t *var = var_slot(c, &key);
+    const cv *v = var ? &c->slots[*var] : NULL;
+    if (v && ((v->k == CV_SEQ && !(v->sub & SEQ_TUPLE)) || v->k == CV_DICT)) {
+      log_old(c, TR_SLOT, (uint32_t)*var);
+      c->slots[*var] = fsC_unknown();
+    }
+  }
+  return fsC_unknown();
+}
+
 struct fsC_row *fsC_row(C *c, const fsSig *sig) {
   if (!c->rows) {
     c->sig_rows = fsSig_all(&c->nsig_rows);
@@ -1585,7 +1604,7 @@ static cv ev_call(C *c, const fs_node *n) {
       ev(c, callee->kind == FS_N_ATTR ? callee->kids[0] : callee);
       for (uint32_t j = 1; j < n->nkids; j++)
         ev(c, n->kids[j]->kind == FS_N_STARRED || n->kids[j]->kind == FS_N_KWARG ? n->kids[j]->kids[0] : n->kids[j]);
-      return fsC_unknown();
+      return unknown_call(c, n);
     }
   size_t npos = 0, nkw = 0;
   for (uint32_t i = 1; i < n->nkids; i++) if (n->kids[i]->kind == FS_N_KWARG) nkw++; else npos++;
@@ -1619,12 +1638,12 @@ static cv ev_call(C *c, const fs_node *n) {
   }
   if (mname) {
     const char *t = fsC_type_name(c, &recv);
-    if (!has_members(t) && !pyclass_of(c, &recv)) return fsC_unknown();
+    if (!has_members(t) && !pyclass_of(c, &recv)) return unknown_call(c, n);
     const fsSig *sig = t ? sig_lookup(c, t, mname) : NULL;
     const pyclass *cls = sig ? NULL : pyclass_of(c, &recv);
     if (cls) { /* the class's own method, with self bound; else an attribute its code set */
       const fs_node *def = py_method(cls, mname);
-      if (!def || !fsA_def_plain(def)) return fsC_unknown();
+      if (!def || !fsA_def_plain(def)) return unknown_call(c, n);
       fsC_outside_call(c, n, &recv, mname, def);
       pos[-1] = recv; /* self, in the slot the buffer keeps before pos */
       return fsC_call_def(c, def, n, pos - 1, npos + 1, kw, kwv, nkw);
@@ -1706,9 +1725,11 @@ static cv ev_call(C *c, const fs_node *n) {
     const char *t = fsC_type_name(c, &fn);
     if (t && !strcmp(t, "Module")) return fsC_forward(c, &fn, n->loc);
   }
-  if (fn.k == CV_CONST || fn.k == CV_SEQ || fn.k == CV_DICT)
+  if (fn.k == CV_CONST || fn.k == CV_SEQ || fn.k == CV_DICT) {
     fsC_report(c, FS_SEV_ERROR, "type", n->loc, "'%s' object is not callable", fsC_type_name(c, &fn));
-  return fsC_unknown();
+    return fsC_unknown();
+  }
+  return unknown_call(c, n);
 }
 
 /* `a is b` where it is known: None, True and False are single objects, and
