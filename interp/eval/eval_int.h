@@ -65,7 +65,7 @@ struct fsE_ctx {
 };
 
 /* print's body (slots of print's signature); also Fabric.print. */
-fs_value *fsE_print(fsE_ctx *E, fs_value *const *slots);
+fs_value *fsE_print(fsE_ctx *E, fs_value *const *slots, const fsV_args *a);
 
 /* Reports a run-time error at loc (once per failure); returns NULL. */
 fs_value *fsE_error(fsE_ctx *E, fs_loc loc, const char *fmt, ...)

@@ -14,9 +14,15 @@ static fs_value *oom(void) {
   return NULL;
 }
 
-fs_value *fsE_print(fsE_ctx *E, fs_value *const *s) {
+fs_value *fsE_print(fsE_ctx *E, fs_value *const *s, const fsV_args *a) {
   fs_value *args = s[0];
   FILE *out = fsE_out(E);
+  /* a run has no file objects (sys is not importable there): only the
+   * default, the run's output */
+  if (s[3]->type != FSV_NONE) {
+    fsE_error(E, a->loc, "print(): file= must be None at run time (the run prints to its output; `sys` is not importable)");
+    return NULL;
+  }
   if (E->progress) fsPG_clear(E->progress); /* a line drawn in place must not swallow the text */
   for (size_t i = 0; i < args->u.seq.n; i++) {
     char *t = fsV_tostr(args->u.seq.items[i]);
@@ -28,11 +34,11 @@ fs_value *fsE_print(fsE_ctx *E, fs_value *const *s) {
   fputs(s[2]->u.str.s, out);
   /* with progress lines on the other stream, a piped (block-buffered)
    * stdout would reach the reader after them: each print goes out now */
-  if (E->opt->progress) fflush(out);
+  if (E->opt->progress || fsV_truthy(s[4])) fflush(out);
   return fsV_none();
 }
 
-NATIVE(b_print) { return fsE_print(E, s); }
+NATIVE(b_print) { return fsE_print(E, s, a); }
 
 NATIVE(b_param) {
   const char *name = s[0]->u.str.s;

@@ -1021,7 +1021,7 @@ NATIVE(fabric_clip_gradients) {
 }
 
 NATIVE(fabric_print) { /* local rank 0 of each node */
-  return FABV(self)->env.local_rank == 0 ? fsE_print(E, s) : fsV_none();
+  return FABV(self)->env.local_rank == 0 ? fsE_print(E, s, a) : fsV_none();
 }
 
 NATIVE(fabric_no_backward_sync) {

@@ -331,6 +331,11 @@ fsSig_ns fsSig_resolve(const char *dotted, const char **row) {
 }
 
 int fsSig_real_member(const char *type, const char *member) {
+  /* torch's and Lightning's private names (fabric._precision,
+   * model._forward_module) are not in the lists but scripts reach for them:
+   * not modelled, not errors; CPython's containers have none */
+  if (member[0] == '_' && member[1] != '_' && strcmp(type, "list") && strcmp(type, "dict") && strcmp(type, "str"))
+    return 1;
   for (size_t i = 0; i < sizeof real_members / sizeof *real_members; i++)
     if (!strcmp(real_members[i].type, type)) return has_word(real_members[i].members, member, strlen(member));
   return 0;

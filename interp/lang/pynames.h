@@ -30,7 +30,8 @@ fsSig_ns fsSig_resolve(const char *dotted, const char **row);
 
 /* 1 when torch or Lightning give objects of the modelled type ("Tensor",
  * "Module", "Optimizer", "DataLoader", "Dataset", "Fabric") this member,
- * whether or not signatures.h has a row for it. */
+ * whether or not signatures.h has a row for it; their private names (one
+ * leading underscore) count as given. */
 int fsSig_real_member(const char *type, const char *member);
 
 /* 1 when a run can bind `import dotted`: torch's and Lightning's namespaces

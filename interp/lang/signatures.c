@@ -29,7 +29,8 @@
 #define PARAMS(id, ...) static const fsSig_param id[] = {__VA_ARGS__};
 
 /* functions */
-PARAMS(p_print, VARARGS("args"), KW("sep", STR, "' '"), KW("end", STR, "'\\n'"))
+PARAMS(p_print, VARARGS("args"), KW("sep", STR, "' '"), KW("end", STR, "'\\n'"), KW("file", ANY, "None"),
+       KW("flush", BOOL, "False"))
 PARAMS(p_param, P("name", STR, NULL), P("default", ANY, NULL))
 PARAMS(p_range, PO("start", INT, NULL), PO("stop", INT, "None"), PO("step", INT, "None"))
 PARAMS(p_obj, PO("obj", ANY, NULL))
