@@ -159,7 +159,7 @@ void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float al
  * and *fresh when it is made now: the first fsG_low_grad_add (fresh) over
  * each element writes it instead of adding to zeros. */
 int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh);
-/* LayerNorm, RMSNorm and GroupNorm of a low x (w, b: x's type or float32) on the
+/* LayerNorm, RMSNorm, GroupNorm and BatchNorm of a low x (w, b: x's type or float32) on the
  * cpu, loading and storing the low type (low_norm.c); _ok: the inputs
  * they take. */
 bool fsG_layernorm_low_ok(const fs_tensor *x, const fs_tensor *w, const fs_tensor *b);
@@ -168,6 +168,13 @@ bool fsG_rms_norm_low_ok(const fs_tensor *x, int nd, const int64_t *shape, const
 fs_tensor *fsG_rms_norm_low(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps);
 bool fsG_group_norm_low_ok(const fs_tensor *x, int64_t groups, const fs_tensor *w, const fs_tensor *b);
 fs_tensor *fsG_group_norm_low(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps);
+/* BatchNorm of a low x the same way (w, b as above; running statistics of
+ * any float type but float64, updated in place); the caller checked the
+ * shapes. */
+bool fsG_batch_norm_low_ok(const fs_tensor *x, const fs_tensor *w, const fs_tensor *b, const fs_tensor *rm,
+                           const fs_tensor *rv);
+fs_tensor *fsG_batch_norm_low(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b, bool training,
+                              double momentum, double eps);
 
 /* ---- float64 (f64.c) ----
  * An op with a double path starts with

@@ -740,6 +740,54 @@ static void test_low_groupnorm(void **state) {
       }
 }
 
+/* BatchNorm of a low x (weight and bias low, float32 or none), training
+ * and not, with running statistics of x's type, float32 or none: the
+ * float32 kernels' values rounded once, forward and backward, and the
+ * running statistics the float32-copy path's, over parts of several
+ * channels and of one (the last two shapes, on the worker pool). */
+static void test_low_batchnorm(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[4]; } shapes[] = {
+    {2, {16, 6}}, {4, {3, 5, 7, 3}}, {3, {8, 40, 130}}, {3, {3, 3, 6000}},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++)  /* low weight and bias, float32 ones, none */
+        for (int st = 0; st < 5; st++) { /* training: stats low, float32, none; eval: low, float32 */
+          fs_dtype dt = t ? FS_F16 : FS_BF16;
+          int64_t C = shapes[s].shape[1];
+          bool training = st < 3;
+          fs_tensor *x[3], *xw[3], *stats[2][2] = {{NULL, NULL}, {NULL, NULL}};
+          low_pair_k(dt, shapes[s].rank, shapes[s].shape, "x", -2, s == 1 ? 10 : 0, &x[0], &xw[0]);
+          for (int i = 1; i < 3 && kind < 2; i++) {
+            if (kind == 0) low_pair_k(dt, 1, &C, i == 1 ? "w" : "b", 0.25f, 0, &x[i], &xw[i]);
+            else {
+              x[i] = rt_rand(i == 1 ? "w" : "b", 0.25f, 4, 1, &C);
+              xw[i] = rt_ok(fsT_copy(x[i]));
+              x[i]->requires_grad = xw[i]->requires_grad = true;
+            }
+          }
+          for (int i = 0; i < 2 && st != 2; i++) {
+            fs_tensor *v = rt_rand(i ? "rv" : "rm", i ? 0.5f : -1, 2, 1, &C);
+            for (int k = 0; k < 2; k++) stats[k][i] = rt_ok(fsT_to_dtype(v, st % 3 == 0 ? dt : FS_F32));
+            fsT_release(v);
+          }
+          fs_tensor *out = rt_ok(fsG_batch_norm(x[0], stats[0][0], stats[0][1], kind < 2 ? x[1] : NULL,
+                                                kind < 2 ? x[2] : NULL, training, 0.1, 1e-5));
+          fs_tensor *ref = rt_ok(fsG_batch_norm(xw[0], stats[1][0], stats[1][1], kind < 2 ? xw[1] : NULL,
+                                                kind < 2 ? xw[2] : NULL, training, 0.1, 1e-5));
+          check_low(out, ref, x, xw, kind == 1 ? FS_F32 : dt, kind < 2 ? 3 : 1);
+          for (int i = 0; i < 2 && st != 2; i++) {
+            fs_tensor *want = rt_ok(fsT_to_dtype(stats[1][i], FS_F32));
+            assert_int_equal(stats[0][i]->dtype, stats[1][i]->dtype);
+            assert_same(stats[0][i], fsT_f32(want), C);
+            fsT_release(want);
+            fsT_release(stats[0][i]);
+            fsT_release(stats[1][i]);
+          }
+        }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
@@ -749,7 +797,7 @@ int main(void) {
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
     cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_layernorm),
     cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_rmsnorm),
-    cmocka_unit_test(test_low_groupnorm),
+    cmocka_unit_test(test_low_groupnorm), cmocka_unit_test(test_low_batchnorm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
