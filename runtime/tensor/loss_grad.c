@@ -277,15 +277,26 @@ static int ploss_bw(fsG_node *n, fs_tensor *out) {
 }
 
 /* Elementwise losses of same-shaped low (or low and float32) x and y on
- * the cpu read a block at a time (autograd_int.h's FSG_LOW_BLOCK path):
+ * the cpu read a block at a time (autograd_int.h's FSG_LOW_BLOCK path; a
+ * target y broadcast to x's shape is first widened and expanded on the
+ * tape, as the float32 path does it, so its gradient is that path's):
  * the per-element losses are the float32 kernel's on the widened values
  * (a float32 tensor, weighted and reduced as the float32 path does it, then
  * rounded once to the result's type), and backward adds each input's
  * float32 contribution rounded (fsG_low_grad_add).  pos_weight [P] is
  * widened twice over, so that a block starting at element `at` reads it
  * from at % P on with the kernel's i % P. */
-static bool ploss_low_ok(const fs_tensor *x, const fs_tensor *y, const fs_tensor *pos_weight, const fs_tensor *weight) {
-  if (!fsT_same_shape(x, y) || !(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
+static bool ploss_low_ok(fsN_ploss kind, const fs_tensor *x, const fs_tensor *y, const fs_tensor *pos_weight,
+                         const fs_tensor *weight) {
+  if (!(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
+  if (!fsT_same_shape(x, y)) { /* a target broadcast to x's shape (BCE refuses it below) */
+    int64_t shape[FS_MAX_RANK];
+    int rank;
+    if (kind == FSN_BCE || kind == FSN_BCE_LOGITS ||
+        fsU_broadcast_shape(x->rank, x->shape, y->rank, y->shape, &rank, shape) < 0 || rank != x->rank ||
+        memcmp(shape, x->shape, (size_t)rank * sizeof *shape))
+      return false;
+  }
   if (pos_weight && pos_weight->numel != 1 && (x->rank == 0 || pos_weight->numel != x->shape[x->rank - 1])) return false;
   const fs_tensor *ts[4] = {x, y, pos_weight, weight};
   for (int i = 0; i < 4; i++) {
@@ -367,10 +378,14 @@ static const char *const ploss_names[] = {
 fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
                      fs_tensor *weight, fsG_reduction red) {
   bool f64 = fsG_any_f64(4, (fs_tensor *const[]){x, y, pos_weight, weight});
-  if (!f64 && ploss_low_ok(x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
+  if (!f64 && ploss_low_ok(kind, x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
     fs_tensor *ins[4] = {x, y, pos_weight, weight};
     fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(4, ins);
-    fs_tensor *per = ploss_low(kind, x, y, param, pos_weight);
+    fs_tensor *yf = fsT_same_shape(x, y) ? fsT_retain(y) : fsG_cast(y, FS_F32);
+    fs_tensor *ye = !yf || fsT_same_shape(x, yf) ? yf : fsG_expand(yf, x->rank, x->shape);
+    fs_tensor *per = ye ? ploss_low(kind, x, ye, param, pos_weight) : NULL;
+    if (ye != yf) fsT_release(ye);
+    fsT_release(yf);
     if (per && weight) { /* as the float32 path: per * weight, broadcast (the weight's gradient rounded once) */
       fs_tensor *w = fsG_binary_op(FSU_MUL, per, weight);
       fsT_release(per);

@@ -615,6 +615,33 @@ static void test_low_ploss(void **state) {
           }
 }
 
+/* The same with a target broadcast to x's shape ([C] and [N, 1]; low or
+ * float32): the target widened and expanded as the float32 path does (its
+ * gradient that path's), x read a block at a time. */
+static void test_low_ploss_bcast(void **state) {
+  (void)state;
+  int64_t shape[2] = {37, 61}, ys[2][2] = {{61, 0}, {37, 1}};
+  for (int t = 0; t < 2; t++)
+    for (int kind = FSN_MSE; kind <= FSN_KL_DIV; kind++)
+      for (int b = 0; b < 4 && kind != FSN_BCE && kind != FSN_BCE_LOGITS; b++) { /* bit 0: [N, 1]; bit 1: float32 */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int yr = b & 1 ? 2 : 1;
+        fs_tensor *x[2], *xw[2];
+        low_pair(dt, 2, shape, "x", -2, &x[0], &xw[0]);
+        if (b & 2) {
+          x[1] = rt_rand("y", -1, 1, yr, ys[b & 1]);
+          xw[1] = rt_ok(fsT_copy(x[1]));
+          x[1]->requires_grad = xw[1]->requires_grad = true;
+        } else
+          low_pair_k(dt, yr, ys[b & 1], "y", -1, 0, &x[1], &xw[1]);
+        fsG_reduction red = (fsG_reduction)((kind + b) % 3); /* none, mean, sum */
+        double param = kind == FSN_KL_DIV ? b % 2 : 0.5;
+        fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x[0], x[1], param, NULL, NULL, red));
+        fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw[0], xw[1], param, NULL, NULL, red));
+        check_low(out, ref, x, xw, b & 2 ? FS_F32 : dt, 2);
+      }
+}
+
 /* LayerNorm of a low x (w and b low, or float32: a float32 result) reads
  * and writes it by parts of rows: the float32 kernels' values rounded
  * once, forward and backward, on rows of odd lengths, parts over the
@@ -795,7 +822,8 @@ int main(void) {
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
-    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_layernorm),
+    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_ploss_bcast),
+    cmocka_unit_test(test_low_layernorm),
     cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_rmsnorm),
     cmocka_unit_test(test_low_groupnorm), cmocka_unit_test(test_low_batchnorm),
   };
