@@ -709,6 +709,62 @@ static void test_low_nll(void **state) {
       }
 }
 
+/* The same in torch's [N, C, d...] layout with index targets [N, d...],
+ * and cross_entropy with probability targets (low, or float32; requiring
+ * grad) in either layout: rows gathered across the d... positions a part
+ * at a time (the float32 path's permuted copy), parts crossing images and
+ * on the worker pool (the last shape). */
+static void test_low_nll_layouts(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[4]; } shapes[] = {
+    {2, {6, 9}}, {3, {4, 7, 5}}, {4, {2, 5, 3, 3}}, {3, {8, 33, 130}},
+  };
+  for (int mode = 0; mode < 3; mode++) /* bfloat16, float16, bfloat16 under autocast */
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++) /* index targets; low probabilities; float32 ones */
+        for (int opt = 0; opt < 4; opt++) { /* bit 0: smoothing; bit 1: a weight */
+          fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
+          int rank = shapes[s].rank;
+          const int64_t *xs = shapes[s].shape;
+          int64_t C = xs[1], ts[3], M = 1;
+          if (kind == 0 && rank == 2) continue; /* [N, C] with [N]: test_low_nll's */
+          for (int d = 0; d < rank - 1; d++) M *= (ts[d] = xs[d ? d + 1 : 0]);
+          fs_tensor *x[2], *xw[2], *w = NULL, *ww = NULL;
+          low_pair_k(dt, rank, xs, "x", -4, 0, &x[0], &xw[0]);
+          if (kind == 0) {
+            x[1] = fsT_new(FS_I64, FS_DEV_CPU, rank - 1, ts);
+            for (int64_t m = 0; m < M; m++) fsT_i64(x[1])[m] = m % 4 == 1 ? -100 : (m * 131 + 7) % C;
+          } else if (kind == 1)
+            low_pair_k(dt, rank, xs, "p", 0, 0, &x[1], &xw[1]);
+          else {
+            x[1] = rt_rand("p", 0, 1, rank, xs);
+            xw[1] = rt_ok(fsT_copy(x[1]));
+            x[1]->requires_grad = xw[1]->requires_grad = true;
+          }
+          if (opt & 2) {
+            fs_tensor *wf = rt_rand("w", 0.25f, 2, 1, &C);
+            w = s % 2 ? rt_ok(fsT_to_dtype(wf, dt)) : fsT_retain(wf);
+            ww = rt_ok(fsT_to_dtype(w, FS_F32));
+            fsT_release(wf);
+          }
+          bool logits = kind || s % 2 == 0;
+          fsG_reduction red = (fsG_reduction)((s + (size_t)opt + (size_t)kind) % 3); /* none, mean, sum */
+          double ls = opt & 1 ? 0.1 : 0;
+          fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
+          fs_tensor *out = rt_ok(fsG_nll(x[0], x[1], w, logits, -100, ls, red));
+          fsG_set_autocast(old);
+          fs_tensor *ref = rt_ok(fsG_nll(xw[0], kind ? xw[1] : x[1], ww, logits, -100, ls, red));
+          fs_dtype want = mode == 2 || (w && w->dtype == FS_F32) || kind == 2 ? FS_F32 : dt;
+          if (kind == 0) {
+            check_low(out, ref, x, xw, want, 1);
+            fsT_release(x[1]);
+          } else
+            check_low(out, ref, x, xw, want, 2);
+          fsT_release(w);
+          fsT_release(ww);
+        }
+}
+
 /* RMSNorm of a low x, with a weight (low or float32) or none: the float32
  * kernels' values rounded once, forward and backward, over one or two
  * normalized dims and parts over the worker pool (the last shape). */
@@ -824,7 +880,7 @@ int main(void) {
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
     cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_ploss_bcast),
     cmocka_unit_test(test_low_layernorm),
-    cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_rmsnorm),
+    cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_nll_layouts), cmocka_unit_test(test_low_rmsnorm),
     cmocka_unit_test(test_low_groupnorm), cmocka_unit_test(test_low_batchnorm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
