@@ -963,13 +963,13 @@ fs_tensor *fsG_unbool(fs_tensor *t) { return fsT_to_dtype(t, t->dtype == FS_BOOL
 /* ---- binary ops on low-precision tensors, loading and storing them
  * directly (autograd_int.h's FSG_LOW_BLOCK path) ---- */
 
-/* Same shapes or a scalar side, on the cpu, float inputs of at most one low
- * type (at least one low), and two distinct tensors: a op a through
- * fsG_low_begin widens a twice and rounds its gradient after each side. */
+/* Same shapes or a scalar side, on the cpu, float inputs (at least one
+ * low; bfloat16 with float16 gives float32, as fsG_promoted), and two
+ * distinct tensors: a op a through fsG_low_begin widens a twice and rounds
+ * its gradient after each side. */
 static bool binary_low_direct(const fs_tensor *a, const fs_tensor *b) {
   if (a == b || !fsT_is_float(a->dtype) || !fsT_is_float(b->dtype)) return false;
-  fs_dtype la = fsT_is_low(a->dtype) ? a->dtype : FS_F32, lb = fsT_is_low(b->dtype) ? b->dtype : FS_F32;
-  if (la == lb ? la == FS_F32 : la != FS_F32 && lb != FS_F32) return false;
+  if (!fsT_is_low(a->dtype) && !fsT_is_low(b->dtype)) return false;
   return a->device == FS_DEV_CPU && b->device == FS_DEV_CPU && a->data && b->data && same_or_scalar(a, b);
 }
 

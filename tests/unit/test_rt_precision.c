@@ -350,18 +350,21 @@ static void test_low_binary(void **state) {
   static const int64_t sizes[] = {1, 7, 1023, 1024, 1025, 3001};
   static const fs_dtype types[] = {FS_BF16, FS_F16};
   /* second operand: low, float32 with dims (the result is float32), a
-   * 0-dim float32 (a Python scalar: the result keeps the low type) */
-  enum { LOW, F32, SCALAR };
+   * 0-dim float32 (a Python scalar: the result keeps the low type), the
+   * other low type with dims (float32, as torch promotes bfloat16 and
+   * float16) or 0-dim (the result keeps the first's type) */
+  enum { LOW, F32, SCALAR, OTHER, OTHER_SCALAR };
   for (size_t t = 0; t < 2; t++)
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
       for (int op = FSB_ADD; op <= FSB_DIV; op++)
-        for (int kind = LOW; kind <= SCALAR; kind++)
+        for (int kind = LOW; kind <= OTHER_SCALAR; kind++)
           for (int swap = 0; swap < 2; swap++) {
             fs_dtype dt = types[t];
             int64_t n = sizes[s];
             fs_tensor *a, *aw, *b, *bw;
             low_pair(dt, 1, &n, "a", -2, &a, &aw);
-            if (kind == LOW) low_pair(dt, 1, &n, "b", 0.25f, &b, &bw);
+            if (kind == LOW || kind == OTHER) low_pair(kind == LOW ? dt : types[1 - t], 1, &n, "b", 0.25f, &b, &bw);
+            else if (kind == OTHER_SCALAR) low_pair_k(types[1 - t], 0, &n, "b", 0.25f, 0, &b, &bw);
             else {
               b = kind == F32 ? rt_rand("b", 0.25f, 4, 1, &n) : fsT_scalar(-1.75f);
               b->requires_grad = kind == F32;
@@ -370,7 +373,7 @@ static void test_low_binary(void **state) {
             }
             fs_tensor *x = swap ? b : a, *y = swap ? a : b, *xw = swap ? bw : aw, *yw = swap ? aw : bw;
             fs_tensor *out = rt_ok(fsG_binary((fsB_binop)op, x, y)), *ref = rt_ok(fsG_binary((fsB_binop)op, xw, yw));
-            fs_dtype want = kind == F32 ? FS_F32 : dt;
+            fs_dtype want = kind == F32 || kind == OTHER ? FS_F32 : dt;
             assert_int_equal(out->dtype, want);
             fs_tensor *r = rounded(ref, want);
             assert_same(out, fsT_f32(r), n);
@@ -379,7 +382,7 @@ static void test_low_binary(void **state) {
             backward_weighted(out, w);
             backward_weighted(ref, wr);
             assert_grad(a, aw, dt);
-            if (kind == LOW) assert_grad(b, bw, dt);
+            if (fsT_is_low(b->dtype)) assert_grad(b, bw, b->dtype);
             else if (kind == F32) assert_same(b->grad, fsT_f32(bw->grad), n);
             fs_tensor *all[] = {a, aw, b, bw, out, ref, r, w, wr};
             for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
@@ -474,11 +477,12 @@ static void test_low_bcast(void **state) {
   for (int t = 0; t < 2; t++)
     for (size_t s = 0; s < sizeof bcast_shapes / sizeof *bcast_shapes; s++)
       for (int op = FSU_ADD; op <= FSU_MINIMUM + 1; op++) /* FSU_MINIMUM + 1: where */
-        for (int f32 = 0; f32 < 2; f32++) {
+        for (int f32 = 0; f32 < 3; f32++) { /* b: low, float32, the other low type (a float32 result) */
           fs_dtype dt = t ? FS_F16 : FS_BF16;
           fs_tensor *a, *aw, *b, *bw, *cond = NULL, *out, *ref;
           low_pair(dt, bcast_shapes[s].ra, bcast_shapes[s].a, "a", op == FSU_POWT ? 0.25f : -2, &a, &aw);
-          if (!f32) low_pair(dt, bcast_shapes[s].rb, bcast_shapes[s].b, "b", 0.25f, &b, &bw);
+          if (f32 != 1)
+            low_pair(f32 ? (t ? FS_BF16 : FS_F16) : dt, bcast_shapes[s].rb, bcast_shapes[s].b, "b", 0.25f, &b, &bw);
           else {
             b = rt_rand("b", 0.25f, 4, bcast_shapes[s].rb, bcast_shapes[s].b);
             bw = rt_ok(fsT_copy(b));
