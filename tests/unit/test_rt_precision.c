@@ -646,6 +646,40 @@ static void test_low_ploss_bcast(void **state) {
       }
 }
 
+/* cat of low pieces on the cpu copies them as they are (into float32 when
+ * the float pieces' types differ), along the first dim and the last, with
+ * a piece given twice (its two gradients rounded and added) and an int64
+ * piece (converted to the result's type): the float32-copy path's values
+ * and gradients. */
+static void test_low_cat(void **state) {
+  (void)state;
+  static const int64_t sa[2] = {3, 5}, sb[2][2] = {{4, 5}, {3, 2}};
+  for (int t = 0; t < 2; t++)
+    for (int d = 0; d < 2; d++)
+      for (int kind = 0; kind < 4; kind++) { /* b: low, float32, the other low type, int64 */
+        fs_dtype dt = t ? FS_F16 : FS_BF16, other = t ? FS_BF16 : FS_F16;
+        fs_tensor *x[2], *xw[2], *ints = NULL;
+        low_pair(dt, 2, sa, "a", -2, &x[0], &xw[0]);
+        if (kind == 0 || kind == 2) low_pair_k(kind ? other : dt, 2, sb[d], "b", -1, 0, &x[1], &xw[1]);
+        else if (kind == 1) {
+          x[1] = rt_rand("b", -1, 1, 2, sb[d]);
+          xw[1] = rt_ok(fsT_copy(x[1]));
+          x[1]->requires_grad = xw[1]->requires_grad = true;
+        } else {
+          ints = fsT_new(FS_I64, FS_DEV_CPU, 2, sb[d]);
+          for (int64_t i = 0; i < ints->numel; i++) fsT_i64(ints)[i] = i * 37 - 200; /* some not bfloat16's */
+        }
+        fs_tensor *b = ints ? ints : x[1], *bw = ints ? ints : xw[1];
+        /* a twice when the result is low (a float32 result's two gradients
+         * are rounded each, the reference's sum once) */
+        int n = kind == 1 || kind == 2 ? 2 : 3;
+        fs_tensor *out = rt_ok(fsG_cat((fs_tensor *[]){x[0], b, x[0]}, n, d));
+        fs_tensor *ref = rt_ok(fsG_cat((fs_tensor *[]){xw[0], bw, xw[0]}, n, d));
+        check_low(out, ref, x, xw, kind == 1 || kind == 2 ? FS_F32 : dt, ints ? 1 : 2);
+        fsT_release(ints);
+      }
+}
+
 /* LayerNorm of a low x (w and b low, or float32: a float32 result) reads
  * and writes it by parts of rows: the float32 kernels' values rounded
  * once, forward and backward, on rows of odd lengths, parts over the
@@ -883,7 +917,7 @@ int main(void) {
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
     cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_ploss_bcast),
-    cmocka_unit_test(test_low_layernorm),
+    cmocka_unit_test(test_low_cat), cmocka_unit_test(test_low_layernorm),
     cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_nll_layouts), cmocka_unit_test(test_low_rmsnorm),
     cmocka_unit_test(test_low_groupnorm), cmocka_unit_test(test_low_batchnorm),
   };
