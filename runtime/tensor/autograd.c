@@ -419,10 +419,32 @@ static int embedding_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* A low W on the cpu: each row's gradient summed in float32 in index order
+ * (embedding_bw's), then rounded into W's once, as the widened path's cast
+ * node. */
+static int embedding_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *idx = n->in[0], *W = n->in[1];
+  float *dW, *sum;
+  bool fresh;
+  if (fsG_low_grad_buf(W, &dW, &fresh)) return -1;
+  if (!dW) return 0;
+  if (!(sum = calloc((size_t)W->numel + 1, sizeof *sum))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  fsB_of(out)->nn->embedding_backward(sum, fsT_f32(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
+  fsG_low_grad_add(W->dtype, dW, sum, (size_t)W->numel, 1.0f, fresh);
+  free(sum);
+  return 0;
+}
+
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
   if (fsG_any_f64(1, &W)) return fsG_embedding_f64(idx, W);
+  /* a low W on the cpu: its rows copied as they are (torch's, and the
+   * widened path's values) */
+  bool low = fsT_is_low(W->dtype) && W->device == FS_DEV_CPU && W->data && idx->device == FS_DEV_CPU;
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
+  if (!low && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_embedding(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {idx, W};
   const fsB_backend *be = fsG_check_inputs("embedding", 2, ins);
@@ -449,10 +471,13 @@ fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, idx->shape, sizeof shape);
   shape[idx->rank] = W->shape[1];
-  fs_tensor *out = new_f32(W, idx->rank + 1, shape);
+  fs_tensor *out = low ? fsT_new(W->dtype, FS_DEV_CPU, idx->rank + 1, shape) : new_f32(W, idx->rank + 1, shape);
   if (!out) return NULL;
-  be->nn->embedding_forward(fsT_f32(out), fsT_i64(idx), fsT_f32(W), idx->numel, W->shape[1]);
-  return fsG_record(out, embedding_bw, 2, ins, NULL, NULL, 0, 0);
+  size_t row = (size_t)W->shape[1] * fsT_dtype_size(W->dtype);
+  for (int64_t i = 0; low && i < idx->numel; i++)
+    memcpy((char *)out->data + (size_t)i * row, (const char *)W->data + (size_t)fsT_i64(idx)[i] * row, row);
+  if (!low) be->nn->embedding_forward(fsT_f32(out), fsT_i64(idx), fsT_f32(W), idx->numel, W->shape[1]);
+  return fsG_record(out, low ? embedding_low_bw : embedding_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 static int posemb_bw(fsG_node *n, fs_tensor *out) {

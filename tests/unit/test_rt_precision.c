@@ -680,6 +680,23 @@ static void test_low_cat(void **state) {
       }
 }
 
+/* An embedding of a low W copies its rows; W's gradient sums each row's in
+ * float32 in index order (repeated indices) and rounds it once: the
+ * float32-copy path's values. */
+static void test_low_embedding(void **state) {
+  (void)state;
+  static const int64_t ws[2] = {7, 5}, is[2] = {3, 4};
+  for (int t = 0; t < 2; t++) {
+    fs_dtype dt = t ? FS_F16 : FS_BF16;
+    fs_tensor *W, *Ww, *idx = fsT_new(FS_I64, FS_DEV_CPU, 2, is);
+    low_pair(dt, 2, ws, "W", -2, &W, &Ww);
+    for (int64_t i = 0; i < idx->numel; i++) fsT_i64(idx)[i] = (i * 5 + 1) % 6; /* row 6 unused, others repeated */
+    fs_tensor *out = rt_ok(fsG_embedding(idx, W));
+    check_low(out, rt_ok(fsG_embedding(idx, Ww)), &W, &Ww, dt, 1);
+    fsT_release(idx);
+  }
+}
+
 /* LayerNorm of a low x (w and b low, or float32: a float32 result) reads
  * and writes it by parts of rows: the float32 kernels' values rounded
  * once, forward and backward, on rows of odd lengths, parts over the
@@ -917,7 +934,7 @@ int main(void) {
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
     cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_ploss_bcast),
-    cmocka_unit_test(test_low_cat), cmocka_unit_test(test_low_layernorm),
+    cmocka_unit_test(test_low_cat), cmocka_unit_test(test_low_embedding), cmocka_unit_test(test_low_layernorm),
     cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_nll_layouts), cmocka_unit_test(test_low_rmsnorm),
     cmocka_unit_test(test_low_groupnorm), cmocka_unit_test(test_low_batchnorm),
   };
