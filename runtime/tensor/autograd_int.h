@@ -129,9 +129,9 @@ fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
 fs_dtype fsG_promoted(int n, fs_tensor *const *ins);
 
 /* ---- ops that load and store low-precision floats themselves (the
- * same-shape binary ops, dropout and whole sums in autograd.c; the unary,
- * broadcasting, where, over-a-dim and softmax ones in ops_grad.c; the
- * elementwise losses in loss_grad.c): cpu tensors
+ * same-shape binary ops, dropout, whole sums and embeddings in autograd.c;
+ * the unary, broadcasting, where, over-a-dim, softmax and cat ones in
+ * ops_grad.c; the losses in loss_grad.c; the norms in low_norm.c): cpu tensors
  * of one low type (and float32 ones) are read and written FSG_LOW_BLOCK
  * elements at a time through float32 buffers on the stack, so no float32
  * copy of an input or of the result exists.  The arithmetic is

@@ -1,4 +1,4 @@
-/* low_norm.c -- LayerNorm, RMSNorm and GroupNorm of a bfloat16/float16 x on the cpu
+/* low_norm.c -- LayerNorm, RMSNorm, GroupNorm and BatchNorm of a bfloat16/float16 x on the cpu
  * that load and store the low type themselves (autograd_int.h's
  * FSG_LOW_BLOCK family): no float32 copy of x, of its result or of their
  * gradients.
