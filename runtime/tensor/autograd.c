@@ -489,14 +489,73 @@ static int posemb_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* x, W low (or one of them float32) on the cpu: x + W's first T rows a
+ * block at a time (a block within one [T, D] image), rounded once.
+ * Backward: each image's gradient added to W's float32 sum in image order
+ * (posemb_bw's) and rounded once into a low W; x's gradient rounded into
+ * it a block at a time. */
+static bool posemb_low_ok(const fs_tensor *x, const fs_tensor *W) {
+  return (fsT_is_low(x->dtype) || fsT_is_low(W->dtype)) && fsT_is_float(x->dtype) && fsT_is_float(W->dtype) &&
+         x->device == FS_DEV_CPU && W->device == FS_DEV_CPU && x->data && W->data;
+}
+
+static int posemb_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1];
+  float *dx, *dW, *sum = NULL, c[FSG_LOW_BLOCK];
+  bool fx = false, fw = false;
+  if ((fsT_is_low(x->dtype) ? fsG_low_grad_buf(x, &dx, &fx) : fsG_grad_buf(x, &dx)) ||
+      (fsT_is_low(W->dtype) ? fsG_low_grad_buf(W, &dW, &fw) : fsG_grad_buf(W, &dW)))
+    return -1;
+  if (dW && fsT_is_low(W->dtype) && !(sum = calloc((size_t)W->numel + 1, sizeof *sum))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  const float *g = fsT_f32(out->grad);
+  size_t N = (size_t)x->numel, P = (size_t)(x->shape[x->rank - 2] * x->shape[x->rank - 1]);
+  for (size_t at = 0, m; at < N; at += m) {
+    size_t p = at % P;
+    m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    if (m > P - p) m = P - p;
+    float *s = sum ? sum : dW;
+    for (size_t i = 0; s && i < m; i++) s[p + i] += g[at + i];
+    if (dx && fsT_is_low(x->dtype)) {
+      for (size_t i = 0; i < m; i++) c[i] = g[at + i] + 0.0f; /* the widened x's zeroed gradient plus g */
+      fsG_low_grad_add(x->dtype, dx + at, c, m, 1.0f, fx);
+    } else
+      for (size_t i = 0; dx && i < m; i++) dx[at + i] += g[at + i];
+  }
+  if (sum) fsG_low_grad_add(W->dtype, dW, sum, (size_t)W->numel, 1.0f, fw);
+  free(sum);
+  return 0;
+}
+
+static fs_tensor *posemb_low(fs_tensor *x, fs_tensor *W) {
+  fs_tensor *ins[2] = {x, W};
+  fs_tensor *out = fsT_new(fsG_promoted(2, ins), FS_DEV_CPU, x->rank, x->shape);
+  if (!out) return NULL;
+  float X[FSG_LOW_BLOCK], Wb[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
+  size_t N = (size_t)x->numel, P = (size_t)(x->shape[x->rank - 2] * x->shape[x->rank - 1]);
+  for (size_t at = 0, m; at < N; at += m) {
+    size_t p = at % P;
+    m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    if (m > P - p) m = P - p;
+    const float *xv = fsG_low_block(x, at, m, true, X), *wv = fsG_low_block(W, p, m, true, Wb);
+    float *y = fsG_low_out(out, at, Y);
+    for (size_t i = 0; i < m; i++) y[i] = xv[i] + wv[i];
+    fsG_low_store(out, at, m, y);
+  }
+  return fsG_record(out, posemb_low_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
 fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
   if (fsG_any_f64(2, (fs_tensor *const[]){x, W})) return fsG_posemb_f64(x, W);
+  bool low = posemb_low_ok(x, W);
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
+  if (!low && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_posemb(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {x, W};
   const fsB_backend *be = fsG_check_inputs("positional embedding", 2, ins);
-  if (!be || !want_f32("positional embedding", x)) return NULL;
+  if (!be || (!low && !want_f32("positional embedding", x))) return NULL;
   char s[96];
   if (x->rank < 2 || x->shape[x->rank - 1] != W->shape[1]) {
     fsT_seterr("PositionalEmbedding(%lld, %lld): expected input [..., T, %lld], got %s",
@@ -510,6 +569,7 @@ fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
                (long long)T, (long long)W->shape[0]);
     return NULL;
   }
+  if (low) return posemb_low(x, W);
   fs_tensor *out = new_f32(x, x->rank, x->shape);
   if (!out) return NULL;
   be->nn->posemb_forward(fsT_f32(out), fsT_f32(x), fsT_f32(W), x->numel / (T * D > 0 ? T * D : 1), T, D);

@@ -697,6 +697,31 @@ static void test_low_embedding(void **state) {
   }
 }
 
+/* A positional embedding of low x and W (or one of them float32): x + W's
+ * first T rows a block at a time (blocks inside an image of 1,200 too),
+ * W's gradient summed over the images in float32 and rounded once: the
+ * float32-copy path's values. */
+static void test_low_posemb(void **state) {
+  (void)state;
+  static const int64_t xs[2][3] = {{3, 5, 7}, {2, 40, 30}}, ws[2][2] = {{6, 7}, {45, 30}};
+  for (int t = 0; t < 2; t++)
+    for (int s = 0; s < 2; s++)
+      for (int kind = 0; kind < 3; kind++) { /* both low; W float32; x float32 */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        fs_tensor *x[2], *xw[2];
+        for (int i = 0; i < 2; i++) {
+          if (kind == 2 - i) {
+            x[i] = rt_rand(i ? "W" : "x", -2, 2, i ? 2 : 3, i ? ws[s] : xs[s]);
+            xw[i] = rt_ok(fsT_copy(x[i]));
+            x[i]->requires_grad = xw[i]->requires_grad = true;
+          } else
+            low_pair_k(dt, i ? 2 : 3, i ? ws[s] : xs[s], i ? "W" : "x", -2, s ? 0 : 10, &x[i], &xw[i]);
+        }
+        fs_tensor *out = rt_ok(fsG_posemb(x[0], x[1]));
+        check_low(out, rt_ok(fsG_posemb(xw[0], xw[1])), x, xw, kind ? FS_F32 : dt, 2);
+      }
+}
+
 /* LayerNorm of a low x (w and b low, or float32: a float32 result) reads
  * and writes it by parts of rows: the float32 kernels' values rounded
  * once, forward and backward, on rows of odd lengths, parts over the
@@ -934,7 +959,8 @@ int main(void) {
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
     cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_ploss_bcast),
-    cmocka_unit_test(test_low_cat), cmocka_unit_test(test_low_embedding), cmocka_unit_test(test_low_layernorm),
+    cmocka_unit_test(test_low_cat), cmocka_unit_test(test_low_embedding), cmocka_unit_test(test_low_posemb),
+    cmocka_unit_test(test_low_layernorm),
     cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_nll_layouts), cmocka_unit_test(test_low_rmsnorm),
     cmocka_unit_test(test_low_groupnorm), cmocka_unit_test(test_low_batchnorm),
   };
