@@ -5,7 +5,7 @@
 # pool) at OPENBLAS_NUM_THREADS=1|2|3 prints the same
 # losses and saves byte-identical weights and optimizer state; and
 # tests/threads_cnn.fab (convolutions, pooling, batch and group norm in
-# 64-true) prints the same losses and parameter sums.  The kernels
+# 64-true and bf16-true) prints the same losses and parameter sums.  The kernels
 # split work at points fixed by the shapes (parallel.c's invariant), so a
 # difference here is a split that depends on the thread count.
 . "${srcdir:-.}/tests/lib.sh"
@@ -29,9 +29,12 @@ for p in 32-true bf16-mixed bf16-true; do
     cmp "$tmp/$p-1.safetensors" "$tmp/$p-$t.safetensors" || { echo "FAIL: $p weights differ at $t threads"; exit 1; }
   done
 done
-for t in 1 2 3; do
-  (cd "$tmp" && OPENBLAS_NUM_THREADS=$t "$fs" "$src/tests/threads_cnn.fab" >"cnn-$t.out" 2>"cnn-$t.err") || {
-    echo "FAIL: the 64-true CNN at $t threads exited with an error"; cat "$tmp/cnn-$t.err"; exit 1; }
-  [ $t = 1 ] && cat "$tmp/cnn-1.out"
-  cmp "$tmp/cnn-1.out" "$tmp/cnn-$t.out" || { echo "FAIL: the 64-true CNN differs at $t threads"; exit 1; }
+for p in 64-true bf16-true; do
+  for t in 1 2 3; do
+    (cd "$tmp" && OPENBLAS_NUM_THREADS=$t "$fs" "$src/tests/threads_cnn.fab" -D precision=$p >"cnn-$p-$t.out" \
+      2>"cnn-$p-$t.err") || {
+      echo "FAIL: the $p CNN at $t threads exited with an error"; cat "$tmp/cnn-$p-$t.err"; exit 1; }
+    [ $t = 1 ] && cat "$tmp/cnn-$p-1.out"
+    cmp "$tmp/cnn-$p-1.out" "$tmp/cnn-$p-$t.out" || { echo "FAIL: the $p CNN differs at $t threads"; exit 1; }
+  done
 done

@@ -419,10 +419,32 @@ static int embedding_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* A low W on the cpu: each row's gradient summed in float32 in index order
+ * (embedding_bw's), then rounded into W's once, as the widened path's cast
+ * node. */
+static int embedding_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *idx = n->in[0], *W = n->in[1];
+  float *dW, *sum;
+  bool fresh;
+  if (fsG_low_grad_buf(W, &dW, &fresh)) return -1;
+  if (!dW) return 0;
+  if (!(sum = calloc((size_t)W->numel + 1, sizeof *sum))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  fsB_of(out)->nn->embedding_backward(sum, fsT_f32(out->grad), fsT_i64(idx), idx->numel, W->shape[1]);
+  fsG_low_grad_add(W->dtype, dW, sum, (size_t)W->numel, 1.0f, fresh);
+  free(sum);
+  return 0;
+}
+
 fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
   if (fsG_any_f64(1, &W)) return fsG_embedding_f64(idx, W);
+  /* a low W on the cpu: its rows copied as they are (torch's, and the
+   * widened path's values) */
+  bool low = fsT_is_low(W->dtype) && W->device == FS_DEV_CPU && W->data && idx->device == FS_DEV_CPU;
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
+  if (!low && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){idx, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_embedding(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {idx, W};
   const fsB_backend *be = fsG_check_inputs("embedding", 2, ins);
@@ -449,10 +471,13 @@ fs_tensor *fsG_embedding(fs_tensor *idx, fs_tensor *W) {
   int64_t shape[FS_MAX_RANK];
   memcpy(shape, idx->shape, sizeof shape);
   shape[idx->rank] = W->shape[1];
-  fs_tensor *out = new_f32(W, idx->rank + 1, shape);
+  fs_tensor *out = low ? fsT_new(W->dtype, FS_DEV_CPU, idx->rank + 1, shape) : new_f32(W, idx->rank + 1, shape);
   if (!out) return NULL;
-  be->nn->embedding_forward(fsT_f32(out), fsT_i64(idx), fsT_f32(W), idx->numel, W->shape[1]);
-  return fsG_record(out, embedding_bw, 2, ins, NULL, NULL, 0, 0);
+  size_t row = (size_t)W->shape[1] * fsT_dtype_size(W->dtype);
+  for (int64_t i = 0; low && i < idx->numel; i++)
+    memcpy((char *)out->data + (size_t)i * row, (const char *)W->data + (size_t)fsT_i64(idx)[i] * row, row);
+  if (!low) be->nn->embedding_forward(fsT_f32(out), fsT_i64(idx), fsT_f32(W), idx->numel, W->shape[1]);
+  return fsG_record(out, low ? embedding_low_bw : embedding_bw, 2, ins, NULL, NULL, 0, 0);
 }
 
 static int posemb_bw(fsG_node *n, fs_tensor *out) {
@@ -464,14 +489,73 @@ static int posemb_bw(fsG_node *n, fs_tensor *out) {
   return 0;
 }
 
+/* x, W low (or one of them float32) on the cpu: x + W's first T rows a
+ * block at a time (a block within one [T, D] image), rounded once.
+ * Backward: each image's gradient added to W's float32 sum in image order
+ * (posemb_bw's) and rounded once into a low W; x's gradient rounded into
+ * it a block at a time. */
+static bool posemb_low_ok(const fs_tensor *x, const fs_tensor *W) {
+  return (fsT_is_low(x->dtype) || fsT_is_low(W->dtype)) && fsT_is_float(x->dtype) && fsT_is_float(W->dtype) &&
+         x->device == FS_DEV_CPU && W->device == FS_DEV_CPU && x->data && W->data;
+}
+
+static int posemb_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *W = n->in[1];
+  float *dx, *dW, *sum = NULL, c[FSG_LOW_BLOCK];
+  bool fx = false, fw = false;
+  if ((fsT_is_low(x->dtype) ? fsG_low_grad_buf(x, &dx, &fx) : fsG_grad_buf(x, &dx)) ||
+      (fsT_is_low(W->dtype) ? fsG_low_grad_buf(W, &dW, &fw) : fsG_grad_buf(W, &dW)))
+    return -1;
+  if (dW && fsT_is_low(W->dtype) && !(sum = calloc((size_t)W->numel + 1, sizeof *sum))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  const float *g = fsT_f32(out->grad);
+  size_t N = (size_t)x->numel, P = (size_t)(x->shape[x->rank - 2] * x->shape[x->rank - 1]);
+  for (size_t at = 0, m; at < N; at += m) {
+    size_t p = at % P;
+    m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    if (m > P - p) m = P - p;
+    float *s = sum ? sum : dW;
+    for (size_t i = 0; s && i < m; i++) s[p + i] += g[at + i];
+    if (dx && fsT_is_low(x->dtype)) {
+      for (size_t i = 0; i < m; i++) c[i] = g[at + i] + 0.0f; /* the widened x's zeroed gradient plus g */
+      fsG_low_grad_add(x->dtype, dx + at, c, m, 1.0f, fx);
+    } else
+      for (size_t i = 0; dx && i < m; i++) dx[at + i] += g[at + i];
+  }
+  if (sum) fsG_low_grad_add(W->dtype, dW, sum, (size_t)W->numel, 1.0f, fw);
+  free(sum);
+  return 0;
+}
+
+static fs_tensor *posemb_low(fs_tensor *x, fs_tensor *W) {
+  fs_tensor *ins[2] = {x, W};
+  fs_tensor *out = fsT_new(fsG_promoted(2, ins), FS_DEV_CPU, x->rank, x->shape);
+  if (!out) return NULL;
+  float X[FSG_LOW_BLOCK], Wb[FSG_LOW_BLOCK], Y[FSG_LOW_BLOCK];
+  size_t N = (size_t)x->numel, P = (size_t)(x->shape[x->rank - 2] * x->shape[x->rank - 1]);
+  for (size_t at = 0, m; at < N; at += m) {
+    size_t p = at % P;
+    m = N - at < FSG_LOW_BLOCK ? N - at : FSG_LOW_BLOCK;
+    if (m > P - p) m = P - p;
+    const float *xv = fsG_low_block(x, at, m, true, X), *wv = fsG_low_block(W, p, m, true, Wb);
+    float *y = fsG_low_out(out, at, Y);
+    for (size_t i = 0; i < m; i++) y[i] = xv[i] + wv[i];
+    fsG_low_store(out, at, m, y);
+  }
+  return fsG_record(out, posemb_low_bw, 2, ins, NULL, NULL, 0, 0);
+}
+
 fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
   if (fsG_any_f64(2, (fs_tensor *const[]){x, W})) return fsG_posemb_f64(x, W);
+  bool low = posemb_low_ok(x, W);
   fsG_low lp;
-  if (fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
+  if (!low && fsG_low_begin(&lp, FSG_AC_KEEP, 2, (fs_tensor *const[]){x, W}))
     return fsG_low_end(&lp, lp.failed ? NULL : fsG_posemb(lp.w[0], lp.w[1]));
   fs_tensor *ins[2] = {x, W};
   const fsB_backend *be = fsG_check_inputs("positional embedding", 2, ins);
-  if (!be || !want_f32("positional embedding", x)) return NULL;
+  if (!be || (!low && !want_f32("positional embedding", x))) return NULL;
   char s[96];
   if (x->rank < 2 || x->shape[x->rank - 1] != W->shape[1]) {
     fsT_seterr("PositionalEmbedding(%lld, %lld): expected input [..., T, %lld], got %s",
@@ -485,6 +569,7 @@ fs_tensor *fsG_posemb(fs_tensor *x, fs_tensor *W) {
                (long long)T, (long long)W->shape[0]);
     return NULL;
   }
+  if (low) return posemb_low(x, W);
   fs_tensor *out = new_f32(x, x->rank, x->shape);
   if (!out) return NULL;
   be->nn->posemb_forward(fsT_f32(out), fsT_f32(x), fsT_f32(W), x->numel / (T * D > 0 ? T * D : 1), T, D);
@@ -971,16 +1056,17 @@ fs_tensor *fsG_unbool(fs_tensor *t) { return fsT_to_dtype(t, t->dtype == FS_BOOL
  * directly (autograd_int.h's FSG_LOW_BLOCK path on the cpu, the device's
  * fsB_low_kernels elsewhere) ---- */
 
-/* Same shapes or a scalar side, on the cpu or a device with low kernels,
- * float inputs of at most one low type (at least one low), and two
- * distinct tensors: a op a through fsG_low_begin widens a twice and rounds
- * its gradient after each side. */
+/* Same shapes or a scalar side, float inputs (at least one low; bfloat16
+ * with float16 gives float32, as fsG_promoted, on the cpu only: a device's
+ * low kernels take one low type), on the cpu or a device with low kernels,
+ * and two distinct tensors: a op a through fsG_low_begin widens a twice and
+ * rounds its gradient after each side. */
 static bool binary_low_direct(const fs_tensor *a, const fs_tensor *b) {
   if (a == b || !fsT_is_float(a->dtype) || !fsT_is_float(b->dtype)) return false;
-  fs_dtype la = fsT_is_low(a->dtype) ? a->dtype : FS_F32, lb = fsT_is_low(b->dtype) ? b->dtype : FS_F32;
-  if (la == lb ? la == FS_F32 : la != FS_F32 && lb != FS_F32) return false;
-  return a->device == b->device && a->data && b->data && (a->device == FS_DEV_CPU || low_kernels(a)) &&
-         same_or_scalar(a, b);
+  if (!fsT_is_low(a->dtype) && !fsT_is_low(b->dtype)) return false;
+  if (a->device != b->device || !a->data || !b->data || !same_or_scalar(a, b)) return false;
+  if (a->device == FS_DEV_CPU) return true;
+  return !(fsT_is_low(a->dtype) && fsT_is_low(b->dtype) && a->dtype != b->dtype) && low_kernels(a);
 }
 
 /* Side i's float32 contribution to its gradient over block [at, at + m)

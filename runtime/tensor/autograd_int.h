@@ -133,9 +133,9 @@ fs_tensor *fsG_low_end(fsG_low *L, fs_tensor *out);
 fs_dtype fsG_promoted(int n, fs_tensor *const *ins);
 
 /* ---- ops that load and store low-precision floats themselves (the
- * same-shape binary ops, dropout and whole sums in autograd.c; the unary,
- * broadcasting, where, over-a-dim and softmax ones in ops_grad.c; the
- * elementwise losses in loss_grad.c): cpu tensors
+ * same-shape binary ops, dropout, whole sums and embeddings in autograd.c;
+ * the unary, broadcasting, where, over-a-dim, softmax and cat ones in
+ * ops_grad.c; the losses in loss_grad.c; the norms in low_norm.c): cpu tensors
  * of one low type (and float32 ones) are read and written FSG_LOW_BLOCK
  * elements at a time through float32 buffers on the stack, so no float32
  * copy of an input or of the result exists.  The arithmetic is
@@ -163,7 +163,7 @@ void fsG_low_grad_add(fs_dtype dt, float *dx, const float *c, size_t n, float al
  * and *fresh when it is made now: the first fsG_low_grad_add (fresh) over
  * each element writes it instead of adding to zeros. */
 int fsG_low_grad_buf(fs_tensor *t, float **g, bool *fresh);
-/* LayerNorm, RMSNorm and GroupNorm of a low x (w, b: x's type or float32) on the
+/* LayerNorm, RMSNorm, GroupNorm and BatchNorm of a low x (w, b: x's type or float32) on the
  * cpu, loading and storing the low type (low_norm.c); _ok: the inputs
  * they take. */
 bool fsG_layernorm_low_ok(const fs_tensor *x, const fs_tensor *w, const fs_tensor *b);
@@ -172,6 +172,13 @@ bool fsG_rms_norm_low_ok(const fs_tensor *x, int nd, const int64_t *shape, const
 fs_tensor *fsG_rms_norm_low(fs_tensor *x, int nd, const int64_t *shape, fs_tensor *w, double eps);
 bool fsG_group_norm_low_ok(const fs_tensor *x, int64_t groups, const fs_tensor *w, const fs_tensor *b);
 fs_tensor *fsG_group_norm_low(fs_tensor *x, int64_t groups, fs_tensor *w, fs_tensor *b, double eps);
+/* BatchNorm of a low x the same way (w, b as above; running statistics of
+ * any float type but float64, updated in place); the caller checked the
+ * shapes. */
+bool fsG_batch_norm_low_ok(const fs_tensor *x, const fs_tensor *w, const fs_tensor *b, const fs_tensor *rm,
+                           const fs_tensor *rv);
+fs_tensor *fsG_batch_norm_low(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b, bool training,
+                              double momentum, double eps);
 
 /* ---- float64 (f64.c) ----
  * An op with a double path starts with

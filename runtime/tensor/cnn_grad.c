@@ -414,24 +414,14 @@ static fs_tensor *batch_norm_low_stats(fs_tensor *x, fs_tensor *rm, fs_tensor *r
   return out;
 }
 
-fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
-                          bool training, double momentum, double eps) {
-  if (rm && rv && rm->data && rv->data && (fsT_is_low(rm->dtype) || fsT_is_low(rv->dtype)))
-    return batch_norm_low_stats(x, rm, rv, w, b, training, momentum, eps);
-  fs_tensor *ins[3] = {x, w, b}, *stats[2] = {rm, rv};
-  bool f64 = fsG_any_f64(3, ins);
-  fsG_low lp;
-  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 3, ins))
-    return fsG_low_end(&lp, lp.failed ? NULL : fsG_batch_norm(lp.w[0], rm, rv, lp.w[1], lp.w[2], training, momentum, eps));
+/* x's shape against w, b and the running statistics; false + error */
+static bool batch_norm_shapes(const fs_tensor *x, const fs_tensor *rm, const fs_tensor *rv, const fs_tensor *w,
+                              const fs_tensor *b, bool training) {
   char a[96];
-  if (!fsG_check_inputs("batch_norm", 3, ins) ||
-      !float_inputs("batch_norm", f64 ? 5 : 1, (fs_tensor *const[]){x, w, b, rm, rv}, f64))
-    return NULL;
-  if ((rm || rv) && !fsG_check_inputs("batch_norm", 2, stats)) return NULL;
   if (x->rank < 2) {
     fsT_seterr("batch_norm: expected an input of at least 2 dimensions [N, C, ...], got %s",
                fsT_shape_str(x, a, sizeof a));
-    return NULL;
+    return false;
   }
   int64_t N = x->shape[0], C = x->shape[1], S = N * C != 0 ? x->numel / (N * C) : 0;
   const fs_tensor *per_channel[4] = {w, b, rm, rv};
@@ -439,17 +429,38 @@ fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor 
     if (per_channel[i] && per_channel[i]->numel != C) {
       fsT_seterr("running_mean should contain %lld elements not %lld", (long long)C,
                  (long long)per_channel[i]->numel);
-      return NULL;
+      return false;
     }
   if (!rm != !rv || (!training && !rm)) {
     fsT_seterr("batch_norm: running_mean and running_var must both be given when not training");
-    return NULL;
+    return false;
   }
   if (training && N * S <= 1) {
     fsT_seterr("Expected more than 1 value per channel when training, got input size %s",
                fsT_shape_str(x, a, sizeof a));
-    return NULL;
+    return false;
   }
+  return true;
+}
+
+fs_tensor *fsG_batch_norm(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b,
+                          bool training, double momentum, double eps) {
+  if (fsG_batch_norm_low_ok(x, w, b, rm, rv))
+    return batch_norm_shapes(x, rm, rv, w, b, training) ? fsG_batch_norm_low(x, rm, rv, w, b, training, momentum, eps)
+                                                        : NULL;
+  if (rm && rv && rm->data && rv->data && (fsT_is_low(rm->dtype) || fsT_is_low(rv->dtype)))
+    return batch_norm_low_stats(x, rm, rv, w, b, training, momentum, eps);
+  fs_tensor *ins[3] = {x, w, b}, *stats[2] = {rm, rv};
+  bool f64 = fsG_any_f64(3, ins);
+  fsG_low lp;
+  if (!f64 && fsG_low_begin(&lp, FSG_AC_KEEP, 3, ins))
+    return fsG_low_end(&lp, lp.failed ? NULL : fsG_batch_norm(lp.w[0], rm, rv, lp.w[1], lp.w[2], training, momentum, eps));
+  if (!fsG_check_inputs("batch_norm", 3, ins) ||
+      !float_inputs("batch_norm", f64 ? 5 : 1, (fs_tensor *const[]){x, w, b, rm, rv}, f64))
+    return NULL;
+  if ((rm || rv) && !fsG_check_inputs("batch_norm", 2, stats)) return NULL;
+  if (!batch_norm_shapes(x, rm, rv, w, b, training)) return NULL;
+  int64_t N = x->shape[0], C = x->shape[1], S = N * C != 0 ? x->numel / (N * C) : 0;
   if (f64) return fsG_batch_norm_f64(ins, rm, rv, training, momentum, eps);
   fsG_stage st;
   if (fsG_stage_begin(&st, "batch_norm", 3, ins) < 0) return NULL;

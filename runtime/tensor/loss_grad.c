@@ -66,68 +66,135 @@ static fs_tensor *class_last(fs_tensor *x, bool move) {
   return fsG_permute(x, perm);
 }
 
-/* nll_loss / cross_entropy with options on a low x on the cpu whose class
- * dim is last ([C] with [], [N, C] with [N], [B, T, C] with [B, T]) and
- * index targets: rows read by parts of about NLL_PART floats (fixed by the
- * shape) on the worker pool, each part's rows widened into its worker's
- * scratch for loss.h's float32 kernel.  The per-row losses are float32 and
- * reduced as the float32 path reduces them, the result rounded once to
- * its type (float32 under autocast); each row's weight comes back from a
- * one-row call and the mean's divisor sums them afterwards in row order,
- * so every value is the widened path's at any thread count.  Backward:
- * the kernel's dx on a zeroed part, rounded into x's gradient. */
+/* nll_loss / cross_entropy with options on a low x on the cpu, its class
+ * dim last ([C] with [], [N, C] with [N], [B, T, C] with [B, T]) or torch's
+ * [N, C, d...] with [N, d...], index targets or (cross_entropy) class
+ * probabilities of x's shape (float32 or x's type): rows read by parts of
+ * about NLL_PART floats (fixed by the shape) on the worker pool, each
+ * part's rows widened into its worker's scratch as [rows, C] (in torch's
+ * layout gathered across the d... positions, the float32 path's permuted
+ * copy, a part at a time) for loss.h's float32 kernel.  The per-row losses
+ * are float32 and reduced as the float32 path reduces them, the result
+ * rounded once to its type (float32 under autocast); each row's weight
+ * comes back from a one-row call and the mean's divisor sums them
+ * afterwards in row order, so every value is the widened path's at any
+ * thread count.  Backward: the kernel's dx (and a probability target's
+ * dp) on zeroed parts, rounded into a low input's gradient, added to a
+ * float32 one's. */
 enum { NLL_PART = 16384 };
 typedef struct nll_low {
-  const fs_tensor *x;
-  const int64_t *t;
-  float *per;           /* forward: [M] losses */
-  double *ws;           /* forward: [M] rows' weights */
-  const float *g;       /* backward: per's gradient */
-  float *dx;            /* backward: x's low gradient */
-  bool fresh;
-  float *scratch;       /* 2 * rows * C floats per worker */
-  fsN_nll o;            /* M, C of the whole x */
-  int64_t rows;         /* per part */
+  const fs_tensor *x, *p; /* p: probability targets, or NULL */
+  const int64_t *t;       /* index targets, or NULL */
+  float *per;             /* forward: [M] losses */
+  double *ws;             /* forward: [M] rows' weights */
+  const float *g;         /* backward: per's gradient */
+  float *dx, *dp;         /* backward: x's low gradient, p's gradient (or NULL) */
+  bool fresh, p_fresh;
+  float *scratch;         /* 4 * rows * C + rows floats per worker */
+  fsN_nll o;              /* M, C of the whole x */
+  int64_t rows;           /* per part */
+  int64_t S;              /* torch's layout: the d... positions per image; 0: class dim last */
 } nll_low;
 
-static bool nll_low_ok(const fs_tensor *x, const fs_tensor *t, const fs_tensor *w, double smoothing) {
+/* 0: x's class dim is last for this target; S > 0: torch's [N, C, d...]
+ * layout with S positions; -1: neither (the float32 path's layout rules) */
+static int64_t nll_layout(const fs_tensor *x, const fs_tensor *t, bool probs) {
+  int r = x->rank;
+  if (!probs && t->rank == r - 1 && !memcmp(t->shape, x->shape, (size_t)t->rank * sizeof *t->shape)) return 0;
+  if (probs) return r > 2 ? x->numel / (x->shape[0] * x->shape[1]) : 0;
+  if (r > 2 && t->rank == r - 1 && t->shape[0] == x->shape[0] &&
+      !memcmp(t->shape + 1, x->shape + 2, (size_t)(r - 2) * sizeof *x->shape))
+    return x->numel / (x->shape[0] * x->shape[1]);
+  return -1;
+}
+
+static bool nll_low_ok(const fs_tensor *x, const fs_tensor *t, const fs_tensor *w, bool from_logits, double smoothing) {
   if (!fsT_is_low(x->dtype) || x->device != FS_DEV_CPU || !x->data || x->rank == 0 || x->numel == 0 ||
-      t->dtype != FS_I64 || t->device != FS_DEV_CPU || !t->data || !(smoothing >= 0 && smoothing <= 1))
+      t->device != FS_DEV_CPU || !t->data || !(smoothing >= 0 && smoothing <= 1))
     return false;
-  if (w && (w->rank != 1 || w->numel != x->shape[x->rank - 1] || w->device != FS_DEV_CPU || !w->data ||
-            (w->dtype != FS_F32 && w->dtype != x->dtype)))
-    return false;
-  return t->rank == x->rank - 1 && !memcmp(t->shape, x->shape, (size_t)t->rank * sizeof *t->shape);
+  bool probs = t->dtype != FS_I64;
+  if (probs && (!from_logits || (t->dtype != FS_F32 && t->dtype != x->dtype) || !fsT_same_shape(x, t))) return false;
+  int64_t S = nll_layout(x, t, probs), C = x->shape[S ? 1 : x->rank - 1];
+  if (S < 0) return false;
+  return !w || (w->rank == 1 && w->numel == C && w->device == FS_DEV_CPU && w->data &&
+                (w->dtype == FS_F32 || w->dtype == x->dtype));
+}
+
+/* rows [r0, r0 + n) of t (x's layout) as float32 [n, C]: t's own floats
+ * or widened into buf (tmp: n floats) */
+static const float *nll_rows(const nll_low *j, const fs_tensor *t, int64_t r0, int64_t n, float *buf, float *tmp) {
+  int64_t C = j->o.C, S = j->S;
+  if (!S) return fsG_low_block(t, (size_t)(r0 * C), (size_t)(n * C), true, buf);
+  for (int64_t r = r0; r < r0 + n;) { /* row r is position r % S of image r / S */
+    int64_t i = r / S, s = r % S, k = S - s < r0 + n - r ? S - s : r0 + n - r;
+    for (int64_t c = 0; c < C; c++) {
+      const float *v = fsG_low_block(t, (size_t)((i * C + c) * S + s), (size_t)k, true, tmp);
+      for (int64_t q = 0; q < k; q++) buf[(r - r0 + q) * C + c] = v[q];
+    }
+    r += k;
+  }
+  return buf;
+}
+
+/* v[0..m) into the gradient g of t: rounded and added when t is low,
+ * added when float32 */
+static void nll_grad_add(const fs_tensor *t, float *g, const float *v, size_t m, bool fresh) {
+  if (fsT_is_low(t->dtype)) fsG_low_grad_add(t->dtype, g, v, m, 1.0f, fresh);
+  else
+    for (size_t q = 0; q < m; q++) g[q] += v[q];
+}
+
+/* d [n, C], rows [r0, r0 + n), into t's gradient g (x's layout; tmp: n
+ * floats) */
+static void nll_grad_rows(const nll_low *j, const fs_tensor *t, float *g, bool fresh, int64_t r0, int64_t n,
+                          const float *d, float *tmp) {
+  int64_t C = j->o.C, S = j->S;
+  if (!S) {
+    nll_grad_add(t, g + r0 * C, d, (size_t)(n * C), fresh);
+    return;
+  }
+  for (int64_t r = r0; r < r0 + n;) { /* as nll_rows */
+    int64_t i = r / S, s = r % S, k = S - s < r0 + n - r ? S - s : r0 + n - r;
+    for (int64_t c = 0; c < C; c++) {
+      for (int64_t q = 0; q < k; q++) tmp[q] = d[(r - r0 + q) * C + c];
+      nll_grad_add(t, g + (i * C + c) * S + s, tmp, (size_t)k, fresh);
+    }
+    r += k;
+  }
 }
 
 static int nll_low_part(void *ctx, int part, int worker) {
   const nll_low *j = ctx;
   int64_t C = j->o.C, r0 = part * j->rows, n = j->o.M - r0 < j->rows ? j->o.M - r0 : j->rows;
-  size_t at = (size_t)(r0 * C), m = (size_t)(n * C);
-  float *buf = j->scratch + (size_t)worker * 2 * (size_t)(j->rows * C);
-  const float *xs = fsG_low_block(j->x, at, m, true, buf);
+  size_t m = (size_t)(n * C), per = (size_t)(j->rows * C);
+  float *buf = j->scratch + (size_t)worker * (4 * per + (size_t)j->rows), *tmp = buf + 4 * per;
+  const float *xs = nll_rows(j, j->x, r0, n, buf, tmp), *ps = j->p ? nll_rows(j, j->p, r0, n, buf + per, tmp) : NULL;
   fsN_nll one = j->o;
-  if (!j->g) { /* forward: a row at a time, for its weight */
+  one.M = n;
+  if (!j->g && ps) fsN_nll_prob_forward(j->per + r0, xs, ps, &one);
+  if (!j->g && !ps) { /* index targets: a row at a time, for its weight */
     one.M = 1;
     for (int64_t r = 0; r < n; r++)
       if (fsN_nll_forward(j->per + r0 + r, j->ws + r0 + r, xs + r * C, j->t + r0 + r, &one) < 0) return -1;
-    return 0;
   }
-  float *d = buf + m;
-  memset(d, 0, m * sizeof *d); /* the kernel adds to dx, as to the zeroed float32 gradient */
-  one.M = n;
-  fsN_nll_backward(d, j->g + r0, xs, j->t + r0, &one);
-  fsG_low_grad_add(j->x->dtype, j->dx + at, d, m, 1.0f, j->fresh);
+  if (!j->g) return 0;
+  /* the kernel adds to dx (dp), as to the zeroed float32 gradient */
+  float *d = j->dx ? memset(buf + 2 * per, 0, m * sizeof *d) : NULL, *dp = j->dp ? memset(buf + 3 * per, 0, m * sizeof *dp) : NULL;
+  if (ps) fsN_nll_prob_backward(d, dp, j->g + r0, xs, ps, &one);
+  else if (d) fsN_nll_backward(d, j->g + r0, xs, j->t + r0, &one);
+  if (d) nll_grad_rows(j, j->x, j->dx, j->fresh, r0, n, d, tmp);
+  if (dp) nll_grad_rows(j, j->p, j->dp, j->p_fresh, r0, n, dp, tmp);
   return 0;
 }
 
-/* the parts of j (x, t and weight set) on the workers, or here when small */
+/* the parts of j (x, t or p, S and weight set) on the workers, or here
+ * when small */
 static int nll_low_run(nll_low *j, const fs_tensor *weight) {
   int64_t C = j->o.C, M = j->o.M, rows = C >= NLL_PART ? 1 : NLL_PART / C;
   j->rows = rows < M ? rows : M;
   int64_t parts = (M + j->rows - 1) / j->rows;
   bool pool = M * C >= 2 * NLL_PART;
-  size_t per = 2 * (size_t)(j->rows * C);
+  size_t per = 4 * (size_t)(j->rows * C) + (size_t)j->rows;
   float *mem = parts < INT32_MAX ? malloc(((pool ? (size_t)fsB_threads() : 1) * per + (size_t)C) * sizeof *mem) : NULL;
   if (!mem) {
     fsT_seterr(parts < INT32_MAX ? "out of memory" : "nll_loss: %lld rows are too many", (long long)M);
@@ -143,15 +210,26 @@ static int nll_low_run(nll_low *j, const fs_tensor *weight) {
   return rc;
 }
 
+/* j's targets and layout for x and target (nll_low_ok) */
+static void nll_low_shape(nll_low *j, const fs_tensor *x, const fs_tensor *target) {
+  bool probs = target->dtype != FS_I64;
+  j->x = x;
+  j->p = probs ? target : NULL;
+  j->t = probs ? NULL : fsT_i64(target);
+  j->S = nll_layout(x, target, probs);
+  j->o.C = x->shape[j->S ? 1 : x->rank - 1];
+  j->o.M = x->numel / j->o.C;
+}
+
 static int nll_low_bw(fsG_node *n, fs_tensor *out) {
-  fs_tensor *x = n->in[0];
-  nll_low j = {.x = x, .t = fsT_i64(n->in[1]), .g = fsT_f32(out->grad)};
-  if (fsG_low_grad_buf(x, &j.dx, &j.fresh)) return -1;
-  if (!j.dx) return 0;
+  fs_tensor *x = n->in[0], *target = n->in[1];
+  nll_low j = {.g = fsT_f32(out->grad)};
   nll_opts(n, x, NULL, &j.o);
-  j.o.M = out->numel;
-  j.o.C = x->shape[x->rank - 1];
-  return nll_low_run(&j, n->in[2]);
+  nll_low_shape(&j, x, target);
+  if (fsG_low_grad_buf(x, &j.dx, &j.fresh) ||
+      (j.p && (fsT_is_low(j.p->dtype) ? fsG_low_grad_buf(target, &j.dp, &j.p_fresh) : fsG_grad_buf(target, &j.dp))))
+    return -1;
+  return j.dx || j.dp ? nll_low_run(&j, n->in[2]) : 0;
 }
 
 /* the loss (nll_low_ok), reduced and rounded to its type */
@@ -159,32 +237,37 @@ static fs_tensor *nll_low_loss(fs_tensor *x, fs_tensor *target, fs_tensor *weigh
                                int64_t ignore_index, double smoothing, fsG_reduction red) {
   fs_tensor *ins[3] = {x, target, weight};
   fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(3, ins);
-  int64_t C = x->shape[x->rank - 1], M = x->numel / C;
   if (!fsG_check_inputs(from_logits ? "cross_entropy" : "nll_loss", 3, ins)) return NULL;
-  nll_low j = {.x = x, .t = fsT_i64(target),
-               .o = {.M = M, .C = C, .from_logits = from_logits, .ignore_index = ignore_index, .smoothing = (float)smoothing}};
+  nll_low j = {.o = {.from_logits = from_logits, .ignore_index = ignore_index, .smoothing = (float)smoothing}};
+  nll_low_shape(&j, x, target);
+  int64_t M = j.o.M;
   fs_tensor *per = fsT_new(FS_F32, FS_DEV_CPU, 1, &M);
-  j.ws = per ? malloc((size_t)M * sizeof *j.ws) : NULL;
+  j.ws = per && !j.p ? malloc((size_t)M * sizeof *j.ws) : NULL;
   j.per = per ? fsT_f32(per) : NULL;
-  if (!j.ws || nll_low_run(&j, weight) < 0) {
-    if (per && !j.ws) fsT_seterr("out of memory");
+  if (!per || (!j.p && !j.ws) || nll_low_run(&j, weight) < 0) {
+    if (per && !j.p && !j.ws) fsT_seterr("out of memory");
     free(j.ws);
     fsT_release(per);
     return NULL;
   }
-  double wsum = 0;
-  for (int64_t m = 0; m < M; m++) wsum += j.ws[m];
+  double wsum = j.p ? (double)M : 0; /* probabilities: the mean is over the rows */
+  for (int64_t m = 0; !j.p && m < M; m++) wsum += j.ws[m];
   free(j.ws);
   per = fsG_record(per, nll_low_bw, 3, ins, NULL, NULL, smoothing, ignore_index);
   if (per && per->node) per->node->iv[0] = from_logits;
-  fs_tensor *r = per ? reduce(per, red, wsum, x->rank - 1, x->shape) : NULL, *out = r ? fsG_cast(r, to) : NULL;
+  /* 'none' keeps the target's shape without the class dim */
+  int64_t shape[FS_MAX_RANK];
+  int rank = 0;
+  for (int d = 0; d < x->rank; d++)
+    if (d != (j.S ? 1 : x->rank - 1)) shape[rank++] = x->shape[d];
+  fs_tensor *r = per ? reduce(per, red, wsum, rank, shape) : NULL, *out = r ? fsG_cast(r, to) : NULL;
   fsT_release(r);
   return out;
 }
 
 fs_tensor *fsG_nll(fs_tensor *x, fs_tensor *target, fs_tensor *weight, bool from_logits,
                    int64_t ignore_index, double smoothing, fsG_reduction red) {
-  if (nll_low_ok(x, target, weight, smoothing)) return nll_low_loss(x, target, weight, from_logits, ignore_index, smoothing, red);
+  if (nll_low_ok(x, target, weight, from_logits, smoothing)) return nll_low_loss(x, target, weight, from_logits, ignore_index, smoothing, red);
   fsG_low lp;
   bool f64 = fsG_any_f64(3, (fs_tensor *const[]){x, target, weight});
   if (!f64 && fsG_low_begin(&lp, FSG_AC_F32, 3, (fs_tensor *const[]){x, target, weight}))
@@ -277,15 +360,26 @@ static int ploss_bw(fsG_node *n, fs_tensor *out) {
 }
 
 /* Elementwise losses of same-shaped low (or low and float32) x and y on
- * the cpu read a block at a time (autograd_int.h's FSG_LOW_BLOCK path):
+ * the cpu read a block at a time (autograd_int.h's FSG_LOW_BLOCK path; a
+ * target y broadcast to x's shape is first widened and expanded on the
+ * tape, as the float32 path does it, so its gradient is that path's):
  * the per-element losses are the float32 kernel's on the widened values
  * (a float32 tensor, weighted and reduced as the float32 path does it, then
  * rounded once to the result's type), and backward adds each input's
  * float32 contribution rounded (fsG_low_grad_add).  pos_weight [P] is
  * widened twice over, so that a block starting at element `at` reads it
  * from at % P on with the kernel's i % P. */
-static bool ploss_low_ok(const fs_tensor *x, const fs_tensor *y, const fs_tensor *pos_weight, const fs_tensor *weight) {
-  if (!fsT_same_shape(x, y) || !(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
+static bool ploss_low_ok(fsN_ploss kind, const fs_tensor *x, const fs_tensor *y, const fs_tensor *pos_weight,
+                         const fs_tensor *weight) {
+  if (!(fsT_is_low(x->dtype) || fsT_is_low(y->dtype))) return false;
+  if (!fsT_same_shape(x, y)) { /* a target broadcast to x's shape (BCE refuses it below) */
+    int64_t shape[FS_MAX_RANK];
+    int rank;
+    if (kind == FSN_BCE || kind == FSN_BCE_LOGITS ||
+        fsU_broadcast_shape(x->rank, x->shape, y->rank, y->shape, &rank, shape) < 0 || rank != x->rank ||
+        memcmp(shape, x->shape, (size_t)rank * sizeof *shape))
+      return false;
+  }
   if (pos_weight && pos_weight->numel != 1 && (x->rank == 0 || pos_weight->numel != x->shape[x->rank - 1])) return false;
   const fs_tensor *ts[4] = {x, y, pos_weight, weight};
   for (int i = 0; i < 4; i++) {
@@ -367,10 +461,14 @@ static const char *const ploss_names[] = {
 fs_tensor *fsG_ploss(fsN_ploss kind, fs_tensor *x, fs_tensor *y, double param, fs_tensor *pos_weight,
                      fs_tensor *weight, fsG_reduction red) {
   bool f64 = fsG_any_f64(4, (fs_tensor *const[]){x, y, pos_weight, weight});
-  if (!f64 && ploss_low_ok(x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
+  if (!f64 && ploss_low_ok(kind, x, y, pos_weight, weight)) { /* the widened path's result type: float32 under autocast */
     fs_tensor *ins[4] = {x, y, pos_weight, weight};
     fs_dtype to = fsG_autocast() != FS_F32 ? FS_F32 : fsG_promoted(4, ins);
-    fs_tensor *per = ploss_low(kind, x, y, param, pos_weight);
+    fs_tensor *yf = fsT_same_shape(x, y) ? fsT_retain(y) : fsG_cast(y, FS_F32);
+    fs_tensor *ye = !yf || fsT_same_shape(x, yf) ? yf : fsG_expand(yf, x->rank, x->shape);
+    fs_tensor *per = ye ? ploss_low(kind, x, ye, param, pos_weight) : NULL;
+    if (ye != yf) fsT_release(ye);
+    fsT_release(yf);
     if (per && weight) { /* as the float32 path: per * weight, broadcast (the weight's gradient rounded once) */
       fs_tensor *w = fsG_binary_op(FSU_MUL, per, weight);
       fsT_release(per);

@@ -1,4 +1,4 @@
-/* low_norm.c -- LayerNorm, RMSNorm and GroupNorm of a bfloat16/float16 x on the cpu
+/* low_norm.c -- LayerNorm, RMSNorm, GroupNorm and BatchNorm of a bfloat16/float16 x on the cpu
  * that load and store the low type themselves (autograd_int.h's
  * FSG_LOW_BLOCK family): no float32 copy of x, of its result or of their
  * gradients.
@@ -17,6 +17,7 @@
  * at any thread count. */
 #include "autograd_int.h"
 #include "blas.h"
+#include "cnn.h"
 #include "nn.h"
 #include "norm.h"
 #include "vmath.h"
@@ -96,9 +97,10 @@ static int ln_low_backward_part(void *ctx, int part, int worker) {
   return 0;
 }
 
-/* j's parts over the workers, or here in order when the tensor is small */
-static void ln_low_run(ln_low *j, int parts, fsB_part_fn fn) {
-  if (j->N * j->C < 2 * LOW_LN_PART)
+/* j's parts over the workers, or here in order when the tensor (numel
+ * elements) is small */
+static void low_run(void *j, int64_t numel, int parts, fsB_part_fn fn) {
+  if (numel < 2 * LOW_LN_PART)
     for (int p = 0; p < parts; p++) fn(j, p, 0);
   else fsB_parallel(parts, fn, j); /* the parts cannot fail */
 }
@@ -175,7 +177,7 @@ static int ln_low_bw(fsG_node *n, fs_tensor *out) {
     j.db = dbl ? dbl : db;
     if (!j.dx) j.row_parts = 0;
     int64_t cols = j.dw || j.db ? (j.C + LOW_LN_COLUMNS - 1) / LOW_LN_COLUMNS : 0;
-    ln_low_run(&j, (int)(j.row_parts + cols), ln_low_backward_part);
+    low_run(&j, j.N * j.C, (int)(j.row_parts + cols), ln_low_backward_part);
     if (dwl) fsG_low_grad_add(w->dtype, dw, dwl, (size_t)j.C, 1.0f, wf);
     if (dbl) fsG_low_grad_add(b->dtype, db, dbl, (size_t)j.C, 1.0f, bf);
   }
@@ -205,7 +207,7 @@ static fs_tensor *norm_low(const char *op, fs_tensor *x, fs_tensor *w, fs_tensor
   j.mean = b ? fsT_f32(mean) : NULL;
   j.rstd = fsT_f32(rstd);
   j.eps = (float)eps;
-  ln_low_run(&j, (int)j.row_parts, ln_low_forward_part);
+  low_run(&j, j.N * j.C, (int)j.row_parts, ln_low_forward_part);
   free(wide);
   if (!b) return fsG_record(out, ln_low_bw, 2, ins, rstd, NULL, eps, 1);
   return fsG_record(out, ln_low_bw, 3, ins, mean, rstd, eps, 0);
@@ -308,4 +310,160 @@ fs_tensor *fsG_group_norm_low(fs_tensor *x, int64_t groups, fs_tensor *w, fs_ten
   }
   free(g.wide);
   return fsG_record(out, gn_low_bw, 3, ins, mean, rstd, eps, groups);
+}
+
+/* ---- BatchNorm: x [N, C, S...] by parts of whole channels (about
+ * LOW_LN_PART floats, fixed by the shape) on the worker pool.  A part
+ * gathers its k channels of every image into its worker's scratch as
+ * [N, k, S], runs cnn.h's kernel on them as a batch of k channels and
+ * scatters the result rounded once.  A channel's statistics, running
+ * statistics and gradients are the kernel's over that channel alone (in
+ * the same order whatever k), so every value is the float32-copy path's.
+ * Running statistics of any float type but float64 are widened whole,
+ * updated by the kernel and stored back rounded, as torch's in-place
+ * update of a bfloat16 buffer computes in float. ---- */
+
+typedef struct bn_low {
+  const fs_tensor *x;
+  fs_tensor *out;               /* forward: x's promoted type */
+  const float *w, *b, *dy;      /* widened w, b; backward: out's float32 gradient */
+  float *rm, *rv, *mean, *rstd; /* running statistics (widened, or their own floats); [C] */
+  float *dx, *dw, *db;          /* x's low gradient; w's, b's float32 sums (or their gradients) */
+  float *scratch;               /* 3 N k S floats per worker */
+  int64_t N, C, S, k;           /* k: channels per part */
+  bool training, dx_fresh;
+  float momentum, eps;
+} bn_low;
+
+bool fsG_batch_norm_low_ok(const fs_tensor *x, const fs_tensor *w, const fs_tensor *b, const fs_tensor *rm,
+                           const fs_tensor *rv) {
+  if (!x || !fsT_is_low(x->dtype) || x->rank < 2 || x->numel == 0 || !low_side_ok(x, x->dtype) ||
+      !low_side_ok(w, x->dtype) || !low_side_ok(b, x->dtype))
+    return false;
+  const fs_tensor *stats[2] = {rm, rv};
+  for (int i = 0; i < 2; i++)
+    if (stats[i] && (stats[i]->device != FS_DEV_CPU || !stats[i]->data || stats[i]->dtype == FS_F64 ||
+                     !fsT_is_float(stats[i]->dtype)))
+      return false;
+  return true;
+}
+
+/* channels [c0, c0 + k) of every image of a [N, C, S] array of type dt,
+ * widened into buf as [N, k, S] */
+static void bn_gather(const bn_low *j, fs_dtype dt, const void *src, int64_t c0, int64_t k, float *buf) {
+  size_t es = fsT_dtype_size(dt), m = (size_t)(k * j->S);
+  for (int64_t n = 0; n < j->N; n++)
+    fsT_convert(FS_F32, buf + n * m, dt, (const char *)src + (size_t)((n * j->C + c0) * j->S) * es, m);
+}
+
+static int bn_low_forward_part(void *ctx, int part, int worker) {
+  const bn_low *j = ctx;
+  int64_t c0 = part * j->k, k = j->C - c0 < j->k ? j->C - c0 : j->k;
+  size_t m = (size_t)(k * j->S), es = fsT_dtype_size(j->out->dtype);
+  float *x = j->scratch + (size_t)worker * 3 * (size_t)(j->N * j->k * j->S), *y = x + j->N * m;
+  bn_gather(j, j->x->dtype, j->x->data, c0, k, x);
+  fsN_batchnorm_forward(y, j->mean + c0, j->rstd + c0, x, j->w ? j->w + c0 : NULL, j->b ? j->b + c0 : NULL,
+                        j->rm ? j->rm + c0 : NULL, j->rv ? j->rv + c0 : NULL, j->N, k, j->S, j->training,
+                        j->momentum, j->eps);
+  for (int64_t n = 0; n < j->N; n++)
+    fsT_convert(j->out->dtype, (char *)j->out->data + (size_t)((n * j->C + c0) * j->S) * es, FS_F32, y + n * m, m);
+  return 0;
+}
+
+static int bn_low_backward_part(void *ctx, int part, int worker) {
+  const bn_low *j = ctx;
+  int64_t c0 = part * j->k, k = j->C - c0 < j->k ? j->C - c0 : j->k;
+  size_t m = (size_t)(k * j->S);
+  float *x = j->scratch + (size_t)worker * 3 * (size_t)(j->N * j->k * j->S), *dy = x + j->N * m, *d = dy + j->N * m;
+  bn_gather(j, j->x->dtype, j->x->data, c0, k, x);
+  bn_gather(j, FS_F32, j->dy, c0, k, dy);
+  if (j->dx) memset(d, 0, j->N * m * sizeof *d); /* the kernel adds to dx, as to the zeroed float32 gradient */
+  fsN_batchnorm_backward(j->dx ? d : NULL, j->dw ? j->dw + c0 : NULL, j->db ? j->db + c0 : NULL, dy, x,
+                         j->w ? j->w + c0 : NULL, j->mean + c0, j->rstd + c0, j->N, k, j->S, j->training);
+  for (int64_t n = 0; j->dx && n < j->N; n++)
+    fsG_low_grad_add(j->x->dtype, j->dx + (n * j->C + c0) * j->S, d + n * m, m, 1.0f, j->dx_fresh);
+  return 0;
+}
+
+/* j's shape, scratch and widened w, b, rm, rv (wide: 4 C floats first);
+ * -1 + error */
+static int bn_low_begin(bn_low *j, const fs_tensor *x, const fs_tensor *w, const fs_tensor *b, fs_tensor *rm,
+                        fs_tensor *rv, float **wide) {
+  int64_t N = x->shape[0], C = x->shape[1], S = x->numel / (N * C), k = LOW_LN_PART / (N * S);
+  *j = (bn_low){.x = x, .N = N, .C = C, .S = S, .k = k < 1 ? 1 : k > C ? C : k};
+  int workers = x->numel < 2 * LOW_LN_PART ? 1 : fsB_threads();
+  if (!(*wide = malloc((4 * (size_t)C + (size_t)workers * 3 * (size_t)(N * j->k * S)) * sizeof **wide))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  j->scratch = *wide + 4 * C;
+  j->w = w ? fsG_low_block(w, 0, (size_t)C, true, *wide) : NULL;
+  j->b = b ? fsG_low_block(b, 0, (size_t)C, true, *wide + C) : NULL;
+  fs_tensor *stats[2] = {rm, rv};
+  for (int i = 0; i < 2; i++) {
+    float *s = NULL;
+    if (stats[i] && stats[i]->dtype == FS_F32) s = fsT_f32(stats[i]);
+    else if (stats[i]) fsT_convert(FS_F32, s = *wide + (2 + i) * C, stats[i]->dtype, stats[i]->data, (size_t)C);
+    *(i ? &j->rv : &j->rm) = s;
+  }
+  return 0;
+}
+
+static int bn_low_bw(fsG_node *n, fs_tensor *out) {
+  fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+  bn_low j;
+  float *wide, *dwl = NULL, *dbl = NULL, *dw = NULL, *db = NULL;
+  bool wf = false, bf = false;
+  if (bn_low_begin(&j, x, w, b, NULL, NULL, &wide) < 0) return -1;
+  int rc = fsG_low_grad_buf(x, &j.dx, &j.dx_fresh) || (w && ln_low_param(w, &dw, &dwl, &wf)) ||
+                   (b && ln_low_param(b, &db, &dbl, &bf))
+               ? -1
+               : 0;
+  if (rc == 0 && (j.dx || dw || db)) {
+    j.dy = fsT_f32(out->grad);
+    j.mean = fsT_f32(n->saved[0]);
+    j.rstd = fsT_f32(n->saved[1]);
+    j.dw = dwl ? dwl : dw;
+    j.db = dbl ? dbl : db;
+    j.training = n->k != 0;
+    low_run(&j, x->numel, (int)((j.C + j.k - 1) / j.k), bn_low_backward_part);
+    if (dwl) fsG_low_grad_add(w->dtype, dw, dwl, (size_t)j.C, 1.0f, wf);
+    if (dbl) fsG_low_grad_add(b->dtype, db, dbl, (size_t)j.C, 1.0f, bf);
+  }
+  free(dwl);
+  free(dbl);
+  free(wide);
+  return rc;
+}
+
+fs_tensor *fsG_batch_norm_low(fs_tensor *x, fs_tensor *rm, fs_tensor *rv, fs_tensor *w, fs_tensor *b, bool training,
+                              double momentum, double eps) {
+  fs_tensor *ins[3] = {x, w, b};
+  if (!fsG_check_inputs("batch_norm", 3, ins)) return NULL;
+  bn_low j;
+  float *wide;
+  if (bn_low_begin(&j, x, w, b, rm, rv, &wide) < 0) return NULL;
+  int64_t C = j.C;
+  fs_tensor *out = fsT_new(fsG_promoted(3, ins), FS_DEV_CPU, x->rank, x->shape);
+  fs_tensor *mean = fsT_new(FS_F32, FS_DEV_CPU, 1, &C), *rstd = fsT_new(FS_F32, FS_DEV_CPU, 1, &C);
+  if (!out || !mean || !rstd) {
+    free(wide);
+    fsT_release(out);
+    fsT_release(mean);
+    fsT_release(rstd);
+    return NULL;
+  }
+  j.out = out;
+  j.mean = fsT_f32(mean);
+  j.rstd = fsT_f32(rstd);
+  j.training = training;
+  j.momentum = (float)momentum;
+  j.eps = (float)eps;
+  low_run(&j, x->numel, (int)((C + j.k - 1) / j.k), bn_low_forward_part);
+  fs_tensor *stats[2] = {rm, rv};
+  for (int i = 0; training && i < 2; i++)
+    if (stats[i] && stats[i]->dtype != FS_F32)
+      fsT_convert(stats[i]->dtype, stats[i]->data, FS_F32, i ? j.rv : j.rm, (size_t)C);
+  free(wide);
+  return fsG_record(out, bn_low_bw, 3, ins, mean, rstd, eps, training);
 }

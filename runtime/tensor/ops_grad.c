@@ -715,12 +715,35 @@ fs_tensor *fsG_select(fs_tensor *x, int dim, int64_t i) {
 
 /* ---- cat ---- */
 
+/* A low piece's (on the cpu): its window of the gradient rounded and
+ * added to the piece's (fsG_low_grad_add), as the cast node of the widened
+ * path did. */
+static int cat_piece_low_bw(fsG_node *n, fs_tensor *out, const fsU_window *w) {
+  fs_tensor *p = n->in[0];
+  float *dp, *dc, *part = NULL;
+  bool fresh;
+  if (fsG_low_grad_buf(p, &dp, &fresh) || fsG_grad_buf(n->in[1], &dc)) return -1;
+  if (dp && !(part = malloc((size_t)p->numel * sizeof *part + 1))) {
+    fsT_seterr("out of memory");
+    return -1;
+  }
+  if (dp) {
+    fsU_cpu.gather(w, sizeof(float), fsT_f32(out->grad), part);
+    for (int64_t i = 0; i < p->numel; i++) part[i] += 0.0f; /* the widened piece's zeroed gradient plus it */
+    fsG_low_grad_add(p->dtype, dp, part, (size_t)p->numel, 1.0f, fresh);
+  }
+  for (int64_t i = 0; dc && i < out->numel; i++) dc[i] += fsT_f32(out->grad)[i];
+  free(part);
+  return 0;
+}
+
 /* The backward of one link of cat's chain: in[0] (a piece) gets its window
  * of the gradient, in[1] (the chain so far) all of it. */
 static int cat_piece_bw(fsG_node *n, fs_tensor *out) {
   fsU_window w;
   fsG_bwstage c;
   window_load(n, &w);
+  if (fsT_is_low(n->in[0]->dtype) && n->in[0]->device == FS_DEV_CPU) return cat_piece_low_bw(n, out, &w);
   if (fsG_bw_begin(&c, n, out) < 0) return -1;
   int rc = 0;
   if (c.d[0]) { /* d piece += the piece's window of the gradient */
@@ -747,8 +770,9 @@ static int cat_piece64_bw(fsG_node *n, fs_tensor *out) {
   return rc < 0 || fsG_add_grad_f64(n->in[1], out->grad) < 0 ? -1 : 0;
 }
 
-/* Low-precision parts are concatenated as float32 copies; the result is
- * their type when every float part has it (precision.c's rule for n inputs). */
+/* Low-precision parts off the cpu or with float64 ones are concatenated as
+ * float32 copies; the result is their type when every float part has it
+ * (precision.c's rule for n inputs). */
 static fs_tensor *cat_low(fs_tensor *const *ts, int n, int dim, fs_dtype low) {
   fs_tensor **w = calloc((size_t)n, sizeof *w);
   fs_tensor *out = NULL;
@@ -769,14 +793,18 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     fsT_seterr("torch.cat(): expected a non-empty list of Tensors");
     return NULL;
   }
+  /* on the cpu, low parts are copied as they are (into float32 when the
+   * float parts' types differ), their gradients rounded (cat_piece_low_bw):
+   * the widened path's values, and torch's bits for a signaling NaN too */
   fs_dtype floats = FS_I64;
-  bool any_low = false;
+  bool any_low = false, widen = false;
   for (int i = 0; i < n; i++) {
     fs_dtype t = ts[i]->dtype;
     any_low |= fsT_is_low(t);
+    widen |= t == FS_F64 || ts[i]->device != FS_DEV_CPU;
     if (fsT_is_float(t)) floats = floats == FS_I64 || floats == t ? t : FS_F32;
   }
-  if (any_low) return cat_low(ts, n, dim, floats);
+  if (any_low && widen) return cat_low(ts, n, dim, floats);
   int d;
   if (ts[0]->rank == 0) {
     fsT_seterr("zero-dimensional tensor (at position 0) cannot be concatenated");
@@ -809,7 +837,8 @@ fs_tensor *fsG_cat(fs_tensor *const *ts, int n, int dim) {
     shape[d] += t->shape[d];
     any_f32 |= t->dtype != FS_I64;
   }
-  fs_dtype dt = any_f64 ? FS_F64 : any_f32 ? FS_F32 : FS_I64; /* torch: float32 with float64 is float64 */
+  /* torch: float32 with float64 is float64 */
+  fs_dtype dt = any_f64 ? FS_F64 : any_low ? floats : any_f32 ? FS_F32 : FS_I64;
   fs_tensor *out = fsG_host_new(dt, ts[0]->rank, shape);
   fsU_window w;
   int64_t at = 0;

@@ -6,8 +6,8 @@
  * copy made by a cast node, or by an elementwise op that widens it block by
  * block itself (autograd_int.h's FSG_LOW_BLOCK path: arithmetic, where,
  * unary functions, the bfloat16 activations, dropout, sums, max/min,
- * logsumexp, cumsum, softmax, the losses, LayerNorm, RMSNorm
- * and GroupNorm (low_norm.c)); an op whose float inputs are
+ * logsumexp, cumsum, softmax, the losses, cat, embeddings, LayerNorm,
+ * RMSNorm, GroupNorm and BatchNorm (low_norm.c)); an op whose float inputs are
  * all low rounds its float32 result back to that type.  So each op rounds
  * once, at its output, as torch's CPU kernels for these types do (they
  * compute in float internally), and every gradient that reaches a low

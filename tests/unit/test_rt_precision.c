@@ -419,18 +419,21 @@ static void test_low_binary(void **state) {
   static const int64_t sizes[] = {1, 7, 1023, 1024, 1025, 3001};
   static const fs_dtype types[] = {FS_BF16, FS_F16};
   /* second operand: low, float32 with dims (the result is float32), a
-   * 0-dim float32 (a Python scalar: the result keeps the low type) */
-  enum { LOW, F32, SCALAR };
+   * 0-dim float32 (a Python scalar: the result keeps the low type), the
+   * other low type with dims (float32, as torch promotes bfloat16 and
+   * float16) or 0-dim (the result keeps the first's type) */
+  enum { LOW, F32, SCALAR, OTHER, OTHER_SCALAR };
   for (size_t t = 0; t < 2; t++)
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
       for (int op = FSB_ADD; op <= FSB_DIV; op++)
-        for (int kind = LOW; kind <= SCALAR; kind++)
+        for (int kind = LOW; kind <= OTHER_SCALAR; kind++)
           for (int swap = 0; swap < 2; swap++) {
             fs_dtype dt = types[t];
             int64_t n = sizes[s];
             fs_tensor *a, *aw, *b, *bw;
             low_pair(dt, 1, &n, "a", -2, &a, &aw);
-            if (kind == LOW) low_pair(dt, 1, &n, "b", 0.25f, &b, &bw);
+            if (kind == LOW || kind == OTHER) low_pair(kind == LOW ? dt : types[1 - t], 1, &n, "b", 0.25f, &b, &bw);
+            else if (kind == OTHER_SCALAR) low_pair_k(types[1 - t], 0, &n, "b", 0.25f, 0, &b, &bw);
             else {
               b = kind == F32 ? rt_rand("b", 0.25f, 4, 1, &n) : fsT_scalar(-1.75f);
               b->requires_grad = kind == F32;
@@ -439,7 +442,7 @@ static void test_low_binary(void **state) {
             }
             fs_tensor *x = swap ? b : a, *y = swap ? a : b, *xw = swap ? bw : aw, *yw = swap ? aw : bw;
             fs_tensor *out = rt_ok(fsG_binary((fsB_binop)op, x, y)), *ref = rt_ok(fsG_binary((fsB_binop)op, xw, yw));
-            fs_dtype want = kind == F32 ? FS_F32 : dt;
+            fs_dtype want = kind == F32 || kind == OTHER ? FS_F32 : dt;
             assert_int_equal(out->dtype, want);
             fs_tensor *r = rounded(ref, want);
             assert_same(out, fsT_f32(r), n);
@@ -448,7 +451,7 @@ static void test_low_binary(void **state) {
             backward_weighted(out, w);
             backward_weighted(ref, wr);
             assert_grad(a, aw, dt);
-            if (kind == LOW) assert_grad(b, bw, dt);
+            if (fsT_is_low(b->dtype)) assert_grad(b, bw, b->dtype);
             else if (kind == F32) assert_same(b->grad, fsT_f32(bw->grad), n);
             fs_tensor *all[] = {a, aw, b, bw, out, ref, r, w, wr};
             for (size_t i = 0; i < sizeof all / sizeof *all; i++) fsT_release(all[i]);
@@ -543,11 +546,12 @@ static void test_low_bcast(void **state) {
   for (int t = 0; t < 2; t++)
     for (size_t s = 0; s < sizeof bcast_shapes / sizeof *bcast_shapes; s++)
       for (int op = FSU_ADD; op <= FSU_MINIMUM + 1; op++) /* FSU_MINIMUM + 1: where */
-        for (int f32 = 0; f32 < 2; f32++) {
+        for (int f32 = 0; f32 < 3; f32++) { /* b: low, float32, the other low type (a float32 result) */
           fs_dtype dt = t ? FS_F16 : FS_BF16;
           fs_tensor *a, *aw, *b, *bw, *cond = NULL, *out, *ref;
           low_pair(dt, bcast_shapes[s].ra, bcast_shapes[s].a, "a", op == FSU_POWT ? 0.25f : -2, &a, &aw);
-          if (!f32) low_pair(dt, bcast_shapes[s].rb, bcast_shapes[s].b, "b", 0.25f, &b, &bw);
+          if (f32 != 1)
+            low_pair(f32 ? (t ? FS_BF16 : FS_F16) : dt, bcast_shapes[s].rb, bcast_shapes[s].b, "b", 0.25f, &b, &bw);
           else {
             b = rt_rand("b", 0.25f, 4, bcast_shapes[s].rb, bcast_shapes[s].b);
             bw = rt_ok(fsT_copy(b));
@@ -684,6 +688,109 @@ static void test_low_ploss(void **state) {
           }
 }
 
+/* The same with a target broadcast to x's shape ([C] and [N, 1]; low or
+ * float32): the target widened and expanded as the float32 path does (its
+ * gradient that path's), x read a block at a time. */
+static void test_low_ploss_bcast(void **state) {
+  (void)state;
+  int64_t shape[2] = {37, 61}, ys[2][2] = {{61, 0}, {37, 1}};
+  for (int t = 0; t < 2; t++)
+    for (int kind = FSN_MSE; kind <= FSN_KL_DIV; kind++)
+      for (int b = 0; b < 4 && kind != FSN_BCE && kind != FSN_BCE_LOGITS; b++) { /* bit 0: [N, 1]; bit 1: float32 */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        int yr = b & 1 ? 2 : 1;
+        fs_tensor *x[2], *xw[2];
+        low_pair(dt, 2, shape, "x", -2, &x[0], &xw[0]);
+        if (b & 2) {
+          x[1] = rt_rand("y", -1, 1, yr, ys[b & 1]);
+          xw[1] = rt_ok(fsT_copy(x[1]));
+          x[1]->requires_grad = xw[1]->requires_grad = true;
+        } else
+          low_pair_k(dt, yr, ys[b & 1], "y", -1, 0, &x[1], &xw[1]);
+        fsG_reduction red = (fsG_reduction)((kind + b) % 3); /* none, mean, sum */
+        double param = kind == FSN_KL_DIV ? b % 2 : 0.5;
+        fs_tensor *out = rt_ok(fsG_ploss((fsN_ploss)kind, x[0], x[1], param, NULL, NULL, red));
+        fs_tensor *ref = rt_ok(fsG_ploss((fsN_ploss)kind, xw[0], xw[1], param, NULL, NULL, red));
+        check_low(out, ref, x, xw, b & 2 ? FS_F32 : dt, 2);
+      }
+}
+
+/* cat of low pieces on the cpu copies them as they are (into float32 when
+ * the float pieces' types differ), along the first dim and the last, with
+ * a piece given twice (its two gradients rounded and added) and an int64
+ * piece (converted to the result's type): the float32-copy path's values
+ * and gradients. */
+static void test_low_cat(void **state) {
+  (void)state;
+  static const int64_t sa[2] = {3, 5}, sb[2][2] = {{4, 5}, {3, 2}};
+  for (int t = 0; t < 2; t++)
+    for (int d = 0; d < 2; d++)
+      for (int kind = 0; kind < 4; kind++) { /* b: low, float32, the other low type, int64 */
+        fs_dtype dt = t ? FS_F16 : FS_BF16, other = t ? FS_BF16 : FS_F16;
+        fs_tensor *x[2], *xw[2], *ints = NULL;
+        low_pair(dt, 2, sa, "a", -2, &x[0], &xw[0]);
+        if (kind == 0 || kind == 2) low_pair_k(kind ? other : dt, 2, sb[d], "b", -1, 0, &x[1], &xw[1]);
+        else if (kind == 1) {
+          x[1] = rt_rand("b", -1, 1, 2, sb[d]);
+          xw[1] = rt_ok(fsT_copy(x[1]));
+          x[1]->requires_grad = xw[1]->requires_grad = true;
+        } else {
+          ints = fsT_new(FS_I64, FS_DEV_CPU, 2, sb[d]);
+          for (int64_t i = 0; i < ints->numel; i++) fsT_i64(ints)[i] = i * 37 - 200; /* some not bfloat16's */
+        }
+        fs_tensor *b = ints ? ints : x[1], *bw = ints ? ints : xw[1];
+        /* a twice when the result is low (a float32 result's two gradients
+         * are rounded each, the reference's sum once) */
+        int n = kind == 1 || kind == 2 ? 2 : 3;
+        fs_tensor *out = rt_ok(fsG_cat((fs_tensor *[]){x[0], b, x[0]}, n, d));
+        fs_tensor *ref = rt_ok(fsG_cat((fs_tensor *[]){xw[0], bw, xw[0]}, n, d));
+        check_low(out, ref, x, xw, kind == 1 || kind == 2 ? FS_F32 : dt, ints ? 1 : 2);
+        fsT_release(ints);
+      }
+}
+
+/* An embedding of a low W copies its rows; W's gradient sums each row's in
+ * float32 in index order (repeated indices) and rounds it once: the
+ * float32-copy path's values. */
+static void test_low_embedding(void **state) {
+  (void)state;
+  static const int64_t ws[2] = {7, 5}, is[2] = {3, 4};
+  for (int t = 0; t < 2; t++) {
+    fs_dtype dt = t ? FS_F16 : FS_BF16;
+    fs_tensor *W, *Ww, *idx = fsT_new(FS_I64, FS_DEV_CPU, 2, is);
+    low_pair(dt, 2, ws, "W", -2, &W, &Ww);
+    for (int64_t i = 0; i < idx->numel; i++) fsT_i64(idx)[i] = (i * 5 + 1) % 6; /* row 6 unused, others repeated */
+    fs_tensor *out = rt_ok(fsG_embedding(idx, W));
+    check_low(out, rt_ok(fsG_embedding(idx, Ww)), &W, &Ww, dt, 1);
+    fsT_release(idx);
+  }
+}
+
+/* A positional embedding of low x and W (or one of them float32): x + W's
+ * first T rows a block at a time (blocks inside an image of 1,200 too),
+ * W's gradient summed over the images in float32 and rounded once: the
+ * float32-copy path's values. */
+static void test_low_posemb(void **state) {
+  (void)state;
+  static const int64_t xs[2][3] = {{3, 5, 7}, {2, 40, 30}}, ws[2][2] = {{6, 7}, {45, 30}};
+  for (int t = 0; t < 2; t++)
+    for (int s = 0; s < 2; s++)
+      for (int kind = 0; kind < 3; kind++) { /* both low; W float32; x float32 */
+        fs_dtype dt = t ? FS_F16 : FS_BF16;
+        fs_tensor *x[2], *xw[2];
+        for (int i = 0; i < 2; i++) {
+          if (kind == 2 - i) {
+            x[i] = rt_rand(i ? "W" : "x", -2, 2, i ? 2 : 3, i ? ws[s] : xs[s]);
+            xw[i] = rt_ok(fsT_copy(x[i]));
+            x[i]->requires_grad = xw[i]->requires_grad = true;
+          } else
+            low_pair_k(dt, i ? 2 : 3, i ? ws[s] : xs[s], i ? "W" : "x", -2, s ? 0 : 10, &x[i], &xw[i]);
+        }
+        fs_tensor *out = rt_ok(fsG_posemb(x[0], x[1]));
+        check_low(out, rt_ok(fsG_posemb(xw[0], xw[1])), x, xw, kind ? FS_F32 : dt, 2);
+      }
+}
+
 /* LayerNorm of a low x (w and b low, or float32: a float32 result) reads
  * and writes it by parts of rows: the float32 kernels' values rounded
  * once, forward and backward, on rows of odd lengths, parts over the
@@ -751,6 +858,62 @@ static void test_low_nll(void **state) {
       }
 }
 
+/* The same in torch's [N, C, d...] layout with index targets [N, d...],
+ * and cross_entropy with probability targets (low, or float32; requiring
+ * grad) in either layout: rows gathered across the d... positions a part
+ * at a time (the float32 path's permuted copy), parts crossing images and
+ * on the worker pool (the last shape). */
+static void test_low_nll_layouts(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[4]; } shapes[] = {
+    {2, {6, 9}}, {3, {4, 7, 5}}, {4, {2, 5, 3, 3}}, {3, {8, 33, 130}},
+  };
+  for (int mode = 0; mode < 3; mode++) /* bfloat16, float16, bfloat16 under autocast */
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++) /* index targets; low probabilities; float32 ones */
+        for (int opt = 0; opt < 4; opt++) { /* bit 0: smoothing; bit 1: a weight */
+          fs_dtype dt = mode == 1 ? FS_F16 : FS_BF16;
+          int rank = shapes[s].rank;
+          const int64_t *xs = shapes[s].shape;
+          int64_t C = xs[1], ts[3], M = 1;
+          if (kind == 0 && rank == 2) continue; /* [N, C] with [N]: test_low_nll's */
+          for (int d = 0; d < rank - 1; d++) M *= (ts[d] = xs[d ? d + 1 : 0]);
+          fs_tensor *x[2], *xw[2], *w = NULL, *ww = NULL;
+          low_pair_k(dt, rank, xs, "x", -4, 0, &x[0], &xw[0]);
+          if (kind == 0) {
+            x[1] = fsT_new(FS_I64, FS_DEV_CPU, rank - 1, ts);
+            for (int64_t m = 0; m < M; m++) fsT_i64(x[1])[m] = m % 4 == 1 ? -100 : (m * 131 + 7) % C;
+          } else if (kind == 1)
+            low_pair_k(dt, rank, xs, "p", 0, 0, &x[1], &xw[1]);
+          else {
+            x[1] = rt_rand("p", 0, 1, rank, xs);
+            xw[1] = rt_ok(fsT_copy(x[1]));
+            x[1]->requires_grad = xw[1]->requires_grad = true;
+          }
+          if (opt & 2) {
+            fs_tensor *wf = rt_rand("w", 0.25f, 2, 1, &C);
+            w = s % 2 ? rt_ok(fsT_to_dtype(wf, dt)) : fsT_retain(wf);
+            ww = rt_ok(fsT_to_dtype(w, FS_F32));
+            fsT_release(wf);
+          }
+          bool logits = kind || s % 2 == 0;
+          fsG_reduction red = (fsG_reduction)((s + (size_t)opt + (size_t)kind) % 3); /* none, mean, sum */
+          double ls = opt & 1 ? 0.1 : 0;
+          fs_dtype old = fsG_set_autocast(mode == 2 ? FS_BF16 : FS_F32);
+          fs_tensor *out = rt_ok(fsG_nll(x[0], x[1], w, logits, -100, ls, red));
+          fsG_set_autocast(old);
+          fs_tensor *ref = rt_ok(fsG_nll(xw[0], kind ? xw[1] : x[1], ww, logits, -100, ls, red));
+          fs_dtype want = mode == 2 || (w && w->dtype == FS_F32) || kind == 2 ? FS_F32 : dt;
+          if (kind == 0) {
+            check_low(out, ref, x, xw, want, 1);
+            fsT_release(x[1]);
+          } else
+            check_low(out, ref, x, xw, want, 2);
+          fsT_release(w);
+          fsT_release(ww);
+        }
+}
+
 /* RMSNorm of a low x, with a weight (low or float32) or none: the float32
  * kernels' values rounded once, forward and backward, over one or two
  * normalized dims and parts over the worker pool (the last shape). */
@@ -809,6 +972,54 @@ static void test_low_groupnorm(void **state) {
       }
 }
 
+/* BatchNorm of a low x (weight and bias low, float32 or none), training
+ * and not, with running statistics of x's type, float32 or none: the
+ * float32 kernels' values rounded once, forward and backward, and the
+ * running statistics the float32-copy path's, over parts of several
+ * channels and of one (the last two shapes, on the worker pool). */
+static void test_low_batchnorm(void **state) {
+  (void)state;
+  static const struct { int rank; int64_t shape[4]; } shapes[] = {
+    {2, {16, 6}}, {4, {3, 5, 7, 3}}, {3, {8, 40, 130}}, {3, {3, 3, 6000}},
+  };
+  for (int t = 0; t < 2; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int kind = 0; kind < 3; kind++)  /* low weight and bias, float32 ones, none */
+        for (int st = 0; st < 5; st++) { /* training: stats low, float32, none; eval: low, float32 */
+          fs_dtype dt = t ? FS_F16 : FS_BF16;
+          int64_t C = shapes[s].shape[1];
+          bool training = st < 3;
+          fs_tensor *x[3], *xw[3], *stats[2][2] = {{NULL, NULL}, {NULL, NULL}};
+          low_pair_k(dt, shapes[s].rank, shapes[s].shape, "x", -2, s == 1 ? 10 : 0, &x[0], &xw[0]);
+          for (int i = 1; i < 3 && kind < 2; i++) {
+            if (kind == 0) low_pair_k(dt, 1, &C, i == 1 ? "w" : "b", 0.25f, 0, &x[i], &xw[i]);
+            else {
+              x[i] = rt_rand(i == 1 ? "w" : "b", 0.25f, 4, 1, &C);
+              xw[i] = rt_ok(fsT_copy(x[i]));
+              x[i]->requires_grad = xw[i]->requires_grad = true;
+            }
+          }
+          for (int i = 0; i < 2 && st != 2; i++) {
+            fs_tensor *v = rt_rand(i ? "rv" : "rm", i ? 0.5f : -1, 2, 1, &C);
+            for (int k = 0; k < 2; k++) stats[k][i] = rt_ok(fsT_to_dtype(v, st % 3 == 0 ? dt : FS_F32));
+            fsT_release(v);
+          }
+          fs_tensor *out = rt_ok(fsG_batch_norm(x[0], stats[0][0], stats[0][1], kind < 2 ? x[1] : NULL,
+                                                kind < 2 ? x[2] : NULL, training, 0.1, 1e-5));
+          fs_tensor *ref = rt_ok(fsG_batch_norm(xw[0], stats[1][0], stats[1][1], kind < 2 ? xw[1] : NULL,
+                                                kind < 2 ? xw[2] : NULL, training, 0.1, 1e-5));
+          check_low(out, ref, x, xw, kind == 1 ? FS_F32 : dt, kind < 2 ? 3 : 1);
+          for (int i = 0; i < 2 && st != 2; i++) {
+            fs_tensor *want = rt_ok(fsT_to_dtype(stats[1][i], FS_F32));
+            assert_int_equal(stats[0][i]->dtype, stats[1][i]->dtype);
+            assert_same(stats[0][i], fsT_f32(want), C);
+            fsT_release(want);
+            fsT_release(stats[0][i]);
+            fsT_release(stats[1][i]);
+          }
+        }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounding), cmocka_unit_test(test_f16_conversion), cmocka_unit_test(test_gemm_bf16), cmocka_unit_test(test_gemm_bf16_finish),
@@ -816,9 +1027,11 @@ int main(void) {
     cmocka_unit_test(test_low_grads), cmocka_unit_test(test_act_bf16), cmocka_unit_test(test_autocast),
     cmocka_unit_test(test_low_binary), cmocka_unit_test(test_low_unary), cmocka_unit_test(test_low_grad_order),
     cmocka_unit_test(test_low_cross_entropy), cmocka_unit_test(test_low_bcast), cmocka_unit_test(test_low_reduce),
-    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_layernorm),
-    cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_rmsnorm),
-    cmocka_unit_test(test_low_groupnorm),
+    cmocka_unit_test(test_low_dropout), cmocka_unit_test(test_low_ploss), cmocka_unit_test(test_low_ploss_bcast),
+    cmocka_unit_test(test_low_cat), cmocka_unit_test(test_low_embedding), cmocka_unit_test(test_low_posemb),
+    cmocka_unit_test(test_low_layernorm),
+    cmocka_unit_test(test_low_nll), cmocka_unit_test(test_low_nll_layouts), cmocka_unit_test(test_low_rmsnorm),
+    cmocka_unit_test(test_low_groupnorm), cmocka_unit_test(test_low_batchnorm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
