@@ -195,6 +195,9 @@ int fsC_module_method(C *c, const cargs *a, const cv *recv, const char *m, cv *o
     *out = fsC_obj(id);
     return 1;
   }
+  /* to(dtype=...), to(torch.bfloat16), to(memory_format=...) leave the module where it is */
+  const cv *dev = !strcmp(m, "to") ? fsC_arg(a, "device", NULL) : NULL;
+  if (!strcmp(m, "to") && (!dev || fsC_is_none(dev) || dev->k == CV_CLASS)) return 0;
   if (!strcmp(m, "to") || !strcmp(m, "cuda") || !strcmp(m, "cpu") || !strcmp(m, "to_empty")) {
     fsF_pdev where = !strcmp(m, "cuda") ? FSF_PD_CUDA : !strcmp(m, "cpu") ? FSF_PD_CPU : placement_arg(c, a);
     for (size_t i = 0; i < nr; i++) fsC_place(c, raws[i], where, !strcmp(m, "to_empty"));

@@ -935,22 +935,32 @@ static fs_value *module_move(fs_value *self, fs_device dev) {
   return fsV_retain(self);
 }
 
+/* to(device, dtype), to(dtype), to(dtype=), to(memory_format=): the dtype
+ * converts its floating parameters and buffers, then the device moves them;
+ * non_blocking and memory_format change no values (tensors here are
+ * contiguous). */
 NATIVE(module_to) {
   (void)E;
-  ctxv *c = fsV_objdata(s[0], &fsE_ctx_class);
-  if (c && c->kind == 0) return module_move(self, c->dev);
+  const fs_value *dev = s[0], *dtv = s[1];
   fs_dtype dt;
-  if (fsE_is_dtype(s[0], &dt)) { /* module.to(torch.float64): its floating parameters and buffers */
+  if (fsE_is_dtype(dev, &dt)) dtv = dev, dev = NULL; /* module.to(torch.float64) */
+  if (dtv->type != FSV_NONE) {
+    if (!fsE_is_dtype(dtv, &dt)) {
+      fsV_seterr("%s.to(): dtype must be a torch dtype, got %s", MODV(self)->cls, fsV_type_name(dtv));
+      return NULL;
+    }
     if (fsM_to_dtype(MODV(self)->m, dt) < 0) return fsE_rt_fail();
-    return fsV_retain(self);
   }
-  for (int d = 0; s[0]->type == FSV_STR && d < FS_DEV__COUNT; d++) {
+  if (!dev || dev->type == FSV_NONE) return fsV_retain(self);
+  ctxv *c = fsV_objdata(dev, &fsE_ctx_class);
+  if (c && c->kind == 0) return module_move(self, c->dev);
+  for (int d = 0; dev->type == FSV_STR && d < FS_DEV__COUNT; d++) {
     size_t l = strlen(fsT_device_name((fs_device)d));
-    if (strncmp(s[0]->u.str.s, fsT_device_name((fs_device)d), l) == 0 && (!s[0]->u.str.s[l] || s[0]->u.str.s[l] == ':'))
+    if (strncmp(dev->u.str.s, fsT_device_name((fs_device)d), l) == 0 && (!dev->u.str.s[l] || dev->u.str.s[l] == ':'))
       return module_move(self, (fs_device)d);
   }
   fsV_seterr("%s.to(): expected a device (device(...), \"cpu\", \"cuda\") or a dtype, got %s", MODV(self)->cls,
-             s[0]->type == FSV_STR ? s[0]->u.str.s : fsV_type_name(s[0]));
+             dev->type == FSV_STR ? dev->u.str.s : fsV_type_name(dev));
   return NULL;
 }
 NATIVE(module_cpu) { return (void)E, (void)s, (void)a, module_move(self, FS_DEV_CPU); }

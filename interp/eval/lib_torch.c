@@ -473,7 +473,12 @@ NATIVE(b_full_like) {
 
 NATIVE(t_long) { return fsE_tensor_value(fsT_to_dtype(TENSOR(self), FS_I64)); }
 
-NATIVE(t_to) { /* to(dtype) / to(device) / to(device, dtype) */
+static fs_value *clone_of(fs_tensor *x);
+
+/* to(dtype) / to(device) / to(device, dtype); copy=True always gives a new
+ * tensor (on the tape, as clone); non_blocking and memory_format change no
+ * values (tensors here are contiguous) */
+NATIVE(t_to) {
   fs_tensor *x = TENSOR(self);
   fs_dtype dt = x->dtype;
   fs_device dev = x->device;
@@ -488,14 +493,17 @@ NATIVE(t_to) { /* to(dtype) / to(device) / to(device, dtype) */
   }
   fs_tensor *c = fsG_cast(x, dt), *d = c ? fsT_to_device(c, dev) : NULL; /* on the tape */
   fsT_release(c);
+  if (d == x && fsV_truthy(s[3])) {
+    fsT_release(d);
+    return clone_of(x);
+  }
   return fsE_tensor_value(d);
 }
 
 NATIVE(t_cpu) { return fsE_tensor_value(fsT_to_device(TENSOR(self), FS_DEV_CPU)); }
 NATIVE(t_cuda) { return fsE_tensor_value(fsT_to_device(TENSOR(self), FS_DEV_CUDA)); }
 
-NATIVE(t_clone) { /* on the tape: the gradient passes through */
-  fs_tensor *x = TENSOR(self);
+static fs_value *clone_of(fs_tensor *x) { /* on the tape: the gradient passes through */
   if (!x->requires_grad) return fsE_tensor_value(fsT_copy(x));
   fs_tensor *one = fsT_scalar(1.0f), *d = one ? fsT_to_device(one, x->device) : NULL;
   fs_tensor *r = d ? fsG_binary(FSB_MUL, x, d) : NULL;
@@ -503,6 +511,7 @@ NATIVE(t_clone) { /* on the tape: the gradient passes through */
   fsT_release(d);
   return fsE_tensor_value(r);
 }
+NATIVE(t_clone) { return (void)E, (void)s, (void)a, clone_of(TENSOR(self)); }
 
 NATIVE(t_requires_grad_) {
   fs_tensor *x = TENSOR(self);

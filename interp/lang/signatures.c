@@ -164,7 +164,10 @@ PARAMS(p_isinstance, PO("obj", ANY, NULL), PO("class_or_tuple", ANY, NULL))
 PARAMS(p_moduledict, P("modules", DICT | SEQ | FSSIG_T_NONE, "None"))
 PARAMS(p_register_buffer, P("name", STR, NULL), P("tensor", ANY, NULL), P("persistent", BOOL, "True"))
 PARAMS(p_module_requires_grad, P("requires_grad", BOOL, "True"))
-PARAMS(p_module_to, P("device", ANY, NULL))
+/* Module.to(device=None, dtype=None, non_blocking=False), to(dtype), to(tensor),
+ * to(memory_format=...): torch's overloads through one row */
+PARAMS(p_module_to, P("device", ANY, "None"), P("dtype", ANY, "None"), P("non_blocking", BOOL, "False"),
+       KW("memory_format", ANY, "None"))
 /* torch.nn.init */
 PARAMS(p_init_uniform, P("tensor", OBJ, NULL), P("a", NUM, "0.0"), P("b", NUM, "1.0"))
 PARAMS(p_init_normal, P("tensor", OBJ, NULL), P("mean", NUM, "0.0"), P("std", NUM, "1.0"))
@@ -354,7 +357,8 @@ PARAMS(p_t_var, PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("unbiased", 
        P("keepdim", BOOL, "False"), PT("correction", FSSIG_T_INT | FSSIG_T_NONE, "None", FSSIG_KWONLY))
 PARAMS(p_t_norm, P("p", NUM, "2"), PT("dim", FSSIG_T_INT | FSSIG_T_NONE, "None", 0), P("keepdim", BOOL, "False"))
 PARAMS(p_t_dimkeep, P("dim", INT, NULL), P("keepdim", BOOL, "False"))
-PARAMS(p_t_to, P("device", ANY, "None"), P("dtype", ANY, "None"))
+PARAMS(p_t_to, P("device", ANY, "None"), P("dtype", ANY, "None"), P("non_blocking", BOOL, "False"),
+       P("copy", BOOL, "False"), KW("memory_format", ANY, "None"))
 PARAMS(p_t_requires_grad, P("requires_grad", BOOL, "True"))
 /* tensor indexing and selection (issue 14 points 1-2; lib_index.c) */
 PARAMS(p_t_topk, P("k", INT, NULL), P("dim", INT, "-1"), P("largest", BOOL, "True"), P("sorted", BOOL, "True"))

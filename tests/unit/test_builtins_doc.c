@@ -99,7 +99,7 @@ static void test_format(void **st) {
   fsSig_format(fsSig_member("Tensor", "shape"), f);
   fclose(f);
   assert_string_equal(buf, "range(start, stop=None, step=None, /) -> range|"
-                           "print(*args, sep=' ', end='\\n') -> None|Tensor.shape -> tuple");
+                           "print(*args, sep=' ', end='\\n', file=None, flush=False) -> None|Tensor.shape -> tuple");
   free(buf);
 }
 
