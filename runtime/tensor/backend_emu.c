@@ -10,8 +10,12 @@
 #include "backend.h"
 #include "f64_cnn_kernels.h"
 #include "f64_kernels.h"
+#include "low_elem.h"
 #include "nn.h"
 #include "ops.h"
+
+#include <pthread.h>
+#include <stdlib.h>
 
 /* 2^52: past the 47- and 48-bit user address spaces, hence non-canonical on
  * x86-64 and a translation fault on arm64 (whose top-byte-ignore spares
@@ -183,6 +187,74 @@ static void e_topk_backward(int64_t O, int64_t L, int64_t I, int64_t Kn, float *
 static const fsU_kernels emu_ops = {
   E(take), E(take_backward), E(put), E(topk_forward), E(topk_backward), .partial = true,
 };
+
+/* --- the low-precision elementwise kernels (fsB_low_kernels) --------------
+ * low_cuda.cu's kernels, element for element (low_elem.h), in a loop on the
+ * host: --emulate-cuda takes autograd.c's device paths and the device's
+ * arithmetic. */
+
+static int l_binary(fsB_binop op, size_t n, fs_dtype ta, const void *a, size_t sa, fs_dtype tb, const void *b,
+                    size_t sb, fs_dtype to, void *out) {
+  a = H(a), b = H(b), out = H(out);
+  for (size_t i = 0; i < n; i++)
+    fsL_store(to, out, i, fsL_binary(op, fsL_widen(ta, a, i * sa), fsL_widen(tb, b, i * sb)));
+  return 0;
+}
+
+static int l_binary_backward(fsB_binop op, int side, size_t n, const float *g, fs_dtype ta, const void *a,
+                             size_t sa, fs_dtype tb, const void *b, size_t sb, fs_dtype dt, float *d, bool fresh) {
+  g = H(g), a = H(a), b = H(b), d = H(d);
+  for (size_t i = 0; i < n; i++)
+    fsL_grad_add(dt, d, i, fsL_binary_grad(op, side, g[i], ta, a, sa, tb, b, sb, i), fresh);
+  return 0;
+}
+
+/* fsN_act_low_table for (act, type), made on first use and kept for the
+ * process, as low_cuda.cu keeps its device copy */
+typedef struct act_table {
+  uint16_t out[65536];
+  float slope[65536];
+} act_table;
+
+static act_table *act_tables[FSN_TANH + 1][2];
+static pthread_mutex_t act_tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const act_table *act_table_of(fsN_act act, fs_dtype dt) {
+  pthread_mutex_lock(&act_tables_lock);
+  act_table **slot = &act_tables[act][dt == FS_F16], *t = *slot;
+  if (!t) {
+    if (!(t = malloc(sizeof *t))) fsT_seterr("out of memory");
+    else if (fsN_act_low_table(act, dt, t->out, t->slope) < 0) {
+      free(t);
+      t = NULL;
+    }
+    *slot = t;
+  }
+  pthread_mutex_unlock(&act_tables_lock);
+  return t;
+}
+
+static int l_act_forward(fsN_act act, fs_dtype dt, size_t n, const void *x, void *y) {
+  const act_table *t = act == FSN_RELU ? NULL : act_table_of(act, dt);
+  if (act != FSN_RELU && !t) return -1;
+  const uint16_t *xs = H(x);
+  uint16_t *ys = H(y);
+  for (size_t i = 0; i < n; i++) ys[i] = fsL_act(act == FSN_RELU, dt, xs, i, t ? t->out : NULL);
+  return 0;
+}
+
+static int l_act_backward(fsN_act act, fs_dtype dt, size_t n, float *dx, bool fresh, const float *dout,
+                          const void *x) {
+  const act_table *t = act == FSN_RELU ? NULL : act_table_of(act, dt);
+  if (act != FSN_RELU && !t) return -1;
+  const uint16_t *xs = H(x);
+  dx = H(dx), dout = H(dout);
+  for (size_t i = 0; i < n; i++)
+    fsL_grad_add(dt, dx, i, fsL_act_grad(act == FSN_RELU, dt, xs, i, dout[i], t ? t->slope : NULL), fresh);
+  return 0;
+}
+
+static const fsB_low_kernels emu_low = {l_binary, l_binary_backward, l_act_forward, l_act_backward};
 
 /* --- the float64 kernels (f64_kernels.h): 64-true on emulated cuda -------- */
 
@@ -422,5 +494,5 @@ const fsB_backend fsB_emu_cuda = {
   E(fill_uniform), E(fill_normal), E(gemm), E(binary), E(axpy), E(scale), E(clamp), E(sum),
   E(sumsq), E(absmax), E(sgd_update), E(adam_update), E(rmsprop_update), E(adagrad_update),
   E(adadelta_update),
-  .nn = &emu_nn, .ops = &emu_ops, .f64 = &emu_f64, E(convert),
+  .nn = &emu_nn, .ops = &emu_ops, .f64 = &emu_f64, E(convert), .low = &emu_low,
 };
