@@ -963,6 +963,15 @@ NATIVE(module_to) {
              dev->type == FSV_STR ? dev->u.str.s : fsV_type_name(dev));
   return NULL;
 }
+/* module.float() / double() / bfloat16() / half(): module.to(dtype) */
+static fs_value *module_as(fs_value *self, fs_dtype dt) {
+  if (fsM_to_dtype(MODV(self)->m, dt) < 0) return fsE_rt_fail();
+  return fsV_retain(self);
+}
+NATIVE(module_float) { return (void)E, (void)s, (void)a, module_as(self, FS_F32); }
+NATIVE(module_double) { return (void)E, (void)s, (void)a, module_as(self, FS_F64); }
+NATIVE(module_bfloat16) { return (void)E, (void)s, (void)a, module_as(self, FS_BF16); }
+NATIVE(module_half) { return (void)E, (void)s, (void)a, module_as(self, FS_F16); }
 NATIVE(module_cpu) { return (void)E, (void)s, (void)a, module_move(self, FS_DEV_CPU); }
 NATIVE(module_cuda) { return (void)E, (void)s, (void)a, module_move(self, FS_DEV_CUDA); }
 
@@ -1061,7 +1070,8 @@ static const fsE_reg nn_funcs[] = {
   {"Module.named_modules", module_named_modules}, {"Module.apply", module_apply},
   {"ModuleDict", l_moduledict}, {"Module.keys", module_keys}, {"Module.values", module_values},
   {"Module.items", module_items}, {"Module.requires_grad_", module_requires_grad_}, {"Module.to", module_to},
-  {"Module.cpu", module_cpu}, {"Module.cuda", module_cuda}, {"Module.buffers", module_buffers},
+  {"Module.cpu", module_cpu}, {"Module.float", module_float}, {"Module.double", module_double},
+  {"Module.bfloat16", module_bfloat16}, {"Module.half", module_half}, {"Module.cuda", module_cuda}, {"Module.buffers", module_buffers},
   {"Module.named_buffers", module_named_buffers},
   {NULL, NULL},
 };

@@ -194,6 +194,8 @@ NATIVE(tensor_sum) { return total(self, s[0], s[1], false); }
 NATIVE(tensor_mean) { return total(self, s[0], s[1], true); }
 NATIVE(tensor_float) { return fsE_tensor_value(fsG_cast(TENSOR(self), FS_F32)); }
 NATIVE(tensor_double) { return fsE_tensor_value(fsG_cast(TENSOR(self), FS_F64)); }
+NATIVE(tensor_bfloat16) { return fsE_tensor_value(fsG_cast(TENSOR(self), FS_BF16)); }
+NATIVE(tensor_half) { return fsE_tensor_value(fsG_cast(TENSOR(self), FS_F16)); }
 
 NATIVE(tensor_backward) {
   fsF_fabric *f = fsE_current_fabric(E);
@@ -289,7 +291,8 @@ fs_tensor *fsE_need_tensor(const fs_value *v, const char *fn, const char *arg) {
 
 static const fsE_reg tensor_funcs[] = {
   {"Tensor.item", tensor_item}, {"Tensor.argmax", tensor_argmax}, {"Tensor.sum", tensor_sum},
-  {"Tensor.mean", tensor_mean}, {"Tensor.float", tensor_float}, {"Tensor.double", tensor_double}, {"Tensor.backward", tensor_backward},
+  {"Tensor.mean", tensor_mean}, {"Tensor.float", tensor_float}, {"Tensor.double", tensor_double},
+  {"Tensor.bfloat16", tensor_bfloat16}, {"Tensor.half", tensor_half}, {"Tensor.backward", tensor_backward},
   {"Tensor.size", tensor_size}, {"Tensor.numel", tensor_numel}, {"Tensor.detach", tensor_detach}, {"Tensor.data", tensor_data},
   {"Tensor.tolist", tensor_tolist},
   {"Tensor.shape", tensor_shape}, {"Tensor.device", tensor_device}, {"Tensor.requires_grad", tensor_requires_grad}, {"Tensor.grad", tensor_grad},

@@ -516,7 +516,7 @@ NATIVE(t_clone) { return (void)E, (void)s, (void)a, clone_of(TENSOR(self)); }
 NATIVE(t_requires_grad_) {
   fs_tensor *x = TENSOR(self);
   bool want = fsV_truthy(s[0]);
-  if (want && x->dtype != FS_F32 && x->dtype != FS_F64) {
+  if (want && !fsT_is_floating(x->dtype)) {
     fsV_seterr("only Tensors of floating point dtype can require gradients");
     return NULL;
   }

@@ -772,6 +772,10 @@ static const fsSig table[] = {
   M("Module.to", p_module_to, "Module"),
   M0("Module.cpu", "Module"),
   M0("Module.cuda", "Module"),
+  M0("Module.float", "Module"),
+  M0("Module.double", "Module"),
+  M0("Module.bfloat16", "Module"),
+  M0("Module.half", "Module"),
   /* raisesA: Fabric's _FabricModule */
   M("Module.mark_forward_method", p_mark_forward_method, "None"),
 
@@ -842,6 +846,8 @@ static const fsSig table[] = {
   M("Tensor.mean", p_dim, "Tensor"),
   M0("Tensor.float", "Tensor"),
   M0("Tensor.double", "Tensor"),
+  M0("Tensor.bfloat16", "Tensor"),
+  M0("Tensor.half", "Tensor"),
   M0("Tensor.backward", "None"),
   M("Tensor.size", p_size, "any"),
   M0("Tensor.numel", "int"),

@@ -149,6 +149,7 @@ bool fsG_rms_norm_low_ok(const fs_tensor *x, int nd, const int64_t *shape, const
 /* a low parameter's float32 sum, rounded into its gradient after the parts */
 static int ln_low_param(fs_tensor *t, float **d, float **sum, bool *fresh) {
   *sum = NULL;
+  if (!t) return 0;
   if (!fsT_is_low(t->dtype)) return fsG_grad_buf(t, d);
   if (fsG_low_grad_buf(t, d, fresh)) return -1;
   if (*d && !(*sum = calloc((size_t)t->numel, sizeof **sum))) {
@@ -158,31 +159,52 @@ static int ln_low_param(fs_tensor *t, float **d, float **sum, bool *fresh) {
   return 0;
 }
 
+/* The gradients of a norm's weight and bias (either may be absent): dw and
+ * db are where the parts add them, a float32 .grad or, for a low
+ * parameter, a float32 sum that low_affine_end rounds into its .grad. */
+typedef struct low_affine {
+  float *dw, *db, *d[2], *sum[2];
+  bool fresh[2];
+} low_affine;
+
+static int low_affine_begin(low_affine *a, fs_tensor *w, fs_tensor *b) {
+  *a = (low_affine){0};
+  fs_tensor *t[2] = {w, b};
+  int rc = 0;
+  for (int i = 0; i < 2 && rc == 0; i++) rc = ln_low_param(t[i], &a->d[i], &a->sum[i], &a->fresh[i]);
+  a->dw = a->sum[0] ? a->sum[0] : a->d[0];
+  a->db = a->sum[1] ? a->sum[1] : a->d[1];
+  return rc;
+}
+
+/* rc 0: the sums into the low parameters' gradients; always frees them */
+static void low_affine_end(low_affine *a, fs_tensor *w, fs_tensor *b, int rc) {
+  fs_tensor *t[2] = {w, b};
+  for (int i = 0; i < 2; i++) {
+    if (rc == 0 && a->sum[i]) fsG_low_grad_add(t[i]->dtype, a->d[i], a->sum[i], (size_t)t[i]->numel, 1.0f, a->fresh[i]);
+    free(a->sum[i]);
+  }
+}
+
 static int ln_low_bw(fsG_node *n, fs_tensor *out) {
   bool rms = n->k;
   fs_tensor *x = n->in[0], *w = n->in[1], *b = rms ? NULL : n->in[2], *rstd = n->saved[rms ? 0 : 1];
   ln_low j;
-  float *wide, *dwl = NULL, *dbl = NULL, *dw = NULL, *db = NULL;
-  bool wf = false, bf = false;
+  low_affine g = {0};
+  float *wide;
   if (ln_low_begin(&j, x, w, b, x->numel / rstd->numel, &wide) < 0) return -1;
-  int rc = fsG_low_grad_buf(x, &j.dx, &j.dx_fresh) || (w && ln_low_param(w, &dw, &dwl, &wf)) ||
-                   (b && ln_low_param(b, &db, &dbl, &bf))
-               ? -1
-               : 0;
+  int rc = fsG_low_grad_buf(x, &j.dx, &j.dx_fresh) || low_affine_begin(&g, w, b) ? -1 : 0;
   if (rc == 0) {
     j.dy = fsT_f32(out->grad);
     j.mean = rms ? NULL : fsT_f32(n->saved[0]);
     j.rstd = fsT_f32(rstd);
-    j.dw = dwl ? dwl : dw;
-    j.db = dbl ? dbl : db;
+    j.dw = g.dw;
+    j.db = g.db;
     if (!j.dx) j.row_parts = 0;
     int64_t cols = j.dw || j.db ? (j.C + LOW_LN_COLUMNS - 1) / LOW_LN_COLUMNS : 0;
     low_run(&j, j.N * j.C, (int)(j.row_parts + cols), ln_low_backward_part);
-    if (dwl) fsG_low_grad_add(w->dtype, dw, dwl, (size_t)j.C, 1.0f, wf);
-    if (dbl) fsG_low_grad_add(b->dtype, db, dbl, (size_t)j.C, 1.0f, bf);
   }
-  free(dwl);
-  free(dbl);
+  low_affine_end(&g, w, b, rc);
   free(wide);
   return rc;
 }
@@ -260,27 +282,22 @@ static int gn_low_begin(gn_low *g, const fs_tensor *x, int64_t groups, const fs_
 static int gn_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
   gn_low g;
-  float *dx, *dw = NULL, *db = NULL, *dwl = NULL, *dbl = NULL;
-  bool fresh = false, wf = false, bf = false;
+  low_affine p = {0};
+  float *dx;
+  bool fresh = false;
   if (gn_low_begin(&g, x, n->k, w, b) < 0) return -1;
-  int rc = fsG_low_grad_buf(x, &dx, &fresh) || (w && ln_low_param(w, &dw, &dwl, &wf)) ||
-                   (b && ln_low_param(b, &db, &dbl, &bf))
-               ? -1
-               : 0;
-  for (int64_t n0 = 0; rc == 0 && (dx || dw || db) && n0 < g.N; n0 += g.imgs) {
+  int rc = fsG_low_grad_buf(x, &dx, &fresh) || low_affine_begin(&p, w, b) ? -1 : 0;
+  for (int64_t n0 = 0; rc == 0 && (dx || p.dw || p.db) && n0 < g.N; n0 += g.imgs) {
     int64_t k = g.N - n0 < g.imgs ? g.N - n0 : g.imgs;
     size_t at = (size_t)(n0 * g.C * g.S), m = (size_t)(k * g.C * g.S);
     float *d = g.buf + m;
     if (dx) memset(d, 0, m * sizeof *d); /* the kernel adds to dx, as to the zeroed float32 gradient */
-    fsN_groupnorm_backward(dx ? d : NULL, dwl ? dwl : dw, dbl ? dbl : db, fsT_f32(out->grad) + at,
+    fsN_groupnorm_backward(dx ? d : NULL, p.dw, p.db, fsT_f32(out->grad) + at,
                            fsG_low_block(x, at, m, true, g.buf), g.w, fsT_f32(n->saved[0]) + n0 * g.G,
                            fsT_f32(n->saved[1]) + n0 * g.G, k, g.C, g.S, g.G);
     if (dx) fsG_low_grad_add(x->dtype, dx + at, d, m, 1.0f, fresh);
   }
-  if (rc == 0 && dwl) fsG_low_grad_add(w->dtype, dw, dwl, (size_t)g.C, 1.0f, wf);
-  if (rc == 0 && dbl) fsG_low_grad_add(b->dtype, db, dbl, (size_t)g.C, 1.0f, bf);
-  free(dwl);
-  free(dbl);
+  low_affine_end(&p, w, b, rc);
   free(g.wide);
   return rc;
 }
@@ -412,26 +429,20 @@ static int bn_low_begin(bn_low *j, const fs_tensor *x, const fs_tensor *w, const
 static int bn_low_bw(fsG_node *n, fs_tensor *out) {
   fs_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
   bn_low j;
-  float *wide, *dwl = NULL, *dbl = NULL, *dw = NULL, *db = NULL;
-  bool wf = false, bf = false;
+  low_affine g = {0};
+  float *wide;
   if (bn_low_begin(&j, x, w, b, NULL, NULL, &wide) < 0) return -1;
-  int rc = fsG_low_grad_buf(x, &j.dx, &j.dx_fresh) || (w && ln_low_param(w, &dw, &dwl, &wf)) ||
-                   (b && ln_low_param(b, &db, &dbl, &bf))
-               ? -1
-               : 0;
-  if (rc == 0 && (j.dx || dw || db)) {
+  int rc = fsG_low_grad_buf(x, &j.dx, &j.dx_fresh) || low_affine_begin(&g, w, b) ? -1 : 0;
+  if (rc == 0 && (j.dx || g.dw || g.db)) {
     j.dy = fsT_f32(out->grad);
     j.mean = fsT_f32(n->saved[0]);
     j.rstd = fsT_f32(n->saved[1]);
-    j.dw = dwl ? dwl : dw;
-    j.db = dbl ? dbl : db;
+    j.dw = g.dw;
+    j.db = g.db;
     j.training = n->k != 0;
     low_run(&j, x->numel, (int)((j.C + j.k - 1) / j.k), bn_low_backward_part);
-    if (dwl) fsG_low_grad_add(w->dtype, dw, dwl, (size_t)j.C, 1.0f, wf);
-    if (dbl) fsG_low_grad_add(b->dtype, db, dbl, (size_t)j.C, 1.0f, bf);
   }
-  free(dwl);
-  free(dbl);
+  low_affine_end(&g, w, b, rc);
   free(wide);
   return rc;
 }
